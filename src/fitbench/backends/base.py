@@ -1,0 +1,89 @@
+"""The contract every framework backend fulfils; the runner never asks which framework it holds.
+
+A backend is stateless; `open()` builds a `Session` that owns the model, optimizer and data on
+one device. The runner (fitbench.measure) drives sessions only through these methods, in a
+fresh child process per measurement, so peaks are clean and an OOM cannot take the CLI down.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from fitbench.workloads.workload import Workload
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """How to run a workload (not what it is: that is the Workload).
+
+    device      'cpu', 'cuda' or 'cuda:N'
+    exec_mode   'default' (the code most users write) or 'tuned' (what the card can do)
+    data        path to a local dataset (CIFAR-10 pickle folder/tar.gz, aclImdb/), None = synthetic
+    """
+
+    device: str = "cpu"
+    exec_mode: str = "default"
+    data: str | None = None
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Session(ABC):
+    """A built workload on a device, ready to step."""
+
+    #: what the backend actually runs: e.g. {"precision_in_effect": "fp32", "warnings": [...]}
+    notes: dict[str, Any]
+
+    @abstractmethod
+    def step(self) -> None:
+        """One training step (forward, backward, optimizer) or one inference forward pass."""
+
+    def prefill(self) -> None:
+        """Generation: run the prompt through the model and fill the KV cache."""
+        raise TypeError("this workload does not generate")
+
+    def decode(self, new_tokens: int) -> None:
+        """Generation: produce `new_tokens` tokens after `prefill` (greedy, no early stop)."""
+        raise TypeError("this workload does not generate")
+
+    @abstractmethod
+    def sync(self) -> None:
+        """Wait for queued device work, so that host clocks measure it."""
+
+    @abstractmethod
+    def reset_peak(self) -> None:
+        """Start a new peak-memory window (allocator statistics)."""
+
+    @abstractmethod
+    def memory(self) -> dict[str, int | None]:
+        """Allocator figures in bytes: peak_allocated, peak_reserved, allocated, reserved (None if unknown)."""
+
+    def close(self) -> None:
+        """Release the model and free device memory (the child process exits anyway)."""
+
+
+class Backend(ABC):
+    """A framework: names itself, reports its version, and opens sessions."""
+
+    name: str
+
+    @abstractmethod
+    def version(self) -> str: ...
+
+    @abstractmethod
+    def device_info(self, device: str) -> dict[str, Any]:
+        """What the framework sees: name, total memory, capability; raises FitbenchError if absent."""
+
+    @abstractmethod
+    def open(self, workload: Workload, options: RunOptions) -> Session:
+        """Build model, optimizer and data for `workload` on `options.device`."""
+
+    @abstractmethod
+    def is_oom(self, exc: BaseException) -> bool:
+        """Whether an exception is the framework's out-of-memory error."""
+
+    def param_count(self, workload: Workload) -> int:
+        """Parameters of the model this backend builds (checked against the estimator in tests)."""
+        raise NotImplementedError

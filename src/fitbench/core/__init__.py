@@ -1,0 +1,1 @@
+"""Framework-free value types and units shared by estimate, run and report."""

@@ -1,0 +1,50 @@
+"""GpuSpec: one catalog row. Dense datasheet figures only; sources travel with the row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuSpec:
+    """A GPU as the estimator sees it.
+
+    memory_bytes         total device memory as nvidia-smi reports it (a '24 GB' card has 24 GiB)
+    usable_bytes         what one process can allocate: the total minus what the driver keeps
+    bandwidth_bytes_s    memory bandwidth, bytes per second
+    peak_flops           dense peak per compute precision: fp32, tf32, fp16, bf16 (FLOP/s,
+                         tensor-core rates with FP32 accumulation, no sparsity)
+    """
+
+    id: str
+    name: str
+    vendor: str
+    architecture: str
+    memory_bytes: int
+    usable_bytes: int
+    bandwidth_bytes_s: float
+    peak_flops: dict[str, float]
+    bf16: bool
+    form_factor: str = ""
+    interconnect: str = ""
+    interconnect_bytes_s: float = 0.0
+    price_usd: float | None = None
+    price_source: str = ""
+    price_date: str = ""
+    source: str = ""
+    aliases: tuple[str, ...] = field(default_factory=tuple)
+    notes: str = ""
+
+    def peak(self, compute: str) -> float:
+        """Dense peak FLOP/s for a compute precision; missing rates fall back to the next slower one.
+
+        A card without BF16 (T4, V100) runs bf16 requests at its FP32 rate, which is what the
+        frameworks do (emulation through fp32 paths) and why the advice prefers fp16 there.
+        """
+        if compute in self.peak_flops:
+            return self.peak_flops[compute]
+        if compute == "bf16":
+            return self.peak_flops["fp32"]
+        if compute == "tf32":
+            return self.peak_flops["fp32"]
+        return self.peak_flops["fp32"]

@@ -1,0 +1,42 @@
+"""The one exception type the CLI turns into a single line instead of a traceback.
+
+Anything a user can get wrong (a name, a size, a file) raises ``FitbenchError`` with a message
+that says what is wrong and a hint that says how to fix it. Everything else is a bug and keeps
+its traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class FitbenchError(Exception):
+    """A problem with the user's input or environment, reported as one line."""
+
+    def __init__(self, message: str, hint: str | None = None, *, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+def did_you_mean(name: str, choices: Iterable[str], *, n: int = 3) -> str:
+    """A hint naming the closest valid choices, or listing them all when none is close."""
+    options = sorted(set(choices))
+    close = difflib.get_close_matches(name.lower(), options, n=n, cutoff=0.5)
+    if close:
+        return "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
+    shown = ", ".join(options[:12]) + (", …" if len(options) > 12 else "")
+    return f"choose one of: {shown}"
+
+
+def unknown_name(kind: str, name: str, choices: Iterable[str], *, list_command: str | None = None) -> FitbenchError:
+    """The standard error for a name that is not in a registry."""
+    hint = did_you_mean(name, choices)
+    if list_command:
+        hint += f"; `{list_command}` lists them all"
+    return FitbenchError(f"unknown {kind} '{name}'", hint)

@@ -1,0 +1,145 @@
+"""Workload: one job to estimate or run, the shared vocabulary of every fitbench command."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from fitbench.core.precision import Precision, get_precision
+from fitbench.errors import FitbenchError, did_you_mean
+from fitbench.workloads.arch import ResNetArch, TransformerArch
+
+OPTIMIZERS = ("adam", "adamw", "sgd", "momentum")
+MODES = ("train", "infer")
+ATTENTION_IMPLS = ("fused", "eager")
+
+# Sizes beyond these are typos, not jobs (the largest production contexts are ~1M tokens).
+LIMITS = {"batch_size": 1 << 20, "seq_len": 1 << 21, "image_size": 16384, "prompt_tokens": 1 << 21,
+          "new_tokens": 1 << 21, "dataset_size": 1 << 40}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """A deep-learning job: a model, what is done with it, and at what size.
+
+    family       'resnet' | 'encoder' | 'decoder'
+    mode         'train' (a training step) or 'infer' (classification forward, or generation
+                 for decoders: prefill `prompt_tokens`, then decode `new_tokens`)
+    attention    'fused' when the attention score matrix is never materialised (SDPA,
+                 FlashAttention, memory-efficient kernels) or 'eager' when it is
+    """
+
+    name: str
+    arch: ResNetArch | TransformerArch
+    mode: str = "train"
+    batch_size: int = 1
+    precision: str = "fp32"
+    optimizer: str = "adam"
+    seq_len: int | None = None
+    image_size: int | None = None
+    dataset_size: int | None = None
+    prompt_tokens: int | None = None
+    new_tokens: int | None = None
+    checkpointing: bool = False
+    attention: str = "fused"
+    tiny: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        get_precision(self.precision)  # validates the name
+        if self.mode not in MODES:
+            raise FitbenchError(f"unknown mode '{self.mode}'", did_you_mean(self.mode, MODES))
+        if self.optimizer not in OPTIMIZERS:
+            raise FitbenchError(f"unknown optimizer '{self.optimizer}'", did_you_mean(self.optimizer, OPTIMIZERS))
+        if self.attention not in ATTENTION_IMPLS:
+            raise FitbenchError(f"unknown attention '{self.attention}'", did_you_mean(self.attention, ATTENTION_IMPLS))
+        for field_name, limit in LIMITS.items():
+            value = getattr(self, field_name)
+            if value is None:
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise FitbenchError(f"{field_name.replace('_', '-')} must be a positive integer, got {value!r}")
+            if value > limit:
+                raise FitbenchError(f"{field_name.replace('_', '-')} {value} is beyond any real job",
+                                    f"use at most {limit}")
+        if self.is_resnet and self.image_size is None:
+            raise FitbenchError("a ResNet workload needs an image size", "pass --image-size")
+        if self.is_resnet and self.image_size is not None and self.image_size < 8:
+            raise FitbenchError(f"image-size {self.image_size} is too small for a ResNet", "use 8 or more")
+        if not self.is_resnet and self.is_generation and (self.prompt_tokens is None or self.new_tokens is None):
+            raise FitbenchError("generation needs --prompt-tokens and --new-tokens")
+        if not self.is_resnet and not self.is_generation and self.seq_len is None:
+            raise FitbenchError("a transformer workload needs a sequence length", "pass --seq-len")
+        if not self.precision_info.training and self.mode == "train":
+            raise FitbenchError(f"precision '{self.precision}' is for inference only",
+                                "use --mode infer, or fp32/amp-fp16/amp-bf16/fp16/bf16 to train")
+        if isinstance(self.arch, TransformerArch) and self.arch.position == "learned":
+            longest = self.tokens_per_sequence
+            if longest > self.arch.max_positions:
+                raise FitbenchError(
+                    f"sequence of {longest} tokens is longer than the model's {self.arch.max_positions} positions",
+                    "lower --seq-len (or --prompt-tokens/--new-tokens)")
+
+    # -- what kind of job ---------------------------------------------------------------------
+    @property
+    def family(self) -> str:
+        return "resnet" if isinstance(self.arch, ResNetArch) else self.arch.kind
+
+    @property
+    def is_resnet(self) -> bool:
+        return isinstance(self.arch, ResNetArch)
+
+    @property
+    def is_generation(self) -> bool:
+        return self.family == "decoder" and self.mode == "infer"
+
+    @property
+    def is_training(self) -> bool:
+        return self.mode == "train"
+
+    @property
+    def precision_info(self) -> Precision:
+        return get_precision(self.precision)
+
+    @property
+    def tokens_per_sequence(self) -> int:
+        if self.is_generation:
+            return (self.prompt_tokens or 0) + (self.new_tokens or 0)
+        return self.seq_len or 0
+
+    @property
+    def sample_unit(self) -> str:
+        return "images" if self.is_resnet else ("tokens" if self.is_generation else "samples")
+
+    def param_count(self) -> int:
+        return self.arch.param_count()
+
+    # -- derivation ---------------------------------------------------------------------------
+    def replace(self, **changes: Any) -> Workload:
+        """A copy with some fields changed, validated again (frozen dataclasses never mutate)."""
+        changes = {k: v for k, v in changes.items() if v is not None}
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: flat job fields plus the architecture under 'arch'."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "arch"}
+        out["family"] = self.family
+        out["params"] = self.param_count()
+        out["arch"] = dataclasses.asdict(self.arch)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Workload:
+        """Inverse of to_dict, used to hand a workload to a child process as JSON."""
+        data = dict(data)
+        arch_data = dict(data.pop("arch"))
+        family = data.pop("family", None)
+        data.pop("params", None)
+        if family == "resnet" or "depth" in arch_data:
+            if arch_data.get("layers") is not None:
+                arch_data["layers"] = tuple(arch_data["layers"])
+            arch: ResNetArch | TransformerArch = ResNetArch(**arch_data)
+        else:
+            arch = TransformerArch(**arch_data)
+        return cls(arch=arch, **data)
