@@ -84,6 +84,6 @@ class Backend(ABC):
     def is_oom(self, exc: BaseException) -> bool:
         """Whether an exception is the framework's out-of-memory error."""
 
+    @abstractmethod
     def param_count(self, workload: Workload) -> int:
         """Parameters of the model this backend builds (checked against the estimator in tests)."""
-        raise NotImplementedError
