@@ -1,0 +1,38 @@
+"""fitbench: is this GPU enough for this deep-learning job, and how fast will it run?
+
+The public API is small and lazy: importing fitbench imports no framework.
+
+    >>> import fitbench
+    >>> est = fitbench.estimate("bert-base-imdb", gpu="rtx-4090", precision="amp-fp16")
+    >>> est.verdict, est.peak_memory_bytes
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from fitbench.estimate.api import Estimate
+
+
+def estimate(workload: str, gpu: str = "rtx-4090", **overrides: Any) -> Estimate:
+    """Estimate a preset workload (with overrides such as batch_size=32) on one catalog GPU."""
+    from fitbench.catalog import get_gpu
+    from fitbench.estimate.api import estimate as _estimate
+    from fitbench.workloads.presets import get_workload
+
+    return _estimate(get_workload(workload, **overrides), get_gpu(gpu))
+
+
+def run(workload: str, backend: str = "torch", device: str = "cpu", tiny: bool = False, **overrides: Any) -> dict:
+    """Measure a preset workload in a fresh child process; returns the measurement dict."""
+    from fitbench.backends.base import RunOptions
+    from fitbench.measure.runner import measure
+    from fitbench.workloads.presets import get_workload
+
+    return measure(get_workload(workload, tiny=tiny, **overrides), backend, RunOptions(device=device))
+
+
+__all__ = ["__version__", "estimate", "run"]

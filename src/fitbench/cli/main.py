@@ -1,0 +1,96 @@
+"""Entry point: parse, dispatch, and turn FitbenchError into one line and a non-zero exit.
+
+Subcommand modules are imported lazily by name so `fitbench estimate` never pays for the
+imports of `fitbench run` (and never imports a framework).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+
+from fitbench import __version__
+from fitbench.errors import FitbenchError
+
+# subcommand -> (module, one-line help). Order is the order of `fitbench --help`.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "check": ("fitbench.cli.check", "is this machine's GPU enough for the three scenarios? (default)"),
+    "estimate": ("fitbench.cli.estimate", "estimate memory, verdict, max batch and speed for catalog GPUs"),
+    "run": ("fitbench.cli.run", "measure a workload for real through PyTorch or PaddlePaddle"),
+    "report": ("fitbench.cli.report", "write an HTML or Markdown report of past runs"),
+    "history": ("fitbench.cli.history", "list past runs stored in the history"),
+    "compare": ("fitbench.cli.compare", "compare two runs from the history"),
+    "calibrate": ("fitbench.cli.calibrate", "fit the estimator's efficiencies to this machine"),
+    "gpus": ("fitbench.cli.gpus", "list the GPU catalog"),
+    "workloads": ("fitbench.cli.workloads", "list the workload presets"),
+}
+
+EPILOG = """examples:
+  fitbench                                   check this machine against the three scenarios
+  fitbench estimate llm-6b --gpu all         will a 6.7B model load, and how fast, on every card?
+  fitbench estimate bert-base-imdb --gpu rtx-3060-12gb --precision amp-fp16 --json
+  fitbench run resnet50-cifar10 --tiny       measure a tiny variant on this machine
+  fitbench run bert-base-imdb --device cuda --precision fp32,amp-fp16
+  fitbench history                           past runs
+"""
+
+
+def _available_subcommands() -> dict[str, tuple[str, str]]:
+    return {name: spec for name, spec in SUBCOMMANDS.items() if importlib.util.find_spec(spec[0]) is not None}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fitbench",
+        description="Is this GPU enough for this deep-learning job, and how fast will it run?",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"fitbench {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_path, help_text) in _available_subcommands().items():
+        if only is not None and name != only:
+            subparsers.add_parser(name, help=help_text)
+            continue
+        module = importlib.import_module(module_path)
+        module.register(subparsers, name, help_text)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("FITBENCH_DEBUG") == "1"
+    # Build only the chosen subcommand's parser: importing every subcommand would cost startup time.
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first is None and not any(a in ("-h", "--help", "--version") for a in argv):
+        argv = ["check", *argv]
+        first = "check"
+    only = first if first in SUBCOMMANDS else None
+    try:
+        parser = build_parser(only)
+        args = parser.parse_args(argv)
+        if getattr(args, "func", None) is None:
+            parser.print_help()
+            return 2
+        return int(args.func(args) or 0)
+    except FitbenchError as exc:
+        if debug:
+            raise
+        print(f"fitbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("fitbench: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `fitbench ... | head` closes the pipe early: not an error worth a traceback.
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

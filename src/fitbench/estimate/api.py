@@ -1,0 +1,141 @@
+"""`estimate(workload, gpu)`: memory, verdict, max batch and speed in one `Estimate`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from fitbench.core.gpu import GpuSpec
+from fitbench.estimate import speed
+from fitbench.estimate.memory import MemoryBreakdown, memory_breakdown
+from fitbench.estimate.profile import Profile, get_profile
+from fitbench.estimate.verdict import TIGHT_MARGIN, max_fitting, verdict
+from fitbench.workloads.workload import Workload
+
+
+@dataclass(frozen=True, kw_only=True)
+class Estimate:
+    """What the estimator predicts for one workload on one GPU (all units in the names)."""
+
+    workload: Workload
+    gpu: GpuSpec
+    framework: str
+    exec_mode: str
+    memory: MemoryBreakdown
+    verdict: str
+    max_batch_size: int
+    step_seconds: float | None
+    epoch_seconds: float | None
+    samples_per_second: float | None
+    tokens_per_second: float | None
+    prefill_seconds: float | None
+    roofline_tokens_per_second: float | None
+    bottleneck: str
+    flops_per_step: float
+    bytes_per_step: float
+    gpu_seconds: float
+    host_seconds: float
+    assumptions: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def peak_memory_bytes(self) -> int:
+        return self.memory.total
+
+    @property
+    def breakdown(self) -> dict[str, int]:
+        return self.memory.to_dict()
+
+    @property
+    def headroom_bytes(self) -> int:
+        return self.gpu.usable_bytes - self.peak_memory_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        w = self.workload
+        return {
+            "gpu": self.gpu.id,
+            "gpu_name": self.gpu.name,
+            "workload": w.name,
+            "family": w.family,
+            "mode": w.mode,
+            "precision": w.precision,
+            "optimizer": w.optimizer if w.is_training else None,
+            "batch_size": w.batch_size,
+            "seq_len": w.seq_len,
+            "image_size": w.image_size,
+            "prompt_tokens": w.prompt_tokens if w.is_generation else None,
+            "new_tokens": w.new_tokens if w.is_generation else None,
+            "checkpointing": w.checkpointing,
+            "params": w.param_count(),
+            "framework": self.framework,
+            "exec_mode": self.exec_mode,
+            "verdict": self.verdict,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "usable_memory_bytes": self.gpu.usable_bytes,
+            "headroom_bytes": self.headroom_bytes,
+            "breakdown": self.breakdown,
+            "peak_phase": self.memory.phase,
+            "max_batch_size": self.max_batch_size,
+            "step_seconds": self.step_seconds,
+            "epoch_seconds": self.epoch_seconds,
+            "samples_per_second": self.samples_per_second,
+            "tokens_per_second": self.tokens_per_second,
+            "prefill_seconds": self.prefill_seconds,
+            "roofline_tokens_per_second": self.roofline_tokens_per_second,
+            "bottleneck": self.bottleneck,
+            "flops_per_step": self.flops_per_step,
+            "bytes_per_step": self.bytes_per_step,
+            "gpu_seconds": self.gpu_seconds,
+            "host_seconds": self.host_seconds,
+            "assumptions": list(self.assumptions),
+        }
+
+
+@lru_cache(maxsize=4096)
+def peak_bytes(workload: Workload, profile: Profile) -> int:
+    """Peak memory only (cached: the max-batch search evaluates many batch sizes)."""
+    return memory_breakdown(workload, profile).total
+
+
+def max_batch_size(workload: Workload, gpu: GpuSpec, profile: Profile) -> int:
+    return max_fitting(lambda b: peak_bytes(workload.replace(batch_size=b), profile), gpu.usable_bytes)
+
+
+def estimate(workload: Workload, gpu: GpuSpec, *, framework: str = "torch", exec_mode: str = "default",
+             profile: Profile | None = None) -> Estimate:
+    """Predict memory, verdict, largest batch and speed of `workload` on `gpu`."""
+    profile = profile or get_profile(framework, exec_mode)
+    mem = memory_breakdown(workload, profile)
+    peak = mem.total
+    assumptions = [
+        f"{framework} {exec_mode} execution; efficiencies from {profile.provenance or 'profiles.toml'}",
+        f"'tight' means less than {TIGHT_MARGIN:.0%} of the {gpu.usable_bytes / 2**30:.1f} GiB usable memory is left",
+        f"attention: {workload.attention} ({'no' if workload.attention == 'fused' else 'a'} score matrix stored)",
+    ]
+    if not gpu.bf16 and workload.precision_info.compute == "bf16":
+        assumptions.append(f"{gpu.name} has no BF16 tensor cores: bf16 runs at FP32 rates; prefer fp16")
+    step_s = epoch_s = sps = tps = prefill_s = roof = None
+    if workload.is_generation:
+        gen = speed.generation(workload, gpu, profile)
+        timing = gen.decode
+        tps = gen.tokens_per_second
+        prefill_s = gen.prefill.seconds
+        roof = gen.roofline_tokens_per_second
+        step_s = timing.seconds
+    else:
+        timing = (speed.training_step if workload.is_training else speed.inference_step)(workload, gpu, profile)
+        step_s = timing.seconds
+        sps = workload.batch_size / step_s
+        if workload.dataset_size:
+            epoch_s = step_s * math.ceil(workload.dataset_size / workload.batch_size)
+        if workload.family == "decoder":
+            tps = sps * (workload.seq_len or 1)
+    return Estimate(
+        workload=workload, gpu=gpu, framework=framework, exec_mode=exec_mode, memory=mem,
+        verdict=verdict(peak, gpu.usable_bytes), max_batch_size=max_batch_size(workload, gpu, profile),
+        step_seconds=step_s, epoch_seconds=epoch_s, samples_per_second=sps, tokens_per_second=tps,
+        prefill_seconds=prefill_s, roofline_tokens_per_second=roof, bottleneck=timing.bottleneck,
+        flops_per_step=timing.flops, bytes_per_step=timing.bytes, gpu_seconds=timing.gpu_seconds,
+        host_seconds=timing.host_seconds, assumptions=tuple(assumptions),
+    )

@@ -1,0 +1,182 @@
+"""Peak device memory as a named breakdown whose parts add up to the peak.
+
+The peak of a training step is found by walking the backward pass (Segment list in forward
+order): while block i runs backward, the activations of blocks <= i are still alive and the
+gradients of blocks >= i already exist (gradients are set to None between steps, PyTorch's
+default `zero_grad(set_to_none=True)`). The optimizer step is the other candidate: every
+gradient plus the optimizer's scratch, with activations gone. The breakdown reports the parts
+at whichever moment is larger, so it describes a real instant, not a sum of maxima.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fitbench.estimate import resnet_cost, transformer_cost
+from fitbench.estimate.profile import Profile
+from fitbench.estimate.segments import Segment
+from fitbench.workloads.arch import ResNetArch, TransformerArch
+from fitbench.workloads.workload import Workload
+
+PART_NAMES = (
+    "weights", "quantization_scales", "master_weights", "amp_weight_copies", "gradients",
+    "optimizer_state", "activations", "kv_cache", "temporaries", "workspace", "fragmentation",
+    "cuda_context",
+)
+
+# Adam keeps two moments per parameter, momentum SGD one buffer, plain SGD nothing.
+OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "momentum": 1, "sgd": 0}
+# NF4 (bitsandbytes default): one FP32 absmax per block of 64 weights.
+INT4_BLOCK = 64
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryBreakdown:
+    """Named parts in bytes, summing to `total`; `phase` says which moment is the peak."""
+
+    parts: dict[str, int]
+    phase: str
+    details: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.parts.values())
+
+    def to_dict(self) -> dict[str, int]:
+        return dict(self.parts)
+
+
+def quantizable_params(workload: Workload) -> int:
+    """Matrix weights that weight-only quantization converts: every block's Linear layers
+    (embeddings, norms and the LM head stay 16-bit, as in bitsandbytes/GPTQ defaults), or every
+    convolution of a ResNet."""
+    arch = workload.arch
+    if isinstance(arch, TransformerArch):
+        return arch.num_layers * arch.linear_params_per_layer()
+    assert isinstance(arch, ResNetArch)
+    return sum(c.in_channels * c.out_channels * c.kernel**2 for c in arch.convs(224))
+
+
+def quantized_rows(workload: Workload) -> int:
+    """Output rows of the quantized matrices (int8 keeps one FP32 scale per row)."""
+    arch = workload.arch
+    if isinstance(arch, TransformerArch):
+        per_layer = sum(fout for _, _, fout in transformer_cost._gemms(arch, 1))
+        return arch.num_layers * per_layer
+    assert isinstance(arch, ResNetArch)
+    return sum(c.out_channels for c in arch.convs(224))
+
+
+def weight_bytes(workload: Workload) -> tuple[int, int]:
+    """(weights, quantization scales) in bytes for the stored model."""
+    p = workload.precision_info
+    params = workload.param_count()
+    if p.quant_bits is None:
+        return int(params * p.weight_bytes), 0
+    q = quantizable_params(workload)
+    rest = (params - q) * 2                      # kept in FP16
+    packed = q * p.quant_bits // 8
+    if p.quant_bits == 8:
+        scales = quantized_rows(workload) * 4      # LLM.int8: one FP32 scale per output row
+    else:
+        scales = (q // INT4_BLOCK) * 4             # NF4: one FP32 absmax per 64-weight block
+    return int(rest + packed), int(scales)
+
+
+def optimizer_bytes(workload: Workload, framework: str) -> tuple[int, int, int]:
+    """(optimizer state, master weights, optimizer-step scratch) in bytes.
+
+    PyTorch keeps state in the parameter dtype (FP32 under AMP, 16-bit in pure half). Paddle's
+    O2 (pure fp16/bf16) uses multi_precision: FP32 master weights and FP32 moments. The
+    foreach Adam step allocates one temporary per parameter (the sqrt of the second moment).
+    """
+    if not workload.is_training:
+        return 0, 0, 0
+    p = workload.precision_info
+    params = workload.param_count()
+    states = OPTIMIZER_STATES[workload.optimizer]
+    pure_half = not p.amp and p.weight_bytes == 2
+    if framework == "paddle" and pure_half:
+        state_bytes, master = 4, 4 * params
+    else:
+        state_bytes, master = int(p.weight_bytes), 0
+    scratch = params * state_bytes if states == 2 else 0
+    return params * states * state_bytes, master, scratch
+
+
+def _segments(workload: Workload, framework: str) -> list[Segment]:
+    if workload.is_resnet:
+        return resnet_cost.training_segments(workload, framework)
+    return transformer_cost.training_segments(workload)
+
+
+def _backward_peak(workload: Workload, framework: str) -> tuple[str, dict[str, float]]:
+    """The largest moment of forward+backward, or the optimizer step, as parts."""
+    p = workload.precision_info
+    segs = _segments(workload, framework)
+    grad_b = p.grad_bytes
+    cast_b = 2 if p.amp else 0
+    n = len(segs)
+    best: dict[str, float] = {}
+    best_total = -1.0
+    acts_before = 0.0        # activations of segments < i (checkpointed: their inputs only)
+    casts_before = 0.0
+    prefix_act: list[float] = []
+    prefix_cast: list[float] = []
+    for seg in segs:
+        prefix_act.append(acts_before)
+        prefix_cast.append(casts_before)
+        acts_before += seg.input_bytes if workload.checkpointing and seg.name.startswith(("layer", "layer")) else seg.saved_bytes
+        casts_before += seg.cast_params * cast_b
+    grads_after = 0.0
+    for i in range(n - 1, -1, -1):
+        seg = segs[i]
+        grads_after += seg.params * grad_b
+        acts = prefix_act[i] + seg.saved_bytes
+        total = acts + prefix_cast[i] + seg.cast_params * cast_b + grads_after + seg.transient_bytes
+        if total > best_total:
+            best_total = total
+            best = {"activations": acts, "amp_weight_copies": prefix_cast[i] + seg.cast_params * cast_b,
+                    "gradients": grads_after, "temporaries": seg.transient_bytes}
+    _, _, opt_scratch = optimizer_bytes(workload, framework)
+    all_grads = sum(s.params for s in segs) * grad_b
+    if all_grads + opt_scratch > best_total:
+        return "optimizer", {"activations": 0.0, "amp_weight_copies": 0.0, "gradients": all_grads,
+                             "temporaries": opt_scratch}
+    return "backward", best
+
+
+def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
+    """Peak memory of one step (training), forward (inference) or generation, as parts."""
+    framework = profile.framework
+    weights, scales = weight_bytes(workload)
+    p = workload.precision_info
+    parts: dict[str, float] = dict.fromkeys(PART_NAMES, 0.0)
+    parts["weights"] = weights
+    parts["quantization_scales"] = scales
+    details: dict[str, int] = {}
+    if workload.is_training:
+        state, master, _ = optimizer_bytes(workload, framework)
+        parts["optimizer_state"] = state
+        parts["master_weights"] = master
+        phase, dynamic = _backward_peak(workload, framework)
+        parts.update(dynamic)
+        details["gradients_total"] = int(workload.param_count() * p.grad_bytes)
+    elif workload.is_generation:
+        phase = "generate"
+        parts["kv_cache"] = transformer_cost.kv_cache_bytes(workload)
+        # Prefill scratch, or while decoding one layer's K/V being re-grown by concatenation.
+        arch = workload.arch
+        assert isinstance(arch, TransformerArch)
+        parts["temporaries"] = max(transformer_cost.inference_transient_bytes(workload),
+                                   parts["kv_cache"] / arch.num_layers)
+    else:
+        phase = "forward"
+        parts["amp_weight_copies"] = workload.param_count() * 2 if p.amp else 0
+        module = resnet_cost if workload.is_resnet else transformer_cost
+        parts["temporaries"] = module.inference_transient_bytes(workload)
+    dynamic_total = parts["activations"] + parts["temporaries"] + parts["kv_cache"] + parts["gradients"]
+    parts["workspace"] = profile.workspace_bytes
+    parts["fragmentation"] = profile.fragmentation * dynamic_total
+    parts["cuda_context"] = profile.context_bytes
+    return MemoryBreakdown(parts={k: int(round(v)) for k, v in parts.items()}, phase=phase, details=details)

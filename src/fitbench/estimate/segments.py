@@ -1,0 +1,50 @@
+"""Shared shapes of the estimator: model segments (for memory) and kernels (for time).
+
+A family module (resnet_cost, transformer_cost) describes one training or inference step as
+  * `Segment`s in forward order: the bytes each saves for backward and the parameters it owns,
+    so memory.py can walk the backward pass and find the true peak (activations are freed
+    layer by layer while gradients appear), and
+  * `Kernel`s: FLOPs, bytes moved and a kernel class, so speed.py can apply a roofline per kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class Segment:
+    """One layer (or group of layers) in forward order.
+
+    saved_bytes      activations kept for its backward pass (whole batch)
+    input_bytes      the part of saved_bytes that is the segment's input (what a checkpointed
+                     segment keeps; the rest is recomputed in backward)
+    params           trainable parameters whose gradients appear during its backward
+    cast_params      parameters autocast copies to 16 bit (alive from forward to this backward)
+    transient_bytes  scratch its backward needs on top (gradients of its activations, workspaces)
+    """
+
+    name: str
+    saved_bytes: float
+    input_bytes: float
+    params: int
+    cast_params: int = 0
+    transient_bytes: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kernel:
+    """GPU work of one kind, repeated `count` times per step.
+
+    kind   'matmul' | 'conv' | 'attention' | 'memory' (elementwise, norms, optimizer, decode reads)
+    flops  floating-point operations of one instance
+    bytes  bytes read plus written by one instance
+    ops    framework operations (host dispatches) that issue one instance
+    """
+
+    name: str
+    kind: str
+    flops: float
+    bytes: float
+    count: int = 1
+    ops: float = 1.0

@@ -1,0 +1,169 @@
+"""Step time from a per-kernel roofline plus host overhead.
+
+Each kernel takes the longest of: its FLOPs at the precision's dense peak times an efficiency,
+its bytes at the card's bandwidth times an efficiency, and a floor for launch and tail. The GPU
+time is their sum. In eager mode the host must also issue every framework operation
+(`host_seconds_per_op` each); the GPU runs asynchronously, so a step takes the larger of the
+two. A small-image CNN on a big card thus comes out overhead-bound, as it is in reality.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fitbench.core.gpu import GpuSpec
+from fitbench.estimate import resnet_cost, transformer_cost
+from fitbench.estimate.profile import Profile
+from fitbench.estimate.segments import Kernel
+from fitbench.workloads.arch import TransformerArch
+from fitbench.workloads.workload import Workload
+
+# Host operations outside the model per training step: zero_grad, loss, backward start,
+# optimizer bookkeeping (grouping tensors by device and dtype), GradScaler.
+STEP_FIXED_OPS = 30.0
+# Hugging Face generate's per-token work outside the model: logits processors, argmax,
+# concatenation of the new token, stopping criteria, cache bookkeeping.
+GENERATE_FIXED_OPS_PER_TOKEN = 40.0
+# bitsandbytes dequantises weights on the fly: its matmuls reach a fraction of the bandwidth
+# that a plain FP16 GEMV does (LLM.int8 is notably slower than FP16 at batch 1).
+QUANT_MEMORY_EFFICIENCY = {8: 0.35, 4: 0.6}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timing:
+    """GPU, host and step seconds with the bottleneck and the work behind them."""
+
+    seconds: float
+    gpu_seconds: float
+    host_seconds: float
+    compute_seconds: float
+    memory_seconds: float
+    floor_seconds: float
+    flops: float
+    bytes: float
+
+    @property
+    def bottleneck(self) -> str:
+        if self.host_seconds >= self.gpu_seconds:
+            return "overhead"
+        shares = {"compute": self.compute_seconds, "memory": self.memory_seconds, "overhead": self.floor_seconds}
+        return max(shares, key=lambda k: shares[k])
+
+
+def _compute_precision(kind: str, workload: Workload, framework: str) -> str:
+    """Which datasheet peak a kernel runs at. PyTorch's defaults keep FP32 matmuls in full FP32
+    (`allow_tf32=False`) but let cuDNN convolutions use TF32 (`cudnn.allow_tf32=True`)."""
+    compute = workload.precision_info.compute
+    if compute == "fp32" and kind == "conv":
+        return "tf32"
+    return compute
+
+
+def time_kernels(kernels: list[Kernel], workload: Workload, gpu: GpuSpec, profile: Profile,
+                 *, host_seconds_per_op: float, fixed_ops: float = 0.0) -> Timing:
+    eff = {"matmul": profile.matmul_efficiency, "conv": profile.conv_efficiency,
+           "attention": profile.attention_efficiency}
+    bits = workload.precision_info.quant_bits
+    mem_eff = profile.memory_efficiency * (QUANT_MEMORY_EFFICIENCY[bits] if bits else 1.0)
+    bandwidth = gpu.bandwidth_bytes_s * mem_eff
+    compute = memory = floor = 0.0
+    flops = nbytes = ops = 0.0
+    for k in kernels:
+        t_compute = 0.0
+        if k.flops:
+            peak = gpu.peak(_compute_precision(k.kind, workload, profile.framework)) * eff.get(k.kind, 1.0)
+            t_compute = k.flops / peak
+        t_memory = k.bytes / bandwidth
+        t = max(t_compute, t_memory, profile.kernel_floor_seconds)
+        if t == profile.kernel_floor_seconds and t > max(t_compute, t_memory):
+            floor += t * k.count
+        elif t_compute >= t_memory:
+            compute += t * k.count
+        else:
+            memory += t * k.count
+        flops += k.flops * k.count
+        nbytes += k.bytes * k.count
+        ops += k.ops * k.count
+    gpu_s = compute + memory + floor
+    host_s = (ops + fixed_ops) * host_seconds_per_op
+    return Timing(seconds=max(gpu_s, host_s), gpu_seconds=gpu_s, host_seconds=host_s, compute_seconds=compute,
+                  memory_seconds=memory, floor_seconds=floor, flops=flops, bytes=nbytes)
+
+
+def _backward(kernels: list[Kernel]) -> list[Kernel]:
+    """Backward of each forward kernel: matmuls and convolutions do two products (input and
+    weight gradients); fused attention about 2.5x its forward (it recomputes the scores);
+    elementwise work reads and writes about twice as much."""
+    out = []
+    for k in kernels:
+        factor = {"matmul": 2.0, "conv": 2.0, "attention": 2.5}.get(k.kind, 2.0)
+        out.append(Kernel(name=k.name + ".backward", kind=k.kind, flops=k.flops * factor, bytes=k.bytes * 2.0,
+                          count=k.count, ops=k.ops))
+    return out
+
+
+def optimizer_kernels(workload: Workload) -> list[Kernel]:
+    """The optimizer update as memory traffic: the foreach Adam of PyTorch makes about 18
+    passes of 4 bytes over the parameters (lerp, mul, addcmul, sqrt, div, add, addcdiv, plus
+    AdamW's decay); SGD with momentum about 5; plain SGD 3."""
+    params = workload.param_count()
+    state_bytes = workload.precision_info.weight_bytes
+    passes = {"adam": 18, "adamw": 20, "momentum": 5, "sgd": 3}[workload.optimizer]
+    return [Kernel(name="optimizer", kind="memory", flops=0.0, bytes=passes * params * state_bytes, count=1,
+                   ops=12.0)]
+
+
+def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
+    if workload.is_resnet:
+        fwd = resnet_cost.forward_kernels(workload)
+    else:
+        fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
+    kernels = fwd + _backward(fwd) + optimizer_kernels(workload)
+    if workload.checkpointing:
+        kernels += fwd  # recomputation of the forward pass during backward
+    return time_kernels(kernels, workload, gpu, profile, host_seconds_per_op=profile.host_seconds_per_op,
+                        fixed_ops=STEP_FIXED_OPS)
+
+
+def inference_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
+    if workload.is_resnet:
+        fwd = resnet_cost.forward_kernels(workload)
+    else:
+        fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
+    return time_kernels(fwd, workload, gpu, profile, host_seconds_per_op=profile.host_seconds_per_op,
+                        fixed_ops=5.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerationTiming:
+    prefill: Timing
+    decode: Timing                 # one decode step (one new token for each sequence)
+    roofline_tokens_per_second: float
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Decode throughput over the whole batch."""
+        return 0.0 if self.decode.seconds <= 0 else self._batch / self.decode.seconds
+
+    _batch: int = 1
+
+
+def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> GenerationTiming:
+    arch = workload.arch
+    assert isinstance(arch, TransformerArch)
+    b, prompt, new = workload.batch_size, workload.prompt_tokens or 1, workload.new_tokens or 1
+    prefill_k = transformer_cost.forward_kernels(workload, b, prompt)
+    prefill = time_kernels(prefill_k, workload, gpu, profile, host_seconds_per_op=profile.host_seconds_per_op,
+                           fixed_ops=GENERATE_FIXED_OPS_PER_TOKEN)
+    # A decode step at the mean context length of the generation.
+    mean_context = prompt + math.ceil(new / 2)
+    decode_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=mean_context)
+    decode = time_kernels(decode_k, workload, gpu, profile,
+                          host_seconds_per_op=profile.generate_host_seconds_per_op,
+                          fixed_ops=GENERATE_FIXED_OPS_PER_TOKEN)
+    # The bandwidth roofline: every weight byte and the KV cache read once per step at the
+    # datasheet bandwidth — no implementation decodes faster than this.
+    min_bytes = sum(k.bytes * k.count for k in decode_k if k.kind in ("matmul", "attention"))
+    roof = b * gpu.bandwidth_bytes_s / min_bytes if min_bytes else 0.0
+    return GenerationTiming(prefill=prefill, decode=decode, roofline_tokens_per_second=roof, _batch=b)

@@ -1,0 +1,215 @@
+"""Memory segments and kernels of BERT-style encoders and Llama/GPT-style decoders.
+
+Saved activations follow Korthikanti et al., "Reducing Activation Recomputation in Large
+Transformer Models" (2022), eq. 1: s*b*h*(34 + 5*a*s/h) bytes per layer with 16-bit
+activations and dropout — itemised here per tensor so FP32, AMP (mixed dtypes) and fused
+attention (no s*s score matrix; FlashAttention keeps only the output and a log-sum-exp per
+row, Dao et al. 2022) each get their own count. Names in comments are the tensors autograd
+saves in the Hugging Face implementations the backends run.
+"""
+
+from __future__ import annotations
+
+from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
+from fitbench.estimate.segments import Kernel, Segment
+from fitbench.workloads.arch import TransformerArch
+from fitbench.workloads.workload import Workload
+
+
+def _arch(workload: Workload) -> TransformerArch:
+    assert isinstance(workload.arch, TransformerArch)
+    return workload.arch
+
+
+def layer_saved_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes, seq: int,
+                                attention: str) -> float:
+    """Bytes one block saves for backward, per token of the batch."""
+    h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
+    heads = arch.num_heads
+    if arch.kind == "encoder":
+        # Post-LN BERT block with dropout after attention probabilities, attention output and MLP.
+        qkv_in = dt.linear_input(h, 3)                   # Q, K, V Linear inputs
+        mlp_in = dt.linear_input(h, 1)                   # intermediate.dense input
+        norms = 2 * h * dt.res                            # LayerNorm inputs (residual sums)
+        mlp = 2 * f * dt.act                              # GELU input, GELU output (fc2 input)
+        masks = 2 * h * dt.mask                           # hidden dropout masks
+        norm_extra = 0.0
+    else:
+        # Pre-norm Llama block; HF RMSNorm upcasts to FP32 and saves its input and the
+        # normalised tensor (8h bytes), or an FP32 copy plus a 16-bit copy in pure half (6h).
+        rms = 8 * h if dt.res == 4 else 6 * h
+        qkv_in = dt.linear_input(h, 3) if dt.amp else h * (4 if dt.res == 4 else dt.act)
+        mlp_in = dt.linear_input(h, 2) if dt.amp else h * (4 if dt.res == 4 else dt.act)
+        norms = 2 * rms if arch.norm == "rmsnorm" else 2 * h * dt.res
+        n_mlp = 4 if arch.mlp == "swiglu" else 2          # gate, SiLU(gate), up, product | fc1, GELU
+        mlp = n_mlp * f * dt.act
+        masks = 0.0
+        norm_extra = 0.0
+    # Q, K, V as attention inputs (rotary outputs for decoders), repeated for GQA in eager.
+    kv_saved = 2 * kv if attention == "fused" else 2 * q
+    qkv_out = (q + kv_saved) * dt.act
+    if attention == "fused":
+        # SDPA output and its contiguous (b, s, h) copy for the output projection; log-sum-exp.
+        core = 2 * q * dt.act + heads * 4
+    else:
+        # probs (softmax in FP32 under autocast), dropout mask, dropped probs as matmul input.
+        softmax = 4 if dt.amp else dt.act
+        dropped = dt.act if dt.mask else 0
+        core = q * dt.act + heads * seq * (softmax + dt.mask + dropped)
+    return qkv_in + qkv_out + core + masks + norms + mlp_in + mlp + norm_extra
+
+
+def layer_input_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
+    """What activation checkpointing keeps per block: its input only."""
+    return arch.hidden_size * dt.res
+
+
+def layer_transient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes, seq: int,
+                                    attention: str) -> float:
+    """Scratch during one block's backward: gradients of its largest activations."""
+    h, f, q = arch.hidden_size, arch.intermediate_size, arch.q_dim
+    mlp = 2 * f * dt.act + 2 * h * 4
+    attn = 3 * q * dt.act + q * 4 if attention == "fused" else 2 * arch.num_heads * seq * 4
+    return max(mlp, attn)
+
+
+def training_segments(workload: Workload, *, dropout: bool | None = None) -> list[Segment]:
+    arch = _arch(workload)
+    if dropout is None:
+        dropout = arch.kind == "encoder"
+    dt = activation_dtypes(workload, dropout=dropout)
+    b = workload.batch_size
+    s = workload.seq_len or workload.tokens_per_sequence
+    tokens = b * s
+    h, v = arch.hidden_size, arch.vocab_size
+    segs: list[Segment] = []
+    # Embeddings: lookups save only indices; BERT adds a LayerNorm (FP32 input) and a dropout.
+    emb_saved = (h * dt.res + h * dt.mask) if arch.kind == "encoder" else 0.0
+    segs.append(Segment(name="embeddings", saved_bytes=tokens * emb_saved, input_bytes=0.0,
+                        params=arch.embedding_params()))
+    per_layer = layer_saved_bytes_per_token(arch, dt, s, workload.attention) * tokens
+    per_input = layer_input_bytes_per_token(arch, dt) * tokens
+    per_transient = layer_transient_bytes_per_token(arch, dt, s, workload.attention) * tokens
+    cast = arch.linear_params_per_layer() if dt.amp else 0
+    for i in range(arch.num_layers):
+        segs.append(Segment(name=f"layer{i}", saved_bytes=per_layer, input_bytes=per_input,
+                            params=arch.layer_params(), cast_params=cast, transient_bytes=per_transient))
+    if arch.kind == "encoder":
+        # Pooler and classifier act on the [CLS] token only.
+        head_saved = b * h * (dt.act * 3)
+        head_transient = b * h * 8.0
+        head_cast = arch.head_params() if dt.amp else 0
+    else:
+        # Final norm, lm_head input, and log_softmax of the FP32 logits kept for the loss;
+        # in backward the FP32 and 16-bit logits gradients exist together.
+        rms = 8 * h if dt.res == 4 else 6 * h
+        head_saved = tokens * (rms + h * dt.act + v * 4)
+        head_transient = tokens * v * (4 + 4 + dt.act)
+        head_cast = (v * h if not arch.tie_embeddings else 0) if dt.amp else 0
+    segs.append(Segment(name="head", saved_bytes=head_saved, input_bytes=b * h * dt.res,
+                        params=arch.head_params(), cast_params=head_cast, transient_bytes=head_transient))
+    return segs
+
+
+def inference_transient_bytes(workload: Workload) -> float:
+    """Peak scratch of one forward pass without autograd: a block's largest live tensors."""
+    arch = _arch(workload)
+    dt = activation_dtypes(workload, dropout=False)
+    tokens = workload.batch_size * (workload.seq_len or workload.prompt_tokens or 1)
+    s = workload.seq_len or workload.prompt_tokens or 1
+    per_token = 3 * arch.intermediate_size * dt.act + 4 * arch.hidden_size * dt.res
+    if workload.attention == "eager":
+        per_token = max(per_token, 2 * arch.num_heads * s * 4)
+    logits = workload.batch_size * arch.vocab_size * 4 * 2 if arch.kind == "decoder" else 0
+    return tokens * per_token + logits
+
+
+def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
+    """K and V for every layer and token: 2 * layers * batch * tokens * kv_dim * bytes.
+
+    Stored in the activation dtype (FP16 for 16-bit and quantized-weight models).
+    """
+    arch = _arch(workload)
+    t = tokens if tokens is not None else workload.tokens_per_sequence
+    kv_bytes = 2 if workload.precision_info.activation_bytes == 2 else 4
+    return 2 * arch.num_layers * workload.batch_size * t * arch.kv_dim * kv_bytes
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+
+
+def _gemms(arch: TransformerArch, tokens: int) -> list[tuple[str, int, int]]:
+    """(name, in_features, out_features) of one block's Linear layers."""
+    h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
+    mats = [("q_proj", h, q), ("k_proj", h, kv), ("v_proj", h, kv), ("o_proj", q, h)]
+    if arch.mlp == "swiglu":
+        mats += [("gate_proj", h, f), ("up_proj", h, f), ("down_proj", f, h)]
+    else:
+        mats += [("fc1", h, f), ("fc2", f, h)]
+    return mats
+
+
+def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes, training: bool) -> tuple[float, float]:
+    """(bytes, ops) of one block's forward elementwise work per token: norms, activations,
+    dropout, residual adds and autocast casts (each reads its inputs and writes its output)."""
+    h, f = arch.hidden_size, arch.intermediate_size
+    if arch.norm == "rmsnorm":
+        norms, norm_ops = 2 * 7 * 2 * h * 4, 2 * 7     # HF RMSNorm: upcast, pow, mean, add, rsqrt, mul, mul
+    else:
+        norms, norm_ops = 2 * 2 * h * dt.res, 2
+    if arch.mlp == "swiglu":
+        act, act_ops = 2 * f * dt.act + 3 * f * dt.act, 2
+    else:
+        act, act_ops = 2 * f * dt.act, 1
+    adds = 2 * 3 * h * dt.res
+    dropout = (2 * (2 * h * dt.act + h) + (0 if arch.kind == "decoder" else 0)) if dt.mask else 0.0
+    drop_ops = 2 if dt.mask else 0
+    rotary = 6 * (arch.q_dim + arch.kv_dim) * dt.act if arch.position == "rotary" else 0.0
+    rotary_ops = 12 if arch.position == "rotary" else 0
+    casts = (4 if arch.kind == "encoder" else 5) * h * (4 + dt.act) if dt.amp else 0.0
+    cast_ops = (4 if arch.kind == "encoder" else 5) if dt.amp else 0
+    view_ops = 8  # views/transposes/reshapes: host cost, no kernel (or a copy, counted in core)
+    ops = norm_ops + act_ops + 2 + drop_ops + rotary_ops + cast_ops + view_ops * 0.4
+    return norms + act + adds + dropout + rotary + casts, ops
+
+
+def forward_kernels(workload: Workload, batch: int, seq: int, *, kv_len: int | None = None,
+                    with_head: bool = True) -> list[Kernel]:
+    """Kernels of one forward pass over batch x seq new tokens (kv_len > seq while decoding)."""
+    arch = _arch(workload)
+    dt = activation_dtypes(workload, dropout=(arch.kind == "encoder"))
+    p = workload.precision_info
+    tokens = batch * seq
+    context = kv_len if kv_len is not None else seq
+    w_bytes = p.weight_bytes if p.quant_bits else (2 if p.amp else p.weight_bytes)
+    a = dt.act
+    ks: list[Kernel] = []
+    L = arch.num_layers
+    for name, fin, fout in _gemms(arch, tokens):
+        ks.append(Kernel(name=name, kind="matmul", flops=2.0 * tokens * fin * fout,
+                         bytes=tokens * (fin + fout) * a + fin * fout * w_bytes, count=L, ops=1.0))
+    causal = arch.kind == "decoder"
+    # QK^T and PV: 4 * tokens * context * q_dim FLOPs; causal prefill computes about half.
+    attn_flops = 4.0 * tokens * context * arch.q_dim * (0.5 if causal and kv_len is None else 1.0)
+    attn_bytes = (tokens * 2 * arch.q_dim + batch * context * 2 * arch.kv_dim) * a
+    if workload.attention == "eager" and kv_len is None:
+        attn_bytes += batch * arch.num_heads * seq * context * (4 * a + 1)
+    ks.append(Kernel(name="attention", kind="attention", flops=attn_flops, bytes=attn_bytes, count=L,
+                     ops=1.0 if workload.attention == "fused" else 5.0))
+    ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt, workload.is_training)
+    ks.append(Kernel(name="elementwise", kind="memory", flops=0.0, bytes=tokens * ew_bytes, count=L,
+                     ops=ew_ops))
+    emb_rows = arch.hidden_size * (4 if p.amp or p.compute in ("fp32", "tf32") else 2)
+    ks.append(Kernel(name="embedding", kind="memory", flops=0.0, bytes=tokens * emb_rows * 3, count=1,
+                     ops=4.0 if arch.kind == "encoder" else 1.0))
+    if with_head:
+        if arch.kind == "decoder":
+            head_tokens = tokens if workload.is_training else batch
+            ks.append(Kernel(name="lm_head", kind="matmul", flops=2.0 * head_tokens * arch.hidden_size * arch.vocab_size,
+                             bytes=arch.hidden_size * arch.vocab_size * w_bytes + head_tokens * arch.vocab_size * (a + 4),
+                             count=1, ops=3.0))
+        else:
+            ks.append(Kernel(name="classifier", kind="matmul", flops=2.0 * batch * arch.hidden_size * arch.hidden_size,
+                             bytes=arch.hidden_size * arch.hidden_size * w_bytes, count=1, ops=6.0))
+    return ks
