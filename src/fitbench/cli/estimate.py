@@ -1,0 +1,108 @@
+"""`fitbench estimate`: offline memory, verdict, max batch and speed for catalog GPUs.
+
+Imports no framework: everything here is arithmetic on the workload and the catalog.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fitbench.catalog import BRIEF_GPUS, resolve_gpus
+from fitbench.cli.common import add_workload_args, print_json, workload_from_args
+from fitbench.core.units import format_bytes, format_rate, format_seconds
+from fitbench.errors import FitbenchError
+from fitbench.estimate.api import Estimate, estimate
+from fitbench.estimate.verdict import VERDICT_ORDER
+from fitbench.results.table import colour_verdict, render_table, use_colour
+
+EXAMPLES = """examples:
+  fitbench estimate llm-6b                              the brief's three cards and an H100
+  fitbench estimate llm-6b --gpu all --json             every catalog card, as JSON
+  fitbench estimate bert-base-imdb --gpu rtx-3060-12gb --precision amp-fp16
+  fitbench estimate resnet50-cifar10 --gpu 4090 --batch 512 --image-size 64
+  fitbench estimate --config ./my-model/config.json --gpu a100-80gb --mode infer
+  fitbench estimate llm-6b --gpu rtx-4090 --fail-if tight    exit 3 unless it fits comfortably
+
+JSON: {"estimates": [{gpu, workload, precision, batch_size, verdict, peak_memory_bytes,
+       breakdown{name: bytes}, max_batch_size, step_seconds, epoch_seconds, tokens_per_second,
+       bottleneck, ...}]} (see the README for every field).
+"""
+
+DEFAULT_GPUS = (*BRIEF_GPUS, "h100-sxm")
+
+
+def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    parser = subparsers.add_parser(name, help=help_text, description=help_text, epilog=EXAMPLES,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_workload_args(parser)
+    parser.add_argument("--gpu", action="append", metavar="ID",
+                        help="catalog GPU (repeatable, comma-separated, or 'all'); default: "
+                             + ", ".join(DEFAULT_GPUS))
+    parser.add_argument("--framework", choices=("torch", "paddle"), default="torch",
+                        help="whose memory behaviour and efficiencies to assume (default torch)")
+    parser.add_argument("--exec", dest="exec_mode", choices=("default", "tuned"), default="default",
+                        help="default: eager framework code; tuned: CUDA graphs and fused kernels")
+    parser.add_argument("--fail-if", choices=("oom", "tight"), metavar="VERDICT",
+                        help="exit with status 3 when any verdict is VERDICT or worse (for CI gates)")
+    parser.add_argument("--json", action="store_true", help="print {\"estimates\": [...]} as JSON")
+    parser.set_defaults(func=run)
+
+
+def estimates_for(args: argparse.Namespace) -> list[Estimate]:
+    workload = workload_from_args(args)
+    gpus = resolve_gpus(args.gpu or list(DEFAULT_GPUS))
+    if not gpus:
+        raise FitbenchError("no GPU selected", "pass --gpu ID or --gpu all")
+    return [estimate(workload, gpu, framework=args.framework, exec_mode=args.exec_mode) for gpu in gpus]
+
+
+def run(args: argparse.Namespace) -> int:
+    results = estimates_for(args)
+    if args.json:
+        print_json({"estimates": [e.to_dict() for e in results]})
+    else:
+        print(format_estimates(results))
+    if args.fail_if:
+        worst = max(VERDICT_ORDER[e.verdict] for e in results)
+        if worst >= VERDICT_ORDER[args.fail_if]:
+            print(f"fitbench: verdict is '{args.fail_if}' or worse on at least one GPU", file=sys.stderr)
+            return 3
+    return 0
+
+
+def speed_cell(e: Estimate) -> str:
+    if e.workload.is_generation:
+        return format_rate(e.tokens_per_second, "tok/s")
+    if e.epoch_seconds is not None:
+        return f"{format_seconds(e.step_seconds)}/step, {format_seconds(e.epoch_seconds)}/epoch"
+    return f"{format_seconds(e.step_seconds)}/step"
+
+
+def format_estimates(results: list[Estimate]) -> str:
+    first = results[0]
+    w = first.workload
+    colour = use_colour()
+    shape = (f"seq {w.seq_len}" if w.seq_len and not w.is_generation else
+             f"{w.prompt_tokens}+{w.new_tokens} tokens" if w.is_generation else f"{w.image_size}px")
+    title = (f"{w.name}: {w.family} {w.mode}, {first.workload.param_count() / 1e6:,.1f}M params, "
+             f"batch {w.batch_size}, {shape}, {w.precision}"
+             + (f", {w.optimizer}" if w.is_training else "") + (", checkpointing" if w.checkpointing else ""))
+    rows = []
+    for e in results:
+        rows.append([e.gpu.id, format_bytes(e.gpu.usable_bytes), format_bytes(e.peak_memory_bytes),
+                     colour_verdict(e.verdict, enabled=colour), str(e.max_batch_size), speed_cell(e), e.bottleneck])
+    table = render_table(["GPU", "usable", "peak", "verdict", "max batch", "speed", "bottleneck"], rows,
+                         align="lrrlrrl")
+    lines = [title, "", table]
+    if len(results) == 1:
+        lines += ["", f"memory at the peak ({first.memory.phase}):"]
+        parts = [(k, v) for k, v in first.breakdown.items() if v]
+        lines.append(render_table(["part", "bytes"], [[k, format_bytes(v)] for k, v in parts]
+                                  + [["total", format_bytes(first.peak_memory_bytes)]], indent="  "))
+        if first.roofline_tokens_per_second:
+            lines.append(f"\nbandwidth roofline: {format_rate(first.roofline_tokens_per_second, 'tok/s')}; "
+                         f"prefill {format_seconds(first.prefill_seconds)}")
+    lines.append("\nverdict: fits | tight (< 10% of usable memory left) | oom.  "
+                 "Estimates; `fitbench run` measures.")
+    return "\n".join(lines)
