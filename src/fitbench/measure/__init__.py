@@ -1,0 +1,1 @@
+"""Measurement on the local device: isolated runner, timing loop, memory sampling, datasets."""
