@@ -1,0 +1,479 @@
+"""A workload built on one Paddle device: model, optimizer, mixed precision and data, ready to step.
+
+The training step is the code the brief's Paddle users write: `paddle.amp.auto_cast` (O1, or
+O2 after `paddle.amp.decorate`), `paddle.amp.GradScaler(init_loss_scaling=1024)`,
+`scaler.scale(loss).backward()`, `scaler.minimize(opt, scaled)`, `opt.clear_grad()`.
+
+Paddle quietly turns auto_cast and GradScaler into no-ops where it cannot honour them (any CPU,
+bf16 on pre-Ampere GPUs), and its CPU build has no fp16/bf16 matmul or conv kernels. The AMP
+code path still runs, but the session probes what really happened and says so in `notes`
+("precision_in_effect" and one plain warning line), so a measurement never claims a
+precision it did not run in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import paddle
+import paddle.nn.functional as F
+
+from fitbench.backends.base import RunOptions, Session
+from fitbench.backends.paddle.models import build_model, recompute_fn, trainable_param_count
+from fitbench.errors import FitbenchError
+from fitbench.workloads.workload import Workload
+
+PADDLE_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
+LOSS_SCALING = 1024.0  # the brief's paddle.amp.GradScaler(init_loss_scaling=1024)
+LEARNING_RATE = 1e-4   # speed and memory do not depend on it
+
+
+# -- device ---------------------------------------------------------------------------------
+
+
+def parse_device(device: str) -> tuple[str, int | None]:
+    """'cpu' -> ('cpu', None); 'cuda', 'cuda:N' (or 'gpu', 'gpu:N') -> ('gpu', N)."""
+    text = device.strip().lower()
+    if text == "cpu":
+        return "cpu", None
+    kind, _, index = text.partition(":")
+    if kind in ("cuda", "gpu") and (not index or index.isdigit()):
+        return "gpu", int(index) if index else 0
+    raise FitbenchError(f"unknown device '{device}'", "use cpu, cuda or cuda:N")
+
+
+def check_gpu(index: int) -> None:
+    """Raise the one-line error for a GPU this Paddle build or machine cannot use."""
+    if not paddle.device.is_compiled_with_cuda():
+        raise FitbenchError("this PaddlePaddle build has no CUDA support",
+                            "install the paddlepaddle-gpu 3.3 wheel from PaddlePaddle's own index, "
+                            "or use --device cpu")
+    count = paddle.device.cuda.device_count()
+    if index >= count:
+        hint = "use --device cuda:0" if count else "check the driver with nvidia-smi, or use --device cpu"
+        raise FitbenchError(f"no GPU cuda:{index} (PaddlePaddle sees {count})", hint)
+
+
+def select_device(device: str) -> tuple[str, int | None]:
+    kind, index = parse_device(device)
+    if kind == "gpu":
+        check_gpu(index)
+        paddle.set_device(f"gpu:{index}")
+    else:
+        paddle.set_device("cpu")
+    return kind, index
+
+
+# -- precision ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrecisionPlan:
+    """How a precision name is run in Paddle.
+
+    amp_level      'O1' (auto_cast casts per op, fp32 weights) or 'O2' (decorate: half weights,
+                   fp32 master weights in the optimizer), None for no auto_cast
+    half_weights   generation only: create the weights directly in this dtype (no fp32 copy)
+    loss_scaling   GradScaler's initial scale, None for no scaler
+    """
+
+    requested: str
+    amp_level: str | None = None
+    amp_dtype: str | None = None
+    half_weights: str | None = None
+    loss_scaling: float | None = None
+    notes: tuple[str, ...] = ()
+
+
+def plan_precision(workload: Workload, exec_mode: str = "default") -> PrecisionPlan:
+    """Map fitbench's precision names onto Paddle's AMP levels.
+
+    amp-fp16 -> O1 fp16 + GradScaler; amp-bf16 -> O1 bf16; fp16 -> O2 fp16 + GradScaler;
+    bf16 -> O2 bf16; generation in fp16/bf16 creates the weights in that dtype instead.
+    bf16 has fp32's exponent range and needs no loss scaling, but the brief's code uses a
+    GradScaler whatever the dtype, so 'default' keeps it (one unscale and finite check per step)
+    and 'tuned' drops it for bf16.
+    """
+    p = workload.precision_info
+    if p.quant_bits is not None:
+        raise FitbenchError(f"the paddle backend does not run {p.name} weights",
+                            "use --backend torch, or `fitbench estimate` for quantized memory and speed")
+    dtype = PADDLE_DTYPES.get(p.compute)
+    if dtype is None:
+        notes = ()
+        if p.name == "tf32":
+            notes = ("tf32 is not switched by the paddle backend; fp32 ran with Paddle's default matmul "
+                     "settings",)
+        return PrecisionPlan(requested=p.name, notes=notes)
+    scaling = LOSS_SCALING if workload.is_training and (dtype == "float16" or exec_mode != "tuned") else None
+    if p.amp:
+        return PrecisionPlan(requested=p.name, amp_level="O1", amp_dtype=dtype, loss_scaling=scaling)
+    if workload.is_generation:
+        return PrecisionPlan(requested=p.name, half_weights=dtype)
+    return PrecisionPlan(requested=p.name, amp_level="O2", amp_dtype=dtype, loss_scaling=scaling)
+
+
+def autocast_probe(dtype: str) -> tuple[bool, list[str]]:
+    """Whether auto_cast really casts on the current device, and what Paddle warned.
+
+    An fp32 matmul is on every AMP white list, so under an active O1 auto_cast it comes out
+    in half precision; Paddle disables auto_cast (with a warning) on CPU and on GPUs without
+    the dtype, and then it stays fp32.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        a = paddle.ones([8, 8], dtype="float32")
+        with paddle.amp.auto_cast(enable=True, level="O1", dtype=dtype):
+            out = paddle.matmul(a, a)
+    return out.dtype == getattr(paddle, dtype), [str(w.message) for w in caught]
+
+
+def half_kernels_probe(dtype: str) -> str | None:
+    """None when matmul runs in `dtype` on the current device, else Paddle's reason (first line)."""
+    try:
+        a = paddle.ones([8, 8], dtype=dtype)
+        paddle.matmul(a, a)
+    except (RuntimeError, NotImplementedError, ValueError) as exc:
+        return str(exc).strip().splitlines()[0][:200]
+    return None
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: str | None) -> Iterator[None]:
+    """Create parameters directly in `dtype` (a 7B model in fp16 never exists in fp32)."""
+    if dtype is None:
+        yield
+        return
+    previous = paddle.get_default_dtype()
+    paddle.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        paddle.set_default_dtype(previous)
+
+
+# -- data -----------------------------------------------------------------------------------
+
+
+def make_optimizer(name: str, parameters: list[Any]) -> paddle.optimizer.Optimizer:
+    if name == "adam":
+        return paddle.optimizer.Adam(learning_rate=LEARNING_RATE, parameters=parameters)
+    if name == "adamw":
+        return paddle.optimizer.AdamW(learning_rate=LEARNING_RATE, parameters=parameters, weight_decay=0.01)
+    if name == "sgd":
+        return paddle.optimizer.SGD(learning_rate=LEARNING_RATE, parameters=parameters)
+    if name == "momentum":
+        return paddle.optimizer.Momentum(learning_rate=LEARNING_RATE, momentum=0.9, parameters=parameters)
+    raise FitbenchError(f"the paddle backend has no optimizer '{name}'", "use adam, adamw, sgd or momentum")
+
+
+class Batches:
+    """Inputs for each step: one synthetic batch made once on the device, or a local dataset.
+
+    The dataset module is imported only when a path is given; its cyclers yield dicts of
+    numpy arrays, copied to the device each step as a data loader would.
+    """
+
+    def __init__(self, workload: Workload, options: RunOptions) -> None:
+        self.workload = workload
+        self.cycler: Iterator[dict[str, Any]] | None = None
+        self.dataset_size: int | None = None
+        arch = workload.arch
+        b = workload.batch_size
+        seq = workload.prompt_tokens if workload.is_generation else workload.seq_len
+        if options.data:
+            from fitbench.measure import datasets
+
+            if workload.is_resnet:
+                self.cycler, self.dataset_size, self.desc = datasets.image_batches(
+                    options.data, b, workload.image_size, arch.num_classes, options.seed)
+            else:
+                self.cycler, self.dataset_size, self.desc = datasets.text_batches(
+                    options.data, b, seq, arch.vocab_size, max(arch.num_labels, 2), options.seed)
+            self.fixed: dict[str, Any] | None = None
+            return
+        if workload.is_resnet:
+            self.fixed = {"pixel_values": paddle.randn([b, arch.in_channels, workload.image_size,
+                                                        workload.image_size], dtype="float32"),
+                          "labels": paddle.randint(0, arch.num_classes, [b], dtype="int64")}
+            self.desc = f"synthetic images {b}x{arch.in_channels}x{workload.image_size}x{workload.image_size}"
+        else:
+            ids = paddle.randint(0, arch.vocab_size, [b, seq], dtype="int64")
+            self.fixed = {"input_ids": ids}
+            if arch.kind == "encoder":
+                self.fixed["labels"] = paddle.randint(0, max(arch.num_labels, 1), [b], dtype="int64")
+                if arch.type_vocab_size:
+                    self.fixed["token_type_ids"] = paddle.zeros([b, seq], dtype="int64")
+            self.desc = f"synthetic token ids {b}x{seq}"
+
+    def next(self) -> dict[str, Any]:
+        if self.fixed is not None:
+            return self.fixed
+        assert self.cycler is not None
+        raw = next(self.cycler)
+        out: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key == "attention_mask" and bool(value.all()):
+                continue  # no padding: attention needs no mask (transformers drops it too)
+            if key == "token_type_ids" and not getattr(self.workload.arch, "type_vocab_size", 0):
+                continue
+            key = "pixel_values" if key == "images" else key
+            tensor = paddle.to_tensor(value)
+            if key != "pixel_values" and tensor.dtype != paddle.int64:
+                tensor = tensor.astype("int64")
+            out[key] = tensor
+        if self.workload.is_generation:
+            out["input_ids"] = out["input_ids"][:, : self.workload.prompt_tokens]
+        return out
+
+
+# -- the session ------------------------------------------------------------------------------
+
+
+class PaddleSession(Session):
+    """One workload on one device. Built by `open_session`; driven by the runner."""
+
+    def __init__(self, workload: Workload, options: RunOptions) -> None:
+        self.workload = workload
+        self.options = options
+        self.kind, self.index = select_device(options.device)
+        paddle.seed(options.seed)
+        self.plan = plan_precision(workload, options.exec_mode)
+        if workload.checkpointing and workload.is_training and recompute_fn() is None:
+            raise FitbenchError("this PaddlePaddle build has no paddle.distributed.fleet.utils.recompute",
+                                "run without --checkpointing")
+        warn: list[str] = list(self.plan.notes)
+        framework_warnings: list[str] = []
+        in_effect = self.plan.requested if self.plan.requested != "tf32" else "fp32"
+        where = self._where()
+
+        # What the device really supports, probed before building anything large.
+        amp_active = True
+        if self.plan.amp_level is not None:
+            amp_active, caught = autocast_probe(self.plan.amp_dtype)
+            framework_warnings += caught
+        half_weights = self.plan.half_weights
+        if half_weights is not None:
+            reason = half_kernels_probe(half_weights)
+            if reason is not None:
+                device_word = "CPU" if self.kind == "cpu" else "this GPU"
+                warn.append(f"{where}: {self.plan.requested} requested, no {half_weights} matmul kernel "
+                            f"on {device_word}; ran in fp32")
+                framework_warnings.append(reason)
+                half_weights, in_effect = None, "fp32"
+
+        with default_dtype(half_weights):
+            self.model, source = build_model(workload.arch,
+                                             checkpointing=workload.checkpointing and workload.is_training)
+        self.params = trainable_param_count(self.model)
+        attention = self._choose_attention()
+        if workload.is_training:
+            self.model.train()
+        else:
+            self.model.eval()
+
+        self.optimizer = None
+        if workload.is_training:
+            self.optimizer = make_optimizer(workload.optimizer, self.model.parameters())
+        if self.plan.amp_level == "O2":
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                if self.optimizer is not None:
+                    self.model, self.optimizer = paddle.amp.decorate(
+                        models=self.model, optimizers=self.optimizer, level="O2", dtype=self.plan.amp_dtype)
+                else:
+                    self.model = paddle.amp.decorate(models=self.model, level="O2", dtype=self.plan.amp_dtype)
+            framework_warnings += [str(w.message) for w in caught]
+            weight = next(p for p in self.model.parameters() if len(p.shape) >= 2)
+            if amp_active and weight.dtype != getattr(paddle, self.plan.amp_dtype):
+                amp_active = False
+        if self.plan.amp_level is not None and not amp_active:
+            in_effect = "fp32"
+            device_word = "CPU" if self.kind == "cpu" else "this GPU"
+            what = ("auto_cast is a no-op" if self.plan.amp_level == "O1"
+                    else "paddle.amp.decorate(level='O2') kept fp32 weights and auto_cast is a no-op")
+            warn.append(f"{where}: {self.plan.requested} requested, {what} on {device_word}; ran in fp32")
+
+        self.scaler = None
+        if self.plan.loss_scaling is not None:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                self.scaler = paddle.amp.GradScaler(init_loss_scaling=self.plan.loss_scaling)
+            framework_warnings += [str(w.message) for w in caught]
+
+        self.batches = Batches(workload, options)
+        self._caches: list[list[paddle.Tensor]] | None = None
+        self._next: paddle.Tensor | None = None
+        self._pos = 0
+
+        self.notes: dict[str, Any] = {
+            "framework": "paddle",
+            "framework_version": paddle.__version__,
+            "device": "cpu" if self.kind == "cpu" else f"gpu:{self.index}",
+            "model": source,
+            "params": self.params,
+            "precision_requested": self.plan.requested,
+            "precision_in_effect": in_effect,
+            "amp_level": self.plan.amp_level,
+            "amp_dtype": self.plan.amp_dtype,
+            "weights_dtype": str(next(iter(self.model.parameters())).dtype).replace("paddle.", ""),
+            "loss_scaling": self.plan.loss_scaling,
+            "optimizer": type(self.optimizer).__name__ if self.optimizer is not None else None,
+            "checkpointing": bool(workload.checkpointing and workload.is_training),
+            "attention": attention,
+            "data": self.batches.desc,
+            "warnings": _unique(warn),
+            "framework_warnings": _unique(framework_warnings),
+        }
+        if self.batches.dataset_size is not None:
+            self.notes["dataset_size"] = self.batches.dataset_size
+        if workload.is_generation:
+            self.notes["kv_cache"] = "per layer [batch, tokens, kv_heads, head_dim], grown by concatenation"
+            self.notes["decode_includes_prefill"] = True
+            self.notes["decoding"] = ("greedy, counted like transformers' generate(max_new_tokens=n): "
+                                      "a prefill picks the first token, then n-1 single-token forwards")
+
+    # -- setup helpers ----------------------------------------------------------------------
+    def _where(self) -> str:
+        if not paddle.device.is_compiled_with_cuda():
+            return "PaddlePaddle CPU build"
+        if self.kind == "cpu":
+            return "PaddlePaddle on CPU"
+        return f"PaddlePaddle on {paddle.device.cuda.get_device_name(self.index)}"
+
+    def _choose_attention(self) -> str | None:
+        """'sdpa' for fused attention on a GPU; the explicit form everywhere else.
+
+        On CPU Paddle's scaled_dot_product_attention has no fused kernel (it falls back to
+        the same math as the explicit form), so the explicit form is used and noted.
+        """
+        if self.workload.is_resnet:
+            return None
+        impl = "sdpa" if self.workload.attention == "fused" and self.kind == "gpu" else "eager"
+        self.model.body.set_attention(impl)
+        if impl == "eager" and self.workload.attention == "fused":
+            return "eager (fused attention requested; scaled_dot_product_attention has no fused CPU kernel)"
+        return "paddle.nn.functional.scaled_dot_product_attention" if impl == "sdpa" else "eager"
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.plan.amp_level is None:
+            return contextlib.nullcontext()
+        return paddle.amp.auto_cast(enable=True, level=self.plan.amp_level, dtype=self.plan.amp_dtype)
+
+    # -- the work ---------------------------------------------------------------------------
+    def _forward(self, batch: dict[str, Any]) -> paddle.Tensor:
+        """Logits for a batch (the loss is computed from them in fp32)."""
+        if self.workload.is_resnet:
+            return self.model(batch["pixel_values"])
+        if self.workload.family == "encoder":
+            return self.model(batch["input_ids"], batch.get("token_type_ids"), batch.get("attention_mask"))
+        return self.model(batch["input_ids"])
+
+    def _loss(self, batch: dict[str, Any], logits: paddle.Tensor) -> paddle.Tensor:
+        logits = logits.astype("float32")
+        if self.workload.family == "decoder":
+            ids = batch["input_ids"]
+            vocab = logits.shape[-1]
+            return F.cross_entropy(logits[:, :-1].reshape([-1, vocab]), ids[:, 1:].reshape([-1]))
+        return F.cross_entropy(logits, batch["labels"])
+
+    def step(self) -> None:
+        if self.workload.is_generation:
+            self.decode(int(self.workload.new_tokens or 1))
+            return
+        batch = self.batches.next()
+        if not self.workload.is_training:
+            with paddle.no_grad(), self._autocast():
+                self._forward(batch)
+            return
+        with self._autocast():
+            loss = self._loss(batch, self._forward(batch))
+        if self.scaler is not None:
+            scaled = self.scaler.scale(loss)
+            scaled.backward()
+            self.scaler.minimize(self.optimizer, scaled)
+        else:
+            loss.backward()
+            self.optimizer.step()
+        self.optimizer.clear_grad()
+
+    def prefill(self) -> None:
+        """The prompt through the model into a fresh KV cache; its last position picks the first token."""
+        if not self.workload.is_generation:
+            raise TypeError("this workload does not generate")
+        prompt = self.batches.next()["input_ids"]
+        with paddle.no_grad(), self._autocast():
+            self._caches = self.model.new_cache()
+            logits = self.model(prompt, self._caches, start=0, last_only=True)
+            self._next = paddle.argmax(logits[:, -1], axis=-1, keepdim=True)
+        self._pos = prompt.shape[1]
+
+    def decode(self, new_tokens: int) -> None:
+        """A whole greedy generation of `new_tokens` tokens, counted as transformers' generate counts
+        them: the prefill picks the first, then new_tokens - 1 single-token forwards through the cache.
+
+        Including the prefill (notes: decode_includes_prefill) makes Paddle's and PyTorch's
+        tokens per second the same quantity; the runner times prefill() on its own and
+        subtracts it for the decode rate.
+        """
+        if not self.workload.is_generation:
+            raise TypeError("this workload does not generate")
+        self.prefill()
+        self._continue(new_tokens - 1)
+
+    def _continue(self, steps: int) -> None:
+        """Single-token forwards after a prefill, each feeding its argmax to the next."""
+        if self._caches is None or self._next is None:
+            raise RuntimeError("decoding needs prefill() first")
+        with paddle.no_grad(), self._autocast():
+            for _ in range(steps):
+                logits = self.model(self._next, self._caches, start=self._pos, last_only=True)
+                self._next = paddle.argmax(logits[:, -1], axis=-1, keepdim=True)
+                self._pos += 1
+
+    @property
+    def cached_tokens(self) -> int:
+        """Tokens held in the KV cache (prompt plus decoded), 0 before prefill."""
+        return int(self._caches[0][0].shape[1]) if self._caches and self._caches[0] else 0
+
+    # -- clocks and memory ------------------------------------------------------------------
+    def sync(self) -> None:
+        if self.kind == "gpu":
+            paddle.device.cuda.synchronize(self.index)
+
+    def reset_peak(self) -> None:
+        if self.kind == "gpu":
+            paddle.device.cuda.reset_max_memory_allocated(self.index)
+            paddle.device.cuda.reset_max_memory_reserved(self.index)
+
+    def memory(self) -> dict[str, int | None]:
+        """Paddle's allocator statistics on GPU; None on CPU, where the runner reads peak RSS."""
+        if self.kind != "gpu":
+            return {"peak_allocated": None, "peak_reserved": None, "allocated": None, "reserved": None}
+        cuda = paddle.device.cuda
+        return {"peak_allocated": int(cuda.max_memory_allocated(self.index)),
+                "peak_reserved": int(cuda.max_memory_reserved(self.index)),
+                "allocated": int(cuda.memory_allocated(self.index)),
+                "reserved": int(cuda.memory_reserved(self.index))}
+
+    def close(self) -> None:
+        self._caches = None
+        self._next = None
+        self.batches = None  # type: ignore[assignment]
+        self.scaler = None
+        self.optimizer = None
+        self.model = None  # type: ignore[assignment]
+        if self.kind == "gpu":
+            paddle.device.cuda.empty_cache()
+
+
+def _unique(lines: list[str]) -> list[str]:
+    return list(dict.fromkeys(lines))
+
+
+def open_session(workload: Workload, options: RunOptions) -> PaddleSession:
+    return PaddleSession(workload, options)
