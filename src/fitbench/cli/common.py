@@ -47,6 +47,11 @@ def add_workload_args(parser: argparse.ArgumentParser, *, workload_required: boo
     group.add_argument("--checkpointing", action="store_true", default=None,
                        help="activation checkpointing (recompute activations in the backward pass)")
     group.add_argument("--attention", metavar="IMPL", help="fused (SDPA/flash, default) or eager")
+    group.add_argument("--peft", metavar="METHOD", help="parameter-efficient fine-tuning: lora or qlora")
+    group.add_argument("--lora-rank", type=positive_int, metavar="R", help="LoRA rank (default 16)")
+    group.add_argument("--lora-targets", metavar="T", help="attention, attention-mlp (default) or all-linear")
+    group.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs (default 1)")
+    group.add_argument("--strategy", metavar="S", help="multi-GPU strategy: ddp, zero1, zero2, zero3, fsdp or tp")
 
 
 def workload_from_args(args: argparse.Namespace, *, precision: str | None = None) -> Workload:
@@ -56,8 +61,13 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
         "precision": precision if precision is not None else args.precision,
         "optimizer": args.optimizer, "mode": args.mode, "prompt_tokens": args.prompt_tokens,
         "new_tokens": args.new_tokens, "dataset_size": args.dataset_size,
-        "checkpointing": args.checkpointing, "attention": args.attention,
+        "checkpointing": args.checkpointing, "attention": args.attention, "peft": args.peft,
+        "lora_rank": args.lora_rank, "lora_targets": args.lora_targets, "gpus": args.gpus,
+        "strategy": args.strategy,
     }
+    for key in ("peft", "lora_targets", "strategy", "attention", "optimizer", "mode"):
+        if isinstance(overrides[key], str):
+            overrides[key] = overrides[key].strip().lower()
     if overrides["precision"] is not None:
         overrides["precision"] = overrides["precision"].strip().lower()
     if args.config:
@@ -75,7 +85,8 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
     if overrides["mode"] == "train" and workload.family == "decoder" and overrides["seq_len"] is None:
         overrides["seq_len"] = workload.seq_len or 512
     if overrides["mode"] == "train" and workload.is_generation and overrides["precision"] is None:
-        overrides["precision"] = "amp-bf16"
+        # Fine-tuning a decoder: 16-bit frozen weights for PEFT, mixed precision otherwise.
+        overrides["precision"] = "bf16" if overrides["peft"] else "amp-bf16"
     return workload.replace(**overrides)
 
 

@@ -102,6 +102,19 @@ def max_batch_size(workload: Workload, gpu: GpuSpec, profile: Profile) -> int:
     return max_fitting(lambda b: peak_bytes(workload.replace(batch_size=b), profile), gpu.usable_bytes)
 
 
+def step_timing(workload: Workload, gpu: GpuSpec, profile: Profile) -> speed.Timing:
+    """One training step or forward pass; multi-GPU and PEFT have their own models."""
+    if workload.gpus > 1:
+        from fitbench.estimate import distributed
+
+        return distributed.step_timing(workload, gpu, profile)
+    if workload.peft:
+        from fitbench.estimate import peft
+
+        return peft.training_step(workload, gpu, profile)
+    return (speed.training_step if workload.is_training else speed.inference_step)(workload, gpu, profile)
+
+
 def estimate(workload: Workload, gpu: GpuSpec, *, framework: str = "torch", exec_mode: str = "default",
              profile: Profile | None = None) -> Estimate:
     """Predict memory, verdict, largest batch and speed of `workload` on `gpu`."""
@@ -124,7 +137,7 @@ def estimate(workload: Workload, gpu: GpuSpec, *, framework: str = "torch", exec
         roof = gen.roofline_tokens_per_second
         step_s = timing.seconds
     else:
-        timing = (speed.training_step if workload.is_training else speed.inference_step)(workload, gpu, profile)
+        timing = step_timing(workload, gpu, profile)
         step_s = timing.seconds
         sps = workload.batch_size / step_s
         if workload.dataset_size:

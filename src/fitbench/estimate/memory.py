@@ -147,7 +147,24 @@ def _backward_peak(workload: Workload, framework: str) -> tuple[str, dict[str, f
 
 
 def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
-    """Peak memory of one step (training), forward (inference) or generation, as parts."""
+    """Peak memory of one step (training), forward (inference) or generation, as parts.
+
+    Several GPUs (per-GPU memory after sharding) and parameter-efficient fine-tuning (frozen
+    base weights, small adapters) have their own modules.
+    """
+    if workload.gpus > 1:
+        from fitbench.estimate import distributed
+
+        return distributed.memory_breakdown(workload, profile)
+    if workload.peft:
+        from fitbench.estimate import peft
+
+        return peft.memory_breakdown(workload, profile)
+    return single_device_breakdown(workload, profile)
+
+
+def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
+    """Full-parameter training, inference or generation on one device."""
     framework = profile.framework
     weights, scales = weight_bytes(workload)
     p = workload.precision_info

@@ -13,9 +13,12 @@ from fitbench.workloads.arch import ResNetArch, TransformerArch
 OPTIMIZERS = ("adam", "adamw", "sgd", "momentum")
 MODES = ("train", "infer")
 ATTENTION_IMPLS = ("fused", "eager")
+PEFT_METHODS = ("lora", "qlora")
+LORA_TARGETS = ("attention", "attention-mlp", "all-linear")
+STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "tp")
 
 # Sizes beyond these are typos, not jobs (the largest production contexts are ~1M tokens).
-LIMITS = {"batch_size": 1 << 20, "seq_len": 1 << 21, "image_size": 16384, "prompt_tokens": 1 << 21,
+LIMITS = {"lora_rank": 1 << 16, "gpus": 1 << 16, "batch_size": 1 << 20, "seq_len": 1 << 21, "image_size": 16384, "prompt_tokens": 1 << 21,
           "new_tokens": 1 << 21, "dataset_size": 1 << 40}
 
 
@@ -44,6 +47,11 @@ class Workload:
     checkpointing: bool = False
     attention: str = "fused"
     tiny: bool = False
+    peft: str | None = None
+    lora_rank: int = 16
+    lora_targets: str = "attention-mlp"
+    gpus: int = 1
+    strategy: str = "ddp"
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -54,6 +62,16 @@ class Workload:
             raise FitbenchError(f"unknown optimizer '{self.optimizer}'", did_you_mean(self.optimizer, OPTIMIZERS))
         if self.attention not in ATTENTION_IMPLS:
             raise FitbenchError(f"unknown attention '{self.attention}'", did_you_mean(self.attention, ATTENTION_IMPLS))
+        if self.peft is not None and self.peft not in PEFT_METHODS:
+            raise FitbenchError(f"unknown fine-tuning method '{self.peft}'", did_you_mean(self.peft, PEFT_METHODS))
+        if self.lora_targets not in LORA_TARGETS:
+            raise FitbenchError(f"unknown LoRA targets '{self.lora_targets}'",
+                                did_you_mean(self.lora_targets, LORA_TARGETS))
+        if self.strategy not in STRATEGIES:
+            raise FitbenchError(f"unknown strategy '{self.strategy}'", did_you_mean(self.strategy, STRATEGIES))
+        if self.peft is not None and (self.mode != "train" or self.is_resnet):
+            raise FitbenchError(f"--peft {self.peft} fine-tunes a transformer",
+                                "use it with --mode train on an encoder or decoder workload")
         for field_name, limit in LIMITS.items():
             value = getattr(self, field_name)
             if value is None:
