@@ -29,6 +29,8 @@ class Profile:
     context_bytes: int
     workspace_bytes: int
     fragmentation: float
+    fragmentation_cnn: float
+    overlap_loss: float
     provenance: str = ""
 
     def to_dict(self) -> dict[str, object]:

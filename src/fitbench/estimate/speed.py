@@ -61,7 +61,7 @@ def _compute_precision(kind: str, workload: Workload, framework: str) -> str:
 
 
 def time_kernels(kernels: list[Kernel], workload: Workload, gpu: GpuSpec, profile: Profile,
-                 *, host_seconds_per_op: float, fixed_ops: float = 0.0) -> Timing:
+                 *, host_seconds_per_op: float, fixed_ops: float = 0.0, overlap_loss: float | None = None) -> Timing:
     eff = {"matmul": profile.matmul_efficiency, "conv": profile.conv_efficiency,
            "attention": profile.attention_efficiency}
     bits = workload.precision_info.quant_bits
@@ -87,7 +87,8 @@ def time_kernels(kernels: list[Kernel], workload: Workload, gpu: GpuSpec, profil
         ops += k.ops * k.count
     gpu_s = compute + memory + floor
     host_s = (ops + fixed_ops) * host_seconds_per_op
-    return Timing(seconds=max(gpu_s, host_s), gpu_seconds=gpu_s, host_seconds=host_s, compute_seconds=compute,
+    loss = profile.overlap_loss if overlap_loss is None else overlap_loss
+    return Timing(seconds=max(gpu_s, host_s) + loss * min(gpu_s, host_s), gpu_seconds=gpu_s, host_seconds=host_s, compute_seconds=compute,
                   memory_seconds=memory, floor_seconds=floor, flops=flops, bytes=nbytes)
 
 

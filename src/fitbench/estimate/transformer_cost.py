@@ -68,7 +68,7 @@ def layer_transient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes,
                                     attention: str) -> float:
     """Scratch during one block's backward: gradients of its largest activations."""
     h, f, q = arch.hidden_size, arch.intermediate_size, arch.q_dim
-    mlp = 2 * f * dt.act + 2 * h * 4
+    mlp = f * dt.act + 2 * h * dt.res
     attn = 3 * q * dt.act + q * 4 if attention == "fused" else 2 * arch.num_heads * seq * 4
     return max(mlp, attn)
 
@@ -169,8 +169,11 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes, tr
     rotary_ops = 12 if arch.position == "rotary" else 0
     casts = (4 if arch.kind == "encoder" else 5) * h * (4 + dt.act) if dt.amp else 0.0
     cast_ops = (4 if arch.kind == "encoder" else 5) if dt.amp else 0
-    view_ops = 8  # views/transposes/reshapes: host cost, no kernel (or a copy, counted in core)
-    ops = norm_ops + act_ops + 2 + drop_ops + rotary_ops + cast_ops + view_ops * 0.4
+    # Views, transposes and reshapes launch no kernel but cost the host as much as one (module
+    # calls, dispatch, autograd nodes): 8 per block in the Hugging Face attention code.
+    view_ops = 8
+    cache_ops = 2 if arch.kind == "decoder" else 0      # K/V concatenation into the cache
+    ops = norm_ops + act_ops + 2 + drop_ops + rotary_ops + cast_ops + view_ops + cache_ops
     return norms + act + adds + dropout + rotary + casts, ops
 
 
