@@ -1,0 +1,129 @@
+"""TorchBackend: the PyTorch implementation of fitbench.backends.base.Backend."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Any
+
+import torch
+
+from fitbench.backends.base import Backend, RunOptions, Session
+from fitbench.backends.torch.models import meta_param_count
+from fitbench.backends.torch.session import open_session, resolve_device
+from fitbench.workloads.workload import Workload
+
+# Messages of the out-of-memory errors that are not torch.OutOfMemoryError: the CPU allocator,
+# cuBLAS/cuDNN workspace allocation, and CUDA errors raised as plain RuntimeError.
+OOM_MARKERS = (
+    "out of memory",
+    "can't allocate memory",
+    "cublas_status_alloc_failed",
+    "cudnn_status_alloc_failed",
+    "cudnn_status_not_enough_workspace",
+    "memory allocation failed",
+)
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_name() -> str:
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+class TorchBackend(Backend):
+    name = "torch"
+
+    def version(self) -> str:
+        return str(torch.__version__)
+
+    def environment(self) -> dict[str, Any]:
+        cudnn = None
+        if torch.backends.cudnn.is_available():
+            cudnn = torch.backends.cudnn.version()
+        return {
+            "torch": str(torch.__version__),
+            "cuda": torch.version.cuda,
+            "cudnn": cudnn,
+            "transformers": _dist_version("transformers"),
+            "torchvision": _dist_version("torchvision"),
+            "bitsandbytes": _dist_version("bitsandbytes"),
+            "torch_threads": torch.get_num_threads(),
+        }
+
+    def device_info(self, device: str) -> dict[str, Any]:
+        """What torch sees; on CUDA this also creates the context (a one-element tensor), so that
+        the runner can measure the context's size before any model exists."""
+        dev = resolve_device(device)
+        if dev.type == "cpu":
+            return {
+                "name": _cpu_name(),
+                "type": "cpu",
+                "threads": torch.get_num_threads(),
+                "environment": self.environment(),
+            }
+        torch.cuda.set_device(dev)
+        torch.empty(1, device=dev)
+        torch.cuda.synchronize(dev)
+        props = torch.cuda.get_device_properties(dev)
+        return {
+            "name": props.name,
+            "type": "cuda",
+            "index": dev.index,
+            "total_memory_bytes": int(props.total_memory),
+            "capability": f"{props.major}.{props.minor}",
+            "multiprocessors": props.multi_processor_count,
+            "reserved_bytes": int(torch.cuda.memory_reserved(dev)),
+            "environment": self.environment(),
+        }
+
+    def prepare(self, workload: Workload, options: RunOptions) -> None:
+        """Import what building `workload` will need, so the timed load measures building only.
+
+        transformers imports its model code lazily (seconds), and the first optimizer pulls in
+        torch._dynamo (about two seconds more): real costs, but of starting Python, not of
+        loading a model. A build on the meta device touches every module without any memory.
+        """
+        import importlib
+
+        importlib.import_module("fitbench.measure.datasets")
+        if workload.is_training:
+            importlib.import_module("torch._dynamo")
+        meta_param_count(workload)
+
+    def open(self, workload: Workload, options: RunOptions) -> Session:
+        return open_session(workload, options)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        seen: set[int] = set()
+        current: BaseException | None = exc
+        while current is not None and id(current) not in seen:
+            seen.add(id(current))
+            if isinstance(current, torch.OutOfMemoryError | MemoryError):
+                return True
+            if isinstance(current, RuntimeError):
+                text = str(current).lower()
+                if any(marker in text for marker in OOM_MARKERS):
+                    return True
+            current = current.__cause__ or current.__context__
+        return False
+
+    def param_count(self, workload: Workload) -> int:
+        return meta_param_count(workload)
+
+    def synthetic_oom(self) -> BaseException:
+        """The error torch raises when the GPU is full (used by the child's test hook)."""
+        return torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (synthetic, for tests)")

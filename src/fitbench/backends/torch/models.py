@@ -1,0 +1,421 @@
+"""PyTorch models built from the same Workload objects the estimator reads.
+
+ResNet is torchvision's when torchvision imports and the shape is a standard one; otherwise a
+compact definition that matches torchvision module for module (Bottleneck/BasicBlock, stride on
+the 3x3 conv, batch norm after every conv, downsample = conv1x1 + BN, adaptive average pool,
+fc), so tiny and custom-width variants have the same structure and exact parameter count.
+Transformers come from Hugging Face configs built from the architecture's numbers: BERT for
+encoders, Llama (or Qwen2 / GPT-2 where the biases or norms say so) for decoders, random
+weights, never a download.
+
+Large models are built directly in their target dtype on their target device: no FP32 copy
+first, no framework weight initialisation (slow on a CPU for billions of parameters); the
+weights are then filled in place with a cheap normal draw. Random values, not zeros: some
+kernels and the sparsity of all-zero data could run faster than real weights would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from fitbench.errors import FitbenchError
+from fitbench.workloads.arch import RESNET_LAYERS, ResNetArch, TransformerArch
+from fitbench.workloads.workload import Workload
+
+INIT_STD = 0.02
+
+
+# -- helpers -------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """Create floating-point tensors in `dtype` inside the block."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Distinct parameters (tied weights once), quantized layers counted by their logical shape."""
+    total = 0
+    seen: set[int] = set()
+    for module in model.modules():
+        for param in module.parameters(recurse=False):
+            if id(param) in seen:
+                continue
+            seen.add(id(param))
+            logical = getattr(module, "fitbench_logical_params", None)
+            total += param.numel() if logical is None else 0
+        logical = getattr(module, "fitbench_logical_params", None)
+        if logical is not None:
+            total += int(logical)
+    return total
+
+
+@torch.no_grad()
+def init_transformer_weights_(model: nn.Module, *, std: float = INIT_STD) -> None:
+    """Cheap in-place init: matrices ~ N(0, std), norm scales 1, biases 0 (what HF draws, roughly)."""
+    for name, param in model.named_parameters():
+        if param.device.type == "meta":
+            continue
+        if param.ndim >= 2:
+            param.normal_(0.0, std)
+        elif name.endswith("bias"):
+            param.zero_()
+        else:
+            param.fill_(1.0)
+
+
+def _no_init_weights() -> contextlib.AbstractContextManager[Any]:
+    """transformers' switch that skips weight initialisation (its location moved in 5.x)."""
+    try:
+        from transformers.initialization import no_init_weights
+
+        return no_init_weights()
+    except ImportError:
+        pass
+    try:
+        from transformers.modeling_utils import no_init_weights
+
+        return no_init_weights()
+    except ImportError:
+        return contextlib.nullcontext()
+
+
+def _from_config(
+    factory: Callable[..., nn.Module], config: Any, *, dtype: torch.dtype, **kwargs: Any
+) -> nn.Module:
+    """`Auto*.from_config(config, dtype=...)` across transformers 4.x (`torch_dtype`) and 5.x (`dtype`)."""
+    try:
+        return factory(config, dtype=dtype, **kwargs)
+    except TypeError as exc:
+        if "dtype" not in str(exc):
+            raise
+        return factory(config, torch_dtype=dtype, **kwargs)
+
+
+def attention_impl(workload: Workload) -> str:
+    return "sdpa" if workload.attention == "fused" else "eager"
+
+
+# -- ResNet ----------------------------------------------------------------------------------------
+def conv3x3(in_planes: int, out_planes: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(in_planes, out_planes, kernel_size=3, stride=stride, padding=1, bias=False)
+
+
+def conv1x1(in_planes: int, out_planes: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(in_planes, out_planes, kernel_size=1, stride=stride, bias=False)
+
+
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(
+        self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None
+    ) -> None:
+        super().__init__()
+        self.conv1 = conv3x3(inplanes, planes, stride)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = conv3x3(planes, planes)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = downsample
+        self.stride = stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        return self.relu(out + identity)
+
+
+class Bottleneck(nn.Module):
+    """torchvision's Bottleneck ("ResNet v1.5": the stride sits on the 3x3 conv)."""
+
+    expansion = 4
+
+    def __init__(
+        self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None
+    ) -> None:
+        super().__init__()
+        self.conv1 = conv1x1(inplanes, planes)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = conv3x3(planes, planes, stride)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = conv1x1(planes, planes * self.expansion)
+        self.bn3 = nn.BatchNorm2d(planes * self.expansion)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = downsample
+        self.stride = stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        return self.relu(out + identity)
+
+
+class ResNet(nn.Module):
+    """torchvision.models.ResNet's layout (attribute names included) for any width and block counts."""
+
+    def __init__(self, arch: ResNetArch) -> None:
+        super().__init__()
+        block: type[BasicBlock] | type[Bottleneck] = Bottleneck if arch.block == "bottleneck" else BasicBlock
+        width = arch.base_width
+        self.inplanes = width
+        self.conv1 = nn.Conv2d(arch.in_channels, width, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        counts = arch.block_counts
+        self.layer1 = self._make_layer(block, width, counts[0])
+        self.layer2 = self._make_layer(block, width * 2, counts[1], stride=2)
+        self.layer3 = self._make_layer(block, width * 4, counts[2], stride=2)
+        self.layer4 = self._make_layer(block, width * 8, counts[3], stride=2)
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(width * 8 * block.expansion, arch.num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.constant_(m.weight, 1)
+                nn.init.constant_(m.bias, 0)
+
+    def _make_layer(
+        self, block: type[BasicBlock] | type[Bottleneck], planes: int, blocks: int, stride: int = 1
+    ) -> nn.Sequential:
+        downsample = None
+        if stride != 1 or self.inplanes != planes * block.expansion:
+            downsample = nn.Sequential(
+                conv1x1(self.inplanes, planes * block.expansion, stride),
+                nn.BatchNorm2d(planes * block.expansion),
+            )
+        layers: list[nn.Module] = [block(self.inplanes, planes, stride, downsample)]
+        self.inplanes = planes * block.expansion
+        layers.extend(block(self.inplanes, planes) for _ in range(1, blocks))
+        return nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return resnet_forward(self, x, checkpointing=False)
+
+
+def resnet_forward(model: nn.Module, x: torch.Tensor, *, checkpointing: bool) -> torch.Tensor:
+    """Forward pass of a torchvision-layout ResNet, optionally recomputing each stage in backward."""
+    from torch.utils.checkpoint import checkpoint
+
+    x = model.maxpool(model.relu(model.bn1(model.conv1(x))))
+    for stage in (model.layer1, model.layer2, model.layer3, model.layer4):
+        x = checkpoint(stage, x, use_reentrant=False) if checkpointing else stage(x)
+    x = torch.flatten(model.avgpool(x), 1)
+    return model.fc(x)
+
+
+def _is_standard_resnet(arch: ResNetArch) -> bool:
+    return (
+        arch.depth in RESNET_LAYERS
+        and arch.base_width == 64
+        and arch.in_channels == 3
+        and (arch.layers is None or tuple(arch.layers) == RESNET_LAYERS[arch.depth][1])
+    )
+
+
+def _torchvision_resnet(arch: ResNetArch) -> tuple[Callable[[], nn.Module] | None, str]:
+    """torchvision's constructor when it imports and works with this torch, else (None, why)."""
+    if not _is_standard_resnet(arch):
+        return None, "non-standard width or depth"
+    try:
+        import torchvision.models as tvm
+
+        factory = getattr(tvm, f"resnet{arch.depth}")
+    except Exception as exc:  # absent, or built against another torch
+        return None, f"torchvision unavailable ({type(exc).__name__})"
+    return (lambda: factory(weights=None, num_classes=arch.num_classes)), "torchvision"
+
+
+def build_resnet(
+    arch: ResNetArch, *, device: torch.device, dtype: torch.dtype
+) -> tuple[nn.Module, dict[str, Any]]:
+    factory, why = _torchvision_resnet(arch)
+    notes: dict[str, Any] = {}
+    with torch.device(device), default_dtype(dtype):
+        model: nn.Module | None = None
+        if factory is not None:
+            try:
+                model = factory()
+                notes["model_source"] = f"torchvision resnet{arch.depth}"
+            except Exception as exc:
+                why = f"torchvision failed ({type(exc).__name__})"
+        if model is None:
+            model = ResNet(arch)
+            notes["model_source"] = f"fitbench ResNet (torchvision layout; {why})"
+    return model, notes
+
+
+# -- encoder -------------------------------------------------------------------------------------
+class FirstToken(nn.Module):
+    """A pooler without parameters (for encoders whose head reads the first token directly)."""
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return hidden_states[:, 0]
+
+
+def _unsupported(what: str, arch: TransformerArch) -> FitbenchError:
+    return FitbenchError(
+        f"the torch backend cannot build this {arch.kind} ({what})",
+        "`fitbench estimate` covers it; `fitbench run` builds BERT-style encoders and "
+        "Llama/Qwen2/GPT-2-style decoders",
+    )
+
+
+def bert_config(arch: TransformerArch, *, attention: str) -> Any:
+    from transformers import BertConfig
+
+    if arch.mlp != "gelu" or arch.norm != "layernorm" or arch.position != "learned":
+        raise _unsupported(f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}", arch)
+    if not (arch.qkv_bias and arch.out_bias and arch.mlp_bias):
+        raise _unsupported("linear layers without bias", arch)
+    if arch.kv_heads != arch.num_heads or arch.dim_head * arch.num_heads != arch.hidden_size:
+        raise _unsupported("grouped-query attention or a custom head size", arch)
+    config = BertConfig(
+        vocab_size=arch.vocab_size,
+        hidden_size=arch.hidden_size,
+        num_hidden_layers=arch.num_layers,
+        num_attention_heads=arch.num_heads,
+        intermediate_size=arch.intermediate_size,
+        max_position_embeddings=arch.max_positions,
+        type_vocab_size=max(arch.type_vocab_size, 1),
+        num_labels=max(arch.num_labels, 1),
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+    )
+    config._attn_implementation = attention
+    return config
+
+
+def build_encoder(
+    arch: TransformerArch, *, attention: str, device: torch.device, dtype: torch.dtype
+) -> tuple[nn.Module, dict[str, Any]]:
+    from transformers import AutoModelForSequenceClassification
+
+    config = bert_config(arch, attention=attention)
+    with torch.device(device), _no_init_weights():
+        model = _from_config(
+            AutoModelForSequenceClassification.from_config, config, dtype=dtype, attn_implementation=attention
+        )
+    if not arch.pooler:
+        model.bert.pooler = FirstToken()
+    if device.type != "meta":
+        init_transformer_weights_(model)
+    notes = {
+        "model_source": f"transformers {type(model).__name__} (random init)",
+        "attn_implementation": model.config._attn_implementation,
+    }
+    if arch.type_vocab_size == 0:
+        notes.setdefault("warnings", []).append(
+            "the encoder has no token-type embeddings; BERT keeps one row"
+        )
+    return model, notes
+
+
+# -- decoder -------------------------------------------------------------------------------------
+def decoder_config(arch: TransformerArch, *, attention: str) -> Any:
+    """A transformers config describing exactly this decoder: Llama, Qwen2 or GPT-2."""
+    import transformers
+
+    if arch.mlp == "swiglu" and arch.norm == "rmsnorm" and arch.position == "rotary":
+        common = dict(
+            vocab_size=arch.vocab_size,
+            hidden_size=arch.hidden_size,
+            intermediate_size=arch.intermediate_size,
+            num_hidden_layers=arch.num_layers,
+            num_attention_heads=arch.num_heads,
+            num_key_value_heads=arch.kv_heads,
+            max_position_embeddings=arch.max_positions,
+            tie_word_embeddings=arch.tie_embeddings,
+        )
+        if arch.qkv_bias == arch.out_bias:
+            config = transformers.LlamaConfig(
+                head_dim=arch.dim_head, attention_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias, **common
+            )
+        elif arch.qkv_bias and not arch.out_bias and not arch.mlp_bias:
+            if arch.dim_head * arch.num_heads != arch.hidden_size:
+                raise _unsupported("Qwen2-style biases with a custom head size", arch)
+            config = transformers.Qwen2Config(**common)
+        else:
+            raise _unsupported("an output-projection bias without q/k/v biases", arch)
+    elif arch.mlp == "gelu" and arch.norm == "layernorm" and arch.position == "learned":
+        if not (arch.qkv_bias and arch.out_bias and arch.mlp_bias):
+            raise _unsupported("a GPT-style decoder without biases", arch)
+        if arch.kv_heads != arch.num_heads or arch.dim_head * arch.num_heads != arch.hidden_size:
+            raise _unsupported("a GPT-style decoder with grouped-query attention", arch)
+        config = transformers.GPT2Config(
+            vocab_size=arch.vocab_size,
+            n_positions=arch.max_positions,
+            n_embd=arch.hidden_size,
+            n_layer=arch.num_layers,
+            n_head=arch.num_heads,
+            n_inner=arch.intermediate_size,
+            tie_word_embeddings=arch.tie_embeddings,
+        )
+    else:
+        raise _unsupported(f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}", arch)
+    config._attn_implementation = attention
+    return config
+
+
+def build_decoder(
+    arch: TransformerArch, *, attention: str, device: torch.device, dtype: torch.dtype
+) -> tuple[nn.Module, dict[str, Any]]:
+    from transformers import AutoModelForCausalLM
+
+    config = decoder_config(arch, attention=attention)
+    with torch.device(device), _no_init_weights():
+        model = _from_config(
+            AutoModelForCausalLM.from_config, config, dtype=dtype, attn_implementation=attention
+        )
+    if arch.tie_embeddings:
+        model.tie_weights()  # skipping init also skipped the tying that init_weights() does
+    if device.type != "meta":
+        init_transformer_weights_(model)
+    if getattr(model, "generation_config", None) is not None and model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = 0
+    notes = {
+        "model_source": f"transformers {type(model).__name__} (random init)",
+        "attn_implementation": model.config._attn_implementation,
+    }
+    return model, notes
+
+
+# -- entry points ----------------------------------------------------------------------------------
+def build_model(
+    workload: Workload,
+    *,
+    device: torch.device | str,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[nn.Module, dict[str, Any]]:
+    """The model of `workload` on `device` in `dtype`, plus notes on what was built."""
+    device = torch.device(device)
+    arch = workload.arch
+    if isinstance(arch, ResNetArch):
+        return build_resnet(arch, device=device, dtype=dtype)
+    if arch.kind == "encoder":
+        return build_encoder(arch, attention=attention_impl(workload), device=device, dtype=dtype)
+    return build_decoder(arch, attention=attention_impl(workload), device=device, dtype=dtype)
+
+
+def meta_param_count(workload: Workload) -> int:
+    """Parameters of the model `build_model` makes, counted on the meta device (no memory, no time)."""
+    model, _ = build_model(workload, device="meta")
+    return count_parameters(model)

@@ -1,0 +1,308 @@
+"""Torch sessions: a built workload on one device, stepped by the measurement runner.
+
+Three kinds, chosen by what the workload does: TrainSession (forward, loss, backward, optimizer
+step), InferSession (eval-mode forward under inference_mode) and GenerateSession (prefill and
+greedy decoding through transformers' `generate`). Which code path builds them is chosen by the
+exec mode: "default" is the code most users write (stock modules, eager execution, framework
+defaults); other modes register themselves in EXEC_MODES without touching these classes.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from fitbench.backends.base import RunOptions, Session
+from fitbench.backends.torch.data import batch_source, prompt_ids
+from fitbench.backends.torch.models import build_model, count_parameters, resnet_forward
+from fitbench.backends.torch.precision import PrecisionPlan, apply_math_flags, plan_precision
+from fitbench.errors import FitbenchError, unknown_name
+from fitbench.workloads.workload import Workload
+
+OPTIMIZERS: dict[str, Callable[[Any], torch.optim.Optimizer]] = {
+    # Default (foreach) implementations and the learning rates of the brief's scripts.
+    "adam": lambda params: torch.optim.Adam(params, lr=1e-4),
+    "adamw": lambda params: torch.optim.AdamW(params, lr=2e-5),
+    "sgd": lambda params: torch.optim.SGD(params, lr=0.01),
+    "momentum": lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9),
+}
+
+
+def resolve_device(device: str) -> torch.device:
+    """A torch.device for 'cpu' / 'cuda' / 'cuda:N', or one clear line saying why it cannot be used."""
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise FitbenchError(f"unknown device '{device}'", "use cpu, cuda or cuda:N") from exc
+    if dev.type == "cpu":
+        return dev
+    if dev.type != "cuda":
+        raise FitbenchError(
+            f"the torch backend measures on cpu or cuda, not '{device}'", "use cpu, cuda or cuda:N"
+        )
+    if not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+        raise FitbenchError(
+            f"no CUDA GPU found (torch {torch.__version__}, {build}, sees none)", "use --device cpu"
+        )
+    index = 0 if dev.index is None else dev.index
+    if index >= torch.cuda.device_count():
+        raise FitbenchError(
+            f"no CUDA device {index}: torch sees {torch.cuda.device_count()}",
+            f"use --device cuda:0 … cuda:{torch.cuda.device_count() - 1}",
+        )
+    return torch.device("cuda", index)
+
+
+class TorchSession(Session):
+    """What every torch session shares: device synchronisation and allocator statistics."""
+
+    def __init__(
+        self,
+        *,
+        workload: Workload,
+        options: RunOptions,
+        device: torch.device,
+        plan: PrecisionPlan,
+        model: nn.Module,
+        notes: dict[str, Any],
+    ) -> None:
+        self.workload = workload
+        self.options = options
+        self.device = device
+        self.plan = plan
+        self.model = model
+        self.notes = notes
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def reset_peak(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def memory(self) -> dict[str, int | None]:
+        if self.device.type != "cuda":
+            return {"peak_allocated": None, "peak_reserved": None, "allocated": None, "reserved": None}
+        return {
+            "peak_allocated": int(torch.cuda.max_memory_allocated(self.device)),
+            "peak_reserved": int(torch.cuda.max_memory_reserved(self.device)),
+            "allocated": int(torch.cuda.memory_allocated(self.device)),
+            "reserved": int(torch.cuda.memory_reserved(self.device)),
+        }
+
+    def close(self) -> None:
+        self.model = None  # type: ignore[assignment]
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def _enable_checkpointing(model: nn.Module) -> None:
+    """transformers' activation checkpointing (renamed in 5.x; the old name still works)."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+class TrainSession(TorchSession):
+    """One training step: zero_grad, forward and loss (under autocast for AMP), backward, step."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        w = self.workload
+        self.model.train()
+        self.optimizer = OPTIMIZERS[w.optimizer](self.model.parameters())
+        self.scaler = torch.amp.GradScaler(self.device.type) if self.plan.grad_scaler else None
+        if w.checkpointing and not w.is_resnet:
+            _enable_checkpointing(self.model)
+        data = batch_source(w, self.options, self.device, self.plan.input_dtype)
+        self.next_batch = data.next_batch
+        self.notes.update(
+            data_source=data.description,
+            optimizer=type(self.optimizer).__name__,
+            grad_scaler=self.scaler is not None,
+            checkpointing=w.checkpointing,
+        )
+        if data.dataset_size:
+            self.notes["dataset_size"] = data.dataset_size
+
+    def _loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        w = self.workload
+        if w.is_resnet:
+            logits = resnet_forward(self.model, batch["pixel_values"], checkpointing=w.checkpointing)
+            return nn.functional.cross_entropy(logits, batch["labels"])
+        if w.family == "encoder":
+            return self.model(
+                input_ids=batch["input_ids"],
+                attention_mask=batch["attention_mask"],
+                token_type_ids=batch["token_type_ids"],
+                labels=batch["labels"],
+            ).loss
+        ids = batch["input_ids"]  # causal LM: predict each next token of the sequence itself
+        return self.model(input_ids=ids, labels=ids, use_cache=False).loss
+
+    def step(self) -> None:
+        batch = self.next_batch()
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.plan.autocast(self.device):
+            loss = self._loss(batch)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+
+
+class InferSession(TorchSession):
+    """One classification forward pass in eval mode under torch.inference_mode."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.model.eval()
+        data = batch_source(self.workload, self.options, self.device, self.plan.input_dtype)
+        self.next_batch = data.next_batch
+        self.notes["data_source"] = data.description
+        if data.dataset_size:
+            self.notes["dataset_size"] = data.dataset_size
+
+    def step(self) -> None:
+        batch = self.next_batch()
+        with torch.inference_mode(), self.plan.autocast(self.device):
+            if self.workload.is_resnet:
+                self.model(batch["pixel_values"])
+            else:
+                self.model(
+                    input_ids=batch["input_ids"],
+                    attention_mask=batch["attention_mask"],
+                    token_type_ids=batch["token_type_ids"],
+                )
+
+
+class GenerateSession(TorchSession):
+    """Greedy generation the way most users write it: `model.generate(...)` with the KV cache.
+
+    `decode(n)` is the whole generate call (its own prefill included), so the runner derives
+    decode speed by subtracting the separately timed `prefill()`.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.model.eval()
+        self.input_ids = prompt_ids(self.workload, self.device, self.options.seed)
+        self.attention_mask = torch.ones_like(self.input_ids)
+        params = inspect.signature(self.model.forward).parameters
+        # generate() computes logits for the last prompt position only; the timed prefill does too.
+        self.prefill_kwargs: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+        self.notes.update(
+            decode_includes_prefill=True,
+            data_source="random prompt token ids",
+            generation="transformers generate(do_sample=False, use_cache=True)",
+        )
+        self._checked = False
+
+    def prefill(self) -> None:
+        with torch.inference_mode(), self.plan.autocast(self.device):
+            self.model(
+                input_ids=self.input_ids,
+                attention_mask=self.attention_mask,
+                use_cache=True,
+                **self.prefill_kwargs,
+            )
+
+    def decode(self, new_tokens: int) -> None:
+        with torch.inference_mode(), self.plan.autocast(self.device):
+            out = self.model.generate(
+                input_ids=self.input_ids,
+                attention_mask=self.attention_mask,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
+                use_cache=True,
+            )
+        if not self._checked:
+            produced = int(out.shape[1] - self.input_ids.shape[1])
+            self.notes["generated_tokens"] = produced
+            if produced != new_tokens:
+                self.notes.setdefault("warnings", []).append(
+                    f"generate produced {produced} new tokens instead of {new_tokens}"
+                )
+            self._checked = True
+
+    def step(self) -> None:
+        self.decode(int(self.workload.new_tokens or 1))
+
+
+def _build(workload: Workload, device: torch.device, plan: PrecisionPlan) -> tuple[nn.Module, dict[str, Any]]:
+    if plan.quant_bits is not None:
+        from fitbench.backends.torch.quant import build_quantized
+
+        return build_quantized(workload, bits=plan.quant_bits, device=device)
+    return build_model(workload, device=device, dtype=plan.param_dtype)
+
+
+def open_default(workload: Workload, options: RunOptions) -> Session:
+    """The default exec mode: stock modules, eager execution, torch and transformers defaults."""
+    device = resolve_device(options.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    plan = plan_precision(workload.precision, device, training=workload.is_training)
+    math_flags = apply_math_flags(plan, device)
+    torch.manual_seed(options.seed)
+    model, notes = _build(workload, device, plan)
+    params = count_parameters(model)
+    warnings = [*plan.warnings, *notes.pop("warnings", [])]
+    if params != workload.param_count():
+        warnings.append(
+            f"the built model has {params:,} parameters; the workload describes {workload.param_count():,}"
+        )
+    notes.update(
+        precision_in_effect=plan.in_effect,
+        warnings=warnings,
+        params=params,
+        param_dtype=str(plan.param_dtype).removeprefix("torch."),
+        autocast_dtype=str(plan.autocast_dtype).removeprefix("torch.") if plan.autocast_dtype else None,
+    )
+    if math_flags:
+        notes["math_flags"] = math_flags
+    if device.type == "cpu":
+        notes["cpu_threads"] = torch.get_num_threads()
+    kind: type[TorchSession]
+    if workload.is_generation:
+        kind = GenerateSession
+    elif workload.is_training:
+        kind = TrainSession
+    else:
+        kind = InferSession
+    return kind(workload=workload, options=options, device=device, plan=plan, model=model, notes=notes)
+
+
+SessionFactory = Callable[[Workload, RunOptions], Session]
+
+#: exec mode -> session factory. Another exec mode (e.g. "tuned": compiled graphs, fused
+#: kernels, static KV caches) registers here through register_exec_mode.
+EXEC_MODES: dict[str, SessionFactory] = {"default": open_default}
+KNOWN_EXEC_MODES = ("default", "tuned")
+
+
+def register_exec_mode(name: str, factory: SessionFactory) -> None:
+    EXEC_MODES[name] = factory
+
+
+def open_session(workload: Workload, options: RunOptions) -> Session:
+    factory = EXEC_MODES.get(options.exec_mode)
+    if factory is None:
+        if options.exec_mode in KNOWN_EXEC_MODES:
+            raise FitbenchError(f"--exec {options.exec_mode} is not available yet", "use --exec default")
+        raise unknown_name("exec mode", options.exec_mode, KNOWN_EXEC_MODES)
+    return factory(workload, options)

@@ -1,0 +1,107 @@
+"""`fitbench compare RUN_A RUN_B`: two stored runs side by side, with B/A ratios."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from fitbench.cli.common import print_json
+from fitbench.cli.history import open_history
+from fitbench.core.units import format_bytes, format_rate, format_seconds
+
+EPILOG = """examples:
+  fitbench compare 3f2a91c0 7be01d44        two runs by id (any unique prefix works)
+  fitbench compare 3f2a 7be0 --json
+
+JSON: {"a": run, "b": run, "metrics": [{"name", "a", "b", "ratio"}]}, ratio = b / a.
+Find run ids with `fitbench history`.
+"""
+
+# (label, measurement key, formatter). Ratios are b / a: below 1 is less memory or less time.
+METRICS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("peak memory", "peak_memory_bytes", format_bytes),
+    ("allocator peak", "peak_allocated_bytes", format_bytes),
+    ("memory after load", "memory_after_load_bytes", format_bytes),
+    ("load", "load_seconds", format_seconds),
+    ("step time", "step_seconds", format_seconds),
+    ("step time p90", "step_seconds_p90", format_seconds),
+    ("throughput", "samples_per_second", lambda x: format_rate(x, "/s")),
+    ("tokens", "tokens_per_second", lambda x: format_rate(x, "tok/s")),
+    ("prefill", "prefill_seconds", format_seconds),
+    ("decode", "decode_tokens_per_second", lambda x: format_rate(x, "tok/s")),
+    ("epoch", "epoch_seconds", format_seconds),
+)
+CONTEXT = (("workload", "name"), ("precision", "precision"), ("batch", "batch_size"), ("mode", "mode"))
+
+
+def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    parser = subparsers.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("run_a", metavar="RUN_A", help="run id (or unique prefix) from `fitbench history`")
+    parser.add_argument("run_b", metavar="RUN_B", help="the run to compare with RUN_A")
+    parser.add_argument(
+        "--db", metavar="PATH", help="history file (default: the user's fitbench data folder)"
+    )
+    parser.add_argument("--json", action="store_true", help="print {a, b, metrics} as JSON")
+    parser.set_defaults(func=compare_command)
+
+
+def _section(run: dict[str, Any], key: str) -> dict[str, Any]:
+    value = run.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def metrics(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    ma, mb = _section(a, "measurement"), _section(b, "measurement")
+    out = []
+    for label, key, _ in METRICS:
+        va, vb = ma.get(key), mb.get(key)
+        if va is None and vb is None:
+            continue
+        na, nb = _number(va), _number(vb)
+        ratio = nb / na if na and nb is not None else None
+        out.append({"name": key, "label": label, "a": va, "b": vb, "ratio": ratio})
+    return out
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    with open_history(args.db) as history:
+        a = history.get_run(args.run_a)
+        b = history.get_run(args.run_b)
+    rows = metrics(a, b)
+    if args.json:
+        print_json({"a": a, "b": b, "metrics": rows})
+        return 0
+    from fitbench.results.table import render_table
+
+    wa, wb = _section(a, "workload"), _section(b, "workload")
+    ma, mb = _section(a, "measurement"), _section(b, "measurement")
+    table: list[list[str]] = []
+    for label, key in CONTEXT:
+        table.append([label, str(wa.get(key, "-")), str(wb.get(key, "-")), ""])
+    for label, key in (
+        ("backend", "backend"),
+        ("framework", "framework_version"),
+        ("device", "device_name"),
+        ("exec mode", "exec_mode"),
+        ("ran in", "precision_in_effect"),
+        ("status", "status"),
+    ):
+        table.append([label, str(ma.get(key, "-")), str(mb.get(key, "-")), ""])
+    formats = {key: fmt for _, key, fmt in METRICS}
+    for row in rows:
+        fmt = formats[row["name"]]
+        ratio = f"{row['ratio']:.2f}x" if row["ratio"] is not None else ""
+        table.append([row["label"], fmt(row["a"]), fmt(row["b"]), ratio])
+    print(render_table(["", f"A {a.get('run_id')}", f"B {b.get('run_id')}", "B/A"], table, align="lrrr"))
+    return 0

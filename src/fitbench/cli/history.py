@@ -1,0 +1,112 @@
+"""`fitbench history`: the runs stored by `fitbench run` (and other commands), newest first."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from fitbench.cli.common import positive_int, print_json
+from fitbench.core.units import format_bytes, format_rate, format_seconds
+from fitbench.errors import FitbenchError
+
+EPILOG = """examples:
+  fitbench history                          the 20 newest runs
+  fitbench history --workload llm-6b        runs of one workload
+  fitbench history --status oom --limit 5   the last five out-of-memory verdicts
+  fitbench history --json --db ./runs.sqlite
+
+JSON: a list of runs, newest first: {run_id, created_at, workload, backend, device, gpu_name,
+precision, batch_size, mode, exec_mode, status, peak_memory_bytes, step_seconds,
+tokens_per_second, throughput, ...}. `fitbench compare RUN_A RUN_B` shows two side by side.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    parser = subparsers.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--limit", type=positive_int, default=20, metavar="N", help="newest N runs (default 20)"
+    )
+    parser.add_argument("--workload", metavar="W", help="only runs of this workload")
+    parser.add_argument("--status", metavar="S", help="only runs with this status: ok, oom, error, timeout")
+    parser.add_argument(
+        "--db", metavar="PATH", help="history file (default: the user's fitbench data folder)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the runs as a JSON list")
+    parser.set_defaults(func=history_command)
+
+
+def open_history(path: str | None) -> Any:
+    try:
+        from fitbench.results.history import History
+    except ImportError as exc:
+        raise FitbenchError("the run history is not available in this installation") from exc
+    return History.open(path)
+
+
+def history_command(args: argparse.Namespace) -> int:
+    with open_history(args.db) as history:
+        runs = history.list_runs(limit=args.limit, workload=args.workload, status=args.status)
+        path = history.path
+    if args.json:
+        print_json([r.to_dict() for r in runs])
+        return 0
+    if not runs:
+        print(
+            f"no runs in {path}"
+            + (" matching the filter" if args.workload or args.status else "")
+            + "; `fitbench run WORKLOAD` measures one"
+        )
+        return 0
+    from fitbench.results.table import render_table
+
+    rows = []
+    for r in runs:
+        speed = (
+            format_rate(r.tokens_per_second, "tok/s")
+            if r.mode == "infer" and r.tokens_per_second
+            else format_rate(r.throughput, "/s")
+            if r.throughput
+            else "-"
+        )
+        rows.append(
+            [
+                r.run_id,
+                (r.created_at or "")[:19].replace("T", " "),
+                r.workload or "-",
+                f"{r.backend or '-'} {r.exec_mode or ''}".strip(),
+                r.gpu_name or r.device or "-",
+                r.precision or "-",
+                str(r.batch_size or "-"),
+                r.status or "-",
+                format_bytes(r.peak_memory_bytes),
+                format_seconds(r.step_seconds),
+                speed,
+            ]
+        )
+    print(
+        render_table(
+            [
+                "run",
+                "created (UTC)",
+                "workload",
+                "backend",
+                "device",
+                "precision",
+                "batch",
+                "status",
+                "peak",
+                "step",
+                "speed",
+            ],
+            rows,
+            align="llllllrlrrr",
+        )
+    )
+    print(f"\n{len(runs)} run(s) from {path}")
+    return 0

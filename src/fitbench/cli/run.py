@@ -1,0 +1,566 @@
+"""`fitbench run`: measure a workload for real, beside the estimate, and keep it in the history.
+
+The parent process imports no framework: each measurement runs in a fresh child process
+(fitbench.measure.runner), the device default is decided through NVML, and the estimate is
+plain arithmetic. This module only orchestrates and formats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from fitbench.cli.common import (
+    add_workload_args,
+    positive_int,
+    precision_list,
+    print_json,
+    workload_from_args,
+)
+from fitbench.core.gpu import GpuSpec
+from fitbench.core.units import format_bytes, format_rate, format_seconds
+from fitbench.errors import FitbenchError
+from fitbench.workloads.workload import Workload
+
+EPILOG = """examples:
+  fitbench run resnet50-cifar10 --tiny                  a tiny ResNet end to end, in seconds on a CPU
+  fitbench run bert-base-imdb --device cuda --precision fp32,amp-fp16
+                                                        AMP's memory saving and speed-up, measured
+  fitbench run llm-6b --device cuda --batch 8           load, prefill and tokens/s of a 6.7B model
+  fitbench run resnet50-cifar10 --device cuda --max-batch
+                                                        the largest batch that really fits
+  fitbench run bert-base-imdb --data ./aclImdb --json   real IMDb reviews, JSON result
+  fitbench run llm-6b --backend paddle --gpu rtx-4090   compare against another card's estimate
+
+JSON (one precision): {"workload", "estimate" | null, "measurement", "error_vs_estimate", "run_id"};
+with a precision list, a list of those, each with "comparison" against the first.
+error_vs_estimate = (estimate - measured) / measured: +0.10 means the estimate is 10% high.
+Out of memory is a verdict (status "oom", exit code 0), not a failure.
+"""
+
+DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+
+
+def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    parser = subparsers.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_workload_args(parser, multi_precision=True)
+    run = parser.add_argument_group("measurement")
+    run.add_argument(
+        "--backend",
+        choices=("torch", "paddle"),
+        help="framework to measure with (default: the first installed of torch, paddle)",
+    )
+    run.add_argument(
+        "--device", metavar="DEV", help="cpu, cuda or cuda:N (default: cuda when a GPU is found)"
+    )
+    run.add_argument(
+        "--exec",
+        dest="exec_mode",
+        choices=("default", "tuned"),
+        default="default",
+        help="default: the code most users write; tuned: what the card can do",
+    )
+    run.add_argument(
+        "--gpu", metavar="ID", help="catalog GPU whose estimate to compare with (default: this machine's GPU)"
+    )
+    run.add_argument(
+        "--data",
+        metavar="PATH",
+        help="local dataset: CIFAR-10 python batches or tar.gz, IMDb aclImdb/ (default synthetic)",
+    )
+    run.add_argument(
+        "--max-batch",
+        action="store_true",
+        help="also search the largest batch that fits (fresh process per probe)",
+    )
+    run.add_argument(
+        "--batch-limit",
+        type=positive_int,
+        metavar="N",
+        help="largest batch --max-batch tries (default: 8x the start, at least 64)",
+    )
+    run.add_argument(
+        "--timeout", type=float, metavar="S", help="stop a measurement after S seconds (default 900)"
+    )
+    run.add_argument(
+        "--min-steps",
+        type=positive_int,
+        metavar="N",
+        help="timed steps at least (default 10; 3 generate calls)",
+    )
+    run.add_argument(
+        "--min-seconds",
+        type=float,
+        metavar="S",
+        help="timed seconds at least (default 3; 0.5 for tiny CPU runs)",
+    )
+    run.add_argument(
+        "--warmup", type=int, metavar="N", help="untimed steps first (default 3; 1 for generation)"
+    )
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print the result as JSON")
+    out.add_argument("--db", metavar="PATH", help="history file (default: the user's fitbench data folder)")
+    out.add_argument("--no-history", action="store_true", help="do not store the run in the history")
+    out.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress line on stderr (default: only when stderr is a terminal)",
+    )
+    parser.set_defaults(func=run_command)
+
+
+# -- choices the parent makes without importing a framework -------------------------------------
+def pick_backend(name: str | None) -> str:
+    from fitbench.backends import BACKENDS, backend_installed, installed_backends
+
+    if name is not None:
+        if not backend_installed(name):
+            extra = BACKENDS[name][2]
+            raise FitbenchError(f"the {name} backend is not installed", f"pip install 'fitbench[{extra}]'")
+        return name
+    installed = installed_backends()
+    if not installed:
+        raise FitbenchError(
+            "no framework installed to measure with",
+            "pip install 'fitbench[torch]' or 'fitbench[paddle]'; `fitbench estimate` needs none",
+        )
+    return installed[0]
+
+
+def _cuda_present() -> bool | None:
+    """True/False from NVML; None when NVML cannot tell (no pynvml) but a driver seems loaded."""
+    from fitbench.measure import nvml
+
+    count = nvml.device_count()
+    if count is not None:
+        return count > 0
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return None if gpus.is_dir() and any(gpus.iterdir()) else False
+
+
+def pick_device(device: str | None) -> str:
+    from fitbench.measure import nvml
+
+    if device is None:
+        # Unknown (a driver but no NVML library): try the GPU; the child says clearly if it cannot.
+        return "cpu" if _cuda_present() is False else "cuda"
+    device = device.strip().lower()
+    if not DEVICE_RE.match(device):
+        raise FitbenchError(f"unknown device '{device}'", "use cpu, cuda or cuda:N")
+    if device.startswith("cuda"):
+        present = _cuda_present()
+        if present is False:
+            raise FitbenchError("no CUDA GPU found (the NVIDIA driver reports none)", "use --device cpu")
+        count = nvml.device_count()
+        index = nvml.cuda_index(device) or 0
+        if count is not None and index >= count:
+            raise FitbenchError(
+                f"no CUDA device {index}: {count} found", f"use --device cuda:0 … cuda:{count - 1}"
+            )
+    return device
+
+
+def pick_gpu(gpu_id: str | None, device: str) -> tuple[GpuSpec | None, str | None]:
+    """(catalog card to estimate for, a note when there is none)."""
+    if gpu_id is not None:
+        from fitbench.catalog import get_gpu
+
+        return get_gpu(gpu_id), None
+    if not device.startswith("cuda"):
+        return None, "measured on the CPU: no GPU estimate (pass --gpu ID to see one)"
+    from fitbench.measure import nvml
+
+    index = nvml.cuda_index(device) or 0
+    name, total = nvml.device_name(index), nvml.device_total(index)
+    if name is None or total is None:
+        return None, "could not identify the local GPU through NVML: no estimate (pass --gpu ID)"
+    try:
+        from fitbench.catalog import get_gpu
+        from fitbench.catalog.detect import match_catalog
+    except ImportError:
+        return None, "the GPU catalog is not available: no estimate"
+    catalog_id = match_catalog(name, total)
+    if catalog_id is None:
+        return None, f"{name} is not in the catalog: no estimate (pass --gpu ID for a similar card)"
+    return get_gpu(catalog_id), None
+
+
+def estimate_for(
+    workload: Workload, gpu: GpuSpec | None, backend: str, exec_mode: str
+) -> tuple[Any, str | None]:
+    if gpu is None:
+        return None, None
+    try:
+        from fitbench.estimate.api import estimate
+    except ImportError:
+        return None, "the estimator is not available in this installation"
+    try:
+        return estimate(workload, gpu, framework=backend, exec_mode=exec_mode), None
+    except FitbenchError as exc:
+        return None, f"no estimate: {exc}"
+
+
+# -- derived numbers ------------------------------------------------------------------------------
+def relative_error(estimated: float | None, measured: float | None) -> float | None:
+    """(estimate - measured) / measured; None when either is missing or the measurement is zero."""
+    if estimated is None or measured is None or measured == 0:
+        return None
+    return (estimated - measured) / measured
+
+
+def measured_speed(m: dict[str, Any], workload: Workload) -> tuple[float | None, float | None]:
+    """(step seconds, tokens/s) comparable with the estimator's: for generation one decode step
+    (one token per sequence) and decode throughput, otherwise the training/inference step."""
+    if workload.is_generation:
+        decode, new = m.get("decode_seconds"), workload.new_tokens or 0
+        step = decode / new if decode is not None and new else None
+        return step, m.get("decode_tokens_per_second")
+    return m.get("step_seconds"), m.get("tokens_per_second")
+
+
+def error_vs_estimate(est: Any, m: dict[str, Any], workload: Workload) -> dict[str, float | None]:
+    keys = ("peak_memory", "step_seconds", "tokens_per_second")
+    out: dict[str, float | None] = dict.fromkeys(keys)
+    if est is None or m.get("status") != "ok" or not str(m.get("device", "")).startswith("cuda"):
+        return out
+    step, tokens = measured_speed(m, workload)
+    out["peak_memory"] = relative_error(est.peak_memory_bytes, m.get("peak_memory_bytes"))
+    out["step_seconds"] = relative_error(est.step_seconds, step)
+    out["tokens_per_second"] = relative_error(est.tokens_per_second, tokens)
+    if workload.is_generation:
+        out["prefill_seconds"] = relative_error(
+            getattr(est, "prefill_seconds", None), m.get("prefill_seconds")
+        )
+    return out
+
+
+def _speed_key(m: dict[str, Any], workload: Workload) -> float | None:
+    """A 'higher is faster' figure for speed-ups."""
+    if workload.is_generation:
+        return m.get("decode_tokens_per_second") or m.get("tokens_per_second")
+    step = m.get("step_seconds")
+    return 1.0 / step if step else None
+
+
+def comparison(
+    base: dict[str, Any], other: dict[str, Any], workload: Workload, base_precision: str
+) -> dict[str, Any]:
+    """Memory saving and speed-up of `other` against `base` (None where either did not run)."""
+    out: dict[str, Any] = {
+        "baseline": base_precision,
+        "memory_saving": None,
+        "memory_saved_bytes": None,
+        "speedup": None,
+    }
+    if base.get("status") != "ok" or other.get("status") != "ok":
+        return out
+    pb, po = base.get("peak_memory_bytes"), other.get("peak_memory_bytes")
+    if pb and po is not None:
+        out["memory_saving"] = 1 - po / pb
+        out["memory_saved_bytes"] = pb - po
+    sb, so = _speed_key(base, workload), _speed_key(other, workload)
+    if sb and so:
+        out["speedup"] = so / sb
+    return out
+
+
+# -- the command ----------------------------------------------------------------------------------
+class _Store:
+    """The history, opened before measuring (a bad --db fails fast), or nothing with --no-history."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.history: Any = None
+        self.note: str | None = None
+        if args.no_history:
+            return
+        try:
+            from fitbench.results.history import History
+        except ImportError:
+            self.note = "the run history is not available in this installation; the run was not stored"
+            return
+        self.history = History.open(args.db)
+
+    def add(self, record: dict[str, Any]) -> str | None:
+        if self.history is None:
+            return None
+        return self.history.add_run(record)
+
+    def close(self) -> None:
+        if self.history is not None:
+            self.history.close()
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from fitbench.backends.base import RunOptions
+    from fitbench.measure.progress import Progress, should_show
+    from fitbench.measure.runner import measure
+
+    backend = pick_backend(args.backend)
+    device = pick_device(args.device)
+    if args.min_seconds is not None and args.min_seconds < 0:
+        raise FitbenchError("--min-seconds must be 0 or more")
+    if args.warmup is not None and args.warmup < 0:
+        raise FitbenchError("--warmup must be 0 or more")
+    if args.timeout is not None and args.timeout <= 0:
+        raise FitbenchError("--timeout must be positive")
+    if args.data is not None and not os.path.exists(args.data):
+        raise FitbenchError(f"dataset path {args.data} does not exist", "pass the CIFAR-10 or aclImdb path")
+    precisions = precision_list(args.precision)
+    workloads = [workload_from_args(args, precision=p) for p in precisions]
+    gpu, gpu_note = pick_gpu(args.gpu, device)
+    options = RunOptions(
+        device=device, exec_mode=args.exec_mode, data=str(Path(args.data).resolve()) if args.data else None
+    )
+    show = should_show(args.progress)
+    store = _Store(args)
+    results: list[dict[str, Any]] = []
+    try:
+        for workload in workloads:
+            est, est_note = estimate_for(workload, gpu, backend, args.exec_mode)
+            label = f"{workload.name}{' (tiny)' if workload.tiny else ''} {workload.precision}"
+            with Progress(enabled=show, label=label) as progress:
+                m = measure(
+                    workload,
+                    backend,
+                    options,
+                    timeout_s=args.timeout,
+                    min_steps=args.min_steps,
+                    min_seconds=args.min_seconds,
+                    warmup=args.warmup,
+                    progress=progress,
+                )
+                if m.get("error_type") == "FitbenchError" and len(workloads) == 1:
+                    raise FitbenchError(m.get("error") or "the measurement failed", m.get("hint"))
+                search = None
+                if args.max_batch and m.get("status") in ("ok", "oom"):
+                    search = _max_batch(workload, backend, options, est, args, progress)
+                    m["max_batch_search"] = search
+            notes = [n for n in (gpu_note, est_note, store.note) if n]
+            est_dict = est.to_dict() if est is not None else None
+            errors = error_vs_estimate(est, m, workload)
+            if search is not None and est is not None:
+                errors["max_batch"] = relative_error(est.max_batch_size, search.get("max_batch"))
+            record = {
+                "command": "run",
+                "workload": workload.to_dict(),
+                "estimate": est_dict,
+                "measurement": m,
+                "environment": m.get("environment") or {},
+                "error_vs_estimate": errors,
+            }
+            run_id = store.add(record)
+            result: dict[str, Any] = {
+                "precision": workload.precision,
+                "workload": workload.to_dict(),
+                "estimate": est_dict,
+                "measurement": m,
+                "error_vs_estimate": errors,
+                "run_id": run_id,
+            }
+            if search is not None:
+                result["max_batch"] = {"estimated": est.max_batch_size if est is not None else None, **search}
+            if notes:
+                result["notes"] = notes
+            results.append(result)
+    finally:
+        store.close()
+
+    if len(results) > 1:
+        base = results[0]
+        for r, w in zip(results, workloads, strict=True):
+            r["comparison"] = comparison(base["measurement"], r["measurement"], w, base["precision"])
+
+    if args.json:
+        print_json(results[0] if len(results) == 1 else results)
+    else:
+        print(format_results(results, workloads, gpu))
+    return 0 if all(r["measurement"].get("status") in ("ok", "oom") for r in results) else 1
+
+
+def _max_batch(
+    workload: Workload, backend: str, options: Any, est: Any, args: argparse.Namespace, progress: Any
+) -> dict[str, Any]:
+    from fitbench.measure.search import find_max_batch
+
+    start = (
+        est.max_batch_size
+        if est is not None and est.max_batch_size and est.max_batch_size > 0
+        else workload.batch_size
+    )
+    limit = args.batch_limit or max(64, 8 * start)
+    limit = max(limit, 1)
+    progress({"phase": "max-batch search", "detail": f"from {start}, at most {limit}"})
+    result = find_max_batch(
+        workload,
+        backend,
+        options,
+        start=min(start, limit),
+        limit=limit,
+        timeout_s=args.timeout,
+        progress=progress,
+    )
+    return result.to_dict()
+
+
+# -- human output ---------------------------------------------------------------------------------
+def _pct(x: float | None) -> str:
+    return "" if x is None else f"{x * 100:+.0f}%"
+
+
+def _speed_unit(workload: Workload) -> str:
+    return {"images": "img/s", "tokens": "tok/s"}.get(workload.sample_unit, "seq/s")
+
+
+def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None) -> str:
+    from fitbench.results.table import render_table
+
+    m, est = r["measurement"], r["estimate"]
+    errors = r["error_vs_estimate"]
+    status = m.get("status")
+    device = m.get("device_name") or m.get("device")
+    tiny = " (tiny)" if workload.tiny else ""
+    precision = m.get("precision_requested")
+    if m.get("precision_in_effect") and m.get("precision_in_effect") != precision:
+        precision = f"{precision} (ran {m['precision_in_effect']})"
+    title = (
+        f"{workload.name}{tiny} · {m.get('backend')} {m.get('framework_version') or ''} · {device} · "
+        f"{precision} · batch {workload.batch_size} · {m.get('exec_mode')} exec"
+    )
+    lines = [title]
+    if status != "ok":
+        lines.append(f"  status: {status} — {m.get('error')}")
+        if m.get("hint"):
+            lines.append(f"  hint: {m['hint']}")
+    est_head = f"estimate ({gpu.id})" if (est is not None and gpu is not None) else "estimate"
+    rows: list[list[str]] = []
+
+    def row(name: str, measured: str, estimated: str = "", err: float | None = None) -> None:
+        rows.append([name, measured, estimated, _pct(err)])
+
+    e = est or {}
+    peak_src = m.get("peak_memory_source") or ""
+    row(
+        "peak memory",
+        f"{format_bytes(m.get('peak_memory_bytes'))} ({peak_src})" if m.get("peak_memory_bytes") else "-",
+        format_bytes(e.get("peak_memory_bytes")) if est else "",
+        errors.get("peak_memory"),
+    )
+    if m.get("peak_allocated_bytes") is not None:
+        row(
+            "  allocator peak",
+            f"{format_bytes(m['peak_allocated_bytes'])} allocated, "
+            f"{format_bytes(m.get('peak_reserved_bytes'))} reserved",
+        )
+    if m.get("cuda_context_bytes") is not None:
+        row("  CUDA context", format_bytes(m["cuda_context_bytes"]))
+    row("load", format_seconds(m.get("load_seconds")))
+    if workload.is_generation:
+        row("memory after load", format_bytes(m.get("memory_after_load_bytes")))
+        row(
+            "prefill",
+            format_seconds(m.get("prefill_seconds")),
+            format_seconds(e.get("prefill_seconds")) if est else "",
+            errors.get("prefill_seconds"),
+        )
+        row(
+            "decode",
+            format_rate(m.get("decode_tokens_per_second"), "tok/s"),
+            format_rate(e.get("tokens_per_second"), "tok/s") if est else "",
+            errors.get("tokens_per_second"),
+        )
+        row(
+            "end to end",
+            f"{format_rate(m.get('tokens_per_second'), 'tok/s')}"
+            f" ({format_seconds(m.get('step_seconds'))} per generate)",
+        )
+    else:
+        steps = m.get("steps")
+        detail = f" (p90 {format_seconds(m.get('step_seconds_p90'))}, {steps} steps)" if steps else ""
+        row(
+            "step time",
+            f"{format_seconds(m.get('step_seconds'))}{detail}",
+            format_seconds(e.get("step_seconds")) if est else "",
+            errors.get("step_seconds"),
+        )
+        row(
+            "throughput",
+            format_rate(m.get("samples_per_second"), _speed_unit(workload)),
+            format_rate(e.get("samples_per_second"), _speed_unit(workload)) if est else "",
+        )
+        if m.get("tokens_per_second") is not None:
+            row(
+                "tokens",
+                format_rate(m.get("tokens_per_second"), "tok/s"),
+                format_rate(e.get("tokens_per_second"), "tok/s")
+                if est and e.get("tokens_per_second")
+                else "",
+                errors.get("tokens_per_second"),
+            )
+        if m.get("epoch_seconds") is not None:
+            row(
+                "epoch",
+                format_seconds(m.get("epoch_seconds")),
+                format_seconds(e.get("epoch_seconds")) if est else "",
+            )
+    if m.get("params"):
+        row("parameters", f"{m['params']:,}", f"{e['params']:,}" if est and e.get("params") else "")
+    if r.get("max_batch"):
+        mb = r["max_batch"]
+        found = mb.get("max_batch")
+        text = (
+            "none fits"
+            if found is None
+            else (f">= {found} (limit)" if mb.get("reached_limit") else str(found))
+        )
+        row("max batch", text, str(mb["estimated"]) if mb.get("estimated") else "", errors.get("max_batch"))
+    if status != "ok":
+        rows = [x for x in rows if x[1] != "-"]
+    if not rows:
+        pass
+    elif est is not None:
+        lines.append(render_table(["", "measured", est_head, "error"], rows, align="lrrr", indent="  "))
+    else:
+        lines.append(render_table(["", "measured"], [x[:2] for x in rows], align="ll", indent="  "))
+    for warning in m.get("warnings") or []:
+        lines.append(f"  warning: {warning}")
+    for note in r.get("notes") or []:
+        lines.append(f"  note: {note}")
+    if r.get("max_batch") and r["max_batch"].get("stopped"):
+        lines.append(f"  max-batch search stopped: {r['max_batch']['stopped']}")
+    if r.get("run_id"):
+        lines.append(f"  run id: {r['run_id']}")
+    return "\n".join(lines)
+
+
+def format_results(results: list[dict[str, Any]], workloads: list[Workload], gpu: GpuSpec | None) -> str:
+    parts = [format_one(r, w, gpu) for r, w in zip(results, workloads, strict=True)]
+    if len(results) > 1:
+        lines = []
+        for r in results[1:]:
+            c = r["comparison"]
+            if c["memory_saving"] is None and c["speedup"] is None:
+                lines.append(f"{r['precision']} vs {c['baseline']}: not comparable (a run did not complete)")
+                continue
+            saving = c["memory_saving"]
+            mem = (
+                (
+                    f"peak memory {_pct(-saving)} ({format_bytes(abs(c['memory_saved_bytes']))} "
+                    f"{'less' if saving >= 0 else 'more'})"
+                )
+                if saving is not None
+                else "peak memory -"
+            )
+            speed = f"speed-up {c['speedup']:.2f}x" if c["speedup"] is not None else "speed-up -"
+            lines.append(f"{r['precision']} vs {c['baseline']}: {mem}, {speed}")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)

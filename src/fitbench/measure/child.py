@@ -1,0 +1,491 @@
+"""Child side of a measurement: `python -m fitbench.measure.child REQUEST.json`.
+
+Runs in a fresh process started by fitbench.measure.runner, so its peaks are its own. It drives
+a backend only through the Session contract (fitbench.backends.base): build, warm up, time
+steps until both a step count and a duration are reached, read memory several ways, and write
+one JSON result. Every exception becomes a status: the framework's out-of-memory error is
+"oom" (a verdict: this batch does not fit), anything else "error" with the traceback's tail.
+
+Progress events go to a JSON-lines file the parent polls; the result goes to the path named in
+the request, written atomically so the parent never reads half a file.
+
+Test hook: the environment variable FITBENCH_TEST_FAIL makes the child fail on purpose, so
+that the runner's handling of each failure is tested with real processes:
+    oom          raise the backend's own out-of-memory error before the first step
+    oom-above:N  the same, only when the batch is larger than N (for max-batch search tests)
+    error        raise an ordinary exception at start-up
+    crash        kill this process with SIGKILL at start-up (no result file)
+    hang         sleep at start-up until the parent's timeout stops it
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import resource
+import signal
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from fitbench.backends.base import RunOptions, Session
+from fitbench.errors import FitbenchError
+from fitbench.measure import nvml
+from fitbench.measure.runner import empty_measurement
+from fitbench.measure.timing import summarize
+from fitbench.workloads.workload import Workload
+
+TEST_HOOK_ENV = "FITBENCH_TEST_FAIL"
+PREFILL_SAMPLES = 5
+PROGRESS_INTERVAL_S = 0.2
+
+
+class SyntheticFailure(RuntimeError):
+    """Raised by the FITBENCH_TEST_FAIL=error hook."""
+
+
+# -- test hook ---------------------------------------------------------------------------------
+def _hook() -> tuple[str, int | None]:
+    text = os.environ.get(TEST_HOOK_ENV, "").strip().lower()
+    if text.startswith("oom-above:"):
+        try:
+            return "oom-above", int(text.split(":", 1)[1])
+        except ValueError:
+            return "", None
+    return text, None
+
+
+def _hook_at_start() -> None:
+    kind, _ = _hook()
+    if kind == "error":
+        raise SyntheticFailure(f"synthetic failure ({TEST_HOOK_ENV}=error)")
+    if kind == "crash":
+        sys.stdout.flush()
+        sys.stderr.write(f"fitbench child: synthetic crash ({TEST_HOOK_ENV}=crash)\n")
+        sys.stderr.flush()
+        if hasattr(signal, "SIGKILL"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        os._exit(137)
+    if kind == "hang":
+        time.sleep(10**6)
+
+
+def _hook_before_step(backend: Any, batch_size: int) -> None:
+    kind, limit = _hook()
+    if kind == "oom" or (kind == "oom-above" and limit is not None and batch_size > limit):
+        make = getattr(backend, "synthetic_oom", None)
+        exc = make() if callable(make) else MemoryError(f"out of memory (synthetic, {TEST_HOOK_ENV})")
+        raise exc
+
+
+# -- small helpers -----------------------------------------------------------------------------
+class Events:
+    """Progress events as JSON lines (the parent turns them into the progress display)."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self._last_emit = 0.0
+
+    def emit(
+        self,
+        phase: str,
+        *,
+        step: int | None = None,
+        of: int | None = None,
+        detail: str = "",
+        throttle: bool = False,
+    ) -> None:
+        if self.path is None:
+            return
+        now = time.monotonic()
+        if throttle and now - self._last_emit < PROGRESS_INTERVAL_S:
+            return
+        self._last_emit = now
+        event: dict[str, Any] = {"phase": phase, "t": round(now, 3)}
+        if step is not None:
+            event["step"] = step
+        if of is not None:
+            event["of"] = of
+        if detail:
+            event["detail"] = detail
+        try:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(event) + "\n")
+        except OSError:
+            pass
+
+
+def _peak_rss_bytes() -> int:
+    """Peak resident set size of this process (ru_maxrss: kB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def _current_rss_bytes() -> int | None:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _environment(extra: dict[str, Any]) -> dict[str, Any]:
+    from fitbench import __version__
+
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "hostname": socket.gethostname(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "fitbench_version": __version__,
+        "gpu_driver": nvml.driver_version(),
+    }
+    env.update(extra)
+    return env
+
+
+def _jsonable(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=str))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+# -- the measurement ---------------------------------------------------------------------------
+class Measurement:
+    """One run of one request; `run()` returns the result dict and never raises (but Ctrl-C)."""
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.request = request
+        self.workload = Workload.from_dict(request["workload"])
+        self.options = RunOptions(**request["options"])
+        self.backend_name = str(request["backend"])
+        self.min_steps = int(request["min_steps"])
+        self.min_seconds = float(request["min_seconds"])
+        self.warmup = int(request["warmup"])
+        self.max_seconds = float(request["max_seconds"])
+        self.events = Events(request.get("progress_path"))
+        self.m = empty_measurement(self.workload, self.backend_name, self.options)
+        self.m["warmup_steps"] = self.warmup
+        self.phase = "init"
+        self.backend: Any = None
+        self.session: Session | None = None
+        self.cuda_index = nvml.cuda_index(self.options.device)
+        self.sampler: nvml.MemorySampler | None = None
+        self.device_baseline: int | None = None
+        self.context_bytes: int | None = None
+        self.env_extra: dict[str, Any] = {}
+
+    # -- driving ------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        m = self.m
+        try:
+            self._run()
+            m["status"] = "ok"
+        except FitbenchError as exc:
+            m.update(status="error", error=exc.message, hint=exc.hint, error_type="FitbenchError")
+        except Exception as exc:
+            if self.backend is not None and self._is_oom(exc):
+                m.update(
+                    status="oom",
+                    error=f"out of memory at batch {self.workload.batch_size} (phase: {self.phase})",
+                    oom_detail=_first_line(exc)[:500],
+                )
+            else:
+                lines = traceback.format_exception(exc)
+                m.update(
+                    status="error",
+                    error=_first_line(exc)[:1000],
+                    error_type=type(exc).__name__,
+                    traceback="".join(lines)[-6000:],
+                )
+        finally:
+            self._read_notes()
+            self._collect_memory()
+            m["environment"] = _environment(self.env_extra)
+        return _jsonable(m)
+
+    def _is_oom(self, exc: BaseException) -> bool:
+        try:
+            return bool(self.backend.is_oom(exc))
+        except Exception:
+            return False
+
+    def _run(self) -> None:
+        from fitbench.backends import get_backend
+
+        m, w = self.m, self.workload
+        self.events.emit("importing framework")
+        _hook_at_start()
+        self.backend = get_backend(self.backend_name)
+        m["framework_version"] = self.backend.version()
+
+        if self.cuda_index is not None:
+            self.device_baseline = nvml.device_used(self.cuda_index)
+            self.sampler = nvml.MemorySampler(self.cuda_index).start()
+        self.events.emit("initialising device")
+        info = self.backend.device_info(self.options.device)
+        m["device_name"] = info.get("name")
+        m["device_total_memory_bytes"] = info.get("total_memory_bytes")
+        self.env_extra.update(info.get("environment") or {})
+        if self.cuda_index is not None:
+            self._measure_context(info)
+
+        prepare = getattr(self.backend, "prepare", None)  # optional: imports kept out of load_seconds
+        if callable(prepare):
+            self.events.emit("importing model libraries")
+            prepare(w, self.options)
+
+        self.phase = "build"
+        self.events.emit("building model")
+        t0 = time.perf_counter()
+        self.session = self.backend.open(w, self.options)
+        self.session.sync()
+        m["load_seconds"] = time.perf_counter() - t0
+        m["memory_after_load_bytes"] = self._memory_now()
+        m["memory_after_load_allocated_bytes"] = (self.session.memory() or {}).get("allocated")
+
+        self.phase = "generate" if w.is_generation else "step"
+        _hook_before_step(self.backend, w.batch_size)
+        if w.is_generation:
+            self._generation()
+        else:
+            self._steps()
+
+    def _measure_context(self, info: dict[str, Any]) -> None:
+        """CUDA context size: process memory right after device init, minus what the allocator holds."""
+        index = self.cuda_index
+        assert index is not None
+        proc: int | None = None
+        if nvml.available():
+            nvml.wait_for(lambda: nvml.process_memory(index) is not None, timeout=1.0, interval=0.02)
+            proc = nvml.process_memory(index)
+            if proc is None and self.device_baseline is not None:
+                used = nvml.device_used(index)
+                proc = used - self.device_baseline if used is not None else None
+        if proc is not None:
+            self.context_bytes = max(0, proc - int(info.get("reserved_bytes") or 0))
+        self.m["cuda_context_bytes"] = self.context_bytes
+
+    def _read_notes(self) -> None:
+        """Copy what the session says it ran (read at the end: sessions add notes while stepping)."""
+        m = self.m
+        notes = dict(getattr(self.session, "notes", {}) or {}) if self.session is not None else {}
+        m["precision_in_effect"] = notes.pop("precision_in_effect", None)
+        m["warnings"] = [*notes.pop("warnings", []), *m["warnings"]]
+        params = notes.pop("params", None)
+        if params is None and self.backend is not None:
+            try:
+                params = self.backend.param_count(self.workload)
+            except Exception:
+                params = None
+        m["params"] = params
+        if notes.get("dataset_size"):
+            m["dataset_size"] = int(notes["dataset_size"])
+        m["backend_notes"] = notes
+
+    def _memory_now(self) -> int | None:
+        """What the process holds now: NVML on a GPU (what nvidia-smi shows), RSS on a CPU."""
+        if self.cuda_index is None:
+            return _current_rss_bytes()
+        if self.sampler is not None:
+            proc, used = self.sampler.sample()
+            if proc is not None:
+                return proc
+            if used is not None and self.device_baseline is not None:
+                return used - self.device_baseline
+        mem = self.session.memory() if self.session is not None else {}
+        reserved = mem.get("reserved")
+        return None if reserved is None else reserved + (self.context_bytes or 0)
+
+    # -- timed loops ----------------------------------------------------------------------------
+    def _timed(self, once: Any, label: str) -> list[float]:
+        """Time `once()` until min_steps and min_seconds both hold (or the wall budget ends)."""
+        assert self.session is not None
+        samples: list[float] = []
+        start = time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            once()
+            self.session.sync()
+            samples.append(time.perf_counter() - t0)
+            self.events.emit(label, step=len(samples), of=self.min_steps, throttle=True)
+            elapsed = time.perf_counter() - start
+            if len(samples) >= self.min_steps and elapsed >= self.min_seconds:
+                break
+            if elapsed >= self.max_seconds:
+                if len(samples) < self.min_steps:
+                    self.m["warnings"].append(
+                        f"stopped after {len(samples)} of {self.min_steps} steps: "
+                        f"the {self.max_seconds:.0f} s budget of the timed loop ran out"
+                    )
+                break
+        return samples
+
+    def _warm(self, once: Any) -> None:
+        assert self.session is not None
+        for i in range(self.warmup):
+            self.events.emit("warm-up", step=i + 1, of=self.warmup)
+            once()
+            self.session.sync()
+        if self.sampler is not None:
+            self.sampler.sample()
+        mem = self.session.memory() or {}
+        self.m["warmup_peak_allocated_bytes"] = mem.get("peak_allocated")
+        self.m["warmup_peak_reserved_bytes"] = mem.get("peak_reserved")
+        # Steady state from here: the first steps allocate optimizer state and pick kernels.
+        self.session.reset_peak()
+
+    def _steps(self) -> None:
+        session, w, m = self.session, self.workload, self.m
+        assert session is not None
+        self._warm(session.step)
+        samples = self._timed(session.step, "measuring")
+        stats = summarize(samples)
+        m.update(
+            steps=stats.count,
+            step_seconds=stats.median,
+            step_seconds_p90=stats.p90,
+            step_seconds_mean=stats.mean,
+            step_seconds_min=stats.min,
+            step_samples_seconds=samples,
+        )
+        m["samples_per_second"] = w.batch_size / stats.median
+        if not w.is_resnet and w.seq_len:
+            m["tokens_per_second"] = w.batch_size * w.seq_len / stats.median
+        # A real dataset (--data) sets the epoch; synthetic data uses the workload's size.
+        dataset = (getattr(session, "notes", {}) or {}).get("dataset_size") or w.dataset_size
+        if dataset:
+            m["dataset_size"] = dataset
+            m["epoch_seconds"] = stats.median * math.ceil(dataset / w.batch_size)
+
+    def _generation(self) -> None:
+        session, w, m = self.session, self.workload, self.m
+        assert session is not None
+        new_tokens = int(w.new_tokens or 0)
+        # A backend whose decode() runs the whole generate call (prefill included) says so; one
+        # whose decode() continues from prefill() gets prefill() called first.
+        includes_prefill = bool(getattr(session, "notes", {}).get("decode_includes_prefill", False))
+
+        def generate_once() -> None:
+            if not includes_prefill:
+                session.prefill()
+            session.decode(new_tokens)
+
+        self._warm(generate_once)
+        prefill_samples: list[float] = []
+        for i in range(PREFILL_SAMPLES):
+            self.events.emit("prefill", step=i + 1, of=PREFILL_SAMPLES)
+            t0 = time.perf_counter()
+            session.prefill()
+            session.sync()
+            prefill_samples.append(time.perf_counter() - t0)
+        samples = self._timed(generate_once, "generating")
+        stats = summarize(samples)
+        prefill = summarize(prefill_samples)
+        tokens = w.batch_size * new_tokens
+        m.update(
+            steps=stats.count,
+            step_seconds=stats.median,
+            step_seconds_p90=stats.p90,
+            step_seconds_mean=stats.mean,
+            step_seconds_min=stats.min,
+            step_samples_seconds=samples,
+            prefill_seconds=prefill.median,
+            prefill_samples_seconds=prefill_samples,
+        )
+        m["tokens_per_second"] = tokens / stats.median  # end to end: prefill + decode
+        m["samples_per_second"] = m["tokens_per_second"]
+        m["prefill_tokens_per_second"] = w.batch_size * int(w.prompt_tokens or 0) / prefill.median
+        decode = stats.median - prefill.median
+        if decode > 0:
+            m["decode_seconds"] = decode
+            m["decode_tokens_per_second"] = tokens / decode
+            m["decode_tokens_per_second_per_sequence"] = new_tokens / decode
+        else:
+            m["warnings"].append(
+                "generation was not measurably slower than prefill; decode speed not derived"
+            )
+
+    # -- memory -----------------------------------------------------------------------------------
+    def _collect_memory(self) -> None:
+        m = self.m
+        mem: dict[str, Any] = {}
+        if self.session is not None:
+            try:
+                mem = self.session.memory() or {}
+            except Exception:
+                mem = {}
+        m["peak_allocated_bytes"] = mem.get("peak_allocated")
+        m["peak_reserved_bytes"] = mem.get("peak_reserved")
+        m["peak_rss_bytes"] = _peak_rss_bytes()
+        if self.sampler is not None:
+            self.sampler.stop()
+            m["nvml_process_peak_bytes"] = self.sampler.peak_process
+            m["nvml_device_used_bytes"] = self.sampler.peak_device_used
+            m["nvml_device_baseline_bytes"] = self.device_baseline
+            m["nvml_samples"] = self.sampler.samples
+            if self.sampler.peak_process is not None:
+                m["nvml_process_source"] = "process"
+            elif self.sampler.peak_device_used is not None and self.device_baseline is not None:
+                # Inside a container NVML may list host pids only: use the device-wide growth.
+                m["nvml_process_peak_bytes"] = self.sampler.peak_device_used - self.device_baseline
+                m["nvml_process_source"] = "device-delta"
+        if self.cuda_index is not None:
+            if m.get("nvml_process_peak_bytes") is not None:
+                m["peak_memory_bytes"], m["peak_memory_source"] = m["nvml_process_peak_bytes"], "nvml"
+            elif m["peak_reserved_bytes"] is not None:
+                m["peak_memory_bytes"] = m["peak_reserved_bytes"] + (self.context_bytes or 0)
+                m["peak_memory_source"] = "allocator-reserved+context"
+        else:
+            m["peak_memory_bytes"], m["peak_memory_source"] = m["peak_rss_bytes"], "rss"
+
+
+def run_request(request: dict[str, Any]) -> dict[str, Any]:
+    return Measurement(request).run()
+
+
+def _write_atomic(path: str, data: dict[str, Any]) -> None:
+    target = Path(path)
+    tmp = target.with_suffix(target.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, default=str))
+    os.replace(tmp, target)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m fitbench.measure.child REQUEST.json", file=sys.stderr)
+        return 2
+    request = json.loads(Path(args[0]).read_text())
+    result = run_request(request)
+    _write_atomic(request["result_path"], result)
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: freeing a multi-GB model and a CUDA context can take seconds,
+    # and the result is already on disk.
+    os._exit(code)

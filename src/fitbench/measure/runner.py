@@ -1,0 +1,312 @@
+"""Parent side of a measurement: one fresh child process per run, a plain dict back.
+
+Why a child process: a framework's allocator never gives memory back to the driver, so a second
+run in the same process would inherit the first one's peak; an out-of-memory error can leave a
+CUDA context unusable; a segfault in a kernel must not take the CLI down; and torch and paddle
+must never share a process. The parent imports no framework: it writes a request file, starts
+`python -m fitbench.measure.child REQUEST`, relays the child's progress events, enforces the
+timeout, and turns every way a child can end (result, crash, signal, hang) into a measurement
+dict with a status: ok | oom | error | timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fitbench.backends.base import RunOptions
+from fitbench.workloads.workload import Workload
+
+ProgressFn = Callable[[dict[str, Any]], None]
+
+DEFAULT_TIMEOUT_S = 900.0
+DEFAULT_MAX_SECONDS = 120.0  # wall budget of the timed loop inside the child
+STDERR_TAIL_CHARS = 4000
+POLL_S = 0.05
+
+# Every measurement has these keys, whatever happened, so readers never need .get chains.
+MEASUREMENT_KEYS = (
+    "status",
+    "error",
+    "backend",
+    "framework_version",
+    "device",
+    "device_name",
+    "exec_mode",
+    "precision_requested",
+    "precision_in_effect",
+    "warnings",
+    "params",
+    "batch_size",
+    "peak_memory_bytes",
+    "peak_memory_source",
+    "peak_allocated_bytes",
+    "peak_reserved_bytes",
+    "nvml_process_peak_bytes",
+    "nvml_device_used_bytes",
+    "cuda_context_bytes",
+    "peak_rss_bytes",
+    "memory_after_load_bytes",
+    "load_seconds",
+    "warmup_steps",
+    "steps",
+    "step_seconds",
+    "step_seconds_p90",
+    "step_samples_seconds",
+    "sample_unit",
+    "samples_per_second",
+    "tokens_per_second",
+    "epoch_seconds",
+    "dataset_size",
+    "prefill_seconds",
+    "decode_seconds",
+    "decode_tokens_per_second",
+    "environment",
+)
+
+
+def default_min_steps(workload: Workload) -> int:
+    """Timed steps at least: 10 steps give a stable median; a generation call is long, 3 do."""
+    return 3 if workload.is_generation else 10
+
+
+def default_min_seconds(workload: Workload, device: str) -> float:
+    """Timed seconds at least: 3 s lets GPU clocks and allocator settle; tiny CPU runs need less."""
+    if device == "cpu" and workload.tiny:
+        return 0.5
+    return 3.0
+
+
+def default_warmup(workload: Workload) -> int:
+    """Untimed steps first: kernel selection, allocator growth, lazy initialisation."""
+    return 1 if workload.is_generation else 3
+
+
+def empty_measurement(workload: Workload, backend_name: str, options: RunOptions) -> dict[str, Any]:
+    """The measurement skeleton: every key present, unknown figures None."""
+    out: dict[str, Any] = dict.fromkeys(MEASUREMENT_KEYS)
+    out.update(
+        status="error",
+        backend=backend_name,
+        device=options.device,
+        exec_mode=options.exec_mode,
+        precision_requested=workload.precision,
+        warnings=[],
+        step_samples_seconds=[],
+        batch_size=workload.batch_size,
+        sample_unit=workload.sample_unit,
+        environment={},
+    )
+    return out
+
+
+def build_request(
+    workload: Workload,
+    backend_name: str,
+    options: RunOptions,
+    *,
+    min_steps: int,
+    min_seconds: float,
+    warmup: int,
+    max_seconds: float,
+    workdir: Path,
+) -> dict[str, Any]:
+    return {
+        "workload": workload.to_dict(),
+        "backend": backend_name,
+        "options": dataclasses.asdict(options),
+        "min_steps": min_steps,
+        "min_seconds": min_seconds,
+        "warmup": warmup,
+        "max_seconds": max_seconds,
+        "result_path": str(workdir / "result.json"),
+        "progress_path": str(workdir / "progress.jsonl"),
+    }
+
+
+def _child_env() -> dict[str, str]:
+    """The parent's environment, plus: find this fitbench, never touch the network."""
+    env = dict(os.environ)
+    src = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+class _ProgressReader:
+    """Reads the child's JSON-lines progress file incrementally."""
+
+    def __init__(self, path: Path, progress: ProgressFn | None) -> None:
+        self.path = path
+        self.progress = progress
+        self.offset = 0
+        self.last: dict[str, Any] = {}
+
+    def poll(self) -> None:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except OSError:
+            return
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            return
+        self.offset += end + 1
+        for line in chunk[: end + 1].splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                self.last = event
+                if self.progress is not None:
+                    self.progress(event)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the child and anything it started (its own process group)."""
+    if proc.poll() is not None:
+        return
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:  # pragma: no cover - Windows
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
+def _tail(path: Path, chars: int = STDERR_TAIL_CHARS) -> str:
+    try:
+        text = path.read_bytes()[-chars * 4 :].decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return text[-chars:].strip()
+
+
+def _exit_text(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        hint = " (the system may have run out of memory)" if name == "SIGKILL" else ""
+        return f"killed by {name}{hint}"
+    return f"exit code {returncode}"
+
+
+def measure(
+    workload: Workload,
+    backend_name: str,
+    options: RunOptions,
+    *,
+    timeout_s: float | None = None,
+    min_steps: int | None = None,
+    min_seconds: float | None = None,
+    warmup: int | None = None,
+    max_seconds: float | None = None,
+    progress: ProgressFn | None = None,
+) -> dict[str, Any]:
+    """Measure `workload` through backend `backend_name` in a fresh child process.
+
+    Returns the measurement dict (see MEASUREMENT_KEYS) whatever happens: status "ok", "oom"
+    (a verdict, not a failure), "error" (message in "error", traceback tail in "traceback"),
+    or "timeout". KeyboardInterrupt kills the child and propagates.
+    """
+    timeout = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
+    steps = default_min_steps(workload) if min_steps is None else int(min_steps)
+    seconds = default_min_seconds(workload, options.device) if min_seconds is None else float(min_seconds)
+    warm = default_warmup(workload) if warmup is None else int(warmup)
+    budget = max(DEFAULT_MAX_SECONDS, 2 * seconds) if max_seconds is None else float(max_seconds)
+    if steps < 1 or seconds < 0 or warm < 0 or timeout <= 0:
+        raise ValueError("min_steps must be >= 1, min_seconds and warmup >= 0, timeout > 0")
+
+    base = empty_measurement(workload, backend_name, options)
+    with tempfile.TemporaryDirectory(prefix="fitbench-run-") as tmp:
+        workdir = Path(tmp)
+        request = build_request(
+            workload,
+            backend_name,
+            options,
+            min_steps=steps,
+            min_seconds=seconds,
+            warmup=warm,
+            max_seconds=budget,
+            workdir=workdir,
+        )
+        request_path = workdir / "request.json"
+        request_path.write_text(json.dumps(request))
+        stdout_path, stderr_path = workdir / "stdout.txt", workdir / "stderr.txt"
+        reader = _ProgressReader(Path(request["progress_path"]), progress)
+        if progress is not None:
+            progress({"phase": "starting child"})
+        started = time.monotonic()
+        timed_out = False
+        with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "fitbench.measure.child", str(request_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env=_child_env(),
+                start_new_session=True,  # own process group: Ctrl-C reaches only us; we kill it all
+            )
+            try:
+                while proc.poll() is None:
+                    reader.poll()
+                    if time.monotonic() - started > timeout:
+                        timed_out = True
+                        _kill_group(proc)
+                        break
+                    time.sleep(POLL_S)
+            except BaseException:
+                _kill_group(proc)
+                raise
+        reader.poll()
+        wall = time.monotonic() - started
+        returncode = proc.returncode
+        result_path = Path(request["result_path"])
+        result: dict[str, Any] | None = None
+        if result_path.is_file():
+            with contextlib.suppress(ValueError, OSError):
+                loaded = json.loads(result_path.read_text())
+                result = loaded if isinstance(loaded, dict) else None
+
+        out_dict = dict(base)
+        if result is not None:
+            out_dict.update(result)
+        elif timed_out:
+            phase = reader.last.get("phase", "starting")
+            out_dict.update(
+                status="timeout",
+                error=f"no result within {timeout:g} s (phase: {phase}); the child was stopped",
+            )
+        else:
+            out_dict.update(
+                status="error",
+                error=f"the measuring process ended without a result ({_exit_text(returncode)})",
+            )
+        if out_dict.get("status") != "ok":
+            tail = _tail(stderr_path)
+            if tail:
+                out_dict["stderr_tail"] = tail
+        out_dict["child_exit_code"] = returncode
+        out_dict["wall_seconds"] = round(wall, 3)
+        return out_dict

@@ -1,0 +1,209 @@
+"""The largest batch that really fits: probe, grow geometrically until out of memory, then bisect.
+
+Each probe is a fresh child process that builds the workload at one batch size and runs a
+couple of steps (warm-up included, so optimizer state and kernel workspaces exist): "ok" or
+"oom" is then the real answer for that batch. The search starts at the estimator's predicted
+maximum, so when the estimate is good it needs only a few probes around it.
+
+The probe function is a parameter: the algorithm is tested with a pure function that says
+"ok" below a threshold, and runs against real backends through `child_probe`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from fitbench.backends.base import RunOptions
+from fitbench.workloads.workload import Workload
+
+PROBE_MIN_STEPS = 2
+PROBE_WARMUP = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Probe:
+    batch_size: int
+    status: str  # ok | oom | error | timeout
+    peak_memory_bytes: int | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+ProbeFn = Callable[[int], Probe]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchResult:
+    """max_batch: the largest batch that ran (None when even batch 1 did not);
+    reached_limit: every batch up to `limit` ran, the real maximum may be higher;
+    stopped: why the search ended early (a probe failed for another reason than memory)."""
+
+    max_batch: int | None
+    start: int
+    limit: int
+    reached_limit: bool
+    probes: tuple[Probe, ...]
+    stopped: str | None = None
+
+    @property
+    def first_oom(self) -> int | None:
+        ooms = [p.batch_size for p in self.probes if p.status == "oom"]
+        return min(ooms) if ooms else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_batch": self.max_batch,
+            "start": self.start,
+            "limit": self.limit,
+            "reached_limit": self.reached_limit,
+            "first_oom": self.first_oom,
+            "stopped": self.stopped,
+            "probes": [p.to_dict() for p in self.probes],
+        }
+
+
+def search(probe: ProbeFn, *, start: int, limit: int, growth: int = 2) -> SearchResult:
+    """Largest b in [1, limit] with probe(b) ok, assuming ok-ness is monotone in b.
+
+    From `start`: double while ok (capped at `limit`), or halve while out of memory, until an
+    ok batch and an oom batch bracket the answer; then bisect the bracket. A probe ending in
+    "error" or "timeout" is not evidence about memory: the search stops and says so.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    if growth < 2:
+        raise ValueError("growth must be at least 2")
+    start = min(max(1, int(start)), limit)
+    probes: list[Probe] = []
+    seen: dict[int, Probe] = {}
+
+    def run(batch: int) -> Probe:
+        if batch not in seen:
+            result = probe(batch)
+            seen[batch] = result
+            probes.append(result)
+        return seen[batch]
+
+    def done(best: int | None, *, stopped: str | None = None, reached: bool = False) -> SearchResult:
+        return SearchResult(
+            max_batch=best,
+            start=start,
+            limit=limit,
+            reached_limit=reached,
+            probes=tuple(probes),
+            stopped=stopped,
+        )
+
+    def failed(p: Probe) -> str:
+        return f"{p.status} at batch {p.batch_size}: {p.error or 'no detail'}"
+
+    first = run(start)
+    if first.status not in ("ok", "oom"):
+        return done(None, stopped=failed(first))
+    if first.status == "ok":
+        low, high = start, None
+        while high is None:
+            if low >= limit:
+                return done(low, reached=True)
+            batch = min(limit, low * growth)
+            p = run(batch)
+            if p.status == "ok":
+                low = batch
+            elif p.status == "oom":
+                high = batch
+            else:
+                return done(low, stopped=failed(p))
+    else:
+        high, low = start, None
+        while low is None:
+            if high == 1:
+                return done(None)
+            batch = max(1, high // growth)
+            p = run(batch)
+            if p.status == "ok":
+                low = batch
+            elif p.status == "oom":
+                high = batch
+            else:
+                return done(None, stopped=failed(p))
+    while high - low > 1:
+        mid = (low + high) // 2
+        p = run(mid)
+        if p.status == "ok":
+            low = mid
+        elif p.status == "oom":
+            high = mid
+        else:
+            return done(low, stopped=failed(p))
+    return done(low)
+
+
+def _relay(
+    progress: Callable[[dict[str, Any]], None] | None, detail: str
+) -> Callable[[dict[str, Any]], None] | None:
+    if progress is None:
+        return None
+    target = progress
+
+    def relay(event: dict[str, Any]) -> None:
+        target({**event, "detail": detail})
+
+    return relay
+
+
+def child_probe(
+    workload: Workload,
+    backend_name: str,
+    options: RunOptions,
+    *,
+    timeout_s: float | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> ProbeFn:
+    """A probe that runs `workload` at a given batch in a fresh child process (a few steps)."""
+    from fitbench.measure.runner import measure
+
+    def probe(batch: int) -> Probe:
+        relay = _relay(progress, f"probing batch {batch}")
+        m = measure(
+            workload.replace(batch_size=batch),
+            backend_name,
+            options,
+            timeout_s=timeout_s,
+            min_steps=PROBE_MIN_STEPS,
+            min_seconds=0.0,
+            warmup=PROBE_WARMUP,
+            progress=relay,
+        )
+        return Probe(
+            batch_size=batch,
+            status=str(m.get("status")),
+            peak_memory_bytes=m.get("peak_memory_bytes"),
+            error=m.get("error"),
+        )
+
+    return probe
+
+
+def find_max_batch(
+    workload: Workload,
+    backend_name: str,
+    options: RunOptions,
+    *,
+    start: int,
+    limit: int,
+    probe: ProbeFn | None = None,
+    timeout_s: float | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> SearchResult:
+    """The largest batch of `workload` that runs on `options.device`, by real probes.
+
+    `probe` defaults to `child_probe` (a fresh process per batch); pass another to test the
+    search itself.
+    """
+    if probe is None:
+        probe = child_probe(workload, backend_name, options, timeout_s=timeout_s, progress=progress)
+    return search(probe, start=start, limit=limit)
