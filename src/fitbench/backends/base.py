@@ -21,11 +21,14 @@ class RunOptions:
     device      'cpu', 'cuda' or 'cuda:N'
     exec_mode   'default' (the code most users write) or 'tuned' (what the card can do)
     data        path to a local dataset (CIFAR-10 pickle folder/tar.gz, aclImdb/), None = synthetic
+    memory_limit_bytes  cap the process's device memory (context included) to emulate a smaller
+                card on a bigger one: what fits under the cap fits on that card
     """
 
     device: str = "cpu"
     exec_mode: str = "default"
     data: str | None = None
+    memory_limit_bytes: int | None = None
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -83,6 +86,13 @@ class Backend(ABC):
     @abstractmethod
     def is_oom(self, exc: BaseException) -> bool:
         """Whether an exception is the framework's out-of-memory error."""
+
+    def limit_memory(self, device: str, allocator_bytes: int) -> None:
+        """Let the framework's allocator hold at most `allocator_bytes` on `device`."""
+        from fitbench.errors import FitbenchError
+
+        raise FitbenchError(f"the {self.name} backend cannot cap its device memory",
+                            "run without --emulate, or with --backend torch")
 
     @abstractmethod
     def param_count(self, workload: Workload) -> int:

@@ -73,6 +73,11 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         "--gpu", metavar="ID", help="catalog GPU whose estimate to compare with (default: this machine's GPU)"
     )
     run.add_argument(
+        "--emulate",
+        metavar="ID",
+        help="cap device memory at a catalog card's usable memory: does it fit there? (implies --gpu ID)",
+    )
+    run.add_argument(
         "--data",
         metavar="PATH",
         help="local dataset: CIFAR-10 python batches or tar.gz, IMDb aclImdb/ (default synthetic)",
@@ -317,9 +322,19 @@ def run_command(args: argparse.Namespace) -> int:
         raise FitbenchError(f"dataset path {args.data} does not exist", "pass the CIFAR-10 or aclImdb path")
     precisions = precision_list(args.precision)
     workloads = [workload_from_args(args, precision=p) for p in precisions]
+    limit = None
+    if args.emulate is not None:
+        from fitbench.catalog import get_gpu
+
+        if not device.startswith("cuda"):
+            raise FitbenchError("--emulate caps GPU memory and needs a CUDA device", "use --device cuda")
+        emulated = get_gpu(args.emulate)
+        limit = emulated.usable_bytes
+        args.gpu = args.gpu or emulated.id
     gpu, gpu_note = pick_gpu(args.gpu, device)
     options = RunOptions(
-        device=device, exec_mode=args.exec_mode, data=str(Path(args.data).resolve()) if args.data else None
+        device=device, exec_mode=args.exec_mode, data=str(Path(args.data).resolve()) if args.data else None,
+        memory_limit_bytes=limit,
     )
     show = should_show(args.progress)
     store = _Store(args)

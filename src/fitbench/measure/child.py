@@ -249,6 +249,13 @@ class Measurement:
         self.env_extra.update(info.get("environment") or {})
         if self.cuda_index is not None:
             self._measure_context(info)
+        limit = self.options.memory_limit_bytes
+        if limit is not None and self.cuda_index is not None:
+            # The card being emulated has `limit` bytes for this process; its context takes its
+            # share first, as it would there.
+            allocator = limit - (self.context_bytes or 0)
+            self.backend.limit_memory(self.options.device, allocator)
+            m["memory_limit_bytes"] = limit
 
         prepare = getattr(self.backend, "prepare", None)  # optional: imports kept out of load_seconds
         if callable(prepare):

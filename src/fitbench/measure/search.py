@@ -66,17 +66,26 @@ class SearchResult:
         }
 
 
-def search(probe: ProbeFn, *, start: int, limit: int, growth: int = 2) -> SearchResult:
+def search(probe: ProbeFn, *, start: int, limit: int, growth: float = 2.0,
+           rel_tol: float = 0.0) -> SearchResult:
     """Largest b in [1, limit] with probe(b) ok, assuming ok-ness is monotone in b.
 
-    From `start`: double while ok (capped at `limit`), or halve while out of memory, until an
-    ok batch and an oom batch bracket the answer; then bisect the bracket. A probe ending in
-    "error" or "timeout" is not evidence about memory: the search stops and says so.
+    From `start`: grow by `growth` while ok (capped at `limit`), or shrink by it while out of
+    memory, until an ok batch and an oom batch bracket the answer; then bisect the bracket
+    until it is narrower than `rel_tol` of the ok batch (0: exact). A start near the answer
+    (the estimator's prediction) and a growth of 1.25 find it in a few probes. A probe ending
+    in "error" or "timeout" is not evidence about memory: the search stops and says so.
     """
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
-    if growth < 2:
-        raise ValueError("growth must be at least 2")
+    if growth <= 1:
+        raise ValueError("growth must be larger than 1")
+
+    def grown(b: int) -> int:
+        return max(b + 1, int(b * growth + 0.5))
+
+    def shrunk(b: int) -> int:
+        return max(1, min(b - 1, int(b / growth)))
     start = min(max(1, int(start)), limit)
     probes: list[Probe] = []
     seen: dict[int, Probe] = {}
@@ -109,7 +118,7 @@ def search(probe: ProbeFn, *, start: int, limit: int, growth: int = 2) -> Search
         while high is None:
             if low >= limit:
                 return done(low, reached=True)
-            batch = min(limit, low * growth)
+            batch = min(limit, grown(low))
             p = run(batch)
             if p.status == "ok":
                 low = batch
@@ -122,7 +131,7 @@ def search(probe: ProbeFn, *, start: int, limit: int, growth: int = 2) -> Search
         while low is None:
             if high == 1:
                 return done(None)
-            batch = max(1, high // growth)
+            batch = shrunk(high)
             p = run(batch)
             if p.status == "ok":
                 low = batch
@@ -130,7 +139,7 @@ def search(probe: ProbeFn, *, start: int, limit: int, growth: int = 2) -> Search
                 high = batch
             else:
                 return done(None, stopped=failed(p))
-    while high - low > 1:
+    while high - low > max(1, int(rel_tol * low)):
         mid = (low + high) // 2
         p = run(mid)
         if p.status == "ok":
@@ -198,6 +207,8 @@ def find_max_batch(
     probe: ProbeFn | None = None,
     timeout_s: float | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    growth: float = 2.0,
+    rel_tol: float = 0.0,
 ) -> SearchResult:
     """The largest batch of `workload` that runs on `options.device`, by real probes.
 
@@ -206,4 +217,4 @@ def find_max_batch(
     """
     if probe is None:
         probe = child_probe(workload, backend_name, options, timeout_s=timeout_s, progress=progress)
-    return search(probe, start=start, limit=limit)
+    return search(probe, start=start, limit=limit, growth=growth, rel_tol=rel_tol)

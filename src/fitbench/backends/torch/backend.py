@@ -90,6 +90,15 @@ class TorchBackend(Backend):
             "environment": self.environment(),
         }
 
+    def limit_memory(self, device: str, allocator_bytes: int) -> None:
+        """Cap the caching allocator (torch.cuda.set_per_process_memory_fraction): allocations
+        beyond it raise the same OutOfMemoryError a smaller card would."""
+        dev = resolve_device(device)
+        if dev.type != "cuda":
+            return
+        total = torch.cuda.get_device_properties(dev).total_memory
+        torch.cuda.set_per_process_memory_fraction(max(0.0, min(1.0, allocator_bytes / total)), dev)
+
     def prepare(self, workload: Workload, options: RunOptions) -> None:
         """Import what building `workload` will need, so the timed load measures building only.
 

@@ -1,0 +1,188 @@
+"""Estimator accuracy on the local GPU: estimate beside measurement for a matrix of workloads.
+
+Every point runs through fitbench's own runner (a fresh child process each) with the PyTorch
+backend in the default execution mode, and is compared with `fitbench.estimate` for the
+catalog card this GPU is. Max batch is searched under a memory cap that emulates a smaller
+card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H200.
+
+    python benchmarks/accuracy.py                    # the full matrix on cuda (about 8 minutes)
+    python benchmarks/accuracy.py --only bert        # points whose label contains 'bert'
+    python benchmarks/accuracy.py --cpu-tiny         # the tiny variants on a CPU (a smoke test)
+
+Prints a table and writes benchmarks/results/accuracy-<gpu>-<date>.json with every figure,
+the versions and the machine. Targets: peak memory within 10 %, step time or decode
+tokens/s within 25 %, max batch within 15 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from fitbench.backends.base import RunOptions
+from fitbench.catalog import get_gpu
+from fitbench.catalog.detect import detect_local_gpus
+from fitbench.cli.run import measured_speed, relative_error
+from fitbench.estimate.api import estimate
+from fitbench.measure.runner import measure
+from fitbench.measure.search import find_max_batch
+from fitbench.workloads.presets import get_workload
+
+RESULTS = Path(__file__).with_name("results")
+
+# (preset, overrides): each scenario at three or more batch sizes, with sequence length and
+# image size varied, BERT in FP32 / AMP-FP16 / AMP-BF16, the 6.7B model at batch 1, 8 and 32.
+MATRIX: list[tuple[str, dict[str, Any]]] = [
+    ("resnet50-cifar10", {"batch_size": 64}),
+    ("resnet50-cifar10", {"batch_size": 128}),
+    ("resnet50-cifar10", {"batch_size": 256}),
+    ("resnet50-cifar10", {"batch_size": 128, "image_size": 64}),
+    ("resnet50-cifar10", {"batch_size": 32, "image_size": 224}),
+    ("resnet50-cifar10", {"batch_size": 128, "precision": "amp-bf16"}),
+    ("bert-base-imdb", {"batch_size": 8}),
+    ("bert-base-imdb", {"batch_size": 16}),
+    ("bert-base-imdb", {"batch_size": 32}),
+    ("bert-base-imdb", {"batch_size": 16, "seq_len": 128}),
+    ("bert-base-imdb", {"batch_size": 16, "precision": "amp-fp16"}),
+    ("bert-base-imdb", {"batch_size": 32, "precision": "amp-fp16"}),
+    ("bert-base-imdb", {"batch_size": 16, "precision": "amp-bf16"}),
+    ("bert-base-imdb", {"batch_size": 32, "seq_len": 256, "precision": "amp-bf16"}),
+    ("llm-6b", {"batch_size": 1}),
+    ("llm-6b", {"batch_size": 8}),
+    ("llm-6b", {"batch_size": 32}),
+]
+
+# Max batch under the memory of a smaller card (estimate for that card, search by real probes).
+MAX_BATCH: list[tuple[str, dict[str, Any], str]] = [
+    ("resnet50-cifar10", {}, "rtx-3060-12gb"),
+    ("bert-base-imdb", {"precision": "amp-fp16"}, "rtx-4090"),
+    ("llm-6b", {}, "rtx-4090"),
+]
+
+
+def label(name: str, overrides: dict[str, Any]) -> str:
+    return name + "".join(f" {k.replace('_size', '').replace('_len', '')}={v}" for k, v in overrides.items())
+
+
+def local_gpu_id(explicit: str | None) -> str:
+    if explicit:
+        return get_gpu(explicit).id
+    gpus = detect_local_gpus()
+    if not gpus or gpus[0].catalog_id is None:
+        sys.exit("no catalog GPU detected: pass --gpu ID")
+    return gpus[0].catalog_id
+
+
+def accuracy_point(name: str, overrides: dict[str, Any], gpu_id: str | None, device: str, tiny: bool) -> dict[str, Any]:
+    workload = get_workload(name, tiny=tiny, **({} if tiny else overrides))
+    t0 = time.perf_counter()
+    m = measure(workload, "torch", RunOptions(device=device), min_seconds=2.0 if not tiny else 0.2)
+    point: dict[str, Any] = {"label": label(name, overrides), "workload": workload.to_dict(), "measurement": m,
+                             "wall_seconds": time.perf_counter() - t0}
+    if gpu_id is None:
+        return point
+    est = estimate(workload, get_gpu(gpu_id))
+    context = est.breakdown["cuda_context"]
+    step, tokens = measured_speed(m, workload)
+    point["estimate"] = est.to_dict()
+    point["errors"] = {
+        "peak_vs_nvml": relative_error(est.peak_memory_bytes, m.get("nvml_process_peak_bytes")),
+        "peak_vs_reserved": relative_error(est.peak_memory_bytes - context, m.get("peak_reserved_bytes")),
+        "speed": (relative_error(est.tokens_per_second, tokens) if workload.is_generation
+                  else relative_error(est.step_seconds, step)),
+    }
+    return point
+
+
+def max_batch_point(name: str, overrides: dict[str, Any], card: str, device: str) -> dict[str, Any]:
+    workload = get_workload(name, **overrides)
+    gpu = get_gpu(card)
+    est = estimate(workload, gpu)
+    options = RunOptions(device=device, memory_limit_bytes=gpu.usable_bytes)
+    t0 = time.perf_counter()
+    found = find_max_batch(workload, "torch", options, start=max(1, est.max_batch_size), limit=1 << 20,
+                           growth=1.15, rel_tol=0.03)
+    return {"label": f"{label(name, overrides)} on {card}", "emulated": card,
+            "estimated": est.max_batch_size, "search": found.to_dict(),
+            "error": relative_error(est.max_batch_size, found.max_batch),
+            "wall_seconds": time.perf_counter() - t0}
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:+.1f}%"
+
+
+def print_tables(points: list[dict[str, Any]], batches: list[dict[str, Any]]) -> None:
+    from fitbench.core.units import format_bytes
+    from fitbench.results.table import render_table
+
+    rows = []
+    for p in points:
+        m, e, err = p["measurement"], p.get("estimate") or {}, p.get("errors") or {}
+        gen = p["workload"]["mode"] == "infer" and p["workload"]["family"] == "decoder"
+        speed_m = m.get("decode_tokens_per_second") if gen else m.get("step_seconds")
+        speed_e = e.get("tokens_per_second") if gen else e.get("step_seconds")
+        fmt = (lambda v: "-" if v is None else f"{v:.1f} tok/s") if gen else (
+            lambda v: "-" if v is None else f"{v * 1e3:.1f} ms")
+        rows.append([p["label"], m.get("status", "?"), format_bytes(e.get("peak_memory_bytes")),
+                     format_bytes(m.get("nvml_process_peak_bytes")), pct(err.get("peak_vs_nvml")),
+                     format_bytes(m.get("peak_reserved_bytes")), pct(err.get("peak_vs_reserved")),
+                     fmt(speed_e), fmt(speed_m), pct(err.get("speed"))])
+    print(render_table(["point", "status", "est peak", "NVML peak", "err", "reserved", "err",
+                        "est speed", "measured", "err"], rows, align="llrrrrrrrr"))
+    if batches:
+        print()
+        print(render_table(["max batch", "estimated", "found", "err"],
+                           [[b["label"], str(b["estimated"]), str(b["search"]["max_batch"]), pct(b["error"])]
+                            for b in batches], align="lrrr"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gpu", help="catalog id of the local GPU (default: detected)")
+    parser.add_argument("--only", help="run only points whose label contains this text")
+    parser.add_argument("--no-max-batch", action="store_true", help="skip the max-batch searches")
+    parser.add_argument("--cpu-tiny", action="store_true", help="tiny variants on the CPU, no estimate")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON result")
+    args = parser.parse_args(argv)
+    device = "cpu" if args.cpu_tiny else "cuda"
+    gpu_id = None if args.cpu_tiny else local_gpu_id(args.gpu)
+    matrix = [(n, o) for n, o in MATRIX if not args.only or args.only in label(n, o)]
+    if args.cpu_tiny:  # one tiny point per scenario
+        matrix = [(n, {}) for n in dict.fromkeys(n for n, _ in matrix)]
+    points = []
+    for name, overrides in matrix:
+        p = accuracy_point(name, overrides, gpu_id, device, args.cpu_tiny)
+        points.append(p)
+        print(f"{p['label']}: {p['measurement']['status']} {pct((p.get('errors') or {}).get('peak_vs_nvml'))} "
+              f"{pct((p.get('errors') or {}).get('speed'))} ({p['wall_seconds']:.0f} s)", flush=True)
+    batches = []
+    if not args.no_max_batch and not args.cpu_tiny:
+        for name, overrides, card in MAX_BATCH:
+            if args.only and args.only not in name:
+                continue
+            b = max_batch_point(name, overrides, card, device)
+            batches.append(b)
+            print(f"{b['label']}: estimated {b['estimated']}, found {b['search']['max_batch']} ({b['wall_seconds']:.0f} s)",
+                  flush=True)
+    env = points[0]["measurement"].get("environment") if points else {}
+    result = {"benchmark": "accuracy", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+              "gpu": gpu_id, "device": device, "machine": {"python": platform.python_version(),
+              "platform": platform.platform()}, "environment": env, "points": points, "max_batch": batches}
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"accuracy-{gpu_id or 'cpu'}-{dt.date.today().isoformat()}.json"
+    path.write_text(json.dumps(result, indent=1, default=str))
+    print()
+    print_tables(points, batches)
+    print(f"\nwritten {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
