@@ -72,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def speed_cell(e: Estimate) -> str:
+    if e.verdict == "oom":
+        return "-"  # a speed for a job that cannot run would mislead; the JSON still has it
     if e.workload.is_generation:
         return format_rate(e.tokens_per_second, "tok/s")
     if e.epoch_seconds is not None:
