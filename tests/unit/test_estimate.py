@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fitbench.catalog import get_gpu, load_catalog
-from fitbench.estimate.api import estimate, peak_bytes
+from fitbench.estimate.api import estimate, needed_bytes, peak_bytes
 from fitbench.estimate.memory import quantizable_params, weight_bytes
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.verdict import FITS, OOM, TIGHT, max_fitting, verdict
@@ -170,8 +170,15 @@ def test_max_batch_is_the_largest_that_fits() -> None:
         est = estimate(get_workload(name), gpu)
         b = est.max_batch_size
         assert b >= 1
-        assert peak_bytes(get_workload(name, batch_size=b), PROFILE) <= gpu.usable_bytes
-        assert peak_bytes(get_workload(name, batch_size=b + 1), PROFILE) > gpu.usable_bytes
+        assert needed_bytes(get_workload(name, batch_size=b), PROFILE) <= gpu.usable_bytes
+        assert needed_bytes(get_workload(name, batch_size=b + 1), PROFILE) > gpu.usable_bytes
+
+
+def test_verdict_uses_required_memory_without_reclaimable_cache() -> None:
+    est = estimate(get_workload("resnet50-cifar10", batch_size=4096), get_gpu("rtx-3060-12gb"))
+    assert est.required_memory_bytes == est.peak_memory_bytes - est.breakdown["fragmentation"]
+    assert est.breakdown["fragmentation"] > 0
+    assert est.headroom_bytes == est.gpu.usable_bytes - est.required_memory_bytes
 
 
 def test_verdict_thresholds() -> None:

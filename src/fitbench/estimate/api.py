@@ -48,8 +48,13 @@ class Estimate:
         return self.memory.to_dict()
 
     @property
+    def required_memory_bytes(self) -> int:
+        """What must fit: the peak less the allocator's reclaimable cache (see required_bytes)."""
+        return required_bytes(self.memory)
+
+    @property
     def headroom_bytes(self) -> int:
-        return self.gpu.usable_bytes - self.peak_memory_bytes
+        return self.gpu.usable_bytes - self.required_memory_bytes
 
     def to_dict(self) -> dict[str, Any]:
         w = self.workload
@@ -72,6 +77,7 @@ class Estimate:
             "exec_mode": self.exec_mode,
             "verdict": self.verdict,
             "peak_memory_bytes": self.peak_memory_bytes,
+            "required_memory_bytes": self.required_memory_bytes,
             "usable_memory_bytes": self.gpu.usable_bytes,
             "headroom_bytes": self.headroom_bytes,
             "breakdown": self.breakdown,
@@ -92,14 +98,31 @@ class Estimate:
         }
 
 
+def required_bytes(memory: MemoryBreakdown) -> int:
+    """The peak without the fragmentation part.
+
+    On a card with room to spare the caching allocator keeps freed blocks (the peak counts them:
+    it is what nvidia-smi shows). Under memory pressure it releases cached segments and retries
+    before failing, so what must fit is less: measured on an H200 capped to a 12 GB or 24 GB
+    card's memory, the largest batch that ran matched the peak without this part.
+    """
+    return memory.total - memory.parts.get("fragmentation", 0)
+
+
 @lru_cache(maxsize=4096)
 def peak_bytes(workload: Workload, profile: Profile) -> int:
     """Peak memory only (cached: the max-batch search evaluates many batch sizes)."""
     return memory_breakdown(workload, profile).total
 
 
+@lru_cache(maxsize=4096)
+def needed_bytes(workload: Workload, profile: Profile) -> int:
+    """Memory that must fit for the job to run (cached like peak_bytes)."""
+    return required_bytes(memory_breakdown(workload, profile))
+
+
 def max_batch_size(workload: Workload, gpu: GpuSpec, profile: Profile) -> int:
-    return max_fitting(lambda b: peak_bytes(workload.replace(batch_size=b), profile), gpu.usable_bytes)
+    return max_fitting(lambda b: needed_bytes(workload.replace(batch_size=b), profile), gpu.usable_bytes)
 
 
 def step_timing(workload: Workload, gpu: GpuSpec, profile: Profile) -> speed.Timing:
@@ -146,7 +169,7 @@ def estimate(workload: Workload, gpu: GpuSpec, *, framework: str = "torch", exec
             tps = sps * (workload.seq_len or 1)
     return Estimate(
         workload=workload, gpu=gpu, framework=framework, exec_mode=exec_mode, memory=mem,
-        verdict=verdict(peak, gpu.usable_bytes), max_batch_size=max_batch_size(workload, gpu, profile),
+        verdict=verdict(required_bytes(mem), gpu.usable_bytes), max_batch_size=max_batch_size(workload, gpu, profile),
         step_seconds=step_s, epoch_seconds=epoch_s, samples_per_second=sps, tokens_per_second=tps,
         prefill_seconds=prefill_s, roofline_tokens_per_second=roof, bottleneck=timing.bottleneck,
         flops_per_step=timing.flops, bytes_per_step=timing.bytes, gpu_seconds=timing.gpu_seconds,

@@ -120,7 +120,8 @@ class TrainSession(TorchSession):
         super().__init__(**kwargs)
         w = self.workload
         self.model.train()
-        self.optimizer = OPTIMIZERS[w.optimizer](self.model.parameters())
+        # Only what trains: with LoRA the frozen base has no gradients and no optimizer state.
+        self.optimizer = OPTIMIZERS[w.optimizer]([p for p in self.model.parameters() if p.requires_grad])
         self.scaler = torch.amp.GradScaler(self.device.type) if self.plan.grad_scaler else None
         if w.checkpointing and not w.is_resnet:
             _enable_checkpointing(self.model)
@@ -244,6 +245,10 @@ class GenerateSession(TorchSession):
 
 
 def _build(workload: Workload, device: torch.device, plan: PrecisionPlan) -> tuple[nn.Module, dict[str, Any]]:
+    if workload.peft == "qlora":
+        from fitbench.backends.torch.peft_support import quantize_for_qlora
+
+        return quantize_for_qlora(workload, device=device, dtype=plan.param_dtype, compute_dtype=plan.autocast_dtype)
     if plan.quant_bits is not None:
         from fitbench.backends.torch.quant import build_quantized
 
@@ -260,7 +265,12 @@ def open_default(workload: Workload, options: RunOptions) -> Session:
     math_flags = apply_math_flags(plan, device)
     torch.manual_seed(options.seed)
     model, notes = _build(workload, device, plan)
-    params = count_parameters(model)
+    params = count_parameters(model)  # the base model, before any adapters
+    if workload.peft:
+        from fitbench.backends.torch.peft_support import apply_lora, lora_summary
+
+        model = apply_lora(model, workload)
+        notes["peft"] = lora_summary(model)
     warnings = [*plan.warnings, *notes.pop("warnings", [])]
     if params != workload.param_count():
         warnings.append(
