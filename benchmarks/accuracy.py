@@ -8,6 +8,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py                    # the full matrix on cuda (about 8 minutes)
     python benchmarks/accuracy.py --only bert        # points whose label contains 'bert'
     python benchmarks/accuracy.py --cpu-tiny         # the tiny variants on a CPU (a smoke test)
+    python benchmarks/accuracy.py --rescore FILE     # today's estimator against stored measurements
 
 Prints a table and writes benchmarks/results/accuracy-<gpu>-<date>.json with every figure,
 the versions and the machine. Targets: peak memory within 10 %, step time or decode
@@ -33,8 +34,10 @@ from fitbench.estimate.api import estimate
 from fitbench.measure.runner import measure
 from fitbench.measure.search import find_max_batch
 from fitbench.workloads.presets import get_workload
+from fitbench.workloads.workload import Workload
 
 RESULTS = Path(__file__).with_name("results")
+POINT_TIMEOUT_S = 150.0
 
 # (preset, overrides): each scenario at three or more batch sizes, with sequence length and
 # image size varied, BERT in FP32 / AMP-FP16 / AMP-BF16, the 6.7B model at batch 1, 8 and 32.
@@ -79,14 +82,23 @@ def local_gpu_id(explicit: str | None) -> str:
     return gpus[0].catalog_id
 
 
-def accuracy_point(name: str, overrides: dict[str, Any], gpu_id: str | None, device: str, tiny: bool) -> dict[str, Any]:
+def accuracy_point(name: str, overrides: dict[str, Any], gpu_id: str | None, device: str,
+                   tiny: bool) -> dict[str, Any]:
     workload = get_workload(name, tiny=tiny, **({} if tiny else overrides))
     t0 = time.perf_counter()
-    m = measure(workload, "torch", RunOptions(device=device), min_seconds=2.0 if not tiny else 0.2)
-    point: dict[str, Any] = {"label": label(name, overrides), "workload": workload.to_dict(), "measurement": m,
-                             "wall_seconds": time.perf_counter() - t0}
+    m = measure(workload, "torch", RunOptions(device=device), min_seconds=2.0 if not tiny else 0.2,
+                timeout_s=POINT_TIMEOUT_S)
+    point: dict[str, Any] = {"label": label(name, overrides), "workload": workload.to_dict(),
+                             "measurement": m, "wall_seconds": time.perf_counter() - t0}
     if gpu_id is None:
         return point
+    return score(point, gpu_id)
+
+
+def score(point: dict[str, Any], gpu_id: str) -> dict[str, Any]:
+    """Add the estimate for the point's workload on `gpu_id` and its errors against the measurement."""
+    workload = Workload.from_dict(point["workload"])
+    m = point["measurement"]
     est = estimate(workload, get_gpu(gpu_id))
     context = est.breakdown["cuda_context"]
     step, tokens = measured_speed(m, workload)
@@ -107,11 +119,27 @@ def max_batch_point(name: str, overrides: dict[str, Any], card: str, device: str
     options = RunOptions(device=device, memory_limit_bytes=gpu.usable_bytes)
     t0 = time.perf_counter()
     found = find_max_batch(workload, "torch", options, start=max(1, est.max_batch_size), limit=1 << 20,
-                           growth=1.15, rel_tol=0.03)
-    return {"label": f"{label(name, overrides)} on {card}", "emulated": card,
+                           growth=1.15, rel_tol=0.03, timeout_s=POINT_TIMEOUT_S)
+    return {"label": f"{label(name, overrides)} on {card}", "emulated": card, "workload": workload.to_dict(),
             "estimated": est.max_batch_size, "search": found.to_dict(),
             "error": relative_error(est.max_batch_size, found.max_batch),
             "wall_seconds": time.perf_counter() - t0}
+
+
+def rescore(path: Path) -> int:
+    """Recompute every estimate of a stored result with the current estimator (measurements unchanged)."""
+    data = json.loads(path.read_text())
+    gpu_id = data["gpu"]
+    data["points"] = [score(p, gpu_id) for p in data["points"]]
+    for b in data["max_batch"]:
+        est = estimate(Workload.from_dict(b["workload"]), get_gpu(b["emulated"]))
+        b["estimated"] = est.max_batch_size
+        b["error"] = relative_error(est.max_batch_size, b["search"]["max_batch"])
+    data["rescored"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    path.write_text(json.dumps(data, indent=1, default=str))
+    print_tables(data["points"], data["max_batch"])
+    print(f"\nrescored {path}")
+    return 0
 
 
 def pct(x: float | None) -> str:
@@ -144,40 +172,53 @@ def print_tables(points: list[dict[str, Any]], batches: list[dict[str, Any]]) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gpu", help="catalog id of the local GPU (default: detected)")
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument("--no-max-batch", action="store_true", help="skip the max-batch searches")
     parser.add_argument("--cpu-tiny", action="store_true", help="tiny variants on the CPU, no estimate")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON result")
+    parser.add_argument("--rescore", type=Path, metavar="FILE", help="re-estimate a stored result")
     args = parser.parse_args(argv)
+    if args.rescore:
+        return rescore(args.rescore)
     device = "cpu" if args.cpu_tiny else "cuda"
     gpu_id = None if args.cpu_tiny else local_gpu_id(args.gpu)
     matrix = [(n, o) for n, o in MATRIX if not args.only or args.only in label(n, o)]
     if args.cpu_tiny:  # one tiny point per scenario
         matrix = [(n, {}) for n in dict.fromkeys(n for n, _ in matrix)]
-    points = []
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"accuracy-{gpu_id or 'cpu'}-{dt.date.today().isoformat()}.json"
+    points: list[dict[str, Any]] = []
+    batches: list[dict[str, Any]] = []
+
+    def save() -> None:
+        """Rewritten after every point: a run stopped by a time limit keeps what it measured."""
+        env = points[0]["measurement"].get("environment") if points else {}
+        result = {"benchmark": "accuracy", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                  "gpu": gpu_id, "device": device,
+                  "machine": {"python": platform.python_version(), "platform": platform.platform()},
+                  "environment": env, "points": points, "max_batch": batches}
+        path.write_text(json.dumps(result, indent=1, default=str))
+
     for name, overrides in matrix:
         p = accuracy_point(name, overrides, gpu_id, device, args.cpu_tiny)
         points.append(p)
-        print(f"{p['label']}: {p['measurement']['status']} {pct((p.get('errors') or {}).get('peak_vs_nvml'))} "
-              f"{pct((p.get('errors') or {}).get('speed'))} ({p['wall_seconds']:.0f} s)", flush=True)
-    batches = []
+        save()
+        errors = p.get("errors") or {}
+        print(f"{p['label']}: {p['measurement']['status']} {pct(errors.get('peak_vs_nvml'))} "
+              f"{pct(errors.get('speed'))} ({p['wall_seconds']:.0f} s)", flush=True)
     if not args.no_max_batch and not args.cpu_tiny:
         for name, overrides, card in MAX_BATCH:
             if args.only and args.only not in name:
                 continue
             b = max_batch_point(name, overrides, card, device)
             batches.append(b)
-            print(f"{b['label']}: estimated {b['estimated']}, found {b['search']['max_batch']} ({b['wall_seconds']:.0f} s)",
-                  flush=True)
-    env = points[0]["measurement"].get("environment") if points else {}
-    result = {"benchmark": "accuracy", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-              "gpu": gpu_id, "device": device, "machine": {"python": platform.python_version(),
-              "platform": platform.platform()}, "environment": env, "points": points, "max_batch": batches}
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"accuracy-{gpu_id or 'cpu'}-{dt.date.today().isoformat()}.json"
-    path.write_text(json.dumps(result, indent=1, default=str))
+            save()
+            print(f"{b['label']}: estimated {b['estimated']}, found {b['search']['max_batch']} "
+                  f"({b['wall_seconds']:.0f} s)", flush=True)
+    save()
     print()
     print_tables(points, batches)
     print(f"\nwritten {path}")
