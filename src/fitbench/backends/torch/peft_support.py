@@ -1,0 +1,170 @@
+"""LoRA and QLoRA on the torch backend's models, through Hugging Face `peft` and `bitsandbytes`.
+
+The adapters are configured from the same constants the estimator reads
+(fitbench.estimate.peft: dropout, alpha per rank, which Linears), so a measured LoRA step and its
+estimate describe one model. Order in a session: build (or quantize) the model, `apply_lora`,
+then give the optimizer only the parameters that require a gradient.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import warnings
+from typing import Any
+
+import torch
+from torch import nn
+
+from fitbench.errors import FitbenchError
+from fitbench.estimate.peft import LORA_ALPHA_PER_RANK, LORA_DROPOUT
+from fitbench.workloads.workload import Workload
+
+# Module-name suffixes of each block's Linears in the transformers models the backend builds
+# (peft matches a name when it equals the entry or ends with "." + entry). Neither the LM head,
+# the classifier nor BERT's pooler is listed: they are outside the blocks.
+TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
+    "bert": {"attention": ("query", "key", "value", "attention.output.dense"),
+             "mlp": ("intermediate.dense", "output.dense")},
+    "llama": {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+              "mlp": ("gate_proj", "up_proj", "down_proj")},
+    "qwen2": {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+              "mlp": ("gate_proj", "up_proj", "down_proj")},
+    # GPT-2's Conv1D layers store the weight transposed (fan_in_fan_out) and fuse q, k, v in c_attn.
+    "gpt2": {"attention": ("c_attn", "attn.c_proj"), "mlp": ("c_fc", "mlp.c_proj")},
+}
+FAN_IN_FAN_OUT = ("gpt2",)
+
+QLORA_HINT = "pip install bitsandbytes; `fitbench estimate --peft qlora` covers it"
+
+
+def _import_peft() -> Any:
+    try:
+        import peft
+    except ImportError as exc:
+        raise FitbenchError("LoRA measurement needs the peft library",
+                            "pip install 'fitbench[peft]'; `fitbench estimate --peft lora` covers it",
+                            ) from exc
+    return peft
+
+
+def _model_type(model: nn.Module) -> str:
+    config = getattr(model, "config", None)
+    return str(getattr(config, "model_type", "") or "")
+
+
+def target_modules(model_type: str, targets: str) -> list[str]:
+    """Names peft adapts for `targets` ('attention' | 'attention-mlp' | 'all-linear') in this model.
+
+    'all-linear' means every Linear of the blocks, the same set as 'attention-mlp' here (peft's
+    own "all-linear" would also take BERT's pooler).
+    """
+    if model_type not in TARGET_MODULES:
+        covered = ", ".join(TARGET_MODULES)
+        raise FitbenchError(f"LoRA measurement has no target list for '{model_type or 'this'}' models",
+                            f"it covers {covered}; `fitbench estimate --peft` covers others")
+    table = TARGET_MODULES[model_type]
+    names = list(table["attention"])
+    if targets != "attention":
+        names += table["mlp"]
+    return names
+
+
+def lora_config(model: nn.Module, workload: Workload) -> Any:
+    """peft's LoraConfig for `workload`: rank r, alpha 2r, dropout 0.05, the block Linears; task
+    type SEQ_CLS for encoders (the classifier is trained: modules_to_save) or CAUSAL_LM."""
+    peft = _import_peft()
+    model_type = _model_type(model)
+    task = peft.TaskType.SEQ_CLS if workload.family == "encoder" else peft.TaskType.CAUSAL_LM
+    r = workload.lora_rank
+    return peft.LoraConfig(
+        r=r,
+        lora_alpha=LORA_ALPHA_PER_RANK * r,
+        lora_dropout=LORA_DROPOUT,
+        target_modules=target_modules(model_type, workload.lora_targets),
+        task_type=task,
+        fan_in_fan_out=model_type in FAN_IN_FAN_OUT,
+        bias="none",
+    )
+
+
+def apply_lora(model: nn.Module, workload: Workload) -> nn.Module:
+    """Freeze `model` and wrap it with LoRA adapters (a peft PeftModel, in train mode).
+
+    Adapters are FP32 whatever the base dtype (`autocast_adapter_dtype=True`, peft's default,
+    stated here because the estimate depends on it). For QLoRA pass the model that
+    `quantize_for_qlora` returns: peft then uses its bitsandbytes-aware LoRA layers.
+    """
+    if workload.peft is None:
+        raise FitbenchError("apply_lora needs a workload with --peft lora or qlora")
+    peft = _import_peft()
+    config = lora_config(model, workload)
+    with warnings.catch_warnings():
+        # transformers 5 renamed gradient checkpointing; peft still asks by the old name.
+        warnings.simplefilter("ignore", FutureWarning)
+        wrapped = peft.get_peft_model(model, config, autocast_adapter_dtype=True)
+    wrapped.train()
+    return wrapped
+
+
+def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
+    """What the optimizer must get: adapters (and an encoder's classifier copy) only."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def lora_summary(model: nn.Module) -> dict[str, Any]:
+    """Notes for a measurement: trainable and adapter parameter counts, adapter dtype, versions."""
+    trainable = trainable_parameters(model)
+    adapters = [p for n, p in model.named_parameters() if p.requires_grad and ".lora_" in n]
+    return {
+        "trainable_params": sum(p.numel() for p in trainable),
+        "adapter_params": sum(p.numel() for p in adapters),
+        "adapter_dtype": str(adapters[0].dtype).removeprefix("torch.") if adapters else None,
+        "peft": _version("peft"),
+    }
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def quantize_for_qlora(workload: Workload, *, device: torch.device | str, dtype: torch.dtype,
+                       compute_dtype: torch.dtype | None = None) -> tuple[nn.Module, dict[str, Any]]:
+    """The workload's model with NF4 block Linears (double quantization, as in QLoRA) and every
+    other parameter in `dtype`; the 4-bit layers dequantize to `compute_dtype` (default `dtype`).
+
+    Builds through the backend's int4 loader (never a 16-bit copy of the whole model on the GPU),
+    then re-types what that loader leaves in fp16, and marks the model as 4-bit loaded so that
+    peft picks its bitsandbytes LoRA layers. Embeddings, norms and the head are not upcast to
+    FP32 (peft's prepare_model_for_kbit_training would do that): the estimate assumes 16 bit.
+    """
+    try:
+        import bitsandbytes as bnb
+    except Exception as exc:
+        raise FitbenchError("QLoRA measurement needs bitsandbytes (CUDA)", QLORA_HINT) from exc
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise FitbenchError("QLoRA measurement needs bitsandbytes (CUDA)", QLORA_HINT)
+    from fitbench.backends.torch.quant import build_quantized
+
+    model, notes = build_quantized(workload, bits=4, device=device)
+    compute = compute_dtype or dtype
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, bnb.nn.Linear4bit):
+                module.compute_dtype = compute
+            for name, param in list(module.named_parameters(recurse=False)):
+                keep = isinstance(param, bnb.nn.Params4bit) or not param.is_floating_point()
+                if keep or param.dtype == dtype:
+                    continue
+                module._parameters[name] = nn.Parameter(param.data.to(dtype),
+                                                        requires_grad=param.requires_grad)
+    tied = getattr(workload.arch, "tie_embeddings", False)
+    if tied and hasattr(model, "tie_weights"):
+        model.tie_weights()  # re-typing replaced the shared parameter
+    model.is_loaded_in_4bit = True
+    source = notes.get("model_source", "")
+    notes["model_source"] = f"{source}; NF4 with double quantization, {compute} compute"
+    return model, notes
