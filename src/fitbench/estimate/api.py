@@ -72,6 +72,11 @@ class Estimate:
             "prompt_tokens": w.prompt_tokens if w.is_generation else None,
             "new_tokens": w.new_tokens if w.is_generation else None,
             "checkpointing": w.checkpointing,
+            "peft": w.peft,
+            "lora_rank": w.lora_rank if w.peft else None,
+            "lora_targets": w.lora_targets if w.peft else None,
+            "gpus": w.gpus,
+            "strategy": w.strategy if w.gpus > 1 else None,
             "params": w.param_count(),
             "framework": self.framework,
             "exec_mode": self.exec_mode,
@@ -149,6 +154,10 @@ def estimate(workload: Workload, gpu: GpuSpec, *, framework: str = "torch", exec
         f"'tight' means less than {TIGHT_MARGIN:.0%} of the {gpu.usable_bytes / 2**30:.1f} GiB usable memory is left",
         f"attention: {workload.attention} ({'no' if workload.attention == 'fused' else 'a'} score matrix stored)",
     ]
+    if workload.peft:
+        from fitbench.estimate import peft
+
+        assumptions.extend(peft.assumptions(workload))
     if not gpu.bf16 and workload.precision_info.compute == "bf16":
         assumptions.append(f"{gpu.name} has no BF16 tensor cores: bf16 runs at FP32 rates; prefer fp16")
     step_s = epoch_s = sps = tps = prefill_s = roof = None

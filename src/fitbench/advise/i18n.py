@@ -1,0 +1,423 @@
+"""Every sentence `fitbench check`, its advice and the reports show, in English and Simplified Chinese.
+
+Why a catalogue and not gettext: fitbench has one dependency-free wheel and two languages; a dict
+of key -> {"en", "zh"} with str.format placeholders is enough, is checked by a test (both
+languages, the same placeholders) and keeps every user-facing sentence in one file a translator
+can read top to bottom. Identifiers (workload names, precisions such as amp-fp16, GPU names,
+units such as GiB and tok/s) are never translated.
+
+The language is `--lang en|zh`, else Chinese when $LANG (or $LC_ALL / $LC_MESSAGES) starts with
+"zh", else English.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+LANGS = ("en", "zh")
+
+MESSAGES: dict[str, dict[str, str]] = {
+    # -- verdicts, statuses, bottlenecks ------------------------------------------------------
+    "verdict.fits": {"en": "fits", "zh": "可以运行"},
+    "verdict.tight": {"en": "tight", "zh": "勉强"},
+    "verdict.oom": {"en": "out of memory", "zh": "显存不足"},
+    "status.ok": {"en": "ok", "zh": "完成"},
+    "status.oom": {"en": "out of memory", "zh": "显存不足"},
+    "status.error": {"en": "error", "zh": "出错"},
+    "status.timeout": {"en": "timed out", "zh": "超时"},
+    "status.killed": {"en": "killed", "zh": "被终止"},
+    "status.skipped": {"en": "not run", "zh": "未运行"},
+    "bottleneck.compute": {"en": "compute", "zh": "算力"},
+    "bottleneck.memory": {"en": "memory bandwidth", "zh": "显存带宽"},
+    "bottleneck.overhead": {"en": "launch and host overhead", "zh": "内核启动与主机端开销"},
+    # -- memory breakdown parts (fitbench.estimate.memory.PART_NAMES) ---------------------------
+    "part.weights": {"en": "weights", "zh": "权重"},
+    "part.quantization_scales": {"en": "quantization scales", "zh": "量化缩放系数"},
+    "part.master_weights": {"en": "FP32 master weights", "zh": "FP32 主权重"},
+    "part.amp_weight_copies": {"en": "AMP weight copies", "zh": "混合精度权重副本"},
+    "part.gradients": {"en": "gradients", "zh": "梯度"},
+    "part.optimizer_state": {"en": "optimizer state", "zh": "优化器状态"},
+    "part.activations": {"en": "activations", "zh": "激活值"},
+    "part.kv_cache": {"en": "KV cache", "zh": "KV 缓存"},
+    "part.temporaries": {"en": "temporary buffers", "zh": "临时缓冲区"},
+    "part.workspace": {"en": "library workspace", "zh": "计算库工作区"},
+    "part.fragmentation": {"en": "allocator fragmentation", "zh": "分配器碎片"},
+    "part.cuda_context": {"en": "CUDA context", "zh": "CUDA 上下文"},
+    # -- units and small phrases ----------------------------------------------------------------
+    "unit.per_step": {"en": "{time}/step", "zh": "{time}/步"},
+    "unit.per_epoch": {"en": "{time}/epoch", "zh": "{time}/轮"},
+    "unit.gb_class": {"en": "{gb} GB", "zh": "{gb} GB"},
+    "cell.tiny": {"en": "{text} (tiny)", "zh": "{text}(迷你版)"},
+    "params.millions": {"en": "{value}M", "zh": "{value} 万"},
+    "params.billions": {"en": "{value}B", "zh": "{value} 亿"},
+    "band.<100M": {"en": "< 100M parameters", "zh": "1 亿参数以下"},
+    "band.0.1-3B": {"en": "0.1–3B parameters", "zh": "1 亿~30 亿参数"},
+    "band.>3B": {"en": "> 3B parameters", "zh": "30 亿参数以上"},
+    # -- fitbench check ---------------------------------------------------------------------------
+    "check.title": {
+        "en": "fitbench check: is this machine enough for the brief's three scenarios?",
+        "zh": "fitbench 检查:这台机器跑得动报告里的三个场景吗?",
+    },
+    "check.gpu": {
+        "en": "GPU: {name}, {memory}, driver {driver} (catalog card {catalog}).",
+        "zh": "GPU:{name},{memory},驱动版本 {driver}(对应目录型号 {catalog})。",
+    },
+    "check.gpu_unknown": {
+        "en": "GPU: {name}, {memory}: not in the catalog, so fitbench cannot estimate for it; "
+        "the catalog columns still apply.",
+        "zh": "GPU:{name},{memory}:不在型号目录中,无法为它估算;表中其他显卡的估算仍可参考。",
+    },
+    "check.gpu_count": {
+        "en": "{count} GPUs found; fitbench checks the first one.",
+        "zh": "发现 {count} 块 GPU,fitbench 只检查第一块。",
+    },
+    "check.no_gpu": {
+        "en": "No NVIDIA GPU found (NVML sees none): estimates for catalog cards, measurements on the CPU.",
+        "zh": "未发现 NVIDIA GPU(NVML 未检测到):下面给出目录中各显卡的估算,实测在 CPU 上进行。",
+    },
+    "check.no_backend": {
+        "en": "No framework to measure with (PyTorch or PaddlePaddle): estimates only. "
+        "pip install 'fitbench[torch]' to measure.",
+        "zh": "没有可用于实测的框架(PyTorch 或 PaddlePaddle),只给出估算。"
+        "执行 pip install 'fitbench[torch]' 后即可实测。",
+    },
+    "check.estimate_only": {
+        "en": "--estimate-only: nothing was measured.",
+        "zh": "已指定 --estimate-only:只估算,不实测。",
+    },
+    "check.backend": {
+        "en": "Measuring with {backend} on {device}.",
+        "zh": "使用 {backend} 在 {device} 上实测。",
+    },
+    "check.tiny_note": {
+        "en": "On the CPU fitbench runs the tiny variants (the same code at small shapes): they prove "
+        "the pipeline works, not how fast a GPU would be.",
+        "zh": "在 CPU 上运行的是各场景的迷你版(代码相同,尺寸很小):用来验证整个流程可用,不代表 GPU 上的速度。",
+    },
+    "check.measuring": {
+        "en": "measuring {scenario} ({variant}) on {device} with {backend}…",
+        "zh": "正在实测 {scenario}({variant}),设备 {device},框架 {backend}……",
+    },
+    "check.measured": {
+        "en": "{scenario}: {status} after {seconds}",
+        "zh": "{scenario}:{status},用时 {seconds}",
+    },
+    "check.skip_oom": {
+        "en": "{scenario}: not run, estimated out of memory on {gpu} ({peak} needed, {usable} usable).",
+        "zh": "{scenario}:未运行,估算在 {gpu} 上显存不足(需要 {peak},可用 {usable})。",
+    },
+    "check.variant_full": {"en": "the brief's settings", "zh": "报告原设置"},
+    "check.variant_tiny": {"en": "tiny variant", "zh": "迷你版"},
+    "check.col_scenario": {"en": "scenario", "zh": "场景"},
+    "check.col_machine": {"en": "this machine: estimate | measured", "zh": "本机:估算 | 实测"},
+    "check.legend": {
+        "en": "fits = runs with room to spare; tight = less than 10% of the usable memory left; "
+        "out of memory = does not run. Speeds are estimates, except in the measured column.",
+        "zh": "可以运行 = 显存留有余量;勉强 = 剩余可用显存不到 10%;显存不足 = 无法运行。"
+        "除“实测”外,速度均为估算值。",
+    },
+    "check.stored": {
+        "en": "Stored {count} measurement(s) in the history {path}.",
+        "zh": "已将 {count} 条实测记录存入历史文件 {path}。",
+    },
+    "check.report": {"en": "Report: {path}", "zh": "报告:{path}"},
+    # -- advice -----------------------------------------------------------------------------------
+    "advice.header": {"en": "Advice", "zh": "建议"},
+    "advice.target_local": {
+        "en": "For this machine's {gpu}:",
+        "zh": "针对本机的 {gpu}:",
+    },
+    "advice.target_brief": {
+        "en": "No GPU here, so the advice is for the brief's entry card, {gpu}:",
+        "zh": "本机没有 GPU,以下建议针对报告中的入门卡 {gpu}:",
+    },
+    "advice.target_unknown": {
+        "en": "This GPU is not in the catalog, so the advice is for the brief's entry card, {gpu}:",
+        "zh": "本机 GPU 不在型号目录中,以下建议针对报告中的入门卡 {gpu}:",
+    },
+    "bn.tuned": {
+        "en": "{scenario}: limited by {bottleneck}: the GPU waits for Python between kernels. CUDA graphs or "
+        "torch.compile (`--exec tuned`) are estimated {speedup}× faster ({speed}).",
+        "zh": "{scenario}:瓶颈是{bottleneck},GPU 在内核之间等待 Python。改用 CUDA Graphs 或 torch.compile"
+        "(`--exec tuned`)估计可快 {speedup} 倍({speed})。",
+    },
+    "bn.batch": {
+        "en": "{scenario}: limited by {bottleneck}: give each step more work; batch {batch} is estimated "
+        "{speedup}× faster per sample ({speed}).",
+        "zh": "{scenario}:瓶颈是{bottleneck},应让每一步多做些计算;批大小改为 {batch} 后,"
+        "按样本计估计可快 {speedup} 倍({speed})。",
+    },
+    "bn.amp": {
+        "en": "{scenario}: limited by {bottleneck}: mixed precision ({precision}) runs on the tensor "
+        "cores and moves half the bytes: estimated {speedup}× faster ({speed}).",
+        "zh": "{scenario}:瓶颈是{bottleneck}。混合精度({precision})能用上 Tensor Core,数据搬运量减半,"
+        "估计可快 {speedup} 倍({speed})。",
+    },
+    "bn.quantize": {
+        "en": "{scenario}: limited by {bottleneck}: every new token reads all the weights; int4 weights "
+        "are a quarter of the bytes: estimated {speedup}× faster ({speed}).",
+        "zh": "{scenario}:瓶颈是{bottleneck},每生成一个 token 都要把全部权重读一遍;"
+        "int4 权重的数据量只有四分之一,估计可快 {speedup} 倍({speed})。",
+    },
+    "bn.card": {
+        "en": "{scenario}: limited by {bottleneck}: {card} is estimated {speedup}× faster ({speed}).",
+        "zh": "{scenario}:瓶颈是{bottleneck};换用 {card} 估计可快 {speedup} 倍({speed})。",
+    },
+    "bn.none": {
+        "en": "{scenario}: limited by {bottleneck}; no catalog card is markedly faster.",
+        "zh": "{scenario}:瓶颈是{bottleneck};目录中没有明显更快的显卡。",
+    },
+    "fix.header": {
+        "en": "{scenario} on {gpu}: {verdict} ({peak} needed, {usable} usable). "
+        "What would make it fit (estimated):",
+        "zh": "{scenario} 在 {gpu} 上的结论:{verdict}(需要 {peak},可用 {usable})。以下做法的估算效果:",
+    },
+    "fix.effect": {
+        "en": "peak {peak}, {verdict}, speed ×{ratio}",
+        "zh": "峰值显存 {peak},{verdict},速度 ×{ratio}",
+    },
+    "fix.amp": {"en": "mixed precision ({precision}): {effect}", "zh": "混合精度({precision}):{effect}"},
+    "fix.half": {"en": "16-bit weights ({precision}): {effect}", "zh": "16 位权重({precision}):{effect}"},
+    "fix.accumulate": {
+        "en": "batch {micro} with {steps} gradient-accumulation steps (effective batch {effective}): "
+        "{effect}",
+        "zh": "批大小 {micro},梯度累积 {steps} 步(等效批大小 {effective}):{effect}",
+    },
+    "fix.checkpointing": {
+        "en": "activation checkpointing (recompute in the backward pass): {effect}",
+        "zh": "激活检查点(反向传播时重新计算):{effect}",
+    },
+    "fix.int8": {"en": "int8 weights: {effect}", "zh": "int8 权重量化:{effect}"},
+    "fix.int4": {"en": "int4 weights: {effect}", "zh": "int4 权重量化:{effect}"},
+    "fix.lora": {
+        "en": "LoRA (frozen {precision} base, rank-{rank} adapters): {effect}",
+        "zh": "LoRA(冻结 {precision} 基座模型,秩 {rank} 的适配器):{effect}",
+    },
+    "fix.qlora": {
+        "en": "QLoRA (frozen 4-bit base, rank-{rank} adapters): {effect}",
+        "zh": "QLoRA(冻结 4 位基座模型,秩 {rank} 的适配器):{effect}",
+    },
+    "fix.gpus": {
+        "en": "{gpus} × {gpu} ({strategy}), per GPU: {effect}",
+        "zh": "{gpus} 块 {gpu}({strategy}),每块:{effect}",
+    },
+    "fix.bigger_card": {"en": "a bigger card, {card}: {effect}", "zh": "换更大的显卡 {card}:{effect}"},
+    "fix.combined": {"en": "all together ({parts}): {effect}", "zh": "组合使用({parts}):{effect}"},
+    "fix.part.amp": {"en": "AMP", "zh": "混合精度"},
+    "fix.part.checkpointing": {"en": "checkpointing", "zh": "激活检查点"},
+    "fix.part.accumulate": {
+        "en": "batch {micro} × {steps} accumulation steps",
+        "zh": "批大小 {micro} × 累积 {steps} 步",
+    },
+    "cheapest.priced": {
+        "en": "{scenario}: the cheapest card that runs it comfortably is {card} "
+        "(${price}, {source}, {date}): {speed}.",
+        "zh": "{scenario}:能宽裕运行的最便宜显卡是 {card}(${price},{source},{date}):{speed}。",
+    },
+    "cheapest.smallest": {
+        "en": "{scenario}: price aside, the smallest card that fits comfortably is {card} ({memory}): "
+        "{speed}.",
+        "zh": "{scenario}:不计价格,能宽裕运行的显存最小的显卡是 {card}({memory}):{speed}。",
+    },
+    "cheapest.unpriced": {
+        "en": "{scenario}: only data-centre cards without a public list price run it comfortably; "
+        "the smallest is {card} ({memory}): {speed}.",
+        "zh": "{scenario}:只有没有公开标价的数据中心显卡能宽裕运行;"
+        "其中显存最小的是 {card}({memory}):{speed}。",
+    },
+    "cheapest.none": {
+        "en": "{scenario}: no single catalog card runs it comfortably; use several GPUs or cut its memory.",
+        "zh": "{scenario}:目录中没有哪块单卡能宽裕运行它;请使用多卡,或设法降低显存占用。",
+    },
+    "guide.header": {
+        "en": "Size guide, derived from the estimator (smallest memory class that fits comfortably):",
+        "zh": "按模型规模选卡(由估算器推导,取能宽裕运行的最小显存档位):",
+    },
+    "guide.line": {"en": "{band}: {items}", "zh": "{band}:{items}"},
+    "guide.regime": {"en": "{regime} {steps}", "zh": "{regime}:{steps}"},
+    "guide.sep": {"en": "; ", "zh": ";"},
+    "guide.step": {"en": "{cls} ({params})", "zh": "{cls}({params})"},
+    "guide.no_card": {"en": "no single card", "zh": "单卡放不下"},
+    "guide.regime.cnn-train": {"en": "CNN training, FP32:", "zh": "CNN 训练(FP32)"},
+    "guide.regime.encoder-finetune": {"en": "fine-tuning with AMP:", "zh": "混合精度微调"},
+    "guide.regime.decoder-generate": {"en": "FP16 generation:", "zh": "FP16 推理生成"},
+    "guide.brief": {
+        "en": "The brief said: < 100M → 12 GB; 0.1–3B → 24 GB with AMP; > 3B → 40/80 GB or the cloud.",
+        "zh": "原报告的结论是:1 亿参数以下 → 12 GB;1 亿~30 亿 → 24 GB(配合混合精度);"
+        "30 亿以上 → 40/80 GB 或上云。",
+    },
+    # -- reports ------------------------------------------------------------------------------------
+    "report.title": {"en": "fitbench report", "zh": "fitbench 报告"},
+    "report.subtitle": {
+        "en": "Is this GPU enough? Estimates for catalog cards, measurements, and the run history.",
+        "zh": "这块 GPU 够用吗?目录中各显卡的估算、实测结果与历史记录。",
+    },
+    "report.generated": {
+        "en": "Generated {time} by fitbench {version}.",
+        "zh": "由 fitbench {version} 生成于 {time}。",
+    },
+    "report.summary": {"en": "Summary", "zh": "概览"},
+    "report.scenario": {"en": "Scenario", "zh": "场景"},
+    "report.memory": {"en": "Memory at the peak", "zh": "峰值显存构成"},
+    "report.memory_desc": {
+        "en": "The parts of the estimated peak memory of {scenario} on each card; the dark mark is the "
+        "card's usable memory.",
+        "zh": "{scenario} 在各显卡上估算峰值显存的组成;深色竖线是该卡的可用显存。",
+    },
+    "report.speed": {"en": "Estimated speed", "zh": "估算速度"},
+    "report.speed_desc": {
+        "en": "Estimated throughput of {scenario} on each card, in {unit}{scale}.",
+        "zh": "{scenario} 在各显卡上的估算吞吐量,单位 {unit}{scale}。",
+    },
+    "report.log_scale": {"en": ", logarithmic scale", "zh": ",对数刻度"},
+    "report.usable": {"en": "usable {memory}", "zh": "可用 {memory}"},
+    "report.does_not_fit": {"en": "does not fit", "zh": "放不下"},
+    "report.estimated_now": {
+        "en": "Estimates computed when the report was written (the runs stored none for catalog cards).",
+        "zh": "这些估算是生成报告时计算的(历史记录中没有保存目录显卡的估算)。",
+    },
+    "report.measured": {"en": "Measured", "zh": "实测"},
+    "report.est_vs_meas": {"en": "Estimate vs measurement", "zh": "估算与实测对比"},
+    "report.est_vs_meas_desc": {
+        "en": "Error of the estimate, (estimate − measured) / measured, for each GPU run and metric.",
+        "zh": "每次 GPU 实测中各指标的估算误差:(估算 − 实测)/ 实测。",
+    },
+    "report.no_comparison": {
+        "en": "No GPU measurement with an estimate yet: run `fitbench check` or `fitbench run WORKLOAD "
+        "--device cuda` on a machine with a GPU.",
+        "zh": "还没有带估算的 GPU 实测记录:请在有 GPU 的机器上运行 `fitbench check` 或 "
+        "`fitbench run WORKLOAD --device cuda`。",
+    },
+    "report.history": {"en": "History", "zh": "历史记录"},
+    "report.history_desc": {
+        "en": "{metric} of past runs over time; one line per workload, precision and device.",
+        "zh": "历次运行的{metric}随时间的变化;每条线对应一种负载、精度与设备的组合。",
+    },
+    "report.no_history": {"en": "No runs in the history yet.", "zh": "历史中还没有运行记录。"},
+    "report.environment": {"en": "Environment", "zh": "运行环境"},
+    "report.advice": {"en": "Advice", "zh": "建议"},
+    "report.runs": {"en": "Runs", "zh": "运行记录"},
+    "report.legend": {"en": "Legend", "zh": "图例"},
+    "metric.peak_memory": {"en": "peak memory", "zh": "峰值显存"},
+    "metric.step_seconds": {"en": "step time", "zh": "单步耗时"},
+    "metric.tokens_per_second": {"en": "tokens per second", "zh": "每秒 token 数"},
+    "metric.prefill_seconds": {"en": "prefill time", "zh": "预填充耗时"},
+    "metric.max_batch": {"en": "max batch", "zh": "最大批大小"},
+    "metric.throughput": {"en": "throughput", "zh": "吞吐量"},
+    "col.card": {"en": "card", "zh": "显卡"},
+    "col.verdict": {"en": "verdict", "zh": "结论"},
+    "col.peak": {"en": "peak memory", "zh": "峰值显存"},
+    "col.usable": {"en": "usable", "zh": "可用显存"},
+    "col.max_batch": {"en": "max batch", "zh": "最大批大小"},
+    "col.speed": {"en": "speed", "zh": "速度"},
+    "col.bottleneck": {"en": "bottleneck", "zh": "瓶颈"},
+    "col.run": {"en": "run", "zh": "运行编号"},
+    "col.time": {"en": "time (UTC)", "zh": "时间(UTC)"},
+    "col.workload": {"en": "workload", "zh": "负载"},
+    "col.precision": {"en": "precision", "zh": "精度"},
+    "col.device": {"en": "device", "zh": "设备"},
+    "col.status": {"en": "status", "zh": "状态"},
+    "col.metric": {"en": "metric", "zh": "指标"},
+    "col.estimated": {"en": "estimated", "zh": "估算"},
+    "col.measured": {"en": "measured", "zh": "实测"},
+    "col.error": {"en": "error", "zh": "误差"},
+    "col.item": {"en": "item", "zh": "项目"},
+    "col.value": {"en": "value", "zh": "值"},
+    "col.step": {"en": "step time", "zh": "单步耗时"},
+    "col.throughput": {"en": "throughput", "zh": "吞吐量"},
+    "col.params": {"en": "parameters", "zh": "参数量"},
+    "col.framework": {"en": "framework", "zh": "框架"},
+    "col.command": {"en": "command", "zh": "命令"},
+    "col.band": {"en": "size", "zh": "规模"},
+    "col.regime": {"en": "job", "zh": "任务"},
+    "col.model": {"en": "model", "zh": "模型"},
+    "col.class": {"en": "smallest class that fits", "zh": "能宽裕运行的最小档位"},
+    "col.smallest_card": {"en": "smallest card that fits", "zh": "能宽裕运行的最小显卡"},
+}
+
+
+def resolve_lang(lang: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """`lang` when given (en or zh), else zh when the locale variables say Chinese, else en."""
+    if lang:
+        key = lang.strip().lower().replace("_", "-")
+        if key.startswith("zh"):
+            return "zh"
+        if key.startswith("en"):
+            return "en"
+        from fitbench.errors import FitbenchError
+
+        raise FitbenchError(f"unknown language '{lang}'", "use --lang en or --lang zh")
+    env = os.environ if environ is None else environ
+    for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = env.get(var, "")
+        if value:
+            return "zh" if value.lower().startswith("zh") else "en"
+    return "en"
+
+
+def t(key: str, lang: str = "en", /, **params: Any) -> str:
+    """The message `key` in `lang`, formatted with `params`. An unknown key is a bug: KeyError."""
+    entry = MESSAGES[key]
+    text = entry.get(lang) or entry["en"]
+    return text.format(**params) if params else text
+
+
+def has(key: str) -> bool:
+    return key in MESSAGES
+
+
+def verdict_label(verdict: str | None, lang: str = "en") -> str:
+    return t(f"verdict.{verdict}", lang) if verdict and has(f"verdict.{verdict}") else (verdict or "-")
+
+
+def status_label(status: str | None, lang: str = "en") -> str:
+    return t(f"status.{status}", lang) if status and has(f"status.{status}") else (status or "-")
+
+
+def bottleneck_label(bottleneck: str | None, lang: str = "en") -> str:
+    key = f"bottleneck.{bottleneck}"
+    return t(key, lang) if bottleneck and has(key) else (bottleneck or "-")
+
+
+def part_label(part: str, lang: str = "en") -> str:
+    key = f"part.{part}"
+    return t(key, lang) if has(key) else part.replace("_", " ")
+
+
+def format_params(n: int | None, lang: str = "en") -> str:
+    """110M / 6.7B in English; 1.1 亿 / 67 亿 (and 2500 万 below 100M) in Chinese."""
+    if n is None:
+        return "-"
+    if lang == "zh":
+        if n >= 1e8:
+            value = n / 1e8
+            return t(
+                "params.billions",
+                lang,
+                value=f"{value:.1f}".rstrip("0").rstrip(".") if value < 10 else f"{value:.0f}",
+            )
+        return t("params.millions", lang, value=f"{n / 1e4:.0f}")
+    if n >= 1e9:
+        value = n / 1e9
+        return t(
+            "params.billions",
+            lang,
+            value=f"{value:.1f}".rstrip("0").rstrip(".") if value < 10 else f"{value:.0f}",
+        )
+    return t("params.millions", lang, value=f"{n / 1e6:.0f}" if n >= 1e6 else f"{n / 1e6:.2f}")
+
+
+__all__ = [
+    "LANGS",
+    "MESSAGES",
+    "bottleneck_label",
+    "format_params",
+    "has",
+    "part_label",
+    "resolve_lang",
+    "status_label",
+    "t",
+    "verdict_label",
+]

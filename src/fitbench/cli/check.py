@@ -1,0 +1,636 @@
+"""`fitbench check` (and plain `fitbench`): is this machine enough for the brief's three scenarios?
+
+What it does, in order:
+  1. finds the local GPUs through NVML (no framework import); without one it says so and uses the CPU;
+  2. estimates each scenario at the brief's settings (ResNet-50/CIFAR-10 FP32, BERT-base/IMDb FP32
+     and with AMP, a 6.7B decoder generating in FP16) for this machine's card, the brief's three
+     cards and an H100;
+  3. measures each scenario through the first installed framework in a fresh child process,
+     briefly (a few seconds of timed steps) — on a GPU at the brief's settings unless the estimate
+     says it cannot fit, on the CPU as the tiny variants; `--estimate-only` skips this;
+  4. stores each measurement in the history, prints one verdict table and a few lines of advice,
+     and writes a self-contained HTML report.
+
+Everything printed is built from the estimator, the runner and the advice functions; this module
+only orchestrates and formats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fitbench.cli.common import print_json
+from fitbench.core.gpu import GpuSpec
+from fitbench.core.units import format_bytes, format_seconds
+from fitbench.errors import FitbenchError
+from fitbench.workloads.workload import Workload
+
+EPILOG = """examples:
+  fitbench                                  the same as `fitbench check`
+  fitbench check --estimate-only            no measurement: estimates and advice in a second
+  fitbench check --backend paddle --lang zh measure with PaddlePaddle, answer in Chinese
+  fitbench check --json --no-report         one JSON object on stdout
+
+JSON: {"machine": {...}, "scenarios": [{"key", "workload", "precision", "estimates": {gpu: estimate},
+       "measurement": measurement | null, "skipped": reason | null, "run_id", "advice": [{kind, text,
+       data}]}], "size_guide": [...], "report": path | null}
+"""
+
+# The brief's scenarios: (preset, precision override). BERT runs with and without AMP, as in the brief
+# (Paddle's AMP with a loss scaler, hence fp16).
+SCENARIOS: tuple[tuple[str, str | None], ...] = (
+    ("resnet50-cifar10", None),
+    ("bert-base-imdb", None),
+    ("bert-base-imdb", "amp-fp16"),
+    ("llm-6b", None),
+)
+# CPU autocast computes in bfloat16; the tiny AMP row uses it there.
+CPU_AMP = "amp-bf16"
+GPU_MIN_SECONDS = 3.0
+DEFAULT_TIMEOUT_S = 600.0
+HISTORY_IN_REPORT = 50
+
+
+def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    parser = subparsers.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("torch", "paddle"),
+        help="framework to measure with (default: the first installed of torch, paddle)",
+    )
+    parser.add_argument("--estimate-only", action="store_true", help="estimate only; measure nothing")
+    parser.add_argument(
+        "--tiny", action="store_true", help="measure the tiny variants even on a GPU (always on a CPU)"
+    )
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        metavar="ID",
+        help="catalog cards to compare with (default: the brief's three and an H100)",
+    )
+    parser.add_argument(
+        "--min-seconds",
+        type=float,
+        metavar="S",
+        help=f"timed seconds per scenario (default {GPU_MIN_SECONDS:g} on a GPU, 0.5 for tiny runs)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help=f"stop one measurement after S seconds (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--db", metavar="PATH", help="history file (default: the user's fitbench data folder)"
+    )
+    parser.add_argument("--no-history", action="store_true", help="do not store the measurements")
+    parser.add_argument(
+        "--html", metavar="PATH", help="where to write the report (default ./fitbench-report.html)"
+    )
+    parser.add_argument("--no-report", action="store_true", help="write no HTML report")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--lang", metavar="LANG", help="en or zh (default: zh when $LANG starts with zh)")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="live progress line on stderr (default: only when stderr is a terminal)",
+    )
+    parser.set_defaults(func=check_command)
+
+
+# ----------------------------------------------------------------------------- the machine
+
+
+@dataclass(frozen=True, kw_only=True)
+class Machine:
+    """What this machine offers: its GPU (as NVML and the catalog know it) and its frameworks."""
+
+    gpus: tuple[Any, ...]  # LocalGpu records, nvidia-smi order
+    spec: GpuSpec | None  # the catalog card of the first GPU
+    backend: str | None  # the framework that measures, None when none is installed
+    installed: tuple[str, ...]
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.gpus else "cpu"
+
+    def to_dict(self, *, measured: bool, tiny: bool) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "gpus": [dataclasses.asdict(g) for g in self.gpus],
+            "catalog_gpu": self.spec.id if self.spec else None,
+            "catalog_gpu_name": self.spec.name if self.spec else None,
+            "backend": self.backend,
+            "backends_installed": list(self.installed),
+            "measured": measured,
+            "tiny": tiny,
+            "cpu": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        }
+
+
+def find_machine(backend: str | None) -> Machine:
+    from fitbench.backends import BACKENDS, backend_installed, installed_backends
+    from fitbench.catalog.detect import detect_local_gpus, spec_for_local
+
+    gpus = tuple(detect_local_gpus())
+    spec = spec_for_local(gpus[0]) if gpus else None
+    installed = tuple(installed_backends())
+    if backend is not None and not backend_installed(backend):
+        raise FitbenchError(
+            f"the {backend} backend is not installed", f"pip install 'fitbench[{BACKENDS[backend][2]}]'"
+        )
+    chosen = backend or (installed[0] if installed else None)
+    return Machine(gpus=gpus, spec=spec, backend=chosen, installed=installed)
+
+
+# ----------------------------------------------------------------------------- one scenario
+
+
+@dataclass(kw_only=True)
+class ScenarioResult:
+    key: str
+    workload: Workload  # at the brief's settings: what is estimated
+    estimates: dict[str, Any]  # gpu id -> Estimate (the comparison cards and the local card)
+    measured_workload: Workload | None = None
+    measurement: dict[str, Any] | None = None
+    skipped: str | None = None
+    run_id: str | None = None
+    record: dict[str, Any] | None = None
+    advice: list[dict[str, Any]] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+
+def scenario_workloads(tiny: bool, device: str) -> list[tuple[str, Workload, Workload]]:
+    """(key, the workload at the brief's settings, the workload to measure) per scenario."""
+    from fitbench.workloads.presets import get_workload
+
+    out = []
+    for name, precision in SCENARIOS:
+        full = get_workload(name, precision=precision)
+        if tiny:
+            tiny_precision = None if precision is None else (CPU_AMP if device == "cpu" else precision)
+            measured = get_workload(name, tiny=True, precision=tiny_precision)
+        else:
+            measured = full
+        out.append((f"{name} · {full.precision}", full, measured))
+    return out
+
+
+class _History:
+    """The history, opened before measuring so that a bad --db fails before minutes are spent."""
+
+    def __init__(self, path: str | None, enabled: bool) -> None:
+        self.history: Any = None
+        if enabled:
+            from fitbench.results.history import History
+
+            self.history = History.open(path)
+
+    def add(self, record: dict[str, Any]) -> str | None:
+        return self.history.add_run(record) if self.history is not None else None
+
+    def last(self, n: int) -> list[dict[str, Any]]:
+        return self.history.last_runs(n) if self.history is not None else []
+
+    @property
+    def path(self) -> Any:
+        return self.history.path if self.history is not None else None
+
+    def close(self) -> None:
+        if self.history is not None:
+            self.history.close()
+
+
+def _say(text: str) -> None:
+    print(f"fitbench: {text}", file=sys.stderr, flush=True)
+
+
+def _measure(result: ScenarioResult, machine: Machine, args: argparse.Namespace, lang: str) -> None:
+    from fitbench.advise.i18n import status_label, t
+    from fitbench.backends.base import RunOptions
+    from fitbench.measure.progress import Progress, should_show
+    from fitbench.measure.runner import measure
+
+    w = result.measured_workload
+    assert w is not None and machine.backend is not None
+    variant = t("check.variant_tiny" if w.tiny else "check.variant_full", lang)
+    _say(
+        t(
+            "check.measuring",
+            lang,
+            scenario=result.key,
+            variant=variant,
+            device=machine.device,
+            backend=machine.backend,
+        )
+    )
+    min_seconds = args.min_seconds
+    if min_seconds is None and not w.tiny:
+        min_seconds = GPU_MIN_SECONDS
+    started = time.monotonic()
+    with Progress(enabled=should_show(args.progress), label=result.key) as progress:
+        m = measure(
+            w,
+            machine.backend,
+            RunOptions(device=machine.device),
+            timeout_s=args.timeout or DEFAULT_TIMEOUT_S,
+            min_seconds=min_seconds,
+            progress=progress,
+        )
+    result.measurement = m
+    _say(
+        t(
+            "check.measured",
+            lang,
+            scenario=result.key,
+            status=status_label(m.get("status"), lang),
+            seconds=format_seconds(time.monotonic() - started),
+        )
+    )
+
+
+def _record(result: ScenarioResult, machine: Machine, framework: str) -> dict[str, Any]:
+    """The history record: the same shape as `fitbench run`'s, plus the catalog estimates of the
+    scenario at the brief's settings (so that `fitbench report` can draw them later)."""
+    from fitbench.cli.run import error_vs_estimate
+
+    w = result.measured_workload
+    assert w is not None and result.measurement is not None
+    local = result.estimates.get(machine.spec.id) if (machine.spec and not w.tiny) else None
+    m = result.measurement
+    return {
+        "command": "check",
+        "scenario": result.key,
+        "workload": w.to_dict(),
+        "estimate": local.to_dict() if local is not None else None,
+        "measurement": m,
+        "environment": m.get("environment") or {},
+        "error_vs_estimate": error_vs_estimate(local, m, w),
+        "catalog_estimates": {
+            "workload": result.workload.to_dict(),
+            "framework": framework,
+            "estimates": {gid: e.to_dict() for gid, e in result.estimates.items()},
+        },
+        "advice": result.advice,
+    }
+
+
+# ----------------------------------------------------------------------------- advice
+
+
+def _advise(result: ScenarioResult, target: GpuSpec, framework: str, lang: str) -> None:
+    """Fixes on the target card, the bottleneck where the job runs, the card to buy.
+
+    Each sentence is kept in every language (the history may be reported in another one later);
+    the terminal shows `lang`.
+    """
+    from fitbench.advise.fixes import bottleneck_advice, what_would_make_it_fit
+    from fitbench.advise.i18n import LANGS
+    from fitbench.advise.ranking import cheapest_comfortable, rank_catalog
+    from fitbench.advise.text import advice_item, bottleneck_line, cheapest_line, fix_lines, smallest_line
+    from fitbench.estimate.api import estimate
+    from fitbench.estimate.verdict import FITS, OOM
+
+    def add(kind: str, texts: dict[str, str], data: Any) -> None:
+        head, *options = texts[lang].split("\n")
+        result.lines.append(head)
+        result.lines.extend("  - " + line for line in options)
+        result.advice.append(advice_item(kind, texts[lang], data, texts=texts))
+
+    w, key = result.workload, result.key
+    rows = rank_catalog(w, framework=framework)
+    base = result.estimates.get(target.id) or estimate(w, target, framework=framework)
+    if base.verdict != FITS:
+        fixes = what_would_make_it_fit(w, target, framework=framework, rows=rows)
+        helpful = [f for f in fixes if f.makes_it_fit]
+        if helpful:
+            texts = {lg: "\n".join(fix_lines(base, helpful, lg, scenario=key)) for lg in LANGS}
+            data = {
+                "gpu": target.id,
+                "baseline_verdict": base.verdict,
+                "options": [f.to_dict() for f in fixes],
+            }
+            add("fixes", texts, data)
+    choice = cheapest_comfortable(w, framework=framework, rows=rows)
+    # The bottleneck matters where the job runs: the target card, else the card to buy.
+    buy = choice.cheapest or choice.smallest
+    runs_on = base if base.verdict != OOM else (buy.estimate if buy is not None else None)
+    if runs_on is not None:
+        bn = bottleneck_advice(runs_on, rows=rows)
+        add("bottleneck", {lg: bottleneck_line(bn, lg, scenario=key) for lg in LANGS}, bn)
+    add("cheapest", {lg: cheapest_line(choice, lg, scenario=key) for lg in LANGS}, choice)
+    if choice.smallest is not None and choice.smallest.price_usd is None:
+        texts = {lg: smallest_line(choice, lg, scenario=key) for lg in LANGS}
+        if all(texts.values()):
+            add("smallest", {lg: str(x) for lg, x in texts.items()}, choice.smallest)
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def _short(gpu: GpuSpec) -> str:
+    name = gpu.name
+    for word in ("GeForce ", "Tesla ", "NVIDIA "):
+        name = name.replace(word, "")
+    return name
+
+
+def _cell(est: Any, lang: str, colour: bool) -> str:
+    from fitbench.advise.i18n import verdict_label
+    from fitbench.advise.text import speed_text
+    from fitbench.results.table import VERDICT_COLOURS
+
+    label = verdict_label(est.verdict, lang)
+    if colour and est.verdict in VERDICT_COLOURS:
+        label = f"\x1b[{VERDICT_COLOURS[est.verdict]}m{label}\x1b[0m"
+    if est.verdict == "oom":
+        return label
+    return f"{label} · {speed_text(est, lang)}"
+
+
+def _machine_cell(result: ScenarioResult, machine: Machine, lang: str, colour: bool) -> str:
+    from fitbench.advise.i18n import status_label, t
+    from fitbench.advise.text import measured_speed_text
+
+    local = result.estimates.get(machine.spec.id) if machine.spec else None
+    est = _cell(local, lang, colour) if local is not None else "-"
+    m = result.measurement
+    if result.skipped:
+        meas = t("status.skipped", lang)
+    elif m is None:
+        meas = "-"
+    elif m.get("status") == "ok" and result.measured_workload is not None:
+        w = result.measured_workload
+        meas = f"{status_label('ok', lang)} · {measured_speed_text(m, w.to_dict(), lang)}"
+        if w.tiny:
+            meas = t("cell.tiny", lang, text=meas)
+    else:
+        meas = status_label(m.get("status"), lang)
+    return f"{est} | {meas}"
+
+
+def format_check(
+    results: list[ScenarioResult],
+    machine: Machine,
+    cards: list[GpuSpec],
+    header: list[str],
+    advice_head: str,
+    guide: list[str],
+    lang: str,
+) -> str:
+    from fitbench.advise.i18n import t
+    from fitbench.results.table import render_table, use_colour
+
+    colour = use_colour()
+    headers = [t("check.col_scenario", lang), t("check.col_machine", lang), *(_short(c) for c in cards)]
+    rows = []
+    for r in results:
+        rows.append(
+            [
+                r.key,
+                _machine_cell(r, machine, lang, colour),
+                *(_cell(r.estimates[c.id], lang, colour) for c in cards),
+            ]
+        )
+    out = [
+        t("check.title", lang),
+        *header,
+        "",
+        render_table(headers, rows, align="l" * len(headers)),
+        "",
+        t("check.legend", lang),
+        "",
+        t("advice.header", lang) + " — " + advice_head,
+    ]
+    for r in results:
+        out.extend("  " + line for line in r.lines)
+    out.append("")
+    out.extend(guide)
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def check_command(args: argparse.Namespace) -> int:
+    from fitbench.advise.guide import size_guide
+    from fitbench.advise.i18n import resolve_lang, t
+    from fitbench.advise.text import guide_lines
+    from fitbench.catalog import BRIEF_GPUS, get_gpu, resolve_gpus
+    from fitbench.cli.estimate import DEFAULT_GPUS
+    from fitbench.estimate.api import estimate
+    from fitbench.estimate.verdict import OOM
+
+    lang = resolve_lang(args.lang)
+    if args.min_seconds is not None and args.min_seconds < 0:
+        raise FitbenchError("--min-seconds must be 0 or more")
+    if args.timeout is not None and args.timeout <= 0:
+        raise FitbenchError("--timeout must be positive")
+    machine = find_machine(args.backend)
+    framework = machine.backend or "torch"
+    cards = resolve_gpus(args.gpu or list(DEFAULT_GPUS))
+    if not cards:
+        raise FitbenchError("no GPU selected", "pass --gpu ID or --gpu all")
+    measuring = not args.estimate_only and machine.backend is not None
+    tiny = machine.device == "cpu" or args.tiny
+
+    header: list[str] = []
+    if machine.gpus:
+        g = machine.gpus[0]
+        if machine.spec is not None:
+            header.append(
+                t(
+                    "check.gpu",
+                    lang,
+                    name=g.name,
+                    memory=format_bytes(g.memory_total_bytes),
+                    driver=g.driver_version or "?",
+                    catalog=machine.spec.id,
+                )
+            )
+        else:
+            header.append(
+                t("check.gpu_unknown", lang, name=g.name, memory=format_bytes(g.memory_total_bytes))
+            )
+        if len(machine.gpus) > 1:
+            header.append(t("check.gpu_count", lang, count=len(machine.gpus)))
+    else:
+        header.append(t("check.no_gpu", lang))
+    if args.estimate_only:
+        header.append(t("check.estimate_only", lang))
+    elif machine.backend is None:
+        header.append(t("check.no_backend", lang))
+    else:
+        header.append(t("check.backend", lang, backend=machine.backend, device=machine.device))
+        if tiny:
+            header.append(t("check.tiny_note", lang))
+    target = machine.spec or get_gpu(BRIEF_GPUS[0])
+    head_key = (
+        "advice.target_local"
+        if machine.spec
+        else ("advice.target_unknown" if machine.gpus else "advice.target_brief")
+    )
+    advice_head = t(head_key, lang, gpu=target.name)
+
+    store = _History(args.db, enabled=measuring and not args.no_history)
+    results: list[ScenarioResult] = []
+    try:
+        for key, full, measured in scenario_workloads(tiny, machine.device):
+            all_cards = ([machine.spec] if machine.spec else []) + cards
+            estimates = {c.id: estimate(full, c, framework=framework) for c in all_cards}
+            result = ScenarioResult(key=key, workload=full, estimates=estimates)
+            _advise(result, target, framework, lang)
+            if measuring:
+                local = estimates.get(machine.spec.id) if machine.spec else None
+                result.measured_workload = measured
+                if not tiny and local is not None and local.verdict == OOM:
+                    result.skipped = "estimated-oom"
+                    _say(
+                        t(
+                            "check.skip_oom",
+                            lang,
+                            scenario=key,
+                            gpu=machine.spec.name,
+                            peak=format_bytes(local.required_memory_bytes),
+                            usable=format_bytes(local.gpu.usable_bytes),
+                        )
+                    )
+                else:
+                    _measure(result, machine, args, lang)
+                    result.record = _record(result, machine, framework)
+                    result.run_id = store.add(result.record)
+            results.append(result)
+        history_records = store.last(HISTORY_IN_REPORT)
+        history_path = store.path
+    finally:
+        store.close()
+
+    rows = size_guide(framework)
+    guide = guide_lines(rows, lang)
+    machine_dict = machine.to_dict(measured=measuring, tiny=tiny and measuring)
+    report_path = None
+    if not args.no_report:
+        report_path = _write_report(
+            results,
+            machine_dict,
+            history_records,
+            guide,
+            [row.to_dict() for row in rows],
+            advice_head,
+            lang,
+            args.html,
+        )
+
+    if args.json:
+        print_json(
+            {
+                "machine": machine_dict,
+                "scenarios": [_scenario_json(r) for r in results],
+                "size_guide": [row.to_dict() for row in rows],
+                "history": str(history_path) if history_path else None,
+                "report": str(report_path) if report_path else None,
+            }
+        )
+    else:
+        print(format_check(results, machine, cards, header, advice_head, guide, lang))
+        stored = sum(1 for r in results if r.run_id)
+        if stored:
+            print("\n" + t("check.stored", lang, count=stored, path=history_path))
+        if report_path:
+            print(("" if stored else "\n") + t("check.report", lang, path=report_path))
+    failed = [r for r in results if r.measurement and r.measurement.get("status") not in ("ok", "oom")]
+    return 1 if failed else 0
+
+
+def _scenario_json(r: ScenarioResult) -> dict[str, Any]:
+    return {
+        "key": r.key,
+        "workload": r.workload.name,
+        "precision": r.workload.precision,
+        "params": r.workload.param_count(),
+        "estimates": {gid: e.to_dict() for gid, e in r.estimates.items()},
+        "measured_workload": r.measured_workload.to_dict() if r.measured_workload is not None else None,
+        "measurement": r.measurement,
+        "skipped": r.skipped,
+        "run_id": r.run_id,
+        "advice": r.advice,
+    }
+
+
+def _write_report(
+    results: list[ScenarioResult],
+    machine: dict[str, Any],
+    history: list[dict[str, Any]],
+    guide: list[str],
+    guide_rows: list[dict[str, Any]],
+    advice_head: str,
+    lang: str,
+    html: str | None,
+) -> Any:
+    from fitbench.cli.report import (
+        DEFAULT_HTML,
+        advice_entries,
+        base_environment,
+        build_model,
+        environment_of,
+        write_reports,
+    )
+
+    scenarios = []
+    for r in results:
+        scenarios.append(
+            {
+                "key": r.key,
+                "workload": r.workload.name,
+                "title": r.key,
+                "precision": r.workload.precision,
+                "params": r.workload.param_count(),
+                "description": r.workload.description,
+                "estimates": [e.to_dict() for e in r.estimates.values()],
+                "estimated_now": False,
+                "measurement": r.measurement,
+                "measured_workload": r.measured_workload.to_dict()
+                if r.measurement is not None and r.measured_workload
+                else None,
+                "skipped": r.skipped,
+                "advice": advice_entries(r.advice, lang),
+            }
+        )
+    # Without a history (--no-history) the report still shows this check's own measurements.
+    records = history or [dict(r.record, run_id=None, created_at=None) for r in results if r.record]
+    env = {
+        **base_environment(),
+        "cpu": machine.get("cpu"),
+        "device": machine.get("device"),
+        "backend": machine.get("backend"),
+    }
+    env.update(environment_of(records))
+    if machine.get("gpus"):
+        gpu = machine["gpus"][0]
+        env.update({"gpu": gpu.get("name"), "gpu_driver": gpu.get("driver_version")})
+    model = build_model(
+        lang=lang,
+        scenarios=scenarios,
+        records=records,
+        machine=machine,
+        environment=env,
+        guide=guide,
+        guide_rows=guide_rows,
+        advice=[advice_head],
+    )
+    return write_reports(model, html=html or DEFAULT_HTML, markdown=None)[0]

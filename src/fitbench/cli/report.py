@@ -1,0 +1,404 @@
+"""`fitbench report`: one HTML (or Markdown) file from the runs in the history.
+
+This module gathers what a report shows into one plain dict, the *report model*: the scenarios
+with their estimates for catalog cards, the estimate-vs-measurement comparisons, the history
+points and the environment. `fitbench check` builds the same model from its own results. The
+reporters (fitbench.results.report_html / report_markdown) only lay the model out.
+
+Report model (every value JSON-ready):
+    lang, generated_at, fitbench_version
+    machine        what `fitbench check` found (None for `fitbench report`)
+    scenarios      [{key, workload, title, precision, params, description, estimates: [estimate
+                   dict per card], estimated_now, measurement | None, measured_workload | None,
+                   advice: [sentence]}]
+    comparisons    [{run_id, created_at, workload, precision, gpu, device_name, metric, unit,
+                   estimated, measured, error}]
+    history        [{run_id, created_at, workload, precision, device, tiny, status, peak_memory_bytes,
+                   step_seconds, tokens_per_second, samples_per_second, series}]
+    runs           [{run_id, created_at, command, workload, precision, device, status, ...}]
+    environment    {name: value}
+    guide          [sentence] (the size guide, when the caller computed it)
+    guide_rows     [GuideRow.to_dict()] (the models behind it)
+    advice         [sentence] shown at the top (what the advice is about)
+    Scenario advice entries are sentences or {text, items: [sentence]} (a header and its options).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fitbench import __version__
+from fitbench.cli.common import positive_int
+from fitbench.errors import FitbenchError
+
+DEFAULT_HTML = "fitbench-report.html"
+DEFAULT_LAST = 10
+
+EPILOG = """examples:
+  fitbench report                               the 10 newest runs -> fitbench-report.html
+  fitbench report --last 30 --html runs.html
+  fitbench report 3fa2c1d0 9b1e --markdown runs.md   chosen runs (any unique id prefix)
+  fitbench report --lang zh                     in Simplified Chinese
+
+The HTML file is self-contained (inline CSS and SVG charts): it opens offline and can be mailed.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    parser = subparsers.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="runs to report (default: the newest)")
+    parser.add_argument(
+        "--last", type=positive_int, metavar="N", help=f"the N newest runs (default {DEFAULT_LAST})"
+    )
+    parser.add_argument("--html", metavar="FILE", help=f"write the HTML report here (default {DEFAULT_HTML})")
+    parser.add_argument("--markdown", metavar="FILE", help="write a Markdown report (tables, no charts)")
+    parser.add_argument(
+        "--db", metavar="PATH", help="history file (default: the user's fitbench data folder)"
+    )
+    parser.add_argument("--lang", metavar="LANG", help="en or zh (default: zh when $LANG starts with zh)")
+    parser.set_defaults(func=report_command)
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _workload_name(record: Mapping[str, Any]) -> str | None:
+    w = record.get("workload")
+    if isinstance(w, Mapping):
+        return w.get("name")
+    return w if isinstance(w, str) else None
+
+
+def _workload_dict(record: Mapping[str, Any]) -> dict[str, Any]:
+    w = record.get("workload")
+    return dict(w) if isinstance(w, Mapping) else {}
+
+
+def scenario_key(workload: Mapping[str, Any]) -> str:
+    """'bert-base-imdb · amp-fp16': a workload at one precision is one scenario of a report."""
+    return f"{workload.get('name')} · {workload.get('precision')}"
+
+
+def _estimates_for(
+    record: Mapping[str, Any], cards: Sequence[str]
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], bool]:
+    """(the workload the estimates describe, estimate dicts per card, computed now?)."""
+    catalog = record.get("catalog_estimates")
+    if isinstance(catalog, Mapping) and isinstance(catalog.get("estimates"), Mapping):
+        return dict(catalog.get("workload") or {}), list(catalog["estimates"].values()), False
+    workload = _workload_dict(record)
+    if not workload.get("arch"):
+        return None, [], False
+    from fitbench.catalog import resolve_gpus
+    from fitbench.estimate.api import estimate
+    from fitbench.workloads.presets import get_workload
+    from fitbench.workloads.workload import Workload
+
+    try:
+        # A tiny run stands for its preset: estimate the real job at the brief's settings.
+        tiny = bool(workload.get("tiny"))
+        w = get_workload(str(workload.get("name"))) if tiny else Workload.from_dict(workload)
+        fw = (record.get("measurement") or {}).get("backend") or "torch"
+        ests = [
+            estimate(w, g, framework=fw if fw in ("torch", "paddle") else "torch").to_dict()
+            for g in resolve_gpus(cards)
+        ]
+    except (FitbenchError, TypeError, ValueError, KeyError):
+        return None, [], False
+    return w.to_dict(), ests, True
+
+
+def comparison_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Estimate beside measurement for each metric whose error the run recorded."""
+    errors = record.get("error_vs_estimate") or {}
+    est = record.get("estimate") or {}
+    m = record.get("measurement") or {}
+    if not isinstance(errors, Mapping) or not est or not m:
+        return []
+    workload = _workload_dict(record)
+    generation = workload.get("family") == "decoder" and workload.get("mode") == "infer"
+    decode, new = m.get("decode_seconds"), workload.get("new_tokens")
+    measured_step = (
+        (decode / new if decode is not None and new else None) if generation else m.get("step_seconds")
+    )
+    measured = {
+        "peak_memory": (est.get("peak_memory_bytes"), m.get("peak_memory_bytes"), "bytes"),
+        "step_seconds": (est.get("step_seconds"), measured_step, "seconds"),
+        "tokens_per_second": (
+            est.get("tokens_per_second"),
+            m.get("decode_tokens_per_second") if generation else m.get("tokens_per_second"),
+            "tok/s",
+        ),
+        "prefill_seconds": (est.get("prefill_seconds"), m.get("prefill_seconds"), "seconds"),
+        "max_batch": (est.get("max_batch_size"), (m.get("max_batch_search") or {}).get("max_batch"), "count"),
+    }
+    rows = []
+    for metric, error in errors.items():
+        if error is None or metric not in measured:
+            continue
+        estimated, value, unit = measured[metric]
+        rows.append(
+            {
+                "run_id": record.get("run_id"),
+                "created_at": record.get("created_at"),
+                "workload": workload.get("name"),
+                "precision": workload.get("precision"),
+                "gpu": est.get("gpu_name") or est.get("gpu"),
+                "device_name": m.get("device_name"),
+                "metric": metric,
+                "unit": unit,
+                "estimated": estimated,
+                "measured": value,
+                "error": error,
+            }
+        )
+    return rows
+
+
+def history_point(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """One run as a point of the history chart (None for a run without a measurement)."""
+    m = record.get("measurement")
+    if not isinstance(m, Mapping):
+        return None
+    w = _workload_dict(record)
+    device = m.get("device_name") or m.get("device") or "?"
+    tiny = bool(w.get("tiny"))
+    series = f"{w.get('name')} · {w.get('precision')} · {device}" + (" · tiny" if tiny else "")
+    return {
+        "run_id": record.get("run_id"),
+        "created_at": record.get("created_at"),
+        "workload": w.get("name"),
+        "precision": w.get("precision"),
+        "device": device,
+        "tiny": tiny,
+        "status": m.get("status"),
+        "generation": w.get("family") == "decoder" and w.get("mode") == "infer",
+        "peak_memory_bytes": m.get("peak_memory_bytes"),
+        "step_seconds": m.get("step_seconds"),
+        "tokens_per_second": m.get("decode_tokens_per_second") or m.get("tokens_per_second"),
+        "samples_per_second": m.get("samples_per_second"),
+        "series": series,
+    }
+
+
+def run_row(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The runs table of the report: one line per stored run."""
+    m = record.get("measurement") if isinstance(record.get("measurement"), Mapping) else {}
+    w = _workload_dict(record)
+    generation = w.get("family") == "decoder" and w.get("mode") == "infer"
+    est = record.get("estimate") if isinstance(record.get("estimate"), Mapping) else {}
+    return {
+        "run_id": record.get("run_id"),
+        "created_at": record.get("created_at"),
+        "command": record.get("command"),
+        "workload": w.get("name") or _workload_name(record),
+        "precision": w.get("precision"),
+        "batch_size": w.get("batch_size"),
+        "tiny": bool(w.get("tiny")),
+        "generation": generation,
+        "backend": m.get("backend"),
+        "framework_version": m.get("framework_version"),
+        "device": m.get("device_name") or m.get("device"),
+        "status": m.get("status") or record.get("status"),
+        "peak_memory_bytes": m.get("peak_memory_bytes"),
+        "step_seconds": m.get("step_seconds"),
+        "tokens_per_second": m.get("decode_tokens_per_second") or m.get("tokens_per_second"),
+        "samples_per_second": m.get("samples_per_second"),
+        "estimate_gpu": est.get("gpu_name"),
+        "estimate_verdict": est.get("verdict"),
+    }
+
+
+def base_environment() -> dict[str, Any]:
+    """What the reporting process itself can tell: fitbench, Python, platform."""
+    return {
+        "fitbench_version": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def environment_of(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The newest measured run's environment over the reporting process's own."""
+    env = base_environment()
+    for record in records:
+        m = record.get("measurement")
+        found = (m or {}).get("environment") if isinstance(m, Mapping) else None
+        found = found or record.get("environment")
+        if isinstance(found, Mapping) and found:
+            env.update({k: v for k, v in found.items() if v not in (None, "", [], {})})
+            if isinstance(m, Mapping):
+                for key in ("device", "device_name", "backend", "framework_version"):
+                    if m.get(key):
+                        env.setdefault(key, m[key])
+            break
+    return env
+
+
+def scenarios_from_records(
+    records: Sequence[Mapping[str, Any]], cards: Sequence[str], lang: str = "en"
+) -> list[dict[str, Any]]:
+    """One scenario per workload and precision, from its newest run (records are newest first),
+    listed in the order the scenarios were first run."""
+    seen: dict[str, dict[str, Any]] = {}
+    for record in records:
+        workload = _workload_dict(record)
+        if not workload.get("name"):
+            continue
+        key = str(record.get("scenario") or scenario_key(workload))
+        if key in seen:
+            continue
+        est_workload, ests, now = _estimates_for(record, cards)
+        m = record.get("measurement") if isinstance(record.get("measurement"), Mapping) else None
+        shown = est_workload or workload
+        seen[key] = {
+            "key": key,
+            "workload": shown.get("name"),
+            "title": scenario_key(shown),
+            "precision": shown.get("precision"),
+            "params": shown.get("params"),
+            "description": shown.get("description"),
+            "estimates": ests,
+            "estimated_now": now,
+            "measurement": m,
+            "measured_workload": workload if m is not None else None,
+            "advice": advice_entries(record.get("advice") or [], lang),
+        }
+    return list(reversed(seen.values()))
+
+
+def advice_entries(items: Iterable[Any], lang: str = "en") -> list[Any]:
+    """Advice for a report: a sentence, or {"text": header, "items": [sentence]} for a list of options.
+
+    Accepts the advice items `fitbench check` stores ({"kind", "text", "texts": {lang: text}, "data"};
+    a multi-line text is a header followed by its options) and plain sentences.
+    """
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, Mapping):
+            texts = item.get("texts") if isinstance(item.get("texts"), Mapping) else {}
+            text = texts.get(lang) or item.get("text")
+        else:
+            text = item
+        if not isinstance(text, str) or not text.strip():
+            continue
+        head, *rest = [line.strip() for line in text.splitlines() if line.strip()]
+        out.append({"text": head, "items": rest} if rest else head)
+    return out
+
+
+def build_model(
+    *,
+    lang: str,
+    scenarios: Sequence[Mapping[str, Any]],
+    records: Sequence[Mapping[str, Any]],
+    machine: Mapping[str, Any] | None = None,
+    environment: Mapping[str, Any] | None = None,
+    guide: Sequence[str] = (),
+    guide_rows: Sequence[Mapping[str, Any]] = (),
+    advice: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The report model (see the module docstring) from scenarios and stored run records."""
+    comparisons = [row for r in records for row in comparison_rows(r)]
+    points = [p for p in (history_point(r) for r in records) if p is not None]
+    return {
+        "lang": lang,
+        "generated_at": _now(),
+        "fitbench_version": __version__,
+        "machine": dict(machine) if machine else None,
+        "scenarios": [dict(s) for s in scenarios],
+        "comparisons": comparisons,
+        "history": sorted(points, key=lambda p: str(p.get("created_at") or "")),
+        "runs": [run_row(r) for r in records],
+        "environment": dict(environment) if environment else environment_of(records),
+        "guide": list(guide),
+        "guide_rows": [dict(r) for r in guide_rows],
+        "advice": list(advice),
+    }
+
+
+def write_reports(
+    model: Mapping[str, Any], *, html: str | Path | None, markdown: str | Path | None
+) -> list[Path]:
+    """Write the requested files; returns their paths. A path that cannot be written is a FitbenchError."""
+    written = []
+    if html is not None:
+        from fitbench.results.report_html import render_html
+
+        written.append(_write(Path(html), render_html(model)))
+    if markdown is not None:
+        from fitbench.results.report_markdown import render_markdown
+
+        written.append(_write(Path(markdown), render_markdown(model)))
+    return written
+
+
+def _write(path: Path, text: str) -> Path:
+    path = path.expanduser()
+    try:
+        if path.parent and not path.parent.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        raise FitbenchError(
+            f"cannot write the report {path}: {exc.strerror or exc}",
+            "pass another path, or check the folder's permissions",
+        ) from None
+    return path.resolve()
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def report_command(args: argparse.Namespace) -> int:
+    from fitbench.advise.guide import size_guide
+    from fitbench.advise.i18n import resolve_lang, t
+    from fitbench.advise.text import guide_lines
+    from fitbench.cli.estimate import DEFAULT_GPUS
+    from fitbench.cli.history import open_history
+
+    lang = resolve_lang(args.lang)
+    if args.run_ids and args.last:
+        raise FitbenchError("give either RUN_IDs or --last, not both")
+    with open_history(args.db) as history:
+        if args.run_ids:
+            records = [history.get_run(r) for r in args.run_ids]
+        else:
+            records = history.last_runs(args.last or DEFAULT_LAST)
+        path = history.path
+    if not records:
+        raise FitbenchError(
+            f"no runs in history file {path}",
+            "`fitbench check` or `fitbench run WORKLOAD` records some first",
+        )
+    rows = size_guide()
+    model = build_model(
+        lang=lang,
+        scenarios=scenarios_from_records(records, DEFAULT_GPUS, lang),
+        records=records,
+        guide=guide_lines(rows, lang),
+        guide_rows=[r.to_dict() for r in rows],
+    )
+    # Without --markdown the HTML report is written to its default name.
+    html = args.html or (None if args.markdown else DEFAULT_HTML)
+    written = write_reports(model, html=html, markdown=args.markdown)
+    for p in written:
+        print(t("check.report", lang, path=p))
+    return 0
