@@ -1,0 +1,666 @@
+"""Several GPUs for one job: per-GPU memory under each strategy, and the step time with communication.
+
+Strategies (Workload.strategy) and what one GPU holds, N = workload.gpus:
+
+    ddp     a full replica: weights, gradients, optimizer state, activations, plus the gradient
+            buckets of torch.nn.parallel.DistributedDataParallel (below)
+    zero1   optimizer state (and master weights) / N; weights and gradients full (ZeRO stage 1,
+            torch's ZeroRedundancyOptimizer under DDP)
+    zero2   + gradients / N (ZeRO stage 2; FSDP's SHARD_GRAD_OP: weights are all-gathered once
+            in forward and stay unsharded until their backward has run)
+    zero3   + weights / N (ZeRO stage 3); while a block runs, its weights are all-gathered
+    fsdp    the same sharding as zero3, as torch.distributed.fsdp runs it (one unit per block)
+    tp      tensor parallelism (Megatron-LM): the attention and MLP matrices of every block are
+            split over the N GPUs (heads for attention, columns/rows for the MLP), embeddings and
+            the LM head are vocab-parallel, norms and the classifier replicated; their gradients,
+            optimizer state and the KV cache follow the weights
+
+Batch: for ddp, zero1-3 and fsdp, `batch_size` is the batch of EACH GPU (what one process's
+data loader yields; the global batch is batch_size * N), so activations per GPU do not change
+with N. For tp the GPUs share one batch (every rank sees the same samples), and activations are
+split in part: Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer
+Models", eq. 2) give s*b*h*(10 + 24/t + 5*a*s/(h*t)) bytes a layer without sequence
+parallelism: 10 of the 34 (+5as/h) units stay whole on every GPU. Sequence parallelism is not
+assumed.
+
+DistributedDataParallel's gradient buckets: DDP reduces gradients in buckets of bucket_cap_mb
+(25 MiB) and, with the default gradient_as_bucket_view=False, the buckets are flat tensors
+beside the parameters' .grad tensors, allocated once for every parameter. PyTorch's own
+documentation of gradient_as_bucket_view says turning it on saves "the total gradients size":
+the buckets are one more copy of all gradients, held for the whole run.
+
+ZeRO's own accounting (the paper's mixed-precision Adam and DeepSpeed's memory estimator) is
+reproduced exactly by `zero_paper_model_states_bytes` and `zero_model_states_bytes`; the
+breakdown used by the estimator instead models what PyTorch allocates for the workload's own
+precision (FP32 Adam state in FP32 training, no FP16 copies in FP32 runs, autocast copies under
+AMP), starting from the single-GPU breakdown of memory.py.
+
+Time: each GPU computes its share (speed.py on the per-GPU work) and communicates over the
+card's interconnect with ring collectives (NCCL): an all-reduce of X bytes moves 2(N-1)/N * X
+bytes in and out of every GPU, a reduce-scatter or an all-gather (N-1)/N * X. NCCL's measured
+"bus bandwidth" (nccl-tests, doc/PERFORMANCE.md) is defined so that time = that volume / busbw;
+busbw reaches about 75-80 % of the NVLink per-direction peak and less over PCIe, which is what
+BUS_EFFICIENCY holds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fitbench.core.gpu import GpuSpec
+from fitbench.core.units import MiB
+from fitbench.errors import FitbenchError
+from fitbench.estimate import memory, speed, transformer_cost
+from fitbench.estimate.memory import PART_NAMES, MemoryBreakdown
+from fitbench.estimate.profile import Profile
+from fitbench.estimate.verdict import OOM, verdict
+from fitbench.workloads.arch import ResNetArch, TransformerArch
+from fitbench.workloads.workload import Workload
+
+# Parts a multi-GPU breakdown adds to memory.PART_NAMES.
+DISTRIBUTED_PART_NAMES = ("gathered_weights", "gradient_buckets", "communication_buffers")
+
+DATA_PARALLEL = ("ddp", "zero1", "zero2", "zero3", "fsdp")
+SHARDED_GRADIENTS = ("zero2", "zero3", "fsdp")
+SHARDED_WEIGHTS = ("zero3", "fsdp")
+MAX_GPUS = 64
+
+# Mixed-precision Adam in the ZeRO paper: FP32 master weights, momentum and variance (K = 12).
+ZERO_ADAM_K = 12
+
+# NCCL's own device memory per process once a communicator exists: every ring/tree connection
+# of every channel keeps receive buffers for NCCL's protocols (Simple: NCCL_BUFFSIZE, 4 MiB by
+# default; LL128 and LL smaller), and a rank holds a few (PCIe pairs) to tens (8-GPU NVLink
+# boards) of such connections. A round figure in that range, not a measurement; NVLink SHARP
+# buffers are excluded (NCCL_NVLS_ENABLE=0 on the measured runs).
+NCCL_BUFFER_BYTES = 256 * MiB
+
+# Fraction of the link's per-direction datasheet bandwidth that NCCL's ring collectives reach
+# (nccl-tests busbw for large messages): NVLink about 0.75-0.8 of peak; PCIe lower, and much
+# lower again on GeForce cards, which have no peer-to-peer path and bounce through host memory.
+BUS_EFFICIENCY = {"nvlink": 0.78, "pcie": 0.6}
+# Time of one collective that moves almost no data (nccl-tests' small-message all-reduce time):
+# what decoding one token with tensor parallelism pays twice per layer.
+COLLECTIVE_LATENCY_S = {"nvlink": 12e-6, "pcie": 25e-6}
+# Used when a GPU row gives no interconnect: PCIe 4.0 x8 / 3.0 x16.
+FALLBACK_INTERCONNECT_BYTES_S = 16e9
+
+# DDP all-reduces each 25 MiB bucket as soon as its gradients are ready, during the rest of the
+# backward pass: only the last bucket is necessarily exposed. Communication cannot hide behind
+# all of the compute, though: NCCL kernels take SMs and memory bandwidth from the backward
+# kernels, and the first bucket is ready only after the head's backward. OVERLAP_FRACTION is
+# the share of the overlappable compute that can hide communication. The same holds for FSDP's
+# prefetched all-gathers (forward and backward) and reduce-scatters (backward).
+DDP_BUCKET_BYTES = 25 * MiB
+OVERLAP_FRACTION = 0.8
+# speed.py's backward does two products per forward product: backward is ~2/3 of fwd+bwd.
+BACKWARD_SHARE = 2.0 / 3.0
+# FSDP keeps the block that computes and the next one (prefetched) unsharded at a time.
+FSDP_LIVE_BLOCKS = 2
+# Tensor parallelism: all-reduces of the block output per layer (after attention and after
+# the MLP), in forward; backward has the same number on the input gradients.
+TP_ALLREDUCES_PER_LAYER = 2
+# Korthikanti et al. 2022, eq. 2: of s*b*h*(34 + 5as/h) activation bytes a layer, 10*s*b*h
+# (layer-norm inputs, dropout masks, the inputs of the first Linear of attention and MLP) stay
+# whole on every tensor-parallel GPU.
+TP_REPLICATED_ACTIVATION_UNITS = 10.0
+TP_SPLIT_ACTIVATION_UNITS = 24.0
+
+
+# ---------------------------------------------------------------------------------------------
+# ZeRO accounting as published
+
+
+def zero_paper_model_states_bytes(params: float, gpus: int, stage: int, k: int = ZERO_ADAM_K) -> float:
+    """Model-state bytes per GPU in the ZeRO paper (Rajbhandari et al. 2020, "ZeRO: Memory
+    Optimizations Toward Training Trillion Parameter Models", Figure 1 and section 5).
+
+    Mixed-precision Adam: 2P bytes of FP16 parameters, 2P of FP16 gradients and K*P of optimizer
+    state (K = 12: FP32 master parameters, momentum and variance).
+        stage 0 (data parallel)  (2 + 2 + K) P           = 16P
+        stage 1 (P_os)           2P + 2P + K P / N       = 4P + 12P/N
+        stage 2 (P_os+g)         2P + (2 + K) P / N      = 2P + 14P/N
+        stage 3 (P_os+g+p)       (2 + 2 + K) P / N       = 16P/N
+    """
+    _check_stage(stage, gpus)
+    n = gpus
+    if stage == 0:
+        return (2 + 2 + k) * params
+    if stage == 1:
+        return 2 * params + 2 * params + k * params / n
+    if stage == 2:
+        return 2 * params + (2 + k) * params / n
+    return (2 + 2 + k) * params / n
+
+
+def zero_model_states_bytes(params: float, gpus: int, stage: int, largest_layer_params: float = 0) -> int:
+    """GPU bytes for parameters, gradients and optimizer states, as DeepSpeed estimates them
+    (no CPU offload). Sources:
+
+    * stage 2: deepspeed/runtime/zero/stage_1_and_2.py, estimate_zero2_model_states_mem_needs
+      (cpu_offload=False): ``4 * total_params + int(16 * total_params / total_gpus)``, the
+      figure of DeepSpeed's "Memory Requirements" page (docs/code-docs/source/memory.rst:
+      "4 * params + 16 * params / (total number of gpus)"; t5-3b, 2851M parameters, 8 GPUs:
+      15.93 GB). Later DeepSpeed revisions rewrote this line as 2P + 18P/N.
+    * stage 3: deepspeed/runtime/zero/stage3.py, estimate_zero3_model_states_mem_needs
+      (cpu_offload=False): ``largest_layer_memory + int(18 * total_params / total_gpus)`` with
+      ``largest_layer_memory = 4 * largest_layer_params`` (FP16 parameters gathered and FP16
+      gradients computed for the largest layer); the same page: t5-3b with a 32M largest
+      layer on 8 GPUs: 6.09 GB.
+    * stages 0 and 1: DeepSpeed has no estimator for them; the ZeRO paper's 16P and
+      4P + 12P/N (zero_paper_model_states_bytes) are returned.
+    """
+    _check_stage(stage, gpus)
+    if stage == 2:
+        return int(4 * params + int(16 * params / gpus))
+    if stage == 3:
+        largest_layer_memory = 4 * largest_layer_params
+        return int(largest_layer_memory + int(18 * params / gpus))
+    return int(zero_paper_model_states_bytes(params, gpus, stage))
+
+
+def _check_stage(stage: int, gpus: int) -> None:
+    if stage not in (0, 1, 2, 3):
+        raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
+    if gpus < 1:
+        raise ValueError(f"gpus must be >= 1, got {gpus}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Who holds what
+
+
+def data_parallel_degree(workload: Workload) -> int:
+    """How many different batches are processed per step: N for data-parallel strategies, 1 for tp."""
+    return workload.gpus if workload.strategy in DATA_PARALLEL else 1
+
+
+def global_batch_size(workload: Workload) -> int:
+    """Samples per step over all GPUs: --batch is per GPU except under tensor parallelism."""
+    return workload.batch_size * data_parallel_degree(workload)
+
+
+def _transformer(workload: Workload) -> TransformerArch:
+    if not isinstance(workload.arch, TransformerArch):
+        raise FitbenchError("tensor parallelism splits the layers of a transformer",
+                            "use --strategy ddp, zero3 or fsdp for a ResNet")
+    return workload.arch
+
+
+def tp_supported(arch: TransformerArch, n: int) -> bool:
+    """Megatron-style tensor parallelism needs whole attention heads on every GPU; key/value
+    heads are split too, or replicated when there are fewer of them than GPUs (grouped-query
+    attention: N a multiple of the KV heads)."""
+    if arch.num_heads % n or arch.intermediate_size % n:
+        return False
+    kv = arch.kv_heads
+    return kv % n == 0 or n % kv == 0
+
+
+def _check_tp(workload: Workload) -> TransformerArch:
+    arch = _transformer(workload)
+    n = workload.gpus
+    if not tp_supported(arch, n):
+        ok = [str(k) for k in range(2, MAX_GPUS + 1) if tp_supported(arch, k)][:6]
+        raise FitbenchError(
+            f"tensor parallelism over {n} GPUs needs the {arch.num_heads} attention heads "
+            f"({arch.kv_heads} key/value heads) and the MLP width {arch.intermediate_size} to split evenly",
+            f"use --gpus {', '.join(ok)}" if ok else "use --strategy fsdp",
+        )
+    return arch
+
+
+def _tp_kv_split(arch: TransformerArch, n: int) -> int:
+    """How many ways the key/value heads are split (replicated beyond the number of KV heads)."""
+    return min(n, arch.kv_heads)
+
+
+def _tp_layer_matrix_params(arch: TransformerArch, n: int) -> float:
+    h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
+    kv_split = _tp_kv_split(arch, n)
+    attention = h * q / n + 2 * h * kv / kv_split + q * h / n      # column Q, K, V; row O
+    mlp = (3 if arch.mlp == "swiglu" else 2) * h * f / n           # column up/gate; row down
+    return attention + mlp
+
+
+def tp_params_per_gpu(arch: TransformerArch, n: int) -> float:
+    """Parameters one of n tensor-parallel GPUs holds (equals arch.param_count() for n = 1).
+
+    Column-parallel biases split with their matrix, row-parallel biases and norms replicate;
+    word embeddings and an untied LM head are vocab-parallel; position and token-type
+    embeddings, BERT's embedding norm, pooler and classifier replicate.
+    """
+    h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
+    kv_split = _tp_kv_split(arch, n)
+    biases = 0.0
+    if arch.qkv_bias:
+        biases += q / n + 2 * kv / kv_split
+    if arch.out_bias:
+        biases += h
+    if arch.mlp_bias:
+        biases += (2 if arch.mlp == "swiglu" else 1) * f / n + h
+    layer = _tp_layer_matrix_params(arch, n) + biases + 2 * arch.norm_params()
+    word = arch.vocab_size * h
+    embeddings = word / n + (arch.embedding_params() - word)
+    if arch.kind == "encoder":
+        head = float(arch.head_params())
+    else:
+        head = arch.norm_params() + (0 if arch.tie_embeddings else word / n)
+    return embeddings + arch.num_layers * layer + head
+
+
+def _tp_weight_bytes(workload: Workload, arch: TransformerArch, n: int) -> tuple[float, float]:
+    """(weights, quantization scales) per tensor-parallel GPU."""
+    p = workload.precision_info
+    per_gpu = tp_params_per_gpu(arch, n)
+    if p.quant_bits is None:
+        return per_gpu * p.weight_bytes, 0.0
+    # Quantized block matrices split n ways; everything else stays 16-bit (memory.weight_bytes).
+    matrices = arch.num_layers * _tp_layer_matrix_params(arch, n)
+    full_matrices = memory.quantizable_params(workload)
+    _, scales = memory.weight_bytes(workload)
+    return matrices * p.quant_bits / 8 + (per_gpu - matrices) * 2, scales * matrices / full_matrices
+
+
+def tp_activation_factor(workload: Workload, n: int) -> float:
+    """Share of a layer's activations one of n tensor-parallel GPUs keeps (Korthikanti eq. 2)."""
+    arch = _transformer(workload)
+    split = TP_SPLIT_ACTIVATION_UNITS
+    if workload.attention == "eager":
+        s = workload.seq_len or workload.tokens_per_sequence
+        split += 5.0 * arch.num_heads * s / arch.hidden_size
+    rep = TP_REPLICATED_ACTIVATION_UNITS
+    return (rep + split / n) / (rep + split)
+
+
+def _blocks(workload: Workload) -> tuple[int, int]:
+    """(parameters outside the repeated blocks, parameters of the largest block): the units an
+    FSDP wrap of every transformer block / ResNet residual block creates (the root keeps the rest)."""
+    arch = workload.arch
+    if isinstance(arch, TransformerArch):
+        block = arch.layer_params()
+        return arch.param_count() - arch.num_layers * block, block
+    assert isinstance(arch, ResNetArch)
+    per_block: dict[str, int] = {}
+    for conv in arch.convs(224):
+        if conv.name.startswith("layer"):
+            key = conv.name.rsplit(".", 1)[0]
+            per_block[key] = per_block.get(key, 0) + conv.params
+    largest = max(per_block.values())
+    return arch.param_count() - sum(per_block.values()), largest
+
+
+def _fsdp_units(workload: Workload) -> int:
+    """FSDP units of a wrap per block: every block plus the root."""
+    arch = workload.arch
+    return (arch.num_layers if isinstance(arch, TransformerArch) else arch.num_blocks) + 1
+
+
+def _interconnect(gpu: GpuSpec) -> tuple[str, float]:
+    kind = "nvlink" if gpu.interconnect == "nvlink" else "pcie"
+    bandwidth = gpu.interconnect_bytes_s or FALLBACK_INTERCONNECT_BYTES_S
+    return kind, bandwidth * BUS_EFFICIENCY[kind]
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Shares:
+    """What fraction of the single-GPU amount one GPU keeps, per tensor class."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+
+
+def _shares(workload: Workload) -> _Shares:
+    n, strategy = workload.gpus, workload.strategy
+    if strategy == "tp":
+        arch = _check_tp(workload)
+        r = tp_params_per_gpu(arch, n) / arch.param_count()
+        return _Shares(weights=r, gradients=r, optimizer=r)
+    if strategy == "ddp":
+        return _Shares(weights=1.0, gradients=1.0, optimizer=1.0)
+    training = workload.is_training
+    return _Shares(
+        weights=1 / n if strategy in SHARDED_WEIGHTS else 1.0,
+        gradients=1 / n if strategy in SHARDED_GRADIENTS and training else 1.0,
+        optimizer=1 / n if training else 1.0,
+    )
+
+
+def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
+    """Peak memory of ONE of the workload.gpus GPUs, as named parts that add up.
+
+    The single-GPU breakdown (memory.single_device_breakdown) supplies weights, optimizer state
+    and the activation walk; this function shards what the strategy shards and adds what it
+    costs: gathered (unsharded) weights, DDP's gradient buckets and NCCL's buffers. As on one
+    GPU, the peak is the larger of two real moments: the backward pass (activations alive) and
+    the optimizer step (all gradients and the optimizer's scratch).
+    """
+    n = workload.gpus
+    w1 = workload.replace(gpus=1)
+    if n == 1:
+        return memory.memory_breakdown(w1, profile)
+    if workload.peft:
+        return _peft_breakdown(workload, w1, profile)
+    shares = _shares(workload)
+    base = memory.single_device_breakdown(w1, profile)
+    p = workload.precision_info
+    strategy = workload.strategy
+    params = workload.param_count()
+    parts: dict[str, float] = dict.fromkeys((*PART_NAMES, *DISTRIBUTED_PART_NAMES), 0.0)
+    parts["workspace"] = profile.workspace_bytes
+    parts["cuda_context"] = profile.context_bytes
+    if strategy == "tp":
+        arch = _check_tp(workload)
+        parts["weights"], parts["quantization_scales"] = _tp_weight_bytes(workload, arch, n)
+        act = tp_activation_factor(workload, n)
+    else:
+        parts["weights"] = base.parts["weights"] * shares.weights
+        parts["quantization_scales"] = base.parts["quantization_scales"] * shares.weights
+        act = 1.0
+    collectives = workload.is_training or strategy in ("tp", *SHARDED_WEIGHTS)
+    parts["communication_buffers"] = NCCL_BUFFER_BYTES if collectives else 0
+    root, block = _blocks(workload)
+    bytes_per_param = base.parts["weights"] / params if params else 0.0
+    details: dict[str, int] = {"gpus": n, "global_batch_size": global_batch_size(workload)}
+
+    if workload.is_training:
+        state, master, scratch = memory.optimizer_bytes(w1, profile.framework)
+        parts["optimizer_state"] = state * shares.optimizer
+        parts["master_weights"] = master * shares.optimizer
+        grads_total = params * p.grad_bytes
+        if strategy in ("ddp", "zero1"):
+            parts["gradient_buckets"] = grads_total      # DDP's flat bucket copy of every gradient
+        # The backward moment: the activation walk of one GPU (optimizer-independent; with plain
+        # SGD memory.py never prefers the optimizer moment, so this is the backward peak).
+        bw = memory.single_device_breakdown(w1.replace(optimizer="sgd"), profile).parts
+        bw_grads = bw["gradients"] * shares.gradients
+        if strategy in SHARDED_GRADIENTS:
+            bw_grads += block * p.grad_bytes             # a block's unsharded grads before reduce-scatter
+        if strategy == "zero2":
+            gathered = params * bytes_per_param          # gathered in forward, freed after backward
+        elif strategy in SHARDED_WEIGHTS:
+            gathered = (root + FSDP_LIVE_BLOCKS * block) * bytes_per_param
+        else:
+            gathered = 0.0
+        backward = {
+            "activations": bw["activations"] * act,
+            "amp_weight_copies": bw["amp_weight_copies"] * (shares.weights if strategy == "tp" else 1.0),
+            "gradients": bw_grads,
+            "temporaries": bw["temporaries"] * act,
+            "gathered_weights": gathered,
+        }
+        optimizer = {
+            "activations": 0.0, "amp_weight_copies": 0.0, "gathered_weights": 0.0,
+            "gradients": grads_total * shares.gradients, "temporaries": scratch * shares.optimizer,
+        }
+        phase, dynamic = ("backward", backward) if sum(backward.values()) >= sum(optimizer.values()) \
+            else ("optimizer", optimizer)
+        parts.update(dynamic)
+        details["gradients_total"] = int(grads_total * shares.gradients)
+    else:
+        phase = base.phase
+        parts["amp_weight_copies"] = base.parts["amp_weight_copies"] * shares.weights
+        parts["temporaries"] = base.parts["temporaries"] * act
+        if strategy in SHARDED_WEIGHTS:
+            live = min(params, root + FSDP_LIVE_BLOCKS * block)
+            parts["gathered_weights"] = live * bytes_per_param
+            parts["amp_weight_copies"] = base.parts["amp_weight_copies"] * live / params
+        if workload.is_generation:
+            arch = workload.arch
+            assert isinstance(arch, TransformerArch)
+            kv_share = 1 / _tp_kv_split(arch, n) if strategy == "tp" else 1.0
+            parts["kv_cache"] = base.parts["kv_cache"] * kv_share
+            parts["temporaries"] = max(
+                transformer_cost.inference_transient_bytes(w1) * act, parts["kv_cache"] / arch.num_layers)
+    dynamic_total = (parts["activations"] + parts["temporaries"] + parts["kv_cache"] + parts["gradients"]
+                     + parts["gathered_weights"])
+    parts["fragmentation"] = profile.fragmentation * dynamic_total
+    details["params_per_gpu"] = round(params * shares.weights)
+    return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)
+
+
+def _peft_breakdown(workload: Workload, w1: Workload, profile: Profile) -> MemoryBreakdown:
+    """Adapters on several GPUs: every strategy keeps a replica of the frozen base model (sharding
+    a few million adapter parameters saves nothing worth modelling); DDP adds bucket copies of
+    the trainable gradients and NCCL its buffers."""
+    base = memory.memory_breakdown(w1, profile)
+    parts = {**dict.fromkeys(DISTRIBUTED_PART_NAMES, 0), **base.parts}
+    trainable_grads = base.details.get("gradients_total", 0)
+    parts["gradient_buckets"] = trainable_grads
+    parts["communication_buffers"] = NCCL_BUFFER_BYTES
+    details = {**base.details, "gpus": workload.gpus, "global_batch_size": global_batch_size(workload)}
+    return MemoryBreakdown(parts=parts, phase=base.phase, details=details)
+
+
+def min_gpus(workload: Workload, gpu: GpuSpec, profile: Profile, strategy: str) -> int:
+    """The fewest GPUs (1..MAX_GPUS) of this card on which `workload` fits under `strategy`
+    (verdict fits or tight for the per-GPU memory, counted as api.estimate counts it), 0 when
+    none does.
+
+    Counts a strategy cannot use (tensor parallelism over a number of GPUs that does not divide
+    the heads) are skipped. "llm-70b in fp16 needs 2 x h100-sxm with tp" comes from here.
+    """
+    from fitbench.estimate.api import required_bytes  # api dispatches here: imported late
+
+    probe = workload.replace(strategy=strategy)  # validates the name
+    arch = workload.arch
+    for n in range(1, MAX_GPUS + 1):
+        if strategy == "tp" and n > 1:
+            if not isinstance(arch, TransformerArch):
+                return 0
+            if not tp_supported(arch, n):
+                continue
+        need = required_bytes(memory.memory_breakdown(probe.replace(gpus=n), profile))
+        if verdict(need, gpu.usable_bytes) != OOM:
+            return n
+        if strategy == "ddp" and n >= 2:
+            return 0  # a replica per GPU: more GPUs never lower the per-GPU peak
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Time
+
+
+@dataclass(frozen=True, kw_only=True)
+class DistributedTiming(speed.Timing):
+    """speed.Timing with communication.
+
+    communication_seconds        collective time NOT hidden behind computation (part of
+                                 gpu_seconds: the GPU waits for it)
+    communication_total_seconds  all collective time of the step, hidden or not
+    communication_bytes          bytes each GPU sends (= receives) per step
+    """
+
+    communication_seconds: float = 0.0
+    communication_total_seconds: float = 0.0
+    communication_bytes: float = 0.0
+    gpus: int = 1
+    strategy: str = "ddp"
+
+    @property
+    def bottleneck(self) -> str:
+        if self.host_seconds >= self.gpu_seconds:
+            return "overhead"
+        shares = {"compute": self.compute_seconds, "memory": self.memory_seconds,
+                  "overhead": self.floor_seconds, "communication": self.communication_seconds}
+        return max(shares, key=lambda k: shares[k])
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Comm:
+    total: float        # seconds of all collectives
+    exposed: float      # seconds not hidden behind computation
+    bytes: float        # per GPU
+
+
+def _collective_seconds(volume: float, count: float, gpu: GpuSpec) -> float:
+    kind, busbw = _interconnect(gpu)
+    return volume / busbw + count * COLLECTIVE_LATENCY_S[kind]
+
+
+def _hidden(total: float, overlappable: float, floor: float) -> float:
+    """Exposed communication when `overlappable` seconds of compute can run beside it."""
+    return min(total, max(total - OVERLAP_FRACTION * overlappable, floor))
+
+
+def _training_comm(workload: Workload, gpu: GpuSpec, compute_s: float, backward_s: float,
+                   grads: float) -> _Comm:
+    n, strategy = workload.gpus, workload.strategy
+    if workload.peft:
+        strategy = "ddp"  # adapters: every strategy all-reduces the trainable gradients (see memory)
+    p = workload.precision_info
+    params = workload.param_count()
+    ring = (n - 1) / n
+    weights, _ = memory.weight_bytes(workload)
+    root, block = _blocks(workload)
+    buckets = max(1, math.ceil(grads / DDP_BUCKET_BYTES))
+    last_bucket = _collective_seconds(2 * ring * min(grads, DDP_BUCKET_BYTES), 1, gpu)
+    if strategy == "ddp":
+        volume = 2 * ring * grads                                 # ring all-reduce of every gradient
+        total = _collective_seconds(volume, buckets, gpu)
+        return _Comm(total=total, exposed=_hidden(total, backward_s, last_bucket), bytes=volume)
+    if strategy in ("zero1", "zero2"):
+        # Gradients reduce-scattered during backward (bucketed like DDP), then the updated
+        # parameter shards all-gathered after the optimizer step, with nothing left to overlap
+        # (the ZeRO paper's volume; torch's ZeroRedundancyOptimizer all-reduces under DDP and
+        # then broadcasts the shards: one gradient volume more).
+        rs = _collective_seconds(ring * grads, buckets, gpu)
+        ag = _collective_seconds(ring * weights, buckets, gpu)
+        last_rs = _collective_seconds(ring * min(grads, DDP_BUCKET_BYTES), 1, gpu)
+        rs_exposed = _hidden(rs, backward_s, last_rs)
+        return _Comm(total=rs + ag, exposed=rs_exposed + ag, bytes=ring * (grads + weights))
+    if strategy in SHARDED_WEIGHTS:
+        # All-gather of the weights in forward and again in backward, reduce-scatter of the
+        # gradients: 3 (N-1)/N * parameter bytes for equal dtypes. Prefetching overlaps them
+        # with compute, except the first gather and the last reduce-scatter.
+        volume = ring * (2 * weights + grads)
+        total = _collective_seconds(volume, 3 * _fsdp_units(workload), gpu)
+        per_param = weights / params
+        floor = _collective_seconds(ring * (root + block) * per_param + ring * block * p.grad_bytes, 2, gpu)
+        return _Comm(total=total, exposed=_hidden(total, compute_s, floor), bytes=volume)
+    # Tensor parallelism: the output of every attention and MLP block is all-reduced in forward,
+    # the input gradients in backward, on the critical path.
+    arch = _transformer(workload)
+    tokens = workload.batch_size * (workload.seq_len or 1)
+    message = tokens * arch.hidden_size * p.activation_bytes
+    count = 2 * TP_ALLREDUCES_PER_LAYER * arch.num_layers
+    volume = count * 2 * ring * message
+    total = _collective_seconds(volume, count, gpu)
+    return _Comm(total=total, exposed=total, bytes=volume)
+
+
+def _forward_comm(workload: Workload, gpu: GpuSpec, compute_s: float, tokens: int) -> _Comm:
+    """One forward pass (inference, prefill or one decode step) over `tokens` new tokens."""
+    n, strategy = workload.gpus, workload.strategy
+    ring = (n - 1) / n
+    if strategy == "tp":
+        arch = _transformer(workload)
+        message = tokens * arch.hidden_size * workload.precision_info.activation_bytes
+        count = TP_ALLREDUCES_PER_LAYER * arch.num_layers
+        volume = count * 2 * ring * message
+        total = _collective_seconds(volume, count, gpu)
+        return _Comm(total=total, exposed=total, bytes=volume)
+    if strategy in SHARDED_WEIGHTS:
+        weights, scales = memory.weight_bytes(workload)
+        root, block = _blocks(workload)
+        params = workload.param_count()
+        volume = ring * (weights + scales)
+        total = _collective_seconds(volume, _fsdp_units(workload), gpu)
+        floor = _collective_seconds(ring * (root + block) * (weights + scales) / params, 1, gpu)
+        return _Comm(total=total, exposed=_hidden(total, compute_s, floor), bytes=volume)
+    return _Comm(total=0.0, exposed=0.0, bytes=0.0)  # independent replicas
+
+
+def _with_comm(single: speed.Timing, workload: Workload, comm: _Comm, profile: Profile, *,
+               compute_divisor: float = 1.0, optimizer_saving_s: float = 0.0) -> DistributedTiming:
+    """The per-GPU step: speed.py's single-GPU parts, divided as the strategy divides them, plus
+    the exposed communication; GPU and host overlap as in speed.time_kernels."""
+    compute = single.compute_seconds / compute_divisor
+    mem = max(0.0, single.memory_seconds / compute_divisor - optimizer_saving_s)
+    floor = single.floor_seconds
+    gpu_s = compute + mem + floor + comm.exposed
+    host_s = single.host_seconds
+    loss = getattr(profile, "overlap_loss", 0.0)
+    return DistributedTiming(
+        seconds=max(gpu_s, host_s) + loss * min(gpu_s, host_s), gpu_seconds=gpu_s, host_seconds=host_s,
+        compute_seconds=compute, memory_seconds=mem, floor_seconds=floor,
+        flops=single.flops / compute_divisor, bytes=single.bytes / compute_divisor,
+        communication_seconds=comm.exposed, communication_total_seconds=comm.total,
+        communication_bytes=comm.bytes, gpus=workload.gpus, strategy=workload.strategy,
+    )
+
+
+def step_timing(workload: Workload, gpu: GpuSpec, profile: Profile) -> DistributedTiming:
+    """One training step (or inference forward) of one GPU, communication included.
+
+    Compute: the single-GPU step of the per-GPU work (the per-GPU batch; for tp the matmul and
+    memory time divided by N, host work unchanged: every rank issues every operation), minus
+    the part of the optimizer update a sharded optimizer does not run.
+    """
+    from fitbench.estimate import api  # api dispatches here: imported late
+
+    w1 = workload.replace(gpus=1)
+    if workload.is_generation:
+        decode = generation(workload, gpu, profile).decode
+        assert isinstance(decode, DistributedTiming)
+        return decode
+    _shares(workload)  # validates tp
+    single = api.step_timing(w1, gpu, profile)
+    divisor = float(workload.gpus) if workload.strategy == "tp" else 1.0
+    if not workload.is_training:
+        comm = _forward_comm(workload, gpu, single.gpu_seconds / divisor,
+                             workload.batch_size * (workload.seq_len or 1))
+        return _with_comm(single, workload, comm, profile, compute_divisor=divisor)
+    saving = 0.0
+    if workload.strategy in ("zero1", "zero2", "zero3", "fsdp") and not workload.peft:
+        opt = speed.time_kernels(speed.optimizer_kernels(w1), w1, gpu, profile,
+                                 host_seconds_per_op=profile.host_seconds_per_op)
+        saving = opt.gpu_seconds * (1 - 1 / workload.gpus)
+    compute_s = single.gpu_seconds / divisor - saving
+    backward_s = BACKWARD_SHARE * compute_s
+    grads = workload.param_count() * workload.precision_info.grad_bytes
+    if workload.peft:  # only the adapters have gradients
+        grads = memory.memory_breakdown(w1, profile).details.get("gradients_total", grads)
+    comm = _training_comm(workload, gpu, compute_s, backward_s, grads)
+    return _with_comm(single, workload, comm, profile, compute_divisor=divisor, optimizer_saving_s=saving)
+
+
+def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> speed.GenerationTiming:
+    """Prefill and one decode step per GPU. Data-parallel strategies are independent replicas
+    (tokens per second is per replica: multiply by N for the machine); tp splits every weight
+    read N ways and pays two all-reduces a layer per token; zero3/fsdp all-gather every
+    weight for every token, which is why nobody decodes that way."""
+    w1 = workload.replace(gpus=1)
+    _shares(workload)  # validates tp
+    single = speed.generation(w1, gpu, profile)
+    n = workload.gpus
+    divisor = float(n) if workload.strategy == "tp" else 1.0
+    b = workload.batch_size
+    prefill_comm = _forward_comm(workload, gpu, single.prefill.gpu_seconds / divisor,
+                                 b * (workload.prompt_tokens or 1))
+    decode_comm = _forward_comm(workload, gpu, single.decode.gpu_seconds / divisor, b)
+    prefill = _with_comm(single.prefill, workload, prefill_comm, profile, compute_divisor=divisor)
+    decode = _with_comm(single.decode, workload, decode_comm, profile, compute_divisor=divisor)
+    roof = single.roofline_tokens_per_second * (n if workload.strategy == "tp" else 1)
+    return speed.GenerationTiming(prefill=prefill, decode=decode, roofline_tokens_per_second=roof, _batch=b)
+
+
+def assumptions(workload: Workload, gpu: GpuSpec) -> list[str]:
+    """Lines for Estimate.assumptions that say what a multi-GPU figure means."""
+    n, strategy = workload.gpus, workload.strategy
+    kind, busbw = _interconnect(gpu)
+    lines = [f"{n} x {gpu.name}, strategy {strategy}: memory is per GPU"]
+    if strategy == "tp":
+        lines.append(f"tensor parallelism: the batch of {workload.batch_size} is shared by the {n} GPUs")
+    else:
+        lines.append(f"--batch is per GPU: global batch {global_batch_size(workload)}")
+    lines.append(f"collectives over {gpu.interconnect or 'an unknown link'} at {busbw / 1e9:.0f} GB/s "
+                 f"bus bandwidth ({BUS_EFFICIENCY[kind]:.0%} of the link's per-direction peak)")
+    return lines

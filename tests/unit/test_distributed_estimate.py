@@ -1,0 +1,370 @@
+"""Multi-GPU estimates: the published ZeRO/DeepSpeed numbers, sharding invariants, minimum GPU
+counts and the communication model."""
+
+from __future__ import annotations
+
+import pytest
+
+from fitbench.catalog import get_gpu
+from fitbench.core.units import GB, GiB, MiB
+from fitbench.errors import FitbenchError
+from fitbench.estimate import distributed as dist
+from fitbench.estimate.api import estimate, step_timing
+from fitbench.estimate.memory import PART_NAMES, memory_breakdown, single_device_breakdown
+from fitbench.estimate.profile import get_profile
+from fitbench.workloads.presets import BERT_BASE, LLAMA_7B, LLAMA_70B, get_workload
+
+PROFILE = get_profile("torch", "default", use_user=False)
+TUNED = get_profile("torch", "tuned", use_user=False)
+H100 = get_gpu("h100-sxm")
+
+
+def llama_train(**overrides: object):
+    fields: dict[str, object] = {"mode": "train", "seq_len": 1024, "batch_size": 1, "precision": "amp-bf16"}
+    return get_workload("llm-6b", **{**fields, **overrides})
+
+
+# -- DeepSpeed's memory estimator, as documented -------------------------------------------------
+def test_zero2_matches_deepspeeds_documented_t5_3b_example() -> None:
+    # docs/code-docs/source/memory.rst: 2851M params, 1 node x 8 GPUs, offload_optimizer=none: 15.93GB
+    assert f"{dist.zero_model_states_bytes(2851e6, 8, 2) / 2**30:.2f}" == "15.93"
+
+
+def test_zero3_matches_deepspeeds_documented_t5_3b_example() -> None:
+    # Same page: 32M largest layer params, offload_param=none, offload_optimizer=none: 6.09GB
+    assert f"{dist.zero_model_states_bytes(2851e6, 8, 3, 32e6) / 2**30:.2f}" == "6.09"
+
+
+def test_zero3_matches_deepspeeds_t5_large_case1() -> None:
+    # Same page, worked example: 737.67M params, 32.90M largest layer, 4 GPUs: case1 3291MB,
+    # largest layer memory 125MB.
+    assert dist.zero_model_states_bytes(737.67e6, 4, 3, 32.90e6) >> 20 == 3291
+    assert dist.zero_model_states_bytes(737.67e6, 4, 3, 32.90e6) - dist.zero_model_states_bytes(
+        737.67e6, 4, 3, 0) >> 20 == 125
+
+
+@pytest.mark.parametrize("params", [1_000_003, 110_000_000, 6_738_415_616])
+@pytest.mark.parametrize("gpus", [1, 3, 8, 64])
+def test_deepspeed_formulas_exactly(params: int, gpus: int) -> None:
+    # stage_1_and_2.estimate_zero2_model_states_mem_needs / stage3.estimate_zero3_..., no offload
+    largest = params // 10
+    assert dist.zero_model_states_bytes(params, gpus, 2) == 4 * params + int(16 * params / gpus)
+    assert dist.zero_model_states_bytes(params, gpus, 3, largest) == 4 * largest + int(18 * params / gpus)
+
+
+def test_zero_paper_figure_1() -> None:
+    # Rajbhandari et al. 2020, Figure 1: Psi = 7.5B, N_d = 64, K = 12.
+    got = [round(dist.zero_paper_model_states_bytes(7.5e9, 64, s) / GB, 1) for s in range(4)]
+    assert got == [120.0, 31.4, 16.6, 1.9]
+
+
+@pytest.mark.parametrize("gpus", [2, 4, 16])
+def test_zero_paper_formulas(gpus: int) -> None:
+    p = 1e9
+    assert dist.zero_paper_model_states_bytes(p, gpus, 0) == pytest.approx(16 * p)
+    assert dist.zero_paper_model_states_bytes(p, gpus, 1) == pytest.approx(4 * p + 12 * p / gpus)
+    assert dist.zero_paper_model_states_bytes(p, gpus, 2) == pytest.approx(2 * p + 14 * p / gpus)
+    assert dist.zero_paper_model_states_bytes(p, gpus, 3) == pytest.approx(16 * p / gpus)
+    # stage 1 of the DeepSpeed-style helper is the paper's (DeepSpeed has no stage-1 estimator)
+    assert dist.zero_model_states_bytes(p, gpus, 1) == int(4 * p + 12 * p / gpus)
+
+
+def test_bad_stage_is_rejected() -> None:
+    with pytest.raises(ValueError):
+        dist.zero_model_states_bytes(1e9, 8, 4)
+    with pytest.raises(ValueError):
+        dist.zero_paper_model_states_bytes(1e9, 0, 1)
+
+
+# -- the per-GPU breakdown ------------------------------------------------------------------------
+STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "tp")
+WORKLOADS = [
+    ("llm-6b", {"mode": "train", "seq_len": 512, "precision": "amp-bf16"}),
+    ("llm-6b", {"mode": "train", "seq_len": 256, "precision": "bf16", "checkpointing": True}),
+    ("bert-base-imdb", {}),
+    ("bert-base-imdb", {"precision": "amp-fp16", "attention": "eager"}),
+    ("llm-70b", {}),
+    ("llm-6b", {"precision": "int4", "batch_size": 8}),
+    ("bert-large-imdb", {"mode": "infer"}),
+]
+
+
+@pytest.mark.parametrize(("name", "overrides"), WORKLOADS)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("gpus", [2, 4, 8])
+@pytest.mark.parametrize("framework", ["torch", "paddle"])
+def test_breakdown_adds_up(name: str, overrides: dict, strategy: str, gpus: int, framework: str) -> None:
+    w = get_workload(name, gpus=gpus, strategy=strategy, **overrides)
+    profile = get_profile(framework, "default", use_user=False)
+    if strategy == "tp" and not dist.tp_supported(w.arch, gpus):    # BERT's 12 heads over 8 GPUs
+        with pytest.raises(FitbenchError, match="split evenly"):
+            memory_breakdown(w, profile)
+        return
+    mem = memory_breakdown(w, profile)
+    assert mem.total == sum(mem.parts.values())
+    assert all(v >= 0 for v in mem.parts.values())
+    assert set(mem.parts) == {*PART_NAMES, *dist.DISTRIBUTED_PART_NAMES}
+    assert mem.parts["weights"] > 0 and mem.parts["cuda_context"] > 0
+    assert mem.phase in ("backward", "optimizer", "forward", "generate")
+    assert mem.details["gpus"] == gpus
+
+
+@pytest.mark.parametrize("strategy", ["zero3", "fsdp", "tp"])
+@pytest.mark.parametrize(("name", "overrides"), [
+    ("llm-6b", {"mode": "train", "seq_len": 1024, "precision": "amp-bf16"}),
+    ("llm-6b", {"mode": "train", "seq_len": 1024, "precision": "fp32", "optimizer": "sgd"}),
+    ("llm-70b", {}),
+    ("bert-large-imdb", {"batch_size": 32}),
+])
+def test_per_gpu_memory_falls_with_more_gpus(strategy: str, name: str, overrides: dict) -> None:
+    base = get_workload(name, **overrides)
+    single = single_device_breakdown(base, PROFILE).total
+    per_gpu = [memory_breakdown(base.replace(gpus=n, strategy=strategy), PROFILE).total for n in (2, 4, 8)]
+    assert per_gpu[0] < single
+    assert per_gpu[0] > per_gpu[1] > per_gpu[2]
+
+
+@pytest.mark.parametrize(("name", "overrides"), WORKLOADS)
+@pytest.mark.parametrize("gpus", [2, 8, 64])
+def test_ddp_is_never_below_one_gpu(name: str, overrides: dict, gpus: int) -> None:
+    w = get_workload(name, **overrides)
+    single = single_device_breakdown(w, PROFILE)
+    ddp = memory_breakdown(w.replace(gpus=gpus, strategy="ddp"), PROFILE)
+    assert ddp.total >= single.total
+    # a replica: the same weights, optimizer state and activations on every GPU
+    for part in ("weights", "optimizer_state", "activations", "kv_cache"):
+        assert ddp.parts[part] == single.parts[part]
+
+
+def test_ddp_buckets_copy_every_gradient() -> None:
+    w = get_workload("bert-base-imdb", gpus=4, strategy="ddp")
+    mem = memory_breakdown(w, PROFILE)
+    assert mem.parts["gradient_buckets"] == w.param_count() * 4        # fp32 gradients
+    assert mem.parts["communication_buffers"] == dist.NCCL_BUFFER_BYTES
+
+
+@pytest.mark.parametrize("gpus", [2, 8])
+def test_what_each_zero_stage_shards(gpus: int) -> None:
+    w = llama_train(optimizer="adamw", batch_size=8)      # activations make backward the peak
+    single = single_device_breakdown(w, PROFILE).parts
+    zero = {s: memory_breakdown(w.replace(gpus=gpus, strategy=s), PROFILE)
+            for s in ("zero1", "zero2", "zero3")}
+    for s, mem in zero.items():
+        assert mem.parts["optimizer_state"] == pytest.approx(single["optimizer_state"] / gpus, abs=1), s
+    assert zero["zero1"].parts["weights"] == single["weights"]
+    assert zero["zero1"].parts["gradient_buckets"] > 0                 # ZeRO-1 runs under DDP
+    assert zero["zero2"].parts["gradient_buckets"] == 0
+    assert zero["zero2"].details["gradients_total"] == pytest.approx(w.param_count() * 4 / gpus, abs=1)
+    assert zero["zero3"].parts["weights"] == pytest.approx(single["weights"] / gpus, abs=1)
+    # at the backward peak ZeRO-3 holds a couple of gathered blocks, ZeRO-2 the whole model
+    assert {m.phase for m in zero.values()} == {"backward"}
+    assert 0 < zero["zero3"].parts["gathered_weights"] < single["weights"] / 4
+    assert zero["zero2"].parts["gathered_weights"] == single["weights"]
+    # FSDP's SHARD_GRAD_OP keeps full FP32 weights gathered through backward: about what DDP's
+    # buckets cost ZeRO-1, so only ZeRO-3 is clearly smaller
+    assert zero["zero3"].total < min(zero["zero1"].total, zero["zero2"].total)
+
+
+def test_fsdp_and_zero3_are_the_same_sharding() -> None:
+    w = llama_train()
+    a = memory_breakdown(w.replace(gpus=4, strategy="fsdp"), PROFILE)
+    b = memory_breakdown(w.replace(gpus=4, strategy="zero3"), PROFILE)
+    assert a.parts == b.parts
+
+
+def test_tensor_parallel_parameter_split() -> None:
+    for arch in (BERT_BASE, LLAMA_7B, LLAMA_70B):
+        assert dist.tp_params_per_gpu(arch, 1) == pytest.approx(arch.param_count())
+    # Llama-2-70B on 8 GPUs: 8 KV heads split 8 ways: 1/8 of everything but the 2 x 80 + 1
+    # RMSNorm weights of width 8192, which every GPU keeps
+    norms = 161 * 8192
+    expected = (LLAMA_70B.param_count() - norms) / 8 + norms
+    assert dist.tp_params_per_gpu(LLAMA_70B, 8) == pytest.approx(expected)
+    # beyond 8 GPUs the KV projections are replicated instead of split
+    assert dist.tp_params_per_gpu(LLAMA_70B, 16) > LLAMA_70B.param_count() / 16
+
+
+def test_tensor_parallel_kv_cache_is_split_by_kv_heads() -> None:
+    w = get_workload("llm-70b", batch_size=8, prompt_tokens=2000, new_tokens=2000)
+    single = single_device_breakdown(w, PROFILE).parts["kv_cache"]
+    assert memory_breakdown(w.replace(gpus=4, strategy="tp"), PROFILE).parts["kv_cache"] == pytest.approx(
+        single / 4, abs=1)
+    assert memory_breakdown(w.replace(gpus=16, strategy="tp"), PROFILE).parts["kv_cache"] == pytest.approx(
+        single / 8, abs=1)  # 8 KV heads: each holds one at least
+
+
+def test_tensor_parallel_activations_are_partly_split() -> None:
+    w = get_workload("bert-large-imdb", precision="fp32")
+    single = single_device_breakdown(w, PROFILE)
+    tp = memory_breakdown(w.replace(gpus=4, strategy="tp"), PROFILE)
+    assert single.phase == tp.phase == "backward"
+    assert single.parts["activations"] / 4 < tp.parts["activations"] < single.parts["activations"]
+    # with fused attention: (10 + 24/4) / 34 of the activations stay
+    assert dist.tp_activation_factor(w, 4) == pytest.approx(16 / 34)
+
+
+def test_tensor_parallel_needs_even_head_splits() -> None:
+    with pytest.raises(FitbenchError, match="attention heads"):
+        memory_breakdown(get_workload("llm-70b", gpus=3, strategy="tp"), PROFILE)
+    with pytest.raises(FitbenchError, match="transformer"):
+        memory_breakdown(get_workload("resnet50-cifar10", gpus=2, strategy="tp"), PROFILE)
+
+
+def test_batch_is_per_gpu_except_for_tensor_parallelism() -> None:
+    w = get_workload("bert-base-imdb", batch_size=16)
+    assert dist.global_batch_size(w.replace(gpus=8, strategy="ddp")) == 128
+    assert dist.global_batch_size(w.replace(gpus=8, strategy="fsdp")) == 128
+    assert dist.global_batch_size(w.replace(gpus=4, strategy="tp")) == 16
+    # so a data-parallel GPU keeps the one-GPU activations
+    single = single_device_breakdown(w, PROFILE).parts["activations"]
+    assert memory_breakdown(w.replace(gpus=8, strategy="zero3"), PROFILE).parts["activations"] == single
+
+
+# -- how many GPUs --------------------------------------------------------------------------------
+def test_llm_70b_fp16_generation_needs_two_h100_with_tensor_parallelism() -> None:
+    w = get_workload("llm-70b")
+    assert w.precision == "fp16" and w.is_generation
+    assert dist.min_gpus(w, H100, PROFILE, "tp") == 2
+
+
+def test_min_gpus_edges() -> None:
+    assert dist.min_gpus(get_workload("llm-70b"), H100, PROFILE, "ddp") == 0   # replicas never shrink
+    assert dist.min_gpus(get_workload("llm-6b"), H100, PROFILE, "tp") == 1
+    assert dist.min_gpus(get_workload("llm-6b"), get_gpu("rtx-3060-12gb"), PROFILE, "tp") == 2
+    huge = get_workload("resnet50-cifar10", batch_size=100_000)
+    assert dist.min_gpus(huge, get_gpu("t4"), PROFILE, "tp") == 0
+    # 70B fine-tuning in bf16 with Adam: weights + grads + states = 6 bytes x 70B, sharded
+    train = get_workload("llm-70b", mode="train", seq_len=512, precision="bf16", checkpointing=True)
+    n = dist.min_gpus(train, H100, PROFILE, "fsdp")
+    assert 8 <= n <= 16
+    assert estimate(train.replace(gpus=n, strategy="fsdp"), H100, profile=PROFILE).verdict != "oom"
+    assert estimate(train.replace(gpus=n - 1, strategy="fsdp"), H100, profile=PROFILE).verdict == "oom"
+
+
+# -- time -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("strategy", ["ddp", "zero2", "fsdp", "tp"])
+def test_communication_grows_with_parameters(strategy: str) -> None:
+    gpu = get_gpu("a100-40gb")
+    small = dist.step_timing(get_workload("bert-base-imdb", gpus=4, strategy=strategy), gpu, PROFILE)
+    large = dist.step_timing(get_workload("bert-large-imdb", precision="fp32", gpus=4, strategy=strategy),
+                             gpu, PROFILE)
+    assert large.communication_bytes > small.communication_bytes > 0
+    assert large.communication_total_seconds > small.communication_total_seconds > 0
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "zero1", "zero3", "tp"])
+@pytest.mark.parametrize(("nvlink", "pcie"), [("a100-40gb", "a100-40gb-pcie"), ("h100-sxm", "h100-pcie")])
+def test_communication_falls_with_interconnect_bandwidth(strategy: str, nvlink: str, pcie: str) -> None:
+    w = llama_train(gpus=8, strategy=strategy)
+    fast, slow = get_gpu(nvlink), get_gpu(pcie)
+    assert fast.interconnect_bytes_s > slow.interconnect_bytes_s
+    t_fast, t_slow = dist.step_timing(w, fast, PROFILE), dist.step_timing(w, slow, PROFILE)
+    assert t_fast.communication_bytes == t_slow.communication_bytes
+    assert t_slow.communication_total_seconds > 5 * t_fast.communication_total_seconds
+    assert t_slow.communication_seconds >= t_fast.communication_seconds
+
+
+def test_ring_all_reduce_volume_of_ddp() -> None:
+    w = get_workload("bert-base-imdb", gpus=8, strategy="ddp")
+    t = dist.step_timing(w, H100, PROFILE)
+    assert t.communication_bytes == pytest.approx(2 * 7 / 8 * w.param_count() * 4)
+    fsdp = dist.step_timing(w.replace(strategy="fsdp"), H100, PROFILE)
+    assert fsdp.communication_bytes == pytest.approx(3 * 7 / 8 * w.param_count() * 4)
+
+
+def test_ddp_hides_most_communication_behind_backward() -> None:
+    w = get_workload("bert-base-imdb", gpus=8, strategy="ddp")
+    t = dist.step_timing(w, H100, PROFILE)
+    assert 0 < t.communication_seconds < t.communication_total_seconds
+    # on slow PCIe the all-reduce outlasts the backward pass and shows
+    slow = dist.step_timing(w, get_gpu("rtx-4090"), PROFILE)
+    assert slow.communication_seconds > t.communication_seconds
+    assert slow.seconds >= t.seconds
+
+
+def test_sharded_optimizer_runs_a_shard_of_the_update() -> None:
+    w = llama_train(gpus=8)
+    ddp = dist.step_timing(w.replace(strategy="ddp"), H100, TUNED)
+    zero1 = dist.step_timing(w.replace(strategy="zero1"), H100, TUNED)
+    assert zero1.memory_seconds < ddp.memory_seconds
+    assert zero1.compute_seconds == ddp.compute_seconds
+
+
+def test_tensor_parallel_divides_the_gpu_work() -> None:
+    w = llama_train(batch_size=4)
+    gpu = get_gpu("h200")
+    single = step_timing(w, gpu, TUNED)
+    tp = dist.step_timing(w.replace(gpus=4, strategy="tp"), gpu, TUNED)
+    assert tp.compute_seconds == pytest.approx(single.compute_seconds / 4)
+    assert tp.memory_seconds == pytest.approx(single.memory_seconds / 4)
+    assert tp.communication_seconds == tp.communication_total_seconds > 0   # on the critical path
+    assert single.seconds / 4 < tp.seconds < single.seconds
+
+
+def test_communication_can_be_the_bottleneck() -> None:
+    # Sharded weights all-gathered for every generated token over PCIe.
+    w = get_workload("llm-70b", gpus=8, strategy="zero3")
+    t = dist.step_timing(w, get_gpu("l40s"), PROFILE)
+    assert t.bottleneck == "communication"
+    assert t.communication_seconds > t.compute_seconds + t.memory_seconds
+
+
+def test_tensor_parallel_decoding_is_faster_without_host_overhead() -> None:
+    w = get_workload("llm-6b", batch_size=1)
+    tp2 = dist.generation(w.replace(gpus=2, strategy="tp"), H100, TUNED)
+    tp4 = dist.generation(w.replace(gpus=4, strategy="tp"), H100, TUNED)
+    single = estimate(w, H100, profile=TUNED)
+    assert tp2.tokens_per_second > single.tokens_per_second
+    assert tp4.tokens_per_second > tp2.tokens_per_second
+    assert tp2.roofline_tokens_per_second == pytest.approx(2 * single.roofline_tokens_per_second)
+    # 2 all-reduces per layer and token: latency, not bandwidth
+    assert tp2.decode.communication_seconds >= 2 * 32 * dist.COLLECTIVE_LATENCY_S["nvlink"]
+
+
+def test_estimate_end_to_end_on_several_gpus() -> None:
+    w = get_workload("llm-70b", mode="train", seq_len=512, precision="bf16", checkpointing=True,
+                     gpus=16, strategy="fsdp")
+    est = estimate(w, H100)
+    assert est.verdict in ("fits", "tight")
+    assert est.max_batch_size >= 1
+    assert est.bottleneck in ("compute", "memory", "overhead", "communication")
+    assert sum(est.breakdown.values()) == est.peak_memory_bytes
+    assert est.breakdown["communication_buffers"] == 256 * MiB
+    # gathered blocks exist during backward; at the optimizer step only shards are left
+    assert (est.breakdown["gathered_weights"] > 0) == (est.memory.phase == "backward")
+    one = estimate(w.replace(gpus=1), H100)
+    assert one.verdict == "oom" and one.peak_memory_bytes > 10 * est.peak_memory_bytes
+
+
+def test_assumption_lines_say_what_the_batch_means() -> None:
+    lines = dist.assumptions(get_workload("bert-base-imdb", gpus=4, strategy="ddp"), H100)
+    assert any("global batch 64" in line for line in lines)
+    lines = dist.assumptions(get_workload("bert-base-imdb", gpus=4, strategy="tp"), get_gpu("rtx-4090"))
+    assert any("shared" in line for line in lines) and any("pcie4" in line for line in lines)
+
+
+def test_inference_replicas_need_no_communication() -> None:
+    w = get_workload("bert-base-imdb", mode="infer", gpus=4, strategy="ddp")
+    mem = memory_breakdown(w, PROFILE)
+    assert mem.parts["communication_buffers"] == 0 and mem.parts["gradient_buckets"] == 0
+    assert mem.total == single_device_breakdown(w.replace(gpus=1), PROFILE).total
+    assert dist.step_timing(w, H100, PROFILE).communication_total_seconds == 0
+
+
+def test_units_are_bytes() -> None:
+    mem = memory_breakdown(get_workload("llm-70b", gpus=2, strategy="tp"), PROFILE)
+    assert 60 * GiB < mem.parts["weights"] < 66 * GiB     # 138 GB of fp16 weights, half each
+
+
+def test_lora_on_several_gpus_reduces_only_the_adapters() -> None:
+    w = get_workload("llm-6b", mode="train", seq_len=512, precision="bf16", peft="lora")
+    single = memory_breakdown(w, PROFILE)
+    trainable = single.details["gradients_total"]
+    assert 0 < trainable < w.param_count()
+    for strategy in ("ddp", "fsdp"):
+        mem = memory_breakdown(w.replace(gpus=4, strategy=strategy), PROFILE)
+        assert mem.total == sum(mem.parts.values())
+        assert mem.parts["weights"] == single.parts["weights"]          # the frozen base is replicated
+        assert mem.parts["gradient_buckets"] == trainable
+        t = dist.step_timing(w.replace(gpus=4, strategy=strategy), H100, PROFILE)
+        assert t.communication_bytes == pytest.approx(2 * 3 / 4 * trainable)
