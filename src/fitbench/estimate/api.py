@@ -148,7 +148,6 @@ def estimate(workload: Workload, gpu: GpuSpec, *, framework: str = "torch", exec
     """Predict memory, verdict, largest batch and speed of `workload` on `gpu`."""
     profile = profile or get_profile(framework, exec_mode)
     mem = memory_breakdown(workload, profile)
-    peak = mem.total
     assumptions = [
         f"{framework} {exec_mode} execution; efficiencies from {profile.provenance or 'profiles.toml'}",
         f"'tight' means less than {TIGHT_MARGIN:.0%} of the {gpu.usable_bytes / 2**30:.1f} GiB usable memory is left",
@@ -158,11 +157,16 @@ def estimate(workload: Workload, gpu: GpuSpec, *, framework: str = "torch", exec
         from fitbench.estimate import peft
 
         assumptions.extend(peft.assumptions(workload))
+    distributed = None
+    if workload.gpus > 1:
+        from fitbench.estimate import distributed
+
+        assumptions.extend(distributed.assumptions(workload, gpu))
     if not gpu.bf16 and workload.precision_info.compute == "bf16":
         assumptions.append(f"{gpu.name} has no BF16 tensor cores: bf16 runs at FP32 rates; prefer fp16")
     step_s = epoch_s = sps = tps = prefill_s = roof = None
     if workload.is_generation:
-        gen = speed.generation(workload, gpu, profile)
+        gen = (distributed or speed).generation(workload, gpu, profile)
         timing = gen.decode
         tps = gen.tokens_per_second
         prefill_s = gen.prefill.seconds
@@ -171,9 +175,11 @@ def estimate(workload: Workload, gpu: GpuSpec, *, framework: str = "torch", exec
     else:
         timing = step_timing(workload, gpu, profile)
         step_s = timing.seconds
-        sps = workload.batch_size / step_s
+        # With data parallelism each GPU takes --batch samples a step: throughput is global.
+        global_batch = distributed.global_batch_size(workload) if distributed else workload.batch_size
+        sps = global_batch / step_s
         if workload.dataset_size:
-            epoch_s = step_s * math.ceil(workload.dataset_size / workload.batch_size)
+            epoch_s = step_s * math.ceil(workload.dataset_size / global_batch)
         if workload.family == "decoder":
             tps = sps * (workload.seq_len or 1)
     return Estimate(
