@@ -1,0 +1,323 @@
+"""Speed benchmark: the code most users write, the tuned code, and the roofline, side by side.
+
+For the brief's three scenarios, on the local CUDA GPU, through fitbench's own runner (a fresh
+child process per measurement, as `fitbench run` does):
+
+    resnet50-cifar10   ResNet-50 training, CIFAR-10 shapes, batch 128        (images/s)
+    bert-base-imdb     BERT-base fine-tuning, seq 512, batch 16, AMP         (step time)
+    llm-6b             6.7B Llama-style decoder, FP16, batch 1, 50 + 100     (decode tokens/s)
+
+Each scenario runs with `--exec default` and `--exec tuned`, next to the estimator's tuned
+prediction and the roofline (the step's FLOPs at the dense peak or its bytes at the datasheet
+bandwidth, whichever takes longer; for decoding, every weight byte read once per token). The
+table goes to stdout; every number (measurements with their raw samples, estimates, diagnoses,
+versions, machine) goes to benchmarks/results/speed-<gpu>-<date>.json.
+
+    python benchmarks/speed.py                      # the local GPU, about 3 minutes
+    python benchmarks/speed.py --only llm-6b        # one scenario
+    python benchmarks/speed.py --cpu --tiny         # tiny models on the CPU: checks the script
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import re
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import fitbench
+from fitbench.backends.base import RunOptions
+from fitbench.core.gpu import GpuSpec
+from fitbench.core.units import format_rate, format_seconds
+from fitbench.estimate.api import estimate
+from fitbench.measure.diagnosis import compute_class, diagnose
+from fitbench.measure.runner import measure
+from fitbench.results.table import render_table
+from fitbench.workloads.presets import get_workload
+from fitbench.workloads.workload import Workload
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """A goal for the tuned run on a real GPU: `metric` compared with `value`."""
+
+    metric: str  # samples_per_second | step_seconds | decode_tokens_per_second
+    at_least: bool  # True: measured >= value; False: measured <= value
+    value: float
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    name: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    target: Target | None = None
+
+
+SCENARIOS = (
+    Scenario(
+        name="resnet50-cifar10",
+        target=Target(metric="samples_per_second", at_least=True, value=20_000, text=">= 20,000 images/s"),
+    ),
+    Scenario(
+        name="bert-base-imdb",
+        overrides={"precision": "amp-fp16"},  # the brief's AMP run; tuned runs amp-bf16 where it can
+        target=Target(metric="step_seconds", at_least=False, value=0.022, text="<= 22 ms per step"),
+    ),
+    Scenario(
+        name="llm-6b",
+        target=Target(metric="decode_tokens_per_second", at_least=True, value=250, text=">= 250 tokens/s"),
+    ),
+)
+
+
+# -- the card ----------------------------------------------------------------------------------
+def local_gpu(gpu_id: str | None, device: str) -> tuple[GpuSpec | None, str | None]:
+    """The catalog card to estimate for: --gpu, or the local GPU found through NVML."""
+    from fitbench.cli.run import pick_gpu
+
+    return pick_gpu(gpu_id, device)
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
+
+
+# -- one scenario --------------------------------------------------------------------------------
+def tuned_precision(workload: Workload, gpu: GpuSpec | None, measured: dict[str, Any] | None) -> str:
+    """The precision the tuned run used (from its notes), or the one it will use on `gpu`."""
+    if measured and measured.get("precision_in_effect"):
+        return str(measured["precision_in_effect"])
+    info = workload.precision_info
+    if workload.is_generation or (not info.amp and info.compute in ("fp16", "bf16")):
+        return workload.precision
+    return "amp-bf16" if gpu is None or gpu.bf16 else "amp-fp16"
+
+
+def headline(m: dict[str, Any], workload: Workload) -> tuple[float | None, str]:
+    """The number a scenario is judged by, and its unit."""
+    if workload.is_generation:
+        return m.get("decode_tokens_per_second"), "tok/s"
+    if workload.is_resnet:
+        return m.get("samples_per_second"), "img/s"
+    step = m.get("step_seconds")
+    return step, "s/step"
+
+
+def roofline(workload: Workload, est: dict[str, Any] | None, gpu: GpuSpec | None) -> tuple[float | None, str]:
+    """The roofline in the headline's unit: the step's FLOPs at the dense peak of its precision or
+    its bytes at the datasheet bandwidth, whichever is longer (for decoding, the estimator's
+    bandwidth roofline: every weight and KV-cache byte read once per token)."""
+    if est is None or gpu is None:
+        return None, ""
+    if workload.is_generation:
+        return est.get("roofline_tokens_per_second"), "tok/s"
+    peak = gpu.peak(compute_class(workload.precision, workload.family))
+    seconds = max(est["flops_per_step"] / peak, est["bytes_per_step"] / gpu.bandwidth_bytes_s)
+    if seconds <= 0:
+        return None, ""
+    if workload.is_resnet:
+        return workload.batch_size / seconds, "img/s"
+    return seconds, "s/step"
+
+
+def run_scenario(
+    scenario: Scenario, *, tiny: bool, device: str, gpu: GpuSpec | None, min_seconds: float | None
+) -> dict[str, Any]:
+    workload = get_workload(scenario.name, tiny=tiny, **scenario.overrides)
+    out: dict[str, Any] = {
+        "scenario": scenario.name, "tiny": tiny, "workload": workload.to_dict(), "runs": {},
+    }
+    for mode in ("default", "tuned"):
+        print(f"  {scenario.name}: --exec {mode} ...", file=sys.stderr, flush=True)
+        m = measure(
+            workload, "torch", RunOptions(device=device, exec_mode=mode), timeout_s=TIMEOUT_S,
+            min_seconds=min_seconds,
+        )
+        ran = workload
+        if mode == "tuned":
+            ran = workload.replace(precision=tuned_precision(workload, gpu, m))
+        est = None
+        if gpu is not None:
+            est = estimate(ran, gpu, framework="torch", exec_mode=mode).to_dict()
+        diag = diagnose(m, est, gpu)
+        value, unit = headline(m, workload)
+        roof, roof_unit = roofline(ran, est, gpu)
+        out["runs"][mode] = {
+            "status": m.get("status"),
+            "error": m.get("error"),
+            "precision": m.get("precision_in_effect") or ran.precision,
+            "headline": value,
+            "headline_unit": unit,
+            "estimate_headline": headline_from_estimate(est, workload),
+            "roofline": roof,
+            "roofline_unit": roof_unit,
+            "measurement": m,
+            "estimate": est,
+            "diagnosis": diag,
+        }
+        if m.get("status") != "ok":
+            print(f"    {m.get('status')}: {m.get('error')}", file=sys.stderr, flush=True)
+    default, tuned = out["runs"]["default"]["measurement"], out["runs"]["tuned"]["measurement"]
+    out["speedup"] = speedup(default, tuned, workload)
+    target = scenario.target
+    if target is not None:
+        value = tuned.get(target.metric) if tuned.get("status") == "ok" else None
+        judged = not tiny and device.startswith("cuda")
+        met = None
+        if judged and value is not None:
+            met = value >= target.value if target.at_least else value <= target.value
+        out["target"] = {"metric": target.metric, "goal": target.text, "value": value, "met": met,
+                         "judged": judged}
+    return out
+
+
+def headline_from_estimate(est: dict[str, Any] | None, workload: Workload) -> float | None:
+    if est is None:
+        return None
+    if workload.is_generation:
+        return est.get("tokens_per_second")
+    if workload.is_resnet:
+        return est.get("samples_per_second")
+    return est.get("step_seconds")
+
+
+def speedup(default: dict[str, Any], tuned: dict[str, Any], workload: Workload) -> float | None:
+    if default.get("status") != "ok" or tuned.get("status") != "ok":
+        return None
+    if workload.is_generation:
+        a, b = default.get("decode_tokens_per_second"), tuned.get("decode_tokens_per_second")
+        return b / a if a and b else None
+    a, b = default.get("step_seconds"), tuned.get("step_seconds")
+    return a / b if a and b else None
+
+
+# -- output ---------------------------------------------------------------------------------------
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "s/step":
+        return format_seconds(value)
+    return format_rate(value, unit)
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    rows: list[list[str]] = []
+    for r in results:
+        for mode, run in r["runs"].items():
+            diag = run["diagnosis"]
+            of_roof = ""
+            if run["headline"] and run["roofline"]:
+                ratio = run["headline"] / run["roofline"]
+                of_roof = f"{(1 / ratio if run['headline_unit'] == 's/step' else ratio):.0%}"
+            measured = _fmt(run["headline"], run["headline_unit"]) if run["status"] == "ok" else run["status"]
+            rows.append([
+                r["scenario"] + (" (tiny)" if r["tiny"] else ""),
+                mode,
+                run["precision"] or "",
+                measured,
+                _fmt(run["estimate_headline"], run["headline_unit"]),
+                _fmt(run["roofline"], run["roofline_unit"] or run["headline_unit"]),
+                of_roof,
+                diag.get("bottleneck") or "",
+            ])
+        extra = []
+        if r.get("speedup"):
+            extra.append(f"tuned {r['speedup']:.2f}x default")
+        target = r.get("target")
+        if target and target["judged"]:
+            verdict = {True: "met", False: "NOT met", None: "not measured"}[target["met"]]
+            extra.append(f"target {target['goal']}: {verdict}")
+        if extra:
+            rows.append(["", "", "", "; ".join(extra), "", "", "", ""])
+    head = ["scenario", "exec", "precision", "measured", "estimate", "roofline", "of roofline", "bottleneck"]
+    return render_table(head, rows, align="lllrrrrl")
+
+
+def environment(results: list[dict[str, Any]]) -> dict[str, Any]:
+    for r in results:
+        for run in r["runs"].values():
+            env = run["measurement"].get("environment") or {}
+            if env:
+                return env
+    return {}
+
+
+def output_path(folder: Path, gpu_slug: str) -> Path:
+    day = dt.date.today().isoformat()
+    path = folder / f"speed-{gpu_slug}-{day}.json"
+    n = 2
+    while path.exists():
+        path = folder / f"speed-{gpu_slug}-{day}-{n}.json"
+        n += 1
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--cpu", action="store_true", help="measure on the CPU (no CUDA needed)")
+    parser.add_argument("--tiny", action="store_true", help="tiny variants of the scenarios")
+    parser.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default cuda; cpu with --cpu)")
+    parser.add_argument("--gpu", default=None, help="catalog GPU for estimates (default: the local GPU)")
+    parser.add_argument("--only", action="append", choices=[s.name for s in SCENARIOS], help="one scenario")
+    parser.add_argument("--min-seconds", type=float, default=None, help="timed seconds per run (default 3)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON result")
+    args = parser.parse_args(argv)
+
+    device = args.device or ("cpu" if args.cpu else "cuda")
+    gpu, note = local_gpu(args.gpu, device)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    chosen = [s for s in SCENARIOS if not args.only or s.name in args.only]
+    started = dt.datetime.now(dt.UTC)
+    results = [
+        run_scenario(s, tiny=args.tiny, device=device, gpu=gpu, min_seconds=args.min_seconds) for s in chosen
+    ]
+    print(table(results))
+
+    device_name = next(
+        (run["measurement"].get("device_name") for r in results for run in r["runs"].values()
+         if run["measurement"].get("device_name")),
+        None,
+    )
+    gpu_slug = "cpu" if device == "cpu" else (gpu.id if gpu is not None else slug(device_name or device))
+    record = {
+        "benchmark": "speed",
+        "fitbench_version": fitbench.__version__,
+        "started_utc": started.isoformat(timespec="seconds"),
+        "finished_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "hostname": socket.gethostname(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "processor": platform.processor() or platform.machine(),
+            "device": device,
+            "device_name": device_name,
+        },
+        "versions": environment(results),
+        "gpu": {"id": gpu.id, "name": gpu.name, "bandwidth_bytes_s": gpu.bandwidth_bytes_s,
+                "peak_flops": dict(gpu.peak_flops)} if gpu is not None else None,
+        "settings": {"tiny": args.tiny, "min_seconds": args.min_seconds, "timeout_s": TIMEOUT_S},
+        "scenarios": results,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = output_path(args.out, gpu_slug)
+    path.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    print(f"\nwrote {path}")
+    failed = [r["scenario"] for r in results for run in r["runs"].values() if run["status"] != "ok"]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

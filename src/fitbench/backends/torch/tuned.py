@@ -1,0 +1,564 @@
+"""The tuned exec mode: what the card can do, not what most scripts do.
+
+`--exec default` measures the code most users write, and on a fast card that code is often
+host-bound: eager PyTorch spends ~50 us of Python and dispatch per operation, so ResNet-50 on
+32 px images, BERT with AMP and `generate` at batch 1 all leave the GPU waiting. `--exec tuned`
+removes that overhead the way production code does, and says in the notes what it changed:
+
+training and classification inference (ResNet, BERT-style encoders, decoders trained as LMs)
+  * bf16 autocast wherever the device supports it (fp32 and amp-* requests become amp-bf16,
+    with a warning: the precision in effect is recorded honestly); pure fp16/bf16 stay;
+  * channels-last memory format for ResNets; cudnn.benchmark; TF32 for what stays in FP32;
+  * SDPA attention without a padding mask (flash kernels: synthetic data has no padding);
+  * fused optimizers (Adam/AdamW `fused=True, capturable=True`);
+  * static input buffers, a warm-up on a side stream, then forward + backward + optimizer.step()
+    captured in ONE CUDA graph (PyTorch's "whole-network capture" recipe) and replayed per step.
+    If capture fails with dropout in the model, it is retried with dropout off; if it still
+    fails, the step runs eagerly; either way a warning says so.
+  * GPUs without native bf16 run amp-fp16 with a GradScaler and no graph (the scaler's
+    inf check reads a value on the host, which a graph cannot contain).
+
+generation (Llama-style decoders)
+  * fitbench's own StaticDecoder (fused QKV and gate/up weights) with a preallocated KV cache;
+    prefill through causal SDPA, then each decode step replayed from one captured CUDA graph
+    that also picks the next token (greedy) and feeds it back.
+
+On a CPU there are no CUDA graphs: the same code runs eagerly, and a warning says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fitbench.backends.base import RunOptions, Session
+from fitbench.backends.torch.data import batch_source, prompt_ids
+from fitbench.backends.torch.models import build_decoder, build_encoder, build_resnet, count_parameters
+from fitbench.backends.torch.precision import PrecisionPlan, plan_precision, tf32_flags
+from fitbench.backends.torch.session import (
+    TorchSession,
+    _enable_checkpointing,
+    register_exec_mode,
+    resolve_device,
+)
+from fitbench.backends.torch.static_decoder import StaticDecoder, StaticKVGenerator
+from fitbench.errors import FitbenchError
+from fitbench.workloads.arch import ResNetArch, TransformerArch
+from fitbench.workloads.workload import Workload
+
+CPU_NO_GRAPHS = "CUDA graphs need a CUDA device; ran eagerly"
+GRAPH_WARMUP_STEPS = 3  # eager steps on the side stream before capture (PyTorch's recipe uses 3)
+LEARNING_RATES = {"adam": 1e-4, "adamw": 2e-5, "sgd": 0.01, "momentum": 0.01}  # as the default mode
+
+
+# -- precision ------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class TunedPrecision:
+    """What tuned runs for a requested precision, and whether a CUDA graph may hold the step."""
+
+    plan: PrecisionPlan
+    warnings: tuple[str, ...] = ()
+    graph_allowed: bool = True
+
+
+def native_bf16(device: torch.device) -> bool:
+    """bf16 tensor cores (Ampere, sm_80, and later); torch.cuda.is_bf16_supported() also counts
+    emulation, which is slower than fp16."""
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8
+
+
+def choose_precision(workload: Workload, device: torch.device) -> TunedPrecision:
+    """fp32 / tf32 / amp-* -> amp-bf16 where bf16 is native (else amp-fp16 with a GradScaler and no
+    graph for training); pure fp16 / bf16 stay as asked; int8 / int4 are not tuned."""
+    info = workload.precision_info
+    training = workload.is_training
+    if info.quant_bits is not None:
+        raise FitbenchError(
+            f"--exec tuned runs fp32, AMP, fp16 and bf16 models, not {info.name} weights",
+            "use --exec default for bitsandbytes int8/int4",
+        )
+    if not info.amp and info.compute in ("fp16", "bf16"):
+        plan = plan_precision(info.name, device, training=training)
+        return TunedPrecision(plan=plan, warnings=plan.warnings)
+    if device.type == "cpu" or native_bf16(device):
+        plan = plan_precision("amp-bf16", device, training=training)
+        if plan.in_effect == "amp-bf16":
+            changed = () if info.name == "amp-bf16" else (
+                f"tuned changed the precision: ran amp-bf16 (bf16 autocast, fp32 weights) instead of the "
+                f"requested {info.name}",
+            )
+            return TunedPrecision(plan=plan, warnings=changed + plan.warnings)
+        return TunedPrecision(plan=plan, warnings=plan.warnings)  # no bf16 autocast here: fp32
+    plan = plan_precision("amp-fp16", device, training=training)
+    note = "this GPU has no native bf16: tuned ran amp-fp16"
+    if plan.grad_scaler:
+        note += " with a GradScaler and no CUDA graph (the scaler's overflow check syncs with the host)"
+    changed = () if info.name == "amp-fp16" else (f"tuned changed the precision from {info.name}; {note}",)
+    return TunedPrecision(
+        plan=plan, warnings=changed or (note,), graph_allowed=not plan.grad_scaler
+    )
+
+
+def fast_math(device: torch.device) -> dict[str, Any]:
+    """cudnn.benchmark (pick the fastest convolution per shape) and TF32 for what stays FP32."""
+    if device.type != "cuda":
+        return {}
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    return tf32_flags()
+
+
+def autocast(plan: PrecisionPlan, device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """Autocast without its weight-cast cache: inside a captured graph a cached cast would be a
+    stale copy of weights the captured optimizer keeps updating (make_graphed_callables demands
+    cache_enabled=False for the same reason)."""
+    if plan.autocast_dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=plan.autocast_dtype, cache_enabled=False)
+
+
+def make_optimizer(name: str, params: list[nn.Parameter], *, capturable: bool) -> torch.optim.Optimizer:
+    """The workload's optimizer, fused (one kernel for all parameters) and graph-capturable."""
+    lr = LEARNING_RATES[name]
+    if name in ("adam", "adamw"):
+        kind = torch.optim.Adam if name == "adam" else torch.optim.AdamW
+        return kind(params, lr=lr, fused=True, capturable=capturable)
+    momentum = 0.9 if name == "momentum" else 0.0
+    try:  # SGD keeps no step counter: its fused step is capture-safe without a flag
+        return torch.optim.SGD(params, lr=lr, momentum=momentum, fused=True)
+    except (TypeError, RuntimeError):
+        return torch.optim.SGD(params, lr=lr, momentum=momentum, foreach=True)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError | MemoryError) or "out of memory" in str(exc).lower()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300] if text else ''}"
+
+
+# -- models and losses ---------------------------------------------------------------------------
+def _build(workload: Workload, device: torch.device, dtype: torch.dtype) -> tuple[nn.Module, dict[str, Any]]:
+    """The default mode's models, with SDPA attention forced for transformers."""
+    arch = workload.arch
+    if isinstance(arch, ResNetArch):
+        model, notes = build_resnet(arch, device=device, dtype=dtype)
+        model = model.to(memory_format=torch.channels_last)
+        notes["memory_format"] = "channels_last"
+        return model, notes
+    assert isinstance(arch, TransformerArch)
+    build = build_encoder if arch.kind == "encoder" else build_decoder
+    model, notes = build(arch, attention="sdpa", device=device, dtype=dtype)
+    if workload.attention != "fused":
+        notes.setdefault("warnings", []).append(
+            "tuned uses fused SDPA attention; the workload asked for eager attention"
+        )
+    return model, notes
+
+
+LossFn = Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor]
+
+
+def _resnet_loss(checkpointing: bool) -> LossFn:
+    from fitbench.backends.torch.models import resnet_forward
+
+    def loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        logits = resnet_forward(model, batch["pixel_values"], checkpointing=checkpointing)
+        return F.cross_entropy(logits.float(), batch["labels"])
+
+    return loss
+
+
+def _encoder_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    # No attention mask: transformers then skips the mask and SDPA can use flash kernels. Our own
+    # loss, not transformers': no labels-dependent Python in the captured region.
+    logits = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"]).logits
+    if logits.shape[-1] == 1:
+        return F.mse_loss(logits.squeeze(-1).float(), batch["labels"].float())
+    return F.cross_entropy(logits.float(), batch["labels"])
+
+
+def _causal_lm_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    ids = batch["input_ids"]
+    logits = model(input_ids=ids, use_cache=False).logits
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), ids[:, 1:].flatten())
+
+
+def _loss_fn(workload: Workload) -> LossFn:
+    if workload.is_resnet:
+        return _resnet_loss(workload.checkpointing)
+    return _encoder_loss if workload.family == "encoder" else _causal_lm_loss
+
+
+def _forward(workload: Workload, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    if workload.is_resnet:
+        return model(batch["pixel_values"])
+    return model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"]).logits
+
+
+# -- training and classification inference -----------------------------------------------------
+class GraphedStepSession(TorchSession):
+    """A step over static buffers, replayed from one CUDA graph when capture succeeds.
+
+    Subclasses define `_body()` (the work of one step, returning its output tensor) and
+    `_before_capture()` (e.g. clear gradients so the captured backward allocates them).
+    """
+
+    def __init__(self, *, use_graph: bool, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        w, dev = self.workload, self.device
+        data = batch_source(w, self.options, dev, self.plan.input_dtype)
+        first = data.next_batch()
+        keep = {"pixel_values", "labels"} if w.is_resnet else {"input_ids", "token_type_ids", "labels"}
+        # Static buffers: the graph reads these addresses every replay.
+        self.static: dict[str, torch.Tensor] = {}
+        for name, tensor in first.items():
+            if name not in keep:
+                continue
+            if name == "pixel_values":
+                self.static[name] = tensor.contiguous(memory_format=torch.channels_last)
+            else:
+                self.static[name] = tensor.clone()
+        self._refill = data.next_batch if self.options.data else None
+        source = data.description
+        source += "; each step copies the next batch into static buffers" if self._refill else (
+            "; one batch kept on the device in static buffers"
+        )
+        self.notes["data_source"] = source
+        if data.dataset_size:
+            self.notes["dataset_size"] = data.dataset_size
+        if not w.is_resnet and self.options.data:
+            self.notes["warnings"].append(
+                "tuned attends without the padding mask (flash attention): speed as for full-length "
+                "sequences, not the padded model's outputs"
+            )
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.use_graph = use_graph
+        self.static_out: torch.Tensor | None = None
+
+    # hooks
+    def _body(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _before_capture(self) -> None:
+        """Called before warm-up steps and before capture."""
+
+    def _after_failed_capture(self) -> None:
+        """Undo what a failed capture left behind (e.g. gradients in the graph's pool)."""
+
+    # capture
+    def _try_capture(self) -> str | None:
+        """Warm up on a side stream, then capture `_body` once. None on success, else why not."""
+        dev = self.device
+        stream = torch.cuda.Stream(dev)
+        stream.wait_stream(torch.cuda.current_stream(dev))
+        try:
+            with torch.cuda.stream(stream):
+                for _ in range(GRAPH_WARMUP_STEPS):
+                    self._before_capture()
+                    self._body()
+            torch.cuda.current_stream(dev).wait_stream(stream)
+            torch.cuda.synchronize(dev)
+            self._before_capture()
+            # The warm-up's activations go back to the driver: the graph gets its own pool.
+            gc.collect()
+            torch.cuda.empty_cache()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=stream):
+                out = self._body()
+            torch.cuda.synchronize(dev)
+        except Exception as exc:
+            if _is_oom(exc):
+                raise
+            self._after_failed_capture()
+            torch.cuda.synchronize(dev)
+            return _first_line(exc)
+        self.graph, self.static_out = graph, out
+        return None
+
+    def capture(self) -> None:
+        """Capture the step, with dropout off if it must, or fall back to eager with a warning."""
+        if not self.use_graph:
+            return
+        started = time.perf_counter()
+        why = self._try_capture()
+        dropouts = _dropouts_on(self.model) if why is not None else []
+        if dropouts:
+            for module, _ in dropouts:
+                module.p = 0.0
+            retry = self._try_capture()
+            if retry is None:
+                self.notes["warnings"].append(
+                    f"CUDA graph capture with dropout failed ({why}); captured with dropout off (p=0): "
+                    "the step skips dropout's random masks"
+                )
+                self.notes["dropout"] = "off (p=0) for graph capture"
+            else:  # no graph either way: the eager step keeps the model's dropout
+                for module, p in dropouts:
+                    module.p = p
+                why = f"{why}; with dropout off: {retry}"
+        if self.graph is None:
+            self.notes["warnings"].append(f"CUDA graph capture failed ({why}); the tuned step ran eagerly")
+        self.notes["cuda_graph"] = self.graph is not None
+        self.notes["capture_seconds"] = round(time.perf_counter() - started, 3)
+
+    def step(self) -> None:
+        if self._refill is not None:
+            batch = self._refill()
+            for name, buffer in self.static.items():
+                buffer.copy_(batch[name], non_blocking=True)
+        if self.graph is not None:
+            self.graph.replay()
+        else:
+            self._eager_step()
+
+    def _eager_step(self) -> None:
+        self._before_capture()
+        self._body()
+
+    def close(self) -> None:
+        self.graph = None
+        self.static_out = None
+        super().close()
+
+
+def _dropouts_on(model: nn.Module) -> list[tuple[nn.Module, float]]:
+    """The dropout modules with a non-zero probability, and that probability."""
+    return [
+        (m, float(m.p)) for m in model.modules() if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0
+    ]
+
+
+class TunedTrainSession(GraphedStepSession):
+    """forward + loss + backward + optimizer.step(), one CUDA graph (or eager with a GradScaler)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        w = self.workload
+        self.model.train()
+        graphed = self.use_graph
+        self.optimizer = make_optimizer(
+            w.optimizer, [p for p in self.model.parameters() if p.requires_grad], capturable=graphed
+        )
+        self.scaler = torch.amp.GradScaler(self.device.type) if self.plan.grad_scaler else None
+        if w.checkpointing and not w.is_resnet:
+            _enable_checkpointing(self.model)
+        self.loss = _loss_fn(w)
+        group = self.optimizer.param_groups[0]
+        flags = [k for k in ("fused", "foreach", "capturable") if group.get(k)]
+        self.notes.update(
+            optimizer=f"{type(self.optimizer).__name__}({', '.join(flags)})",
+            grad_scaler=self.scaler is not None,
+            checkpointing=w.checkpointing,
+        )
+
+    def _body(self) -> torch.Tensor:
+        with autocast(self.plan, self.device):
+            loss = self.loss(self.model, self.static)
+        if self.scaler is not None:  # never inside a graph (use_graph is off with a scaler)
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        return loss.detach()
+
+    def _before_capture(self) -> None:
+        # Gradients set to None: the captured backward allocates them from the graph's pool and
+        # every replay refills those same tensors, so no zero_grad is needed between replays.
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _after_failed_capture(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def close(self) -> None:
+        self.optimizer = None  # type: ignore[assignment]
+        super().close()
+
+
+class TunedInferSession(GraphedStepSession):
+    """One eval-mode forward pass over static inputs, captured in a CUDA graph."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.model.eval()
+
+    def _body(self) -> torch.Tensor:
+        with torch.no_grad(), autocast(self.plan, self.device):
+            return _forward(self.workload, self.model, self.static)
+
+
+def open_step_session(workload: Workload, options: RunOptions, device: torch.device) -> Session:
+    choice = choose_precision(workload, device)
+    plan = choice.plan
+    math = fast_math(device)
+    torch.manual_seed(options.seed)
+    model, notes = _build(workload, device, plan.param_dtype)
+    params = count_parameters(model)
+    warnings = [*choice.warnings, *notes.pop("warnings", [])]
+    if params != workload.param_count():
+        warnings.append(
+            f"the built model has {params:,} parameters; the workload describes {workload.param_count():,}"
+        )
+    if device.type != "cuda":
+        warnings.append(CPU_NO_GRAPHS)
+    notes.update(
+        precision_in_effect=plan.in_effect,
+        warnings=warnings,
+        params=params,
+        param_dtype=str(plan.param_dtype).removeprefix("torch."),
+        autocast_dtype=str(plan.autocast_dtype).removeprefix("torch.") if plan.autocast_dtype else None,
+        cuda_graph=False,
+    )
+    if math:
+        notes["math_flags"] = math
+    if device.type == "cpu":
+        notes["cpu_threads"] = torch.get_num_threads()
+    kind = TunedTrainSession if workload.is_training else TunedInferSession
+    session = kind(
+        workload=workload,
+        options=options,
+        device=device,
+        plan=plan,
+        model=model,
+        notes=notes,
+        use_graph=device.type == "cuda" and choice.graph_allowed,
+    )
+    session.capture()
+    return session
+
+
+# -- generation ------------------------------------------------------------------------------------
+GENERATION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def generation_precision(workload: Workload, device: torch.device) -> tuple[str, torch.dtype, list[str]]:
+    """Weights in one dtype: fp32 / fp16 / bf16 as asked; amp-X -> X weights (say so)."""
+    info = workload.precision_info
+    if info.quant_bits is not None:
+        raise FitbenchError(
+            f"--exec tuned generates with fp16, bf16 or fp32 weights, not {info.name}",
+            "use --exec default for bitsandbytes int8/int4",
+        )
+    warnings: list[str] = []
+    name = info.name
+    if info.amp:
+        name = info.compute
+        warnings.append(f"tuned changed the precision: generated with {name} weights instead of {info.name}")
+    elif name == "tf32":
+        name = "fp32"
+    if name == "bf16" and device.type == "cuda" and not native_bf16(device):
+        warnings.append("this GPU has no native bf16: tuned generated with fp16 weights")
+        name = "fp16"
+    plan = plan_precision(name, device, training=False)
+    warnings.extend(plan.warnings)
+    return plan.in_effect, plan.param_dtype, warnings
+
+
+class TunedGenerateSession(TorchSession):
+    """Prefill through SDPA, then decode steps replayed from one CUDA graph (see static_decoder)."""
+
+    def __init__(self, *, generator: StaticKVGenerator, prompt: torch.Tensor, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.generator = generator
+        self.prompt = prompt
+
+    def prefill(self) -> None:
+        self.generator.prefill(self.prompt)
+
+    def decode(self, new_tokens: int) -> None:
+        self.generator.decode(new_tokens)
+
+    def step(self) -> None:
+        self.prefill()
+        self.decode(int(self.workload.new_tokens or 1))
+
+    def close(self) -> None:
+        self.generator = None  # type: ignore[assignment]
+        self.prompt = None  # type: ignore[assignment]
+        super().close()
+
+
+def open_generate_session(workload: Workload, options: RunOptions, device: torch.device) -> Session:
+    arch = workload.arch
+    assert isinstance(arch, TransformerArch)
+    in_effect, dtype, warnings = generation_precision(workload, device)
+    torch.manual_seed(options.seed)
+    model = StaticDecoder(arch, device=device, dtype=dtype)
+    params = count_parameters(model)
+    if params != workload.param_count():  # the layout is meant to match exactly
+        warnings.append(
+            f"the built model has {params:,} parameters; the workload describes {workload.param_count():,}"
+        )
+    use_graph = device.type == "cuda"
+    if not use_graph:
+        warnings.append(CPU_NO_GRAPHS)
+    prompt_tokens, new_tokens = int(workload.prompt_tokens or 1), int(workload.new_tokens or 1)
+    generator = StaticKVGenerator(
+        model, batch=workload.batch_size, prompt_tokens=prompt_tokens, new_tokens=new_tokens,
+        use_graph=use_graph,
+    )
+    prompt = prompt_ids(workload, device, options.seed)
+    generator.capture(prompt)
+    if generator.capture_error is not None:
+        warnings.append(f"CUDA graph capture failed ({generator.capture_error}); decode steps ran eagerly")
+    notes: dict[str, Any] = {
+        "precision_in_effect": in_effect,
+        "warnings": warnings,
+        "params": params,
+        "param_dtype": str(dtype).removeprefix("torch."),
+        "model_source": "fitbench StaticDecoder (Llama layout, fused qkv and gate/up weights, random init)",
+        "generation": (
+            "greedy over a static KV cache; "
+            + ("each decode step replayed from one CUDA graph" if generator.graph is not None
+               else "decode steps run eagerly")
+        ),
+        "decode_includes_prefill": False,
+        "decode_steps_per_call": max(0, new_tokens - 1),
+        "kv_cache_shape": list(generator.cache.shape),
+        "kv_cache_bytes": generator.cache_bytes,
+        "data_source": "random prompt token ids",
+        "cuda_graph": generator.graph is not None,
+        "attention": "sdpa (causal prefill; masked static-cache decode)",
+    }
+    if generator.capture_seconds is not None:
+        notes["capture_seconds"] = round(generator.capture_seconds, 3)
+    if workload.attention != "fused":
+        warnings.append("tuned uses fused SDPA attention; the workload asked for eager attention")
+    if device.type == "cuda":
+        notes["math_flags"] = tf32_flags()  # left as they are: fp32 generation stays strict fp32
+    else:
+        notes["cpu_threads"] = torch.get_num_threads()
+    plan = PrecisionPlan(requested=workload.precision, in_effect=in_effect, param_dtype=dtype)
+    return TunedGenerateSession(
+        workload=workload, options=options, device=device, plan=plan, model=model, notes=notes,
+        generator=generator, prompt=prompt,
+    )
+
+
+# -- the exec mode ---------------------------------------------------------------------------------
+def open_tuned(workload: Workload, options: RunOptions) -> Session:
+    """Session factory of `--exec tuned` (registered below)."""
+    if workload.peft:
+        raise FitbenchError("--exec tuned does not measure LoRA/QLoRA fine-tuning", "use --exec default")
+    device = resolve_device(options.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if workload.is_generation:
+        return open_generate_session(workload, options, device)
+    return open_step_session(workload, options, device)
+
+
+register_exec_mode("tuned", open_tuned)

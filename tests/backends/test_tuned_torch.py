@@ -1,0 +1,246 @@
+"""`--exec tuned` for PyTorch on a CPU: the tuned sessions through the real runner, and the static
+KV-cache decoder checked against a plain full-sequence forward of the same weights.
+
+CUDA graphs need a GPU; on a CPU the tuned code runs the same step eagerly and says so. What
+these tests pin is what a GPU run relies on: the static cache, the position handling, rotary as
+a per-position matrix, grouped-query attention over the cache, and exact parameter counts.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from fitbench.backends import get_backend  # noqa: E402
+from fitbench.backends.base import RunOptions  # noqa: E402
+from fitbench.backends.torch.models import count_parameters  # noqa: E402
+from fitbench.backends.torch.static_decoder import (  # noqa: E402
+    StaticDecoder,
+    StaticKVGenerator,
+    cache_length,
+    reference_greedy,
+    rotary_tables,
+)
+from fitbench.backends.torch.tuned import (  # noqa: E402
+    CPU_NO_GRAPHS,
+    choose_precision,
+    generation_precision,
+)
+from fitbench.errors import FitbenchError  # noqa: E402
+from fitbench.measure.runner import measure  # noqa: E402
+from fitbench.workloads.arch import TransformerArch  # noqa: E402
+from fitbench.workloads.presets import LLAMA_7B, LLAMA_70B, TINY_LLAMA, get_workload  # noqa: E402
+from fitbench.workloads.workload import Workload  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+BACKEND = get_backend("torch")
+TUNED_CPU = RunOptions(device="cpu", exec_mode="tuned")
+
+MHA = TransformerArch(**{**TINY_LLAMA.__dict__, "num_kv_heads": None, "vocab_size": 512})
+QWEN_LIKE = TransformerArch(**{**TINY_LLAMA.__dict__, "qkv_bias": True, "tie_embeddings": True})
+ALL_BIASES = TransformerArch(
+    **{**TINY_LLAMA.__dict__, "num_heads": 8, "num_kv_heads": 2, "qkv_bias": True, "out_bias": True,
+       "mlp_bias": True}
+)
+ARCHS = {"gqa": TINY_LLAMA, "mha": MHA, "qwen-like": QWEN_LIKE, "biases": ALL_BIASES}
+
+
+def _model(arch: TransformerArch, seed: int = 0) -> StaticDecoder:
+    torch.manual_seed(seed)
+    return StaticDecoder(arch, device="cpu", dtype=torch.float32)
+
+
+# -- the static decoder ---------------------------------------------------------------------------
+@pytest.mark.parametrize("arch", ARCHS.values(), ids=ARCHS.keys())
+@pytest.mark.parametrize("batch", [1, 3])
+def test_static_cache_generates_what_the_full_forward_generates(arch, batch):
+    model = _model(arch)
+    prompt = torch.randint(3, arch.vocab_size, (batch, 11), generator=torch.Generator().manual_seed(1))
+    gen = StaticKVGenerator(model, batch=batch, prompt_tokens=11, new_tokens=13, use_graph=False)
+    gen.prefill(prompt)
+    gen.decode(13)
+    out = gen.generated()
+    assert out.shape == (batch, 11 + 13)
+    assert torch.equal(out[:, :11], prompt)
+    assert torch.equal(out, reference_greedy(model, prompt, 13))
+
+
+@pytest.mark.parametrize("arch", [TINY_LLAMA, ALL_BIASES], ids=["gqa", "biases"])
+def test_cached_keys_and_values_equal_a_full_forward_at_every_position(arch):
+    """Positions, rotary-as-a-matrix and index_copy_ writes, checked value by value."""
+    model = _model(arch, seed=3)
+    s = model.shape
+    prompt = torch.randint(3, arch.vocab_size, (2, 7), generator=torch.Generator().manual_seed(2))
+    gen = StaticKVGenerator(model, batch=2, prompt_tokens=7, new_tokens=9, use_graph=False)
+    gen.prefill(prompt)
+    gen.decode(9)
+    seq = gen.generated()[:, :-1]  # the last token is chosen but never fed
+    t = seq.shape[1]
+    cos, sin = rotary_tables(t, s.head_dim, torch.device("cpu"))
+    x = torch.nn.functional.embedding(seq, model.embed)
+    with torch.no_grad():
+        for i in range(s.layers):
+            k = torch.empty(2, s.kv_heads, t, s.head_dim)
+            v = torch.empty_like(k)
+            x = model.block(i, x, cos, sin, kv_out=(k, v))
+            torch.testing.assert_close(gen.cache[i, 0, :, :, :t], k, rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(gen.cache[i, 1, :, :, :t], v, rtol=1e-4, atol=1e-5)
+
+
+def test_a_second_generation_starts_clean():
+    model = _model(TINY_LLAMA)
+    first = torch.randint(3, 1000, (1, 5), generator=torch.Generator().manual_seed(5))
+    second = torch.randint(3, 1000, (1, 5), generator=torch.Generator().manual_seed(6))
+    gen = StaticKVGenerator(model, batch=1, prompt_tokens=5, new_tokens=10, use_graph=False)
+    gen.prefill(first)
+    gen.decode(10)
+    gen.prefill(second)
+    gen.decode(10)
+    assert torch.equal(gen.generated(), reference_greedy(model, second, 10))
+
+
+def test_the_cache_has_the_documented_layout_and_bounds():
+    model = _model(TINY_LLAMA)
+    gen = StaticKVGenerator(model, batch=2, prompt_tokens=16, new_tokens=8, use_graph=False)
+    s = model.shape
+    assert tuple(gen.cache.shape) == (s.layers, 2, 2, s.kv_heads, gen.length, s.head_dim)
+    assert gen.length == cache_length(16, 8) and gen.length % 64 == 0 and gen.length >= 16 + 8
+    assert gen.cache_bytes == gen.cache.numel() * 4
+    gen.prefill(torch.randint(3, 1000, (2, 16)))
+    with pytest.raises(FitbenchError, match="static KV cache"):
+        gen.decode(gen.length)  # more positions than the cache holds
+    with pytest.raises(ValueError):
+        gen.prefill(torch.randint(3, 1000, (2, 15)))  # the prompt length is part of the static shape
+    with pytest.raises(ValueError, match="CUDA"):
+        StaticKVGenerator(model, batch=1, prompt_tokens=4, new_tokens=4, use_graph=True)
+
+
+@pytest.mark.parametrize("arch", [TINY_LLAMA, MHA, QWEN_LIKE, ALL_BIASES, LLAMA_7B, LLAMA_70B],
+                         ids=["tiny", "mha", "qwen-like", "biases", "llama-7b", "llama-70b"])
+def test_parameter_count_equals_the_architecture(arch):
+    device = "cpu" if arch.hidden_size < 1024 else "meta"  # real sizes: shapes only, no memory
+    model = StaticDecoder(arch, device=device, dtype=torch.float16)
+    assert count_parameters(model) == arch.param_count()
+
+
+def test_llama_7b_is_6_738_415_616_parameters_in_fp16():
+    model = StaticDecoder(LLAMA_7B, device="meta", dtype=torch.float16)
+    assert count_parameters(model) == 6_738_415_616
+    assert {p.dtype for p in model.parameters()} == {torch.float16}
+    assert not any(p.requires_grad for p in model.parameters())
+
+
+def test_weights_are_random_normal_not_zeros():
+    model = _model(TINY_LLAMA)
+    w = model.layers[0].wqkv
+    assert torch.isfinite(w).all() and 0.015 < float(w.std()) < 0.025
+    assert torch.equal(model.layers[0].attn_norm, torch.ones_like(model.layers[0].attn_norm))
+    assert model.head_weight is model.lm_head
+    tied = _model(QWEN_LIKE)
+    assert tied.head_weight is tied.embed and torch.count_nonzero(tied.layers[0].bqkv) == 0
+
+
+def test_other_decoder_layouts_are_one_clear_error():
+    gpt2 = TransformerArch(kind="decoder", vocab_size=500, hidden_size=64, num_layers=2, num_heads=4,
+                           intermediate_size=256, max_positions=128, pooler=False, num_labels=0)
+    with pytest.raises(FitbenchError, match="Llama-style") as info:
+        StaticDecoder(gpt2, device="meta", dtype=torch.float16)
+    assert info.value.hint == "use --exec default for this model"
+
+
+# -- precision choices -------------------------------------------------------------------------------
+def test_tuned_training_runs_amp_bf16_and_says_so():
+    cpu = torch.device("cpu")
+    choice = choose_precision(get_workload("resnet50-cifar10", tiny=True), cpu)
+    assert choice.plan.in_effect == "amp-bf16" and choice.plan.autocast_dtype == torch.bfloat16
+    assert any("instead of the requested fp32" in w for w in choice.warnings)
+    same = choose_precision(get_workload("bert-base-imdb", tiny=True, precision="amp-bf16"), cpu)
+    assert same.plan.in_effect == "amp-bf16" and not any("changed" in w for w in same.warnings)
+    pure = choose_precision(get_workload("bert-base-imdb", tiny=True, precision="bf16"), cpu)
+    assert pure.plan.autocast_dtype is None and pure.plan.param_dtype in (torch.bfloat16, torch.float32)
+    with pytest.raises(FitbenchError, match="int8"):
+        choose_precision(get_workload("bert-base-imdb", tiny=True, precision="int8", mode="infer"), cpu)
+
+
+def test_tuned_generation_weights_follow_the_precision():
+    cpu = torch.device("cpu")
+    assert generation_precision(get_workload("llm-6b", tiny=True), cpu)[:2] == ("fp32", torch.float32)
+    name, dtype, warnings = generation_precision(get_workload("llm-6b", tiny=True, precision="amp-bf16"), cpu)
+    if name == "bf16":  # bf16 matmuls exist on this CPU build
+        assert dtype == torch.bfloat16 and "instead of amp-bf16" in warnings[0]
+    with pytest.raises(FitbenchError, match="int4"):
+        generation_precision(get_workload("llm-6b", tiny=True, precision="int4"), cpu)
+
+
+# -- sessions in this process ----------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["resnet50-cifar10", "bert-base-imdb"])
+def test_tuned_training_step_updates_the_weights_with_a_fused_optimizer(name):
+    workload = get_workload(name, tiny=True)
+    session = BACKEND.open(workload, TUNED_CPU)
+    before = [p.detach().clone() for p in session.model.parameters()]
+    session.step()
+    session.step()
+    after = list(session.model.parameters())
+    assert any(not torch.equal(b, a.detach()) for b, a in zip(before, after, strict=True))
+    notes = session.notes
+    assert "fused" in notes["optimizer"] and notes["cuda_graph"] is False
+    assert CPU_NO_GRAPHS in notes["warnings"]
+    assert notes["params"] == workload.param_count()
+    if name == "resnet50-cifar10":
+        assert session.static["pixel_values"].is_contiguous(memory_format=torch.channels_last)
+    else:
+        assert "attention_mask" not in session.static  # flash-eligible SDPA: no padding mask
+        assert notes["attn_implementation"] == "sdpa"
+
+
+@pytest.mark.parametrize("name", ["resnet50-cifar10", "bert-base-imdb"])
+def test_tuned_inference_step(name):
+    session = BACKEND.open(get_workload(name, tiny=True, mode="infer"), TUNED_CPU)
+    session.step()
+    assert not session.model.training and session.notes["precision_in_effect"] == "amp-bf16"
+
+
+def test_tuned_generation_session_produces_the_reference_tokens():
+    workload = get_workload("llm-6b", tiny=True, batch_size=2, new_tokens=6)
+    session = BACKEND.open(workload, TUNED_CPU)
+    session.prefill()
+    session.decode(6)
+    out = session.generator.generated()
+    ref = reference_greedy(session.generator.model, session.prompt.cpu(), 6)
+    assert torch.equal(out, ref)
+    assert session.notes["decode_includes_prefill"] is False
+    assert session.notes["decode_steps_per_call"] == 5
+    assert session.notes["params"] == workload.param_count()
+
+
+# -- through the runner (fresh child processes, as `fitbench run --exec tuned` does) ------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet50-cifar10", "bert-base-imdb", "llm-6b"])
+def test_tuned_runs_through_the_runner_on_a_cpu(name):
+    # Generation: enough new tokens that decoding clearly outlasts the prefill on a busy CPU.
+    overrides = {"new_tokens": 48} if name == "llm-6b" else {}
+    workload = get_workload(name, tiny=True, **overrides)
+    m = measure(workload, "torch", TUNED_CPU, timeout_s=300)
+    assert m["status"] == "ok", m.get("error") or m.get("stderr_tail")
+    assert m["exec_mode"] == "tuned"
+    assert CPU_NO_GRAPHS in m["warnings"]
+    assert m["backend_notes"]["cuda_graph"] is False
+    assert m["params"] == workload.param_count()
+    if workload.is_generation:
+        assert m["precision_in_effect"] == "fp32"
+        assert m["decode_tokens_per_second"] and m["decode_tokens_per_second"] > 0
+        assert m["prefill_seconds"] > 0
+        assert m["backend_notes"]["kv_cache_shape"][0] == workload.arch.num_layers
+    else:
+        assert m["precision_in_effect"] == "amp-bf16"
+        assert any("tuned changed the precision" in w for w in m["warnings"])
+        assert m["steps"] >= 10 and m["samples_per_second"] > 0
+
+
+def test_unsupported_workloads_are_one_clear_error():
+    lora = Workload(name="x", arch=TINY_LLAMA, mode="train", seq_len=16, peft="lora")
+    with pytest.raises(FitbenchError, match="LoRA"):
+        BACKEND.open(lora, TUNED_CPU)
