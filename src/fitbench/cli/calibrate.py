@@ -1,0 +1,106 @@
+"""`fitbench calibrate`: fit the estimator's efficiencies to this machine and keep them.
+
+Measures a few workloads chosen so that each constant has points it governs (an
+overhead-bound CNN step, compute-bound transformer steps, an overhead-bound generation), or
+reads stored measurements with --from, then writes the fitted values to the user profile.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from fitbench.cli.common import print_json
+from fitbench.errors import FitbenchError
+
+EPILOG = """examples:
+  fitbench calibrate                          measure on this GPU (about 2 minutes) and keep the fit
+  fitbench calibrate --dry-run                show the fit, keep nothing
+  fitbench calibrate --from benchmarks/results/accuracy-h200-2026-12-02.json
+                                              fit from stored measurements (no GPU needed)
+  fitbench calibrate --reset                  forget the fitted values
+"""
+
+# What to measure: each governs one group of constants (see fitbench.estimate.calibrate).
+PLAN: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("resnet50-cifar10", {"batch_size": 128}),                       # host overhead per op
+    ("bert-base-imdb", {"batch_size": 32}),                          # FP32 matmuls
+    ("bert-base-imdb", {"batch_size": 32, "precision": "amp-bf16"}),  # tensor cores
+    ("llm-6b", {"batch_size": 1, "new_tokens": 50}),                 # generation overhead
+)
+
+
+def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    parser = subparsers.add_parser(name, help=help_text, description=__doc__, epilog=EPILOG,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--from", dest="source", metavar="FILE", help="fit from a stored accuracy result")
+    parser.add_argument("--backend", choices=("torch", "paddle"), default="torch")
+    parser.add_argument("--device", default="cuda", help="cuda or cuda:N (default cuda)")
+    parser.add_argument("--dry-run", action="store_true", help="print the fit, do not keep it")
+    parser.add_argument("--reset", action="store_true", help="delete the fitted values and use the defaults")
+    parser.add_argument("--json", action="store_true", help="print the fit as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from fitbench.estimate import calibrate
+    from fitbench.estimate.profile import get_profile, user_profile_path
+
+    path = user_profile_path()
+    if args.reset:
+        if path.exists():
+            path.unlink()
+        print(f"removed {path}: estimates use the built-in efficiencies")
+        return 0
+    if args.source:
+        fit, gpu = calibrate.calibrate_from_file(Path(args.source), framework=args.backend)
+        source = Path(args.source).name
+    else:
+        fit, gpu = _measure_and_fit(args)
+        source = f"measurements on {gpu.name}"
+    base = get_profile(args.backend, "default", use_user=False)
+    if args.json:
+        print_json({"gpu": gpu.id, "fit": fit.to_dict(), "kept": not args.dry_run})
+    else:
+        print(f"fitted on {gpu.name} ({args.backend}, default execution):")
+        for key, value in fit.values.items():
+            points = len(fit.evidence.get(key, []))
+            print(f"  {key:30s} {getattr(base, key):>12.4g} -> {value:.4g}  ({points} points)")
+        if not fit.values:
+            print("  nothing to fit: no measurement was governed by a single constant")
+    if not args.dry_run and fit.values:
+        saved = calibrate.save_fit(fit, source=source)
+        if not args.json:
+            print(f"kept in {saved}; `fitbench calibrate --reset` returns to the defaults")
+    return 0
+
+
+def _measure_and_fit(args: argparse.Namespace) -> tuple[Any, Any]:
+    from fitbench.backends.base import RunOptions
+    from fitbench.catalog import get_gpu
+    from fitbench.catalog.detect import detect_local_gpus
+    from fitbench.estimate import calibrate
+    from fitbench.estimate.profile import get_profile
+    from fitbench.measure.runner import measure
+    from fitbench.workloads.presets import get_workload
+
+    if not args.device.startswith("cuda"):
+        raise FitbenchError("calibration fits GPU efficiencies and needs a CUDA device",
+                            "run it on a GPU machine, or fit stored measurements with --from FILE")
+    local = detect_local_gpus()
+    if not local:
+        raise FitbenchError("no NVIDIA GPU found", "run it on a GPU machine, or use --from FILE")
+    if local[0].catalog_id is None:
+        raise FitbenchError(f"{local[0].name} is not in the catalog",
+                            "calibration compares with the card's datasheet figures")
+    gpu = get_gpu(local[0].catalog_id)
+    points = []
+    for name, overrides in PLAN:
+        workload = get_workload(name, **overrides)
+        print(f"measuring {name} {overrides} ...", flush=True)
+        m = measure(workload, args.backend, RunOptions(device=args.device), min_seconds=2.0, timeout_s=300)
+        if m.get("status") != "ok":
+            print(f"  {m.get('status')}: {m.get('error')} (skipped)")
+        points.append((workload, m))
+    return calibrate.fit_profile(points, gpu, get_profile(args.backend, "default", use_user=False)), gpu

@@ -1,0 +1,158 @@
+"""Fit the estimator's efficiencies to measurements from this machine.
+
+Each constant is fitted only from the measurements that it governs, so the fit stays physical:
+  host_seconds_per_op            training/inference steps the estimate calls overhead-bound
+  generate_host_seconds_per_op   generation decode steps the estimate calls overhead-bound
+  matmul/conv/attention_efficiency  steps the estimate calls compute-bound
+  memory_efficiency              steps the estimate calls memory-bound
+  context_bytes                  NVML process memory minus the allocator's reservation
+A constant scales by the median ratio of measured to estimated time over its points (one
+multiplicative step: the governed term dominates those points by construction). Constants
+with no governing point keep their value. The result is written as a user profile
+(fitbench.estimate.profile.user_profile_path) that every later estimate reads.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fitbench.catalog import get_gpu
+from fitbench.core.gpu import GpuSpec
+from fitbench.errors import FitbenchError
+from fitbench.estimate.api import estimate
+from fitbench.estimate.profile import Profile, get_profile, user_profile_path
+from fitbench.workloads.workload import Workload
+
+EFFICIENCY_KEYS = {"compute": ("matmul_efficiency", "conv_efficiency", "attention_efficiency"),
+                   "memory": ("memory_efficiency",)}
+# Fitted values outside these bounds mean a broken measurement, not a machine.
+BOUNDS = {"matmul_efficiency": (0.05, 1.0), "conv_efficiency": (0.05, 1.0),
+          "attention_efficiency": (0.05, 1.0), "memory_efficiency": (0.05, 1.0),
+          "host_seconds_per_op": (1e-7, 1e-3), "generate_host_seconds_per_op": (1e-7, 1e-3),
+          "context_bytes": (0, 8 << 30)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fit:
+    """The fitted constants, the points behind each, and the ratios they came from."""
+
+    framework: str
+    exec_mode: str
+    values: dict[str, float]
+    evidence: dict[str, list[float]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"framework": self.framework, "exec_mode": self.exec_mode, "values": self.values,
+                "evidence": self.evidence}
+
+
+def _measured_step(m: dict[str, Any], workload: Workload) -> float | None:
+    """Seconds of one step comparable with the estimate's step_seconds (a decode step for generation)."""
+    if workload.is_generation:
+        decode, new = m.get("decode_seconds"), workload.new_tokens or 0
+        return decode / new if decode and new else None
+    return m.get("step_seconds")
+
+
+def fit_profile(points: list[tuple[Workload, dict[str, Any]]], gpu: GpuSpec, base: Profile) -> Fit:
+    """Fit `base`'s constants to (workload, measurement) pairs measured on `gpu`."""
+    ratios: dict[str, list[float]] = {}
+    contexts: list[float] = []
+    for workload, m in points:
+        if m.get("status") != "ok":
+            continue
+        measured = _measured_step(m, workload)
+        est = estimate(workload, gpu, framework=base.framework, exec_mode=base.exec_mode, profile=base)
+        if measured and est.step_seconds:
+            ratio = measured / est.step_seconds
+            if est.bottleneck == "overhead":
+                key = "generate_host_seconds_per_op" if workload.is_generation else "host_seconds_per_op"
+                ratios.setdefault(key, []).append(ratio)
+            elif est.bottleneck in EFFICIENCY_KEYS:
+                ratios.setdefault(est.bottleneck, []).append(ratio)
+        nvml, reserved = m.get("nvml_process_peak_bytes"), m.get("peak_reserved_bytes")
+        if nvml and reserved and nvml > reserved:
+            contexts.append(float(nvml - reserved))
+    values: dict[str, float] = {}
+    evidence: dict[str, list[float]] = {}
+    for key in ("host_seconds_per_op", "generate_host_seconds_per_op"):
+        if ratios.get(key):
+            values[key] = getattr(base, key) * statistics.median(ratios[key])
+            evidence[key] = ratios[key]
+    for bottleneck, keys in EFFICIENCY_KEYS.items():
+        if ratios.get(bottleneck):
+            scale = statistics.median(ratios[bottleneck])
+            for key in keys:
+                values[key] = getattr(base, key) / scale
+                evidence[key] = ratios[bottleneck]
+    if contexts:
+        values["context_bytes"] = int(statistics.median(contexts))
+        evidence["context_bytes"] = contexts
+    for key, value in values.items():
+        low, high = BOUNDS[key]
+        values[key] = type(value)(min(max(value, low), high))
+    return Fit(framework=base.framework, exec_mode=base.exec_mode, values=values, evidence=evidence)
+
+
+def points_from_result_file(path: Path) -> tuple[str, list[tuple[Workload, dict[str, Any]]]]:
+    """(gpu id, points) from a stored benchmark result (benchmarks/accuracy.py's JSON)."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text())
+        gpu_id = data["gpu"]
+        points = [(Workload.from_dict(p["workload"]), p["measurement"]) for p in data["points"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise FitbenchError(f"cannot read measurements from {path}: {exc}",
+                            "pass a JSON written by benchmarks/accuracy.py") from None
+    if not gpu_id:
+        raise FitbenchError(f"{path} holds CPU measurements", "calibration needs measurements from a GPU")
+    return gpu_id, points
+
+
+def save_fit(fit: Fit, *, source: str, path: Path | None = None) -> Path:
+    """Merge the fit into the user profile file (other frameworks and modes are kept)."""
+    path = path or user_profile_path()
+    current: dict[str, Any] = {}
+    if path.exists():
+        try:
+            current = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise FitbenchError(f"cannot read {path}: {exc}", "delete it and calibrate again") from None
+    table = current.setdefault(fit.framework, {}).setdefault(fit.exec_mode, {})
+    table.update(fit.values)
+    table["provenance"] = f"fitted by fitbench calibrate from {source} on {dt.date.today().isoformat()}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["# Efficiencies fitted on this machine by `fitbench calibrate` (delete to use the defaults)."]
+    for framework, modes in current.items():
+        for mode, values in modes.items():
+            lines.append(f"\n[{framework}.{mode}]")
+            for key, value in values.items():
+                lines.append(f"{key} = {_toml_value(value)}")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
+    from fitbench.estimate import profile as profile_module
+
+    profile_module._load.cache_clear()
+    return path
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def calibrate_from_file(path: Path, *, framework: str = "torch",
+                        exec_mode: str = "default") -> tuple[Fit, GpuSpec]:
+    gpu_id, points = points_from_result_file(path)
+    gpu = get_gpu(gpu_id)
+    return fit_profile(points, gpu, get_profile(framework, exec_mode, use_user=False)), gpu

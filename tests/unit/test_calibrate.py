@@ -1,0 +1,73 @@
+"""Calibration fits the estimator to real H200 measurements (committed) and keeps the fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fitbench.catalog import get_gpu
+from fitbench.cli.main import main
+from fitbench.estimate import calibrate
+from fitbench.estimate.api import estimate
+from fitbench.estimate.profile import get_profile, user_profile_path
+from fitbench.workloads.presets import get_workload
+from fitbench.workloads.workload import Workload
+
+RESULT = Path(__file__).parents[2] / "benchmarks" / "results" / "accuracy-h200-2026-12-02.json"
+
+
+@pytest.fixture(autouse=True)
+def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FITBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("FITBENCH_NO_USER_PROFILE", raising=False)
+
+
+def test_fit_scales_host_overhead_to_the_measurements() -> None:
+    gpu_id, points = calibrate.points_from_result_file(RESULT)
+    base = get_profile("torch", "default", use_user=False)
+    slow = type(base)(**{**base.to_dict(), "host_seconds_per_op": base.host_seconds_per_op * 3})
+    fit = calibrate.fit_profile(points, get_gpu(gpu_id), slow)
+    # Starting three times too slow, one step brings the constant back near the measured one.
+    assert fit.values["host_seconds_per_op"] == pytest.approx(base.host_seconds_per_op, rel=0.35)
+    assert len(fit.evidence["host_seconds_per_op"]) >= 3
+    # The context is NVML process memory minus the allocator's reservation, 0.5-1 GiB on an H200.
+    assert 0.5 * 2**30 < fit.values["context_bytes"] < 1.0 * 2**30
+
+
+def test_a_kept_fit_changes_later_estimates_and_reset_restores_them() -> None:
+    workload = get_workload("resnet50-cifar10")
+    gpu = get_gpu("h200")
+    before = estimate(workload, gpu).step_seconds
+    fit = calibrate.Fit(framework="torch", exec_mode="default", values={"host_seconds_per_op": 1e-5})
+    path = calibrate.save_fit(fit, source="test")
+    assert path == user_profile_path() and path.exists()
+    after = estimate(workload, gpu).step_seconds
+    assert after < before / 2  # overhead-bound: a 4.6x cheaper op makes the step much faster
+    assert main(["calibrate", "--reset"]) == 0
+    from fitbench.estimate import profile
+
+    profile._load.cache_clear()
+    assert estimate(workload, gpu).step_seconds == pytest.approx(before)
+
+
+def test_cli_fits_from_a_stored_result(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calibrate", "--from", str(RESULT), "--dry-run", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["gpu"] == "h200" and out["kept"] is False
+    assert set(out["fit"]["values"]) >= {"host_seconds_per_op", "context_bytes"}
+    assert not user_profile_path().exists()
+
+
+def test_bad_files_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text("{not json")
+    assert main(["calibrate", "--from", str(bad)]) == 2
+    assert "cannot read measurements" in capsys.readouterr().err
+
+
+def test_stored_points_rebuild_their_workloads() -> None:
+    _, points = calibrate.points_from_result_file(RESULT)
+    assert all(isinstance(w, Workload) for w, _ in points)
+    assert {w.name for w, _ in points} == {"resnet50-cifar10", "bert-base-imdb", "llm-6b"}
