@@ -8,13 +8,25 @@ its traceback.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
+
+_LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
+
+
+def one_line(text: str) -> str:
+    """`text` with its line breaks folded into spaces: messages often quote other libraries'
+    exceptions (a tarfile or an import error lists causes on several lines), and a user-facing
+    error must stay one line on the terminal."""
+    return _LINE_BREAKS.sub(" ", str(text)).strip()
 
 
 class FitbenchError(Exception):
     """A problem with the user's input or environment, reported as one line."""
 
     def __init__(self, message: str, hint: str | None = None, *, exit_code: int = 2) -> None:
+        message = one_line(message)
+        hint = one_line(hint) if hint else None
         super().__init__(message)
         self.message = message
         self.hint = hint
@@ -34,7 +46,9 @@ def did_you_mean(name: str, choices: Iterable[str], *, n: int = 3) -> str:
     return f"choose one of: {shown}"
 
 
-def unknown_name(kind: str, name: str, choices: Iterable[str], *, list_command: str | None = None) -> FitbenchError:
+def unknown_name(
+    kind: str, name: str, choices: Iterable[str], *, list_command: str | None = None
+) -> FitbenchError:
     """The standard error for a name that is not in a registry."""
     hint = did_you_mean(name, choices)
     if list_command:

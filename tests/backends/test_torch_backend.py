@@ -261,9 +261,9 @@ def test_generation_produces_exactly_the_new_tokens():
     assert session.input_ids.shape == (2, workload.prompt_tokens)
 
 
-def test_exec_tuned_is_not_available_yet():
-    with pytest.raises(FitbenchError, match="tuned"):
-        BACKEND.open(get_workload("resnet50-cifar10", tiny=True), RunOptions(exec_mode="tuned"))
+def test_unknown_exec_mode_is_one_line():
+    with pytest.raises(FitbenchError, match="fastest"):
+        BACKEND.open(get_workload("resnet50-cifar10", tiny=True), RunOptions(exec_mode="fastest"))
 
 
 # -- device and errors ------------------------------------------------------------------------------

@@ -35,5 +35,20 @@ def get_backend(name: str) -> Backend:
     if not backend_installed(name):
         raise FitbenchError(f"the {name} backend needs '{dist}', which is not installed",
                             f"pip install 'fitbench[{extra}]'")
+    # find_spec only proves a folder of that name exists: a broken install (a missing CUDA
+    # library, a version built for another Python, a half-removed package) fails on import.
+    # Import the framework here so that becomes one line naming the fix, not a traceback.
+    try:
+        importlib.import_module(dist)
+    except (ImportError, OSError) as exc:
+        what = f"{type(exc).__name__}: {_short(exc)}"
+        raise FitbenchError(f"the {name} backend cannot import '{dist}': {what}",
+                            f"pip install 'fitbench[{extra}]', with --force-reinstall to repair an install",
+                            ) from exc
     module = importlib.import_module(module_path)
     return module.BACKEND
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split()) or "no details"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

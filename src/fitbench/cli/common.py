@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -19,19 +20,56 @@ def positive_int(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
     return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: 0, 1, 2, ... (counts that may be zero, such as warm-up steps)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _seconds(text: str, *, allow_zero: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    # nan compares false with everything and inf never ends: both would silently disable a limit.
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        bound = "0 or more" if allow_zero else "more than 0"
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, {bound}; got '{text}'")
+    return value
+
+
+def seconds(text: str) -> float:
+    """argparse type: a finite duration, 0 or more."""
+    return _seconds(text, allow_zero=True)
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a finite duration above 0 (a timeout)."""
+    return _seconds(text, allow_zero=False)
 
 
 def add_workload_args(parser: argparse.ArgumentParser, *, workload_required: bool = True,
                       multi_precision: bool = False) -> None:
-    """WORKLOAD plus every override of the brief's presets."""
-    nargs = None if workload_required else "?"
-    parser.add_argument("workload", nargs=nargs, metavar="WORKLOAD",
+    """WORKLOAD plus every override of the brief's presets.
+
+    WORKLOAD is optional to argparse even when `workload_required`: `--config` can take its
+    place, and `workload_from_args` says in one line when neither is given.
+    """
+    parser.add_argument("workload", nargs="?", metavar="WORKLOAD",
                         help="a preset (see `fitbench workloads`); or use --config")
     group = parser.add_argument_group("workload overrides")
     group.add_argument("--config", metavar="PATH", help="a local Hugging Face config.json (or its folder)")
-    group.add_argument("--tiny", action="store_true", help="the tiny variant of a preset (runs in seconds on a CPU)")
+    group.add_argument("--tiny", action="store_true",
+                       help="the tiny variant of a preset (runs in seconds on a CPU)")
     group.add_argument("--batch", "--batch-size", dest="batch_size", type=positive_int, metavar="N")
     group.add_argument("--seq-len", type=positive_int, metavar="N", help="sequence length (transformers)")
     group.add_argument("--image-size", type=positive_int, metavar="N", help="image height = width (ResNet)")
@@ -51,7 +89,8 @@ def add_workload_args(parser: argparse.ArgumentParser, *, workload_required: boo
     group.add_argument("--lora-rank", type=positive_int, metavar="R", help="LoRA rank (default 16)")
     group.add_argument("--lora-targets", metavar="T", help="attention, attention-mlp (default) or all-linear")
     group.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs (default 1)")
-    group.add_argument("--strategy", metavar="S", help="multi-GPU strategy: ddp, zero1, zero2, zero3, fsdp or tp")
+    group.add_argument("--strategy", metavar="S",
+                       help="multi-GPU strategy: ddp, zero1, zero2, zero3, fsdp or tp")
 
 
 def workload_from_args(args: argparse.Namespace, *, precision: str | None = None) -> Workload:
@@ -72,12 +111,24 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
         overrides["precision"] = overrides["precision"].strip().lower()
     if args.config:
         if args.workload:
-            raise FitbenchError("give either a WORKLOAD preset or --config, not both")
+            raise FitbenchError(f"both a WORKLOAD preset ('{args.workload}') and --config were given",
+                                "give one of them, not both")
+        if args.tiny:
+            raise FitbenchError("--tiny applies to presets, not to --config",
+                                "drop --tiny, or name a preset that has a tiny variant")
         from fitbench.workloads.hf_config import workload_from_config
 
-        return workload_from_config(args.config, **overrides)
+        try:
+            workload = workload_from_config(args.config, **overrides)
+        except FitbenchError as exc:
+            if exc.hint:
+                raise
+            raise FitbenchError(exc.message, "fix that value in the config file, or use the model's "
+                                             "original config.json") from exc
+        return check_overrides_apply(workload, args)
     if not args.workload:
-        raise FitbenchError("no workload given", "name a preset (`fitbench workloads` lists them) or pass --config")
+        raise FitbenchError("no workload given",
+                            "name a preset or pass --config PATH; `fitbench workloads` lists the presets")
     from fitbench.workloads.presets import get_workload
 
     workload = get_workload(args.workload, tiny=args.tiny)
@@ -87,7 +138,38 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
     if overrides["mode"] == "train" and workload.is_generation and overrides["precision"] is None:
         # Fine-tuning a decoder: 16-bit frozen weights for PEFT, mixed precision otherwise.
         overrides["precision"] = "bf16" if overrides["peft"] else "amp-bf16"
-    return workload.replace(**overrides)
+    return check_overrides_apply(workload.replace(**overrides), args)
+
+
+def check_overrides_apply(workload: Workload, args: argparse.Namespace) -> Workload:
+    """Refuse a size the user gave that the job would silently ignore (`--seq-len` on a ResNet,
+    `--image-size` on BERT, `--prompt-tokens` on a training job): the estimate would otherwise
+    answer a different question than the one asked."""
+    if workload.is_resnet:
+        kind, shape_hint = "a ResNet", "set its input with --image-size"
+    elif workload.is_generation:
+        kind, shape_hint = "a generation job", "set its input with --prompt-tokens and --new-tokens"
+    else:
+        job = "training" if workload.is_training else "inference"
+        kind = f"{'an' if workload.family == 'encoder' else 'a'} {workload.family} {job} job"
+        shape_hint = "set its input with --seq-len"
+    what = f"{workload.name} is {kind}"
+    if getattr(args, "seq_len", None) is not None and (workload.is_resnet or workload.is_generation):
+        extra = ", or pass --mode train to fine-tune it" if workload.is_generation else ""
+        raise FitbenchError(f"--seq-len does not apply here: {what}", shape_hint + extra)
+    if getattr(args, "image_size", None) is not None and not workload.is_resnet:
+        raise FitbenchError(f"--image-size applies to ResNet workloads only: {what}", shape_hint)
+    tokens = [f for f in ("prompt_tokens", "new_tokens") if getattr(args, f, None) is not None]
+    if tokens and not workload.is_generation:
+        flag = "/".join("--" + f.replace("_", "-") for f in tokens)
+        extra = ", or --mode infer to generate" if workload.family == "decoder" else ""
+        raise FitbenchError(f"{flag} applies to generation only: {what}", shape_hint + extra)
+    lora = [f for f in ("lora_rank", "lora_targets") if getattr(args, f, None) is not None]
+    if lora and not workload.peft:
+        flag = "/".join("--" + f.replace("_", "-") for f in lora)
+        raise FitbenchError(f"{flag} applies to parameter-efficient fine-tuning only",
+                            "add --peft lora (or qlora) with --mode train, or drop " + flag)
+    return workload
 
 
 def precision_list(text: str | None) -> list[str | None]:

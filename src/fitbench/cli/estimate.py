@@ -93,7 +93,8 @@ def format_estimates(results: list[Estimate]) -> str:
     rows = []
     for e in results:
         rows.append([e.gpu.id, format_bytes(e.gpu.usable_bytes), format_bytes(e.peak_memory_bytes),
-                     colour_verdict(e.verdict, enabled=colour), str(e.max_batch_size), speed_cell(e), e.bottleneck])
+                     colour_verdict(e.verdict, enabled=colour), str(e.max_batch_size), speed_cell(e),
+                     e.bottleneck])
     table = render_table(["GPU", "usable", "peak", "verdict", "max batch", "speed", "bottleneck"], rows,
                          align="lrrlrrl")
     lines = [title, "", table]

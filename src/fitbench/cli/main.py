@@ -10,11 +10,14 @@ import argparse
 import importlib
 import importlib.util
 import os
+import re
 import sys
+import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from fitbench import __version__
-from fitbench.errors import FitbenchError
+from fitbench.errors import FitbenchError, did_you_mean, one_line
 
 # subcommand -> (module, one-line help). Order is the order of `fitbench --help`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -39,12 +42,50 @@ EPILOG = """examples:
 """
 
 
+# argparse's wording of a bad choice: "invalid choice: 'x' (choose from 'a', 'b')" (quotes vary by version).
+_INVALID_CHOICE = re.compile(
+    r"^(?P<arg>argument [^:]+): invalid choice: '?(?P<value>.*?)'? \(choose from (?P<choices>.*)\)$"
+)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with fitbench's error style: one line saying what is wrong and how to fix it.
+
+    argparse's own errors print the whole usage block before the message; on a terminal the
+    message then hides below a wall of options. Here a usage error is one line, with "did you
+    mean" for a mistyped choice and a pointer to `--help`. Subparsers inherit this class.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        help_hint = f"`{self.prog} --help` shows the options"
+        match = _INVALID_CHOICE.match(message)
+        if match:
+            value = match["value"]
+            choices = [c.strip().strip("'\"") for c in match["choices"].split(",")]
+            if match["arg"] == "argument COMMAND":
+                message = f"unknown command '{value}'"
+                help_hint = f"{_command_hint(value, choices)}; `{self.prog} --help` lists the commands"
+            else:
+                message = f"{match['arg']}: invalid choice '{value}'"
+                help_hint = f"{did_you_mean(value, choices)}; {help_hint}"
+        self.exit(2, f"{self.prog}: error: {one_line(message)} ({help_hint})\n")
+
+
+def _command_hint(value: str, commands: list[str]) -> str:
+    """`fitbench llm-6b` most likely meant to estimate that workload."""
+    from fitbench.workloads.presets import PRESETS
+
+    if value.strip().lower() in PRESETS:
+        return f"did you mean `fitbench estimate {value}` or `fitbench run {value}`?"
+    return did_you_mean(value, commands)
+
+
 def _available_subcommands() -> dict[str, tuple[str, str]]:
     return {name: spec for name, spec in SUBCOMMANDS.items() if importlib.util.find_spec(spec[0]) is not None}
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="fitbench",
         description="Is this GPU enough for this deep-learning job, and how fast will it run?",
         epilog=EPILOG,
@@ -65,6 +106,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("FITBENCH_DEBUG") == "1"
+    # --debug is accepted anywhere on the line (`fitbench estimate llm-6b --debug`), not only first.
+    argv = [a for a in argv if a != "--debug"]
     # Build only the chosen subcommand's parser: importing every subcommand would cost startup time.
     first = next((a for a in argv if not a.startswith("-")), None)
     if first is None and not any(a in ("-h", "--help", "--version") for a in argv):
@@ -80,8 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except FitbenchError as exc:
         if debug:
-            raise
-        print(f"fitbench: error: {exc}", file=sys.stderr)
+            traceback.print_exc()
+        # Every error says how to fix it; one raised without a hint points to the command's help.
+        hint = exc.hint or f"`fitbench {only + ' ' if only else ''}--help` shows the options"
+        print(f"fitbench: error: {exc.message} ({hint})", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("fitbench: interrupted", file=sys.stderr)

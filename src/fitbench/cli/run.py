@@ -15,9 +15,12 @@ from typing import Any
 
 from fitbench.cli.common import (
     add_workload_args,
+    non_negative_int,
     positive_int,
+    positive_seconds,
     precision_list,
     print_json,
+    seconds,
     workload_from_args,
 )
 from fitbench.core.gpu import GpuSpec
@@ -94,7 +97,10 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         help="largest batch --max-batch tries (default: 8x the start, at least 64)",
     )
     run.add_argument(
-        "--timeout", type=float, metavar="S", help="stop a measurement after S seconds (default 900)"
+        "--timeout",
+        type=positive_seconds,
+        metavar="S",
+        help="stop a measurement after S seconds (default 900)",
     )
     run.add_argument(
         "--min-steps",
@@ -104,12 +110,15 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     )
     run.add_argument(
         "--min-seconds",
-        type=float,
+        type=seconds,
         metavar="S",
         help="timed seconds at least (default 3; 0.5 for tiny CPU runs)",
     )
     run.add_argument(
-        "--warmup", type=int, metavar="N", help="untimed steps first (default 3; 1 for generation)"
+        "--warmup",
+        type=non_negative_int,
+        metavar="N",
+        help="untimed steps first (default 3; 1 for generation)",
     )
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -312,12 +321,6 @@ def run_command(args: argparse.Namespace) -> int:
 
     backend = pick_backend(args.backend)
     device = pick_device(args.device)
-    if args.min_seconds is not None and args.min_seconds < 0:
-        raise FitbenchError("--min-seconds must be 0 or more")
-    if args.warmup is not None and args.warmup < 0:
-        raise FitbenchError("--warmup must be 0 or more")
-    if args.timeout is not None and args.timeout <= 0:
-        raise FitbenchError("--timeout must be positive")
     if args.data is not None and not os.path.exists(args.data):
         raise FitbenchError(f"dataset path {args.data} does not exist", "pass the CIFAR-10 or aclImdb path")
     precisions = precision_list(args.precision)

@@ -193,6 +193,36 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _dies_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn that makes the child get SIGKILL when this process dies (Linux), else None.
+
+    The child runs in its own session so that Ctrl-C reaches only the parent, which then kills
+    it; but a parent killed by SIGKILL or SIGTERM (a job scheduler, the OOM killer, `kill`) runs
+    no cleanup, and the child would go on measuring, holding the GPU, for minutes. The kernel's
+    parent-death signal covers those deaths. libc is resolved here, before the fork, so the
+    forked child only makes one system call.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def set_death_signal() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return set_death_signal
+
+
 def _tail(path: Path, chars: int = STDERR_TAIL_CHARS) -> str:
     try:
         text = path.read_bytes()[-chars * 4 :].decode("utf-8", errors="replace")
@@ -267,6 +297,7 @@ def measure(
                 stderr=err,
                 env=_child_env(),
                 start_new_session=True,  # own process group: Ctrl-C reaches only us; we kill it all
+                preexec_fn=_dies_with_parent(),  # the child dies with us, even on SIGKILL
             )
             try:
                 while proc.poll() is None:

@@ -18,8 +18,8 @@ LORA_TARGETS = ("attention", "attention-mlp", "all-linear")
 STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "tp")
 
 # Sizes beyond these are typos, not jobs (the largest production contexts are ~1M tokens).
-LIMITS = {"lora_rank": 1 << 16, "gpus": 1 << 16, "batch_size": 1 << 20, "seq_len": 1 << 21, "image_size": 16384, "prompt_tokens": 1 << 21,
-          "new_tokens": 1 << 21, "dataset_size": 1 << 40}
+LIMITS = {"lora_rank": 1 << 16, "gpus": 1 << 16, "batch_size": 1 << 20, "seq_len": 1 << 21,
+          "image_size": 16384, "prompt_tokens": 1 << 21, "new_tokens": 1 << 21, "dataset_size": 1 << 40}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,20 +55,37 @@ class Workload:
     description: str = ""
 
     def __post_init__(self) -> None:
+        # Types first: a number where a name belongs (or the reverse) must be a clear error,
+        # not an AttributeError deep in the estimator.
+        for field_name in ("name", "precision", "mode", "optimizer", "attention", "lora_targets", "strategy"):
+            value = getattr(self, field_name)
+            if not isinstance(value, str):
+                raise FitbenchError(f"{field_name.replace('_', '-')} must be a name, got {value!r}",
+                                    f"pass --{field_name.replace('_', '-')} as text")
+        if self.peft is not None and not isinstance(self.peft, str):
+            raise FitbenchError(f"peft must be a name, got {self.peft!r}", "use lora or qlora")
+        for field_name in ("checkpointing", "tiny"):
+            if not isinstance(getattr(self, field_name), bool):
+                raise FitbenchError(f"{field_name} must be true or false, got {getattr(self, field_name)!r}",
+                                    f"pass {field_name}=True or False")
         get_precision(self.precision)  # validates the name
         if self.mode not in MODES:
             raise FitbenchError(f"unknown mode '{self.mode}'", did_you_mean(self.mode, MODES))
         if self.optimizer not in OPTIMIZERS:
-            raise FitbenchError(f"unknown optimizer '{self.optimizer}'", did_you_mean(self.optimizer, OPTIMIZERS))
+            raise FitbenchError(f"unknown optimizer '{self.optimizer}'",
+                                did_you_mean(self.optimizer, OPTIMIZERS))
         if self.attention not in ATTENTION_IMPLS:
-            raise FitbenchError(f"unknown attention '{self.attention}'", did_you_mean(self.attention, ATTENTION_IMPLS))
+            raise FitbenchError(f"unknown attention '{self.attention}'",
+                                did_you_mean(self.attention, ATTENTION_IMPLS))
         if self.peft is not None and self.peft not in PEFT_METHODS:
-            raise FitbenchError(f"unknown fine-tuning method '{self.peft}'", did_you_mean(self.peft, PEFT_METHODS))
+            raise FitbenchError(f"unknown fine-tuning method '{self.peft}'",
+                                did_you_mean(self.peft, PEFT_METHODS))
         if self.lora_targets not in LORA_TARGETS:
             raise FitbenchError(f"unknown LoRA targets '{self.lora_targets}'",
                                 did_you_mean(self.lora_targets, LORA_TARGETS))
         if self.strategy not in STRATEGIES:
-            raise FitbenchError(f"unknown strategy '{self.strategy}'", did_you_mean(self.strategy, STRATEGIES))
+            raise FitbenchError(f"unknown strategy '{self.strategy}'",
+                                did_you_mean(self.strategy, STRATEGIES))
         if self.peft is not None and (self.mode != "train" or self.is_resnet):
             raise FitbenchError(f"--peft {self.peft} fine-tunes a transformer",
                                 "use it with --mode train on an encoder or decoder workload")
@@ -77,7 +94,9 @@ class Workload:
             if value is None:
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise FitbenchError(f"{field_name.replace('_', '-')} must be a positive integer, got {value!r}")
+                flag = field_name.replace("_", "-")
+                raise FitbenchError(f"{flag} must be a positive integer, got {value!r}",
+                                    f"use a whole number from 1 to {limit}")
             if value > limit:
                 raise FitbenchError(f"{field_name.replace('_', '-')} {value} is beyond any real job",
                                     f"use at most {limit}")
@@ -85,19 +104,24 @@ class Workload:
             raise FitbenchError("a ResNet workload needs an image size", "pass --image-size")
         if self.is_resnet and self.image_size is not None and self.image_size < 8:
             raise FitbenchError(f"image-size {self.image_size} is too small for a ResNet", "use 8 or more")
-        if not self.is_resnet and self.is_generation and (self.prompt_tokens is None or self.new_tokens is None):
-            raise FitbenchError("generation needs --prompt-tokens and --new-tokens")
+        needs_tokens = self.prompt_tokens is None or self.new_tokens is None
+        if not self.is_resnet and self.is_generation and needs_tokens:
+            raise FitbenchError("generation needs --prompt-tokens and --new-tokens",
+                                "pass both, e.g. --prompt-tokens 50 --new-tokens 100, or --mode train")
         if not self.is_resnet and not self.is_generation and self.seq_len is None:
             raise FitbenchError("a transformer workload needs a sequence length", "pass --seq-len")
         if not self.precision_info.training and self.mode == "train":
             raise FitbenchError(f"precision '{self.precision}' is for inference only",
                                 "use --mode infer, or fp32/amp-fp16/amp-bf16/fp16/bf16 to train")
         if isinstance(self.arch, TransformerArch) and self.arch.position == "learned":
-            longest = self.tokens_per_sequence
-            if longest > self.arch.max_positions:
-                raise FitbenchError(
-                    f"sequence of {longest} tokens is longer than the model's {self.arch.max_positions} positions",
-                    "lower --seq-len (or --prompt-tokens/--new-tokens)")
+            longest, most = self.tokens_per_sequence, self.arch.max_positions
+            if longest > most:
+                if self.is_generation:
+                    what = f"prompt and new tokens ({self.prompt_tokens} + {self.new_tokens} = {longest})"
+                    hint = f"keep --prompt-tokens plus --new-tokens at {most} or less"
+                else:
+                    what, hint = f"sequence of {longest} tokens", f"use --seq-len {most} or less"
+                raise FitbenchError(f"{what} is longer than the model's {most} positions", hint)
 
     # -- what kind of job ---------------------------------------------------------------------
     @property
