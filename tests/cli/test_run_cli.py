@@ -296,8 +296,8 @@ def test_bad_device_name(capsys):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--exec", "tuned"], "--exec tuned is not available yet"),
         (["--precision", "int8", "--mode", "infer"], "int8/int4 measurement needs"),
+        (["--precision", "int4", "--mode", "infer"], "int8/int4 measurement needs"),
     ],
 )
 def test_unavailable_paths_are_one_line_errors(capsys, extra, message):

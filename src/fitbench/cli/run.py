@@ -38,7 +38,8 @@ EPILOG = """examples:
   fitbench run bert-base-imdb --data ./aclImdb --json   real IMDb reviews, JSON result
   fitbench run llm-6b --backend paddle --gpu rtx-4090   compare against another card's estimate
 
-JSON (one precision): {"workload", "estimate" | null, "measurement", "error_vs_estimate", "run_id"};
+JSON (one precision): {"workload", "estimate" | null, "measurement", "error_vs_estimate", "diagnosis",
+"run_id"};
 with a precision list, a list of those, each with "comparison" against the first.
 error_vs_estimate = (estimate - measured) / measured: +0.10 means the estimate is 10% high.
 Out of memory is a verdict (status "oom", exit code 0), not a failure.
@@ -316,8 +317,8 @@ class _Store:
 
 def run_command(args: argparse.Namespace) -> int:
     from fitbench.backends.base import RunOptions
+    from fitbench.measure.diagnosis import diagnose
     from fitbench.measure.progress import Progress, should_show
-    from fitbench.measure.runner import measure
 
     backend = pick_backend(args.backend)
     device = pick_device(args.device)
@@ -325,6 +326,8 @@ def run_command(args: argparse.Namespace) -> int:
         raise FitbenchError(f"dataset path {args.data} does not exist", "pass the CIFAR-10 or aclImdb path")
     precisions = precision_list(args.precision)
     workloads = [workload_from_args(args, precision=p) for p in precisions]
+    if args.max_batch and any(w.gpus > 1 for w in workloads):
+        raise FitbenchError("--max-batch searches one GPU", "drop --gpus or --max-batch")
     limit = None
     if args.emulate is not None:
         from fitbench.catalog import get_gpu
@@ -344,19 +347,10 @@ def run_command(args: argparse.Namespace) -> int:
     results: list[dict[str, Any]] = []
     try:
         for workload in workloads:
-            est, est_note = estimate_for(workload, gpu, backend, args.exec_mode)
+            est, est_note = estimate_for(_as_run(workload, args.exec_mode, gpu), gpu, backend, args.exec_mode)
             label = f"{workload.name}{' (tiny)' if workload.tiny else ''} {workload.precision}"
             with Progress(enabled=show, label=label) as progress:
-                m = measure(
-                    workload,
-                    backend,
-                    options,
-                    timeout_s=args.timeout,
-                    min_steps=args.min_steps,
-                    min_seconds=args.min_seconds,
-                    warmup=args.warmup,
-                    progress=progress,
-                )
+                m = _measure(workload, backend, options, args, progress)
                 if m.get("error_type") == "FitbenchError" and len(workloads) == 1:
                     raise FitbenchError(m.get("error") or "the measurement failed", m.get("hint"))
                 search = None
@@ -368,6 +362,7 @@ def run_command(args: argparse.Namespace) -> int:
             errors = error_vs_estimate(est, m, workload)
             if search is not None and est is not None:
                 errors["max_batch"] = relative_error(est.max_batch_size, search.get("max_batch"))
+            diagnosis = diagnose(m, est_dict, gpu)
             record = {
                 "command": "run",
                 "workload": workload.to_dict(),
@@ -375,6 +370,7 @@ def run_command(args: argparse.Namespace) -> int:
                 "measurement": m,
                 "environment": m.get("environment") or {},
                 "error_vs_estimate": errors,
+                "diagnosis": diagnosis,
             }
             run_id = store.add(record)
             result: dict[str, Any] = {
@@ -383,6 +379,7 @@ def run_command(args: argparse.Namespace) -> int:
                 "estimate": est_dict,
                 "measurement": m,
                 "error_vs_estimate": errors,
+                "diagnosis": diagnosis,
                 "run_id": run_id,
             }
             if search is not None:
@@ -403,6 +400,28 @@ def run_command(args: argparse.Namespace) -> int:
     else:
         print(format_results(results, workloads, gpu))
     return 0 if all(r["measurement"].get("status") in ("ok", "oom") for r in results) else 1
+
+
+def _measure(workload: Workload, backend: str, options: Any, args: argparse.Namespace, progress: Any) -> dict:
+    """One measurement: a fresh child process, or one per GPU through the distributed launcher."""
+    common = {"timeout_s": args.timeout, "min_steps": args.min_steps, "warmup": args.warmup,
+              "progress": progress}
+    if workload.gpus > 1:
+        from fitbench.measure.distributed import measure_distributed
+
+        return measure_distributed(workload, backend, options, **common)
+    from fitbench.measure.runner import measure
+
+    return measure(workload, backend, options, min_seconds=args.min_seconds, **common)
+
+
+def _as_run(workload: Workload, exec_mode: str, gpu: GpuSpec | None) -> Workload:
+    """The workload as the exec mode really runs it: tuned training switches to bf16 autocast on
+    cards with BF16 (fitbench.backends.torch.tuned), so its estimate must too."""
+    tunable = workload.is_training and workload.precision in ("fp32", "tf32", "amp-fp16", "amp-bf16")
+    if exec_mode == "tuned" and tunable and gpu is not None and gpu.bf16:
+        return workload.replace(precision="amp-bf16")
+    return workload
 
 
 def _max_batch(
@@ -455,6 +474,11 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None) -> st
         f"{precision} · batch {workload.batch_size} · {m.get('exec_mode')} exec"
     )
     lines = [title]
+    dist = m.get("distributed")
+    if dist:
+        lines.append(f"  {dist['nproc']} processes ({dist['launcher']}, {dist['process_group']}), {dist['strategy']}: "
+                     f"batch {dist['per_gpu_batch_size']} per process, {dist['global_batch_size']} in all; "
+                     "peak memory is the largest process's, throughput is global")
     if status != "ok":
         lines.append(f"  status: {status} — {m.get('error')}")
         if m.get("hint"):
@@ -549,6 +573,11 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None) -> st
         lines.append(render_table(["", "measured", est_head, "error"], rows, align="lrrr", indent="  "))
     else:
         lines.append(render_table(["", "measured"], [x[:2] for x in rows], align="ll", indent="  "))
+    from fitbench.measure.diagnosis import format_diagnosis
+
+    diagnosis_line = format_diagnosis(r.get("diagnosis") or {})
+    if diagnosis_line:
+        lines.append(f"  {diagnosis_line}")
     for warning in m.get("warnings") or []:
         lines.append(f"  warning: {warning}")
     for note in r.get("notes") or []:
