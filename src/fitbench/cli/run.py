@@ -476,9 +476,11 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None) -> st
     lines = [title]
     dist = m.get("distributed")
     if dist:
-        lines.append(f"  {dist['nproc']} processes ({dist['launcher']}, {dist['process_group']}), {dist['strategy']}: "
-                     f"batch {dist['per_gpu_batch_size']} per process, {dist['global_batch_size']} in all; "
-                     "peak memory is the largest process's, throughput is global")
+        lines.append(
+            f"  {dist['nproc']} processes ({dist['launcher']}, {dist['process_group']}), {dist['strategy']}: "
+            f"batch {dist['per_gpu_batch_size']} per process, {dist['global_batch_size']} in all; "
+            "peak memory is the largest process's, throughput is global"
+        )
     if status != "ok":
         lines.append(f"  status: {status} — {m.get('error')}")
         if m.get("hint"):
