@@ -26,7 +26,9 @@ def estimate(workload: str, gpu: str = "rtx-4090", **overrides: Any) -> Estimate
     return _estimate(get_workload(workload, **overrides), get_gpu(gpu))
 
 
-def run(workload: str, backend: str = "torch", device: str = "cpu", tiny: bool = False, **overrides: Any) -> dict:
+def run(
+    workload: str, backend: str = "torch", device: str = "cpu", tiny: bool = False, **overrides: Any
+) -> dict:
     """Measure a preset workload in a fresh child process; returns the measurement dict."""
     from fitbench.backends.base import RunOptions
     from fitbench.measure.runner import measure

@@ -15,11 +15,14 @@ from fitbench.workloads.presets import PRESETS, get_workload
 PROFILE = get_profile("torch", "default", use_user=False)
 
 
-@pytest.mark.parametrize(("workload", "expected"), [
-    ("resnet50-cifar10", 23_528_522),      # torchvision resnet50(num_classes=10)
-    ("bert-base-imdb", 109_483_778),       # BertForSequenceClassification, 2 labels
-    ("llm-6b", 6_738_415_616),             # Llama-7B
-])
+@pytest.mark.parametrize(
+    ("workload", "expected"),
+    [
+        ("resnet50-cifar10", 23_528_522),  # torchvision resnet50(num_classes=10)
+        ("bert-base-imdb", 109_483_778),  # BertForSequenceClassification, 2 labels
+        ("llm-6b", 6_738_415_616),  # Llama-7B
+    ],
+)
 def test_golden_parameter_counts(workload: str, expected: int) -> None:
     assert get_workload(workload).param_count() == expected
 
@@ -31,14 +34,24 @@ def test_resnet_imagenet_counts_match_torchvision() -> None:
 
 
 CASES = [
-    ("resnet50-cifar10", {}), ("resnet50-cifar10", {"precision": "amp-fp16"}),
-    ("resnet50-cifar10", {"mode": "infer"}), ("resnet50-cifar10", {"checkpointing": True}),
-    ("bert-base-imdb", {}), ("bert-base-imdb", {"precision": "amp-bf16"}), ("bert-base-imdb", {"precision": "bf16"}),
-    ("bert-base-imdb", {"attention": "eager"}), ("bert-base-imdb", {"mode": "infer"}),
-    ("bert-base-imdb", {"optimizer": "sgd"}), ("bert-base-imdb", {"checkpointing": True}),
-    ("llm-6b", {}), ("llm-6b", {"precision": "int8"}), ("llm-6b", {"precision": "int4"}),
-    ("llm-6b", {"batch_size": 16}), ("llm-6b", {"mode": "train", "seq_len": 512, "precision": "amp-bf16"}),
-    ("llm-70b", {}), ("resnet50-imagenet", {}),
+    ("resnet50-cifar10", {}),
+    ("resnet50-cifar10", {"precision": "amp-fp16"}),
+    ("resnet50-cifar10", {"mode": "infer"}),
+    ("resnet50-cifar10", {"checkpointing": True}),
+    ("bert-base-imdb", {}),
+    ("bert-base-imdb", {"precision": "amp-bf16"}),
+    ("bert-base-imdb", {"precision": "bf16"}),
+    ("bert-base-imdb", {"attention": "eager"}),
+    ("bert-base-imdb", {"mode": "infer"}),
+    ("bert-base-imdb", {"optimizer": "sgd"}),
+    ("bert-base-imdb", {"checkpointing": True}),
+    ("llm-6b", {}),
+    ("llm-6b", {"precision": "int8"}),
+    ("llm-6b", {"precision": "int4"}),
+    ("llm-6b", {"batch_size": 16}),
+    ("llm-6b", {"mode": "train", "seq_len": 512, "precision": "amp-bf16"}),
+    ("llm-70b", {}),
+    ("resnet50-imagenet", {}),
 ]
 
 
@@ -51,8 +64,20 @@ def test_breakdown_adds_up_and_is_non_negative(name: str, overrides: dict, frame
     assert all(v >= 0 for v in parts.values())
     assert parts["weights"] > 0 and parts["cuda_context"] > 0
     d = est.to_dict()
-    for key in ("gpu", "workload", "precision", "batch_size", "verdict", "peak_memory_bytes", "breakdown",
-                "max_batch_size", "step_seconds", "epoch_seconds", "tokens_per_second", "bottleneck"):
+    for key in (
+        "gpu",
+        "workload",
+        "precision",
+        "batch_size",
+        "verdict",
+        "peak_memory_bytes",
+        "breakdown",
+        "max_batch_size",
+        "step_seconds",
+        "epoch_seconds",
+        "tokens_per_second",
+        "bottleneck",
+    ):
         assert key in d
     assert d["bottleneck"] in ("compute", "memory", "overhead")
     assert d["step_seconds"] > 0
@@ -107,8 +132,12 @@ def test_int8_and_int4_weights_are_a_half_and_a_quarter_of_fp16_plus_scales() ->
 
 
 def test_optimizer_state_follows_the_optimizer() -> None:
-    states = {opt: estimate(get_workload("bert-base-imdb", optimizer=opt), get_gpu("h100-sxm")).breakdown["optimizer_state"]
-              for opt in ("adam", "momentum", "sgd")}
+    states = {
+        opt: estimate(get_workload("bert-base-imdb", optimizer=opt), get_gpu("h100-sxm")).breakdown[
+            "optimizer_state"
+        ]
+        for opt in ("adam", "momentum", "sgd")
+    }
     params = get_workload("bert-base-imdb").param_count()
     assert states == {"adam": 8 * params, "momentum": 4 * params, "sgd": 0}
 
@@ -122,6 +151,7 @@ def test_paddle_pure_half_keeps_fp32_master_weights() -> None:
 
 
 # -- the brief's conclusions -------------------------------------------------------------------
+
 
 def test_6b_fp16_does_not_fit_12gb_loads_on_24gb_fits_40gb_and_batches() -> None:
     w = get_workload("llm-6b")

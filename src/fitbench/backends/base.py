@@ -61,10 +61,10 @@ class Session(ABC):
 
     @abstractmethod
     def memory(self) -> dict[str, int | None]:
-        """Allocator figures in bytes: peak_allocated, peak_reserved, allocated, reserved (None if unknown)."""
+        """Allocator figures in bytes: peak_allocated, peak_reserved, allocated, reserved (None: unknown)."""
 
-    def close(self) -> None:
-        """Release the model and free device memory (the child process exits anyway)."""
+    def close(self) -> None:  # noqa: B027 - optional hook: the child process exits anyway
+        """Release the model and free device memory."""
 
 
 class Backend(ABC):
@@ -91,8 +91,10 @@ class Backend(ABC):
         """Let the framework's allocator hold at most `allocator_bytes` on `device`."""
         from fitbench.errors import FitbenchError
 
-        raise FitbenchError(f"the {self.name} backend cannot cap its device memory",
-                            "run without --emulate, or with --backend torch")
+        raise FitbenchError(
+            f"the {self.name} backend cannot cap its device memory",
+            "run without --emulate, or with --backend torch",
+        )
 
     @abstractmethod
     def param_count(self, workload: Workload) -> int:

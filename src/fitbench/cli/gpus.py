@@ -11,9 +11,13 @@ from fitbench.results.table import render_table
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
-    parser = subparsers.add_parser(name, help=help_text, description=help_text,
-                                   epilog="examples:\n  fitbench gpus\n  fitbench gpus --json",
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog="examples:\n  fitbench gpus\n  fitbench gpus --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--json", action="store_true", help="print the catalog as a JSON list")
     parser.set_defaults(func=run)
 
@@ -26,13 +30,28 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for g in catalog.values():
         peaks = g.peak_flops
-        rows.append([
-            g.id, g.name, f"{g.memory_bytes / GiB:.0f}", f"{g.bandwidth_bytes_s / 1e9:,.0f}",
-            f"{peaks['fp32'] / 1e12:.1f}", f"{peaks['tf32'] / 1e12:.0f}" if "tf32" in peaks else "-",
-            f"{peaks['fp16'] / 1e12:.0f}", "yes" if g.bf16 else "no",
-            f"${g.price_usd:,.0f}" if g.price_usd else "-",
-        ])
-    print(render_table(["id", "name", "GiB", "GB/s", "FP32", "TF32", "FP16/BF16", "BF16", "price"], rows,
-                       align="llrrrrrll"))
-    print("\nTFLOPS are dense datasheet peaks (tensor cores with FP32 accumulation); sources: `fitbench gpus --json`.")
+        rows.append(
+            [
+                g.id,
+                g.name,
+                f"{g.memory_bytes / GiB:.0f}",
+                f"{g.bandwidth_bytes_s / 1e9:,.0f}",
+                f"{peaks['fp32'] / 1e12:.1f}",
+                f"{peaks['tf32'] / 1e12:.0f}" if "tf32" in peaks else "-",
+                f"{peaks['fp16'] / 1e12:.0f}",
+                "yes" if g.bf16 else "no",
+                f"${g.price_usd:,.0f}" if g.price_usd else "-",
+            ]
+        )
+    print(
+        render_table(
+            ["id", "name", "GiB", "GB/s", "FP32", "TF32", "FP16/BF16", "BF16", "price"],
+            rows,
+            align="llrrrrrll",
+        )
+    )
+    print(
+        "\nTFLOPS are dense datasheet peaks (tensor cores with FP32 accumulation); "
+        "sources: `fitbench gpus --json`."
+    )
     return 0

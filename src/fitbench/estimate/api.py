@@ -143,15 +143,23 @@ def step_timing(workload: Workload, gpu: GpuSpec, profile: Profile) -> speed.Tim
     return (speed.training_step if workload.is_training else speed.inference_step)(workload, gpu, profile)
 
 
-def estimate(workload: Workload, gpu: GpuSpec, *, framework: str = "torch", exec_mode: str = "default",
-             profile: Profile | None = None) -> Estimate:
+def estimate(
+    workload: Workload,
+    gpu: GpuSpec,
+    *,
+    framework: str = "torch",
+    exec_mode: str = "default",
+    profile: Profile | None = None,
+) -> Estimate:
     """Predict memory, verdict, largest batch and speed of `workload` on `gpu`."""
     profile = profile or get_profile(framework, exec_mode)
     mem = memory_breakdown(workload, profile)
     assumptions = [
         f"{framework} {exec_mode} execution; efficiencies from {profile.provenance or 'profiles.toml'}",
-        f"'tight' means less than {TIGHT_MARGIN:.0%} of the {gpu.usable_bytes / 2**30:.1f} GiB usable memory is left",
-        f"attention: {workload.attention} ({'no' if workload.attention == 'fused' else 'a'} score matrix stored)",
+        f"'tight' means less than {TIGHT_MARGIN:.0%} of the {gpu.usable_bytes / 2**30:.1f} GiB usable "
+        "memory is left",
+        f"attention: {workload.attention} "
+        f"({'no' if workload.attention == 'fused' else 'a'} score matrix stored)",
     ]
     if workload.peft:
         from fitbench.estimate import peft
@@ -183,10 +191,23 @@ def estimate(workload: Workload, gpu: GpuSpec, *, framework: str = "torch", exec
         if workload.family == "decoder":
             tps = sps * (workload.seq_len or 1)
     return Estimate(
-        workload=workload, gpu=gpu, framework=framework, exec_mode=exec_mode, memory=mem,
-        verdict=verdict(required_bytes(mem), gpu.usable_bytes), max_batch_size=max_batch_size(workload, gpu, profile),
-        step_seconds=step_s, epoch_seconds=epoch_s, samples_per_second=sps, tokens_per_second=tps,
-        prefill_seconds=prefill_s, roofline_tokens_per_second=roof, bottleneck=timing.bottleneck,
-        flops_per_step=timing.flops, bytes_per_step=timing.bytes, gpu_seconds=timing.gpu_seconds,
-        host_seconds=timing.host_seconds, assumptions=tuple(assumptions),
+        workload=workload,
+        gpu=gpu,
+        framework=framework,
+        exec_mode=exec_mode,
+        memory=mem,
+        verdict=verdict(required_bytes(mem), gpu.usable_bytes),
+        max_batch_size=max_batch_size(workload, gpu, profile),
+        step_seconds=step_s,
+        epoch_seconds=epoch_s,
+        samples_per_second=sps,
+        tokens_per_second=tps,
+        prefill_seconds=prefill_s,
+        roofline_tokens_per_second=roof,
+        bottleneck=timing.bottleneck,
+        flops_per_step=timing.flops,
+        bytes_per_step=timing.bytes,
+        gpu_seconds=timing.gpu_seconds,
+        host_seconds=timing.host_seconds,
+        assumptions=tuple(assumptions),
     )

@@ -19,8 +19,17 @@ from fitbench.workloads.arch import ResNetArch, TransformerArch
 from fitbench.workloads.workload import Workload
 
 PART_NAMES = (
-    "weights", "quantization_scales", "master_weights", "amp_weight_copies", "gradients",
-    "optimizer_state", "activations", "kv_cache", "temporaries", "workspace", "fragmentation",
+    "weights",
+    "quantization_scales",
+    "master_weights",
+    "amp_weight_copies",
+    "gradients",
+    "optimizer_state",
+    "activations",
+    "kv_cache",
+    "temporaries",
+    "workspace",
+    "fragmentation",
     "cuda_context",
 )
 
@@ -74,12 +83,10 @@ def weight_bytes(workload: Workload) -> tuple[int, int]:
     if p.quant_bits is None:
         return int(params * p.weight_bytes), 0
     q = quantizable_params(workload)
-    rest = (params - q) * 2                      # kept in FP16
+    rest = (params - q) * 2  # kept in FP16
     packed = q * p.quant_bits // 8
-    if p.quant_bits == 8:
-        scales = quantized_rows(workload) * 4      # LLM.int8: one FP32 scale per output row
-    else:
-        scales = (q // INT4_BLOCK) * 4             # NF4: one FP32 absmax per 64-weight block
+    # LLM.int8: one FP32 scale per output row; NF4: one FP32 absmax per 64-weight block.
+    scales = quantized_rows(workload) * 4 if p.quant_bits == 8 else (q // INT4_BLOCK) * 4
     return int(rest + packed), int(scales)
 
 
@@ -121,14 +128,18 @@ def _backward_peak(workload: Workload, framework: str) -> tuple[str, dict[str, f
     n = len(segs)
     best: dict[str, float] = {}
     best_total = -1.0
-    acts_before = 0.0        # activations of segments < i (checkpointed: their inputs only)
+    acts_before = 0.0  # activations of segments < i (checkpointed: their inputs only)
     casts_before = 0.0
     prefix_act: list[float] = []
     prefix_cast: list[float] = []
     for seg in segs:
         prefix_act.append(acts_before)
         prefix_cast.append(casts_before)
-        acts_before += seg.input_bytes if workload.checkpointing and seg.name.startswith(("layer", "layer")) else seg.saved_bytes
+        acts_before += (
+            seg.input_bytes
+            if workload.checkpointing and seg.name.startswith(("layer", "layer"))
+            else seg.saved_bytes
+        )
         casts_before += seg.cast_params * cast_b
     grads_after = 0.0
     for i in range(n - 1, -1, -1):
@@ -138,13 +149,21 @@ def _backward_peak(workload: Workload, framework: str) -> tuple[str, dict[str, f
         total = acts + prefix_cast[i] + seg.cast_params * cast_b + grads_after + seg.transient_bytes
         if total > best_total:
             best_total = total
-            best = {"activations": acts, "amp_weight_copies": prefix_cast[i] + seg.cast_params * cast_b,
-                    "gradients": grads_after, "temporaries": seg.transient_bytes}
+            best = {
+                "activations": acts,
+                "amp_weight_copies": prefix_cast[i] + seg.cast_params * cast_b,
+                "gradients": grads_after,
+                "temporaries": seg.transient_bytes,
+            }
     _, _, opt_scratch = optimizer_bytes(workload, framework)
     all_grads = sum(s.params for s in segs) * grad_b
     if all_grads + opt_scratch > best_total:
-        return "optimizer", {"activations": 0.0, "amp_weight_copies": 0.0, "gradients": all_grads,
-                             "temporaries": opt_scratch}
+        return "optimizer", {
+            "activations": 0.0,
+            "amp_weight_copies": 0.0,
+            "gradients": all_grads,
+            "temporaries": opt_scratch,
+        }
     return "backward", best
 
 
@@ -187,8 +206,9 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
         # Prefill scratch, or while decoding one layer's K/V being re-grown by concatenation.
         arch = workload.arch
         assert isinstance(arch, TransformerArch)
-        parts["temporaries"] = max(transformer_cost.inference_transient_bytes(workload),
-                                   parts["kv_cache"] / arch.num_layers)
+        parts["temporaries"] = max(
+            transformer_cost.inference_transient_bytes(workload), parts["kv_cache"] / arch.num_layers
+        )
     else:
         phase = "forward"
         parts["amp_weight_copies"] = workload.param_count() * 2 if p.amp else 0
@@ -199,4 +219,4 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
     fragmentation = profile.fragmentation_cnn if workload.is_resnet else profile.fragmentation
     parts["fragmentation"] = fragmentation * dynamic_total
     parts["cuda_context"] = profile.context_bytes
-    return MemoryBreakdown(parts={k: int(round(v)) for k, v in parts.items()}, phase=phase, details=details)
+    return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)

@@ -40,7 +40,11 @@ class Profile:
 def user_profile_path() -> Path:
     """Where `fitbench calibrate` keeps values fitted on this machine."""
     home = os.environ.get("FITBENCH_HOME")
-    base = Path(home) if home else Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "fitbench"
+    base = (
+        Path(home)
+        if home
+        else Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "fitbench"
+    )
     return base / "profiles.toml"
 
 
@@ -52,8 +56,10 @@ def _load(path: Path) -> dict[str, dict[str, dict[str, object]]]:
     except FileNotFoundError:
         return {}
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise FitbenchError(f"cannot read efficiency profile {path}: {exc}",
-                            "fix or delete the file; `fitbench calibrate` writes it again") from None
+        raise FitbenchError(
+            f"cannot read efficiency profile {path}: {exc}",
+            "fix or delete the file; `fitbench calibrate` writes it again",
+        ) from None
 
 
 def get_profile(framework: str = "torch", exec_mode: str = "default", *, use_user: bool = True) -> Profile:
@@ -66,4 +72,6 @@ def get_profile(framework: str = "torch", exec_mode: str = "default", *, use_use
     if use_user and not os.environ.get("FITBENCH_NO_USER_PROFILE"):
         values.update(_load(user_profile_path()).get(framework, {}).get(exec_mode, {}))
     allowed = {f.name for f in fields(Profile)} - {"framework", "exec_mode"}
-    return Profile(framework=framework, exec_mode=exec_mode, **{k: v for k, v in values.items() if k in allowed})
+    return Profile(
+        framework=framework, exec_mode=exec_mode, **{k: v for k, v in values.items() if k in allowed}
+    )

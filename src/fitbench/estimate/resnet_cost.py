@@ -32,18 +32,32 @@ def training_segments(workload: Workload, framework: str = "torch") -> list[Segm
     stem = convs[0]
     pool_hw = (stem.out_hw + 2 - 3) // 2 + 1
     image = arch.in_channels * size * size * (dt.act if dt.amp else 4)
-    pool = stem.out_channels * pool_hw**2 * (dt.act + 8)   # output and int64 indices
+    pool = stem.out_channels * pool_hw**2 * (dt.act + 8)  # output and int64 indices
     segs.append(Segment(name="input+pool", saved_bytes=b * (image + pool), input_bytes=b * image, params=0))
     for conv in convs:
         out = conv.out_channels * conv.out_hw**2
         saved = (1.0 if "downsample" in conv.name else per_conv) * out * dt.act
-        segs.append(Segment(name=conv.name, saved_bytes=b * saved, input_bytes=b * out * dt.act,
-                            params=conv.params, cast_params=conv.params if dt.amp else 0,
-                            transient_bytes=b * 2 * (out + conv.in_channels * conv.in_hw**2) * dt.act))
+        segs.append(
+            Segment(
+                name=conv.name,
+                saved_bytes=b * saved,
+                input_bytes=b * out * dt.act,
+                params=conv.params,
+                cast_params=conv.params if dt.amp else 0,
+                transient_bytes=b * 2 * (out + conv.in_channels * conv.in_hw**2) * dt.act,
+            )
+        )
     fc_params = arch.feature_dim * arch.num_classes + arch.num_classes
-    segs.append(Segment(name="fc", saved_bytes=b * arch.feature_dim * dt.act * 2, input_bytes=0.0,
-                        params=fc_params, cast_params=fc_params if dt.amp else 0,
-                        transient_bytes=b * arch.num_classes * 8.0))
+    segs.append(
+        Segment(
+            name="fc",
+            saved_bytes=b * arch.feature_dim * dt.act * 2,
+            input_bytes=0.0,
+            params=fc_params,
+            cast_params=fc_params if dt.amp else 0,
+            transient_bytes=b * arch.num_classes * 8.0,
+        )
+    )
     return segs
 
 
@@ -69,14 +83,27 @@ def forward_kernels(workload: Workload) -> list[Kernel]:
     for conv in arch.convs(size):
         out = b * conv.out_channels * conv.out_hw**2
         inp = b * conv.in_channels * conv.in_hw**2
-        ks.append(Kernel(name=conv.name, kind="conv", flops=2.0 * b * conv.macs_per_sample(),
-                         bytes=(inp + out) * a + conv.in_channels * conv.out_channels * conv.kernel**2 * w_bytes,
-                         ops=1.0 + (0.3 if p.amp else 0.0)))  # autocast's cached weight cast
+        ks.append(
+            Kernel(
+                name=conv.name,
+                kind="conv",
+                flops=2.0 * b * conv.macs_per_sample(),
+                bytes=(inp + out) * a + conv.in_channels * conv.out_channels * conv.kernel**2 * w_bytes,
+                ops=1.0 + (0.3 if p.amp else 0.0),
+            )
+        )  # autocast's cached weight cast
         # Batch norm reads and writes the output, the in-place ReLU again; a block's last conv
         # is followed by the residual add (two reads, one write) before its ReLU.
         ks.append(Kernel(name=conv.name + ".bn_relu", kind="memory", flops=0.0, bytes=4.0 * out * a, ops=2.0))
         if conv.name.endswith(last_conv):
             ks.append(Kernel(name=conv.name + ".add", kind="memory", flops=0.0, bytes=3.0 * out * a, ops=1.0))
-    ks.append(Kernel(name="fc", kind="matmul", flops=2.0 * b * arch.feature_dim * arch.num_classes,
-                     bytes=arch.feature_dim * arch.num_classes * w_bytes, ops=4.0))
+    ks.append(
+        Kernel(
+            name="fc",
+            kind="matmul",
+            flops=2.0 * b * arch.feature_dim * arch.num_classes,
+            bytes=arch.feature_dim * arch.num_classes * w_bytes,
+            ops=4.0,
+        )
+    )
     return ks

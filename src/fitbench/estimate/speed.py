@@ -47,7 +47,11 @@ class Timing:
     def bottleneck(self) -> str:
         if self.host_seconds >= self.gpu_seconds:
             return "overhead"
-        shares = {"compute": self.compute_seconds, "memory": self.memory_seconds, "overhead": self.floor_seconds}
+        shares = {
+            "compute": self.compute_seconds,
+            "memory": self.memory_seconds,
+            "overhead": self.floor_seconds,
+        }
         return max(shares, key=lambda k: shares[k])
 
 
@@ -60,10 +64,21 @@ def _compute_precision(kind: str, workload: Workload, framework: str) -> str:
     return compute
 
 
-def time_kernels(kernels: list[Kernel], workload: Workload, gpu: GpuSpec, profile: Profile,
-                 *, host_seconds_per_op: float, fixed_ops: float = 0.0, overlap_loss: float | None = None) -> Timing:
-    eff = {"matmul": profile.matmul_efficiency, "conv": profile.conv_efficiency,
-           "attention": profile.attention_efficiency}
+def time_kernels(
+    kernels: list[Kernel],
+    workload: Workload,
+    gpu: GpuSpec,
+    profile: Profile,
+    *,
+    host_seconds_per_op: float,
+    fixed_ops: float = 0.0,
+    overlap_loss: float | None = None,
+) -> Timing:
+    eff = {
+        "matmul": profile.matmul_efficiency,
+        "conv": profile.conv_efficiency,
+        "attention": profile.attention_efficiency,
+    }
     bits = workload.precision_info.quant_bits
     mem_eff = profile.memory_efficiency * (QUANT_MEMORY_EFFICIENCY[bits] if bits else 1.0)
     bandwidth = gpu.bandwidth_bytes_s * mem_eff
@@ -88,8 +103,16 @@ def time_kernels(kernels: list[Kernel], workload: Workload, gpu: GpuSpec, profil
     gpu_s = compute + memory + floor
     host_s = (ops + fixed_ops) * host_seconds_per_op
     loss = profile.overlap_loss if overlap_loss is None else overlap_loss
-    return Timing(seconds=max(gpu_s, host_s) + loss * min(gpu_s, host_s), gpu_seconds=gpu_s, host_seconds=host_s, compute_seconds=compute,
-                  memory_seconds=memory, floor_seconds=floor, flops=flops, bytes=nbytes)
+    return Timing(
+        seconds=max(gpu_s, host_s) + loss * min(gpu_s, host_s),
+        gpu_seconds=gpu_s,
+        host_seconds=host_s,
+        compute_seconds=compute,
+        memory_seconds=memory,
+        floor_seconds=floor,
+        flops=flops,
+        bytes=nbytes,
+    )
 
 
 def _backward(kernels: list[Kernel]) -> list[Kernel]:
@@ -99,8 +122,16 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
     out = []
     for k in kernels:
         factor = {"matmul": 2.0, "conv": 2.0, "attention": 2.5}.get(k.kind, 2.0)
-        out.append(Kernel(name=k.name + ".backward", kind=k.kind, flops=k.flops * factor, bytes=k.bytes * 2.0,
-                          count=k.count, ops=k.ops))
+        out.append(
+            Kernel(
+                name=k.name + ".backward",
+                kind=k.kind,
+                flops=k.flops * factor,
+                bytes=k.bytes * 2.0,
+                count=k.count,
+                ops=k.ops,
+            )
+        )
     return out
 
 
@@ -111,8 +142,11 @@ def optimizer_kernels(workload: Workload) -> list[Kernel]:
     params = workload.param_count()
     state_bytes = workload.precision_info.weight_bytes
     passes = {"adam": 18, "adamw": 20, "momentum": 5, "sgd": 3}[workload.optimizer]
-    return [Kernel(name="optimizer", kind="memory", flops=0.0, bytes=passes * params * state_bytes, count=1,
-                   ops=12.0)]
+    return [
+        Kernel(
+            name="optimizer", kind="memory", flops=0.0, bytes=passes * params * state_bytes, count=1, ops=12.0
+        )
+    ]
 
 
 def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
@@ -123,8 +157,14 @@ def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
     kernels = fwd + _backward(fwd) + optimizer_kernels(workload)
     if workload.checkpointing:
         kernels += fwd  # recomputation of the forward pass during backward
-    return time_kernels(kernels, workload, gpu, profile, host_seconds_per_op=profile.host_seconds_per_op,
-                        fixed_ops=STEP_FIXED_OPS)
+    return time_kernels(
+        kernels,
+        workload,
+        gpu,
+        profile,
+        host_seconds_per_op=profile.host_seconds_per_op,
+        fixed_ops=STEP_FIXED_OPS,
+    )
 
 
 def inference_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
@@ -132,14 +172,15 @@ def inference_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing
         fwd = resnet_cost.forward_kernels(workload)
     else:
         fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
-    return time_kernels(fwd, workload, gpu, profile, host_seconds_per_op=profile.host_seconds_per_op,
-                        fixed_ops=5.0)
+    return time_kernels(
+        fwd, workload, gpu, profile, host_seconds_per_op=profile.host_seconds_per_op, fixed_ops=5.0
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class GenerationTiming:
     prefill: Timing
-    decode: Timing                 # one decode step (one new token for each sequence)
+    decode: Timing  # one decode step (one new token for each sequence)
     roofline_tokens_per_second: float
 
     @property
@@ -155,14 +196,25 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     assert isinstance(arch, TransformerArch)
     b, prompt, new = workload.batch_size, workload.prompt_tokens or 1, workload.new_tokens or 1
     prefill_k = transformer_cost.forward_kernels(workload, b, prompt)
-    prefill = time_kernels(prefill_k, workload, gpu, profile, host_seconds_per_op=profile.host_seconds_per_op,
-                           fixed_ops=GENERATE_FIXED_OPS_PER_TOKEN)
+    prefill = time_kernels(
+        prefill_k,
+        workload,
+        gpu,
+        profile,
+        host_seconds_per_op=profile.host_seconds_per_op,
+        fixed_ops=GENERATE_FIXED_OPS_PER_TOKEN,
+    )
     # A decode step at the mean context length of the generation.
     mean_context = prompt + math.ceil(new / 2)
     decode_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=mean_context)
-    decode = time_kernels(decode_k, workload, gpu, profile,
-                          host_seconds_per_op=profile.generate_host_seconds_per_op,
-                          fixed_ops=GENERATE_FIXED_OPS_PER_TOKEN)
+    decode = time_kernels(
+        decode_k,
+        workload,
+        gpu,
+        profile,
+        host_seconds_per_op=profile.generate_host_seconds_per_op,
+        fixed_ops=GENERATE_FIXED_OPS_PER_TOKEN,
+    )
     # The bandwidth roofline: every weight byte and the KV cache read once per step at the
     # datasheet bandwidth — no implementation decodes faster than this.
     min_bytes = sum(k.bytes * k.count for k in decode_k if k.kind in ("matmul", "attention"))

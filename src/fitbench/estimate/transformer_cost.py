@@ -21,18 +21,19 @@ def _arch(workload: Workload) -> TransformerArch:
     return workload.arch
 
 
-def layer_saved_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes, seq: int,
-                                attention: str) -> float:
+def layer_saved_bytes_per_token(
+    arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str
+) -> float:
     """Bytes one block saves for backward, per token of the batch."""
     h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
     heads = arch.num_heads
     if arch.kind == "encoder":
         # Post-LN BERT block with dropout after attention probabilities, attention output and MLP.
-        qkv_in = dt.linear_input(h, 3)                   # Q, K, V Linear inputs
-        mlp_in = dt.linear_input(h, 1)                   # intermediate.dense input
-        norms = 2 * h * dt.res                            # LayerNorm inputs (residual sums)
-        mlp = 2 * f * dt.act                              # GELU input, GELU output (fc2 input)
-        masks = 2 * h * dt.mask                           # hidden dropout masks
+        qkv_in = dt.linear_input(h, 3)  # Q, K, V Linear inputs
+        mlp_in = dt.linear_input(h, 1)  # intermediate.dense input
+        norms = 2 * h * dt.res  # LayerNorm inputs (residual sums)
+        mlp = 2 * f * dt.act  # GELU input, GELU output (fc2 input)
+        masks = 2 * h * dt.mask  # hidden dropout masks
         norm_extra = 0.0
     else:
         # Pre-norm Llama block; HF RMSNorm upcasts to FP32 and saves its input and the
@@ -41,7 +42,7 @@ def layer_saved_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes, seq
         qkv_in = dt.linear_input(h, 3) if dt.amp else h * (4 if dt.res == 4 else dt.act)
         mlp_in = dt.linear_input(h, 2) if dt.amp else h * (4 if dt.res == 4 else dt.act)
         norms = 2 * rms if arch.norm == "rmsnorm" else 2 * h * dt.res
-        n_mlp = 4 if arch.mlp == "swiglu" else 2          # gate, SiLU(gate), up, product | fc1, GELU
+        n_mlp = 4 if arch.mlp == "swiglu" else 2  # gate, SiLU(gate), up, product | fc1, GELU
         mlp = n_mlp * f * dt.act
         masks = 0.0
         norm_extra = 0.0
@@ -64,8 +65,9 @@ def layer_input_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> 
     return arch.hidden_size * dt.res
 
 
-def layer_transient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes, seq: int,
-                                    attention: str) -> float:
+def layer_transient_bytes_per_token(
+    arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str
+) -> float:
     """Scratch during one block's backward: gradients of its largest activations."""
     h, f, q = arch.hidden_size, arch.intermediate_size, arch.q_dim
     mlp = f * dt.act + 2 * h * dt.res
@@ -85,15 +87,26 @@ def training_segments(workload: Workload, *, dropout: bool | None = None) -> lis
     segs: list[Segment] = []
     # Embeddings: lookups save only indices; BERT adds a LayerNorm (FP32 input) and a dropout.
     emb_saved = (h * dt.res + h * dt.mask) if arch.kind == "encoder" else 0.0
-    segs.append(Segment(name="embeddings", saved_bytes=tokens * emb_saved, input_bytes=0.0,
-                        params=arch.embedding_params()))
+    segs.append(
+        Segment(
+            name="embeddings", saved_bytes=tokens * emb_saved, input_bytes=0.0, params=arch.embedding_params()
+        )
+    )
     per_layer = layer_saved_bytes_per_token(arch, dt, s, workload.attention) * tokens
     per_input = layer_input_bytes_per_token(arch, dt) * tokens
     per_transient = layer_transient_bytes_per_token(arch, dt, s, workload.attention) * tokens
     cast = arch.linear_params_per_layer() if dt.amp else 0
     for i in range(arch.num_layers):
-        segs.append(Segment(name=f"layer{i}", saved_bytes=per_layer, input_bytes=per_input,
-                            params=arch.layer_params(), cast_params=cast, transient_bytes=per_transient))
+        segs.append(
+            Segment(
+                name=f"layer{i}",
+                saved_bytes=per_layer,
+                input_bytes=per_input,
+                params=arch.layer_params(),
+                cast_params=cast,
+                transient_bytes=per_transient,
+            )
+        )
     if arch.kind == "encoder":
         # Pooler and classifier act on the [CLS] token only.
         head_saved = b * h * (dt.act * 3)
@@ -106,8 +119,16 @@ def training_segments(workload: Workload, *, dropout: bool | None = None) -> lis
         head_saved = tokens * (rms + h * dt.act + v * 4)
         head_transient = tokens * v * (4 + 4 + dt.act)
         head_cast = (v * h if not arch.tie_embeddings else 0) if dt.amp else 0
-    segs.append(Segment(name="head", saved_bytes=head_saved, input_bytes=b * h * dt.res,
-                        params=arch.head_params(), cast_params=head_cast, transient_bytes=head_transient))
+    segs.append(
+        Segment(
+            name="head",
+            saved_bytes=head_saved,
+            input_bytes=b * h * dt.res,
+            params=arch.head_params(),
+            cast_params=head_cast,
+            transient_bytes=head_transient,
+        )
+    )
     return segs
 
 
@@ -150,12 +171,14 @@ def _gemms(arch: TransformerArch, tokens: int) -> list[tuple[str, int, int]]:
     return mats
 
 
-def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes, training: bool) -> tuple[float, float]:
+def _elementwise_bytes_per_token(
+    arch: TransformerArch, dt: ActivationDtypes, training: bool
+) -> tuple[float, float]:
     """(bytes, ops) of one block's forward elementwise work per token: norms, activations,
     dropout, residual adds and autocast casts (each reads its inputs and writes its output)."""
     h, f = arch.hidden_size, arch.intermediate_size
     if arch.norm == "rmsnorm":
-        norms, norm_ops = 2 * 7 * 2 * h * 4, 2 * 7     # HF RMSNorm: upcast, pow, mean, add, rsqrt, mul, mul
+        norms, norm_ops = 2 * 7 * 2 * h * 4, 2 * 7  # HF RMSNorm: upcast, pow, mean, add, rsqrt, mul, mul
     else:
         norms, norm_ops = 2 * 2 * h * dt.res, 2
     if arch.mlp == "swiglu":
@@ -163,7 +186,7 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes, tr
     else:
         act, act_ops = 2 * f * dt.act, 1
     adds = 2 * 3 * h * dt.res
-    dropout = (2 * (2 * h * dt.act + h) + (0 if arch.kind == "decoder" else 0)) if dt.mask else 0.0
+    dropout = 2 * (2 * h * dt.act + h) if dt.mask else 0.0
     drop_ops = 2 if dt.mask else 0
     rotary = 6 * (arch.q_dim + arch.kv_dim) * dt.act if arch.position == "rotary" else 0.0
     rotary_ops = 12 if arch.position == "rotary" else 0
@@ -172,13 +195,14 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes, tr
     # Views, transposes and reshapes launch no kernel but cost the host as much as one (module
     # calls, dispatch, autograd nodes): 8 per block in the Hugging Face attention code.
     view_ops = 8
-    cache_ops = 2 if arch.kind == "decoder" else 0      # K/V concatenation into the cache
+    cache_ops = 2 if arch.kind == "decoder" else 0  # K/V concatenation into the cache
     ops = norm_ops + act_ops + 2 + drop_ops + rotary_ops + cast_ops + view_ops + cache_ops
     return norms + act + adds + dropout + rotary + casts, ops
 
 
-def forward_kernels(workload: Workload, batch: int, seq: int, *, kv_len: int | None = None,
-                    with_head: bool = True) -> list[Kernel]:
+def forward_kernels(
+    workload: Workload, batch: int, seq: int, *, kv_len: int | None = None, with_head: bool = True
+) -> list[Kernel]:
     """Kernels of one forward pass over batch x seq new tokens (kv_len > seq while decoding)."""
     arch = _arch(workload)
     dt = activation_dtypes(workload, dropout=(arch.kind == "encoder"))
@@ -190,29 +214,70 @@ def forward_kernels(workload: Workload, batch: int, seq: int, *, kv_len: int | N
     ks: list[Kernel] = []
     L = arch.num_layers
     for name, fin, fout in _gemms(arch, tokens):
-        ks.append(Kernel(name=name, kind="matmul", flops=2.0 * tokens * fin * fout,
-                         bytes=tokens * (fin + fout) * a + fin * fout * w_bytes, count=L, ops=1.0))
+        ks.append(
+            Kernel(
+                name=name,
+                kind="matmul",
+                flops=2.0 * tokens * fin * fout,
+                bytes=tokens * (fin + fout) * a + fin * fout * w_bytes,
+                count=L,
+                ops=1.0,
+            )
+        )
     causal = arch.kind == "decoder"
     # QK^T and PV: 4 * tokens * context * q_dim FLOPs; causal prefill computes about half.
     attn_flops = 4.0 * tokens * context * arch.q_dim * (0.5 if causal and kv_len is None else 1.0)
     attn_bytes = (tokens * 2 * arch.q_dim + batch * context * 2 * arch.kv_dim) * a
     if workload.attention == "eager" and kv_len is None:
         attn_bytes += batch * arch.num_heads * seq * context * (4 * a + 1)
-    ks.append(Kernel(name="attention", kind="attention", flops=attn_flops, bytes=attn_bytes, count=L,
-                     ops=1.0 if workload.attention == "fused" else 5.0))
+    ks.append(
+        Kernel(
+            name="attention",
+            kind="attention",
+            flops=attn_flops,
+            bytes=attn_bytes,
+            count=L,
+            ops=1.0 if workload.attention == "fused" else 5.0,
+        )
+    )
     ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt, workload.is_training)
-    ks.append(Kernel(name="elementwise", kind="memory", flops=0.0, bytes=tokens * ew_bytes, count=L,
-                     ops=ew_ops))
+    ks.append(
+        Kernel(name="elementwise", kind="memory", flops=0.0, bytes=tokens * ew_bytes, count=L, ops=ew_ops)
+    )
     emb_rows = arch.hidden_size * (4 if p.amp or p.compute in ("fp32", "tf32") else 2)
-    ks.append(Kernel(name="embedding", kind="memory", flops=0.0, bytes=tokens * emb_rows * 3, count=1,
-                     ops=4.0 if arch.kind == "encoder" else 1.0))
+    ks.append(
+        Kernel(
+            name="embedding",
+            kind="memory",
+            flops=0.0,
+            bytes=tokens * emb_rows * 3,
+            count=1,
+            ops=4.0 if arch.kind == "encoder" else 1.0,
+        )
+    )
     if with_head:
         if arch.kind == "decoder":
             head_tokens = tokens if workload.is_training else batch
-            ks.append(Kernel(name="lm_head", kind="matmul", flops=2.0 * head_tokens * arch.hidden_size * arch.vocab_size,
-                             bytes=arch.hidden_size * arch.vocab_size * w_bytes + head_tokens * arch.vocab_size * (a + 4),
-                             count=1, ops=3.0))
+            ks.append(
+                Kernel(
+                    name="lm_head",
+                    kind="matmul",
+                    flops=2.0 * head_tokens * arch.hidden_size * arch.vocab_size,
+                    bytes=arch.hidden_size * arch.vocab_size * w_bytes
+                    + head_tokens * arch.vocab_size * (a + 4),
+                    count=1,
+                    ops=3.0,
+                )
+            )
         else:
-            ks.append(Kernel(name="classifier", kind="matmul", flops=2.0 * batch * arch.hidden_size * arch.hidden_size,
-                             bytes=arch.hidden_size * arch.hidden_size * w_bytes, count=1, ops=6.0))
+            ks.append(
+                Kernel(
+                    name="classifier",
+                    kind="matmul",
+                    flops=2.0 * batch * arch.hidden_size * arch.hidden_size,
+                    bytes=arch.hidden_size * arch.hidden_size * w_bytes,
+                    count=1,
+                    ops=6.0,
+                )
+            )
     return ks

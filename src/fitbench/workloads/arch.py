@@ -82,7 +82,9 @@ class ResNetArch:
         w = self.base_width
         hw = image_size
         out: list[ConvLayer] = []
-        stem = ConvLayer(name="conv1", in_channels=self.in_channels, out_channels=w, kernel=7, stride=2, in_hw=hw)
+        stem = ConvLayer(
+            name="conv1", in_channels=self.in_channels, out_channels=w, kernel=7, stride=2, in_hw=hw
+        )
         out.append(stem)
         hw = stem.out_hw
         hw = (hw + 2 - 3) // 2 + 1  # 3x3 max-pool, stride 2, padding 1
@@ -93,23 +95,61 @@ class ResNetArch:
                 stride = 2 if (stage > 0 and b == 0) else 1
                 prefix = f"layer{stage + 1}.{b}"
                 if self.block == "bottleneck":
-                    c1 = ConvLayer(name=f"{prefix}.conv1", in_channels=inplanes, out_channels=planes,
-                                   kernel=1, stride=1, in_hw=hw)
-                    c2 = ConvLayer(name=f"{prefix}.conv2", in_channels=planes, out_channels=planes,
-                                   kernel=3, stride=stride, in_hw=hw)
-                    c3 = ConvLayer(name=f"{prefix}.conv3", in_channels=planes, out_channels=planes * 4,
-                                   kernel=1, stride=1, in_hw=c2.out_hw)
+                    c1 = ConvLayer(
+                        name=f"{prefix}.conv1",
+                        in_channels=inplanes,
+                        out_channels=planes,
+                        kernel=1,
+                        stride=1,
+                        in_hw=hw,
+                    )
+                    c2 = ConvLayer(
+                        name=f"{prefix}.conv2",
+                        in_channels=planes,
+                        out_channels=planes,
+                        kernel=3,
+                        stride=stride,
+                        in_hw=hw,
+                    )
+                    c3 = ConvLayer(
+                        name=f"{prefix}.conv3",
+                        in_channels=planes,
+                        out_channels=planes * 4,
+                        kernel=1,
+                        stride=1,
+                        in_hw=c2.out_hw,
+                    )
                     block = [c1, c2, c3]
                 else:
-                    c1 = ConvLayer(name=f"{prefix}.conv1", in_channels=inplanes, out_channels=planes,
-                                   kernel=3, stride=stride, in_hw=hw)
-                    c2 = ConvLayer(name=f"{prefix}.conv2", in_channels=planes, out_channels=planes,
-                                   kernel=3, stride=1, in_hw=c1.out_hw)
+                    c1 = ConvLayer(
+                        name=f"{prefix}.conv1",
+                        in_channels=inplanes,
+                        out_channels=planes,
+                        kernel=3,
+                        stride=stride,
+                        in_hw=hw,
+                    )
+                    c2 = ConvLayer(
+                        name=f"{prefix}.conv2",
+                        in_channels=planes,
+                        out_channels=planes,
+                        kernel=3,
+                        stride=1,
+                        in_hw=c1.out_hw,
+                    )
                     block = [c1, c2]
                 out.extend(block)
                 if stride != 1 or inplanes != planes * self.expansion:
-                    out.append(ConvLayer(name=f"{prefix}.downsample", in_channels=inplanes,
-                                         out_channels=planes * self.expansion, kernel=1, stride=stride, in_hw=hw))
+                    out.append(
+                        ConvLayer(
+                            name=f"{prefix}.downsample",
+                            in_channels=inplanes,
+                            out_channels=planes * self.expansion,
+                            kernel=1,
+                            stride=stride,
+                            in_hw=hw,
+                        )
+                    )
                 hw = block[-1].out_hw
                 inplanes = planes * self.expansion
         return out

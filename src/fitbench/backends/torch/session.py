@@ -248,7 +248,9 @@ def _build(workload: Workload, device: torch.device, plan: PrecisionPlan) -> tup
     if workload.peft == "qlora":
         from fitbench.backends.torch.peft_support import quantize_for_qlora
 
-        return quantize_for_qlora(workload, device=device, dtype=plan.param_dtype, compute_dtype=plan.autocast_dtype)
+        return quantize_for_qlora(
+            workload, device=device, dtype=plan.param_dtype, compute_dtype=plan.autocast_dtype
+        )
     if plan.quant_bits is not None:
         from fitbench.backends.torch.quant import build_quantized
 
