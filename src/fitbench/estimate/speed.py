@@ -25,6 +25,9 @@ STEP_FIXED_OPS = 30.0
 # Hugging Face generate's per-token work outside the model: logits processors, argmax,
 # concatenation of the new token, stopping criteria, cache bookkeeping.
 GENERATE_FIXED_OPS_PER_TOKEN = 40.0
+# Host cost of a backward node relative to its forward operation: autograd runs backward nodes
+# from C++ without the Python module calls, hooks and argument parsing of the forward pass.
+BACKWARD_HOST_SHARE = 0.5
 # bitsandbytes dequantises weights on the fly: its matmuls reach a fraction of the bandwidth
 # that a plain FP16 GEMV does (LLM.int8 is notably slower than FP16 at batch 1).
 QUANT_MEMORY_EFFICIENCY = {8: 0.35, 4: 0.6}
@@ -118,7 +121,8 @@ def time_kernels(
 def _backward(kernels: list[Kernel]) -> list[Kernel]:
     """Backward of each forward kernel: matmuls and convolutions do two products (input and
     weight gradients); fused attention about 2.5x its forward (it recomputes the scores);
-    elementwise work reads and writes about twice as much."""
+    elementwise work reads and writes about twice as much. Each node costs the host
+    BACKWARD_HOST_SHARE of its forward operation."""
     out = []
     for k in kernels:
         factor = {"matmul": 2.0, "conv": 2.0, "attention": 2.5}.get(k.kind, 2.0)
@@ -129,7 +133,7 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
                 flops=k.flops * factor,
                 bytes=k.bytes * 2.0,
                 count=k.count,
-                ops=k.ops,
+                ops=k.ops * BACKWARD_HOST_SHARE,
             )
         )
     return out
