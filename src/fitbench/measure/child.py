@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.backends.base import RunOptions, Session
+from fitbench.core.host import cpu_model
 from fitbench.errors import FitbenchError
 from fitbench.measure import nvml
 from fitbench.measure.runner import empty_measurement
@@ -134,16 +135,6 @@ def _current_rss_bytes() -> int | None:
         return None
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
 
 def _environment(extra: dict[str, Any]) -> dict[str, Any]:
     from fitbench import __version__
@@ -152,7 +143,7 @@ def _environment(extra: dict[str, Any]) -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "fitbench_version": __version__,
         "gpu_driver": nvml.driver_version(),
@@ -471,7 +462,8 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
     return Measurement(request).run()
 
 
-def _write_atomic(path: str, data: dict[str, Any]) -> None:
+def write_json_atomic(path: str, data: dict[str, Any]) -> None:
+    """Write JSON through a temporary file and a rename: a reader never sees half a result."""
     target = Path(path)
     tmp = target.with_suffix(target.suffix + ".tmp")
     tmp.write_text(json.dumps(data, default=str))
@@ -485,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     request = json.loads(Path(args[0]).read_text())
     result = run_request(request)
-    _write_atomic(request["result_path"], result)
+    write_json_atomic(request["result_path"], result)
     return 0
 
 

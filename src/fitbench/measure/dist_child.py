@@ -44,7 +44,7 @@ from typing import Any
 
 from fitbench.backends.base import Backend, RunOptions, Session
 from fitbench.errors import FitbenchError
-from fitbench.measure.child import Measurement
+from fitbench.measure.child import Measurement, write_json_atomic
 from fitbench.measure.distributed import unsupported
 from fitbench.workloads.workload import Workload
 
@@ -360,13 +360,6 @@ def _watch_parent() -> None:
     threading.Thread(target=watch, name="fitbench-parent-watch", daemon=True).start()
 
 
-def _write_atomic(path: str, data: dict[str, Any]) -> None:
-    target = Path(path)
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, default=str))
-    os.replace(tmp, target)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -378,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     mine = rank_request(request, rank)
     measurement = RankMeasurement(mine, rank=rank)
     result = measurement.run()
-    _write_atomic(mine["result_path"], result)
+    write_json_atomic(mine["result_path"], result)
     if result.get("status") != "ok":
         return FAILED_EXIT_CODE
     try:

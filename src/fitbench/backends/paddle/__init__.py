@@ -8,10 +8,10 @@ where models are built.
 from __future__ import annotations
 
 import os
-import platform
 from typing import Any
 
 from fitbench.backends.base import Backend, RunOptions, Session
+from fitbench.core.host import cpu_model
 from fitbench.workloads.workload import Workload
 
 # Paddle raises ResourceExhausted as MemoryError ("(ResourceExhausted) Out of memory error on
@@ -19,16 +19,6 @@ from fitbench.workloads.workload import Workload
 OOM_MARKERS = ("out of memory", "resourceexhausted", "resource exhausted", "fail to alloc memory",
                "cudaerrormemoryallocation", "cublas_status_alloc_failed")
 
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "CPU"
 
 
 def _host_memory() -> int | None:
@@ -61,7 +51,7 @@ class PaddleBackend(Backend):
         environment = {"paddle": paddle.__version__, "paddle_commit": getattr(paddle.version, "commit", ""),
                        "paddle_cuda": paddle.version.cuda(), "paddle_cudnn": paddle.version.cudnn()}
         if kind == "cpu":
-            return {"name": _cpu_name(), "type": "cpu", "cores": os.cpu_count(),
+            return {"name": cpu_model(), "type": "cpu", "cores": os.cpu_count(),
                     "total_memory_bytes": _host_memory(), "environment": environment}
         check_gpu(index)
         paddle.set_device(f"gpu:{index}")

@@ -10,6 +10,7 @@ import torch
 from fitbench.backends.base import Backend, RunOptions, Session
 from fitbench.backends.torch.models import meta_param_count
 from fitbench.backends.torch.session import open_session, resolve_device
+from fitbench.core.host import cpu_model
 from fitbench.workloads.workload import Workload
 
 # Messages of the out-of-memory errors that are not torch.OutOfMemoryError: the CPU allocator,
@@ -30,18 +31,6 @@ def _dist_version(name: str) -> str | None:
     except importlib.metadata.PackageNotFoundError:
         return None
 
-
-def _cpu_name() -> str:
-    import platform
-
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
 
 
 class TorchBackend(Backend):
@@ -70,7 +59,7 @@ class TorchBackend(Backend):
         dev = resolve_device(device)
         if dev.type == "cpu":
             return {
-                "name": _cpu_name(),
+                "name": cpu_model(),
                 "type": "cpu",
                 "threads": torch.get_num_threads(),
                 "environment": self.environment(),
