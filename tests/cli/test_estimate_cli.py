@@ -1,0 +1,79 @@
+"""`fitbench estimate`, `gpus` and `workloads` end to end, and the fast path's imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fitbench.cli.main import main
+
+FRAMEWORKS = ("torch", "paddle", "transformers", "numpy")
+
+
+def _loaded_after(code: str) -> list[str]:
+    probe = code + f"\nimport sys; print('LOADED', [m for m in {FRAMEWORKS!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("LOADED"))
+    return eval(line.removeprefix("LOADED "))  # a printed list of str
+
+
+def test_import_fitbench_loads_no_framework() -> None:
+    assert _loaded_after("import fitbench; fitbench.estimate('llm-6b', gpu='rtx-4090')") == []
+
+
+def test_estimate_command_loads_no_framework() -> None:
+    code = (
+        "from fitbench.cli.main import main\n"
+        "import contextlib, io\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['estimate', 'llm-6b', '--gpu', 'all', '--json'])\n"
+        "    main(['estimate', 'bert-base-imdb', '--peft', 'lora', '--gpus', '2', '--strategy', 'zero3'])"
+    )
+    assert _loaded_after(code) == []
+
+
+def test_estimate_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "llm-6b", "--gpu", "all", "--json"]) == 0
+    estimates = json.loads(capsys.readouterr().out)["estimates"]
+    assert len(estimates) >= 15
+    ids = {e["gpu"] for e in estimates}
+    assert {"rtx-3060-12gb", "rtx-4090", "a100-40gb", "h100-sxm", "h200"} <= ids
+    for e in estimates:
+        assert sum(e["breakdown"].values()) == e["peak_memory_bytes"]
+        assert e["verdict"] in ("fits", "tight", "oom") and e["bottleneck"] in (
+            "compute",
+            "memory",
+            "overhead",
+        )
+        assert e["workload"] == "llm-6b" and e["precision"] == "fp16" and e["batch_size"] == 1
+        assert e["tokens_per_second"] > 0 and e["epoch_seconds"] is None
+
+
+def test_fail_if_gates_on_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "llm-6b", "--gpu", "rtx-3060-12gb", "--fail-if", "oom"]) == 3
+    assert main(["estimate", "llm-6b", "--gpu", "a100-40gb", "--fail-if", "tight"]) == 0
+    assert (
+        main(["estimate", "llm-6b", "--gpu", "rtx-3060-12gb", "--precision", "int4", "--fail-if", "oom"]) == 0
+    )
+
+
+def test_gpus_and_workloads_list_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["gpus", "--json"]) == 0
+    gpus = json.loads(capsys.readouterr().out)
+    assert all(g["source"] for g in gpus) and len(gpus) >= 15
+    assert main(["workloads", "--json"]) == 0
+    presets = {w["name"]: w for w in json.loads(capsys.readouterr().out)}
+    assert presets["resnet50-cifar10"]["params"] == 23_528_522
+    assert presets["llm-6b"]["tiny_variant"] is True
+
+
+def test_human_table_names_every_card(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "bert-base-imdb", "--precision", "amp-fp16"]) == 0
+    out = capsys.readouterr().out
+    for card in ("rtx-3060-12gb", "rtx-4090", "a100-40gb", "h100-sxm"):
+        assert card in out
+    assert "fits" in out and "/epoch" in out
