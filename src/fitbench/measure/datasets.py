@@ -24,6 +24,7 @@ import re
 import tarfile
 import unicodedata
 import zlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -662,7 +663,7 @@ def _check_seq_len(seq_len: int) -> None:
 _WORD_CACHE_LIMIT = 1 << 20
 
 
-class _BertStyleTokenizer:
+class _BertStyleTokenizer(ABC):
     """Shared encoding: [CLS] ids [SEP], truncated and padded to a fixed length."""
 
     vocab_size: int
@@ -676,8 +677,9 @@ class _BertStyleTokenizer:
     def __init__(self) -> None:
         self._cache: dict[str, tuple[int, ...]] = {}
 
+    @abstractmethod
     def word_ids(self, word: str) -> tuple[int, ...]:
-        raise NotImplementedError
+        """Ids of one basic token (a hashed id, or WordPiece pieces)."""
 
     def ids(self, text: str, limit: int | None = None) -> list[int]:
         """Token ids of one text, without [CLS]/[SEP]; at most `limit` of them."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -248,8 +249,9 @@ class GraphedStepSession(TorchSession):
         self.static_out: torch.Tensor | None = None
 
     # hooks
+    @abstractmethod
     def _body(self) -> torch.Tensor:
-        raise NotImplementedError
+        """The step's work (forward, and backward and update when training): what is captured."""
 
     def _before_capture(self) -> None:
         """Called before warm-up steps and before capture."""
