@@ -14,8 +14,6 @@ into sentences.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +23,8 @@ from fitbench.advise.ranking import RankRow, cheapest_comfortable, rank_catalog,
 from fitbench.core.gpu import GpuSpec
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import Estimate, estimate, needed_bytes
+from fitbench.estimate.distributed import min_gpus
+from fitbench.estimate.peft import peft_options
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.verdict import FITS, OOM, TIGHT_MARGIN, VERDICT_ORDER, max_fitting
 from fitbench.workloads.workload import Workload
@@ -34,7 +34,6 @@ __all__ = [
     "Fix",
     "bottleneck_advice",
     "largest_batch",
-    "optional_estimator",
     "what_would_make_it_fit",
 ]
 
@@ -45,21 +44,6 @@ TRAIN_STRATEGY = "fsdp"
 INFER_STRATEGY = "tp"
 # A suggestion must be estimated at least this much faster to be worth a line.
 MIN_SPEEDUP = 1.05
-
-
-def optional_estimator(module: str, function: str) -> Callable[..., Any] | None:
-    """A function of an estimator module that may not be installed yet (PEFT, multi-GPU).
-
-    Checked with importlib.util.find_spec first, so a missing module costs no exception and the
-    advice simply leaves that option out.
-    """
-    name = f"fitbench.estimate.{module}"
-    try:
-        if importlib.util.find_spec(name) is None:
-            return None
-        return getattr(importlib.import_module(name), function, None)
-    except ImportError:
-        return None
 
 
 def _half(gpu: GpuSpec) -> str:
@@ -229,11 +213,8 @@ def _peft_fixes(b: _Builder) -> None:
     w = b.workload
     if not w.is_training or w.is_resnet or w.peft is not None:
         return
-    options = optional_estimator("peft", "peft_options")
-    if options is None:
-        return
     try:
-        listed = list(options(w, b.gpu, get_profile(b.framework, b.exec_mode)) or [])
+        listed = list(peft_options(w, b.gpu, get_profile(b.framework, b.exec_mode)) or [])
     except (FitbenchError, AttributeError, TypeError, ValueError):
         return
     for method in ("lora", "qlora"):
@@ -255,9 +236,6 @@ def _gpu_fix(b: _Builder) -> None:
     """The fewest GPUs of this card that run the job (fitbench.estimate.distributed.min_gpus)."""
     w = b.workload
     if w.gpus > 1 or b.baseline.verdict == FITS:
-        return
-    min_gpus = optional_estimator("distributed", "min_gpus")
-    if min_gpus is None:
         return
     strategy = TRAIN_STRATEGY if w.is_training else INFER_STRATEGY
     try:

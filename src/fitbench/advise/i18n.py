@@ -165,6 +165,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "{scenario}: limited by {bottleneck}: {card} is estimated {speedup}× faster ({speed}).",
         "zh": "{scenario}:瓶颈是{bottleneck};换用 {card} 估计可快 {speedup} 倍({speed})。",
     },
+    "bn.on_card": {"en": "{scenario} on {gpu}", "zh": "{scenario}(在 {gpu} 上)"},
     "bn.none": {
         "en": "{scenario}: limited by {bottleneck}; no catalog card is markedly faster.",
         "zh": "{scenario}:瓶颈是{bottleneck};目录中没有明显更快的显卡。",

@@ -51,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
     if args.reset:
         if path.exists():
             path.unlink()
-        print(f"removed {path}: estimates use the built-in efficiencies")
+            print(f"removed {path}: estimates use the built-in efficiencies")
+        else:
+            print(f"no fitted values at {path}: estimates already use the built-in efficiencies")
         return 0
     if args.source:
         fit, gpu = calibrate.calibrate_from_file(Path(args.source), framework=args.backend)

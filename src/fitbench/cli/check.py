@@ -25,7 +25,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from fitbench.cli.common import print_json
+from fitbench.cli.common import (
+    HistoryStore,
+    add_backend_arg,
+    add_history_args,
+    add_lang_arg,
+    add_progress_arg,
+    positive_seconds,
+    print_json,
+    seconds,
+)
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.units import format_bytes, format_seconds
 from fitbench.errors import FitbenchError
@@ -65,11 +74,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--backend",
-        choices=("torch", "paddle"),
-        help="framework to measure with (default: the first installed of torch, paddle)",
-    )
+    add_backend_arg(parser)
     parser.add_argument("--estimate-only", action="store_true", help="estimate only; measure nothing")
     parser.add_argument(
         "--tiny", action="store_true", help="measure the tiny variants even on a GPU (always on a CPU)"
@@ -82,32 +87,24 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     )
     parser.add_argument(
         "--min-seconds",
-        type=float,
+        type=seconds,
         metavar="S",
         help=f"timed seconds per scenario (default {GPU_MIN_SECONDS:g} on a GPU, 0.5 for tiny runs)",
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         metavar="S",
         help=f"stop one measurement after S seconds (default {DEFAULT_TIMEOUT_S:g})",
     )
-    parser.add_argument(
-        "--db", metavar="PATH", help="history file (default: the user's fitbench data folder)"
-    )
-    parser.add_argument("--no-history", action="store_true", help="do not store the measurements")
+    add_history_args(parser)
     parser.add_argument(
         "--html", metavar="PATH", help="where to write the report (default ./fitbench-report.html)"
     )
     parser.add_argument("--no-report", action="store_true", help="write no HTML report")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    parser.add_argument("--lang", metavar="LANG", help="en or zh (default: zh when $LANG starts with zh)")
-    parser.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="live progress line on stderr (default: only when stderr is a terminal)",
-    )
+    add_lang_arg(parser)
+    add_progress_arg(parser)
     parser.set_defaults(func=check_command)
 
 
@@ -189,31 +186,6 @@ def scenario_workloads(tiny: bool, device: str) -> list[tuple[str, Workload, Wor
             measured = full
         out.append((f"{name} · {full.precision}", full, measured))
     return out
-
-
-class _History:
-    """The history, opened before measuring so that a bad --db fails before minutes are spent."""
-
-    def __init__(self, path: str | None, enabled: bool) -> None:
-        self.history: Any = None
-        if enabled:
-            from fitbench.results.history import History
-
-            self.history = History.open(path)
-
-    def add(self, record: dict[str, Any]) -> str | None:
-        return self.history.add_run(record) if self.history is not None else None
-
-    def last(self, n: int) -> list[dict[str, Any]]:
-        return self.history.last_runs(n) if self.history is not None else []
-
-    @property
-    def path(self) -> Any:
-        return self.history.path if self.history is not None else None
-
-    def close(self) -> None:
-        if self.history is not None:
-            self.history.close()
 
 
 def _say(text: str) -> None:
@@ -300,7 +272,7 @@ def _advise(result: ScenarioResult, target: GpuSpec, framework: str, lang: str) 
     the terminal shows `lang`.
     """
     from fitbench.advise.fixes import bottleneck_advice, what_would_make_it_fit
-    from fitbench.advise.i18n import LANGS
+    from fitbench.advise.i18n import LANGS, t
     from fitbench.advise.ranking import cheapest_comfortable, rank_catalog
     from fitbench.advise.text import advice_item, bottleneck_line, cheapest_line, fix_lines, smallest_line
     from fitbench.estimate.api import estimate
@@ -332,7 +304,12 @@ def _advise(result: ScenarioResult, target: GpuSpec, framework: str, lang: str) 
     runs_on = base if base.verdict != OOM else (buy.estimate if buy is not None else None)
     if runs_on is not None:
         bn = bottleneck_advice(runs_on, rows=rows)
-        add("bottleneck", {lg: bottleneck_line(bn, lg, scenario=key) for lg in LANGS}, bn)
+        # Where it does not run on the target, say which card the bottleneck and speed-up are for.
+        names = {
+            lg: key if runs_on is base else t("bn.on_card", lg, scenario=key, gpu=runs_on.gpu.name)
+            for lg in LANGS
+        }
+        add("bottleneck", {lg: bottleneck_line(bn, lg, scenario=names[lg]) for lg in LANGS}, bn)
     add("cheapest", {lg: cheapest_line(choice, lg, scenario=key) for lg in LANGS}, choice)
     if choice.smallest is not None and choice.smallest.price_usd is None:
         texts = {lg: smallest_line(choice, lg, scenario=key) for lg in LANGS}
@@ -343,21 +320,12 @@ def _advise(result: ScenarioResult, target: GpuSpec, framework: str, lang: str) 
 # ----------------------------------------------------------------------------- output
 
 
-def _short(gpu: GpuSpec) -> str:
-    name = gpu.name
-    for word in ("GeForce ", "Tesla ", "NVIDIA "):
-        name = name.replace(word, "")
-    return name
-
-
 def _cell(est: Any, lang: str, colour: bool) -> str:
     from fitbench.advise.i18n import verdict_label
     from fitbench.advise.text import speed_text
-    from fitbench.results.table import VERDICT_COLOURS
+    from fitbench.results.table import colour_verdict
 
-    label = verdict_label(est.verdict, lang)
-    if colour and est.verdict in VERDICT_COLOURS:
-        label = f"\x1b[{VERDICT_COLOURS[est.verdict]}m{label}\x1b[0m"
+    label = colour_verdict(est.verdict, enabled=colour, label=verdict_label(est.verdict, lang))
     if est.verdict == "oom":
         return label
     return f"{label} · {speed_text(est, lang)}"
@@ -394,10 +362,12 @@ def format_check(
     lang: str,
 ) -> str:
     from fitbench.advise.i18n import t
+    from fitbench.results.cells import short_gpu
     from fitbench.results.table import render_table, use_colour
 
     colour = use_colour()
-    headers = [t("check.col_scenario", lang), t("check.col_machine", lang), *(_short(c) for c in cards)]
+    headers = [t("check.col_scenario", lang), t("check.col_machine", lang)]
+    headers += [short_gpu(c.name) for c in cards]
     rows = []
     for r in results:
         rows.append(
@@ -437,10 +407,6 @@ def check_command(args: argparse.Namespace) -> int:
     from fitbench.estimate.verdict import OOM
 
     lang = resolve_lang(args.lang)
-    if args.min_seconds is not None and args.min_seconds < 0:
-        raise FitbenchError("--min-seconds must be 0 or more")
-    if args.timeout is not None and args.timeout <= 0:
-        raise FitbenchError("--timeout must be positive")
     machine = find_machine(args.backend)
     framework = machine.backend or "torch"
     cards = resolve_gpus(args.gpu or list(DEFAULT_GPUS))
@@ -487,7 +453,7 @@ def check_command(args: argparse.Namespace) -> int:
     )
     advice_head = t(head_key, lang, gpu=target.name)
 
-    store = _History(args.db, enabled=measuring and not args.no_history)
+    store = HistoryStore(args.db, enabled=measuring and not args.no_history)
     results: list[ScenarioResult] = []
     try:
         for key, full, measured in scenario_workloads(tiny, machine.device):

@@ -1,4 +1,5 @@
-"""Options shared by estimate, run and check, and the one place that turns them into a Workload."""
+"""Options shared by several subcommands, the one place that turns them into a Workload, and
+the history a measuring command writes to."""
 
 from __future__ import annotations
 
@@ -55,6 +56,64 @@ def seconds(text: str) -> float:
 def positive_seconds(text: str) -> float:
     """argparse type: a finite duration above 0 (a timeout)."""
     return _seconds(text, allow_zero=False)
+
+
+def add_backend_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--backend: the framework that measures."""
+    parser.add_argument("--backend", choices=("torch", "paddle"),
+                        help="framework to measure with (default: the first installed of torch, paddle)")
+
+
+def add_db_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--db: the history file every command that reads or writes runs accepts."""
+    parser.add_argument("--db", metavar="PATH",
+                        help="history file (default: the user's fitbench data folder)")
+
+
+def add_history_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--db and --no-history, for the commands that store measurements."""
+    add_db_arg(parser)
+    parser.add_argument("--no-history", action="store_true", help="do not store the measurements")
+
+
+def add_progress_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--progress / --no-progress: the live progress line of a measurement."""
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="live progress line on stderr (default: only when stderr is a terminal)")
+
+
+def add_lang_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--lang: the language of advice and reports."""
+    parser.add_argument("--lang", metavar="LANG", help="en or zh (default: zh when $LANG starts with zh)")
+
+
+class HistoryStore:
+    """The history a measuring command writes to, or nothing at all with --no-history.
+
+    Opened before measuring, so that a bad --db fails before minutes are spent.
+    """
+
+    def __init__(self, path: str | None, *, enabled: bool) -> None:
+        self.history: Any = None
+        if enabled:
+            from fitbench.results.history import History
+
+            self.history = History.open(path)
+
+    def add(self, record: dict[str, Any]) -> str | None:
+        """Store one record; its run id, or None when nothing is stored."""
+        return self.history.add_run(record) if self.history is not None else None
+
+    def last(self, n: int) -> list[dict[str, Any]]:
+        return self.history.last_runs(n) if self.history is not None else []
+
+    @property
+    def path(self) -> Any:
+        return self.history.path if self.history is not None else None
+
+    def close(self) -> None:
+        if self.history is not None:
+            self.history.close()
 
 
 def add_workload_args(parser: argparse.ArgumentParser, *, workload_required: bool = True,
@@ -125,6 +184,9 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
                 raise
             raise FitbenchError(exc.message, "fix that value in the config file, or use the model's "
                                              "original config.json") from exc
+        if workload.peft and workload.family == "decoder" and overrides["precision"] is None:
+            # As for presets below: PEFT keeps the frozen decoder in 16 bit, not under mixed precision.
+            workload = workload.replace(precision="bf16")
         return check_overrides_apply(workload, args)
     if not args.workload:
         raise FitbenchError("no workload given",
@@ -164,6 +226,9 @@ def check_overrides_apply(workload: Workload, args: argparse.Namespace) -> Workl
         flag = "/".join("--" + f.replace("_", "-") for f in tokens)
         extra = ", or --mode infer to generate" if workload.family == "decoder" else ""
         raise FitbenchError(f"{flag} applies to generation only: {what}", shape_hint + extra)
+    if getattr(args, "strategy", None) is not None and workload.gpus < 2:
+        raise FitbenchError("--strategy applies to several GPUs: this job runs on one",
+                            "add --gpus N (2 or more), or drop --strategy")
     lora = [f for f in ("lora_rank", "lora_targets") if getattr(args, f, None) is not None]
     if lora and not workload.peft:
         flag = "/".join("--" + f.replace("_", "-") for f in lora)

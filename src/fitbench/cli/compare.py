@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from fitbench.cli.common import print_json
+from fitbench.cli.common import add_db_arg, print_json
 from fitbench.cli.history import open_history
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 
@@ -26,7 +26,7 @@ METRICS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("load", "load_seconds", format_seconds),
     ("step time", "step_seconds", format_seconds),
     ("step time p90", "step_seconds_p90", format_seconds),
-    ("throughput", "samples_per_second", lambda x: format_rate(x, "/s")),
+    ("throughput", "samples_per_second", lambda x: format_rate(x, "samples/s")),
     ("tokens", "tokens_per_second", lambda x: format_rate(x, "tok/s")),
     ("prefill", "prefill_seconds", format_seconds),
     ("decode", "decode_tokens_per_second", lambda x: format_rate(x, "tok/s")),
@@ -45,9 +45,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     )
     parser.add_argument("run_a", metavar="RUN_A", help="run id (or unique prefix) from `fitbench history`")
     parser.add_argument("run_b", metavar="RUN_B", help="the run to compare with RUN_A")
-    parser.add_argument(
-        "--db", metavar="PATH", help="history file (default: the user's fitbench data folder)"
-    )
+    add_db_arg(parser)
     parser.add_argument("--json", action="store_true", help="print {a, b, metrics} as JSON")
     parser.set_defaults(func=compare_command)
 

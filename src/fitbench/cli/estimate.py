@@ -108,6 +108,9 @@ def format_estimates(results: list[Estimate]) -> str:
         if first.roofline_tokens_per_second:
             lines.append(f"\nbandwidth roofline: {format_rate(first.roofline_tokens_per_second, 'tok/s')}; "
                          f"prefill {format_seconds(first.prefill_seconds)}")
+    if any(e.verdict != "oom" and e.peak_memory_bytes > e.gpu.usable_bytes for e in results):
+        lines.append("\npeak above usable, yet no oom: the peak counts the allocator's cached blocks "
+                     "(fragmentation), which it frees under memory pressure; the verdict leaves them out.")
     lines.append("\nverdict: fits | tight (< 10% of usable memory left) | oom.  "
                  "Estimates; `fitbench run` measures.")
     return "\n".join(lines)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fitbench.cli.common import positive_int, print_json
+from fitbench.cli.common import add_db_arg, positive_int, print_json
 from fitbench.core.units import format_bytes, format_rate, format_seconds
-from fitbench.errors import FitbenchError
 
 EPILOG = """examples:
   fitbench history                          the 20 newest runs
@@ -34,18 +33,15 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     )
     parser.add_argument("--workload", metavar="W", help="only runs of this workload")
     parser.add_argument("--status", metavar="S", help="only runs with this status: ok, oom, error, timeout")
-    parser.add_argument(
-        "--db", metavar="PATH", help="history file (default: the user's fitbench data folder)"
-    )
+    add_db_arg(parser)
     parser.add_argument("--json", action="store_true", help="print the runs as a JSON list")
     parser.set_defaults(func=history_command)
 
 
 def open_history(path: str | None) -> Any:
-    try:
-        from fitbench.results.history import History
-    except ImportError as exc:
-        raise FitbenchError("the run history is not available in this installation") from exc
+    """The history file for the commands that read it (history, compare, report)."""
+    from fitbench.results.history import History
+
     return History.open(path)
 
 
@@ -70,7 +66,7 @@ def history_command(args: argparse.Namespace) -> int:
         speed = (
             format_rate(r.tokens_per_second, "tok/s")
             if r.mode == "infer" and r.tokens_per_second
-            else format_rate(r.throughput, "/s")
+            else format_rate(r.throughput, "samples/s")
             if r.throughput
             else "-"
         )

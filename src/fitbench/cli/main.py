@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import re
 import sys
@@ -80,10 +79,6 @@ def _command_hint(value: str, commands: list[str]) -> str:
     return did_you_mean(value, commands)
 
 
-def _available_subcommands() -> dict[str, tuple[str, str]]:
-    return {name: spec for name, spec in SUBCOMMANDS.items() if importlib.util.find_spec(spec[0]) is not None}
-
-
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = Parser(
         prog="fitbench",
@@ -94,7 +89,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"fitbench {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module_path, help_text) in _available_subcommands().items():
+    for name, (module_path, help_text) in SUBCOMMANDS.items():
         if only is not None and name != only:
             subparsers.add_parser(name, help=help_text)
             continue

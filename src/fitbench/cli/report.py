@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from fitbench import __version__
-from fitbench.cli.common import positive_int
+from fitbench.cli.common import add_db_arg, add_lang_arg, positive_int
 from fitbench.errors import FitbenchError
 
 DEFAULT_HTML = "fitbench-report.html"
@@ -63,10 +63,8 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     )
     parser.add_argument("--html", metavar="FILE", help=f"write the HTML report here (default {DEFAULT_HTML})")
     parser.add_argument("--markdown", metavar="FILE", help="write a Markdown report (tables, no charts)")
-    parser.add_argument(
-        "--db", metavar="PATH", help="history file (default: the user's fitbench data folder)"
-    )
-    parser.add_argument("--lang", metavar="LANG", help="en or zh (default: zh when $LANG starts with zh)")
+    add_db_arg(parser)
+    add_lang_arg(parser)
     parser.set_defaults(func=report_command)
 
 
@@ -110,9 +108,14 @@ def _estimates_for(
     from fitbench.workloads.workload import Workload
 
     try:
-        # A tiny run stands for its preset: estimate the real job at the brief's settings.
-        tiny = bool(workload.get("tiny"))
-        w = get_workload(str(workload.get("name"))) if tiny else Workload.from_dict(workload)
+        # A tiny run stands for its preset: estimate the real job at the brief's settings, at the
+        # precision the run chose when it was not the tiny variant's own (`run --tiny --precision`).
+        if workload.get("tiny"):
+            name, precision = str(workload.get("name")), workload.get("precision")
+            chosen = precision if precision != get_workload(name, tiny=True).precision else None
+            w = get_workload(name, precision=chosen)
+        else:
+            w = Workload.from_dict(workload)
         fw = (record.get("measurement") or {}).get("backend") or "torch"
         ests = [
             estimate(w, g, framework=fw if fw in ("torch", "paddle") else "torch").to_dict()

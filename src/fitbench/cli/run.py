@@ -14,6 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.cli.common import (
+    HistoryStore,
+    add_backend_arg,
+    add_history_args,
+    add_progress_arg,
     add_workload_args,
     non_negative_int,
     positive_int,
@@ -58,11 +62,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     )
     add_workload_args(parser, multi_precision=True)
     run = parser.add_argument_group("measurement")
-    run.add_argument(
-        "--backend",
-        choices=("torch", "paddle"),
-        help="framework to measure with (default: the first installed of torch, paddle)",
-    )
+    add_backend_arg(run)
     run.add_argument(
         "--device", metavar="DEV", help="cpu, cuda or cuda:N (default: cuda when a GPU is found)"
     )
@@ -123,14 +123,8 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     )
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the result as JSON")
-    out.add_argument("--db", metavar="PATH", help="history file (default: the user's fitbench data folder)")
-    out.add_argument("--no-history", action="store_true", help="do not store the run in the history")
-    out.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress line on stderr (default: only when stderr is a terminal)",
-    )
+    add_history_args(out)
+    add_progress_arg(out)
     parser.set_defaults(func=run_command)
 
 
@@ -199,11 +193,9 @@ def pick_gpu(gpu_id: str | None, device: str) -> tuple[GpuSpec | None, str | Non
     name, total = nvml.device_name(index), nvml.device_total(index)
     if name is None or total is None:
         return None, "could not identify the local GPU through NVML: no estimate (pass --gpu ID)"
-    try:
-        from fitbench.catalog import get_gpu
-        from fitbench.catalog.detect import match_catalog
-    except ImportError:
-        return None, "the GPU catalog is not available: no estimate"
+    from fitbench.catalog import get_gpu
+    from fitbench.catalog.detect import match_catalog
+
     catalog_id = match_catalog(name, total)
     if catalog_id is None:
         return None, f"{name} is not in the catalog: no estimate (pass --gpu ID for a similar card)"
@@ -215,10 +207,8 @@ def estimate_for(
 ) -> tuple[Any, str | None]:
     if gpu is None:
         return None, None
-    try:
-        from fitbench.estimate.api import estimate
-    except ImportError:
-        return None, "the estimator is not available in this installation"
+    from fitbench.estimate.api import estimate
+
     try:
         return estimate(workload, gpu, framework=backend, exec_mode=exec_mode), None
     except FitbenchError as exc:
@@ -290,31 +280,6 @@ def comparison(
 
 
 # -- the command ----------------------------------------------------------------------------------
-class _Store:
-    """The history, opened before measuring (a bad --db fails fast), or nothing with --no-history."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.history: Any = None
-        self.note: str | None = None
-        if args.no_history:
-            return
-        try:
-            from fitbench.results.history import History
-        except ImportError:
-            self.note = "the run history is not available in this installation; the run was not stored"
-            return
-        self.history = History.open(args.db)
-
-    def add(self, record: dict[str, Any]) -> str | None:
-        if self.history is None:
-            return None
-        return self.history.add_run(record)
-
-    def close(self) -> None:
-        if self.history is not None:
-            self.history.close()
-
-
 def run_command(args: argparse.Namespace) -> int:
     from fitbench.backends.base import RunOptions
     from fitbench.measure.diagnosis import diagnose
@@ -343,7 +308,7 @@ def run_command(args: argparse.Namespace) -> int:
         memory_limit_bytes=limit,
     )
     show = should_show(args.progress)
-    store = _Store(args)
+    store = HistoryStore(args.db, enabled=not args.no_history)
     results: list[dict[str, Any]] = []
     try:
         for workload in workloads:
@@ -357,7 +322,7 @@ def run_command(args: argparse.Namespace) -> int:
                 if args.max_batch and m.get("status") in ("ok", "oom"):
                     search = _max_batch(workload, backend, options, est, args, progress)
                     m["max_batch_search"] = search
-            notes = [n for n in (gpu_note, est_note, store.note) if n]
+            notes = [n for n in (gpu_note, est_note) if n]
             est_dict = est.to_dict() if est is not None else None
             errors = error_vs_estimate(est, m, workload)
             if search is not None and est is not None:
@@ -435,7 +400,6 @@ def _max_batch(
         else workload.batch_size
     )
     limit = args.batch_limit or max(64, 8 * start)
-    limit = max(limit, 1)
     progress({"phase": "max-batch search", "detail": f"from {start}, at most {limit}"})
     result = find_max_batch(
         workload,
@@ -569,11 +533,9 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None) -> st
         row("max batch", text, str(mb["estimated"]) if mb.get("estimated") else "", errors.get("max_batch"))
     if status != "ok":
         rows = [x for x in rows if x[1] != "-"]
-    if not rows:
-        pass
-    elif est is not None:
+    if rows and est is not None:
         lines.append(render_table(["", "measured", est_head, "error"], rows, align="lrrr", indent="  "))
-    else:
+    elif rows:
         lines.append(render_table(["", "measured"], [x[:2] for x in rows], align="ll", indent="  "))
     from fitbench.measure.diagnosis import format_diagnosis
 

@@ -20,8 +20,16 @@ from importlib import resources
 from typing import Any
 
 from fitbench.advise.i18n import part_label, status_label, t, verdict_label
-from fitbench.advise.text import measured_speed_text, speed_text
+from fitbench.advise.text import measured_speed_text
 from fitbench.core.units import GiB, format_bytes, format_rate, format_seconds
+from fitbench.results.cells import (
+    environment_items,
+    estimate_speed,
+    format_metric,
+    report_cards,
+    run_speed,
+    short_gpu,
+)
 
 __all__ = ["PART_COLOURS", "render_html"]
 
@@ -162,13 +170,6 @@ def _log_ticks(lo: float, hi: float) -> list[float]:
     return ticks
 
 
-def _short_gpu(name: str | None) -> str:
-    name = name or "?"
-    for word in ("GeForce ", "Tesla ", "NVIDIA "):
-        name = name.replace(word, "")
-    return name
-
-
 def _gib_label(v: float) -> str:
     return f"{v:g} GiB"
 
@@ -215,7 +216,7 @@ def memory_chart(ident: str, scenario: Mapping[str, Any], lang: str) -> tuple[st
         svg.text(xx, top - 14, _gib_label(tv), cls="tick", anchor="middle")
     for i, e in enumerate(ests):
         y = top + i * row_h + (row_h - bar_h) / 2
-        svg.text(left - 12, y + bar_h / 2 + 4.5, _short_gpu(e.get("gpu_name")), anchor="end")
+        svg.text(left - 12, y + bar_h / 2 + 4.5, short_gpu(e.get("gpu_name")), anchor="end")
         cursor = 0.0
         for p in parts:
             value = e["breakdown"].get(p) or 0
@@ -304,7 +305,7 @@ def speed_chart(ident: str, scenario: Mapping[str, Any], lang: str) -> str:
         svg.text(left - 12, top - 14, unit, cls="tick", anchor="end")
     for i, (e, v, u) in enumerate(values):
         y = top + i * row_h + (row_h - bar_h) / 2
-        svg.text(left - 12, y + bar_h / 2 + 4.5, _short_gpu(e.get("gpu_name")), anchor="end")
+        svg.text(left - 12, y + bar_h / 2 + 4.5, short_gpu(e.get("gpu_name")), anchor="end")
         if e.get("verdict") == "oom" or not v or not running:
             svg.text(left + 6, y + bar_h / 2 + 4.5, t("report.does_not_fit", lang), cls="muted")
             continue
@@ -318,7 +319,7 @@ def speed_chart(ident: str, scenario: Mapping[str, Any], lang: str) -> str:
             fill=fill,
             cls="bar",
             rx=3,
-            title=f"{_short_gpu(e.get('gpu_name'))}: {format_rate(v, u)}",
+            title=f"{short_gpu(e.get('gpu_name'))}: {format_rate(v, u)}",
         )
         svg.text(
             pos(v) + 8,
@@ -497,7 +498,7 @@ def _verdict_cell(e: Mapping[str, Any] | None, lang: str) -> str:
     if not e:
         return "-"
     v = e.get("verdict")
-    speed = "" if v == "oom" else f'<span class="speed">{_e(speed_text(e, lang))}</span>'
+    speed = "" if v == "oom" else f'<span class="speed">{_e(estimate_speed(e, lang))}</span>'
     return _chip(v, verdict_label(v, lang)) + speed
 
 
@@ -523,14 +524,10 @@ def _summary(model: Mapping[str, Any], lang: str) -> str:
     scenarios = model.get("scenarios") or []
     if not scenarios:
         return ""
-    cards: list[tuple[str, str]] = []
-    for s in scenarios:
-        for e in s.get("estimates") or []:
-            if e.get("gpu") not in [c for c, _ in cards]:
-                cards.append((e.get("gpu"), e.get("gpu_name")))
+    cards = report_cards(scenarios)
     measured = any(s.get("measurement") or s.get("skipped") for s in scenarios)
     headers = [t("report.scenario", lang)] + ([t("report.measured", lang)] if measured else [])
-    headers += [_e(_short_gpu(name)) for _, name in cards]
+    headers += [_e(short_gpu(name)) for _, name in cards]
     rows = []
     for s in scenarios:
         by_gpu = {e.get("gpu"): e for e in s.get("estimates") or []}
@@ -584,12 +581,12 @@ def _scenario_section(n: int, s: Mapping[str, Any], lang: str) -> str:
         for e in ests:
             rows.append(
                 [
-                    _e(_short_gpu(e.get("gpu_name"))),
+                    _e(short_gpu(e.get("gpu_name"))),
                     _chip(e.get("verdict"), verdict_label(e.get("verdict"), lang)),
                     _e(format_bytes(e.get("peak_memory_bytes"))),
                     _e(format_bytes(e.get("usable_memory_bytes"))),
                     _e(e.get("max_batch_size")),
-                    _e(speed_text(e, lang)),
+                    _e(estimate_speed(e, lang)),
                     _e(bottleneck_label(e.get("bottleneck"), lang)),
                 ]
             )
@@ -652,18 +649,6 @@ def _advice_item(entry: Any) -> str:
     return f"<li>{_e(entry)}</li>"
 
 
-def _format_metric(unit: str, value: Any) -> str:
-    if not isinstance(value, int | float):
-        return "-"
-    if unit == "bytes":
-        return format_bytes(value)
-    if unit == "seconds":
-        return format_seconds(value)
-    if unit == "tok/s":
-        return format_rate(value, "tok/s")
-    return f"{value:g}"
-
-
 def _comparison_section(model: Mapping[str, Any], lang: str) -> str:
     rows = model.get("comparisons") or []
     head = (
@@ -688,10 +673,10 @@ def _comparison_section(model: Mapping[str, Any], lang: str) -> str:
                 f'<span class="mono">{_e(r.get("run_id") or "-")}</span>',
                 _e(r.get("workload")),
                 _e(r.get("precision")),
-                _e(_short_gpu(r.get("device_name") or r.get("gpu"))),
+                _e(short_gpu(r.get("device_name") or r.get("gpu"))),
                 _e(t("metric." + str(r["metric"]), lang)),
-                _e(_format_metric(r["unit"], r.get("estimated"))),
-                _e(_format_metric(r["unit"], r.get("measured"))),
+                _e(format_metric(r["unit"], r.get("estimated"))),
+                _e(format_metric(r["unit"], r.get("measured"))),
                 _e(f"{r['error'] * 100:+.1f}%"),
             ]
             for r in rows
@@ -728,11 +713,7 @@ def _history_section(model: Mapping[str, Any], lang: str) -> str:
         rows = []
         for r in runs:
             when = (r.get("created_at") or "")[:19].replace("T", " ")
-            speed = (
-                format_rate(r["tokens_per_second"], "tok/s")
-                if r.get("generation") and r.get("tokens_per_second")
-                else format_seconds(r.get("step_seconds"))
-            )
+            speed = run_speed(r)
             name = str(r.get("workload") or "-") + (" (tiny)" if r.get("tiny") else "")
             rows.append(
                 [
@@ -827,11 +808,7 @@ def _guide_section(model: Mapping[str, Any], lang: str) -> str:
 
 def _environment_section(model: Mapping[str, Any], lang: str) -> str:
     env = model.get("environment") or {}
-    items = "".join(
-        f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>"
-        for k, v in env.items()
-        if v not in (None, "", [], {}) and not isinstance(v, dict | list)
-    )
+    items = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in environment_items(env))
     return (
         f'<section class="panel" id="environment"><h2>{_e(t("report.environment", lang))}</h2>'
         f'<dl class="env">{items}</dl></section>'

@@ -17,8 +17,16 @@ from fitbench.advise.i18n import (
     t,
     verdict_label,
 )
-from fitbench.advise.text import measured_speed_text, speed_text
-from fitbench.core.units import format_bytes, format_rate, format_seconds
+from fitbench.advise.text import measured_speed_text
+from fitbench.core.units import format_bytes
+from fitbench.results.cells import (
+    environment_items,
+    estimate_speed,
+    format_metric,
+    report_cards,
+    run_speed,
+    short_gpu,
+)
 
 __all__ = ["render_markdown"]
 
@@ -35,18 +43,11 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Seque
     return "\n".join(lines)
 
 
-def _short(name: str | None) -> str:
-    name = name or "?"
-    for word in ("GeForce ", "Tesla ", "NVIDIA "):
-        name = name.replace(word, "")
-    return name
-
-
 def _verdict(e: Mapping[str, Any] | None, lang: str) -> str:
     if not e:
         return "-"
     v = e.get("verdict")
-    return verdict_label(v, lang) if v == "oom" else f"{verdict_label(v, lang)}, {speed_text(e, lang)}"
+    return verdict_label(v, lang) if v == "oom" else f"{verdict_label(v, lang)}, {estimate_speed(e, lang)}"
 
 
 def _measured(s: Mapping[str, Any], lang: str) -> str:
@@ -60,18 +61,6 @@ def _measured(s: Mapping[str, Any], lang: str) -> str:
     w = s.get("measured_workload") or {}
     text = f"{status_label('ok', lang)}, {measured_speed_text(m, w, lang)}"
     return t("cell.tiny", lang, text=text) if w.get("tiny") else text
-
-
-def _metric(unit: str, value: Any) -> str:
-    if not isinstance(value, int | float):
-        return "-"
-    if unit == "bytes":
-        return format_bytes(value)
-    if unit == "seconds":
-        return format_seconds(value)
-    if unit == "tok/s":
-        return format_rate(value, "tok/s")
-    return f"{value:g}"
 
 
 def render_markdown(model: Mapping[str, Any]) -> str:
@@ -92,14 +81,10 @@ def render_markdown(model: Mapping[str, Any]) -> str:
     ]
     scenarios = model.get("scenarios") or []
     if scenarios:
-        cards: list[tuple[str, str]] = []
-        for s in scenarios:
-            for e in s.get("estimates") or []:
-                if e.get("gpu") not in [c for c, _ in cards]:
-                    cards.append((e.get("gpu"), e.get("gpu_name")))
+        cards = report_cards(scenarios)
         measured = any(s.get("measurement") or s.get("skipped") for s in scenarios)
         headers = [t("report.scenario", lang)] + ([t("report.measured", lang)] if measured else [])
-        headers += [_short(name) for _, name in cards]
+        headers += [short_gpu(name) for _, name in cards]
         rows = []
         for s in scenarios:
             by_gpu = {e.get("gpu"): e for e in s.get("estimates") or []}
@@ -140,12 +125,12 @@ def render_markdown(model: Mapping[str, Any]) -> str:
                     ],
                     [
                         [
-                            _short(e.get("gpu_name")),
+                            short_gpu(e.get("gpu_name")),
                             verdict_label(e.get("verdict"), lang),
                             format_bytes(e.get("peak_memory_bytes")),
                             format_bytes(e.get("usable_memory_bytes")),
                             e.get("max_batch_size"),
-                            speed_text(e, lang),
+                            estimate_speed(e, lang),
                             bottleneck_label(e.get("bottleneck"), lang),
                         ]
                         for e in ests
@@ -196,10 +181,10 @@ def render_markdown(model: Mapping[str, Any]) -> str:
                         r.get("run_id"),
                         r.get("workload"),
                         r.get("precision"),
-                        _short(r.get("device_name") or r.get("gpu")),
+                        short_gpu(r.get("device_name") or r.get("gpu")),
                         t("metric." + str(r["metric"]), lang),
-                        _metric(r["unit"], r.get("estimated")),
-                        _metric(r["unit"], r.get("measured")),
+                        format_metric(r["unit"], r.get("estimated")),
+                        format_metric(r["unit"], r.get("measured")),
                         f"{r['error'] * 100:+.1f}%",
                     ]
                     for r in comparisons
@@ -236,9 +221,7 @@ def render_markdown(model: Mapping[str, Any]) -> str:
                         r.get("device"),
                         status_label(r.get("status"), lang),
                         format_bytes(r.get("peak_memory_bytes")),
-                        format_rate(r["tokens_per_second"], "tok/s")
-                        if r.get("generation") and r.get("tokens_per_second")
-                        else format_seconds(r.get("step_seconds")),
+                        run_speed(r),
                     ]
                     for r in runs
                 ],
@@ -277,11 +260,7 @@ def render_markdown(model: Mapping[str, Any]) -> str:
         "",
         _table(
             [t("col.item", lang), t("col.value", lang)],
-            [
-                [k, v]
-                for k, v in env.items()
-                if v not in (None, "", [], {}) and not isinstance(v, dict | list)
-            ],
+            [[k, v] for k, v in environment_items(env)],
         ),
         "",
     ]

@@ -1,0 +1,65 @@
+"""The text of report cells that the HTML and Markdown reports (and `fitbench check`) share.
+
+One place decides how a card is named, how a metric of a given unit is written and which speed a
+run or an estimate shows, so the two report formats cannot drift apart. Only formatting: every
+number comes from the report model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fitbench.advise.text import speed_text
+from fitbench.core.units import format_bytes, format_rate, format_seconds
+
+__all__ = ["environment_items", "estimate_speed", "format_metric", "report_cards", "run_speed", "short_gpu"]
+
+_BRAND_WORDS = ("GeForce ", "Tesla ", "NVIDIA ")
+
+
+def short_gpu(name: str | None) -> str:
+    """'GeForce RTX 4090' -> 'RTX 4090': table columns stay narrow, the model stays unambiguous."""
+    name = name or "?"
+    for word in _BRAND_WORDS:
+        name = name.replace(word, "")
+    return name
+
+
+def format_metric(unit: str, value: Any) -> str:
+    """An estimate-vs-measurement value in its unit ('bytes', 'seconds', 'tok/s' or a count)."""
+    if not isinstance(value, int | float):
+        return "-"
+    if unit == "bytes":
+        return format_bytes(value)
+    if unit == "seconds":
+        return format_seconds(value)
+    if unit == "tok/s":
+        return format_rate(value, "tok/s")
+    return f"{value:g}"
+
+
+def estimate_speed(e: Mapping[str, Any], lang: str) -> str:
+    """An estimate's speed; none for a job that does not fit (a speed there would mislead)."""
+    return "-" if e.get("verdict") == "oom" else speed_text(e, lang)
+
+
+def run_speed(r: Mapping[str, Any]) -> str:
+    """A stored run's speed: tokens per second for generation, else its step time."""
+    if r.get("generation") and r.get("tokens_per_second"):
+        return format_rate(r["tokens_per_second"], "tok/s")
+    return format_seconds(r.get("step_seconds"))
+
+
+def report_cards(scenarios: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(id, name) of every card the scenarios were estimated for, in first-seen order."""
+    cards: dict[str, str] = {}
+    for s in scenarios:
+        for e in s.get("estimates") or []:
+            cards.setdefault(e.get("gpu"), e.get("gpu_name"))
+    return list(cards.items())
+
+
+def environment_items(env: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The environment's plain values (nested ones and empty ones left out)."""
+    return [(k, v) for k, v in env.items() if v not in (None, "", [], {}) and not isinstance(v, dict | list)]
