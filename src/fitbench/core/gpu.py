@@ -36,15 +36,10 @@ class GpuSpec:
     notes: str = ""
 
     def peak(self, compute: str) -> float:
-        """Dense peak FLOP/s for a compute precision; missing rates fall back to the next slower one.
+        """Dense peak FLOP/s for a compute precision; a rate the card lacks falls back to FP32.
 
         A card without BF16 (T4, V100) runs bf16 requests at its FP32 rate, which is what the
-        frameworks do (emulation through fp32 paths) and why the advice prefers fp16 there.
+        frameworks do (emulation through fp32 paths) and why the advice prefers fp16 there; a card
+        without TF32 (Turing, Volta) runs tf32 requests as plain FP32.
         """
-        if compute in self.peak_flops:
-            return self.peak_flops[compute]
-        if compute == "bf16":
-            return self.peak_flops["fp32"]
-        if compute == "tf32":
-            return self.peak_flops["fp32"]
-        return self.peak_flops["fp32"]
+        return self.peak_flops.get(compute, self.peak_flops["fp32"])

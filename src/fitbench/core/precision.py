@@ -16,7 +16,6 @@ class Precision:
     """What a precision mode stores and computes in.
 
     weight_bytes       bytes per parameter of the stored (trainable or frozen) weights
-    master_bytes       extra FP32 copy kept for the optimizer (pure fp16/bf16 with master weights)
     cast_cache_bytes   autocast's per-forward low-precision copy of each weight (AMP only)
     grad_bytes         bytes per parameter of gradients (same dtype as the weights)
     activation_bytes   bytes per saved activation element
@@ -26,7 +25,6 @@ class Precision:
 
     name: str
     weight_bytes: float
-    master_bytes: float
     cast_cache_bytes: float
     grad_bytes: float
     activation_bytes: int
@@ -35,35 +33,30 @@ class Precision:
     quant_bits: int | None = None
     training: bool = True
 
-    @property
-    def low_precision_dtype(self) -> str | None:
-        """fp16 or bf16 for the modes that compute in half precision."""
-        return self.compute if self.compute in ("fp16", "bf16") else None
-
 
 PRECISIONS: dict[str, Precision] = {
     p.name: p
     for p in (
-        Precision(name="fp32", weight_bytes=4, master_bytes=0, cast_cache_bytes=0, grad_bytes=4,
+        Precision(name="fp32", weight_bytes=4, cast_cache_bytes=0, grad_bytes=4,
                   activation_bytes=4, compute="fp32"),
-        Precision(name="tf32", weight_bytes=4, master_bytes=0, cast_cache_bytes=0, grad_bytes=4,
+        Precision(name="tf32", weight_bytes=4, cast_cache_bytes=0, grad_bytes=4,
                   activation_bytes=4, compute="tf32"),
         # torch.autocast keeps FP32 weights and caches one FP16/BF16 copy per weight while the
         # forward pass runs (torch/csrc/autograd autocast weight cache); gradients are FP32.
-        Precision(name="amp-fp16", weight_bytes=4, master_bytes=0, cast_cache_bytes=2, grad_bytes=4,
+        Precision(name="amp-fp16", weight_bytes=4, cast_cache_bytes=2, grad_bytes=4,
                   activation_bytes=2, compute="fp16", amp=True),
-        Precision(name="amp-bf16", weight_bytes=4, master_bytes=0, cast_cache_bytes=2, grad_bytes=4,
+        Precision(name="amp-bf16", weight_bytes=4, cast_cache_bytes=2, grad_bytes=4,
                   activation_bytes=2, compute="bf16", amp=True),
         # Pure half precision: weights, gradients and (in PyTorch) optimizer state in 16 bit.
-        Precision(name="fp16", weight_bytes=2, master_bytes=0, cast_cache_bytes=0, grad_bytes=2,
+        Precision(name="fp16", weight_bytes=2, cast_cache_bytes=0, grad_bytes=2,
                   activation_bytes=2, compute="fp16"),
-        Precision(name="bf16", weight_bytes=2, master_bytes=0, cast_cache_bytes=0, grad_bytes=2,
+        Precision(name="bf16", weight_bytes=2, cast_cache_bytes=0, grad_bytes=2,
                   activation_bytes=2, compute="bf16"),
         # Weight-only quantization for inference: int8 (LLM.int8 / per-channel) and int4
         # (NF4/GPTQ-style groups); activations and compute stay in fp16.
-        Precision(name="int8", weight_bytes=1, master_bytes=0, cast_cache_bytes=0, grad_bytes=0,
+        Precision(name="int8", weight_bytes=1, cast_cache_bytes=0, grad_bytes=0,
                   activation_bytes=2, compute="fp16", quant_bits=8, training=False),
-        Precision(name="int4", weight_bytes=0.5, master_bytes=0, cast_cache_bytes=0, grad_bytes=0,
+        Precision(name="int4", weight_bytes=0.5, cast_cache_bytes=0, grad_bytes=0,
                   activation_bytes=2, compute="fp16", quant_bits=4, training=False),
     )
 }

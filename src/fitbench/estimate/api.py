@@ -8,6 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 from fitbench.core.gpu import GpuSpec
+from fitbench.core.units import GiB
 from fitbench.estimate import speed
 from fitbench.estimate.memory import MemoryBreakdown, memory_breakdown
 from fitbench.estimate.profile import Profile, get_profile
@@ -156,7 +157,7 @@ def estimate(
     mem = memory_breakdown(workload, profile)
     assumptions = [
         f"{framework} {exec_mode} execution; efficiencies from {profile.provenance or 'profiles.toml'}",
-        f"'tight' means less than {TIGHT_MARGIN:.0%} of the {gpu.usable_bytes / 2**30:.1f} GiB usable "
+        f"'tight' means less than {TIGHT_MARGIN:.0%} of the {gpu.usable_bytes / GiB:.1f} GiB usable "
         "memory is left",
         f"attention: {workload.attention} "
         f"({'no' if workload.attention == 'fused' else 'a'} score matrix stored)",

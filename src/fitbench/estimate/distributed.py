@@ -587,9 +587,9 @@ def _with_comm(single: speed.Timing, workload: Workload, comm: _Comm, profile: P
     floor = single.floor_seconds
     gpu_s = compute + mem + floor + comm.exposed
     host_s = single.host_seconds
-    loss = getattr(profile, "overlap_loss", 0.0)
     return DistributedTiming(
-        seconds=max(gpu_s, host_s) + loss * min(gpu_s, host_s), gpu_seconds=gpu_s, host_seconds=host_s,
+        seconds=speed.overlapped_seconds(gpu_s, host_s, profile.overlap_loss), gpu_seconds=gpu_s,
+        host_seconds=host_s,
         compute_seconds=compute, memory_seconds=mem, floor_seconds=floor,
         flops=single.flops / compute_divisor, bytes=single.bytes / compute_divisor,
         communication_seconds=comm.exposed, communication_total_seconds=comm.total,

@@ -70,7 +70,7 @@ def quantized_rows(workload: Workload) -> int:
     """Output rows of the quantized matrices (int8 keeps one FP32 scale per row)."""
     arch = workload.arch
     if isinstance(arch, TransformerArch):
-        per_layer = sum(fout for _, _, fout in transformer_cost._gemms(arch, 1))
+        per_layer = sum(fout for _, _, fout in transformer_cost._gemms(arch))
         return arch.num_layers * per_layer
     assert isinstance(arch, ResNetArch)
     return sum(c.out_channels for c in arch.convs(224))
@@ -124,7 +124,7 @@ def _backward_peak(workload: Workload, framework: str) -> tuple[str, dict[str, f
     p = workload.precision_info
     segs = _segments(workload, framework)
     grad_b = p.grad_bytes
-    cast_b = 2 if p.amp else 0
+    cast_b = p.cast_cache_bytes
     n = len(segs)
     best: dict[str, float] = {}
     best_total = -1.0
@@ -137,7 +137,7 @@ def _backward_peak(workload: Workload, framework: str) -> tuple[str, dict[str, f
         prefix_cast.append(casts_before)
         acts_before += (
             seg.input_bytes
-            if workload.checkpointing and seg.name.startswith(("layer", "layer"))
+            if workload.checkpointing and seg.name.startswith("layer")
             else seg.saved_bytes
         )
         casts_before += seg.cast_params * cast_b
@@ -211,7 +211,7 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
         )
     else:
         phase = "forward"
-        parts["amp_weight_copies"] = workload.param_count() * 2 if p.amp else 0
+        parts["amp_weight_copies"] = workload.param_count() * p.cast_cache_bytes
         module = resnet_cost if workload.is_resnet else transformer_cost
         parts["temporaries"] = module.inference_transient_bytes(workload)
     dynamic_total = parts["activations"] + parts["temporaries"] + parts["kv_cache"] + parts["gradients"]

@@ -45,7 +45,14 @@ from fitbench.estimate.memory import (
 )
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.segments import Kernel, Segment
-from fitbench.estimate.speed import BACKWARD_HOST_SHARE, STEP_FIXED_OPS, Timing, time_kernels
+from fitbench.estimate.speed import (
+    BACKWARD_HOST_SHARE,
+    OPTIMIZER_PASSES,
+    STEP_FIXED_OPS,
+    Timing,
+    overlapped_seconds,
+    time_kernels,
+)
 from fitbench.estimate.verdict import max_fitting, verdict
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
@@ -190,17 +197,11 @@ def dequant_workspace_bytes(workload: Workload) -> int:
     if workload.peft != "qlora":
         return 0
     arch = _arch(workload)
-    largest = max(fin * fout for _, fin, fout in transformer_cost._gemms(arch, 1))
+    largest = max(fin * fout for _, fin, fout in transformer_cost._gemms(arch))
     return DEQUANT_COPIES * largest * _bytes(workload).compute
 
 
 # -- activations --------------------------------------------------------------------------------
-def _rms_saved(h: int, dt: ActivationDtypes) -> int:
-    """transformer_cost's RMSNorm with a trainable weight: FP32 input and normalised tensor (8h),
-    or an FP32 copy plus the 16-bit normalised tensor (6h)."""
-    return 8 * h if dt.res == 4 else 6 * h
-
-
 def frozen_savings_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
     """Bytes per token and block that full training saves only for weight gradients.
 
@@ -216,9 +217,10 @@ def frozen_savings_per_token(arch: TransformerArch, dt: ActivationDtypes) -> flo
         mlp_in = dt.linear_input(h, 1)
         norms = 0.0
     else:
-        qkv_in = dt.linear_input(h, 3) if dt.amp else h * (4 if dt.res == 4 else dt.act)
-        mlp_in = dt.linear_input(h, 2) if dt.amp else h * (4 if dt.res == 4 else dt.act)
-        norms = 2 * (_rms_saved(h, dt) - 4 * h) if arch.norm == "rmsnorm" else 0.0
+        qkv_in = dt.linear_input(h, 3)
+        mlp_in = dt.linear_input(h, 2)
+        rms = transformer_cost.rms_saved_bytes_per_token(h, dt)
+        norms = 2 * (rms - 4 * h) if arch.norm == "rmsnorm" else 0.0
     out_proj_in = q * dt.act          # attention output (contiguous copy) feeding the o projection
     mlp_out_in = f * dt.act           # SiLU(gate)*up, or GELU's output, feeding the last MLP matrix
     return qkv_in + mlp_in + norms + out_proj_in + mlp_out_in
@@ -292,7 +294,7 @@ def _backward_peak(workload: Workload) -> tuple[str, dict[str, float]]:
     walk, with per-segment gradient dtypes)."""
     p = workload.precision_info
     segs = peft_segments(workload)
-    cast_b = 2 if p.amp else 0
+    cast_b = p.cast_cache_bytes
     prefix_act: list[float] = []
     prefix_cast: list[float] = []
     acts_before = casts_before = 0.0
@@ -396,7 +398,7 @@ def assumptions(workload: Workload) -> tuple[str, ...]:
 
 
 # -- step time ----------------------------------------------------------------------------------
-def _frozen_backward(forward: list[Kernel], arch: TransformerArch) -> list[Kernel]:
+def _frozen_backward(forward: list[Kernel]) -> list[Kernel]:
     """Backward of the base forward with frozen weights.
 
     Matmuls of frozen weights compute only the input gradient: as many FLOPs and bytes as their
@@ -462,12 +464,12 @@ def dequant_kernels(workload: Workload) -> list[Kernel]:
     consts = NF4_CONSTANT_BITS[DOUBLE_QUANT] / 8
     return [Kernel(name=f"dequant.{name}", kind="memory", flops=0.0,
                    bytes=fin * fout * (NF4_BITS / 8 + consts + b.compute), count=arch.num_layers, ops=2.0)
-            for name, fin, fout in transformer_cost._gemms(arch, 1)]
+            for name, fin, fout in transformer_cost._gemms(arch)]
 
 
 def optimizer_kernels(workload: Workload) -> list[Kernel]:
     """The optimizer over the trainable parameters only (speed.optimizer_kernels' passes)."""
-    passes = {"adam": 18, "adamw": 20, "momentum": 5, "sgd": 3}[workload.optimizer]
+    passes = OPTIMIZER_PASSES[workload.optimizer]
     return [Kernel(name="optimizer", kind="memory", flops=0.0, bytes=passes * _trainable_bytes(workload),
                    count=1, ops=12.0)]
 
@@ -477,8 +479,8 @@ def _add(t1: Timing, t2: Timing, profile: Profile) -> Timing:
     share of the shorter that does not overlap (speed.time_kernels' rule)."""
     gpu = t1.gpu_seconds + t2.gpu_seconds
     host = t1.host_seconds + t2.host_seconds
-    loss = getattr(profile, "overlap_loss", 0.0)
-    return Timing(seconds=max(gpu, host) + loss * min(gpu, host), gpu_seconds=gpu, host_seconds=host,
+    return Timing(seconds=overlapped_seconds(gpu, host, profile.overlap_loss), gpu_seconds=gpu,
+                  host_seconds=host,
                   compute_seconds=t1.compute_seconds + t2.compute_seconds,
                   memory_seconds=t1.memory_seconds + t2.memory_seconds,
                   floor_seconds=t1.floor_seconds + t2.floor_seconds,
@@ -494,9 +496,9 @@ def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
     at FP32 rates (peft computes the FP32 adapters in FP32; autocast runs them in 16 bit), and the
     optimizer over the trainable parameters only.
     """
-    arch = _arch(workload)
+    _arch(workload)
     fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
-    base = fwd + _frozen_backward(fwd, arch)
+    base = fwd + _frozen_backward(fwd)
     passes = 2
     if workload.checkpointing:
         base += fwd

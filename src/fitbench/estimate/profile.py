@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass, fields
@@ -11,6 +12,8 @@ from pathlib import Path
 from fitbench.errors import FitbenchError
 
 BUILTIN = Path(__file__).with_name("profiles.toml")
+# Fractions of a datasheet peak: the speed model divides by them.
+_EFFICIENCIES = ("matmul_efficiency", "conv_efficiency", "attention_efficiency", "memory_efficiency")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,8 +73,25 @@ def get_profile(framework: str = "torch", exec_mode: str = "default", *, use_use
     table = builtin[framework].get(exec_mode) or builtin[framework]["default"]
     values = dict(table)
     if use_user and not os.environ.get("FITBENCH_NO_USER_PROFILE"):
-        values.update(_load(user_profile_path()).get(framework, {}).get(exec_mode, {}))
+        path = user_profile_path()
+        values.update(_checked(_load(path).get(framework, {}), exec_mode, path))
     allowed = {f.name for f in fields(Profile)} - {"framework", "exec_mode"}
     return Profile(
         framework=framework, exec_mode=exec_mode, **{k: v for k, v in values.items() if k in allowed}
     )
+
+
+def _checked(modes: object, exec_mode: str, path: Path) -> dict[str, object]:
+    """The user's values for `exec_mode`, refused with a one-line error when a hand edit broke
+    them (a string, a negative time, a zero efficiency the speed model would divide by)."""
+    hint = "fix or delete the file; `fitbench calibrate` writes it again"
+    table = modes.get(exec_mode, {}) if isinstance(modes, dict) else None
+    if not isinstance(table, dict):
+        raise FitbenchError(f"efficiency profile {path}: expected a table per framework and mode", hint)
+    for key, value in table.items():
+        if key == "provenance":
+            continue
+        number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        if not number or value < 0 or (key in _EFFICIENCIES and value == 0):
+            raise FitbenchError(f"efficiency profile {path}: {key} = {value!r} is not a usable value", hint)
+    return table

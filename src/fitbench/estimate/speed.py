@@ -31,6 +31,8 @@ BACKWARD_HOST_SHARE = 0.5
 # bitsandbytes dequantises weights on the fly: its matmuls reach a fraction of the bandwidth
 # that a plain FP16 GEMV does (LLM.int8 is notably slower than FP16 at batch 1).
 QUANT_MEMORY_EFFICIENCY = {8: 0.35, 4: 0.6}
+# Memory passes of one optimizer update over the parameters (see optimizer_kernels).
+OPTIMIZER_PASSES = {"adam": 18, "adamw": 20, "momentum": 5, "sgd": 3}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,13 +60,19 @@ class Timing:
         return max(shares, key=lambda k: shares[k])
 
 
-def _compute_precision(kind: str, workload: Workload, framework: str) -> str:
+def _compute_precision(kind: str, workload: Workload) -> str:
     """Which datasheet peak a kernel runs at. PyTorch's defaults keep FP32 matmuls in full FP32
     (`allow_tf32=False`) but let cuDNN convolutions use TF32 (`cudnn.allow_tf32=True`)."""
     compute = workload.precision_info.compute
     if compute == "fp32" and kind == "conv":
         return "tf32"
     return compute
+
+
+def overlapped_seconds(gpu_seconds: float, host_seconds: float, overlap_loss: float) -> float:
+    """A step whose GPU work runs asynchronously beside the host that issues it: the longer of
+    the two, plus the share `overlap_loss` of the shorter that does not overlap."""
+    return max(gpu_seconds, host_seconds) + overlap_loss * min(gpu_seconds, host_seconds)
 
 
 def time_kernels(
@@ -90,7 +98,7 @@ def time_kernels(
     for k in kernels:
         t_compute = 0.0
         if k.flops:
-            peak = gpu.peak(_compute_precision(k.kind, workload, profile.framework)) * eff.get(k.kind, 1.0)
+            peak = gpu.peak(_compute_precision(k.kind, workload)) * eff.get(k.kind, 1.0)
             t_compute = k.flops / peak
         t_memory = k.bytes / bandwidth
         t = max(t_compute, t_memory, profile.kernel_floor_seconds)
@@ -107,7 +115,7 @@ def time_kernels(
     host_s = (ops + fixed_ops) * host_seconds_per_op
     loss = profile.overlap_loss if overlap_loss is None else overlap_loss
     return Timing(
-        seconds=max(gpu_s, host_s) + loss * min(gpu_s, host_s),
+        seconds=overlapped_seconds(gpu_s, host_s, loss),
         gpu_seconds=gpu_s,
         host_seconds=host_s,
         compute_seconds=compute,
@@ -125,7 +133,7 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
     BACKWARD_HOST_SHARE of its forward operation."""
     out = []
     for k in kernels:
-        factor = {"matmul": 2.0, "conv": 2.0, "attention": 2.5}.get(k.kind, 2.0)
+        factor = 2.5 if k.kind == "attention" else 2.0
         out.append(
             Kernel(
                 name=k.name + ".backward",
@@ -141,11 +149,11 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
 
 def optimizer_kernels(workload: Workload) -> list[Kernel]:
     """The optimizer update as memory traffic: the foreach Adam of PyTorch makes about 18
-    passes of 4 bytes over the parameters (lerp, mul, addcmul, sqrt, div, add, addcdiv, plus
-    AdamW's decay); SGD with momentum about 5; plain SGD 3."""
+    passes over the parameters (lerp, mul, addcmul, sqrt, div, add, addcdiv), AdamW 20 with its
+    decay; SGD with momentum about 5; plain SGD 3. Each pass moves one parameter-dtype element."""
     params = workload.param_count()
     state_bytes = workload.precision_info.weight_bytes
-    passes = {"adam": 18, "adamw": 20, "momentum": 5, "sgd": 3}[workload.optimizer]
+    passes = OPTIMIZER_PASSES[workload.optimizer]
     return [
         Kernel(
             name="optimizer", kind="memory", flops=0.0, bytes=passes * params * state_bytes, count=1, ops=12.0

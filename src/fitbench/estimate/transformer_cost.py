@@ -21,6 +21,12 @@ def _arch(workload: Workload) -> TransformerArch:
     return workload.arch
 
 
+def rms_saved_bytes_per_token(h: int, dt: ActivationDtypes) -> int:
+    """One HF RMSNorm with a trainable weight: it upcasts to FP32 and saves its input and the
+    normalised tensor (8h bytes), or an FP32 copy plus a 16-bit copy in pure half (6h)."""
+    return 8 * h if dt.res == 4 else 6 * h
+
+
 def layer_saved_bytes_per_token(
     arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str
 ) -> float:
@@ -34,18 +40,15 @@ def layer_saved_bytes_per_token(
         norms = 2 * h * dt.res  # LayerNorm inputs (residual sums)
         mlp = 2 * f * dt.act  # GELU input, GELU output (fc2 input)
         masks = 2 * h * dt.mask  # hidden dropout masks
-        norm_extra = 0.0
     else:
-        # Pre-norm Llama block; HF RMSNorm upcasts to FP32 and saves its input and the
-        # normalised tensor (8h bytes), or an FP32 copy plus a 16-bit copy in pure half (6h).
-        rms = 8 * h if dt.res == 4 else 6 * h
-        qkv_in = dt.linear_input(h, 3) if dt.amp else h * (4 if dt.res == 4 else dt.act)
-        mlp_in = dt.linear_input(h, 2) if dt.amp else h * (4 if dt.res == 4 else dt.act)
-        norms = 2 * rms if arch.norm == "rmsnorm" else 2 * h * dt.res
+        # Pre-norm Llama block: the inputs of q/k/v and of the MLP's first matrices are the
+        # (FP32 or 16-bit) norm outputs, and each norm saves what rms_saved_bytes_per_token says.
+        qkv_in = dt.linear_input(h, 3)
+        mlp_in = dt.linear_input(h, 2)
+        norms = 2 * rms_saved_bytes_per_token(h, dt) if arch.norm == "rmsnorm" else 2 * h * dt.res
         n_mlp = 4 if arch.mlp == "swiglu" else 2  # gate, SiLU(gate), up, product | fc1, GELU
         mlp = n_mlp * f * dt.act
         masks = 0.0
-        norm_extra = 0.0
     # Q, K, V as attention inputs (rotary outputs for decoders), repeated for GQA in eager.
     kv_saved = 2 * kv if attention == "fused" else 2 * q
     qkv_out = (q + kv_saved) * dt.act
@@ -57,7 +60,7 @@ def layer_saved_bytes_per_token(
         softmax = 4 if dt.amp else dt.act
         dropped = dt.act if dt.mask else 0
         core = q * dt.act + heads * seq * (softmax + dt.mask + dropped)
-    return qkv_in + qkv_out + core + masks + norms + mlp_in + mlp + norm_extra
+    return qkv_in + qkv_out + core + masks + norms + mlp_in + mlp
 
 
 def layer_input_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
@@ -115,8 +118,7 @@ def training_segments(workload: Workload, *, dropout: bool | None = None) -> lis
     else:
         # Final norm, lm_head input, and log_softmax of the FP32 logits kept for the loss;
         # in backward the FP32 and 16-bit logits gradients exist together.
-        rms = 8 * h if dt.res == 4 else 6 * h
-        head_saved = tokens * (rms + h * dt.act + v * 4)
+        head_saved = tokens * (rms_saved_bytes_per_token(h, dt) + h * dt.act + v * 4)
         head_transient = tokens * v * (4 + 4 + dt.act)
         head_cast = (v * h if not arch.tie_embeddings else 0) if dt.amp else 0
     segs.append(
@@ -136,8 +138,8 @@ def inference_transient_bytes(workload: Workload) -> float:
     """Peak scratch of one forward pass without autograd: a block's largest live tensors."""
     arch = _arch(workload)
     dt = activation_dtypes(workload, dropout=False)
-    tokens = workload.batch_size * (workload.seq_len or workload.prompt_tokens or 1)
     s = workload.seq_len or workload.prompt_tokens or 1
+    tokens = workload.batch_size * s
     per_token = 3 * arch.intermediate_size * dt.act + 4 * arch.hidden_size * dt.res
     if workload.attention == "eager":
         per_token = max(per_token, 2 * arch.num_heads * s * 4)
@@ -160,7 +162,7 @@ def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
 # Kernels
 
 
-def _gemms(arch: TransformerArch, tokens: int) -> list[tuple[str, int, int]]:
+def _gemms(arch: TransformerArch) -> list[tuple[str, int, int]]:
     """(name, in_features, out_features) of one block's Linear layers."""
     h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
     mats = [("q_proj", h, q), ("k_proj", h, kv), ("v_proj", h, kv), ("o_proj", q, h)]
@@ -171,9 +173,7 @@ def _gemms(arch: TransformerArch, tokens: int) -> list[tuple[str, int, int]]:
     return mats
 
 
-def _elementwise_bytes_per_token(
-    arch: TransformerArch, dt: ActivationDtypes, training: bool
-) -> tuple[float, float]:
+def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> tuple[float, float]:
     """(bytes, ops) of one block's forward elementwise work per token: norms, activations,
     dropout, residual adds and autocast casts (each reads its inputs and writes its output)."""
     h, f = arch.hidden_size, arch.intermediate_size
@@ -209,11 +209,11 @@ def forward_kernels(
     p = workload.precision_info
     tokens = batch * seq
     context = kv_len if kv_len is not None else seq
-    w_bytes = p.weight_bytes if p.quant_bits else (2 if p.amp else p.weight_bytes)
+    w_bytes = 2 if p.amp else p.weight_bytes  # autocast's matmuls read 16-bit weight copies
     a = dt.act
     ks: list[Kernel] = []
     L = arch.num_layers
-    for name, fin, fout in _gemms(arch, tokens):
+    for name, fin, fout in _gemms(arch):
         ks.append(
             Kernel(
                 name=name,
@@ -240,11 +240,11 @@ def forward_kernels(
             ops=1.0 if workload.attention == "fused" else 5.0,
         )
     )
-    ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt, workload.is_training)
+    ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt)
     ks.append(
         Kernel(name="elementwise", kind="memory", flops=0.0, bytes=tokens * ew_bytes, count=L, ops=ew_ops)
     )
-    emb_rows = arch.hidden_size * (4 if p.amp or p.compute in ("fp32", "tf32") else 2)
+    emb_rows = arch.hidden_size * dt.res  # FP32 tables under autocast, 16-bit in pure half
     ks.append(
         Kernel(
             name="embedding",

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from fitbench.workloads.workload import LIMITS
+
 TIGHT_MARGIN = 0.10
-MAX_BATCH_LIMIT = 1 << 20
+# The search never probes a batch that Workload would refuse as "beyond any real job".
+MAX_BATCH_LIMIT = LIMITS["batch_size"]
 
 FITS, TIGHT, OOM = "fits", "tight", "oom"
 VERDICT_ORDER = {FITS: 0, TIGHT: 1, OOM: 2}

@@ -135,7 +135,6 @@ def _current_rss_bytes() -> int | None:
         return None
 
 
-
 def _environment(extra: dict[str, Any]) -> dict[str, Any]:
     from fitbench import __version__
 
@@ -210,10 +209,21 @@ class Measurement:
                     traceback="".join(lines)[-6000:],
                 )
         finally:
-            self._read_notes()
-            self._collect_memory()
-            m["environment"] = _environment(self.env_extra)
+            self._finish()
         return _jsonable(m)
+
+    def _finish(self) -> None:
+        """Notes, memory and environment, each read even if another fails: an error here must not
+        replace the measurement (or the failure it records) with a child that wrote no result."""
+
+        def environment() -> None:
+            self.m["environment"] = _environment(self.env_extra)
+
+        for part in (self._read_notes, self._collect_memory, environment):
+            try:
+                part()
+            except Exception as exc:
+                self.m["warnings"].append(f"fitbench could not record everything: {_first_line(exc)}")
 
     def _is_oom(self, exc: BaseException) -> bool:
         try:

@@ -36,7 +36,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -45,18 +44,17 @@ from fitbench.errors import FitbenchError
 from fitbench.estimate.distributed import data_parallel_degree, global_batch_size
 from fitbench.measure.runner import (
     DEFAULT_TIMEOUT_S,
-    POLL_S,
     ProgressFn,
-    _child_env,
-    _dies_with_parent,
-    _exit_text,
-    _kill_group,
-    _ProgressReader,
-    _tail,
+    ProgressReader,
     build_request,
+    child_env,
     default_min_steps,
     default_warmup,
     empty_measurement,
+    exit_text,
+    kill_group,
+    run_child,
+    tail_text,
 )
 from fitbench.measure.timing import summarize
 from fitbench.workloads.workload import Workload
@@ -150,7 +148,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=LAUNCHER_GRACE_S)
-    _kill_group(proc)
+    kill_group(proc)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -199,44 +197,28 @@ def measure_distributed(
         request_path = workdir / "request.json"
         request_path.write_text(json.dumps(request))
         log_dir = workdir / "logs"
-        stdout_path, stderr_path = workdir / "stdout.txt", workdir / "stderr.txt"
-        reader = _ProgressReader(Path(request["progress_path"]), progress)
-        env = {**_child_env(), **GPU_HOST_ENV}
+        stderr_path = workdir / "stderr.txt"
+        reader = ProgressReader(Path(request["progress_path"]), progress)
+        env = {**child_env(), **GPU_HOST_ENV}
         if progress is not None:
             progress({"phase": f"starting {n} ranks"})
-        started = time.monotonic()
-        timed_out = False
-        with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
-            proc = subprocess.Popen(
-                launcher_command(backend_name, n, request_path, device=options.device, log_dir=log_dir),
-                stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, start_new_session=True,
-                preexec_fn=_dies_with_parent(),  # the launcher dies with us; its ranks follow it
-            )
-            try:
-                while proc.poll() is None:
-                    reader.poll()
-                    if time.monotonic() - started > timeout:
-                        timed_out = True
-                        _stop(proc)
-                        break
-                    time.sleep(POLL_S)
-            except BaseException:
-                _stop(proc)
-                raise
-        reader.poll()
-        wall = time.monotonic() - started
+        # The launcher dies with this process; its ranks follow it.
+        returncode, timed_out, wall = run_child(
+            launcher_command(backend_name, n, request_path, device=options.device, log_dir=log_dir),
+            workdir=workdir, env=env, timeout=timeout, reader=reader, stop=_stop,
+        )
         per_rank = [_read_json(workdir / f"result.rank{r}.json") for r in range(n)]
         result = merge_rank_results(workload, backend_name, options, per_rank, timed_out=timed_out,
                                     timeout_s=timeout, phase=reader.last.get("phase"))
         if result["status"] != "ok":
-            tails = [_tail(stderr_path)]
-            tails += [f"[{p.name}]\n{_tail(p, 1500)}" for p in sorted(log_dir.glob("workerlog.*"))]
+            tails = [tail_text(stderr_path)]
+            tails += [f"[{p.name}]\n{tail_text(p, 1500)}" for p in sorted(log_dir.glob("workerlog.*"))]
             tail = "\n".join(t for t in tails if t)
             if tail:
                 result["stderr_tail"] = tail[-8000:]
-            if not timed_out and proc.returncode and all(r is None for r in per_rank):
-                result["error"] = f"the launcher ended without results ({_exit_text(proc.returncode)})"
-        result["child_exit_code"] = proc.returncode
+            if not timed_out and returncode and all(r is None for r in per_rank):
+                result["error"] = f"the launcher ended without results ({exit_text(returncode)})"
+        result["child_exit_code"] = returncode
         result["wall_seconds"] = round(wall, 3)
         return result
 

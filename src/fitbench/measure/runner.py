@@ -134,9 +134,12 @@ def build_request(
     }
 
 
-def _child_env() -> dict[str, str]:
-    """The parent's environment, plus: find this fitbench, never touch the network."""
+def child_env() -> dict[str, str]:
+    """The parent's environment, plus: find this fitbench, never touch the network, and number
+    GPUs in PCI order as NVML does (CUDA's default puts the fastest first), so that the child's
+    device index and fitbench.measure.nvml name the same card."""
     env = dict(os.environ)
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("HF_HUB_OFFLINE", "1")
@@ -146,7 +149,7 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-class _ProgressReader:
+class ProgressReader:
     """Reads the child's JSON-lines progress file incrementally."""
 
     def __init__(self, path: Path, progress: ProgressFn | None) -> None:
@@ -177,7 +180,7 @@ class _ProgressReader:
                     self.progress(event)
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
     """Kill the child and anything it started (its own process group)."""
     if proc.poll() is not None:
         return
@@ -196,7 +199,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def _dies_with_parent() -> Callable[[], None] | None:
+def dies_with_parent() -> Callable[[], None] | None:
     """A preexec_fn that makes the child get SIGKILL when this process dies (Linux), else None.
 
     The child runs in its own session so that Ctrl-C reaches only the parent, which then kills
@@ -223,7 +226,7 @@ def _dies_with_parent() -> Callable[[], None] | None:
     return set_death_signal
 
 
-def _tail(path: Path, chars: int = STDERR_TAIL_CHARS) -> str:
+def tail_text(path: Path, chars: int = STDERR_TAIL_CHARS) -> str:
     try:
         text = path.read_bytes()[-chars * 4 :].decode("utf-8", errors="replace")
     except OSError:
@@ -231,7 +234,7 @@ def _tail(path: Path, chars: int = STDERR_TAIL_CHARS) -> str:
     return text[-chars:].strip()
 
 
-def _exit_text(returncode: int) -> str:
+def exit_text(returncode: int) -> str:
     if returncode < 0:
         try:
             name = signal.Signals(-returncode).name
@@ -240,6 +243,49 @@ def _exit_text(returncode: int) -> str:
         hint = " (the system may have run out of memory)" if name == "SIGKILL" else ""
         return f"killed by {name}{hint}"
     return f"exit code {returncode}"
+
+
+def run_child(
+    command: list[str],
+    *,
+    workdir: Path,
+    env: dict[str, str],
+    timeout: float,
+    reader: ProgressReader,
+    stop: Callable[[subprocess.Popen[bytes]], None] = kill_group,
+) -> tuple[int, bool, float]:
+    """Run `command` to its end or for `timeout` seconds: (exit code, timed out, wall seconds).
+
+    The process gets its own process group (Ctrl-C reaches only this process, which then stops
+    it all) and dies with this process; its output goes to workdir/stdout.txt and stderr.txt;
+    `reader` relays its progress meanwhile. On a timeout, or any exception here (Ctrl-C
+    included, which then propagates), `stop` ends it.
+    """
+    started = time.monotonic()
+    timed_out = False
+    with (workdir / "stdout.txt").open("wb") as out, (workdir / "stderr.txt").open("wb") as err:
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            env=env,
+            start_new_session=True,
+            preexec_fn=dies_with_parent(),  # the child dies with us, even on SIGKILL
+        )
+        try:
+            while proc.poll() is None:
+                reader.poll()
+                if time.monotonic() - started > timeout:
+                    timed_out = True
+                    stop(proc)
+                    break
+                time.sleep(POLL_S)
+        except BaseException:
+            stop(proc)
+            raise
+    reader.poll()
+    return proc.returncode, timed_out, time.monotonic() - started
 
 
 def measure(
@@ -283,36 +329,14 @@ def measure(
         )
         request_path = workdir / "request.json"
         request_path.write_text(json.dumps(request))
-        stdout_path, stderr_path = workdir / "stdout.txt", workdir / "stderr.txt"
-        reader = _ProgressReader(Path(request["progress_path"]), progress)
+        stderr_path = workdir / "stderr.txt"
+        reader = ProgressReader(Path(request["progress_path"]), progress)
         if progress is not None:
             progress({"phase": "starting child"})
-        started = time.monotonic()
-        timed_out = False
-        with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "fitbench.measure.child", str(request_path)],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                env=_child_env(),
-                start_new_session=True,  # own process group: Ctrl-C reaches only us; we kill it all
-                preexec_fn=_dies_with_parent(),  # the child dies with us, even on SIGKILL
-            )
-            try:
-                while proc.poll() is None:
-                    reader.poll()
-                    if time.monotonic() - started > timeout:
-                        timed_out = True
-                        _kill_group(proc)
-                        break
-                    time.sleep(POLL_S)
-            except BaseException:
-                _kill_group(proc)
-                raise
-        reader.poll()
-        wall = time.monotonic() - started
-        returncode = proc.returncode
+        returncode, timed_out, wall = run_child(
+            [sys.executable, "-m", "fitbench.measure.child", str(request_path)],
+            workdir=workdir, env=child_env(), timeout=timeout, reader=reader,
+        )
         result_path = Path(request["result_path"])
         result: dict[str, Any] | None = None
         if result_path.is_file():
@@ -332,10 +356,10 @@ def measure(
         else:
             out_dict.update(
                 status="error",
-                error=f"the measuring process ended without a result ({_exit_text(returncode)})",
+                error=f"the measuring process ended without a result ({exit_text(returncode)})",
             )
         if out_dict.get("status") != "ok":
-            tail = _tail(stderr_path)
+            tail = tail_text(stderr_path)
             if tail:
                 out_dict["stderr_tail"] = tail
         out_dict["child_exit_code"] = returncode

@@ -1,4 +1,4 @@
-"""The brief's three scenarios and their tiny variants, plus a few well-known model sizes.
+"""The three headline scenarios and their tiny variants, plus a few well-known model sizes.
 
 Presets are functions so that nothing is built at import time; `get_workload` applies the
 user's overrides through `Workload.replace`, which validates them.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fitbench.errors import unknown_name
+from fitbench.errors import FitbenchError, unknown_name
 from fitbench.workloads.arch import ResNetArch, TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -39,7 +39,7 @@ BERT_LARGE = TransformerArch(
     num_labels=2,
     model_type="bert",
 )
-# Llama-7B (Touvron et al. 2023): 6,738,415,616 parameters, the class of the brief's 6B model.
+# Llama-7B (Touvron et al. 2023): 6,738,415,616 parameters, the class of the 'llm-6b' scenario's model.
 LLAMA_7B = TransformerArch(
     kind="decoder",
     vocab_size=32000,
@@ -269,8 +269,6 @@ def get_workload(name: str, *, tiny: bool = False, **overrides: object) -> Workl
     table = TINY_PRESETS if tiny else PRESETS
     if key not in table:
         if tiny and key in PRESETS:
-            from fitbench.errors import FitbenchError
-
             raise FitbenchError(
                 f"workload '{name}' has no tiny variant", "tiny variants exist for " + ", ".join(TINY_PRESETS)
             )

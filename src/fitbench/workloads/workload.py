@@ -68,7 +68,9 @@ class Workload:
             if not isinstance(getattr(self, field_name), bool):
                 raise FitbenchError(f"{field_name} must be true or false, got {getattr(self, field_name)!r}",
                                     f"pass {field_name}=True or False")
-        get_precision(self.precision)  # validates the name
+        # Validate, then keep the canonical name ('half' -> 'fp16', 'AMP' -> 'amp-fp16'): results,
+        # history and code comparing names must see one spelling per mode.
+        object.__setattr__(self, "precision", get_precision(self.precision).name)
         if self.mode not in MODES:
             raise FitbenchError(f"unknown mode '{self.mode}'", did_you_mean(self.mode, MODES))
         if self.optimizer not in OPTIMIZERS:

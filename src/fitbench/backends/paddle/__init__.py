@@ -1,4 +1,4 @@
-"""The PaddlePaddle backend: the brief's own framework, driven through the base.py contract.
+"""The PaddlePaddle backend, driven through the base.py contract.
 
 Paddle is imported only when a method needs it, so asking for this backend (its name, or
 whether a framework error is an out-of-memory) costs nothing; the runner's child process is
@@ -18,7 +18,6 @@ from fitbench.workloads.workload import Workload
 # GPU 0. Cannot allocate ..."); older paths raise EnforceNotMet/RuntimeError with the same text.
 OOM_MARKERS = ("out of memory", "resourceexhausted", "resource exhausted", "fail to alloc memory",
                "cudaerrormemoryallocation", "cublas_status_alloc_failed")
-
 
 
 def _host_memory() -> int | None:

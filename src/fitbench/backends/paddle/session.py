@@ -1,6 +1,6 @@
 """A workload built on one Paddle device: model, optimizer, mixed precision and data, ready to step.
 
-The training step is the code the brief's Paddle users write: `paddle.amp.auto_cast` (O1, or
+The training step is the code Paddle users commonly write: `paddle.amp.auto_cast` (O1, or
 O2 after `paddle.amp.decorate`), `paddle.amp.GradScaler(init_loss_scaling=1024)`,
 `scaler.scale(loss).backward()`, `scaler.minimize(opt, scaled)`, `opt.clear_grad()`.
 
@@ -28,7 +28,7 @@ from fitbench.errors import FitbenchError
 from fitbench.workloads.workload import Workload
 
 PADDLE_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
-LOSS_SCALING = 1024.0  # the brief's paddle.amp.GradScaler(init_loss_scaling=1024)
+LOSS_SCALING = 1024.0  # paddle.amp.GradScaler(init_loss_scaling=1024), as typical scripts use
 LEARNING_RATE = 1e-4   # speed and memory do not depend on it
 
 
@@ -94,7 +94,7 @@ def plan_precision(workload: Workload, exec_mode: str = "default") -> PrecisionP
 
     amp-fp16 -> O1 fp16 + GradScaler; amp-bf16 -> O1 bf16; fp16 -> O2 fp16 + GradScaler;
     bf16 -> O2 bf16; generation in fp16/bf16 creates the weights in that dtype instead.
-    bf16 has fp32's exponent range and needs no loss scaling, but the brief's code uses a
+    bf16 has fp32's exponent range and needs no loss scaling, but typical training code uses a
     GradScaler whatever the dtype, so 'default' keeps it (one unscale and finite check per step)
     and 'tuned' drops it for bf16.
     """

@@ -32,6 +32,21 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
+def is_oom(exc: BaseException) -> bool:
+    """Whether `exc`, or an exception it was raised from, is an out-of-memory error."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, torch.OutOfMemoryError | MemoryError):
+            return True
+        if isinstance(current, RuntimeError):
+            text = str(current).lower()
+            if any(marker in text for marker in OOM_MARKERS):
+                return True
+        current = current.__cause__ or current.__context__
+    return False
+
 
 class TorchBackend(Backend):
     name = "torch"
@@ -106,18 +121,7 @@ class TorchBackend(Backend):
         return open_session(workload, options)
 
     def is_oom(self, exc: BaseException) -> bool:
-        seen: set[int] = set()
-        current: BaseException | None = exc
-        while current is not None and id(current) not in seen:
-            seen.add(id(current))
-            if isinstance(current, torch.OutOfMemoryError | MemoryError):
-                return True
-            if isinstance(current, RuntimeError):
-                text = str(current).lower()
-                if any(marker in text for marker in OOM_MARKERS):
-                    return True
-            current = current.__cause__ or current.__context__
-        return False
+        return is_oom(exc)
 
     def param_count(self, workload: Workload) -> int:
         return meta_param_count(workload)

@@ -25,7 +25,7 @@ from fitbench.errors import FitbenchError, unknown_name
 from fitbench.workloads.workload import Workload
 
 OPTIMIZERS: dict[str, Callable[[Any], torch.optim.Optimizer]] = {
-    # Default (foreach) implementations and the learning rates of the brief's scripts.
+    # Default (foreach) implementations and the usual learning rates of training scripts.
     "adam": lambda params: torch.optim.Adam(params, lr=1e-4),
     "adamw": lambda params: torch.optim.AdamW(params, lr=2e-5),
     "sgd": lambda params: torch.optim.SGD(params, lr=0.01),
@@ -104,7 +104,7 @@ class TorchSession(Session):
             torch.cuda.empty_cache()
 
 
-def _enable_checkpointing(model: nn.Module) -> None:
+def enable_checkpointing(model: nn.Module) -> None:
     """transformers' activation checkpointing (renamed in 5.x; the old name still works)."""
     kwargs = {"use_reentrant": False}
     if hasattr(model, "activation_checkpointing_enable"):
@@ -124,7 +124,7 @@ class TrainSession(TorchSession):
         self.optimizer = OPTIMIZERS[w.optimizer]([p for p in self.model.parameters() if p.requires_grad])
         self.scaler = torch.amp.GradScaler(self.device.type) if self.plan.grad_scaler else None
         if w.checkpointing and not w.is_resnet:
-            _enable_checkpointing(self.model)
+            enable_checkpointing(self.model)
         data = batch_source(w, self.options, self.device, self.plan.input_dtype)
         self.next_batch = data.next_batch
         self.notes.update(

@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fitbench.backends.torch.backend import is_oom
 from fitbench.errors import FitbenchError
 from fitbench.workloads.arch import TransformerArch
 
@@ -392,7 +393,7 @@ class StaticKVGenerator:
                 self._step()
             torch.cuda.synchronize(self.device)
         except Exception as exc:
-            if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower():
+            if is_oom(exc):
                 raise
             # Decode still works eagerly (the same step, one launch per kernel); say why.
             lines = str(exc).strip().splitlines()

@@ -41,12 +41,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from fitbench.backends.base import RunOptions, Session
+from fitbench.backends.torch.backend import is_oom
 from fitbench.backends.torch.data import batch_source, prompt_ids
 from fitbench.backends.torch.models import build_decoder, build_encoder, build_resnet, count_parameters
 from fitbench.backends.torch.precision import PrecisionPlan, plan_precision, tf32_flags
 from fitbench.backends.torch.session import (
     TorchSession,
-    _enable_checkpointing,
+    enable_checkpointing,
     register_exec_mode,
     resolve_device,
 )
@@ -138,10 +139,6 @@ def make_optimizer(name: str, params: list[nn.Parameter], *, capturable: bool) -
         return torch.optim.SGD(params, lr=lr, momentum=momentum, fused=True)
     except (TypeError, RuntimeError):
         return torch.optim.SGD(params, lr=lr, momentum=momentum, foreach=True)
-
-
-def _is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, torch.OutOfMemoryError | MemoryError) or "out of memory" in str(exc).lower()
 
 
 def _first_line(exc: BaseException) -> str:
@@ -281,7 +278,7 @@ class GraphedStepSession(TorchSession):
                 out = self._body()
             torch.cuda.synchronize(dev)
         except Exception as exc:
-            if _is_oom(exc):
+            if is_oom(exc):
                 raise
             self._after_failed_capture()
             torch.cuda.synchronize(dev)
@@ -355,7 +352,7 @@ class TunedTrainSession(GraphedStepSession):
         )
         self.scaler = torch.amp.GradScaler(self.device.type) if self.plan.grad_scaler else None
         if w.checkpointing and not w.is_resnet:
-            _enable_checkpointing(self.model)
+            enable_checkpointing(self.model)
         self.loss = _loss_fn(w)
         group = self.optimizer.param_groups[0]
         flags = [k for k in ("fused", "foreach", "capturable") if group.get(k)]
