@@ -160,6 +160,8 @@ def test_what_each_zero_stage_shards(gpus: int) -> None:
     assert {m.phase for m in zero.values()} == {"backward"}
     assert 0 < zero["zero3"].parts["gathered_weights"] < single["weights"] / 4
     assert zero["zero2"].parts["gathered_weights"] == single["weights"]
+    # ...on top of its resting 1/N shard, not of a second full copy
+    assert zero["zero2"].parts["weights"] == pytest.approx(single["weights"] / gpus, abs=1)
     # FSDP's SHARD_GRAD_OP keeps full FP32 weights gathered through backward: about what DDP's
     # buckets cost ZeRO-1, so only ZeRO-3 is clearly smaller
     assert zero["zero3"].total < min(zero["zero1"].total, zero["zero2"].total)

@@ -325,8 +325,10 @@ def _shares(workload: Workload) -> _Shares:
     if strategy == "ddp":
         return _Shares(weights=1.0, gradients=1.0, optimizer=1.0)
     training = workload.is_training
+    # zero2 runs as FSDP's SHARD_GRAD_OP: parameters rest sharded (1/N) and are gathered whole
+    # from forward to the end of backward (counted as gathered_weights, not twice).
     return _Shares(
-        weights=1 / n if strategy in SHARDED_WEIGHTS else 1.0,
+        weights=1 / n if strategy in (*SHARDED_WEIGHTS, "zero2") else 1.0,
         gradients=1 / n if strategy in SHARDED_GRADIENTS and training else 1.0,
         optimizer=1 / n if training else 1.0,
     )

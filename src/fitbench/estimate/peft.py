@@ -543,7 +543,7 @@ def peft_options(workload: Workload, gpu: GpuSpec, profile: Profile) -> list[dic
     the base in 16 bit (`_half`).
     """
     from fitbench.estimate import speed
-    from fitbench.estimate.api import peak_bytes
+    from fitbench.estimate.api import needed_bytes, required_bytes
     from fitbench.estimate.memory import memory_breakdown as breakdown
 
     _arch(workload)
@@ -576,10 +576,12 @@ def peft_options(workload: Workload, gpu: GpuSpec, profile: Profile) -> list[dic
                 "lora_targets": w.lora_targets if method != "full" else None,
                 "trainable_params": trainable,
                 "peak_memory_bytes": mem.total,
+                "required_memory_bytes": required_bytes(mem),
                 "usable_memory_bytes": gpu.usable_bytes,
-                "headroom_bytes": gpu.usable_bytes - mem.total,
-                "verdict": verdict(mem.total, gpu.usable_bytes),
-                "max_batch_size": max_fitting(lambda n, w=w: peak_bytes(w.replace(batch_size=n), profile),
+                "headroom_bytes": gpu.usable_bytes - required_bytes(mem),
+                # the same rule as api.estimate: what must fit, without reclaimable allocator cache
+                "verdict": verdict(required_bytes(mem), gpu.usable_bytes),
+                "max_batch_size": max_fitting(lambda n, w=w: needed_bytes(w.replace(batch_size=n), profile),
                                               gpu.usable_bytes),
                 "step_seconds": timing.seconds,
                 "breakdown": mem.to_dict(),
