@@ -176,6 +176,13 @@ BAD_INPUTS: list[Bad] = [
         ("history", "--status", "bogus", "--db", "{tmp}/h.sqlite"),
         "unknown status 'bogus'",
         "choose one of",
+        setup=history_with_a_run,
+    ),
+    Bad(
+        "history-db-missing",
+        ("history", "--db", "{tmp}/typo/h.sqlite"),
+        "no history file at",
+        "check the --db path",
     ),
     Bad(
         "no-tiny-variant", ("estimate", "llm-13b", "--tiny"), "has no tiny variant", "tiny variants exist for"

@@ -39,9 +39,19 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 
 
 def open_history(path: str | None) -> Any:
-    """The history file for the commands that read it (history, compare, report)."""
+    """The history file for the commands that read it (history, compare, report).
+
+    A --db that names no file is a typo, not a request for a new history: reading commands say
+    so instead of creating an empty one there.
+    """
+    from pathlib import Path
+
+    from fitbench.errors import FitbenchError
     from fitbench.results.history import History
 
+    if path is not None and not Path(path).expanduser().exists():
+        raise FitbenchError(f"no history file at {path}",
+                            "check the --db path; `fitbench run` and `fitbench check` create one")
     return History.open(path)
 
 
