@@ -84,6 +84,7 @@ def _measure_and_fit(args: argparse.Namespace) -> tuple[Any, Any]:
     from fitbench.catalog.detect import detect_local_gpus
     from fitbench.estimate import calibrate
     from fitbench.estimate.profile import get_profile
+    from fitbench.measure import nvml
     from fitbench.measure.runner import measure
     from fitbench.workloads.presets import get_workload
 
@@ -91,12 +92,15 @@ def _measure_and_fit(args: argparse.Namespace) -> tuple[Any, Any]:
         raise FitbenchError("calibration fits GPU efficiencies and needs a CUDA device",
                             "run it on a GPU machine, or fit stored measurements with --from FILE")
     local = detect_local_gpus()
-    if not local:
-        raise FitbenchError("no NVIDIA GPU found", "run it on a GPU machine, or use --from FILE")
-    if local[0].catalog_id is None:
-        raise FitbenchError(f"{local[0].name} is not in the catalog",
+    index = nvml.cuda_index(args.device) or 0
+    if index >= len(local):
+        raise FitbenchError(f"no NVIDIA GPU {index} found ({len(local)} present)" if local else "no NVIDIA GPU found",
+                            "run it on a GPU machine, pick --device cuda:N, or use --from FILE")
+    card = local[index]
+    if card.catalog_id is None:
+        raise FitbenchError(f"{card.name} is not in the catalog",
                             "calibration compares with the card's datasheet figures")
-    gpu = get_gpu(local[0].catalog_id)
+    gpu = get_gpu(card.catalog_id)
     points = []
     for name, overrides in PLAN:
         workload = get_workload(name, **overrides)
