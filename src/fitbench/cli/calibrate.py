@@ -94,8 +94,8 @@ def _measure_and_fit(args: argparse.Namespace) -> tuple[Any, Any]:
     local = detect_local_gpus()
     index = nvml.cuda_index(args.device) or 0
     if index >= len(local):
-        raise FitbenchError(f"no NVIDIA GPU {index} found ({len(local)} present)" if local else "no NVIDIA GPU found",
-                            "run it on a GPU machine, pick --device cuda:N, or use --from FILE")
+        found = f"no NVIDIA GPU {index} found ({len(local)} present)" if local else "no NVIDIA GPU found"
+        raise FitbenchError(found, "run it on a GPU machine, pick --device cuda:N, or use --from FILE")
     card = local[index]
     if card.catalog_id is None:
         raise FitbenchError(f"{card.name} is not in the catalog",
