@@ -6,6 +6,7 @@ user's overrides through `Workload.replace`, which validates them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from fitbench.errors import FitbenchError, unknown_name
@@ -58,42 +59,12 @@ LLAMA_7B = TransformerArch(
     num_labels=0,
     model_type="llama",
 )
-LLAMA_13B = TransformerArch(
-    kind="decoder",
-    vocab_size=32000,
-    hidden_size=5120,
-    num_layers=40,
-    num_heads=40,
-    intermediate_size=13824,
-    max_positions=4096,
-    mlp="swiglu",
-    norm="rmsnorm",
-    position="rotary",
-    qkv_bias=False,
-    out_bias=False,
-    mlp_bias=False,
-    pooler=False,
-    num_labels=0,
-    model_type="llama",
+# The larger Llama-2 sizes differ from 7B only in their dimensions (70B adds grouped-query attention).
+LLAMA_13B = dataclasses.replace(
+    LLAMA_7B, hidden_size=5120, num_layers=40, num_heads=40, intermediate_size=13824
 )
-LLAMA_70B = TransformerArch(
-    kind="decoder",
-    vocab_size=32000,
-    hidden_size=8192,
-    num_layers=80,
-    num_heads=64,
-    num_kv_heads=8,
-    intermediate_size=28672,
-    max_positions=4096,
-    mlp="swiglu",
-    norm="rmsnorm",
-    position="rotary",
-    qkv_bias=False,
-    out_bias=False,
-    mlp_bias=False,
-    pooler=False,
-    num_labels=0,
-    model_type="llama",
+LLAMA_70B = dataclasses.replace(
+    LLAMA_7B, hidden_size=8192, num_layers=80, num_heads=64, num_kv_heads=8, intermediate_size=28672
 )
 
 TINY_RESNET = ResNetArch(depth=50, num_classes=10, base_width=8, layers=(1, 1, 1, 1))
