@@ -1,0 +1,82 @@
+"""Where a step's time goes: the torch profiler over a few steps of any workload and exec mode.
+
+Builds the session exactly as `fitbench run` does (fitbench.backends, the same Workload and
+RunOptions), warms it up, profiles a few steps and prints the operators and kernels that take
+the most device (or CPU) time. Use it when a measurement is far from its roofline:
+
+    python benchmarks/profile_step.py bert-base-imdb --exec tuned --precision amp-bf16
+    python benchmarks/profile_step.py llm-6b --exec tuned --steps 2
+    python benchmarks/profile_step.py resnet50-cifar10 --tiny --device cpu      # a smoke test
+
+With --trace DIR it also writes a Chrome trace (open it in chrome://tracing or Perfetto).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from fitbench.backends import get_backend
+from fitbench.backends.base import RunOptions
+from fitbench.workloads.presets import get_workload
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("workload")
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--precision")
+    parser.add_argument("--batch", type=int, dest="batch_size")
+    parser.add_argument("--exec", dest="exec_mode", default="default", choices=("default", "tuned"))
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--steps", type=int, default=5, help="profiled steps (after 3 warm-up steps)")
+    parser.add_argument("--rows", type=int, default=25, help="rows of the operator table")
+    parser.add_argument("--trace", type=Path, help="folder for a Chrome trace")
+    args = parser.parse_args(argv)
+
+    from torch.profiler import ProfilerActivity, profile
+
+    workload = get_workload(
+        args.workload, tiny=args.tiny, precision=args.precision, batch_size=args.batch_size
+    )
+    backend = get_backend("torch")
+    backend.device_info(args.device)
+    session = backend.open(workload, RunOptions(device=args.device, exec_mode=args.exec_mode))
+    once = session.step
+    if workload.is_generation and not session.notes.get("decode_includes_prefill"):
+
+        def once() -> None:
+            session.prefill()
+            session.decode(int(workload.new_tokens or 1))
+
+    for _ in range(3):
+        once()
+    session.sync()
+    cuda = args.device.startswith("cuda")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    t0 = time.perf_counter()
+    with profile(activities=activities, record_shapes=False) as prof:
+        for _ in range(args.steps):
+            once()
+        session.sync()
+    wall = (time.perf_counter() - t0) / args.steps
+    sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    print(
+        f"{workload.name} {args.exec_mode} {workload.precision} batch {workload.batch_size}: "
+        f"{wall * 1e3:.2f} ms per step over {args.steps} profiled steps"
+    )
+    print("notes:", {k: v for k, v in session.notes.items() if k not in ("params",)})
+    print(prof.key_averages().table(sort_by=sort, row_limit=args.rows))
+    if args.trace:
+        args.trace.mkdir(parents=True, exist_ok=True)
+        path = args.trace / f"trace-{workload.name}-{args.exec_mode}.json"
+        prof.export_chrome_trace(str(path))
+        print(f"trace written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
