@@ -407,6 +407,7 @@ def test_history_lists_and_filters(capsys, tmp_path):
     from fitbench.results.history import History
 
     db = tmp_path / "h.sqlite"
+    History.open(db).close()  # an empty history (reading commands do not create one)
     rc, text, _ = run_cli(capsys, "history", "--db", str(db))
     assert rc == 0 and "no runs" in text
     with History.open(db) as h:
