@@ -28,17 +28,8 @@ BERT_BASE = TransformerArch(
     num_labels=2,
     model_type="bert",
 )
-BERT_LARGE = TransformerArch(
-    kind="encoder",
-    vocab_size=30522,
-    hidden_size=1024,
-    num_layers=24,
-    num_heads=16,
-    intermediate_size=4096,
-    max_positions=512,
-    type_vocab_size=2,
-    num_labels=2,
-    model_type="bert",
+BERT_LARGE = dataclasses.replace(
+    BERT_BASE, hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096
 )
 # Llama-7B (Touvron et al. 2023): 6,738,415,616 parameters, the class of the 'llm-6b' scenario's model.
 LLAMA_7B = TransformerArch(
@@ -68,20 +59,18 @@ LLAMA_70B = dataclasses.replace(
 )
 
 TINY_RESNET = ResNetArch(depth=50, num_classes=10, base_width=8, layers=(1, 1, 1, 1))
-TINY_BERT = TransformerArch(
-    kind="encoder",
+# Tiny variants: the same layouts at toy sizes, so the whole pipeline runs in seconds on a CPU.
+TINY_BERT = dataclasses.replace(
+    BERT_BASE,
     vocab_size=1000,
     hidden_size=64,
     num_layers=2,
     num_heads=2,
     intermediate_size=128,
     max_positions=128,
-    type_vocab_size=2,
-    num_labels=2,
-    model_type="bert",
 )
-TINY_LLAMA = TransformerArch(
-    kind="decoder",
+TINY_LLAMA = dataclasses.replace(
+    LLAMA_7B,
     vocab_size=1000,
     hidden_size=64,
     num_layers=2,
@@ -89,15 +78,6 @@ TINY_LLAMA = TransformerArch(
     num_kv_heads=2,
     intermediate_size=172,
     max_positions=256,
-    mlp="swiglu",
-    norm="rmsnorm",
-    position="rotary",
-    qkv_bias=False,
-    out_bias=False,
-    mlp_bias=False,
-    pooler=False,
-    num_labels=0,
-    model_type="llama",
 )
 
 
