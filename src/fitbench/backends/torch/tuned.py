@@ -6,6 +6,8 @@ host-bound: eager PyTorch spends ~50 us of Python and dispatch per operation, so
 removes that overhead the way production code does, and says in the notes what it changed:
 
 training and classification inference (ResNet, BERT-style encoders, decoders trained as LMs)
+  * BERT-style encoders are fitbench's CompactEncoder (same layout and parameters as
+    transformers' BERT, attention always one mask-free SDPA call: see compact_encoder);
   * bf16 autocast wherever the device supports it (fp32 and amp-* requests become amp-bf16,
     with a warning: the precision in effect is recorded honestly); pure fp16/bf16 stay;
   * channels-last memory format for ResNets; cudnn.benchmark; TF32 for what stays in FP32;
@@ -42,8 +44,9 @@ from torch import nn
 
 from fitbench.backends.base import RunOptions, Session
 from fitbench.backends.torch.backend import is_oom
+from fitbench.backends.torch.compact_encoder import CompactEncoder, build_compact_encoder
 from fitbench.backends.torch.data import batch_source, prompt_ids
-from fitbench.backends.torch.models import build_decoder, build_encoder, build_resnet, count_parameters
+from fitbench.backends.torch.models import build_decoder, build_resnet, count_parameters
 from fitbench.backends.torch.precision import PrecisionPlan, plan_precision, tf32_flags
 from fitbench.backends.torch.session import (
     TorchSession,
@@ -148,7 +151,7 @@ def _first_line(exc: BaseException) -> str:
 
 # -- models and losses ---------------------------------------------------------------------------
 def _build(workload: Workload, device: torch.device, dtype: torch.dtype) -> tuple[nn.Module, dict[str, Any]]:
-    """The default mode's models, with SDPA attention forced for transformers."""
+    """ResNets in channels-last; encoders compact (mask-free SDPA); decoders with SDPA forced."""
     arch = workload.arch
     if isinstance(arch, ResNetArch):
         model, notes = build_resnet(arch, device=device, dtype=dtype)
@@ -156,8 +159,14 @@ def _build(workload: Workload, device: torch.device, dtype: torch.dtype) -> tupl
         notes["memory_format"] = "channels_last"
         return model, notes
     assert isinstance(arch, TransformerArch)
-    build = build_encoder if arch.kind == "encoder" else build_decoder
-    model, notes = build(arch, attention="sdpa", device=device, dtype=dtype)
+    if arch.kind == "encoder":
+        model = build_compact_encoder(arch, device=device, dtype=dtype)
+        notes: dict[str, Any] = {
+            "model_source": "fitbench CompactEncoder (BERT layout, stacked q/k/v, random init)",
+            "attention": "sdpa without a mask (flash kernel; attention dropout inside it)",
+        }
+    else:
+        model, notes = build_decoder(arch, attention="sdpa", device=device, dtype=dtype)
     if workload.attention != "fused":
         notes.setdefault("warnings", []).append(
             "tuned uses fused SDPA attention; the workload asked for eager attention"
@@ -179,9 +188,9 @@ def _resnet_loss(checkpointing: bool) -> LossFn:
 
 
 def _encoder_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    # No attention mask: transformers then skips the mask and SDPA can use flash kernels. Our own
-    # loss, not transformers': no labels-dependent Python in the captured region.
-    logits = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"]).logits
+    # The compact encoder attends without a mask (flash kernels); the loss is computed here, so
+    # no labels-dependent Python runs in the captured region.
+    logits = model(batch["input_ids"], batch["token_type_ids"])
     if logits.shape[-1] == 1:
         return F.mse_loss(logits.squeeze(-1).float(), batch["labels"].float())
     return F.cross_entropy(logits.float(), batch["labels"])
@@ -202,7 +211,7 @@ def _loss_fn(workload: Workload) -> LossFn:
 def _forward(workload: Workload, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     if workload.is_resnet:
         return model(batch["pixel_values"])
-    return model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"]).logits
+    return model(batch["input_ids"], batch["token_type_ids"])
 
 
 # -- training and classification inference -----------------------------------------------------
@@ -351,7 +360,9 @@ class TunedTrainSession(GraphedStepSession):
             w.optimizer, [p for p in self.model.parameters() if p.requires_grad], capturable=graphed
         )
         self.scaler = torch.amp.GradScaler(self.device.type) if self.plan.grad_scaler else None
-        if w.checkpointing and not w.is_resnet:
+        if w.checkpointing and isinstance(self.model, CompactEncoder):
+            self.model.checkpointing = True
+        elif w.checkpointing and not w.is_resnet:
             enable_checkpointing(self.model)
         self.loss = _loss_fn(w)
         group = self.optimizer.param_groups[0]

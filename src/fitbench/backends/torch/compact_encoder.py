@@ -1,0 +1,120 @@
+"""A compact BERT-style encoder whose attention is always one fused SDPA call.
+
+Why the tuned mode has its own encoder: transformers' BertModel decides at run time whether it
+needs an attention mask (it inspects the mask's values), and inside a CUDA-graph capture that
+inspection is skipped, so the captured step keeps a mask and SDPA falls back from the flash
+kernel to one that materialises the [batch, heads, seq, seq] scores: twice the memory and most
+of the step's time at sequence 512. Here nothing depends on data: no mask, attention-probability
+dropout inside SDPA's flash kernel, q/k/v from one stacked projection.
+
+The layout is BERT's exactly (the parameter count equals TransformerArch.param_count() and
+transformers' BertForSequenceClassification; q, k and v are stacked in one [3h, h] weight, which
+changes no count): word, position and token-type embeddings with LayerNorm; per layer a
+post-norm attention block and a post-norm GELU MLP; a tanh pooler on the first token (or the
+first token itself when the architecture has no pooler); dropout and a linear classifier.
+Dropout rates follow BertConfig's defaults (0.1 for hidden states and attention probabilities).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from fitbench.errors import FitbenchError
+from fitbench.workloads.arch import TransformerArch
+
+LAYER_NORM_EPS = 1e-12  # BertConfig.layer_norm_eps
+DROPOUT = 0.1  # BertConfig.hidden_dropout_prob and attention_probs_dropout_prob
+
+
+def check_bert_layout(arch: TransformerArch) -> None:
+    """Raise when the architecture is not a BERT-style encoder this module can build."""
+    problems = []
+    if arch.kind != "encoder":
+        problems.append(f"kind {arch.kind}")
+    if arch.mlp != "gelu" or arch.norm != "layernorm" or arch.position != "learned":
+        problems.append(f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}")
+    if not (arch.qkv_bias and arch.out_bias and arch.mlp_bias):
+        problems.append("linear layers without bias")
+    if arch.kv_heads != arch.num_heads or arch.dim_head * arch.num_heads != arch.hidden_size:
+        problems.append("grouped-query attention or a custom head size")
+    if problems:
+        raise FitbenchError(
+            f"--exec tuned builds BERT-style encoders; this one has {'; '.join(problems)}",
+            "use --exec default for this model",
+        )
+
+
+class EncoderLayer(nn.Module):
+    """Post-norm block: x = LN(x + drop(attn(x))); x = LN(x + drop(W2 gelu(W1 x)))."""
+
+    def __init__(self, arch: TransformerArch, dropout: float) -> None:
+        super().__init__()
+        h = arch.hidden_size
+        self.heads = arch.num_heads
+        self.dropout = dropout
+        self.qkv = nn.Linear(h, 3 * h)
+        self.out = nn.Linear(h, h)
+        self.attn_norm = nn.LayerNorm(h, eps=LAYER_NORM_EPS)
+        self.up = nn.Linear(h, arch.intermediate_size)
+        self.down = nn.Linear(arch.intermediate_size, h)
+        self.mlp_norm = nn.LayerNorm(h, eps=LAYER_NORM_EPS)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, h = x.shape
+        p = self.dropout if self.training else 0.0
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        attn = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+        attn = attn.transpose(1, 2).reshape(b, t, h)
+        x = self.attn_norm(x + F.dropout(self.out(attn), p, self.training))
+        y = self.down(F.gelu(self.up(x)))
+        return self.mlp_norm(x + F.dropout(y, p, self.training))
+
+
+class CompactEncoder(nn.Module):
+    """BERT for sequence classification; forward(input_ids, token_type_ids) returns the logits."""
+
+    def __init__(self, arch: TransformerArch, *, dropout: float = DROPOUT) -> None:
+        super().__init__()
+        check_bert_layout(arch)
+        h = arch.hidden_size
+        self.dropout = dropout
+        self.checkpointing = False
+        self.word = nn.Embedding(arch.vocab_size, h)
+        self.position = nn.Embedding(arch.max_positions, h)
+        self.token_type = nn.Embedding(max(arch.type_vocab_size, 1), h)
+        self.embed_norm = nn.LayerNorm(h, eps=LAYER_NORM_EPS)
+        self.layers = nn.ModuleList(EncoderLayer(arch, dropout) for _ in range(arch.num_layers))
+        self.pooler = nn.Linear(h, h) if arch.pooler else None
+        self.classifier = nn.Linear(h, max(arch.num_labels, 1))
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        t = input_ids.shape[1]
+        positions = torch.arange(t, device=input_ids.device)
+        # Without token types every token is segment 0 (BERT's default).
+        segments = self.token_type.weight[0] if token_type_ids is None else self.token_type(token_type_ids)
+        x = self.word(input_ids) + self.position(positions) + segments
+        x = F.dropout(self.embed_norm(x), self.dropout if self.training else 0.0, self.training)
+        for layer in self.layers:
+            if self.checkpointing and self.training:
+                x = checkpoint(layer, x, use_reentrant=False)
+            else:
+                x = layer(x)
+        first = x[:, 0]
+        pooled = first if self.pooler is None else torch.tanh(self.pooler(first))
+        pooled = F.dropout(pooled, self.dropout if self.training else 0.0, self.training)
+        return self.classifier(pooled)
+
+
+def build_compact_encoder(
+    arch: TransformerArch, *, device: torch.device, dtype: torch.dtype
+) -> CompactEncoder:
+    """The encoder on `device` in `dtype`, drawn like the default mode's models (N(0, 0.02))."""
+    from fitbench.backends.torch.models import init_transformer_weights_
+
+    with torch.device(device):
+        model = CompactEncoder(arch).to(dtype)
+    init_transformer_weights_(model)
+    return model
