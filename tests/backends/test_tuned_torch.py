@@ -86,8 +86,39 @@ def test_cached_keys_and_values_equal_a_full_forward_at_every_position(arch):
             k = torch.empty(2, s.kv_heads, t, s.head_dim)
             v = torch.empty_like(k)
             x = model.block(i, x, cos, sin, kv_out=(k, v))
-            torch.testing.assert_close(gen.cache[i, 0, :, :, :t], k, rtol=1e-4, atol=1e-5)
-            torch.testing.assert_close(gen.cache[i, 1, :, :, :t], v, rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(gen.keys[i][:, :, :t], k, rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(gen.values[i][:, :, :t], v, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_the_decode_step_traces_as_one_graph_and_generates_the_same_tokens():
+    """torch.compile(fullgraph=True) through dynamo and AOT autograd's functionalization (the
+    same trace inductor gets on a GPU, executed eagerly here): no graph break, the in-place
+    cache stores survive, and greedy decoding still equals the full-sequence reference."""
+    torch._dynamo.reset()
+    model = _model(TINY_LLAMA, seed=7)
+    prompt = torch.randint(3, TINY_LLAMA.vocab_size, (2, 6), generator=torch.Generator().manual_seed(8))
+    gen = StaticKVGenerator(model, batch=2, prompt_tokens=6, new_tokens=7, use_graph=False)
+    assert gen.compile_step(prompt, backend="aot_eager") is None
+    assert gen.compile_seconds is not None and gen.compile_seconds > 0
+    gen.prefill(prompt)
+    gen.decode(7)
+    assert torch.equal(gen.generated(), reference_greedy(model, prompt, 7))
+
+
+def test_a_failed_compile_keeps_the_eager_step():
+    model = _model(TINY_LLAMA)
+    prompt = torch.randint(3, 1000, (1, 5), generator=torch.Generator().manual_seed(9))
+    gen = StaticKVGenerator(model, batch=1, prompt_tokens=5, new_tokens=4, use_graph=False)
+
+    def no_code_generator(graph_module, example_inputs):
+        raise RuntimeError("no code generator here")
+
+    why = gen.compile_step(prompt, backend=no_code_generator)
+    assert why is not None and "no code generator here" in why and gen.compile_seconds is None
+    gen.prefill(prompt)
+    gen.decode(4)
+    assert torch.equal(gen.generated(), reference_greedy(model, prompt, 4))
 
 
 def test_a_second_generation_starts_clean():
@@ -106,9 +137,12 @@ def test_the_cache_has_the_documented_layout_and_bounds():
     model = _model(TINY_LLAMA)
     gen = StaticKVGenerator(model, batch=2, prompt_tokens=16, new_tokens=8, use_graph=False)
     s = model.shape
-    assert tuple(gen.cache.shape) == (s.layers, 2, 2, s.kv_heads, gen.length, s.head_dim)
+    assert gen.cache_shape == (s.layers, 2, 2, s.kv_heads, gen.length, s.head_dim)
+    assert all(tuple(t.shape) == gen.cache_shape[2:] for t in (*gen.keys, *gen.values))
+    # separate tensors, not views of one block (torch.compile updates each in place)
+    assert len({t.data_ptr() for t in (*gen.keys, *gen.values)}) == 2 * s.layers
     assert gen.length == cache_length(16, 8) and gen.length % 64 == 0 and gen.length >= 16 + 8
-    assert gen.cache_bytes == gen.cache.numel() * 4
+    assert gen.cache_bytes == 2 * s.layers * 2 * s.kv_heads * gen.length * s.head_dim * 4
     gen.prefill(torch.randint(3, 1000, (2, 16)))
     with pytest.raises(FitbenchError, match="static KV cache"):
         gen.decode(gen.length)  # more positions than the cache holds
