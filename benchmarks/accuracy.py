@@ -40,7 +40,8 @@ RESULTS = Path(__file__).with_name("results")
 POINT_TIMEOUT_S = 150.0
 
 # (preset, overrides): each scenario at three or more batch sizes, with sequence length and
-# image size varied, BERT in FP32 / AMP-FP16 / AMP-BF16, the 6.7B model at batch 1, 8 and 32.
+# image size varied, BERT in FP32 / AMP-FP16 / AMP-BF16, the 6.7B model at batch 1, 8, 16, 24, 32 and 48
+# (16-48: where transformers' growing KV cache leaves allocator segments behind).
 MATRIX: list[tuple[str, dict[str, Any]]] = [
     ("resnet50-cifar10", {"batch_size": 64}),
     ("resnet50-cifar10", {"batch_size": 128}),
@@ -58,7 +59,10 @@ MATRIX: list[tuple[str, dict[str, Any]]] = [
     ("bert-base-imdb", {"batch_size": 32, "seq_len": 256, "precision": "amp-bf16"}),
     ("llm-6b", {"batch_size": 1}),
     ("llm-6b", {"batch_size": 8}),
+    ("llm-6b", {"batch_size": 16}),
+    ("llm-6b", {"batch_size": 24}),
     ("llm-6b", {"batch_size": 32}),
+    ("llm-6b", {"batch_size": 48}),
 ]
 
 # Max batch under the memory of a smaller card (estimate for that card, search by real probes).

@@ -191,7 +191,8 @@ def test_generation_is_far_below_the_bandwidth_roofline_in_eager_code() -> None:
     assert 300 < roof < 400
     assert est.tokens_per_second < roof / 3
     tuned = estimate(get_workload("llm-6b"), get_gpu("h200"), exec_mode="tuned")
-    assert tuned.tokens_per_second > 0.6 * roof and tuned.bottleneck == "memory"
+    # tuned: bandwidth-bound, below the roofline by the GEMVs' and small kernels' efficiency
+    assert 0.5 * roof < tuned.tokens_per_second < 0.9 * roof and tuned.bottleneck == "memory"
 
 
 def test_max_batch_is_the_largest_that_fits() -> None:
@@ -228,3 +229,81 @@ def test_every_preset_estimates_on_every_card_quickly() -> None:
             est = estimate(w, gpu)
             assert est.verdict in (FITS, TIGHT, OOM)
             assert (est.verdict == OOM) == (est.max_batch_size < w.batch_size)
+
+
+# -- a KV cache grown by concatenation ------------------------------------------------------------
+def _simulated_allocator_waste(per_token: int, first: int, last: int, tensors: int) -> tuple[int, int]:
+    """Replay a growing cache through a model of PyTorch's caching allocator for large blocks:
+    requests above 10 MiB get their own segment rounded up to 2 MiB; a free cached segment
+    serves the smallest request it can hold (best fit); nothing is returned to the driver.
+    Each step, every tensor is replaced by one a token longer: allocate the new, free the old.
+    Returns (reserved - live) at the end and the size of one last-class segment."""
+    from fitbench.estimate.transformer_cost import ALLOCATOR_OWN_SEGMENT_BYTES, ALLOCATOR_ROUND_BYTES
+
+    def segment(tokens: int) -> int:
+        size = per_token * tokens
+        if size <= ALLOCATOR_OWN_SEGMENT_BYTES:
+            return 0  # served from shared 20 MiB segments: not part of this pattern
+        return -(-size // ALLOCATOR_ROUND_BYTES) * ALLOCATOR_ROUND_BYTES
+
+    free: list[int] = []
+    reserved = 0
+
+    def allocate(size: int) -> None:
+        nonlocal reserved
+        fitting = [s for s in free if s >= size]
+        if fitting:
+            free.remove(min(fitting))
+        else:
+            reserved += size
+
+    live = [segment(first)] * tensors
+    for size in live:
+        if size:
+            allocate(size)
+    for t in range(first + 1, last + 1):
+        for i in range(tensors):
+            new = segment(t)
+            if new:
+                allocate(new)
+            if live[i]:
+                free.append(live[i])
+            live[i] = new
+    return reserved - sum(live), segment(last)
+
+
+@pytest.mark.parametrize("batch", [16, 32, 48])
+def test_outgrown_kv_segments_follow_the_allocator_model(batch: int) -> None:
+    from fitbench.estimate.transformer_cost import outgrown_cache_bytes
+
+    w = get_workload("llm-6b", batch_size=batch)
+    arch = w.arch
+    tensors = 2 * arch.num_layers
+    waste, last_segment = _simulated_allocator_waste(
+        batch * arch.kv_dim * 2, w.prompt_tokens, w.prompt_tokens + w.new_tokens - 1, tensors
+    )
+    predicted = outgrown_cache_bytes(w, 1.0)
+    assert predicted > 0
+    # The model's floating spare segment (one per size class) is the only difference.
+    assert predicted <= waste <= predicted + last_segment
+
+
+def test_outgrown_kv_segments_are_reclaimable_and_absent_from_static_caches() -> None:
+    from fitbench.estimate.transformer_cost import outgrown_cache_bytes
+
+    small = get_workload("llm-6b", batch_size=1)
+    assert outgrown_cache_bytes(small, 0.55) == 0  # K/V copies stay below 10 MiB
+    big = get_workload("llm-6b", batch_size=32)
+    assert outgrown_cache_bytes(big, 0.0) == 0
+    import dataclasses
+
+    h200 = get_gpu("h200")
+    grown_cache = estimate(big, h200, profile=PROFILE)
+    static_cache = estimate(big, h200, profile=dataclasses.replace(PROFILE, kv_growth_stale_share=0.0))
+    grown = outgrown_cache_bytes(big, PROFILE.kv_growth_stale_share)
+    assert grown > 5 * 2**30  # gigabytes at batch 32
+    assert grown_cache.peak_memory_bytes - static_cache.peak_memory_bytes == pytest.approx(grown, abs=2)
+    # The allocator hands the stale segments back before failing: what must fit is unchanged.
+    assert grown_cache.required_memory_bytes == static_cache.required_memory_bytes
+    assert grown_cache.max_batch_size == static_cache.max_batch_size
+    assert get_profile("torch", "tuned", use_user=False).kv_growth_stale_share == 0.0

@@ -218,5 +218,10 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
     parts["workspace"] = profile.workspace_bytes
     fragmentation = profile.fragmentation_cnn if workload.is_resnet else profile.fragmentation
     parts["fragmentation"] = fragmentation * dynamic_total
+    if workload.is_generation:
+        outgrown = transformer_cost.outgrown_cache_bytes(workload, profile.kv_growth_stale_share)
+        parts["fragmentation"] += outgrown
+        if outgrown:
+            details["outgrown_kv_cache_blocks"] = int(outgrown)
     parts["cuda_context"] = profile.context_bytes
     return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)

@@ -34,6 +34,7 @@ class Profile:
     fragmentation: float
     fragmentation_cnn: float
     overlap_loss: float
+    kv_growth_stale_share: float = 0.0
     provenance: str = ""
 
     def to_dict(self) -> dict[str, object]:

@@ -158,6 +158,43 @@ def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
     return 2 * arch.num_layers * workload.batch_size * t * arch.kv_dim * kv_bytes
 
 
+# PyTorch's CUDA caching allocator: a request above 10 MiB gets a segment of its own, rounded up
+# to 2 MiB, and a cached segment only serves requests no larger than itself (c10/cuda/
+# CUDACachingAllocator.cpp: kLargeBuffer, kRoundLarge).
+ALLOCATOR_OWN_SEGMENT_BYTES = 10 * 2**20
+ALLOCATOR_ROUND_BYTES = 2 * 2**20
+
+
+def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
+    """Allocator memory left cached, and unusable, while a KV cache grows by concatenation.
+
+    transformers' DynamicCache appends each new token with torch.cat: every decode step replaces
+    each layer's K and V by a copy one token longer. Once those copies pass 10 MiB, each lives
+    in its own 2 MiB-rounded segment; whenever the length crosses into the next 2 MiB size
+    class, the 2 x layers outgrown segments are freed into the cache but are too small for any
+    later request, and so is the one spare segment of that class (the first tensor of each step
+    allocates its longer copy before freeing the old one): the reserved memory climbs by
+    (2 x layers + 1) segments per size class left behind. `stale_share` is the part of that sum
+    that stays (some outgrown blocks serve smaller requests); 0 for a preallocated static cache.
+    The allocator returns this memory when a request would otherwise fail, so it is reclaimable:
+    on a roomy card it shows in the peak, on a tight one the job still fits.
+    """
+    if stale_share <= 0 or not workload.is_generation:
+        return 0.0
+    arch = _arch(workload)
+    kv_bytes = 2 if workload.precision_info.activation_bytes == 2 else 4
+    per_token = workload.batch_size * arch.kv_dim * kv_bytes  # one layer's K (or V), one token
+    first = workload.prompt_tokens or 1
+    last = first + max((workload.new_tokens or 1) - 1, 0)
+    classes = sorted({
+        -(-per_token * t // ALLOCATOR_ROUND_BYTES)
+        for t in range(first, last + 1)
+        if per_token * t > ALLOCATOR_OWN_SEGMENT_BYTES
+    })
+    outgrown = sum(classes[:-1]) * ALLOCATOR_ROUND_BYTES
+    return stale_share * (2 * arch.num_layers + 1) * outgrown
+
+
 # ---------------------------------------------------------------------------------------------
 # Kernels
 
