@@ -9,6 +9,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --only bert        # points whose label contains 'bert'
     python benchmarks/accuracy.py --cpu-tiny         # the tiny variants on a CPU (a smoke test)
     python benchmarks/accuracy.py --rescore FILE     # today's estimator against stored measurements
+    python benchmarks/accuracy.py --only resnet --repeat 3   # 3 fresh runs per point, median stands
 
 Prints a table and writes benchmarks/results/accuracy-<gpu>-<date>.json with every figure,
 the versions and the machine. Targets: peak memory within 10 %, step time or decode
@@ -87,16 +88,49 @@ def local_gpu_id(explicit: str | None) -> str:
 
 
 def accuracy_point(name: str, overrides: dict[str, Any], gpu_id: str | None, device: str,
-                   tiny: bool) -> dict[str, Any]:
+                   tiny: bool, repeat: int = 1) -> dict[str, Any]:
     workload = get_workload(name, tiny=tiny, **({} if tiny else overrides))
-    t0 = time.perf_counter()
-    m = measure(workload, "torch", RunOptions(device=device), min_seconds=2.0 if not tiny else 0.2,
-                timeout_s=POINT_TIMEOUT_S)
-    point: dict[str, Any] = {"label": label(name, overrides), "workload": workload.to_dict(),
-                             "measurement": m, "wall_seconds": time.perf_counter() - t0}
+    runs = []
+    for _ in range(max(1, repeat)):
+        t0 = time.perf_counter()
+        m = measure(workload, "torch", RunOptions(device=device), min_seconds=2.0 if not tiny else 0.2,
+                    timeout_s=POINT_TIMEOUT_S)
+        runs.append({"label": label(name, overrides), "workload": workload.to_dict(),
+                     "measurement": m, "wall_seconds": time.perf_counter() - t0})
+    point = runs[0] if len(runs) == 1 else combine_repeats(runs)
     if gpu_id is None:
         return point
     return score(point, gpu_id)
+
+
+def speed_of(point: dict[str, Any]) -> float | None:
+    """The point's measured speed in the estimator's terms (decode tokens/s or step seconds)."""
+    workload = Workload.from_dict(point["workload"])
+    step, tokens = measured_speed(point["measurement"], workload)
+    return tokens if workload.is_generation else step
+
+
+def combine_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One point from several fresh-process runs of it: the run with the median speed stands for
+    the point (every figure from one real measurement), the others stay under "repeats".
+
+    Host-bound steps vary between runs by more than the estimator's error (the H200 VM's host
+    gave ResNet-50 b64 13.0-22.5 ms for the same step), so one run can land far from typical.
+    """
+    ok = [r for r in runs if r["measurement"].get("status") == "ok" and speed_of(r) is not None]
+    if not ok:
+        return runs[-1]
+    chosen = sorted(ok, key=lambda r: speed_of(r) or 0.0)[(len(ok) - 1) // 2]
+    point = dict(chosen)
+    point["repeats"] = [
+        {"speed": speed_of(r), "step_seconds": r["measurement"].get("step_seconds"),
+         "decode_tokens_per_second": r["measurement"].get("decode_tokens_per_second"),
+         "nvml_process_peak_bytes": r["measurement"].get("nvml_process_peak_bytes"),
+         "peak_reserved_bytes": r["measurement"].get("peak_reserved_bytes"),
+         "wall_seconds": r.get("wall_seconds")}
+        for r in runs
+    ]
+    return point
 
 
 def score(point: dict[str, Any], gpu_id: str) -> dict[str, Any]:
@@ -113,6 +147,10 @@ def score(point: dict[str, Any], gpu_id: str) -> dict[str, Any]:
         "speed": (relative_error(est.tokens_per_second, tokens) if workload.is_generation
                   else relative_error(est.step_seconds, step)),
     }
+    if point.get("repeats"):
+        predicted = est.tokens_per_second if workload.is_generation else est.step_seconds
+        errs = [relative_error(predicted, r["speed"]) for r in point["repeats"] if r.get("speed")]
+        point["errors"]["speed_range"] = [min(errs), max(errs)] if errs else None
     return point
 
 
@@ -162,12 +200,14 @@ def print_tables(points: list[dict[str, Any]], batches: list[dict[str, Any]]) ->
         speed_e = e.get("tokens_per_second") if gen else e.get("step_seconds")
         fmt = (lambda v: "-" if v is None else f"{v:.1f} tok/s") if gen else (
             lambda v: "-" if v is None else f"{v * 1e3:.1f} ms")
+        spread = err.get("speed_range")
         rows.append([p["label"], m.get("status", "?"), format_bytes(e.get("peak_memory_bytes")),
                      format_bytes(m.get("nvml_process_peak_bytes")), pct(err.get("peak_vs_nvml")),
                      format_bytes(m.get("peak_reserved_bytes")), pct(err.get("peak_vs_reserved")),
-                     fmt(speed_e), fmt(speed_m), pct(err.get("speed"))])
+                     fmt(speed_e), fmt(speed_m), pct(err.get("speed")),
+                     f"{pct(spread[0])}..{pct(spread[1])} ({len(p['repeats'])} runs)" if spread else ""])
     print(render_table(["point", "status", "est peak", "NVML peak", "err", "reserved", "err",
-                        "est speed", "measured", "err"], rows, align="llrrrrrrrr"))
+                        "est speed", "measured", "err", "err over runs"], rows, align="llrrrrrrrrl"))
     if batches:
         print()
         print(render_table(["max batch", "estimated", "found", "err"],
@@ -184,7 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-tiny", action="store_true", help="tiny variants on the CPU, no estimate")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON result")
     parser.add_argument("--rescore", type=Path, metavar="FILE", help="re-estimate a stored result")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="fresh-process runs per point; the median-speed run stands for it (default 1)")
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     if args.rescore:
         return rescore(args.rescore)
     device = "cpu" if args.cpu_tiny else "cuda"
@@ -207,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(json.dumps(result, indent=1, default=str))
 
     for name, overrides in matrix:
-        p = accuracy_point(name, overrides, gpu_id, device, args.cpu_tiny)
+        p = accuracy_point(name, overrides, gpu_id, device, args.cpu_tiny, args.repeat)
         points.append(p)
         save()
         errors = p.get("errors") or {}
