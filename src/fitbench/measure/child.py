@@ -268,7 +268,9 @@ class Measurement:
             prepare(w, self.options)
 
         self.phase = "build"
-        self.events.emit("building model")
+        # Tuned sessions compile and capture while they open (up to a minute): say so, or it looks hung.
+        tuned = self.options.exec_mode == "tuned"
+        self.events.emit("building model, compiling and capturing CUDA graphs" if tuned else "building model")
         t0 = time.perf_counter()
         self.session = self.backend.open(w, self.options)
         self.session.sync()
