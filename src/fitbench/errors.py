@@ -36,12 +36,24 @@ class FitbenchError(Exception):
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
 
+def close_match_hint(name: str, choices: Iterable[str], *, n: int = 3, cutoff: float = 0.5) -> str | None:
+    """The hint "did you mean 'a' or 'b'?" for the choices close to `name`, or None when none is.
+
+    For a caller that lists its choices in a wording of its own; a higher `cutoff` keeps a name
+    that is merely similar (another model family, say) from being offered as a typo's fix.
+    """
+    close = difflib.get_close_matches(name.lower(), sorted(set(choices)), n=n, cutoff=cutoff)
+    if not close:
+        return None
+    return "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
+
+
 def did_you_mean(name: str, choices: Iterable[str], *, n: int = 3) -> str:
     """A hint naming the closest valid choices, or listing them all when none is close."""
     options = sorted(set(choices))
-    close = difflib.get_close_matches(name.lower(), options, n=n, cutoff=0.5)
+    close = close_match_hint(name, options, n=n)
     if close:
-        return "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
+        return close
     shown = ", ".join(options[:12]) + (", …" if len(options) > 12 else "")
     return f"choose one of: {shown}"
 

@@ -17,14 +17,13 @@ divide, an unknown model type) raises ``FitbenchError`` naming the file and the 
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fitbench.errors import FitbenchError
+from fitbench.errors import FitbenchError, close_match_hint
 from fitbench.workloads.arch import RESNET_LAYERS, ResNetArch, TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -369,8 +368,9 @@ def arch_from_hf_config(data: dict[str, Any], *, source: str = "config") -> Tran
         raise FitbenchError(f"{source}: 'model_type' must be a string, got {_show(raw)}")
     model_type = raw.strip().lower().replace("_", "-")
     if model_type not in _READERS:
-        close = difflib.get_close_matches(model_type, SUPPORTED_MODEL_TYPES, n=1, cutoff=0.6)
-        guess = f"did you mean '{close[0]}'? " if close else ""
+        # A stricter cutoff than the default: 'gpt-neox' or 'opt' are other families, not typos of 'gpt2'.
+        close = close_match_hint(model_type, SUPPORTED_MODEL_TYPES, n=1, cutoff=0.6)
+        guess = f"{close} " if close else ""
         shown = raw if len(raw) <= 40 else raw[:37] + "..."
         raise FitbenchError(f"{source}: model_type {shown!r} is not supported",
                             f"{guess}fitbench reads {supported}")

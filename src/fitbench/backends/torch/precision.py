@@ -151,13 +151,28 @@ def plan_precision(name: str, device: torch.device, *, training: bool) -> Precis
     return PrecisionPlan(requested=key, in_effect=key, param_dtype=low, warnings=tuple(notes))
 
 
-def apply_math_flags(plan: PrecisionPlan, device: torch.device) -> dict[str, Any]:
-    """Set TF32 switches when the plan asks for them; return the switches in effect (CUDA only)."""
+def set_math_flags(
+    device: torch.device, *, allow_tf32: bool | None = None, cudnn_benchmark: bool | None = None
+) -> dict[str, Any]:
+    """The one place that flips torch's global math switches; return them as now in effect.
+
+    `allow_tf32` sets TF32 for matmuls and cuDNN together, `cudnn_benchmark` lets cuDNN time its
+    convolution algorithms per shape; None leaves a switch as it is. CUDA only: on other devices
+    nothing is touched and nothing is reported. Writing the switches may warn on newer torch
+    (they are being renamed); that is silenced, as reading them is in tf32_flags.
+    """
     if device.type != "cuda":
         return {}
-    if plan.allow_tf32 is not None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.backends.cuda.matmul.allow_tf32 = plan.allow_tf32
-            torch.backends.cudnn.allow_tf32 = plan.allow_tf32
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if allow_tf32 is not None:
+            torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+            torch.backends.cudnn.allow_tf32 = allow_tf32
+        if cudnn_benchmark is not None:
+            torch.backends.cudnn.benchmark = cudnn_benchmark
     return tf32_flags()
+
+
+def apply_math_flags(plan: PrecisionPlan, device: torch.device) -> dict[str, Any]:
+    """Set TF32 switches when the plan asks for them; return the switches in effect (CUDA only)."""
+    return set_math_flags(device, allow_tf32=plan.allow_tf32)

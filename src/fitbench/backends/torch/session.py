@@ -24,12 +24,17 @@ from fitbench.backends.torch.precision import PrecisionPlan, apply_math_flags, p
 from fitbench.errors import FitbenchError, unknown_name
 from fitbench.workloads.workload import Workload
 
+#: The usual learning rates of training scripts, per workload optimizer. Every exec mode uses
+#: these, so modes differ only in how the optimizer runs (foreach, fused), never in what it does.
+LEARNING_RATES: dict[str, float] = {"adam": 1e-4, "adamw": 2e-5, "sgd": 0.01, "momentum": 0.01}
+SGD_MOMENTUM = 0.9  # the "momentum" optimizer is SGD with this momentum
+
 OPTIMIZERS: dict[str, Callable[[Any], torch.optim.Optimizer]] = {
-    # Default (foreach) implementations and the usual learning rates of training scripts.
-    "adam": lambda params: torch.optim.Adam(params, lr=1e-4),
-    "adamw": lambda params: torch.optim.AdamW(params, lr=2e-5),
-    "sgd": lambda params: torch.optim.SGD(params, lr=0.01),
-    "momentum": lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9),
+    # Default (foreach) implementations.
+    "adam": lambda params: torch.optim.Adam(params, lr=LEARNING_RATES["adam"]),
+    "adamw": lambda params: torch.optim.AdamW(params, lr=LEARNING_RATES["adamw"]),
+    "sgd": lambda params: torch.optim.SGD(params, lr=LEARNING_RATES["sgd"]),
+    "momentum": lambda params: torch.optim.SGD(params, lr=LEARNING_RATES["momentum"], momentum=SGD_MOMENTUM),
 }
 
 

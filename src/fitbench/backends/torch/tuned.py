@@ -49,8 +49,10 @@ from fitbench.backends.torch.backend import is_oom
 from fitbench.backends.torch.compact_encoder import CompactEncoder, build_compact_encoder
 from fitbench.backends.torch.data import batch_source, prompt_ids
 from fitbench.backends.torch.models import build_decoder, build_resnet, count_parameters
-from fitbench.backends.torch.precision import PrecisionPlan, plan_precision, tf32_flags
+from fitbench.backends.torch.precision import PrecisionPlan, plan_precision, set_math_flags, tf32_flags
 from fitbench.backends.torch.session import (
+    LEARNING_RATES,
+    SGD_MOMENTUM,
     TorchSession,
     enable_checkpointing,
     register_exec_mode,
@@ -63,7 +65,6 @@ from fitbench.workloads.workload import Workload
 
 CPU_NO_GRAPHS = "CUDA graphs need a CUDA device; ran eagerly"
 GRAPH_WARMUP_STEPS = 3  # eager steps on the side stream before capture (PyTorch's recipe uses 3)
-LEARNING_RATES = {"adam": 1e-4, "adamw": 2e-5, "sgd": 0.01, "momentum": 0.01}  # as the default mode
 
 
 # -- precision ------------------------------------------------------------------------------------
@@ -116,12 +117,7 @@ def choose_precision(workload: Workload, device: torch.device) -> TunedPrecision
 
 def fast_math(device: torch.device) -> dict[str, Any]:
     """cudnn.benchmark (pick the fastest convolution per shape) and TF32 for what stays FP32."""
-    if device.type != "cuda":
-        return {}
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
-    return tf32_flags()
+    return set_math_flags(device, allow_tf32=True, cudnn_benchmark=True)
 
 
 def autocast(plan: PrecisionPlan, device: torch.device) -> contextlib.AbstractContextManager[Any]:
@@ -139,7 +135,7 @@ def make_optimizer(name: str, params: list[nn.Parameter], *, capturable: bool) -
     if name in ("adam", "adamw"):
         kind = torch.optim.Adam if name == "adam" else torch.optim.AdamW
         return kind(params, lr=lr, fused=True, capturable=capturable)
-    momentum = 0.9 if name == "momentum" else 0.0
+    momentum = SGD_MOMENTUM if name == "momentum" else 0.0
     try:  # SGD keeps no step counter: its fused step is capture-safe without a flag
         return torch.optim.SGD(params, lr=lr, momentum=momentum, fused=True)
     except (TypeError, RuntimeError):
