@@ -622,7 +622,7 @@ def step_timing(workload: Workload, gpu: GpuSpec, profile: Profile) -> Distribut
         return _with_comm(single, workload, comm, profile, compute_divisor=divisor)
     saving = 0.0
     if workload.strategy in ("zero1", "zero2", "zero3", "fsdp") and not workload.peft:
-        opt = speed.time_kernels(speed.optimizer_kernels(w1), w1, gpu, profile,
+        opt = speed.time_kernels(speed.optimizer_kernels(w1, profile.framework), w1, gpu, profile,
                                  host_seconds_per_op=profile.host_seconds_per_op)
         saving = opt.gpu_seconds * (1 - 1 / workload.gpus)
     compute_s = single.gpu_seconds / divisor - saving

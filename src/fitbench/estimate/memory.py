@@ -90,6 +90,21 @@ def weight_bytes(workload: Workload) -> tuple[int, int]:
     return int(rest + packed), int(scales)
 
 
+def master_weights_kept(workload: Workload, framework: str) -> bool:
+    """Whether the optimizer updates FP32 master copies of 16-bit weights: Paddle's O2 (pure
+    fp16/bf16) uses multi_precision; PyTorch's pure half updates the 16-bit weights in place."""
+    p = workload.precision_info
+    return framework == "paddle" and not p.amp and p.weight_bytes == 2
+
+
+def optimizer_element_bytes(workload: Workload, framework: str) -> int:
+    """Bytes per element of the optimizer's state and of the weights its update reads and
+    writes: the parameter dtype (FP32 under AMP, 16-bit in PyTorch's pure half), or FP32 where
+    master weights are kept. Memory (optimizer_bytes) and time (speed.optimizer_kernels) both
+    use it, so the update's traffic moves the bytes the breakdown holds."""
+    return 4 if master_weights_kept(workload, framework) else int(workload.precision_info.weight_bytes)
+
+
 def optimizer_bytes(workload: Workload, framework: str) -> tuple[int, int, int]:
     """(optimizer state, master weights, optimizer-step scratch) in bytes.
 
@@ -101,14 +116,10 @@ def optimizer_bytes(workload: Workload, framework: str) -> tuple[int, int, int]:
     """
     if not workload.is_training:
         return 0, 0, 0
-    p = workload.precision_info
     params = workload.param_count()
     states = OPTIMIZER_STATES[workload.optimizer]
-    pure_half = not p.amp and p.weight_bytes == 2
-    if framework == "paddle" and pure_half:
-        state_bytes, master = 4, 4 * params
-    else:
-        state_bytes, master = int(p.weight_bytes), 0
+    state_bytes = optimizer_element_bytes(workload, framework)
+    master = 4 * params if master_weights_kept(workload, framework) else 0
     scratch = 2 * params * state_bytes if states == 2 else 0
     return params * states * state_bytes, master, scratch
 
@@ -117,6 +128,22 @@ def _segments(workload: Workload, framework: str) -> list[Segment]:
     if workload.is_resnet:
         return resnet_cost.training_segments(workload, framework)
     return transformer_cost.training_segments(workload)
+
+
+def autocast_copy_bytes(workload: Workload, framework: str) -> float:
+    """Autocast's cached 16-bit copies of the weights, alive for the whole autocast region.
+
+    One rule for every phase: the weights the segments mark as cast (those of Linear layers,
+    convolutions and heads; embeddings and norms run in FP32 and are not cast). PyTorch caches a
+    weight's cast while autocast is entered (torch.autocast's cache_enabled default) whether or
+    not autograd records: training keeps them until backward, a forward pass until it ends,
+    `generate` under one autocast context for the whole generation (its decode kernels read
+    these copies, speed.generation's 16-bit weight traffic). Zero outside AMP.
+    """
+    cast_b = workload.precision_info.cast_cache_bytes
+    if not cast_b:
+        return 0.0
+    return sum(seg.cast_params for seg in _segments(workload, framework)) * cast_b
 
 
 def _backward_peak(workload: Workload, framework: str) -> tuple[str, dict[str, float]]:
@@ -209,9 +236,10 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
         parts["temporaries"] = max(
             transformer_cost.inference_transient_bytes(workload), parts["kv_cache"] / arch.num_layers
         )
+        parts["amp_weight_copies"] = autocast_copy_bytes(workload, framework)
     else:
         phase = "forward"
-        parts["amp_weight_copies"] = workload.param_count() * p.cast_cache_bytes
+        parts["amp_weight_copies"] = autocast_copy_bytes(workload, framework)
         module = resnet_cost if workload.is_resnet else transformer_cost
         parts["temporaries"] = module.inference_transient_bytes(workload)
     dynamic_total = parts["activations"] + parts["temporaries"] + parts["kv_cache"] + parts["gradients"]

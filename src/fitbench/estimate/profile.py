@@ -9,11 +9,23 @@ from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
 
-from fitbench.errors import FitbenchError
+from fitbench.errors import FitbenchError, unknown_name
 
 BUILTIN = Path(__file__).with_name("profiles.toml")
 # Fractions of a datasheet peak: the speed model divides by them.
 _EFFICIENCIES = ("matmul_efficiency", "conv_efficiency", "attention_efficiency", "memory_efficiency")
+# Execution modes a framework runs with another mode's table, and why. Paddle's `tuned` runs the
+# same eager code as its `default` (fitbench.backends.paddle.session.plan_precision only drops the
+# GradScaler for bf16 training: no CUDA graphs, no compiled step), so its default efficiencies are
+# the honest ones; the reason travels in the profile's provenance, which the estimate's
+# assumptions quote.
+SHARED_TABLES: dict[tuple[str, str], tuple[str, str]] = {
+    ("paddle", "tuned"): (
+        "default",
+        "Paddle's default profile (its tuned mode runs the same eager code and only drops the "
+        "GradScaler for bf16 training)",
+    ),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,16 +78,36 @@ def _load(path: Path) -> dict[str, dict[str, dict[str, object]]]:
         ) from None
 
 
-def get_profile(framework: str = "torch", exec_mode: str = "default", *, use_user: bool = True) -> Profile:
-    """Built-in constants, overridden key by key by the user's calibrated file when present."""
+def exec_modes(framework: str) -> tuple[str, ...]:
+    """The execution modes `framework` has a profile for (its own table or a shared one)."""
     builtin = _load(BUILTIN)
     if framework not in builtin:
-        framework = "torch"
-    table = builtin[framework].get(exec_mode) or builtin[framework]["default"]
-    values = dict(table)
+        raise unknown_name("framework", framework, builtin)
+    shared = (mode for fw, mode in SHARED_TABLES if fw == framework)
+    return tuple(sorted({*builtin[framework], *shared}))
+
+
+def get_profile(framework: str = "torch", exec_mode: str = "default", *, use_user: bool = True) -> Profile:
+    """Built-in constants, overridden key by key by the user's calibrated file when present.
+
+    An unknown framework or exec mode is an error, not another table's numbers: an estimate
+    that silently used torch's or the default mode's efficiencies would present them as the
+    requested mode's. The only stand-ins are the explicit SHARED_TABLES, whose provenance says so.
+    """
+    builtin = _load(BUILTIN)
+    if exec_mode not in exec_modes(framework):
+        raise unknown_name(f"{framework} exec mode", exec_mode, exec_modes(framework))
+    table_mode, note = SHARED_TABLES.get((framework, exec_mode), (exec_mode, ""))
+    values = dict(builtin[framework][table_mode])
     if use_user and not os.environ.get("FITBENCH_NO_USER_PROFILE"):
         path = user_profile_path()
-        values.update(_checked(_load(path).get(framework, {}), exec_mode, path))
+        user = _load(path).get(framework, {})
+        # A calibration of the mode itself wins over one of the table it shares.
+        if isinstance(user, dict) and exec_mode in user:
+            table_mode, note = exec_mode, ""
+        values.update(_checked(user, table_mode, path))
+    if note:
+        values["provenance"] = f"{note}: {values.get('provenance') or 'profiles.toml'}"
     allowed = {f.name for f in fields(Profile)} - {"framework", "exec_mode"}
     return Profile(
         framework=framework, exec_mode=exec_mode, **{k: v for k, v in values.items() if k in allowed}

@@ -31,7 +31,10 @@ def training_segments(workload: Workload, framework: str = "torch") -> list[Segm
     segs: list[Segment] = []
     stem = convs[0]
     pool_hw = (stem.out_hw + 2 - 3) // 2 + 1
-    image = arch.in_channels * size * size * (dt.act if dt.amp else 4)
+    # The stem convolution saves its input in the activation dtype: the image itself in FP32 and
+    # in PyTorch's pure half (the batch matches the weights), a 16-bit cast of it under AMP and
+    # Paddle's O2.
+    image = arch.in_channels * size * size * dt.act
     pool = stem.out_channels * pool_hw**2 * (dt.act + 8)  # output and int64 indices
     segs.append(Segment(name="input+pool", saved_bytes=b * (image + pool), input_bytes=b * image, params=0))
     for conv in convs:

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from fitbench.core.gpu import GpuSpec
-from fitbench.estimate import resnet_cost, transformer_cost
+from fitbench.estimate import memory, resnet_cost, transformer_cost
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.segments import Kernel
 from fitbench.workloads.arch import TransformerArch
@@ -147,12 +147,14 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
     return out
 
 
-def optimizer_kernels(workload: Workload) -> list[Kernel]:
+def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kernel]:
     """The optimizer update as memory traffic: the foreach Adam of PyTorch makes about 18
     passes over the parameters (lerp, mul, addcmul, sqrt, div, add, addcdiv), AdamW 20 with its
-    decay; SGD with momentum about 5; plain SGD 3. Each pass moves one parameter-dtype element."""
+    decay; SGD with momentum about 5; plain SGD 3. Each pass moves one element of the state's
+    dtype, the one memory.optimizer_bytes holds it in: FP32 where `framework` keeps master
+    weights (Paddle's O2), else the parameter dtype."""
     params = workload.param_count()
-    state_bytes = workload.precision_info.weight_bytes
+    state_bytes = memory.optimizer_element_bytes(workload, framework)
     passes = OPTIMIZER_PASSES[workload.optimizer]
     return [
         Kernel(
@@ -166,7 +168,7 @@ def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
         fwd = resnet_cost.forward_kernels(workload)
     else:
         fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
-    kernels = fwd + _backward(fwd) + optimizer_kernels(workload)
+    kernels = fwd + _backward(fwd) + optimizer_kernels(workload, profile.framework)
     if workload.checkpointing:
         kernels += fwd  # recomputation of the forward pass during backward
     return time_kernels(
