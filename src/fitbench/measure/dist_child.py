@@ -29,12 +29,19 @@ The process group uses NCCL on CUDA and gloo on the CPU; the launcher's environm
 world size and rendezvous.
 """
 
+# ruff: noqa: E402  (the launcher's pid is read before the other imports)
 from __future__ import annotations
+
+import os
+
+# The launcher's pid, read before anything else this process does: a launcher killed while the
+# rank starts up (imports, later torch) leaves it to init or a subreaper, and a pid read after
+# that names the wrong process, which the watch below would then wait on for ever.
+LAUNCHER_PID = os.getppid()
 
 import datetime
 import inspect
 import json
-import os
 import sys
 import threading
 import time
@@ -347,15 +354,24 @@ def rank_request(request: dict[str, Any], rank: RankEnv) -> dict[str, Any]:
     return out
 
 
-def _watch_parent() -> None:
-    """Exit when the launcher disappears (a killed torchrun cannot stop its workers)."""
-    parent = os.getppid()
+def launcher_gone(launcher_pid: int = LAUNCHER_PID) -> bool:
+    """Whether the process that started this rank has ended. Its children then go to init or a
+    subreaper, so the parent pid changes; a launcher is never pid 1 (fitbench starts it), so a
+    rank that began life as init's child was orphaned before it could look."""
+    return launcher_pid <= 1 or os.getppid() != launcher_pid
+
+
+def _watch_parent(launcher_pid: int = LAUNCHER_PID, poll_s: float = PARENT_POLL_S) -> None:
+    """Exit when the launcher disappears (a killed torchrun cannot stop its workers).
+
+    `launcher_pid` is the parent pid read when this module started (LAUNCHER_PID), not now: by
+    the time the watch starts the launcher may already be gone."""
 
     def watch() -> None:
         while True:
-            time.sleep(PARENT_POLL_S)
-            if os.getppid() != parent:
+            if launcher_gone(launcher_pid):
                 os._exit(FAILED_EXIT_CODE)
+            time.sleep(poll_s)
 
     threading.Thread(target=watch, name="fitbench-parent-watch", daemon=True).start()
 

@@ -28,11 +28,8 @@ budget cannot be used). The GPU host settings in GPU_HOST_ENV are set for every 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -141,14 +138,10 @@ def _check_gpus(device: str, nproc: int) -> None:
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the launcher (it stops its ranks), SIGKILL to the group if it lingers."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=LAUNCHER_GRACE_S)
-    kill_group(proc)
+    """SIGTERM to the launcher (it stops its ranks), then SIGKILL to whatever lingers: its group
+    and the ranks torchrun starts in sessions of their own (kill_group finds them while the
+    launcher is still unreaped)."""
+    kill_group(proc, grace_s=LAUNCHER_GRACE_S)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -33,6 +33,13 @@ DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_MAX_SECONDS = 120.0  # wall budget of the timed loop inside the child
 STDERR_TAIL_CHARS = 4000
 POLL_S = 0.05
+# Stopping a child: how long to wait for it and all it started to end after SIGKILL, how
+# often to look, and how many scans of the process table freezing its tree may take.
+KILL_WAIT_S = 10.0
+KILL_POLL_S = 0.01
+FREEZE_ROUNDS = 20
+DEAD_STATES = ("Z", "X")  # zombie, dead: in /proc/PID/stat, a process that no longer runs
+KILLED_RETURNCODE = -9  # what Popen reports for SIGKILL
 
 # Every measurement has these keys, whatever happened, so readers never need .get chains.
 MEASUREMENT_KEYS = (
@@ -180,20 +187,161 @@ class ProgressReader:
                     self.progress(event)
 
 
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the child and anything it started (its own process group)."""
-    if proc.poll() is not None:
-        return
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _signal_pid(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+def _process_table() -> dict[int, tuple[str, int, int]] | None:
+    """pid -> (state, parent pid, process group) of every process, from /proc; None without it."""
     try:
-        if hasattr(os, "killpg"):
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:  # pragma: no cover - Windows
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    table: dict[int, tuple[str, int, int]] = {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # ended meanwhile
+            continue
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses itself.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) >= 3:
+            table[int(name)] = (fields[0].decode("ascii", "replace"), int(fields[1]), int(fields[2]))
+    return table
+
+
+def _descendants(root: int, table: dict[int, tuple[str, int, int]]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for pid, (_, ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for pid in children.get(todo.pop(), ()):
+            if pid not in found:
+                found.add(pid)
+                todo.append(pid)
+    return found
+
+
+def _freeze_tree(pgid: int, root: int) -> set[int]:
+    """SIGSTOP the group and every descendant of `root`, scanning again until no new one shows
+    up; return the descendants found. A stopped process cannot fork, so the set the final
+    SIGKILL must reach stops growing. The parent links are read while `root` still runs: once
+    it dies its children belong to init, and those that left the group (a launcher's ranks
+    run in sessions of their own) could not be found any more. Linux only (/proc); elsewhere
+    the group alone is stopped."""
+    _signal_group(pgid, signal.SIGSTOP)
+    stopped: set[int] = set()
+    for _ in range(FREEZE_ROUNDS):
+        table = _process_table()
+        if table is None:
+            break
+        new = {pid for pid in _descendants(root, table) if table[pid][0] not in DEAD_STATES} - stopped
+        if not new:
+            break
+        for pid in new:
+            _signal_pid(pid, signal.SIGSTOP)
+        stopped |= new
+    return stopped
+
+
+def _child_ended(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the child has ended, without reaping it (Popen.poll would).
+
+    While the child is an unreaped zombie its pid, and so its process group id, cannot go to
+    another process: a signal to the group can only reach what the measurement started.
+    """
+    if proc.returncode is not None:
+        return True
+    if hasattr(os, "waitid"):
+        try:
+            return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:  # reaped by someone else: Popen.poll below records it
+            pass
+    return proc.poll() is not None
+
+
+def _wait_child_end(proc: subprocess.Popen[bytes], deadline: float) -> bool:
+    while not _child_ended(proc):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(KILL_POLL_S)
+    return True
+
+
+def _still_running(pgid: int, tree: set[int]) -> bool:
+    """Whether a process of the group, or of the tree, still runs. A zombie does not count: it
+    holds no memory, and an init that never reaps (some containers) would keep it forever."""
+    if not tree:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False  # the usual case, answered without reading /proc
+        except PermissionError:
+            pass
+    table = _process_table()
+    if table is None:
+        return True  # the group exists; without /proc a zombie cannot be told from a process
+    return any(
+        state not in DEAD_STATES and (group == pgid or pid in tree)
+        for pid, (state, _, group) in table.items()
+    )
+
+
+def kill_group(
+    proc: subprocess.Popen[bytes], *, grace_s: float = 0.0, wait_s: float = KILL_WAIT_S
+) -> None:
+    """Stop the child and everything it started; return once none of it runs.
+
+    "Everything" is the child's process group (it leads one: start_new_session) and, on Linux,
+    its descendants that left the group, such as a launcher's ranks in sessions of their own.
+    With `grace_s` > 0 the group gets SIGTERM first and the child that long to end (a launcher
+    stops its ranks on SIGTERM); then the tree is frozen (SIGSTOP) and killed (SIGKILL). The
+    group is signalled only while the child is alive or an unreaped zombie, so its group id
+    cannot belong to anyone else. The child is reaped, then the wait goes on until no process
+    of the group or tree runs, for `wait_s` seconds at most: a process stuck in the kernel (a
+    GPU driver call) cannot be waited for without end. Processes already gone or not ours are
+    passed over, never an error. Called for a child that ended on its own, it removes what the
+    child left behind.
+    """
+    if not hasattr(os, "killpg"):  # pragma: no cover - Windows
+        with contextlib.suppress(OSError):
             proc.kill()
-    except (ProcessLookupError, PermissionError):
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=wait_s)
+        return
+    pgid = proc.pid
+    tree: set[int] = set()
+    if proc.returncode is None:
+        if grace_s > 0 and not _child_ended(proc):
+            _signal_group(pgid, signal.SIGTERM)
+            _wait_child_end(proc, time.monotonic() + grace_s)
+        deadline = time.monotonic() + wait_s
+        if not _child_ended(proc):
+            tree = _freeze_tree(pgid, proc.pid)
+        _signal_group(pgid, signal.SIGKILL)
+        for pid in tree:
+            _signal_pid(pid, signal.SIGKILL)
+        if _wait_child_end(proc, deadline):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    else:
+        # Already reaped by the caller: the group may still hold what the child started, and
+        # while it does, its id is still that group's.
+        deadline = time.monotonic() + wait_s
+        _signal_group(pgid, signal.SIGKILL)
+    while _still_running(pgid, tree) and time.monotonic() < deadline:
+        time.sleep(KILL_POLL_S)
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -259,7 +407,8 @@ def run_child(
     The process gets its own process group (Ctrl-C reaches only this process, which then stops
     it all) and dies with this process; its output goes to workdir/stdout.txt and stderr.txt;
     `reader` relays its progress meanwhile. On a timeout, or any exception here (Ctrl-C
-    included, which then propagates), `stop` ends it.
+    included, which then propagates), `stop` ends it; when it ends on its own, kill_group
+    removes whatever it left running in its group.
     """
     started = time.monotonic()
     timed_out = False
@@ -274,18 +423,22 @@ def run_child(
             preexec_fn=dies_with_parent(),  # the child dies with us, even on SIGKILL
         )
         try:
-            while proc.poll() is None:
+            while not _child_ended(proc):
                 reader.poll()
                 if time.monotonic() - started > timeout:
                     timed_out = True
                     stop(proc)
                     break
                 time.sleep(POLL_S)
+            if not timed_out:
+                kill_group(proc)  # it ended on its own: what it started (a compile worker) goes too
         except BaseException:
             stop(proc)
             raise
     reader.poll()
-    return proc.returncode, timed_out, time.monotonic() - started
+    # None only for a child stuck in the kernel past every wait, with SIGKILL pending.
+    returncode = KILLED_RETURNCODE if proc.returncode is None else proc.returncode
+    return returncode, timed_out, time.monotonic() - started
 
 
 def measure(
