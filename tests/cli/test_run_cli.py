@@ -86,11 +86,15 @@ def test_tiny_scenario_end_to_end_lands_in_history(capsys, tmp_path, name):
     if workload.is_generation:
         tokens = workload.batch_size * workload.new_tokens
         assert m["tokens_per_second"] == pytest.approx(tokens / m["step_seconds"])
-        assert 0 < m["prefill_seconds"] < m["step_seconds"]
-        assert m["decode_tokens_per_second"] == pytest.approx(
-            tokens / (m["step_seconds"] - m["prefill_seconds"])
-        )
-        assert m["decode_tokens_per_second"] > m["tokens_per_second"]
+        assert m["prefill_seconds"] > 0
+        if m["prefill_seconds"] < m["step_seconds"]:
+            assert m["decode_tokens_per_second"] == pytest.approx(
+                tokens / (m["step_seconds"] - m["prefill_seconds"])
+            )
+            assert m["decode_tokens_per_second"] > m["tokens_per_second"]
+        else:  # a busy CPU can slow the separately timed prefills past a whole generation
+            assert m["decode_tokens_per_second"] is None
+            assert any("decode speed not derived" in w for w in m["warnings"])
     else:
         assert m["samples_per_second"] == pytest.approx(workload.batch_size / m["step_seconds"])
         assert m["epoch_seconds"] == pytest.approx(
