@@ -36,6 +36,7 @@ from fitbench.backends.base import RunOptions
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.units import format_rate, format_seconds
 from fitbench.estimate.api import estimate
+from fitbench.estimate.execution import precision_as_run
 from fitbench.measure.diagnosis import compute_class, diagnose
 from fitbench.measure.runner import measure
 from fitbench.results.table import render_table
@@ -97,10 +98,7 @@ def tuned_precision(workload: Workload, gpu: GpuSpec | None, measured: dict[str,
     """The precision the tuned run used (from its notes), or the one it will use on `gpu`."""
     if measured and measured.get("precision_in_effect"):
         return str(measured["precision_in_effect"])
-    info = workload.precision_info
-    if workload.is_generation or (not info.amp and info.compute in ("fp16", "bf16")):
-        return workload.precision
-    return "amp-bf16" if gpu is None or gpu.bf16 else "amp-fp16"
+    return precision_as_run(workload, "tuned", gpu)
 
 
 def headline(m: dict[str, Any], workload: Workload) -> tuple[float | None, str]:

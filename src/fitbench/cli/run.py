@@ -30,6 +30,7 @@ from fitbench.cli.common import (
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
+from fitbench.estimate.execution import workload_as_run
 from fitbench.workloads.workload import Workload
 
 EPILOG = """examples:
@@ -312,7 +313,8 @@ def run_command(args: argparse.Namespace) -> int:
     results: list[dict[str, Any]] = []
     try:
         for workload in workloads:
-            est, est_note = estimate_for(_as_run(workload, args.exec_mode, gpu), gpu, backend, args.exec_mode)
+            as_run = workload_as_run(workload, args.exec_mode, gpu)
+            est, est_note = estimate_for(as_run, gpu, backend, args.exec_mode)
             label = f"{workload.name}{' (tiny)' if workload.tiny else ''} {workload.precision}"
             with Progress(enabled=show, label=label) as progress:
                 m = _measure(workload, backend, options, args, progress)
@@ -378,15 +380,6 @@ def _measure(workload: Workload, backend: str, options: Any, args: argparse.Name
     from fitbench.measure.runner import measure
 
     return measure(workload, backend, options, min_seconds=args.min_seconds, **common)
-
-
-def _as_run(workload: Workload, exec_mode: str, gpu: GpuSpec | None) -> Workload:
-    """The workload as the exec mode really runs it: tuned training switches to bf16 autocast on
-    cards with BF16 (fitbench.backends.torch.tuned), so its estimate must too."""
-    tunable = workload.is_training and workload.precision in ("fp32", "tf32", "amp-fp16", "amp-bf16")
-    if exec_mode == "tuned" and tunable and gpu is not None and gpu.bf16:
-        return workload.replace(precision="amp-bf16")
-    return workload
 
 
 def _max_batch(

@@ -236,10 +236,10 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
         parts["temporaries"] = max(
             transformer_cost.inference_transient_bytes(workload), parts["kv_cache"] / arch.num_layers
         )
-        parts["amp_weight_copies"] = autocast_copy_bytes(workload, framework)
+        parts["amp_weight_copies"] = autocast_copy_bytes(workload, framework) * profile.autocast_cache_share
     else:
         phase = "forward"
-        parts["amp_weight_copies"] = autocast_copy_bytes(workload, framework)
+        parts["amp_weight_copies"] = autocast_copy_bytes(workload, framework) * profile.autocast_cache_share
         module = resnet_cost if workload.is_resnet else transformer_cost
         parts["temporaries"] = module.inference_transient_bytes(workload)
     dynamic_total = parts["activations"] + parts["temporaries"] + parts["kv_cache"] + parts["gradients"]

@@ -47,6 +47,7 @@ class Profile:
     fragmentation_cnn: float
     overlap_loss: float
     kv_growth_stale_share: float = 0.0
+    autocast_cache_share: float = 1.0
     provenance: str = ""
 
     def to_dict(self) -> dict[str, object]:
