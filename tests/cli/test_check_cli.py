@@ -152,6 +152,41 @@ def test_check_measures_the_tiny_scenarios_and_stores_them(capsys, tmp_path):
     assert "resnet50-cifar10 · fp32" in text
 
 
+def test_estimate_only_tuned_estimates_the_tuned_code(capsys, tmp_path):
+    rc, default, _ = _json(capsys, "check", "--estimate-only", "--json", "--no-report")
+    rc_t, tuned, _ = _json(capsys, "check", "--estimate-only", "--json", "--no-report", "--exec", "tuned")
+    assert rc == rc_t == 0
+    for d, t in zip(default["scenarios"], tuned["scenarios"], strict=True):
+        for gpu in DEFAULT_GPUS:
+            e_d, e_t = d["estimates"][gpu], t["estimates"][gpu]
+            assert e_d["exec_mode"] == "default" and e_t["exec_mode"] == "tuned"
+            if e_d["verdict"] != "oom":
+                # No host overhead in tuned code: never slower than the eager estimate.
+                assert e_t["step_seconds"] <= e_d["step_seconds"]
+    # FP32 training is estimated as the bf16 autocast tuned code runs (the RTX 4090 has BF16).
+    resnet = tuned["scenarios"][0]["estimates"]["rtx-4090"]
+    assert resnet["precision"] == "amp-bf16"
+    main(["check", "--estimate-only", "--no-report", "--exec", "tuned"])
+    assert "--exec tuned" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_check_tuned_measures_with_the_tuned_code(capsys, tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    db = tmp_path / "history.sqlite"
+    rc, data, err = _json(capsys, "check", "--backend", "torch", "--tiny", "--exec", "tuned",
+                          "--min-seconds", "0.1", "--db", str(db), "--no-report", "--json")
+    assert rc == 0, err
+    for s in data["scenarios"]:
+        m = s["measurement"]
+        assert m["status"] == "ok" and m["exec_mode"] == "tuned", (s["key"], m.get("error"))
+    with History.open(db) as history:
+        stored = history.last_runs(10)
+    assert {r["catalog_estimates"]["exec_mode"] for r in stored} == {"tuned"}
+
+
 def test_estimate_only_imports_no_framework(tmp_path):
     import subprocess
     import sys

@@ -91,6 +91,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "Measuring with {backend} on {device}.",
         "zh": "使用 {backend} 在 {device} 上实测。",
     },
+    "check.exec_tuned": {
+        "en": "Tuned code (--exec tuned): CUDA graphs, compiled steps and bf16 where the card has it; "
+        "estimates and measurements show what the card can do, not what typical eager code gets.",
+        "zh": "调优代码(--exec tuned):CUDA Graph、编译后的步骤,显卡支持时使用 bf16;"
+        "估算和实测展示的是显卡的能力上限,而不是常见 eager 代码的速度。",
+    },
     "check.tiny_note": {
         "en": "On the CPU fitbench runs the tiny variants (the same code at small shapes): they prove "
         "the pipeline works, not how fast a GPU would be.",

@@ -28,6 +28,7 @@ from typing import Any
 from fitbench.cli.common import (
     HistoryStore,
     add_backend_arg,
+    add_exec_arg,
     add_history_args,
     add_lang_arg,
     add_progress_arg,
@@ -43,6 +44,7 @@ from fitbench.workloads.workload import Workload
 EPILOG = """examples:
   fitbench                                  the same as `fitbench check`
   fitbench check --estimate-only            no measurement: estimates and advice in a second
+  fitbench check --exec tuned               what the card can do: CUDA graphs, compiled steps, bf16
   fitbench check --backend paddle --lang zh measure with PaddlePaddle, answer in Chinese
   fitbench check --json --no-report         one JSON object on stdout
 
@@ -75,6 +77,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_backend_arg(parser)
+    add_exec_arg(parser)
     parser.add_argument("--estimate-only", action="store_true", help="estimate only; measure nothing")
     parser.add_argument(
         "--tiny", action="store_true", help="measure the tiny variants even on a GPU (always on a CPU)"
@@ -219,7 +222,7 @@ def _measure(result: ScenarioResult, machine: Machine, args: argparse.Namespace,
         m = measure(
             w,
             machine.backend,
-            RunOptions(device=machine.device),
+            RunOptions(device=machine.device, exec_mode=args.exec_mode),
             timeout_s=args.timeout or DEFAULT_TIMEOUT_S,
             min_seconds=min_seconds,
             progress=progress,
@@ -236,7 +239,7 @@ def _measure(result: ScenarioResult, machine: Machine, args: argparse.Namespace,
     )
 
 
-def _record(result: ScenarioResult, machine: Machine, framework: str) -> dict[str, Any]:
+def _record(result: ScenarioResult, machine: Machine, framework: str, exec_mode: str) -> dict[str, Any]:
     """The history record: the same shape as `fitbench run`'s, plus the catalog estimates of the
     scenario at the brief's settings (so that `fitbench report` can draw them later)."""
     from fitbench.cli.run import error_vs_estimate
@@ -256,6 +259,7 @@ def _record(result: ScenarioResult, machine: Machine, framework: str) -> dict[st
         "catalog_estimates": {
             "workload": result.workload.to_dict(),
             "framework": framework,
+            "exec_mode": exec_mode,
             "estimates": {gid: e.to_dict() for gid, e in result.estimates.items()},
         },
         "advice": result.advice,
@@ -265,7 +269,7 @@ def _record(result: ScenarioResult, machine: Machine, framework: str) -> dict[st
 # ----------------------------------------------------------------------------- advice
 
 
-def _advise(result: ScenarioResult, target: GpuSpec, framework: str, lang: str) -> None:
+def _advise(result: ScenarioResult, target: GpuSpec, framework: str, exec_mode: str, lang: str) -> None:
     """Fixes on the target card, the bottleneck where the job runs, the card to buy.
 
     Each sentence is kept in every language (the history may be reported in another one later);
@@ -285,10 +289,10 @@ def _advise(result: ScenarioResult, target: GpuSpec, framework: str, lang: str) 
         result.advice.append(advice_item(kind, texts[lang], data, texts=texts))
 
     w, key = result.workload, result.key
-    rows = rank_catalog(w, framework=framework)
-    base = result.estimates.get(target.id) or estimate(w, target, framework=framework)
+    rows = rank_catalog(w, framework=framework, exec_mode=exec_mode)
+    base = result.estimates.get(target.id) or estimate(w, target, framework=framework, exec_mode=exec_mode)
     if base.verdict != FITS:
-        fixes = what_would_make_it_fit(w, target, framework=framework, rows=rows)
+        fixes = what_would_make_it_fit(w, target, framework=framework, exec_mode=exec_mode, rows=rows)
         helpful = [f for f in fixes if f.makes_it_fit]
         if helpful:
             texts = {lg: "\n".join(fix_lines(base, helpful, lg, scenario=key)) for lg in LANGS}
@@ -298,7 +302,7 @@ def _advise(result: ScenarioResult, target: GpuSpec, framework: str, lang: str) 
                 "options": [f.to_dict() for f in fixes],
             }
             add("fixes", texts, data)
-    choice = cheapest_comfortable(w, framework=framework, rows=rows)
+    choice = cheapest_comfortable(w, framework=framework, exec_mode=exec_mode, rows=rows)
     # The bottleneck matters where the job runs: the target card, else the card to buy.
     buy = choice.cheapest or choice.smallest
     runs_on = base if base.verdict != OOM else (buy.estimate if buy is not None else None)
@@ -409,6 +413,7 @@ def check_command(args: argparse.Namespace) -> int:
     lang = resolve_lang(args.lang)
     machine = find_machine(args.backend)
     framework = machine.backend or "torch"
+    exec_mode = args.exec_mode
     cards = resolve_gpus(args.gpu or list(DEFAULT_GPUS))
     if not cards:
         raise FitbenchError("no GPU selected", "pass --gpu ID or --gpu all")
@@ -437,6 +442,8 @@ def check_command(args: argparse.Namespace) -> int:
             header.append(t("check.gpu_count", lang, count=len(machine.gpus)))
     else:
         header.append(t("check.no_gpu", lang))
+    if exec_mode == "tuned":
+        header.append(t("check.exec_tuned", lang))
     if args.estimate_only:
         header.append(t("check.estimate_only", lang))
     elif machine.backend is None:
@@ -458,9 +465,9 @@ def check_command(args: argparse.Namespace) -> int:
     try:
         for key, full, measured in scenario_workloads(tiny, machine.device):
             all_cards = ([machine.spec] if machine.spec else []) + cards
-            estimates = {c.id: estimate(full, c, framework=framework) for c in all_cards}
+            estimates = {c.id: estimate(full, c, framework=framework, exec_mode=exec_mode) for c in all_cards}
             result = ScenarioResult(key=key, workload=full, estimates=estimates)
-            _advise(result, target, framework, lang)
+            _advise(result, target, framework, exec_mode, lang)
             if measuring:
                 local = estimates.get(machine.spec.id) if machine.spec else None
                 result.measured_workload = measured
@@ -478,7 +485,7 @@ def check_command(args: argparse.Namespace) -> int:
                     )
                 else:
                     _measure(result, machine, args, lang)
-                    result.record = _record(result, machine, framework)
+                    result.record = _record(result, machine, framework, exec_mode)
                     result.run_id = store.add(result.record)
             results.append(result)
         history_records = store.last(HISTORY_IN_REPORT)

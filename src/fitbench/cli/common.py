@@ -64,6 +64,13 @@ def add_backend_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -
                         help="framework to measure with (default: the first installed of torch, paddle)")
 
 
+def add_exec_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--exec: which code runs (and is estimated), the kind most users write or the tuned kind."""
+    parser.add_argument("--exec", dest="exec_mode", choices=("default", "tuned"), default="default",
+                        help="default: the code most users write (eager); tuned: what the card can do "
+                             "(CUDA graphs, compiled steps, bf16; PyTorch)")
+
+
 def add_db_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--db: the history file every command that reads or writes runs accepts."""
     parser.add_argument("--db", metavar="PATH",

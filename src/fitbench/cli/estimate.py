@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from fitbench.catalog import BRIEF_GPUS, resolve_gpus
-from fitbench.cli.common import add_workload_args, print_json, workload_from_args
+from fitbench.cli.common import add_exec_arg, add_workload_args, print_json, workload_from_args
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import Estimate, estimate
@@ -41,8 +41,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
                              + ", ".join(DEFAULT_GPUS))
     parser.add_argument("--framework", choices=("torch", "paddle"), default="torch",
                         help="whose memory behaviour and efficiencies to assume (default torch)")
-    parser.add_argument("--exec", dest="exec_mode", choices=("default", "tuned"), default="default",
-                        help="default: eager framework code; tuned: CUDA graphs and fused kernels")
+    add_exec_arg(parser)
     parser.add_argument("--fail-if", choices=("oom", "tight"), metavar="VERDICT",
                         help="exit with status 3 when any verdict is VERDICT or worse (for CI gates)")
     parser.add_argument("--json", action="store_true", help="print {\"estimates\": [...]} as JSON")

@@ -116,9 +116,11 @@ def _estimates_for(
             w = get_workload(name, precision=chosen)
         else:
             w = Workload.from_dict(workload)
-        fw = (record.get("measurement") or {}).get("backend") or "torch"
+        m = record.get("measurement") or {}
+        fw = m.get("backend") or "torch"
         ests = [
-            estimate(w, g, framework=fw if fw in ("torch", "paddle") else "torch").to_dict()
+            estimate(w, g, framework=fw if fw in ("torch", "paddle") else "torch",
+                     exec_mode=str(m.get("exec_mode") or "default")).to_dict()
             for g in resolve_gpus(cards)
         ]
     except (FitbenchError, TypeError, ValueError, KeyError):

@@ -16,6 +16,7 @@ from typing import Any
 from fitbench.cli.common import (
     HistoryStore,
     add_backend_arg,
+    add_exec_arg,
     add_history_args,
     add_progress_arg,
     add_workload_args,
@@ -30,7 +31,6 @@ from fitbench.cli.common import (
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
-from fitbench.estimate.execution import workload_as_run
 from fitbench.workloads.workload import Workload
 
 EPILOG = """examples:
@@ -67,13 +67,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     run.add_argument(
         "--device", metavar="DEV", help="cpu, cuda or cuda:N (default: cuda when a GPU is found)"
     )
-    run.add_argument(
-        "--exec",
-        dest="exec_mode",
-        choices=("default", "tuned"),
-        default="default",
-        help="default: the code most users write; tuned: what the card can do",
-    )
+    add_exec_arg(run)
     run.add_argument(
         "--gpu", metavar="ID", help="catalog GPU whose estimate to compare with (default: this machine's GPU)"
     )
@@ -313,8 +307,8 @@ def run_command(args: argparse.Namespace) -> int:
     results: list[dict[str, Any]] = []
     try:
         for workload in workloads:
-            as_run = workload_as_run(workload, args.exec_mode, gpu)
-            est, est_note = estimate_for(as_run, gpu, backend, args.exec_mode)
+            # The estimate describes the workload as the exec mode runs it (estimate.execution).
+            est, est_note = estimate_for(workload, gpu, backend, args.exec_mode)
             label = f"{workload.name}{' (tiny)' if workload.tiny else ''} {workload.precision}"
             with Progress(enabled=show, label=label) as progress:
                 m = _measure(workload, backend, options, args, progress)

@@ -10,6 +10,7 @@ from typing import Any
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.units import GiB
 from fitbench.estimate import speed
+from fitbench.estimate.execution import workload_as_run
 from fitbench.estimate.memory import MemoryBreakdown, memory_breakdown
 from fitbench.estimate.profile import Profile, get_profile
 from fitbench.estimate.verdict import TIGHT_MARGIN, max_fitting, verdict
@@ -152,8 +153,11 @@ def estimate(
     exec_mode: str = "default",
     profile: Profile | None = None,
 ) -> Estimate:
-    """Predict memory, verdict, largest batch and speed of `workload` on `gpu`."""
+    """Predict memory, verdict, largest batch and speed of `workload` on `gpu`, as `exec_mode`
+    runs it (the tuned mode may change the precision: fitbench.estimate.execution)."""
     profile = profile or get_profile(framework, exec_mode)
+    requested = workload.precision
+    workload = workload_as_run(workload, exec_mode, gpu, framework)
     mem = memory_breakdown(workload, profile)
     assumptions = [
         f"{framework} {exec_mode} execution; efficiencies from {profile.provenance or 'profiles.toml'}",
@@ -162,6 +166,8 @@ def estimate(
         f"attention: {workload.attention} "
         f"({'no' if workload.attention == 'fused' else 'a'} score matrix stored)",
     ]
+    if workload.precision != requested:
+        assumptions.append(f"{exec_mode} runs {workload.precision} where {requested} was asked")
     if workload.peft:
         from fitbench.estimate import peft
 

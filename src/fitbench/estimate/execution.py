@@ -15,9 +15,12 @@ from fitbench.workloads.workload import Workload
 AUTOCAST_REQUESTS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
 
 
-def precision_as_run(workload: Workload, exec_mode: str, gpu: GpuSpec | None) -> str:
-    """The precision `exec_mode` runs `workload` at on `gpu` (None: a card with BF16)."""
-    if exec_mode != "tuned":
+def precision_as_run(
+    workload: Workload, exec_mode: str, gpu: GpuSpec | None, framework: str = "torch"
+) -> str:
+    """The precision `exec_mode` runs `workload` at on `gpu` (None: a card with BF16). Only
+    PyTorch's tuned mode changes it (Paddle's runs the requested precision)."""
+    if exec_mode != "tuned" or framework != "torch":
         return workload.precision
     info = workload.precision_info
     if workload.is_generation:
@@ -27,7 +30,9 @@ def precision_as_run(workload: Workload, exec_mode: str, gpu: GpuSpec | None) ->
     return workload.precision
 
 
-def workload_as_run(workload: Workload, exec_mode: str, gpu: GpuSpec | None) -> Workload:
+def workload_as_run(
+    workload: Workload, exec_mode: str, gpu: GpuSpec | None, framework: str = "torch"
+) -> Workload:
     """`workload` with the precision `exec_mode` really uses on `gpu`."""
-    precision = precision_as_run(workload, exec_mode, gpu)
+    precision = precision_as_run(workload, exec_mode, gpu, framework)
     return workload if precision == workload.precision else workload.replace(precision=precision)
