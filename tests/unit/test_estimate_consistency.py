@@ -184,3 +184,20 @@ def test_paddle_o2_optimizer_moves_fp32_state() -> None:
     paddle = speed.training_step(w, gpu, get_profile("paddle", "default", use_user=False))
     torch_ = speed.training_step(w, gpu, get_profile("torch", "default", use_user=False))
     assert paddle.bytes - torch_.bytes == passes * params * 2  # the forward/backward kernels agree
+
+
+def test_a_tied_lm_head_is_cast_by_autocast_too():
+    """Tying changes the parameter count, not what autocast caches for the head's matmul."""
+    import dataclasses
+
+    from fitbench.estimate.memory import autocast_copy_bytes
+    from fitbench.workloads.presets import TINY_LLAMA
+    from fitbench.workloads.workload import Workload
+
+    base = get_workload("llm-6b", tiny=True, precision="amp-bf16", mode="train", seq_len=32)
+    untied = dataclasses.replace(base, arch=dataclasses.replace(TINY_LLAMA, tie_embeddings=False))
+    tied = dataclasses.replace(base, arch=dataclasses.replace(TINY_LLAMA, tie_embeddings=True))
+    assert isinstance(tied, Workload)
+    head = TINY_LLAMA.vocab_size * TINY_LLAMA.hidden_size
+    assert tied.param_count() == untied.param_count() - head
+    assert autocast_copy_bytes(tied, "torch") == autocast_copy_bytes(untied, "torch")

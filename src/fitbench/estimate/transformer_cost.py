@@ -120,7 +120,9 @@ def training_segments(workload: Workload, *, dropout: bool | None = None) -> lis
         # in backward the FP32 and 16-bit logits gradients exist together.
         head_saved = tokens * (rms_saved_bytes_per_token(h, dt) + h * dt.act + v * 4)
         head_transient = tokens * v * (4 + 4 + dt.act)
-        head_cast = (v * h if not arch.tie_embeddings else 0) if dt.amp else 0
+        # The LM head's matmul runs under autocast whether its weight is its own or the tied
+        # embedding's: either way a 16-bit copy of [vocab, hidden] is cast and cached.
+        head_cast = v * h if dt.amp else 0
     segs.append(
         Segment(
             name="head",
