@@ -176,10 +176,14 @@ def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
     class, the 2 x layers outgrown segments are freed into the cache but are too small for any
     later request, and so is the one spare segment of that class (the first tensor of each step
     allocates its longer copy before freeing the old one): the reserved memory climbs by
-    (2 x layers + 1) segments per size class left behind. `stale_share` is the part of that sum
-    that stays (some outgrown blocks serve smaller requests); 0 for a preallocated static cache.
-    The allocator returns this memory when a request would otherwise fail, so it is reclaimable:
-    on a roomy card it shows in the peak, on a tight one the job still fits.
+    (2 x layers + 1) segments per size class left behind. The classes passed, from the first
+    size above 10 MiB (s_lo) to the last (s_hi), are summed as the arithmetic series they are,
+    with a continuous count: the real sum jumps by a class whenever a boundary is crossed, but
+    an estimate that fell when the prompt grew by a token would help nobody. `stale_share` is
+    the part of that sum that stays (some outgrown blocks serve smaller requests); 0 for a
+    preallocated static cache. The allocator returns this memory when a request would otherwise
+    fail, so it is reclaimable: on a roomy card it shows in the peak, on a tight one the job
+    still fits.
     """
     if stale_share <= 0 or not workload.is_generation:
         return 0.0
@@ -188,12 +192,12 @@ def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
     per_token = workload.batch_size * arch.kv_dim * kv_bytes  # one layer's K (or V), one token
     first = workload.prompt_tokens or 1
     last = first + max((workload.new_tokens or 1) - 1, 0)
-    classes = sorted({
-        -(-per_token * t // ALLOCATOR_ROUND_BYTES)
-        for t in range(first, last + 1)
-        if per_token * t > ALLOCATOR_OWN_SEGMENT_BYTES
-    })
-    outgrown = sum(classes[:-1]) * ALLOCATOR_ROUND_BYTES
+    s_hi = float(per_token * last)
+    s_lo = max(float(per_token * first), float(ALLOCATOR_OWN_SEGMENT_BYTES))
+    if s_hi <= s_lo:
+        return 0.0
+    classes = (s_hi - s_lo) / ALLOCATOR_ROUND_BYTES
+    outgrown = classes * (s_lo + s_hi - ALLOCATOR_ROUND_BYTES) / 2
     return stale_share * (2 * arch.num_layers + 1) * outgrown
 
 
