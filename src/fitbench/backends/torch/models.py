@@ -101,6 +101,35 @@ def _from_config(
         return factory(config, torch_dtype=dtype, **kwargs)
 
 
+def _build_transformer(
+    auto_class: Any,
+    config: Any,
+    *,
+    attention: str,
+    device: torch.device,
+    dtype: torch.dtype,
+    prepare: Callable[[nn.Module], None] | None = None,
+) -> tuple[nn.Module, dict[str, Any]]:
+    """A transformers `auto_class` model from `config`, built and filled the way this module promises.
+
+    Encoders and decoders differ only in their Auto class, their config and one structural fix-up
+    (`prepare`, run before the weights are filled, e.g. so tied weights are drawn once); the rest
+    (no framework init, target device and dtype directly, cheap random fill, the notes) is one
+    recipe, so both kinds of model are built alike.
+    """
+    with torch.device(device), _no_init_weights():
+        model = _from_config(auto_class.from_config, config, dtype=dtype, attn_implementation=attention)
+    if prepare is not None:
+        prepare(model)
+    if device.type != "meta":
+        init_transformer_weights_(model)
+    notes: dict[str, Any] = {
+        "model_source": f"transformers {type(model).__name__} (random init)",
+        "attn_implementation": model.config._attn_implementation,
+    }
+    return model, notes
+
+
 def attention_impl(workload: Workload) -> str:
     return "sdpa" if workload.attention == "fused" else "eager"
 
@@ -309,19 +338,14 @@ def build_encoder(
 ) -> tuple[nn.Module, dict[str, Any]]:
     from transformers import AutoModelForSequenceClassification
 
-    config = bert_config(arch, attention=attention)
-    with torch.device(device), _no_init_weights():
-        model = _from_config(
-            AutoModelForSequenceClassification.from_config, config, dtype=dtype, attn_implementation=attention
-        )
-    if not arch.pooler:
-        model.bert.pooler = FirstToken()
-    if device.type != "meta":
-        init_transformer_weights_(model)
-    notes = {
-        "model_source": f"transformers {type(model).__name__} (random init)",
-        "attn_implementation": model.config._attn_implementation,
-    }
+    def drop_pooler(model: nn.Module) -> None:
+        if not arch.pooler:
+            model.bert.pooler = FirstToken()
+
+    model, notes = _build_transformer(
+        AutoModelForSequenceClassification, bert_config(arch, attention=attention), prepare=drop_pooler,
+        attention=attention, device=device, dtype=dtype,
+    )
     if arch.type_vocab_size == 0:
         notes.setdefault("warnings", []).append(
             "the encoder has no token-type embeddings; BERT keeps one row"
@@ -380,21 +404,16 @@ def build_decoder(
 ) -> tuple[nn.Module, dict[str, Any]]:
     from transformers import AutoModelForCausalLM
 
-    config = decoder_config(arch, attention=attention)
-    with torch.device(device), _no_init_weights():
-        model = _from_config(
-            AutoModelForCausalLM.from_config, config, dtype=dtype, attn_implementation=attention
-        )
-    if arch.tie_embeddings:
-        model.tie_weights()  # skipping init also skipped the tying that init_weights() does
-    if device.type != "meta":
-        init_transformer_weights_(model)
+    def tie(model: nn.Module) -> None:
+        if arch.tie_embeddings:
+            model.tie_weights()  # skipping init also skipped the tying that init_weights() does
+
+    model, notes = _build_transformer(
+        AutoModelForCausalLM, decoder_config(arch, attention=attention), prepare=tie,
+        attention=attention, device=device, dtype=dtype,
+    )
     if getattr(model, "generation_config", None) is not None and model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = 0
-    notes = {
-        "model_source": f"transformers {type(model).__name__} (random init)",
-        "attn_implementation": model.config._attn_implementation,
-    }
     return model, notes
 
 

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from fitbench.backends.base import RunOptions, Session
-from fitbench.backends.torch.data import batch_source, prompt_ids
+from fitbench.backends.torch.data import BatchSource, batch_source, prompt_ids
 from fitbench.backends.torch.models import build_model, count_parameters, resnet_forward
 from fitbench.backends.torch.precision import PrecisionPlan, apply_math_flags, plan_precision
 from fitbench.errors import FitbenchError, unknown_name
@@ -62,6 +62,74 @@ def resolve_device(device: str) -> torch.device:
             f"use --device cuda:0 … cuda:{torch.cuda.device_count() - 1}",
         )
     return torch.device("cuda", index)
+
+
+def open_device(device: str) -> torch.device:
+    """`resolve_device`, then make a GPU the current CUDA device.
+
+    Every exec mode opens its device this way: code that allocates on "cuda" without an index
+    (streams, CUDA graphs, library workspaces) must land on the device being measured, not GPU 0.
+    """
+    dev = resolve_device(device)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    return dev
+
+
+def warn_param_mismatch(warnings: list[str], params: int, workload: Workload) -> None:
+    """Append a warning when the built model's parameter count differs from the workload's.
+
+    The estimate is computed from the workload's numbers, so a measurement of a model of another
+    size would be compared against the wrong prediction; every exec mode says so the same way.
+    """
+    if params != workload.param_count():
+        warnings.append(
+            f"the built model has {params:,} parameters; the workload describes {workload.param_count():,}"
+        )
+
+
+def precision_notes(plan: PrecisionPlan, *, params: int, warnings: list[str]) -> dict[str, Any]:
+    """The notes that say what a built model ran in, shared by every exec mode's step sessions.
+
+    One place for these keys and their formatting ("bfloat16", not "torch.bfloat16") keeps the
+    records of different exec modes comparable.
+    """
+    return {
+        "precision_in_effect": plan.in_effect,
+        "warnings": warnings,
+        "params": params,
+        "param_dtype": str(plan.param_dtype).removeprefix("torch."),
+        "autocast_dtype": str(plan.autocast_dtype).removeprefix("torch.") if plan.autocast_dtype else None,
+    }
+
+
+def note_cpu_threads(notes: dict[str, Any], device: torch.device) -> None:
+    """Record torch's intra-op thread count on a CPU: CPU speed depends on it as much as on the chip."""
+    if device.type == "cpu":
+        notes["cpu_threads"] = torch.get_num_threads()
+
+
+def note_dataset_size(notes: dict[str, Any], data: BatchSource) -> None:
+    """Record the real dataset's size when --data gave one (synthetic batches have none)."""
+    if data.dataset_size:
+        notes["dataset_size"] = data.dataset_size
+
+
+def backward_and_step(
+    loss: torch.Tensor, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None
+) -> None:
+    """Backward and optimizer step, through the GradScaler when fp16 AMP needs one.
+
+    The scaler multiplies the loss so small fp16 gradients do not underflow, then unscales them
+    and skips the step on inf/NaN; without a scaler this is the plain backward and step.
+    """
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        optimizer.step()
 
 
 class TorchSession(Session):
@@ -138,8 +206,7 @@ class TrainSession(TorchSession):
             grad_scaler=self.scaler is not None,
             checkpointing=w.checkpointing,
         )
-        if data.dataset_size:
-            self.notes["dataset_size"] = data.dataset_size
+        note_dataset_size(self.notes, data)
 
     def _loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         w = self.workload
@@ -161,13 +228,7 @@ class TrainSession(TorchSession):
         self.optimizer.zero_grad(set_to_none=True)
         with self.plan.autocast(self.device):
             loss = self._loss(batch)
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            loss.backward()
-            self.optimizer.step()
+        backward_and_step(loss, self.optimizer, self.scaler)
 
 
 class InferSession(TorchSession):
@@ -179,8 +240,7 @@ class InferSession(TorchSession):
         data = batch_source(self.workload, self.options, self.device, self.plan.input_dtype)
         self.next_batch = data.next_batch
         self.notes["data_source"] = data.description
-        if data.dataset_size:
-            self.notes["dataset_size"] = data.dataset_size
+        note_dataset_size(self.notes, data)
 
     def step(self) -> None:
         batch = self.next_batch()
@@ -265,9 +325,7 @@ def _build(workload: Workload, device: torch.device, plan: PrecisionPlan) -> tup
 
 def open_default(workload: Workload, options: RunOptions) -> Session:
     """The default exec mode: stock modules, eager execution, torch and transformers defaults."""
-    device = resolve_device(options.device)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
+    device = open_device(options.device)
     plan = plan_precision(workload.precision, device, training=workload.is_training)
     math_flags = apply_math_flags(plan, device)
     torch.manual_seed(options.seed)
@@ -279,21 +337,11 @@ def open_default(workload: Workload, options: RunOptions) -> Session:
         model = apply_lora(model, workload)
         notes["peft"] = lora_summary(model)
     warnings = [*plan.warnings, *notes.pop("warnings", [])]
-    if params != workload.param_count():
-        warnings.append(
-            f"the built model has {params:,} parameters; the workload describes {workload.param_count():,}"
-        )
-    notes.update(
-        precision_in_effect=plan.in_effect,
-        warnings=warnings,
-        params=params,
-        param_dtype=str(plan.param_dtype).removeprefix("torch."),
-        autocast_dtype=str(plan.autocast_dtype).removeprefix("torch.") if plan.autocast_dtype else None,
-    )
+    warn_param_mismatch(warnings, params, workload)
+    notes.update(precision_notes(plan, params=params, warnings=warnings))
     if math_flags:
         notes["math_flags"] = math_flags
-    if device.type == "cpu":
-        notes["cpu_threads"] = torch.get_num_threads()
+    note_cpu_threads(notes, device)
     kind: type[TorchSession]
     if workload.is_generation:
         kind = GenerateSession

@@ -54,9 +54,14 @@ from fitbench.backends.torch.session import (
     LEARNING_RATES,
     SGD_MOMENTUM,
     TorchSession,
+    backward_and_step,
     enable_checkpointing,
+    note_cpu_threads,
+    note_dataset_size,
+    open_device,
+    precision_notes,
     register_exec_mode,
-    resolve_device,
+    warn_param_mismatch,
 )
 from fitbench.backends.torch.static_decoder import StaticDecoder, StaticKVGenerator
 from fitbench.errors import FitbenchError
@@ -241,8 +246,7 @@ class GraphedStepSession(TorchSession):
             "; one batch kept on the device in static buffers"
         )
         self.notes["data_source"] = source
-        if data.dataset_size:
-            self.notes["dataset_size"] = data.dataset_size
+        note_dataset_size(self.notes, data)
         if not w.is_resnet and self.options.data:
             self.notes["warnings"].append(
                 "tuned attends without the padding mask (flash attention): speed as for full-length "
@@ -374,13 +378,8 @@ class TunedTrainSession(GraphedStepSession):
     def _body(self) -> torch.Tensor:
         with autocast(self.plan, self.device):
             loss = self.loss(self.model, self.static)
-        if self.scaler is not None:  # never inside a graph (use_graph is off with a scaler)
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            loss.backward()
-            self.optimizer.step()
+        # A scaler is never inside a graph (use_graph is off with a scaler).
+        backward_and_step(loss, self.optimizer, self.scaler)
         return loss.detach()
 
     def _before_capture(self) -> None:
@@ -416,24 +415,13 @@ def open_step_session(workload: Workload, options: RunOptions, device: torch.dev
     model, notes = _build(workload, device, plan.param_dtype)
     params = count_parameters(model)
     warnings = [*choice.warnings, *notes.pop("warnings", [])]
-    if params != workload.param_count():
-        warnings.append(
-            f"the built model has {params:,} parameters; the workload describes {workload.param_count():,}"
-        )
+    warn_param_mismatch(warnings, params, workload)
     if device.type != "cuda":
         warnings.append(CPU_NO_GRAPHS)
-    notes.update(
-        precision_in_effect=plan.in_effect,
-        warnings=warnings,
-        params=params,
-        param_dtype=str(plan.param_dtype).removeprefix("torch."),
-        autocast_dtype=str(plan.autocast_dtype).removeprefix("torch.") if plan.autocast_dtype else None,
-        cuda_graph=False,
-    )
+    notes.update(precision_notes(plan, params=params, warnings=warnings), cuda_graph=False)
     if math:
         notes["math_flags"] = math
-    if device.type == "cpu":
-        notes["cpu_threads"] = torch.get_num_threads()
+    note_cpu_threads(notes, device)
     kind = TunedTrainSession if workload.is_training else TunedInferSession
     session = kind(
         workload=workload,
@@ -517,10 +505,7 @@ def open_generate_session(workload: Workload, options: RunOptions, device: torch
     torch.manual_seed(options.seed)
     model = StaticDecoder(arch, device=device, dtype=dtype)
     params = count_parameters(model)
-    if params != workload.param_count():  # the layout is meant to match exactly
-        warnings.append(
-            f"the built model has {params:,} parameters; the workload describes {workload.param_count():,}"
-        )
+    warn_param_mismatch(warnings, params, workload)  # the layout is meant to match exactly
     use_graph = device.type == "cuda"
     if not use_graph:
         warnings.append(CPU_NO_GRAPHS)
@@ -568,8 +553,7 @@ def open_generate_session(workload: Workload, options: RunOptions, device: torch
         warnings.append("tuned uses fused SDPA attention; the workload asked for eager attention")
     if device.type == "cuda":
         notes["math_flags"] = tf32_flags()  # left as they are: fp32 generation stays strict fp32
-    else:
-        notes["cpu_threads"] = torch.get_num_threads()
+    note_cpu_threads(notes, device)
     plan = PrecisionPlan(requested=workload.precision, in_effect=in_effect, param_dtype=dtype)
     return TunedGenerateSession(
         workload=workload, options=options, device=device, plan=plan, model=model, notes=notes,
@@ -582,9 +566,7 @@ def open_tuned(workload: Workload, options: RunOptions) -> Session:
     """Session factory of `--exec tuned` (registered below)."""
     if workload.peft:
         raise FitbenchError("--exec tuned does not measure LoRA/QLoRA fine-tuning", "use --exec default")
-    device = resolve_device(options.device)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
+    device = open_device(options.device)
     if workload.is_generation:
         return open_generate_session(workload, options, device)
     return open_step_session(workload, options, device)
