@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from fitbench.cli.common import print_json
+from fitbench.cli.common import add_command, print_json
 from fitbench.errors import FitbenchError
 
 EPILOG = """examples:
@@ -32,8 +32,7 @@ PLAN: tuple[tuple[str, dict[str, Any]], ...] = (
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
-    parser = subparsers.add_parser(name, help=help_text, description=__doc__, epilog=EPILOG,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = add_command(subparsers, name, help_text, EPILOG, description=__doc__)
     parser.add_argument("--from", dest="source", metavar="FILE", help="fit from a stored accuracy result")
     parser.add_argument("--backend", choices=("torch", "paddle"), default="torch")
     parser.add_argument("--device", default="cuda", help="cuda or cuda:N (default cuda)")

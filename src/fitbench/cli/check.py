@@ -28,6 +28,7 @@ from typing import Any
 from fitbench.cli.common import (
     HistoryStore,
     add_backend_arg,
+    add_command,
     add_exec_arg,
     add_history_args,
     add_lang_arg,
@@ -69,13 +70,7 @@ HISTORY_IN_REPORT = 50
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
-    parser = subparsers.add_parser(
-        name,
-        help=help_text,
-        description=help_text,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, name, help_text, EPILOG)
     add_backend_arg(parser)
     add_exec_arg(parser)
     parser.add_argument("--estimate-only", action="store_true", help="estimate only; measure nothing")

@@ -58,6 +58,15 @@ def positive_seconds(text: str) -> float:
     return _seconds(text, allow_zero=False)
 
 
+def add_command(subparsers: argparse._SubParsersAction, name: str, help_text: str, epilog: str, *,
+                description: str | None = None) -> argparse.ArgumentParser:
+    """The parser of one subcommand, shaped as every subcommand's is: its one-line help as the
+    description (unless it has a longer one), and its examples printed as written."""
+    return subparsers.add_parser(name, help=help_text,
+                                 description=help_text if description is None else description,
+                                 epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def add_backend_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--backend: the framework that measures."""
     parser.add_argument("--backend", choices=("torch", "paddle"),

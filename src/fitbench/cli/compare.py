@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from fitbench.cli.common import add_db_arg, print_json
+from fitbench.cli.common import add_command, add_db_arg, print_json
 from fitbench.cli.history import open_history
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 
@@ -36,13 +36,7 @@ CONTEXT = (("workload", "name"), ("precision", "precision"), ("batch", "batch_si
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
-    parser = subparsers.add_parser(
-        name,
-        help=help_text,
-        description=help_text,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, name, help_text, EPILOG)
     parser.add_argument("run_a", metavar="RUN_A", help="run id (or unique prefix) from `fitbench history`")
     parser.add_argument("run_b", metavar="RUN_B", help="the run to compare with RUN_A")
     add_db_arg(parser)

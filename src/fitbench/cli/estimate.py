@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from fitbench.catalog import BRIEF_GPUS, resolve_gpus
-from fitbench.cli.common import add_exec_arg, add_workload_args, print_json, workload_from_args
+from fitbench.cli.common import add_command, add_exec_arg, add_workload_args, print_json, workload_from_args
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import Estimate, estimate
@@ -33,8 +33,7 @@ DEFAULT_GPUS = (*BRIEF_GPUS, "h100-sxm")
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
-    parser = subparsers.add_parser(name, help=help_text, description=help_text, epilog=EXAMPLES,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = add_command(subparsers, name, help_text, EXAMPLES)
     add_workload_args(parser)
     parser.add_argument("--gpu", action="append", metavar="ID",
                         help="catalog GPU (repeatable, comma-separated, or 'all'); default: "

@@ -5,19 +5,13 @@ from __future__ import annotations
 import argparse
 
 from fitbench.catalog import gpu_to_dict, load_catalog
-from fitbench.cli.common import print_json
+from fitbench.cli.common import add_command, print_json
 from fitbench.core.units import GiB
 from fitbench.results.table import render_table
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
-    parser = subparsers.add_parser(
-        name,
-        help=help_text,
-        description=help_text,
-        epilog="examples:\n  fitbench gpus\n  fitbench gpus --json",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, name, help_text, "examples:\n  fitbench gpus\n  fitbench gpus --json")
     parser.add_argument("--json", action="store_true", help="print the catalog as a JSON list")
     parser.set_defaults(func=run)
 

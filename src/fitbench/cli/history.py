@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fitbench.cli.common import add_db_arg, positive_int, print_json
+from fitbench.cli.common import add_command, add_db_arg, positive_int, print_json
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 
 EPILOG = """examples:
@@ -21,13 +21,7 @@ tokens_per_second, throughput, ...}. `fitbench compare RUN_A RUN_B` shows two si
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
-    parser = subparsers.add_parser(
-        name,
-        help=help_text,
-        description=help_text,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, name, help_text, EPILOG)
     parser.add_argument(
         "--limit", type=positive_int, default=20, metavar="N", help="newest N runs (default 20)"
     )

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from fitbench import __version__
-from fitbench.cli.common import add_db_arg, add_lang_arg, positive_int
+from fitbench.cli.common import add_command, add_db_arg, add_lang_arg, positive_int
 from fitbench.errors import FitbenchError
 
 DEFAULT_HTML = "fitbench-report.html"
@@ -50,13 +50,7 @@ The HTML file is self-contained (inline CSS and SVG charts): it opens offline an
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
-    parser = subparsers.add_parser(
-        name,
-        help=help_text,
-        description=help_text,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, name, help_text, EPILOG)
     parser.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="runs to report (default: the newest)")
     parser.add_argument(
         "--last", type=positive_int, metavar="N", help=f"the N newest runs (default {DEFAULT_LAST})"

@@ -16,6 +16,7 @@ from typing import Any
 from fitbench.cli.common import (
     HistoryStore,
     add_backend_arg,
+    add_command,
     add_exec_arg,
     add_history_args,
     add_progress_arg,
@@ -54,13 +55,7 @@ DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
-    parser = subparsers.add_parser(
-        name,
-        help=help_text,
-        description=help_text,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, name, help_text, EPILOG)
     add_workload_args(parser, multi_precision=True)
     run = parser.add_argument_group("measurement")
     add_backend_arg(run)

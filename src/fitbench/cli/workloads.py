@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from fitbench.cli.common import print_json
+from fitbench.cli.common import add_command, print_json
 from fitbench.results.table import render_table
 from fitbench.workloads.presets import PRESETS, TINY_PRESETS
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
-    parser = subparsers.add_parser(name, help=help_text, description=help_text,
-                                   epilog="examples:\n  fitbench workloads\n  fitbench workloads --json",
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = add_command(subparsers, name, help_text,
+                         "examples:\n  fitbench workloads\n  fitbench workloads --json")
     parser.add_argument("--json", action="store_true", help="print the presets as a JSON list")
     parser.set_defaults(func=run)
 

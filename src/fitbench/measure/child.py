@@ -38,7 +38,7 @@ from fitbench.core.host import cpu_model
 from fitbench.errors import FitbenchError
 from fitbench.measure import nvml
 from fitbench.measure.runner import empty_measurement
-from fitbench.measure.timing import summarize
+from fitbench.measure.timing import SampleStats, summarize
 from fitbench.workloads.workload import Workload
 
 TEST_HOOK_ENV = "FITBENCH_TEST_FAIL"
@@ -355,6 +355,21 @@ class Measurement:
                 break
         return samples
 
+    def _timed_stats(self, once: Any, label: str) -> SampleStats:
+        """Time `once()` as `_timed` does and record the step samples with their statistics: a
+        training step and a whole generate call are reported under the same names."""
+        samples = self._timed(once, label)
+        stats = summarize(samples)
+        self.m.update(
+            steps=stats.count,
+            step_seconds=stats.median,
+            step_seconds_p90=stats.p90,
+            step_seconds_mean=stats.mean,
+            step_seconds_min=stats.min,
+            step_samples_seconds=samples,
+        )
+        return stats
+
     def _warm(self, once: Any) -> None:
         assert self.session is not None
         for i in range(self.warmup):
@@ -373,16 +388,7 @@ class Measurement:
         session, w, m = self.session, self.workload, self.m
         assert session is not None
         self._warm(session.step)
-        samples = self._timed(session.step, "measuring")
-        stats = summarize(samples)
-        m.update(
-            steps=stats.count,
-            step_seconds=stats.median,
-            step_seconds_p90=stats.p90,
-            step_seconds_mean=stats.mean,
-            step_seconds_min=stats.min,
-            step_samples_seconds=samples,
-        )
+        stats = self._timed_stats(session.step, "measuring")
         m["samples_per_second"] = w.batch_size / stats.median
         if not w.is_resnet and w.seq_len:
             m["tokens_per_second"] = w.batch_size * w.seq_len / stats.median
@@ -413,20 +419,10 @@ class Measurement:
             session.prefill()
             session.sync()
             prefill_samples.append(time.perf_counter() - t0)
-        samples = self._timed(generate_once, "generating")
-        stats = summarize(samples)
+        stats = self._timed_stats(generate_once, "generating")
         prefill = summarize(prefill_samples)
         tokens = w.batch_size * new_tokens
-        m.update(
-            steps=stats.count,
-            step_seconds=stats.median,
-            step_seconds_p90=stats.p90,
-            step_seconds_mean=stats.mean,
-            step_seconds_min=stats.min,
-            step_samples_seconds=samples,
-            prefill_seconds=prefill.median,
-            prefill_samples_seconds=prefill_samples,
-        )
+        m.update(prefill_seconds=prefill.median, prefill_samples_seconds=prefill_samples)
         m["tokens_per_second"] = tokens / stats.median  # end to end: prefill + decode
         m["samples_per_second"] = m["tokens_per_second"]
         m["prefill_tokens_per_second"] = w.batch_size * int(w.prompt_tokens or 0) / prefill.median

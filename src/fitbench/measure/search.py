@@ -113,42 +113,28 @@ def search(probe: ProbeFn, *, start: int, limit: int, growth: float = 2.0,
     first = run(start)
     if first.status not in ("ok", "oom"):
         return done(None, stopped=failed(first))
-    if first.status == "ok":
-        low, high = start, None
-        while high is None:
+    # The answer lies in [low, high): low ran, high ran out of memory; None until a probe shows it.
+    low, high = (start, None) if first.status == "ok" else (None, start)
+    while True:
+        if high is None:  # everything probed so far ran: grow
             if low >= limit:
                 return done(low, reached=True)
             batch = min(limit, grown(low))
-            p = run(batch)
-            if p.status == "ok":
-                low = batch
-            elif p.status == "oom":
-                high = batch
-            else:
-                return done(low, stopped=failed(p))
-    else:
-        high, low = start, None
-        while low is None:
+        elif low is None:  # nothing probed so far ran: shrink
             if high == 1:
                 return done(None)
             batch = shrunk(high)
-            p = run(batch)
-            if p.status == "ok":
-                low = batch
-            elif p.status == "oom":
-                high = batch
-            else:
-                return done(None, stopped=failed(p))
-    while high - low > max(1, int(rel_tol * low)):
-        mid = (low + high) // 2
-        p = run(mid)
+        elif high - low > max(1, int(rel_tol * low)):  # bracketed: bisect
+            batch = (low + high) // 2
+        else:
+            return done(low)
+        p = run(batch)
         if p.status == "ok":
-            low = mid
+            low = batch
         elif p.status == "oom":
-            high = mid
+            high = batch
         else:
             return done(low, stopped=failed(p))
-    return done(low)
 
 
 def _relay(

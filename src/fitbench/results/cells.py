@@ -8,14 +8,62 @@ number comes from the report model.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from fitbench.advise.i18n import t
 from fitbench.advise.text import speed_text
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 
-__all__ = ["environment_items", "estimate_speed", "format_metric", "report_cards", "run_speed", "short_gpu"]
+__all__ = [
+    "COMPARISON_COLUMNS",
+    "ESTIMATE_COLUMNS",
+    "GUIDE_COLUMNS",
+    "RUN_COLUMNS",
+    "Columns",
+    "environment_items",
+    "estimate_speed",
+    "format_metric",
+    "report_cards",
+    "run_speed",
+    "short_gpu",
+]
 
 _BRAND_WORDS = ("GeForce ", "Tesla ", "NVIDIA ")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Columns:
+    """A report table's columns: their `col.*` text keys, and which of them hold numbers (those are
+    right-aligned). Both report formats lay out the same tables, so they take them from here."""
+
+    keys: tuple[str, ...]
+    numeric: tuple[int, ...] = ()
+
+    def headers(self, lang: str) -> list[str]:
+        return [t(f"col.{key}", lang) for key in self.keys]
+
+
+# A scenario's estimate on each card.
+ESTIMATE_COLUMNS = Columns(
+    keys=("card", "verdict", "peak", "usable", "max_batch", "speed", "bottleneck"),
+    numeric=(2, 3, 4, 5),
+)
+# Each measured metric of a run against its estimate.
+COMPARISON_COLUMNS = Columns(
+    keys=("run", "workload", "precision", "card", "metric", "estimated", "measured", "error"),
+    numeric=(5, 6, 7),
+)
+# The runs stored in the history.
+RUN_COLUMNS = Columns(
+    keys=("run", "time", "command", "workload", "precision", "device", "status", "peak", "speed"),
+    numeric=(7, 8),
+)
+# The size guide: the smallest card class, and card, each model needs.
+GUIDE_COLUMNS = Columns(
+    keys=("band", "regime", "model", "params", "peak", "class", "smallest_card"),
+    numeric=(3, 4),
+)
 
 
 def short_gpu(name: str | None) -> str:

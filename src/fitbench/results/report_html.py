@@ -23,6 +23,10 @@ from fitbench.advise.i18n import part_label, status_label, t, verdict_label
 from fitbench.advise.text import measured_speed_text
 from fitbench.core.units import GiB, format_bytes, format_rate, format_seconds
 from fitbench.results.cells import (
+    COMPARISON_COLUMNS,
+    ESTIMATE_COLUMNS,
+    GUIDE_COLUMNS,
+    RUN_COLUMNS,
     environment_items,
     estimate_speed,
     format_metric,
@@ -591,19 +595,7 @@ def _scenario_section(n: int, s: Mapping[str, Any], lang: str) -> str:
                 ]
             )
         out.append(
-            _table(
-                [
-                    t("col.card", lang),
-                    t("col.verdict", lang),
-                    t("col.peak", lang),
-                    t("col.usable", lang),
-                    t("col.max_batch", lang),
-                    t("col.speed", lang),
-                    t("col.bottleneck", lang),
-                ],
-                rows,
-                numeric=(2, 3, 4, 5),
-            )
+            _table(ESTIMATE_COLUMNS.headers(lang), rows, numeric=ESTIMATE_COLUMNS.numeric)
         )
     m = s.get("measurement")
     if m:
@@ -658,16 +650,7 @@ def _comparison_section(model: Mapping[str, Any], lang: str) -> str:
     if not rows:
         return head + f'<p class="empty">{_e(t("report.no_comparison", lang))}</p></section>'
     table = _table(
-        [
-            t("col.run", lang),
-            t("col.workload", lang),
-            t("col.precision", lang),
-            t("col.card", lang),
-            t("col.metric", lang),
-            t("col.estimated", lang),
-            t("col.measured", lang),
-            t("col.error", lang),
-        ],
+        COMPARISON_COLUMNS.headers(lang),
         [
             [
                 f'<span class="mono">{_e(r.get("run_id") or "-")}</span>',
@@ -681,7 +664,7 @@ def _comparison_section(model: Mapping[str, Any], lang: str) -> str:
             ]
             for r in rows
         ],
-        numeric=(5, 6, 7),
+        numeric=COMPARISON_COLUMNS.numeric,
     )
     return head + f"<figure>{error_chart('err', rows, lang)}</figure>{table}</section>"
 
@@ -728,23 +711,7 @@ def _history_section(model: Mapping[str, Any], lang: str) -> str:
                     _e(speed),
                 ]
             )
-        out.append(
-            _table(
-                [
-                    t("col.run", lang),
-                    t("col.time", lang),
-                    t("col.command", lang),
-                    t("col.workload", lang),
-                    t("col.precision", lang),
-                    t("col.device", lang),
-                    t("col.status", lang),
-                    t("col.peak", lang),
-                    t("col.speed", lang),
-                ],
-                rows,
-                numeric=(7, 8),
-            )
-        )
+        out.append(_table(RUN_COLUMNS.headers(lang), rows, numeric=RUN_COLUMNS.numeric))
     out.append("</section>")
     return "\n".join(out)
 
@@ -787,21 +754,7 @@ def _guide_section(model: Mapping[str, Any], lang: str) -> str:
             ]
         )
     if rows:
-        out.append(
-            _table(
-                [
-                    t("col.band", lang),
-                    t("col.regime", lang),
-                    t("col.model", lang),
-                    t("col.params", lang),
-                    t("col.peak", lang),
-                    t("col.class", lang),
-                    t("col.smallest_card", lang),
-                ],
-                rows,
-                numeric=(3, 4),
-            )
-        )
+        out.append(_table(GUIDE_COLUMNS.headers(lang), rows, numeric=GUIDE_COLUMNS.numeric))
     out.append("</section>")
     return "".join(out)
 

@@ -20,6 +20,10 @@ from fitbench.advise.i18n import (
 from fitbench.advise.text import measured_speed_text
 from fitbench.core.units import format_bytes
 from fitbench.results.cells import (
+    COMPARISON_COLUMNS,
+    ESTIMATE_COLUMNS,
+    GUIDE_COLUMNS,
+    RUN_COLUMNS,
     environment_items,
     estimate_speed,
     format_metric,
@@ -114,15 +118,7 @@ def render_markdown(model: Mapping[str, Any]) -> str:
         if ests:
             out += [
                 _table(
-                    [
-                        t("col.card", lang),
-                        t("col.verdict", lang),
-                        t("col.peak", lang),
-                        t("col.usable", lang),
-                        t("col.max_batch", lang),
-                        t("col.speed", lang),
-                        t("col.bottleneck", lang),
-                    ],
+                    ESTIMATE_COLUMNS.headers(lang),
                     [
                         [
                             short_gpu(e.get("gpu_name")),
@@ -135,7 +131,7 @@ def render_markdown(model: Mapping[str, Any]) -> str:
                         ]
                         for e in ests
                     ],
-                    numeric=(2, 3, 4, 5),
+                    numeric=ESTIMATE_COLUMNS.numeric,
                 ),
                 "",
             ]
@@ -166,16 +162,7 @@ def render_markdown(model: Mapping[str, Any]) -> str:
     if comparisons:
         out += [
             _table(
-                [
-                    t("col.run", lang),
-                    t("col.workload", lang),
-                    t("col.precision", lang),
-                    t("col.card", lang),
-                    t("col.metric", lang),
-                    t("col.estimated", lang),
-                    t("col.measured", lang),
-                    t("col.error", lang),
-                ],
+                COMPARISON_COLUMNS.headers(lang),
                 [
                     [
                         r.get("run_id"),
@@ -189,7 +176,7 @@ def render_markdown(model: Mapping[str, Any]) -> str:
                     ]
                     for r in comparisons
                 ],
-                numeric=(5, 6, 7),
+                numeric=COMPARISON_COLUMNS.numeric,
             ),
             "",
         ]
@@ -200,17 +187,7 @@ def render_markdown(model: Mapping[str, Any]) -> str:
     if runs:
         out += [
             _table(
-                [
-                    t("col.run", lang),
-                    t("col.time", lang),
-                    t("col.command", lang),
-                    t("col.workload", lang),
-                    t("col.precision", lang),
-                    t("col.device", lang),
-                    t("col.status", lang),
-                    t("col.peak", lang),
-                    t("col.speed", lang),
-                ],
+                RUN_COLUMNS.headers(lang),
                 [
                     [
                         r.get("run_id"),
@@ -225,7 +202,7 @@ def render_markdown(model: Mapping[str, Any]) -> str:
                     ]
                     for r in runs
                 ],
-                numeric=(7, 8),
+                numeric=RUN_COLUMNS.numeric,
             ),
             "",
         ]
@@ -252,8 +229,7 @@ def render_markdown(model: Mapping[str, Any]) -> str:
             for r in model.get("guide_rows") or []
         ]
         if rows:
-            headers = [t(f"col.{k}", lang) for k in ("band", "regime", "model", "params", "peak", "class")]
-            out += [_table([*headers, t("col.smallest_card", lang)], rows, numeric=(3, 4)), ""]
+            out += [_table(GUIDE_COLUMNS.headers(lang), rows, numeric=GUIDE_COLUMNS.numeric), ""]
     env = model.get("environment") or {}
     out += [
         f"## {t('report.environment', lang)}",
