@@ -1,11 +1,12 @@
 """A compact BERT-style encoder whose attention is always one fused SDPA call.
 
-Why the tuned mode has its own encoder: transformers' BertModel decides at run time whether it
-needs an attention mask (it inspects the mask's values), and inside a CUDA-graph capture that
-inspection is skipped, so the captured step keeps a mask and SDPA falls back from the flash
-kernel to one that materialises the [batch, heads, seq, seq] scores: twice the memory and most
-of the step's time at sequence 512. Here nothing depends on data: no mask, attention-probability
-dropout inside SDPA's flash kernel, q/k/v from one stacked projection.
+Why the tuned mode has its own encoder: transformers' BertModel prepares its attention mask at
+run time, and inside a CUDA-graph capture its attention is not eligible for the flash kernel (on
+an H200 a flash-only capture fails with "No available kernel"), so SDPA falls back to a kernel
+that materialises the [batch, heads, seq, seq] scores: at seq 512, batch 16 the captured step
+allocated 10.9 GB and took 41.7 ms, against 4.6 GB and 19.7 ms here. Here nothing depends on
+data: no mask, attention-probability dropout inside SDPA's flash kernel, q/k/v from one stacked
+projection.
 
 The layout is BERT's exactly (the parameter count equals TransformerArch.param_count() and
 transformers' BertForSequenceClassification; q, k and v are stacked in one [3h, h] weight, which
