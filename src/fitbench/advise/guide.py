@@ -19,6 +19,7 @@ Transformer shapes beyond the published BERT/Llama ones follow the GPT-3 paper's
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -119,25 +120,11 @@ def _encoder(hidden: int, layers: int, heads: int) -> TransformerArch:
 
 
 def _decoder(hidden: int, layers: int, heads: int) -> TransformerArch:
-    """A Llama-layout decoder (SwiGLU of ~8/3 width rounded to 256, RMSNorm, rotary, no biases)."""
+    """A Llama-layout decoder (SwiGLU of ~8/3 width rounded to 256, RMSNorm, rotary, no biases):
+    Llama-7B's layout at other dimensions."""
     ffn = -(-(8 * hidden // 3) // 256) * 256
-    return TransformerArch(
-        kind="decoder",
-        vocab_size=32000,
-        hidden_size=hidden,
-        num_layers=layers,
-        num_heads=heads,
-        intermediate_size=ffn,
-        max_positions=4096,
-        mlp="swiglu",
-        norm="rmsnorm",
-        position="rotary",
-        qkv_bias=False,
-        out_bias=False,
-        mlp_bias=False,
-        pooler=False,
-        num_labels=0,
-        model_type="llama",
+    return dataclasses.replace(
+        LLAMA_7B, hidden_size=hidden, num_layers=layers, num_heads=heads, intermediate_size=ffn
     )
 
 

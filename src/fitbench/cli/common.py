@@ -14,26 +14,24 @@ from fitbench.errors import FitbenchError
 from fitbench.workloads.workload import Workload
 
 
-def positive_int(text: str) -> int:
-    """argparse type: a positive integer, with a message that names the problem."""
+def _whole_number(text: str, *, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be {least} or more, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a positive integer, with a message that names the problem."""
+    return _whole_number(text, least=1)
 
 
 def non_negative_int(text: str) -> int:
     """argparse type: 0, 1, 2, ... (counts that may be zero, such as warm-up steps)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+    return _whole_number(text, least=0)
 
 
 def _seconds(text: str, *, allow_zero: bool) -> float:
