@@ -19,8 +19,15 @@ paddle = pytest.importorskip("paddle")
 from fitbench.backends import get_backend  # noqa: E402
 from fitbench.backends.base import RunOptions  # noqa: E402
 from fitbench.backends.paddle import models  # noqa: E402
-from fitbench.backends.paddle.session import parse_device, plan_precision  # noqa: E402
+from fitbench.backends.paddle.session import (  # noqa: E402
+    LOSS_SCALING,
+    native_bf16,
+    parse_device,
+    plan_precision,
+)
+from fitbench.catalog import get_gpu  # noqa: E402
 from fitbench.errors import FitbenchError  # noqa: E402
+from fitbench.estimate.execution import precision_as_run  # noqa: E402
 from fitbench.workloads.arch import ResNetArch, TransformerArch  # noqa: E402
 from fitbench.workloads.presets import (  # noqa: E402
     BERT_BASE,
@@ -35,6 +42,8 @@ pytestmark = pytest.mark.paddle
 
 BACKEND = get_backend("paddle")
 CPU = RunOptions(device="cpu")
+TUNED_CPU = RunOptions(device="cpu", exec_mode="tuned")
+HOPPER, TURING = (9, 0), (7, 5)  # compute capabilities: H200 has bf16 tensor cores, T4 has none
 TRAINABLE = {"resnet50-cifar10": {}, "bert-base-imdb": {}, "llm-6b": {"mode": "train", "seq_len": 16}}
 
 
@@ -311,6 +320,167 @@ def test_precision_mapping():
     assert gen.half_weights == "float16" and gen.amp_level is None
     fp32 = plan_precision(train)
     assert fp32.amp_level is None and fp32.loss_scaling is None and fp32.half_weights is None
+
+
+def test_native_bf16_starts_at_ampere():
+    assert native_bf16((8, 0)) and native_bf16(HOPPER) and native_bf16((12, 0))
+    assert not native_bf16(TURING) and not native_bf16((7, 0)) and not native_bf16(None)
+
+
+@pytest.mark.parametrize("mode", ["train", "infer"])
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "amp-fp16", "amp-bf16"])
+@pytest.mark.parametrize("name", ["resnet50-cifar10", "bert-base-imdb"])
+def test_tuned_runs_amp_o2_bf16_on_a_bf16_gpu(name, precision, mode):
+    workload = tiny(name, precision=precision, mode=mode)
+    plan = plan_precision(workload, "tuned", HOPPER)
+    training = mode == "train"
+    assert (plan.requested, plan.runs) == (precision, "bf16")
+    assert (plan.amp_level, plan.amp_dtype, plan.half_weights) == ("O2", "bfloat16", None)
+    assert plan.master_weight is training
+    assert plan.loss_scaling is None  # bf16 has fp32's exponent range: no GradScaler
+    how = "Paddle AMP O2: bf16 weights, fp32 master weights" if training else "Paddle AMP O2: bf16 weights"
+    assert plan.notes == (
+        f"tuned changed the precision: ran bf16 ({how}) instead of the requested {precision}",)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "amp-fp16", "amp-bf16"])
+def test_tuned_runs_amp_o2_fp16_with_a_grad_scaler_on_a_gpu_without_bf16(precision):
+    plan = plan_precision(tiny("bert-base-imdb", precision=precision), "tuned", TURING)
+    assert (plan.runs, plan.amp_level, plan.amp_dtype) == ("fp16", "O2", "float16")
+    assert plan.master_weight is True and plan.loss_scaling == LOSS_SCALING
+    assert plan.notes == (
+        "tuned changed the precision: ran fp16 (Paddle AMP O2: fp16 weights, fp32 master weights, "
+        f"GradScaler) instead of the requested {precision}; this GPU has no native bf16",)
+    infer = plan_precision(tiny("bert-base-imdb", precision=precision, mode="infer"), "tuned", TURING)
+    assert (infer.runs, infer.amp_dtype, infer.master_weight, infer.loss_scaling) == (
+        "fp16", "float16", False, None)
+
+
+@pytest.mark.parametrize("capability", [HOPPER, TURING])
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_tuned_keeps_pure_half_precision_as_asked(precision, capability):
+    plan = plan_precision(tiny("bert-base-imdb", precision=precision), "tuned", capability)
+    assert (plan.runs, plan.amp_level, plan.master_weight, plan.notes) == (precision, "O2", True, ())
+    assert plan.loss_scaling == (LOSS_SCALING if precision == "fp16" else None)
+
+
+@pytest.mark.parametrize(("precision", "capability", "weights", "note"), [
+    ("amp-bf16", HOPPER, "bf16", "generated with bf16 weights instead of amp-bf16"),
+    ("amp-fp16", HOPPER, "fp16", "generated with fp16 weights instead of amp-fp16"),
+    ("amp-bf16", TURING, "fp16",
+     "generated with fp16 weights instead of amp-bf16; this GPU has no native bf16"),
+    ("amp-fp16", TURING, "fp16", "generated with fp16 weights instead of amp-fp16"),
+])
+def test_tuned_generation_creates_16_bit_weights_for_amp(precision, capability, weights, note):
+    plan = plan_precision(tiny("llm-6b", precision=precision), "tuned", capability)
+    assert (plan.runs, plan.amp_level) == (weights, None)
+    assert plan.half_weights == {"bf16": "bfloat16", "fp16": "float16"}[weights]
+    assert plan.notes == (f"tuned changed the precision: {note}",)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
+def test_tuned_generation_keeps_non_amp_requests(precision):
+    workload = tiny("llm-6b", precision=precision)
+    assert plan_precision(workload, "tuned", HOPPER) == plan_precision(workload, "default", HOPPER)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "amp-fp16", "amp-bf16", "fp16", "bf16"])
+def test_default_plan_does_not_depend_on_the_gpu(precision):
+    for name in ("bert-base-imdb", "llm-6b"):
+        workload = tiny(name, precision=precision)
+        assert plan_precision(workload, "default", HOPPER) == plan_precision(workload, "default", TURING) == (
+            plan_precision(workload))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp16", "bf16"])
+@pytest.mark.parametrize(("name", "mode"), [("resnet50-cifar10", "train"), ("resnet50-cifar10", "infer"),
+                                            ("bert-base-imdb", "train"), ("bert-base-imdb", "infer"),
+                                            ("llm-6b", "train"), ("llm-6b", "infer")])
+def test_the_estimators_tuned_precision_is_what_the_backend_plans(name, mode, precision):
+    """fitbench.estimate.execution mirrors plan_precision: an estimate of Paddle's tuned mode
+    describes the precision the backend really runs on that card."""
+    if mode == "infer" and name == "llm-6b" and precision == "tf32":
+        pytest.skip("tf32 generation is fp32 to the backend and tf32 to the estimator in both modes")
+    overrides = {"seq_len": 16} if (name, mode) == ("llm-6b", "train") else {}
+    workload = tiny(name, precision=precision, mode=mode, **overrides)
+    for capability, gpu in ((HOPPER, get_gpu("h200")), (TURING, get_gpu("t4"))):
+        assert gpu.bf16 is native_bf16(capability)
+        plan = plan_precision(workload, "tuned", capability)
+        assert plan.runs == precision_as_run(workload, "tuned", gpu, "paddle")
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "momentum"])
+def test_tuned_training_uses_the_multi_tensor_update_and_matches_the_default_step(optimizer):
+    """One kernel for all parameters changes how the update is launched, not what it computes."""
+    workload = tiny("llm-6b", mode="train", seq_len=16, optimizer=optimizer)
+    default, tuned = BACKEND.open(workload, CPU), BACKEND.open(workload, TUNED_CPU)
+    before = trainable_values(tuned)
+    for session in (default, tuned):
+        session.step()
+        session.step()
+    after = trainable_values(tuned)
+    assert all(not np.array_equal(a, b) for a, b in zip(before, after, strict=True))
+    for d, t in zip(trainable_values(default), after, strict=True):
+        np.testing.assert_allclose(t, d, rtol=1e-5, atol=1e-6)
+    kind = {"adam": "Adam", "momentum": "Momentum"}[optimizer]
+    assert tuned.notes["optimizer"] == f"{kind}(use_multi_tensor=True)"
+    assert default.notes["optimizer"] == kind
+    assert tuned.optimizer._use_multi_tensor and not default.optimizer._use_multi_tensor
+
+
+@pytest.mark.parametrize(("optimizer", "kind"), [("adamw", "AdamW"), ("sgd", "SGD")])
+def test_tuned_says_when_paddle_has_no_multi_tensor_update(optimizer, kind):
+    session = BACKEND.open(tiny("resnet50-cifar10", optimizer=optimizer), TUNED_CPU)
+    before = trainable_values(session)
+    session.step()
+    assert all(not np.array_equal(a, b) for a, b in zip(before, trainable_values(session), strict=True))
+    assert session.notes["optimizer"] == (
+        f"{kind} (per-parameter update: Paddle's {kind} has no use_multi_tensor)")
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_tuned_on_cpu_keeps_the_requested_precision_and_says_so(name):
+    session = BACKEND.open(tiny(name, **TRAINABLE[name]), TUNED_CPU)
+    before = trainable_values(session)
+    session.step()
+    assert all(not np.array_equal(a, b) for a, b in zip(before, trainable_values(session), strict=True))
+    assert session.notes["precision_in_effect"] == "fp32"
+    assert session.notes["amp_level"] is None and session.scaler is None
+    assert session.notes["warnings"] == [
+        "tuned runs fp32 as AMP O2 on CUDA GPUs only; on CPU it kept the requested fp32"]
+
+
+def test_tuned_amp_bf16_on_cpu_drops_the_scaler_and_reports_fp32():
+    session = BACKEND.open(tiny("bert-base-imdb", precision="amp-bf16"), TUNED_CPU)
+    session.step()
+    notes = session.notes
+    assert (notes["amp_level"], notes["loss_scaling"], session.scaler) == ("O1", None, None)
+    assert notes["precision_in_effect"] == "fp32"
+    assert notes["warnings"] == [
+        "tuned runs amp-bf16 as AMP O2 on CUDA GPUs only; on CPU it kept the requested amp-bf16",
+        "PaddlePaddle CPU build: amp-bf16 requested, auto_cast is a no-op on CPU; ran in fp32"]
+
+
+def test_tuned_amp_generation_on_cpu_runs_and_says_what_ran():
+    workload = tiny("llm-6b", precision="amp-fp16")
+    session = BACKEND.open(workload, TUNED_CPU)
+    session.decode(3)
+    assert session.cached_tokens == workload.prompt_tokens + 2
+    assert session.notes["precision_in_effect"] == "fp32"
+    assert session.notes["warnings"][0] == (
+        "tuned generates AMP requests with 16-bit weights on CUDA GPUs only; on CPU it kept the requested "
+        "amp-fp16")
+
+
+def test_tuned_pure_bf16_training_decorates_with_master_weights():
+    session = BACKEND.open(tiny("bert-base-imdb", precision="bf16"), TUNED_CPU)
+    session.step()
+    assert session.plan.master_weight is True and session.scaler is None
+    assert session.notes["amp_level"] == "O2"
+    # Paddle's CPU build leaves the weights fp32, so no master copies exist and none are claimed
+    assert session.notes["weights_dtype"] == "float32"
+    assert session.notes["master_weights"] is False
+    assert session.notes["precision_in_effect"] == "fp32"
 
 
 @pytest.mark.parametrize("precision", ["int8", "int4"])

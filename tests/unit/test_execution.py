@@ -30,6 +30,9 @@ def test_default_runs_what_was_asked(precision):
         ("llm-6b", "infer", "fp16", "fp16", "fp16"),
         ("llm-6b", "infer", "fp32", "fp32", "fp32"),
         ("llm-6b", "infer", "int4", "int4", "int4"),  # refused by tuned at run time, not changed
+        ("llm-6b", "infer", "amp-bf16", "bf16", "fp16"),  # no BF16 on a T4: fp16 weights
+        ("llm-6b", "infer", "bf16", "bf16", "fp16"),
+        ("llm-6b", "infer", "tf32", "fp32", "fp32"),  # generation has no TF32 matmuls to switch on
     ],
 )
 def test_tuned_runs_what_the_tuned_backend_chooses(name, mode, asked, h200, t4):
@@ -50,3 +53,47 @@ def test_tuned_amp_inference_keeps_no_cached_weight_copies():
     assert estimate(t, H200, exec_mode="tuned").breakdown["amp_weight_copies"] == (
         estimate(t, H200).breakdown["amp_weight_copies"]
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "mode", "asked", "h200", "t4"),
+    [
+        # AMP O2: pure 16-bit weights with FP32 master weights, bf16 where the card has it
+        ("resnet50-cifar10", "train", "fp32", "bf16", "fp16"),
+        ("bert-base-imdb", "train", "amp-fp16", "bf16", "fp16"),
+        ("bert-base-imdb", "train", "amp-bf16", "bf16", "fp16"),
+        ("bert-base-imdb", "infer", "tf32", "bf16", "fp16"),
+        ("bert-base-imdb", "train", "bf16", "bf16", "bf16"),  # pure half stays as asked
+        ("bert-base-imdb", "train", "fp16", "fp16", "fp16"),
+        ("llm-6b", "infer", "amp-bf16", "bf16", "fp16"),  # AMP generation: 16-bit weights
+        ("llm-6b", "infer", "amp-fp16", "fp16", "fp16"),
+        ("llm-6b", "infer", "fp32", "fp32", "fp32"),
+        ("llm-6b", "infer", "int4", "int4", "int4"),  # refused by the backend at run time, not changed
+    ],
+)
+def test_paddle_tuned_runs_what_its_backend_plans(name, mode, asked, h200, t4):
+    w = get_workload(name, mode=mode, precision=asked)
+    assert precision_as_run(w, "tuned", H200, "paddle") == h200
+    assert precision_as_run(w, "tuned", T4, "paddle") == t4
+    assert precision_as_run(w, "tuned", None, "paddle") == h200  # None: a card with BF16
+    assert precision_as_run(w, "default", H200, "paddle") == asked
+
+
+def test_paddle_tuned_trains_a_decoder_in_o2_too():
+    w = get_workload("llm-6b", mode="train", seq_len=512, precision="fp32")
+    assert precision_as_run(w, "tuned", H200, "paddle") == "bf16"
+    assert precision_as_run(w, "tuned", T4, "paddle") == "fp16"
+
+
+def test_paddle_tuned_estimate_counts_the_master_weights_of_o2():
+    """Paddle's O2 keeps FP32 master weights and moments: the tuned estimate holds 16-bit weights
+    plus those, not autocast's FP32 weights and cast copies."""
+    w = get_workload("bert-base-imdb", precision="amp-fp16")
+    tuned = estimate(w, H200, framework="paddle", exec_mode="tuned")
+    default = estimate(w, H200, framework="paddle")
+    assert tuned.workload.precision == "bf16" and default.workload.precision == "amp-fp16"
+    assert "tuned runs bf16 where amp-fp16 was asked" in tuned.assumptions
+    params = w.param_count()
+    assert tuned.breakdown["master_weights"] == 4 * params
+    assert default.breakdown["master_weights"] == 0
+    assert tuned.breakdown["amp_weight_copies"] == 0 < default.breakdown["amp_weight_copies"]

@@ -1,8 +1,16 @@
 """What an execution mode really runs: the workload as `fitbench run --exec MODE` executes it.
 
-The tuned mode changes precision where that is how fast code is written (fitbench.backends.
-torch.tuned): FP32 and AMP requests become bf16 autocast on cards with native BF16 (amp-fp16
-elsewhere), and AMP generation becomes pure 16-bit weights (its static decoder has no autocast).
+The tuned modes change precision where that is how fast code is written, and each framework's
+rule mirrors its backend:
+
+* PyTorch (fitbench.backends.torch.tuned): FP32 and AMP requests become bf16 autocast on cards
+  with native BF16 (amp-fp16 elsewhere), and AMP generation becomes pure 16-bit weights (its
+  static decoder has no autocast).
+* Paddle (fitbench.backends.paddle.session.tuned_plan): FP32 and AMP requests for training and
+  classification become AMP O2, i.e. pure 16-bit weights with FP32 master weights in the
+  optimizer: `bf16` on cards with native BF16, `fp16` (with a GradScaler) elsewhere. AMP
+  generation creates 16-bit weights, fp16 where a bf16 request meets a card without BF16.
+
 An estimate compared with a tuned measurement must describe that workload, not the requested
 one, or the comparison measures the precision change instead of the estimator.
 """
@@ -18,15 +26,37 @@ AUTOCAST_REQUESTS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
 def precision_as_run(
     workload: Workload, exec_mode: str, gpu: GpuSpec | None, framework: str = "torch"
 ) -> str:
-    """The precision `exec_mode` runs `workload` at on `gpu` (None: a card with BF16). Only
-    PyTorch's tuned mode changes it (Paddle's runs the requested precision)."""
-    if exec_mode != "tuned" or framework != "torch":
+    """The precision `exec_mode` runs `workload` at on `gpu` (None: a card with BF16). Only the
+    tuned modes change it; `default` runs the requested precision."""
+    if exec_mode != "tuned":
+        return workload.precision
+    bf16 = gpu is None or gpu.bf16
+    if framework == "paddle":
+        return _paddle_tuned(workload, bf16)
+    if framework != "torch":
         return workload.precision
     info = workload.precision_info
-    if workload.is_generation:
-        return info.compute if info.amp else workload.precision
+    if workload.is_generation:  # fitbench.backends.torch.tuned.generation_precision
+        if info.quant_bits is not None:
+            return workload.precision
+        name = info.compute if info.amp else ("fp32" if workload.precision == "tf32" else workload.precision)
+        return "fp16" if name == "bf16" and not bf16 else name
     if workload.precision in AUTOCAST_REQUESTS:
-        return "amp-bf16" if gpu is None or gpu.bf16 else "amp-fp16"
+        return "amp-bf16" if bf16 else "amp-fp16"
+    return workload.precision
+
+
+def _paddle_tuned(workload: Workload, bf16: bool) -> str:
+    """Paddle's tuned precision: AMP O2 (pure 16-bit weights, the `bf16` / `fp16` modes, whose
+    FP32 master weights memory.master_weights_kept counts for Paddle) for training and
+    classification; 16-bit weights for AMP generation."""
+    info = workload.precision_info
+    if workload.is_generation:
+        if not info.amp:
+            return workload.precision
+        return "bf16" if info.compute == "bf16" and bf16 else "fp16"
+    if workload.precision in AUTOCAST_REQUESTS:
+        return "bf16" if bf16 else "fp16"
     return workload.precision
 
 

@@ -14,16 +14,18 @@ from fitbench.errors import FitbenchError, unknown_name
 BUILTIN = Path(__file__).with_name("profiles.toml")
 # Fractions of a datasheet peak: the speed model divides by them.
 _EFFICIENCIES = ("matmul_efficiency", "conv_efficiency", "attention_efficiency", "memory_efficiency")
-# Execution modes a framework runs with another mode's table, and why. Paddle's `tuned` runs the
-# same eager code as its `default` (fitbench.backends.paddle.session.plan_precision only drops the
-# GradScaler for bf16 training: no CUDA graphs, no compiled step), so its default efficiencies are
-# the honest ones; the reason travels in the profile's provenance, which the estimate's
-# assumptions quote.
+# Execution modes a framework runs with another mode's table, and why. Paddle's `tuned` changes
+# what runs (AMP O2 precision, which fitbench.estimate.execution applies to the workload, and
+# multi-tensor Adam/Momentum updates: fitbench.backends.paddle.session) but still launches every
+# kernel eagerly from Python like `default` (no CUDA graphs, no paddle.jit.to_static), so default's
+# efficiencies and host costs are the honest ones; the reason travels in the profile's
+# provenance, which the estimate's assumptions quote.
 SHARED_TABLES: dict[tuple[str, str], tuple[str, str]] = {
     ("paddle", "tuned"): (
         "default",
-        "Paddle's default profile (its tuned mode runs the same eager code and only drops the "
-        "GradScaler for bf16 training)",
+        "Paddle's default profile (its tuned mode changes the precision to AMP O2 and the optimizer "
+        "to a multi-tensor update, but launches kernels eagerly like default, so default's "
+        "efficiencies and host costs apply)",
     ),
 }
 

@@ -4,6 +4,16 @@ The training step is the code Paddle users commonly write: `paddle.amp.auto_cast
 O2 after `paddle.amp.decorate`), `paddle.amp.GradScaler(init_loss_scaling=1024)`,
 `scaler.scale(loss).backward()`, `scaler.minimize(opt, scaled)`, `opt.clear_grad()`.
 
+`--exec tuned` is what the card can do with the same eager step. On a CUDA GPU, training and
+classification requested in fp32, tf32 or AMP run AMP O2 (16-bit weights, fp32 master weights
+in the optimizer): bf16 without a GradScaler where the GPU has bf16 tensor cores (compute
+capability 8.0 and later), fp16 with the GradScaler elsewhere; AMP generation creates 16-bit
+weights. On CPU the requested precision stays (a warning says so). Adam and Momentum
+update every parameter in one multi-tensor kernel (`use_multi_tensor=True`), and attention is
+always paddle.nn.functional.scaled_dot_product_attention (flash or memory-efficient kernels).
+Every change is a warning in the notes ("tuned changed the precision: ..."). Kernels are still
+launched one by one from Python: no paddle.jit.to_static, no CUDA graphs.
+
 Paddle quietly turns auto_cast and GradScaler into no-ops where it cannot honour them (any CPU,
 bf16 on pre-Ampere GPUs), and its CPU build has no fp16/bf16 matmul or conv kernels. The AMP
 code path still runs, but the session probes what really happened and says so in `notes`
@@ -14,6 +24,7 @@ precision it did not run in.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +39,11 @@ from fitbench.errors import FitbenchError
 from fitbench.workloads.workload import Workload
 
 PADDLE_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
+# Requests tuned runs as AMP O2 on a GPU (the same list fitbench.estimate.execution mirrors).
+TUNED_O2_REQUESTS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
+TUNED_CHANGED = "tuned changed the precision"
+# Paddle documents `use_multi_tensor` for Adam and Momentum only (not AdamW, not SGD).
+MULTI_TENSOR_OPTIMIZERS = ("adam", "momentum")
 LOSS_SCALING = 1024.0  # paddle.amp.GradScaler(init_loss_scaling=1024), as typical scripts use
 LEARNING_RATE = 1e-4   # speed and memory do not depend on it
 
@@ -68,6 +84,20 @@ def select_device(device: str) -> tuple[str, int | None]:
     return kind, index
 
 
+def device_capability(kind: str, index: int | None) -> tuple[int, int] | None:
+    """The GPU's CUDA compute capability (major, minor); None on CPU."""
+    if kind != "gpu":
+        return None
+    major, minor = paddle.device.cuda.get_device_capability(index)
+    return int(major), int(minor)
+
+
+def native_bf16(capability: tuple[int, int] | None) -> bool:
+    """bf16 tensor cores: Ampere (sm_80) and later, the same major >= 8 test Paddle's AMP makes
+    before it honours dtype='bfloat16'. None (CPU) has none."""
+    return capability is not None and capability[0] >= 8
+
+
 # -- precision ------------------------------------------------------------------------------
 
 
@@ -75,46 +105,111 @@ def select_device(device: str) -> tuple[str, int | None]:
 class PrecisionPlan:
     """How a precision name is run in Paddle.
 
-    amp_level      'O1' (auto_cast casts per op, fp32 weights) or 'O2' (decorate: half weights,
-                   fp32 master weights in the optimizer), None for no auto_cast
+    runs           the fitbench precision this plan runs when the device honours it (tuned may
+                   change the request; the session still probes what really happened)
+    amp_level      'O1' (auto_cast casts per op, fp32 weights) or 'O2' (decorate: half weights),
+                   None for no auto_cast
+    master_weight  O2 training: the optimizer keeps fp32 master weights (decorate's master_weight)
     half_weights   generation only: create the weights directly in this dtype (no fp32 copy)
     loss_scaling   GradScaler's initial scale, None for no scaler
+    notes          warnings the plan itself implies (a changed precision, an unswitched tf32)
     """
 
     requested: str
+    runs: str
     amp_level: str | None = None
     amp_dtype: str | None = None
+    master_weight: bool = False
     half_weights: str | None = None
     loss_scaling: float | None = None
     notes: tuple[str, ...] = ()
 
 
-def plan_precision(workload: Workload, exec_mode: str = "default") -> PrecisionPlan:
-    """Map fitbench's precision names onto Paddle's AMP levels.
+def plan_precision(workload: Workload, exec_mode: str = "default",
+                   capability: tuple[int, int] | None = None) -> PrecisionPlan:
+    """Map fitbench's precision names onto Paddle's AMP levels, for a device of `capability`
+    (a GPU's CUDA compute capability; None for CPU). A pure function, so every device's plan
+    can be checked anywhere.
 
     amp-fp16 -> O1 fp16 + GradScaler; amp-bf16 -> O1 bf16; fp16 -> O2 fp16 + GradScaler;
     bf16 -> O2 bf16; generation in fp16/bf16 creates the weights in that dtype instead.
     bf16 has fp32's exponent range and needs no loss scaling, but typical training code uses a
     GradScaler whatever the dtype, so 'default' keeps it (one unscale and finite check per step)
-    and 'tuned' drops it for bf16.
+    and 'tuned' drops it for bf16. On a GPU 'tuned' also changes the request (tuned_plan).
     """
     p = workload.precision_info
     if p.quant_bits is not None:
         raise FitbenchError(f"the paddle backend does not run {p.name} weights",
                             "use --backend torch, or `fitbench estimate` for quantized memory and speed")
+    if exec_mode == "tuned":
+        if capability is not None:
+            plan = tuned_plan(workload, native_bf16(capability))
+            if plan is not None:
+                return plan
+        elif _tuned_would_change(workload):
+            change = "generates AMP requests with 16-bit weights" if workload.is_generation else (
+                f"runs {p.name} as AMP O2")
+            cpu_note = f"tuned {change} on CUDA GPUs only; on CPU it kept the requested {p.name}"
+            plan = _requested_plan(workload, exec_mode)
+            return dataclasses.replace(plan, notes=(*plan.notes, cpu_note))
+    return _requested_plan(workload, exec_mode)
+
+
+def _requested_plan(workload: Workload, exec_mode: str) -> PrecisionPlan:
+    """The requested precision as Paddle code commonly runs it (see plan_precision)."""
+    p = workload.precision_info
     dtype = PADDLE_DTYPES.get(p.compute)
     if dtype is None:
         notes = ()
         if p.name == "tf32":
             notes = ("tf32 is not switched by the paddle backend; fp32 ran with Paddle's default matmul "
                      "settings",)
-        return PrecisionPlan(requested=p.name, notes=notes)
+        return PrecisionPlan(requested=p.name, runs="fp32" if p.name == "tf32" else p.name, notes=notes)
     scaling = LOSS_SCALING if workload.is_training and (dtype == "float16" or exec_mode != "tuned") else None
     if p.amp:
-        return PrecisionPlan(requested=p.name, amp_level="O1", amp_dtype=dtype, loss_scaling=scaling)
+        return PrecisionPlan(requested=p.name, runs=p.name, amp_level="O1", amp_dtype=dtype,
+                             loss_scaling=scaling)
     if workload.is_generation:
-        return PrecisionPlan(requested=p.name, half_weights=dtype)
-    return PrecisionPlan(requested=p.name, amp_level="O2", amp_dtype=dtype, loss_scaling=scaling)
+        return PrecisionPlan(requested=p.name, runs=p.name, half_weights=dtype)
+    return PrecisionPlan(requested=p.name, runs=p.name, amp_level="O2", amp_dtype=dtype,
+                         master_weight=workload.is_training, loss_scaling=scaling)
+
+
+def _tuned_would_change(workload: Workload) -> bool:
+    """Whether tuned changes this request on some GPU (training / classification in fp32, tf32 or
+    AMP; AMP generation)."""
+    if workload.is_generation:
+        return workload.precision_info.amp
+    return workload.precision in TUNED_O2_REQUESTS
+
+
+def tuned_plan(workload: Workload, bf16: bool) -> PrecisionPlan | None:
+    """What tuned runs on a CUDA GPU with (`bf16`) or without bf16 tensor cores; None where it
+    runs the request as asked (pure fp16 / bf16, fp32 generation).
+
+    Training and classification inference requested as fp32, tf32 or AMP run AMP O2: 16-bit
+    weights and activations, fp32 master weights in the optimizer (decorate's master_weight),
+    and a GradScaler only for fp16, whose exponent range needs one. AMP generation creates its
+    weights in 16 bit (no fp32 copy to cast from each forward).
+    """
+    p = workload.precision_info
+    if not _tuned_would_change(workload):
+        return None
+    no_bf16 = "" if bf16 else "; this GPU has no native bf16"
+    if workload.is_generation:
+        half = "bf16" if p.compute == "bf16" and bf16 else "fp16"
+        why = no_bf16 if p.compute == "bf16" else ""
+        note = f"{TUNED_CHANGED}: generated with {half} weights instead of {p.name}{why}"
+        return PrecisionPlan(requested=p.name, runs=half, half_weights=PADDLE_DTYPES[half], notes=(note,))
+    half = "bf16" if bf16 else "fp16"
+    dtype = PADDLE_DTYPES[half]
+    training = workload.is_training
+    how = f"Paddle AMP O2: {half} weights" + (", fp32 master weights" if training else "")
+    if training and not bf16:
+        how += ", GradScaler"
+    note = f"{TUNED_CHANGED}: ran {half} ({how}) instead of the requested {p.name}{no_bf16}"
+    return PrecisionPlan(requested=p.name, runs=half, amp_level="O2", amp_dtype=dtype, master_weight=training,
+                         loss_scaling=LOSS_SCALING if training and not bf16 else None, notes=(note,))
 
 
 def autocast_probe(dtype: str) -> tuple[bool, list[str]]:
@@ -159,16 +254,31 @@ def default_dtype(dtype: str | None) -> Iterator[None]:
 # -- data -----------------------------------------------------------------------------------
 
 
-def make_optimizer(name: str, parameters: list[Any]) -> paddle.optimizer.Optimizer:
+def make_optimizer(name: str, parameters: list[Any], *,
+                   multi_tensor: bool = False) -> paddle.optimizer.Optimizer:
+    """The workload's optimizer; `multi_tensor` (tuned) updates all parameters of a dtype in one
+    kernel where Paddle offers it (Adam, Momentum: `use_multi_tensor=True`)."""
     if name == "adam":
-        return paddle.optimizer.Adam(learning_rate=LEARNING_RATE, parameters=parameters)
+        return paddle.optimizer.Adam(learning_rate=LEARNING_RATE, parameters=parameters,
+                                     use_multi_tensor=multi_tensor)
     if name == "adamw":
         return paddle.optimizer.AdamW(learning_rate=LEARNING_RATE, parameters=parameters, weight_decay=0.01)
     if name == "sgd":
         return paddle.optimizer.SGD(learning_rate=LEARNING_RATE, parameters=parameters)
     if name == "momentum":
-        return paddle.optimizer.Momentum(learning_rate=LEARNING_RATE, momentum=0.9, parameters=parameters)
+        return paddle.optimizer.Momentum(learning_rate=LEARNING_RATE, momentum=0.9, parameters=parameters,
+                                         use_multi_tensor=multi_tensor)
     raise FitbenchError(f"the paddle backend has no optimizer '{name}'", "use adam, adamw, sgd or momentum")
+
+
+def optimizer_note(name: str, optimizer: paddle.optimizer.Optimizer, *, multi_tensor: bool) -> str:
+    """The optimizer as the notes name it, with how its update is launched when tuned asked."""
+    kind = type(optimizer).__name__
+    if not multi_tensor:
+        return kind
+    if name in MULTI_TENSOR_OPTIMIZERS:
+        return f"{kind}(use_multi_tensor=True)"
+    return f"{kind} (per-parameter update: Paddle's {kind} has no use_multi_tensor)"
 
 
 class Batches:
@@ -241,14 +351,16 @@ class PaddleSession(Session):
         self.workload = workload
         self.options = options
         self.kind, self.index = select_device(options.device)
+        self.tuned = options.exec_mode == "tuned"
         paddle.seed(options.seed)
-        self.plan = plan_precision(workload, options.exec_mode)
+        self.capability = device_capability(self.kind, self.index)
+        self.plan = plan_precision(workload, options.exec_mode, self.capability)
         if workload.checkpointing and workload.is_training and recompute_fn() is None:
             raise FitbenchError("this PaddlePaddle build has no paddle.distributed.fleet.utils.recompute",
                                 "run without --checkpointing")
         warn: list[str] = list(self.plan.notes)
         framework_warnings: list[str] = []
-        in_effect = self.plan.requested if self.plan.requested != "tf32" else "fp32"
+        in_effect = self.plan.runs
         where = self._where()
 
         # What the device really supports, probed before building anything large.
@@ -270,7 +382,7 @@ class PaddleSession(Session):
             self.model, source = build_model(workload.arch,
                                              checkpointing=workload.checkpointing and workload.is_training)
         self.params = trainable_param_count(self.model)
-        attention = self._choose_attention()
+        attention = self._choose_attention(warn)
         if workload.is_training:
             self.model.train()
         else:
@@ -278,13 +390,15 @@ class PaddleSession(Session):
 
         self.optimizer = None
         if workload.is_training:
-            self.optimizer = make_optimizer(workload.optimizer, self.model.parameters())
+            self.optimizer = make_optimizer(workload.optimizer, self.model.parameters(),
+                                            multi_tensor=self.tuned)
         if self.plan.amp_level == "O2":
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 if self.optimizer is not None:
                     self.model, self.optimizer = paddle.amp.decorate(
-                        models=self.model, optimizers=self.optimizer, level="O2", dtype=self.plan.amp_dtype)
+                        models=self.model, optimizers=self.optimizer, level="O2", dtype=self.plan.amp_dtype,
+                        master_weight=self.plan.master_weight)
                 else:
                     self.model = paddle.amp.decorate(models=self.model, level="O2", dtype=self.plan.amp_dtype)
             framework_warnings += [str(w.message) for w in caught]
@@ -297,6 +411,9 @@ class PaddleSession(Session):
             what = ("auto_cast is a no-op" if self.plan.amp_level == "O1"
                     else "paddle.amp.decorate(level='O2') kept fp32 weights and auto_cast is a no-op")
             warn.append(f"{where}: {self.plan.requested} requested, {what} on {device_word}; ran in fp32")
+        if in_effect == "fp32" and self.plan.runs != "fp32":
+            # tuned's change did not happen here; the line above says what ran instead
+            warn = [line for line in warn if not line.startswith(TUNED_CHANGED)]
 
         self.scaler = None
         if self.plan.loss_scaling is not None:
@@ -322,7 +439,9 @@ class PaddleSession(Session):
             "amp_dtype": self.plan.amp_dtype,
             "weights_dtype": str(next(iter(self.model.parameters())).dtype).replace("paddle.", ""),
             "loss_scaling": self.plan.loss_scaling,
-            "optimizer": type(self.optimizer).__name__ if self.optimizer is not None else None,
+            "optimizer": (optimizer_note(workload.optimizer, self.optimizer, multi_tensor=self.tuned)
+                          if self.optimizer is not None else None),
+            "master_weights": bool(self.plan.master_weight and in_effect != "fp32"),
             "checkpointing": bool(workload.checkpointing and workload.is_training),
             "attention": attention,
             "data": self.batches.desc,
@@ -345,16 +464,20 @@ class PaddleSession(Session):
             return "PaddlePaddle on CPU"
         return f"PaddlePaddle on {paddle.device.cuda.get_device_name(self.index)}"
 
-    def _choose_attention(self) -> str | None:
-        """'sdpa' for fused attention on a GPU; the explicit form everywhere else.
+    def _choose_attention(self, warn: list[str]) -> str | None:
+        """'sdpa' for fused attention on a GPU (always under tuned); the explicit form elsewhere.
 
         On CPU Paddle's scaled_dot_product_attention has no fused kernel (it falls back to
         the same math as the explicit form), so the explicit form is used and noted.
         """
         if self.workload.is_resnet:
             return None
-        impl = "sdpa" if self.workload.attention == "fused" and self.kind == "gpu" else "eager"
+        fused = self.workload.attention == "fused" or self.tuned
+        impl = "sdpa" if fused and self.kind == "gpu" else "eager"
         self.model.body.set_attention(impl)
+        if impl == "sdpa" and self.workload.attention != "fused":
+            warn.append("tuned uses fused attention (scaled_dot_product_attention); "
+                        "the workload asked for eager attention")
         if impl == "eager" and self.workload.attention == "fused":
             return "eager (fused attention requested; scaled_dot_product_attention has no fused CPU kernel)"
         return "paddle.nn.functional.scaled_dot_product_attention" if impl == "sdpa" else "eager"
