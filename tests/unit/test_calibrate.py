@@ -71,3 +71,28 @@ def test_stored_points_rebuild_their_workloads() -> None:
     _, points = calibrate.points_from_result_file(RESULT)
     assert all(isinstance(w, Workload) for w, _ in points)
     assert {w.name for w, _ in points} == {"resnet50-cifar10", "bert-base-imdb", "llm-6b"}
+
+
+SPEED = Path(__file__).parents[2] / "benchmarks" / "results" / "speed-h200-2026-12-02.json"
+
+
+def test_tuned_profile_fits_from_speed_benchmark_tuned_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """speed.py stores a default and a tuned run per scenario: --exec picks which ones fit."""
+    gpu_id, tuned = calibrate.points_from_result_file(SPEED, "tuned")
+    _, default = calibrate.points_from_result_file(SPEED, "default")
+    assert gpu_id == "h200" and len(tuned) == len(default) == 3
+    assert all(m["exec_mode"] == "tuned" for _, m in tuned)
+    assert main(["calibrate", "--exec", "tuned", "--from", str(SPEED), "--dry-run", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    fit = out["fit"]
+    assert fit["exec_mode"] == "tuned" and out["kept"] is False
+    # Tuned steps have no host overhead to fit; the memory-bound points fit the bandwidth share.
+    assert "host_seconds_per_op" not in fit["values"]
+    assert 0.05 < fit["values"]["memory_efficiency"] < 1.0
+    assert len(fit["evidence"]["memory_efficiency"]) == 3
+
+
+def test_a_file_without_runs_of_the_mode_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calibrate", "--exec", "tuned", "--from", str(RESULT), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "no measurements taken with --exec tuned" in err and "Traceback" not in err

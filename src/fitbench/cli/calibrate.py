@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from fitbench.cli.common import add_command, print_json
+from fitbench.cli.common import add_command, add_exec_arg, print_json
 from fitbench.errors import FitbenchError
 
 EPILOG = """examples:
@@ -19,6 +19,8 @@ EPILOG = """examples:
   fitbench calibrate --dry-run                show the fit, keep nothing
   fitbench calibrate --from benchmarks/results/accuracy-h200-2026-12-02.json
                                               fit from stored measurements (no GPU needed)
+  fitbench calibrate --exec tuned --from benchmarks/results/speed-h200-2026-12-02.json
+                                              fit the tuned profile from speed.py's tuned runs
   fitbench calibrate --reset                  forget the fitted values
 """
 
@@ -33,8 +35,10 @@ PLAN: tuple[tuple[str, dict[str, Any]], ...] = (
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
     parser = add_command(subparsers, name, help_text, EPILOG, description=__doc__)
-    parser.add_argument("--from", dest="source", metavar="FILE", help="fit from a stored accuracy result")
+    parser.add_argument("--from", dest="source", metavar="FILE",
+                        help="fit from a stored benchmarks/accuracy.py or speed.py result")
     parser.add_argument("--backend", choices=("torch", "paddle"), default="torch")
+    add_exec_arg(parser)
     parser.add_argument("--device", default="cuda", help="cuda or cuda:N (default cuda)")
     parser.add_argument("--dry-run", action="store_true", help="print the fit, do not keep it")
     parser.add_argument("--reset", action="store_true", help="delete the fitted values and use the defaults")
@@ -55,16 +59,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"no fitted values at {path}: estimates already use the built-in efficiencies")
         return 0
     if args.source:
-        fit, gpu = calibrate.calibrate_from_file(Path(args.source), framework=args.backend)
+        fit, gpu = calibrate.calibrate_from_file(Path(args.source), framework=args.backend,
+                                                 exec_mode=args.exec_mode)
         source = Path(args.source).name
     else:
         fit, gpu = _measure_and_fit(args)
         source = f"measurements on {gpu.name}"
-    base = get_profile(args.backend, "default", use_user=False)
+    base = get_profile(args.backend, args.exec_mode, use_user=False)
     if args.json:
         print_json({"gpu": gpu.id, "fit": fit.to_dict(), "kept": not args.dry_run})
     else:
-        print(f"fitted on {gpu.name} ({args.backend}, default execution):")
+        print(f"fitted on {gpu.name} ({args.backend}, {args.exec_mode} execution):")
         for key, value in fit.values.items():
             points = len(fit.evidence.get(key, []))
             print(f"  {key:30s} {getattr(base, key):>12.4g} -> {value:.4g}  ({points} points)")
@@ -104,8 +109,9 @@ def _measure_and_fit(args: argparse.Namespace) -> tuple[Any, Any]:
     for name, overrides in PLAN:
         workload = get_workload(name, **overrides)
         print(f"measuring {name} {overrides} ...", flush=True)
-        m = measure(workload, args.backend, RunOptions(device=args.device), min_seconds=2.0, timeout_s=300)
+        options = RunOptions(device=args.device, exec_mode=args.exec_mode)
+        m = measure(workload, args.backend, options, min_seconds=2.0, timeout_s=300)
         if m.get("status") != "ok":
             print(f"  {m.get('status')}: {m.get('error')} (skipped)")
         points.append((workload, m))
-    return calibrate.fit_profile(points, gpu, get_profile(args.backend, "default", use_user=False)), gpu
+    return calibrate.fit_profile(points, gpu, get_profile(args.backend, args.exec_mode, use_user=False)), gpu

@@ -99,19 +99,34 @@ def fit_profile(points: list[tuple[Workload, dict[str, Any]]], gpu: GpuSpec, bas
     return Fit(framework=base.framework, exec_mode=base.exec_mode, values=values, evidence=evidence)
 
 
-def points_from_result_file(path: Path) -> tuple[str, list[tuple[Workload, dict[str, Any]]]]:
-    """(gpu id, points) from a stored benchmark result (benchmarks/accuracy.py's JSON)."""
+def points_from_result_file(
+    path: Path, exec_mode: str = "default"
+) -> tuple[str, list[tuple[Workload, dict[str, Any]]]]:
+    """(gpu id, points) from a stored benchmark result: benchmarks/accuracy.py's JSON ("points")
+    or benchmarks/speed.py's ("scenarios", a default and a tuned run each). Only measurements
+    taken in `exec_mode` count: a tuned run fits the tuned profile, an eager one the default."""
     import json
 
     try:
         data = json.loads(Path(path).read_text())
         gpu_id = data["gpu"]
-        points = [(Workload.from_dict(p["workload"]), p["measurement"]) for p in data["points"]]
+        if isinstance(gpu_id, dict):  # speed.py stores the whole catalog card
+            gpu_id = gpu_id["id"]
+        if "scenarios" in data:
+            pairs = [(s["workload"], s["runs"][mode]["measurement"])
+                     for s in data["scenarios"] for mode in s["runs"]]
+        else:
+            pairs = [(p["workload"], p["measurement"]) for p in data["points"]]
+        points = [(Workload.from_dict(w), m) for w, m in pairs
+                  if (m or {}).get("exec_mode", "default") == exec_mode]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise FitbenchError(f"cannot read measurements from {path}: {exc}",
-                            "pass a JSON written by benchmarks/accuracy.py") from None
+                            "pass a JSON written by benchmarks/accuracy.py or benchmarks/speed.py") from None
     if not gpu_id:
         raise FitbenchError(f"{path} holds CPU measurements", "calibration needs measurements from a GPU")
+    if not points:
+        raise FitbenchError(f"{path} holds no measurements taken with --exec {exec_mode}",
+                            "pass --exec with the mode the file measured, or another file")
     return gpu_id, points
 
 
@@ -153,6 +168,6 @@ def _toml_value(value: Any) -> str:
 
 def calibrate_from_file(path: Path, *, framework: str = "torch",
                         exec_mode: str = "default") -> tuple[Fit, GpuSpec]:
-    gpu_id, points = points_from_result_file(path)
+    gpu_id, points = points_from_result_file(path, exec_mode)
     gpu = get_gpu(gpu_id)
     return fit_profile(points, gpu, get_profile(framework, exec_mode, use_user=False)), gpu
