@@ -159,25 +159,13 @@ def test_a_bigger_card_is_the_cheapest_comfortable_one():
 def test_combined_options_when_no_single_one_fits():
     # A 0.4B Llama-style decoder trained in FP32 on 4096-token sequences, on a 12 GB card: AMP
     # alone, checkpointing alone and accumulation alone all fall short; together they fit.
-    from fitbench.workloads.arch import TransformerArch
+    import dataclasses
 
-    arch = TransformerArch(
-        kind="decoder",
-        vocab_size=32000,
-        hidden_size=1024,
-        num_layers=24,
-        num_heads=16,
-        intermediate_size=2816,
-        max_positions=4096,
-        mlp="swiglu",
-        norm="rmsnorm",
-        position="rotary",
-        qkv_bias=False,
-        out_bias=False,
-        mlp_bias=False,
-        pooler=False,
-        num_labels=0,
-        model_type="llama",
+    from fitbench.workloads.presets import LLAMA_7B
+
+    # Llama-7B's layout at 0.4B: the same fields, smaller dimensions.
+    arch = dataclasses.replace(
+        LLAMA_7B, hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=2816
     )
     w = get_workload("llm-6b", mode="train", seq_len=4096, batch_size=4, precision="fp32").replace(arch=arch)
     gpu = get_gpu("rtx-3060-12gb")

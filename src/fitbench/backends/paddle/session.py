@@ -36,11 +36,10 @@ import paddle.nn.functional as F
 from fitbench.backends.base import RunOptions, Session
 from fitbench.backends.paddle.models import build_model, recompute_fn, trainable_param_count
 from fitbench.errors import FitbenchError
+from fitbench.estimate.execution import AUTOCAST_REQUESTS
 from fitbench.workloads.workload import Workload
 
 PADDLE_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
-# Requests tuned runs as AMP O2 on a GPU (the same list fitbench.estimate.execution mirrors).
-TUNED_O2_REQUESTS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
 TUNED_CHANGED = "tuned changed the precision"
 # Paddle documents `use_multi_tensor` for Adam and Momentum only (not AdamW, not SGD).
 MULTI_TENSOR_OPTIMIZERS = ("adam", "momentum")
@@ -180,7 +179,7 @@ def _tuned_would_change(workload: Workload) -> bool:
     AMP; AMP generation)."""
     if workload.is_generation:
         return workload.precision_info.amp
-    return workload.precision in TUNED_O2_REQUESTS
+    return workload.precision in AUTOCAST_REQUESTS  # the estimator's rule uses the same list
 
 
 def tuned_plan(workload: Workload, bf16: bool) -> PrecisionPlan | None:

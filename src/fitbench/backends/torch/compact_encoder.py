@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from fitbench.backends.torch.models import init_transformer_weights_
 from fitbench.errors import FitbenchError
 from fitbench.workloads.arch import TransformerArch
 
@@ -113,8 +114,6 @@ def build_compact_encoder(
     arch: TransformerArch, *, device: torch.device, dtype: torch.dtype
 ) -> CompactEncoder:
     """The encoder on `device` in `dtype`, drawn like the default mode's models (N(0, 0.02))."""
-    from fitbench.backends.torch.models import init_transformer_weights_
-
     with torch.device(device):
         model = CompactEncoder(arch).to(dtype)
     init_transformer_weights_(model)
