@@ -32,6 +32,10 @@ the four weight GEMVs of a layer take ~80 % of the token and the rest is a dozen
 (RMSNorm, SiLU-and-multiply, cache stores) of a few microseconds each; inductor fuses those,
 and the graph then replays the fused step.
 
+At batch 1 on CUDA, `use_fused_kernels` replaces the step with fitbench's fused Triton kernels
+instead (fused_decode: five kernels a layer, weight bytes read once without split-K); the
+compiled step stays for larger batches and as the fallback.
+
 Weights are created directly on the device in the target dtype and drawn from N(0, 0.02)
 (norm scales 1, biases 0): random values, not zeros, so kernels see realistic data.
 """
@@ -40,7 +44,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -349,6 +353,39 @@ class StaticKVGenerator:
                 raise
             return _summary(exc)
         self._step = compiled  # type: ignore[method-assign]
+        self.compile_seconds = time.perf_counter() - started
+        return None
+
+    @torch.no_grad()
+    def use_fused_kernels(
+        self, prompt: torch.Tensor, *, configs: Mapping[str, Any] | None = None
+    ) -> str | None:
+        """Route decode steps through fitbench's fused Triton kernels (fused_decode); None when
+        that worked, else why not (the current step stays).
+
+        Batch 1 only. Compiles the kernels by running one real step; results equal the eager
+        step's up to floating-point rounding (FP32 accumulation, RMSNorm folded into the GEMVs).
+        Call before capture().
+        """
+        started = time.perf_counter()
+        try:
+            from fitbench.backends.torch.fused_decode import FusedDecodeStep, unsupported_reason
+        except ImportError as exc:  # no Triton
+            return _summary(exc)
+        why = unsupported_reason(self)
+        if why is not None:
+            return why
+        try:
+            fused = FusedDecodeStep(self, configs=configs)
+            self.prefill(prompt)
+            fused()
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+        except Exception as exc:
+            if is_oom(exc):
+                raise
+            return _summary(exc)
+        self._step = fused  # type: ignore[method-assign]
         self.compile_seconds = time.perf_counter() - started
         return None
 

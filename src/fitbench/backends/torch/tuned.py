@@ -24,8 +24,11 @@ generation (Llama-style decoders)
   * fitbench's own StaticDecoder (fused QKV and gate/up weights) with a preallocated KV cache;
     prefill through causal SDPA, then each decode step replayed from one captured CUDA graph
     that also picks the next token (greedy) and feeds it back;
-  * on CUDA with Triton, the decode step is compiled (torch.compile, inductor) before capture,
-    which fuses its small kernels (~30 s once per run, reported as compile_seconds).
+  * on CUDA with Triton, at batch 1 the decode step is fitbench's fused Triton kernels (five a
+    layer: RMSNorm, rotary and the cache stores ride along with the weight GEMVs; see
+    decode_kernels); at larger batches, or if those fail, the step is compiled (torch.compile,
+    inductor) before capture, which fuses its small kernels (~30 s once per run). Either way the
+    setup time is reported as compile_seconds.
 
 On a CPU there are no CUDA graphs: the same code runs eagerly, and a warning says so.
 """
@@ -515,12 +518,19 @@ def open_generate_session(workload: Workload, options: RunOptions, device: torch
         use_graph=use_graph,
     )
     prompt = prompt_ids(workload, device, options.seed)
-    compiled = False
-    if inductor_available(device):
-        why = generator.compile_step(prompt)
-        compiled = why is None
-        if why is not None:
-            warnings.append(f"torch.compile of the decode step failed ({why}); the eager step was captured")
+    compiled = fused = False
+    if inductor_available(device):  # CUDA with Triton: fitbench's fused kernels, else torch.compile
+        why_not_fused = generator.use_fused_kernels(prompt)
+        fused = why_not_fused is None
+        if not fused:
+            why = generator.compile_step(prompt)
+            compiled = why is None
+            if why is not None:
+                warnings.append(
+                    f"torch.compile of the decode step failed ({why}); the eager step was captured"
+                )
+            if workload.batch_size == 1:  # the batch the fused kernels are for: say why they did not run
+                warnings.append(f"fused decode kernels not used ({why_not_fused})")
     generator.capture(prompt)
     if generator.capture_error is not None:
         warnings.append(f"CUDA graph capture failed ({generator.capture_error}); decode steps ran eagerly")
@@ -532,18 +542,21 @@ def open_generate_session(workload: Workload, options: RunOptions, device: torch
         "model_source": "fitbench StaticDecoder (Llama layout, fused qkv and gate/up weights, random init)",
         "generation": (
             "greedy over a static KV cache; "
+            + ("decode step as fitbench's fused Triton kernels (5 a layer); " if fused else "")
             + ("decode step compiled (torch.compile, inductor); " if compiled else "")
             + ("each decode step replayed from one CUDA graph" if generator.graph is not None
                else "decode steps run eagerly")
         ),
         "compiled_step": compiled,
+        "fused_kernels": fused,
         "decode_includes_prefill": False,
         "decode_steps_per_call": max(0, new_tokens - 1),
         "kv_cache_shape": list(generator.cache_shape),
         "kv_cache_bytes": generator.cache_bytes,
         "data_source": "random prompt token ids",
         "cuda_graph": generator.graph is not None,
-        "attention": "sdpa (causal prefill; masked static-cache decode)",
+        "attention": "sdpa (causal prefill); "
+        + ("fused decode attention over the static cache" if fused else "masked static-cache decode"),
     }
     if generator.capture_seconds is not None:
         notes["capture_seconds"] = round(generator.capture_seconds, 3)

@@ -1,0 +1,234 @@
+"""fitbench's fused Triton decode kernels, run by Triton's interpreter on CPU tensors.
+
+Each kernel is checked against the PyTorch operators it replaces on fresh random inputs (never
+zeros), with outputs poisoned first so that an unwritten element fails; shapes include ones that
+no tile divides (the masked paths). The fused decode step must generate exactly the tokens of a
+full-sequence forward, for every decoder layout the static decoder supports.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+import torch.nn.functional as F  # noqa: E402
+
+from fitbench.backends.torch import decode_kernels as dk  # noqa: E402
+from fitbench.backends.torch.fused_decode import FusedDecodeStep, unsupported_reason  # noqa: E402
+from fitbench.backends.torch.static_decoder import (  # noqa: E402
+    RMS_EPS,
+    StaticDecoder,
+    StaticKVGenerator,
+    reference_greedy,
+    rotary_tables,
+    rotate,
+)
+from fitbench.workloads.arch import TransformerArch  # noqa: E402
+from fitbench.workloads.presets import TINY_LLAMA  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+if not dk.INTERPRETED and not torch.cuda.is_available():
+    pytest.skip("triton was imported before TRITON_INTERPRET was set", allow_module_level=True)
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+SMALL_TILES = dk.GemvConfig(block_n=4, block_k=32)  # several programs and K steps on tiny shapes
+
+
+def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _randn(*shape: int, seed: int, scale: float = 1.0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return (torch.randn(*shape, generator=_gen(seed)) * scale).to(DEVICE, dtype)
+
+
+def _poisoned(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.full(shape, float("nan"), device=DEVICE, dtype=dtype)
+
+
+# -- each kernel against PyTorch ------------------------------------------------------------------
+@pytest.mark.parametrize(("n", "k"), [(64, 128), (40, 96), (37, 50)])
+@pytest.mark.parametrize("fold", ["plain", "norm+bias", "norm+bias+residual"])
+def test_linear_equals_rms_norm_then_linear(n, k, fold):
+    x, w = _randn(k, seed=1), _randn(n, k, seed=2, scale=0.1)
+    g, b, r = _randn(k, seed=3).abs() + 0.5, _randn(n, seed=4), _randn(n, seed=5)
+    norm, bias, residual = "norm" in fold, "bias" in fold, "residual" in fold
+    out = _poisoned(n)
+    dk.linear(x, w, out, bias=b if bias else None, norm_weight=g if norm else None,
+              residual=r if residual else None, config=SMALL_TILES)
+    h = F.rms_norm(x, (k,), g, dk.RMS_EPS_DEFAULT) if norm else x
+    ref = F.linear(h, w, b if bias else None) + (r if residual else 0)
+    assert not out.isnan().any()
+    assert _rel(out, ref) < 1e-5
+
+
+def test_linear_adds_the_residual_in_place():
+    x, w, r = _randn(48, seed=6), _randn(24, 48, seed=7, scale=0.1), _randn(24, seed=8)
+    stream = r.clone()
+    dk.linear(x, w, stream, residual=stream, config=SMALL_TILES)
+    assert _rel(stream, r + w @ x) < 1e-5
+
+
+def test_linear_writes_fp32_logits_from_half_weights():
+    x, w = _randn(64, seed=9, dtype=torch.float16), _randn(100, 64, seed=10, scale=0.1, dtype=torch.float16)
+    out = _poisoned(100)
+    dk.linear(x, w, out, config=SMALL_TILES)
+    assert out.dtype == torch.float32
+    assert _rel(out, w.float() @ x.float()) < 1e-5  # FP32 accumulation of exact half products
+
+
+@pytest.mark.parametrize(("ffn", "k"), [(32, 64), (43, 80)])
+def test_swiglu_equals_silu_gate_times_up(ffn, k):
+    x, w = _randn(k, seed=11), _randn(2 * ffn, k, seed=12, scale=0.1)
+    g, b = _randn(k, seed=13).abs() + 0.5, _randn(2 * ffn, seed=14)
+    out = _poisoned(ffn)
+    dk.swiglu(x, w, out, bias=b, norm_weight=g, config=SMALL_TILES)
+    gate_up = F.linear(F.rms_norm(x, (k,), g, dk.RMS_EPS_DEFAULT), w, b)
+    ref = F.silu(gate_up[:ffn]) * gate_up[ffn:]
+    assert not out.isnan().any()
+    assert _rel(out, ref) < 1e-5
+
+
+@pytest.mark.parametrize(("heads", "kv_heads", "head_dim"), [(4, 2, 16), (3, 3, 8), (2, 1, 12)])
+@pytest.mark.parametrize("pos", [0, 9])
+def test_qkv_rope_rotates_q_and_k_and_stores_k_and_v_at_pos(heads, kv_heads, head_dim, pos):
+    k, length = 48, 16
+    rows = (heads + 2 * kv_heads) * head_dim
+    x, w = _randn(k, seed=15), _randn(rows, k, seed=16, scale=0.1)
+    g, b = _randn(k, seed=17).abs() + 0.5, _randn(rows, seed=18)
+    cos, sin = rotary_tables(length, head_dim, torch.device(DEVICE))
+    k_cache = _randn(kv_heads, length, head_dim, seed=19)
+    v_cache = _randn(kv_heads, length, head_dim, seed=20)
+    k_before, v_before = k_cache.clone(), v_cache.clone()
+    q = _poisoned(heads * head_dim)
+    dk.qkv_rope(x, w, q_out=q, k_cache=k_cache, v_cache=v_cache, cos=cos, sin=sin,
+                pos=torch.tensor([pos], device=DEVICE), heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                bias=b, norm_weight=g, config=dk.GemvConfig(block_n=2, block_k=16))
+    qkv = F.linear(F.rms_norm(x, (k,), g, dk.RMS_EPS_DEFAULT), w, b)
+    q_dim, kv_dim = heads * head_dim, kv_heads * head_dim
+    c, s = cos[pos : pos + 1], sin[pos : pos + 1]
+    assert _rel(q, rotate(qkv[:q_dim].view(heads, 1, head_dim), c, s).reshape(-1)) < 1e-5
+    k_ref = rotate(qkv[q_dim : q_dim + kv_dim].view(kv_heads, 1, head_dim), c, s).reshape(kv_heads, head_dim)
+    assert _rel(k_cache[:, pos], k_ref) < 1e-5
+    assert _rel(v_cache[:, pos], qkv[q_dim + kv_dim :].view(kv_heads, head_dim)) < 1e-5
+    others = [i for i in range(length) if i != pos]
+    assert torch.equal(k_cache[:, others], k_before[:, others])  # no other slot touched
+    assert torch.equal(v_cache[:, others], v_before[:, others])
+
+
+@pytest.mark.parametrize(("heads", "kv_heads"), [(4, 4), (4, 2), (6, 1)])
+@pytest.mark.parametrize("pos", [0, 7, 39])
+def test_decode_attention_sees_slots_up_to_pos_only(heads, kv_heads, pos):
+    head_dim, length = 16, 40  # 40 slots: the last block of 16 is partly outside the cache
+    q = _randn(heads * head_dim, seed=21)
+    k_cache = _randn(kv_heads, length, head_dim, seed=22)
+    v_cache = _randn(kv_heads, length, head_dim, seed=23)
+    out = _poisoned(heads * head_dim)
+    dk.decode_attention(q, k_cache, v_cache, out, pos=torch.tensor([pos], device=DEVICE), heads=heads,
+                        kv_heads=kv_heads, block_l=16)
+    groups = heads // kv_heads
+    keys = k_cache.repeat_interleave(groups, 0)[:, : pos + 1]
+    values = v_cache.repeat_interleave(groups, 0)[:, : pos + 1]
+    ref = F.scaled_dot_product_attention(q.view(heads, 1, head_dim), keys, values).reshape(-1)
+    assert not out.isnan().any()
+    assert _rel(out, ref) < 1e-5
+    # What lies beyond pos must not matter: change it and get the same answer.
+    k_cache[:, pos + 1 :] = 1e4
+    again = _poisoned(heads * head_dim)
+    dk.decode_attention(q, k_cache, v_cache, again, pos=torch.tensor([pos], device=DEVICE), heads=heads,
+                        kv_heads=kv_heads, block_l=16)
+    assert torch.equal(again, out)
+
+
+def test_decode_attention_refuses_a_head_size_that_is_not_a_power_of_two():
+    q, cache = _randn(24, seed=24), _randn(2, 8, 12, seed=25)
+    with pytest.raises(ValueError, match="power-of-two"):
+        dk.decode_attention(q, cache, cache, torch.empty_like(q), pos=torch.tensor([0]), heads=2, kv_heads=2)
+
+
+# -- the fused step ---------------------------------------------------------------------------------
+MHA = TransformerArch(**{**TINY_LLAMA.__dict__, "num_kv_heads": None, "vocab_size": 300})
+QWEN_LIKE = TransformerArch(**{**TINY_LLAMA.__dict__, "qkv_bias": True, "tie_embeddings": True})
+ALL_BIASES = TransformerArch(
+    **{**TINY_LLAMA.__dict__, "num_heads": 8, "num_kv_heads": 2, "qkv_bias": True, "out_bias": True,
+       "mlp_bias": True}
+)
+# The interpreter takes ~10 s a generation: one layout in the quick run, all of them in CI.
+ARCHS = [
+    pytest.param(TINY_LLAMA, id="gqa"),
+    pytest.param(MHA, id="mha", marks=pytest.mark.slow),
+    pytest.param(QWEN_LIKE, id="qwen-like", marks=pytest.mark.slow),
+    pytest.param(ALL_BIASES, id="biases", marks=pytest.mark.slow),
+]
+
+
+def _model(arch: TransformerArch) -> StaticDecoder:
+    torch.manual_seed(0)
+    model = StaticDecoder(arch, device=DEVICE, dtype=torch.float32)
+    with torch.no_grad():  # biases drawn too, so that a dropped bias changes the tokens
+        for name, p in model.named_parameters():
+            if name.split(".")[-1].startswith("b"):
+                p.normal_(0.0, 0.02)
+    return model
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_fused_step_generates_what_the_full_forward_generates(arch):
+    model = _model(arch)
+    prompt = torch.randint(3, arch.vocab_size, (1, 9), generator=_gen(2)).to(DEVICE)
+    gen = StaticKVGenerator(model, batch=1, prompt_tokens=9, new_tokens=8, use_graph=False)
+    assert gen.use_fused_kernels(prompt) is None
+    assert isinstance(gen._step, FusedDecodeStep)
+    gen.prefill(prompt)
+    gen.decode(8)
+    assert torch.equal(gen.generated(), reference_greedy(model, prompt, 8).cpu())
+
+
+def test_fused_step_writes_the_same_cache_and_logits_as_the_eager_step():
+    model = _model(TINY_LLAMA)
+    prompt = torch.randint(3, TINY_LLAMA.vocab_size, (1, 6), generator=_gen(3)).to(DEVICE)
+    eager = StaticKVGenerator(model, batch=1, prompt_tokens=6, new_tokens=4, use_graph=False)
+    fused = StaticKVGenerator(model, batch=1, prompt_tokens=6, new_tokens=4, use_graph=False)
+    assert fused.use_fused_kernels(prompt) is None
+    for gen in (eager, fused):
+        gen.prefill(prompt)
+        gen.decode(4)
+    assert torch.equal(eager.generated(), fused.generated())
+    for a, b in zip(eager.keys + eager.values, fused.keys + fused.values, strict=True):
+        assert _rel(b[:, :, :9], a[:, :, :9]) < 1e-5  # prompt + 3 decode steps
+    step = fused._step
+    assert isinstance(step, FusedDecodeStep)
+    reference = model.forward_full(fused.generated()[:, :-1].to(DEVICE))[0, -1]
+    assert _rel(step.logits, reference) < 1e-4
+
+
+def test_fused_step_is_batch_one_only_and_says_why():
+    model = _model(TINY_LLAMA)
+    gen = StaticKVGenerator(model, batch=2, prompt_tokens=4, new_tokens=4, use_graph=False)
+    assert unsupported_reason(gen) == "the fused decode kernels run batch 1, not 2"
+    prompt = torch.randint(3, 100, (2, 4)).to(DEVICE)
+    assert gen.use_fused_kernels(prompt) == "the fused decode kernels run batch 1, not 2"
+    gen.prefill(prompt)
+    gen.decode(4)  # the eager step stayed
+    assert torch.equal(gen.generated(), reference_greedy(model, prompt.cpu(), 4))
+
+
+def test_fused_step_needs_a_power_of_two_head_size():
+    arch = TransformerArch(**{**TINY_LLAMA.__dict__, "hidden_size": 48, "num_heads": 4, "num_kv_heads": 2})
+    model = StaticDecoder(arch, device=DEVICE, dtype=torch.float32)
+    gen = StaticKVGenerator(model, batch=1, prompt_tokens=4, new_tokens=2, use_graph=False)
+    assert math.log2(model.shape.head_dim) % 1 != 0
+    assert "power-of-two head size" in (unsupported_reason(gen) or "")
+
+
+def test_the_rms_eps_of_the_kernels_is_the_decoder_s():
+    assert dk.RMS_EPS_DEFAULT == RMS_EPS
