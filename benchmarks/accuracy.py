@@ -10,6 +10,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --cpu-tiny         # the tiny variants on a CPU (a smoke test)
     python benchmarks/accuracy.py --rescore FILE     # today's estimator against stored measurements
     python benchmarks/accuracy.py --only resnet --repeat 3   # 3 fresh runs per point, median stands
+    python benchmarks/accuracy.py --merge A.json B.json --merge-out C.json   # pool the runs of files
 
 Prints a table and writes benchmarks/results/accuracy-<gpu>-<date>.json with every figure,
 the versions and the machine. Targets: peak memory within 10 %, step time or decode
@@ -122,6 +123,7 @@ def combine_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:
         return runs[-1]
     chosen = sorted(ok, key=lambda r: speed_of(r) or 0.0)[(len(ok) - 1) // 2]
     point = dict(chosen)
+    point["runs"] = runs  # every run whole, so that later runs can be merged in (--merge)
     point["repeats"] = [
         {"speed": speed_of(r), "step_seconds": r["measurement"].get("step_seconds"),
          "decode_tokens_per_second": r["measurement"].get("decode_tokens_per_second"),
@@ -131,6 +133,29 @@ def combine_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:
         for r in runs
     ]
     return point
+
+
+def merge(paths: list[Path], out: Path) -> int:
+    """One result from several files of the same matrix: every fresh-process run of a point, from
+    whichever file, pooled and combined as --repeat combines them (the median-speed run stands)."""
+    files = [json.loads(p.read_text()) for p in paths]
+    gpu_id = files[0]["gpu"]
+    if any(f["gpu"] != gpu_id for f in files):
+        sys.exit("the files measured different GPUs")
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for f in files:
+        for p in f["points"]:
+            single = {k: p[k] for k in ("label", "workload", "measurement", "wall_seconds") if k in p}
+            runs.setdefault(p["label"], []).extend(p.get("runs") or [single])
+    data = dict(files[0])
+    data["points"] = [score(combine_repeats(r), gpu_id) for r in runs.values()]
+    data["max_batch"] = [b for f in files for b in f.get("max_batch", [])]
+    data["merged_from"] = [str(p) for p in paths]
+    data["rescored"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    out.write_text(json.dumps(data, indent=1, default=str))
+    print_tables(data["points"], data["max_batch"])
+    print(f"\nwritten {out}")
+    return 0
 
 
 def score(point: dict[str, Any], gpu_id: str) -> dict[str, Any]:
@@ -226,7 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rescore", type=Path, metavar="FILE", help="re-estimate a stored result")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
                         help="fresh-process runs per point; the median-speed run stands for it (default 1)")
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="FILE",
+                        help="pool the runs of several result files into --merge-out")
+    parser.add_argument("--merge-out", type=Path, help="where --merge writes (default: the first file)")
     args = parser.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, args.merge_out or args.merge[0])
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     if args.rescore:

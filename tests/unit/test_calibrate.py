@@ -86,10 +86,30 @@ def test_tuned_profile_fits_from_speed_benchmark_tuned_runs(capsys: pytest.Captu
     out = json.loads(capsys.readouterr().out)
     fit = out["fit"]
     assert fit["exec_mode"] == "tuned" and out["kept"] is False
-    # Tuned steps have no host overhead to fit; the memory-bound points fit the bandwidth share.
+    # Tuned steps have no host overhead to fit; the memory-bound training points fit the bandwidth
+    # share of ordinary kernels, the decode point the share of the decode step's own kernels.
     assert "host_seconds_per_op" not in fit["values"]
     assert 0.05 < fit["values"]["memory_efficiency"] < 1.0
-    assert len(fit["evidence"]["memory_efficiency"]) == 3
+    assert len(fit["evidence"]["memory_efficiency"]) == 2
+    assert len(fit["evidence"]["decode_memory_efficiency"]) == 1
+    # The fused decode kernels stream faster than the training steps' mix of small kernels.
+    assert fit["values"]["decode_memory_efficiency"] > fit["values"]["memory_efficiency"]
+
+
+def test_decode_efficiency_governs_decode_steps_only() -> None:
+    gpu = get_gpu("h200")
+    base = get_profile("torch", "tuned", use_user=False)
+    faster = type(base)(**{**base.to_dict(), "decode_memory_efficiency": base.decode_efficiency * 1.2})
+    llm, bert = get_workload("llm-6b"), get_workload("bert-base-imdb", precision="amp-bf16")
+    kw = {"framework": "torch", "exec_mode": "tuned"}
+    assert estimate(llm, gpu, profile=faster, **kw).tokens_per_second > 1.1 * estimate(
+        llm, gpu, profile=base, **kw).tokens_per_second
+    assert estimate(bert, gpu, profile=faster, **kw).step_seconds == estimate(
+        bert, gpu, profile=base, **kw).step_seconds
+    # A profile without a decode share of its own streams decode like every other kernel.
+    default = get_profile("torch", "default", use_user=False)
+    assert default.decode_memory_efficiency is None
+    assert default.decode_efficiency == default.memory_efficiency
 
 
 def test_a_file_without_runs_of_the_mode_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:

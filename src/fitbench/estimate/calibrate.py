@@ -4,7 +4,8 @@ Each constant is fitted only from the measurements that it governs, so the fit s
   host_seconds_per_op            training/inference steps the estimate calls overhead-bound
   generate_host_seconds_per_op   generation decode steps the estimate calls overhead-bound
   matmul/conv/attention_efficiency  steps the estimate calls compute-bound
-  memory_efficiency              steps the estimate calls memory-bound
+  memory_efficiency              steps the estimate calls memory-bound (not decode steps)
+  decode_memory_efficiency       generation decode steps the estimate calls memory-bound
   context_bytes                  NVML process memory minus the allocator's reservation
 A constant scales by the median ratio of measured to estimated time over its points (one
 multiplicative step: the governed term dominates those points by construction). Constants
@@ -29,10 +30,11 @@ from fitbench.estimate.profile import Profile, get_profile, user_profile_path
 from fitbench.workloads.workload import Workload
 
 EFFICIENCY_KEYS = {"compute": ("matmul_efficiency", "conv_efficiency", "attention_efficiency"),
-                   "memory": ("memory_efficiency",)}
+                   "memory": ("memory_efficiency",), "decode": ("decode_memory_efficiency",)}
 # Fitted values outside these bounds mean a broken measurement, not a machine.
 BOUNDS = {"matmul_efficiency": (0.05, 1.0), "conv_efficiency": (0.05, 1.0),
           "attention_efficiency": (0.05, 1.0), "memory_efficiency": (0.05, 1.0),
+          "decode_memory_efficiency": (0.05, 1.0),
           "host_seconds_per_op": (1e-7, 1e-3), "generate_host_seconds_per_op": (1e-7, 1e-3),
           "context_bytes": (0, 8 << 30)}
 
@@ -73,6 +75,8 @@ def fit_profile(points: list[tuple[Workload, dict[str, Any]]], gpu: GpuSpec, bas
             if est.bottleneck == "overhead":
                 key = "generate_host_seconds_per_op" if workload.is_generation else "host_seconds_per_op"
                 ratios.setdefault(key, []).append(ratio)
+            elif est.bottleneck == "memory" and workload.is_generation:
+                ratios.setdefault("decode", []).append(ratio)
             elif est.bottleneck in EFFICIENCY_KEYS:
                 ratios.setdefault(est.bottleneck, []).append(ratio)
         nvml, reserved = m.get("nvml_process_peak_bytes"), m.get("peak_reserved_bytes")
@@ -88,7 +92,8 @@ def fit_profile(points: list[tuple[Workload, dict[str, Any]]], gpu: GpuSpec, bas
         if ratios.get(bottleneck):
             scale = statistics.median(ratios[bottleneck])
             for key in keys:
-                values[key] = getattr(base, key) / scale
+                current = base.decode_efficiency if key == "decode_memory_efficiency" else getattr(base, key)
+                values[key] = current / scale
                 evidence[key] = ratios[bottleneck]
     if contexts:
         values["context_bytes"] = int(statistics.median(contexts))

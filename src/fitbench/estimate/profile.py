@@ -13,7 +13,8 @@ from fitbench.errors import FitbenchError, unknown_name
 
 BUILTIN = Path(__file__).with_name("profiles.toml")
 # Fractions of a datasheet peak: the speed model divides by them.
-_EFFICIENCIES = ("matmul_efficiency", "conv_efficiency", "attention_efficiency", "memory_efficiency")
+_EFFICIENCIES = ("matmul_efficiency", "conv_efficiency", "attention_efficiency", "memory_efficiency",
+                 "decode_memory_efficiency")
 # Execution modes a framework runs with another mode's table, and why. Paddle's `tuned` changes
 # what runs (AMP O2 precision, which fitbench.estimate.execution applies to the workload, and
 # multi-tensor Adam/Momentum updates: fitbench.backends.paddle.session) but still launches every
@@ -50,7 +51,14 @@ class Profile:
     overlap_loss: float
     kv_growth_stale_share: float = 0.0
     autocast_cache_share: float = 1.0
+    decode_memory_efficiency: float | None = None  # None: the decode step streams like any kernel
     provenance: str = ""
+
+    @property
+    def decode_efficiency(self) -> float:
+        """The bandwidth share of a generation's decode step (its own kernels where it has them)."""
+        own = self.decode_memory_efficiency
+        return self.memory_efficiency if own is None else own
 
     def to_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -84,6 +84,7 @@ def time_kernels(
     host_seconds_per_op: float,
     fixed_ops: float = 0.0,
     overlap_loss: float | None = None,
+    memory_efficiency: float | None = None,
 ) -> Timing:
     eff = {
         "matmul": profile.matmul_efficiency,
@@ -91,7 +92,8 @@ def time_kernels(
         "attention": profile.attention_efficiency,
     }
     bits = workload.precision_info.quant_bits
-    mem_eff = profile.memory_efficiency * (QUANT_MEMORY_EFFICIENCY[bits] if bits else 1.0)
+    base_mem_eff = profile.memory_efficiency if memory_efficiency is None else memory_efficiency
+    mem_eff = base_mem_eff * (QUANT_MEMORY_EFFICIENCY[bits] if bits else 1.0)
     bandwidth = gpu.bandwidth_bytes_s * mem_eff
     compute = memory = floor = 0.0
     flops = nbytes = ops = 0.0
@@ -221,6 +223,8 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     # A decode step at the mean context length of the generation.
     mean_context = prompt + math.ceil(new / 2)
     decode_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=mean_context)
+    # The decode step's weight stream has its own bandwidth share (profiles.toml:
+    # decode_memory_efficiency), where the mode runs kernels of its own for it.
     decode = time_kernels(
         decode_k,
         workload,
@@ -228,6 +232,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         profile,
         host_seconds_per_op=profile.generate_host_seconds_per_op,
         fixed_ops=GENERATE_FIXED_OPS_PER_TOKEN,
+        memory_efficiency=profile.decode_efficiency,
     )
     # The bandwidth roofline: every weight byte and the KV cache read once per step at the
     # datasheet bandwidth — no implementation decodes faster than this.
