@@ -190,10 +190,9 @@ def test_every_key_is_present_and_the_line_reads_well():
 
 
 def test_a_real_estimate_object_is_accepted():
+    from fitbench.catalog import get_gpu
     from fitbench.estimate.api import estimate as real_estimate
     from fitbench.workloads.presets import get_workload
-
-    from fitbench.catalog import get_gpu
 
     card = get_gpu("h200")  # HF generate's host time outlasts the weight stream on this card
     est = real_estimate(get_workload("llm-6b"), card)

@@ -50,6 +50,7 @@ import triton.language as tl
 RMS_EPS_DEFAULT = 1e-6
 INTERPRETED = bool(triton.knobs.runtime.interpret)
 
+
 @triton.jit
 def _accumulate(acc_a, acc_b, squares, x_ptr, w_a, w_b, g_ptr, ks, K: tl.constexpr, ok_a, ok_b,
                 MASK_K: tl.constexpr, MASK_N: tl.constexpr, NORM: tl.constexpr):
@@ -105,11 +106,24 @@ def _paired_rows_dot(x_ptr, w_ptr, g_ptr, rows_a, rows_b, ok_a, ok_b, K: tl.cons
 
 
 @triton.jit
-def _norm_scale(squares, K, eps, NORM: tl.constexpr):
-    """1 / RMS(x) when the GEMV folds an RMSNorm in, else 1."""
+def _paired_rows(x_ptr, w_ptr, b_ptr, g_ptr, rows_a, rows_b, ok_a, ok_b, K: tl.constexpr, eps,
+                 NORM: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 EVEN_N: tl.constexpr):
+    """W[rows] @ rms_norm(x, g) [+ b[rows]] for two blocks of rows, in FP32.
+
+    The RMSNorm scale 1 / RMS(x) is one number for the whole of x, so it multiplies the finished
+    dot products instead of every element of x.
+    """
+    a, b, squares = _paired_rows_dot(x_ptr, w_ptr, g_ptr, rows_a, rows_b, ok_a, ok_b, K,
+                                     NORM, BLOCK_N, BLOCK_K, EVEN_N)
     if NORM:
-        return 1.0 / tl.sqrt(squares / K + eps)
-    return 1.0
+        scale = 1.0 / tl.sqrt(squares / K + eps)
+        a, b = a * scale, b * scale
+    if HAS_BIAS:
+        a += tl.load(b_ptr + rows_a, mask=ok_a, other=0.0).to(tl.float32)
+        b += tl.load(b_ptr + rows_b, mask=ok_b, other=0.0).to(tl.float32)
+    return a, b
+
 
 @triton.jit
 def _linear_kernel(x_ptr, w_ptr, b_ptr, g_ptr, res_ptr, out_ptr, N, K: tl.constexpr, eps,
@@ -120,18 +134,14 @@ def _linear_kernel(x_ptr, w_ptr, b_ptr, g_ptr, res_ptr, out_ptr, N, K: tl.conste
     rows_a = first + tl.arange(0, BLOCK_N)
     rows_b = rows_a + BLOCK_N
     ok_a, ok_b = rows_a < N, rows_b < N
-    dot_a, dot_b, squares = _paired_rows_dot(x_ptr, w_ptr, g_ptr, rows_a, rows_b, ok_a, ok_b, K,
-                                             NORM, BLOCK_N, BLOCK_K, EVEN_N)
-    scale = _norm_scale(squares, K, eps, NORM)
-    y_a, y_b = dot_a * scale, dot_b * scale
-    if HAS_BIAS:
-        y_a += tl.load(b_ptr + rows_a, mask=ok_a, other=0.0).to(tl.float32)
-        y_b += tl.load(b_ptr + rows_b, mask=ok_b, other=0.0).to(tl.float32)
+    y_a, y_b = _paired_rows(x_ptr, w_ptr, b_ptr, g_ptr, rows_a, rows_b, ok_a, ok_b, K, eps,
+                            NORM, HAS_BIAS, BLOCK_N, BLOCK_K, EVEN_N)
     if RESIDUAL:
         y_a += tl.load(res_ptr + rows_a, mask=ok_a, other=0.0).to(tl.float32)
         y_b += tl.load(res_ptr + rows_b, mask=ok_b, other=0.0).to(tl.float32)
     tl.store(out_ptr + rows_a, y_a.to(out_ptr.dtype.element_ty), mask=ok_a)
     tl.store(out_ptr + rows_b, y_b.to(out_ptr.dtype.element_ty), mask=ok_b)
+
 
 @triton.jit
 def _swiglu_kernel(x_ptr, w_ptr, b_ptr, g_ptr, out_ptr, FFN, K: tl.constexpr, eps,
@@ -141,15 +151,11 @@ def _swiglu_kernel(x_ptr, w_ptr, b_ptr, g_ptr, out_ptr, FFN, K: tl.constexpr, ep
     gate_rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ok = gate_rows < FFN
     up_rows = gate_rows + FFN
-    gate, up, squares = _paired_rows_dot(x_ptr, w_ptr, g_ptr, gate_rows, up_rows, ok, ok, K,
-                                         NORM, BLOCK_N, BLOCK_K, EVEN_N)
-    scale = _norm_scale(squares, K, eps, NORM)
-    gate, up = gate * scale, up * scale
-    if HAS_BIAS:
-        gate += tl.load(b_ptr + gate_rows, mask=ok, other=0.0).to(tl.float32)
-        up += tl.load(b_ptr + up_rows, mask=ok, other=0.0).to(tl.float32)
+    gate, up = _paired_rows(x_ptr, w_ptr, b_ptr, g_ptr, gate_rows, up_rows, ok, ok, K, eps,
+                            NORM, HAS_BIAS, BLOCK_N, BLOCK_K, EVEN_N)
     y = gate / (1.0 + tl.exp(-gate)) * up
     tl.store(out_ptr + gate_rows, y.to(out_ptr.dtype.element_ty), mask=ok)
+
 
 @triton.jit
 def _qkv_rope_kernel(x_ptr, w_ptr, b_ptr, g_ptr, q_ptr, k_cache_ptr, v_cache_ptr,
@@ -169,13 +175,8 @@ def _qkv_rope_kernel(x_ptr, w_ptr, b_ptr, g_ptr, q_ptr, k_cache_ptr, v_cache_ptr
     ok = dims < HALF
     rows_a = head * HEAD_DIM + dims
     rows_b = rows_a + HALF
-    a, b, squares = _paired_rows_dot(x_ptr, w_ptr, g_ptr, rows_a, rows_b, ok, ok, K,
-                                     NORM, BLOCK_N, BLOCK_K, EVEN_N)
-    scale = _norm_scale(squares, K, eps, NORM)
-    a, b = a * scale, b * scale
-    if HAS_BIAS:
-        a += tl.load(b_ptr + rows_a, mask=ok, other=0.0).to(tl.float32)
-        b += tl.load(b_ptr + rows_b, mask=ok, other=0.0).to(tl.float32)
+    a, b = _paired_rows(x_ptr, w_ptr, b_ptr, g_ptr, rows_a, rows_b, ok, ok, K, eps,
+                        NORM, HAS_BIAS, BLOCK_N, BLOCK_K, EVEN_N)
     pos = tl.load(pos_ptr)
     if head < HEADS + KV_HEADS:  # rotary (transformers' Llama halves: cos and sin repeat per half)
         cos = tl.load(cos_ptr + pos * HEAD_DIM + dims, mask=ok, other=1.0)
@@ -189,6 +190,7 @@ def _qkv_rope_kernel(x_ptr, w_ptr, b_ptr, g_ptr, q_ptr, k_cache_ptr, v_cache_ptr
         dest = v_cache_ptr + ((head - HEADS - KV_HEADS) * CACHE_LEN + pos) * HEAD_DIM + dims
     tl.store(dest, a.to(dest.dtype.element_ty), mask=ok)
     tl.store(dest + HALF, b.to(dest.dtype.element_ty), mask=ok)
+
 
 @triton.jit
 def _decode_attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, pos_ptr, GROUPS, sm_scale,
@@ -223,7 +225,6 @@ def _decode_attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, pos_ptr, 
         best = new_best
     out = acc / total
     tl.store(out_ptr + head * HEAD_DIM + dims, out.to(out_ptr.dtype.element_ty))
-
 
 
 # -- launch configuration ---------------------------------------------------------------------------

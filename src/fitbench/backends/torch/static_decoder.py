@@ -342,17 +342,25 @@ class StaticKVGenerator:
         rounding (fused kernels sum in another order). Call before capture().
         """
         started = time.perf_counter()
+        return self._adopt_step(
+            lambda: torch.compile(self._step, fullgraph=True, dynamic=False, backend=backend), prompt, started
+        )
+
+    def _adopt_step(self, make: Callable[[], Callable[[], None]], prompt: torch.Tensor,
+                    started: float) -> str | None:
+        """Build a replacement decode step, run it once for real (compiling it), and keep it;
+        on failure keep the current step and say why (an OOM is raised: it is a verdict)."""
         try:
-            compiled = torch.compile(self._step, fullgraph=True, dynamic=False, backend=backend)
+            step = make()
             self.prefill(prompt)
-            compiled()
+            step()
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
         except Exception as exc:
             if is_oom(exc):
                 raise
             return _summary(exc)
-        self._step = compiled  # type: ignore[method-assign]
+        self._step = step  # type: ignore[method-assign]
         self.compile_seconds = time.perf_counter() - started
         return None
 
@@ -375,19 +383,7 @@ class StaticKVGenerator:
         why = unsupported_reason(self)
         if why is not None:
             return why
-        try:
-            fused = FusedDecodeStep(self, configs=configs)
-            self.prefill(prompt)
-            fused()
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)
-        except Exception as exc:
-            if is_oom(exc):
-                raise
-            return _summary(exc)
-        self._step = fused  # type: ignore[method-assign]
-        self.compile_seconds = time.perf_counter() - started
-        return None
+        return self._adopt_step(lambda: FusedDecodeStep(self, configs=configs), prompt, started)
 
     # -- prefill ------------------------------------------------------------------------------
     @torch.no_grad()
