@@ -8,8 +8,8 @@ layer (RMSNorm, rotary, two cache stores, the masked attention, SiLU-and-multipl
 pays a launch and a ramp of a few microseconds. Here a layer is five kernels, and everything
 that is not a weight read rides along with one:
 
-  qkv_rope      RMSNorm folded into the GEMV (the scale is one scalar per row of x, applied to
-                the dot product), bias, rotary positions on q and k, k and v written into the
+  qkv_rope      RMSNorm folded into the GEMV (its scale 1 / RMS(x) is one number for the whole
+                token, applied to the finished dot products), bias, rotary positions on q and k, k and v written into the
                 cache at the current position, q into a buffer
   attention     one program per query head, online softmax over the cache slots 0..pos
   linear        o-projection with the residual add in its epilogue (x += W_o @ attn)
