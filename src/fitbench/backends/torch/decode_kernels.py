@@ -9,8 +9,8 @@ pays a launch and a ramp of a few microseconds. Here a layer is five kernels, an
 that is not a weight read rides along with one:
 
   qkv_rope      RMSNorm folded into the GEMV (its scale 1 / RMS(x) is one number for the whole
-                token, applied to the finished dot products), bias, rotary positions on q and k, k and v written into the
-                cache at the current position, q into a buffer
+                token, applied to the finished dot products), bias, rotary positions on q and
+                k, k and v written into the cache at the current position, q into a buffer
   attention     one program per query head, online softmax over the cache slots 0..pos
   linear        o-projection with the residual add in its epilogue (x += W_o @ attn)
   swiglu        RMSNorm folded in, gate and up rows of one program side by side, silu(g) * u
