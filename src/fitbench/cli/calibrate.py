@@ -72,8 +72,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"fitted on {gpu.name} ({args.backend}, {args.exec_mode} execution):")
         for key, value in fit.values.items():
             points = len(fit.evidence.get(key, []))
-            before = base.decode_efficiency if key == "decode_memory_efficiency" else getattr(base, key)
-            print(f"  {key:30s} {before:>12.4g} -> {value:.4g}  ({points} points)")
+            print(f"  {key:30s} {base.in_force(key):>12.4g} -> {value:.4g}  ({points} points)")
         if not fit.values:
             print("  nothing to fit: no measurement was governed by a single constant")
     if not args.dry_run and fit.values:

@@ -86,14 +86,13 @@ def fit_profile(points: list[tuple[Workload, dict[str, Any]]], gpu: GpuSpec, bas
     evidence: dict[str, list[float]] = {}
     for key in ("host_seconds_per_op", "generate_host_seconds_per_op"):
         if ratios.get(key):
-            values[key] = getattr(base, key) * statistics.median(ratios[key])
+            values[key] = base.in_force(key) * statistics.median(ratios[key])
             evidence[key] = ratios[key]
     for bottleneck, keys in EFFICIENCY_KEYS.items():
         if ratios.get(bottleneck):
             scale = statistics.median(ratios[bottleneck])
             for key in keys:
-                current = base.decode_efficiency if key == "decode_memory_efficiency" else getattr(base, key)
-                values[key] = current / scale
+                values[key] = base.in_force(key) / scale
                 evidence[key] = ratios[bottleneck]
     if contexts:
         values["context_bytes"] = int(statistics.median(contexts))

@@ -60,6 +60,10 @@ class Profile:
         own = self.decode_memory_efficiency
         return self.memory_efficiency if own is None else own
 
+    def in_force(self, key: str) -> float:
+        """The value the estimator uses for `key` (an absent decode share is memory_efficiency)."""
+        return self.decode_efficiency if key == "decode_memory_efficiency" else getattr(self, key)
+
     def to_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 

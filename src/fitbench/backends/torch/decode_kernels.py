@@ -254,8 +254,14 @@ def _fit(config: GemvConfig, rows: int, k: int, rows_per_program: int = 1) -> tu
     return block_n, block_k, rows % (block_n * rows_per_program) == 0
 
 
-def _launch_kwargs(config: GemvConfig) -> dict[str, int]:
-    return {} if INTERPRETED else {"num_warps": config.num_warps, "num_stages": config.num_stages}
+def _launch_kwargs(num_warps: int, num_stages: int | None = None) -> dict[str, int]:
+    """Warps (and stages) for a compiled launch; the interpreter takes neither."""
+    if INTERPRETED:
+        return {}
+    tuning = {"num_warps": num_warps}
+    if num_stages is not None:
+        tuning["num_stages"] = num_stages
+    return tuning
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, bias: torch.Tensor | None = None,
@@ -273,7 +279,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, bias: to
         x, weight, bias if bias is not None else weight, norm_weight if norm_weight is not None else x,
         residual if residual is not None else out, out, n, k, eps,
         NORM=norm_weight is not None, RESIDUAL=residual is not None, HAS_BIAS=bias is not None,
-        BLOCK_N=block_n, BLOCK_K=block_k, EVEN_N=even_n, **_launch_kwargs(config),
+        BLOCK_N=block_n, BLOCK_K=block_k, EVEN_N=even_n,
+        **_launch_kwargs(config.num_warps, config.num_stages),
     )
     return out
 
@@ -288,7 +295,8 @@ def swiglu(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, bias: to
     _swiglu_kernel[(triton.cdiv(ffn, block_n),)](
         x, weight, bias if bias is not None else weight, norm_weight if norm_weight is not None else x,
         out, ffn, k, eps, NORM=norm_weight is not None, HAS_BIAS=bias is not None,
-        BLOCK_N=block_n, BLOCK_K=block_k, EVEN_N=even_n, **_launch_kwargs(config),
+        BLOCK_N=block_n, BLOCK_K=block_k, EVEN_N=even_n,
+        **_launch_kwargs(config.num_warps, config.num_stages),
     )
     return out
 
@@ -313,7 +321,8 @@ def qkv_rope(x: torch.Tensor, weight: torch.Tensor, *, q_out: torch.Tensor, k_ca
         x, weight, bias if bias is not None else weight, norm_weight if norm_weight is not None else x,
         q_out, k_cache, v_cache, cos, sin, pos, k, eps, heads, kv_heads, k_cache.shape[-2],
         HEAD_DIM=head_dim, NORM=norm_weight is not None, HAS_BIAS=bias is not None,
-        BLOCK_N=block_n, BLOCK_K=block_k, EVEN_N=even_n, **_launch_kwargs(config),
+        BLOCK_N=block_n, BLOCK_K=block_k, EVEN_N=even_n,
+        **_launch_kwargs(config.num_warps, config.num_stages),
     )
 
 
@@ -328,9 +337,8 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     head_dim = k_cache.shape[-1]
     if head_dim & (head_dim - 1):
         raise ValueError(f"the decode attention kernel needs a power-of-two head size, got {head_dim}")
-    kwargs = {} if INTERPRETED else {"num_warps": num_warps}
     _decode_attention_kernel[(heads,)](
         q, k_cache, v_cache, out, pos, heads // kv_heads, 1.0 / math.sqrt(head_dim),
-        CACHE_LEN=k_cache.shape[-2], HEAD_DIM=head_dim, BLOCK_L=block_l, **kwargs,
+        CACHE_LEN=k_cache.shape[-2], HEAD_DIM=head_dim, BLOCK_L=block_l, **_launch_kwargs(num_warps),
     )
     return out
