@@ -51,6 +51,7 @@ class Profile:
     overlap_loss: float
     kv_growth_stale_share: float = 0.0
     autocast_cache_share: float = 1.0
+    cast_host_share: float = 1.0  # an autocast cast's host cost / host_seconds_per_op
     decode_memory_efficiency: float | None = None  # None: the decode step streams like any kernel
     provenance: str = ""
 

@@ -83,18 +83,21 @@ def forward_kernels(workload: Workload) -> list[Kernel]:
     a = dt.act
     last_conv = ".conv3" if arch.block == "bottleneck" else ".conv2"
     ks: list[Kernel] = []
-    for conv in arch.convs(size):
+    for i, conv in enumerate(arch.convs(size)):
         out = b * conv.out_channels * conv.out_hw**2
         inp = b * conv.in_channels * conv.in_hw**2
+        # Autocast casts each convolution's weight (batch norm keeps the 16-bit activations, so
+        # only the stem's FP32 image is cast as an input).
+        casts = (2.0 if i == 0 else 1.0) if p.amp else 0.0
         ks.append(
             Kernel(
                 name=conv.name,
                 kind="conv",
                 flops=2.0 * b * conv.macs_per_sample(),
                 bytes=(inp + out) * a + conv.in_channels * conv.out_channels * conv.kernel**2 * w_bytes,
-                ops=1.0 + (0.3 if p.amp else 0.0),
+                cast_ops=casts,
             )
-        )  # autocast's cached weight cast
+        )
         # Batch norm reads and writes the output, the in-place ReLU again; a block's last conv
         # is followed by the residual add (two reads, one write) before its ReLU.
         ks.append(Kernel(name=conv.name + ".bn_relu", kind="memory", flops=0.0, bytes=4.0 * out * a, ops=2.0))
@@ -107,6 +110,7 @@ def forward_kernels(workload: Workload) -> list[Kernel]:
             flops=2.0 * b * arch.feature_dim * arch.num_classes,
             bytes=arch.feature_dim * arch.num_classes * w_bytes,
             ops=4.0,
+            cast_ops=2.0 if p.amp else 0.0,  # weight and bias
         )
     )
     return ks

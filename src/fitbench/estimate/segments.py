@@ -40,6 +40,9 @@ class Kernel:
     flops  floating-point operations of one instance
     bytes  bytes read plus written by one instance
     ops    framework operations (host dispatches) that issue one instance
+    cast_ops  casts that autocast issues from C++ inside those operations (16-bit copies of
+           weights and inputs): each costs the host only the dispatcher, an allocation and a
+           launch, the profile's cast_host_share of an operation
     """
 
     name: str
@@ -48,3 +51,4 @@ class Kernel:
     bytes: float
     count: int = 1
     ops: float = 1.0
+    cast_ops: float = 0.0

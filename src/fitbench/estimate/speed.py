@@ -3,7 +3,8 @@
 Each kernel takes the longest of: its FLOPs at the precision's dense peak times an efficiency,
 its bytes at the card's bandwidth times an efficiency, and a floor for launch and tail. The GPU
 time is their sum. In eager mode the host must also issue every framework operation
-(`host_seconds_per_op` each); the GPU runs asynchronously, so a step takes the larger of the
+(`host_seconds_per_op` each; the casts autocast issues from C++ inside them cost
+`cast_host_share` of that); the GPU runs asynchronously, so a step takes the larger of the
 two. A small-image CNN on a big card thus comes out overhead-bound, as it is in reality.
 """
 
@@ -96,7 +97,7 @@ def time_kernels(
     mem_eff = base_mem_eff * (QUANT_MEMORY_EFFICIENCY[bits] if bits else 1.0)
     bandwidth = gpu.bandwidth_bytes_s * mem_eff
     compute = memory = floor = 0.0
-    flops = nbytes = ops = 0.0
+    flops = nbytes = ops = casts = 0.0
     for k in kernels:
         t_compute = 0.0
         if k.flops:
@@ -113,8 +114,9 @@ def time_kernels(
         flops += k.flops * k.count
         nbytes += k.bytes * k.count
         ops += k.ops * k.count
+        casts += k.cast_ops * k.count
     gpu_s = compute + memory + floor
-    host_s = (ops + fixed_ops) * host_seconds_per_op
+    host_s = (ops + fixed_ops + casts * profile.cast_host_share) * host_seconds_per_op
     loss = profile.overlap_loss if overlap_loss is None else overlap_loss
     return Timing(
         seconds=overlapped_seconds(gpu_s, host_s, loss),
@@ -132,7 +134,8 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
     """Backward of each forward kernel: matmuls and convolutions do two products (input and
     weight gradients); fused attention about 2.5x its forward (it recomputes the scores);
     elementwise work reads and writes about twice as much. Each node costs the host
-    BACKWARD_HOST_SHARE of its forward operation."""
+    BACKWARD_HOST_SHARE of its forward operation; each autocast cast has a cast back of its
+    gradient (ToCopyBackward), as many casts as the forward."""
     out = []
     for k in kernels:
         factor = 2.5 if k.kind == "attention" else 2.0
@@ -144,6 +147,7 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
                 bytes=k.bytes * 2.0,
                 count=k.count,
                 ops=k.ops * BACKWARD_HOST_SHARE,
+                cast_ops=k.cast_ops,
             )
         )
     return out

@@ -216,6 +216,22 @@ def _gemms(arch: TransformerArch) -> list[tuple[str, int, int]]:
     return mats
 
 
+# Linears whose input is a norm's output, which stays FP32 under autocast (LayerNorm runs in
+# FP32; HF's RMSNorm returns the residual stream's dtype, FP32 with FP32 weights): autocast casts
+# that input to 16 bit. The others take a 16-bit input (attention output, activation output).
+_NORM_FED = frozenset({"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "fc1"})
+
+
+def _autocast_casts(arch: TransformerArch, name: str) -> int:
+    """Casts autocast issues for one Linear of a block: its weight, its bias if it has one, and
+    its input if a norm feeds it (counted on CPU and CUDA with a dispatch mode: 16 a BERT block).
+    Weights are cast again every forward in training (the cast cache lives for one autocast
+    region); the cost is the host's, the bytes are in the elementwise and matmul kernels."""
+    bias = {"q_proj": arch.qkv_bias, "k_proj": arch.qkv_bias, "v_proj": arch.qkv_bias,
+            "o_proj": arch.out_bias}.get(name, arch.mlp_bias)
+    return 1 + int(bias) + int(name in _NORM_FED)
+
+
 def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> tuple[float, float]:
     """(bytes, ops) of one block's forward elementwise work per token: norms, activations,
     dropout, residual adds and autocast casts (each reads its inputs and writes its output)."""
@@ -233,13 +249,14 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
     drop_ops = 2 if dt.mask else 0
     rotary = 6 * (arch.q_dim + arch.kv_dim) * dt.act if arch.position == "rotary" else 0.0
     rotary_ops = 12 if arch.position == "rotary" else 0
-    casts = (4 if arch.kind == "encoder" else 5) * h * (4 + dt.act) if dt.amp else 0.0
-    cast_ops = (4 if arch.kind == "encoder" else 5) if dt.amp else 0
+    # Autocast's 16-bit copies of the FP32 norm outputs that feed Linears (their host cost is
+    # counted with the Linears: _autocast_casts).
+    casts = len(_NORM_FED & {n for n, _, _ in _gemms(arch)}) * h * (4 + dt.act) if dt.amp else 0.0
     # Views, transposes and reshapes launch no kernel but cost the host as much as one (module
     # calls, dispatch, autograd nodes): 8 per block in the Hugging Face attention code.
     view_ops = 8
     cache_ops = 2 if arch.kind == "decoder" else 0  # K/V concatenation into the cache
-    ops = norm_ops + act_ops + 2 + drop_ops + rotary_ops + cast_ops + view_ops + cache_ops
+    ops = norm_ops + act_ops + 2 + drop_ops + rotary_ops + view_ops + cache_ops
     return norms + act + adds + dropout + rotary + casts, ops
 
 
@@ -265,6 +282,7 @@ def forward_kernels(
                 bytes=tokens * (fin + fout) * a + fin * fout * w_bytes,
                 count=L,
                 ops=1.0,
+                cast_ops=_autocast_casts(arch, name) if dt.amp else 0.0,
             )
         )
     causal = arch.kind == "decoder"
@@ -281,6 +299,9 @@ def forward_kernels(
             bytes=attn_bytes,
             count=L,
             ops=1.0 if workload.attention == "fused" else 5.0,
+            # eager attention under autocast: the scores up to FP32 for softmax, the probabilities
+            # back to 16 bit for the product with V
+            cast_ops=2.0 if dt.amp and workload.attention == "eager" else 0.0,
         )
     )
     ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt)
@@ -310,6 +331,7 @@ def forward_kernels(
                     + head_tokens * arch.vocab_size * (a + 4),
                     count=1,
                     ops=3.0,
+                    cast_ops=2.0 if dt.amp else 0.0,  # the weight and the final norm's FP32 output
                 )
             )
         else:
@@ -321,6 +343,8 @@ def forward_kernels(
                     bytes=arch.hidden_size * arch.hidden_size * w_bytes,
                     count=1,
                     ops=6.0,
+                    # pooler input, weight and bias; classifier weight and bias
+                    cast_ops=(3.0 * arch.pooler + 2.0) if dt.amp else 0.0,
                 )
             )
     return ks
