@@ -6,8 +6,8 @@ transformer_cost. Here the models fitbench runs (its torch backend's builders, t
 take one forward pass under CPU autocast with a dispatch mode that counts every FP32 to BF16
 copy of a parameter or of an activation that feeds a Linear (or the stem's image). CPU and
 CUDA autocast agree on what matters here: Linear and convolution run in 16 bit, LayerNorm in
-FP32; CPU's SDPA math path adds casts of the per-head tensors, which CUDA's fused kernels do not
-make and which the count leaves out (their last dimension is the head size).
+FP32; CPU's SDPA math path adds casts of the 4-D per-head tensors (queries, scores), which
+CUDA's fused kernels do not make and which the count leaves out.
 """
 
 from __future__ import annotations

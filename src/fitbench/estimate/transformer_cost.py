@@ -224,7 +224,8 @@ _NORM_FED = frozenset({"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "fc
 
 def _autocast_casts(arch: TransformerArch, name: str) -> int:
     """Casts autocast issues for one Linear of a block: its weight, its bias if it has one, and
-    its input if a norm feeds it (counted on CPU and CUDA with a dispatch mode: 16 a BERT block).
+    its input if a norm feeds it: 16 a BERT block, as a dispatch mode counts them in the real
+    models (tests/backends/test_autocast_casts.py).
     Weights are cast again every forward in training (the cast cache lives for one autocast
     region); the cost is the host's, the bytes are in the elementwise and matmul kernels."""
     bias = {"q_proj": arch.qkv_bias, "k_proj": arch.qkv_bias, "v_proj": arch.qkv_bias,
