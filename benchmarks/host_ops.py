@@ -23,12 +23,12 @@ import argparse
 import datetime as dt
 import json
 import platform
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from fitbench.estimate.profile import get_profile
+from fitbench.measure.timing import summarize
 
 RESULTS = Path(__file__).with_name("results")
 
@@ -47,7 +47,7 @@ def host_seconds(fn: Callable[[], object], sync: Callable[[], None], *, calls: i
             fn()
         per_call.append((time.perf_counter() - t0) / calls)
     sync()
-    return statistics.median(per_call)
+    return summarize(per_call).median
 
 
 def measure(device: str, *, calls: int, repeats: int) -> dict[str, float]:

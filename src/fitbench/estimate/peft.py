@@ -404,21 +404,25 @@ def _frozen_backward(forward: list[Kernel]) -> list[Kernel]:
     Matmuls of frozen weights compute only the input gradient: as many FLOPs and bytes as their
     forward (full training: 2x, the weight gradient being the other product). An encoder's
     classifier (trained) keeps 2x. Attention (2.5x: recomputes the scores) and elementwise
-    backward (2x the bytes) are unchanged. The frozen embeddings have no backward at all.
+    backward (2x the bytes) are unchanged. The frozen embeddings have no backward at all, and
+    of a frozen Linear's autocast casts only the input's is cast back in backward.
     """
     out = []
     for k in forward:
         if k.name == "embedding":
             continue
+        casts = k.cast_ops
         if k.kind == "matmul":
             factor = 2.0 if k.name == "classifier" else 1.0
             flops, nbytes = k.flops * factor, k.bytes * factor
+            if k.name != "classifier" and casts:
+                casts = float(transformer_cost.input_casts(k.name))
         elif k.kind == "attention":
             flops, nbytes = k.flops * 2.5, k.bytes * 2.0
         else:
             flops, nbytes = k.flops * 2.0, k.bytes * 2.0
         out.append(dataclasses.replace(k, name=k.name + ".backward", flops=flops, bytes=nbytes,
-                                       ops=k.ops * BACKWARD_HOST_SHARE))
+                                       ops=k.ops * BACKWARD_HOST_SHARE, cast_ops=casts))
     return out
 
 

@@ -219,7 +219,7 @@ def _gemms(arch: TransformerArch) -> list[tuple[str, int, int]]:
 # Linears whose input is a norm's output, which stays FP32 under autocast (LayerNorm runs in
 # FP32; HF's RMSNorm returns the residual stream's dtype, FP32 with FP32 weights): autocast casts
 # that input to 16 bit. The others take a 16-bit input (attention output, activation output).
-_NORM_FED = frozenset({"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "fc1"})
+_NORM_FED = frozenset({"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "fc1", "lm_head"})
 
 
 def _autocast_casts(arch: TransformerArch, name: str) -> int:
@@ -230,7 +230,13 @@ def _autocast_casts(arch: TransformerArch, name: str) -> int:
     region); the cost is the host's, the bytes are in the elementwise and matmul kernels."""
     bias = {"q_proj": arch.qkv_bias, "k_proj": arch.qkv_bias, "v_proj": arch.qkv_bias,
             "o_proj": arch.out_bias}.get(name, arch.mlp_bias)
-    return 1 + int(bias) + int(name in _NORM_FED)
+    return 1 + int(bias) + input_casts(name)
+
+
+def input_casts(name: str) -> int:
+    """Casts of one Linear's input under autocast (1 where a norm feeds it). Of a frozen
+    Linear's casts only this one has a backward: its weight and bias take no gradient."""
+    return int(name in _NORM_FED)
 
 
 def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> tuple[float, float]:
@@ -332,7 +338,7 @@ def forward_kernels(
                     + head_tokens * arch.vocab_size * (a + 4),
                     count=1,
                     ops=3.0,
-                    cast_ops=2.0 if dt.amp else 0.0,  # the weight and the final norm's FP32 output
+                    cast_ops=(1.0 + input_casts("lm_head")) if dt.amp else 0.0,  # weight, final norm output
                 )
             )
         else:
