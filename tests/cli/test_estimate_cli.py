@@ -50,7 +50,16 @@ def test_estimate_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
             "overhead",
         )
         assert e["workload"] == "llm-6b" and e["precision"] == "fp16" and e["batch_size"] == 1
-        assert e["tokens_per_second"] > 0 and e["epoch_seconds"] is None
+        assert e["epoch_seconds"] is None
+        # A card where it does not fit has no speed; the would-be speed keeps its own name.
+        if e["verdict"] == "oom":
+            assert e["tokens_per_second"] is None and e["tokens_per_second_if_it_fit"] > 0
+            assert e["limited_by"] == "memory-capacity"
+        else:
+            assert e["tokens_per_second"] == e["decode_tokens_per_second"] > 0
+            assert e["tokens_per_second_if_it_fit"] is None
+            assert 0 < e["end_to_end_tokens_per_second"] < e["decode_tokens_per_second"]
+    assert any(e["verdict"] == "oom" for e in estimates)
 
 
 def test_fail_if_gates_on_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:

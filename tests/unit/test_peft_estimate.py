@@ -253,4 +253,4 @@ def test_estimate_cli_table_for_qlora(capsys, monkeypatch):
                  "--gpu", "rtx-3060-12gb"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "dequant_workspace" in out and "quantization_scales" in out and "fits" in out
+    assert "dequantization workspace" in out and "quantization scales" in out and "fits" in out

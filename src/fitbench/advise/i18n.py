@@ -35,6 +35,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     # -- memory breakdown parts (fitbench.estimate.memory.PART_NAMES) ---------------------------
     "part.weights": {"en": "weights", "zh": "权重"},
     "part.quantization_scales": {"en": "quantization scales", "zh": "量化缩放系数"},
+    "part.dequant_workspace": {"en": "dequantization workspace", "zh": "反量化工作区"},
     "part.master_weights": {"en": "FP32 master weights", "zh": "FP32 主权重"},
     "part.amp_weight_copies": {"en": "AMP weight copies", "zh": "混合精度权重副本"},
     "part.gradients": {"en": "gradients", "zh": "梯度"},
@@ -55,10 +56,121 @@ MESSAGES: dict[str, dict[str, str]] = {
     "band.<100M": {"en": "< 100M parameters", "zh": "1 亿参数以下"},
     "band.0.1-3B": {"en": "0.1–3B parameters", "zh": "1 亿~30 亿参数"},
     "band.>3B": {"en": "> 3B parameters", "zh": "30 亿参数以上"},
+    "bottleneck.memory-capacity": {"en": "memory capacity (OOM)", "zh": "显存容量(OOM)"},
+    "rate.decode": {"en": "decode {rate}", "zh": "解码 {rate}"},
+    "rate.end_to_end": {"en": "end-to-end {rate}", "zh": "端到端 {rate}"},
+    # -- install ------------------------------------------------------------------------------------
+    "install.no_framework": {
+        "en": "no framework installed to measure with (this install only estimates)",
+        "zh": "没有安装用于实测的框架(当前安装只能估算)",
+    },
+    "install.no_framework_hint": {
+        "en": "to measure: pip install 'fitbench[torch]' (or 'fitbench[paddle]'); "
+        "`fitbench estimate` needs neither",
+        "zh": "如需实测:pip install 'fitbench[torch]'(或 'fitbench[paddle]');"
+        "`fitbench estimate` 两者都不需要",
+    },
+    # -- fitbench estimate --------------------------------------------------------------------------
+    "est.title": {
+        "en": "{name}: {family} {mode}, {params} parameters, batch {batch}, {shape}, {precision}{extra}",
+        "zh": "{name}:{family} {mode},{params}参数,批大小 {batch},{shape},{precision}{extra}",
+    },
+    "est.shape_seq": {"en": "seq {n}", "zh": "序列长度 {n}"},
+    "est.shape_tokens": {"en": "{prompt}+{new} tokens", "zh": "{prompt}+{new} 个 token"},
+    "est.shape_image": {"en": "{n}px", "zh": "{n}px"},
+    "est.per_gpu": {
+        "en": "{gpus} GPUs ({strategy}), memory per GPU",
+        "zh": "{gpus} 块 GPU({strategy}),显存按每块计",
+    },
+    "est.memory_at_peak": {"en": "memory at the peak ({phase}):", "zh": "峰值时刻({phase})的显存构成:"},
+    "est.total": {"en": "total", "zh": "合计"},
+    "col.part": {"en": "part", "zh": "部分"},
+    "col.bytes": {"en": "bytes", "zh": "大小"},
+    "est.roofline": {
+        "en": "bandwidth roofline: {rate}; prefill {prefill}",
+        "zh": "带宽上限:{rate};预填充 {prefill}",
+    },
+    "est.fragmentation": {
+        "en": "peak above usable, yet no oom: the peak counts the allocator's cached blocks "
+        "(fragmentation), which it frees under memory pressure; the verdict leaves them out.",
+        "zh": "峰值超过可用显存却不是显存不足:峰值包含分配器缓存的空闲块(碎片),"
+        "显存紧张时分配器会释放它们,结论不计这部分。",
+    },
+    "est.legend": {
+        "en": "verdict: fits | tight (< 10% of usable memory left) | oom. Speeds: decode tok/s for "
+        "generation. "
+        "Estimates; `fitbench run` measures.",
+        "zh": "结论:可以运行 | 勉强(剩余可用显存不到 10%)| 显存不足。生成任务的速度为解码 tok/s。"
+        "以上均为估算;`fitbench run` 可实测。",
+    },
+    "est.units": {
+        "en": "Memory in GiB (1 GiB = 2^30 bytes = 1.074 GB); a card sold as 24 GB has about 22.4 GiB.",
+        "zh": "显存单位为 GiB(1 GiB = 2^30 字节 = 1.074 GB);标称 24 GB 的显卡约有 22.4 GiB。",
+    },
+    "est.tf32": {
+        "en": "{card}: FP32 matmuls run at the FP32 peak, because PyTorch leaves TF32 off for matmuls by "
+        "default; enable TF32 (torch.backends.cuda.matmul.allow_tf32 = True): estimated {speedup}× faster "
+        "({speed}).",
+        "zh": "{card}:FP32 矩阵乘法按 FP32 峰值估算,因为 PyTorch 默认对矩阵乘法关闭 TF32;"
+        "启用 TF32(torch.backends.cuda.matmul.allow_tf32 = True)估计可快 {speedup} 倍({speed})。",
+    },
+    "est.fix_header": {
+        "en": "{name} on {gpu}: {verdict} ({peak} needed, {usable} usable). "
+        "What would make it fit (estimated):",
+        "zh": "{name} 在 {gpu} 上的结论:{verdict}(需要 {peak},可用 {usable})。以下做法的估算效果:",
+    },
+    "est.no_fix": {
+        "en": "{name} on {gpu}: {verdict}; no single change fitbench knows makes it fit.",
+        "zh": "{name} 在 {gpu} 上的结论:{verdict};fitbench 已知的单项改动都无法让它放下。",
+    },
+    # -- fitbench run -------------------------------------------------------------------------------
+    "run.smoke_test": {
+        "en": "tiny variant: a smoke test of the pipeline at small shapes; its step time and epoch say "
+        "nothing about the real job (`fitbench estimate {name}` does).",
+        "zh": "迷你版:用很小的尺寸对流程做冒烟测试;它的单步耗时和每轮耗时不代表真实任务"
+        "(真实任务请看 `fitbench estimate {name}`)。",
+    },
+    "run.not_comparable": {
+        "en": "not comparable with the estimate: {reasons}.",
+        "zh": "实测与估算不可比较:{reasons}。",
+    },
+    "run.reason.cpu": {
+        "en": "measured on the CPU, while the estimate is for a GPU",
+        "zh": "实测在 CPU 上进行,而估算针对 GPU",
+    },
+    "run.reason.tiny": {
+        "en": "the tiny variant ran (a smoke test), not the job at its real size",
+        "zh": "运行的是迷你版(冒烟测试),不是真实尺寸的任务",
+    },
+    "run.reason.first_run": {
+        "en": "a single short run includes start-up effects (first kernels, allocator, cuDNN autotuning)",
+        "zh": "单次短时间运行包含启动开销(首批内核、显存分配器、cuDNN 自动调优)",
+    },
+    "run.reason.sep": {"en": "; ", "zh": ";"},
+    "run.ran_precision": {"en": "{ran} (asked {asked})", "zh": "{ran}(请求 {asked})"},
+    # -- no GPU ---------------------------------------------------------------------------------------
+    "nogpu.header": {
+        "en": "Without a GPU: the cheapest catalog cards that run each scenario (verdict fits), and the CPU:",
+        "zh": "本机没有 GPU:能运行各场景(结论为可以运行)的最便宜显卡,以及 CPU 上能做什么:",
+    },
+    "nogpu.card": {
+        "en": "{scenario}: {cards}",
+        "zh": "{scenario}:{cards}",
+    },
+    "nogpu.card_item": {"en": "{card} (${price}, {speed})", "zh": "{card}(${price},{speed})"},
+    "nogpu.none": {"en": "no priced catalog card fits", "zh": "目录中没有带标价且放得下的显卡"},
+    "nogpu.cpu": {
+        "en": "On this CPU: every scenario's tiny variant runs as a smoke test (`fitbench run NAME --tiny`); "
+        "at full size {fits_ram} fit in this machine's {ram} of RAM, but a CPU is one to two orders of "
+        "magnitude slower than these cards.",
+        "zh": "在本机 CPU 上:各场景的迷你版可以作为冒烟测试运行(`fitbench run NAME --tiny`);"
+        "原尺寸下 {fits_ram} 能放进本机 {ram} 内存,但 CPU 比这些显卡慢一到两个数量级。",
+    },
+    "nogpu.none_in_ram": {"en": "none", "zh": "没有一个"},
     # -- fitbench check ---------------------------------------------------------------------------
     "check.title": {
-        "en": "fitbench check: is this machine enough for the brief's three scenarios?",
-        "zh": "fitbench 检查:这台机器跑得动报告里的三个场景吗?",
+        "en": "fitbench check: is this machine enough for the three reference scenarios?",
+        "zh": "fitbench 检查:这台机器跑得动三个参考场景吗?",
     },
     "check.gpu": {
         "en": "GPU: {name}, {memory}, driver {driver} (catalog card {catalog}).",
@@ -78,10 +190,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "未发现 NVIDIA GPU(NVML 未检测到):下面给出目录中各显卡的估算,实测在 CPU 上进行。",
     },
     "check.no_backend": {
-        "en": "No framework to measure with (PyTorch or PaddlePaddle): estimates only. "
-        "pip install 'fitbench[torch]' to measure.",
-        "zh": "没有可用于实测的框架(PyTorch 或 PaddlePaddle),只给出估算。"
-        "执行 pip install 'fitbench[torch]' 后即可实测。",
+        "en": "No framework to measure with (PyTorch or PaddlePaddle): estimates only. To measure: "
+        "pip install 'fitbench[torch]' (or 'fitbench[paddle]').",
+        "zh": "没有可用于实测的框架(PyTorch 或 PaddlePaddle),只给出估算。如需实测,请执行 "
+        "pip install 'fitbench[torch]'(或 'fitbench[paddle]')。",
     },
     "check.estimate_only": {
         "en": "--estimate-only: nothing was measured.",
@@ -114,7 +226,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "{scenario}: not run, estimated out of memory on {gpu} ({peak} needed, {usable} usable).",
         "zh": "{scenario}:未运行,估算在 {gpu} 上显存不足(需要 {peak},可用 {usable})。",
     },
-    "check.variant_full": {"en": "the brief's settings", "zh": "报告原设置"},
+    "check.variant_full": {"en": "the reference settings", "zh": "参考场景的原设置"},
     "check.variant_tiny": {"en": "tiny variant", "zh": "迷你版"},
     "check.col_scenario": {"en": "scenario", "zh": "场景"},
     "check.col_machine": {"en": "this machine: estimate | measured", "zh": "本机:估算 | 实测"},
@@ -136,12 +248,13 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "针对本机的 {gpu}:",
     },
     "advice.target_brief": {
-        "en": "No GPU here, so the advice is for the brief's entry card, {gpu}:",
-        "zh": "本机没有 GPU,以下建议针对报告中的入门卡 {gpu}:",
+        "en": "No GPU here, so the advice is for the entry card of the three reference scenarios, {gpu}:",
+        "zh": "本机没有 GPU,以下建议针对三个参考场景中的入门卡 {gpu}:",
     },
     "advice.target_unknown": {
-        "en": "This GPU is not in the catalog, so the advice is for the brief's entry card, {gpu}:",
-        "zh": "本机 GPU 不在型号目录中,以下建议针对报告中的入门卡 {gpu}:",
+        "en": "This GPU is not in the catalog, so the advice is for the entry card of the three reference "
+        "scenarios, {gpu}:",
+        "zh": "本机 GPU 不在型号目录中,以下建议针对三个参考场景中的入门卡 {gpu}:",
     },
     "bn.tuned": {
         "en": "{scenario}: limited by {bottleneck}: the GPU waits for Python between kernels. CUDA graphs or "
@@ -251,9 +364,10 @@ MESSAGES: dict[str, dict[str, str]] = {
     "guide.regime.encoder-finetune": {"en": "fine-tuning with AMP:", "zh": "混合精度微调"},
     "guide.regime.decoder-generate": {"en": "FP16 generation:", "zh": "FP16 推理生成"},
     "guide.brief": {
-        "en": "The brief said: < 100M → 12 GB; 0.1–3B → 24 GB with AMP; > 3B → 40/80 GB or the cloud.",
-        "zh": "原报告的结论是:1 亿参数以下 → 12 GB;1 亿~30 亿 → 24 GB(配合混合精度);"
-        "30 亿以上 → 40/80 GB 或上云。",
+        "en": "The article behind the three reference scenarios (\"Is your GPU enough for AI projects on "
+        "PaddlePaddle 3.3?\") said: < 100M → 12 GB; 0.1–3B → 24 GB with AMP; > 3B → 40/80 GB or the cloud.",
+        "zh": "三个参考场景所出自的文章(《Is your GPU enough for AI projects on PaddlePaddle 3.3?》)的结论是:"
+        "1 亿参数以下 → 12 GB;1 亿~30 亿 → 24 GB(配合混合精度);30 亿以上 → 40/80 GB 或上云。",
     },
     # -- reports ------------------------------------------------------------------------------------
     "report.title": {"en": "fitbench report", "zh": "fitbench 报告"},

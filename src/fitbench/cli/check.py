@@ -81,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         "--gpu",
         action="append",
         metavar="ID",
-        help="catalog cards to compare with (default: the brief's three and an H100)",
+        help="catalog cards to compare with (default: the three reference scenarios' cards and an H100)",
     )
     parser.add_argument(
         "--min-seconds",

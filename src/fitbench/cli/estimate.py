@@ -8,16 +8,17 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fitbench.advise.fixes import Fix
 from fitbench.catalog import BRIEF_GPUS, resolve_gpus
 from fitbench.cli.common import add_command, add_exec_arg, add_workload_args, print_json, workload_from_args
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import Estimate, estimate
-from fitbench.estimate.verdict import VERDICT_ORDER
+from fitbench.estimate.verdict import FITS, OOM, VERDICT_ORDER
 from fitbench.results.table import colour_verdict, render_table, use_colour
 
 EXAMPLES = """examples:
-  fitbench estimate llm-6b                              the brief's three cards and an H100
+  fitbench estimate llm-6b                              the three reference scenarios' cards and an H100
   fitbench estimate llm-6b --gpu all --json             every catalog card, as JSON
   fitbench estimate bert-base-imdb --gpu rtx-3060-12gb --precision amp-fp16
   fitbench estimate resnet50-cifar10 --gpu 4090 --batch 512 --image-size 64
@@ -56,11 +57,18 @@ def estimates_for(args: argparse.Namespace) -> list[Estimate]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fitbench.advise.i18n import resolve_lang
+
+    lang = resolve_lang(args.lang)
     results = estimates_for(args)
+    fixes = fixes_for(results)
+    tf32 = tf32_advice(results)
     if args.json:
-        print_json({"estimates": [e.to_dict() for e in results]})
+        print_json({"estimates": [e.to_dict() for e in results],
+                    "fixes": [_fixes_dict(base, options) for base, options in fixes],
+                    "tf32": [_tf32_dict(base, alt) for base, alt in tf32]})
     else:
-        print(format_estimates(results))
+        print(format_estimates(results, lang, fixes=fixes, tf32=tf32))
     if args.fail_if:
         worst = max(VERDICT_ORDER[e.verdict] for e in results)
         if worst >= VERDICT_ORDER[args.fail_if]:
@@ -69,46 +77,148 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def speed_cell(e: Estimate) -> str:
+# Past this many oom/tight cards (`--gpu all`), the options are shown for the first ones only: the
+# table already says which cards fit.
+MAX_FIX_CARDS = 4
+
+
+def fixes_for(results: list[Estimate]) -> list[tuple[Estimate, list[Fix]]]:
+    """What would make it fit, each option re-estimated, for the cards whose verdict is oom or tight
+    (the same options `fitbench check` gives: fitbench.advise.fixes)."""
+    from fitbench.advise.fixes import what_would_make_it_fit
+    from fitbench.advise.ranking import rank_catalog
+
+    bad = [e for e in results if e.verdict != FITS][:MAX_FIX_CARDS]
+    if not bad:
+        return []
+    first = bad[0]
+    rows = rank_catalog(first.workload, framework=first.framework, exec_mode=first.exec_mode)
+    out = []
+    for e in bad:
+        # The workload as asked (the estimate's may be the tuned mode's rewrite of it).
+        options = what_would_make_it_fit(e.workload, e.gpu, framework=e.framework, exec_mode=e.exec_mode,
+                                         rows=rows)
+        out.append((e, options))
+    return out
+
+
+def tf32_advice(results: list[Estimate]) -> list[tuple[Estimate, Estimate]]:
+    """(fp32 estimate, the same job with TF32 matmuls) where the card has TF32 tensor cores and
+    PyTorch's default (TF32 off for matmuls) costs at least MIN_SPEEDUP."""
+    from fitbench.advise.fixes import MIN_SPEEDUP
+    from fitbench.advise.ranking import throughput
+
+    out = []
+    for e in results:
+        if e.framework != "torch" or e.workload.precision != "fp32" or "tf32" not in e.gpu.peak_flops:
+            continue
+        if e.verdict == OOM:
+            continue
+        alt = estimate(e.workload.replace(precision="tf32"), e.gpu, framework=e.framework,
+                       exec_mode=e.exec_mode)
+        a, _ = throughput(alt)
+        b, _ = throughput(e)
+        if a and b and a / b >= MIN_SPEEDUP:
+            out.append((e, alt))
+    return out
+
+
+def _speedup(alt: Estimate, base: Estimate) -> float | None:
+    from fitbench.advise.ranking import throughput
+
+    a, _ = throughput(alt)
+    b, _ = throughput(base)
+    return a / b if a and b else None
+
+
+def _fixes_dict(base: Estimate, options: list[Fix]) -> dict:
+    return {"gpu": base.gpu.id, "baseline_verdict": base.verdict,
+            "required_memory_bytes": base.required_memory_bytes,
+            "options": [f.to_dict() for f in options]}
+
+
+def _tf32_dict(base: Estimate, alt: Estimate) -> dict:
+    return {"gpu": base.gpu.id, "speedup": _speedup(alt, base), "step_seconds": alt.step_seconds,
+            "tokens_per_second": alt.tokens_per_second, "samples_per_second": alt.samples_per_second}
+
+
+def speed_cell(e: Estimate, lang: str = "en") -> str:
+    from fitbench.advise.i18n import t
+
     if e.verdict == "oom":
-        return "-"  # a speed for a job that cannot run would mislead; the JSON still has it
+        return "-"  # a speed for a job that cannot run would mislead; see tokens_per_second_if_it_fit
     if e.workload.is_generation:
-        return format_rate(e.tokens_per_second, "tok/s")
+        return t("rate.decode", lang, rate=format_rate(e.tokens_per_second, "tok/s"))
+    per_step = t("unit.per_step", lang, time=format_seconds(e.step_seconds))
     if e.epoch_seconds is not None:
-        return f"{format_seconds(e.step_seconds)}/step, {format_seconds(e.epoch_seconds)}/epoch"
-    return f"{format_seconds(e.step_seconds)}/step"
+        return f"{per_step}, {t('unit.per_epoch', lang, time=format_seconds(e.epoch_seconds))}"
+    return per_step
 
 
-def format_estimates(results: list[Estimate]) -> str:
+def bottleneck_cell(e: Estimate, lang: str = "en") -> str:
+    """"memory capacity (OOM)" where it does not fit, else the speed bottleneck ("memory bandwidth")."""
+    from fitbench.advise.i18n import bottleneck_label
+
+    return bottleneck_label(e.limited_by.replace("memory-bandwidth", "memory"), lang)
+
+
+def format_estimates(results: list[Estimate], lang: str = "en", *,
+                     fixes: list[tuple[Estimate, list[Fix]]] | None = None,
+                     tf32: list[tuple[Estimate, Estimate]] | None = None) -> str:
+    from fitbench.advise.i18n import format_params, part_label, t, verdict_label
+    from fitbench.advise.text import fix_lines
+
     first = results[0]
     w = first.workload
     colour = use_colour()
-    shape = (f"seq {w.seq_len}" if w.seq_len and not w.is_generation else
-             f"{w.prompt_tokens}+{w.new_tokens} tokens" if w.is_generation else f"{w.image_size}px")
-    title = (f"{w.name}: {w.family} {w.mode}, {first.workload.param_count() / 1e6:,.1f}M params, "
-             f"batch {w.batch_size}, {shape}, {w.precision}"
-             + (f", {w.optimizer}" if w.is_training else "") + (", checkpointing" if w.checkpointing else "")
+    shape = (t("est.shape_seq", lang, n=w.seq_len) if w.seq_len and not w.is_generation else
+             t("est.shape_tokens", lang, prompt=w.prompt_tokens, new=w.new_tokens) if w.is_generation
+             else t("est.shape_image", lang, n=w.image_size))
+    extra = ((f", {w.optimizer}" if w.is_training else "")
+             + (f", {t('fix.part.checkpointing', lang)}" if w.checkpointing else "")
              + (f", {w.peft} rank {w.lora_rank} on {w.lora_targets}" if w.peft else "")
-             + (f", {w.gpus} GPUs ({w.strategy}), memory per GPU" if w.gpus > 1 else ""))
+             + (", " + t("est.per_gpu", lang, gpus=w.gpus, strategy=w.strategy) if w.gpus > 1 else ""))
+    title = t("est.title", lang, name=w.name, family=w.family, mode=w.mode,
+              params=format_params(w.param_count(), lang), batch=w.batch_size, shape=shape,
+              precision=w.precision, extra=extra)
     rows = []
     for e in results:
         rows.append([e.gpu.id, format_bytes(e.gpu.usable_bytes), format_bytes(e.peak_memory_bytes),
-                     colour_verdict(e.verdict, enabled=colour), str(e.max_batch_size), speed_cell(e),
-                     e.bottleneck])
-    table = render_table(["GPU", "usable", "peak", "verdict", "max batch", "speed", "bottleneck"], rows,
-                         align="lrrlrrl")
+                     colour_verdict(e.verdict, enabled=colour, label=verdict_label(e.verdict, lang)),
+                     str(e.max_batch_size), speed_cell(e, lang), bottleneck_cell(e, lang)])
+    headers = [t(k, lang) for k in ("col.card", "col.usable", "col.peak", "col.verdict", "col.max_batch",
+                                    "col.speed", "col.bottleneck")]
+    table = render_table(headers, rows, align="lrrlrrl")
     lines = [title, "", table]
     if len(results) == 1:
-        lines += ["", f"memory at the peak ({first.memory.phase}):"]
+        lines += ["", t("est.memory_at_peak", lang, phase=first.memory.phase)]
         parts = [(k, v) for k, v in first.breakdown.items() if v]
-        lines.append(render_table(["part", "bytes"], [[k, format_bytes(v)] for k, v in parts]
-                                  + [["total", format_bytes(first.peak_memory_bytes)]], indent="  "))
+        lines.append(render_table([t("col.part", lang), t("col.bytes", lang)],
+                                  [[part_label(k, lang), format_bytes(v)] for k, v in parts]
+                                  + [[t("est.total", lang), format_bytes(first.peak_memory_bytes)]],
+                                  indent="  "))
         if first.roofline_tokens_per_second:
-            lines.append(f"\nbandwidth roofline: {format_rate(first.roofline_tokens_per_second, 'tok/s')}; "
-                         f"prefill {format_seconds(first.prefill_seconds)}")
+            roofline = format_rate(first.roofline_tokens_per_second, "tok/s")
+            prefill = format_seconds(first.prefill_seconds)
+            lines.append("\n" + t("est.roofline", lang, rate=roofline, prefill=prefill))
     if any(e.verdict != "oom" and e.peak_memory_bytes > e.gpu.usable_bytes for e in results):
-        lines.append("\npeak above usable, yet no oom: the peak counts the allocator's cached blocks "
-                     "(fragmentation), which it frees under memory pressure; the verdict leaves them out.")
-    lines.append("\nverdict: fits | tight (< 10% of usable memory left) | oom.  "
-                 "Estimates; `fitbench run` measures.")
+        lines.append("\n" + t("est.fragmentation", lang))
+    for base, options in fixes or []:
+        helpful = [f for f in options if f.makes_it_fit]
+        lines.append("")
+        if helpful:
+            head, *option_lines = fix_lines(base, helpful, lang)
+            lines.append(head)
+            lines.extend("  - " + x for x in option_lines)
+        else:
+            lines.append(t("est.no_fix", lang, name=w.name, gpu=base.gpu.name,
+                           verdict=verdict_label(base.verdict, lang)))
+    for base, alt in tf32 or []:
+        from fitbench.advise.text import speed_text
+
+        ratio = _speedup(alt, base)
+        lines.append("\n" + t("est.tf32", lang, card=base.gpu.name, speedup=f"{ratio:.2f}",
+                              speed=speed_text(alt, lang)))
+    lines.append("\n" + t("est.units", lang))
+    lines.append(t("est.legend", lang))
     return "\n".join(lines)

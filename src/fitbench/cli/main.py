@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from fitbench import __version__
-from fitbench.errors import FitbenchError, did_you_mean, one_line
+from fitbench.cli.common import add_lang_arg
+from fitbench.errors import FitbenchError, close_match_hint, did_you_mean, one_line
 
 # subcommand -> (module, one-line help). Order is the order of `fitbench --help`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -67,7 +68,28 @@ class Parser(argparse.ArgumentParser):
             else:
                 message = f"{match['arg']}: invalid choice '{value}'"
                 help_hint = f"{did_you_mean(value, choices)}; {help_hint}"
+        elif message.startswith("unrecognized arguments:"):
+            suggestion = self._option_hint(message.split(":", 1)[1].split())
+            if suggestion:
+                help_hint = f"{suggestion}; {help_hint}"
         self.exit(2, f"{self.prog}: error: {one_line(message)} ({help_hint})\n")
+
+
+    def _option_hint(self, unknown: list[str]) -> str | None:
+        """"did you mean '--batch'?" for a mistyped option (`--bacth 8`), from the options of this
+        parser and of the subcommand parsers built (main builds only the chosen command's)."""
+        options: set[str] = set(self._option_string_actions)
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    options.update(sub._option_string_actions)
+        long_options = [o for o in options if o.startswith("--")]
+        for token in unknown:
+            if token.startswith("--"):
+                hint = close_match_hint(token.split("=", 1)[0], long_options, n=2, cutoff=0.6)
+                if hint:
+                    return hint
+        return None
 
 
 def _command_hint(value: str, commands: list[str]) -> str:
@@ -95,6 +117,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue
         module = importlib.import_module(module_path)
         module.register(subparsers, name, help_text)
+        sub = subparsers.choices[name]
+        # Every command speaks both languages: --lang (else the locale) on each, not only on some.
+        if "--lang" not in sub._option_string_actions:
+            add_lang_arg(sub)
     return parser
 
 

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from fitbench.advise.i18n import resolve_lang
 from fitbench.cli.common import (
     HistoryStore,
     add_backend_arg,
@@ -119,7 +120,8 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 
 
 # -- choices the parent makes without importing a framework -------------------------------------
-def pick_backend(name: str | None) -> str:
+def pick_backend(name: str | None, lang: str = "en") -> str:
+    from fitbench.advise.i18n import t
     from fitbench.backends import BACKENDS, backend_installed, installed_backends
 
     if name is not None:
@@ -129,10 +131,7 @@ def pick_backend(name: str | None) -> str:
         return name
     installed = installed_backends()
     if not installed:
-        raise FitbenchError(
-            "no framework installed to measure with",
-            "pip install 'fitbench[torch]' or 'fitbench[paddle]'; `fitbench estimate` needs none",
-        )
+        raise FitbenchError(t("install.no_framework", lang), t("install.no_framework_hint", lang))
     return installed[0]
 
 
@@ -275,7 +274,15 @@ def run_command(args: argparse.Namespace) -> int:
     from fitbench.measure.diagnosis import diagnose
     from fitbench.measure.progress import Progress, should_show
 
-    backend = pick_backend(args.backend)
+    lang = resolve_lang(getattr(args, "lang", None))
+    backend = pick_backend(args.backend, lang)
+    if args.emulate is not None and _cuda_present() is False:
+        # Said before the device is chosen: "use --device cuda" then "no GPU, use --device cpu"
+        # would send the user round in a circle.
+        raise FitbenchError(
+            f"--emulate {args.emulate} needs a CUDA GPU to cap, and this machine has none",
+            f"`fitbench estimate WORKLOAD --gpu {args.emulate}` says without a GPU whether it fits that card",
+        )
     device = pick_device(args.device)
     if args.data is not None and not os.path.exists(args.data):
         raise FitbenchError(f"dataset path {args.data} does not exist", "pass the CIFAR-10 or aclImdb path")

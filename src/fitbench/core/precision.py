@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fitbench.errors import FitbenchError, did_you_mean
+from fitbench.errors import FitbenchError, close_match_hint
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,5 +71,8 @@ def get_precision(name: str) -> Precision:
                "nf4": "int4"}
     key = aliases.get(key, key)
     if key not in PRECISIONS:
-        raise FitbenchError(f"unknown precision '{name}'", did_you_mean(key, PRECISION_NAMES))
+        # The valid values are always listed: a close match alone hides the others (fp8 -> fp16?).
+        close = close_match_hint(key, PRECISION_NAMES)
+        valid = "valid precisions: " + ", ".join(PRECISION_NAMES)
+        raise FitbenchError(f"unknown precision '{name}'", f"{close} {valid}" if close else valid)
     return PRECISIONS[key]

@@ -58,8 +58,31 @@ class Estimate:
     def headroom_bytes(self) -> int:
         return self.gpu.usable_bytes - self.required_memory_bytes
 
+    @property
+    def decode_tokens_per_second(self) -> float | None:
+        """Generation: tokens a second over the batch while decoding (what `tokens_per_second` is)."""
+        return self.tokens_per_second if self.workload.is_generation else None
+
+    @property
+    def end_to_end_tokens_per_second(self) -> float | None:
+        """Generation: new tokens over the whole call, prefill included (what a user's stopwatch sees)."""
+        w = self.workload
+        if not w.is_generation or self.step_seconds is None or not w.new_tokens:
+            return None
+        seconds = (self.prefill_seconds or 0.0) + w.new_tokens * self.step_seconds
+        return w.batch_size * w.new_tokens / seconds if seconds > 0 else None
+
+    @property
+    def limited_by(self) -> str:
+        """What limits the job: `memory-capacity` when it does not fit, else the speed bottleneck with
+        `memory` spelled out as `memory-bandwidth` (`bottleneck` keeps its short value for scripts)."""
+        if self.verdict == "oom":
+            return "memory-capacity"
+        return "memory-bandwidth" if self.bottleneck == "memory" else self.bottleneck
+
     def to_dict(self) -> dict[str, Any]:
         w = self.workload
+        oom = self.verdict == "oom"
         return {
             "gpu": self.gpu.id,
             "gpu_name": self.gpu.name,
@@ -93,10 +116,15 @@ class Estimate:
             "step_seconds": self.step_seconds,
             "epoch_seconds": self.epoch_seconds,
             "samples_per_second": self.samples_per_second,
-            "tokens_per_second": self.tokens_per_second,
+            # A job that does not fit has no speed: the would-be figure keeps its own name.
+            "tokens_per_second": None if oom else self.tokens_per_second,
+            "tokens_per_second_if_it_fit": self.tokens_per_second if oom else None,
+            "decode_tokens_per_second": None if oom else self.decode_tokens_per_second,
+            "end_to_end_tokens_per_second": None if oom else self.end_to_end_tokens_per_second,
             "prefill_seconds": self.prefill_seconds,
             "roofline_tokens_per_second": self.roofline_tokens_per_second,
             "bottleneck": self.bottleneck,
+            "limited_by": self.limited_by,
             "flops_per_step": self.flops_per_step,
             "bytes_per_step": self.bytes_per_step,
             "gpu_seconds": self.gpu_seconds,
@@ -177,6 +205,11 @@ def estimate(
         from fitbench.estimate import distributed
 
         assumptions.extend(distributed.assumptions(workload, gpu))
+    if framework == "torch" and workload.precision_info.compute == "fp32" and "tf32" in gpu.peak_flops:
+        assumptions.append(
+            f"fp32: matmuls at {gpu.name}'s FP32 peak, not its TF32 tensor cores: PyTorch leaves TF32 off "
+            "for matmuls by default (cuDNN convolutions use it); `--precision tf32` estimates it on"
+        )
     if not gpu.bf16 and workload.precision_info.compute == "bf16":
         assumptions.append(f"{gpu.name} has no BF16 tensor cores: bf16 runs at FP32 rates; prefer fp16")
     step_s = epoch_s = sps = tps = prefill_s = roof = None
