@@ -11,9 +11,10 @@ schedule kills 20 of them, interleaved with runs left to complete, at three kind
 
 The moments are taken from one run measured first (no hook in the history code: a real
 process is watched through /proc). Most kills are SIGKILL to the process group, the way a
-scheduler or the OOM killer ends a job; some are SIGINT, a user's Ctrl-C. Afterwards
-`fitbench history --json` must parse and list every run whose id a completed run printed,
-SQLite's integrity check must pass, and no measuring child may outlive its killed parent.
+scheduler or the OOM killer ends a job; some are SIGINT, a user's Ctrl-C, sent while the
+measuring child runs. Afterwards `fitbench history --json` must parse and list every run whose id
+a completed run printed, SQLite's integrity check must pass, and no measuring child may outlive
+its killed parent.
 """
 
 from __future__ import annotations
@@ -156,6 +157,12 @@ class Outcome:
             return None
 
 
+def _default_sigint() -> None:
+    """preexec_fn: SIGINT at its default in fitbench, as a terminal gives it. A test run started
+    as a background job inherits SIGINT ignored; fitbench would then (rightly) never see Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _spawn(db: Path, tmp: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         _argv(db),
@@ -164,6 +171,7 @@ def _spawn(db: Path, tmp: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=_default_sigint,
     )
 
 
@@ -206,15 +214,22 @@ def run_and_kill(
 ) -> Outcome:
     proc = _spawn(db, tmp)
     try:
+        child = None
         if phase == "start":
             time.sleep(rng.uniform(0.0, timeline.before_child * 0.8))
         else:
             child = _wait_child_start(proc, tmp)
             if phase == "measure":
-                time.sleep(rng.uniform(0.0, timeline.child))
+                # Ctrl-C lands in the first half of the child's life: while it lives, fitbench
+                # waits on it, so the signal surely reaches a running fitbench (exit 0 would hide
+                # a fitbench that ignores Ctrl-C).
+                share = 0.5 if sig == signal.SIGINT else 1.0
+                time.sleep(rng.uniform(0.0, timeline.child * share))
             elif child:
                 _wait_child_end(proc, child)
                 time.sleep(rng.uniform(0.0, timeline.after_child))
+        if sig == signal.SIGINT:
+            assert child is not None and _stat(child) is not None, "Ctrl-C came after the child ended"
         if proc.poll() is None:
             os.killpg(proc.pid, sig)  # the fitbench process group, as a terminal or a scheduler does
         out, err = proc.communicate(timeout=60)
@@ -247,8 +262,9 @@ def test_killed_runs_never_cost_a_completed_one(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     phases = PHASES[:]
     rng.shuffle(phases)
-    # Ctrl-C while fitbench runs its command (before that, Python itself is still starting).
-    interrupted = set(rng.sample([k for k, phase in enumerate(phases) if phase != "start"], SIGINT_RUNS))
+    # Ctrl-C while fitbench waits on its measuring child (before that, Python itself is still
+    # starting; after it, fitbench may have ended before the signal comes).
+    interrupted = set(rng.sample([k for k, phase in enumerate(phases) if phase == "measure"], SIGINT_RUNS))
     started = time.monotonic()
 
     first, timeline = run_to_completion(db, tmp_path)
@@ -275,11 +291,10 @@ def test_killed_runs_never_cost_a_completed_one(tmp_path: Path) -> None:
         if o.sig == "SIGKILL":
             assert o.returncode in (0, -signal.SIGKILL), (o.phase, o.returncode, o.stderr[-1000:])
         else:
-            # Ctrl-C: the parent stops the child and says so in one line, exit 130 (or the
-            # interpreter's own death by SIGINT if it came while Python was shutting down).
-            assert o.returncode in (0, 130, -signal.SIGINT), (o.phase, o.returncode, o.stderr[-1000:])
-            if o.returncode == 130:
-                assert "fitbench: interrupted" in o.stderr and "Traceback" not in o.stderr, o.stderr[-2000:]
+            # Ctrl-C while the child runs: the parent stops the child and says so in one line,
+            # exit 130. Exit 0 would mean the Ctrl-C was lost.
+            assert o.returncode == 130, (o.phase, o.returncode, o.stderr[-1000:])
+            assert "fitbench: interrupted" in o.stderr and "Traceback" not in o.stderr, o.stderr[-2000:]
     # The parent takes its measuring child with it, whichever way it dies.
     assert not leftovers, f"measuring children outlived their killed parent: {leftovers}"
 

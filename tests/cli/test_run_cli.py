@@ -561,6 +561,18 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def default_sigint() -> None:
+    """preexec_fn: the CLI under test starts with SIGINT at its default, as a terminal gives it.
+
+    A shell starts a background job (`python -m pytest &`, nohup, some CI runners) with SIGINT
+    ignored, and a process inherits that: Python then installs no KeyboardInterrupt handler and
+    the CLI, rightly by POSIX convention, never sees Ctrl-C. A test that sends SIGINT must not
+    depend on how its own runner was started."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc to see the child process")
 def test_ctrl_c_stops_the_child_and_exits_130():
     import signal
@@ -582,6 +594,7 @@ def test_ctrl_c_stops_the_child_and_exits_130():
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     try:
         deadline = time.monotonic() + 30
