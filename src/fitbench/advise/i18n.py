@@ -50,7 +50,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "unit.per_step": {"en": "{time}/step", "zh": "{time}/步"},
     "unit.per_epoch": {"en": "{time}/epoch", "zh": "{time}/轮"},
     "unit.gb_class": {"en": "{gb} GB", "zh": "{gb} GB"},
-    "cell.tiny": {"en": "{text} (tiny)", "zh": "{text}(迷你版)"},
+    "cell.tiny": {"en": "{text} (tiny: smoke test)", "zh": "{text}(迷你版:冒烟测试)"},
     "params.millions": {"en": "{value}M", "zh": "{value} 万"},
     "params.billions": {"en": "{value}B", "zh": "{value} 亿"},
     "band.<100M": {"en": "< 100M parameters", "zh": "1 亿参数以下"},
@@ -124,6 +124,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "{name} 在 {gpu} 上的结论:{verdict};fitbench 已知的单项改动都无法让它放下。",
     },
     # -- fitbench run -------------------------------------------------------------------------------
+    "history.count": {"en": "{count} run(s) from {path}", "zh": "共 {count} 条记录,来自 {path}"},
+    "col.batch": {"en": "batch", "zh": "批大小"},
+    "cell.ran": {"en": "ran {precision}", "zh": "实际精度 {precision}"},
+    "run.smoke": {"en": "smoke test", "zh": "冒烟测试"},
     "run.smoke_test": {
         "en": "tiny variant: a smoke test of the pipeline at small shapes; its step time and epoch say "
         "nothing about the real job (`fitbench estimate {name}` does).",
@@ -143,8 +147,9 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "运行的是迷你版(冒烟测试),不是真实尺寸的任务",
     },
     "run.reason.first_run": {
-        "en": "a single short run includes start-up effects (first kernels, allocator, cuDNN autotuning)",
-        "zh": "单次短时间运行包含启动开销(首批内核、显存分配器、cuDNN 自动调优)",
+        "en": "no warm-up steps (--warmup 0): the first steps' start-up costs (first kernels, the "
+        "allocator, autotuning) are timed",
+        "zh": "没有预热步骤(--warmup 0):前几步的启动开销(首批内核、显存分配器、自动调优)被计入耗时",
     },
     "run.reason.sep": {"en": "; ", "zh": ";"},
     "run.ran_precision": {"en": "{ran} (asked {asked})", "zh": "{ran}(请求 {asked})"},
@@ -423,7 +428,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "report.legend": {"en": "Legend", "zh": "图例"},
     "metric.peak_memory": {"en": "peak memory", "zh": "峰值显存"},
     "metric.step_seconds": {"en": "step time", "zh": "单步耗时"},
-    "metric.tokens_per_second": {"en": "tokens per second", "zh": "每秒 token 数"},
+    "metric.tokens_per_second": {"en": "decode tokens per second", "zh": "解码每秒 token 数"},
     "metric.prefill_seconds": {"en": "prefill time", "zh": "预填充耗时"},
     "metric.max_batch": {"en": "max batch", "zh": "最大批大小"},
     "metric.throughput": {"en": "throughput", "zh": "吞吐量"},

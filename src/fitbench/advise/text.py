@@ -25,6 +25,7 @@ __all__ = [
     "fix_lines",
     "guide_lines",
     "measured_speed_text",
+    "precision_shown",
     "smallest_line",
     "speed_text",
 ]
@@ -38,7 +39,10 @@ def speed_text(est: Mapping[str, Any] | Estimate, lang: str = "en") -> str:
     """Tokens per second for generation, time per epoch for training with a dataset, else per step."""
     e = est.to_dict() if isinstance(est, Estimate) else est
     if e.get("prompt_tokens") is not None or (e.get("family") == "decoder" and e.get("mode") == "infer"):
-        return format_rate(e.get("tokens_per_second"), "tok/s")
+        tps = e.get("tokens_per_second")
+        if tps is None:  # an oom estimate's JSON has no speed; the would-be one is kept apart
+            tps = e.get("tokens_per_second_if_it_fit")
+        return t("rate.decode", lang, rate=format_rate(tps, "tok/s"))
     if e.get("epoch_seconds") is not None:
         return t("unit.per_epoch", lang, time=format_seconds(e["epoch_seconds"]))
     return t("unit.per_step", lang, time=format_seconds(e.get("step_seconds")))
@@ -48,10 +52,20 @@ def measured_speed_text(m: Mapping[str, Any], workload: Mapping[str, Any], lang:
     """The measurement's speed in the same unit as speed_text; tiny runs show the step time, since an
     epoch of a tiny model says nothing about the real one."""
     if workload.get("family") == "decoder" and workload.get("mode") == "infer":
-        return format_rate(m.get("decode_tokens_per_second") or m.get("tokens_per_second"), "tok/s")
+        if m.get("decode_tokens_per_second") is not None:
+            return t("rate.decode", lang, rate=format_rate(m["decode_tokens_per_second"], "tok/s"))
+        return t("rate.end_to_end", lang, rate=format_rate(m.get("tokens_per_second"), "tok/s"))
     if m.get("epoch_seconds") is not None and not workload.get("tiny"):
         return t("unit.per_epoch", lang, time=format_seconds(m["epoch_seconds"]))
     return t("unit.per_step", lang, time=format_seconds(m.get("step_seconds")))
+
+
+def precision_shown(asked: str | None, ran: str | None, lang: str = "en") -> str:
+    """The precision that really ran (a CPU runs amp-fp16 as amp-bf16, Paddle's CPU build as fp32);
+    the one asked for beside it only where the two differ."""
+    if ran and asked and ran != asked:
+        return t("run.ran_precision", lang, ran=ran, asked=asked)
+    return ran or asked or "-"
 
 
 def _speed_of(est: Estimate, lang: str) -> str:

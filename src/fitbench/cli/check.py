@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import platform
 import sys
 import time
@@ -97,7 +98,9 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     )
     add_history_args(parser)
     parser.add_argument(
-        "--html", metavar="PATH", help="where to write the report (default ./fitbench-report.html)"
+        "--html", "--out", dest="html", metavar="PATH",
+        help="where to write the report (default: fitbench-report.html in the history's folder, "
+        "the user's fitbench data folder)",
     )
     parser.add_argument("--no-report", action="store_true", help="write no HTML report")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
@@ -168,6 +171,7 @@ class ScenarioResult:
     record: dict[str, Any] | None = None
     advice: list[dict[str, Any]] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
+    rows: list[Any] = field(default_factory=list)  # the catalog ranked for this scenario (RankRow)
 
 
 def scenario_workloads(tiny: bool, device: str) -> list[tuple[str, Workload, Workload]]:
@@ -285,6 +289,7 @@ def _advise(result: ScenarioResult, target: GpuSpec, framework: str, exec_mode: 
 
     w, key = result.workload, result.key
     rows = rank_catalog(w, framework=framework, exec_mode=exec_mode)
+    result.rows = list(rows)
     base = result.estimates.get(target.id) or estimate(w, target, framework=framework, exec_mode=exec_mode)
     if base.verdict != FITS:
         fixes = what_would_make_it_fit(w, target, framework=framework, exec_mode=exec_mode, rows=rows)
@@ -316,6 +321,52 @@ def _advise(result: ScenarioResult, target: GpuSpec, framework: str, exec_mode: 
             add("smallest", {lg: str(x) for lg, x in texts.items()}, choice.smallest)
 
 
+# ----------------------------------------------------------------------------- no GPU
+
+CHEAPEST_SHOWN = 3
+
+
+def _ram_bytes() -> int | None:
+    """This machine's physical memory (what a job run on the CPU has), None where unknown."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def no_gpu_advice(results: list[ScenarioResult], lang: str) -> tuple[list[str], dict[str, Any]]:
+    """For a machine without a GPU: the cheapest catalog cards (by list price) on which each
+    scenario's verdict is fits, and what this CPU can run (the tiny variants; at full size, the
+    scenarios whose memory, less the CUDA context, fits in its RAM)."""
+    from fitbench.advise.i18n import t
+    from fitbench.advise.text import speed_text
+    from fitbench.estimate.verdict import FITS
+
+    lines = [t("nogpu.header", lang)]
+    cheapest: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        fitting = sorted((row for row in r.rows if row.verdict == FITS and row.price_usd is not None),
+                         key=lambda row: (row.price_usd, row.gpu.id))[:CHEAPEST_SHOWN]
+        cheapest[r.key] = [{"gpu": row.gpu.id, "gpu_name": row.gpu.name, "price_usd": row.price_usd,
+                            "verdict": row.verdict, "speed": row.speed, "speed_unit": row.speed_unit}
+                           for row in fitting]
+        cards = ", ".join(t("nogpu.card_item", lang, card=row.gpu.name, price=f"{row.price_usd:,.0f}",
+                            speed=speed_text(row.estimate, lang)) for row in fitting)
+        lines.append("  " + t("nogpu.card", lang, scenario=r.key, cards=cards or t("nogpu.none", lang)))
+    ram = _ram_bytes()
+    in_ram = []
+    for r in results:
+        est = next(iter(r.estimates.values()), None)
+        if est is not None and ram is not None:
+            need = est.required_memory_bytes - est.breakdown.get("cuda_context", 0)
+            if need <= ram:
+                in_ram.append(r.key)
+    lines.append("  " + t("nogpu.cpu", lang, fits_ram=", ".join(in_ram) or t("nogpu.none_in_ram", lang),
+                          ram=format_bytes(ram) if ram else "?"))
+    return lines, {"cheapest_cards": cheapest, "ram_bytes": ram, "fits_in_ram": in_ram,
+                   "tiny_runs_on_cpu": True}
+
+
 # ----------------------------------------------------------------------------- output
 
 
@@ -344,6 +395,10 @@ def _machine_cell(result: ScenarioResult, machine: Machine, lang: str, colour: b
     elif m.get("status") == "ok" and result.measured_workload is not None:
         w = result.measured_workload
         meas = f"{status_label('ok', lang)} · {measured_speed_text(m, w.to_dict(), lang)}"
+        ran = m.get("precision_in_effect")
+        if ran and ran != result.workload.precision:
+            # The row is named after the scenario's precision; say what this machine really ran.
+            meas += " · " + t("cell.ran", lang, precision=ran)
         if w.tiny:
             meas = t("cell.tiny", lang, text=meas)
     else:
@@ -359,6 +414,7 @@ def format_check(
     advice_head: str,
     guide: list[str],
     lang: str,
+    no_gpu: list[str] | None = None,
 ) -> str:
     from fitbench.advise.i18n import t
     from fitbench.results.cells import short_gpu
@@ -388,6 +444,8 @@ def format_check(
     ]
     for r in results:
         out.extend("  " + line for line in r.lines)
+    if no_gpu:
+        out += ["", *no_gpu]
     out.append("")
     out.extend(guide)
     return "\n".join(out)
@@ -488,6 +546,7 @@ def check_command(args: argparse.Namespace) -> int:
     finally:
         store.close()
 
+    no_gpu_lines, no_gpu = no_gpu_advice(results, lang) if not machine.gpus else ([], None)
     rows = size_guide(framework)
     guide = guide_lines(rows, lang)
     machine_dict = machine.to_dict(measured=measuring, tiny=tiny and measuring)
@@ -502,6 +561,7 @@ def check_command(args: argparse.Namespace) -> int:
             advice_head,
             lang,
             args.html,
+            history_path or (args.db if args.db else None),
         )
 
     if args.json:
@@ -510,12 +570,13 @@ def check_command(args: argparse.Namespace) -> int:
                 "machine": machine_dict,
                 "scenarios": [_scenario_json(r) for r in results],
                 "size_guide": [row.to_dict() for row in rows],
+                "no_gpu": no_gpu,
                 "history": str(history_path) if history_path else None,
                 "report": str(report_path) if report_path else None,
             }
         )
     else:
-        print(format_check(results, machine, cards, header, advice_head, guide, lang))
+        print(format_check(results, machine, cards, header, advice_head, guide, lang, no_gpu_lines))
         stored = sum(1 for r in results if r.run_id)
         if stored:
             print("\n" + t("check.stored", lang, count=stored, path=history_path))
@@ -549,12 +610,13 @@ def _write_report(
     advice_head: str,
     lang: str,
     html: str | None,
+    history_path: Any = None,
 ) -> Any:
     from fitbench.cli.report import (
-        DEFAULT_HTML,
         advice_entries,
         base_environment,
         build_model,
+        default_report_path,
         environment_of,
         write_reports,
     )
@@ -601,4 +663,4 @@ def _write_report(
         guide_rows=guide_rows,
         advice=[advice_head],
     )
-    return write_reports(model, html=html or DEFAULT_HTML, markdown=None)[0]
+    return write_reports(model, html=html or default_report_path(history_path), markdown=None)[0]

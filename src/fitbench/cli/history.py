@@ -49,12 +49,35 @@ def open_history(path: str | None) -> Any:
     return History.open(path)
 
 
+def _details(history: Any, run_id: str) -> dict[str, Any]:
+    """What the list's columns leave out, from the stored record: the precision that really ran
+    and both token rates of a generation run."""
+    try:
+        record = history.get_run(run_id)
+    except Exception:  # a record the list shows but cannot be read back: the list still stands
+        return {}
+    m = record.get("measurement") if isinstance(record.get("measurement"), dict) else {}
+    w = record.get("workload") if isinstance(record.get("workload"), dict) else {}
+    generation = w.get("family") == "decoder" and w.get("mode") == "infer"
+    return {
+        "precision_requested": w.get("precision"),
+        "precision_in_effect": m.get("precision_in_effect"),
+        "decode_tokens_per_second": m.get("decode_tokens_per_second") if generation else None,
+        "end_to_end_tokens_per_second": m.get("tokens_per_second") if generation else None,
+    }
+
+
 def history_command(args: argparse.Namespace) -> int:
+    from fitbench.advise.i18n import resolve_lang, t
+    from fitbench.advise.text import precision_shown
+
+    lang = resolve_lang(args.lang)
     with open_history(args.db) as history:
         runs = history.list_runs(limit=args.limit, workload=args.workload, status=args.status)
         path = history.path
+        details = {r.run_id: _details(history, r.run_id) for r in runs}
     if args.json:
-        print_json([r.to_dict() for r in runs])
+        print_json([{**r.to_dict(), **details[r.run_id]} for r in runs])
         return 0
     if not runs:
         print(
@@ -67,13 +90,17 @@ def history_command(args: argparse.Namespace) -> int:
 
     rows = []
     for r in runs:
-        speed = (
-            format_rate(r.tokens_per_second, "tok/s")
-            if r.mode == "infer" and r.tokens_per_second
-            else format_rate(r.throughput, "samples/s")
-            if r.throughput
-            else "-"
-        )
+        d = details[r.run_id]
+        if d.get("end_to_end_tokens_per_second") is not None or d.get("decode_tokens_per_second") is not None:
+            rates = [t("rate.decode", lang, rate=format_rate(d["decode_tokens_per_second"], "tok/s"))
+                     if d.get("decode_tokens_per_second") is not None else None,
+                     t("rate.end_to_end", lang, rate=format_rate(d["end_to_end_tokens_per_second"], "tok/s"))
+                     if d.get("end_to_end_tokens_per_second") is not None else None]
+            speed = ", ".join(x for x in rates if x)
+        elif r.mode == "infer" and r.tokens_per_second:
+            speed = t("rate.end_to_end", lang, rate=format_rate(r.tokens_per_second, "tok/s"))
+        else:
+            speed = format_rate(r.throughput, "samples/s") if r.throughput else "-"
         rows.append(
             [
                 r.run_id,
@@ -81,7 +108,7 @@ def history_command(args: argparse.Namespace) -> int:
                 r.workload or "-",
                 f"{r.backend or '-'} {r.exec_mode or ''}".strip(),
                 r.gpu_name or r.device or "-",
-                r.precision or "-",
+                precision_shown(r.precision, d.get("precision_in_effect"), lang),
                 str(r.batch_size or "-"),
                 r.status or "-",
                 format_bytes(r.peak_memory_bytes),
@@ -89,24 +116,9 @@ def history_command(args: argparse.Namespace) -> int:
                 speed,
             ]
         )
-    print(
-        render_table(
-            [
-                "run",
-                "created (UTC)",
-                "workload",
-                "backend",
-                "device",
-                "precision",
-                "batch",
-                "status",
-                "peak",
-                "step",
-                "speed",
-            ],
-            rows,
-            align="llllllrlrrr",
-        )
-    )
-    print(f"\n{len(runs)} run(s) from {path}")
+    headers = [t(k, lang) for k in ("col.run", "col.time", "col.workload", "col.framework", "col.device",
+                                    "col.precision", "col.batch", "col.status", "col.peak", "col.step",
+                                    "col.speed")]
+    print(render_table(headers, rows, align="llllllrlrrr"))
+    print("\n" + t("history.count", lang, count=len(runs), path=path))
     return 0

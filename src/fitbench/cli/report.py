@@ -39,8 +39,19 @@ from fitbench.errors import FitbenchError
 DEFAULT_HTML = "fitbench-report.html"
 DEFAULT_LAST = 10
 
+
+def default_report_path(history_path: str | Path | None = None) -> Path:
+    """The report beside the history it is made from (the user's fitbench data folder unless
+    --db says otherwise), not in whatever folder the command happened to run in."""
+    if history_path is None:
+        from fitbench.results.history import default_db_path
+
+        history_path = default_db_path()
+    return Path(history_path).expanduser().resolve().parent / DEFAULT_HTML
+
 EPILOG = """examples:
-  fitbench report                               the 10 newest runs -> fitbench-report.html
+  fitbench report                               the 10 newest runs -> the data folder's fitbench-report.html
+  fitbench report --out ./runs.html             choose where it goes (.md writes Markdown)
   fitbench report --last 30 --html runs.html
   fitbench report 3fa2c1d0 9b1e --markdown runs.md   chosen runs (any unique id prefix)
   fitbench report --lang zh                     in Simplified Chinese
@@ -55,7 +66,10 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     parser.add_argument(
         "--last", type=positive_int, metavar="N", help=f"the N newest runs (default {DEFAULT_LAST})"
     )
-    parser.add_argument("--html", metavar="FILE", help=f"write the HTML report here (default {DEFAULT_HTML})")
+    parser.add_argument("--html", metavar="FILE",
+                        help=f"write the HTML report here (default: {DEFAULT_HTML} in the history's folder)")
+    parser.add_argument("--out", metavar="FILE",
+                        help="where the report goes: FILE.md writes Markdown, any other name HTML")
     parser.add_argument("--markdown", metavar="FILE", help="write a Markdown report (tables, no charts)")
     add_db_arg(parser)
     add_lang_arg(parser)
@@ -169,6 +183,15 @@ def comparison_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _precision_ran(w: Mapping[str, Any], m: Mapping[str, Any]) -> str | None:
+    """What a stored run really ran (the CPU's amp-bf16 for amp-fp16, Paddle CPU's fp32), the
+    request beside it where they differ."""
+    from fitbench.advise.text import precision_shown
+
+    ran = m.get("precision_in_effect") if isinstance(m, Mapping) else None
+    return precision_shown(w.get("precision"), ran) if (ran or w.get("precision")) else None
+
+
 def history_point(record: Mapping[str, Any]) -> dict[str, Any] | None:
     """One run as a point of the history chart (None for a run without a measurement)."""
     m = record.get("measurement")
@@ -177,12 +200,14 @@ def history_point(record: Mapping[str, Any]) -> dict[str, Any] | None:
     w = _workload_dict(record)
     device = m.get("device_name") or m.get("device") or "?"
     tiny = bool(w.get("tiny"))
-    series = f"{w.get('name')} · {w.get('precision')} · {device}" + (" · tiny" if tiny else "")
+    precision = _precision_ran(w, m)
+    series = f"{w.get('name')} · {precision} · {device}" + (" · tiny" if tiny else "")
     return {
         "run_id": record.get("run_id"),
         "created_at": record.get("created_at"),
         "workload": w.get("name"),
-        "precision": w.get("precision"),
+        "precision": precision,
+        "precision_requested": w.get("precision"),
         "device": device,
         "tiny": tiny,
         "status": m.get("status"),
@@ -206,7 +231,8 @@ def run_row(record: Mapping[str, Any]) -> dict[str, Any]:
         "created_at": record.get("created_at"),
         "command": record.get("command"),
         "workload": w.get("name") or _workload_name(record),
-        "precision": w.get("precision"),
+        "precision": _precision_ran(w, m),
+        "precision_requested": w.get("precision"),
         "batch_size": w.get("batch_size"),
         "tiny": bool(w.get("tiny")),
         "generation": generation,
@@ -217,6 +243,8 @@ def run_row(record: Mapping[str, Any]) -> dict[str, Any]:
         "peak_memory_bytes": m.get("peak_memory_bytes"),
         "step_seconds": m.get("step_seconds"),
         "tokens_per_second": m.get("decode_tokens_per_second") or m.get("tokens_per_second"),
+        "decode_tokens_per_second": m.get("decode_tokens_per_second"),
+        "end_to_end_tokens_per_second": m.get("tokens_per_second") if generation else None,
         "samples_per_second": m.get("samples_per_second"),
         "estimate_gpu": est.get("gpu_name"),
         "estimate_verdict": est.get("verdict"),
@@ -396,8 +424,15 @@ def report_command(args: argparse.Namespace) -> int:
         guide_rows=[r.to_dict() for r in rows],
     )
     # Without --markdown the HTML report is written to its default name.
-    html = args.html or (None if args.markdown else DEFAULT_HTML)
-    written = write_reports(model, html=html, markdown=args.markdown)
+    html, markdown = args.html, args.markdown
+    if args.out:
+        if str(args.out).lower().endswith((".md", ".markdown")):
+            markdown = markdown or args.out
+        else:
+            html = html or args.out
+    if html is None and markdown is None:
+        html = default_report_path(path)
+    written = write_reports(model, html=html, markdown=markdown)
     for p in written:
         print(t("check.report", lang, path=p))
     return 0

@@ -222,6 +222,34 @@ def measured_speed(m: dict[str, Any], workload: Workload) -> tuple[float | None,
     return m.get("step_seconds"), m.get("tokens_per_second")
 
 
+def name_rates(m: dict[str, Any], workload: Workload) -> dict[str, Any]:
+    """Generation measures two token rates: decode (what the estimate's tokens/s is) and end to end
+    (the whole generate call, prefill included; `tokens_per_second`). Both get explicit names."""
+    if workload.is_generation:
+        m.setdefault("end_to_end_tokens_per_second", m.get("tokens_per_second"))
+        m.setdefault("decode_tokens_per_second", None)
+    return m
+
+
+def not_comparable(est: Any, m: dict[str, Any], workload: Workload) -> list[str]:
+    """Why a measurement cannot be held against the estimate beside it (empty: it can).
+
+    cpu        measured on the CPU, the estimate is for a GPU
+    tiny       the tiny variant ran: a smoke test of the pipeline, not the real job
+    first_run  no untimed warm-up steps: start-up (first kernels, the allocator, autotuning) is timed
+    """
+    if est is None or m.get("status") != "ok":
+        return []
+    reasons = []
+    if not str(m.get("device", "")).startswith("cuda"):
+        reasons.append("cpu")
+    if workload.tiny:
+        reasons.append("tiny")
+    if m.get("warmup_steps") == 0:
+        reasons.append("first_run")
+    return reasons
+
+
 def error_vs_estimate(est: Any, m: dict[str, Any], workload: Workload) -> dict[str, float | None]:
     keys = ("peak_memory", "step_seconds", "tokens_per_second")
     out: dict[str, float | None] = dict.fromkeys(keys)
@@ -320,6 +348,7 @@ def run_command(args: argparse.Namespace) -> int:
                 if args.max_batch and m.get("status") in ("ok", "oom"):
                     search = _max_batch(workload, backend, options, est, args, progress)
                     m["max_batch_search"] = search
+            name_rates(m, workload)
             notes = [n for n in (gpu_note, est_note) if n]
             est_dict = est.to_dict() if est is not None else None
             errors = error_vs_estimate(est, m, workload)
@@ -349,6 +378,9 @@ def run_command(args: argparse.Namespace) -> int:
                 result["max_batch"] = {"estimated": est.max_batch_size if est is not None else None, **search}
             if notes:
                 result["notes"] = notes
+            reasons = not_comparable(est, m, workload)
+            result["comparable"] = None if est is None else not reasons
+            result["not_comparable"] = reasons
             results.append(result)
     finally:
         store.close()
@@ -361,7 +393,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.json:
         print_json(results[0] if len(results) == 1 else results)
     else:
-        print(format_results(results, workloads, gpu))
+        print(format_results(results, workloads, gpu, lang))
     return 0 if all(r["measurement"].get("status") in ("ok", "oom") for r in results) else 1
 
 
@@ -411,22 +443,25 @@ def _speed_unit(workload: Workload) -> str:
     return {"images": "img/s", "tokens": "tok/s"}.get(workload.sample_unit, "seq/s")
 
 
-def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None) -> str:
+def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None, lang: str = "en") -> str:
+    from fitbench.advise.i18n import t
     from fitbench.results.table import render_table
 
     m, est = r["measurement"], r["estimate"]
     errors = r["error_vs_estimate"]
     status = m.get("status")
     device = m.get("device_name") or m.get("device")
-    tiny = " (tiny)" if workload.tiny else ""
-    precision = m.get("precision_requested")
-    if m.get("precision_in_effect") and m.get("precision_in_effect") != precision:
-        precision = f"{precision} (ran {m['precision_in_effect']})"
+    tiny = f" ({t('check.variant_tiny', lang)}: {t('run.smoke', lang)})" if workload.tiny else ""
+    from fitbench.advise.text import precision_shown
+
+    precision = precision_shown(m.get("precision_requested"), m.get("precision_in_effect"), lang)
     title = (
         f"{workload.name}{tiny} · {m.get('backend')} {m.get('framework_version') or ''} · {device} · "
         f"{precision} · batch {workload.batch_size} · {m.get('exec_mode')} exec"
     )
     lines = [title]
+    if workload.tiny:
+        lines.append("  " + t("run.smoke_test", lang, name=workload.name))
     dist = m.get("distributed")
     if dist:
         lines.append(
@@ -470,13 +505,13 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None) -> st
             errors.get("prefill_seconds"),
         )
         row(
-            "decode",
+            "decode tok/s",
             format_rate(m.get("decode_tokens_per_second"), "tok/s"),
             format_rate(e.get("tokens_per_second"), "tok/s") if est else "",
             errors.get("tokens_per_second"),
         )
         row(
-            "end to end",
+            "end-to-end tok/s",
             f"{format_rate(m.get('tokens_per_second'), 'tok/s')}"
             f" ({format_seconds(m.get('step_seconds'))} per generate)",
         )
@@ -505,7 +540,7 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None) -> st
             )
         if m.get("epoch_seconds") is not None:
             row(
-                "epoch",
+                "epoch (smoke test)" if workload.tiny else "epoch",
                 format_seconds(m.get("epoch_seconds")),
                 format_seconds(e.get("epoch_seconds")) if est else "",
             )
@@ -533,6 +568,10 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None) -> st
         lines.append(f"  {diagnosis_line}")
     for warning in m.get("warnings") or []:
         lines.append(f"  warning: {warning}")
+    if r.get("not_comparable"):
+        sep = t("run.reason.sep", lang)
+        reasons = sep.join(t(f"run.reason.{k}", lang) for k in r["not_comparable"])
+        lines.append("  " + t("run.not_comparable", lang, reasons=reasons))
     for note in r.get("notes") or []:
         lines.append(f"  note: {note}")
     if r.get("max_batch") and r["max_batch"].get("stopped"):
@@ -542,8 +581,9 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None) -> st
     return "\n".join(lines)
 
 
-def format_results(results: list[dict[str, Any]], workloads: list[Workload], gpu: GpuSpec | None) -> str:
-    parts = [format_one(r, w, gpu) for r, w in zip(results, workloads, strict=True)]
+def format_results(results: list[dict[str, Any]], workloads: list[Workload], gpu: GpuSpec | None,
+                   lang: str = "en") -> str:
+    parts = [format_one(r, w, gpu, lang) for r, w in zip(results, workloads, strict=True)]
     if len(results) > 1:
         lines = []
         for r in results[1:]:
