@@ -104,8 +104,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "以上均为估算;`fitbench run` 可实测。",
     },
     "est.units": {
-        "en": "Memory in GiB (1 GiB = 2^30 bytes = 1.074 GB); a card sold as 24 GB has about 22.4 GiB.",
-        "zh": "显存单位为 GiB(1 GiB = 2^30 字节 = 1.074 GB);标称 24 GB 的显卡约有 22.4 GiB。",
+        "en": "Memory in GiB (2^30 bytes = 1.074 GB, as nvidia-smi counts); the \"24GB\" on a card's box "
+        "means 24 GiB. Usable is what is left after the driver's reserve (`fitbench gpus` shows both units).",
+        "zh": "显存单位为 GiB(2^30 字节 = 1.074 GB,与 nvidia-smi 相同);显卡包装上的“24GB”指 24 GiB。"
+        "“可用显存”是扣除驱动预留后剩下的部分(`fitbench gpus` 同时列出两种单位)。",
     },
     "est.tf32": {
         "en": "{card}: FP32 matmuls run at the FP32 peak, because PyTorch leaves TF32 off for matmuls by "
@@ -124,6 +126,17 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "{name} 在 {gpu} 上的结论:{verdict};fitbench 已知的单项改动都无法让它放下。",
     },
     # -- fitbench run -------------------------------------------------------------------------------
+    "gpus.units": {
+        "en": "Memory in two units: GiB (2^30 bytes, as nvidia-smi and fitbench count) and GB (10^9 bytes). "
+        "The \"24GB\" on a card's box means 24 GiB, which is 25.8 GB.",
+        "zh": "显存给出两种单位:GiB(2^30 字节,nvidia-smi 与 fitbench 的计法)和 GB(10^9 字节)。"
+        "显卡包装上的“24GB”指 24 GiB,即 25.8 GB。",
+    },
+    "gpus.tflops": {
+        "en": "TFLOPS are dense datasheet peaks (tensor cores with FP32 accumulation); sources: "
+        "`fitbench gpus --json`.",
+        "zh": "TFLOPS 为数据手册中的稠密峰值(Tensor Core,FP32 累加);来源见 `fitbench gpus --json`。",
+    },
     "history.count": {"en": "{count} run(s) from {path}", "zh": "共 {count} 条记录,来自 {path}"},
     "col.batch": {"en": "batch", "zh": "批大小"},
     "cell.ran": {"en": "ran {precision}", "zh": "实际精度 {precision}"},

@@ -17,6 +17,9 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 
 
 def run(args: argparse.Namespace) -> int:
+    from fitbench.advise.i18n import resolve_lang, t
+
+    lang = resolve_lang(args.lang)
     catalog = load_catalog()
     if args.json:
         print_json([gpu_to_dict(g) for g in catalog.values()])
@@ -28,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
             [
                 g.id,
                 g.name,
-                f"{g.memory_bytes / GiB:.0f}",
+                f"{g.memory_bytes / GiB:.1f}",
+                f"{g.memory_bytes / 1e9:.1f}",
                 f"{g.bandwidth_bytes_s / 1e9:,.0f}",
                 f"{peaks['fp32'] / 1e12:.1f}",
                 f"{peaks['tf32'] / 1e12:.0f}" if "tf32" in peaks else "-",
@@ -39,13 +43,11 @@ def run(args: argparse.Namespace) -> int:
         )
     print(
         render_table(
-            ["id", "name", "GiB", "GB/s", "FP32", "TF32", "FP16/BF16", "BF16", "price"],
+            ["id", "name", "GiB", "GB", "GB/s", "FP32", "TF32", "FP16/BF16", "BF16", "price"],
             rows,
-            align="llrrrrrll",
+            align="llrrrrrrll",
         )
     )
-    print(
-        "\nTFLOPS are dense datasheet peaks (tensor cores with FP32 accumulation); "
-        "sources: `fitbench gpus --json`."
-    )
+    print("\n" + t("gpus.units", lang))
+    print(t("gpus.tflops", lang))
     return 0
