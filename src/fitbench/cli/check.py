@@ -302,6 +302,12 @@ def _advise(result: ScenarioResult, target: GpuSpec, framework: str, exec_mode: 
                 "options": [f.to_dict() for f in fixes],
             }
             add("fixes", texts, data)
+    if base.verdict != OOM:
+        from fitbench.cli.estimate import tf32_advice, tf32_dict, tf32_texts
+
+        # fp32 on a card with TF32 tensor cores that PyTorch leaves off for matmuls by default.
+        for fp32, alt in tf32_advice([base]):
+            add("tf32", tf32_texts(fp32, alt, scenario=key), tf32_dict(fp32, alt))
     choice = cheapest_comfortable(w, framework=framework, exec_mode=exec_mode, rows=rows)
     # The bottleneck matters where the job runs: the target card, else the card to buy.
     buy = choice.cheapest or choice.smallest

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"estimates": [e.to_dict() for e in results],
                     "fixes": [_fixes_dict(base, options) for base, options in fixes],
-                    "tf32": [_tf32_dict(base, alt) for base, alt in tf32]})
+                    "tf32": [tf32_dict(base, alt) for base, alt in tf32]})
     else:
         print(format_estimates(results, lang, fixes=fixes, tf32=tf32))
     if args.fail_if:
@@ -131,13 +131,24 @@ def _speedup(alt: Estimate, base: Estimate) -> float | None:
     return a / b if a and b else None
 
 
+def tf32_texts(base: Estimate, alt: Estimate, *, scenario: str | None = None) -> dict[str, str]:
+    """"enable TF32: x faster", in every language; `scenario` names the job in front (check's advice)."""
+    from fitbench.advise.i18n import LANGS, t
+    from fitbench.advise.text import speed_text
+
+    ratio = _speedup(alt, base) or 1.0
+    card = f"{scenario} ({base.gpu.name})" if scenario else base.gpu.name
+    return {lg: t("est.tf32", lg, card=card, speedup=f"{ratio:.2f}", speed=speed_text(alt, lg))
+            for lg in LANGS}
+
+
 def _fixes_dict(base: Estimate, options: list[Fix]) -> dict:
     return {"gpu": base.gpu.id, "baseline_verdict": base.verdict,
             "required_memory_bytes": base.required_memory_bytes,
             "options": [f.to_dict() for f in options]}
 
 
-def _tf32_dict(base: Estimate, alt: Estimate) -> dict:
+def tf32_dict(base: Estimate, alt: Estimate) -> dict:
     return {"gpu": base.gpu.id, "speedup": _speedup(alt, base), "step_seconds": alt.step_seconds,
             "tokens_per_second": alt.tokens_per_second, "samples_per_second": alt.samples_per_second}
 
@@ -214,11 +225,7 @@ def format_estimates(results: list[Estimate], lang: str = "en", *,
             lines.append(t("est.no_fix", lang, name=w.name, gpu=base.gpu.name,
                            verdict=verdict_label(base.verdict, lang)))
     for base, alt in tf32 or []:
-        from fitbench.advise.text import speed_text
-
-        ratio = _speedup(alt, base)
-        lines.append("\n" + t("est.tf32", lang, card=base.gpu.name, speedup=f"{ratio:.2f}",
-                              speed=speed_text(alt, lang)))
+        lines.append("\n" + tf32_texts(base, alt)[lang])
     lines.append("\n" + t("est.units", lang))
     lines.append(t("est.legend", lang))
     return "\n".join(lines)
