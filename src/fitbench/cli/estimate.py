@@ -9,7 +9,14 @@ import argparse
 import sys
 
 from fitbench.catalog import BRIEF_GPUS, resolve_gpus
-from fitbench.cli.common import add_command, add_exec_arg, add_workload_args, print_json, workload_from_args
+from fitbench.cli.common import (
+    add_command,
+    add_exec_arg,
+    add_gpu_spec_arg,
+    add_workload_args,
+    print_json,
+    workload_from_args,
+)
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import Estimate, estimate
@@ -23,6 +30,7 @@ EXAMPLES = """examples:
   fitbench estimate resnet50-cifar10 --gpu 4090 --batch 512 --image-size 64
   fitbench estimate --config ./my-model/config.json --gpu a100-80gb --mode infer
   fitbench estimate llm-6b --gpu rtx-4090 --fail-if tight    exit 3 unless it fits comfortably
+  fitbench estimate llm-6b --gpu-spec 'name=My card,memory_gib=32,bandwidth_gb_s=1792,fp32=104.8,fp16=209.5'
 
 JSON: {"estimates": [{gpu, workload, precision, batch_size, verdict, peak_memory_bytes,
        breakdown{name: bytes}, max_batch_size, step_seconds, epoch_seconds, tokens_per_second,
@@ -38,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     parser.add_argument("--gpu", action="append", metavar="ID",
                         help="catalog GPU (repeatable, comma-separated, or 'all'); default: "
                              + ", ".join(DEFAULT_GPUS))
+    add_gpu_spec_arg(parser)
     parser.add_argument("--framework", choices=("torch", "paddle"), default="torch",
                         help="whose memory behaviour and efficiencies to assume (default torch)")
     add_exec_arg(parser)
@@ -49,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 
 def estimates_for(args: argparse.Namespace) -> list[Estimate]:
     workload = workload_from_args(args)
-    gpus = resolve_gpus(args.gpu or list(DEFAULT_GPUS))
+    gpus = resolve_gpus(args.gpu or ([] if args.gpu_spec else list(DEFAULT_GPUS)), args.gpu_spec or ())
     if not gpus:
         raise FitbenchError("no GPU selected", "pass --gpu ID or --gpu all")
     return [estimate(workload, gpu, framework=args.framework, exec_mode=args.exec_mode) for gpu in gpus]
