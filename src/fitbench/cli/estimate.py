@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fitbench.advise.cost import cost_cell, job_cost
+from fitbench.advise.i18n import resolve_lang, t
 from fitbench.catalog import BRIEF_GPUS, resolve_gpus
 from fitbench.cli.common import (
     add_command,
@@ -34,7 +36,8 @@ EXAMPLES = """examples:
 
 JSON: {"estimates": [{gpu, workload, precision, batch_size, verdict, peak_memory_bytes,
        breakdown{name: bytes}, max_batch_size, step_seconds, epoch_seconds, tokens_per_second,
-       bottleneck, ...}]} (see the README for every field).
+       bottleneck, cost_per_million_tokens_usd, cost_per_epoch_usd, price_date, ...}]}
+       (see the README for every field).
 """
 
 DEFAULT_GPUS = (*BRIEF_GPUS, "h100-sxm")
@@ -67,7 +70,7 @@ def estimates_for(args: argparse.Namespace) -> list[Estimate]:
 def run(args: argparse.Namespace) -> int:
     results = estimates_for(args)
     if args.json:
-        print_json({"estimates": [e.to_dict() for e in results]})
+        print_json({"estimates": [e.to_dict() | job_cost(e).to_dict() for e in results]})
     else:
         print(format_estimates(results))
     if args.fail_if:
@@ -99,13 +102,14 @@ def format_estimates(results: list[Estimate]) -> str:
              + (f", {w.optimizer}" if w.is_training else "") + (", checkpointing" if w.checkpointing else "")
              + (f", {w.peft} rank {w.lora_rank} on {w.lora_targets}" if w.peft else "")
              + (f", {w.gpus} GPUs ({w.strategy}), memory per GPU" if w.gpus > 1 else ""))
+    lang = resolve_lang(None)
     rows = []
     for e in results:
         rows.append([e.gpu.id, format_bytes(e.gpu.usable_bytes), format_bytes(e.peak_memory_bytes),
                      colour_verdict(e.verdict, enabled=colour), str(e.max_batch_size), speed_cell(e),
-                     e.bottleneck])
-    table = render_table(["GPU", "usable", "peak", "verdict", "max batch", "speed", "bottleneck"], rows,
-                         align="lrrlrrl")
+                     e.bottleneck, "-" if e.verdict == "oom" else cost_cell(job_cost(e), lang)])
+    table = render_table(["GPU", "usable", "peak", "verdict", "max batch", "speed", "bottleneck",
+                          t("cost.header", lang)], rows, align="lrrlrrlr")
     lines = [title, "", table]
     if len(results) == 1:
         lines += ["", f"memory at the peak ({first.memory.phase}):"]
@@ -118,6 +122,8 @@ def format_estimates(results: list[Estimate]) -> str:
     if any(e.verdict != "oom" and e.peak_memory_bytes > e.gpu.usable_bytes for e in results):
         lines.append("\npeak above usable, yet no oom: the peak counts the allocator's cached blocks "
                      "(fragmentation), which it frees under memory pressure; the verdict leaves them out.")
+    if any(r[-1] != "-" for r in rows):
+        lines.append("\n" + t("cost.note", lang))
     lines.append("\nverdict: fits | tight (< 10% of usable memory left) | oom.  "
                  "Estimates; `fitbench run` measures.")
     return "\n".join(lines)
