@@ -224,3 +224,13 @@ def test_cost_fields_are_in_the_estimate_json_and_oom_has_no_cost():
     hand = 6.69 / (b200["tokens_per_second"] * 3600) * 1e6
     assert b200["cost_per_million_tokens_usd"] == pytest.approx(hand)
     assert b200["price_date"] == "2026-09"
+
+
+def test_the_ranking_carries_each_cards_cost():
+    from fitbench.advise.ranking import rank_catalog
+
+    rows = {r.gpu.id: r.to_dict() for r in rank_catalog(get_workload("llm-6b"))}
+    assert rows["h100-sxm"]["cost"]["cost_basis"] == "rent"
+    assert rows["h100-sxm"]["cost"]["cost_per_million_tokens_usd"] > 0
+    assert rows["rtx-5090"]["cost"]["cost_basis"] == "purchase"
+    assert rows["v100-16gb"]["cost"]["cost_basis"] is None
