@@ -234,3 +234,19 @@ def test_the_ranking_carries_each_cards_cost():
     assert rows["h100-sxm"]["cost"]["cost_per_million_tokens_usd"] > 0
     assert rows["rtx-5090"]["cost"]["cost_basis"] == "purchase"
     assert rows["v100-16gb"]["cost"]["cost_basis"] is None
+
+
+def test_run_takes_one_card_to_compare_with(capsys):
+    code = main(["run", "resnet50-cifar10", "--tiny", "--device", "cpu", "--no-history", "--gpu", "rtx-4090",
+                 "--gpu-spec", "name=x,memory_gib=24,bandwidth_gb_s=900,fp32=10,fp16=20"])
+    assert code == 2 and "--gpu and --gpu-spec" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_check_compares_with_a_spec_card(tmp_path):
+    code, out = cli("check", "--estimate-only", "--no-history", "--gpu", "rtx-4090", "--gpu-spec",
+                    "name=My card,memory_gib=32,bandwidth_gb_s=1792,fp32=104.8,fp16=209.5,bf16=209.5",
+                    "--html", str(tmp_path / "r.html"), "--lang", "en")
+    assert code == 0
+    header = next(line for line in out.splitlines() if line.startswith("scenario"))
+    assert "RTX 4090" in header and "My card" in header
