@@ -133,9 +133,14 @@ MESSAGES: dict[str, dict[str, str]] = {
         "显卡包装上的“24GB”指 24 GiB,即 25.8 GB。",
     },
     "gpus.tflops": {
-        "en": "TFLOPS are dense datasheet peaks (tensor cores with FP32 accumulation); sources: "
-        "`fitbench gpus --json`.",
-        "zh": "TFLOPS 为数据手册中的稠密峰值(Tensor Core,FP32 累加);来源见 `fitbench gpus --json`。",
+        "en": "TFLOPS are dense datasheet peaks (tensor cores with FP32 accumulation); price: launch price; "
+        "rent: an example on-demand rate per GPU (provider and date: `fitbench gpus --json`).",
+        "zh": "TFLOPS 为数据手册中的稠密峰值(Tensor Core,FP32 累加);price 为首发价;"
+        "rent 为每块 GPU 的按需租用示例价格(提供商与日期见 `fitbench gpus --json`)。",
+    },
+    "gpus.not_measured": {
+        "en": "* not measured: fitbench has never run on this card's framework path; estimates only.",
+        "zh": "* 未实测:fitbench 从未在这类显卡的框架路径上运行过;仅为估算。",
     },
     "history.count": {"en": "{count} run(s) from {path}", "zh": "共 {count} 条记录,来自 {path}"},
     "col.batch": {"en": "batch", "zh": "批大小"},
@@ -348,6 +353,19 @@ MESSAGES: dict[str, dict[str, str]] = {
     "fix.part.accumulate": {
         "en": "batch {micro} × {steps} accumulation steps",
         "zh": "批大小 {micro} × 累积 {steps} 步",
+    },
+    # -- cost (fitbench.advise.cost) -------------------------------------------------------------
+    "cost.header": {"en": "cost", "zh": "成本"},
+    "cost.per_mtok": {"en": "${value}/M tok", "zh": "${value}/百万 token"},
+    "cost.per_epoch": {"en": "${value}/epoch", "zh": "${value}/轮"},
+    "cost.per_hour": {"en": "${value}/h", "zh": "${value}/小时"},
+    "cost.purchase": {"en": "${price} (${value}/GiB)", "zh": "${price}(${value}/GiB)"},
+    "cost.note": {
+        "en": "cost: rented cards at the catalog's example on-demand rate (provider and date in "
+        "`fitbench gpus --json`), times the estimated time; bought cards show their launch price and "
+        "price per GiB only, no amortised hourly cost.",
+        "zh": "成本:租用的显卡按目录中的示例按需价格(提供商与日期见 `fitbench gpus --json`)乘以估算时间计算;"
+        "购买的显卡只给出首发价和每 GiB 价格,不折算每小时成本。",
     },
     "cheapest.priced": {
         "en": "{scenario}: the cheapest card that runs it comfortably is {card} "

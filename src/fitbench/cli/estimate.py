@@ -8,9 +8,18 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fitbench.advise.cost import cost_cell, job_cost
 from fitbench.advise.fixes import Fix
+from fitbench.advise.i18n import resolve_lang, t
 from fitbench.catalog import BRIEF_GPUS, resolve_gpus
-from fitbench.cli.common import add_command, add_exec_arg, add_workload_args, print_json, workload_from_args
+from fitbench.cli.common import (
+    add_command,
+    add_exec_arg,
+    add_gpu_spec_arg,
+    add_workload_args,
+    print_json,
+    workload_from_args,
+)
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import Estimate, estimate
@@ -24,10 +33,12 @@ EXAMPLES = """examples:
   fitbench estimate resnet50-cifar10 --gpu 4090 --batch 512 --image-size 64
   fitbench estimate --config ./my-model/config.json --gpu a100-80gb --mode infer
   fitbench estimate llm-6b --gpu rtx-4090 --fail-if tight    exit 3 unless it fits comfortably
+  fitbench estimate llm-6b --gpu-spec 'name=My card,memory_gib=32,bandwidth_gb_s=1792,fp32=104.8,fp16=209.5'
 
 JSON: {"estimates": [{gpu, workload, precision, batch_size, verdict, peak_memory_bytes,
        breakdown{name: bytes}, max_batch_size, step_seconds, epoch_seconds, tokens_per_second,
-       bottleneck, ...}]} (see the README for every field).
+       bottleneck, cost_per_million_tokens_usd, cost_per_epoch_usd, price_date, ...}]}
+       (see the README for every field).
 """
 
 DEFAULT_GPUS = (*BRIEF_GPUS, "h100-sxm")
@@ -39,6 +50,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     parser.add_argument("--gpu", action="append", metavar="ID",
                         help="catalog GPU (repeatable, comma-separated, or 'all'); default: "
                              + ", ".join(DEFAULT_GPUS))
+    add_gpu_spec_arg(parser)
     parser.add_argument("--framework", choices=("torch", "paddle"), default="torch",
                         help="whose memory behaviour and efficiencies to assume (default torch)")
     add_exec_arg(parser)
@@ -50,21 +62,19 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 
 def estimates_for(args: argparse.Namespace) -> list[Estimate]:
     workload = workload_from_args(args)
-    gpus = resolve_gpus(args.gpu or list(DEFAULT_GPUS))
+    gpus = resolve_gpus(args.gpu or ([] if args.gpu_spec else list(DEFAULT_GPUS)), args.gpu_spec or ())
     if not gpus:
         raise FitbenchError("no GPU selected", "pass --gpu ID or --gpu all")
     return [estimate(workload, gpu, framework=args.framework, exec_mode=args.exec_mode) for gpu in gpus]
 
 
 def run(args: argparse.Namespace) -> int:
-    from fitbench.advise.i18n import resolve_lang
-
     lang = resolve_lang(args.lang)
     results = estimates_for(args)
     fixes = fixes_for(results)
     tf32 = tf32_advice(results)
     if args.json:
-        print_json({"estimates": [e.to_dict() for e in results],
+        print_json({"estimates": [e.to_dict() | job_cost(e).to_dict() for e in results],
                     "fixes": [_fixes_dict(base, options) for base, options in fixes],
                     "tf32": [tf32_dict(base, alt) for base, alt in tf32]})
     else:
@@ -133,7 +143,7 @@ def _speedup(alt: Estimate, base: Estimate) -> float | None:
 
 def tf32_texts(base: Estimate, alt: Estimate, *, scenario: str | None = None) -> dict[str, str]:
     """"enable TF32: x faster", in every language; `scenario` names the job in front (check's advice)."""
-    from fitbench.advise.i18n import LANGS, t
+    from fitbench.advise.i18n import LANGS
     from fitbench.advise.text import speed_text
 
     ratio = _speedup(alt, base) or 1.0
@@ -154,7 +164,6 @@ def tf32_dict(base: Estimate, alt: Estimate) -> dict:
 
 
 def speed_cell(e: Estimate, lang: str = "en") -> str:
-    from fitbench.advise.i18n import t
 
     if e.verdict == "oom":
         return "-"  # a speed for a job that cannot run would mislead; see tokens_per_second_if_it_fit
@@ -176,7 +185,7 @@ def bottleneck_cell(e: Estimate, lang: str = "en") -> str:
 def format_estimates(results: list[Estimate], lang: str = "en", *,
                      fixes: list[tuple[Estimate, list[Fix]]] | None = None,
                      tf32: list[tuple[Estimate, Estimate]] | None = None) -> str:
-    from fitbench.advise.i18n import format_params, part_label, t, verdict_label
+    from fitbench.advise.i18n import format_params, part_label, verdict_label
     from fitbench.advise.text import fix_lines
 
     first = results[0]
@@ -196,10 +205,11 @@ def format_estimates(results: list[Estimate], lang: str = "en", *,
     for e in results:
         rows.append([e.gpu.id, format_bytes(e.gpu.usable_bytes), format_bytes(e.peak_memory_bytes),
                      colour_verdict(e.verdict, enabled=colour, label=verdict_label(e.verdict, lang)),
-                     str(e.max_batch_size), speed_cell(e, lang), bottleneck_cell(e, lang)])
+                     str(e.max_batch_size), speed_cell(e, lang), bottleneck_cell(e, lang),
+                     "-" if e.verdict == "oom" else cost_cell(job_cost(e), lang)])
     headers = [t(k, lang) for k in ("col.card", "col.usable", "col.peak", "col.verdict", "col.max_batch",
-                                    "col.speed", "col.bottleneck")]
-    table = render_table(headers, rows, align="lrrlrrl")
+                                    "col.speed", "col.bottleneck", "cost.header")]
+    table = render_table(headers, rows, align="lrrlrrlr")
     lines = [title, "", table]
     if len(results) == 1:
         lines += ["", t("est.memory_at_peak", lang, phase=first.memory.phase)]
@@ -214,6 +224,8 @@ def format_estimates(results: list[Estimate], lang: str = "en", *,
             lines.append("\n" + t("est.roofline", lang, rate=roofline, prefill=prefill))
     if any(e.verdict != "oom" and e.peak_memory_bytes > e.gpu.usable_bytes for e in results):
         lines.append("\n" + t("est.fragmentation", lang))
+    if any(r[-1] != "-" for r in rows):
+        lines.append("\n" + t("cost.note", lang))
     for base, options in fixes or []:
         helpful = [f for f in options if f.makes_it_fit]
         lines.append("")
