@@ -181,6 +181,7 @@ def _model(arch: TransformerArch) -> StaticDecoder:
     return model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHS)
 def test_fused_step_generates_what_the_full_forward_generates(arch):
     model = _model(arch)
@@ -193,6 +194,7 @@ def test_fused_step_generates_what_the_full_forward_generates(arch):
     assert torch.equal(gen.generated(), reference_greedy(model, prompt, 8).cpu())
 
 
+@pytest.mark.slow
 def test_fused_step_writes_the_same_cache_and_logits_as_the_eager_step():
     model = _model(TINY_LLAMA)
     prompt = torch.randint(3, TINY_LLAMA.vocab_size, (1, 6), generator=_gen(3)).to(DEVICE)

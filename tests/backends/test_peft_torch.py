@@ -136,6 +136,7 @@ def saved_bytes(model, workload) -> int:
     return sum(seen.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("precision", "dtype"), [("bf16", torch.bfloat16), ("fp32", torch.float32)])
 def test_saved_activations_match_the_estimate(precision, dtype):
     w = tiny("llm-6b", precision=precision, seq_len=128)

@@ -225,6 +225,7 @@ def test_amp_bf16_training_on_cpu_runs_in_bf16():
     assert session.notes["param_dtype"] == "float32"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["resnet50-cifar10", "bert-base-imdb"])
 def test_checkpointing_and_sgd_momentum(name):
     workload = get_workload(name, tiny=True).replace(checkpointing=True, optimizer="momentum")

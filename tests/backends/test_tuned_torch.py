@@ -106,6 +106,7 @@ def test_the_decode_step_traces_as_one_graph_and_generates_the_same_tokens():
     assert torch.equal(gen.generated(), reference_greedy(model, prompt, 7))
 
 
+@pytest.mark.slow
 def test_a_failed_compile_keeps_the_eager_step():
     model = _model(TINY_LLAMA)
     prompt = torch.randint(3, 1000, (1, 5), generator=torch.Generator().manual_seed(9))
@@ -237,6 +238,7 @@ def test_tuned_inference_step(name):
     assert not session.model.training and session.notes["precision_in_effect"] == "amp-bf16"
 
 
+@pytest.mark.slow
 def test_tuned_generation_session_produces_the_reference_tokens():
     workload = get_workload("llm-6b", tiny=True, batch_size=2, new_tokens=6)
     session = BACKEND.open(workload, TUNED_CPU)

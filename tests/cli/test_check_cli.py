@@ -26,6 +26,7 @@ def _json(capsys, *argv):
     return rc, json.loads(out), err
 
 
+@pytest.mark.slow
 def test_estimate_only_json_answers_on_this_machine(capsys, tmp_path):
     report = tmp_path / "report.html"
     rc, data, _ = _json(capsys, "check", "--estimate-only", "--json", "--html", str(report))
@@ -152,6 +153,7 @@ def test_check_measures_the_tiny_scenarios_and_stores_them(capsys, tmp_path):
     assert "resnet50-cifar10 · fp32" in text
 
 
+@pytest.mark.slow
 def test_estimate_only_tuned_estimates_the_tuned_code(capsys, tmp_path):
     rc, default, _ = _json(capsys, "check", "--estimate-only", "--json", "--no-report")
     rc_t, tuned, _ = _json(capsys, "check", "--estimate-only", "--json", "--no-report", "--exec", "tuned")
@@ -187,6 +189,7 @@ def test_check_tuned_measures_with_the_tuned_code(capsys, tmp_path):
     assert {r["catalog_estimates"]["exec_mode"] for r in stored} == {"tuned"}
 
 
+@pytest.mark.slow
 def test_estimate_only_imports_no_framework(tmp_path):
     import subprocess
     import sys
