@@ -199,6 +199,7 @@ def _first_param(session):
     return next(p for p in session.model.parameters() if p.requires_grad).detach().clone()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["resnet50-cifar10", "bert-base-imdb"])
 def test_training_step_updates_the_weights(name):
     session = BACKEND.open(get_workload(name, tiny=True), CPU)

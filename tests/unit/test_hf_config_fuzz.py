@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -94,6 +95,7 @@ config_values = st.integers(1, 64) | st.lists(st.integers(1, 64), max_size=5) | 
 @settings(max_examples=300, deadline=None)
 @given(data=st.dictionaries(st.sampled_from(KNOWN_KEYS) | st.text(max_size=10), config_values, max_size=20),
        model_type=st.sampled_from([*SUPPORTED_MODEL_TYPES, "XLM_RoBERTa", "mamba", ""]) | json_scalars)
+@pytest.mark.slow
 def test_arbitrary_json_objects(data: dict[str, Any], model_type: Any) -> None:
     check({**data, "model_type": model_type})
 
@@ -121,6 +123,7 @@ def mutated_configs(draw: st.DrawFn) -> dict[str, Any]:
     return config
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(config=mutated_configs())
 def test_mutated_real_configs(config: dict[str, Any]) -> None:
