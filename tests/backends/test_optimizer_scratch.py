@@ -116,7 +116,8 @@ def test_what_each_implementation_costs() -> None:
     assert optimizer_step_scratch(w, "paddle") == 0                                # in-place kernels
 
 
-ORDER_CASES = [(name, tiny) for name in ("resnet50-cifar10", "bert-base-imdb", "llm-6b") for tiny in (True, False)]
+ORDER_CASES = [(name, tiny) for name in ("resnet50-cifar10", "bert-base-imdb", "llm-6b")
+               for tiny in (True, False)]
 
 
 @pytest.mark.parametrize(("name", "tiny"), [*ORDER_CASES, ("resnet18-cifar10", False)])

@@ -13,6 +13,7 @@ at whichever moment is larger, so it describes a real instant, not a sum of maxi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from fitbench.estimate import resnet_cost, transformer_cost
 from fitbench.estimate.profile import Profile
@@ -182,7 +183,7 @@ def optimizer_step_scratch(workload: Workload, framework: str) -> int:
         return 0
     if workload.optimizer_impl == "for-loop":
         sizes = [0, *param_sizes_in_order(workload)]
-        return max(prev + 2 * cur for prev, cur in zip(sizes, sizes[1:], strict=False)) * state_bytes
+        return max(prev + 2 * cur for prev, cur in pairwise(sizes)) * state_bytes
     return workload.param_count() * state_bytes
 
 
