@@ -184,7 +184,7 @@ def deepspeed_largest_layer_params(arch: ResNetArch | TransformerArch) -> int:
     embedding, a convolution, the classifier; a transformer block holds none itself."""
     if isinstance(arch, ResNetArch):
         classifier = arch.feature_dim * arch.num_classes + arch.num_classes
-        return max([c.params for c in arch.convs(224)] + [classifier])
+        return max([c.in_channels * c.out_channels * c.kernel**2 for c in arch.convs(224)] + [classifier])
     h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
     linears = [h * q + (q if arch.qkv_bias else 0), h * kv + (kv if arch.qkv_bias else 0),
                q * h + (h if arch.out_bias else 0), h * f + (f if arch.mlp_bias else 0),
