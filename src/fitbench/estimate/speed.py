@@ -159,21 +159,6 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
     return out
 
 
-def param_tensor_count(workload: Workload) -> int:
-    """Parameter tensors of the model: what a for-loop optimizer issues its operations for."""
-    arch = workload.arch
-    if isinstance(arch, TransformerArch):
-        linears = 4 + (3 if arch.mlp == "swiglu" else 2)
-        biases = (3 if arch.qkv_bias else 0) + (1 if arch.out_bias else 0)
-        biases += ((2 if arch.mlp == "swiglu" else 1) + 1) if arch.mlp_bias else 0
-        norms = 2 * (2 if arch.norm == "layernorm" else 1)
-        embeddings = 1 + (arch.position == "learned") + (arch.type_vocab_size > 0)
-        head = (2 * arch.pooler + 2) if arch.kind == "encoder" else 1 + (not arch.tie_embeddings)
-        return arch.num_layers * (linears + biases + norms) + embeddings + head
-    convs = arch.convs(224)
-    return 3 * len(convs) + 2  # each convolution with its BatchNorm's weight and bias; the classifier
-
-
 def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kernel]:
     """The optimizer update as memory traffic and host operations, per implementation.
 
@@ -194,7 +179,7 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
     if impl == "fused":
         ops = FUSED_OPTIMIZER_OPS
     elif impl == "for-loop":
-        ops = OPTIMIZER_LOOP_OPS[workload.optimizer] * param_tensor_count(workload)
+        ops = OPTIMIZER_LOOP_OPS[workload.optimizer] * len(memory.param_sizes_in_order(workload))
     else:
         ops = FOREACH_OPTIMIZER_OPS
     share = 1.0 / workload.grad_accum
