@@ -2,26 +2,24 @@
 
 memory.optimizer_step_scratch reads them from torch/optim/adam.py and sgd.py (foreach: the
 square-root list, 1.00x the parameters; fused: nothing; for-loop: square root and quotient of
-the largest tensor). Here a real step of the backend's own optimizer (session.make_optimizer)
-over the backend's real tiny models runs under a dispatch mode that sees every tensor an
-operator creates and when its last reference goes: the largest sum of those alive at once is
-what the step allocated beyond its inputs. On the CPU torch runs the same Python functions
-(foreach falls back to a per-tensor loop inside each `_foreach_*` op, which still returns whole
-lists), so the count is exact, to the byte.
+one tensor beside the previous one's). Here a real step of the backend's own optimizer
+(session.make_optimizer) over the backend's real tiny models runs under a dispatch mode that
+sees every tensor an operator creates and when its last reference goes
+(fitbench.backends.torch.live_tensors): the largest sum of those alive at once is what the step
+allocated beyond its inputs. On the CPU torch runs the same Python functions (foreach falls
+back to a per-tensor loop inside each `_foreach_*` op, which still returns whole lists), so the
+count is exact, to the byte.
 """
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from torch.utils._pytree import tree_flatten  # noqa: E402
-
+from fitbench.backends.torch.live_tensors import LiveTensors  # noqa: E402
 from fitbench.backends.torch.models import build_model  # noqa: E402
 from fitbench.backends.torch.session import make_optimizer  # noqa: E402
 from fitbench.estimate.memory import (  # noqa: E402
@@ -32,37 +30,6 @@ from fitbench.estimate.memory import (  # noqa: E402
 from fitbench.workloads.presets import get_workload  # noqa: E402
 
 pytestmark = pytest.mark.torch
-
-
-class LiveTensors(TorchDispatchMode):
-    """Bytes of the storages operators create, alive at once (in-place results are not new)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.live = 0
-        self.peak = 0
-        self._seen: set[int] = set()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        inputs = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0]
-                  if isinstance(t, torch.Tensor)}
-        for t in tree_flatten(out)[0]:
-            if not isinstance(t, torch.Tensor):
-                continue
-            ptr = t.untyped_storage().data_ptr()
-            if ptr in inputs or ptr in self._seen:
-                continue
-            n = t.untyped_storage().nbytes()
-            self._seen.add(ptr)
-            self.live += n
-            self.peak = max(self.peak, self.live)
-            weakref.finalize(t, self._free, ptr, n)
-        return out
-
-    def _free(self, ptr: int, n: int) -> None:
-        self.live -= n
-        self._seen.discard(ptr)
 
 
 def step_scratch(workload: Any) -> int:
