@@ -40,6 +40,12 @@ class Workload:
                  for decoders: prefill `prompt_tokens`, then decode `new_tokens`)
     attention    'fused' when the attention score matrix is never materialised (SDPA,
                  FlashAttention, memory-efficient kernels) or 'eager' when it is
+    optimizer_impl  how torch.optim runs the update: 'foreach' (the default torch picks when
+                 every parameter is on CUDA and the optimizer is not differentiable), 'fused'
+                 (opt-in `fused=True`; what the tuned mode runs) or 'for-loop' (`foreach=False`)
+    grad_accum   micro-batches per optimizer step: 1 frees gradients between steps
+                 (`zero_grad(set_to_none=True)`); N > 1 keeps them alive through the next
+                 micro-batches' forward and backward
     """
 
     name: str
