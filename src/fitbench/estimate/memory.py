@@ -171,8 +171,8 @@ def optimizer_step_scratch(workload: Workload, framework: str) -> int:
 
     Counting every tensor an op creates in a real step (tests/unit/test_optimizer_scratch.py)
     gives exactly these figures; an H200 measurement at LLM scale gave foreach 1.00x and fused 0.
-    Paddle 3.3 (paddle/optimizer/adam.py `_C_ops.adam_`, `_C_ops.merged_adam_` with
-    use_multi_tensor; adamw.py `_C_ops.adamw_`; momentum.py `_C_ops.momentum_`) updates each
+    Paddle 3.3.1 (paddle/optimizer/adam.py:387 `_C_ops.adam_`, :801 `_C_ops.merged_adam_` with
+    use_multi_tensor; adamw.py:538 `_C_ops.adamw_`; momentum.py:314 `_C_ops.momentum_`) updates each
     parameter, its moments and, under multi_precision, its FP32 master weight in one in-place
     kernel: nothing either (master weights and FP32 moments are state, master_weights_kept).
     """
