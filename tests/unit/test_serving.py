@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from fitbench.catalog import resolve_gpus
@@ -24,8 +26,8 @@ def _gpu(gid: str):
 
 
 def _llama(**kw) -> Workload:
-    base = {"name": "llama3-8b", "arch": LLAMA3_8B, "mode": "infer", "precision": "bf16", "prompt_tokens": 512,
-            "new_tokens": 256}
+    base = {"name": "llama3-8b", "arch": LLAMA3_8B, "mode": "infer", "precision": "bf16",
+            "prompt_tokens": 512, "new_tokens": 256}
     return Workload(**{**base, **kw})
 
 
@@ -92,8 +94,8 @@ def test_serving_estimate_reports_capacity_ttft_and_a_rising_then_flattening_cur
     tps = [p.tokens_per_second for p in est.curve]
     per_user = [p.per_sequence_tokens_per_second for p in est.curve]
     # Rising (flat past the knee, to rounding) in total, falling per user.
-    assert all(b >= a * (1 - 1e-9) for a, b in zip(tps, tps[1:], strict=False))
-    assert all(b <= a * (1 + 1e-9) for a, b in zip(per_user, per_user[1:], strict=False))
+    assert all(b >= a * (1 - 1e-9) for a, b in itertools.pairwise(tps))
+    assert all(b <= a * (1 + 1e-9) for a, b in itertools.pairwise(per_user))
     assert tps[-1] > 10 * tps[0]
     assert est.curve[0].concurrency == 1 and est.curve[-1].concurrency == est.max_concurrent_requests
     assert est.max_concurrent_requests <= est.plan.max_num_seqs
