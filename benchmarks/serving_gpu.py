@@ -28,7 +28,7 @@ from typing import Any
 
 from fitbench.catalog import resolve_gpus
 from fitbench.estimate.api import estimate
-from fitbench.estimate.serving import ServeConfig, _decode_point, memory_plan
+from fitbench.estimate.serving import ServeConfig, decode_point, memory_plan
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         row: dict[str, Any] = {"concurrency": c,
                                "estimate_generate_tokens_per_second": estimate(w, gpu).tokens_per_second,
                                "estimate_serving_tokens_per_second":
-                                   _decode_point(w, gpu, c, mean_kv, "torch").tokens_per_second}
+                                   decode_point(w, gpu, c, mean_kv, "torch").tokens_per_second}
         if "generate" in modes:
             m = time_generate(model, c, args.prompt_tokens, args.new_tokens, args.device, args.repeats)
             row["generate"] = m

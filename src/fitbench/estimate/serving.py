@@ -292,7 +292,7 @@ def _generation(workload: Workload, gpu: GpuSpec, framework: str) -> speed.Gener
     return speed.generation(workload, gpu, profile)
 
 
-def _decode_point(workload: Workload, gpu: GpuSpec, c: int, kv_len: int, framework: str) -> ConcurrencyPoint:
+def decode_point(workload: Workload, gpu: GpuSpec, c: int, kv_len: int, framework: str) -> ConcurrencyPoint:
     """One decode step of `c` sequences whose caches hold `kv_len` tokens on average."""
     step_workload = workload.replace(batch_size=c, prompt_tokens=max(kv_len, 1), new_tokens=1)
     gen = _generation(step_workload, gpu, framework)
@@ -341,7 +341,7 @@ def serving_estimate(workload: Workload, gpu: GpuSpec, config: ServeConfig | Non
     if fits and max_requests >= 1:
         mean_kv = (w.prompt_tokens or 1) + math.ceil((w.new_tokens or 1) / 2)
         levels = sorted({c for c in CONCURRENCY_LEVELS if c <= max_requests} | {max_requests})
-        curve = [_decode_point(w, gpu, c, mean_kv, framework) for c in levels]
+        curve = [decode_point(w, gpu, c, mean_kv, framework) for c in levels]
         gen = _generation(w.replace(batch_size=1), gpu, framework)
         ttft = gen.prefill.seconds + gen.decode.seconds
     knee, knee_reason = _knee(curve)
