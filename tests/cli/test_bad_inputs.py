@@ -169,7 +169,7 @@ BAD_INPUTS: list[Bad] = [
         "fail-if-bad-value",
         ("estimate", "llm-6b", "--fail-if", "bad"),
         "argument --fail-if: invalid choice 'bad'",
-        "choose one of: oom, tight",
+        "choose one of: offload, oom, tight",
     ),
     Bad(
         "unknown-history-status",
