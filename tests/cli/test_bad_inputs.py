@@ -172,6 +172,16 @@ BAD_INPUTS: list[Bad] = [
         "choose one of: offload, oom, tight",
     ),
     Bad(
+        "serve-a-classifier",
+        ("estimate", "bert-base-imdb", "--serve"),
+        "--serve describes text generation by a decoder",
+        "use a decoder preset",
+    ),
+    Bad("serving-flag-without-serve", ("estimate", "llm-6b", "--context", "8192"),
+        "--context apply to --serve only", "add --serve"),
+    Bad("bad-utilization", ("estimate", "llm-6b", "--serve", "--gpu-memory-utilization", "1.5"),
+        "argument --gpu-memory-utilization: must be more than 0 and at most 1", "fitbench estimate --help"),
+    Bad(
         "unknown-history-status",
         ("history", "--status", "bogus", "--db", "{tmp}/h.sqlite"),
         "unknown status 'bogus'",
