@@ -207,8 +207,8 @@ MESSAGES: dict[str, dict[str, str]] = {
               "首个 token 需 {ttft};{peak_c} 个并发请求时 {peak}。",
     },
     "serve.knee": {
-        "en": "{gpu}: throughput stops growing with concurrency near {c} requests ({reason}).",
-        "zh": "{gpu}:并发约 {c} 个请求后吞吐量不再随并发增长({reason})。",
+        "en": "{gpu}: throughput barely grows beyond about {c} concurrent requests ({reason}).",
+        "zh": "{gpu}:并发超过约 {c} 个请求后吞吐量几乎不再增长({reason})。",
     },
     "serve.knee.compute": {"en": "the step turns compute-bound", "zh": "计算成为瓶颈"},
     "serve.knee.kv-bandwidth": {
