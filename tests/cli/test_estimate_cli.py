@@ -31,7 +31,9 @@ def test_estimate_command_loads_no_framework() -> None:
         "import contextlib, io\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    main(['estimate', 'llm-6b', '--gpu', 'all', '--json'])\n"
-        "    main(['estimate', 'bert-base-imdb', '--peft', 'lora', '--gpus', '2', '--strategy', 'zero3'])"
+        "    main(['estimate', 'bert-base-imdb', '--peft', 'lora', '--gpus', '2', '--strategy', 'zero3'])\n"
+        "    main(['estimate', 'llm-6b', '--serve', '--gpu', 'all'])\n"
+        "    main(['estimate', 'llm-13b', '--offload', '--gpu', 'all'])"
     )
     assert _loaded_after(code) == []
 
