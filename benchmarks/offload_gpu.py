@@ -83,6 +83,8 @@ def build(cfg: dict[str, int], device: str, cap: int, offload_dir: str) -> tuple
     max_memory = {main: cap, spill: 1 << 50} if spill == "cpu" else {main: cap}
     device_map = infer_auto_device_map(model, max_memory=max_memory, dtype=torch.float16,
                                        no_split_module_classes=["LlamaDecoderLayer"])
+    if device.startswith("cuda"):
+        torch.zeros(1, device="cuda")  # the CUDA context's host memory must not count as offloaded weights
     before = rss_bytes()
     torch.manual_seed(0)
     state: dict[str, Any] = {}
