@@ -349,8 +349,9 @@ def serving_estimate(workload: Workload, gpu: GpuSpec, config: ServeConfig | Non
         f"vLLM {config.engine} memory plan: {config.gpu_memory_utilization:.2f} x "
         f"{plan.total_bytes / GiB:.2f} GiB; profile run of {plan.profile_tokens} tokens and "
         f"{plan.max_num_seqs} sampler rows; KV blocks of {config.block_size} tokens",
-        f"speed: the torch 'tuned' profile (CUDA graphs, fused decode kernels), as a serving engine runs; "
-        f"each sequence {w.prompt_tokens} + {w.new_tokens} tokens, decoding at its mean cache length",
+        f"speed: the {framework} 'tuned' profile, because a serving engine decodes with CUDA graphs and "
+        f"fused kernels as that profile was measured; each sequence {w.prompt_tokens} + {w.new_tokens} "
+        "tokens, decoding at its mean cache length",
         "time to first token: the prompt's prefill and one decode step, with the engine otherwise idle",
     )
     return ServingEstimate(workload=w, gpu=gpu, config=config, tp=tp, plan=plan, fits=fits, reason=reason,
