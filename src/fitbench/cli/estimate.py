@@ -9,10 +9,13 @@ import argparse
 import sys
 from typing import Any
 
+from fitbench.advise.cost import cost_cell, job_cost
+from fitbench.advise.i18n import resolve_lang, t
 from fitbench.catalog import BRIEF_GPUS, resolve_gpus
 from fitbench.cli.common import (
     add_command,
     add_exec_arg,
+    add_gpu_spec_arg,
     add_lang_arg,
     add_workload_args,
     positive_int,
@@ -32,13 +35,15 @@ EXAMPLES = """examples:
   fitbench estimate resnet50-cifar10 --gpu 4090 --batch 512 --image-size 64
   fitbench estimate --config ./my-model/config.json --gpu a100-80gb --mode infer
   fitbench estimate llm-6b --gpu rtx-4090 --fail-if tight    exit 3 unless it fits comfortably
+  fitbench estimate llm-6b --gpu-spec 'name=My card,memory_gib=32,bandwidth_gb_s=1792,fp32=104.8,fp16=209.5'
   fitbench estimate llm-6b --serve --gpu h100-sxm --context 8192   serving: KV blocks, users, tok/s
   fitbench estimate llm-13b --gpu rtx-4090 --offload        runs with layers in CPU memory?
 
 JSON: {"estimates": [{gpu, workload, precision, batch_size, verdict, peak_memory_bytes,
        breakdown{name: bytes}, max_batch_size, step_seconds, epoch_seconds, tokens_per_second,
-       bottleneck, ..., offload{...} with --offload}]}; with --serve {"serving": [{kv_cache_tokens,
-       kv_cache_blocks, max_concurrent_sequences, ttft_seconds, throughput[...], ...}]}
+       bottleneck, cost_per_million_tokens_usd, cost_per_epoch_usd, price_date, ...,
+       offload{...} with --offload}]}; with --serve {"serving": [{kv_cache_tokens, kv_cache_blocks,
+       max_concurrent_sequences, ttft_seconds, throughput[...], ...}]}
        (see the README for every field).
 """
 
@@ -51,6 +56,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     parser.add_argument("--gpu", action="append", metavar="ID",
                         help="catalog GPU (repeatable, comma-separated, or 'all'); default: "
                              + ", ".join(DEFAULT_GPUS))
+    add_gpu_spec_arg(parser)
     parser.add_argument("--framework", choices=("torch", "paddle"), default="torch",
                         help="whose memory behaviour and efficiencies to assume (default torch)")
     add_exec_arg(parser)
@@ -94,7 +100,7 @@ SERVE_ONLY = ("context", "gpu_memory_utilization", "max_num_seqs", "max_num_batc
 
 def estimates_for(args: argparse.Namespace) -> list[Estimate]:
     workload = workload_from_args(args)
-    gpus = resolve_gpus(args.gpu or list(DEFAULT_GPUS))
+    gpus = resolve_gpus(args.gpu or ([] if args.gpu_spec else list(DEFAULT_GPUS)), args.gpu_spec or ())
     if not gpus:
         raise FitbenchError("no GPU selected", "pass --gpu ID or --gpu all")
     return [estimate(workload, gpu, framework=args.framework, exec_mode=args.exec_mode) for gpu in gpus]
@@ -112,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     results = estimates_for(args)
     offloads = [_offload(e, args) if args.offload else None for e in results]
     if args.json:
-        dicts = [e.to_dict() for e in results]
+        dicts = [e.to_dict() | job_cost(e).to_dict() for e in results]
         if args.offload:
             for d, off in zip(dicts, offloads, strict=True):
                 d["offload"] = off.to_dict() if off is not None else None
@@ -138,11 +144,10 @@ def _offload(e: Estimate, args: argparse.Namespace) -> Any:
 
 def run_serve(args: argparse.Namespace) -> int:
     """`--serve`: the engine's memory plan and speed on each card."""
-    from fitbench.advise.i18n import resolve_lang
     from fitbench.estimate.serving import ServeConfig, serving_estimate
 
     workload = workload_from_args(args)
-    gpus = resolve_gpus(args.gpu or list(DEFAULT_GPUS))
+    gpus = resolve_gpus(args.gpu or ([] if args.gpu_spec else list(DEFAULT_GPUS)), args.gpu_spec or ())
     if not gpus:
         raise FitbenchError("no GPU selected", "pass --gpu ID or --gpu all")
     config = ServeConfig(**{k: getattr(args, k) for k in SERVE_ONLY if getattr(args, k) is not None})
@@ -180,15 +185,16 @@ def format_estimates(results: list[Estimate], offloads: list[Any] | None = None,
              + (f", {w.optimizer}" if w.is_training else "") + (", checkpointing" if w.checkpointing else "")
              + (f", {w.peft} rank {w.lora_rank} on {w.lora_targets}" if w.peft else "")
              + (f", {w.gpus} GPUs ({w.strategy}), memory per GPU" if w.gpus > 1 else ""))
+    lang = resolve_lang(lang)
     rows = []
     offs = offloads or [None] * len(results)
     for e, off in zip(results, offs, strict=True):
         shown = "offload" if off is not None and off.verdict == "offload" else e.verdict
         rows.append([e.gpu.id, format_bytes(e.gpu.usable_bytes), format_bytes(e.peak_memory_bytes),
                      colour_verdict(shown, enabled=colour), str(e.max_batch_size), speed_cell(e, off),
-                     e.bottleneck])
-    table = render_table(["GPU", "usable", "peak", "verdict", "max batch", "speed", "bottleneck"], rows,
-                         align="lrrlrrl")
+                     e.bottleneck, "-" if e.verdict == "oom" else cost_cell(job_cost(e), lang)])
+    table = render_table(["GPU", "usable", "peak", "verdict", "max batch", "speed", "bottleneck",
+                          t("cost.header", lang)], rows, align="lrrlrrlr")
     lines = [title, "", table]
     if len(results) == 1:
         lines += ["", f"memory at the peak ({first.memory.phase}):"]
@@ -201,10 +207,10 @@ def format_estimates(results: list[Estimate], offloads: list[Any] | None = None,
     if any(e.verdict != "oom" and e.peak_memory_bytes > e.gpu.usable_bytes for e in results):
         lines.append("\npeak above usable, yet no oom: the peak counts the allocator's cached blocks "
                      "(fragmentation), which it frees under memory pressure; the verdict leaves them out.")
+    if any(r[-1] != "-" for r in rows):
+        lines.append("\n" + t("cost.note", lang))
     if offloads is not None:
-        from fitbench.advise.i18n import resolve_lang
-
-        lines += _offload_notes(offs, resolve_lang(lang))
+        lines += _offload_notes(offs, lang)
     lines.append("\nverdict: fits | tight (< 10% of usable memory left) | "
                  + ("offload (runs with layers in CPU memory) | " if offloads is not None else "")
                  + "oom.  Estimates; `fitbench run` measures.")

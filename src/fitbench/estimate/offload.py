@@ -35,11 +35,11 @@ from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
 # Host link of each card: per-direction x16 peaks. SXM modules reach the host through PCIe too
-# (V100 SXM2 PCIe 3.0, A100 SXM4 PCIe 4.0, H100/H200 SXM5 PCIe 5.0), so the catalog's NVLink
+# (V100 SXM2 PCIe 3.0, A100 SXM4 PCIe 4.0, H100/H200 SXM5 and MI300X OAM PCIe 5.0), so the catalog's NVLink
 # figure is not the path offloaded weights take.
 PCIE_BYTES_S = {"pcie3": 16e9, "pcie4": 32e9, "pcie5": 64e9}
 HOST_LINK_BY_ARCHITECTURE = {"volta": "pcie3", "turing": "pcie3", "ampere": "pcie4", "ada": "pcie4",
-                             "hopper": "pcie5", "blackwell": "pcie5"}
+                             "hopper": "pcie5", "blackwell": "pcie5", "cdna3": "pcie5"}
 # accelerate's hooks copy weights with .to(device) from pageable (unpinned) host memory, which the
 # driver stages through a pinned buffer: about half of a pinned copy's rate (the measurement in
 # benchmarks/offload_gpu.py checks this on the H200's PCIe 5.0 link).
