@@ -279,8 +279,7 @@ def _blocks(workload: Workload) -> tuple[int, int]:
     FSDP wrap of every transformer block / ResNet residual block creates (the root keeps the rest)."""
     arch = workload.arch
     if isinstance(arch, TransformerArch):
-        block = arch.layer_params()
-        return arch.param_count() - arch.num_layers * block, block
+        return arch.param_count() - arch.layers_params(), arch.layer_params()
     assert isinstance(arch, ResNetArch)
     per_block: dict[str, int] = {}
     for conv in arch.convs(224):

@@ -61,7 +61,7 @@ def quantizable_params(workload: Workload) -> int:
     convolution of a ResNet."""
     arch = workload.arch
     if isinstance(arch, TransformerArch):
-        return arch.num_layers * arch.linear_params_per_layer()
+        return arch.linear_params()
     assert isinstance(arch, ResNetArch)
     return sum(c.in_channels * c.out_channels * c.kernel**2 for c in arch.convs(224))
 
