@@ -80,6 +80,7 @@ class Estimate:
             "gpus": w.gpus,
             "strategy": w.strategy if w.gpus > 1 else None,
             "params": w.param_count(),
+            "active_params": w.active_param_count(),
             "framework": self.framework,
             "exec_mode": self.exec_mode,
             "verdict": self.verdict,

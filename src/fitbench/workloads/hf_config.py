@@ -711,7 +711,7 @@ def load_hf_config(path: str | Path) -> TransformerArch | ResNetArch:
     return arch_from_hf_config(_read_json(config_file), source=str(config_file))
 
 
-def _workload_name(config_file: Path, data: dict[str, Any], arch: TransformerArch | ResNetArch) -> str:
+def _workload_name(config_file: Path, data: dict[str, Any], arch: TransformerArch | ResNetArch | None) -> str:
     """The model folder's name, else the file's own stem when renamed, else `_name_or_path`."""
     if config_file.name != CONFIG_NAME:
         return config_file.stem
@@ -721,7 +721,8 @@ def _workload_name(config_file: Path, data: dict[str, Any], arch: TransformerArc
     name_or_path = data.get("_name_or_path")
     if isinstance(name_or_path, str) and name_or_path.strip("/ "):
         return name_or_path.strip("/ ").rsplit("/", 1)[-1]
-    return arch.model_type if isinstance(arch, TransformerArch) else "resnet"
+    model_type = data.get("model_type")
+    return model_type if isinstance(model_type, str) and model_type else "model"
 
 
 def _defaults(arch: TransformerArch | ResNetArch, mode: str) -> dict[str, Any]:
@@ -747,15 +748,29 @@ def workload_from_config(path: str | Path, **overrides: Any) -> Workload:
     Encoders fine-tune (train, batch 16, seq min(512, positions), fp32, AdamW); decoders generate
     (infer, batch 1, fp16, 50-token prompt, 100 new tokens; with mode=train: seq 512, amp-bf16);
     ResNets train at 224x224, batch 64, fp32, SGD with momentum. Overrides that are not None
-    replace the defaults through `Workload.replace`, which validates them.
+    replace the defaults through `Workload.replace`, which validates them. A model folder's
+    safetensors headers, when present, give the exact stored weight bytes.
     """
     config_file = _config_file(path)
     data = _read_json(config_file)
-    arch = arch_from_hf_config(data, source=str(config_file))
+    checkpoint = None
+    if config_file.name == CONFIG_NAME:
+        from fitbench.workloads.safetensors_header import read_checkpoint
+
+        checkpoint = read_checkpoint(config_file.parent)
+    return workload_from_data(data, name=_workload_name(config_file, data, None), source=str(config_file),
+                              checkpoint_bytes=checkpoint.total_bytes if checkpoint else None,
+                              checkpoint_params=checkpoint.params if checkpoint else None, **overrides)
+
+
+def workload_from_data(data: dict[str, Any], *, name: str, source: str, checkpoint_bytes: int | None = None,
+                       checkpoint_params: int | None = None, **overrides: Any) -> Workload:
+    """A Workload for a parsed config (a file's, or a bundled model's)."""
+    arch = arch_from_hf_config(data, source=source)
     given = {k: v for k, v in overrides.items() if v is not None}
     family = "resnet" if isinstance(arch, ResNetArch) else arch.kind
-    workload = Workload(name=_workload_name(config_file, data, arch), arch=arch,
-                        description=f"{family} ({arch_label(arch)}) read from {config_file}",
+    workload = Workload(name=name, arch=arch, description=f"{family} ({arch_label(arch)}) read from {source}",
+                        checkpoint_bytes=checkpoint_bytes, checkpoint_params=checkpoint_params,
                         **_defaults(arch, given.get("mode", "")))
     return workload.replace(**given)
 
