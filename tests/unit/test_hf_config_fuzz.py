@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fitbench.errors import FitbenchError
+from fitbench.workloads import library
 from fitbench.workloads.arch import ResNetArch, TransformerArch
 from fitbench.workloads.hf_config import (
     SUPPORTED_MODEL_TYPES,
@@ -24,7 +25,6 @@ from fitbench.workloads.hf_config import (
     load_hf_config,
     workload_from_config,
 )
-from fitbench.workloads import library
 from fitbench.workloads.workload import Workload
 
 # The sizing keys of published configs, one per family reader.

@@ -47,7 +47,9 @@ def test_active_params_match_published(name: str) -> None:
     counts them without the input embedding table (a lookup), which the model file says."""
     m = library.models()[name]
     arch = _arch(name)
-    active = arch.active_param_count() - (arch.vocab_size * arch.hidden_size if m.active_excludes_embeddings else 0)
+    active = arch.active_param_count() - (
+        arch.vocab_size * arch.hidden_size if m.active_excludes_embeddings else 0
+    )
     published = m.published_active_params
     assert published is not None
     assert abs(active - published) <= _rounding(published) + 0.01 * published
@@ -56,9 +58,34 @@ def test_active_params_match_published(name: str) -> None:
 
 def test_every_family_is_in_the_library() -> None:
     types = {m.config["model_type"] for m in library.models().values()}
-    assert {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3", "gpt2", "gptj", "gpt_neox",
-            "falcon", "chatglm", "baichuan", "internlm2", "olmo", "ernie4_5", "bert", "roberta", "deberta-v2",
-            "mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v2", "deepseek_v3", "olmoe", "ernie4_5_moe"} <= types
+    assert {
+        "llama",
+        "mistral",
+        "qwen2",
+        "qwen3",
+        "gemma2",
+        "gemma3_text",
+        "phi3",
+        "gpt2",
+        "gptj",
+        "gpt_neox",
+        "falcon",
+        "chatglm",
+        "baichuan",
+        "internlm2",
+        "olmo",
+        "ernie4_5",
+        "bert",
+        "roberta",
+        "deberta-v2",
+        "mixtral",
+        "qwen3_moe",
+        "qwen2_moe",
+        "deepseek_v2",
+        "deepseek_v3",
+        "olmoe",
+        "ernie4_5_moe",
+    } <= types
 
 
 def test_unknown_names_get_the_nearest() -> None:

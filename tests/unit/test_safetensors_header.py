@@ -39,8 +39,11 @@ def test_sizes_by_dtype(tmp_path: Path) -> None:
 def test_matches_the_safetensors_library(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     safetensors_torch = pytest.importorskip("safetensors.torch")
-    tensors = {"a": torch.zeros(3, 5, dtype=torch.bfloat16), "b": torch.zeros(7, dtype=torch.float32),
-               "c": torch.zeros(2, 2, dtype=torch.int8)}
+    tensors = {
+        "a": torch.zeros(3, 5, dtype=torch.bfloat16),
+        "b": torch.zeros(7, dtype=torch.float32),
+        "c": torch.zeros(2, 2, dtype=torch.int8),
+    }
     safetensors_torch.save_file(tensors, str(tmp_path / "model.safetensors"))
     size = read_checkpoint(tmp_path)
     assert size is not None
@@ -51,13 +54,16 @@ def test_sharded_index(tmp_path: Path) -> None:
     _write(tmp_path / "a.safetensors", {"x": ("F16", [10], 20)})
     _write(tmp_path / "b.safetensors", {"y": ("F16", [5], 10)})
     (tmp_path / "model.safetensors.index.json").write_text(
-        json.dumps({"weight_map": {"x": "a.safetensors", "y": "b.safetensors"}}))
+        json.dumps({"weight_map": {"x": "a.safetensors", "y": "b.safetensors"}})
+    )
     size = read_checkpoint(tmp_path)
     assert size is not None and size.total_bytes == 30 and size.files == 2
 
 
 def test_index_cannot_point_outside_the_folder(tmp_path: Path) -> None:
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": "../etc.safetensors"}}))
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"x": "../etc.safetensors"}})
+    )
     with pytest.raises(FitbenchError, match="outside the model folder"):
         read_checkpoint(tmp_path)
 
@@ -76,18 +82,23 @@ class CountingStream(io.BytesIO):
 
 
 def test_reads_only_the_header() -> None:
-    header = json.dumps({"w": {"dtype": "F32", "shape": [1000, 1000], "data_offsets": [0, 4_000_000]}}).encode()
+    header = json.dumps(
+        {"w": {"dtype": "F32", "shape": [1000, 1000], "data_offsets": [0, 4_000_000]}}
+    ).encode()
     stream = CountingStream(struct.pack("<Q", len(header)) + header + b"\1" * 4_000_000)
     read_header(stream, len(stream.getvalue()))
     assert stream.bytes_read == 8 + len(header)
 
 
-@pytest.mark.parametrize(("content", "match"), [
-    (b"\1\2\3", "truncated"),
-    (struct.pack("<Q", 1000) + b"{}", "past the end"),
-    (struct.pack("<Q", 1 << 40) + b"{}", "beyond any real"),
-    (struct.pack("<Q", 4) + b"[1,]", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (b"\1\2\3", "truncated"),
+        (struct.pack("<Q", 1000) + b"{}", "past the end"),
+        (struct.pack("<Q", 1 << 40) + b"{}", "beyond any real"),
+        (struct.pack("<Q", 4) + b"[1,]", "not valid JSON"),
+    ],
+)
 def test_damaged_headers(tmp_path: Path, content: bytes, match: str) -> None:
     f = tmp_path / "model.safetensors"
     f.write_bytes(content)
@@ -95,28 +106,35 @@ def test_damaged_headers(tmp_path: Path, content: bytes, match: str) -> None:
         read_file(f)
 
 
-@pytest.mark.parametrize(("entry", "match"), [
-    ({"dtype": "Q4", "shape": [2], "data_offsets": [0, 1]}, "unknown dtype"),
-    ({"dtype": "F16", "shape": [-2], "data_offsets": [0, 4]}, "invalid shape"),
-    ({"dtype": "F16", "shape": [2], "data_offsets": [0, 6]}, "need 4"),
-    ({"dtype": "F16", "shape": [200], "data_offsets": [0, 400]}, "outside"),
-    ({"dtype": "F16", "shape": [2], "data_offsets": "0-4"}, "outside"),
-])
+@pytest.mark.parametrize(
+    ("entry", "match"),
+    [
+        ({"dtype": "Q4", "shape": [2], "data_offsets": [0, 1]}, "unknown dtype"),
+        ({"dtype": "F16", "shape": [-2], "data_offsets": [0, 4]}, "invalid shape"),
+        ({"dtype": "F16", "shape": [2], "data_offsets": [0, 6]}, "need 4"),
+        ({"dtype": "F16", "shape": [200], "data_offsets": [0, 400]}, "outside"),
+        ({"dtype": "F16", "shape": [2], "data_offsets": "0-4"}, "outside"),
+    ],
+)
 def test_bad_entries(entry: dict[str, Any], match: str) -> None:
     with pytest.raises(FitbenchError, match=match):
         size_from_header({"t": entry}, 100)
 
 
 def test_overlapping_offsets() -> None:
-    header = {"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
-              "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}}
+    header = {
+        "a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+        "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]},
+    }
     with pytest.raises(FitbenchError, match="overlap"):
         size_from_header(header, 24)
 
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=8),
-                           lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
-                           max_leaves=12)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=8),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+    max_leaves=12,
+)
 
 
 @settings(max_examples=200, deadline=None)

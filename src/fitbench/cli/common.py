@@ -212,7 +212,7 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
     if key not in PRESETS:
         from fitbench.workloads import library
 
-        if library.find(args.workload) is not None or not args.tiny and _nearer_a_model(key):
+        if library.find(args.workload) is not None or (not args.tiny and _nearer_a_model(key)):
             if args.tiny:
                 raise FitbenchError("--tiny applies to presets, not to library models",
                                     "drop --tiny, or name a preset (`fitbench workloads`)")

@@ -193,7 +193,8 @@ def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
         return 0.0
     arch = _arch(workload)
     kv_bytes = 2 if workload.precision_info.activation_bytes == 2 else 4
-    per_token = workload.batch_size * arch.kv_elements_per_token() / 2 * kv_bytes  # one layer's K (or V), one token
+    # one layer's K (or V), one token
+    per_token = workload.batch_size * arch.kv_elements_per_token() / 2 * kv_bytes
     first = workload.prompt_tokens or 1
     last = first + max((workload.new_tokens or 1) - 1, 0)
     s_hi = float(per_token * last)

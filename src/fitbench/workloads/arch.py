@@ -285,7 +285,8 @@ class TransformerArch:
                 "grouped-query attention needs num_heads divisible by num_key_value_heads",
             )
         if self.mlp not in ("gelu", "swiglu") or self.norm not in NORMS or self.qk_norm not in QK_NORMS:
-            raise FitbenchError(f"unsupported mlp '{self.mlp}', norm '{self.norm}' or qk norm '{self.qk_norm}'")
+            raise FitbenchError(
+                f"unsupported mlp '{self.mlp}', norm '{self.norm}' or qk norm '{self.qk_norm}'")
         if self.num_experts:
             if not 1 <= self.experts_per_token <= self.num_experts:
                 raise FitbenchError(
@@ -304,7 +305,8 @@ class TransformerArch:
         if self.sliding_window is not None and (isinstance(self.sliding_window, bool)
                                                 or not isinstance(self.sliding_window, int)
                                                 or self.sliding_window < 1):
-            raise FitbenchError(f"sliding_window must be a positive whole number, got {self.sliding_window!r}")
+            raise FitbenchError(
+                f"sliding_window must be a positive whole number, got {self.sliding_window!r}")
         if self.sliding_layers > self.num_layers:
             raise FitbenchError(f"{self.sliding_layers} sliding-window layers of {self.num_layers} layers")
 
@@ -365,7 +367,8 @@ class TransformerArch:
         if self.sliding_window is None or not self.sliding_layers:
             return float(context)
         local = min(context, self.sliding_window)
-        return ((self.num_layers - self.sliding_layers) * context + self.sliding_layers * local) / self.num_layers
+        full = self.num_layers - self.sliding_layers
+        return (full * context + self.sliding_layers * local) / self.num_layers
 
     # -- layers ---------------------------------------------------------------------------------
     def is_moe_layer(self, i: int) -> bool:
@@ -398,10 +401,9 @@ class TransformerArch:
             rope, qk = self.qk_rope_head_dim, self.dim_head
             mats = ([("q_a_proj", h, self.q_lora_rank), ("q_b_proj", self.q_lora_rank, self.num_heads * qk)]
                     if self.q_lora_rank else [("q_proj", h, self.num_heads * qk)])
-            return mats + [("kv_a_proj", h, self.kv_lora_rank + rope),
-                           ("kv_b_proj", self.kv_lora_rank,
-                            self.num_heads * (self.qk_nope_head_dim + self.v_head_dim)),
-                           ("o_proj", self.attn_out_dim, h)]
+            kv_out = self.num_heads * (self.qk_nope_head_dim + self.v_head_dim)
+            return [*mats, ("kv_a_proj", h, self.kv_lora_rank + rope),
+                    ("kv_b_proj", self.kv_lora_rank, kv_out), ("o_proj", self.attn_out_dim, h)]
         return [("q_proj", h, self.q_dim), ("k_proj", h, self.kv_dim), ("v_proj", h, self.kv_dim),
                 ("o_proj", self.q_dim, h)]
 
@@ -435,7 +437,8 @@ class TransformerArch:
         shared = self._ffn_params(self.shared_intermediate_size) if self.shared_intermediate_size else 0
         gate = h if self.shared_expert_gate else 0
         bias = self.num_experts if self.expert_score_bias else 0  # ERNIE-4.5's e_score_correction_bias
-        return n * self._ffn_params(self.expert_intermediate_size) + h * self.num_experts + shared + gate + bias
+        router = h * self.num_experts
+        return n * self._ffn_params(self.expert_intermediate_size) + router + shared + gate + bias
 
     def layer_params_at(self, i: int, *, active: bool = False) -> int:
         """Block i: attention, MLP or experts (only the active ones if `active`), norms."""
@@ -454,11 +457,10 @@ class TransformerArch:
         return max(moe, dense) if self.dense_mlp_layers else moe
 
     def layers_params(self, *, active: bool = False) -> int:
-        dense = self.dense_mlp_layers
-        total = dense * (self.attention_params() + self.mlp_params() + self.norms_per_layer * self.norm_params())
+        shared = self.attention_params() + self.norms_per_layer * self.norm_params()
+        total = self.dense_mlp_layers * (shared + self.mlp_params())
         if self.moe_layers:
-            moe = self.moe_params(self.experts_per_token if active else None)
-            total += self.moe_layers * (self.attention_params() + moe + self.norms_per_layer * self.norm_params())
+            total += self.moe_layers * (shared + self.moe_params(self.experts_per_token if active else None))
         return total
 
     def linear_params_per_layer(self) -> int:
@@ -502,7 +504,8 @@ class TransformerArch:
 
     def active_param_count(self) -> int:
         """Parameters one token runs through: every shared part plus top-k experts per MoE layer."""
-        return self.embedding_params() + self.layers_params(active=True) + self.head_params() + self.extra_params
+        outside = self.embedding_params() + self.head_params() + self.extra_params
+        return outside + self.layers_params(active=True)
 
     def largest_layer_params(self) -> int:
         return max(self.layer_params(), self.vocab_size * self.hidden_size)

@@ -36,8 +36,8 @@ MAX_POSITIONS = 1 << 30
 MAX_STAGE_BLOCKS = 1 << 12  # ResNet blocks in one stage (ResNet-152 has 36)
 
 ENCODER_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "distilbert", "deberta-v2")
-DECODER_TYPES = ("llama", "yi", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text", "phi3",
-                 "olmo", "olmo2", "ernie4_5", "internlm2", "baichuan", "glm", "glm4", "gpt2", "gptj",
+DECODER_TYPES = ("llama", "yi", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text",
+                 "phi3", "olmo", "olmo2", "ernie4_5", "internlm2", "baichuan", "glm", "glm4", "gpt2", "gptj",
                  "gpt_neox", "falcon", "chatglm")
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "ernie4_5_moe", "deepseek_v2", "deepseek_v3")
 SUPPORTED_MODEL_TYPES = (*ENCODER_TYPES, *DECODER_TYPES, *MOE_TYPES, "resnet")
@@ -270,7 +270,8 @@ def _sliding(r: _Reader, num_layers: int, rule: str) -> dict[str, Any]:
         return {}
     types = r.data.get("layer_types")
     if types is not None:
-        if not isinstance(types, list) or len(types) != num_layers or not all(isinstance(t, str) for t in types):
+        if (not isinstance(types, list) or len(types) != num_layers
+                or not all(isinstance(t, str) for t in types)):
             raise r.error(f"'layer_types' must list one name per layer ({num_layers}), got {_show(types)}")
         count = sum(t == "sliding_attention" for t in types)
     elif rule == "all":
@@ -431,8 +432,8 @@ def _gptj(r: _Reader) -> TransformerArch:
 def _gpt_neox(r: _Reader) -> TransformerArch:
     """GPT-NeoX/Pythia: two LayerNorms, parallel residual (`use_parallel_residual`), biases
     everywhere (`attention_bias`, default on), rotary, untied `embed_out`."""
-    return _decoder(r, bias=None, qkv_bias=r.flag("attention_bias", True), out_bias=r.flag("attention_bias", True),
-                    mlp_bias=True, mlp="gelu", norm="layernorm",
+    bias = r.flag("attention_bias", True)
+    return _decoder(r, bias=None, qkv_bias=bias, out_bias=bias, mlp_bias=True, mlp="gelu", norm="layernorm",
                     parallel_block=r.flag("use_parallel_residual", True))
 
 
@@ -444,10 +445,7 @@ def _falcon(r: _Reader) -> TransformerArch:
     hidden = r.int(*HIDDEN)
     heads = r.int(*HEADS)
     new_arch = r.flag("new_decoder_architecture", False)
-    if new_arch:
-        kv = r.int("num_kv_heads", default=heads)
-    else:
-        kv = 1 if r.flag("multi_query", True) else heads
+    kv = r.int("num_kv_heads", default=heads) if new_arch else 1 if r.flag("multi_query", True) else heads
     alibi = r.flag("alibi", False)
     norms = r.int("num_ln_in_parallel_attn", default=2) if new_arch else 1
     return _decoder(r, tie=True, bias="bias", ffn_default=4 * hidden, num_kv_heads=kv, mlp="gelu",
@@ -499,7 +497,8 @@ def _experts(r: _Reader, *, count: tuple[str, ...], top_k: tuple[str, ...], widt
 
 def _mixtral(r: _Reader) -> TransformerArch:
     """Mixtral: every MLP is `num_local_experts` SwiGLU experts of `intermediate_size`, top-k routed."""
-    moe = _experts(r, count=("num_local_experts",), top_k=("num_experts_per_tok",), width=("intermediate_size",))
+    moe = _experts(r, count=("num_local_experts",), top_k=("num_experts_per_tok",),
+                   width=("intermediate_size",))
     return _decoder(r, max_positions=131072, bias=None, sliding="all", **moe)
 
 
@@ -508,7 +507,8 @@ def _qwen2_moe(r: _Reader) -> TransformerArch:
     `shared_expert_intermediate_size` with a sigmoid gate, every `decoder_sparse_step`-th layer."""
     if r.data.get("mlp_only_layers"):
         raise r.error("'mlp_only_layers' is not supported", "remove it or leave it empty")
-    moe = _experts(r, count=("num_experts",), top_k=("num_experts_per_tok",), width=("moe_intermediate_size",),
+    moe = _experts(r, count=("num_experts",), top_k=("num_experts_per_tok",),
+                   width=("moe_intermediate_size",),
                    shared=r.int("shared_expert_intermediate_size", default=0, minimum=0),
                    every=r.int("decoder_sparse_step", default=1), shared_expert_gate=True)
     return _decoder(r, max_positions=32768, bias=None, qkv_bias=True, sliding="qwen2", **moe)
@@ -518,9 +518,10 @@ def _qwen3_moe(r: _Reader) -> TransformerArch:
     """Qwen3-MoE: Qwen3 attention (query/key norms), routed experts only."""
     if r.data.get("mlp_only_layers"):
         raise r.error("'mlp_only_layers' is not supported", "remove it or leave it empty")
-    moe = _experts(r, count=("num_experts",), top_k=("num_experts_per_tok",), width=("moe_intermediate_size",),
-                   every=r.int("decoder_sparse_step", default=1))
-    return _decoder(r, max_positions=32768, head_dim=128, mlp_bias=False, qk_norm="head", sliding="qwen2", **moe)
+    moe = _experts(r, count=("num_experts",), top_k=("num_experts_per_tok",),
+                   width=("moe_intermediate_size",), every=r.int("decoder_sparse_step", default=1))
+    return _decoder(r, max_positions=32768, head_dim=128, mlp_bias=False, qk_norm="head", sliding="qwen2",
+                    **moe)
 
 
 def _olmoe(r: _Reader) -> TransformerArch:
@@ -551,7 +552,8 @@ def _deepseek(r: _Reader) -> TransformerArch:
     `first_k_dense_replace` dense layers (every layer after them, as transformers builds it)."""
     r.require("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
     width = r.int("moe_intermediate_size")
-    moe = _experts(r, count=("n_routed_experts",), top_k=("num_experts_per_tok",), width=("moe_intermediate_size",),
+    moe = _experts(r, count=("n_routed_experts",), top_k=("num_experts_per_tok",),
+                   width=("moe_intermediate_size",),
                    shared=width * r.int("n_shared_experts", default=0, minimum=0),
                    dense_layers=r.int("first_k_dense_replace", default=0, minimum=0))
     q_lora = r.int("q_lora_rank", default=0, minimum=0)

@@ -39,9 +39,15 @@ def models() -> dict[str, LibraryModel]:
     for path in sorted(MODELS_DIR.glob("*.json")):
         d = json.loads(path.read_text(encoding="utf-8"))
         out[d["name"]] = LibraryModel(
-            name=d["name"], repo=d["repo"], source=d["source"], published_params=d["published_params"],
-            published_active_params=d.get("published_active_params"), note=d.get("note", ""),
-            config=d["config"], active_excludes_embeddings=d.get("published_active_excludes_embeddings", False))
+            name=d["name"],
+            repo=d["repo"],
+            source=d["source"],
+            published_params=d["published_params"],
+            published_active_params=d.get("published_active_params"),
+            note=d.get("note", ""),
+            config=d["config"],
+            active_excludes_embeddings=d.get("published_active_excludes_embeddings", False),
+        )
     return out
 
 
@@ -61,9 +67,11 @@ def get_model(name: str) -> LibraryModel:
     model = find(name)
     if model is None:
         close = close_match_hint(name.strip().lower(), models(), n=3, cutoff=0.5)
-        raise FitbenchError(f"unknown model '{name[:60]}'",
-                            f"{close + ' ' if close else ''}`fitbench models` lists the bundled models; "
-                            "or pass --config PATH for a local config.json")
+        raise FitbenchError(
+            f"unknown model '{name[:60]}'",
+            f"{close + ' ' if close else ''}`fitbench models` lists the bundled models; "
+            "or pass --config PATH for a local config.json",
+        )
     return model
 
 

@@ -13,6 +13,7 @@ FitbenchError naming the file.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import struct
@@ -32,9 +33,26 @@ MAX_INDEX_BYTES = 64 * 2**20
 
 # Bits per element of each safetensors dtype (safetensors' Dtype enum).
 DTYPE_BITS = {
-    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
-    "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64,
-    "F64": 64, "C64": 64,
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "I64": 64,
+    "U64": 64,
+    "F64": 64,
+    "C64": 64,
 }
 
 
@@ -68,28 +86,38 @@ def read_header(stream: BinaryIO, file_size: int, *, source: str = "safetensors"
     """The parsed JSON header of a safetensors stream of `file_size` bytes; reads 8 + N bytes only."""
     head = stream.read(8)
     if len(head) < 8:
-        raise FitbenchError(f"{source}: truncated safetensors file ({len(head)} bytes, the header length "
-                            "alone takes 8)", "download the file again")
+        raise FitbenchError(
+            f"{source}: truncated safetensors file ({len(head)} bytes, the header length alone takes 8)",
+            "download the file again",
+        )
     (n,) = struct.unpack("<Q", head)
     if n > MAX_HEADER_BYTES:
-        raise FitbenchError(f"{source}: safetensors header of {n} bytes is beyond any real checkpoint",
-                            f"a header is at most {MAX_HEADER_BYTES} bytes; the file is damaged")
+        raise FitbenchError(
+            f"{source}: safetensors header of {n} bytes is beyond any real checkpoint",
+            f"a header is at most {MAX_HEADER_BYTES} bytes; the file is damaged",
+        )
     if 8 + n > file_size:
-        raise FitbenchError(f"{source}: safetensors header length {n} runs past the end of the "
-                            f"{file_size}-byte file", "the file is truncated; download it again")
+        raise FitbenchError(
+            f"{source}: safetensors header length {n} runs past the end of the {file_size}-byte file",
+            "the file is truncated; download it again",
+        )
     raw = stream.read(n)
     if len(raw) != n:
         raise FitbenchError(f"{source}: truncated safetensors header", "download the file again")
     try:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
-        raise FitbenchError(f"{source}: the safetensors header is not valid JSON", "download the file again") from None
+        raise FitbenchError(
+            f"{source}: the safetensors header is not valid JSON", "download the file again"
+        ) from None
     if not isinstance(header, dict):
         raise FitbenchError(f"{source}: the safetensors header is not a JSON object")
     return header
 
 
-def size_from_header(header: dict[str, Any], data_size: int, *, source: str = "safetensors") -> CheckpointSize:
+def size_from_header(
+    header: dict[str, Any], data_size: int, *, source: str = "safetensors"
+) -> CheckpointSize:
     """Bytes and elements per dtype, after checking every tensor's range against the data."""
     bytes_by: dict[str, int] = {}
     elems_by: dict[str, int] = {}
@@ -102,30 +130,46 @@ def size_from_header(header: dict[str, Any], data_size: int, *, source: str = "s
             raise FitbenchError(f"{source}: tensor '{shown}' is not described by an object")
         dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
         if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
-            raise FitbenchError(f"{source}: tensor '{shown}' has unknown dtype {str(dtype)[:20]!r}",
-                                "safetensors dtypes are " + ", ".join(DTYPE_BITS))
-        if (not isinstance(shape, list) or len(shape) > 16
-                or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**48 for d in shape)):
+            raise FitbenchError(
+                f"{source}: tensor '{shown}' has unknown dtype {str(dtype)[:20]!r}",
+                "safetensors dtypes are " + ", ".join(DTYPE_BITS),
+            )
+        if (
+            not isinstance(shape, list)
+            or len(shape) > 16
+            or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**48 for d in shape)
+        ):
             raise FitbenchError(f"{source}: tensor '{shown}' has an invalid shape")
-        if (not isinstance(offsets, list) or len(offsets) != 2
-                or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
-                or not 0 <= offsets[0] <= offsets[1] <= data_size):
-            raise FitbenchError(f"{source}: tensor '{shown}' has byte range {str(offsets)[:40]} outside the "
-                                f"{data_size} data bytes", "the file is damaged; download it again")
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+            or not 0 <= offsets[0] <= offsets[1] <= data_size
+        ):
+            raise FitbenchError(
+                f"{source}: tensor '{shown}' has byte range {str(offsets)[:40]} outside the "
+                f"{data_size} data bytes",
+                "the file is damaged; download it again",
+            )
         elements = math.prod(shape)
         nbytes = (elements * DTYPE_BITS[dtype] + 7) // 8
         if offsets[1] - offsets[0] != nbytes:
-            raise FitbenchError(f"{source}: tensor '{shown}' spans {offsets[1] - offsets[0]} bytes but its "
-                                f"shape and dtype need {nbytes}", "the file is damaged; download it again")
+            raise FitbenchError(
+                f"{source}: tensor '{shown}' spans {offsets[1] - offsets[0]} bytes but its "
+                f"shape and dtype need {nbytes}",
+                "the file is damaged; download it again",
+            )
         bytes_by[dtype] = bytes_by.get(dtype, 0) + nbytes
         elems_by[dtype] = elems_by.get(dtype, 0) + elements
         if nbytes:
             ranges.append((offsets[0], offsets[1], shown))
     ranges.sort()
-    for (_, end, a), (start, _, b) in zip(ranges, ranges[1:], strict=False):
+    for (_, end, a), (start, _, b) in itertools.pairwise(ranges):
         if start < end:
-            raise FitbenchError(f"{source}: tensors '{a}' and '{b}' overlap in the data",
-                                "the file is damaged; download it again")
+            raise FitbenchError(
+                f"{source}: tensors '{a}' and '{b}' overlap in the data",
+                "the file is damaged; download it again",
+            )
     return CheckpointSize(bytes_by, elems_by, 1)
 
 
@@ -166,8 +210,10 @@ def read_checkpoint(folder: str | Path) -> CheckpointSize | None:
             if root.resolve() not in path.parents:
                 raise FitbenchError(f"{index} names a shard outside the model folder: {shard[:60]!r}")
             if not path.is_file():
-                raise FitbenchError(f"{index} names {shard[:60]!r}, which is not in {root}",
-                                    "download every shard, or remove the index")
+                raise FitbenchError(
+                    f"{index} names {shard[:60]!r}, which is not in {root}",
+                    "download every shard, or remove the index",
+                )
             total = total.merged(read_file(path))
         return total
     single = root / SINGLE_NAME
