@@ -169,6 +169,10 @@ def estimate(
     ]
     if workload.precision != requested:
         assumptions.append(f"{exec_mode} runs {workload.precision} where {requested} was asked")
+    if not workload.is_resnet:
+        from fitbench.estimate.transformer_cost import arch_assumptions
+
+        assumptions.extend(arch_assumptions(workload))
     if workload.peft:
         from fitbench.estimate import peft
 

@@ -164,6 +164,50 @@ def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
     return workload.batch_size * arch.cached_tokens(t) * arch.kv_elements_per_token() * kv_bytes
 
 
+def prompt_layer_cache_bytes(workload: Workload) -> float:
+    """One layer's K and V for the whole prompt: what a sliding-window layer's cache update returns
+    (and attention reads) during a prefill longer than the window, before it keeps the window."""
+    arch = _arch(workload)
+    kv_bytes = 2 if workload.precision_info.activation_bytes == 2 else 4
+    return workload.batch_size * (workload.prompt_tokens or 0) * arch.kv_elements_per_token() * kv_bytes
+
+
+def arch_assumptions(workload: Workload) -> list[str]:
+    """One line per architecture feature whose modelling a reader should know (experts, latent
+    attention, sliding windows, exact checkpoint bytes)."""
+    arch = workload.arch
+    if not isinstance(arch, TransformerArch):
+        return []
+    lines = []
+    if arch.is_moe:
+        tokens = workload.batch_size * (1 if workload.is_generation else workload.seq_len or 1)
+        distinct = expected_distinct_experts(arch.num_experts, arch.experts_per_token, tokens)
+        shared = " plus the shared experts" if arch.shared_intermediate_size else ""
+        lines.append(
+            f"mixture of experts: memory holds all {arch.num_experts} experts of {arch.moe_layers} layers "
+            f"({arch.param_count():,} params); each token runs {arch.experts_per_token}{shared} "
+            f"({arch.active_param_count():,} active params); a step of {tokens} tokens reads "
+            f"{distinct:.1f} distinct experts a layer, E*(1-(1-k/E)^tokens) with uniform routing")
+    if arch.is_mla:
+        full = 2 * arch.kv_dim
+        lines.append(
+            f"latent attention: the cache keeps the {arch.kv_lora_rank}-wide latent and the "
+            f"{arch.qk_rope_head_dim}-wide rotary key per token and layer, as MLA-aware runtimes (vLLM, "
+            f"SGLang) do; transformers' DeepSeek code caches decompressed K and V ({full} values, "
+            f"{full / arch.kv_elements_per_token():.0f}x more)")
+    if arch.sliding_layers and arch.sliding_window:
+        lines.append(
+            f"sliding window: {arch.sliding_layers} of {arch.num_layers} layers attend to the last "
+            f"{arch.sliding_window} tokens and keep {arch.sliding_window - 1} in the cache (transformers' "
+            "DynamicSlidingWindowLayer concatenates the new keys, attends, then keeps the window); a "
+            "longer prompt's whole K/V of one layer exists while it is processed")
+    if workload.checkpoint_bytes:
+        lines.append(f"checkpoint: {workload.checkpoint_bytes:,} bytes of {workload.checkpoint_params:,} "
+                     "stored elements read from the safetensors headers; weights use them when the "
+                     "checkpoint's width is the one loaded")
+    return lines
+
+
 # PyTorch's CUDA caching allocator: a request above 10 MiB gets a segment of its own, rounded up
 # to 2 MiB, and a cached segment only serves requests no larger than itself (c10/cuda/
 # CUDACachingAllocator.cpp: kLargeBuffer, kRoundLarge).
