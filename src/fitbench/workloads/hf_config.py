@@ -760,6 +760,8 @@ def workload_from_config(path: str | Path, **overrides: Any) -> Workload:
         from fitbench.workloads.safetensors_header import read_checkpoint
 
         checkpoint = read_checkpoint(config_file.parent)
+        if checkpoint is not None and not checkpoint.params:
+            checkpoint = None  # headers without tensors: the count decides
     return workload_from_data(data, name=_workload_name(config_file, data, None), source=str(config_file),
                               checkpoint_bytes=checkpoint.total_bytes if checkpoint else None,
                               checkpoint_params=checkpoint.params if checkpoint else None, **overrides)
