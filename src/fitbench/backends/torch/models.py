@@ -304,7 +304,7 @@ def _unsupported(what: str, arch: TransformerArch) -> FitbenchError:
     return FitbenchError(
         f"the torch backend cannot build this {arch.kind} ({what})",
         "`fitbench estimate` covers it; `fitbench run` builds BERT-style encoders and "
-        "Llama/Qwen2/GPT-2-style decoders",
+        "Llama/Qwen2/GPT-2/Mistral/Mixtral-style decoders",
     )
 
 
@@ -313,6 +313,8 @@ def bert_config(arch: TransformerArch, *, attention: str) -> Any:
 
     if arch.mlp != "gelu" or arch.norm != "layernorm" or arch.position != "learned":
         raise _unsupported(f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}", arch)
+    if arch.extra_params or arch.norms_per_layer != 2 or arch.qk_norm != "none":
+        raise _unsupported("relative-position tables or extra norms (DeBERTa-style)", arch)
     if not (arch.qkv_bias and arch.out_bias and arch.mlp_bias):
         raise _unsupported("linear layers without bias", arch)
     if arch.kv_heads != arch.num_heads or arch.dim_head * arch.num_heads != arch.hidden_size:
