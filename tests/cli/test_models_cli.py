@@ -131,7 +131,16 @@ def test_damaged_checkpoints_are_one_line(
             "intermediate_size": 96,
             "vocab_size": 100,
         },
-        {"model_type": "vit", "hidden_size": 768},
+        {"model_type": "vit", "hidden_size": 768},  # the other sizes missing
+        {
+            "model_type": "vit",
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "intermediate_size": 96,
+            "image_size": 8,
+            "patch_size": 16,
+        },
     ],
 )
 def test_hostile_configs_are_one_line(

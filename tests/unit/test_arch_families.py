@@ -199,6 +199,11 @@ TINY: dict[str, dict[str, Any]] = {
         "pos_att_type": ["c2p", "p2c"],
         "type_vocab_size": 0,
     },
+    "vit": {"model_type": "vit", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "intermediate_size": 96, "image_size": 32, "patch_size": 8, "num_labels": 10},
+    "vit-nobias": {"model_type": "vit", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                   "intermediate_size": 96, "image_size": 30, "patch_size": 8, "num_channels": 1,
+                   "qkv_bias": False},
 }
 
 
@@ -206,7 +211,9 @@ def _hf_count(config: dict[str, Any], arch: TransformerArch) -> int:
     data = {k: v for k, v in config.items() if k != "model_type"}
     hf_config = transformers.AutoConfig.for_model(config["model_type"], **data)
     with torch.device("meta"):
-        if arch.kind == "encoder":
+        if arch.patch_size:
+            model = transformers.AutoModelForImageClassification.from_config(hf_config)
+        elif arch.kind == "encoder":
             model = transformers.AutoModelForSequenceClassification.from_config(hf_config)
         else:
             model = transformers.AutoModelForCausalLM.from_config(hf_config)

@@ -78,6 +78,7 @@ def test_every_family_is_in_the_library() -> None:
         "bert",
         "roberta",
         "deberta-v2",
+        "vit",
         "mixtral",
         "qwen3_moe",
         "qwen2_moe",

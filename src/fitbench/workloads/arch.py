@@ -215,6 +215,10 @@ class TransformerArch:
     `qk_rope_head_dim` rotary key; heads of `qk_nope_head_dim + qk_rope_head_dim` for scores and
     `v_head_dim` for values. The cache keeps the latent and the rotary key per token and layer.
 
+    Vision transformers (patch_size > 0, ViT): the tokens are `patch_size`-square patches of a
+    `num_channels` image projected by a convolution, plus a class token; `max_positions` is the
+    patch count + 1; pre-norm blocks with a final LayerNorm and a classifier on the class token.
+
     Sliding windows: `sliding_layers` of the layers attend to the last `sliding_window` tokens
     only (all of Mistral-7B v0.1's, every other of Gemma-2's, five of six of Gemma-3's).
     """
@@ -259,12 +263,21 @@ class TransformerArch:
     v_head_dim: int = 0
     sliding_window: int | None = None
     sliding_layers: int = 0
+    patch_size: int = 0
+    num_channels: int = 3
 
     def __post_init__(self) -> None:
         for field_name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size"):
             value = getattr(self, field_name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            least = 0 if field_name == "vocab_size" and self.patch_size else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise FitbenchError(f"{field_name} must be a positive whole number, got {value!r}")
+        for field_name in ("patch_size", "num_channels"):
+            value = getattr(self, field_name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise FitbenchError(f"{field_name} must be a whole number >= 0, got {value!r}")
+        if self.patch_size and self.kind != "encoder":
+            raise FitbenchError("patch embeddings (patch_size) belong to an encoder")
         for field_name in ("norms_per_layer", "extra_params", "num_experts", "experts_per_token",
                            "expert_intermediate_size", "shared_intermediate_size", "dense_layers",
                            "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
@@ -481,6 +494,9 @@ class TransformerArch:
 
     def embedding_params(self) -> int:
         h = self.hidden_size
+        if self.patch_size:
+            # patch projection (a convolution with bias), class token, position embeddings
+            return self.num_channels * self.patch_size**2 * h + h + h + self.max_positions * h
         emb = self.vocab_size * h
         if self.position == "learned":
             emb += self.max_positions * h
@@ -494,7 +510,8 @@ class TransformerArch:
         h = self.hidden_size
         if self.kind == "encoder":
             pooler = h * h + h if self.pooler else 0
-            return pooler + h * self.num_labels + self.num_labels
+            final_norm = self.norm_params() if self.patch_size else 0  # ViT's last LayerNorm
+            return final_norm + pooler + h * self.num_labels + self.num_labels
         final_norm = self.norm_params()
         lm_head = 0 if self.tie_embeddings else self.vocab_size * h
         return final_norm + lm_head + (self.vocab_size if self.lm_head_bias else 0)

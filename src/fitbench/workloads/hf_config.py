@@ -35,15 +35,14 @@ MAX_SIZE = 1 << 24
 MAX_POSITIONS = 1 << 30
 MAX_STAGE_BLOCKS = 1 << 12  # ResNet blocks in one stage (ResNet-152 has 36)
 
-ENCODER_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "distilbert", "deberta-v2")
+ENCODER_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "distilbert", "deberta-v2", "vit")
 DECODER_TYPES = ("llama", "yi", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text",
                  "phi3", "olmo", "olmo2", "ernie4_5", "internlm2", "baichuan", "glm", "glm4", "gpt2", "gptj",
                  "gpt_neox", "falcon", "chatglm")
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "ernie4_5_moe", "deepseek_v2", "deepseek_v3")
 SUPPORTED_MODEL_TYPES = (*ENCODER_TYPES, *DECODER_TYPES, *MOE_TYPES, "resnet")
 # Families fitbench knows but cannot estimate yet, with the reason a user reads.
-NOT_YET = {"vit": "vision transformers (patch embeddings) are not supported yet",
-           "chatglm-6b": "the first ChatGLM-6B layout is not supported"}
+NOT_YET = {"chatglm-6b": "the first ChatGLM-6B layout is not supported"}
 
 _MISSING = object()
 
@@ -241,6 +240,25 @@ def _deberta_v2(r: _Reader) -> TransformerArch:
         max_positions=positions, position="learned" if r.flag("position_biased_input", True) else "relative",
         type_vocab_size=r.int("type_vocab_size", default=0, minimum=0), num_labels=r.num_labels(),
         extra_params=extra,
+    )
+
+
+def _vit(r: _Reader) -> TransformerArch:
+    """ViT for image classification: an encoder over (image_size / patch_size)^2 patches plus a
+    class token, pre-norm blocks (two LayerNorms each, as BERT's), q/k/v bias by `qkv_bias`, a
+    final LayerNorm and a classifier without pooler (ViTForImageClassification). Its tokens are
+    the sequence: a workload's seq_len is the patch count + 1."""
+    r.require("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+    image = r.int("image_size", default=224, maximum=1 << 16)
+    patch = r.int("patch_size", default=16, maximum=1 << 12)
+    if patch > image:
+        raise r.error(f"'patch_size' {patch} is larger than 'image_size' {image}")
+    return _transformer(
+        r, kind="encoder", vocab_size=0, hidden_size=r.int("hidden_size"),
+        num_layers=r.int("num_hidden_layers", maximum=MAX_LAYERS), num_heads=r.int("num_attention_heads"),
+        intermediate_size=r.int("intermediate_size"), max_positions=(image // patch) ** 2 + 1,
+        qkv_bias=r.flag("qkv_bias", True), type_vocab_size=0, num_labels=r.num_labels(), pooler=False,
+        patch_size=patch, num_channels=r.int("num_channels", default=3, maximum=1 << 10),
     )
 
 
@@ -622,6 +640,7 @@ _READERS: dict[str, Callable[[_Reader], TransformerArch | ResNetArch]] = {
     **{t: _bert_like for t in ("bert", "roberta", "xlm-roberta", "electra")},
     "distilbert": _distilbert,
     "deberta-v2": _deberta_v2,
+    "vit": _vit,
     "llama": _llama, "yi": _llama, "mistral": _mistral, "qwen2": _qwen2, "qwen3": _qwen3,
     "gemma": _gemma, "gemma2": _gemma2, "gemma3-text": _gemma3, "gemma3": _gemma3, "phi3": _phi3,
     "olmo": _olmo, "olmo2": _olmo2, "ernie4-5": _ernie45, "internlm2": _internlm2,
@@ -732,6 +751,9 @@ def _defaults(arch: TransformerArch | ResNetArch, mode: str) -> dict[str, Any]:
     if isinstance(arch, ResNetArch):
         return {"mode": "train", "batch_size": 64, "image_size": 224, "precision": "fp32",
                 "optimizer": "momentum"}
+    if arch.kind == "encoder" and arch.patch_size:  # ViT: every patch plus the class token
+        return {"mode": "train", "batch_size": 32, "seq_len": arch.max_positions, "precision": "fp32",
+                "optimizer": "adamw"}
     if arch.kind == "encoder":
         return {"mode": "train", "batch_size": 16, "seq_len": min(512, arch.max_positions),
                 "precision": "fp32", "optimizer": "adamw"}

@@ -382,7 +382,7 @@ class DecoderForCausalLM(nn.Layer):
 def build_transformer(arch: TransformerArch, *, checkpointing: bool = False) -> tuple[nn.Layer, str]:
     if (arch.is_moe or arch.is_mla or arch.sliding_layers or arch.parallel_block or arch.qk_norm != "none"
             or arch.norms_per_layer != 2 or arch.extra_params or arch.lm_head_bias
-            or arch.norm == "nonparametric" or arch.position not in ("learned", "rotary")):
+            or arch.norm == "nonparametric" or arch.position not in ("learned", "rotary") or arch.patch_size):
         raise FitbenchError(f"the paddle backend cannot build this {arch.model_type or arch.kind} (experts, "
                             "latent attention, sliding windows, parallel blocks or extra norms)",
                             "`fitbench estimate` covers it; run it with --backend torch where the torch "

@@ -313,8 +313,8 @@ def bert_config(arch: TransformerArch, *, attention: str) -> Any:
 
     if arch.mlp != "gelu" or arch.norm != "layernorm" or arch.position != "learned":
         raise _unsupported(f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}", arch)
-    if arch.extra_params or arch.norms_per_layer != 2 or arch.qk_norm != "none":
-        raise _unsupported("relative-position tables or extra norms (DeBERTa-style)", arch)
+    if arch.extra_params or arch.norms_per_layer != 2 or arch.qk_norm != "none" or arch.patch_size:
+        raise _unsupported("relative-position tables, extra norms or patch embeddings (DeBERTa, ViT)", arch)
     if not (arch.qkv_bias and arch.out_bias and arch.mlp_bias):
         raise _unsupported("linear layers without bias", arch)
     if arch.kv_heads != arch.num_heads or arch.dim_head * arch.num_heads != arch.hidden_size:
