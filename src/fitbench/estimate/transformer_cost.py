@@ -272,6 +272,10 @@ def expert_kernels(arch: TransformerArch, tokens: int, act_bytes: float, w_bytes
     FLOPs count the experts each token runs (top-k plus shared); weight bytes count the experts
     the tokens reach: expected_distinct_experts (k for one token while decoding, near all of
     them for a prefill or a large batch). Each expert's matrices are read once per step.
+    Framework operations follow transformers 5's default `grouped_mm` experts path
+    (integrations/moe.py): the router's linear, softmax, top-k and renormalisation (7), then one
+    sort, gathers, a histogram, two grouped matmuls, the activation and the weighted scatter
+    (15) whatever the number of experts hit.
     """
     h, fe, k = arch.hidden_size, arch.expert_intermediate_size, arch.experts_per_token
     mats = 3 if arch.mlp == "swiglu" else 2
@@ -280,11 +284,11 @@ def expert_kernels(arch: TransformerArch, tokens: int, act_bytes: float, w_bytes
     ks = [
         Kernel(name="router", kind="matmul", flops=2.0 * tokens * h * arch.num_experts,
                bytes=tokens * (h + arch.num_experts) * act_bytes + h * arch.num_experts * w_bytes,
-               count=n, ops=6.0, cast_ops=2.0 if amp else 0.0),
+               count=n, ops=7.0, cast_ops=2.0 if amp else 0.0),
         # Each routed token's expert MLP reads its input once per matrix and writes its output.
         Kernel(name="experts", kind="matmul", flops=2.0 * tokens * k * mats * h * fe,
                bytes=tokens * k * mats * (h + fe) * act_bytes + distinct * mats * h * fe * w_bytes,
-               count=n, ops=mats * min(distinct, float(arch.num_experts)) + 4.0,
+               count=n, ops=15.0,
                cast_ops=mats * distinct if amp else 0.0),
     ]
     if arch.shared_intermediate_size:
