@@ -157,3 +157,19 @@ def test_arbitrary_files_never_crash(tmp_path: Path, body: bytes, length: int) -
         read_file(f)
     except FitbenchError as exc:
         assert "\n" not in exc.message
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(json_values)
+def test_arbitrary_index_files_never_crash(tmp_path: Path, index: Any) -> None:
+    """Whatever model.safetensors.index.json holds, one clear line or a size, never a traceback."""
+    folder = tmp_path / "m"
+    folder.mkdir(exist_ok=True)
+    _write(folder / "a.safetensors", {"x": ("F16", [4], 8)})
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    try:
+        size = read_checkpoint(folder)
+    except FitbenchError as exc:
+        assert "\n" not in exc.message
+    else:
+        assert size is not None and size.total_bytes in (0, 8)
