@@ -150,3 +150,13 @@ def test_moe_weights_hold_every_expert() -> None:
 
     w = library.workload_for_model("qwen3-30b-a3b")
     assert weight_bytes(w)[0] == w.param_count() * 2
+
+
+@pytest.mark.parametrize("name", ["mixtral-8x7b-instruct", "deepseek-v3", "qwen3-30b-a3b"])
+def test_tensor_parallel_gpus_hold_their_share_of_every_expert(name: str) -> None:
+    from fitbench.estimate.distributed import tp_params_per_gpu
+
+    arch = _arch(name)
+    assert tp_params_per_gpu(arch, 1) == pytest.approx(arch.param_count())
+    share = tp_params_per_gpu(arch, 8) / arch.param_count()
+    assert 1 / 8 <= share < 1 / 8 + 0.02
