@@ -477,7 +477,10 @@ class TransformerArch:
         return total
 
     def linear_params_per_layer(self) -> int:
-        """Matrix weights of one dense block (what int8/int4 and LoRA act on): no biases, no norms."""
+        """Matrix weights of one block (what int8/int4 and LoRA act on): no biases, no norms. With
+        experts, the mean block's (every expert's matrices are cast and stored)."""
+        if self.is_moe:
+            return self.linear_params() // self.num_layers
         h, f = self.hidden_size, self.intermediate_size
         attn = sum(fin * fout for _, fin, fout in self.attention_linears())
         mlp = (3 if self.mlp == "swiglu" else 2) * h * f
