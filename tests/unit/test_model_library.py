@@ -113,12 +113,16 @@ def test_mla_cache_is_latent_plus_rotary_key() -> None:
     assert transformer_cost.kv_cache_bytes(w) == 2 * 61 * 1024 * (512 + 64) * 2
 
 
-def test_sliding_layers_hold_window_minus_one_tokens() -> None:
-    """Gemma-2: 21 of 42 layers keep 4095 tokens (transformers' DynamicSlidingWindowLayer)."""
+def test_sliding_layers_hold_the_window_or_the_prompt() -> None:
+    """Gemma-2: 21 of 42 layers slide over 4096 tokens. transformers' DynamicSlidingWindowLayer keeps
+    a view of the last 4095 tokens of a 4096-token tensor while decoding, and after a longer
+    prefill a view into the whole prompt's K/V: the peak is the larger moment."""
     arch = _arch("gemma-2-9b-it")
-    w = library.workload_for_model("gemma-2-9b-it", prompt_tokens=8000, new_tokens=100)
     per_token = 2 * arch.kv_dim * 2
-    assert transformer_cost.kv_cache_bytes(w) == (21 * 8100 + 21 * 4095) * per_token
+    decoding = library.workload_for_model("gemma-2-9b-it", prompt_tokens=3000, new_tokens=5000)
+    assert transformer_cost.kv_cache_bytes(decoding) == (21 * 8000 + 21 * 4096) * per_token
+    prefill = library.workload_for_model("gemma-2-9b-it", prompt_tokens=8000, new_tokens=100)
+    assert transformer_cost.kv_cache_bytes(prefill) == 42 * 8000 * per_token
     short = library.workload_for_model("gemma-2-9b-it", prompt_tokens=100, new_tokens=100)
     assert transformer_cost.kv_cache_bytes(short) == 42 * 200 * per_token
 

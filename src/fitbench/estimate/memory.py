@@ -255,10 +255,6 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
         parts["temporaries"] = max(
             transformer_cost.inference_transient_bytes(workload), parts["kv_cache"] / arch.num_layers
         )
-        if arch.sliding_layers:
-            # A sliding layer's update returns the whole prompt's K/V before keeping the window.
-            whole_prompt = transformer_cost.prompt_layer_cache_bytes(workload)
-            parts["temporaries"] = max(parts["temporaries"], whole_prompt)
         parts["amp_weight_copies"] = autocast_copy_bytes(workload, framework) * profile.autocast_cache_share
     else:
         phase = "forward"

@@ -154,22 +154,15 @@ def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
 
     Elements per token and layer are K and V (2 * kv_dim), or for latent attention the
     compressed latent plus the shared rotary key (kv_lora_rank + qk_rope_head_dim, as MLA-aware
-    runtimes cache it). Sliding-window layers hold at most `sliding_window - 1` tokens
-    (TransformerArch.cached_tokens). Stored in the activation dtype (FP16 for 16-bit and
-    quantized-weight models).
+    runtimes cache it). Sliding-window layers hold a window-long tensor while decoding, the whole
+    prompt right after a longer prefill (TransformerArch.cached_tokens). Stored in the activation
+    dtype (FP16 for 16-bit and quantized-weight models).
     """
     arch = _arch(workload)
     t = tokens if tokens is not None else workload.tokens_per_sequence
     kv_bytes = 2 if workload.precision_info.activation_bytes == 2 else 4
-    return workload.batch_size * arch.cached_tokens(t) * arch.kv_elements_per_token() * kv_bytes
-
-
-def prompt_layer_cache_bytes(workload: Workload) -> float:
-    """One layer's K and V for the whole prompt: what a sliding-window layer's cache update returns
-    (and attention reads) during a prefill longer than the window, before it keeps the window."""
-    arch = _arch(workload)
-    kv_bytes = 2 if workload.precision_info.activation_bytes == 2 else 4
-    return workload.batch_size * (workload.prompt_tokens or 0) * arch.kv_elements_per_token() * kv_bytes
+    prompt = (workload.prompt_tokens or 0) if tokens is None else 0
+    return workload.batch_size * arch.cached_tokens(t, prompt) * arch.kv_elements_per_token() * kv_bytes
 
 
 def arch_assumptions(workload: Workload) -> list[str]:
@@ -198,9 +191,11 @@ def arch_assumptions(workload: Workload) -> list[str]:
     if arch.sliding_layers and arch.sliding_window:
         lines.append(
             f"sliding window: {arch.sliding_layers} of {arch.num_layers} layers attend to the last "
-            f"{arch.sliding_window} tokens and keep {arch.sliding_window - 1} in the cache (transformers' "
-            "DynamicSlidingWindowLayer concatenates the new keys, attends, then keeps the window); a "
-            "longer prompt's whole K/V of one layer exists while it is processed")
+            f"{arch.sliding_window} tokens; transformers' DynamicSlidingWindowLayer concatenates the new "
+            f"keys, attends, then keeps the last {arch.sliding_window - 1} as a view, so a "
+            f"{arch.sliding_window}-token tensor stays allocated while decoding and, after a longer "
+            "prompt, the whole prompt's K/V until the layer's next update: the cache's peak is the "
+            "larger of the two moments")
     if workload.checkpoint_bytes:
         lines.append(f"checkpoint: {workload.checkpoint_bytes:,} bytes of {workload.checkpoint_params:,} "
                      "stored elements read from the safetensors headers; weights use them when the "
@@ -247,7 +242,12 @@ def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
         return 0.0
     classes = (s_hi - s_lo) / ALLOCATOR_ROUND_BYTES
     outgrown = classes * (s_lo + s_hi - ALLOCATOR_ROUND_BYTES) / 2
-    return stale_share * (2 * arch.num_layers + 1) * outgrown
+    # Sliding-window layers replace their cache by a window-long copy each step once full: only
+    # the other layers (and sliding ones that never fill) keep outgrowing size classes.
+    growing = arch.num_layers
+    if arch.sliding_layers and arch.sliding_window is not None and last >= arch.sliding_window:
+        growing -= arch.sliding_layers
+    return stale_share * (2 * growing + 1) * outgrown if growing else 0.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,7 +390,7 @@ def forward_kernels(
     else:
         attn_flops = 4.0 * tokens * seen * arch.q_dim
     attn_flops *= 0.5 if causal and kv_len is None else 1.0
-    cache_context = arch.cached_tokens(context) / L if arch.sliding_layers else context
+    cache_context = arch.cached_tokens(context) / L if arch.sliding_layers else context  # read per step
     attn_bytes = (tokens * (arch.q_dim + arch.attn_out_dim)
                   + batch * cache_context * arch.kv_elements_per_token()) * a
     if workload.attention == "eager" and kv_len is None:

@@ -363,17 +363,22 @@ class TransformerArch:
             return self.kv_lora_rank + self.qk_rope_head_dim
         return 2 * self.kv_dim
 
-    def cached_tokens(self, tokens: int) -> float:
-        """Tokens the cache holds summed over layers after `tokens` tokens.
+    def cached_tokens(self, tokens: int, prompt_tokens: int = 0) -> float:
+        """Token slots the cache's tensors hold, summed over layers, at their largest while a
+        sequence grows to `tokens` after a prompt of `prompt_tokens`.
 
-        Sliding-window layers keep `sliding_window - 1` tokens at most: transformers'
-        DynamicSlidingWindowLayer (cache_utils.py) concatenates the new keys, attends over all
-        of them, then keeps the last `sliding_window - 1`.
+        transformers' DynamicSlidingWindowLayer (cache_utils.py) concatenates the new keys to
+        the cache, attends over the result, then keeps its last `sliding_window - 1` tokens as a
+        view: a window-long tensor stays allocated while decoding, and after a prompt longer than
+        the window the view keeps the whole prompt's K/V alive until that layer's next update.
+        The peak is the larger of the moment after the prefill (every layer holds the prompt)
+        and the end of the generation (sliding layers hold the window).
         """
         if self.sliding_window is None or not self.sliding_layers:
             return float(self.num_layers * tokens)
-        local = min(tokens, max(self.sliding_window - 1, 1))
-        return float((self.num_layers - self.sliding_layers) * tokens + self.sliding_layers * local)
+        full = self.num_layers - self.sliding_layers
+        end = full * tokens + self.sliding_layers * min(tokens, self.sliding_window)
+        return float(max(end, self.num_layers * min(prompt_tokens, tokens)))
 
     def attended_tokens(self, context: int) -> float:
         """Keys one query attends to, averaged over layers (sliding layers see the window)."""
