@@ -44,3 +44,26 @@ def test_tiny_models_generate_on_the_cpu(config: dict) -> None:
     assert session.notes["params"] == workload.param_count()
     session.step()
     session.sync()
+
+
+def test_sliding_cache_storage_is_what_the_estimator_counts() -> None:
+    """transformers' DynamicSlidingWindowLayer keeps a view: the whole prompt's storage after a
+    longer prefill, a window-long tensor once decoding (TransformerArch.cached_tokens)."""
+    import transformers
+
+    config = {**TINY, "model_type": "mistral", "sliding_window": 8}
+    workload = workload_from_data(config, name="w", source="test", precision="fp32", prompt_tokens=20,
+                                  new_tokens=3)
+    model, _ = build_model(workload, device="cpu")
+    assert isinstance(model.config, transformers.MistralConfig)
+
+    def slots(cache) -> int:  # token slots the first layer's key storage holds
+        keys = cache.layers[0].keys
+        return keys.untyped_storage().nbytes() // (keys.element_size() * keys.shape[1] * keys.shape[3])
+
+    arch = workload.arch
+    with torch.no_grad():
+        out = model(torch.randint(0, 256, (1, 20)), use_cache=True)
+        assert slots(out.past_key_values) == 20 == arch.cached_tokens(20, 20) / arch.num_layers
+        out = model(out.logits[:, -1:].argmax(-1), past_key_values=out.past_key_values, use_cache=True)
+        assert slots(out.past_key_values) == 8 == arch.cached_tokens(21, 0) / arch.num_layers
