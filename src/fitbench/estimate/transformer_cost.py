@@ -149,20 +149,32 @@ def inference_transient_bytes(workload: Workload) -> float:
     return tokens * per_token + logits
 
 
-def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
-    """The cache: batch x (tokens held, summed over layers) x elements per token and layer x bytes.
+def kv_cache_bytes_per_token(workload: Workload, *, tp: int = 1) -> float:
+    """The cache of one token over every layer, on one of `tp` tensor-parallel GPUs: layers x
+    elements per token and layer x bytes. Elements are K and V (2 * kv_dim; key/value heads split
+    up to their number, replicated beyond it), or for latent attention the compressed latent plus
+    the shared rotary key (kv_lora_rank + qk_rope_head_dim, as MLA-aware runtimes cache it,
+    replicated on every GPU).
 
-    Elements per token and layer are K and V (2 * kv_dim), or for latent attention the
-    compressed latent plus the shared rotary key (kv_lora_rank + qk_rope_head_dim, as MLA-aware
-    runtimes cache it). Sliding-window layers hold a window-long tensor while decoding, the whole
-    prompt right after a longer prefill (TransformerArch.cached_tokens). Stored in the activation
-    dtype (FP16 for 16-bit and quantized-weight models).
+    Stored in the activation dtype (FP16 for 16-bit and quantized-weight models). A paged cache
+    (vLLM, SGLang) sizes its blocks from this figure, so whatever changes the bytes a token keeps
+    changes it here.
     """
     arch = _arch(workload)
-    t = tokens if tokens is not None else workload.tokens_per_sequence
     kv_bytes = 2 if workload.precision_info.activation_bytes == 2 else 4
+    per_layer = arch.kv_elements_per_token() if arch.is_mla else 2 * arch.kv_dim / min(tp, arch.kv_heads)
+    return arch.num_layers * per_layer * kv_bytes
+
+
+def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
+    """The cache of the batch: batch x (token slots held, summed over layers) x the bytes of one
+    token in one layer. Sliding-window layers hold a window-long tensor while decoding and the
+    whole prompt right after a longer prefill (TransformerArch.cached_tokens)."""
+    arch = _arch(workload)
+    t = tokens if tokens is not None else workload.tokens_per_sequence
     prompt = (workload.prompt_tokens or 0) if tokens is None else 0
-    return workload.batch_size * arch.cached_tokens(t, prompt) * arch.kv_elements_per_token() * kv_bytes
+    per_layer_token = kv_cache_bytes_per_token(workload) / arch.num_layers
+    return workload.batch_size * arch.cached_tokens(t, prompt) * per_layer_token
 
 
 def arch_assumptions(workload: Workload) -> list[str]:
