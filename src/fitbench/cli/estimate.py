@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from fitbench.advise.cost import cost_cell, job_cost
 from fitbench.advise.fixes import Fix
@@ -16,7 +17,9 @@ from fitbench.cli.common import (
     add_command,
     add_exec_arg,
     add_gpu_spec_arg,
+    add_lang_arg,
     add_workload_args,
+    positive_int,
     print_json,
     workload_from_args,
 )
@@ -34,10 +37,14 @@ EXAMPLES = """examples:
   fitbench estimate --config ./my-model/config.json --gpu a100-80gb --mode infer
   fitbench estimate llm-6b --gpu rtx-4090 --fail-if tight    exit 3 unless it fits comfortably
   fitbench estimate llm-6b --gpu-spec 'name=My card,memory_gib=32,bandwidth_gb_s=1792,fp32=104.8,fp16=209.5'
+  fitbench estimate llm-6b --serve --gpu h100-sxm --context 8192   serving: KV blocks, users, tok/s
+  fitbench estimate llm-13b --gpu rtx-4090 --offload        runs with layers in CPU memory?
 
 JSON: {"estimates": [{gpu, workload, precision, batch_size, verdict, peak_memory_bytes,
        breakdown{name: bytes}, max_batch_size, step_seconds, epoch_seconds, tokens_per_second,
-       bottleneck, cost_per_million_tokens_usd, cost_per_epoch_usd, price_date, ...}]}
+       bottleneck, cost_per_million_tokens_usd, cost_per_epoch_usd, price_date, ...,
+       offload{...} with --offload}]}; with --serve {"serving": [{kv_cache_tokens, kv_cache_blocks,
+       max_concurrent_sequences, ttft_seconds, throughput[...], ...}]}
        (see the README for every field).
 """
 
@@ -54,10 +61,42 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     parser.add_argument("--framework", choices=("torch", "paddle"), default="torch",
                         help="whose memory behaviour and efficiencies to assume (default torch)")
     add_exec_arg(parser)
-    parser.add_argument("--fail-if", choices=("oom", "tight"), metavar="VERDICT",
-                        help="exit with status 3 when any verdict is VERDICT or worse (for CI gates)")
+    parser.add_argument("--fail-if", choices=("oom", "offload", "tight"), metavar="VERDICT",
+                        help="exit with status 3 when any verdict is VERDICT or worse, on the ladder "
+                             "fits < tight < offload < oom (for CI gates)")
+    parser.add_argument("--offload", action="store_true",
+                        help="for generation that does not fit: layers on the GPU, CPU RAM and speed with "
+                             "CPU offload (accelerate device_map, llama.cpp --n-gpu-layers); "
+                             "verdict 'offload'")
     parser.add_argument("--json", action="store_true", help="print {\"estimates\": [...]} as JSON")
+    add_lang_arg(parser)
+    serve = parser.add_argument_group("serving (--serve: a vLLM-style engine with a paged KV cache)")
+    serve.add_argument("--serve", action="store_true",
+                       help="KV-cache capacity, concurrent users, time to first token and throughput")
+    serve.add_argument("--context", type=positive_int, metavar="N",
+                       help="max_model_len: the longest request (default 4096)")
+    serve.add_argument("--gpu-memory-utilization", type=_fraction, metavar="F",
+                       help="share of the card the engine takes (default 0.9)")
+    serve.add_argument("--max-num-seqs", type=positive_int, metavar="N",
+                       help="sequences per step (default: vLLM's, 1024 on >= 70 GiB cards, else 256)")
+    serve.add_argument("--max-num-batched-tokens", type=positive_int, metavar="N",
+                       help="tokens per step (default: vLLM's, 8192 on >= 70 GiB cards, else 2048)")
+    serve.add_argument("--block-size", type=positive_int, metavar="N",
+                       help="tokens per KV block (default 16)")
     parser.set_defaults(func=run)
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 1, got {text}")
+    return value
+
+
+SERVE_ONLY = ("context", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "block_size")
 
 
 def estimates_for(args: argparse.Namespace) -> list[Estimate]:
@@ -69,18 +108,34 @@ def estimates_for(args: argparse.Namespace) -> list[Estimate]:
 
 
 def run(args: argparse.Namespace) -> int:
+    given = [f"--{k.replace('_', '-')}" for k in SERVE_ONLY if getattr(args, k, None) is not None]
+    if args.serve:
+        if args.offload or args.fail_if:
+            raise FitbenchError("--serve does not combine with --offload or --fail-if",
+                                "run the serving estimate on its own")
+        return run_serve(args)
+    if given:
+        raise FitbenchError(f"{', '.join(given)} apply to --serve only", "add --serve, or drop them")
     lang = resolve_lang(args.lang)
     results = estimates_for(args)
+    offloads = [_offload(e, args) if args.offload else None for e in results]
     fixes = fixes_for(results)
     tf32 = tf32_advice(results)
     if args.json:
-        print_json({"estimates": [e.to_dict() | job_cost(e).to_dict() for e in results],
+        dicts = [e.to_dict() | job_cost(e).to_dict() for e in results]
+        if args.offload:
+            for d, off in zip(dicts, offloads, strict=True):
+                d["offload"] = off.to_dict() if off is not None else None
+        print_json({"estimates": dicts,
                     "fixes": [_fixes_dict(base, options) for base, options in fixes],
                     "tf32": [tf32_dict(base, alt) for base, alt in tf32]})
     else:
-        print(format_estimates(results, lang, fixes=fixes, tf32=tf32))
+        print(format_estimates(results, offloads if args.offload else None, lang, fixes=fixes, tf32=tf32))
     if args.fail_if:
-        worst = max(VERDICT_ORDER[e.verdict] for e in results)
+        from fitbench.estimate.offload import effective_verdict
+
+        worst = max(VERDICT_ORDER[effective_verdict(e, off)]
+                    for e, off in zip(results, offloads, strict=True))
         if worst >= VERDICT_ORDER[args.fail_if]:
             print(f"fitbench: verdict is '{args.fail_if}' or worse on at least one GPU", file=sys.stderr)
             return 3
@@ -163,8 +218,35 @@ def tf32_dict(base: Estimate, alt: Estimate) -> dict:
             "tokens_per_second": alt.tokens_per_second, "samples_per_second": alt.samples_per_second}
 
 
-def speed_cell(e: Estimate, lang: str = "en") -> str:
+def _offload(e: Estimate, args: argparse.Namespace) -> Any:
+    from fitbench.estimate.offload import offload_estimate
 
+    return offload_estimate(e, framework=args.framework)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """`--serve`: the engine's memory plan and speed on each card."""
+    from fitbench.estimate.serving import ServeConfig, serving_estimate
+
+    workload = workload_from_args(args)
+    gpus = resolve_gpus(args.gpu or ([] if args.gpu_spec else list(DEFAULT_GPUS)), args.gpu_spec or ())
+    if not gpus:
+        raise FitbenchError("no GPU selected", "pass --gpu ID or --gpu all")
+    config = ServeConfig(**{k: getattr(args, k) for k in SERVE_ONLY if getattr(args, k) is not None})
+    results = [serving_estimate(workload, gpu, config, framework=args.framework) for gpu in gpus]
+    if args.json:
+        print_json({"serving": [r.to_dict() for r in results]})
+    else:
+        from fitbench.cli.serve_format import format_serving
+
+        print(format_serving(results, resolve_lang(args.lang)))
+    return 0
+
+
+def speed_cell(e: Estimate, off: Any = None, lang: str = "en") -> str:
+    if off is not None and off.verdict == "offload" and off.tokens_per_second:
+        rate = t("rate.decode", lang, rate=format_rate(off.tokens_per_second, "tok/s"))
+        return f"{rate} ({off.gpu_layers}/{off.total_layers} layers)"
     if e.verdict == "oom":
         return "-"  # a speed for a job that cannot run would mislead; see tokens_per_second_if_it_fit
     if e.workload.is_generation:
@@ -182,19 +264,21 @@ def bottleneck_cell(e: Estimate, lang: str = "en") -> str:
     return bottleneck_label(e.limited_by.replace("memory-bandwidth", "memory"), lang)
 
 
-def format_estimates(results: list[Estimate], lang: str = "en", *,
+def format_estimates(results: list[Estimate], offloads: list[Any] | None = None, lang: str | None = None, *,
                      fixes: list[tuple[Estimate, list[Fix]]] | None = None,
                      tf32: list[tuple[Estimate, Estimate]] | None = None) -> str:
     from fitbench.advise.i18n import format_params, part_label, verdict_label
     from fitbench.advise.text import fix_lines
 
+    lang = resolve_lang(lang)
     first = results[0]
     w = first.workload
     colour = use_colour()
     shape = (t("est.shape_seq", lang, n=w.seq_len) if w.seq_len and not w.is_generation else
              t("est.shape_tokens", lang, prompt=w.prompt_tokens, new=w.new_tokens) if w.is_generation
              else t("est.shape_image", lang, n=w.image_size))
-    extra = ((f", {w.optimizer}" if w.is_training else "")
+    extra = ((f", {w.optimizer} ({w.optimizer_impl})" if w.is_training else "")
+             + (f", {w.grad_accum} micro-batches accumulated" if w.is_training and w.grad_accum > 1 else "")
              + (f", {t('fix.part.checkpointing', lang)}" if w.checkpointing else "")
              + (f", {w.peft} rank {w.lora_rank} on {w.lora_targets}" if w.peft else "")
              + (", " + t("est.per_gpu", lang, gpus=w.gpus, strategy=w.strategy) if w.gpus > 1 else ""))
@@ -202,10 +286,13 @@ def format_estimates(results: list[Estimate], lang: str = "en", *,
               params=format_params(w.param_count(), lang), batch=w.batch_size, shape=shape,
               precision=w.precision, extra=extra)
     rows = []
-    for e in results:
+    offs = offloads or [None] * len(results)
+    for e, off in zip(results, offs, strict=True):
+        shown = "offload" if off is not None and off.verdict == "offload" else e.verdict
+        label = verdict_label(shown, lang)
         rows.append([e.gpu.id, format_bytes(e.gpu.usable_bytes), format_bytes(e.peak_memory_bytes),
-                     colour_verdict(e.verdict, enabled=colour, label=verdict_label(e.verdict, lang)),
-                     str(e.max_batch_size), speed_cell(e, lang), bottleneck_cell(e, lang),
+                     colour_verdict(shown, enabled=colour, label=label), str(e.max_batch_size),
+                     speed_cell(e, off, lang), bottleneck_cell(e, lang),
                      "-" if e.verdict == "oom" else cost_cell(job_cost(e), lang)])
     headers = [t(k, lang) for k in ("col.card", "col.usable", "col.peak", "col.verdict", "col.max_batch",
                                     "col.speed", "col.bottleneck", "cost.header")]
@@ -226,6 +313,8 @@ def format_estimates(results: list[Estimate], lang: str = "en", *,
         lines.append("\n" + t("est.fragmentation", lang))
     if any(r[-1] != "-" for r in rows):
         lines.append("\n" + t("cost.note", lang))
+    if offloads is not None:
+        lines += _offload_notes(offs, lang)
     for base, options in fixes or []:
         helpful = [f for f in options if f.makes_it_fit]
         lines.append("")
@@ -239,5 +328,14 @@ def format_estimates(results: list[Estimate], lang: str = "en", *,
     for base, alt in tf32 or []:
         lines.append("\n" + tf32_texts(base, alt)[lang])
     lines.append("\n" + t("est.units", lang))
-    lines.append(t("est.legend", lang))
+    lines.append(t("est.legend_offload" if offloads is not None else "est.legend", lang))
     return "\n".join(lines)
+
+
+def _offload_notes(offloads: list[Any], lang: str) -> list[str]:
+    """One sentence per card whose generation job is oom on the GPU alone: how it runs offloaded,
+    or why it does not."""
+    from fitbench.advise.text import offload_line
+
+    lines = [offload_line(off, lang) for off in offloads if off is not None]
+    return ["", *lines] if lines else []
