@@ -69,6 +69,7 @@ def test_estimate_only_json_answers_on_this_machine(capsys, tmp_path):
     assert regimes == {"cnn-train", "encoder-finetune", "decoder-generate"}
 
 
+@pytest.mark.slow
 def test_plain_fitbench_is_check(capsys):
     rc, data, _ = _json(capsys, "--estimate-only", "--json", "--no-report")
     assert rc == 0
