@@ -23,10 +23,12 @@ EXAMPLES = """examples:
   fitbench estimate resnet50-cifar10 --gpu 4090 --batch 512 --image-size 64
   fitbench estimate --config ./my-model/config.json --gpu a100-80gb --mode infer
   fitbench estimate llm-6b --gpu rtx-4090 --fail-if tight    exit 3 unless it fits comfortably
+  fitbench estimate llm-13b --gpu 4090 --weights q4_k_m --kv-cache fp8   GGUF weights, fp8 KV cache
+  fitbench estimate --config ./Qwen2.5-7B-Instruct-AWQ --gpu 4090        quantization_config is read
 
 JSON: {"estimates": [{gpu, workload, precision, batch_size, verdict, peak_memory_bytes,
-       breakdown{name: bytes}, max_batch_size, step_seconds, epoch_seconds, tokens_per_second,
-       bottleneck, ...}]} (see the README for every field).
+       breakdown{name: bytes}, max_batch_size, max_context_tokens, step_seconds, epoch_seconds,
+       tokens_per_second, bottleneck, ...}]} (see the README for every field).
 """
 
 DEFAULT_GPUS = (*BRIEF_GPUS, "h100-sxm")
@@ -89,14 +91,17 @@ def format_estimates(results: list[Estimate]) -> str:
              f"batch {w.batch_size}, {shape}, {w.precision}"
              + (f", {w.optimizer}" if w.is_training else "") + (", checkpointing" if w.checkpointing else "")
              + (f", {w.peft} rank {w.lora_rank} on {w.lora_targets}" if w.peft else "")
-             + (f", {w.gpus} GPUs ({w.strategy}), memory per GPU" if w.gpus > 1 else ""))
+             + (f", {w.gpus} GPUs ({w.strategy}), memory per GPU" if w.gpus > 1 else "")
+             + (f", weights {w.weights.label}" if w.weights is not None else "")
+             + (f", KV cache {w.kv_cache}" if w.kv_cache else ""))
     rows = []
     for e in results:
         rows.append([e.gpu.id, format_bytes(e.gpu.usable_bytes), format_bytes(e.peak_memory_bytes),
-                     colour_verdict(e.verdict, enabled=colour), str(e.max_batch_size), speed_cell(e),
+                     colour_verdict(e.verdict, enabled=colour), str(e.max_batch_size),
+                     "-" if e.max_context_tokens is None else f"{e.max_context_tokens:,}", speed_cell(e),
                      e.bottleneck])
-    table = render_table(["GPU", "usable", "peak", "verdict", "max batch", "speed", "bottleneck"], rows,
-                         align="lrrlrrl")
+    headers = ["GPU", "usable", "peak", "verdict", "max batch", "max context", "speed", "bottleneck"]
+    table = render_table(headers, rows, align="lrrlrrrl")
     lines = [title, "", table]
     if len(results) == 1:
         lines += ["", f"memory at the peak ({first.memory.phase}):"]

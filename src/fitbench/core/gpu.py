@@ -12,8 +12,9 @@ class GpuSpec:
     memory_bytes         total device memory as nvidia-smi reports it (a '24 GB' card has 24 GiB)
     usable_bytes         what one process can allocate: the total minus what the driver keeps
     bandwidth_bytes_s    memory bandwidth, bytes per second
-    peak_flops           dense peak per compute precision: fp32, tf32, fp16, bf16 (FLOP/s,
-                         tensor-core rates with FP32 accumulation, no sparsity)
+    peak_flops           dense peak per compute precision: fp32, tf32, fp16, bf16, and fp8 /
+                         int8 where the card has those tensor cores (FLOP/s, tensor-core rates
+                         with FP32 accumulation, no sparsity)
     """
 
     id: str
@@ -34,6 +35,11 @@ class GpuSpec:
     source: str = ""
     aliases: tuple[str, ...] = field(default_factory=tuple)
     notes: str = ""
+
+    def has_rate(self, compute: str) -> bool:
+        """Whether the card has tensor cores of this type (catalog rows list 'fp8' and 'int8'
+        dense rates only for cards that have them: Ada, Hopper, Blackwell for fp8)."""
+        return compute in self.peak_flops
 
     def peak(self, compute: str) -> float:
         """Dense peak FLOP/s for a compute precision; a rate the card lacks falls back to FP32.

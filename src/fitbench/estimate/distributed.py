@@ -254,13 +254,17 @@ def _tp_weight_bytes(workload: Workload, arch: TransformerArch, n: int) -> tuple
     """(weights, quantization scales) per tensor-parallel GPU."""
     p = workload.precision_info
     per_gpu = tp_params_per_gpu(arch, n)
-    if p.quant_bits is None:
+    fmt = workload.weight_format
+    if fmt is None:
         return per_gpu * p.weight_bytes, 0.0
-    # Quantized block matrices split n ways; everything else stays 16-bit (memory.weight_bytes).
+    # Quantized block matrices split n ways, at the bytes per weight of the whole model's
+    # quantized matrices; everything else stays 16-bit (memory.weight_bytes).
     matrices = arch.num_layers * _tp_layer_matrix_params(arch, n)
     full_matrices = memory.quantizable_params(workload)
-    _, scales = memory.weight_bytes(workload)
-    return matrices * p.quant_bits / 8 + (per_gpu - matrices) * 2, scales * matrices / full_matrices
+    weights, scales = memory.weight_bytes(workload)
+    packed = weights - (workload.param_count() - full_matrices) * 2
+    return (packed * matrices / full_matrices + (per_gpu - matrices) * 2,
+            scales * matrices / full_matrices)
 
 
 def tp_activation_factor(workload: Workload, n: int) -> float:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fitbench.core.quant import WeightFormat, matrix_bytes
 from fitbench.estimate import resnet_cost, transformer_cost
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.segments import Segment
@@ -35,8 +36,6 @@ PART_NAMES = (
 
 # Adam keeps two moments per parameter, momentum SGD one buffer, plain SGD nothing.
 OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "momentum": 1, "sgd": 0}
-# NF4 (bitsandbytes default): one FP32 absmax per block of 64 weights.
-INT4_BLOCK = 64
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,18 +75,74 @@ def quantized_rows(workload: Workload) -> int:
     return sum(c.out_channels for c in arch.convs(224))
 
 
+def quantized_layers(fmt: WeightFormat, name: str, num_layers: int) -> int:
+    """How many of a block matrix's `num_layers` copies `fmt` quantizes: all, unless
+    modules_to_not_convert / ignore names it (the matrix itself, its block part 'self_attn' /
+    'mlp', or one layer of it as in 'model.layers.3.mlp.down_proj')."""
+    part = "mlp" if name in ("gate_proj", "up_proj", "down_proj", "fc1", "fc2") else "self_attn"
+    kept: set[int] = set()
+    for entry in fmt.skip:
+        tokens = entry.split(".")
+        if name not in tokens and part not in tokens and entry not in (name, part):
+            continue
+        index = next((int(t) for t in tokens if t.isdigit()), None)
+        if index is None:
+            return 0
+        if 0 <= index < num_layers:
+            kept.add(index)
+    return num_layers - len(kept)
+
+
+def head_quantized(fmt: WeightFormat, workload: Workload) -> bool:
+    """The LM head of a decoder is quantized only where the format says so (GGUF, GPTQModel's
+    lm_head, compressed-tensors without it in `ignore`) and no skip entry names it."""
+    arch = workload.arch
+    return (isinstance(arch, TransformerArch) and arch.kind == "decoder" and fmt.quantize_head
+            and not any(e.split(".")[-1] == "lm_head" for e in fmt.skip))
+
+
+def quantized_matrices(workload: Workload) -> list[tuple[str, int, int, int]]:
+    """(name, in_features, out_features, copies quantized) of the matrices `weight_format`
+    stores quantized: each block Linear, the LM head where quantized, and for GGUF (whose
+    published bits per weight cover every tensor) the token embedding too."""
+    fmt = workload.weight_format
+    arch = workload.arch
+    assert fmt is not None and isinstance(arch, TransformerArch)
+    mats = [(name, fin, fout, quantized_layers(fmt, name, arch.num_layers))
+            for name, fin, fout in transformer_cost._gemms(arch)]
+    if head_quantized(fmt, workload):
+        mats.append(("lm_head", arch.hidden_size, arch.vocab_size, 1))
+    if fmt.method == "gguf" and not (arch.tie_embeddings and head_quantized(fmt, workload)):
+        mats.append(("embed_tokens", arch.hidden_size, arch.vocab_size, 1))
+    return mats
+
+
 def weight_bytes(workload: Workload) -> tuple[int, int]:
-    """(weights, quantization scales) in bytes for the stored model."""
+    """(weights, quantization scales) in bytes for the stored model.
+
+    Unquantized: every parameter in the precision's dtype. Quantized: the matrices the format
+    converts at their layout's bytes (core.quant.matrix_bytes: packed values as weights, scales,
+    zero points and indices as scales); everything else (embeddings, norms, biases, the LM head
+    unless quantized, skipped modules) in 16 bit.
+    """
     p = workload.precision_info
     params = workload.param_count()
-    if p.quant_bits is None:
+    fmt = workload.weight_format
+    if fmt is None:
         return int(params * p.weight_bytes), 0
-    q = quantizable_params(workload)
-    rest = (params - q) * 2  # kept in FP16
-    packed = q * p.quant_bits // 8
-    # LLM.int8: one FP32 scale per output row; NF4: one FP32 absmax per 64-weight block.
-    scales = quantized_rows(workload) * 4 if p.quant_bits == 8 else (q // INT4_BLOCK) * 4
-    return int(rest + packed), int(scales)
+    if workload.is_resnet:  # int8 / int4 of a ResNet: its convolutions, as bitsandbytes would
+        q = quantizable_params(workload)
+        packed = q * int(fmt.bits) // 8
+        scales = quantized_rows(workload) * 4 if fmt.method == "bnb-int8" else (q // 64) * 4
+        return int((params - q) * 2 + packed), int(scales)
+    values = meta = 0
+    converted = 0
+    for _, fin, fout, copies in quantized_matrices(workload):
+        v, m = matrix_bytes(fmt, fin, fout)
+        values += copies * v
+        meta += copies * m
+        converted += copies * fin * fout
+    return int((params - converted) * 2 + values), int(meta)
 
 
 def master_weights_kept(workload: Workload, framework: str) -> bool:

@@ -10,6 +10,7 @@ saves in the Hugging Face implementations the backends run.
 
 from __future__ import annotations
 
+from fitbench.core.quant import kv_cache_element_bytes, kv_cache_scale_bytes_per_head, matrix_total_bytes
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
 from fitbench.estimate.segments import Kernel, Segment
 from fitbench.workloads.arch import TransformerArch
@@ -149,15 +150,20 @@ def inference_transient_bytes(workload: Workload) -> float:
     return tokens * per_token + logits
 
 
-def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
-    """K and V for every layer and token: 2 * layers * batch * tokens * kv_dim * bytes.
+def kv_bytes_per_token_layer(workload: Workload) -> float:
+    """Bytes one layer's K (or V) takes per token and sequence: kv_dim elements of the KV cache
+    dtype (`Workload.kv_cache_dtype`: --kv-cache, else the activations' dtype, FP16 for 16-bit
+    and quantized-weight models), plus an int8 cache's per-head scale and zero point."""
+    arch = _arch(workload)
+    dtype = workload.kv_cache_dtype
+    return arch.kv_dim * kv_cache_element_bytes(dtype) + arch.kv_heads * kv_cache_scale_bytes_per_head(dtype)
 
-    Stored in the activation dtype (FP16 for 16-bit and quantized-weight models).
-    """
+
+def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
+    """K and V for every layer and token: 2 * layers * batch * tokens * (kv_dim * bytes)."""
     arch = _arch(workload)
     t = tokens if tokens is not None else workload.tokens_per_sequence
-    kv_bytes = 2 if workload.precision_info.activation_bytes == 2 else 4
-    return 2 * arch.num_layers * workload.batch_size * t * arch.kv_dim * kv_bytes
+    return 2 * arch.num_layers * workload.batch_size * t * kv_bytes_per_token_layer(workload)
 
 
 # PyTorch's CUDA caching allocator: a request above 10 MiB gets a segment of its own, rounded up
@@ -188,8 +194,7 @@ def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
     if stale_share <= 0 or not workload.is_generation:
         return 0.0
     arch = _arch(workload)
-    kv_bytes = 2 if workload.precision_info.activation_bytes == 2 else 4
-    per_token = workload.batch_size * arch.kv_dim * kv_bytes  # one layer's K (or V), one token
+    per_token = workload.batch_size * kv_bytes_per_token_layer(workload)  # one layer's K (or V), one token
     first = workload.prompt_tokens or 1
     last = first + max((workload.new_tokens or 1) - 1, 0)
     s_hi = float(per_token * last)
@@ -267,6 +272,42 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
     return norms + act + adds + dropout + rotary + casts, ops
 
 
+def _quantized_counts(workload: Workload) -> dict[str, int]:
+    """Per matrix name, how many copies the weight format stores quantized (empty unquantized)."""
+    if workload.weight_format is None:
+        return {}
+    from fitbench.estimate.memory import quantized_matrices
+
+    return {name: copies for name, _, _, copies in quantized_matrices(workload)}
+
+
+def _weight_traffic(
+    workload: Workload, quantized: dict[str, int], name: str, fin: int, fout: int, w_bytes: float,
+    kv_len: int | None,
+) -> tuple[float, float, str]:
+    """(weight bytes one instance reads, dequantisation traffic, tensor-core type) of a matrix.
+
+    Unquantized: fin * fout at the precision's bytes. Quantized: the format's packed values plus
+    scales (core.quant.matrix_bytes), averaged over the layers where some are kept in 16 bit;
+    an LM head the format leaves alone reads 16-bit weights. Decode steps (kv_len given) read
+    the packed weights in fused kernels; prefill and classification pay the expansion to 16 bit
+    (written once, read back by the GEMM) unless the card has the format's tensor cores.
+    """
+    fmt = workload.weight_format
+    if fmt is None:
+        return fin * fout * w_bytes, 0.0, ""
+    copies = quantized.get(name, 0)
+    total = workload.arch.num_layers if name in {n for n, _, _ in _gemms(_arch(workload))} else 1
+    share = copies / total if total else 0.0
+    dense = fin * fout * 2.0
+    read = share * matrix_total_bytes(fmt, fin, fout) + (1 - share) * dense
+    # LLM.int8 multiplies int8 weights directly (no 16-bit copy); the others expand them.
+    expands = kv_len is None and fmt.method != "bnb-int8"
+    dequant = share * 2 * dense if expands else 0.0
+    compute = fmt.compute if fmt.compute in ("fp8", "int8") and share else ""
+    return read, dequant, compute
+
+
 def forward_kernels(
     workload: Workload, batch: int, seq: int, *, kv_len: int | None = None, with_head: bool = True
 ) -> list[Kernel]:
@@ -280,22 +321,28 @@ def forward_kernels(
     a = dt.act
     ks: list[Kernel] = []
     L = arch.num_layers
+    quantized = _quantized_counts(workload)
     for name, fin, fout in _gemms(arch):
+        w_read, dequant, compute = _weight_traffic(workload, quantized, name, fin, fout, w_bytes, kv_len)
         ks.append(
             Kernel(
                 name=name,
                 kind="matmul",
                 flops=2.0 * tokens * fin * fout,
-                bytes=tokens * (fin + fout) * a + fin * fout * w_bytes,
+                bytes=tokens * (fin + fout) * a + w_read,
                 count=L,
                 ops=1.0,
                 cast_ops=_autocast_casts(arch, name) if dt.amp else 0.0,
+                compute=compute,
+                dequant_bytes=dequant,
             )
         )
     causal = arch.kind == "decoder"
     # QK^T and PV: 4 * tokens * context * q_dim FLOPs; causal prefill computes about half.
     attn_flops = 4.0 * tokens * context * arch.q_dim * (0.5 if causal and kv_len is None else 1.0)
-    attn_bytes = (tokens * 2 * arch.q_dim + batch * context * 2 * arch.kv_dim) * a
+    kv_read = (kv_bytes_per_token_layer(workload) if workload.kv_cache and kv_len is not None
+               else arch.kv_dim * a)  # a quantized cache is read at its own size while decoding
+    attn_bytes = tokens * 2 * arch.q_dim * a + batch * context * 2 * kv_read
     if workload.attention == "eager" and kv_len is None:
         attn_bytes += batch * arch.num_heads * seq * context * (4 * a + 1)
     ks.append(
@@ -329,13 +376,17 @@ def forward_kernels(
     if with_head:
         if arch.kind == "decoder":
             head_tokens = tokens if workload.is_training else batch
+            h, v = arch.hidden_size, arch.vocab_size
+            head_w, head_dq, head_compute = _weight_traffic(workload, quantized, "lm_head", h, v, w_bytes,
+                                                            kv_len)
             ks.append(
                 Kernel(
                     name="lm_head",
                     kind="matmul",
                     flops=2.0 * head_tokens * arch.hidden_size * arch.vocab_size,
-                    bytes=arch.hidden_size * arch.vocab_size * w_bytes
-                    + head_tokens * arch.vocab_size * (a + 4),
+                    bytes=head_w + head_tokens * arch.vocab_size * (a + 4),
+                    compute=head_compute,
+                    dequant_bytes=head_dq,
                     count=1,
                     ops=3.0,
                     cast_ops=(1.0 + input_casts("lm_head")) if dt.amp else 0.0,  # weight, final norm output

@@ -25,6 +25,7 @@ from typing import Any
 
 from fitbench.errors import FitbenchError, close_match_hint
 from fitbench.workloads.arch import RESNET_LAYERS, ResNetArch, TransformerArch
+from fitbench.workloads.quant_config import config_storage
 from fitbench.workloads.workload import Workload
 
 CONFIG_NAME = "config.json"
@@ -465,9 +466,11 @@ def workload_from_config(path: str | Path, **overrides: Any) -> Workload:
     arch = arch_from_hf_config(data, source=str(config_file))
     given = {k: v for k, v in overrides.items() if v is not None}
     family = "resnet" if isinstance(arch, ResNetArch) else arch.kind
+    defaults = _defaults(arch, given.get("mode", ""))
+    # torch_dtype / dtype and quantization_config (workloads.quant_config) where the user gave none
+    defaults.update(config_storage(data, str(config_file), defaults, given))
     workload = Workload(name=_workload_name(config_file, data, arch), arch=arch,
-                        description=f"{family} ({arch_label(arch)}) read from {config_file}",
-                        **_defaults(arch, given.get("mode", "")))
+                        description=f"{family} ({arch_label(arch)}) read from {config_file}", **defaults)
     return workload.replace(**given)
 
 
