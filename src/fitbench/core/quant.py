@@ -233,7 +233,7 @@ def parse_weights(text: str) -> WeightFormat | None:
             raise FitbenchError(f"--weights {text}: {method} stores {', '.join(map(str, allowed))} bits, "
                                 f"not {bits}", f"for example --weights {method}")
         group = -1 if group_text == "all" else int(group_text or 128)
-        if group < 1 or group > 1 << 20:
+        if group != -1 and not 1 <= group <= 1 << 20:
             raise FitbenchError(f"--weights {text}: group size {group} is not usable", "use -g32 ... -g128")
         return make_grouped(method, bits, group)
     raise FitbenchError(f"unknown weight format '{text}'", did_you_mean(key, WEIGHT_NAMES))

@@ -79,11 +79,13 @@ def quantized_layers(fmt: WeightFormat, name: str, num_layers: int) -> int:
     """How many of a block matrix's `num_layers` copies `fmt` quantizes: all, unless
     modules_to_not_convert / ignore names it (the matrix itself, its block part 'self_attn' /
     'mlp', or one layer of it as in 'model.layers.3.mlp.down_proj')."""
-    part = "mlp" if name in ("gate_proj", "up_proj", "down_proj", "fc1", "fc2") else "self_attn"
+    mlp = ("gate_proj", "up_proj", "down_proj", "fc1", "fc2")
+    parts = ("mlp",) if name in mlp else ("self_attn", "attn", "attention")
     kept: set[int] = set()
     for entry in fmt.skip:
         tokens = entry.split(".")
-        if name not in tokens and part not in tokens and entry not in (name, part):
+        named = set(tokens) & {*mlp, "q_proj", "k_proj", "v_proj", "o_proj"}
+        if (name not in named) if named else not set(tokens) & set(parts):
             continue
         index = next((int(t) for t in tokens if t.isdigit()), None)
         if index is None:
