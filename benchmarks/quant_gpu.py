@@ -173,6 +173,8 @@ def measure(workload: Workload, device_name: str, path: str, repeats: int) -> di
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     torch.manual_seed(0)
     model = build(workload, device, path)
+    if cuda:  # the bf16 and fp32 temporaries of quantising stay cached otherwise
+        torch.cuda.empty_cache()
     weight_bytes = sum(p.nelement() * p.element_size() for p in model.parameters())
     gemv_error = None
     if path == "triton":  # the GEMV against the plain expansion, on the first fp8 layer
@@ -207,7 +209,7 @@ def measure(workload: Workload, device_name: str, path: str, repeats: int) -> di
         "weight_bytes": weight_bytes,
         "generate_seconds": t_full,
         "prefill_seconds": t_first,
-        "decode_tokens_per_second": b * (new - 1) / max(t_full - t_first, 1e-9),
+        "decode_tokens_per_second": b * (new - 1) / (t_full - t_first) if t_full > t_first else None,
     }
     if cuda:
         result["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
@@ -303,7 +305,7 @@ def main() -> int:
         peak = (m.get("peak_reserved_bytes") or 0) + m.get("context_bytes", 0)
         print(f"{r['model']:<10} {m['path']:<8} {m['weight_bytes'] / gib:>11.2f} "
               f"{e['weights_bytes'] / gib:>7.2f} {peak / gib:>9.2f} {e['peak_memory_bytes'] / gib:>7.2f} "
-              f"{m['decode_tokens_per_second']:>8.1f} "
+              f"{m['decode_tokens_per_second'] or 0:>8.1f} "
               f"{e['tokens_per_second']:>8.1f} {fmt_pct(err['peak']):>9} "
               f"{fmt_pct(err['decode_tokens_per_second']):>9}")
     if args.out:
