@@ -143,12 +143,12 @@ class Workload:
                 raise FitbenchError(f"--weights {self.weights.label} and --precision {self.precision} both "
                                     "say how weights are stored", "give one of them; with --weights use "
                                     "--precision fp16 or bf16 for the compute dtype")
-            if self.precision not in ("fp16", "bf16"):
-                raise FitbenchError(f"quantized weights ({self.weights.label}) compute in 16 bit, not "
-                                    f"{self.precision}", "use --precision fp16 or bf16")
             if self.mode == "train":
                 raise FitbenchError(f"quantized weights ({self.weights.label}) are for inference",
                                     "use --mode infer, or --peft qlora to fine-tune a 4-bit model")
+            if self.precision not in ("fp16", "bf16"):
+                raise FitbenchError(f"quantized weights ({self.weights.label}) compute in 16 bit, not "
+                                    f"{self.precision}", "use --precision fp16 or bf16")
             if isinstance(self.arch, ResNetArch):
                 raise FitbenchError("--weights applies to transformer models", "use --precision int8 or int4")
         if self.kv_cache is not None:
