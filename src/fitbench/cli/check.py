@@ -30,6 +30,7 @@ from fitbench.cli.common import (
     add_backend_arg,
     add_command,
     add_exec_arg,
+    add_gpu_spec_arg,
     add_history_args,
     add_lang_arg,
     add_progress_arg,
@@ -83,6 +84,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         metavar="ID",
         help="catalog cards to compare with (default: the brief's three and an H100)",
     )
+    add_gpu_spec_arg(parser)
     parser.add_argument(
         "--min-seconds",
         type=seconds,
@@ -270,10 +272,17 @@ def _advise(result: ScenarioResult, target: GpuSpec, framework: str, exec_mode: 
     Each sentence is kept in every language (the history may be reported in another one later);
     the terminal shows `lang`.
     """
-    from fitbench.advise.fixes import bottleneck_advice, what_would_make_it_fit
+    from fitbench.advise.fixes import bottleneck_advice, offload_option, what_would_make_it_fit
     from fitbench.advise.i18n import LANGS, t
     from fitbench.advise.ranking import cheapest_comfortable, rank_catalog
-    from fitbench.advise.text import advice_item, bottleneck_line, cheapest_line, fix_lines, smallest_line
+    from fitbench.advise.text import (
+        advice_item,
+        bottleneck_line,
+        cheapest_line,
+        fix_lines,
+        offload_line,
+        smallest_line,
+    )
     from fitbench.estimate.api import estimate
     from fitbench.estimate.verdict import FITS, OOM
 
@@ -297,6 +306,11 @@ def _advise(result: ScenarioResult, target: GpuSpec, framework: str, exec_mode: 
                 "options": [f.to_dict() for f in fixes],
             }
             add("fixes", texts, data)
+    if base.verdict == OOM:
+        # A generation job that does not fit may still run with layers in CPU memory.
+        off = offload_option(base)
+        if off is not None:
+            add("offload", {lg: offload_line(off, lg, scenario=key) for lg in LANGS}, off.to_dict())
     choice = cheapest_comfortable(w, framework=framework, exec_mode=exec_mode, rows=rows)
     # The bottleneck matters where the job runs: the target card, else the card to buy.
     buy = choice.cheapest or choice.smallest
@@ -409,7 +423,7 @@ def check_command(args: argparse.Namespace) -> int:
     machine = find_machine(args.backend)
     framework = machine.backend or "torch"
     exec_mode = args.exec_mode
-    cards = resolve_gpus(args.gpu or list(DEFAULT_GPUS))
+    cards = resolve_gpus(args.gpu or ([] if args.gpu_spec else list(DEFAULT_GPUS)), args.gpu_spec or ())
     if not cards:
         raise FitbenchError("no GPU selected", "pass --gpu ID or --gpu all")
     measuring = not args.estimate_only and machine.backend is not None

@@ -159,11 +159,21 @@ def kv_bytes_per_token_layer(workload: Workload) -> float:
     return arch.kv_dim * kv_cache_element_bytes(dtype) + arch.kv_heads * kv_cache_scale_bytes_per_head(dtype)
 
 
-def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
-    """K and V for every layer and token: 2 * layers * batch * tokens * (kv_dim * bytes)."""
+def kv_cache_bytes_per_token(workload: Workload, *, tp: int = 1) -> float:
+    """K and V of one token over every layer: 2 * layers * (kv_dim * bytes), on one of `tp`
+    tensor-parallel GPUs (key/value heads split up to their number, replicated beyond it).
+
+    In the KV cache dtype (kv_bytes_per_token_layer). A paged cache (vLLM, SGLang) sizes its
+    blocks from this figure, so whatever changes the bytes a token keeps changes it here.
+    """
     arch = _arch(workload)
+    return 2 * arch.num_layers * kv_bytes_per_token_layer(workload) / min(tp, arch.kv_heads)
+
+
+def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
+    """K and V for every layer and token of the batch: batch * tokens * the per-token bytes."""
     t = tokens if tokens is not None else workload.tokens_per_sequence
-    return 2 * arch.num_layers * workload.batch_size * t * kv_bytes_per_token_layer(workload)
+    return workload.batch_size * t * kv_cache_bytes_per_token(workload)
 
 
 # PyTorch's CUDA caching allocator: a request above 10 MiB gets a segment of its own, rounded up
