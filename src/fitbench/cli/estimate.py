@@ -198,8 +198,8 @@ def format_estimates(results: list[Estimate], offloads: list[Any] | None = None,
                      colour_verdict(shown, enabled=colour), str(e.max_batch_size),
                      "-" if e.max_context_tokens is None else f"{e.max_context_tokens:,}", speed_cell(e, off),
                      e.bottleneck, "-" if e.verdict == "oom" else cost_cell(job_cost(e), lang)])
-    headers = ["GPU", "usable", "peak", "verdict", "max batch", t("col.max_context", lang), "speed", "bottleneck",
-               t("cost.header", lang)]
+    headers = ["GPU", "usable", "peak", "verdict", "max batch", t("col.max_context", lang), "speed",
+               "bottleneck", t("cost.header", lang)]
     table = render_table(headers, rows, align="lrrlrrrlr")
     lines = [title, "", table]
     if len(results) == 1:
