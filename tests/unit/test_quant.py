@@ -421,3 +421,48 @@ def test_quantization_config_reader_fuzz(method: str, body: dict) -> None:
     if fmt is not None:
         assert matrix_bytes(fmt, 4096, 4096)[0] > 0
     assert kv in (None, "fp8", "int8")
+
+
+def test_weights_none_ignores_quantization_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, torch_dtype="float16", quantization_config={"quant_method": "awq", "bits": 4})
+    assert main(["estimate", "--config", str(path), "--gpu", "4090", "--json"]) == 0
+    quantized = json.loads(capsys.readouterr().out)["estimates"][0]
+    assert main(["estimate", "--config", str(path), "--gpu", "4090", "--json", "--weights", "none"]) == 0
+    plain = json.loads(capsys.readouterr().out)["estimates"][0]
+    assert quantized["weights"] == "awq-4bit-g128" and plain["weights"] is None
+    assert plain["breakdown"]["weights"] == 2 * plain["params"]
+    assert quantized["breakdown"]["weights"] < plain["breakdown"]["weights"]
+
+
+@pytest.mark.slow
+def test_quant_gpu_benchmark_runs_on_the_cpu(tmp_path: Path) -> None:
+    """benchmarks/quant_gpu.py with the tiny model: the fp8 model it builds holds exactly the
+    bytes the estimate gives for weights plus quantization scales."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "q.json"
+    subprocess.run(
+        [
+            sys.executable,
+            str(root / "benchmarks" / "quant_gpu.py"),
+            "--device",
+            "cpu",
+            "--model",
+            "tiny",
+            "--prompt-tokens",
+            "4",
+            "--new-tokens",
+            "3",
+            "--repeats",
+            "1",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(root / "src")},
+    )
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["measured"]["weight_bytes"] == row["estimate"]["weights_bytes"]
