@@ -14,9 +14,9 @@ How a layer multiplies (`--path`):
   auto     triton on CUDA when Triton imports, else dequant (the CPU)
 
 Generation runs Hugging Face `generate` (greedy, a dynamic cache), as `fitbench run` does. Peak
-memory is torch.cuda.max_memory_allocated / max_memory_reserved, and NVML's per-process figure
-where available; decode tok/s is (new tokens - 1) / (time of generate(new) - time of generate(1)).
-Both are printed beside `fitbench estimate` for the same model, precision bf16 and
+memory is torch.cuda.max_memory_allocated / max_memory_reserved plus the CUDA context, and NVML's
+per-process peak (sampled) where available; decode tok/s is
+(new tokens - 1) / (time of generate(new) - time of generate(1)). Both are printed beside `fitbench estimate` for the same model, precision bf16 and
 `--weights fp8`.
 
     python benchmarks/quant_gpu.py --out quant-h200.json                  # on the H200 (~1 min)
@@ -198,10 +198,17 @@ def measure(workload: Workload, device_name: str, path: str, repeats: int) -> di
         return time.perf_counter() - t0
 
     generate(new)  # warm-up: Triton compilation, cuBLAS handles, allocator blocks
+    sampler = None
     if cuda:
         torch.cuda.reset_peak_memory_stats()
+        from fitbench.measure import nvml
+
+        index = nvml.cuda_index(device_name) if nvml.available() else None
+        sampler = nvml.MemorySampler(index).start() if index is not None else None
     full = [generate(new) for _ in range(repeats)]
     first = [generate(1) for _ in range(repeats)]
+    if sampler is not None:
+        sampler.stop()
     t_full, t_first = statistics.median(full), statistics.median(first)
     result: dict[str, Any] = {
         "path": path,
@@ -214,12 +221,12 @@ def measure(workload: Workload, device_name: str, path: str, repeats: int) -> di
     if cuda:
         result["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
         result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
-        from fitbench.measure import nvml
-
-        index = nvml.cuda_index(device_name) if nvml.available() else None
+        # NVML's peak of this process (sampled while generating); the CUDA context is what it
+        # holds beyond the allocator's reserved memory once generation is over.
         proc = nvml.process_memory(index) if index is not None else None
+        if sampler is not None and sampler.peak_process is not None:
+            result["nvml_process_peak_bytes"] = sampler.peak_process
         if proc is not None:
-            result["nvml_process_bytes"] = proc
             result["context_bytes"] = max(0, proc - torch.cuda.memory_reserved())
     return result
 
