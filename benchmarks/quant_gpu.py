@@ -16,8 +16,8 @@ How a layer multiplies (`--path`):
 Generation runs Hugging Face `generate` (greedy, a dynamic cache), as `fitbench run` does. Peak
 memory is torch.cuda.max_memory_allocated / max_memory_reserved plus the CUDA context, and NVML's
 per-process peak (sampled) where available; decode tok/s is
-(new tokens - 1) / (time of generate(new) - time of generate(1)). Both are printed beside `fitbench estimate` for the same model, precision bf16 and
-`--weights fp8`.
+(new tokens - 1) / (time of generate(new) - time of generate(1)). Both are printed beside
+`fitbench estimate` for the same model, precision bf16 and `--weights fp8`.
 
     python benchmarks/quant_gpu.py --out quant-h200.json                  # on the H200 (~1 min)
     python benchmarks/quant_gpu.py --device cpu --model tiny --out x.json  # CPU smoke test
