@@ -466,3 +466,18 @@ def test_quant_gpu_benchmark_runs_on_the_cpu(tmp_path: Path) -> None:
     )
     row = json.loads(out.read_text())["rows"][0]
     assert row["measured"]["weight_bytes"] == row["estimate"]["weights_bytes"]
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(max_size=24) | st.sampled_from(["gptq-8bit-g32", "awq-g64", "fp8-e4m3", "Q4_K_M", "nf4-dq"])
+)
+def test_weights_names_fuzz(text: str) -> None:
+    """Any --weights text gives a format, None ('none') or one FitbenchError line."""
+    try:
+        fmt = parse_weights(text)
+    except FitbenchError as exc:
+        assert "\n" not in exc.message
+        return
+    assert fmt is None or matrix_bytes(fmt, 256, 512)[0] > 0

@@ -219,6 +219,7 @@ def parse_weights(text: str) -> WeightFormat | None:
         kind = "fp4" if key.startswith("fp4") else "nf4"
         return WeightFormat(method="bnb-4bit", bits=4, group_size=64, scale_bytes=4, label=kind,
                             double_quant=key.endswith("-dq"))
+    key = {"fp8-e4m3": "fp8", "e4m3": "fp8", "float8-e4m3fn": "fp8"}.get(key, key)
     if key in ("fp8", "fp8-block", "fp8-channel", "fp8-tensor"):
         block = {"fp8-channel": (0, 0), "fp8-tensor": None}.get(key, (128, 128))
         return WeightFormat(method="fp8", bits=8, block=block, scale_bytes=4, compute="fp8", label=key)
