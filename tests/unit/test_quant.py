@@ -481,3 +481,13 @@ def test_weights_names_fuzz(text: str) -> None:
         assert "\n" not in exc.message
         return
     assert fmt is None or matrix_bytes(fmt, 256, 512)[0] > 0
+
+
+def test_workload_json_round_trip_keeps_weights_kv_and_origin(tmp_path: Path) -> None:
+    """A child process gets the workload as JSON: the format, KV dtype and notes survive it."""
+    from fitbench.workloads.workload import Workload
+
+    qc = {"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": ["lm_head"]}
+    w = workload_from_config(write(tmp_path, torch_dtype="bfloat16", quantization_config=qc), kv_cache="int8")
+    again = Workload.from_dict(json.loads(json.dumps(w.to_dict())))
+    assert again == w and again.weights.block == (128, 128) and again.kv_cache == "int8"
