@@ -242,7 +242,16 @@ def _tp_kv_split(arch: TransformerArch, n: int) -> int:
     return min(n, arch.kv_heads)
 
 
+def _tp_generic(arch: TransformerArch) -> bool:
+    """Experts, latent attention or other layouts the Megatron split below does not spell out:
+    their block matrices (every expert) are taken as split n ways, everything else replicated."""
+    return (arch.is_moe or arch.is_mla or arch.qk_norm != "none" or arch.norms_per_layer != 2
+            or bool(arch.patch_size) or bool(arch.extra_params))
+
+
 def _tp_layer_matrix_params(arch: TransformerArch, n: int) -> float:
+    if _tp_generic(arch):
+        return arch.linear_params() / arch.num_layers / n
     h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
     kv_split = _tp_kv_split(arch, n)
     attention = h * q / n + 2 * h * kv / kv_split + q * h / n      # column Q, K, V; row O
@@ -257,6 +266,11 @@ def tp_params_per_gpu(arch: TransformerArch, n: int) -> float:
     word embeddings and an untied LM head are vocab-parallel; position and token-type
     embeddings, BERT's embedding norm, pooler and classifier replicate.
     """
+    if _tp_generic(arch):
+        tables = 1 if arch.tie_embeddings or arch.kind == "encoder" else 2
+        word = arch.vocab_size * arch.hidden_size * tables
+        rest = arch.param_count() - arch.linear_params() - word
+        return arch.linear_params() / n + word / n + rest
     h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
     kv_split = _tp_kv_split(arch, n)
     biases = 0.0
@@ -283,14 +297,14 @@ def _tp_weight_bytes(workload: Workload, arch: TransformerArch, n: int) -> tuple
     fmt = workload.weight_format
     if fmt is None:
         return per_gpu * p.weight_bytes, 0.0
-    # Quantized block matrices split n ways, at the bytes per weight of the whole model's
-    # quantized matrices; everything else stays 16-bit (memory.weight_bytes).
-    matrices = arch.num_layers * _tp_layer_matrix_params(arch, n)
-    full_matrices = memory.quantizable_params(workload)
+    # The converted matrices (memory.quantized_matrices: block matrices, every expert's) split
+    # like the block matrices, n ways, at the bytes per weight the whole model's take;
+    # everything else stays 16-bit (memory.weight_bytes).
+    share = arch.num_layers * _tp_layer_matrix_params(arch, n) / memory.quantizable_params(workload)
+    converted = sum(m.copies * m.fin * m.fout for m in memory.quantized_matrices(workload))
     weights, scales = memory.weight_bytes(workload)
-    packed = weights - (workload.param_count() - full_matrices) * 2
-    return (packed * matrices / full_matrices + (per_gpu - matrices) * 2,
-            scales * matrices / full_matrices)
+    packed = weights - (workload.param_count() - converted) * 2
+    return packed * share + (per_gpu - converted * share) * 2, scales * share
 
 
 def tp_activation_factor(workload: Workload, n: int) -> float:
@@ -309,8 +323,7 @@ def _blocks(workload: Workload) -> tuple[int, int]:
     FSDP wrap of every transformer block / ResNet residual block creates (the root keeps the rest)."""
     arch = workload.arch
     if isinstance(arch, TransformerArch):
-        block = arch.layer_params()
-        return arch.param_count() - arch.num_layers * block, block
+        return arch.param_count() - arch.layers_params(), arch.layer_params()
     assert isinstance(arch, ResNetArch)
     per_block: dict[str, int] = {}
     for conv in arch.convs(224):

@@ -10,10 +10,12 @@ saves in the Hugging Face implementations the backends run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fitbench.core.quant import kv_cache_element_bytes, kv_cache_scale_bytes_per_head, matrix_total_bytes
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
 from fitbench.estimate.segments import Kernel, Segment
-from fitbench.workloads.arch import TransformerArch
+from fitbench.workloads.arch import TransformerArch, expected_distinct_experts
 from fitbench.workloads.workload import Workload
 
 
@@ -106,7 +108,7 @@ def training_segments(workload: Workload, *, dropout: bool | None = None) -> lis
                 name=f"layer{i}",
                 saved_bytes=per_layer,
                 input_bytes=per_input,
-                params=arch.layer_params(),
+                params=arch.layer_params_at(i),
                 cast_params=cast,
                 transient_bytes=per_transient,
             )
@@ -150,30 +152,85 @@ def inference_transient_bytes(workload: Workload) -> float:
     return tokens * per_token + logits
 
 
-def kv_bytes_per_token_layer(workload: Workload) -> float:
-    """Bytes one layer's K (or V) takes per token and sequence: kv_dim elements of the KV cache
-    dtype (`Workload.kv_cache_dtype`: --kv-cache, else the activations' dtype, FP16 for 16-bit
-    and quantized-weight models), plus an int8 cache's per-head scale and zero point."""
+def kv_bytes_per_token_layer(workload: Workload, *, tp: int = 1) -> float:
+    """Bytes one layer's cache keeps per token and sequence, on one of `tp` tensor-parallel GPUs.
+
+    Elements (TransformerArch.kv_elements_per_token): K and V, 2 * kv_dim (key/value heads split
+    up to their number, replicated beyond it), or for latent attention the compressed latent plus
+    the shared rotary key (kv_lora_rank + qk_rope_head_dim, as MLA-aware runtimes cache it,
+    replicated on every GPU). Each element in the KV cache dtype (`Workload.kv_cache_dtype`:
+    --kv-cache, else the activations' dtype, FP16 for 16-bit and quantized-weight models); an
+    int8 cache adds a scale and zero point per head and token for each of K and V (one per token
+    for the latent, which has no heads).
+    """
     arch = _arch(workload)
     dtype = workload.kv_cache_dtype
-    return arch.kv_dim * kv_cache_element_bytes(dtype) + arch.kv_heads * kv_cache_scale_bytes_per_head(dtype)
+    if arch.is_mla:
+        scale = kv_cache_scale_bytes_per_head(dtype)
+        return arch.kv_elements_per_token() * kv_cache_element_bytes(dtype) + scale
+    split = min(tp, arch.kv_heads)
+    return (2 * arch.kv_dim * kv_cache_element_bytes(dtype)
+            + 2 * arch.kv_heads * kv_cache_scale_bytes_per_head(dtype)) / split
 
 
 def kv_cache_bytes_per_token(workload: Workload, *, tp: int = 1) -> float:
-    """K and V of one token over every layer: 2 * layers * (kv_dim * bytes), on one of `tp`
-    tensor-parallel GPUs (key/value heads split up to their number, replicated beyond it).
+    """The cache of one token over every layer, on one of `tp` tensor-parallel GPUs: layers x
+    kv_bytes_per_token_layer (K and V, or latent attention's compressed latent and rotary key, in
+    the KV cache dtype).
 
-    In the KV cache dtype (kv_bytes_per_token_layer). A paged cache (vLLM, SGLang) sizes its
-    blocks from this figure, so whatever changes the bytes a token keeps changes it here.
+    A paged cache (vLLM, SGLang) sizes its blocks from this figure, so whatever changes the bytes
+    a token keeps changes it here.
     """
-    arch = _arch(workload)
-    return 2 * arch.num_layers * kv_bytes_per_token_layer(workload) / min(tp, arch.kv_heads)
+    return _arch(workload).num_layers * kv_bytes_per_token_layer(workload, tp=tp)
 
 
 def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
-    """K and V for every layer and token of the batch: batch * tokens * the per-token bytes."""
+    """The cache of the batch: batch x (token slots held, summed over layers) x the bytes of one
+    token in one layer. Sliding-window layers hold a window-long tensor while decoding and the
+    whole prompt right after a longer prefill (TransformerArch.cached_tokens)."""
+    arch = _arch(workload)
     t = tokens if tokens is not None else workload.tokens_per_sequence
-    return workload.batch_size * t * kv_cache_bytes_per_token(workload)
+    prompt = (workload.prompt_tokens or 0) if tokens is None else 0
+    per_layer_token = kv_cache_bytes_per_token(workload) / arch.num_layers
+    return workload.batch_size * arch.cached_tokens(t, prompt) * per_layer_token
+
+
+def arch_assumptions(workload: Workload) -> list[str]:
+    """One line per architecture feature whose modelling a reader should know (experts, latent
+    attention, sliding windows, exact checkpoint bytes)."""
+    arch = workload.arch
+    if not isinstance(arch, TransformerArch):
+        return []
+    lines = []
+    if arch.is_moe:
+        tokens = workload.batch_size * (1 if workload.is_generation else workload.seq_len or 1)
+        distinct = expected_distinct_experts(arch.num_experts, arch.experts_per_token, tokens)
+        shared = " plus the shared experts" if arch.shared_intermediate_size else ""
+        lines.append(
+            f"mixture of experts: memory holds all {arch.num_experts} experts of {arch.moe_layers} layers "
+            f"({arch.param_count():,} params); each token runs {arch.experts_per_token}{shared} "
+            f"({arch.active_param_count():,} active params); a step of {tokens} tokens reads "
+            f"{distinct:.1f} distinct experts a layer, E*(1-(1-k/E)^tokens) with uniform routing")
+    if arch.is_mla:
+        full = 2 * arch.kv_dim
+        lines.append(
+            f"latent attention: the cache keeps the {arch.kv_lora_rank}-wide latent and the "
+            f"{arch.qk_rope_head_dim}-wide rotary key per token and layer, as MLA-aware runtimes (vLLM, "
+            f"SGLang) do; transformers' DeepSeek code caches decompressed K and V ({full} values, "
+            f"{full / arch.kv_elements_per_token():.0f}x more)")
+    if arch.sliding_layers and arch.sliding_window:
+        lines.append(
+            f"sliding window: {arch.sliding_layers} of {arch.num_layers} layers attend to the last "
+            f"{arch.sliding_window} tokens; transformers' DynamicSlidingWindowLayer concatenates the new "
+            f"keys, attends, then keeps the last {arch.sliding_window - 1} as a view, so a "
+            f"{arch.sliding_window}-token tensor stays allocated while decoding and, after a longer "
+            "prompt, the whole prompt's K/V until the layer's next update: the cache's peak is the "
+            "larger of the two moments")
+    if workload.checkpoint_bytes:
+        lines.append(f"checkpoint: {workload.checkpoint_bytes:,} bytes of {workload.checkpoint_params:,} "
+                     "stored elements read from the safetensors headers; weights use them when the "
+                     "checkpoint's width is the one loaded")
+    return lines
 
 
 # PyTorch's CUDA caching allocator: a request above 10 MiB gets a segment of its own, rounded up
@@ -204,7 +261,8 @@ def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
     if stale_share <= 0 or not workload.is_generation:
         return 0.0
     arch = _arch(workload)
-    per_token = workload.batch_size * kv_bytes_per_token_layer(workload)  # one layer's K (or V), one token
+    # one layer's K (or V; half the latent cache), one token
+    per_token = workload.batch_size * kv_bytes_per_token_layer(workload) / 2
     first = workload.prompt_tokens or 1
     last = first + max((workload.new_tokens or 1) - 1, 0)
     s_hi = float(per_token * last)
@@ -213,7 +271,12 @@ def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
         return 0.0
     classes = (s_hi - s_lo) / ALLOCATOR_ROUND_BYTES
     outgrown = classes * (s_lo + s_hi - ALLOCATOR_ROUND_BYTES) / 2
-    return stale_share * (2 * arch.num_layers + 1) * outgrown
+    # Sliding-window layers replace their cache by a window-long copy each step once full: only
+    # the other layers (and sliding ones that never fill) keep outgrowing size classes.
+    growing = arch.num_layers
+    if arch.sliding_layers and arch.sliding_window is not None and last >= arch.sliding_window:
+        growing -= arch.sliding_layers
+    return stale_share * (2 * growing + 1) * outgrown if growing else 0.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,14 +284,81 @@ def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
 
 
 def _gemms(arch: TransformerArch) -> list[tuple[str, int, int]]:
-    """(name, in_features, out_features) of one block's Linear layers."""
-    h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
-    mats = [("q_proj", h, q), ("k_proj", h, kv), ("v_proj", h, kv), ("o_proj", q, h)]
+    """(name, in_features, out_features) of one dense block's Linear layers."""
+    h, f = arch.hidden_size, arch.intermediate_size
+    mats = arch.attention_linears()
     if arch.mlp == "swiglu":
         mats += [("gate_proj", h, f), ("up_proj", h, f), ("down_proj", f, h)]
     else:
         mats += [("fc1", h, f), ("fc2", f, h)]
     return mats
+
+
+def expert_gemms(arch: TransformerArch) -> dict[str, list[tuple[str, int, int]]]:
+    """(name, in_features, out_features) of one MoE block's matrices by part: 'router', one
+    routed expert's ('experts'), and the shared experts' ('shared', all of them as one MLP)."""
+    h, fe, fs = arch.hidden_size, arch.expert_intermediate_size, arch.shared_intermediate_size
+
+    def ffn(prefix: str, f: int) -> list[tuple[str, int, int]]:
+        if arch.mlp == "swiglu":
+            return [(f"{prefix}.gate_proj", h, f), (f"{prefix}.up_proj", h, f), (f"{prefix}.down_proj", f, h)]
+        return [(f"{prefix}.fc1", h, f), (f"{prefix}.fc2", f, h)]
+
+    return {"router": [("router", h, arch.num_experts)], "experts": ffn("experts", fe),
+            "shared": ffn("shared_experts", fs) if fs else []}
+
+
+Traffic = Callable[[str, int, int], tuple[float, float, str]]
+
+
+def expert_kernels(arch: TransformerArch, tokens: int, act_bytes: float, w_bytes: float, *,
+                   amp: bool, traffic: Traffic | None = None) -> list[Kernel]:
+    """The router, routed experts and shared experts of the MoE blocks, for `tokens` tokens.
+
+    FLOPs count the experts each token runs (top-k plus shared); weight bytes count the experts
+    the tokens reach: expected_distinct_experts (k for one token while decoding, near all of
+    them for a prefill or a large batch). Each expert's matrices are read once per step, at
+    `w_bytes` an element or, with quantized weights, at what `traffic(name, in, out)` says
+    (packed values plus scales, the dequantisation a prefill pays, the tensor-core type).
+    Framework operations follow transformers 5's default `grouped_mm` experts path
+    (integrations/moe.py): the router's linear, softmax, top-k and renormalisation (7), then one
+    sort, gathers, a histogram, two grouped matmuls, the activation and the weighted scatter
+    (15) whatever the number of experts hit.
+    """
+    h, fe, k = arch.hidden_size, arch.expert_intermediate_size, arch.experts_per_token
+    mats = 3 if arch.mlp == "swiglu" else 2
+    n = arch.moe_layers
+    distinct = expected_distinct_experts(arch.num_experts, k, tokens)
+    parts = expert_gemms(arch)
+
+    def weights(part: str) -> tuple[float, float, str]:
+        """(bytes read, dequantisation bytes, tensor-core type) of one instance of a part."""
+        if traffic is None:
+            return sum(fin * fout for _, fin, fout in parts[part]) * w_bytes, 0.0, ""
+        each = [traffic(name, fin, fout) for name, fin, fout in parts[part]]
+        return sum(r for r, _, _ in each), sum(d for _, d, _ in each), each[0][2]
+
+    r_read, r_dq, r_compute = weights("router")
+    e_read, e_dq, e_compute = weights("experts")
+    ks = [
+        Kernel(name="router", kind="matmul", flops=2.0 * tokens * h * arch.num_experts,
+               bytes=tokens * (h + arch.num_experts) * act_bytes + r_read,
+               count=n, ops=7.0, cast_ops=2.0 if amp else 0.0, compute=r_compute, dequant_bytes=r_dq),
+        # Each routed token's expert MLP reads its input once per matrix and writes its output.
+        Kernel(name="experts", kind="matmul", flops=2.0 * tokens * k * mats * h * fe,
+               bytes=tokens * k * mats * (h + fe) * act_bytes + distinct * e_read,
+               count=n, ops=15.0,
+               cast_ops=2.0 if amp else 0.0,  # the stacked gate_up and down weights
+               compute=e_compute, dequant_bytes=distinct * e_dq),
+    ]
+    if arch.shared_intermediate_size:
+        fs = arch.shared_intermediate_size
+        s_read, s_dq, s_compute = weights("shared")
+        ks.append(Kernel(name="shared_experts", kind="matmul", flops=2.0 * tokens * mats * h * fs,
+                         bytes=tokens * mats * (h + fs) * act_bytes + s_read,
+                         count=n, ops=float(mats), cast_ops=float(mats) if amp else 0.0,
+                         compute=s_compute, dequant_bytes=s_dq))
+    return ks
 
 
 # Linears whose input is a norm's output, which stays FP32 under autocast (LayerNorm runs in
@@ -282,32 +412,33 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
     return norms + act + adds + dropout + rotary + casts, ops
 
 
-def _quantized_counts(workload: Workload) -> dict[str, int]:
-    """Per matrix name, how many copies the weight format stores quantized (empty unquantized)."""
+def _quantized_counts(workload: Workload) -> dict[str, tuple[int, int]]:
+    """Per matrix name, (copies the weight format stores quantized, copies in the model); empty
+    when the weights are not quantized."""
     if workload.weight_format is None:
         return {}
     from fitbench.estimate.memory import quantized_matrices
 
-    return {name: copies for name, _, _, copies in quantized_matrices(workload)}
+    return {m.name: (m.copies, m.total) for m in quantized_matrices(workload)}
 
 
 def _weight_traffic(
-    workload: Workload, quantized: dict[str, int], name: str, fin: int, fout: int, w_bytes: float,
-    kv_len: int | None,
+    workload: Workload, quantized: dict[str, tuple[int, int]], name: str, fin: int, fout: int,
+    w_bytes: float, kv_len: int | None,
 ) -> tuple[float, float, str]:
     """(weight bytes one instance reads, dequantisation traffic, tensor-core type) of a matrix.
 
     Unquantized: fin * fout at the precision's bytes. Quantized: the format's packed values plus
-    scales (core.quant.matrix_bytes), averaged over the layers where some are kept in 16 bit;
-    an LM head the format leaves alone reads 16-bit weights. Decode steps (kv_len given) read
-    the packed weights in fused kernels; prefill and classification pay the expansion to 16 bit
-    (written once, read back by the GEMM) unless the card has the format's tensor cores.
+    scales (core.quant.matrix_bytes), averaged over the copies (layers, experts) of which some
+    are kept in 16 bit; a matrix the format leaves alone (an LM head, a router) reads 16-bit
+    weights. Decode steps (kv_len given) read the packed weights in fused kernels; prefill and
+    classification pay the expansion to 16 bit (written once, read back by the GEMM) unless the
+    card has the format's tensor cores.
     """
     fmt = workload.weight_format
     if fmt is None:
         return fin * fout * w_bytes, 0.0, ""
-    copies = quantized.get(name, 0)
-    total = workload.arch.num_layers if name in {n for n, _, _ in _gemms(_arch(workload))} else 1
+    copies, total = quantized.get(name, (0, 1))
     share = copies / total if total else 0.0
     dense = fin * fout * 2.0
     read = share * matrix_total_bytes(fmt, fin, fout) + (1 - share) * dense
@@ -332,7 +463,11 @@ def forward_kernels(
     ks: list[Kernel] = []
     L = arch.num_layers
     quantized = _quantized_counts(workload)
+    attention_names = {name for name, _, _ in arch.attention_linears()}
     for name, fin, fout in _gemms(arch):
+        count = L if name in attention_names else arch.dense_mlp_layers
+        if count == 0:
+            continue
         w_read, dequant, compute = _weight_traffic(workload, quantized, name, fin, fout, w_bytes, kv_len)
         ks.append(
             Kernel(
@@ -340,19 +475,32 @@ def forward_kernels(
                 kind="matmul",
                 flops=2.0 * tokens * fin * fout,
                 bytes=tokens * (fin + fout) * a + w_read,
-                count=L,
+                count=count,
                 ops=1.0,
                 cast_ops=_autocast_casts(arch, name) if dt.amp else 0.0,
                 compute=compute,
                 dequant_bytes=dequant,
             )
         )
+    if arch.is_moe:
+        def traffic(name: str, fin: int, fout: int) -> tuple[float, float, str]:
+            return _weight_traffic(workload, quantized, name, fin, fout, w_bytes, kv_len)
+
+        ks.extend(expert_kernels(arch, tokens, a, w_bytes, amp=dt.amp, traffic=traffic))
     causal = arch.kind == "decoder"
+    # Keys each query sees: the context, or the window on sliding-window layers (layer mean).
+    seen = arch.attended_tokens(context) if arch.sliding_layers else context
     # QK^T and PV: 4 * tokens * context * q_dim FLOPs; causal prefill computes about half.
-    attn_flops = 4.0 * tokens * context * arch.q_dim * (0.5 if causal and kv_len is None else 1.0)
-    kv_read = (kv_bytes_per_token_layer(workload) if workload.kv_cache and kv_len is not None
-               else arch.kv_dim * a)  # a quantized cache is read at its own size while decoding
-    attn_bytes = tokens * 2 * arch.q_dim * a + batch * context * 2 * kv_read
+    if arch.is_mla:
+        attn_flops = 2.0 * tokens * seen * (arch.q_dim + arch.attn_out_dim)
+    else:
+        attn_flops = 4.0 * tokens * seen * arch.q_dim
+    attn_flops *= 0.5 if causal and kv_len is None else 1.0
+    cache_context = arch.cached_tokens(context) / L if arch.sliding_layers else context  # read per step
+    # a quantized cache is read at its own size while decoding; a prefill attends to fresh K/V
+    cache_read = (kv_bytes_per_token_layer(workload) if workload.kv_cache and kv_len is not None
+                  else arch.kv_elements_per_token() * a)
+    attn_bytes = tokens * (arch.q_dim + arch.attn_out_dim) * a + batch * cache_context * cache_read
     if workload.attention == "eager" and kv_len is None:
         attn_bytes += batch * arch.num_heads * seq * context * (4 * a + 1)
     ks.append(

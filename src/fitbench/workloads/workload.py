@@ -29,7 +29,7 @@ OPTIMIZER_IMPLS = ("foreach", "fused", "for-loop")
 # Sizes beyond these are typos, not jobs (the largest production contexts are ~1M tokens).
 LIMITS = {"lora_rank": 1 << 16, "gpus": 1 << 16, "grad_accum": 1 << 16, "batch_size": 1 << 20,
           "seq_len": 1 << 21, "image_size": 16384, "prompt_tokens": 1 << 21, "new_tokens": 1 << 21,
-          "dataset_size": 1 << 40}
+          "dataset_size": 1 << 40, "checkpoint_bytes": 1 << 50, "checkpoint_params": 1 << 48}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,6 +78,9 @@ class Workload:
     weights: WeightFormat | None = None
     kv_cache: str | None = None
     origin: tuple[str, ...] = ()
+    # Exact stored weights read from a model folder's safetensors headers (memory uses them).
+    checkpoint_bytes: int | None = None
+    checkpoint_params: int | None = None
 
     def __post_init__(self) -> None:
         # Types first: a number where a name belongs (or the reverse) must be a clear error,
@@ -231,6 +234,12 @@ class Workload:
     def param_count(self) -> int:
         return self.arch.param_count()
 
+    def active_param_count(self) -> int:
+        """Parameters a token runs through (the total, except for mixture-of-experts models)."""
+        if isinstance(self.arch, TransformerArch):
+            return self.arch.active_param_count()
+        return self.arch.param_count()
+
     # -- derivation ---------------------------------------------------------------------------
     def replace(self, **changes: Any) -> Workload:
         """A copy with some fields changed, validated again (frozen dataclasses never mutate)."""
@@ -242,6 +251,7 @@ class Workload:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "arch"}
         out["family"] = self.family
         out["params"] = self.param_count()
+        out["active_params"] = self.active_param_count()
         out["arch"] = dataclasses.asdict(self.arch)
         out["weights"] = self.weights.to_dict() if self.weights is not None else None
         out["origin"] = list(self.origin)
@@ -257,6 +267,7 @@ class Workload:
         if data.get("weights") is not None:
             data["weights"] = WeightFormat.from_dict(data["weights"])
         data["origin"] = tuple(data.get("origin") or ())
+        data.pop("active_params", None)
         if family == "resnet" or "depth" in arch_data:
             if arch_data.get("layers") is not None:
                 arch_data["layers"] = tuple(arch_data["layers"])
