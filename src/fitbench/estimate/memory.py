@@ -221,7 +221,12 @@ def checkpoint_weight_bytes(workload: Workload) -> int | None:
     per_element = workload.checkpoint_bytes / workload.checkpoint_params
     if fmt is None and abs(per_element - p.weight_bytes) <= 0.01 * p.weight_bytes:
         return workload.checkpoint_bytes
-    if (fmt is None or fmt.source == "quantization_config") and p.weight_bytes == 2 and per_element < 1.9:
+    if fmt is None and p.weight_bytes == 2 and per_element < 1.9:
+        return workload.checkpoint_bytes
+    # A quantization_config says the stored tensors are the quantized ones. Their elements are
+    # packed (GPTQ/AWQ: eight 4-bit values an int32), so the check is bytes per model parameter.
+    if (fmt is not None and fmt.source == "quantization_config" and p.weight_bytes == 2
+            and workload.checkpoint_bytes < 1.9 * workload.param_count()):
         return workload.checkpoint_bytes
     return None
 

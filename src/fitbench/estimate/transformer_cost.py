@@ -227,9 +227,18 @@ def arch_assumptions(workload: Workload) -> list[str]:
             "prompt, the whole prompt's K/V until the layer's next update: the cache's peak is the "
             "larger of the two moments")
     if workload.checkpoint_bytes:
-        lines.append(f"checkpoint: {workload.checkpoint_bytes:,} bytes of {workload.checkpoint_params:,} "
-                     "stored elements read from the safetensors headers; weights use them when the "
-                     "checkpoint's width is the one loaded")
+        from fitbench.estimate.memory import checkpoint_weight_bytes
+
+        line = (f"checkpoint: {workload.checkpoint_bytes:,} bytes of {workload.checkpoint_params:,} "
+                "stored elements read from the safetensors headers; weights use them when the "
+                "checkpoint's width is the one loaded")
+        fmt = workload.weight_format
+        if fmt is not None and checkpoint_weight_bytes(workload) is not None:
+            line += (f" (pre-quantized: these exact bytes, packed values and scales together, replace the "
+                     f"{fmt.describe()} layout's count, not added to it)")
+        elif fmt is not None:
+            line += f" (weights counted as {fmt.describe()}, the format they are loaded in, instead)"
+        lines.append(line)
     return lines
 
 
