@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import pairwise
 
 from fitbench.core.quant import WeightFormat, matrix_bytes
@@ -155,14 +156,6 @@ def quantized_layers(fmt: WeightFormat, name: str, layers: list[int]) -> int:
     return sum(1 for i in layers if not any(kept_in_16_bit(e, i, paths) for e in fmt.skip))
 
 
-def head_quantized(fmt: WeightFormat, workload: Workload) -> bool:
-    """The LM head of a decoder is quantized only where the format says so (GGUF, GPTQModel's
-    lm_head, compressed-tensors without it in `ignore`) and no skip entry names it."""
-    arch = workload.arch
-    return (isinstance(arch, TransformerArch) and arch.kind == "decoder" and fmt.quantize_head
-            and not any(e.split(".")[-1] == "lm_head" for e in fmt.skip))
-
-
 def router_quantized(fmt: WeightFormat) -> bool:
     """The MoE router (`mlp.gate`, a Linear(hidden, experts)) is converted only by bitsandbytes,
     which replaces every nn.Linear but the skipped ones; GPTQ and AWQ quantizers list the
@@ -180,6 +173,13 @@ def quantized_matrices(workload: Workload) -> list[QuantMatrix]:
     fmt = workload.weight_format
     arch = workload.arch
     assert fmt is not None and isinstance(arch, TransformerArch)
+    return list(_quantized_matrices(fmt, arch))
+
+
+@lru_cache(maxsize=64)
+def _quantized_matrices(fmt: WeightFormat, arch: TransformerArch) -> tuple[QuantMatrix, ...]:
+    """quantized_matrices for one format and architecture (the largest-batch and longest-context
+    searches ask for the same answer hundreds of times)."""
     every = list(range(arch.num_layers))
     moe = [i for i in every if arch.is_moe_layer(i)]
     dense = [i for i in every if not arch.is_moe_layer(i)]
@@ -199,11 +199,13 @@ def quantized_matrices(workload: Workload) -> list[QuantMatrix]:
         for name, fin, fout in parts["router"]:
             copies = quantized_layers(fmt, name, moe) if router_quantized(fmt) else 0
             mats.append(QuantMatrix(name, fin, fout, copies, len(moe)))
-    if head_quantized(fmt, workload):
+    head = (arch.kind == "decoder" and fmt.quantize_head
+            and not any(e.split(".")[-1] == "lm_head" for e in fmt.skip))
+    if head:
         mats.append(QuantMatrix("lm_head", arch.hidden_size, arch.vocab_size, 1, 1))
-    if fmt.method == "gguf" and not (arch.tie_embeddings and head_quantized(fmt, workload)):
+    if fmt.method == "gguf" and not (arch.tie_embeddings and head):
         mats.append(QuantMatrix("embed_tokens", arch.hidden_size, arch.vocab_size, 1, 1))
-    return mats
+    return tuple(mats)
 
 
 def checkpoint_weight_bytes(workload: Workload) -> int | None:
