@@ -11,11 +11,11 @@ whose weight budget is the same cap. Prints a table, writes JSON (--out).
 
 The same run measures what the estimate's copy constants stand for on this host: pageable and
 pinned host-to-device copy bandwidth at the model's tensor sizes (CUDA events, median), and one
-offloaded decoder layer brought over through its accelerate hook (``pre_forward`` +
-``post_forward``) against the same tensors copied with a plain ``.to(device)``: the difference
-per tensor is the hook path's own cost. ``--rescore FILE`` recomputes the estimate of a saved
-run with today's estimator, with its priors and with the host's measured copy figures, and
-prints the README's rows.
+offloaded decoder layer brought over through accelerate's hooks (one per leaf module:
+``pre_forward`` + ``post_forward``) against the same tensors copied with a plain
+``.to(device)``: the difference per tensor is the hook path's own cost. ``--rescore FILE``
+recomputes the estimate of a saved run with today's estimator, with its priors and with the
+host's measured copy figures, and prints the README's rows.
 
 H200:  PYTHONPATH=src python benchmarks/offload_gpu.py --out benchmarks/results/offload-h200.json
 Offline: PYTHONPATH=src python benchmarks/offload_gpu.py --rescore benchmarks/results/offload-h200.json
@@ -197,21 +197,19 @@ def copy_bench(model: Any, device: str, repeats: int) -> dict[str, Any]:
     if dev != "cpu":
         out["pinned_bytes_s"] = total_bytes / sum(r["pinned_seconds"] * r["count"] for r in by_size)
     # One offloaded decoder layer: its hook (copy + empty_cache per tensor, then drop) vs plain copies.
-    # accelerate hooks a whole decoder layer where it offloads to the CPU (its leaves where to disk):
-    # the offloading module under the first offloaded layer that brings the most tensors.
-    hooked = [(len(hook_tensors(m)), n, m) for n, m in model.named_modules() if n.startswith("model.layers.")]
-    hooked = [h for h in hooked if h[0]]
-    first = hooked[0][1].split(".")[2] if hooked else ""
-    layer = max((h for h in hooked if h[1].split(".")[2] == first), key=lambda h: h[0],
-                default=(0, "", None))[2]
-    if layer is not None:
-        hook = layer._hf_hook
-        values = [v for _, v in hook_tensors(layer)]
+    # accelerate hooks each leaf module of a CPU-offloaded layer (attach_align_device_hook): time the
+    # hooks of the first offloaded decoder layer, in order, against plain copies of its tensors.
+    hooked = [(n, m) for n, m in model.named_modules() if n.startswith("model.layers.") and hook_tensors(m)]
+    first = hooked[0][0].split(".")[2] if hooked else ""
+    modules = [m for n, m in hooked if n.split(".")[2] == first]
+    if modules:
+        values = [v for m in modules for _, v in hook_tensors(m)]
         x = torch.zeros(1, 1, model.config.hidden_size, dtype=torch.float16, device=dev)
 
         def through_hook() -> None:
-            hook.pre_forward(layer, x)
-            hook.post_forward(layer, x)
+            for m in modules:
+                m._hf_hook.pre_forward(m, x)
+                m._hf_hook.post_forward(m, x)
 
         def plain() -> None:
             for v in values:
@@ -220,7 +218,8 @@ def copy_bench(model: Any, device: str, repeats: int) -> dict[str, Any]:
         through_hook(), plain()
         hook_s = statistics.median(timer(through_hook) for _ in range(repeats))
         plain_s = statistics.median(timer(plain) for _ in range(repeats))
-        out["layer"] = {"tensors": len(values), "bytes": sum(v.numel() * v.element_size() for v in values),
+        out["layer"] = {"name": f"model.layers.{first}", "hooks": len(modules), "tensors": len(values),
+                        "bytes": sum(v.numel() * v.element_size() for v in values),
                         "hook_seconds": hook_s, "plain_copy_seconds": plain_s}
         out["hook_seconds_per_tensor"] = max(hook_s - plain_s, 0.0) / len(values)
     return out

@@ -8,13 +8,13 @@ Two ways to run a model whose weights exceed the card, with different costs:
   decoder layer is a no-split module (``_no_split_modules``), so a layer is never cut in two.
   Because offloaded weights are copied to the GPU to run there, it first reserves room for the
   largest module on the GPU. Every forward pass (the prefill and each decoded token) then brings
-  every offloaded tensor over: ``AlignDevicesHook.pre_forward`` calls
-  ``set_module_tensor_to_device`` once per tensor, a blocking ``.to(device)`` from pageable host
-  memory (the driver stages it through a pinned buffer, far below the link's peak) followed by
-  ``torch.cuda.empty_cache()`` (its default ``clear_cache=True``), and ``post_forward`` drops it
-  again. Nothing overlaps: the blocking copy waits for the queued compute and the next kernel
-  waits for the copy. A pass costs the GPU's own step + offloaded bytes / pageable copy rate +
-  offloaded tensors x the per-tensor host cost.
+  every offloaded tensor over: each offloaded leaf module has its own ``AlignDevicesHook``, whose
+  ``pre_forward`` calls ``set_module_tensor_to_device`` once per tensor, a blocking
+  ``.to(device)`` from pageable host memory (the driver stages it through a pinned buffer, far
+  below the link's peak) followed by ``torch.cuda.empty_cache()`` (its default
+  ``clear_cache=True``), and ``post_forward`` drops it again. Nothing overlaps: the blocking copy
+  waits for the queued compute and the next kernel waits for the copy. A pass costs the GPU's own
+  step + offloaded bytes / pageable copy rate + offloaded tensors x the per-tensor host cost.
 * llama.cpp's ``--n-gpu-layers N`` puts the last N layers (and the output layer once all fit) on
   the GPU and *computes* the rest on the CPU, bound by the CPU's memory bandwidth: a token costs
   the GPU layers' share of the step plus CPU-resident bytes / CPU bandwidth. Token embeddings stay
