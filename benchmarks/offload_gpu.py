@@ -295,6 +295,9 @@ def rescore(run: dict[str, Any]) -> dict[str, Any]:
               + (f", hook {hc['hook_seconds_per_tensor'] * 1e3:.2f} ms/tensor"
                  if "hook_seconds_per_tensor" in hc else "")
               + f" over {hc.get('offloaded_tensors', '?')} tensors")
+    if copy:
+        print(f"the estimator's constants from this host: PAGEABLE_H2D_BYTES_S[<its link>] = "
+              f"{copy.pageable_bytes_s:.3g}, HOOK_SECONDS_PER_TENSOR = {copy.seconds_per_tensor:.3g}")
     print("\nREADME rows (measured | fitbench priors | fitbench with this host's copy figures):")
     for label, *cells in rows:
         print(f"| {label} | " + " | ".join(cells) + " |")
