@@ -177,11 +177,6 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
         "lora_rank": args.lora_rank, "lora_targets": args.lora_targets, "gpus": args.gpus,
         "strategy": args.strategy,
     }
-    for key in ("peft", "lora_targets", "strategy", "attention", "optimizer", "mode"):
-        if isinstance(overrides[key], str):
-            overrides[key] = overrides[key].strip().lower()
-    if overrides["precision"] is not None:
-        overrides["precision"] = overrides["precision"].strip().lower()
     if args.config:
         if args.workload:
             raise FitbenchError(f"both a WORKLOAD preset ('{args.workload}') and --config were given",
@@ -198,23 +193,15 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
                 raise
             raise FitbenchError(exc.message, "fix that value in the config file, or use the model's "
                                              "original config.json") from exc
-        if workload.peft and workload.family == "decoder" and overrides["precision"] is None:
-            # As for presets below: PEFT keeps the frozen decoder in 16 bit, not under mixed precision.
-            workload = workload.replace(precision="bf16")
         return check_overrides_apply(workload, args)
     if not args.workload:
         raise FitbenchError("no workload given",
                             "name a preset or pass --config PATH; `fitbench workloads` lists the presets")
     from fitbench.workloads.presets import get_workload
 
-    workload = get_workload(args.workload, tiny=args.tiny)
-    # Switching a decoder to training needs a sequence length; a train job needs no prompt.
-    if overrides["mode"] == "train" and workload.family == "decoder" and overrides["seq_len"] is None:
-        overrides["seq_len"] = workload.seq_len or 512
-    if overrides["mode"] == "train" and workload.is_generation and overrides["precision"] is None:
-        # Fine-tuning a decoder: 16-bit frozen weights for PEFT, mixed precision otherwise.
-        overrides["precision"] = "bf16" if overrides["peft"] else "amp-bf16"
-    return check_overrides_apply(workload.replace(**overrides), args)
+    # The defaults an override implies (a decoder switched to training) belong to the workload:
+    # `fitbench.estimate()` applies the same ones.
+    return check_overrides_apply(get_workload(args.workload, tiny=args.tiny, **overrides), args)
 
 
 def check_overrides_apply(workload: Workload, args: argparse.Namespace) -> Workload:

@@ -25,7 +25,7 @@ from typing import Any
 
 from fitbench.errors import FitbenchError, close_match_hint
 from fitbench.workloads.arch import RESNET_LAYERS, ResNetArch, TransformerArch
-from fitbench.workloads.workload import Workload
+from fitbench.workloads.workload import DECODER_TRAIN_SEQ_LEN, Workload
 
 CONFIG_NAME = "config.json"
 
@@ -444,7 +444,7 @@ def _defaults(arch: TransformerArch | ResNetArch, mode: str) -> dict[str, Any]:
         return {"mode": "train", "batch_size": 16, "seq_len": min(512, arch.max_positions),
                 "precision": "fp32", "optimizer": "adamw"}
     if mode == "train":  # fine-tuning a decoder: mixed precision, a moderate context
-        return {"mode": "train", "batch_size": 1, "seq_len": min(512, arch.max_positions),
+        return {"mode": "train", "batch_size": 1, "seq_len": min(DECODER_TRAIN_SEQ_LEN, arch.max_positions),
                 "precision": "amp-bf16", "optimizer": "adamw"}
     # Generation: a short prompt and answer, shortened to fit models with tiny contexts.
     prompt = min(50, max(1, arch.max_positions // 3))
@@ -458,7 +458,8 @@ def workload_from_config(path: str | Path, **overrides: Any) -> Workload:
     Encoders fine-tune (train, batch 16, seq min(512, positions), fp32, AdamW); decoders generate
     (infer, batch 1, fp16, 50-token prompt, 100 new tokens; with mode=train: seq 512, amp-bf16);
     ResNets train at 224x224, batch 64, fp32, SGD with momentum. Overrides that are not None
-    replace the defaults through `Workload.replace`, which validates them.
+    replace the defaults through `Workload.with_overrides`, which validates them (and keeps a
+    fine-tuned decoder in bf16 under PEFT, as for presets).
     """
     config_file = _config_file(path)
     data = _read_json(config_file)
@@ -467,8 +468,8 @@ def workload_from_config(path: str | Path, **overrides: Any) -> Workload:
     family = "resnet" if isinstance(arch, ResNetArch) else arch.kind
     workload = Workload(name=_workload_name(config_file, data, arch), arch=arch,
                         description=f"{family} ({arch_label(arch)}) read from {config_file}",
-                        **_defaults(arch, given.get("mode", "")))
-    return workload.replace(**given)
+                        **_defaults(arch, str(given.get("mode", "")).strip().lower()))
+    return workload.with_overrides(**given)
 
 
 def arch_label(arch: TransformerArch | ResNetArch) -> str:

@@ -16,6 +16,12 @@ ATTENTION_IMPLS = ("fused", "eager")
 PEFT_METHODS = ("lora", "qlora")
 LORA_TARGETS = ("attention", "attention-mlp", "all-linear")
 STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "tp")
+# Fields a user names in words: compared lower-case, without surrounding blanks.
+NAME_FIELDS = ("precision", "optimizer", "mode", "attention", "peft", "lora_targets", "strategy")
+
+# A decoder switched from generation to training needs a sequence length; this is the one a
+# fine-tuning recipe most often starts from.
+DECODER_TRAIN_SEQ_LEN = 512
 
 # Sizes beyond these are typos, not jobs (the largest production contexts are ~1M tokens).
 LIMITS = {"lora_rank": 1 << 16, "gpus": 1 << 16, "batch_size": 1 << 20, "seq_len": 1 << 21,
@@ -161,9 +167,22 @@ class Workload:
 
     # -- derivation ---------------------------------------------------------------------------
     def replace(self, **changes: Any) -> Workload:
-        """A copy with some fields changed, validated again (frozen dataclasses never mutate)."""
+        """A copy with exactly these fields changed, validated again (frozen dataclasses never
+        mutate). None leaves a field as it is. No default follows a change: code that derives one
+        workload from another (the estimator, the advice) uses this; a user's request goes
+        through `with_overrides`."""
         changes = {k: v for k, v in changes.items() if v is not None}
         return dataclasses.replace(self, **changes)
+
+    def with_overrides(self, **overrides: Any) -> Workload:
+        """This job as a user asked to change it: names normalised ('LoRA' -> 'lora'), and the
+        defaults a change implies filled in (see `implied_defaults`). The CLI and the Python
+        API both come through here, so one question gets one answer."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        for key in NAME_FIELDS:
+            if isinstance(given.get(key), str):
+                given[key] = given[key].strip().lower()
+        return self.replace(**implied_defaults(self, given), **given)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: flat job fields plus the architecture under 'arch'."""
@@ -187,3 +206,23 @@ class Workload:
         else:
             arch = TransformerArch(**arch_data)
         return cls(arch=arch, **data)
+
+
+def implied_defaults(workload: Workload, given: dict[str, Any]) -> dict[str, Any]:
+    """The fields a requested change implies but does not name, so that the job stays the one a
+    user most likely means (the values `given` sets itself always win).
+
+    Switching a generating decoder to training gives it a sequence length (its own or
+    DECODER_TRAIN_SEQ_LEN) and mixed precision (amp-bf16), as fine-tuning recipes do; asking for
+    PEFT on a decoder keeps the frozen weights in 16 bit (bf16) instead, unless a precision is
+    named.
+    """
+    if given.get("mode", workload.mode) != "train" or workload.family != "decoder":
+        return {}
+    implied: dict[str, Any] = {}
+    if workload.is_generation:
+        implied["seq_len"] = workload.seq_len or DECODER_TRAIN_SEQ_LEN
+        implied["precision"] = "amp-bf16"
+    if given.get("peft"):
+        implied["precision"] = "bf16"
+    return {k: v for k, v in implied.items() if k not in given}
