@@ -579,7 +579,6 @@ def _write_imdb(root) -> None:
 
 
 def test_training_on_a_local_cifar10_folder(tmp_path):
-    pytest.importorskip("fitbench.measure.datasets")
     _write_cifar(tmp_path / "cifar-10-batches-py")
     session = BACKEND.open(tiny("resnet50-cifar10"), RunOptions(device="cpu", data=str(tmp_path)))
     session.step()
@@ -589,7 +588,6 @@ def test_training_on_a_local_cifar10_folder(tmp_path):
 
 
 def test_training_on_a_local_imdb_folder_uses_the_padding_mask(tmp_path):
-    pytest.importorskip("fitbench.measure.datasets")
     _write_imdb(tmp_path / "aclImdb")
     session = BACKEND.open(tiny("bert-base-imdb"), RunOptions(device="cpu", data=str(tmp_path)))
     batch = session.batches.next()
