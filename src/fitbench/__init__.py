@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+# The one place the version is written: pyproject.toml reads it from here (setuptools' dynamic
+# version), so the package, its metadata and `fitbench --version` cannot disagree.
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
