@@ -33,8 +33,8 @@ def estimate(
     from fitbench.estimate.api import estimate as _estimate
     from fitbench.workloads.presets import get_workload
 
-    return _estimate(get_workload(workload, tiny=tiny, **overrides), get_gpu(gpu), framework=framework,
-                     exec_mode=exec_mode)
+    job = get_workload(workload, tiny=tiny).with_overrides(**overrides)
+    return _estimate(job, get_gpu(gpu), framework=framework, exec_mode=exec_mode)
 
 
 # Loading the subpackage fitbench.estimate binds it as this package's attribute `estimate`
@@ -46,12 +46,14 @@ estimate_preset = estimate
 def run(
     workload: str, backend: str = "torch", device: str = "cpu", tiny: bool = False, **overrides: Any
 ) -> dict:
-    """Measure a preset workload in a fresh child process; returns the measurement dict."""
+    """Measure a preset workload in a fresh child process; returns the measurement dict. The
+    overrides mean what `fitbench run`'s flags mean (`Workload.with_overrides`)."""
     from fitbench.backends.base import RunOptions
     from fitbench.measure.runner import measure
     from fitbench.workloads.presets import get_workload
 
-    return measure(get_workload(workload, tiny=tiny, **overrides), backend, RunOptions(device=device))
+    job = get_workload(workload, tiny=tiny).with_overrides(**overrides)
+    return measure(job, backend, RunOptions(device=device))
 
 
 __all__ = ["__version__", "estimate", "run"]

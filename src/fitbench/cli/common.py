@@ -201,7 +201,8 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
 
     # The defaults an override implies (a decoder switched to training) belong to the workload:
     # `fitbench.estimate()` applies the same ones.
-    return check_overrides_apply(get_workload(args.workload, tiny=args.tiny, **overrides), args)
+    workload = get_workload(args.workload, tiny=args.tiny).with_overrides(**overrides)
+    return check_overrides_apply(workload, args)
 
 
 def check_overrides_apply(workload: Workload, args: argparse.Namespace) -> Workload:

@@ -215,8 +215,9 @@ def preset_names() -> list[str]:
 
 
 def get_workload(name: str, *, tiny: bool = False, **overrides: object) -> Workload:
-    """A preset by name (forgiving case and underscores), with the overrides a user asked for
-    applied as `Workload.with_overrides` applies them (the defaults they imply included)."""
+    """A preset by name (forgiving case and underscores), with exactly these fields changed
+    (`Workload.replace`). A user's request goes through `Workload.with_overrides` instead, which
+    adds the defaults a change implies: `get_workload(name, tiny=t).with_overrides(**asked)`."""
     key = name.strip().lower().replace("_", "-")
     table = TINY_PRESETS if tiny else PRESETS
     if key not in table:
@@ -225,4 +226,4 @@ def get_workload(name: str, *, tiny: bool = False, **overrides: object) -> Workl
                 f"workload '{name}' has no tiny variant", "tiny variants exist for " + ", ".join(TINY_PRESETS)
             )
         raise unknown_name("workload", name, table, list_command="fitbench workloads")
-    return table[key]().with_overrides(**overrides)
+    return table[key]().replace(**overrides)
