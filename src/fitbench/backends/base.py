@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from fitbench.core.names import exec_mode
 from fitbench.workloads.workload import Workload
 
 
@@ -31,6 +32,9 @@ class RunOptions:
     memory_limit_bytes: int | None = None
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        exec_mode(self.exec_mode)  # one of fitbench.core.names.ExecMode, or one clear line
 
 
 class Session(ABC):

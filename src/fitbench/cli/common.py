@@ -9,6 +9,7 @@ import math
 import sys
 from typing import Any
 
+from fitbench.core.names import EXEC_MODES, FRAMEWORKS
 from fitbench.core.precision import PRECISION_NAMES
 from fitbench.errors import FitbenchError
 from fitbench.workloads.workload import Workload
@@ -67,13 +68,13 @@ def add_command(subparsers: argparse._SubParsersAction, name: str, help_text: st
 
 def add_backend_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--backend: the framework that measures."""
-    parser.add_argument("--backend", choices=("torch", "paddle"),
+    parser.add_argument("--backend", choices=FRAMEWORKS,
                         help="framework to measure with (default: the first installed of torch, paddle)")
 
 
 def add_exec_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--exec: which code runs (and is estimated), the kind most users write or the tuned kind."""
-    parser.add_argument("--exec", dest="exec_mode", choices=("default", "tuned"), default="default",
+    parser.add_argument("--exec", dest="exec_mode", choices=EXEC_MODES, default="default",
                         help="default: the code most users write (eager); tuned: what the card can do "
                              "(CUDA graphs, compiled steps, bf16; PyTorch)")
 

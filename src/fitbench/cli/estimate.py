@@ -10,6 +10,7 @@ import sys
 
 from fitbench.catalog import BRIEF_GPUS, resolve_gpus
 from fitbench.cli.common import add_command, add_exec_arg, add_workload_args, print_json, workload_from_args
+from fitbench.core.names import FRAMEWORKS
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import Estimate, estimate
@@ -38,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     parser.add_argument("--gpu", action="append", metavar="ID",
                         help="catalog GPU (repeatable, comma-separated, or 'all'); default: "
                              + ", ".join(DEFAULT_GPUS))
-    parser.add_argument("--framework", choices=("torch", "paddle"), default="torch",
+    parser.add_argument("--framework", choices=FRAMEWORKS, default="torch",
                         help="whose memory behaviour and efficiencies to assume (default torch)")
     add_exec_arg(parser)
     parser.add_argument("--fail-if", choices=("oom", "tight"), metavar="VERDICT",

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from fitbench.core.names import strategy
 from fitbench.core.precision import Precision, get_precision
 from fitbench.errors import FitbenchError, did_you_mean
 from fitbench.workloads.arch import ResNetArch, TransformerArch
@@ -15,7 +16,6 @@ MODES = ("train", "infer")
 ATTENTION_IMPLS = ("fused", "eager")
 PEFT_METHODS = ("lora", "qlora")
 LORA_TARGETS = ("attention", "attention-mlp", "all-linear")
-STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "tp")
 # Fields a user names in words: compared lower-case, without surrounding blanks.
 NAME_FIELDS = ("precision", "optimizer", "mode", "attention", "peft", "lora_targets", "strategy")
 
@@ -91,9 +91,7 @@ class Workload:
         if self.lora_targets not in LORA_TARGETS:
             raise FitbenchError(f"unknown LoRA targets '{self.lora_targets}'",
                                 did_you_mean(self.lora_targets, LORA_TARGETS))
-        if self.strategy not in STRATEGIES:
-            raise FitbenchError(f"unknown strategy '{self.strategy}'",
-                                did_you_mean(self.strategy, STRATEGIES))
+        strategy(self.strategy)  # one of fitbench.core.names.Strategy
         if self.peft is not None and (self.mode != "train" or self.is_resnet):
             raise FitbenchError(f"--peft {self.peft} fine-tunes a transformer",
                                 "use it with --mode train on an encoder or decoder workload")

@@ -21,6 +21,7 @@ from fitbench.backends.base import RunOptions, Session
 from fitbench.backends.torch.data import BatchSource, batch_source, prompt_ids
 from fitbench.backends.torch.models import build_model, count_parameters, resnet_forward
 from fitbench.backends.torch.precision import PrecisionPlan, apply_math_flags, plan_precision
+from fitbench.core.names import EXEC_MODES as EXEC_MODE_NAMES
 from fitbench.errors import FitbenchError, unknown_name
 from fitbench.workloads.workload import Workload
 
@@ -357,7 +358,7 @@ SessionFactory = Callable[[Workload, RunOptions], Session]
 #: exec mode -> session factory. Another exec mode (e.g. "tuned": compiled graphs, fused
 #: kernels, static KV caches) registers here through register_exec_mode.
 EXEC_MODES: dict[str, SessionFactory] = {"default": open_default}
-KNOWN_EXEC_MODES = ("default", "tuned")
+KNOWN_EXEC_MODES = EXEC_MODE_NAMES
 
 
 def register_exec_mode(name: str, factory: SessionFactory) -> None:
