@@ -460,7 +460,7 @@ def _params() -> list:
 def fitbench_cli(
     argv: list[str], tmp: Path, env_extra: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("FITBENCH_DEBUG", "FITBENCH_TEST_FAIL")}
+    env = {k: v for k, v in os.environ.items() if k != "FITBENCH_DEBUG"}
     env["FITBENCH_HOME"] = str(tmp / "home")
     env["NO_COLOR"] = "1"
     paths = [p for p in ((env_extra or {}).get("PYTHONPATH"), str(SRC_DIR), env.get("PYTHONPATH")) if p]

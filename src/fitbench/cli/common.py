@@ -66,9 +66,28 @@ def add_command(subparsers: argparse._SubParsersAction, name: str, help_text: st
                                  epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+class BackendChoices(tuple[str, ...]):
+    """--backend's choices: the listed backends (what help and errors show), and containing
+    also the unlisted ones a user may name (fitbench.backends.fake and its faults)."""
+
+    def __new__(cls) -> BackendChoices:
+        return super().__new__(cls, FRAMEWORKS)
+
+    def __contains__(self, name: object) -> bool:
+        from fitbench.backends import entry
+
+        if not isinstance(name, str):
+            return False
+        try:
+            entry(name)
+        except FitbenchError:
+            return False
+        return True
+
+
 def add_backend_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--backend: the framework that measures."""
-    parser.add_argument("--backend", choices=FRAMEWORKS,
+    parser.add_argument("--backend", choices=BackendChoices(),
                         help="framework to measure with (default: the first installed of torch, paddle)")
 
 

@@ -63,7 +63,6 @@ from fitbench.backends.torch.session import (
     note_dataset_size,
     open_device,
     precision_notes,
-    register_exec_mode,
     warn_param_mismatch,
 )
 from fitbench.backends.torch.static_decoder import StaticDecoder, StaticKVGenerator
@@ -586,5 +585,3 @@ def open_tuned(workload: Workload, options: RunOptions) -> Session:
         return open_generate_session(workload, options, device)
     return open_step_session(workload, options, device)
 
-
-register_exec_mode("tuned", open_tuned)
