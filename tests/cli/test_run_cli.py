@@ -281,14 +281,16 @@ def test_hung_child_is_stopped_at_the_timeout(capsys):
 
 @pytest.mark.skipif(bool(nvml.device_count()), reason="needs a machine without an NVIDIA GPU")
 def test_cuda_without_a_gpu_is_one_line(capsys):
-    rc, _, err = run_cli(capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cuda", "--no-history")
+    rc, _, err = run_cli(capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cuda", "--no-history",
+                         "--backend", "fake")
     assert rc == 2
     assert err.strip().count("\n") == 0
     assert "no CUDA GPU found" in err and "use --device cpu" in err
 
 
 def test_bad_device_name(capsys):
-    rc, _, err = run_cli(capsys, "run", "resnet50-cifar10", "--tiny", "--device", "gpu0", "--no-history")
+    rc, _, err = run_cli(capsys, "run", "resnet50-cifar10", "--tiny", "--device", "gpu0", "--no-history",
+                         "--backend", "fake")
     assert rc == 2 and "unknown device 'gpu0'" in err
 
 
@@ -537,6 +539,8 @@ def test_missing_dataset_path_is_one_line(capsys, tmp_path):
         "--device",
         "cpu",
         "--no-history",
+        "--backend",
+        "fake",
         "--data",
         str(tmp_path / "nowhere"),
     )
