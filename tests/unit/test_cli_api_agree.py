@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import fitbench
+from fitbench.advise.cost import job_cost
 from fitbench.cli.main import main
 from fitbench.errors import FitbenchError
 from fitbench.workloads.presets import PRESETS, TINY_PRESETS
@@ -42,7 +43,8 @@ def _api(name: str, options: dict[str, Any]) -> list[dict[str, Any]] | None:
         est = fitbench.estimate(name, gpu=GPU, **options)
     except FitbenchError:
         return None
-    return [json.loads(json.dumps(est.to_dict()))]
+    # The CLI adds what the job costs on the card (fitbench.advise.cost) to every estimate.
+    return [json.loads(json.dumps(est.to_dict() | job_cost(est).to_dict()))]
 
 
 def _argv(name: str, options: dict[str, Any]) -> list[str]:
