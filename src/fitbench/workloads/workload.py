@@ -61,8 +61,18 @@ class Workload:
     description: str = ""
 
     def __post_init__(self) -> None:
-        # Types first: a number where a name belongs (or the reverse) must be a clear error,
-        # not an AttributeError deep in the estimator.
+        # Order matters: types before names, names before the sizes and combinations that use them.
+        self._check_types()
+        # Validate, then keep the canonical name ('half' -> 'fp16', 'AMP' -> 'amp-fp16'): results,
+        # history and code comparing names must see one spelling per mode.
+        object.__setattr__(self, "precision", get_precision(self.precision).name)
+        self._check_names()
+        self._check_sizes()
+        self._check_shape()
+
+    def _check_types(self) -> None:
+        """A number where a name belongs (or the reverse) must be a clear error, not an
+        AttributeError deep in the estimator."""
         for field_name in ("name", "precision", "mode", "optimizer", "attention", "lora_targets", "strategy"):
             value = getattr(self, field_name)
             if not isinstance(value, str):
@@ -74,27 +84,23 @@ class Workload:
             if not isinstance(getattr(self, field_name), bool):
                 raise FitbenchError(f"{field_name} must be true or false, got {getattr(self, field_name)!r}",
                                     f"pass {field_name}=True or False")
-        # Validate, then keep the canonical name ('half' -> 'fp16', 'AMP' -> 'amp-fp16'): results,
-        # history and code comparing names must see one spelling per mode.
-        object.__setattr__(self, "precision", get_precision(self.precision).name)
-        if self.mode not in MODES:
-            raise FitbenchError(f"unknown mode '{self.mode}'", did_you_mean(self.mode, MODES))
-        if self.optimizer not in OPTIMIZERS:
-            raise FitbenchError(f"unknown optimizer '{self.optimizer}'",
-                                did_you_mean(self.optimizer, OPTIMIZERS))
-        if self.attention not in ATTENTION_IMPLS:
-            raise FitbenchError(f"unknown attention '{self.attention}'",
-                                did_you_mean(self.attention, ATTENTION_IMPLS))
-        if self.peft is not None and self.peft not in PEFT_METHODS:
-            raise FitbenchError(f"unknown fine-tuning method '{self.peft}'",
-                                did_you_mean(self.peft, PEFT_METHODS))
-        if self.lora_targets not in LORA_TARGETS:
-            raise FitbenchError(f"unknown LoRA targets '{self.lora_targets}'",
-                                did_you_mean(self.lora_targets, LORA_TARGETS))
+
+    def _check_names(self) -> None:
+        """Every named choice is one of its set (with the closest names as a hint)."""
+        named = (("mode", "mode", MODES), ("optimizer", "optimizer", OPTIMIZERS),
+                 ("attention", "attention", ATTENTION_IMPLS), ("peft", "fine-tuning method", PEFT_METHODS),
+                 ("lora_targets", "LoRA targets", LORA_TARGETS))
+        for field_name, what, choices in named:
+            value = getattr(self, field_name)
+            if value is not None and value not in choices:
+                raise FitbenchError(f"unknown {what} '{value}'", did_you_mean(value, choices))
         strategy(self.strategy)  # one of fitbench.core.names.Strategy
         if self.peft is not None and (self.mode != "train" or self.is_resnet):
             raise FitbenchError(f"--peft {self.peft} fine-tunes a transformer",
                                 "use it with --mode train on an encoder or decoder workload")
+
+    def _check_sizes(self) -> None:
+        """Sizes are whole numbers from 1 to a bound no real job reaches (LIMITS)."""
         for field_name, limit in LIMITS.items():
             value = getattr(self, field_name)
             if value is None:
@@ -106,6 +112,10 @@ class Workload:
             if value > limit:
                 raise FitbenchError(f"{field_name.replace('_', '-')} {value} is beyond any real job",
                                     f"use at most {limit}")
+
+    def _check_shape(self) -> None:
+        """The input sizes the job's family needs, a precision that can train, and a sequence
+        the model's learned positions can hold."""
         if self.is_resnet and self.image_size is None:
             raise FitbenchError("a ResNet workload needs an image size", "pass --image-size")
         if self.is_resnet and self.image_size is not None and self.image_size < 8:
