@@ -360,15 +360,9 @@ class PaddleSession(Session):
         if self.plan.amp_level is not None:
             amp_active, caught = autocast_probe(self.plan.amp_dtype)
             framework_warnings += caught
-        half_weights = self.plan.half_weights
-        if half_weights is not None:
-            reason = half_kernels_probe(half_weights)
-            if reason is not None:
-                device_word = "CPU" if self.kind == "cpu" else "this GPU"
-                warn.append(f"{where}: {self.plan.requested} requested, no {half_weights} matmul kernel "
-                            f"on {device_word}; ran in fp32")
-                framework_warnings.append(reason)
-                half_weights, in_effect = None, "fp32"
+        half_weights = self._half_weights(warn, framework_warnings, where)
+        if half_weights is None and self.plan.half_weights is not None:
+            in_effect = "fp32"
 
         with default_dtype(half_weights):
             self.model, source = build_model(workload.arch,
@@ -385,18 +379,7 @@ class PaddleSession(Session):
             self.optimizer = make_optimizer(workload.optimizer, self.model.parameters(),
                                             multi_tensor=self.tuned)
         if self.plan.amp_level == "O2":
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                if self.optimizer is not None:
-                    self.model, self.optimizer = paddle.amp.decorate(
-                        models=self.model, optimizers=self.optimizer, level="O2", dtype=self.plan.amp_dtype,
-                        master_weight=self.plan.master_weight)
-                else:
-                    self.model = paddle.amp.decorate(models=self.model, level="O2", dtype=self.plan.amp_dtype)
-            framework_warnings += [str(w.message) for w in caught]
-            weight = next(p for p in self.model.parameters() if len(p.shape) >= 2)
-            if amp_active and weight.dtype != getattr(paddle, self.plan.amp_dtype):
-                amp_active = False
+            amp_active = self._decorate_o2(framework_warnings) and amp_active
         if self.plan.amp_level is not None and not amp_active:
             in_effect = "fp32"
             device_word = "CPU" if self.kind == "cpu" else "this GPU"
@@ -449,6 +432,36 @@ class PaddleSession(Session):
                                       "a prefill picks the first token, then n-1 single-token forwards")
 
     # -- setup helpers ----------------------------------------------------------------------
+    def _half_weights(self, warn: list[str], framework_warnings: list[str], where: str) -> str | None:
+        """The dtype to create the weights in (generation in 16 bit), or None where the device
+        has no matmul kernel for it and the model runs in fp32 (said in `warn`)."""
+        half_weights = self.plan.half_weights
+        if half_weights is None:
+            return None
+        reason = half_kernels_probe(half_weights)
+        if reason is None:
+            return half_weights
+        device_word = "CPU" if self.kind == "cpu" else "this GPU"
+        warn.append(f"{where}: {self.plan.requested} requested, no {half_weights} matmul kernel "
+                    f"on {device_word}; ran in fp32")
+        framework_warnings.append(reason)
+        return None
+
+    def _decorate_o2(self, framework_warnings: list[str]) -> bool:
+        """AMP O2: 16-bit weights through paddle.amp.decorate (with fp32 master weights in the
+        optimizer when training); whether the weights really became 16 bit."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if self.optimizer is not None:
+                self.model, self.optimizer = paddle.amp.decorate(
+                    models=self.model, optimizers=self.optimizer, level="O2", dtype=self.plan.amp_dtype,
+                    master_weight=self.plan.master_weight)
+            else:
+                self.model = paddle.amp.decorate(models=self.model, level="O2", dtype=self.plan.amp_dtype)
+        framework_warnings += [str(w.message) for w in caught]
+        weight = next(p for p in self.model.parameters() if len(p.shape) >= 2)
+        return weight.dtype == getattr(paddle, self.plan.amp_dtype)
+
     def _where(self) -> str:
         if not paddle.device.is_compiled_with_cuda():
             return "PaddlePaddle CPU build"
