@@ -19,7 +19,7 @@ from fitbench.workloads.presets import get_workload
 def test_members_are_their_names() -> None:
     assert ExecMode.TUNED == "tuned" and json.dumps([Framework.PADDLE]) == '["paddle"]'
     assert EXEC_MODES == ("default", "tuned") and FRAMEWORKS == ("torch", "paddle")
-    assert STRATEGIES == ("ddp", "zero1", "zero2", "zero3", "fsdp", "tp")
+    assert STRATEGIES == ("ddp", "zero1", "zero2", "zero3", "fsdp-shard-grad-op", "fsdp-full-shard", "tp")
     assert exec_mode("tuned") is ExecMode.TUNED and framework("paddle") is Framework.PADDLE
 
 

@@ -34,13 +34,14 @@ __all__ = [
     "Fix",
     "bottleneck_advice",
     "largest_batch",
+    "offload_option",
     "what_would_make_it_fit",
 ]
 
 FULL_PRECISIONS = ("fp32", "tf32")
 QUANTIZED = ("int8", "int4")
 # Multi-GPU strategies tried for "more GPUs": fully sharded training, tensor-parallel inference.
-TRAIN_STRATEGY = "fsdp"
+TRAIN_STRATEGY = "fsdp-full-shard"
 INFER_STRATEGY = "tp"
 # A suggestion must be estimated at least this much faster to be worth a line.
 MIN_SPEEDUP = 1.05
@@ -462,3 +463,13 @@ def _better_card_test(est: Estimate) -> Callable[[GpuSpec], bool] | None:
         compute = est.workload.precision_info.compute
         return lambda g: g.peak(compute) > gpu.peak(compute)
     return None
+
+
+def offload_option(est: Estimate, *, ram: Any = True) -> Any:
+    """CPU offload for a generation job that is oom on `est`'s card: an OffloadEstimate (whose
+    verdict is 'offload' when it runs that way, with layers on the GPU, CPU RAM and speed), or
+    None where offload does not apply (the job fits, trains, or spans several GPUs).
+    `ram`: this machine's RAM is read unless (total, available) or None is given."""
+    from fitbench.estimate.offload import offload_estimate
+
+    return offload_estimate(est, ram=ram)

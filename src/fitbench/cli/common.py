@@ -167,7 +167,8 @@ def add_workload_args(parser: argparse.ArgumentParser, *, workload_required: boo
     place, and `workload_from_args` says in one line when neither is given.
     """
     parser.add_argument("workload", nargs="?", metavar="WORKLOAD",
-                        help="a preset (see `fitbench workloads`); or use --config")
+                        help="a preset (`fitbench workloads`), a bundled model (`fitbench models`); "
+                             "or use --config")
     group = parser.add_argument_group("workload overrides")
     group.add_argument("--config", metavar="PATH", help="a local Hugging Face config.json (or its folder)")
     group.add_argument("--tiny", action="store_true",
@@ -192,7 +193,14 @@ def add_workload_args(parser: argparse.ArgumentParser, *, workload_required: boo
     group.add_argument("--lora-targets", metavar="T", help="attention, attention-mlp (default) or all-linear")
     group.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs (default 1)")
     group.add_argument("--strategy", metavar="S",
-                       help="multi-GPU strategy: ddp, zero1, zero2, zero3, fsdp or tp")
+                       help="multi-GPU strategy: ddp, zero1, zero2, zero3 (DeepSpeed ZeRO), "
+                            "fsdp-shard-grad-op, fsdp-full-shard (fsdp) or tp")
+    group.add_argument("--optimizer-impl", metavar="IMPL",
+                       help="torch.optim implementation: foreach (default, what torch picks on CUDA), "
+                            "fused or for-loop")
+    group.add_argument("--grad-accum", type=positive_int, metavar="N",
+                       help="gradient accumulation over N micro-batches (default 1: gradients freed "
+                            "between steps; N > 1 keeps them alive through forward and backward)")
 
 
 def workload_from_args(args: argparse.Namespace, *, precision: str | None = None) -> Workload:
@@ -204,7 +212,7 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
         "new_tokens": args.new_tokens, "dataset_size": args.dataset_size,
         "checkpointing": args.checkpointing, "attention": args.attention, "peft": args.peft,
         "lora_rank": args.lora_rank, "lora_targets": args.lora_targets, "gpus": args.gpus,
-        "strategy": args.strategy,
+        "strategy": args.strategy, "optimizer_impl": args.optimizer_impl, "grad_accum": args.grad_accum,
     }
     if args.config:
         if args.workload:
@@ -226,12 +234,35 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
     if not args.workload:
         raise FitbenchError("no workload given",
                             "name a preset or pass --config PATH; `fitbench workloads` lists the presets")
-    from fitbench.workloads.presets import get_workload
+    from fitbench.workloads.presets import PRESETS, get_workload
 
+    key = args.workload.strip().lower().replace("_", "-")
+    if key not in PRESETS:
+        from fitbench.workloads import library
+
+        if library.find(args.workload) is not None or (not args.tiny and _nearer_a_model(key)):
+            if args.tiny:
+                raise FitbenchError("--tiny applies to presets, not to library models",
+                                    "drop --tiny, or name a preset (`fitbench workloads`)")
+            # Read as config files are: Workload.with_overrides adds the defaults a change implies.
+            return check_overrides_apply(library.workload_for_model(args.workload, **overrides), args)
     # The defaults an override implies (a decoder switched to training) belong to the workload:
     # `fitbench.estimate()` applies the same ones.
     workload = get_workload(args.workload, tiny=args.tiny).with_overrides(**overrides)
     return check_overrides_apply(workload, args)
+
+
+def _nearer_a_model(key: str) -> bool:
+    """Whether an unknown name looks like a library model rather than a preset (for its error)."""
+    import difflib
+
+    from fitbench.workloads import library
+    from fitbench.workloads.presets import PRESETS
+
+    def best(names: Any) -> float:
+        return max((difflib.SequenceMatcher(None, key, n).ratio() for n in names), default=0.0)
+
+    return best(library.models()) > best(PRESETS)
 
 
 def check_overrides_apply(workload: Workload, args: argparse.Namespace) -> Workload:
@@ -260,6 +291,10 @@ def check_overrides_apply(workload: Workload, args: argparse.Namespace) -> Workl
     if getattr(args, "strategy", None) is not None and workload.gpus < 2:
         raise FitbenchError("--strategy applies to several GPUs: this job runs on one",
                             "add --gpus N (2 or more), or drop --strategy")
+    training_only = [f for f in ("optimizer_impl", "grad_accum") if getattr(args, f, None) is not None]
+    if training_only and not workload.is_training:
+        flag = "/".join("--" + f.replace("_", "-") for f in training_only)
+        raise FitbenchError(f"{flag} applies to training only: {what}", "add --mode train, or drop " + flag)
     lora = [f for f in ("lora_rank", "lora_targets") if getattr(args, f, None) is not None]
     if lora and not workload.peft:
         flag = "/".join("--" + f.replace("_", "-") for f in lora)

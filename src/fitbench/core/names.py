@@ -29,19 +29,26 @@ class Framework(StrEnum):
 
 
 class Strategy(StrEnum):
-    """How a job is spread over several GPUs."""
+    """How a job is spread over several GPUs.
+
+    zero1/2/3 are DeepSpeed's ZeRO stages (16-bit weights and gradients, FP32 master weights and
+    Adam moments partitioned); the two FSDP strategies are torch.distributed.fsdp's sharding
+    strategies of those names ('fsdp' is another name for fsdp-full-shard: STRATEGY_ALIASES).
+    """
 
     DDP = "ddp"
     ZERO1 = "zero1"
     ZERO2 = "zero2"
     ZERO3 = "zero3"
-    FSDP = "fsdp"
+    FSDP_SHARD_GRAD_OP = "fsdp-shard-grad-op"
+    FSDP_FULL_SHARD = "fsdp-full-shard"
     TP = "tp"
 
 
 EXEC_MODES: tuple[str, ...] = tuple(m.value for m in ExecMode)
 FRAMEWORKS: tuple[str, ...] = tuple(f.value for f in Framework)
 STRATEGIES: tuple[str, ...] = tuple(s.value for s in Strategy)
+STRATEGY_ALIASES: dict[str, str] = {"fsdp": Strategy.FSDP_FULL_SHARD.value}
 
 _E = TypeVar("_E", bound=StrEnum)
 

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from fitbench.core.names import strategy
+from fitbench.core.names import STRATEGY_ALIASES, strategy
 from fitbench.core.precision import Precision, get_precision
 from fitbench.errors import FitbenchError, did_you_mean
 from fitbench.workloads.arch import ResNetArch, TransformerArch
@@ -17,15 +17,21 @@ ATTENTION_IMPLS = ("fused", "eager")
 PEFT_METHODS = ("lora", "qlora")
 LORA_TARGETS = ("attention", "attention-mlp", "all-linear")
 # Fields a user names in words: compared lower-case, without surrounding blanks.
-NAME_FIELDS = ("precision", "optimizer", "mode", "attention", "peft", "lora_targets", "strategy")
+NAME_FIELDS = ("precision", "optimizer", "mode", "attention", "peft", "lora_targets", "strategy",
+               "optimizer_impl")
 
 # A decoder switched from generation to training needs a sequence length; this is the one a
 # fine-tuning recipe most often starts from.
 DECODER_TRAIN_SEQ_LEN = 512
+# How torch.optim runs the update: 'foreach' (torch._foreach_* over lists; what torch picks when
+# every parameter is on CUDA), 'fused' (one kernel, opt-in fused=True), 'for-loop' (one tensor at
+# a time, foreach=False). Their step temporaries differ (estimate.memory.optimizer_step_scratch).
+OPTIMIZER_IMPLS = ("foreach", "fused", "for-loop")
 
 # Sizes beyond these are typos, not jobs (the largest production contexts are ~1M tokens).
-LIMITS = {"lora_rank": 1 << 16, "gpus": 1 << 16, "batch_size": 1 << 20, "seq_len": 1 << 21,
-          "image_size": 16384, "prompt_tokens": 1 << 21, "new_tokens": 1 << 21, "dataset_size": 1 << 40}
+LIMITS = {"lora_rank": 1 << 16, "gpus": 1 << 16, "grad_accum": 1 << 16, "batch_size": 1 << 20,
+          "seq_len": 1 << 21, "image_size": 16384, "prompt_tokens": 1 << 21, "new_tokens": 1 << 21,
+          "dataset_size": 1 << 40, "checkpoint_bytes": 1 << 50, "checkpoint_params": 1 << 48}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +43,12 @@ class Workload:
                  for decoders: prefill `prompt_tokens`, then decode `new_tokens`)
     attention    'fused' when the attention score matrix is never materialised (SDPA,
                  FlashAttention, memory-efficient kernels) or 'eager' when it is
+    optimizer_impl  how torch.optim runs the update: 'foreach' (the default torch picks when
+                 every parameter is on CUDA and the optimizer is not differentiable), 'fused'
+                 (opt-in `fused=True`; what the tuned mode runs) or 'for-loop' (`foreach=False`)
+    grad_accum   micro-batches per optimizer step: 1 frees gradients between steps
+                 (`zero_grad(set_to_none=True)`); N > 1 keeps them alive through the next
+                 micro-batches' forward and backward
     """
 
     name: str
@@ -58,7 +70,13 @@ class Workload:
     lora_targets: str = "attention-mlp"
     gpus: int = 1
     strategy: str = "ddp"
+    # How the optimizer step runs and what survives between micro-batches (estimate.memory).
+    optimizer_impl: str = "foreach"
+    grad_accum: int = 1
     description: str = ""
+    # Exact stored weights read from a model folder's safetensors headers (memory uses them).
+    checkpoint_bytes: int | None = None
+    checkpoint_params: int | None = None
 
     def __post_init__(self) -> None:
         # Order matters: types before names, names before the sizes and combinations that use them.
@@ -73,7 +91,8 @@ class Workload:
     def _check_types(self) -> None:
         """A number where a name belongs (or the reverse) must be a clear error, not an
         AttributeError deep in the estimator."""
-        for field_name in ("name", "precision", "mode", "optimizer", "attention", "lora_targets", "strategy"):
+        for field_name in ("name", "precision", "mode", "optimizer", "attention", "lora_targets", "strategy",
+                           "optimizer_impl"):
             value = getattr(self, field_name)
             if not isinstance(value, str):
                 raise FitbenchError(f"{field_name.replace('_', '-')} must be a name, got {value!r}",
@@ -89,12 +108,15 @@ class Workload:
         """Every named choice is one of its set (with the closest names as a hint)."""
         named = (("mode", "mode", MODES), ("optimizer", "optimizer", OPTIMIZERS),
                  ("attention", "attention", ATTENTION_IMPLS), ("peft", "fine-tuning method", PEFT_METHODS),
-                 ("lora_targets", "LoRA targets", LORA_TARGETS))
+                 ("lora_targets", "LoRA targets", LORA_TARGETS),
+                 ("optimizer_impl", "optimizer implementation", OPTIMIZER_IMPLS))
         for field_name, what, choices in named:
             value = getattr(self, field_name)
             if value is not None and value not in choices:
                 raise FitbenchError(f"unknown {what} '{value}'", did_you_mean(value, choices))
-        strategy(self.strategy)  # one of fitbench.core.names.Strategy
+        # One spelling per strategy ('fsdp' is fsdp-full-shard), one of fitbench.core.names.Strategy.
+        canonical = strategy(STRATEGY_ALIASES.get(self.strategy, self.strategy))
+        object.__setattr__(self, "strategy", canonical.value)
         if self.peft is not None and (self.mode != "train" or self.is_resnet):
             raise FitbenchError(f"--peft {self.peft} fine-tunes a transformer",
                                 "use it with --mode train on an encoder or decoder workload")
@@ -173,6 +195,12 @@ class Workload:
     def param_count(self) -> int:
         return self.arch.param_count()
 
+    def active_param_count(self) -> int:
+        """Parameters a token runs through (the total, except for mixture-of-experts models)."""
+        if isinstance(self.arch, TransformerArch):
+            return self.arch.active_param_count()
+        return self.arch.param_count()
+
     # -- derivation ---------------------------------------------------------------------------
     def replace(self, **changes: Any) -> Workload:
         """A copy with exactly these fields changed, validated again (frozen dataclasses never
@@ -197,6 +225,7 @@ class Workload:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "arch"}
         out["family"] = self.family
         out["params"] = self.param_count()
+        out["active_params"] = self.active_param_count()
         out["arch"] = dataclasses.asdict(self.arch)
         return out
 
@@ -207,6 +236,7 @@ class Workload:
         arch_data = dict(data.pop("arch"))
         family = data.pop("family", None)
         data.pop("params", None)
+        data.pop("active_params", None)
         if family == "resnet" or "depth" in arch_data:
             if arch_data.get("layers") is not None:
                 arch_data["layers"] = tuple(arch_data["layers"])
