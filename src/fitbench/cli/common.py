@@ -9,6 +9,7 @@ import math
 import sys
 from typing import Any
 
+from fitbench.core.names import EXEC_MODES, FRAMEWORKS
 from fitbench.core.precision import PRECISION_NAMES
 from fitbench.errors import FitbenchError
 from fitbench.workloads.workload import Workload
@@ -65,15 +66,34 @@ def add_command(subparsers: argparse._SubParsersAction, name: str, help_text: st
                                  epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+class BackendChoices(tuple[str, ...]):
+    """--backend's choices: the listed backends (what help and errors show), and containing
+    also the unlisted ones a user may name (fitbench.backends.fake and its faults)."""
+
+    def __new__(cls) -> BackendChoices:
+        return super().__new__(cls, FRAMEWORKS)
+
+    def __contains__(self, name: object) -> bool:
+        from fitbench.backends import entry
+
+        if not isinstance(name, str):
+            return False
+        try:
+            entry(name)
+        except FitbenchError:
+            return False
+        return True
+
+
 def add_backend_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--backend: the framework that measures."""
-    parser.add_argument("--backend", choices=("torch", "paddle"),
+    parser.add_argument("--backend", choices=BackendChoices(),
                         help="framework to measure with (default: the first installed of torch, paddle)")
 
 
 def add_exec_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--exec: which code runs (and is estimated), the kind most users write or the tuned kind."""
-    parser.add_argument("--exec", dest="exec_mode", choices=("default", "tuned"), default="default",
+    parser.add_argument("--exec", dest="exec_mode", choices=EXEC_MODES, default="default",
                         help="default: the code most users write (eager); tuned: what the card can do "
                              "(CUDA graphs, compiled steps, bf16; PyTorch)")
 
@@ -207,11 +227,6 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
         from fitbench.core.quant import parse_weights
 
         overrides["weights"] = parse_weights(weights_text) or NO_WEIGHTS
-    for key in ("peft", "lora_targets", "strategy", "attention", "optimizer", "mode", "optimizer_impl"):
-        if isinstance(overrides[key], str):
-            overrides[key] = overrides[key].strip().lower()
-    if overrides["precision"] is not None:
-        overrides["precision"] = overrides["precision"].strip().lower()
     if args.config:
         if args.workload:
             raise FitbenchError(f"both a WORKLOAD preset ('{args.workload}') and --config were given",
@@ -228,9 +243,6 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
                 raise
             raise FitbenchError(exc.message, "fix that value in the config file, or use the model's "
                                              "original config.json") from exc
-        if workload.peft and workload.family == "decoder" and overrides["precision"] is None:
-            # As for presets below: PEFT keeps the frozen decoder in 16 bit, not under mixed precision.
-            workload = workload.replace(precision="bf16")
         return check_overrides_apply(workload, args)
     if not args.workload:
         raise FitbenchError("no workload given",
@@ -245,23 +257,14 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
             if args.tiny:
                 raise FitbenchError("--tiny applies to presets, not to library models",
                                     "drop --tiny, or name a preset (`fitbench workloads`)")
-            workload = library.workload_for_model(args.workload, **overrides)
-            if workload.peft and workload.family == "decoder" and overrides["precision"] is None:
-                workload = workload.replace(precision="bf16")
-            return check_overrides_apply(workload, args)
-    workload = get_workload(args.workload, tiny=args.tiny)
+            # Read as config files are: Workload.with_overrides adds the defaults a change implies.
+            return check_overrides_apply(library.workload_for_model(args.workload, **overrides), args)
     if overrides.get("weights") is NO_WEIGHTS:
-        overrides["weights"] = None
-    elif (overrides.get("weights") is not None and overrides["precision"] is None
-          and workload.precision not in ("fp16", "bf16")):
-        overrides["precision"] = "fp16"  # quantized weights compute in 16 bit
-    # Switching a decoder to training needs a sequence length; a train job needs no prompt.
-    if overrides["mode"] == "train" and workload.family == "decoder" and overrides["seq_len"] is None:
-        overrides["seq_len"] = workload.seq_len or 512
-    if overrides["mode"] == "train" and workload.is_generation and overrides["precision"] is None:
-        # Fine-tuning a decoder: 16-bit frozen weights for PEFT, mixed precision otherwise.
-        overrides["precision"] = "bf16" if overrides["peft"] else "amp-bf16"
-    return check_overrides_apply(workload.replace(**overrides), args)
+        overrides["weights"] = None  # a preset has no quantization_config to drop
+    # The defaults an override implies (a decoder switched to training, quantized weights that
+    # compute in 16 bit) belong to the workload: `fitbench.estimate()` applies the same ones.
+    workload = get_workload(args.workload, tiny=args.tiny).with_overrides(**overrides)
+    return check_overrides_apply(workload, args)
 
 
 # `--weights none`: drop a config's quantization_config and keep the precision's own dtype.

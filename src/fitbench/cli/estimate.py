@@ -22,6 +22,7 @@ from fitbench.cli.common import (
     print_json,
     workload_from_args,
 )
+from fitbench.core.names import FRAMEWORKS
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import Estimate, estimate
@@ -59,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
                         help="catalog GPU (repeatable, comma-separated, or 'all'); default: "
                              + ", ".join(DEFAULT_GPUS))
     add_gpu_spec_arg(parser)
-    parser.add_argument("--framework", choices=("torch", "paddle"), default="torch",
+    parser.add_argument("--framework", choices=FRAMEWORKS, default="torch",
                         help="whose memory behaviour and efficiencies to assume (default torch)")
     add_exec_arg(parser)
     parser.add_argument("--fail-if", choices=("oom", "offload", "tight"), metavar="VERDICT",

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from fitbench.backends import framework_of
 from fitbench.cli.common import (
     HistoryStore,
     add_backend_arg,
@@ -123,11 +124,11 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 
 # -- choices the parent makes without importing a framework -------------------------------------
 def pick_backend(name: str | None) -> str:
-    from fitbench.backends import BACKENDS, backend_installed, installed_backends
+    from fitbench.backends import backend_installed, entry, installed_backends
 
     if name is not None:
         if not backend_installed(name):
-            extra = BACKENDS[name][2]
+            extra = entry(name).extra
             raise FitbenchError(f"the {name} backend is not installed", f"pip install 'fitbench[{extra}]'")
         return name
     installed = installed_backends()
@@ -203,7 +204,7 @@ def estimate_for(
     from fitbench.estimate.api import estimate
 
     try:
-        return estimate(workload, gpu, framework=backend, exec_mode=exec_mode), None
+        return estimate(workload, gpu, framework=framework_of(backend), exec_mode=exec_mode), None
     except FitbenchError as exc:
         return None, f"no estimate: {exc}"
 

@@ -132,52 +132,70 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _bnb_int8_bytes(fmt: WeightFormat, fin: int, fout: int) -> tuple[int, int]:
+    return fin * fout, 4 * fout
+
+
+def _bnb_4bit_bytes(fmt: WeightFormat, fin: int, fout: int) -> tuple[int, int]:
+    n = fin * fout
+    blocks = _ceil(n, 64)
+    if fmt.double_quant:
+        return _ceil(n, 2), blocks + 4 * _ceil(blocks, 256) + 4
+    return _ceil(n, 2), 4 * blocks
+
+
+def _fp8_bytes(fmt: WeightFormat, fin: int, fout: int) -> tuple[int, int]:
+    if fmt.block is None:
+        scales = 1
+    elif fmt.block == (0, 0):
+        scales = fout
+    else:
+        scales = _ceil(fout, fmt.block[0]) * _ceil(fin, fmt.block[1])
+    return fin * fout, 4 * scales
+
+
+def _groups(fmt: WeightFormat, fin: int) -> int:
+    return _ceil(fin, fin if fmt.group_size == -1 else fmt.group_size)
+
+
+def _gptq_bytes(fmt: WeightFormat, fin: int, fout: int) -> tuple[int, int]:
+    bits, groups = int(fmt.bits), _groups(fmt, fin)
+    packed = 4 * _ceil(fin * bits, 32) * fout
+    meta = 2 * groups * fout
+    if fmt.zero_points:
+        meta += 4 * groups * _ceil(fout * bits, 32)
+    if fmt.g_idx:
+        meta += 4 * fin
+    return packed, meta
+
+
+def _awq_bytes(fmt: WeightFormat, fin: int, fout: int) -> tuple[int, int]:
+    bits, groups = int(fmt.bits), _groups(fmt, fin)
+    packed = 4 * fin * _ceil(fout * bits, 32)
+    meta = 2 * groups * fout + (4 * groups * _ceil(fout * bits, 32) if fmt.zero_points else 0)
+    return packed, meta
+
+
+def _compressed_int_bytes(fmt: WeightFormat, fin: int, fout: int) -> tuple[int, int]:
+    bits, groups = int(fmt.bits), _groups(fmt, fin)
+    if bits == 8:  # int-quantized: int8 [out, in] and fp32 scales (vLLM CompressedTensorsW8A8Int8)
+        return fin * fout, 4 * fout * groups
+    packed = 4 * fout * _ceil(fin * bits, 32)
+    meta = fmt.scale_bytes * fout * groups + 16
+    if fmt.zero_points:
+        meta += 4 * _ceil(fout * bits, 32) * groups
+    return packed, meta
+
+
 def matrix_bytes(fmt: WeightFormat, fin: int, fout: int) -> tuple[int, int]:
     """(packed values, scales and other metadata) in bytes of one [fout, fin] weight matrix
     stored in `fmt`, counted from the tensors its library registers (module docstring)."""
-    n = fin * fout
-    m = fmt.method
-    if m == "gguf":
-        return _gguf_bytes(fmt, n)
-    if m == "bnb-int8":
-        return n, 4 * fout
-    if m == "bnb-4bit":
-        blocks = _ceil(n, 64)
-        if fmt.double_quant:
-            return _ceil(n, 2), blocks + 4 * _ceil(blocks, 256) + 4
-        return _ceil(n, 2), 4 * blocks
-    if m == "fp8":
-        if fmt.block is None:
-            scales = 1
-        elif fmt.block == (0, 0):
-            scales = fout
-        else:
-            scales = _ceil(fout, fmt.block[0]) * _ceil(fin, fmt.block[1])
-        return n, 4 * scales
-    bits = int(fmt.bits)
-    group = fin if fmt.group_size == -1 else fmt.group_size
-    groups = _ceil(fin, group)
-    if m == "gptq":
-        packed = 4 * _ceil(fin * bits, 32) * fout
-        meta = 2 * groups * fout
-        if fmt.zero_points:
-            meta += 4 * groups * _ceil(fout * bits, 32)
-        if fmt.g_idx:
-            meta += 4 * fin
-        return packed, meta
-    if m == "awq":
-        packed = 4 * fin * _ceil(fout * bits, 32)
-        meta = 2 * groups * fout + (4 * groups * _ceil(fout * bits, 32) if fmt.zero_points else 0)
-        return packed, meta
-    if m == "compressed-int":
-        if bits == 8:  # int-quantized: int8 [out, in] and fp32 scales (vLLM CompressedTensorsW8A8Int8)
-            return n, 4 * fout * groups
-        packed = 4 * fout * _ceil(fin * bits, 32)
-        meta = fmt.scale_bytes * fout * groups + 16
-        if fmt.zero_points:
-            meta += 4 * _ceil(fout * bits, 32) * groups
-        return packed, meta
-    raise FitbenchError(f"unknown weight format method '{m}'")
+    if fmt.method == "gguf":
+        return _gguf_bytes(fmt, fin * fout)
+    count = _MATRIX_BYTES.get(fmt.method)
+    if count is None:
+        raise FitbenchError(f"unknown weight format method '{fmt.method}'")
+    return count(fmt, fin, fout)
 
 
 def _gguf_bytes(fmt: WeightFormat, n: int) -> tuple[int, int]:
@@ -186,6 +204,10 @@ def _gguf_bytes(fmt: WeightFormat, n: int) -> tuple[int, int]:
     values = n * GGUF_VALUE_BITS[fmt.label] / 8
     total = n * fmt.bits / 8
     return round(values), round(total - values)
+
+
+_MATRIX_BYTES = {"bnb-int8": _bnb_int8_bytes, "bnb-4bit": _bnb_4bit_bytes, "fp8": _fp8_bytes,
+                 "gptq": _gptq_bytes, "awq": _awq_bytes, "compressed-int": _compressed_int_bytes}
 
 
 def matrix_total_bytes(fmt: WeightFormat, fin: int, fout: int) -> int:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from fitbench.core import names
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.units import GiB
 from fitbench.estimate import speed
@@ -243,6 +244,8 @@ def estimate(
 ) -> Estimate:
     """Predict memory, verdict, largest batch and speed of `workload` on `gpu`, as `exec_mode`
     runs it (the tuned mode may change the precision: fitbench.estimate.execution)."""
+    # Checked once, here, against fitbench.core.names; kept as plain text in the Estimate.
+    framework, exec_mode = names.framework(framework).value, names.exec_mode(exec_mode).value
     profile = profile or get_profile(framework, exec_mode)
     requested = workload.precision
     workload = workload_as_run(workload, exec_mode, gpu, framework)

@@ -377,6 +377,17 @@ def _shares(workload: Workload) -> _Shares:
     )
 
 
+def _gathered_in_backward(strategy: str, params: int, root: int | float, block: int | float) -> float:
+    """Parameters held unsharded during a training step's backward pass: all of them under
+    fsdp-shard-grad-op (gathered in forward, freed after backward), the root and the live blocks
+    under the strategies that shard weights, none otherwise."""
+    if strategy == "fsdp-shard-grad-op":
+        return params
+    if strategy in SHARDED_WEIGHTS:
+        return root + FSDP_LIVE_BLOCKS * block
+    return 0.0
+
+
 def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
     """Peak memory of ONE of the workload.gpus GPUs, as named parts that add up.
 
@@ -429,12 +440,7 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
         bw_grads = bw["gradients"] * shares.gradients
         if strategy in SHARDED_GRADIENTS:
             bw_grads += block * p.grad_bytes             # a block's unsharded grads before reduce-scatter
-        if strategy == "fsdp-shard-grad-op":
-            gathered = params * bytes_per_param          # gathered in forward, freed after backward
-        elif strategy in SHARDED_WEIGHTS:
-            gathered = (root + FSDP_LIVE_BLOCKS * block) * bytes_per_param
-        else:
-            gathered = 0.0
+        gathered = _gathered_in_backward(strategy, params, root, block) * bytes_per_param
         backward = {
             "activations": bw["activations"] * act,
             "amp_weight_copies": bw["amp_weight_copies"] * (shares.weights if strategy == "tp" else 1.0),

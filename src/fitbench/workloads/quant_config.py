@@ -211,16 +211,7 @@ def _compressed(q: _Q) -> tuple[WeightFormat | None, str | None]:
     head = not any(name == "lm_head" or name.endswith("lm_head") for name in ignore)
     acts = scheme.get("input_activations")
     if kind == "float":
-        if bits != 8:
-            raise q.error(f"float weights of {bits} bits are not supported", "fitbench models fp8 weights")
-        block: tuple[int, int] | None = None
-        if strategy == "channel":
-            block = (0, 0)
-        elif strategy == "block":
-            block = _block(q, "block_structure", w.data.get("block_structure"))
-        return WeightFormat(method="fp8", bits=8, block=block, scale_bytes=4, skip=ignore, quantize_head=head,
-                            compute="fp8" if acts else "dequant", label="fp8",
-                            source="quantization_config"), kv
+        return _compressed_fp8(q, w, bits, strategy, ignore, head, acts), kv
     if strategy in ("group", "tensor_group"):
         group = w.int("group_size", also=(-1,))
     elif strategy == "block":
@@ -233,6 +224,20 @@ def _compressed(q: _Q) -> tuple[WeightFormat | None, str | None]:
     if bits == 8 and acts:
         fmt = _replace(fmt, compute="int8")
     return fmt, kv
+
+
+def _compressed_fp8(q: _Q, w: _Q, bits: int, strategy: str, ignore: tuple[str, ...], head: bool,
+                    acts: Any) -> WeightFormat:
+    """compressed-tensors float weights: fp8 with per-tensor, per-channel or block scales."""
+    if bits != 8:
+        raise q.error(f"float weights of {bits} bits are not supported", "fitbench models fp8 weights")
+    block: tuple[int, int] | None = None
+    if strategy == "channel":
+        block = (0, 0)
+    elif strategy == "block":
+        block = _block(q, "block_structure", w.data.get("block_structure"))
+    return WeightFormat(method="fp8", bits=8, block=block, scale_bytes=4, skip=ignore, quantize_head=head,
+                        compute="fp8" if acts else "dequant", label="fp8", source="quantization_config")
 
 
 def _replace(fmt: WeightFormat, **changes: Any) -> WeightFormat:

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from fitbench.core.names import STRATEGY_ALIASES, strategy
 from fitbench.core.precision import Precision, get_precision
 from fitbench.core.quant import LEGACY, WeightFormat, check_kv_cache
 from fitbench.errors import FitbenchError, did_you_mean
@@ -16,11 +17,13 @@ MODES = ("train", "infer")
 ATTENTION_IMPLS = ("fused", "eager")
 PEFT_METHODS = ("lora", "qlora")
 LORA_TARGETS = ("attention", "attention-mlp", "all-linear")
-# zero1/2/3 are DeepSpeed's ZeRO stages (16-bit weights and gradients, FP32 master weights and
-# Adam moments partitioned); the two FSDP strategies are torch.distributed.fsdp's sharding
-# strategies of those names. 'fsdp' is kept as another name for fsdp-full-shard.
-STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp-shard-grad-op", "fsdp-full-shard", "tp")
-STRATEGY_ALIASES = {"fsdp": "fsdp-full-shard"}
+# Fields a user names in words: compared lower-case, without surrounding blanks.
+NAME_FIELDS = ("precision", "optimizer", "mode", "attention", "peft", "lora_targets", "strategy",
+               "optimizer_impl")
+
+# A decoder switched from generation to training needs a sequence length; this is the one a
+# fine-tuning recipe most often starts from.
+DECODER_TRAIN_SEQ_LEN = 512
 # How torch.optim runs the update: 'foreach' (torch._foreach_* over lists; what torch picks when
 # every parameter is on CUDA), 'fused' (one kernel, opt-in fused=True), 'for-loop' (one tensor at
 # a time, foreach=False). Their step temporaries differ (estimate.memory.optimizer_step_scratch).
@@ -83,8 +86,19 @@ class Workload:
     checkpoint_params: int | None = None
 
     def __post_init__(self) -> None:
-        # Types first: a number where a name belongs (or the reverse) must be a clear error,
-        # not an AttributeError deep in the estimator.
+        # Order matters: types before names, names before the sizes and combinations that use them.
+        self._check_types()
+        # Validate, then keep the canonical name ('half' -> 'fp16', 'AMP' -> 'amp-fp16'): results,
+        # history and code comparing names must see one spelling per mode.
+        object.__setattr__(self, "precision", get_precision(self.precision).name)
+        self._check_names()
+        self._check_storage()
+        self._check_sizes()
+        self._check_shape()
+
+    def _check_types(self) -> None:
+        """A number where a name belongs (or the reverse) must be a clear error, not an
+        AttributeError deep in the estimator."""
         for field_name in ("name", "precision", "mode", "optimizer", "attention", "lora_targets", "strategy",
                            "optimizer_impl"):
             value = getattr(self, field_name)
@@ -97,34 +111,26 @@ class Workload:
             if not isinstance(getattr(self, field_name), bool):
                 raise FitbenchError(f"{field_name} must be true or false, got {getattr(self, field_name)!r}",
                                     f"pass {field_name}=True or False")
-        # Validate, then keep the canonical name ('half' -> 'fp16', 'AMP' -> 'amp-fp16'): results,
-        # history and code comparing names must see one spelling per mode.
-        object.__setattr__(self, "precision", get_precision(self.precision).name)
-        if self.mode not in MODES:
-            raise FitbenchError(f"unknown mode '{self.mode}'", did_you_mean(self.mode, MODES))
-        self._check_storage()
-        if self.optimizer not in OPTIMIZERS:
-            raise FitbenchError(f"unknown optimizer '{self.optimizer}'",
-                                did_you_mean(self.optimizer, OPTIMIZERS))
-        if self.attention not in ATTENTION_IMPLS:
-            raise FitbenchError(f"unknown attention '{self.attention}'",
-                                did_you_mean(self.attention, ATTENTION_IMPLS))
-        if self.peft is not None and self.peft not in PEFT_METHODS:
-            raise FitbenchError(f"unknown fine-tuning method '{self.peft}'",
-                                did_you_mean(self.peft, PEFT_METHODS))
-        if self.lora_targets not in LORA_TARGETS:
-            raise FitbenchError(f"unknown LoRA targets '{self.lora_targets}'",
-                                did_you_mean(self.lora_targets, LORA_TARGETS))
-        object.__setattr__(self, "strategy", STRATEGY_ALIASES.get(self.strategy, self.strategy))
-        if self.optimizer_impl not in OPTIMIZER_IMPLS:
-            raise FitbenchError(f"unknown optimizer implementation '{self.optimizer_impl}'",
-                                did_you_mean(self.optimizer_impl, OPTIMIZER_IMPLS))
-        if self.strategy not in STRATEGIES:
-            raise FitbenchError(f"unknown strategy '{self.strategy}'",
-                                did_you_mean(self.strategy, STRATEGIES))
+
+    def _check_names(self) -> None:
+        """Every named choice is one of its set (with the closest names as a hint)."""
+        named = (("mode", "mode", MODES), ("optimizer", "optimizer", OPTIMIZERS),
+                 ("attention", "attention", ATTENTION_IMPLS), ("peft", "fine-tuning method", PEFT_METHODS),
+                 ("lora_targets", "LoRA targets", LORA_TARGETS),
+                 ("optimizer_impl", "optimizer implementation", OPTIMIZER_IMPLS))
+        for field_name, what, choices in named:
+            value = getattr(self, field_name)
+            if value is not None and value not in choices:
+                raise FitbenchError(f"unknown {what} '{value}'", did_you_mean(value, choices))
+        # One spelling per strategy ('fsdp' is fsdp-full-shard), one of fitbench.core.names.Strategy.
+        canonical = strategy(STRATEGY_ALIASES.get(self.strategy, self.strategy))
+        object.__setattr__(self, "strategy", canonical.value)
         if self.peft is not None and (self.mode != "train" or self.is_resnet):
             raise FitbenchError(f"--peft {self.peft} fine-tunes a transformer",
                                 "use it with --mode train on an encoder or decoder workload")
+
+    def _check_sizes(self) -> None:
+        """Sizes are whole numbers from 1 to a bound no real job reaches (LIMITS)."""
         for field_name, limit in LIMITS.items():
             value = getattr(self, field_name)
             if value is None:
@@ -136,6 +142,10 @@ class Workload:
             if value > limit:
                 raise FitbenchError(f"{field_name.replace('_', '-')} {value} is beyond any real job",
                                     f"use at most {limit}")
+
+    def _check_shape(self) -> None:
+        """The input sizes the job's family needs, a precision that can train, and a sequence
+        the model's learned positions can hold."""
         if self.is_resnet and self.image_size is None:
             raise FitbenchError("a ResNet workload needs an image size", "pass --image-size")
         if self.is_resnet and self.image_size is not None and self.image_size < 8:
@@ -242,9 +252,22 @@ class Workload:
 
     # -- derivation ---------------------------------------------------------------------------
     def replace(self, **changes: Any) -> Workload:
-        """A copy with some fields changed, validated again (frozen dataclasses never mutate)."""
+        """A copy with exactly these fields changed, validated again (frozen dataclasses never
+        mutate). None leaves a field as it is. No default follows a change: code that derives one
+        workload from another (the estimator, the advice) uses this; a user's request goes
+        through `with_overrides`."""
         changes = {k: v for k, v in changes.items() if v is not None}
         return dataclasses.replace(self, **changes)
+
+    def with_overrides(self, **overrides: Any) -> Workload:
+        """This job as a user asked to change it: names normalised ('LoRA' -> 'lora'), and the
+        defaults a change implies filled in (see `implied_defaults`). The CLI and the Python
+        API both come through here, so one question gets one answer."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        for key in NAME_FIELDS:
+            if isinstance(given.get(key), str):
+                given[key] = given[key].strip().lower()
+        return self.replace(**implied_defaults(self, given), **given)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: flat job fields plus the architecture under 'arch'."""
@@ -275,3 +298,24 @@ class Workload:
         else:
             arch = TransformerArch(**arch_data)
         return cls(arch=arch, **data)
+
+
+def implied_defaults(workload: Workload, given: dict[str, Any]) -> dict[str, Any]:
+    """The fields a requested change implies but does not name, so that the job stays the one a
+    user most likely means (the values `given` sets itself always win).
+
+    Switching a generating decoder to training gives it a sequence length (its own or
+    DECODER_TRAIN_SEQ_LEN) and mixed precision (amp-bf16), as fine-tuning recipes do; asking for
+    PEFT on a decoder keeps the frozen weights in 16 bit (bf16) instead, unless a precision is
+    named.
+    """
+    implied: dict[str, Any] = {}
+    if given.get("weights") is not None and workload.precision not in ("fp16", "bf16"):
+        implied["precision"] = "fp16"  # quantized weights are expanded into 16-bit matmuls
+    if given.get("mode", workload.mode) == "train" and workload.family == "decoder":
+        if workload.is_generation:
+            implied["seq_len"] = workload.seq_len or DECODER_TRAIN_SEQ_LEN
+            implied["precision"] = "amp-bf16"
+        if given.get("peft"):
+            implied["precision"] = "bf16"
+    return {k: v for k, v in implied.items() if k not in given}
