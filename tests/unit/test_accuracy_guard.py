@@ -1,0 +1,127 @@
+"""The estimator's accuracy on committed measurements, held to the bounds the README reports.
+
+Pure estimator code (no framework import): the stored H200 measurements in sample and under the
+held-out protocol, any committed measurement of the points the fit never saw, and the published
+figures on other cards. The bounds live in benchmarks/results/accuracy-bounds.toml, one place.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import accuracy_protocol as protocol  # noqa: E402
+
+BOUNDS = protocol.load_bounds()
+NEW_POINT_FILES = sorted(protocol.RESULTS.glob("accuracy-holdout-*.json"))
+# Sources kept out of the public set on purpose: they serve as an independent check.
+INDEPENDENT_SOURCES = ("lambdalabs.com", "lambda.ai", "ggerganov/llama.cpp", "ggml-org/llama.cpp")
+
+
+@pytest.fixture(scope="module")
+def samples() -> list[protocol.Sample]:
+    return protocol.in_sample()
+
+
+@pytest.fixture(scope="module")
+def held_out(samples: list[protocol.Sample]) -> dict:
+    return protocol.held_out(samples)
+
+
+def _worst(rows: list[dict], key: str, bound: float) -> list[str]:
+    return [f"{r['label']}: {key} {r[key]:+.1%}" for r in rows if r[key] is not None and abs(r[key]) > bound]
+
+
+def test_in_sample_points_within_reported_bounds(samples: list[protocol.Sample]) -> None:
+    rows = protocol.in_sample_rows(samples)
+    assert len(rows) >= 23
+    bounds = BOUNDS["in_sample"]
+    assert not _worst(rows, "peak", bounds["peak_max_abs"])
+    assert not _worst(rows, "speed", bounds["speed_max_abs"])
+
+
+@pytest.mark.parametrize("split", ["leave_one_family_out", "fixed_split"])
+def test_held_out_points_within_reported_bounds(held_out: dict, split: str) -> None:
+    rows = held_out[split]
+    bounds = BOUNDS["held_out"]
+    assert rows, "the protocol scored nothing"
+    assert not _worst(rows, "peak", bounds["peak_max_abs"])
+    assert not _worst(rows, "speed", bounds["speed_max_abs"])
+    assert protocol.summary([r["speed"] for r in rows], 0.2)["median_abs"] <= bounds["speed_median_abs"]
+
+
+def test_leave_one_family_out_scores_every_point_once(samples: list[protocol.Sample], held_out: dict) -> None:
+    """Each point is held out exactly once, by a fit that did not see its family."""
+    labels = [r["label"] for r in held_out["leave_one_family_out"]]
+    assert sorted(labels) == sorted(s.label for s in samples)
+    for family in {s.family for s in samples}:
+        fit = held_out["fits"][f"without {family}"]
+        assert set(fit["fitted"]) | set(fit["kept"]) <= set(protocol.FITTED_KEYS)
+        assert not set(fit["fitted"]) & set(fit["kept"])
+
+
+def test_fixed_split_holds_out_every_second_point_of_each_family(samples: list[protocol.Sample]) -> None:
+    train, test = protocol.fixed_split(samples)
+    assert not {s.label for s in train} & {s.label for s in test}
+    assert len(train) + len(test) == len(samples)
+    assert {s.family for s in test} >= {"CNN", "encoder", "decoder-inference"}
+
+
+def test_a_fit_on_other_families_changes_the_constants() -> None:
+    """The held-out fit is a real fit: without the CNN points the host cost moves off its value."""
+    samples = protocol.in_sample()
+    base = protocol.get_profile("torch", "default", use_user=False)
+    train = [s for s in samples if s.family != "CNN"]
+    profile, keys = protocol.fitted(train, protocol.get_gpu("h200"), base)
+    assert "host_seconds_per_op" in keys
+    assert profile.host_seconds_per_op != base.host_seconds_per_op
+
+
+@pytest.mark.parametrize("path", NEW_POINT_FILES, ids=[p.name for p in NEW_POINT_FILES])
+def test_new_points_within_reported_bounds(path: Path) -> None:
+    rows = [{"label": s.label, **protocol.errors(s)} for s in protocol.load_samples(path)]
+    bounds = BOUNDS["new_points"]
+    assert len(rows) >= 16
+    peak = protocol.summary([r["peak"] for r in rows], 0.10)
+    speed = protocol.summary([r["speed"] for r in rows], 0.20)
+    assert peak["share_within"] >= bounds["peak_share_within_10"]
+    assert speed["share_within"] >= bounds["speed_share_within_20"]
+
+
+def test_public_points_are_sourced_and_independent_of_the_check_set() -> None:
+    points = protocol.load_public()
+    ids = [p["id"] for p in points]
+    assert len(ids) == len(set(ids))
+    for p in points:
+        assert p["source"].startswith("https://"), p["id"]
+        assert p.get("setting") and p.get("differs"), p["id"]
+        assert not any(s in p["source"] for s in INDEPENDENT_SOURCES), p["id"]
+        assert p.get("exec_mode", "default") in ("default", "tuned"), p["id"]
+
+
+def test_public_points_within_reported_bounds() -> None:
+    rows = protocol.score_public(protocol.load_public())
+    bounds = BOUNDS["public"]
+    assert len(rows) >= bounds["min_points"]
+    assert all(r["speed"] is not None for r in rows)
+    s = protocol.summary([r["speed"] for r in rows], 0.30)
+    assert s["median_abs"] <= bounds["speed_median_abs"]
+    assert s["share_within"] >= bounds["speed_share_within_30"]
+    assert s["max_abs"] <= bounds["speed_max_abs"], [(r["id"], round(r["speed"], 2)) for r in rows]
+
+
+@pytest.mark.slow
+def test_scoring_imports_no_framework() -> None:
+    """The guard stays fast and runs anywhere: scoring imports neither torch nor paddle."""
+    import subprocess
+
+    code = (f"import sys; sys.path.insert(0, {str(BENCHMARKS)!r}); import accuracy_protocol as p; "
+            "p.score_public(p.load_public()); p.in_sample_rows(p.in_sample()); "
+            "assert 'torch' not in sys.modules and 'paddle' not in sys.modules")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
