@@ -176,7 +176,8 @@ def summary(values: list[float | None], within: float) -> dict[str, Any]:
 
 
 # -- public measurements on other cards ---------------------------------------------------------
-PUBLIC_METRICS = ("samples_per_second", "tokens_per_second", "step_seconds", "request_seconds")
+PUBLIC_METRICS = ("samples_per_second", "tokens_per_second", "step_seconds", "request_seconds",
+                  "request_tokens_per_second", "prefill_seconds")
 
 
 def public_workload(point: dict[str, Any]) -> Workload:
@@ -222,11 +223,16 @@ def score_public(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _public_figure(est: Any, workload: Workload, metric: str) -> float | None:
-    """The estimate's figure in a public point's unit (request_seconds: prefill plus every token)."""
-    if metric == "request_seconds":
+    """The estimate's figure in a public point's unit: request_seconds is one generation call
+    (prefill plus a decode step a new token), request_tokens_per_second the new tokens of the
+    whole batch over that call."""
+    if metric in ("request_seconds", "request_tokens_per_second"):
         if est.step_seconds is None:
             return None
-        return (est.prefill_seconds or 0.0) + est.step_seconds * (workload.new_tokens or 0)
+        call = (est.prefill_seconds or 0.0) + est.step_seconds * (workload.new_tokens or 0)
+        if metric == "request_seconds":
+            return call
+        return workload.batch_size * (workload.new_tokens or 0) / call
     return getattr(est, metric)
 
 
