@@ -125,3 +125,51 @@ def test_scoring_imports_no_framework() -> None:
             "assert 'torch' not in sys.modules and 'paddle' not in sys.modules")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+# -- the holdout set: what it measures, and that it fits one device call -----------------------
+import accuracy  # noqa: E402  (benchmarks/accuracy.py: measurement code, no framework import)
+
+HOLDOUT = [(name, overrides, *accuracy.build_workload(name, overrides))
+           for name, overrides in accuracy.HOLDOUT]
+
+
+def test_holdout_set_builds_every_point_with_distinct_labels() -> None:
+    labels = [accuracy.label(name, overrides) for name, overrides, _, _ in HOLDOUT]
+    assert len(labels) >= 16
+    assert len(set(labels)) == len(labels)
+    assert {protocol.family_of(w) for *_, w, _ in HOLDOUT} == set(protocol.FAMILIES)
+
+
+def test_holdout_set_fits_the_device_call_on_an_h200() -> None:
+    """The whole set, start-up and margin included, in at most 9 minutes (a call may run 10)."""
+    total = sum(accuracy.estimated_seconds(w, "h200", accuracy.HOLDOUT_MIN_SECONDS)
+                for *_, w, _ in HOLDOUT)
+    assert total <= 9 * 60
+
+
+def test_holdout_set_covers_the_jobs_the_fit_never_saw() -> None:
+    works = [(overrides, w) for _, overrides, w, _ in HOLDOUT]
+    gqa = [w for _, w in works if w.is_generation and w.arch.kv_heads < w.arch.num_heads]
+    assert {w.arch.model_type for w in gqa} >= {"qwen2", "llama", "mistral"}
+    assert all(w.prompt_tokens >= 1024 and w.batch_size >= 4 for w in gqa)
+    full = {(w.optimizer, w.precision.startswith("amp"), o.get("optimizer_impl"))
+            for o, w in works if protocol.family_of(w) == "decoder-training" and w.arch.model_type == "llama"}
+    assert {opt for opt, _, _ in full} == {"adam", "adamw"}
+    assert {amp for _, amp, _ in full} == {True, False}
+    assert {impl for _, _, impl in full} == {"foreach", "fused"}
+    assert any(w.arch.model_type == "gpt2" and w.is_training for _, w in works)
+    lora = {(w.lora_rank, w.checkpointing) for _, w in works if w.peft == "lora"}
+    assert lora == {(r, c) for r in (8, 64, 256) for c in (False, True)}
+    assert any(w.family == "encoder" and w.arch.num_layers == 24 and w.is_training for _, w in works)
+    assert any(w.family == "encoder" and not w.is_training for _, w in works)
+    sizes = {w.image_size for _, w in works if w.family == "resnet" and w.optimizer == "momentum"}
+    assert sizes == {128, 224}
+
+
+def test_shrunk_points_keep_the_job() -> None:
+    for *_, w, _ in HOLDOUT:
+        small = accuracy.shrink(w)
+        assert small.param_count() < 2_000_000
+        assert (small.mode, small.peft, small.checkpointing, small.optimizer) == (
+            w.mode, w.peft, w.checkpointing, w.optimizer)
