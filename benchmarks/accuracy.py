@@ -480,8 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     matrix = [(n, o) for n, o in SETS[args.point_set] if not args.only or args.only in label(n, o)]
     min_seconds = HOLDOUT_MIN_SECONDS if args.point_set == "holdout" else 2.0
     if args.dry_run:
-        return dry_run(matrix, local_gpu_id(args.gpu or "h200") if not args.gpu else get_gpu(args.gpu).id,
-                       min_seconds)
+        return dry_run(matrix, get_gpu(args.gpu or "h200").id, min_seconds)
     small = args.cpu_tiny or args.smoke
     device = args.device or ("cpu" if args.cpu_tiny else "cuda")
     gpu_id = None if small else local_gpu_id(args.gpu)
