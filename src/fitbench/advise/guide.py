@@ -38,7 +38,7 @@ __all__ = ["BANDS", "MEMORY_CLASSES_GB", "GuideRow", "band_of", "guide_bands", "
 
 # Marketing memory sizes in GB. A card belongs to the smallest class at least as large as its
 # nvidia-smi total in GiB (ECC cards such as the L4 show 22.5 GiB and are sold as 24 GB).
-MEMORY_CLASSES_GB = (8, 10, 12, 16, 20, 24, 32, 40, 48, 80, 96, 141, 192)
+MEMORY_CLASSES_GB = (8, 10, 12, 16, 20, 24, 32, 40, 48, 80, 96, 141, 180, 192)
 
 # The brief's size bands, in parameters: (name, lower bound inclusive, upper bound exclusive).
 BANDS: tuple[tuple[str, int, float], ...] = (

@@ -218,6 +218,19 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "batch {micro} × {steps} accumulation steps",
         "zh": "批大小 {micro} × 累积 {steps} 步",
     },
+    # -- cost (fitbench.advise.cost) -------------------------------------------------------------
+    "cost.header": {"en": "cost", "zh": "成本"},
+    "cost.per_mtok": {"en": "${value}/M tok", "zh": "${value}/百万 token"},
+    "cost.per_epoch": {"en": "${value}/epoch", "zh": "${value}/轮"},
+    "cost.per_hour": {"en": "${value}/h", "zh": "${value}/小时"},
+    "cost.purchase": {"en": "${price} (${value}/GiB)", "zh": "${price}(${value}/GiB)"},
+    "cost.note": {
+        "en": "cost: rented cards at the catalog's example on-demand rate (provider and date in "
+        "`fitbench gpus --json`), times the estimated time; bought cards show their launch price and "
+        "price per GiB only, no amortised hourly cost.",
+        "zh": "成本:租用的显卡按目录中的示例按需价格(提供商与日期见 `fitbench gpus --json`)乘以估算时间计算;"
+        "购买的显卡只给出首发价和每 GiB 价格,不折算每小时成本。",
+    },
     "cheapest.priced": {
         "en": "{scenario}: the cheapest card that runs it comfortably is {card} "
         "(${price}, {source}, {date}): {speed}.",

@@ -4,7 +4,8 @@ Why a ranking and not just "the fastest card": a buyer wants the cards that *fit
 the fastest of those, then what each costs per unit of speed. Prices are catalog data with a
 source and a date (launch prices of GeForce and workstation cards); data-centre cards have no
 public list price, so "the cheapest card" can only be chosen among priced cards and the
-smallest-memory card that fits is named beside it as a price-free answer.
+smallest-memory card that fits is named beside it as a price-free answer. Rented cards carry an
+example hourly rate instead: each row's `cost` says what the job costs there by the hour.
 
 Pure functions over the estimator: no framework import, nothing printed.
 """
@@ -16,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fitbench.advise.cost import Cost, job_cost
 from fitbench.catalog import load_catalog
 from fitbench.core.gpu import GpuSpec
 from fitbench.estimate.api import Estimate, estimate
@@ -44,7 +46,9 @@ class RankRow:
     """One card's line in the ranking.
 
     speed                  throughput in `speed_unit` (higher is faster)
-    price_per_speed        USD per unit of throughput (None without a price)
+    price_per_speed        USD of launch price per unit of throughput (None without a price)
+    cost                   the job's cost on the card: by the hour where it is rented, its price
+                           per GiB where it is bought (fitbench.advise.cost)
     """
 
     gpu: GpuSpec
@@ -56,6 +60,7 @@ class RankRow:
     speed_unit: str
     price_usd: float | None
     price_per_speed: float | None
+    cost: Cost
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,6 +76,7 @@ class RankRow:
             "price_source": self.gpu.price_source or None,
             "price_date": self.gpu.price_date or None,
             "price_per_speed": self.price_per_speed,
+            "cost": self.cost.to_dict(),
         }
 
 
@@ -88,6 +94,7 @@ def _row(est: Estimate) -> RankRow:
         speed_unit=unit,
         price_usd=price,
         price_per_speed=per,
+        cost=job_cost(est),
     )
 
 

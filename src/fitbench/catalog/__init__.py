@@ -23,7 +23,9 @@ Name lookup, in order (``get_gpu``):
 
 from __future__ import annotations
 
+import difflib
 import functools
+import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -39,32 +41,45 @@ from fitbench.errors import FitbenchError, did_you_mean
 __all__ = [
     "BRIEF_GPUS",
     "LIST_COMMAND",
+    "PEAK_KEYS",
     "PRECISION_KEYS",
+    "TENSOR_KEYS",
     "get_gpu",
     "gpu_to_dict",
+    "gpu_to_row",
     "load_catalog",
+    "lookup_gpu",
+    "nearest_gpus",
     "resolve_gpus",
+    "row_to_toml",
 ]
 
 # The three cards of the report fitbench reproduces: entry, enthusiast, data centre.
 BRIEF_GPUS = ("rtx-3060-12gb", "rtx-4090", "a100-40gb")
 LIST_COMMAND = "fitbench gpus"
 PRECISION_KEYS = ("fp32", "tf32", "fp16", "bf16")
+# Peaks no precision mode computes in yet: fp8 marks FP8 tensor cores, int8 is TOPS.
+TENSOR_KEYS = ("fp8", "int8")
+PEAK_KEYS = PRECISION_KEYS + TENSOR_KEYS
 
-_ARCHITECTURES = frozenset({"volta", "turing", "ampere", "ada", "hopper", "blackwell"})
-_FORM_FACTORS = frozenset({"pcie", "sxm"})
-_INTERCONNECTS = frozenset({"nvlink", "pcie3", "pcie4", "pcie5"})
+ARCHITECTURES = frozenset({"volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna3", "other"})
+_NO_FP8 = frozenset({"volta", "turing", "ampere"})
+FORM_FACTORS = frozenset({"pcie", "sxm", "oam"})
+INTERCONNECTS = frozenset({"nvlink", "xgmi", "pcie3", "pcie4", "pcie5"})
 _REQUIRED = frozenset({
     "id", "name", "vendor", "architecture", "memory_gib", "bandwidth_gb_s", "tflops", "bf16",
     "form_factor", "interconnect", "interconnect_gb_s", "source",
 })
 _OPTIONAL = frozenset({
-    "memory_mib", "reserved_mib", "price_usd", "price_source", "price_date", "aliases", "notes",
+    "memory_mib", "reserved_mib", "price_usd", "price_source", "price_date", "rent_usd_per_hour",
+    "rent_source", "rent_date", "measured", "aliases", "notes",
 })
+ROW_KEYS = _REQUIRED | _OPTIONAL
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _DATE_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 
-_VENDOR_WORDS = frozenset({"nvidia", "geforce", "tesla"})
+_VENDOR_WORDS = frozenset({"nvidia", "geforce", "tesla", "amd", "instinct"})
+_VARIANT_WORDS = frozenset({"ti", "super"})
 _REWRITES = (
     (re.compile(r"\brtx(?=\d)"), "rtx "),            # rtx4090 -> rtx 4090
     (re.compile(r"(?<=\d)(ti|super)\b"), r" \1"),    # 4060ti -> 4060 ti
@@ -101,6 +116,12 @@ def _load(path: Path | None) -> dict[str, GpuSpec]:
     return specs
 
 
+@functools.lru_cache(maxsize=1)
+def default_reserved_mib() -> float:
+    """The catalog's driver reserve for rows without an observed one (default_reserved_mib)."""
+    return tomllib.loads(_default_text()[0]).get("default_reserved_mib", 512)
+
+
 def load_catalog(path: str | Path | None = None) -> dict[str, GpuSpec]:
     """Every catalog GPU by id, in file order. Parsed once and cached; each call returns a new dict.
 
@@ -133,12 +154,12 @@ def _row_to_spec(row: Mapping[str, Any], default_reserved_mib: float, where: str
     for key in ("name", "vendor", "source"):
         if not isinstance(row[key], str) or not row[key].strip():
             raise ValueError(f"{where}: {key} must be a non-empty string")
-    if row["architecture"] not in _ARCHITECTURES:
-        raise ValueError(f"{where}: architecture must be one of {sorted(_ARCHITECTURES)}")
-    if row["form_factor"] not in _FORM_FACTORS:
-        raise ValueError(f"{where}: form_factor must be one of {sorted(_FORM_FACTORS)}")
-    if row["interconnect"] not in _INTERCONNECTS:
-        raise ValueError(f"{where}: interconnect must be one of {sorted(_INTERCONNECTS)}")
+    if row["architecture"] not in ARCHITECTURES:
+        raise ValueError(f"{where}: architecture must be one of {sorted(ARCHITECTURES)}")
+    if row["form_factor"] not in FORM_FACTORS:
+        raise ValueError(f"{where}: form_factor must be one of {sorted(FORM_FACTORS)}")
+    if row["interconnect"] not in INTERCONNECTS:
+        raise ValueError(f"{where}: interconnect must be one of {sorted(INTERCONNECTS)}")
 
     # Memory: the exact nvidia-smi total where known, else the nominal size in GiB.
     nominal_mib = _number(row, "memory_gib", where) * 1024
@@ -152,17 +173,27 @@ def _row_to_spec(row: Mapping[str, Any], default_reserved_mib: float, where: str
     usable_bytes = int((total_mib - reserved_mib) * MiB)
 
     tflops = row["tflops"]
-    if not isinstance(tflops, dict) or not {"fp32", "fp16"} <= set(tflops) <= set(PRECISION_KEYS):
-        raise ValueError(f"{where}: tflops needs fp32 and fp16 and may add tf32, bf16")
-    peak = {k: _number(tflops, k, where) * TFLOPS for k in PRECISION_KEYS if k in tflops}
+    if not isinstance(tflops, dict) or not {"fp32", "fp16"} <= set(tflops) <= set(PEAK_KEYS):
+        raise ValueError(f"{where}: tflops needs fp32 and fp16 and may add tf32, bf16, fp8, int8")
+    peak = {k: _number(tflops, k, where) * TFLOPS for k in PEAK_KEYS if k in tflops}
     if not isinstance(row["bf16"], bool) or row["bf16"] != ("bf16" in peak):
         raise ValueError(f"{where}: bf16 must be true exactly when tflops has a bf16 rate")
+    if "fp8" in peak and row["architecture"] in _NO_FP8:
+        raise ValueError(f"{where}: {row['architecture']} cards have no FP8 tensor cores; drop fp8")
 
     price = row.get("price_usd")
     if price is not None:
         _number(row, "price_usd", where)
         if not row.get("price_source") or not _DATE_RE.match(str(row.get("price_date", ""))):
             raise ValueError(f"{where}: price_usd needs price_source and price_date (YYYY-MM)")
+    rent = row.get("rent_usd_per_hour")
+    if rent is not None:
+        _number(row, "rent_usd_per_hour", where)
+        if not row.get("rent_source") or not _DATE_RE.match(str(row.get("rent_date", ""))):
+            raise ValueError(f"{where}: rent_usd_per_hour needs rent_source and rent_date (YYYY-MM)")
+    measured = row.get("measured", True)
+    if not isinstance(measured, bool):
+        raise ValueError(f"{where}: measured must be true or false")
 
     aliases = row.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
@@ -178,12 +209,17 @@ def _row_to_spec(row: Mapping[str, Any], default_reserved_mib: float, where: str
         bandwidth_bytes_s=_number(row, "bandwidth_gb_s", where) * GB,
         peak_flops=peak,
         bf16=row["bf16"],
+        nominal_memory_gib=float(row["memory_gib"]),
         form_factor=row["form_factor"],
         interconnect=row["interconnect"],
         interconnect_bytes_s=_number(row, "interconnect_gb_s", where) * GB,
         price_usd=float(price) if price is not None else None,
         price_source=row.get("price_source", ""),
         price_date=row.get("price_date", ""),
+        rent_usd_per_hour=float(rent) if rent is not None else None,
+        rent_source=row.get("rent_source", ""),
+        rent_date=row.get("rent_date", ""),
+        measured=measured,
         source=row["source"],
         aliases=tuple(aliases),
         notes=row.get("notes", ""),
@@ -249,59 +285,152 @@ def get_gpu(name: str) -> GpuSpec:
     if key in index.exact:
         return catalog[index.exact[key]]
     wanted = set(tokens)
-    matches = [gid for gid, words in index.words.items() if wanted <= words]
+    # A variant word the query lacks is another card: "4070" is not the 4070 SUPER.
+    matches = [gid for gid, words in index.words.items()
+               if wanted <= words and not (_VARIANT_WORDS & set(_tokens(gid))) - wanted]
     if len(matches) == 1:
         return catalog[matches[0]]
     if matches:
         hint = f"it could be {' or '.join(matches)}; name one of them"
         raise FitbenchError(f"ambiguous GPU '{name}'", hint)
-    hint = did_you_mean("-".join(tokens), catalog)
-    raise FitbenchError(f"unknown GPU '{name}'", f"{hint}; `{LIST_COMMAND}` lists them all")
+    near = nearest_gpus(name)
+    hint = ("did you mean " + " or ".join(f"'{g}'" for g in near) + "?") if near else \
+        did_you_mean(key, catalog)
+    raise FitbenchError(f"unknown GPU '{name}'",
+                        f"{hint}; `{LIST_COMMAND}` lists them all, --gpu-spec describes any other card")
 
 
-def resolve_gpus(names: Iterable[str]) -> list[GpuSpec]:
-    """GpuSpecs for command-line GPU names, in the order given, without duplicates.
+def nearest_gpus(name: str, n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """The ids of the catalog cards whose spellings are closest to `name` (normalised), best first.
+
+    Every spelling of a card counts (id, name, aliases), so "4090ti" finds rtx-4090 through
+    "rtx 4090" and "A10G" finds a10."""
+    key = _key(name)
+    numbers = {t for t in _tokens(name) if any(c.isdigit() for c in t)}
+    best: dict[str, float] = {}
+    for spec in _load(None).values():
+        for spelling in (spec.id, spec.name, *spec.aliases):
+            other = _key(spelling)
+            ratio = difflib.SequenceMatcher(None, key, other).ratio()
+            if other and (other in key or key in other):
+                ratio = max(ratio, 0.8)
+            if numbers & set(_tokens(spelling)):
+                ratio += 0.3  # the model number is the strongest clue: "4090ti" is about a 4090
+            best[spec.id] = max(best.get(spec.id, 0.0), ratio)
+    ranked = sorted((r, gid) for gid, r in best.items() if r >= cutoff)
+    ranked.sort(key=lambda item: -item[0])
+    return [gid for _, gid in ranked[:n]]
+
+
+def resolve_gpus(names: Iterable[str], specs: Iterable[str] = ()) -> list[GpuSpec]:
+    """GpuSpecs for command-line GPU names, in the order given, without duplicates, then one
+    for each `--gpu-spec` value in `specs` (fitbench.catalog.spec).
 
     Each entry may hold several names separated by commas; "all" stands for the whole catalog
     in catalog order. An empty input gives an empty list (the caller picks its default).
     """
     catalog = _load(None)
     out: dict[str, GpuSpec] = {}
+    extra = [lookup_gpu(s, spec=True) for s in specs]
     for entry in names:
         for part in entry.split(","):
             part = part.strip()
             if not part:
                 continue
-            specs = list(catalog.values()) if part.lower() == "all" else [get_gpu(part)]
-            for spec in specs:
-                out.setdefault(spec.id, spec)
-    return list(out.values())
+            cards = list(catalog.values()) if part.lower() == "all" else [get_gpu(part)]
+            for card in cards:
+                out.setdefault(card.id, card)
+    return list(out.values()) + extra
 
 
-def gpu_to_dict(spec: GpuSpec) -> dict[str, Any]:
-    """A JSON-ready dict of one GPU: the exact SI figures plus rounded human units beside them."""
-    return {
+def lookup_gpu(text: str, *, spec: bool | None = None) -> GpuSpec:
+    """A catalog card by name, or a card described by a `--gpu-spec` value (a .toml/.json file or
+    inline key=value pairs). `spec=None` tells them apart by the text itself (`--emulate`)."""
+    from fitbench.catalog.spec import is_spec, load_gpu_spec
+
+    if spec or (spec is None and is_spec(text)):
+        return load_gpu_spec(text)
+    return get_gpu(text)
+
+
+def _plain(value: float) -> float | int:
+    """A figure as the catalog writes it: 82.6, not 82.60000000000001; 1008, not 1008.0.
+
+    Catalog figures have at most a few decimals, so rounding to 6 recovers the literal exactly
+    and reading it back multiplies out to the very same float."""
+    value = round(value, 6)
+    return int(value) if value == int(value) else value
+
+
+def gpu_to_row(spec: GpuSpec) -> dict[str, Any]:
+    """One GPU as a gpus.toml row: the same keys and units, so it reads back (a catalog file or
+    `--gpu-spec`) as the identical GpuSpec."""
+    total_mib = spec.memory_bytes / MiB
+    row: dict[str, Any] = {
         "id": spec.id,
         "name": spec.name,
         "vendor": spec.vendor,
         "architecture": spec.architecture,
-        "memory_bytes": spec.memory_bytes,
-        "usable_bytes": spec.usable_bytes,
-        "memory_gib": round(spec.memory_bytes / GiB, 2),
-        "usable_gib": round(spec.usable_bytes / GiB, 2),
-        "bandwidth_bytes_s": spec.bandwidth_bytes_s,
-        "bandwidth_gb_s": round(spec.bandwidth_bytes_s / GB, 1),
-        "peak_flops": dict(spec.peak_flops),
-        "peak_tflops": {k: round(v / TFLOPS, 2) for k, v in spec.peak_flops.items()},
+        "memory_gib": _plain(spec.nominal_memory_gib or math.ceil(total_mib / 1024 * 100) / 100),
+        "memory_mib": _plain(total_mib),
+        "reserved_mib": _plain((spec.memory_bytes - spec.usable_bytes) / MiB),
+        "bandwidth_gb_s": _plain(spec.bandwidth_bytes_s / GB),
+        "tflops": {k: _plain(spec.peak_flops[k] / TFLOPS) for k in PEAK_KEYS if k in spec.peak_flops},
         "bf16": spec.bf16,
         "form_factor": spec.form_factor,
         "interconnect": spec.interconnect,
-        "interconnect_bytes_s": spec.interconnect_bytes_s,
-        "interconnect_gb_s": round(spec.interconnect_bytes_s / GB, 2),
-        "price_usd": spec.price_usd,
-        "price_source": spec.price_source,
-        "price_date": spec.price_date,
-        "source": spec.source,
-        "aliases": list(spec.aliases),
-        "notes": spec.notes,
+        "interconnect_gb_s": _plain(spec.interconnect_bytes_s / GB),
     }
+    if spec.price_usd is not None:
+        row |= {"price_usd": _plain(spec.price_usd), "price_source": spec.price_source,
+                "price_date": spec.price_date}
+    if spec.rent_usd_per_hour is not None:
+        row |= {"rent_usd_per_hour": _plain(spec.rent_usd_per_hour), "rent_source": spec.rent_source,
+                "rent_date": spec.rent_date}
+    row |= {"measured": spec.measured, "source": spec.source, "aliases": list(spec.aliases)}
+    if spec.notes:
+        row["notes"] = spec.notes
+    return row
+
+
+# Keys gpu_to_dict adds beside the row: exact SI figures and rounded human units, derived from it.
+DERIVED_KEYS = frozenset({
+    "memory_bytes", "usable_bytes", "usable_gib", "bandwidth_bytes_s", "peak_flops", "peak_tflops",
+    "interconnect_bytes_s",
+})
+
+
+def gpu_to_dict(spec: GpuSpec) -> dict[str, Any]:
+    """A JSON-ready dict of one GPU: its gpus.toml row (same field names, so a row of
+    `fitbench gpus --json` is a valid `--gpu-spec`) plus the exact SI figures (DERIVED_KEYS)."""
+    row = gpu_to_row(spec)
+    for key in ("price_usd", "price_source", "price_date", "rent_usd_per_hour", "rent_source", "rent_date"):
+        row.setdefault(key, None)  # JSON readers find every key; TOML has no null, so rows omit them
+    return row | {
+        "memory_bytes": spec.memory_bytes,
+        "usable_bytes": spec.usable_bytes,
+        "usable_gib": round(spec.usable_bytes / GiB, 2),
+        "bandwidth_bytes_s": spec.bandwidth_bytes_s,
+        "peak_flops": dict(spec.peak_flops),
+        "peak_tflops": {k: round(v / TFLOPS, 2) for k, v in spec.peak_flops.items()},
+        "interconnect_bytes_s": spec.interconnect_bytes_s,
+    }
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"no TOML form for {type(value).__name__}")
+
+
+def row_to_toml(row: Mapping[str, Any]) -> str:
+    """A row as one [[gpu]] table, the catalog's own format."""
+    return "[[gpu]]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in row.items())

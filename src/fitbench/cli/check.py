@@ -30,6 +30,7 @@ from fitbench.cli.common import (
     add_backend_arg,
     add_command,
     add_exec_arg,
+    add_gpu_spec_arg,
     add_history_args,
     add_lang_arg,
     add_progress_arg,
@@ -83,6 +84,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         metavar="ID",
         help="catalog cards to compare with (default: the brief's three and an H100)",
     )
+    add_gpu_spec_arg(parser)
     parser.add_argument(
         "--min-seconds",
         type=seconds,
@@ -409,7 +411,7 @@ def check_command(args: argparse.Namespace) -> int:
     machine = find_machine(args.backend)
     framework = machine.backend or "torch"
     exec_mode = args.exec_mode
-    cards = resolve_gpus(args.gpu or list(DEFAULT_GPUS))
+    cards = resolve_gpus(args.gpu or ([] if args.gpu_spec else list(DEFAULT_GPUS)), args.gpu_spec or ())
     if not cards:
         raise FitbenchError("no GPU selected", "pass --gpu ID or --gpu all")
     measuring = not args.estimate_only and machine.backend is not None

@@ -78,6 +78,15 @@ def add_exec_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
                              "(CUDA graphs, compiled steps, bf16; PyTorch)")
 
 
+def add_gpu_spec_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *,
+                     repeat: bool = True) -> None:
+    """--gpu-spec: a card that is not in the catalog, described as a catalog row is."""
+    parser.add_argument("--gpu-spec", action="append" if repeat else "store", metavar="SPEC",
+                        help="a card not in the catalog: a .toml/.json file as `fitbench gpus --toml ID` "
+                             "writes, or inline 'name=My card,memory_gib=32,bandwidth_gb_s=1792,"
+                             "fp32=104.8,fp16=209.5,bf16=209.5'" + (" (repeatable)" if repeat else ""))
+
+
 def add_db_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--db: the history file every command that reads or writes runs accepts."""
     parser.add_argument("--db", metavar="PATH",

@@ -8,8 +8,17 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fitbench.advise.cost import cost_cell, job_cost
+from fitbench.advise.i18n import resolve_lang, t
 from fitbench.catalog import BRIEF_GPUS, resolve_gpus
-from fitbench.cli.common import add_command, add_exec_arg, add_workload_args, print_json, workload_from_args
+from fitbench.cli.common import (
+    add_command,
+    add_exec_arg,
+    add_gpu_spec_arg,
+    add_workload_args,
+    print_json,
+    workload_from_args,
+)
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import Estimate, estimate
@@ -23,10 +32,12 @@ EXAMPLES = """examples:
   fitbench estimate resnet50-cifar10 --gpu 4090 --batch 512 --image-size 64
   fitbench estimate --config ./my-model/config.json --gpu a100-80gb --mode infer
   fitbench estimate llm-6b --gpu rtx-4090 --fail-if tight    exit 3 unless it fits comfortably
+  fitbench estimate llm-6b --gpu-spec 'name=My card,memory_gib=32,bandwidth_gb_s=1792,fp32=104.8,fp16=209.5'
 
 JSON: {"estimates": [{gpu, workload, precision, batch_size, verdict, peak_memory_bytes,
        breakdown{name: bytes}, max_batch_size, step_seconds, epoch_seconds, tokens_per_second,
-       bottleneck, ...}]} (see the README for every field).
+       bottleneck, cost_per_million_tokens_usd, cost_per_epoch_usd, price_date, ...}]}
+       (see the README for every field).
 """
 
 DEFAULT_GPUS = (*BRIEF_GPUS, "h100-sxm")
@@ -38,6 +49,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     parser.add_argument("--gpu", action="append", metavar="ID",
                         help="catalog GPU (repeatable, comma-separated, or 'all'); default: "
                              + ", ".join(DEFAULT_GPUS))
+    add_gpu_spec_arg(parser)
     parser.add_argument("--framework", choices=("torch", "paddle"), default="torch",
                         help="whose memory behaviour and efficiencies to assume (default torch)")
     add_exec_arg(parser)
@@ -49,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 
 def estimates_for(args: argparse.Namespace) -> list[Estimate]:
     workload = workload_from_args(args)
-    gpus = resolve_gpus(args.gpu or list(DEFAULT_GPUS))
+    gpus = resolve_gpus(args.gpu or ([] if args.gpu_spec else list(DEFAULT_GPUS)), args.gpu_spec or ())
     if not gpus:
         raise FitbenchError("no GPU selected", "pass --gpu ID or --gpu all")
     return [estimate(workload, gpu, framework=args.framework, exec_mode=args.exec_mode) for gpu in gpus]
@@ -58,7 +70,7 @@ def estimates_for(args: argparse.Namespace) -> list[Estimate]:
 def run(args: argparse.Namespace) -> int:
     results = estimates_for(args)
     if args.json:
-        print_json({"estimates": [e.to_dict() for e in results]})
+        print_json({"estimates": [e.to_dict() | job_cost(e).to_dict() for e in results]})
     else:
         print(format_estimates(results))
     if args.fail_if:
@@ -90,13 +102,14 @@ def format_estimates(results: list[Estimate]) -> str:
              + (f", {w.optimizer}" if w.is_training else "") + (", checkpointing" if w.checkpointing else "")
              + (f", {w.peft} rank {w.lora_rank} on {w.lora_targets}" if w.peft else "")
              + (f", {w.gpus} GPUs ({w.strategy}), memory per GPU" if w.gpus > 1 else ""))
+    lang = resolve_lang(None)
     rows = []
     for e in results:
         rows.append([e.gpu.id, format_bytes(e.gpu.usable_bytes), format_bytes(e.peak_memory_bytes),
                      colour_verdict(e.verdict, enabled=colour), str(e.max_batch_size), speed_cell(e),
-                     e.bottleneck])
-    table = render_table(["GPU", "usable", "peak", "verdict", "max batch", "speed", "bottleneck"], rows,
-                         align="lrrlrrl")
+                     e.bottleneck, "-" if e.verdict == "oom" else cost_cell(job_cost(e), lang)])
+    table = render_table(["GPU", "usable", "peak", "verdict", "max batch", "speed", "bottleneck",
+                          t("cost.header", lang)], rows, align="lrrlrrlr")
     lines = [title, "", table]
     if len(results) == 1:
         lines += ["", f"memory at the peak ({first.memory.phase}):"]
@@ -109,6 +122,8 @@ def format_estimates(results: list[Estimate]) -> str:
     if any(e.verdict != "oom" and e.peak_memory_bytes > e.gpu.usable_bytes for e in results):
         lines.append("\npeak above usable, yet no oom: the peak counts the allocator's cached blocks "
                      "(fragmentation), which it frees under memory pressure; the verdict leaves them out.")
+    if any(r[-1] != "-" for r in rows):
+        lines.append("\n" + t("cost.note", lang))
     lines.append("\nverdict: fits | tight (< 10% of usable memory left) | oom.  "
                  "Estimates; `fitbench run` measures.")
     return "\n".join(lines)

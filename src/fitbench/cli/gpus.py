@@ -4,19 +4,34 @@ from __future__ import annotations
 
 import argparse
 
-from fitbench.catalog import gpu_to_dict, load_catalog
+from fitbench.catalog import get_gpu, gpu_to_dict, gpu_to_row, load_catalog, row_to_toml
 from fitbench.cli.common import add_command, print_json
 from fitbench.core.units import GiB
 from fitbench.results.table import render_table
 
+EXAMPLES = """examples:
+  fitbench gpus
+  fitbench gpus --json                       every row: the gpus.toml fields plus exact SI figures
+  fitbench gpus --toml rtx-4090 > my.toml    one row as a file: edit it, then --gpu-spec my.toml
+"""
+
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
-    parser = add_command(subparsers, name, help_text, "examples:\n  fitbench gpus\n  fitbench gpus --json")
+    parser = add_command(subparsers, name, help_text, EXAMPLES)
     parser.add_argument("--json", action="store_true", help="print the catalog as a JSON list")
+    parser.add_argument("--toml", metavar="ID",
+                        help="print one card as a gpus.toml row (a valid --gpu-spec file)")
     parser.set_defaults(func=run)
 
 
+def _tflops(peaks: dict[str, float], key: str, digits: int = 0) -> str:
+    return f"{peaks[key] / 1e12:.{digits}f}" if key in peaks else "-"
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.toml:
+        print(row_to_toml(gpu_to_row(get_gpu(args.toml))), end="")
+        return 0
     catalog = load_catalog()
     if args.json:
         print_json([gpu_to_dict(g) for g in catalog.values()])
@@ -26,26 +41,30 @@ def run(args: argparse.Namespace) -> int:
         peaks = g.peak_flops
         rows.append(
             [
-                g.id,
+                g.id + ("" if g.measured else " *"),
                 g.name,
                 f"{g.memory_bytes / GiB:.0f}",
                 f"{g.bandwidth_bytes_s / 1e9:,.0f}",
-                f"{peaks['fp32'] / 1e12:.1f}",
-                f"{peaks['tf32'] / 1e12:.0f}" if "tf32" in peaks else "-",
-                f"{peaks['fp16'] / 1e12:.0f}",
+                _tflops(peaks, "fp32", 1),
+                _tflops(peaks, "tf32"),
+                _tflops(peaks, "fp16"),
+                _tflops(peaks, "fp8"),
                 "yes" if g.bf16 else "no",
                 f"${g.price_usd:,.0f}" if g.price_usd else "-",
+                f"${g.rent_usd_per_hour:.2f}/h" if g.rent_usd_per_hour else "-",
             ]
         )
     print(
         render_table(
-            ["id", "name", "GiB", "GB/s", "FP32", "TF32", "FP16/BF16", "BF16", "price"],
+            ["id", "name", "GiB", "GB/s", "FP32", "TF32", "FP16/BF16", "FP8", "BF16", "price", "rent"],
             rows,
-            align="llrrrrrll",
+            align="llrrrrrrlrr",
         )
     )
     print(
-        "\nTFLOPS are dense datasheet peaks (tensor cores with FP32 accumulation); "
-        "sources: `fitbench gpus --json`."
+        "\nTFLOPS are dense datasheet peaks (tensor cores with FP32 accumulation); price: launch price; "
+        "rent: an example on-demand rate per GPU (provider and date: `fitbench gpus --json`)."
     )
+    if any(not g.measured for g in catalog.values()):
+        print("* not measured: fitbench has never run on this card's framework path; estimates only.")
     return 0

@@ -18,6 +18,7 @@ from fitbench.cli.common import (
     add_backend_arg,
     add_command,
     add_exec_arg,
+    add_gpu_spec_arg,
     add_history_args,
     add_progress_arg,
     add_workload_args,
@@ -69,8 +70,10 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     run.add_argument(
         "--emulate",
         metavar="ID",
-        help="cap device memory at a catalog card's usable memory: does it fit there? (implies --gpu ID)",
+        help="cap device memory at a catalog card's usable memory (or a --gpu-spec form's): does it fit "
+             "there? (implies --gpu ID)",
     )
+    add_gpu_spec_arg(run, repeat=False)
     run.add_argument(
         "--data",
         metavar="PATH",
@@ -284,15 +287,23 @@ def run_command(args: argparse.Namespace) -> int:
     if args.max_batch and any(w.gpus > 1 for w in workloads):
         raise FitbenchError("--max-batch searches one GPU", "drop --gpus or --max-batch")
     limit = None
-    if args.emulate is not None:
-        from fitbench.catalog import get_gpu
+    from fitbench.catalog import lookup_gpu
+    from fitbench.catalog.spec import is_spec
 
+    if args.emulate is not None:
         if not device.startswith("cuda"):
             raise FitbenchError("--emulate caps GPU memory and needs a CUDA device", "use --device cuda")
-        emulated = get_gpu(args.emulate)
+        emulated = lookup_gpu(args.emulate)
         limit = emulated.usable_bytes
-        args.gpu = args.gpu or emulated.id
-    gpu, gpu_note = pick_gpu(args.gpu, device)
+        if args.gpu is None and args.gpu_spec is None:
+            args.gpu_spec = args.emulate if is_spec(args.emulate) else None
+            args.gpu = None if args.gpu_spec else emulated.id
+    if args.gpu is not None and args.gpu_spec is not None:
+        raise FitbenchError("--gpu and --gpu-spec both name the card to compare with", "give one of them")
+    if args.gpu_spec is not None:
+        gpu, gpu_note = lookup_gpu(args.gpu_spec, spec=True), None
+    else:
+        gpu, gpu_note = pick_gpu(args.gpu, device)
     options = RunOptions(
         device=device, exec_mode=args.exec_mode, data=str(Path(args.data).resolve()) if args.data else None,
         memory_limit_bytes=limit,

@@ -10,10 +10,18 @@ class GpuSpec:
     """A GPU as the estimator sees it.
 
     memory_bytes         total device memory as nvidia-smi reports it (a '24 GB' card has 24 GiB)
+    nominal_memory_gib   the marketing size the row gives (memory_gib), kept so a row can be
+                         written back out unchanged (0: not known)
     usable_bytes         what one process can allocate: the total minus what the driver keeps
     bandwidth_bytes_s    memory bandwidth, bytes per second
     peak_flops           dense peak per compute precision: fp32, tf32, fp16, bf16 (FLOP/s,
-                         tensor-core rates with FP32 accumulation, no sparsity)
+                         tensor-core rates with FP32 accumulation, no sparsity); fp8 only on cards
+                         with FP8 tensor cores (``"fp8" in peak_flops`` is the test for it), int8
+                         (OP/s) where the vendor publishes it
+    price_usd            purchase (launch) price; rent_usd_per_hour an example on-demand rate for
+                         one GPU; each with its source and date (YYYY-MM)
+    measured             False where fitbench has never measured the card's framework path (its
+                         efficiencies come from other hardware): the estimate is arithmetic only
     """
 
     id: str
@@ -25,12 +33,17 @@ class GpuSpec:
     bandwidth_bytes_s: float
     peak_flops: dict[str, float]
     bf16: bool
+    nominal_memory_gib: float = 0.0
     form_factor: str = ""
     interconnect: str = ""
     interconnect_bytes_s: float = 0.0
     price_usd: float | None = None
     price_source: str = ""
     price_date: str = ""
+    rent_usd_per_hour: float | None = None
+    rent_source: str = ""
+    rent_date: str = ""
+    measured: bool = True
     source: str = ""
     aliases: tuple[str, ...] = field(default_factory=tuple)
     notes: str = ""

@@ -177,6 +177,9 @@ def estimate(
         from fitbench.estimate import distributed
 
         assumptions.extend(distributed.assumptions(workload, gpu))
+    if not gpu.measured:
+        assumptions.append(f"{gpu.name}: its framework path has never been measured by fitbench; the "
+                           "efficiencies are those measured on NVIDIA cards, so this is arithmetic only")
     if not gpu.bf16 and workload.precision_info.compute == "bf16":
         assumptions.append(f"{gpu.name} has no BF16 tensor cores: bf16 runs at FP32 rates; prefer fp16")
     step_s = epoch_s = sps = tps = prefill_s = roof = None
