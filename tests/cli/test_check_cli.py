@@ -51,6 +51,12 @@ def test_estimate_only_json_answers_on_this_machine(capsys, tmp_path):
         kinds = {o["kind"]: o for o in fixes["data"]["options"]}
         assert kinds["int4"]["verdict"] == "fits" and kinds["int8"]["verdict"] == "fits"
         assert set(fixes["texts"]) == {"en", "zh"}
+        # It does not fit, but it runs with layers in CPU memory: how many, how much RAM, how fast.
+        off = next(a for a in llm["advice"] if a["kind"] == "offload")
+        assert 0 < off["data"]["gpu_layers"] < off["data"]["total_layers"]
+        assert set(off["texts"]) == {"en", "zh"} and "tok/s" in off["texts"]["en"]
+        if off["data"]["host_ram_enough"] is not False:
+            assert off["data"]["verdict"] == "offload" and "layers on the GPU" in off["texts"]["en"]
     amp, fp32 = by_key["bert-base-imdb · amp-fp16"], by_key["bert-base-imdb · fp32"]
     for gpu in DEFAULT_GPUS:  # AMP saves memory and time on every card
         assert amp["estimates"][gpu]["peak_memory_bytes"] < fp32["estimates"][gpu]["peak_memory_bytes"]

@@ -31,7 +31,9 @@ def test_estimate_command_loads_no_framework() -> None:
         "import contextlib, io\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    main(['estimate', 'llm-6b', '--gpu', 'all', '--json'])\n"
-        "    main(['estimate', 'bert-base-imdb', '--peft', 'lora', '--gpus', '2', '--strategy', 'zero3'])"
+        "    main(['estimate', 'bert-base-imdb', '--peft', 'lora', '--gpus', '2', '--strategy', 'zero3'])\n"
+        "    main(['estimate', 'llm-6b', '--serve', '--gpu', 'all'])\n"
+        "    main(['estimate', 'llm-13b', '--offload', '--gpu', 'all'])"
     )
     assert _loaded_after(code) == []
 
@@ -77,3 +79,38 @@ def test_human_table_names_every_card(capsys: pytest.CaptureFixture[str]) -> Non
     for card in ("rtx-3060-12gb", "rtx-4090", "a100-40gb", "h100-sxm"):
         assert card in out
     assert "fits" in out and "/epoch" in out
+
+
+def test_estimate_serve_json_and_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "llm-6b", "--serve", "--gpu", "h100-sxm", "--context", "8192", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["serving"][0]
+    assert out["gpu"] == "h100-sxm" and out["context"] == 8192 and out["block_size"] == 16
+    for key in ("kv_cache_tokens", "kv_cache_blocks", "max_concurrent_sequences", "ttft_seconds",
+                "throughput", "knee_concurrency", "memory"):
+        assert key in out
+    assert out["kv_cache_tokens"] == out["kv_cache_blocks"] * 16
+    assert main(["estimate", "llm-6b", "--serve", "--gpu", "h100-sxm", "--lang", "zh"]) == 0
+    text = capsys.readouterr().out
+    assert "KV 缓存" in text and "首 token" in text
+
+
+def test_serving_flags_need_serve(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "llm-6b", "--context", "8192"]) != 0
+    assert "--serve" in capsys.readouterr().err
+
+
+def test_offload_verdict_and_fail_if_ladder(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["estimate", "llm-6b", "--gpu", "rtx-3060-12gb"]
+    # Without --offload nothing changes: oom is oom.
+    assert main([*args, "--fail-if", "oom"]) == 3
+    capsys.readouterr()
+    assert main([*args, "--offload", "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)["estimates"][0]
+    assert est["verdict"] == "oom" and est["offload"]["verdict"] == "offload"
+    assert 0 < est["offload"]["gpu_layers"] < est["offload"]["total_layers"]
+    # With --offload it runs: not "oom or worse", but "offload or worse".
+    assert main([*args, "--offload", "--fail-if", "oom"]) == 0
+    assert main([*args, "--offload", "--fail-if", "offload"]) == 3
+    capsys.readouterr()
+    assert main([*args, "--offload"]) == 0
+    assert "layers on the GPU" in capsys.readouterr().out

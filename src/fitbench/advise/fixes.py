@@ -34,6 +34,7 @@ __all__ = [
     "Fix",
     "bottleneck_advice",
     "largest_batch",
+    "offload_option",
     "what_would_make_it_fit",
 ]
 
@@ -483,3 +484,13 @@ def bottleneck_advice(est: Estimate, *, rows: Sequence[RankRow] | None = None) -
     if alt is not None:
         return BottleneckAdvice(bottleneck=kind, suggestion="card", baseline=est, alternative=alt)
     return BottleneckAdvice(bottleneck=kind, suggestion="none", baseline=est, alternative=None)
+
+
+def offload_option(est: Estimate, *, ram: Any = True) -> Any:
+    """CPU offload for a generation job that is oom on `est`'s card: an OffloadEstimate (whose
+    verdict is 'offload' when it runs that way, with layers on the GPU, CPU RAM and speed), or
+    None where offload does not apply (the job fits, trains, or spans several GPUs).
+    `ram`: this machine's RAM is read unless (total, available) or None is given."""
+    from fitbench.estimate.offload import offload_estimate
+
+    return offload_estimate(est, ram=ram)

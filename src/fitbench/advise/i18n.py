@@ -22,6 +22,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     # -- verdicts, statuses, bottlenecks ------------------------------------------------------
     "verdict.fits": {"en": "fits", "zh": "可以运行"},
     "verdict.tight": {"en": "tight", "zh": "勉强"},
+    "verdict.offload": {"en": "fits with offload", "zh": "卸载部分层到内存后可运行"},
     "verdict.oom": {"en": "out of memory", "zh": "显存不足"},
     "status.ok": {"en": "ok", "zh": "完成"},
     "status.oom": {"en": "out of memory", "zh": "显存不足"},
@@ -172,6 +173,83 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "{scenario}:瓶颈是{bottleneck};换用 {card} 估计可快 {speedup} 倍({speed})。",
     },
     "bn.on_card": {"en": "{scenario} on {gpu}", "zh": "{scenario}(在 {gpu} 上)"},
+    # -- CPU offload (fitbench.estimate.offload) ------------------------------------------------------
+    "offload.runs": {
+        "en": "{scenario} on {gpu}: runs at ~{speed} with {gpu_layers} of {layers} layers on the GPU "
+              "(accelerate device_map=\"auto\", {ram} of weights in CPU RAM over {link}); "
+              "llama.cpp --n-gpu-layers {cpp_layers} computes the rest on the CPU: ~{cpp_speed}.",
+        "zh": "{scenario}(在 {gpu} 上):把部分层卸载到内存后可运行,约 {speed},"
+              "{layers} 层中有 {gpu_layers} 层在 GPU 上"
+              "(accelerate device_map=\"auto\",{ram} 权重放在内存,经 {link} 传输);"
+              "llama.cpp --n-gpu-layers {cpp_layers} 让其余层在 CPU 上计算:约 {cpp_speed}。",
+    },
+    "offload.no_ram": {
+        "en": "{scenario} on {gpu}: offloading would need {ram} of CPU RAM; "
+              "this machine has {available} free.",
+        "zh": "{scenario}(在 {gpu} 上):卸载到内存需要 {ram} 内存,本机只有 {available} 可用。",
+    },
+    "offload.no_room": {
+        "en": "{scenario} on {gpu}: even offloaded it does not run: "
+              "the GPU has no room for its largest layer.",
+        "zh": "{scenario}(在 {gpu} 上):即使卸载到内存也无法运行:显卡放不下最大的一层。",
+    },
+    # -- serving (fitbench.estimate.serving) --------------------------------------------------------
+    "serve.title": {
+        "en": "{workload} served by a vLLM-style engine: context {context}, gpu_memory_utilization {util}, "
+              "KV blocks of {block} tokens",
+        "zh": "{workload} 用 vLLM 式推理服务部署:上下文 {context},gpu_memory_utilization {util},"
+              "KV 块大小 {block} 个 token",
+    },
+    "serve.summary": {
+        "en": "{gpu}: the KV cache holds {tokens} tokens ({blocks} blocks): {seqs} sequences of {context} "
+              "tokens at once; first token after {ttft}; {peak} at {peak_c} concurrent requests.",
+        "zh": "{gpu}:KV 缓存可容纳 {tokens} 个 token({blocks} 个块),即同时 {seqs} 个 {context} token 的序列;"
+              "首个 token 需 {ttft};{peak_c} 个并发请求时 {peak}。",
+    },
+    "serve.knee": {
+        "en": "{gpu}: throughput barely grows beyond about {c} concurrent requests ({reason}).",
+        "zh": "{gpu}:并发超过约 {c} 个请求后吞吐量几乎不再增长({reason})。",
+    },
+    "serve.knee.compute": {"en": "the step turns compute-bound", "zh": "计算成为瓶颈"},
+    "serve.knee.kv-bandwidth": {
+        "en": "each added request mostly adds its own KV-cache reads",
+        "zh": "每个新增请求主要增加其自身的 KV 缓存读取",
+    },
+    "serve.no_fit.weights": {
+        "en": "{gpu}: the weights ({weights}) exceed the engine's share of the card ({requested}).",
+        "zh": "{gpu}:权重({weights})超过推理引擎可用的显存份额({requested})。",
+    },
+    "serve.no_fit.no-kv-memory": {
+        "en": "{gpu}: nothing is left for the KV cache after weights, profile run and CUDA graphs.",
+        "zh": "{gpu}:扣除权重、预跑峰值与 CUDA Graph 后已没有显存留给 KV 缓存。",
+    },
+    "serve.no_fit.context": {
+        "en": "{gpu}: the KV cache ({tokens} tokens) cannot hold one request of {context} tokens; "
+              "lower --context or raise --gpu-memory-utilization.",
+        "zh": "{gpu}:KV 缓存({tokens} 个 token)放不下一个 {context} token 的请求;"
+              "请减小 --context 或提高 --gpu-memory-utilization。",
+    },
+    "serve.col.kv": {"en": "KV cache", "zh": "KV 缓存"},
+    "serve.col.seqs": {"en": "seqs @ context", "zh": "满上下文并发"},
+    "serve.col.ttft": {"en": "first token", "zh": "首 token"},
+    "serve.col.tps1": {"en": "1 user", "zh": "单用户"},
+    "serve.col.peak": {"en": "peak", "zh": "峰值"},
+    "serve.col.knee": {"en": "knee", "zh": "拐点"},
+    "serve.col.concurrency": {"en": "concurrent", "zh": "并发数"},
+    "serve.col.per_user": {"en": "per user", "zh": "每用户"},
+    "serve.col.bound": {"en": "bound by", "zh": "瓶颈"},
+    "serve.part.weights": {"en": "weights", "zh": "权重"},
+    "serve.part.activation": {"en": "profile-run peak", "zh": "预跑激活峰值"},
+    "serve.part.non_torch": {"en": "non-torch (cuBLAS, NCCL)", "zh": "非 PyTorch 显存(cuBLAS、NCCL)"},
+    "serve.part.cudagraph": {"en": "CUDA graphs", "zh": "CUDA Graph"},
+    "serve.part.kv_cache": {"en": "KV cache", "zh": "KV 缓存"},
+    "serve.part.requested": {"en": "engine's share", "zh": "引擎可用份额"},
+    "serve.footer": {
+        "en": "Throughput: decode tokens per second summed over the concurrent requests "
+              "(the knee is marked *). "
+              "Estimates; the assumptions are in --json.",
+        "zh": "吞吐量:所有并发请求每秒解码 token 数之和(拐点以 * 标出)。以上为估算;假设条件见 --json 输出。",
+    },
     "bn.none": {
         "en": "{scenario}: limited by {bottleneck}; no catalog card is markedly faster.",
         "zh": "{scenario}:瓶颈是{bottleneck};目录中没有明显更快的显卡。",

@@ -25,6 +25,7 @@ __all__ = [
     "fix_lines",
     "guide_lines",
     "measured_speed_text",
+    "offload_line",
     "smallest_line",
     "speed_text",
 ]
@@ -149,6 +150,20 @@ def fix_lines(
         usable=format_bytes(baseline.gpu.usable_bytes),
     )
     return [head, *(_fix_line(f, lang) for f in chosen)]
+
+
+def offload_line(off: Any, lang: str = "en", *, scenario: str | None = None) -> str:
+    """What CPU offload gives (fitbench.estimate.offload.OffloadEstimate), or why it does not help."""
+    common = {"scenario": scenario or off.workload.name, "gpu": off.gpu.name,
+              "ram": format_bytes(off.cpu_weight_bytes)}
+    if off.verdict == "offload":
+        return t("offload.runs", lang, **common, speed=format_rate(off.tokens_per_second, "tok/s"),
+                 gpu_layers=off.gpu_layers, layers=off.total_layers, link=off.link,
+                 cpp_layers=off.llama_cpp_gpu_layers,
+                 cpp_speed=format_rate(off.llama_cpp_tokens_per_second, "tok/s"))
+    if off.reason == "host-ram":
+        return t("offload.no_ram", lang, **common, available=format_bytes(off.host_ram_available_bytes))
+    return t("offload.no_room", lang, **common)
 
 
 def bottleneck_line(advice: BottleneckAdvice, lang: str = "en", *, scenario: str | None = None) -> str:

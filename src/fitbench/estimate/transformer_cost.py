@@ -149,15 +149,24 @@ def inference_transient_bytes(workload: Workload) -> float:
     return tokens * per_token + logits
 
 
-def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
-    """K and V for every layer and token: 2 * layers * batch * tokens * kv_dim * bytes.
+def kv_cache_bytes_per_token(workload: Workload, *, tp: int = 1) -> float:
+    """K and V of one token over every layer: 2 * layers * kv_dim * bytes, on one of `tp`
+    tensor-parallel GPUs (key/value heads split up to their number, replicated beyond it).
 
-    Stored in the activation dtype (FP16 for 16-bit and quantized-weight models).
+    Stored in the activation dtype (FP16 for 16-bit and quantized-weight models). A paged cache
+    (vLLM, SGLang) sizes its blocks from this figure, so whatever changes the bytes a token keeps
+    changes it here.
     """
     arch = _arch(workload)
-    t = tokens if tokens is not None else workload.tokens_per_sequence
     kv_bytes = 2 if workload.precision_info.activation_bytes == 2 else 4
-    return 2 * arch.num_layers * workload.batch_size * t * arch.kv_dim * kv_bytes
+    kv_dim = arch.kv_dim / min(tp, arch.kv_heads)
+    return 2 * arch.num_layers * kv_dim * kv_bytes
+
+
+def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
+    """K and V for every layer and token of the batch: batch * tokens * the per-token bytes."""
+    t = tokens if tokens is not None else workload.tokens_per_sequence
+    return workload.batch_size * t * kv_cache_bytes_per_token(workload)
 
 
 # PyTorch's CUDA caching allocator: a request above 10 MiB gets a segment of its own, rounded up

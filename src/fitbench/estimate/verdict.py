@@ -3,6 +3,11 @@
 A job is `tight` when it fits but leaves less than TIGHT_MARGIN of the card's usable memory
 free: allocator fragmentation, a longer input or another process on the card can then push it
 over. The margin is stated in every estimate's assumptions.
+
+`offload` sits between `tight` and `oom`: the job does not fit on the GPU, but runs with part of
+its weights in CPU memory (fitbench.estimate.offload). An estimate's own verdict describes the
+GPU alone and is never `offload`; the offload level is the effective verdict of a job that is
+`oom` on the GPU and runs offloaded, which `--fail-if` and the advice compare on this one ladder.
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ TIGHT_MARGIN = 0.10
 # The search never probes a batch that Workload would refuse as "beyond any real job".
 MAX_BATCH_LIMIT = LIMITS["batch_size"]
 
-FITS, TIGHT, OOM = "fits", "tight", "oom"
-VERDICT_ORDER = {FITS: 0, TIGHT: 1, OOM: 2}
+FITS, TIGHT, OFFLOAD, OOM = "fits", "tight", "offload", "oom"
+VERDICT_ORDER = {FITS: 0, TIGHT: 1, OFFLOAD: 2, OOM: 3}
 
 
 def verdict(peak_bytes: int, usable_bytes: int) -> str:

@@ -11,7 +11,8 @@ import sys
 import unicodedata
 from collections.abc import Sequence
 
-VERDICT_COLOURS = {"fits": "32", "tight": "33", "oom": "31", "ok": "32", "error": "31", "timeout": "31"}
+VERDICT_COLOURS = {"fits": "32", "tight": "33", "offload": "35", "oom": "31", "ok": "32", "error": "31",
+                   "timeout": "31"}
 
 
 def use_colour(stream: object = None) -> bool:

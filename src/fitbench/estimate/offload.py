@@ -1,0 +1,203 @@
+"""CPU offload: how a model that does not fit still runs, as accelerate and llama.cpp place it.
+
+Two ways to run a model whose weights exceed the card, with different costs:
+
+* accelerate's ``device_map="auto"`` (``infer_auto_device_map``) walks the modules in order
+  (embeddings, decoder layers, final norm and LM head) and puts each on the GPU while it fits
+  under ``max_memory``; from the first one that does not fit, everything goes to the CPU. A
+  decoder layer is a no-split module (``_no_split_modules``), so a layer is never cut in two.
+  Because offloaded weights are copied to the GPU to run there, it first reserves room for the
+  largest module on the GPU. Every forward pass then streams all offloaded weights over PCIe
+  from pageable host memory: a token costs the GPU's own step plus offloaded bytes / PCIe.
+* llama.cpp's ``--n-gpu-layers N`` puts the last N layers (and the output layer once all fit) on
+  the GPU and *computes* the rest on the CPU, bound by the CPU's memory bandwidth: a token costs
+  the GPU layers' share of the step plus CPU-resident bytes / CPU bandwidth. Token embeddings stay
+  in CPU memory.
+
+Both keep the KV cache and activations on the GPU for the GPU part; fitbench keeps all of the
+estimate's non-weight memory there (for llama.cpp that overstates the GPU's share slightly).
+The offloaded weights must fit in CPU RAM, which is read from /proc/meminfo.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from fitbench.core import host
+from fitbench.core.gpu import GpuSpec
+from fitbench.estimate import memory, speed
+from fitbench.estimate.api import Estimate, required_bytes
+from fitbench.estimate.profile import get_profile
+from fitbench.estimate.verdict import OFFLOAD, OOM
+from fitbench.workloads.arch import TransformerArch
+from fitbench.workloads.workload import Workload
+
+# Host link of each card: per-direction x16 peaks. SXM modules reach the host through PCIe too
+# (V100 SXM2 PCIe 3.0, A100 SXM4 PCIe 4.0, H100/H200 SXM5 and MI300X OAM PCIe 5.0), so the catalog's NVLink
+# figure is not the path offloaded weights take.
+PCIE_BYTES_S = {"pcie3": 16e9, "pcie4": 32e9, "pcie5": 64e9}
+HOST_LINK_BY_ARCHITECTURE = {"volta": "pcie3", "turing": "pcie3", "ampere": "pcie4", "ada": "pcie4",
+                             "hopper": "pcie5", "blackwell": "pcie5", "cdna3": "pcie5"}
+# accelerate's hooks copy weights with .to(device) from pageable (unpinned) host memory, which the
+# driver stages through a pinned buffer: about half of a pinned copy's rate (the measurement in
+# benchmarks/offload_gpu.py checks this on the H200's PCIe 5.0 link).
+PAGEABLE_COPY_EFFICIENCY = 0.5
+# Memory bandwidth a CPU achieves on llama.cpp's matrix-vector products: a desktop's dual-channel
+# DDR5 reads ~60-80 GB/s in STREAM, llama.cpp reaches most of it; servers have several times more.
+CPU_BANDWIDTH_BYTES_S = 50e9
+
+
+@dataclass(frozen=True, kw_only=True)
+class OffloadEstimate:
+    """Layers on the GPU, CPU memory and speed when the weights do not fit (per engine)."""
+
+    workload: Workload
+    gpu: GpuSpec
+    verdict: str  # "offload" when it runs this way, else "oom"
+    reason: str
+    total_layers: int
+    gpu_layers: int  # accelerate device_map="auto"
+    gpu_weight_bytes: int
+    cpu_weight_bytes: int
+    reserve_bytes: int
+    link: str
+    link_bytes_s: float
+    tokens_per_second: float | None
+    llama_cpp_gpu_layers: int
+    llama_cpp_cpu_bytes: int
+    llama_cpp_tokens_per_second: float | None
+    host_ram_total_bytes: int | None
+    host_ram_available_bytes: int | None
+    cpu_bandwidth_bytes_s: float = CPU_BANDWIDTH_BYTES_S
+    assumptions: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def host_ram_enough(self) -> bool | None:
+        if self.host_ram_available_bytes is None:
+            return None
+        return self.cpu_weight_bytes <= self.host_ram_available_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "total_layers": self.total_layers,
+            "gpu_layers": self.gpu_layers,
+            "gpu_weight_bytes": self.gpu_weight_bytes,
+            "cpu_ram_bytes": self.cpu_weight_bytes,
+            "reserve_bytes": self.reserve_bytes,
+            "host_link": self.link,
+            "host_link_bytes_s": self.link_bytes_s,
+            "tokens_per_second": self.tokens_per_second,
+            "llama_cpp_gpu_layers": self.llama_cpp_gpu_layers,
+            "llama_cpp_cpu_ram_bytes": self.llama_cpp_cpu_bytes,
+            "llama_cpp_tokens_per_second": self.llama_cpp_tokens_per_second,
+            "cpu_bandwidth_bytes_s": self.cpu_bandwidth_bytes_s,
+            "host_ram_total_bytes": self.host_ram_total_bytes,
+            "host_ram_available_bytes": self.host_ram_available_bytes,
+            "host_ram_enough": self.host_ram_enough,
+            "assumptions": list(self.assumptions),
+        }
+
+
+def host_link(gpu: GpuSpec) -> tuple[str, float]:
+    """(name, per-direction bytes/s) of the PCIe link between the card and the host."""
+    link = gpu.interconnect if gpu.interconnect in PCIE_BYTES_S else \
+        HOST_LINK_BY_ARCHITECTURE.get(gpu.architecture, "pcie4")
+    return link, PCIE_BYTES_S[link]
+
+
+def module_bytes(workload: Workload) -> tuple[float, float, float]:
+    """(embeddings, one decoder layer, final norm + LM head) in bytes as stored. Quantized
+    models keep embeddings and head in 16 bit (memory.weight_bytes); the layers take the rest."""
+    arch = workload.arch
+    assert isinstance(arch, TransformerArch)
+    p = workload.precision_info
+    weights, scales = memory.weight_bytes(workload)
+    per = 2 if p.quant_bits is not None else p.weight_bytes
+    embed = arch.embedding_params() * per
+    head = arch.head_params() * per
+    layer = (weights + scales - embed - head) / arch.num_layers
+    return embed, layer, head
+
+
+def applies(est: Estimate) -> bool:
+    """Offload is worth estimating for a single-GPU generation job that does not fit."""
+    w = est.workload
+    return est.verdict == OOM and w.is_generation and w.gpus == 1 and not w.peft
+
+
+def offload_estimate(est: Estimate, *, framework: str | None = None,
+                     ram: tuple[int, int] | bool | None = True) -> OffloadEstimate | None:
+    """How `est`'s job runs with CPU offload, or None where offload does not apply.
+
+    `ram`: (total, available) bytes of the machine's RAM, None when unknown, or True to read
+    this machine's /proc/meminfo.
+    """
+    if not applies(est):
+        return None
+    w, gpu = est.workload, est.gpu
+    arch = w.arch
+    assert isinstance(arch, TransformerArch)
+    framework = framework or est.framework
+    embed, layer, head = module_bytes(w)
+    total = embed + arch.num_layers * layer + head
+    non_weight = required_bytes(est.memory) - est.memory.parts.get("weights", 0) \
+        - est.memory.parts.get("quantization_scales", 0)
+    budget = gpu.usable_bytes - non_weight
+    reserve = max(embed, layer, head)
+    # accelerate: modules in order, on the GPU while they fit under the budget less the reserve.
+    avail = budget - reserve
+    on_gpu, layers_on = 0.0, 0
+    if avail >= embed:
+        avail -= embed
+        on_gpu += embed
+        layers_on = int(min(arch.num_layers, max(avail, 0) // layer))
+        avail -= layers_on * layer
+        on_gpu += layers_on * layer
+        if layers_on == arch.num_layers and avail >= head:
+            on_gpu += head
+    cpu_bytes = total - on_gpu
+    link, link_bw = host_link(gpu)
+    ram_info = host.memory_bytes() if ram is True else (ram or None)
+    ram_total, ram_avail = ram_info if ram_info else (None, None)
+    verdict, reason = OFFLOAD, ""
+    if budget < reserve:
+        verdict, reason = OOM, "no-room-for-largest-layer"
+    elif ram_avail is not None and cpu_bytes > ram_avail:
+        verdict, reason = OOM, "host-ram"
+    tps = cpp_tps = None
+    # llama.cpp: as many layers as the budget holds (no reserve: CPU layers never come to the GPU).
+    cpp_layers = int(min(arch.num_layers, max(budget, 0) // layer))
+    cpp_gpu = cpp_layers * layer + (head if cpp_layers == arch.num_layers and
+                                    budget - cpp_layers * layer >= head else 0)
+    cpp_cpu = total - cpp_gpu
+    if verdict == OFFLOAD and est.step_seconds:
+        step = est.step_seconds + cpu_bytes / (link_bw * PAGEABLE_COPY_EFFICIENCY)
+        tps = w.batch_size / step
+        tuned = speed.generation(w, gpu, get_profile(framework, "tuned")).decode.seconds
+        cpp_step = tuned * (cpp_gpu / total) + cpp_cpu / CPU_BANDWIDTH_BYTES_S
+        cpp_tps = w.batch_size / cpp_step if cpp_step > 0 else None
+    assumptions = (
+        f"accelerate device_map='auto': decoder layers are not split; {reserve / 2**30:.2f} GiB kept free "
+        "on the GPU for the largest module; offloaded weights cross "
+        f"{link} ({link_bw / 1e9:.0f} GB/s peak, {PAGEABLE_COPY_EFFICIENCY:.0%} from pageable memory) "
+        "every forward pass",
+        f"llama.cpp --n-gpu-layers {cpp_layers}: CPU layers read at {CPU_BANDWIDTH_BYTES_S / 1e9:.0f} GB/s "
+        "(a desktop's DDR5; servers have more)",
+    )
+    return OffloadEstimate(
+        workload=w, gpu=gpu, verdict=verdict, reason=reason, total_layers=arch.num_layers,
+        gpu_layers=layers_on, gpu_weight_bytes=int(on_gpu), cpu_weight_bytes=math.ceil(cpu_bytes),
+        reserve_bytes=int(reserve), link=link, link_bytes_s=link_bw, tokens_per_second=tps,
+        llama_cpp_gpu_layers=cpp_layers, llama_cpp_cpu_bytes=math.ceil(cpp_cpu),
+        llama_cpp_tokens_per_second=cpp_tps, host_ram_total_bytes=ram_total,
+        host_ram_available_bytes=ram_avail, assumptions=assumptions,
+    )
+
+
+def effective_verdict(est: Estimate, off: OffloadEstimate | None) -> str:
+    """The verdict with offload counted: 'offload' where the GPU alone is oom but offload runs."""
+    return OFFLOAD if off is not None and off.verdict == OFFLOAD else est.verdict
