@@ -128,8 +128,11 @@ def test_what_is_not_measured_is_refused_before_launching() -> None:
     assert unsupported(get_workload("llm-6b", tiny=True, gpus=2, strategy="fsdp"), "torch", "cpu") is not None
     assert unsupported(get_workload("bert-base-imdb", tiny=True, gpus=2, strategy="zero2"), "paddle",
                        "cpu") is not None
-    assert unsupported(get_workload("bert-base-imdb", tiny=True, gpus=2, strategy="zero2"), "torch",
-                       "cpu") is None
+    bert = get_workload("bert-base-imdb", tiny=True, gpus=2)
+    deepspeed = unsupported(bert.replace(strategy="zero2"), "torch", "cpu")
+    assert deepspeed is not None and "DeepSpeed" in deepspeed.message
+    assert "fsdp-shard-grad-op" in deepspeed.hint
+    assert unsupported(bert.replace(strategy="fsdp-shard-grad-op"), "torch", "cpu") is None
     tuned = unsupported(get_workload("bert-base-imdb", tiny=True, gpus=2), "torch", "cuda", "tuned")
     assert tuned is not None and "--exec default" in tuned.message
 

@@ -233,7 +233,31 @@ def test_checkpointing_and_sgd_momentum(name):
     session.step()
     session.step()
     assert not torch.equal(before, _first_param(session))
-    assert session.notes["optimizer"] == "SGD" and session.notes["checkpointing"] is True
+    assert session.notes["optimizer"] == "SGD(foreach)" and session.notes["checkpointing"] is True
+
+
+@pytest.mark.parametrize(("impl", "flag"), [("foreach", "foreach"), ("fused", "fused"), ("for-loop", None)])
+def test_the_optimizer_implementation_asked_for_is_the_one_that_runs(impl, flag):
+    workload = get_workload("resnet50-cifar10", tiny=True).replace(optimizer="adamw", optimizer_impl=impl)
+    session = BACKEND.open(workload, CPU)
+    session.step()
+    group = session.optimizer.param_groups[0]
+    assert session.notes["optimizer"] == f"AdamW({impl})"
+    assert bool(group["fused"]) == (flag == "fused") and bool(group["foreach"]) == (flag == "foreach")
+
+
+def test_gradient_accumulation_keeps_gradients_until_the_nth_micro_batch():
+    workload = get_workload("bert-base-imdb", tiny=True).replace(grad_accum=3)
+    session = BACKEND.open(workload, CPU)
+    first = _first_param(session)
+    session.step()
+    session.step()
+    # two micro-batches: gradients accumulated and alive, no update yet
+    assert torch.equal(first, _first_param(session))
+    assert all(p.grad is not None for p in session.model.parameters() if p.requires_grad)
+    session.step()  # the third: the optimizer steps
+    assert not torch.equal(first, _first_param(session))
+    assert session.notes["grad_accum"] == 3
 
 
 def test_decoder_training_step():

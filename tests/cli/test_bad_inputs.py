@@ -158,6 +158,24 @@ BAD_INPUTS: list[Bad] = [
         "did you mean",
     ),
     Bad(
+        "unknown-optimizer-impl",
+        ("estimate", "bert-base-imdb", "--optimizer-impl", "fuzed"),
+        "unknown optimizer implementation 'fuzed'",
+        "did you mean 'fused'",
+    ),
+    Bad(
+        "grad-accum-on-inference",
+        ("estimate", "bert-base-imdb", "--mode", "infer", "--grad-accum", "4"),
+        "--grad-accum applies to training only",
+        "add --mode train, or drop --grad-accum",
+    ),
+    Bad(
+        "deepspeed-strategy-run",
+        ("run", "bert-base-imdb", *TINY_RUN, "--gpus", "2", "--strategy", "zero2"),
+        "--strategy zero2 is DeepSpeed's ZeRO: fitbench run does not launch it",
+        "fsdp-shard-grad-op",
+    ),
+    Bad(
         "unknown-peft",
         ("estimate", "bert-base-imdb", "--peft", "lroa"),
         "unknown fine-tuning method 'lroa'",

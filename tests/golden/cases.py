@@ -61,6 +61,11 @@ CASES: dict[str, list[str]] = {
     "llm-6b-train-zero2-8": ["llm-6b", "--mode", "train", "--gpus", "8", "--strategy", "zero2"],
     "llm-6b-train-zero3-8": ["llm-6b", "--mode", "train", "--gpus", "8", "--strategy", "zero3"],
     "llm-6b-train-fsdp-8": ["llm-6b", "--mode", "train", "--gpus", "8", "--strategy", "fsdp"],
+    "llm-6b-train-fsdp-shard-grad-op-8": ["llm-6b", "--mode", "train", "--gpus", "8", "--strategy",
+                                          "fsdp-shard-grad-op"],
+    "llm-6b-train-fused": ["llm-6b", "--mode", "train", "--optimizer-impl", "fused"],
+    "llm-6b-train-for-loop-accum4": ["llm-6b", "--mode", "train", "--optimizer-impl", "for-loop",
+                                     "--grad-accum", "4"],
     "llm-70b-tp8": ["llm-70b", "--gpus", "8", "--strategy", "tp"],
 }
 

@@ -41,7 +41,7 @@ __all__ = [
 FULL_PRECISIONS = ("fp32", "tf32")
 QUANTIZED = ("int8", "int4")
 # Multi-GPU strategies tried for "more GPUs": fully sharded training, tensor-parallel inference.
-TRAIN_STRATEGY = "fsdp"
+TRAIN_STRATEGY = "fsdp-full-shard"
 INFER_STRATEGY = "tp"
 # A suggestion must be estimated at least this much faster to be worth a line.
 MIN_SPEEDUP = 1.05

@@ -172,7 +172,14 @@ def add_workload_args(parser: argparse.ArgumentParser, *, workload_required: boo
     group.add_argument("--lora-targets", metavar="T", help="attention, attention-mlp (default) or all-linear")
     group.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs (default 1)")
     group.add_argument("--strategy", metavar="S",
-                       help="multi-GPU strategy: ddp, zero1, zero2, zero3, fsdp or tp")
+                       help="multi-GPU strategy: ddp, zero1, zero2, zero3 (DeepSpeed ZeRO), "
+                            "fsdp-shard-grad-op, fsdp-full-shard (fsdp) or tp")
+    group.add_argument("--optimizer-impl", metavar="IMPL",
+                       help="torch.optim implementation: foreach (default, what torch picks on CUDA), "
+                            "fused or for-loop")
+    group.add_argument("--grad-accum", type=positive_int, metavar="N",
+                       help="gradient accumulation over N micro-batches (default 1: gradients freed "
+                            "between steps; N > 1 keeps them alive through forward and backward)")
 
 
 def workload_from_args(args: argparse.Namespace, *, precision: str | None = None) -> Workload:
@@ -184,9 +191,9 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
         "new_tokens": args.new_tokens, "dataset_size": args.dataset_size,
         "checkpointing": args.checkpointing, "attention": args.attention, "peft": args.peft,
         "lora_rank": args.lora_rank, "lora_targets": args.lora_targets, "gpus": args.gpus,
-        "strategy": args.strategy,
+        "strategy": args.strategy, "optimizer_impl": args.optimizer_impl, "grad_accum": args.grad_accum,
     }
-    for key in ("peft", "lora_targets", "strategy", "attention", "optimizer", "mode"):
+    for key in ("peft", "lora_targets", "strategy", "attention", "optimizer", "mode", "optimizer_impl"):
         if isinstance(overrides[key], str):
             overrides[key] = overrides[key].strip().lower()
     if overrides["precision"] is not None:
@@ -252,6 +259,10 @@ def check_overrides_apply(workload: Workload, args: argparse.Namespace) -> Workl
     if getattr(args, "strategy", None) is not None and workload.gpus < 2:
         raise FitbenchError("--strategy applies to several GPUs: this job runs on one",
                             "add --gpus N (2 or more), or drop --strategy")
+    training_only = [f for f in ("optimizer_impl", "grad_accum") if getattr(args, f, None) is not None]
+    if training_only and not workload.is_training:
+        flag = "/".join("--" + f.replace("_", "-") for f in training_only)
+        raise FitbenchError(f"{flag} applies to training only: {what}", "add --mode train, or drop " + flag)
     lora = [f for f in ("lora_rank", "lora_targets") if getattr(args, f, None) is not None]
     if lora and not workload.peft:
         flag = "/".join("--" + f.replace("_", "-") for f in lora)

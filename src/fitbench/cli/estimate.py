@@ -182,7 +182,9 @@ def format_estimates(results: list[Estimate], offloads: list[Any] | None = None,
              f"{w.prompt_tokens}+{w.new_tokens} tokens" if w.is_generation else f"{w.image_size}px")
     title = (f"{w.name}: {w.family} {w.mode}, {first.workload.param_count() / 1e6:,.1f}M params, "
              f"batch {w.batch_size}, {shape}, {w.precision}"
-             + (f", {w.optimizer}" if w.is_training else "") + (", checkpointing" if w.checkpointing else "")
+             + (f", {w.optimizer} ({w.optimizer_impl})" if w.is_training else "")
+             + (f", {w.grad_accum} micro-batches accumulated" if w.is_training and w.grad_accum > 1 else "")
+             + (", checkpointing" if w.checkpointing else "")
              + (f", {w.peft} rank {w.lora_rank} on {w.lora_targets}" if w.peft else "")
              + (f", {w.gpus} GPUs ({w.strategy}), memory per GPU" if w.gpus > 1 else ""))
     lang = resolve_lang(lang)

@@ -68,6 +68,8 @@ class Estimate:
             "mode": w.mode,
             "precision": w.precision,
             "optimizer": w.optimizer if w.is_training else None,
+            "optimizer_impl": w.optimizer_impl if w.is_training else None,
+            "grad_accum": w.grad_accum if w.is_training else None,
             "batch_size": w.batch_size,
             "seq_len": w.seq_len,
             "image_size": w.image_size,
@@ -103,6 +105,27 @@ class Estimate:
             "host_seconds": self.host_seconds,
             "assumptions": list(self.assumptions),
         }
+
+
+def training_assumptions(workload: Workload, framework: str) -> list[str]:
+    """What the optimizer step and gradient accumulation are taken to be."""
+    from fitbench.estimate.memory import optimizer_step_scratch
+
+    scratch = optimizer_step_scratch(workload, framework) / GiB
+    if framework == "torch":
+        lines = [f"optimizer: {workload.optimizer} ({workload.optimizer_impl} implementation); "
+                 f"its step allocates {scratch:.2f} GiB of temporaries beyond its state"]
+    else:
+        lines = [f"optimizer: {workload.optimizer}, updated in place by {framework}'s kernels "
+                 "(no step temporaries)"]
+    if workload.grad_accum > 1:
+        lines.append(f"gradient accumulation over {workload.grad_accum} micro-batches: every gradient "
+                     "stays alive through forward and backward; a step is one micro-batch, the "
+                     f"optimizer runs every {workload.grad_accum}")
+    else:
+        lines.append("gradients are freed between steps (zero_grad(set_to_none=True)): they exist "
+                     "only from their backward to the optimizer step")
+    return lines
 
 
 def required_bytes(memory: MemoryBreakdown) -> int:
@@ -168,6 +191,8 @@ def estimate(
     ]
     if workload.precision != requested:
         assumptions.append(f"{exec_mode} runs {workload.precision} where {requested} was asked")
+    if workload.is_training:
+        assumptions.extend(training_assumptions(workload, framework))
     if workload.peft:
         from fitbench.estimate import peft
 

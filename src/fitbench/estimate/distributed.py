@@ -4,12 +4,17 @@ Strategies (Workload.strategy) and what one GPU holds, N = workload.gpus:
 
     ddp     a full replica: weights, gradients, optimizer state, activations, plus the gradient
             buckets of torch.nn.parallel.DistributedDataParallel (below)
-    zero1   optimizer state (and master weights) / N; weights and gradients full (ZeRO stage 1,
-            torch's ZeroRedundancyOptimizer under DDP)
-    zero2   + gradients / N (ZeRO stage 2; FSDP's SHARD_GRAD_OP: weights are all-gathered once
-            in forward and stay unsharded until their backward has run)
-    zero3   + weights / N (ZeRO stage 3); while a block runs, its weights are all-gathered
-    fsdp    the same sharding as zero3, as torch.distributed.fsdp runs it (one unit per block)
+    zero1   DeepSpeed ZeRO stage 1: 16-bit weights and gradients whole, FP32 master weights and
+            Adam moments / N
+    zero2   DeepSpeed ZeRO stage 2: + 16-bit gradients / N
+    zero3   DeepSpeed ZeRO stage 3: + 16-bit weights / N, the largest layer gathered
+            (zero1-3: model states exactly as DeepSpeed's own estimator counts them,
+            deepspeed_model_states; activations from the 16-bit model DeepSpeed trains)
+    fsdp-shard-grad-op  torch.distributed.fsdp's SHARD_GRAD_OP at the workload's precision:
+            weights, gradients and optimizer state rest sharded (1/N); weights are all-gathered
+            once in forward and stay unsharded until their backward has run
+    fsdp-full-shard     FSDP's FULL_SHARD ('fsdp' for short): the same sharding, the weights
+            gathered one block at a time (one unit per block, the next one prefetched)
     tp      tensor parallelism (Megatron-LM): the attention and MLP matrices of every block are
             split over the N GPUs (heads for attention, columns/rows for the MLP), embeddings and
             the LM head are vocab-parallel, norms and the classifier replicated; their gradients,
@@ -29,11 +34,10 @@ beside the parameters' .grad tensors, allocated once for every parameter. PyTorc
 documentation of gradient_as_bucket_view says turning it on saves "the total gradients size":
 the buckets are one more copy of all gradients, held for the whole run.
 
-ZeRO's own accounting (the paper's mixed-precision Adam and DeepSpeed's memory estimator) is
-reproduced exactly by `zero_paper_model_states_bytes` and `zero_model_states_bytes`; the
-breakdown used by the estimator instead models what PyTorch allocates for the workload's own
-precision (FP32 Adam state in FP32 training, no FP16 copies in FP32 runs, autocast copies under
-AMP), starting from the single-GPU breakdown of memory.py.
+DeepSpeed's strategies take their model states from `deepspeed_model_states`, whose sum is
+DeepSpeed's own estimator to the byte (a test compares it with DeepSpeed's formulas); the FSDP
+strategies model what PyTorch allocates for the workload's own precision (FP32 Adam state in
+FP32 training, autocast copies under AMP), starting from the single-GPU breakdown of memory.py.
 
 Time: each GPU computes its share (speed.py on the per-GPU work) and communicates over the
 card's interconnect with ring collectives (NCCL): an all-reduce of X bytes moves 2(N-1)/N * X
@@ -61,13 +65,21 @@ from fitbench.workloads.workload import Workload
 # Parts a multi-GPU breakdown adds to memory.PART_NAMES.
 DISTRIBUTED_PART_NAMES = ("gathered_weights", "gradient_buckets", "communication_buffers")
 
-DATA_PARALLEL = ("ddp", "zero1", "zero2", "zero3", "fsdp")
-SHARDED_GRADIENTS = ("zero2", "zero3", "fsdp")
-SHARDED_WEIGHTS = ("zero3", "fsdp")
+DATA_PARALLEL = ("ddp", "zero1", "zero2", "zero3", "fsdp-shard-grad-op", "fsdp-full-shard")
+SHARDED_GRADIENTS = ("zero2", "zero3", "fsdp-shard-grad-op", "fsdp-full-shard")
+# Weights gathered one FSDP unit at a time (the next one prefetched) while they compute.
+SHARDED_WEIGHTS = ("zero3", "fsdp-full-shard")
 MAX_GPUS = 64
 
-# Mixed-precision Adam in the ZeRO paper: FP32 master weights, momentum and variance (K = 12).
-ZERO_ADAM_K = 12
+# DeepSpeed ZeRO stages by strategy name.
+DEEPSPEED_STAGES = {"zero1": 1, "zero2": 2, "zero3": 3}
+FSDP_STRATEGIES = ("fsdp-shard-grad-op", "fsdp-full-shard")
+# DeepSpeed's reduce bucket (deepspeed/runtime/zero/config.py: reduce_bucket_size default 5e8
+# elements): with contiguous_gradients (default True) stage 1/2 allocate it as one flat buffer
+# in the gradients' dtype (stage_1_and_2.py setup_buckets; a second one only with overlap_comm,
+# off by default below stage 3), stage 3 one as well (stage3.py, `bucket.buffer = torch.empty(
+# self.reduce_bucket_size, ...)`).
+DEEPSPEED_REDUCE_BUCKET_ELEMENTS = 500_000_000
 
 # NCCL's own device memory per process once a communicator exists: every ring/tree connection
 # of every channel keeps receive buffers for NCCL's protocols (Simple: NCCL_BUFFSIZE, 4 MiB by
@@ -109,62 +121,76 @@ TP_SPLIT_ACTIVATION_UNITS = 24.0
 
 
 # ---------------------------------------------------------------------------------------------
-# ZeRO accounting as published
+# ZeRO as DeepSpeed counts it
+
+# Bytes a parameter per GPU in DeepSpeed's estimators (DeepSpeed 0.19.6, no offload), as
+# (kept whole on every GPU, partitioned over N) for 16-bit training:
+#   stage 2: deepspeed/runtime/zero/stage_1_and_2.py, estimate_zero2_model_states_mem_needs:
+#            ``gpu_mem = 2 * total_params + int(18 * total_params / total_gpus)`` with "2 =
+#            params_16bit, 18 = 2_grads_16bit + 4_grads_32bit + 4_params_32bit +
+#            8_optimizer_states_32bit(momentum and variance)" (its comment).
+#   stage 3: deepspeed/runtime/zero/stage3.py, estimate_zero3_model_states_mem_needs:
+#            ``gpu_mem = largest_layer_memory + int(18 * total_params / total_gpus)`` with
+#            ``largest_layer_memory = (4 * largest_layer_params)`` (16-bit weights gathered and
+#            16-bit gradients computed for the largest layer).
+#   stage 1: DeepSpeed has no estimator; stage 1 is stage 2 with the 16-bit gradients whole
+#            (stage_1_and_2.py, partition_gradients=False): 4P + int(16P/N), the figure
+#            DeepSpeed's "Memory Requirements" page (docs/code-docs/source/memory.rst) still
+#            gives as "4 * params + 16 * params / (total number of gpus)".
+# CPU offload (not modelled: Workload has no offload option): stage 2 with offload_optimizer
+# keeps ``2 * total_params`` on the GPU; stage 3 ``largest_layer_memory + int(2 * total_params
+# / total_gpus)`` with offload_optimizer and ``largest_layer_memory`` alone with offload_param.
+# An FP32 run (no fp16/bf16 section) has no 16-bit copies: 4-byte weights and gradients, and
+# DeepSpeed still makes an FP32 partition copy for the optimizer (single_partition_of_fp32_groups).
+_DEEPSPEED_UNITS = {  # (weight bytes, stage) -> (whole, partitioned, gathered-layer bytes a parameter)
+    (2, 1): (4, 16, 0), (2, 2): (2, 18, 0), (2, 3): (0, 18, 4),
+    (4, 1): (8, 12, 0), (4, 2): (4, 16, 0), (4, 3): (0, 20, 8),
+}
 
 
-def zero_paper_model_states_bytes(params: float, gpus: int, stage: int, k: int = ZERO_ADAM_K) -> float:
-    """Model-state bytes per GPU in the ZeRO paper (Rajbhandari et al. 2020, "ZeRO: Memory
-    Optimizations Toward Training Trillion Parameter Models", Figure 1 and section 5).
+def deepspeed_model_states(params: int, gpus: int, stage: int, largest_layer_params: int,
+                           weight_bytes: int = 2, moments: int = 2) -> dict[str, int]:
+    """Model states one GPU holds under DeepSpeed ZeRO `stage` over `gpus` GPUs, as breakdown
+    parts; for 16-bit weights and Adam (`moments` 2) their sum is DeepSpeed's own estimate to
+    the byte. Another optimizer keeps 4 bytes per moment instead of Adam's 8 (momentum SGD 1,
+    SGD none).
 
-    Mixed-precision Adam: 2P bytes of FP16 parameters, 2P of FP16 gradients and K*P of optimizer
-    state (K = 12: FP32 master parameters, momentum and variance).
-        stage 0 (data parallel)  (2 + 2 + K) P           = 16P
-        stage 1 (P_os)           2P + 2P + K P / N       = 4P + 12P/N
-        stage 2 (P_os+g)         2P + (2 + K) P / N      = 2P + 14P/N
-        stage 3 (P_os+g+p)       (2 + 2 + K) P / N       = 16P/N
+    weights           16-bit parameters (whole, or 1/N at stage 3)
+    master_weights    FP32 parameter partition, 4P/N
+    optimizer_state   Adam momentum and variance partitions, 8P/N (4 bytes a moment)
+    gradients         the rest of DeepSpeed's figure: 16-bit gradients (whole at stage 1, 1/N
+                      from stage 2) and the FP32 gradient partition of the step
+    gathered_weights  stage 3: DeepSpeed's largest_layer_memory
     """
-    _check_stage(stage, gpus)
-    n = gpus
-    if stage == 0:
-        return (2 + 2 + k) * params
-    if stage == 1:
-        return 2 * params + 2 * params + k * params / n
-    if stage == 2:
-        return 2 * params + (2 + k) * params / n
-    return (2 + 2 + k) * params / n
-
-
-def zero_model_states_bytes(params: float, gpus: int, stage: int, largest_layer_params: float = 0) -> int:
-    """GPU bytes for parameters, gradients and optimizer states, as DeepSpeed estimates them
-    (no CPU offload). Sources:
-
-    * stage 2: deepspeed/runtime/zero/stage_1_and_2.py, estimate_zero2_model_states_mem_needs
-      (cpu_offload=False): ``4 * total_params + int(16 * total_params / total_gpus)``, the
-      figure of DeepSpeed's "Memory Requirements" page (docs/code-docs/source/memory.rst:
-      "4 * params + 16 * params / (total number of gpus)"; t5-3b, 2851M parameters, 8 GPUs:
-      15.93 GB). Later DeepSpeed revisions rewrote this line as 2P + 18P/N.
-    * stage 3: deepspeed/runtime/zero/stage3.py, estimate_zero3_model_states_mem_needs
-      (cpu_offload=False): ``largest_layer_memory + int(18 * total_params / total_gpus)`` with
-      ``largest_layer_memory = 4 * largest_layer_params`` (FP16 parameters gathered and FP16
-      gradients computed for the largest layer); the same page: t5-3b with a 32M largest
-      layer on 8 GPUs: 6.09 GB.
-    * stages 0 and 1: DeepSpeed has no estimator for them; the ZeRO paper's 16P and
-      4P + 12P/N (zero_paper_model_states_bytes) are returned.
-    """
-    _check_stage(stage, gpus)
-    if stage == 2:
-        return int(4 * params + int(16 * params / gpus))
-    if stage == 3:
-        largest_layer_memory = 4 * largest_layer_params
-        return int(largest_layer_memory + int(18 * params / gpus))
-    return int(zero_paper_model_states_bytes(params, gpus, stage))
-
-
-def _check_stage(stage: int, gpus: int) -> None:
-    if stage not in (0, 1, 2, 3):
-        raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
+    if stage not in (1, 2, 3):
+        raise ValueError(f"ZeRO stage must be 1, 2 or 3, got {stage}")
     if gpus < 1:
         raise ValueError(f"gpus must be >= 1, got {gpus}")
+    w = 2 if weight_bytes <= 2 else 4
+    whole, sharded, gathered = _DEEPSPEED_UNITS[(w, stage)]
+    sharded -= 4 * (2 - moments)
+    total = whole * params + int(sharded * params / gpus)
+    weights = w * params if stage < 3 else int(w * params / gpus)
+    master = int(4 * params / gpus)
+    state = int(4 * moments * params / gpus)
+    return {"weights": weights, "master_weights": master, "optimizer_state": state,
+            "gradients": total - weights - master - state,
+            "gathered_weights": gathered * largest_layer_params}
+
+
+def deepspeed_largest_layer_params(arch: ResNetArch | TransformerArch) -> int:
+    """DeepSpeed's largest_layer_params (stage3.py model_to_params): the most parameters one
+    module holds itself (``m.parameters(recurse=False)``): a Linear's weight and bias, an
+    embedding, a convolution, the classifier; a transformer block holds none itself."""
+    if isinstance(arch, ResNetArch):
+        classifier = arch.feature_dim * arch.num_classes + arch.num_classes
+        return max([c.in_channels * c.out_channels * c.kernel**2 for c in arch.convs(224)] + [classifier])
+    h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
+    linears = [h * q + (q if arch.qkv_bias else 0), h * kv + (kv if arch.qkv_bias else 0),
+               q * h + (h if arch.out_bias else 0), h * f + (f if arch.mlp_bias else 0),
+               f * h + (h if arch.mlp_bias else 0)]
+    tables = [arch.vocab_size * h, arch.max_positions * h if arch.position == "learned" else 0]
+    return max(linears + tables)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,7 +232,7 @@ def _check_tp(workload: Workload) -> TransformerArch:
         raise FitbenchError(
             f"tensor parallelism over {n} GPUs needs the {arch.num_heads} attention heads "
             f"({arch.kv_heads} key/value heads) and the MLP width {arch.intermediate_size} to split evenly",
-            f"use --gpus {', '.join(ok)}" if ok else "use --strategy fsdp",
+            f"use --gpus {', '.join(ok)}" if ok else "use --strategy fsdp-full-shard",
         )
     return arch
 
@@ -325,10 +351,10 @@ def _shares(workload: Workload) -> _Shares:
     if strategy == "ddp":
         return _Shares(weights=1.0, gradients=1.0, optimizer=1.0)
     training = workload.is_training
-    # zero2 runs as FSDP's SHARD_GRAD_OP: parameters rest sharded (1/N) and are gathered whole
-    # from forward to the end of backward (counted as gathered_weights, not twice).
+    # FSDP's SHARD_GRAD_OP: parameters rest sharded (1/N) and are gathered whole from forward to
+    # the end of backward (counted as gathered_weights, not twice).
     return _Shares(
-        weights=1 / n if strategy in (*SHARDED_WEIGHTS, "zero2") else 1.0,
+        weights=1 / n if strategy in (*SHARDED_WEIGHTS, "fsdp-shard-grad-op") else 1.0,
         gradients=1 / n if strategy in SHARDED_GRADIENTS and training else 1.0,
         optimizer=1 / n if training else 1.0,
     )
@@ -349,6 +375,8 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
         return memory.memory_breakdown(w1, profile)
     if workload.peft:
         return _peft_breakdown(workload, w1, profile)
+    if workload.strategy in DEEPSPEED_STAGES and workload.is_training:
+        return _deepspeed_breakdown(workload, w1, profile)
     shares = _shares(workload)
     base = memory.single_device_breakdown(w1, profile)
     p = workload.precision_info
@@ -376,7 +404,7 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
         parts["optimizer_state"] = state * shares.optimizer
         parts["master_weights"] = master * shares.optimizer
         grads_total = params * p.grad_bytes
-        if strategy in ("ddp", "zero1"):
+        if strategy == "ddp":
             parts["gradient_buckets"] = grads_total      # DDP's flat bucket copy of every gradient
         # The backward moment: the activation walk of one GPU (optimizer-independent; with plain
         # SGD memory.py never prefers the optimizer moment, so this is the backward peak).
@@ -384,7 +412,7 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
         bw_grads = bw["gradients"] * shares.gradients
         if strategy in SHARDED_GRADIENTS:
             bw_grads += block * p.grad_bytes             # a block's unsharded grads before reduce-scatter
-        if strategy == "zero2":
+        if strategy == "fsdp-shard-grad-op":
             gathered = params * bytes_per_param          # gathered in forward, freed after backward
         elif strategy in SHARDED_WEIGHTS:
             gathered = (root + FSDP_LIVE_BLOCKS * block) * bytes_per_param
@@ -413,6 +441,8 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
             live = min(params, root + FSDP_LIVE_BLOCKS * block)
             parts["gathered_weights"] = live * bytes_per_param
             parts["amp_weight_copies"] = base.parts["amp_weight_copies"] * live / params
+        elif strategy == "fsdp-shard-grad-op":
+            parts["gathered_weights"] = params * bytes_per_param  # unsharded from forward on
         if workload.is_generation:
             arch = workload.arch
             assert isinstance(arch, TransformerArch)
@@ -425,6 +455,46 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
     parts["fragmentation"] = profile.fragmentation * dynamic_total
     details["params_per_gpu"] = round(params * shares.weights)
     return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)
+
+
+def deepspeed_precision(workload: Workload) -> str:
+    """The precision DeepSpeed trains at: its bf16/fp16 sections convert the model to 16 bit
+    (no autocast), so an AMP request becomes pure bf16 / fp16 with FP32 master weights in the
+    ZeRO optimizer; FP32 (and TF32) train in FP32."""
+    info = workload.precision_info
+    if info.amp:
+        return info.compute
+    return workload.precision if info.weight_bytes == 2 else "fp32"
+
+
+def _deepspeed_breakdown(workload: Workload, w1: Workload, profile: Profile) -> MemoryBreakdown:
+    """One GPU under DeepSpeed ZeRO: the model states of deepspeed_model_states (DeepSpeed's own
+    count), the activations and temporaries of the backward walk of the 16-bit model on one GPU,
+    the reduce bucket and NCCL's buffers. DeepSpeed's estimator holds every model state for the
+    whole step, so the peak is the backward moment with all of them; its default optimizer for
+    Adam/AdamW (engine.py _configure_basic_optimizer: FusedAdam) updates the partitions in place,
+    with no step temporaries."""
+    n = workload.gpus
+    stage = DEEPSPEED_STAGES[workload.strategy]
+    w16 = w1.replace(precision=deepspeed_precision(w1))
+    weight_bytes = int(w16.precision_info.weight_bytes)
+    params = workload.param_count()
+    states = deepspeed_model_states(params, n, stage, deepspeed_largest_layer_params(workload.arch),
+                                    weight_bytes, memory.OPTIMIZER_STATES[workload.optimizer])
+    bw = memory.activation_peak(w16, profile.framework)
+    parts: dict[str, float] = dict.fromkeys((*PART_NAMES, *DISTRIBUTED_PART_NAMES), 0.0)
+    parts.update(states)
+    parts["activations"] = bw["activations"]
+    parts["temporaries"] = bw["temporaries"]
+    parts["communication_buffers"] = NCCL_BUFFER_BYTES + DEEPSPEED_REDUCE_BUCKET_ELEMENTS * weight_bytes
+    parts["workspace"] = profile.workspace_bytes
+    parts["cuda_context"] = profile.context_bytes
+    dynamic = parts["activations"] + parts["temporaries"] + parts["gathered_weights"]
+    parts["fragmentation"] = profile.fragmentation * dynamic
+    details = {"gpus": n, "global_batch_size": global_batch_size(workload),
+               "params_per_gpu": round(params / n) if stage == 3 else params,
+               "model_states": sum(states.values()), "gradients_total": states["gradients"]}
+    return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase="backward", details=details)
 
 
 def _peft_breakdown(workload: Workload, w1: Workload, profile: Profile) -> MemoryBreakdown:
@@ -528,11 +598,10 @@ def _training_comm(workload: Workload, gpu: GpuSpec, compute_s: float, backward_
         volume = 2 * ring * grads                                 # ring all-reduce of every gradient
         total = _collective_seconds(volume, buckets, gpu)
         return _Comm(total=total, exposed=_hidden(total, backward_s, last_bucket), bytes=volume)
-    if strategy in ("zero1", "zero2"):
+    if strategy in ("zero1", "zero2", "fsdp-shard-grad-op"):
         # Gradients reduce-scattered during backward (bucketed like DDP), then the updated
-        # parameter shards all-gathered after the optimizer step, with nothing left to overlap
-        # (the ZeRO paper's volume; torch's ZeroRedundancyOptimizer all-reduces under DDP and
-        # then broadcasts the shards: one gradient volume more).
+        # parameter shards all-gathered (DeepSpeed after the optimizer step; SHARD_GRAD_OP at the
+        # next forward), with nothing left to overlap: the ZeRO paper's volume.
         rs = _collective_seconds(ring * grads, buckets, gpu)
         ag = _collective_seconds(ring * weights, buckets, gpu)
         last_rs = _collective_seconds(ring * min(grads, DDP_BUCKET_BYTES), 1, gpu)
@@ -621,16 +690,20 @@ def step_timing(workload: Workload, gpu: GpuSpec, profile: Profile) -> Distribut
                              workload.batch_size * (workload.seq_len or 1))
         return _with_comm(single, workload, comm, profile, compute_divisor=divisor)
     saving = 0.0
-    if workload.strategy in ("zero1", "zero2", "zero3", "fsdp") and not workload.peft:
+    if workload.strategy not in ("ddp", "tp") and not workload.peft:
         opt = speed.time_kernels(speed.optimizer_kernels(w1, profile.framework), w1, gpu, profile,
                                  host_seconds_per_op=profile.host_seconds_per_op)
         saving = opt.gpu_seconds * (1 - 1 / workload.gpus)
     compute_s = single.gpu_seconds / divisor - saving
     backward_s = BACKWARD_SHARE * compute_s
-    grads = workload.param_count() * workload.precision_info.grad_bytes
+    comm_workload = workload
+    if workload.strategy in DEEPSPEED_STAGES and not workload.peft:
+        # DeepSpeed reduces 16-bit gradients and gathers 16-bit weights.
+        comm_workload = workload.replace(precision=deepspeed_precision(workload))
+    grads = workload.param_count() * comm_workload.precision_info.grad_bytes
     if workload.peft:  # only the adapters have gradients
         grads = memory.memory_breakdown(w1, profile).details.get("gradients_total", grads)
-    comm = _training_comm(workload, gpu, compute_s, backward_s, grads)
+    comm = _training_comm(comm_workload, gpu, compute_s, backward_s, grads)
     return _with_comm(single, workload, comm, profile, compute_divisor=divisor, optimizer_saving_s=saving)
 
 

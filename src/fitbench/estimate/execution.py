@@ -60,9 +60,20 @@ def _paddle_tuned(workload: Workload, bf16: bool) -> str:
     return workload.precision
 
 
+def optimizer_impl_as_run(workload: Workload, exec_mode: str, framework: str = "torch") -> str:
+    """The optimizer implementation `exec_mode` runs: torch's tuned mode builds every optimizer
+    with fused=True (fitbench.backends.torch.tuned.make_optimizer); otherwise the workload's."""
+    if exec_mode == "tuned" and framework == "torch":
+        return "fused"
+    return workload.optimizer_impl
+
+
 def workload_as_run(
     workload: Workload, exec_mode: str, gpu: GpuSpec | None, framework: str = "torch"
 ) -> Workload:
-    """`workload` with the precision `exec_mode` really uses on `gpu`."""
+    """`workload` with the precision and optimizer implementation `exec_mode` really uses on `gpu`."""
     precision = precision_as_run(workload, exec_mode, gpu, framework)
-    return workload if precision == workload.precision else workload.replace(precision=precision)
+    impl = optimizer_impl_as_run(workload, exec_mode, framework)
+    if precision == workload.precision and impl == workload.optimizer_impl:
+        return workload
+    return workload.replace(precision=precision, optimizer_impl=impl)

@@ -3,7 +3,9 @@
 The peak of a training step is found by walking the backward pass (Segment list in forward
 order): while block i runs backward, the activations of blocks <= i are still alive and the
 gradients of blocks >= i already exist (gradients are set to None between steps, PyTorch's
-default `zero_grad(set_to_none=True)`). The optimizer step is the other candidate: every
+default `zero_grad(set_to_none=True)`). With gradient accumulation (Workload.grad_accum > 1)
+zero_grad runs once every N micro-batches, so from the second micro-batch on every gradient is
+alive through the forward and the whole backward. The optimizer step is the other candidate: every
 gradient plus the optimizer's scratch, with activations gone. The breakdown reports the parts
 at whichever moment is larger, so it describes a real instant, not a sum of maxima.
 """
@@ -11,6 +13,7 @@ at whichever moment is larger, so it describes a real instant, not a sum of maxi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from fitbench.estimate import resnet_cost, transformer_cost
 from fitbench.estimate.profile import Profile
@@ -105,14 +108,91 @@ def optimizer_element_bytes(workload: Workload, framework: str) -> int:
     return 4 if master_weights_kept(workload, framework) else int(workload.precision_info.weight_bytes)
 
 
+def param_sizes_in_order(workload: Workload) -> list[int]:
+    """Elements of every parameter tensor, in the order `model.parameters()` yields them for
+    the model the torch backend builds (torchvision's ResNet layout; transformers' BERT, Llama,
+    Qwen2 and GPT-2; a tied LM head is the embedding, yielded once). A for-loop optimizer
+    visits them in this order, and what it holds at once depends on neighbours."""
+    arch = workload.arch
+    if isinstance(arch, ResNetArch):
+        out: list[int] = []
+        for conv in arch.convs(224):
+            weight = conv.in_channels * conv.out_channels * conv.kernel**2
+            out += [weight, conv.out_channels, conv.out_channels]  # with its BatchNorm
+        return [*out, arch.feature_dim * arch.num_classes, arch.num_classes]
+    h, f, q, kv, v = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim, arch.vocab_size
+    norm = [h, h] if arch.norm == "layernorm" else [h]
+
+    def linear(fin: int, fout: int, bias: bool) -> list[int]:
+        return [fin * fout, fout] if bias else [fin * fout]
+
+    attention = linear(h, q, arch.qkv_bias) + 2 * linear(h, kv, arch.qkv_bias) + linear(q, h, arch.out_bias)
+
+    if arch.kind == "encoder":  # BertForSequenceClassification
+        out = [v * h, arch.max_positions * h, max(arch.type_vocab_size, 1) * h, *norm]
+        layer = attention + norm + linear(h, f, arch.mlp_bias) + linear(f, h, arch.mlp_bias) + norm
+        out += layer * arch.num_layers
+        out += linear(h, h, True) if arch.pooler else []
+        return out + linear(h, arch.num_labels, True)
+    if arch.position == "learned":  # GPT-2: fused c_attn, layer norms before each half
+        out = [v * h, arch.max_positions * h]
+        layer = norm + linear(h, 3 * h, True) + linear(h, h, True) + norm
+        layer += linear(h, f, True) + linear(f, h, True)
+    else:  # Llama / Qwen2: attention, MLP, then the two RMSNorms
+        out = [v * h]
+        layer = attention + 2 * linear(h, f, arch.mlp_bias) + linear(f, h, arch.mlp_bias) + norm + norm
+    out += layer * arch.num_layers
+    out += norm
+    return out if arch.tie_embeddings else [*out, v * h]
+
+
+def largest_param_tensor(workload: Workload) -> int:
+    """Elements of the largest single parameter tensor (a word embedding or LM head, a wide
+    Linear, a convolution or the classifier)."""
+    return max(param_sizes_in_order(workload))
+
+
+def optimizer_step_scratch(workload: Workload, framework: str) -> int:
+    """Bytes the optimizer step allocates beyond its state, at its largest moment.
+
+    Read from torch/optim/adam.py (AdamW runs the same functions) and sgd.py:
+
+    * foreach (`_multi_tensor_adam`): `exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)`
+      allocates one tensor per parameter, kept until the final `_foreach_addcdiv_`: 1.00x the
+      parameter bytes of the (device, dtype) group. Coupled weight decay's `_foreach_add(grads,
+      params)` copy is deleted (`del device_grads`) before the square root, so it never adds.
+    * fused (`_fused_adam`): one `torch._fused_adam_` kernel updates in place: nothing.
+    * for-loop (`_single_tensor_adam`): `denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt)`
+      holds the square root and the quotient of one parameter at once, while `denom` still
+      refers to the previous parameter's: the most, over the parameters in order, of twice a
+      tensor plus the one before it (about twice the largest tensor).
+    * SGD and momentum SGD (every implementation): `buf.mul_(momentum).add_(grad)` and
+      `param.add_(grad, alpha=-lr)` run in place: nothing (no Nesterov, no weight decay).
+
+    Counting every tensor an op creates in a real step (tests/unit/test_optimizer_scratch.py)
+    gives exactly these figures; an H200 measurement at LLM scale gave foreach 1.00x and fused 0.
+    Paddle 3.3.1 (paddle/optimizer/adam.py:387 `_C_ops.adam_`, :801 `_C_ops.merged_adam_` with
+    use_multi_tensor; adamw.py:538 `_C_ops.adamw_`; momentum.py:314 `_C_ops.momentum_`) updates each
+    parameter, its moments and, under multi_precision, its FP32 master weight in one in-place
+    kernel: nothing either (master weights and FP32 moments are state, master_weights_kept).
+    """
+    if not workload.is_training or OPTIMIZER_STATES[workload.optimizer] < 2 or framework == "paddle":
+        return 0
+    state_bytes = optimizer_element_bytes(workload, framework)
+    if workload.optimizer_impl == "fused":
+        return 0
+    if workload.optimizer_impl == "for-loop":
+        sizes = [0, *param_sizes_in_order(workload)]
+        return max(prev + 2 * cur for prev, cur in pairwise(sizes)) * state_bytes
+    return workload.param_count() * state_bytes
+
+
 def optimizer_bytes(workload: Workload, framework: str) -> tuple[int, int, int]:
     """(optimizer state, master weights, optimizer-step scratch) in bytes.
 
     PyTorch keeps state in the parameter dtype (FP32 under AMP, 16-bit in pure half). Paddle's
-    O2 (pure fp16/bf16) uses multi_precision: FP32 master weights and FP32 moments. The
-    foreach Adam step allocates temporaries of about twice the parameters (the square root of
-    the second moment and the grouped update; measured: ResNet-50's optimizer-step peak is
-    weights + gradients + moments + 2x parameters on an H200).
+    O2 (pure fp16/bf16) uses multi_precision: FP32 master weights and FP32 moments. The scratch
+    depends on the implementation (optimizer_step_scratch).
     """
     if not workload.is_training:
         return 0, 0, 0
@@ -120,8 +200,7 @@ def optimizer_bytes(workload: Workload, framework: str) -> tuple[int, int, int]:
     states = OPTIMIZER_STATES[workload.optimizer]
     state_bytes = optimizer_element_bytes(workload, framework)
     master = 4 * params if master_weights_kept(workload, framework) else 0
-    scratch = 2 * params * state_bytes if states == 2 else 0
-    return params * states * state_bytes, master, scratch
+    return params * states * state_bytes, master, optimizer_step_scratch(workload, framework)
 
 
 def _segments(workload: Workload, framework: str) -> list[Segment]:
@@ -146,8 +225,19 @@ def autocast_copy_bytes(workload: Workload, framework: str) -> float:
     return sum(seg.cast_params for seg in _segments(workload, framework)) * cast_b
 
 
-def _backward_peak(workload: Workload, framework: str) -> tuple[str, dict[str, float]]:
-    """The largest moment of forward+backward, or the optimizer step, as parts."""
+def activation_peak(workload: Workload, framework: str) -> dict[str, float]:
+    """The moment of the backward walk with the most activations, autocast copies and
+    temporaries, gradients left out: for strategies that hold every gradient for the whole step
+    (DeepSpeed's ZeRO counts them in its model states)."""
+    _, parts = _backward_peak(workload, framework, gradients=False)
+    return parts
+
+
+def _backward_peak(
+    workload: Workload, framework: str, *, gradients: bool = True
+) -> tuple[str, dict[str, float]]:
+    """The largest moment of forward+backward, or the optimizer step, as parts (with
+    `gradients` False: of forward+backward only, not counting gradients)."""
     p = workload.precision_info
     segs = _segments(workload, framework)
     grad_b = p.grad_bytes
@@ -168,12 +258,17 @@ def _backward_peak(workload: Workload, framework: str) -> tuple[str, dict[str, f
             else seg.saved_bytes
         )
         casts_before += seg.cast_params * cast_b
+    all_grads = sum(s.params for s in segs) * grad_b
     grads_after = 0.0
     for i in range(n - 1, -1, -1):
         seg = segs[i]
         grads_after += seg.params * grad_b
+        if workload.grad_accum > 1:
+            # Accumulating: the previous micro-batches' gradients exist through this backward.
+            grads_after = all_grads
         acts = prefix_act[i] + seg.saved_bytes
-        total = acts + prefix_cast[i] + seg.cast_params * cast_b + grads_after + seg.transient_bytes
+        total = acts + prefix_cast[i] + seg.cast_params * cast_b + seg.transient_bytes
+        total += grads_after if gradients else 0.0
         if total > best_total:
             best_total = total
             best = {
@@ -183,8 +278,7 @@ def _backward_peak(workload: Workload, framework: str) -> tuple[str, dict[str, f
                 "temporaries": seg.transient_bytes,
             }
     _, _, opt_scratch = optimizer_bytes(workload, framework)
-    all_grads = sum(s.params for s in segs) * grad_b
-    if all_grads + opt_scratch > best_total:
+    if gradients and all_grads + opt_scratch > best_total:
         return "optimizer", {
             "activations": 0.0,
             "amp_weight_copies": 0.0,

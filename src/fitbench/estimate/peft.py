@@ -47,6 +47,9 @@ from fitbench.estimate.profile import Profile
 from fitbench.estimate.segments import Kernel, Segment
 from fitbench.estimate.speed import (
     BACKWARD_HOST_SHARE,
+    FOREACH_OPTIMIZER_OPS,
+    FUSED_OPTIMIZER_OPS,
+    FUSED_OPTIMIZER_PASSES,
     OPTIMIZER_PASSES,
     STEP_FIXED_OPS,
     Timing,
@@ -307,9 +310,12 @@ def _backward_peak(workload: Workload) -> tuple[str, dict[str, float]]:
     best: dict[str, float] = {}
     best_total = -1.0
     grads_after = 0.0
+    all_grads = sum(seg.params * grad_b for seg, grad_b in segs)
     for i in range(len(segs) - 1, -1, -1):
         seg, grad_b = segs[i]
         grads_after += seg.params * grad_b
+        if workload.grad_accum > 1:  # accumulated gradients stay alive (memory._backward_peak)
+            grads_after = all_grads
         acts = prefix_act[i] + seg.saved_bytes
         casts = prefix_cast[i] + seg.cast_params * cast_b
         total = acts + casts + grads_after + seg.transient_bytes
@@ -317,7 +323,6 @@ def _backward_peak(workload: Workload) -> tuple[str, dict[str, float]]:
             best_total = total
             best = {"activations": acts, "amp_weight_copies": casts, "gradients": grads_after,
                     "temporaries": seg.transient_bytes}
-    all_grads = sum(seg.params * grad_b for seg, grad_b in segs)
     if all_grads + optimizer_scratch_bytes(workload) > best_total:
         return "optimizer", {"activations": 0.0, "amp_weight_copies": 0.0, "gradients": all_grads,
                              "temporaries": optimizer_scratch_bytes(workload)}
@@ -337,9 +342,20 @@ def optimizer_state_bytes(workload: Workload) -> int:
 
 
 def optimizer_scratch_bytes(workload: Workload) -> int:
-    """The foreach Adam step's temporaries, about twice the trainable parameters (the factor
-    memory.optimizer_bytes uses for full training)."""
-    return 2 * _trainable_bytes(workload) if OPTIMIZER_STATES[workload.optimizer] == 2 else 0
+    """The optimizer step's temporaries over the trainable parameters, by implementation
+    (memory.optimizer_step_scratch reads them from torch/optim/adam.py): foreach 1.00x the
+    trainable bytes (its square-root list; with the adapters and an encoder's head in two dtype
+    groups the first group's list is still referenced while the second's is made, so the sum),
+    fused nothing, for-loop twice the largest trainable tensor (a LoRA matrix or the head)."""
+    if OPTIMIZER_STATES[workload.optimizer] < 2 or workload.optimizer_impl == "fused":
+        return 0
+    if workload.optimizer_impl == "for-loop":
+        arch = _arch(workload)
+        widest = max(arch.hidden_size, arch.intermediate_size, arch.q_dim)
+        largest = max(workload.lora_rank * widest * ADAPTER_BYTES,
+                      head_trainable_params(workload) * _bytes(workload).head)
+        return 2 * largest
+    return _trainable_bytes(workload)
 
 
 # Parts of a PEFT breakdown: memory's names with the adapters and QLoRA's dequantization
@@ -472,10 +488,14 @@ def dequant_kernels(workload: Workload) -> list[Kernel]:
 
 
 def optimizer_kernels(workload: Workload) -> list[Kernel]:
-    """The optimizer over the trainable parameters only (speed.optimizer_kernels' passes)."""
-    passes = OPTIMIZER_PASSES[workload.optimizer]
-    return [Kernel(name="optimizer", kind="memory", flops=0.0, bytes=passes * _trainable_bytes(workload),
-                   count=1, ops=12.0)]
+    """The optimizer over the trainable parameters only (speed.optimizer_kernels' passes per
+    implementation, once every grad_accum micro-batches)."""
+    fused = workload.optimizer_impl == "fused"
+    passes = (FUSED_OPTIMIZER_PASSES if fused else OPTIMIZER_PASSES)[workload.optimizer]
+    ops = FUSED_OPTIMIZER_OPS if fused else FOREACH_OPTIMIZER_OPS
+    share = 1.0 / workload.grad_accum
+    return [Kernel(name="optimizer", kind="memory", flops=0.0,
+                   bytes=passes * _trainable_bytes(workload) * share, count=1, ops=ops * share)]
 
 
 def _add(t1: Timing, t2: Timing, profile: Profile) -> Timing:

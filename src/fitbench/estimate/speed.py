@@ -34,6 +34,12 @@ BACKWARD_HOST_SHARE = 0.5
 QUANT_MEMORY_EFFICIENCY = {8: 0.35, 4: 0.6}
 # Memory passes of one optimizer update over the parameters (see optimizer_kernels).
 OPTIMIZER_PASSES = {"adam": 18, "adamw": 20, "momentum": 5, "sgd": 3}
+FUSED_OPTIMIZER_PASSES = {"adam": 7, "adamw": 7, "momentum": 5, "sgd": 3}
+# Host operations of one update: foreach issues about a dozen for all parameters, fused two
+# (the step counters and the kernel), the for-loop this many per parameter tensor.
+FOREACH_OPTIMIZER_OPS = 12.0
+FUSED_OPTIMIZER_OPS = 2.0
+OPTIMIZER_LOOP_OPS = {"adam": 8.0, "adamw": 9.0, "momentum": 3.0, "sgd": 1.0}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,18 +160,32 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
 
 
 def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kernel]:
-    """The optimizer update as memory traffic: the foreach Adam of PyTorch makes about 18
-    passes over the parameters (lerp, mul, addcmul, sqrt, div, add, addcdiv), AdamW 20 with its
-    decay; SGD with momentum about 5; plain SGD 3. Each pass moves one element of the state's
-    dtype, the one memory.optimizer_bytes holds it in: FP32 where `framework` keeps master
-    weights (Paddle's O2), else the parameter dtype."""
+    """The optimizer update as memory traffic and host operations, per implementation.
+
+    foreach and for-loop (torch/optim/adam.py `_multi_tensor_adam`, `_single_tensor_adam`) run
+    the same elementwise passes: about 18 over the parameters for Adam (lerp, mul, addcmul,
+    sqrt, div, add, addcdiv), 20 for AdamW with its decay, 5 for momentum SGD, 3 for plain SGD;
+    foreach issues about a dozen operations in all, the for-loop that many per parameter tensor
+    (OPTIMIZER_LOOP_OPS). fused (`torch._fused_adam_`, `_fused_sgd_`) reads parameters, gradients
+    and state once and writes parameters and state once: 7 passes for Adam/AdamW, 5 for momentum
+    SGD, 3 for SGD, in a couple of operations. Each pass moves one element of the state's dtype
+    (memory.optimizer_element_bytes). With gradient accumulation the update runs once every
+    `grad_accum` micro-batches: a step here is one micro-batch, so its share is 1/N.
+    """
     params = workload.param_count()
     state_bytes = memory.optimizer_element_bytes(workload, framework)
-    passes = OPTIMIZER_PASSES[workload.optimizer]
+    impl = workload.optimizer_impl if framework == "torch" else "foreach"
+    passes = (FUSED_OPTIMIZER_PASSES if impl == "fused" else OPTIMIZER_PASSES)[workload.optimizer]
+    if impl == "fused":
+        ops = FUSED_OPTIMIZER_OPS
+    elif impl == "for-loop":
+        ops = OPTIMIZER_LOOP_OPS[workload.optimizer] * len(memory.param_sizes_in_order(workload))
+    else:
+        ops = FOREACH_OPTIMIZER_OPS
+    share = 1.0 / workload.grad_accum
     return [
-        Kernel(
-            name="optimizer", kind="memory", flops=0.0, bytes=passes * params * state_bytes, count=1, ops=12.0
-        )
+        Kernel(name="optimizer", kind="memory", flops=0.0, bytes=passes * params * state_bytes * share,
+               count=1, ops=ops * share)
     ]
 
 

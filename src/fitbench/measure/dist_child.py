@@ -6,12 +6,12 @@ measurement of fitbench.measure.child unchanged (same phases, memory readings an
 a session built by the backend as usual and then wrapped for the strategy:
 
     torch   ddp    DistributedDataParallel (bucket_cap_mb 25, gradient_as_bucket_view False)
-            zero1  DistributedDataParallel + torch.distributed.optim.ZeroRedundancyOptimizer
-            zero2  FSDP2 fully_shard(reshard_after_forward=False): SHARD_GRAD_OP
-            zero3, fsdp  FSDP2 fully_shard on every block and the root: FULL_SHARD
+            fsdp-shard-grad-op  FSDP2 fully_shard(reshard_after_forward=False): SHARD_GRAD_OP
+            fsdp-full-shard     FSDP2 fully_shard on every block and the root: FULL_SHARD
                    (FullyShardedDataParallel with the same wrap where fully_shard is missing)
+            (zero1-3 name DeepSpeed's ZeRO, which is not launched: measure.distributed refuses)
     paddle  ddp    fleet.distributed_model / distributed_optimizer (DataParallel)
-            zero1, zero2, zero3, fsdp  paddle.distributed.sharding.group_sharded_parallel
+            zero1, zero2, zero3, fsdp-full-shard  paddle.distributed.sharding.group_sharded_parallel
                    at level os, os_g, p_g_os (GPUs only: Paddle's own restriction)
 
 Inference and generation run one independent replica per rank (ddp, zero1, zero2). Each rank
@@ -40,7 +40,6 @@ import os
 LAUNCHER_PID = os.getppid()
 
 import datetime
-import inspect
 import json
 import sys
 import threading
@@ -63,8 +62,8 @@ FAILED_EXIT_CODE = 3
 # Blocks wrapped as their own FSDP unit (transformers lists them in _no_split_modules;
 # embeddings stay with the root, as the estimator assumes).
 RESNET_BLOCKS = ("Bottleneck", "BasicBlock")
-TORCH_SHARDED = ("zero2", "zero3", "fsdp")
-PADDLE_SHARDING_LEVELS = {"zero1": "os", "zero2": "os_g", "zero3": "p_g_os", "fsdp": "p_g_os"}
+TORCH_SHARDED = ("fsdp-shard-grad-op", "fsdp-full-shard")
+PADDLE_SHARDING_LEVELS = {"zero1": "os", "zero2": "os_g", "zero3": "p_g_os", "fsdp-full-shard": "p_g_os"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,7 +142,7 @@ def _torch_fully_shard(module: Any, strategy: str, device: str) -> tuple[Any, st
     """FSDP2 on every block, then the root; FSDP1 with the same wrap where FSDP2 is missing."""
     import torch
 
-    reshard = strategy != "zero2"  # zero2: keep gathered weights from forward to backward
+    reshard = strategy != "fsdp-shard-grad-op"  # SHARD_GRAD_OP: keep gathered weights through backward
     fully_shard = None
     try:
         from torch.distributed.fsdp import fully_shard
@@ -171,16 +170,6 @@ def _torch_fully_shard(module: Any, strategy: str, device: str) -> tuple[Any, st
     return wrapped, "FullyShardedDataParallel (FSDP1)"
 
 
-def _torch_zero_optimizer(optimizer: Any, params: Any) -> Any:
-    """ZeroRedundancyOptimizer around the session's optimizer class and hyper-parameters."""
-    from torch.distributed.optim import ZeroRedundancyOptimizer
-
-    cls = type(optimizer)
-    accepted = inspect.signature(cls.__init__).parameters
-    defaults = {k: v for k, v in optimizer.defaults.items() if k in accepted and k != "params"}
-    return ZeroRedundancyOptimizer(params, optimizer_class=cls, **defaults)
-
-
 def _torch_wrap(session: Any, strategy: str) -> dict[str, Any]:
     """Wrap a torch TrainSession in place; return what was done (for the notes).
 
@@ -191,28 +180,25 @@ def _torch_wrap(session: Any, strategy: str) -> dict[str, Any]:
     import torch
     from torch.nn.parallel import DistributedDataParallel
 
-    from fitbench.backends.torch.session import OPTIMIZERS
+    from fitbench.backends.torch.session import make_optimizer
 
     device = str(session.device)
     module = _torch_loss_module(session.model, session._loss)
     info: dict[str, Any] = {}
-    if strategy in ("ddp", "zero1"):
+    w = session.workload
+    if strategy == "ddp":
         ids = [session.device.index] if session.device.type == "cuda" else None
         wrapped = DistributedDataParallel(module, device_ids=ids)
         info["wrapper"] = "torch.nn.parallel.DistributedDataParallel"
         info["bucket_cap_mb"] = 25
         info["gradient_as_bucket_view"] = False
-        if strategy == "zero1":
-            session.optimizer = _torch_zero_optimizer(session.optimizer, wrapped.parameters())
-            info["optimizer_wrapper"] = "torch.distributed.optim.ZeroRedundancyOptimizer"
-        else:
-            session.optimizer = OPTIMIZERS[session.workload.optimizer](wrapped.parameters())
+        session.optimizer = make_optimizer(w.optimizer, list(wrapped.parameters()), w.optimizer_impl)
     else:
         info["fsdp_units"] = len(_torch_blocks(session.model)) + 1  # counted before wrapping renames them
         wrapped, how = _torch_fully_shard(module, strategy, device)
         info["wrapper"] = how
-        info["reshard_after_forward"] = strategy != "zero2"
-        session.optimizer = OPTIMIZERS[session.workload.optimizer](wrapped.parameters())
+        info["reshard_after_forward"] = strategy != "fsdp-shard-grad-op"
+        session.optimizer = make_optimizer(w.optimizer, list(wrapped.parameters()), w.optimizer_impl)
         if session.scaler is not None and "FSDP1" in how:
             from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 

@@ -90,7 +90,14 @@ def unsupported(workload: Workload, backend_name: str, device: str,
     if strategy == "tp":
         return FitbenchError("tensor-parallel runs are not measured",
                              "estimate them with `fitbench estimate --gpus N --strategy tp`, "
-                             "or measure --strategy ddp or fsdp")
+                             "or measure --strategy ddp or fsdp-full-shard")
+    if backend_name == "torch" and strategy in ("zero1", "zero2", "zero3"):
+        return FitbenchError(f"--strategy {strategy} is DeepSpeed's ZeRO: fitbench run does not launch it",
+                             "measure PyTorch's own sharding with --strategy fsdp-shard-grad-op or "
+                             "fsdp-full-shard, or `fitbench estimate` the DeepSpeed job")
+    if backend_name == "paddle" and strategy == "fsdp-shard-grad-op":
+        return FitbenchError("Paddle has no SHARD_GRAD_OP sharding",
+                             "use --strategy zero2 (Paddle's group sharding of optimizer state, gradients)")
     if not workload.is_training and strategy not in ("ddp", "zero1", "zero2"):
         return FitbenchError(f"sharded inference (--strategy {strategy}) is not measured",
                              "use --strategy ddp for one replica per GPU, or `fitbench estimate`")

@@ -15,11 +15,20 @@ MODES = ("train", "infer")
 ATTENTION_IMPLS = ("fused", "eager")
 PEFT_METHODS = ("lora", "qlora")
 LORA_TARGETS = ("attention", "attention-mlp", "all-linear")
-STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "tp")
+# zero1/2/3 are DeepSpeed's ZeRO stages (16-bit weights and gradients, FP32 master weights and
+# Adam moments partitioned); the two FSDP strategies are torch.distributed.fsdp's sharding
+# strategies of those names. 'fsdp' is kept as another name for fsdp-full-shard.
+STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp-shard-grad-op", "fsdp-full-shard", "tp")
+STRATEGY_ALIASES = {"fsdp": "fsdp-full-shard"}
+# How torch.optim runs the update: 'foreach' (torch._foreach_* over lists; what torch picks when
+# every parameter is on CUDA), 'fused' (one kernel, opt-in fused=True), 'for-loop' (one tensor at
+# a time, foreach=False). Their step temporaries differ (estimate.memory.optimizer_step_scratch).
+OPTIMIZER_IMPLS = ("foreach", "fused", "for-loop")
 
 # Sizes beyond these are typos, not jobs (the largest production contexts are ~1M tokens).
-LIMITS = {"lora_rank": 1 << 16, "gpus": 1 << 16, "batch_size": 1 << 20, "seq_len": 1 << 21,
-          "image_size": 16384, "prompt_tokens": 1 << 21, "new_tokens": 1 << 21, "dataset_size": 1 << 40}
+LIMITS = {"lora_rank": 1 << 16, "gpus": 1 << 16, "grad_accum": 1 << 16, "batch_size": 1 << 20,
+          "seq_len": 1 << 21, "image_size": 16384, "prompt_tokens": 1 << 21, "new_tokens": 1 << 21,
+          "dataset_size": 1 << 40}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +40,12 @@ class Workload:
                  for decoders: prefill `prompt_tokens`, then decode `new_tokens`)
     attention    'fused' when the attention score matrix is never materialised (SDPA,
                  FlashAttention, memory-efficient kernels) or 'eager' when it is
+    optimizer_impl  how torch.optim runs the update: 'foreach' (the default torch picks when
+                 every parameter is on CUDA and the optimizer is not differentiable), 'fused'
+                 (opt-in `fused=True`; what the tuned mode runs) or 'for-loop' (`foreach=False`)
+    grad_accum   micro-batches per optimizer step: 1 frees gradients between steps
+                 (`zero_grad(set_to_none=True)`); N > 1 keeps them alive through the next
+                 micro-batches' forward and backward
     """
 
     name: str
@@ -52,12 +67,16 @@ class Workload:
     lora_targets: str = "attention-mlp"
     gpus: int = 1
     strategy: str = "ddp"
+    # How the optimizer step runs and what survives between micro-batches (estimate.memory).
+    optimizer_impl: str = "foreach"
+    grad_accum: int = 1
     description: str = ""
 
     def __post_init__(self) -> None:
         # Types first: a number where a name belongs (or the reverse) must be a clear error,
         # not an AttributeError deep in the estimator.
-        for field_name in ("name", "precision", "mode", "optimizer", "attention", "lora_targets", "strategy"):
+        for field_name in ("name", "precision", "mode", "optimizer", "attention", "lora_targets", "strategy",
+                           "optimizer_impl"):
             value = getattr(self, field_name)
             if not isinstance(value, str):
                 raise FitbenchError(f"{field_name.replace('_', '-')} must be a name, got {value!r}",
@@ -85,6 +104,10 @@ class Workload:
         if self.lora_targets not in LORA_TARGETS:
             raise FitbenchError(f"unknown LoRA targets '{self.lora_targets}'",
                                 did_you_mean(self.lora_targets, LORA_TARGETS))
+        object.__setattr__(self, "strategy", STRATEGY_ALIASES.get(self.strategy, self.strategy))
+        if self.optimizer_impl not in OPTIMIZER_IMPLS:
+            raise FitbenchError(f"unknown optimizer implementation '{self.optimizer_impl}'",
+                                did_you_mean(self.optimizer_impl, OPTIMIZER_IMPLS))
         if self.strategy not in STRATEGIES:
             raise FitbenchError(f"unknown strategy '{self.strategy}'",
                                 did_you_mean(self.strategy, STRATEGIES))

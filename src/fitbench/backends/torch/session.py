@@ -29,13 +29,29 @@ from fitbench.workloads.workload import Workload
 LEARNING_RATES: dict[str, float] = {"adam": 1e-4, "adamw": 2e-5, "sgd": 0.01, "momentum": 0.01}
 SGD_MOMENTUM = 0.9  # the "momentum" optimizer is SGD with this momentum
 
-OPTIMIZERS: dict[str, Callable[[Any], torch.optim.Optimizer]] = {
-    # Default (foreach) implementations.
-    "adam": lambda params: torch.optim.Adam(params, lr=LEARNING_RATES["adam"]),
-    "adamw": lambda params: torch.optim.AdamW(params, lr=LEARNING_RATES["adamw"]),
-    "sgd": lambda params: torch.optim.SGD(params, lr=LEARNING_RATES["sgd"]),
-    "momentum": lambda params: torch.optim.SGD(params, lr=LEARNING_RATES["momentum"], momentum=SGD_MOMENTUM),
+#: torch.optim's keyword for each implementation (Workload.optimizer_impl): foreach is what torch
+#: picks by itself when every parameter is on CUDA; fitbench asks for it explicitly so a CPU run
+#: uses the same code path and the estimate's step temporaries describe what ran.
+OPTIMIZER_IMPL_KWARGS: dict[str, dict[str, bool]] = {
+    "foreach": {"foreach": True}, "fused": {"fused": True}, "for-loop": {"foreach": False},
 }
+
+
+def make_optimizer(name: str, params: list[nn.Parameter], impl: str = "foreach") -> torch.optim.Optimizer:
+    """The workload's optimizer with the implementation asked for (foreach, fused or for-loop)."""
+    kwargs: dict[str, Any] = {"lr": LEARNING_RATES[name], **OPTIMIZER_IMPL_KWARGS[impl]}
+    if name == "adam":
+        return torch.optim.Adam(params, **kwargs)
+    if name == "adamw":
+        return torch.optim.AdamW(params, **kwargs)
+    return torch.optim.SGD(params, momentum=SGD_MOMENTUM if name == "momentum" else 0.0, **kwargs)
+
+
+def optimizer_note(optimizer: torch.optim.Optimizer) -> str:
+    """The optimizer as the notes name it, with its implementation: 'Adam(fused)'."""
+    group = optimizer.param_groups[0]
+    impl = "fused" if group.get("fused") else "foreach" if group.get("foreach") else "for-loop"
+    return f"{type(optimizer).__name__}({impl})"
 
 
 def resolve_device(device: str) -> torch.device:
@@ -194,7 +210,9 @@ class TrainSession(TorchSession):
         w = self.workload
         self.model.train()
         # Only what trains: with LoRA the frozen base has no gradients and no optimizer state.
-        self.optimizer = OPTIMIZERS[w.optimizer]([p for p in self.model.parameters() if p.requires_grad])
+        self.optimizer = make_optimizer(w.optimizer, [p for p in self.model.parameters() if p.requires_grad],
+                                        w.optimizer_impl)
+        self.micro_batches = 0
         self.scaler = torch.amp.GradScaler(self.device.type) if self.plan.grad_scaler else None
         if w.checkpointing and not w.is_resnet:
             enable_checkpointing(self.model)
@@ -202,9 +220,10 @@ class TrainSession(TorchSession):
         self.next_batch = data.next_batch
         self.notes.update(
             data_source=data.description,
-            optimizer=type(self.optimizer).__name__,
+            optimizer=optimizer_note(self.optimizer),
             grad_scaler=self.scaler is not None,
             checkpointing=w.checkpointing,
+            grad_accum=w.grad_accum,
         )
         note_dataset_size(self.notes, data)
 
@@ -224,11 +243,27 @@ class TrainSession(TorchSession):
         return self.model(input_ids=ids, labels=ids, use_cache=False).loss
 
     def step(self) -> None:
+        """One micro-batch. With grad_accum N, gradients are set to None before the first of N
+        micro-batches and the optimizer steps after the last: the timed loop's average step is
+        one micro-batch with 1/N of an update, as the estimate counts it."""
+        n = self.workload.grad_accum
         batch = self.next_batch()
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.micro_batches % n == 0:
+            self.optimizer.zero_grad(set_to_none=True)
         with self.plan.autocast(self.device):
             loss = self._loss(batch)
-        backward_and_step(loss, self.optimizer, self.scaler)
+        self.micro_batches += 1
+        if n == 1:
+            backward_and_step(loss, self.optimizer, self.scaler)
+            return
+        loss = loss / n
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+        if self.micro_batches % n == 0:
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
 
 
 class InferSession(TorchSession):

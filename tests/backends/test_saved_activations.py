@@ -1,0 +1,125 @@
+"""The activations the estimator counts are what autograd really saves, for full training.
+
+The torch backend's own tiny ResNet, BERT and Llama run one forward on the CPU under
+`torch.autograd.graph.saved_tensors_hooks`; every tensor autograd keeps for backward is counted
+once per storage (views share one), parameters and buffers excluded. That is compared with the
+estimator's saved bytes for the same workload: the segments' `saved_bytes` plus, under AMP, the
+autocast weight copies (`cast_params`), which autograd saves as the inputs of the 16-bit
+matmuls. AMP runs as bf16 autocast on the CPU.
+
+Tolerances: ResNet 2 % (the per-tensor count is exact but for the loss' few scalars); the
+transformers 5 %: at these tiny shapes (hidden size 64, 64 tokens) per-row statistics (norm
+statistics, SDPA's logsumexp, the rotary tables) and the loss' logits are a few per cent of the
+total, and the estimator's per-layer formula (Korthikanti et al.) rounds them.
+
+What the CPU does differently, and what is compared instead:
+* Dropout on a CPU keeps a noise tensor in the input's dtype, where CUDA's fused dropout keeps a
+  1-byte mask; and SDPA's CPU path with dropout_p > 0 falls back to the math implementation,
+  which materialises the attention scores (CUDA's flash / memory-efficient kernels do not).
+  So BERT is compared twice: with its dropout layers at p = 0 (SDPA then takes the CPU flash
+  kernel, which saves what CUDA's flash saves: output and logsumexp) against the estimator
+  without dropout; and with dropout, in FP32, against the estimator's eager-attention count
+  with its masks at 4 bytes.
+* Llama and ResNet have no dropout: compared as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from torch import nn  # noqa: E402
+
+from fitbench.backends.torch.models import build_model, resnet_forward  # noqa: E402
+from fitbench.estimate import resnet_cost, transformer_cost  # noqa: E402
+from fitbench.workloads.presets import get_workload  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+SHAPES = {"resnet50-cifar10": {"batch_size": 8},
+          "bert-base-imdb": {"batch_size": 2, "seq_len": 64},
+          "llm-6b": {"batch_size": 2, "seq_len": 64, "mode": "train"}}
+TOLERANCE = {"resnet50-cifar10": 0.02, "bert-base-imdb": 0.05, "llm-6b": 0.05}
+
+
+def saved_bytes(workload: Any, *, dropout: bool = True) -> int:
+    """Bytes of the distinct storages autograd saves in one forward of the backend's model."""
+    torch.manual_seed(0)
+    model, _ = build_model(workload, device="cpu")
+    model.train()
+    if not dropout:
+        for m in model.modules():
+            if isinstance(m, nn.Dropout):
+                m.p = 0.0
+    owned = {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers())}
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in owned:
+            seen[ptr] = t.untyped_storage().nbytes()
+        return t
+
+    g = torch.Generator().manual_seed(1)
+    b = workload.batch_size
+    amp = workload.precision_info.amp
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast:
+        if workload.is_resnet:
+            x = torch.randn(b, 3, workload.image_size, workload.image_size, generator=g)
+            logits = resnet_forward(model, x, checkpointing=False)
+            loss = nn.functional.cross_entropy(logits, torch.randint(0, 10, (b,), generator=g))
+        else:
+            ids = torch.randint(0, workload.arch.vocab_size, (b, workload.seq_len), generator=g)
+            if workload.family == "encoder":
+                loss = model(input_ids=ids, attention_mask=torch.ones_like(ids),
+                             token_type_ids=torch.zeros_like(ids),
+                             labels=torch.randint(0, 2, (b,), generator=g)).loss
+            else:
+                loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+    loss.backward()
+    return sum(seen.values())
+
+
+def estimated_bytes(workload: Any, *, dropout: bool | None = None) -> float:
+    """The estimator's saved activations plus the autocast weight copies autograd keeps."""
+    if workload.is_resnet:
+        segs = resnet_cost.training_segments(workload, "torch")
+    else:
+        segs = transformer_cost.training_segments(workload, dropout=dropout)
+    casts = sum(s.cast_params for s in segs) * workload.precision_info.cast_cache_bytes
+    return sum(s.saved_bytes for s in segs) + casts
+
+
+@pytest.mark.parametrize("precision", ["fp32", "amp-bf16"])
+@pytest.mark.parametrize("name", ["resnet50-cifar10", "llm-6b"])
+def test_saved_activations_match_the_estimate(name: str, precision: str) -> None:
+    w = get_workload(name, tiny=True, precision=precision, **SHAPES[name])
+    assert saved_bytes(w) == pytest.approx(estimated_bytes(w), rel=TOLERANCE[name])
+
+
+@pytest.mark.parametrize("precision", ["fp32", "amp-bf16"])
+def test_encoder_without_dropout_matches_the_fused_estimate(precision: str) -> None:
+    w = get_workload("bert-base-imdb", tiny=True, precision=precision, **SHAPES["bert-base-imdb"])
+    measured = saved_bytes(w, dropout=False)
+    assert measured == pytest.approx(estimated_bytes(w, dropout=False), rel=TOLERANCE["bert-base-imdb"])
+    # the estimate with dropout (CUDA's 1-byte masks) is larger by about the masks, not more
+    assert estimated_bytes(w) > measured
+
+
+def test_encoder_with_cpu_dropout_matches_the_eager_estimate() -> None:
+    """CPU dropout: SDPA falls back to the math path (scores stored, as eager attention does)
+    and each dropout keeps an FP32 noise tensor where CUDA keeps a 1-byte mask."""
+    w = get_workload("bert-base-imdb", tiny=True, precision="fp32", **SHAPES["bert-base-imdb"])
+    eager = w.replace(attention="eager")
+    a, tokens = w.arch, w.batch_size * (w.seq_len or 1)
+    masks = a.num_layers * (2 * a.hidden_size * tokens + a.num_heads * (w.seq_len or 1) * tokens)
+    masks += a.hidden_size * tokens  # the embeddings' dropout
+    expected = estimated_bytes(eager) + (4 - 1) * masks
+    measured = saved_bytes(w)
+    assert measured == pytest.approx(expected, rel=TOLERANCE["bert-base-imdb"])
+    assert measured > 1.3 * estimated_bytes(w)  # the fused count alone would be far off on a CPU
