@@ -57,6 +57,9 @@ def main() -> int:
         "estimate llm-6b --gpu all": ["estimate", "llm-6b", "--gpu", "all"],
         "estimate llm-6b --gpu all --json": ["estimate", "llm-6b", "--gpu", "all", "--json"],
         "estimate llm-6b --gpu-spec INLINE": ["estimate", "llm-6b", "--gpu-spec", spec],
+        # bundled models: a dense GQA model and the largest mixture of experts (latent attention)
+        "estimate qwen2.5-7b-instruct --gpu all": ["estimate", "qwen2.5-7b-instruct", "--gpu", "all"],
+        "estimate deepseek-v3 --gpu all": ["estimate", "deepseek-v3", "--gpu", "all"],
     }
     from fitbench.catalog import load_catalog
 

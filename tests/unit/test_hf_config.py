@@ -404,7 +404,8 @@ def test_missing_keys_are_all_named() -> None:
     data = {k: v for k, v in LLAMA_2_7B.items() if k not in ("hidden_size", "vocab_size")}
     with pytest.raises(FitbenchError) as exc:
         arch_from_hf_config(data)
-    assert "'llama' configs need 'vocab_size', 'hidden_size'" in one_line(exc)
+    need = "'llama' configs need 'vocab_size' or 'padded_vocab_size', 'hidden_size' or 'n_embd'"
+    assert need in one_line(exc)
 
 
 def test_null_counts_as_missing_for_required_keys() -> None:

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fitbench.errors import FitbenchError
+from fitbench.workloads import library
 from fitbench.workloads.arch import ResNetArch, TransformerArch
 from fitbench.workloads.hf_config import (
     SUPPORTED_MODEL_TYPES,
@@ -54,7 +55,10 @@ BASES: list[dict[str, Any]] = [
     {"model_type": "resnet", "depths": [3, 4, 6, 3], "hidden_sizes": [256, 512, 1024, 2048],
      "embedding_size": 64, "layer_type": "bottleneck", "num_channels": 3, "num_labels": 1000},
 ]
-KNOWN_KEYS = sorted({k for base in BASES for k in base} | {"num_labels", "id2label", "n_inner", "head_dim"})
+# Every bundled model's config (all families: MoE, latent attention, sliding windows) is a base too.
+BASES += [dict(m.config) for m in library.models().values()]
+KNOWN_KEYS = sorted({k for base in BASES for k in base} | {"num_labels", "id2label", "n_inner", "head_dim",
+                                                           "layer_types", "mlp_only_layers", "text_config"})
 
 # Values a hand-edited or corrupted config may hold.
 json_scalars = (st.none() | st.booleans() | st.integers() | st.integers(min_value=-(10**30), max_value=10**30)

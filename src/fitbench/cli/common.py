@@ -147,7 +147,8 @@ def add_workload_args(parser: argparse.ArgumentParser, *, workload_required: boo
     place, and `workload_from_args` says in one line when neither is given.
     """
     parser.add_argument("workload", nargs="?", metavar="WORKLOAD",
-                        help="a preset (see `fitbench workloads`); or use --config")
+                        help="a preset (`fitbench workloads`), a bundled model (`fitbench models`); "
+                             "or use --config")
     group = parser.add_argument_group("workload overrides")
     group.add_argument("--config", metavar="PATH", help="a local Hugging Face config.json (or its folder)")
     group.add_argument("--tiny", action="store_true",
@@ -221,8 +222,20 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
     if not args.workload:
         raise FitbenchError("no workload given",
                             "name a preset or pass --config PATH; `fitbench workloads` lists the presets")
-    from fitbench.workloads.presets import get_workload
+    from fitbench.workloads.presets import PRESETS, get_workload
 
+    key = args.workload.strip().lower().replace("_", "-")
+    if key not in PRESETS:
+        from fitbench.workloads import library
+
+        if library.find(args.workload) is not None or (not args.tiny and _nearer_a_model(key)):
+            if args.tiny:
+                raise FitbenchError("--tiny applies to presets, not to library models",
+                                    "drop --tiny, or name a preset (`fitbench workloads`)")
+            workload = library.workload_for_model(args.workload, **overrides)
+            if workload.peft and workload.family == "decoder" and overrides["precision"] is None:
+                workload = workload.replace(precision="bf16")
+            return check_overrides_apply(workload, args)
     workload = get_workload(args.workload, tiny=args.tiny)
     # Switching a decoder to training needs a sequence length; a train job needs no prompt.
     if overrides["mode"] == "train" and workload.family == "decoder" and overrides["seq_len"] is None:
@@ -231,6 +244,19 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
         # Fine-tuning a decoder: 16-bit frozen weights for PEFT, mixed precision otherwise.
         overrides["precision"] = "bf16" if overrides["peft"] else "amp-bf16"
     return check_overrides_apply(workload.replace(**overrides), args)
+
+
+def _nearer_a_model(key: str) -> bool:
+    """Whether an unknown name looks like a library model rather than a preset (for its error)."""
+    import difflib
+
+    from fitbench.workloads import library
+    from fitbench.workloads.presets import PRESETS
+
+    def best(names: Any) -> float:
+        return max((difflib.SequenceMatcher(None, key, n).ratio() for n in names), default=0.0)
+
+    return best(library.models()) > best(PRESETS)
 
 
 def check_overrides_apply(workload: Workload, args: argparse.Namespace) -> Workload:

@@ -29,11 +29,13 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("fitbench.cli.calibrate", "fit the estimator's efficiencies to this machine"),
     "gpus": ("fitbench.cli.gpus", "list the GPU catalog"),
     "workloads": ("fitbench.cli.workloads", "list the workload presets"),
+    "models": ("fitbench.cli.models", "list the bundled popular models (offline config.json equivalents)"),
 }
 
 EPILOG = """examples:
   fitbench                                   check this machine against the three scenarios
   fitbench estimate llm-6b --gpu all         will a 6.7B model load, and how fast, on every card?
+  fitbench estimate qwen2.5-7b-instruct --gpu rtx-4090   a bundled model (`fitbench models`)
   fitbench estimate bert-base-imdb --gpu rtx-3060-12gb --precision amp-fp16 --json
   fitbench run resnet50-cifar10 --tiny       measure a tiny variant on this machine
   fitbench run bert-base-imdb --device cuda --precision fp32,amp-fp16

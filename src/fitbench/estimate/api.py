@@ -82,6 +82,7 @@ class Estimate:
             "gpus": w.gpus,
             "strategy": w.strategy if w.gpus > 1 else None,
             "params": w.param_count(),
+            "active_params": w.active_param_count(),
             "framework": self.framework,
             "exec_mode": self.exec_mode,
             "verdict": self.verdict,
@@ -193,6 +194,10 @@ def estimate(
         assumptions.append(f"{exec_mode} runs {workload.precision} where {requested} was asked")
     if workload.is_training:
         assumptions.extend(training_assumptions(workload, framework))
+    if not workload.is_resnet:
+        from fitbench.estimate.transformer_cost import arch_assumptions
+
+        assumptions.extend(arch_assumptions(workload))
     if workload.peft:
         from fitbench.estimate import peft
 

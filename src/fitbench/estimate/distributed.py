@@ -242,7 +242,16 @@ def _tp_kv_split(arch: TransformerArch, n: int) -> int:
     return min(n, arch.kv_heads)
 
 
+def _tp_generic(arch: TransformerArch) -> bool:
+    """Experts, latent attention or other layouts the Megatron split below does not spell out:
+    their block matrices (every expert) are taken as split n ways, everything else replicated."""
+    return (arch.is_moe or arch.is_mla or arch.qk_norm != "none" or arch.norms_per_layer != 2
+            or bool(arch.patch_size) or bool(arch.extra_params))
+
+
 def _tp_layer_matrix_params(arch: TransformerArch, n: int) -> float:
+    if _tp_generic(arch):
+        return arch.linear_params() / arch.num_layers / n
     h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
     kv_split = _tp_kv_split(arch, n)
     attention = h * q / n + 2 * h * kv / kv_split + q * h / n      # column Q, K, V; row O
@@ -257,6 +266,11 @@ def tp_params_per_gpu(arch: TransformerArch, n: int) -> float:
     word embeddings and an untied LM head are vocab-parallel; position and token-type
     embeddings, BERT's embedding norm, pooler and classifier replicate.
     """
+    if _tp_generic(arch):
+        tables = 1 if arch.tie_embeddings or arch.kind == "encoder" else 2
+        word = arch.vocab_size * arch.hidden_size * tables
+        rest = arch.param_count() - arch.linear_params() - word
+        return arch.linear_params() / n + word / n + rest
     h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
     kv_split = _tp_kv_split(arch, n)
     biases = 0.0
@@ -305,8 +319,7 @@ def _blocks(workload: Workload) -> tuple[int, int]:
     FSDP wrap of every transformer block / ResNet residual block creates (the root keeps the rest)."""
     arch = workload.arch
     if isinstance(arch, TransformerArch):
-        block = arch.layer_params()
-        return arch.param_count() - arch.num_layers * block, block
+        return arch.param_count() - arch.layers_params(), arch.layer_params()
     assert isinstance(arch, ResNetArch)
     per_block: dict[str, int] = {}
     for conv in arch.convs(224):

@@ -64,7 +64,7 @@ def quantizable_params(workload: Workload) -> int:
     convolution of a ResNet."""
     arch = workload.arch
     if isinstance(arch, TransformerArch):
-        return arch.num_layers * arch.linear_params_per_layer()
+        return arch.linear_params()
     assert isinstance(arch, ResNetArch)
     return sum(c.in_channels * c.out_channels * c.kernel**2 for c in arch.convs(224))
 
@@ -79,10 +79,29 @@ def quantized_rows(workload: Workload) -> int:
     return sum(c.out_channels for c in arch.convs(224))
 
 
+def checkpoint_weight_bytes(workload: Workload) -> int | None:
+    """The weights' exact bytes from the checkpoint's safetensors headers, where they describe
+    what is loaded: a checkpoint stored at the workload's weight width (a bf16 checkpoint run in
+    fp16 or bf16), or a pre-quantized one (under 16 bits an element on average, packed weights
+    and their scales together) loaded in a 16-bit mode. None otherwise (the count decides)."""
+    if not workload.checkpoint_bytes or not workload.checkpoint_params or workload.is_training:
+        return None
+    p = workload.precision_info
+    per_element = workload.checkpoint_bytes / workload.checkpoint_params
+    if p.quant_bits is None and abs(per_element - p.weight_bytes) <= 0.01 * p.weight_bytes:
+        return workload.checkpoint_bytes
+    if p.quant_bits is None and p.weight_bytes == 2 and per_element < 1.9:
+        return workload.checkpoint_bytes
+    return None
+
+
 def weight_bytes(workload: Workload) -> tuple[int, int]:
     """(weights, quantization scales) in bytes for the stored model."""
     p = workload.precision_info
     params = workload.param_count()
+    exact = checkpoint_weight_bytes(workload)
+    if exact is not None:
+        return exact, 0
     if p.quant_bits is None:
         return int(params * p.weight_bytes), 0
     q = quantizable_params(workload)

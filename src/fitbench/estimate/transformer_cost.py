@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
 from fitbench.estimate.segments import Kernel, Segment
-from fitbench.workloads.arch import TransformerArch
+from fitbench.workloads.arch import TransformerArch, expected_distinct_experts
 from fitbench.workloads.workload import Workload
 
 
@@ -105,7 +105,7 @@ def training_segments(workload: Workload, *, dropout: bool | None = None) -> lis
                 name=f"layer{i}",
                 saved_bytes=per_layer,
                 input_bytes=per_input,
-                params=arch.layer_params(),
+                params=arch.layer_params_at(i),
                 cast_params=cast,
                 transient_bytes=per_transient,
             )
@@ -150,8 +150,11 @@ def inference_transient_bytes(workload: Workload) -> float:
 
 
 def kv_cache_bytes_per_token(workload: Workload, *, tp: int = 1) -> float:
-    """K and V of one token over every layer: 2 * layers * kv_dim * bytes, on one of `tp`
-    tensor-parallel GPUs (key/value heads split up to their number, replicated beyond it).
+    """The cache of one token over every layer, on one of `tp` tensor-parallel GPUs: layers x
+    elements per token and layer x bytes. Elements are K and V (2 * kv_dim; key/value heads split
+    up to their number, replicated beyond it), or for latent attention the compressed latent plus
+    the shared rotary key (kv_lora_rank + qk_rope_head_dim, as MLA-aware runtimes cache it,
+    replicated on every GPU).
 
     Stored in the activation dtype (FP16 for 16-bit and quantized-weight models). A paged cache
     (vLLM, SGLang) sizes its blocks from this figure, so whatever changes the bytes a token keeps
@@ -159,14 +162,57 @@ def kv_cache_bytes_per_token(workload: Workload, *, tp: int = 1) -> float:
     """
     arch = _arch(workload)
     kv_bytes = 2 if workload.precision_info.activation_bytes == 2 else 4
-    kv_dim = arch.kv_dim / min(tp, arch.kv_heads)
-    return 2 * arch.num_layers * kv_dim * kv_bytes
+    per_layer = arch.kv_elements_per_token() if arch.is_mla else 2 * arch.kv_dim / min(tp, arch.kv_heads)
+    return arch.num_layers * per_layer * kv_bytes
 
 
 def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
-    """K and V for every layer and token of the batch: batch * tokens * the per-token bytes."""
+    """The cache of the batch: batch x (token slots held, summed over layers) x the bytes of one
+    token in one layer. Sliding-window layers hold a window-long tensor while decoding and the
+    whole prompt right after a longer prefill (TransformerArch.cached_tokens)."""
+    arch = _arch(workload)
     t = tokens if tokens is not None else workload.tokens_per_sequence
-    return workload.batch_size * t * kv_cache_bytes_per_token(workload)
+    prompt = (workload.prompt_tokens or 0) if tokens is None else 0
+    per_layer_token = kv_cache_bytes_per_token(workload) / arch.num_layers
+    return workload.batch_size * arch.cached_tokens(t, prompt) * per_layer_token
+
+
+def arch_assumptions(workload: Workload) -> list[str]:
+    """One line per architecture feature whose modelling a reader should know (experts, latent
+    attention, sliding windows, exact checkpoint bytes)."""
+    arch = workload.arch
+    if not isinstance(arch, TransformerArch):
+        return []
+    lines = []
+    if arch.is_moe:
+        tokens = workload.batch_size * (1 if workload.is_generation else workload.seq_len or 1)
+        distinct = expected_distinct_experts(arch.num_experts, arch.experts_per_token, tokens)
+        shared = " plus the shared experts" if arch.shared_intermediate_size else ""
+        lines.append(
+            f"mixture of experts: memory holds all {arch.num_experts} experts of {arch.moe_layers} layers "
+            f"({arch.param_count():,} params); each token runs {arch.experts_per_token}{shared} "
+            f"({arch.active_param_count():,} active params); a step of {tokens} tokens reads "
+            f"{distinct:.1f} distinct experts a layer, E*(1-(1-k/E)^tokens) with uniform routing")
+    if arch.is_mla:
+        full = 2 * arch.kv_dim
+        lines.append(
+            f"latent attention: the cache keeps the {arch.kv_lora_rank}-wide latent and the "
+            f"{arch.qk_rope_head_dim}-wide rotary key per token and layer, as MLA-aware runtimes (vLLM, "
+            f"SGLang) do; transformers' DeepSeek code caches decompressed K and V ({full} values, "
+            f"{full / arch.kv_elements_per_token():.0f}x more)")
+    if arch.sliding_layers and arch.sliding_window:
+        lines.append(
+            f"sliding window: {arch.sliding_layers} of {arch.num_layers} layers attend to the last "
+            f"{arch.sliding_window} tokens; transformers' DynamicSlidingWindowLayer concatenates the new "
+            f"keys, attends, then keeps the last {arch.sliding_window - 1} as a view, so a "
+            f"{arch.sliding_window}-token tensor stays allocated while decoding and, after a longer "
+            "prompt, the whole prompt's K/V until the layer's next update: the cache's peak is the "
+            "larger of the two moments")
+    if workload.checkpoint_bytes:
+        lines.append(f"checkpoint: {workload.checkpoint_bytes:,} bytes of {workload.checkpoint_params:,} "
+                     "stored elements read from the safetensors headers; weights use them when the "
+                     "checkpoint's width is the one loaded")
+    return lines
 
 
 # PyTorch's CUDA caching allocator: a request above 10 MiB gets a segment of its own, rounded up
@@ -198,7 +244,8 @@ def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
         return 0.0
     arch = _arch(workload)
     kv_bytes = 2 if workload.precision_info.activation_bytes == 2 else 4
-    per_token = workload.batch_size * arch.kv_dim * kv_bytes  # one layer's K (or V), one token
+    # one layer's K (or V), one token
+    per_token = workload.batch_size * arch.kv_elements_per_token() / 2 * kv_bytes
     first = workload.prompt_tokens or 1
     last = first + max((workload.new_tokens or 1) - 1, 0)
     s_hi = float(per_token * last)
@@ -207,7 +254,12 @@ def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
         return 0.0
     classes = (s_hi - s_lo) / ALLOCATOR_ROUND_BYTES
     outgrown = classes * (s_lo + s_hi - ALLOCATOR_ROUND_BYTES) / 2
-    return stale_share * (2 * arch.num_layers + 1) * outgrown
+    # Sliding-window layers replace their cache by a window-long copy each step once full: only
+    # the other layers (and sliding ones that never fill) keep outgrowing size classes.
+    growing = arch.num_layers
+    if arch.sliding_layers and arch.sliding_window is not None and last >= arch.sliding_window:
+        growing -= arch.sliding_layers
+    return stale_share * (2 * growing + 1) * outgrown if growing else 0.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,14 +267,48 @@ def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
 
 
 def _gemms(arch: TransformerArch) -> list[tuple[str, int, int]]:
-    """(name, in_features, out_features) of one block's Linear layers."""
-    h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
-    mats = [("q_proj", h, q), ("k_proj", h, kv), ("v_proj", h, kv), ("o_proj", q, h)]
+    """(name, in_features, out_features) of one dense block's Linear layers."""
+    h, f = arch.hidden_size, arch.intermediate_size
+    mats = arch.attention_linears()
     if arch.mlp == "swiglu":
         mats += [("gate_proj", h, f), ("up_proj", h, f), ("down_proj", f, h)]
     else:
         mats += [("fc1", h, f), ("fc2", f, h)]
     return mats
+
+
+def expert_kernels(arch: TransformerArch, tokens: int, act_bytes: float, w_bytes: float, *,
+                   amp: bool) -> list[Kernel]:
+    """The router, routed experts and shared experts of the MoE blocks, for `tokens` tokens.
+
+    FLOPs count the experts each token runs (top-k plus shared); weight bytes count the experts
+    the tokens reach: expected_distinct_experts (k for one token while decoding, near all of
+    them for a prefill or a large batch). Each expert's matrices are read once per step.
+    Framework operations follow transformers 5's default `grouped_mm` experts path
+    (integrations/moe.py): the router's linear, softmax, top-k and renormalisation (7), then one
+    sort, gathers, a histogram, two grouped matmuls, the activation and the weighted scatter
+    (15) whatever the number of experts hit.
+    """
+    h, fe, k = arch.hidden_size, arch.expert_intermediate_size, arch.experts_per_token
+    mats = 3 if arch.mlp == "swiglu" else 2
+    n = arch.moe_layers
+    distinct = expected_distinct_experts(arch.num_experts, k, tokens)
+    ks = [
+        Kernel(name="router", kind="matmul", flops=2.0 * tokens * h * arch.num_experts,
+               bytes=tokens * (h + arch.num_experts) * act_bytes + h * arch.num_experts * w_bytes,
+               count=n, ops=7.0, cast_ops=2.0 if amp else 0.0),
+        # Each routed token's expert MLP reads its input once per matrix and writes its output.
+        Kernel(name="experts", kind="matmul", flops=2.0 * tokens * k * mats * h * fe,
+               bytes=tokens * k * mats * (h + fe) * act_bytes + distinct * mats * h * fe * w_bytes,
+               count=n, ops=15.0,
+               cast_ops=2.0 if amp else 0.0),  # the stacked gate_up and down weights
+    ]
+    if arch.shared_intermediate_size:
+        fs = arch.shared_intermediate_size
+        ks.append(Kernel(name="shared_experts", kind="matmul", flops=2.0 * tokens * mats * h * fs,
+                         bytes=tokens * mats * (h + fs) * act_bytes + mats * h * fs * w_bytes,
+                         count=n, ops=float(mats), cast_ops=float(mats) if amp else 0.0))
+    return ks
 
 
 # Linears whose input is a norm's output, which stays FP32 under autocast (LayerNorm runs in
@@ -289,22 +375,36 @@ def forward_kernels(
     a = dt.act
     ks: list[Kernel] = []
     L = arch.num_layers
+    attention_names = {name for name, _, _ in arch.attention_linears()}
     for name, fin, fout in _gemms(arch):
+        count = L if name in attention_names else arch.dense_mlp_layers
+        if count == 0:
+            continue
         ks.append(
             Kernel(
                 name=name,
                 kind="matmul",
                 flops=2.0 * tokens * fin * fout,
                 bytes=tokens * (fin + fout) * a + fin * fout * w_bytes,
-                count=L,
+                count=count,
                 ops=1.0,
                 cast_ops=_autocast_casts(arch, name) if dt.amp else 0.0,
             )
         )
+    if arch.is_moe:
+        ks.extend(expert_kernels(arch, tokens, a, w_bytes, amp=dt.amp))
     causal = arch.kind == "decoder"
+    # Keys each query sees: the context, or the window on sliding-window layers (layer mean).
+    seen = arch.attended_tokens(context) if arch.sliding_layers else context
     # QK^T and PV: 4 * tokens * context * q_dim FLOPs; causal prefill computes about half.
-    attn_flops = 4.0 * tokens * context * arch.q_dim * (0.5 if causal and kv_len is None else 1.0)
-    attn_bytes = (tokens * 2 * arch.q_dim + batch * context * 2 * arch.kv_dim) * a
+    if arch.is_mla:
+        attn_flops = 2.0 * tokens * seen * (arch.q_dim + arch.attn_out_dim)
+    else:
+        attn_flops = 4.0 * tokens * seen * arch.q_dim
+    attn_flops *= 0.5 if causal and kv_len is None else 1.0
+    cache_context = arch.cached_tokens(context) / L if arch.sliding_layers else context  # read per step
+    attn_bytes = (tokens * (arch.q_dim + arch.attn_out_dim)
+                  + batch * cache_context * arch.kv_elements_per_token()) * a
     if workload.attention == "eager" and kv_len is None:
         attn_bytes += batch * arch.num_heads * seq * context * (4 * a + 1)
     ks.append(

@@ -167,15 +167,60 @@ class ResNetArch:
         return max([c.params for c in self.convs(224)] + [self.feature_dim * self.num_classes])
 
 
+NORMS = ("layernorm", "rmsnorm", "nonparametric")
+QK_NORMS = ("none", "head", "full")
+
+
+def expected_distinct_experts(num_experts: int, top_k: int, tokens: int) -> float:
+    """Experts one MoE layer touches when `tokens` tokens each pick `top_k` of `num_experts`.
+
+    With routing taken as uniform and independent per token, one expert is missed by all tokens
+    with probability (1 - k/E)^tokens, so E * (1 - (1 - k/E)^tokens) experts are read: k for one
+    token, close to E for a long prefill. Decoding a batch reads this many, not k.
+    """
+    if num_experts <= 0 or top_k <= 0:
+        return 0.0
+    if top_k >= num_experts:
+        return float(num_experts)
+    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** max(tokens, 1))
+
+
 @dataclass(frozen=True, kw_only=True)
 class TransformerArch:
-    """A BERT-style encoder or a Llama/GPT-style decoder.
+    """A BERT-style encoder or a decoder of the Llama/GPT families, optionally with experts.
 
     kind            'encoder' (bidirectional, classification head) or 'decoder' (causal LM)
     num_kv_heads    < num_heads for grouped-query attention (Llama-2-70B, Mistral, Qwen2)
     mlp             'gelu' (two matrices, BERT/GPT-2) or 'swiglu' (three matrices, Llama)
-    norm            'layernorm' (weight and bias) or 'rmsnorm' (weight only)
+    norm            'layernorm' (weight and bias), 'rmsnorm' (weight only) or 'nonparametric'
+                    (OLMo's LayerNorm without weights)
     position        'learned' absolute embeddings or 'rotary' (no parameters)
+    norms_per_layer 2 in most blocks; 1 where attention and MLP read one norm in parallel (GPT-J,
+                    Falcon-7B); 4 with Gemma-2/3's post-norms
+    parallel_block  attention and MLP in parallel on the same input (GPT-J, GPT-NeoX, Falcon)
+    qk_norm         norms on queries and keys: 'head' (one head_dim weight each: Qwen3, Gemma-3)
+                    or 'full' (over all heads: OLMo-2, OLMoE)
+    lm_head_bias    GPT-J's LM head has a bias
+    extra_params    parameters outside the modelled parts (DeBERTa's relative-position table)
+
+    Mixture of experts (num_experts > 0): layers from `dense_layers` on, every `moe_every`-th,
+    replace the MLP by `num_experts` SwiGLU experts of width `expert_intermediate_size` of which
+    `experts_per_token` run per token, a router Linear(hidden, experts), and shared experts of
+    total width `shared_intermediate_size` that every token runs (with Qwen2-MoE's one-output
+    `shared_expert_gate`; `expert_score_bias`: ERNIE-4.5's per-expert score correction).
+    Dense layers keep `intermediate_size`.
+
+    Multi-head latent attention (kv_lora_rank > 0, DeepSeek-V2/V3): queries through an optional
+    low-rank `q_lora_rank`, keys and values from a `kv_lora_rank` latent plus a shared
+    `qk_rope_head_dim` rotary key; heads of `qk_nope_head_dim + qk_rope_head_dim` for scores and
+    `v_head_dim` for values. The cache keeps the latent and the rotary key per token and layer.
+
+    Vision transformers (patch_size > 0, ViT): the tokens are `patch_size`-square patches of a
+    `num_channels` image projected by a convolution, plus a class token; `max_positions` is the
+    patch count + 1; pre-norm blocks with a final LayerNorm and a classifier on the class token.
+
+    Sliding windows: `sliding_layers` of the layers attend to the last `sliding_window` tokens
+    only (all of Mistral-7B v0.1's, every other of Gemma-2's, five of six of Gemma-3's).
     """
 
     kind: str
@@ -198,14 +243,51 @@ class TransformerArch:
     tie_embeddings: bool = False
     pooler: bool = True
     model_type: str = ""
+    norms_per_layer: int = 2
+    parallel_block: bool = False
+    qk_norm: str = "none"
+    lm_head_bias: bool = False
+    extra_params: int = 0
+    num_experts: int = 0
+    experts_per_token: int = 0
+    expert_intermediate_size: int = 0
+    shared_intermediate_size: int = 0
+    shared_expert_gate: bool = False
+    dense_layers: int = 0
+    moe_every: int = 1
+    expert_score_bias: bool = False
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    sliding_window: int | None = None
+    sliding_layers: int = 0
+    patch_size: int = 0
+    num_channels: int = 3
 
     def __post_init__(self) -> None:
         for field_name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size"):
-            if getattr(self, field_name) < 1:
-                raise FitbenchError(f"{field_name} must be positive, got {getattr(self, field_name)}")
+            value = getattr(self, field_name)
+            least = 0 if field_name == "vocab_size" and self.patch_size else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise FitbenchError(f"{field_name} must be a positive whole number, got {value!r}")
+        for field_name in ("patch_size", "num_channels"):
+            value = getattr(self, field_name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise FitbenchError(f"{field_name} must be a whole number >= 0, got {value!r}")
+        if self.patch_size and self.kind != "encoder":
+            raise FitbenchError("patch embeddings (patch_size) belong to an encoder")
+        for field_name in ("norms_per_layer", "extra_params", "num_experts", "experts_per_token",
+                           "expert_intermediate_size", "shared_intermediate_size", "dense_layers",
+                           "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+                           "v_head_dim", "sliding_layers"):
+            value = getattr(self, field_name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise FitbenchError(f"{field_name} must be a whole number >= 0, got {value!r}")
         if self.kind not in ("encoder", "decoder"):
             raise FitbenchError(f"unknown transformer kind '{self.kind}'", "use 'encoder' or 'decoder'")
-        if self.head_dim is None and self.hidden_size % self.num_heads:
+        if self.head_dim is None and not self.is_mla and self.hidden_size % self.num_heads:
             raise FitbenchError(
                 f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}",
                 "fix the config or give head_dim explicitly",
@@ -215,15 +297,48 @@ class TransformerArch:
                 f"num_heads {self.num_heads} is not a multiple of num_kv_heads {self.kv_heads}",
                 "grouped-query attention needs num_heads divisible by num_key_value_heads",
             )
-        if self.mlp not in ("gelu", "swiglu") or self.norm not in ("layernorm", "rmsnorm"):
-            raise FitbenchError(f"unsupported mlp '{self.mlp}' or norm '{self.norm}'")
+        if self.mlp not in ("gelu", "swiglu") or self.norm not in NORMS or self.qk_norm not in QK_NORMS:
+            raise FitbenchError(
+                f"unsupported mlp '{self.mlp}', norm '{self.norm}' or qk norm '{self.qk_norm}'")
+        if self.num_experts:
+            if not 1 <= self.experts_per_token <= self.num_experts:
+                raise FitbenchError(
+                    f"{self.experts_per_token} experts per token of {self.num_experts} is not possible",
+                    "experts per token (num_experts_per_tok) must be between 1 and the number of experts")
+            if self.expert_intermediate_size < 1:
+                raise FitbenchError("a mixture-of-experts model needs the experts' width",
+                                    "give moe_intermediate_size (or intermediate_size) in the config")
+            if self.moe_every < 1 or self.dense_layers > self.num_layers:
+                raise FitbenchError(f"MoE layer spacing {self.moe_every} or {self.dense_layers} dense "
+                                    f"layers do not fit {self.num_layers} layers")
+        if self.is_mla and (self.qk_rope_head_dim < 1 or self.qk_nope_head_dim + self.qk_rope_head_dim < 1
+                            or self.v_head_dim < 1):
+            raise FitbenchError("latent attention needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim",
+                                "give all three with kv_lora_rank")
+        if self.sliding_window is not None and (isinstance(self.sliding_window, bool)
+                                                or not isinstance(self.sliding_window, int)
+                                                or self.sliding_window < 1):
+            raise FitbenchError(
+                f"sliding_window must be a positive whole number, got {self.sliding_window!r}")
+        if self.sliding_layers > self.num_layers:
+            raise FitbenchError(f"{self.sliding_layers} sliding-window layers of {self.num_layers} layers")
 
     @property
     def kv_heads(self) -> int:
         return self.num_kv_heads if self.num_kv_heads is not None else self.num_heads
 
     @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
     def dim_head(self) -> int:
+        if self.is_mla:
+            return self.qk_nope_head_dim + self.qk_rope_head_dim
         return self.head_dim if self.head_dim is not None else self.hidden_size // self.num_heads
 
     @property
@@ -232,37 +347,164 @@ class TransformerArch:
 
     @property
     def kv_dim(self) -> int:
+        """Width of one of K or V per token (MLA: the mean of the decompressed K and V)."""
+        if self.is_mla:
+            return self.num_heads * (self.dim_head + self.v_head_dim) // 2
         return self.kv_heads * self.dim_head
 
+    @property
+    def attn_out_dim(self) -> int:
+        """Input width of the output projection (MLA: heads x v_head_dim)."""
+        return self.num_heads * self.v_head_dim if self.is_mla else self.q_dim
+
+    def kv_elements_per_token(self) -> int:
+        """Cache elements one layer keeps per token: K and V, or MLA's latent plus rotary key."""
+        if self.is_mla:
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * self.kv_dim
+
+    def cached_tokens(self, tokens: int, prompt_tokens: int = 0) -> float:
+        """Token slots the cache's tensors hold, summed over layers, at their largest while a
+        sequence grows to `tokens` after a prompt of `prompt_tokens`.
+
+        transformers' DynamicSlidingWindowLayer (cache_utils.py) concatenates the new keys to
+        the cache, attends over the result, then keeps its last `sliding_window - 1` tokens as a
+        view: a window-long tensor stays allocated while decoding, and after a prompt longer than
+        the window the view keeps the whole prompt's K/V alive until that layer's next update.
+        The peak is the larger of the moment after the prefill (every layer holds the prompt)
+        and the end of the generation (sliding layers hold the window).
+        """
+        if self.sliding_window is None or not self.sliding_layers:
+            return float(self.num_layers * tokens)
+        full = self.num_layers - self.sliding_layers
+        end = full * tokens + self.sliding_layers * min(tokens, self.sliding_window)
+        return float(max(end, self.num_layers * min(prompt_tokens, tokens)))
+
+    def attended_tokens(self, context: int) -> float:
+        """Keys one query attends to, averaged over layers (sliding layers see the window)."""
+        if self.sliding_window is None or not self.sliding_layers:
+            return float(context)
+        local = min(context, self.sliding_window)
+        full = self.num_layers - self.sliding_layers
+        return (full * context + self.sliding_layers * local) / self.num_layers
+
+    # -- layers ---------------------------------------------------------------------------------
+    def is_moe_layer(self, i: int) -> bool:
+        """Block i holds experts: from `dense_layers` on, where (i + 1) is a multiple of `moe_every`
+        (Qwen-MoE's decoder_sparse_step, ERNIE-4.5's moe_layer_interval; DeepSeek's
+        first_k_dense_replace is `dense_layers`)."""
+        return self.is_moe and i >= self.dense_layers and (i + 1) % self.moe_every == 0
+
+    @property
+    def moe_layers(self) -> int:
+        if not self.is_moe:
+            return 0
+        k = self.moe_every
+        # multiples of k in [dense_layers + 1, num_layers]
+        return self.num_layers // k - self.dense_layers // k
+
+    @property
+    def dense_mlp_layers(self) -> int:
+        return self.num_layers - self.moe_layers
+
     # -- parameter counts -------------------------------------------------------------------
-    def norm_params(self) -> int:
-        return self.hidden_size * (2 if self.norm == "layernorm" else 1)
+    def norm_params(self, width: int | None = None) -> int:
+        w = self.hidden_size if width is None else width
+        return {"layernorm": 2 * w, "rmsnorm": w, "nonparametric": 0}[self.norm]
+
+    def attention_linears(self) -> list[tuple[str, int, int]]:
+        """(name, in, out) of one block's attention matrices."""
+        h = self.hidden_size
+        if self.is_mla:
+            rope, qk = self.qk_rope_head_dim, self.dim_head
+            mats = ([("q_a_proj", h, self.q_lora_rank), ("q_b_proj", self.q_lora_rank, self.num_heads * qk)]
+                    if self.q_lora_rank else [("q_proj", h, self.num_heads * qk)])
+            kv_out = self.num_heads * (self.qk_nope_head_dim + self.v_head_dim)
+            return [*mats, ("kv_a_proj", h, self.kv_lora_rank + rope),
+                    ("kv_b_proj", self.kv_lora_rank, kv_out), ("o_proj", self.attn_out_dim, h)]
+        return [("q_proj", h, self.q_dim), ("k_proj", h, self.kv_dim), ("v_proj", h, self.kv_dim),
+                ("o_proj", self.q_dim, h)]
 
     def attention_params(self) -> int:
         h = self.hidden_size
-        weights = h * self.q_dim + 2 * h * self.kv_dim + self.q_dim * h
+        weights = sum(fin * fout for _, fin, fout in self.attention_linears())
+        if self.is_mla:
+            biases = (self.q_lora_rank + self.kv_lora_rank + self.qk_rope_head_dim) if self.qkv_bias else 0
+            norms = self.norm_params(self.kv_lora_rank) + (self.norm_params(self.q_lora_rank)
+                                                            if self.q_lora_rank else 0)
+            return weights + biases + norms + (h if self.out_bias else 0)
         biases = (self.q_dim + 2 * self.kv_dim if self.qkv_bias else 0) + (h if self.out_bias else 0)
-        return weights + biases
+        qk = {"none": 0, "head": 2 * self.norm_params(self.dim_head),
+              "full": self.norm_params(self.q_dim) + self.norm_params(self.kv_dim)}[self.qk_norm]
+        return weights + biases + qk
 
-    def mlp_params(self) -> int:
-        h, f = self.hidden_size, self.intermediate_size
+    def _ffn_params(self, f: int) -> int:
+        h = self.hidden_size
         if self.mlp == "swiglu":
             return 3 * h * f + ((2 * f + h) if self.mlp_bias else 0)
         return 2 * h * f + ((f + h) if self.mlp_bias else 0)
 
+    def mlp_params(self) -> int:
+        """A dense block's MLP."""
+        return self._ffn_params(self.intermediate_size)
+
+    def moe_params(self, experts: int | None = None) -> int:
+        """An MoE block's MLP with `experts` routed experts (default: all of them)."""
+        n = self.num_experts if experts is None else experts
+        h = self.hidden_size
+        shared = self._ffn_params(self.shared_intermediate_size) if self.shared_intermediate_size else 0
+        gate = h if self.shared_expert_gate else 0
+        bias = self.num_experts if self.expert_score_bias else 0  # ERNIE-4.5's e_score_correction_bias
+        router = h * self.num_experts
+        return n * self._ffn_params(self.expert_intermediate_size) + router + shared + gate + bias
+
+    def layer_params_at(self, i: int, *, active: bool = False) -> int:
+        """Block i: attention, MLP or experts (only the active ones if `active`), norms."""
+        if self.is_moe_layer(i):
+            mlp = self.moe_params(self.experts_per_token if active else None)
+        else:
+            mlp = self.mlp_params()
+        return self.attention_params() + mlp + self.norms_per_layer * self.norm_params()
+
     def layer_params(self) -> int:
-        """One transformer block: attention, MLP and two norms."""
-        return self.attention_params() + self.mlp_params() + 2 * self.norm_params()
+        """The largest block (every block, for a model without experts)."""
+        dense = self.attention_params() + self.mlp_params() + self.norms_per_layer * self.norm_params()
+        if not self.moe_layers:
+            return dense
+        moe = self.attention_params() + self.moe_params() + self.norms_per_layer * self.norm_params()
+        return max(moe, dense) if self.dense_mlp_layers else moe
+
+    def layers_params(self, *, active: bool = False) -> int:
+        shared = self.attention_params() + self.norms_per_layer * self.norm_params()
+        total = self.dense_mlp_layers * (shared + self.mlp_params())
+        if self.moe_layers:
+            total += self.moe_layers * (shared + self.moe_params(self.experts_per_token if active else None))
+        return total
 
     def linear_params_per_layer(self) -> int:
-        """Matrix weights of one block (what int8/int4 and LoRA act on): no biases, no norms."""
+        """Matrix weights of one block (what int8/int4 and LoRA act on): no biases, no norms. With
+        experts, the mean block's (every expert's matrices are cast and stored)."""
+        if self.is_moe:
+            return self.linear_params() // self.num_layers
         h, f = self.hidden_size, self.intermediate_size
-        attn = h * self.q_dim + 2 * h * self.kv_dim + self.q_dim * h
+        attn = sum(fin * fout for _, fin, fout in self.attention_linears())
         mlp = (3 if self.mlp == "swiglu" else 2) * h * f
         return attn + mlp
 
+    def linear_params(self) -> int:
+        """Matrix weights of every block, every expert included."""
+        attn = sum(fin * fout for _, fin, fout in self.attention_linears())
+        mats = 3 if self.mlp == "swiglu" else 2
+        h = self.hidden_size
+        moe = mats * h * (self.num_experts * self.expert_intermediate_size + self.shared_intermediate_size)
+        return (self.num_layers * attn + self.dense_mlp_layers * mats * h * self.intermediate_size
+                + self.moe_layers * moe)
+
     def embedding_params(self) -> int:
         h = self.hidden_size
+        if self.patch_size:
+            # patch projection (a convolution with bias), class token, position embeddings
+            return self.num_channels * self.patch_size**2 * h + h + h + self.max_positions * h
         emb = self.vocab_size * h
         if self.position == "learned":
             emb += self.max_positions * h
@@ -276,13 +518,19 @@ class TransformerArch:
         h = self.hidden_size
         if self.kind == "encoder":
             pooler = h * h + h if self.pooler else 0
-            return pooler + h * self.num_labels + self.num_labels
+            final_norm = self.norm_params() if self.patch_size else 0  # ViT's last LayerNorm
+            return final_norm + pooler + h * self.num_labels + self.num_labels
         final_norm = self.norm_params()
         lm_head = 0 if self.tie_embeddings else self.vocab_size * h
-        return final_norm + lm_head
+        return final_norm + lm_head + (self.vocab_size if self.lm_head_bias else 0)
 
     def param_count(self) -> int:
-        return self.embedding_params() + self.num_layers * self.layer_params() + self.head_params()
+        return self.embedding_params() + self.layers_params() + self.head_params() + self.extra_params
+
+    def active_param_count(self) -> int:
+        """Parameters one token runs through: every shared part plus top-k experts per MoE layer."""
+        outside = self.embedding_params() + self.head_params() + self.extra_params
+        return outside + self.layers_params(active=True)
 
     def largest_layer_params(self) -> int:
         return max(self.layer_params(), self.vocab_size * self.hidden_size)

@@ -35,9 +35,14 @@ MAX_SIZE = 1 << 24
 MAX_POSITIONS = 1 << 30
 MAX_STAGE_BLOCKS = 1 << 12  # ResNet blocks in one stage (ResNet-152 has 36)
 
-ENCODER_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "distilbert")
-DECODER_TYPES = ("llama", "mistral", "qwen2", "gemma", "phi3", "gpt2", "chatglm")
-SUPPORTED_MODEL_TYPES = (*ENCODER_TYPES, *DECODER_TYPES, "resnet")
+ENCODER_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "distilbert", "deberta-v2", "vit")
+DECODER_TYPES = ("llama", "yi", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text",
+                 "phi3", "olmo", "olmo2", "ernie4_5", "internlm2", "baichuan", "glm", "glm4", "gpt2", "gptj",
+                 "gpt_neox", "falcon", "chatglm")
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "ernie4_5_moe", "deepseek_v2", "deepseek_v3")
+SUPPORTED_MODEL_TYPES = (*ENCODER_TYPES, *DECODER_TYPES, *MOE_TYPES, "resnet")
+# Families fitbench knows but cannot estimate yet, with the reason a user reads.
+NOT_YET = {"chatglm-6b": "the first ChatGLM-6B layout is not supported"}
 
 _MISSING = object()
 
@@ -88,7 +93,8 @@ class _Reader:
         for spec in specs:
             keys = (spec,) if isinstance(spec, str) else spec
             if self.lookup(keys)[1] is _MISSING:
-                missing.append(" or ".join(f"'{k}'" for k in keys))
+                # the two usual spellings (more aliases are accepted than named)
+                missing.append(" or ".join(f"'{k}'" for k in keys[:2]))
         if missing:
             raise self.error(f"'{self.model_type}' configs need {', '.join(missing)}",
                              "add the missing keys, or use the model's original config.json")
@@ -199,42 +205,217 @@ def _distilbert(r: _Reader) -> TransformerArch:
     )
 
 
-# -- decoders -----------------------------------------------------------------------------------
-# Per model type: the transformers config class defaults that are not always written to the file,
-# and the biases each modeling file hard-codes (None = read `attention_bias` / `mlp_bias`).
-_LLAMA_LIKE: dict[str, dict[str, Any]] = {
-    "llama": {"tie": False, "max_positions": 2048, "qkv_bias": None, "out_bias": None, "mlp_bias": None},
-    "mistral": {"tie": False, "max_positions": 131072, "qkv_bias": False, "out_bias": False,
-                "mlp_bias": False},
-    # Qwen2Attention: q/k/v projections with bias, o_proj without.
-    "qwen2": {"tie": False, "max_positions": 32768, "qkv_bias": True, "out_bias": False, "mlp_bias": False},
-    # Gemma: gated GELU MLP (three matrices like SwiGLU), head_dim 256 by default, tied embeddings.
-    "gemma": {"tie": True, "max_positions": 8192, "qkv_bias": None, "out_bias": None, "mlp_bias": False,
-              "head_dim": 256},
-    # Phi-3 fuses qkv_proj and gate_up_proj, which changes no count.
-    "phi3": {"tie": False, "max_positions": 4096, "qkv_bias": False, "out_bias": False, "mlp_bias": False},
-}
-
-
-def _llama_like(r: _Reader) -> TransformerArch:
-    """Llama and its relatives: RMSNorm, SwiGLU-style MLP, rotary positions, optional GQA."""
-    spec = _LLAMA_LIKE[r.model_type]
+def _deberta_v2(r: _Reader) -> TransformerArch:
+    """DeBERTa-v2/v3: BERT's blocks with disentangled attention. Absolute positions only with
+    `position_biased_input`; a relative-position table (2 x buckets or 2 x max_relative_positions
+    rows, with a LayerNorm under `norm_rel_ebd: layer_norm`) and, without `share_att_key`, the
+    c2p / p2c projections of every layer are counted as extra parameters; the ContextPooler and
+    classifier are BERT's pooler and classifier."""
     r.require("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
-    num_heads = r.int("num_attention_heads")
-    attention_bias = r.flag("attention_bias", False)
+    if r.int("conv_kernel_size", default=0, minimum=0):
+        raise r.error("DeBERTa's convolution layer ('conv_kernel_size') is not supported",
+                      "set conv_kernel_size to 0 or use another model")
+    if r.int("embedding_size", default=None) not in (None, r.int("hidden_size")):
+        raise r.error("an 'embedding_size' different from 'hidden_size' is not supported")
+    hidden = r.int("hidden_size")
+    layers = r.int("num_hidden_layers", maximum=MAX_LAYERS)
+    positions = r.int("max_position_embeddings", default=512, maximum=MAX_POSITIONS)
+    extra = 0
+    if r.flag("relative_attention", False):
+        buckets = r.int("position_buckets", default=-1, minimum=-1)
+        max_rel = r.int("max_relative_positions", default=-1, minimum=-1)
+        span = buckets if buckets > 0 else (max_rel if max_rel >= 1 else positions)
+        extra += 2 * span * hidden
+        if "layer_norm" in r.text("norm_rel_ebd", "none"):
+            extra += 2 * hidden
+        if not r.flag("share_att_key", False):
+            kinds = r.data.get("pos_att_type") or []
+            kinds = kinds.split("|") if isinstance(kinds, str) else kinds
+            if not isinstance(kinds, list):
+                raise r.error(f"'pos_att_type' must be a list such as [\"p2c\", \"c2p\"], got {_show(kinds)}")
+            extra += layers * sum(hidden * hidden + hidden for k in ("c2p", "p2c") if k in kinds)
     return _transformer(
-        r, kind="decoder", vocab_size=r.int("vocab_size"), hidden_size=r.int("hidden_size"),
-        num_layers=r.int("num_hidden_layers"), num_heads=num_heads,
-        num_kv_heads=r.int("num_key_value_heads", default=num_heads),
-        head_dim=r.int("head_dim", default=spec.get("head_dim")),
-        intermediate_size=r.int("intermediate_size"),
-        max_positions=r.int("max_position_embeddings", default=spec["max_positions"], maximum=MAX_POSITIONS),
-        mlp="swiglu", norm="rmsnorm", position="rotary",
-        qkv_bias=attention_bias if spec["qkv_bias"] is None else spec["qkv_bias"],
-        out_bias=attention_bias if spec["out_bias"] is None else spec["out_bias"],
-        mlp_bias=r.flag("mlp_bias", False) if spec["mlp_bias"] is None else spec["mlp_bias"],
-        tie_embeddings=r.flag("tie_word_embeddings", spec["tie"]), pooler=False, num_labels=0,
+        r, kind="encoder", vocab_size=r.int("vocab_size"), hidden_size=hidden, num_layers=layers,
+        num_heads=r.int("num_attention_heads"), intermediate_size=r.int("intermediate_size"),
+        max_positions=positions, position="learned" if r.flag("position_biased_input", True) else "relative",
+        type_vocab_size=r.int("type_vocab_size", default=0, minimum=0), num_labels=r.num_labels(),
+        extra_params=extra,
     )
+
+
+def _vit(r: _Reader) -> TransformerArch:
+    """ViT for image classification: an encoder over (image_size / patch_size)^2 patches plus a
+    class token, pre-norm blocks (two LayerNorms each, as BERT's), q/k/v bias by `qkv_bias`, a
+    final LayerNorm and a classifier without pooler (ViTForImageClassification). Its tokens are
+    the sequence: a workload's seq_len is the patch count + 1."""
+    r.require("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+    image = r.int("image_size", default=224, maximum=1 << 16)
+    patch = r.int("patch_size", default=16, maximum=1 << 12)
+    if patch > image:
+        raise r.error(f"'patch_size' {patch} is larger than 'image_size' {image}")
+    return _transformer(
+        r, kind="encoder", vocab_size=0, hidden_size=r.int("hidden_size"),
+        num_layers=r.int("num_hidden_layers", maximum=MAX_LAYERS), num_heads=r.int("num_attention_heads"),
+        intermediate_size=r.int("intermediate_size"), max_positions=(image // patch) ** 2 + 1,
+        qkv_bias=r.flag("qkv_bias", True), type_vocab_size=0, num_labels=r.num_labels(), pooler=False,
+        patch_size=patch, num_channels=r.int("num_channels", default=3, maximum=1 << 10),
+    )
+
+
+# -- decoders -----------------------------------------------------------------------------------
+# The spellings of one size across families, tried in order.
+HIDDEN = ("hidden_size", "n_embd", "d_model", "dim")
+LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+HEADS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
+KV_HEADS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
+FFN = ("intermediate_size", "ffn_hidden_size", "n_inner", "d_ff")
+VOCAB = ("vocab_size", "padded_vocab_size")
+POSITIONS = ("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length")
+MAX_LAYERS = 1 << 12  # the deepest published decoders have ~120 blocks
+
+
+def _sliding(r: _Reader, num_layers: int, rule: str) -> dict[str, Any]:
+    """Sliding-window layers: an explicit `layer_types` list wins, else the family's rule.
+
+    rule: 'all' (Mistral, Mixtral, Phi-3 when `sliding_window` is set), 'alternate' (Gemma-2:
+    even layers), 'pattern' (Gemma-3: all but every `sliding_window_pattern`-th, default 6),
+    'qwen2' (layers from `max_window_layers` on, only with `use_sliding_window`), 'none'.
+    """
+    if rule == "qwen2" and not r.flag("use_sliding_window", False):
+        return {}
+    window = r.int("sliding_window", default=None, maximum=MAX_POSITIONS)
+    if window is None or rule == "none":
+        return {}
+    types = r.data.get("layer_types")
+    if types is not None:
+        if (not isinstance(types, list) or len(types) != num_layers
+                or not all(isinstance(t, str) for t in types)):
+            raise r.error(f"'layer_types' must list one name per layer ({num_layers}), got {_show(types)}")
+        count = sum(t == "sliding_attention" for t in types)
+    elif rule == "all":
+        count = num_layers
+    elif rule == "alternate":
+        count = (num_layers + 1) // 2
+    elif rule == "pattern":
+        pattern = r.int("sliding_window_pattern", default=6)
+        count = num_layers - num_layers // pattern
+    else:  # qwen2
+        count = max(num_layers - r.int("max_window_layers", default=28, minimum=0), 0)
+    return {"sliding_window": window, "sliding_layers": count} if count else {}
+
+
+def _decoder(r: _Reader, *, tie: bool = False, max_positions: int = 2048, head_dim: int | None = None,
+             bias: str | None = "attention_bias", qkv_bias: bool | None = None, out_bias: bool | None = None,
+             mlp_bias: bool | None = None, sliding: str = "none", ffn_default: int | None = None,
+             **fixed: Any) -> TransformerArch:
+    """The common decoder reader: sizes under any of their family spellings, then the family's
+    fixed choices (`fixed`) and biases. `bias` names the config key that switches the biases
+    that the family does not hard-code (`qkv_bias` etc. given here win)."""
+    required: list[tuple[str, ...]] = [VOCAB, HIDDEN, LAYERS, HEADS]
+    if ffn_default is None and "intermediate_size" not in fixed:
+        required.append(FFN)
+    r.require(*required)
+    hidden = r.int(*HIDDEN)
+    layers = r.int(*LAYERS, maximum=MAX_LAYERS)
+    num_heads = r.int(*HEADS)
+    switch = r.flag(bias, False) if bias else False
+    fields: dict[str, Any] = dict(
+        kind="decoder", vocab_size=r.int(*VOCAB), hidden_size=hidden, num_layers=layers, num_heads=num_heads,
+        num_kv_heads=r.int(*KV_HEADS, default=num_heads),
+        head_dim=r.int("head_dim", default=head_dim),
+        intermediate_size=r.int(*FFN, default=ffn_default) if "intermediate_size" not in fixed else None,
+        max_positions=r.int(*POSITIONS, default=max_positions, maximum=MAX_POSITIONS),
+        mlp="swiglu", norm="rmsnorm", position="rotary",
+        qkv_bias=switch if qkv_bias is None else qkv_bias,
+        out_bias=switch if out_bias is None else out_bias,
+        mlp_bias=(r.flag("mlp_bias", False) if bias == "attention_bias" else switch) if mlp_bias is None
+        else mlp_bias,
+        tie_embeddings=r.flag("tie_word_embeddings", tie), pooler=False, num_labels=0,
+    )
+    fields.update(fixed)
+    fields.update(_sliding(r, layers, sliding))
+    return _transformer(r, **fields)
+
+
+def _llama(r: _Reader) -> TransformerArch:
+    """Llama 2/3 and Yi (RMSNorm, SwiGLU, rotary, optional GQA; biases by `attention_bias`)."""
+    return _decoder(r)
+
+
+def _mistral(r: _Reader) -> TransformerArch:
+    """Mistral: Llama without biases; `sliding_window` (v0.1: 4096) on every layer."""
+    return _decoder(r, max_positions=131072, bias=None, sliding="all")
+
+
+def _qwen2(r: _Reader) -> TransformerArch:
+    """Qwen2/2.5: q/k/v projections with bias, o_proj without; sliding only with use_sliding_window."""
+    return _decoder(r, max_positions=32768, bias=None, qkv_bias=True, sliding="qwen2")
+
+
+def _qwen3(r: _Reader) -> TransformerArch:
+    """Qwen3: no q/k/v bias (`attention_bias`), an RMSNorm of head_dim on queries and on keys."""
+    return _decoder(r, max_positions=32768, head_dim=128, mlp_bias=False, qk_norm="head", sliding="qwen2")
+
+
+def _gemma(r: _Reader) -> TransformerArch:
+    """Gemma: gated GELU MLP (three matrices like SwiGLU), head_dim 256 by default, tied embeddings."""
+    return _decoder(r, tie=True, max_positions=8192, head_dim=256, mlp_bias=False)
+
+
+def _gemma2(r: _Reader) -> TransformerArch:
+    """Gemma-2: Gemma with post-attention and post-MLP norms (four a block), every other layer local."""
+    return _decoder(r, tie=True, max_positions=8192, head_dim=256, mlp_bias=False, norms_per_layer=4,
+                    sliding="alternate")
+
+
+def _gemma3(r: _Reader) -> TransformerArch:
+    """Gemma-3 text: Gemma-2 plus query/key norms; five of six layers local. A multimodal config
+    (`gemma3` with `text_config`) is read for its language model only."""
+    return _decoder(r, tie=True, max_positions=131072, head_dim=256, mlp_bias=False, norms_per_layer=4,
+                    qk_norm="head", sliding="pattern")
+
+
+def _phi3(r: _Reader) -> TransformerArch:
+    """Phi-3 fuses qkv_proj and gate_up_proj, which changes no count; `sliding_window` on every layer."""
+    return _decoder(r, max_positions=4096, bias=None, sliding="all")
+
+
+def _olmo(r: _Reader) -> TransformerArch:
+    """OLMo (first version): LayerNorms without weights, no biases (`attention_bias`)."""
+    return _decoder(r, norm="nonparametric", mlp_bias=False)
+
+
+def _olmo2(r: _Reader) -> TransformerArch:
+    """OLMo-2: post-norms (two a block) and RMSNorms over all query and key heads."""
+    return _decoder(r, max_positions=4096, mlp_bias=False, qk_norm="full")
+
+
+def _ernie45(r: _Reader) -> TransformerArch:
+    """ERNIE 4.5 (dense): Llama layout, head_dim 128 by default; `use_bias` switches the blocks' biases."""
+    return _decoder(r, tie=True, max_positions=131072, bias="use_bias", head_dim=128)
+
+
+def _internlm2(r: _Reader) -> TransformerArch:
+    """InternLM2 (custom code): fused GQA `wqkv`, `wo`, w1/w2/w3 SwiGLU; `bias` switches biases."""
+    return _decoder(r, max_positions=2048, bias="bias")
+
+
+def _baichuan(r: _Reader) -> TransformerArch:
+    """Baichuan/Baichuan2 (custom code): fused W_pack without bias, SwiGLU, RMSNorm, untied NormHead
+    (ALiBi positions in the 13B models: no parameters either way)."""
+    return _decoder(r, max_positions=4096, bias=None)
+
+
+def _glm(r: _Reader) -> TransformerArch:
+    """GLM-4 in transformers (`glm`): fused gate_up, q/k/v with bias (`attention_bias`, default on)."""
+    return _decoder(r, max_positions=131072, bias=None, qkv_bias=r.flag("attention_bias", True),
+                    head_dim=128)
+
+
+def _glm4(r: _Reader) -> TransformerArch:
+    """GLM-4-0414 (`glm4`): `glm` with post-attention and post-MLP norms."""
+    return _decoder(r, max_positions=131072, bias=None, qkv_bias=r.flag("attention_bias", True),
+                    head_dim=128, norms_per_layer=4)
 
 
 def _gpt2(r: _Reader) -> TransformerArch:
@@ -248,12 +429,47 @@ def _gpt2(r: _Reader) -> TransformerArch:
     hidden = r.int("n_embd", "hidden_size")
     return _transformer(
         r, kind="decoder", vocab_size=r.int("vocab_size"), hidden_size=hidden,
-        num_layers=r.int("n_layer", "num_hidden_layers"), num_heads=r.int("n_head", "num_attention_heads"),
+        num_layers=r.int("n_layer", "num_hidden_layers", maximum=MAX_LAYERS),
+        num_heads=r.int("n_head", "num_attention_heads"),
         intermediate_size=r.int("n_inner", default=4 * hidden),
         max_positions=r.int("n_positions", "max_position_embeddings", maximum=MAX_POSITIONS),
         mlp="gelu", norm="layernorm", position="learned", qkv_bias=True, out_bias=True, mlp_bias=True,
         tie_embeddings=r.flag("tie_word_embeddings", True), pooler=False, num_labels=0,
     )
+
+
+def _gptj(r: _Reader) -> TransformerArch:
+    """GPT-J: attention and MLP in parallel after one LayerNorm, rotary, q/k/v/out without bias,
+    a GELU MLP with biases (n_inner, default 4 x n_embd), an untied LM head with a bias."""
+    r.require(VOCAB, HIDDEN, LAYERS, HEADS)
+    hidden = r.int(*HIDDEN)
+    return _decoder(r, bias=None, qkv_bias=False, out_bias=False, mlp_bias=True, ffn_default=4 * hidden,
+                    mlp="gelu", norm="layernorm", norms_per_layer=1, parallel_block=True, lm_head_bias=True)
+
+
+def _gpt_neox(r: _Reader) -> TransformerArch:
+    """GPT-NeoX/Pythia: two LayerNorms, parallel residual (`use_parallel_residual`), biases
+    everywhere (`attention_bias`, default on), rotary, untied `embed_out`."""
+    bias = r.flag("attention_bias", True)
+    return _decoder(r, bias=None, qkv_bias=bias, out_bias=bias, mlp_bias=True, mlp="gelu", norm="layernorm",
+                    parallel_block=r.flag("use_parallel_residual", True))
+
+
+def _falcon(r: _Reader) -> TransformerArch:
+    """Falcon: parallel attention and MLP (one LayerNorm; two with `new_decoder_architecture`),
+    multi-query (`multi_query`) or `num_kv_heads` groups, GELU MLP of 4 x hidden, `bias` switch,
+    tied LM head."""
+    r.require(VOCAB, HIDDEN, LAYERS, HEADS)
+    hidden = r.int(*HIDDEN)
+    heads = r.int(*HEADS)
+    new_arch = r.flag("new_decoder_architecture", False)
+    kv = r.int("num_kv_heads", default=heads) if new_arch else 1 if r.flag("multi_query", True) else heads
+    alibi = r.flag("alibi", False)
+    norms = r.int("num_ln_in_parallel_attn", default=2) if new_arch else 1
+    return _decoder(r, tie=True, bias="bias", ffn_default=4 * hidden, num_kv_heads=kv, mlp="gelu",
+                    norm="layernorm", norms_per_layer=norms,
+                    parallel_block=new_arch or r.flag("parallel_attn", True),
+                    position="relative" if alibi else "rotary")
 
 
 def _chatglm(r: _Reader) -> TransformerArch:
@@ -277,13 +493,92 @@ def _chatglm(r: _Reader) -> TransformerArch:
     add_bias_linear = r.flag("add_bias_linear", False)
     return _transformer(
         r, kind="decoder", vocab_size=r.int("padded_vocab_size"), hidden_size=hidden,
-        num_layers=r.int("num_layers", "num_hidden_layers"), num_heads=num_heads, num_kv_heads=kv_heads,
+        num_layers=r.int("num_layers", "num_hidden_layers", maximum=MAX_LAYERS), num_heads=num_heads,
+        num_kv_heads=kv_heads,
         head_dim=r.int("kv_channels", default=None), intermediate_size=r.int("ffn_hidden_size"),
         max_positions=r.int("seq_length", default=2048, maximum=MAX_POSITIONS),
         mlp="swiglu", norm="rmsnorm" if r.flag("rmsnorm", True) else "layernorm", position="rotary",
         qkv_bias=r.flag("add_qkv_bias", False), out_bias=add_bias_linear, mlp_bias=add_bias_linear,
         tie_embeddings=False, pooler=False, num_labels=0,
     )
+
+
+# -- mixture of experts -------------------------------------------------------------------------
+def _experts(r: _Reader, *, count: tuple[str, ...], top_k: tuple[str, ...], width: tuple[str, ...],
+             shared: int = 0, dense_layers: int = 0, every: int = 1, **more: Any) -> dict[str, Any]:
+    """The expert fields every MoE reader fills (each family names them its own way)."""
+    r.require(count, top_k, width)
+    return dict(num_experts=r.int(*count, maximum=1 << 16), experts_per_token=r.int(*top_k, maximum=1 << 16),
+                expert_intermediate_size=r.int(*width), shared_intermediate_size=shared,
+                dense_layers=dense_layers, moe_every=every, **more)
+
+
+def _mixtral(r: _Reader) -> TransformerArch:
+    """Mixtral: every MLP is `num_local_experts` SwiGLU experts of `intermediate_size`, top-k routed."""
+    moe = _experts(r, count=("num_local_experts",), top_k=("num_experts_per_tok",),
+                   width=("intermediate_size",))
+    return _decoder(r, max_positions=131072, bias=None, sliding="all", **moe)
+
+
+def _qwen2_moe(r: _Reader) -> TransformerArch:
+    """Qwen1.5/Qwen2-MoE: routed experts of `moe_intermediate_size` plus one shared expert of
+    `shared_expert_intermediate_size` with a sigmoid gate, every `decoder_sparse_step`-th layer."""
+    if r.data.get("mlp_only_layers"):
+        raise r.error("'mlp_only_layers' is not supported", "remove it or leave it empty")
+    moe = _experts(r, count=("num_experts",), top_k=("num_experts_per_tok",),
+                   width=("moe_intermediate_size",),
+                   shared=r.int("shared_expert_intermediate_size", default=0, minimum=0),
+                   every=r.int("decoder_sparse_step", default=1), shared_expert_gate=True)
+    return _decoder(r, max_positions=32768, bias=None, qkv_bias=True, sliding="qwen2", **moe)
+
+
+def _qwen3_moe(r: _Reader) -> TransformerArch:
+    """Qwen3-MoE: Qwen3 attention (query/key norms), routed experts only."""
+    if r.data.get("mlp_only_layers"):
+        raise r.error("'mlp_only_layers' is not supported", "remove it or leave it empty")
+    moe = _experts(r, count=("num_experts",), top_k=("num_experts_per_tok",),
+                   width=("moe_intermediate_size",), every=r.int("decoder_sparse_step", default=1))
+    return _decoder(r, max_positions=32768, head_dim=128, mlp_bias=False, qk_norm="head", sliding="qwen2",
+                    **moe)
+
+
+def _olmoe(r: _Reader) -> TransformerArch:
+    """OLMoE: experts of `intermediate_size`, RMSNorms over all query and key heads."""
+    moe = _experts(r, count=("num_experts",), top_k=("num_experts_per_tok",), width=("intermediate_size",))
+    return _decoder(r, max_positions=4096, mlp_bias=False, qk_norm="full", **moe)
+
+
+def _ernie45_moe(r: _Reader) -> TransformerArch:
+    """ERNIE-4.5 MoE: experts from `moe_layer_start_index`, every `moe_layer_interval`-th layer,
+    plus `moe_num_shared_experts` shared ones; a per-expert score-correction parameter."""
+    width = r.int("moe_intermediate_size")
+    end = r.int("moe_layer_end_index", default=-1, minimum=-1)
+    layers = r.int(*LAYERS, maximum=MAX_LAYERS)
+    if end not in (-1, layers - 1):
+        raise r.error(f"'moe_layer_end_index' {end} before the last layer is not supported",
+                      "use -1 (MoE to the last layer)")
+    moe = _experts(r, count=("moe_num_experts",), top_k=("moe_k",), width=("moe_intermediate_size",),
+                   shared=width * r.int("moe_num_shared_experts", default=0, minimum=0),
+                   dense_layers=r.int("moe_layer_start_index", default=1, minimum=0),
+                   every=r.int("moe_layer_interval", default=1), expert_score_bias=True)
+    return _decoder(r, tie=True, max_positions=131072, bias="use_bias",
+                    lm_head_bias=r.flag("use_bias", False), **moe)
+
+
+def _deepseek(r: _Reader) -> TransformerArch:
+    """DeepSeek-V2/V3: multi-head latent attention and routed plus shared experts after
+    `first_k_dense_replace` dense layers (every layer after them, as transformers builds it)."""
+    r.require("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+    width = r.int("moe_intermediate_size")
+    moe = _experts(r, count=("n_routed_experts",), top_k=("num_experts_per_tok",),
+                   width=("moe_intermediate_size",),
+                   shared=width * r.int("n_shared_experts", default=0, minimum=0),
+                   dense_layers=r.int("first_k_dense_replace", default=0, minimum=0))
+    q_lora = r.int("q_lora_rank", default=0, minimum=0)
+    return _decoder(r, max_positions=4096, num_kv_heads=None, head_dim=None, q_lora_rank=q_lora,
+                    kv_lora_rank=r.int("kv_lora_rank"), qk_rope_head_dim=r.int("qk_rope_head_dim"),
+                    qk_nope_head_dim=r.int("qk_nope_head_dim", minimum=0), v_head_dim=r.int("v_head_dim"),
+                    mlp_bias=False, **moe)
 
 
 # -- ResNet -------------------------------------------------------------------------------------
@@ -344,9 +639,15 @@ def _int_list(r: _Reader, key: str, *, maximum: int = MAX_SIZE) -> list[int]:
 _READERS: dict[str, Callable[[_Reader], TransformerArch | ResNetArch]] = {
     **{t: _bert_like for t in ("bert", "roberta", "xlm-roberta", "electra")},
     "distilbert": _distilbert,
-    **{t: _llama_like for t in _LLAMA_LIKE},
-    "gpt2": _gpt2,
-    "chatglm": _chatglm,
+    "deberta-v2": _deberta_v2,
+    "vit": _vit,
+    "llama": _llama, "yi": _llama, "mistral": _mistral, "qwen2": _qwen2, "qwen3": _qwen3,
+    "gemma": _gemma, "gemma2": _gemma2, "gemma3-text": _gemma3, "gemma3": _gemma3, "phi3": _phi3,
+    "olmo": _olmo, "olmo2": _olmo2, "ernie4-5": _ernie45, "internlm2": _internlm2,
+    "baichuan": _baichuan, "glm": _glm, "glm4": _glm4,
+    "gpt2": _gpt2, "gptj": _gptj, "gpt-neox": _gpt_neox, "falcon": _falcon, "chatglm": _chatglm,
+    "mixtral": _mixtral, "qwen2-moe": _qwen2_moe, "qwen3-moe": _qwen3_moe, "olmoe": _olmoe,
+    "ernie4-5-moe": _ernie45_moe, "deepseek-v2": _deepseek, "deepseek-v3": _deepseek,
     "resnet": _resnet,
 }
 
@@ -367,13 +668,22 @@ def arch_from_hf_config(data: dict[str, Any], *, source: str = "config") -> Tran
     if not isinstance(raw, str):
         raise FitbenchError(f"{source}: 'model_type' must be a string, got {_show(raw)}")
     model_type = raw.strip().lower().replace("_", "-")
+    if model_type == "gemma3" and isinstance(data.get("text_config"), dict):
+        # A multimodal Gemma-3: its language model (the vision tower is not counted).
+        data = {**data["text_config"], "model_type": "gemma3_text"}
+        model_type = "gemma3-text"
+    if model_type in NOT_YET:
+        raise FitbenchError(f"{source}: {NOT_YET[model_type]}",
+                            "estimate a supported family (`fitbench models` lists bundled ones)")
     if model_type not in _READERS:
         # A stricter cutoff than the default: 'gpt-neox' or 'opt' are other families, not typos of 'gpt2'.
         close = close_match_hint(model_type, SUPPORTED_MODEL_TYPES, n=1, cutoff=0.6)
         guess = f"{close} " if close else ""
         shown = raw if len(raw) <= 40 else raw[:37] + "..."
         raise FitbenchError(f"{source}: model_type {shown!r} is not supported",
-                            f"{guess}fitbench reads {supported}")
+                            f"{guess}fitbench reads {supported}; for another family, set 'model_type' to "
+                            "'llama' if its blocks are Llama's (hidden_size, num_hidden_layers, "
+                            "num_attention_heads, intermediate_size, vocab_size)")
     return _READERS[model_type](_Reader(data, source, model_type))
 
 
@@ -422,7 +732,7 @@ def load_hf_config(path: str | Path) -> TransformerArch | ResNetArch:
     return arch_from_hf_config(_read_json(config_file), source=str(config_file))
 
 
-def _workload_name(config_file: Path, data: dict[str, Any], arch: TransformerArch | ResNetArch) -> str:
+def _workload_name(config_file: Path, data: dict[str, Any], arch: TransformerArch | ResNetArch | None) -> str:
     """The model folder's name, else the file's own stem when renamed, else `_name_or_path`."""
     if config_file.name != CONFIG_NAME:
         return config_file.stem
@@ -432,7 +742,8 @@ def _workload_name(config_file: Path, data: dict[str, Any], arch: TransformerArc
     name_or_path = data.get("_name_or_path")
     if isinstance(name_or_path, str) and name_or_path.strip("/ "):
         return name_or_path.strip("/ ").rsplit("/", 1)[-1]
-    return arch.model_type if isinstance(arch, TransformerArch) else "resnet"
+    model_type = data.get("model_type")
+    return model_type if isinstance(model_type, str) and model_type else "model"
 
 
 def _defaults(arch: TransformerArch | ResNetArch, mode: str) -> dict[str, Any]:
@@ -440,6 +751,9 @@ def _defaults(arch: TransformerArch | ResNetArch, mode: str) -> dict[str, Any]:
     if isinstance(arch, ResNetArch):
         return {"mode": "train", "batch_size": 64, "image_size": 224, "precision": "fp32",
                 "optimizer": "momentum"}
+    if arch.kind == "encoder" and arch.patch_size:  # ViT: every patch plus the class token
+        return {"mode": "train", "batch_size": 32, "seq_len": arch.max_positions, "precision": "fp32",
+                "optimizer": "adamw"}
     if arch.kind == "encoder":
         return {"mode": "train", "batch_size": 16, "seq_len": min(512, arch.max_positions),
                 "precision": "fp32", "optimizer": "adamw"}
@@ -458,15 +772,31 @@ def workload_from_config(path: str | Path, **overrides: Any) -> Workload:
     Encoders fine-tune (train, batch 16, seq min(512, positions), fp32, AdamW); decoders generate
     (infer, batch 1, fp16, 50-token prompt, 100 new tokens; with mode=train: seq 512, amp-bf16);
     ResNets train at 224x224, batch 64, fp32, SGD with momentum. Overrides that are not None
-    replace the defaults through `Workload.replace`, which validates them.
+    replace the defaults through `Workload.replace`, which validates them. A model folder's
+    safetensors headers, when present, give the exact stored weight bytes.
     """
     config_file = _config_file(path)
     data = _read_json(config_file)
-    arch = arch_from_hf_config(data, source=str(config_file))
+    checkpoint = None
+    if config_file.name == CONFIG_NAME:
+        from fitbench.workloads.safetensors_header import read_checkpoint
+
+        checkpoint = read_checkpoint(config_file.parent)
+        if checkpoint is not None and not checkpoint.params:
+            checkpoint = None  # headers without tensors: the count decides
+    return workload_from_data(data, name=_workload_name(config_file, data, None), source=str(config_file),
+                              checkpoint_bytes=checkpoint.total_bytes if checkpoint else None,
+                              checkpoint_params=checkpoint.params if checkpoint else None, **overrides)
+
+
+def workload_from_data(data: dict[str, Any], *, name: str, source: str, checkpoint_bytes: int | None = None,
+                       checkpoint_params: int | None = None, **overrides: Any) -> Workload:
+    """A Workload for a parsed config (a file's, or a bundled model's)."""
+    arch = arch_from_hf_config(data, source=source)
     given = {k: v for k, v in overrides.items() if v is not None}
     family = "resnet" if isinstance(arch, ResNetArch) else arch.kind
-    workload = Workload(name=_workload_name(config_file, data, arch), arch=arch,
-                        description=f"{family} ({arch_label(arch)}) read from {config_file}",
+    workload = Workload(name=name, arch=arch, description=f"{family} ({arch_label(arch)}) read from {source}",
+                        checkpoint_bytes=checkpoint_bytes, checkpoint_params=checkpoint_params,
                         **_defaults(arch, given.get("mode", "")))
     return workload.replace(**given)
 

@@ -28,7 +28,7 @@ OPTIMIZER_IMPLS = ("foreach", "fused", "for-loop")
 # Sizes beyond these are typos, not jobs (the largest production contexts are ~1M tokens).
 LIMITS = {"lora_rank": 1 << 16, "gpus": 1 << 16, "grad_accum": 1 << 16, "batch_size": 1 << 20,
           "seq_len": 1 << 21, "image_size": 16384, "prompt_tokens": 1 << 21, "new_tokens": 1 << 21,
-          "dataset_size": 1 << 40}
+          "dataset_size": 1 << 40, "checkpoint_bytes": 1 << 50, "checkpoint_params": 1 << 48}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +71,9 @@ class Workload:
     optimizer_impl: str = "foreach"
     grad_accum: int = 1
     description: str = ""
+    # Exact stored weights read from a model folder's safetensors headers (memory uses them).
+    checkpoint_bytes: int | None = None
+    checkpoint_params: int | None = None
 
     def __post_init__(self) -> None:
         # Types first: a number where a name belongs (or the reverse) must be a clear error,
@@ -182,6 +185,12 @@ class Workload:
     def param_count(self) -> int:
         return self.arch.param_count()
 
+    def active_param_count(self) -> int:
+        """Parameters a token runs through (the total, except for mixture-of-experts models)."""
+        if isinstance(self.arch, TransformerArch):
+            return self.arch.active_param_count()
+        return self.arch.param_count()
+
     # -- derivation ---------------------------------------------------------------------------
     def replace(self, **changes: Any) -> Workload:
         """A copy with some fields changed, validated again (frozen dataclasses never mutate)."""
@@ -193,6 +202,7 @@ class Workload:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "arch"}
         out["family"] = self.family
         out["params"] = self.param_count()
+        out["active_params"] = self.active_param_count()
         out["arch"] = dataclasses.asdict(self.arch)
         return out
 
@@ -203,6 +213,7 @@ class Workload:
         arch_data = dict(data.pop("arch"))
         family = data.pop("family", None)
         data.pop("params", None)
+        data.pop("active_params", None)
         if family == "resnet" or "depth" in arch_data:
             if arch_data.get("layers") is not None:
                 arch_data["layers"] = tuple(arch_data["layers"])

@@ -17,6 +17,7 @@ import paddle.nn.functional as F
 from paddle import nn
 from paddle.vision.models import resnet as paddle_resnet
 
+from fitbench.errors import FitbenchError
 from fitbench.workloads.arch import RESNET_LAYERS, ResNetArch, TransformerArch
 
 STANDARD_RESNETS = {18: "resnet18", 34: "resnet34", 50: "resnet50", 101: "resnet101", 152: "resnet152"}
@@ -379,6 +380,13 @@ class DecoderForCausalLM(nn.Layer):
 
 
 def build_transformer(arch: TransformerArch, *, checkpointing: bool = False) -> tuple[nn.Layer, str]:
+    if (arch.is_moe or arch.is_mla or arch.sliding_layers or arch.parallel_block or arch.qk_norm != "none"
+            or arch.norms_per_layer != 2 or arch.extra_params or arch.lm_head_bias
+            or arch.norm == "nonparametric" or arch.position not in ("learned", "rotary") or arch.patch_size):
+        raise FitbenchError(f"the paddle backend cannot build this {arch.model_type or arch.kind} (experts, "
+                            "latent attention, sliding windows, parallel blocks or extra norms)",
+                            "`fitbench estimate` covers it; run it with --backend torch where the torch "
+                            "backend builds it, or estimate only")
     if arch.kind == "encoder":
         return (EncoderForSequenceClassification(arch, checkpointing=checkpointing),
                 "compact BERT-for-sequence-classification in paddle.nn (post-LN, dropout 0.1)")

@@ -304,7 +304,7 @@ def _unsupported(what: str, arch: TransformerArch) -> FitbenchError:
     return FitbenchError(
         f"the torch backend cannot build this {arch.kind} ({what})",
         "`fitbench estimate` covers it; `fitbench run` builds BERT-style encoders and "
-        "Llama/Qwen2/GPT-2-style decoders",
+        "Llama/Qwen2/GPT-2/Mistral/Mixtral-style decoders",
     )
 
 
@@ -313,6 +313,8 @@ def bert_config(arch: TransformerArch, *, attention: str) -> Any:
 
     if arch.mlp != "gelu" or arch.norm != "layernorm" or arch.position != "learned":
         raise _unsupported(f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}", arch)
+    if arch.extra_params or arch.norms_per_layer != 2 or arch.qk_norm != "none" or arch.patch_size:
+        raise _unsupported("relative-position tables, extra norms or patch embeddings (DeBERTa, ViT)", arch)
     if not (arch.qkv_bias and arch.out_bias and arch.mlp_bias):
         raise _unsupported("linear layers without bias", arch)
     if arch.kv_heads != arch.num_heads or arch.dim_head * arch.num_heads != arch.hidden_size:
@@ -358,6 +360,12 @@ def decoder_config(arch: TransformerArch, *, attention: str) -> Any:
     """A transformers config describing exactly this decoder: Llama, Qwen2 or GPT-2."""
     import transformers
 
+    plain = (arch.norms_per_layer == 2 and arch.qk_norm == "none" and not arch.is_mla
+             and not arch.parallel_block and not arch.lm_head_bias and not arch.extra_params)
+    if not plain:
+        raise _unsupported("latent attention, query/key norms, parallel blocks or extra norms", arch)
+    if arch.is_moe or arch.sliding_layers:
+        return _mixtral_or_mistral_config(arch, attention=attention)
     if arch.mlp == "swiglu" and arch.norm == "rmsnorm" and arch.position == "rotary":
         common = dict(
             vocab_size=arch.vocab_size,
@@ -395,6 +403,36 @@ def decoder_config(arch: TransformerArch, *, attention: str) -> Any:
         )
     else:
         raise _unsupported(f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}", arch)
+    config._attn_implementation = attention
+    return config
+
+
+def _mixtral_or_mistral_config(arch: TransformerArch, *, attention: str) -> Any:
+    """Mixtral (experts, optionally a window on every layer) or Mistral (a window on every layer):
+    the bias-free SwiGLU decoders transformers builds with sliding windows and routed experts."""
+    import transformers
+
+    if not (arch.mlp == "swiglu" and arch.norm == "rmsnorm" and arch.position == "rotary"):
+        raise _unsupported(f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}", arch)
+    if arch.qkv_bias or arch.out_bias or arch.mlp_bias:
+        raise _unsupported("biases in a sliding-window or mixture-of-experts decoder", arch)
+    if arch.sliding_layers not in (0, arch.num_layers):
+        raise _unsupported("sliding windows on some layers only", arch)
+    if arch.is_moe and (arch.shared_intermediate_size or arch.dense_layers or arch.moe_every != 1
+                        or arch.expert_score_bias):
+        raise _unsupported("shared experts or dense layers between expert layers", arch)
+    common = dict(
+        vocab_size=arch.vocab_size, hidden_size=arch.hidden_size, num_hidden_layers=arch.num_layers,
+        num_attention_heads=arch.num_heads, num_key_value_heads=arch.kv_heads, head_dim=arch.dim_head,
+        max_position_embeddings=arch.max_positions, tie_word_embeddings=arch.tie_embeddings,
+        sliding_window=arch.sliding_window if arch.sliding_layers else None,
+    )
+    if arch.is_moe:
+        config = transformers.MixtralConfig(
+            intermediate_size=arch.expert_intermediate_size, num_local_experts=arch.num_experts,
+            num_experts_per_tok=arch.experts_per_token, **common)
+    else:
+        config = transformers.MistralConfig(intermediate_size=arch.intermediate_size, **common)
     config._attn_implementation = attention
     return config
 

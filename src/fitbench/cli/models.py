@@ -1,0 +1,86 @@
+"""`fitbench models`: the bundled library of popular models, with total and active parameters."""
+
+from __future__ import annotations
+
+import argparse
+
+from fitbench.cli.common import add_command, print_json
+from fitbench.errors import FitbenchError
+from fitbench.results.table import render_table
+from fitbench.workloads import library
+from fitbench.workloads.arch import TransformerArch
+from fitbench.workloads.hf_config import arch_from_hf_config, arch_label
+
+
+def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    parser = add_command(
+        subparsers,
+        name,
+        help_text,
+        "examples:\n  fitbench models\n  fitbench models qwen\n  fitbench models --json\n"
+        "  fitbench estimate qwen2.5-7b-instruct --gpu rtx-4090",
+    )
+    parser.add_argument("filter", nargs="?", help="show only models whose name contains this text")
+    parser.add_argument("--json", action="store_true", help="print the models as a JSON list")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    chosen = list(library.models().values())
+    if args.filter:
+        text = args.filter.strip().lower()
+        chosen = [m for m in chosen if text in m.name or text in m.repo.lower()]
+        if not chosen:
+            library.get_model(args.filter)  # raises with the nearest names
+            raise FitbenchError(f"no bundled model matches '{args.filter[:60]}'", "run `fitbench models`")
+    rows, records = [], []
+    for m in chosen:
+        arch = arch_from_hf_config(dict(m.config), source=m.repo)
+        assert isinstance(arch, TransformerArch)
+        total, active = arch.param_count(), arch.active_param_count()
+        window = (
+            f"{arch.sliding_window} on {arch.sliding_layers}/{arch.num_layers}" if arch.sliding_layers else ""
+        )
+        experts = f"{arch.experts_per_token}/{arch.num_experts}" if arch.is_moe else ""
+        records.append(
+            {
+                "name": m.name,
+                "repo": m.repo,
+                "source": m.source,
+                "family": arch_label(arch),
+                "params": total,
+                "active_params": active,
+                "published_params": m.published_params,
+                "experts_per_token": arch.experts_per_token or None,
+                "num_experts": arch.num_experts or None,
+                "sliding_window": arch.sliding_window,
+                "kv_cache_elements_per_token_layer": arch.kv_elements_per_token(),
+            }
+        )
+        rows.append(
+            [
+                m.name,
+                arch_label(arch),
+                f"{total / 1e9:,.2f}B",
+                f"{active / 1e9:,.2f}B" if arch.is_moe else "",
+                experts,
+                "MLA" if arch.is_mla else f"{arch.kv_heads}/{arch.num_heads}",
+                window,
+                m.repo,
+            ]
+        )
+    if args.json:
+        print_json(records)
+        return 0
+    print(
+        render_table(
+            ["model", "family", "params", "active", "experts", "kv heads", "sliding window", "source"],
+            rows,
+            align="llrrllll",
+        )
+    )
+    print(
+        "\nUse a name where a preset goes: fitbench estimate qwen2.5-7b-instruct --gpu rtx-4090 "
+        "(generation; --mode train to fine-tune)."
+    )
+    return 0

@@ -1,0 +1,235 @@
+"""Every architecture family's count equals the parameters of the model transformers builds
+from the same (tiny) config on the meta device.
+
+Families transformers ships as remote code only (ChatGLM, Baichuan2, InternLM2) are checked
+against published counts in test_model_library.py instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fitbench.workloads.arch import TransformerArch
+from fitbench.workloads.hf_config import arch_from_hf_config
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+BASE = {
+    "vocab_size": 1000,
+    "hidden_size": 64,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 96,
+    "max_position_embeddings": 256,
+}
+
+TINY: dict[str, dict[str, Any]] = {
+    "llama": {**BASE, "model_type": "llama"},
+    "llama-bias": {
+        **BASE,
+        "model_type": "llama",
+        "attention_bias": True,
+        "mlp_bias": True,
+        "tie_word_embeddings": True,
+    },
+    "mistral": {**BASE, "model_type": "mistral", "sliding_window": 32},
+    "qwen2": {**BASE, "model_type": "qwen2", "tie_word_embeddings": True},
+    "qwen3": {**BASE, "model_type": "qwen3", "head_dim": 32},
+    "gemma": {**BASE, "model_type": "gemma", "head_dim": 16},
+    "gemma2": {**BASE, "model_type": "gemma2", "head_dim": 16, "sliding_window": 32},
+    "gemma3_text": {
+        **BASE,
+        "model_type": "gemma3_text",
+        "head_dim": 16,
+        "sliding_window": 32,
+        "num_hidden_layers": 7,
+    },
+    "phi3": {**BASE, "model_type": "phi3", "pad_token_id": 0},
+    "olmo": {**BASE, "model_type": "olmo"},
+    "olmo2": {**BASE, "model_type": "olmo2"},
+    "ernie4_5": {**BASE, "model_type": "ernie4_5", "use_bias": True},
+    "glm": {**BASE, "model_type": "glm", "pad_token_id": 0, "head_dim": 16},
+    "glm4": {**BASE, "model_type": "glm4", "pad_token_id": 0, "head_dim": 16},
+    "gpt2": {
+        "model_type": "gpt2",
+        "vocab_size": 1000,
+        "n_embd": 64,
+        "n_layer": 3,
+        "n_head": 4,
+        "n_positions": 128,
+    },
+    "gptj": {
+        "model_type": "gptj",
+        "vocab_size": 1000,
+        "n_embd": 64,
+        "n_layer": 3,
+        "n_head": 4,
+        "n_positions": 128,
+        "rotary_dim": 8,
+    },
+    "gpt_neox": {"model_type": "gpt_neox", **{k: BASE[k] for k in BASE if k != "num_key_value_heads"}},
+    "falcon": {
+        "model_type": "falcon",
+        "vocab_size": 1000,
+        "hidden_size": 64,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "multi_query": True,
+        "parallel_attn": True,
+        "bias": False,
+    },
+    "falcon-new": {
+        "model_type": "falcon",
+        "vocab_size": 1000,
+        "hidden_size": 64,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_kv_heads": 2,
+        "new_decoder_architecture": True,
+        "bias": False,
+    },
+    "mixtral": {**BASE, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2},
+    "qwen2_moe": {
+        **BASE,
+        "model_type": "qwen2_moe",
+        "num_experts": 6,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 80,
+        "decoder_sparse_step": 2,
+    },
+    "qwen3_moe": {
+        **BASE,
+        "model_type": "qwen3_moe",
+        "num_experts": 6,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "head_dim": 16,
+    },
+    "olmoe": {**BASE, "model_type": "olmoe", "num_experts": 6, "num_experts_per_tok": 2},
+    "ernie4_5_moe": {
+        **BASE,
+        "model_type": "ernie4_5_moe",
+        "moe_num_experts": 6,
+        "moe_k": 2,
+        "moe_intermediate_size": 32,
+        "moe_num_shared_experts": 2,
+        "moe_layer_start_index": 1,
+    },
+    "deepseek_v2": {
+        **BASE,
+        "model_type": "deepseek_v2",
+        "n_routed_experts": 6,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "n_shared_experts": 2,
+        "first_k_dense_replace": 1,
+        "kv_lora_rank": 16,
+        "q_lora_rank": None,
+        "qk_rope_head_dim": 8,
+        "qk_nope_head_dim": 16,
+        "v_head_dim": 16,
+        "num_key_value_heads": 4,
+    },
+    "deepseek_v3": {
+        **BASE,
+        "model_type": "deepseek_v3",
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "n_shared_experts": 1,
+        "first_k_dense_replace": 1,
+        "kv_lora_rank": 16,
+        "q_lora_rank": 24,
+        "qk_rope_head_dim": 8,
+        "qk_nope_head_dim": 16,
+        "v_head_dim": 16,
+        "num_key_value_heads": 4,
+        "n_group": 2,
+        "topk_group": 1,
+    },
+    "bert": {
+        "model_type": "bert",
+        "vocab_size": 1000,
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 96,
+        "max_position_embeddings": 128,
+    },
+    "roberta": {
+        "model_type": "roberta",
+        "vocab_size": 1000,
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 96,
+        "max_position_embeddings": 130,
+        "type_vocab_size": 1,
+    },
+    "deberta-v2": {
+        "model_type": "deberta-v2",
+        "vocab_size": 1000,
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 96,
+        "max_position_embeddings": 128,
+        "relative_attention": True,
+        "position_buckets": 32,
+        "norm_rel_ebd": "layer_norm",
+        "share_att_key": True,
+        "pos_att_type": "p2c|c2p",
+        "position_biased_input": False,
+        "type_vocab_size": 0,
+    },
+    "deberta-v2-unshared": {
+        "model_type": "deberta-v2",
+        "vocab_size": 1000,
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 96,
+        "max_position_embeddings": 128,
+        "relative_attention": True,
+        "pos_att_type": ["c2p", "p2c"],
+        "type_vocab_size": 0,
+    },
+    "vit": {"model_type": "vit", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "intermediate_size": 96, "image_size": 32, "patch_size": 8, "num_labels": 10},
+    "vit-nobias": {"model_type": "vit", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                   "intermediate_size": 96, "image_size": 30, "patch_size": 8, "num_channels": 1,
+                   "qkv_bias": False},
+}
+
+
+def _hf_count(config: dict[str, Any], arch: TransformerArch) -> int:
+    data = {k: v for k, v in config.items() if k != "model_type"}
+    hf_config = transformers.AutoConfig.for_model(config["model_type"], **data)
+    with torch.device("meta"):
+        if arch.patch_size:
+            model = transformers.AutoModelForImageClassification.from_config(hf_config)
+        elif arch.kind == "encoder":
+            model = transformers.AutoModelForSequenceClassification.from_config(hf_config)
+        else:
+            model = transformers.AutoModelForCausalLM.from_config(hf_config)
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_count_equals_transformers_model(name: str) -> None:
+    arch = arch_from_hf_config(TINY[name])
+    assert isinstance(arch, TransformerArch)
+    assert arch.param_count() == _hf_count(TINY[name], arch)
+
+
+def test_tiny_configs_cover_every_family_in_transformers() -> None:
+    from fitbench.workloads.hf_config import MOE_TYPES
+
+    covered = {c["model_type"] for c in TINY.values()}
+    assert set(MOE_TYPES) <= covered
