@@ -153,6 +153,7 @@ def test_holdout_set_covers_the_jobs_the_fit_never_saw() -> None:
     gqa = [w for _, w in works if w.is_generation and w.arch.kv_heads < w.arch.num_heads]
     assert {w.arch.model_type for w in gqa} >= {"qwen2", "llama", "mistral"}
     assert all(w.prompt_tokens >= 1024 and w.batch_size >= 4 for w in gqa)
+    assert any(w.arch.sliding_layers and w.prompt_tokens > w.arch.sliding_window for w in gqa)
     full = {(w.optimizer, w.precision.startswith("amp"), o.get("optimizer_impl"))
             for o, w in works if protocol.family_of(w) == "decoder-training" and w.arch.model_type == "llama"}
     assert {opt for opt, _, _ in full} == {"adam", "adamw"}
