@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.catalog import get_gpu
-from fitbench.estimate import transformer_cost
+from fitbench.estimate import generate_ops
 from fitbench.estimate.profile import get_profile
-from fitbench.estimate.speed import GENERATE_FIXED_OPS_PER_TOKEN, generation
+from fitbench.estimate.speed import generation
 from fitbench.measure.timing import summarize
 from fitbench.workloads.hf_config import workload_from_config
 
@@ -134,8 +134,8 @@ def estimated(fields: dict[str, Any], layers: int, batch: int, prompt: int, new:
         w = workload_from_config(path, mode="infer", batch_size=batch, prompt_tokens=prompt,
                                  new_tokens=new, precision="bf16")
     profile = get_profile("torch", "default")
-    kernels = transformer_cost.forward_kernels(w, batch, 1, kv_len=prompt + new // 2)
-    ops = sum(k.ops * k.count for k in kernels) + GENERATE_FIXED_OPS_PER_TOKEN
+    arch = w.arch
+    ops = generate_ops.decode_step_calls(arch, prompt + (new + 1) // 2)
     gen = generation(w, get_gpu(gpu_id), profile)
     return {"ops": ops, "host_seconds": gen.decode.host_seconds, "step_seconds": gen.decode.seconds,
             "gpu_seconds": gen.decode.gpu_seconds}
