@@ -39,10 +39,14 @@ MLP_CALLS = {"swiglu": 5, "gelu": 3}
 # transformers 5's default experts path (integrations/moe.py, `grouped_mm`): router linear,
 # softmax, top-k, renormalisation, the sort of token-expert pairs, histc/cumsum offsets, gathers,
 # two grouped matmuls, chunk, activation, weighting and the scatter back, plus the reshapes of the
-# sparse block: 40 calls whatever the number of experts a step reaches.
+# sparse block: 40 calls whatever the number of experts a step reaches. That includes the top-k
+# renormalisation (sum, float, in-place division: Mixtral, and checkpoints with norm_topk_prob);
+# a router without it issues 3 calls fewer, which the estimate does not distinguish.
 MOE_BLOCK_CALLS = 40
-# Qwen-MoE's shared expert gate: linear, sigmoid, product.
+# Qwen-MoE's shared expert gate: linear, sigmoid, product; the shared expert's output is cast
+# and added to the routed one: two calls.
 SHARED_GATE_CALLS = 3
+SHARED_EXPERT_ADD_CALLS = 2
 # Per step outside the layers, the model's and the generate loop's: the embedding, cache
 # position and rotary cos/sin, the causal-mask check (one device sync), final norm and head, then
 # greedy search's logits processors (min_new_tokens), argmax, end-of-sequence stopping criteria,
@@ -55,6 +59,9 @@ FIXED_CALLS = 65
 # the full mask plus the window's, not counted here.)
 ALL_SLIDING_SAVES = 2
 SLIDING_MASK_CALLS = 19
+# Families whose model builds a sliding-window mask beside the causal one every step even with no
+# sliding layer (transformers 5's Qwen2-MoE): 21 calls, counted with no window set.
+UNUSED_SLIDING_MASK = {"qwen2-moe": 21}
 
 
 def window_reached(arch: TransformerArch, context: int) -> bool:
@@ -74,7 +81,8 @@ def layer_calls(arch: TransformerArch, *, moe: bool, sliding: bool, window_full:
     if moe:
         calls += MOE_BLOCK_CALLS
         if arch.shared_intermediate_size:
-            calls += MLP_CALLS[arch.mlp] + (SHARED_GATE_CALLS if arch.shared_expert_gate else 0)
+            calls += MLP_CALLS[arch.mlp] + SHARED_EXPERT_ADD_CALLS
+            calls += SHARED_GATE_CALLS if arch.shared_expert_gate else 0
     else:
         calls += MLP_CALLS[arch.mlp]
     return calls
@@ -97,6 +105,8 @@ def fixed_calls(arch: TransformerArch, context: int) -> int:
         calls -= ALL_SLIDING_SAVES
     if window_reached(arch, context):
         calls += SLIDING_MASK_CALLS
+    if not arch.sliding_layers:
+        calls += UNUSED_SLIDING_MASK.get(arch.model_type, 0)
     return calls
 
 
