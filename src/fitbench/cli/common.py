@@ -160,6 +160,13 @@ def add_workload_args(parser: argparse.ArgumentParser, *, workload_required: boo
     if multi_precision:
         help_precision += "; a comma-separated list compares them"
     group.add_argument("--precision", metavar="P", help=help_precision)
+    group.add_argument("--weights", metavar="FORMAT",
+                       help="quantized weight storage: int8, nf4[-dq], fp4[-dq], gptq[-8bit][-g64], awq, "
+                            "fp8[-channel|-tensor], q8_0, q6_k, q5_k_m, q4_k_m, q4_0, q3_k_m, q2_k; "
+                            "none ignores a config's quantization_config")
+    group.add_argument("--kv-cache", metavar="DTYPE",
+                       help="KV cache dtype for generation: fp16, bf16, fp8 or int8 "
+                            "(default: the compute dtype)")
     group.add_argument("--optimizer", metavar="NAME", help="adam, adamw, sgd or momentum")
     group.add_argument("--mode", metavar="MODE", help="train or infer")
     group.add_argument("--prompt-tokens", type=positive_int, metavar="N")
@@ -193,7 +200,13 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
         "checkpointing": args.checkpointing, "attention": args.attention, "peft": args.peft,
         "lora_rank": args.lora_rank, "lora_targets": args.lora_targets, "gpus": args.gpus,
         "strategy": args.strategy, "optimizer_impl": args.optimizer_impl, "grad_accum": args.grad_accum,
+        "kv_cache": getattr(args, "kv_cache", None),
     }
+    weights_text = getattr(args, "weights", None)
+    if weights_text is not None:
+        from fitbench.core.quant import parse_weights
+
+        overrides["weights"] = parse_weights(weights_text) or NO_WEIGHTS
     for key in ("peft", "lora_targets", "strategy", "attention", "optimizer", "mode", "optimizer_impl"):
         if isinstance(overrides[key], str):
             overrides[key] = overrides[key].strip().lower()
@@ -237,6 +250,11 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
                 workload = workload.replace(precision="bf16")
             return check_overrides_apply(workload, args)
     workload = get_workload(args.workload, tiny=args.tiny)
+    if overrides.get("weights") is NO_WEIGHTS:
+        overrides["weights"] = None
+    elif (overrides.get("weights") is not None and overrides["precision"] is None
+          and workload.precision not in ("fp16", "bf16")):
+        overrides["precision"] = "fp16"  # quantized weights compute in 16 bit
     # Switching a decoder to training needs a sequence length; a train job needs no prompt.
     if overrides["mode"] == "train" and workload.family == "decoder" and overrides["seq_len"] is None:
         overrides["seq_len"] = workload.seq_len or 512
@@ -244,6 +262,10 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
         # Fine-tuning a decoder: 16-bit frozen weights for PEFT, mixed precision otherwise.
         overrides["precision"] = "bf16" if overrides["peft"] else "amp-bf16"
     return check_overrides_apply(workload.replace(**overrides), args)
+
+
+# `--weights none`: drop a config's quantization_config and keep the precision's own dtype.
+NO_WEIGHTS = "none"
 
 
 def _nearer_a_model(key: str) -> bool:

@@ -38,10 +38,12 @@ EXAMPLES = """examples:
   fitbench estimate llm-6b --gpu-spec 'name=My card,memory_gib=32,bandwidth_gb_s=1792,fp32=104.8,fp16=209.5'
   fitbench estimate llm-6b --serve --gpu h100-sxm --context 8192   serving: KV blocks, users, tok/s
   fitbench estimate llm-13b --gpu rtx-4090 --offload        runs with layers in CPU memory?
+  fitbench estimate llm-13b --gpu 4090 --weights q4_k_m --kv-cache fp8   GGUF weights, fp8 KV cache
+  fitbench estimate --config ./Qwen2.5-7B-Instruct-AWQ --gpu 4090        quantization_config is read
 
 JSON: {"estimates": [{gpu, workload, precision, batch_size, verdict, peak_memory_bytes,
-       breakdown{name: bytes}, max_batch_size, step_seconds, epoch_seconds, tokens_per_second,
-       bottleneck, cost_per_million_tokens_usd, cost_per_epoch_usd, price_date, ...,
+       breakdown{name: bytes}, max_batch_size, max_context_tokens, step_seconds, epoch_seconds,
+       tokens_per_second, bottleneck, cost_per_million_tokens_usd, cost_per_epoch_usd, price_date, ...,
        offload{...} with --offload}]}; with --serve {"serving": [{kv_cache_tokens, kv_cache_blocks,
        max_concurrent_sequences, ttft_seconds, throughput[...], ...}]}
        (see the README for every field).
@@ -186,17 +188,21 @@ def format_estimates(results: list[Estimate], offloads: list[Any] | None = None,
              + (f", {w.grad_accum} micro-batches accumulated" if w.is_training and w.grad_accum > 1 else "")
              + (", checkpointing" if w.checkpointing else "")
              + (f", {w.peft} rank {w.lora_rank} on {w.lora_targets}" if w.peft else "")
-             + (f", {w.gpus} GPUs ({w.strategy}), memory per GPU" if w.gpus > 1 else ""))
+             + (f", {w.gpus} GPUs ({w.strategy}), memory per GPU" if w.gpus > 1 else "")
+             + (f", weights {w.weights.label}" if w.weights is not None else "")
+             + (f", KV cache {w.kv_cache}" if w.kv_cache else ""))
     lang = resolve_lang(lang)
     rows = []
     offs = offloads or [None] * len(results)
     for e, off in zip(results, offs, strict=True):
         shown = "offload" if off is not None and off.verdict == "offload" else e.verdict
         rows.append([e.gpu.id, format_bytes(e.gpu.usable_bytes), format_bytes(e.peak_memory_bytes),
-                     colour_verdict(shown, enabled=colour), str(e.max_batch_size), speed_cell(e, off),
+                     colour_verdict(shown, enabled=colour), str(e.max_batch_size),
+                     "-" if e.max_context_tokens is None else f"{e.max_context_tokens:,}", speed_cell(e, off),
                      e.bottleneck, "-" if e.verdict == "oom" else cost_cell(job_cost(e), lang)])
-    table = render_table(["GPU", "usable", "peak", "verdict", "max batch", "speed", "bottleneck",
-                          t("cost.header", lang)], rows, align="lrrlrrlr")
+    headers = ["GPU", "usable", "peak", "verdict", "max batch", t("col.max_context", lang), "speed",
+               "bottleneck", t("cost.header", lang)]
+    table = render_table(headers, rows, align="lrrlrrrlr")
     lines = [title, "", table]
     if len(results) == 1:
         lines += ["", f"memory at the peak ({first.memory.phase}):"]

@@ -294,13 +294,17 @@ def _tp_weight_bytes(workload: Workload, arch: TransformerArch, n: int) -> tuple
     """(weights, quantization scales) per tensor-parallel GPU."""
     p = workload.precision_info
     per_gpu = tp_params_per_gpu(arch, n)
-    if p.quant_bits is None:
+    fmt = workload.weight_format
+    if fmt is None:
         return per_gpu * p.weight_bytes, 0.0
-    # Quantized block matrices split n ways; everything else stays 16-bit (memory.weight_bytes).
-    matrices = arch.num_layers * _tp_layer_matrix_params(arch, n)
-    full_matrices = memory.quantizable_params(workload)
-    _, scales = memory.weight_bytes(workload)
-    return matrices * p.quant_bits / 8 + (per_gpu - matrices) * 2, scales * matrices / full_matrices
+    # The converted matrices (memory.quantized_matrices: block matrices, every expert's) split
+    # like the block matrices, n ways, at the bytes per weight the whole model's take;
+    # everything else stays 16-bit (memory.weight_bytes).
+    share = arch.num_layers * _tp_layer_matrix_params(arch, n) / memory.quantizable_params(workload)
+    converted = sum(m.copies * m.fin * m.fout for m in memory.quantized_matrices(workload))
+    weights, scales = memory.weight_bytes(workload)
+    packed = weights - (workload.param_count() - converted) * 2
+    return packed * share + (per_gpu - converted * share) * 2, scales * share
 
 
 def tp_activation_factor(workload: Workload, n: int) -> float:

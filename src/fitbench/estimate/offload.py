@@ -157,7 +157,7 @@ def module_bytes(workload: Workload) -> tuple[float, float, float]:
     assert isinstance(arch, TransformerArch)
     p = workload.precision_info
     weights, scales = memory.weight_bytes(workload)
-    per = 2 if p.quant_bits is not None else p.weight_bytes
+    per = 2 if workload.weight_format is not None else p.weight_bytes
     embed = arch.embedding_params() * per
     head = arch.head_params() * per
     layer = (weights + scales - embed - head) / arch.num_layers

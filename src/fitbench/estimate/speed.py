@@ -32,8 +32,8 @@ GENERATE_FIXED_OPS_PER_TOKEN = 40.0
 # from C++ without the Python module calls, hooks and argument parsing of the forward pass.
 BACKWARD_HOST_SHARE = 0.5
 # bitsandbytes dequantises weights on the fly: its matmuls reach a fraction of the bandwidth
-# that a plain FP16 GEMV does (LLM.int8 is notably slower than FP16 at batch 1).
-QUANT_MEMORY_EFFICIENCY = {8: 0.35, 4: 0.6}
+# that a plain FP16 GEMV does (LLM.int8 is notably slower than FP16 at batch 1): the share per
+# weight format is core.quant.BANDWIDTH_SHARE.
 # Memory passes of one optimizer update over the parameters (see optimizer_kernels).
 OPTIMIZER_PASSES = {"adam": 18, "adamw": 20, "momentum": 5, "sgd": 3}
 FUSED_OPTIMIZER_PASSES = {"adam": 7, "adamw": 7, "momentum": 5, "sgd": 3}
@@ -100,18 +100,23 @@ def time_kernels(
         "conv": profile.conv_efficiency,
         "attention": profile.attention_efficiency,
     }
-    bits = workload.precision_info.quant_bits
+    fmt = workload.weight_format
     base_mem_eff = profile.memory_efficiency if memory_efficiency is None else memory_efficiency
-    mem_eff = base_mem_eff * (QUANT_MEMORY_EFFICIENCY[bits] if bits else 1.0)
+    mem_eff = base_mem_eff * (fmt.bandwidth_share if fmt is not None else 1.0)
     bandwidth = gpu.bandwidth_bytes_s * mem_eff
     compute = memory = floor = 0.0
     flops = nbytes = ops = casts = 0.0
     for k in kernels:
         t_compute = 0.0
+        # fp8 / int8 weights with quantized activations use those tensor cores where the card
+        # has them (GpuSpec.has_rate); elsewhere they are expanded to 16 bit first.
+        native = bool(k.compute) and gpu.has_rate(k.compute)
+        kernel_bytes = k.bytes + (0.0 if native else k.dequant_bytes)
         if k.flops:
-            peak = gpu.peak(_compute_precision(k.kind, workload)) * eff.get(k.kind, 1.0)
+            rate = k.compute if native else _compute_precision(k.kind, workload)
+            peak = gpu.peak(rate) * eff.get(k.kind, 1.0)
             t_compute = k.flops / peak
-        t_memory = k.bytes / bandwidth
+        t_memory = kernel_bytes / bandwidth
         t = max(t_compute, t_memory, profile.kernel_floor_seconds)
         if t == profile.kernel_floor_seconds and t > max(t_compute, t_memory):
             floor += t * k.count
@@ -120,7 +125,7 @@ def time_kernels(
         else:
             memory += t * k.count
         flops += k.flops * k.count
-        nbytes += k.bytes * k.count
+        nbytes += kernel_bytes * k.count
         ops += k.ops * k.count
         casts += k.cast_ops * k.count
     gpu_s = compute + memory + floor

@@ -25,6 +25,7 @@ from typing import Any
 
 from fitbench.errors import FitbenchError, close_match_hint
 from fitbench.workloads.arch import RESNET_LAYERS, ResNetArch, TransformerArch
+from fitbench.workloads.quant_config import config_storage
 from fitbench.workloads.workload import Workload
 
 CONFIG_NAME = "config.json"
@@ -795,9 +796,11 @@ def workload_from_data(data: dict[str, Any], *, name: str, source: str, checkpoi
     arch = arch_from_hf_config(data, source=source)
     given = {k: v for k, v in overrides.items() if v is not None}
     family = "resnet" if isinstance(arch, ResNetArch) else arch.kind
+    defaults = _defaults(arch, given.get("mode", ""))
+    # torch_dtype / dtype and quantization_config (workloads.quant_config) where the user gave none
+    defaults.update(config_storage(data, source, defaults, given))
     workload = Workload(name=name, arch=arch, description=f"{family} ({arch_label(arch)}) read from {source}",
-                        checkpoint_bytes=checkpoint_bytes, checkpoint_params=checkpoint_params,
-                        **_defaults(arch, given.get("mode", "")))
+                        checkpoint_bytes=checkpoint_bytes, checkpoint_params=checkpoint_params, **defaults)
     return workload.replace(**given)
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fitbench.core.precision import Precision, get_precision
+from fitbench.core.quant import LEGACY, WeightFormat, check_kv_cache
 from fitbench.errors import FitbenchError, did_you_mean
 from fitbench.workloads.arch import ResNetArch, TransformerArch
 
@@ -71,6 +72,12 @@ class Workload:
     optimizer_impl: str = "foreach"
     grad_accum: int = 1
     description: str = ""
+    # Quantized storage of the Linear layers (--weights, quantization_config); None: the
+    # precision's own dtype (or int8/int4's bitsandbytes layout). The KV cache dtype (--kv-cache)
+    # defaults to the activations' dtype. `origin` says where defaults came from (config.json).
+    weights: WeightFormat | None = None
+    kv_cache: str | None = None
+    origin: tuple[str, ...] = ()
     # Exact stored weights read from a model folder's safetensors headers (memory uses them).
     checkpoint_bytes: int | None = None
     checkpoint_params: int | None = None
@@ -95,6 +102,7 @@ class Workload:
         object.__setattr__(self, "precision", get_precision(self.precision).name)
         if self.mode not in MODES:
             raise FitbenchError(f"unknown mode '{self.mode}'", did_you_mean(self.mode, MODES))
+        self._check_storage()
         if self.optimizer not in OPTIMIZERS:
             raise FitbenchError(f"unknown optimizer '{self.optimizer}'",
                                 did_you_mean(self.optimizer, OPTIMIZERS))
@@ -151,6 +159,32 @@ class Workload:
                     what, hint = f"sequence of {longest} tokens", f"use --seq-len {most} or less"
                 raise FitbenchError(f"{what} is longer than the model's {most} positions", hint)
 
+    def _check_storage(self) -> None:
+        """--weights and --kv-cache: a quantized model generates or classifies in 16 bit."""
+        if self.weights is not None:
+            if not isinstance(self.weights, WeightFormat):
+                raise FitbenchError(f"weights must be a weight format, got {self.weights!r}",
+                                    "pass --weights NAME")
+            if self.precision in LEGACY:
+                raise FitbenchError(f"--weights {self.weights.label} and --precision {self.precision} both "
+                                    "say how weights are stored", "give one of them; with --weights use "
+                                    "--precision fp16 or bf16 for the compute dtype")
+            if self.mode == "train":
+                raise FitbenchError(f"quantized weights ({self.weights.label}) are for inference",
+                                    "use --mode infer, or --peft qlora to fine-tune a 4-bit model")
+            if self.precision not in ("fp16", "bf16"):
+                raise FitbenchError(f"quantized weights ({self.weights.label}) compute in 16 bit, not "
+                                    f"{self.precision}", "use --precision fp16 or bf16")
+            if isinstance(self.arch, ResNetArch):
+                raise FitbenchError("--weights applies to transformer models", "use --precision int8 or int4")
+        if self.kv_cache is not None:
+            object.__setattr__(self, "kv_cache", check_kv_cache(self.kv_cache))
+            if not self.is_generation:
+                raise FitbenchError("--kv-cache applies to generation: this job keeps no KV cache",
+                                    "use it with a decoder and --mode infer, or drop --kv-cache")
+        if not isinstance(self.origin, tuple) or not all(isinstance(o, str) for o in self.origin):
+            raise FitbenchError("origin must be a tuple of notes")
+
     # -- what kind of job ---------------------------------------------------------------------
     @property
     def family(self) -> str:
@@ -171,6 +205,21 @@ class Workload:
     @property
     def precision_info(self) -> Precision:
         return get_precision(self.precision)
+
+    @property
+    def weight_format(self) -> WeightFormat | None:
+        """How the Linear layers are stored when they are quantized, else None."""
+        return self.weights if self.weights is not None else LEGACY.get(self.precision)
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        """The KV cache's dtype: --kv-cache, else the activations' (16-bit or FP32)."""
+        if self.kv_cache is not None:
+            return self.kv_cache
+        p = self.precision_info
+        if p.activation_bytes != 2:
+            return "fp32"
+        return p.compute if p.compute in ("fp16", "bf16") else "fp16"
 
     @property
     def tokens_per_sequence(self) -> int:
@@ -204,6 +253,8 @@ class Workload:
         out["params"] = self.param_count()
         out["active_params"] = self.active_param_count()
         out["arch"] = dataclasses.asdict(self.arch)
+        out["weights"] = self.weights.to_dict() if self.weights is not None else None
+        out["origin"] = list(self.origin)
         return out
 
     @classmethod
@@ -213,6 +264,9 @@ class Workload:
         arch_data = dict(data.pop("arch"))
         family = data.pop("family", None)
         data.pop("params", None)
+        if data.get("weights") is not None:
+            data["weights"] = WeightFormat.from_dict(data["weights"])
+        data["origin"] = tuple(data.get("origin") or ())
         data.pop("active_params", None)
         if family == "resnet" or "depth" in arch_data:
             if arch_data.get("layers") is not None:
