@@ -10,11 +10,12 @@ two. A small-image CNN on a big card thus comes out overhead-bound, as it is in 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from fitbench.core.gpu import GpuSpec
-from fitbench.estimate import memory, resnet_cost, transformer_cost
+from fitbench.estimate import generate_ops, memory, resnet_cost, transformer_cost
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.segments import Kernel
 from fitbench.workloads.arch import TransformerArch
@@ -23,8 +24,9 @@ from fitbench.workloads.workload import Workload
 # Host operations outside the model per training step: zero_grad, loss, backward start,
 # optimizer bookkeeping (grouping tensors by device and dtype), GradScaler.
 STEP_FIXED_OPS = 30.0
-# Hugging Face generate's per-token work outside the model: logits processors, argmax,
-# concatenation of the new token, stopping criteria, cache bookkeeping.
+# Hugging Face generate's work outside the model around the prefill: logits processors, argmax,
+# concatenation of the new token, stopping criteria, cache bookkeeping. (A decode step's host
+# operations are counted whole by estimate/generate_ops.py.)
 GENERATE_FIXED_OPS_PER_TOKEN = 40.0
 # Host cost of a backward node relative to its forward operation: autograd runs backward nodes
 # from C++ without the Python module calls, hooks and argument parsing of the forward pass.
@@ -252,15 +254,19 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     # A decode step at the mean context length of the generation.
     mean_context = prompt + math.ceil(new / 2)
     decode_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=mean_context)
+    # The host issues the Python-level torch calls of the decode step as transformers issues them
+    # (generate_ops: the layers, the model's fixed part and the generate loop), in place of the
+    # kernels' per-kernel operation counts; autocast's C++ casts stay with the kernels.
+    host_k = [dataclasses.replace(k, ops=0.0) for k in decode_k]
     # The decode step's weight stream has its own bandwidth share (profiles.toml:
     # decode_memory_efficiency), where the mode runs kernels of its own for it.
     decode = time_kernels(
-        decode_k,
+        host_k,
         workload,
         gpu,
         profile,
         host_seconds_per_op=profile.generate_host_seconds_per_op,
-        fixed_ops=GENERATE_FIXED_OPS_PER_TOKEN,
+        fixed_ops=float(generate_ops.decode_step_calls(arch, mean_context)),
         memory_efficiency=profile.decode_efficiency,
     )
     # The bandwidth roofline: every weight byte and the KV cache read once per step at the
