@@ -10,7 +10,15 @@ operation its kernel list issues per decode step, plus a fixed count per token
   and a fixed part (embedding, head, sampling, the generate loop);
 * the operations one decode forward issues: Python-level torch calls (a TorchFunctionMode)
   and aten operations reaching the dispatcher (a TorchDispatchMode), per layer and fixed;
-* next to the estimator's operation count and host time for the same workload.
+* next to the estimator's operation count and host time for the same workload;
+* with `--kernels`, where the rest of the step goes (torch.profiler over two generations,
+  per decode step): GPU kernel time, and the host's time in cudaMalloc/cudaFree and in waits
+  for the device (stream/device synchronisation, device-to-host copies). A per-layer time
+  that grows with batch x context while the calls do not is GPU time if the kernel time
+  grows with it, the allocator if cudaMalloc does, the host otherwise.
+
+Python-level calls are counted less attribute reads (`.shape`, `.dtype`: C getters that cost
+nanoseconds), the unit of estimate/generate_ops.py.
 
     python benchmarks/generate_host.py --out results/generate-host.json     # on cuda
     python benchmarks/generate_host.py --device cpu --tiny                  # a smoke test
@@ -28,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.catalog import get_gpu
-from fitbench.estimate import transformer_cost
+from fitbench.estimate import generate_ops
 from fitbench.estimate.profile import get_profile
-from fitbench.estimate.speed import GENERATE_FIXED_OPS_PER_TOKEN, generation
+from fitbench.estimate.speed import generation
 from fitbench.measure.timing import summarize
 from fitbench.workloads.hf_config import workload_from_config
 
@@ -102,7 +110,8 @@ def decode_op_counts(model: Any, batch: int, prompt: int, device: str) -> tuple[
         n = 0
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            CountFunctions.n += 1
+            if getattr(func, "__name__", "") != "__get__":
+                CountFunctions.n += 1
             return func(*args, **(kwargs or {}))
 
     class CountAten(TorchDispatchMode):
@@ -125,6 +134,40 @@ def decode_op_counts(model: Any, batch: int, prompt: int, device: str) -> tuple[
     return CountFunctions.n, CountAten.n
 
 
+def kernel_profile(model: Any, batch: int, prompt: int, new: int, device: str) -> dict[str, float]:
+    """Per decode step: GPU kernel seconds, and host seconds and calls in the allocator's CUDA
+    calls and in waits for the device, from torch.profiler over generate(new) minus generate(1)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    ids = torch.randint(0, model.config.vocab_size, (batch, prompt), device=device)
+    mask = torch.ones_like(ids)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    waits = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpyAsync", "cudaEventSynchronize")
+
+    def totals(n: int) -> dict[str, float]:
+        with torch.no_grad(), profile(activities=activities) as prof:
+            model.generate(ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+        out = {"gpu_kernel_seconds": 0.0, "malloc_calls": 0.0, "malloc_seconds": 0.0,
+               "wait_calls": 0.0, "wait_seconds": 0.0}
+        for e in prof.key_averages():
+            device_us = getattr(e, "self_device_time_total", None)
+            if device_us is None:
+                device_us = getattr(e, "self_cuda_time_total", 0.0)
+            out["gpu_kernel_seconds"] += device_us * 1e-6
+            if e.key in ("cudaMalloc", "cudaFree"):
+                out["malloc_calls"] += e.count
+                out["malloc_seconds"] += e.self_cpu_time_total * 1e-6
+            elif e.key in waits:
+                out["wait_calls"] += e.count
+                out["wait_seconds"] += e.self_cpu_time_total * 1e-6
+        return out
+
+    totals(2)  # warm-up
+    long, short = totals(new), totals(1)
+    return {k: (long[k] - short[k]) / (new - 1) for k in long}
+
+
 def estimated(fields: dict[str, Any], layers: int, batch: int, prompt: int, new: int,
               gpu_id: str) -> dict[str, float]:
     """The estimator's operations and host seconds per decode step for the same job."""
@@ -134,8 +177,8 @@ def estimated(fields: dict[str, Any], layers: int, batch: int, prompt: int, new:
         w = workload_from_config(path, mode="infer", batch_size=batch, prompt_tokens=prompt,
                                  new_tokens=new, precision="bf16")
     profile = get_profile("torch", "default")
-    kernels = transformer_cost.forward_kernels(w, batch, 1, kv_len=prompt + new // 2)
-    ops = sum(k.ops * k.count for k in kernels) + GENERATE_FIXED_OPS_PER_TOKEN
+    arch = w.arch
+    ops = generate_ops.decode_step_calls(arch, prompt + (new + 1) // 2)
     gen = generation(w, get_gpu(gpu_id), profile)
     return {"ops": ops, "host_seconds": gen.decode.host_seconds, "step_seconds": gen.decode.seconds,
             "gpu_seconds": gen.decode.gpu_seconds}
@@ -149,6 +192,8 @@ def main() -> int:
     parser.add_argument("--layers", default="4,12", help="the two depths")
     parser.add_argument("--new-tokens", type=int, default=33)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--kernels", action="store_true",
+                        help="also profile GPU kernel, allocator and wait time per decode step")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -172,6 +217,9 @@ def main() -> int:
             est = estimated(fields, layers, batch, prompt, args.new_tokens, args.gpu)
             row[str(layers)] = {"step_seconds": step, "torch_functions": functions, "aten_ops": aten,
                                 "estimate": est}
+            if args.kernels:
+                row[str(layers)]["profile"] = kernel_profile(model, batch, prompt, args.new_tokens,
+                                                             args.device)
             del model
             if args.device.startswith("cuda"):
                 torch.cuda.empty_cache()
@@ -192,6 +240,11 @@ def main() -> int:
             "estimate_ops": a["estimate"]["ops"] - shallow * pl["estimate_ops"],
             "estimate_host_seconds": a["estimate"]["host_seconds"] - shallow * pl["estimate_host_seconds"],
         }
+        if args.kernels:
+            prof_a, prof_b = a["profile"], b["profile"]
+            row["per_layer"]["profile"] = {k: (prof_b[k] - prof_a[k]) / span for k in prof_a}
+            slope = row["per_layer"]["profile"]
+            row["fixed"]["profile"] = {k: prof_a[k] - shallow * slope[k] for k in prof_a}
         rows.append(row)
         print(f"{name}: done", flush=True)
 
@@ -207,6 +260,18 @@ def main() -> int:
             print(f"{row['case']:24} {part:9} {ms:8.3f} {p['estimate_host_seconds'] * 1e3:7.3f} "
                   f"{p['torch_functions']:8.1f} {p['aten_ops']:6.1f} {p['estimate_ops']:7.1f} "
                   f"{1e3 * ms / max(p['torch_functions'], 1):7.1f} {1e3 * ms / max(p['aten_ops'], 1):7.1f}")
+    if args.kernels:
+        head = (f"{'case':24} {'part':9} {'meas ms':>8} {'gpu ms':>7} {'malloc':>6} {'malloc ms':>9} "
+                f"{'waits':>5} {'wait ms':>7}")
+        print("\n" + head)
+        print("-" * len(head))
+        for row in rows:
+            for part in ("per_layer", "fixed"):
+                p, q = row[part], row[part]["profile"]
+                print(f"{row['case']:24} {part:9} {p['step_seconds'] * 1e3:8.3f} "
+                      f"{q['gpu_kernel_seconds'] * 1e3:7.3f} {q['malloc_calls']:6.1f} "
+                      f"{q['malloc_seconds'] * 1e3:9.3f} {q['wait_calls']:5.1f} "
+                      f"{q['wait_seconds'] * 1e3:7.3f}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({

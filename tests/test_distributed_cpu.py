@@ -9,7 +9,11 @@ the ranks did.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -28,6 +32,9 @@ from fitbench.measure.distributed import (
 from fitbench.workloads.presets import get_workload
 
 CPU = RunOptions(device="cpu")
+# Address space a process of the out-of-memory test may map: room for Python, torch and a process
+# group, none for a batch of 20,000 sequences.
+CAP_BYTES = 2 * 2**30
 HAS_TORCH = all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
 HAS_PADDLE = importlib.util.find_spec("paddle") is not None
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs torch and transformers")
@@ -140,8 +147,8 @@ def test_what_is_not_measured_is_refused_before_launching() -> None:
 # -- real two-rank runs ------------------------------------------------------------------------
 def run_two(name: str, strategy: str, backend: str = "torch", **kwargs: object) -> dict:
     w = get_workload(name, tiny=True, gpus=2, strategy=strategy)
-    return measure_distributed(w, backend, CPU, timeout_s=kwargs.pop("timeout_s", 300), min_steps=3, warmup=1,
-                               **kwargs)
+    return measure_distributed(w, backend, CPU, timeout_s=kwargs.pop("timeout_s", 300),
+                               min_steps=kwargs.pop("min_steps", 3), warmup=1, **kwargs)
 
 
 def check_ok(m: dict, *, wrapper: str, group: str = "gloo") -> None:
@@ -195,11 +202,26 @@ def test_bert_fsdp_two_gloo_ranks() -> None:
 @pytest.mark.slow
 @pytest.mark.torch
 @needs_torch
-def test_out_of_memory_on_the_ranks_is_a_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FITBENCH_TEST_FAIL", "oom")
-    m = run_two("bert-base-imdb", "ddp")
+def test_out_of_memory_on_the_ranks_is_a_verdict() -> None:
+    """A real allocator out-of-memory on the ranks: the job runs under an address-space cap
+    (RLIMIT_AS, inherited by the launcher and both ranks) with a batch that cannot fit in it."""
+    code = textwrap.dedent(f"""
+        import json, resource
+        resource.setrlimit(resource.RLIMIT_AS, ({CAP_BYTES}, resource.RLIM_INFINITY))
+        from fitbench.backends.base import RunOptions
+        from fitbench.measure.distributed import measure_distributed
+        from fitbench.workloads.presets import get_workload
+        w = get_workload("bert-base-imdb", tiny=True, gpus=2, strategy="ddp", batch_size=20000)
+        m = measure_distributed(w, "torch", RunOptions(device="cpu"), timeout_s=300, min_steps=1, warmup=0)
+        print(json.dumps(m))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads(proc.stdout.strip().splitlines()[-1])
     assert m["status"] == "oom" and m["error"].startswith("rank ")
     assert len(m["per_rank"]) == 2 and "oom" in {r["status"] for r in m["per_rank"]}
+    rank = next(r for r in m["per_rank"] if r["status"] == "oom")
+    assert rank["error"] == "out of memory at batch 20000 (phase: step)"
 
 
 def _rank_processes() -> int:
@@ -219,9 +241,9 @@ def _rank_processes() -> int:
 @pytest.mark.torch
 @needs_torch
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to find left-over ranks")
-def test_a_hanging_job_times_out_and_leaves_no_rank_behind(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FITBENCH_TEST_FAIL", "hang")
-    m = run_two("bert-base-imdb", "ddp", timeout_s=10)
+def test_a_hanging_job_times_out_and_leaves_no_rank_behind() -> None:
+    """A job far longer than its timeout (a million steps in 10 s) is stopped with its ranks."""
+    m = run_two("bert-base-imdb", "ddp", timeout_s=10, min_steps=10**6)
     assert m["status"] == "timeout" and "10 s" in m["error"]
     assert [r["status"] for r in m["per_rank"]] == ["missing", "missing"]
     deadline = time.monotonic() + 10

@@ -71,7 +71,7 @@ def _argv(db: Path) -> list[str]:
 
 
 def _env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("FITBENCH_TEST_FAIL", "FITBENCH_DEBUG")}
+    env = {k: v for k, v in os.environ.items() if k != "FITBENCH_DEBUG"}
     env["FITBENCH_HOME"] = str(tmp / "home")
     # The measuring child's request folder lands here, so a child that outlived its parent is
     # found by its command line.

@@ -160,8 +160,11 @@ def test_check_measures_the_tiny_scenarios_and_stores_them(capsys, tmp_path):
     assert "resnet50-cifar10 · fp32" in text
 
 
+@pytest.mark.torch
 @pytest.mark.slow
 def test_estimate_only_tuned_estimates_the_tuned_code(capsys, tmp_path):
+    """Estimates the framework `check` would measure with, the first installed: PyTorch's tuned
+    rule (amp-bf16) is asserted below, Paddle's would be bf16."""
     rc, default, _ = _json(capsys, "check", "--estimate-only", "--json", "--no-report")
     rc_t, tuned, _ = _json(capsys, "check", "--estimate-only", "--json", "--no-report", "--exec", "tuned")
     assert rc == rc_t == 0

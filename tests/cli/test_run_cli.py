@@ -1,7 +1,8 @@
 """`fitbench run`, `history` and `compare` end to end: real CLI, real child processes, real SQLite.
 
-The tiny scenarios really run through PyTorch on the CPU. Failures are produced with the child's
-documented test hook (FITBENCH_TEST_FAIL), never by exhausting the machine's memory.
+The tiny scenarios really run through PyTorch on the CPU. Failures are produced by the fake
+backend (`--backend fake:FAULT`, fitbench.backends.fake), which fails inside the real child
+process; one real allocator out-of-memory runs under an address-space cap (test_real_oom.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from fitbench.measure.timing import summarize
 from fitbench.workloads.presets import get_workload
 
 FAST = ["--min-steps", "3", "--min-seconds", "0.05", "--warmup", "1"]
-HOOK = "FITBENCH_TEST_FAIL"
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, object, str]:
@@ -184,11 +184,8 @@ def test_precision_list_gives_a_comparison(capsys, tmp_path):
     assert rc == 0 and "amp-bf16 vs fp32: peak memory" in text and "speed-up" in text
 
 
-@pytest.mark.torch
 @pytest.mark.slow
-def test_max_batch_search_through_the_cli(capsys, monkeypatch):
-    _torch()
-    monkeypatch.setenv(HOOK, "oom-above:10")
+def test_max_batch_search_through_the_cli(capsys):
     rc, data, _ = run_cli(
         capsys,
         "run",
@@ -196,6 +193,8 @@ def test_max_batch_search_through_the_cli(capsys, monkeypatch):
         "--tiny",
         "--device",
         "cpu",
+        "--backend",
+        "fake:oom-above:10",
         "--max-batch",
         "--batch-limit",
         "16",
@@ -211,58 +210,54 @@ def test_max_batch_search_through_the_cli(capsys, monkeypatch):
 
 
 # -- failures are verdicts or one-line errors --------------------------------------------------------
-@pytest.mark.torch
-@pytest.mark.slow
-def test_out_of_memory_is_a_verdict_not_a_crash(capsys, tmp_path, monkeypatch):
-    _torch()
-    monkeypatch.setenv(HOOK, "oom")
+def test_out_of_memory_is_a_verdict_not_a_crash(capsys, tmp_path):
     db = tmp_path / "h.sqlite"
+    fake_oom = ["--backend", "fake:oom", *FAST]
     rc, data, err = run_cli(
-        capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cpu", "--json", "--db", str(db), *FAST
+        capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cpu", "--json", "--db", str(db), *fake_oom
     )
     assert rc == 0
     m = data["measurement"]
     assert m["status"] == "oom"
     assert m["error"] == "out of memory at batch 8 (phase: step)"
     assert "traceback" not in m and "Traceback" not in err
-    assert "OutOfMemoryError" in m["oom_detail"]
+    assert m["oom_detail"].startswith("MemoryError: out of memory")
     assert m["load_seconds"] is not None  # the model was built before the step failed
     assert history_json(capsys, db)[0]["status"] == "oom"
 
     rc, text, _ = run_cli(
-        capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cpu", "--no-history", *FAST
+        capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cpu", "--no-history", *fake_oom
     )
     assert rc == 0 and "status: oom — out of memory at batch 8 (phase: step)" in text
 
 
-def test_child_exception_is_reported_with_its_traceback(capsys, monkeypatch, tmp_path):
-    monkeypatch.setenv(HOOK, "error")
+def test_child_exception_is_reported_with_its_traceback(capsys, tmp_path):
     db = tmp_path / "h.sqlite"
     rc, data, err = run_cli(
-        capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cpu", "--json", "--db", str(db)
+        capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cpu", "--json", "--db", str(db),
+        "--backend", "fake:error",
     )
     assert rc == 1
     m = data["measurement"]
     assert m["status"] == "error"
-    assert m["error"].startswith("SyntheticFailure: synthetic failure")
-    assert "Traceback" in m["traceback"] and "SyntheticFailure" in m["traceback"]
+    assert m["error"].startswith("FakeFailure: the fake backend failed while building the model")
+    assert "Traceback" in m["traceback"] and "FakeFailure" in m["traceback"]
     assert "Traceback" not in err
     assert history_json(capsys, db)[0]["status"] == "error"
 
 
-def test_child_crash_is_an_error_with_the_signal(capsys, monkeypatch):
-    monkeypatch.setenv(HOOK, "crash")
-    rc, data, _ = run_cli(capsys, "run", "llm-6b", "--tiny", "--device", "cpu", "--json", "--no-history")
+def test_child_crash_is_an_error_with_the_signal(capsys):
+    rc, data, _ = run_cli(capsys, "run", "llm-6b", "--tiny", "--device", "cpu", "--json", "--no-history",
+                          "--backend", "fake:crash")
     assert rc == 1
     m = data["measurement"]
     assert m["status"] == "error"
     assert "killed by SIGKILL" in m["error"]
-    assert "synthetic crash" in m["stderr_tail"]
+    assert "crashing on purpose" in m["stderr_tail"]
     assert m["child_exit_code"] == -9
 
 
-def test_hung_child_is_stopped_at_the_timeout(capsys, monkeypatch):
-    monkeypatch.setenv(HOOK, "hang")
+def test_hung_child_is_stopped_at_the_timeout(capsys):
     started = time.monotonic()
     rc, data, _ = run_cli(
         capsys,
@@ -273,6 +268,8 @@ def test_hung_child_is_stopped_at_the_timeout(capsys, monkeypatch):
         "cpu",
         "--json",
         "--no-history",
+        "--backend",
+        "fake:hang",
         "--timeout",
         "1.5",
     )
@@ -284,14 +281,16 @@ def test_hung_child_is_stopped_at_the_timeout(capsys, monkeypatch):
 
 @pytest.mark.skipif(bool(nvml.device_count()), reason="needs a machine without an NVIDIA GPU")
 def test_cuda_without_a_gpu_is_one_line(capsys):
-    rc, _, err = run_cli(capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cuda", "--no-history")
+    rc, _, err = run_cli(capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cuda", "--no-history",
+                         "--backend", "fake")
     assert rc == 2
     assert err.strip().count("\n") == 0
     assert "no CUDA GPU found" in err and "use --device cpu" in err
 
 
 def test_bad_device_name(capsys):
-    rc, _, err = run_cli(capsys, "run", "resnet50-cifar10", "--tiny", "--device", "gpu0", "--no-history")
+    rc, _, err = run_cli(capsys, "run", "resnet50-cifar10", "--tiny", "--device", "gpu0", "--no-history",
+                         "--backend", "fake")
     assert rc == 2 and "unknown device 'gpu0'" in err
 
 
@@ -314,20 +313,20 @@ def test_unavailable_paths_are_one_line_errors(capsys, extra, message):
 def test_parent_never_imports_a_framework(tmp_path):
     code = (
         "import sys; from fitbench.cli.main import main; "
-        "rc = main(['run', 'resnet50-cifar10', '--tiny', '--device', 'cpu', '--no-history', '--json']); "
+        "rc = main(['run', 'resnet50-cifar10', '--tiny', '--device', 'cpu', '--no-history', '--json', "
+        "'--backend', 'fake:error']); "
         "bad = [m for m in ('torch', 'paddle', 'transformers', 'numpy') if m in sys.modules]; "
         "print('LOADED', bad, rc)"
     )
-    env = {**os.environ, HOOK: "error"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "LOADED [] 1" in out.stdout, out.stderr
 
 
 # -- progress ---------------------------------------------------------------------------------------
-def test_forced_progress_writes_phase_lines_to_stderr(capsys, monkeypatch):
-    monkeypatch.setenv(HOOK, "error")
+def test_forced_progress_writes_phase_lines_to_stderr(capsys):
     rc, _, err = run_cli(
-        capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cpu", "--no-history", "--progress"
+        capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cpu", "--no-history", "--progress",
+        "--backend", "fake:error",
     )
     assert rc == 1
     assert "fitbench: resnet50-cifar10 (tiny) fp32 · starting child" in err
@@ -352,13 +351,13 @@ def test_progress_is_silent_unless_a_terminal_or_forced():
     assert quiet.getvalue() == ""
 
 
-def test_runner_relays_child_events(monkeypatch):
+def test_runner_relays_child_events():
     from fitbench.backends.base import RunOptions
     from fitbench.measure.runner import MEASUREMENT_KEYS, measure
 
-    monkeypatch.setenv(HOOK, "error")
     events: list[dict] = []
-    m = measure(get_workload("resnet50-cifar10", tiny=True), "torch", RunOptions(), progress=events.append)
+    workload = get_workload("resnet50-cifar10", tiny=True)
+    m = measure(workload, "fake:error", RunOptions(), progress=events.append)
     assert set(MEASUREMENT_KEYS) <= set(m)
     assert [e["phase"] for e in events][:2] == ["starting child", "importing framework"]
     assert m["status"] == "error" and m["wall_seconds"] > 0
@@ -540,6 +539,8 @@ def test_missing_dataset_path_is_one_line(capsys, tmp_path):
         "--device",
         "cpu",
         "--no-history",
+        "--backend",
+        "fake",
         "--data",
         str(tmp_path / "nowhere"),
     )
@@ -577,7 +578,6 @@ def default_sigint() -> None:
 def test_ctrl_c_stops_the_child_and_exits_130():
     import signal
 
-    env = {**os.environ, HOOK: "hang"}
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -589,8 +589,9 @@ def test_ctrl_c_stops_the_child_and_exits_130():
             "--device",
             "cpu",
             "--no-history",
+            "--backend",
+            "fake:hang",
         ],
-        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

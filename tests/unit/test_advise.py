@@ -6,7 +6,6 @@ so these tests fail if an option claims an effect the estimator does not produce
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import pytest
@@ -19,10 +18,6 @@ from fitbench.catalog import get_gpu, load_catalog
 from fitbench.estimate.api import estimate
 from fitbench.estimate.verdict import FITS, OOM, VERDICT_ORDER
 from fitbench.workloads.presets import get_workload
-
-HAS_PEFT = importlib.util.find_spec("fitbench.estimate.peft") is not None
-HAS_DISTRIBUTED = importlib.util.find_spec("fitbench.estimate.distributed") is not None
-
 
 # ----------------------------------------------------------------------------- ranking
 
@@ -181,7 +176,6 @@ def test_combined_options_when_no_single_one_fits():
     assert "all together" in fix_lines(combined.baseline, [combined], "en")[1]
 
 
-@pytest.mark.skipif(not HAS_PEFT, reason="the PEFT estimator is not installed")
 def test_lora_and_qlora_fit_where_full_fine_tuning_does_not():
     w = get_workload("llm-6b", mode="train", seq_len=512, precision="amp-bf16")
     gpu = get_gpu("rtx-4090")
@@ -193,7 +187,6 @@ def test_lora_and_qlora_fit_where_full_fine_tuning_does_not():
     assert fixes["lora"].estimate.workload.peft == "lora"
 
 
-@pytest.mark.skipif(not HAS_DISTRIBUTED, reason="the multi-GPU estimator is not installed")
 def test_more_gpus_is_the_fewest_that_run_it():
     from fitbench.estimate.distributed import min_gpus
     from fitbench.estimate.profile import get_profile

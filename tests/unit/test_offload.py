@@ -91,3 +91,23 @@ def test_the_advice_sentence_in_both_languages() -> None:
     assert f"{off.gpu_layers} 层在 GPU 上" in zh
     short = offload_estimate(_est("llm-70b", "h100-sxm"), ram=(32 * GiB, 16 * GiB))
     assert "CPU RAM" in offload_line(short, "en") and "内存" in offload_line(short, "zh")
+
+
+def test_accelerate_speed_is_the_gpu_step_plus_one_unoverlapped_copy_pass() -> None:
+    # Hand arithmetic: every offloaded tensor crosses once per forward pass at the pageable rate,
+    # plus the hook's per-tensor cost, added to the GPU's own step (nothing overlaps).
+    est = _est("llm-6b", "rtx-3060-12gb")
+    copy = offload.HostCopy(8e9, 1e-3)
+    off = offload_estimate(est, ram=PLENTY, copy=copy)
+    _, per_layer, per_head = offload.module_tensors(est.workload.arch)
+    assert (per_layer, per_head) == (9, 2)  # Llama-like: q k v o, gate up down, two RMSNorms; norm + head
+    tensors = (32 - off.gpu_layers) * 9 + 2
+    assert off.offloaded_tensors == tensors
+    copy_s = off.cpu_weight_bytes / 8e9 + tensors * 1e-3
+    assert off.copy_seconds_per_pass == pytest.approx(copy_s, rel=1e-6)
+    assert off.tokens_per_second == pytest.approx(1 / (est.step_seconds + copy_s), rel=1e-6)
+    assert off.prefill_seconds == pytest.approx(est.prefill_seconds + copy_s, rel=1e-6)
+    # The priors: a card on PCIe 5 copies at PAGEABLE_H2D_BYTES_S["pcie5"], well under the link's peak.
+    prior = offload_estimate(_est("llm-70b", "h100-sxm"), ram=PLENTY)
+    assert prior.copy.pageable_bytes_s == offload.PAGEABLE_H2D_BYTES_S["pcie5"] < prior.link_bytes_s / 2
+    assert prior.to_dict()["hook_seconds_per_tensor"] == offload.HOOK_SECONDS_PER_TENSOR

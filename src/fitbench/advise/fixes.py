@@ -411,79 +411,58 @@ def bottleneck_advice(est: Estimate, *, rows: Sequence[RankRow] | None = None) -
     compute   arithmetic limits the speed: AMP to use the tensor cores, otherwise a faster card
     """
     w, gpu, fw, mode = est.workload, est.gpu, est.framework, est.exec_mode
-    ranked: Sequence[RankRow] | None = rows
-
-    def catalog() -> Sequence[RankRow]:
-        nonlocal ranked
-        if ranked is None:
-            ranked = rank_catalog(w, framework=fw, exec_mode=mode)
-        return ranked
-
-    def good(alt: Estimate | None) -> bool:
-        ratio = _speed_ratio(alt, est) if alt is not None else None
-        return ratio is not None and ratio >= MIN_SPEEDUP and alt is not None and alt.verdict != OOM
-
     kind = est.bottleneck
-    if kind == "overhead":
-        if mode == "default":
-            alt = _try(w, {}, gpu, fw, "tuned")
-            if good(alt):
-                return BottleneckAdvice(
-                    bottleneck=kind,
-                    suggestion="tuned",
-                    baseline=est,
-                    alternative=alt,
-                    changes={"exec_mode": "tuned"},
-                )
-        bigger = min(est.max_batch_size, w.batch_size * 4)
-        if bigger > w.batch_size:
-            alt = _try(w, {"batch_size": bigger}, gpu, fw, mode)
-            if good(alt):
-                return BottleneckAdvice(
-                    bottleneck=kind,
-                    suggestion="batch",
-                    baseline=est,
-                    alternative=alt,
-                    changes={"batch_size": bigger},
-                )
-    elif kind == "memory":
-        if w.is_training and w.precision in FULL_PRECISIONS:
-            changes = {"precision": "amp-" + _half(gpu)}
-            alt = _try(w, changes, gpu, fw, mode)
-            if good(alt):
-                return BottleneckAdvice(
-                    bottleneck=kind, suggestion="amp", baseline=est, alternative=alt, changes=changes
-                )
-        if w.is_generation and w.precision not in QUANTIZED:
-            alt = _try(w, {"precision": "int4"}, gpu, fw, mode)
-            if good(alt):
-                return BottleneckAdvice(
-                    bottleneck=kind,
-                    suggestion="quantize",
-                    baseline=est,
-                    alternative=alt,
-                    changes={"precision": "int4"},
-                )
-        alt = _faster_card(est, catalog(), lambda g: g.bandwidth_bytes_s > gpu.bandwidth_bytes_s)
-        if alt is not None:
-            return BottleneckAdvice(bottleneck=kind, suggestion="card", baseline=est, alternative=alt)
-    elif kind == "compute":
-        if w.precision in FULL_PRECISIONS:
-            changes = {"precision": ("amp-" if w.is_training else "") + _half(gpu)}
-            alt = _try(w, changes, gpu, fw, mode)
-            if good(alt):
-                return BottleneckAdvice(
-                    bottleneck=kind, suggestion="amp", baseline=est, alternative=alt, changes=changes
-                )
-        compute = w.precision_info.compute
-        alt = _faster_card(est, catalog(), lambda g: g.peak(compute) > gpu.peak(compute))
-        if alt is not None:
-            return BottleneckAdvice(bottleneck=kind, suggestion="card", baseline=est, alternative=alt)
+    for suggestion, changes, run_mode, reported in _targeted_changes(est):
+        alt = _try(w, changes, gpu, fw, run_mode)
+        ratio = _speed_ratio(alt, est) if alt is not None else None
+        if alt is not None and ratio is not None and ratio >= MIN_SPEEDUP and alt.verdict != OOM:
+            return BottleneckAdvice(bottleneck=kind, suggestion=suggestion, baseline=est, alternative=alt,
+                                    changes=reported)
+    ranked = rows if rows is not None else rank_catalog(w, framework=fw, exec_mode=mode)
+    better = _better_card_test(est)
+    alt = _faster_card(est, ranked, better) if better is not None else None
+    if alt is not None:
+        return BottleneckAdvice(bottleneck=kind, suggestion="card", baseline=est, alternative=alt)
     # Nothing targeted helps: the fastest card that fits is the last resort.
-    alt = _faster_card(est, catalog(), lambda g: g.id != gpu.id)
+    alt = _faster_card(est, ranked, lambda g: g.id != gpu.id)
     if alt is not None:
         return BottleneckAdvice(bottleneck=kind, suggestion="card", baseline=est, alternative=alt)
     return BottleneckAdvice(bottleneck=kind, suggestion="none", baseline=est, alternative=None)
+
+
+def _targeted_changes(est: Estimate) -> list[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+    """The changes that attack `est`'s bottleneck, in the order they are tried: (suggestion,
+    changes to the workload, exec mode to estimate, changes as reported)."""
+    w, gpu, mode = est.workload, est.gpu, est.exec_mode
+    out: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = []
+    if est.bottleneck == "overhead":
+        if mode == "default":
+            out.append(("tuned", {}, "tuned", {"exec_mode": "tuned"}))
+        bigger = min(est.max_batch_size, w.batch_size * 4)
+        if bigger > w.batch_size:
+            out.append(("batch", {"batch_size": bigger}, mode, {"batch_size": bigger}))
+    elif est.bottleneck == "memory":
+        if w.is_training and w.precision in FULL_PRECISIONS:
+            amp = {"precision": "amp-" + _half(gpu)}
+            out.append(("amp", amp, mode, amp))
+        if w.is_generation and w.precision not in QUANTIZED:
+            out.append(("quantize", {"precision": "int4"}, mode, {"precision": "int4"}))
+    elif est.bottleneck == "compute" and w.precision in FULL_PRECISIONS:
+        amp = {"precision": ("amp-" if w.is_training else "") + _half(gpu)}
+        out.append(("amp", amp, mode, amp))
+    return out
+
+
+def _better_card_test(est: Estimate) -> Callable[[GpuSpec], bool] | None:
+    """Which cards lift `est`'s bottleneck: more bandwidth for memory, more FLOP/s at its
+    compute precision for compute (None: no card is better by its bottleneck alone)."""
+    gpu = est.gpu
+    if est.bottleneck == "memory":
+        return lambda g: g.bandwidth_bytes_s > gpu.bandwidth_bytes_s
+    if est.bottleneck == "compute":
+        compute = est.workload.precision_info.compute
+        return lambda g: g.peak(compute) > gpu.peak(compute)
+    return None
 
 
 def offload_option(est: Estimate, *, ram: Any = True) -> Any:

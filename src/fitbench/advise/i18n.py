@@ -552,6 +552,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "col.peak": {"en": "peak memory", "zh": "峰值显存"},
     "col.usable": {"en": "usable", "zh": "可用显存"},
     "col.max_batch": {"en": "max batch", "zh": "最大批大小"},
+    "col.max_context": {"en": "max context", "zh": "最长上下文"},
     "col.speed": {"en": "speed", "zh": "速度"},
     "col.bottleneck": {"en": "bottleneck", "zh": "瓶颈"},
     "col.run": {"en": "run", "zh": "运行编号"},

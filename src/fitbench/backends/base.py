@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+from fitbench.core.names import exec_mode
+from fitbench.errors import FitbenchError
 from fitbench.workloads.workload import Workload
 
 
@@ -31,6 +33,9 @@ class RunOptions:
     memory_limit_bytes: int | None = None
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        exec_mode(self.exec_mode)  # one of fitbench.core.names.ExecMode, or one clear line
 
 
 class Session(ABC):
@@ -67,17 +72,28 @@ class Session(ABC):
         """Release the model and free device memory."""
 
 
-class Backend(ABC):
-    """A framework: names itself, reports its version, and opens sessions."""
+@runtime_checkable
+class Backend(Protocol):
+    """A framework: names itself, reports its version, and opens sessions.
+
+    The contract the runner relies on, and nothing else: the torch, paddle and fake backends
+    subclass this Protocol explicitly (a class that misses a method cannot be instantiated, which
+    a test of the registry checks for every backend), and fitbench.backends.BACKENDS lists them.
+    """
 
     name: str
 
     @abstractmethod
-    def version(self) -> str: ...
+    def version(self) -> str:
+        """The framework's version as the result records it."""
 
     @abstractmethod
     def device_info(self, device: str) -> dict[str, Any]:
         """What the framework sees: name, total memory, capability; raises FitbenchError if absent."""
+
+    def prepare(self, workload: Workload, options: RunOptions) -> None:
+        """Import what building `workload` will need, so that the timed load measures building
+        only (optional: nothing to do by default)."""
 
     @abstractmethod
     def open(self, workload: Workload, options: RunOptions) -> Session:
@@ -89,8 +105,6 @@ class Backend(ABC):
 
     def limit_memory(self, device: str, allocator_bytes: int) -> None:
         """Let the framework's allocator hold at most `allocator_bytes` on `device`."""
-        from fitbench.errors import FitbenchError
-
         raise FitbenchError(
             f"the {self.name} backend cannot cap its device memory",
             "run without --emulate, or with --backend torch",

@@ -141,15 +141,9 @@ def _number(row: Mapping[str, Any], key: str, where: str, *, positive: bool = Tr
     return value
 
 
-def _row_to_spec(row: Mapping[str, Any], default_reserved_mib: float, where: str) -> GpuSpec:
-    keys = set(row)
-    if missing := _REQUIRED - keys:
-        raise ValueError(f"{where}: missing {', '.join(sorted(missing))}")
-    if unknown := keys - _REQUIRED - _OPTIONAL:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-    gid = row["id"]
-    where = f"{where} ({gid})"
-    if not isinstance(gid, str) or not _ID_RE.match(gid):
+def _check_labels(row: Mapping[str, Any], where: str) -> None:
+    """The id, the names and the labels that must be one of a known set."""
+    if not isinstance(row["id"], str) or not _ID_RE.match(row["id"]):
         raise ValueError(f"{where}: id must be lowercase words joined by dashes")
     for key in ("name", "vendor", "source"):
         if not isinstance(row[key], str) or not row[key].strip():
@@ -161,7 +155,10 @@ def _row_to_spec(row: Mapping[str, Any], default_reserved_mib: float, where: str
     if row["interconnect"] not in INTERCONNECTS:
         raise ValueError(f"{where}: interconnect must be one of {sorted(INTERCONNECTS)}")
 
-    # Memory: the exact nvidia-smi total where known, else the nominal size in GiB.
+
+def _memory_bytes(row: Mapping[str, Any], default_reserved_mib: float, where: str) -> tuple[int, int]:
+    """(total, usable) bytes: the exact nvidia-smi total where known, else the nominal size in
+    GiB, less what the driver reserves."""
     nominal_mib = _number(row, "memory_gib", where) * 1024
     total_mib = _number(row, "memory_mib", where) if "memory_mib" in row else nominal_mib
     if not 0.9 * nominal_mib <= total_mib <= nominal_mib:
@@ -169,8 +166,31 @@ def _row_to_spec(row: Mapping[str, Any], default_reserved_mib: float, where: str
     reserved_mib = _number(row, "reserved_mib", where) if "reserved_mib" in row else default_reserved_mib
     if reserved_mib >= total_mib * 0.1:
         raise ValueError(f"{where}: reserved_mib {reserved_mib} is implausibly large")
-    memory_bytes = int(total_mib * MiB)
-    usable_bytes = int((total_mib - reserved_mib) * MiB)
+    return int(total_mib * MiB), int((total_mib - reserved_mib) * MiB)
+
+
+def _check_prices(row: Mapping[str, Any], where: str) -> None:
+    """A price or a rental rate comes with its source and its month."""
+    if row.get("price_usd") is not None:
+        _number(row, "price_usd", where)
+        if not row.get("price_source") or not _DATE_RE.match(str(row.get("price_date", ""))):
+            raise ValueError(f"{where}: price_usd needs price_source and price_date (YYYY-MM)")
+    if row.get("rent_usd_per_hour") is not None:
+        _number(row, "rent_usd_per_hour", where)
+        if not row.get("rent_source") or not _DATE_RE.match(str(row.get("rent_date", ""))):
+            raise ValueError(f"{where}: rent_usd_per_hour needs rent_source and rent_date (YYYY-MM)")
+
+
+def _row_to_spec(row: Mapping[str, Any], default_reserved_mib: float, where: str) -> GpuSpec:
+    keys = set(row)
+    if missing := _REQUIRED - keys:
+        raise ValueError(f"{where}: missing {', '.join(sorted(missing))}")
+    if unknown := keys - _REQUIRED - _OPTIONAL:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    gid = row["id"]
+    where = f"{where} ({gid})"
+    _check_labels(row, where)
+    memory_bytes, usable_bytes = _memory_bytes(row, default_reserved_mib, where)
 
     tflops = row["tflops"]
     if not isinstance(tflops, dict) or not {"fp32", "fp16"} <= set(tflops) <= set(PEAK_KEYS):
@@ -181,16 +201,8 @@ def _row_to_spec(row: Mapping[str, Any], default_reserved_mib: float, where: str
     if "fp8" in peak and row["architecture"] in _NO_FP8:
         raise ValueError(f"{where}: {row['architecture']} cards have no FP8 tensor cores; drop fp8")
 
-    price = row.get("price_usd")
-    if price is not None:
-        _number(row, "price_usd", where)
-        if not row.get("price_source") or not _DATE_RE.match(str(row.get("price_date", ""))):
-            raise ValueError(f"{where}: price_usd needs price_source and price_date (YYYY-MM)")
-    rent = row.get("rent_usd_per_hour")
-    if rent is not None:
-        _number(row, "rent_usd_per_hour", where)
-        if not row.get("rent_source") or not _DATE_RE.match(str(row.get("rent_date", ""))):
-            raise ValueError(f"{where}: rent_usd_per_hour needs rent_source and rent_date (YYYY-MM)")
+    _check_prices(row, where)
+    price, rent = row.get("price_usd"), row.get("rent_usd_per_hour")
     measured = row.get("measured", True)
     if not isinstance(measured, bool):
         raise ValueError(f"{where}: measured must be true or false")

@@ -117,30 +117,11 @@ def _complete(raw: dict[str, Any], where: str) -> dict[str, Any]:
         hint = close_match_hint(key, _ACCEPTED) or "keys are those of gpus.toml rows, plus fp32/fp16/... flat"
         raise FitbenchError(f"unknown key '{key}' in GPU spec {where}", hint)
     row = dict(raw)
-    tflops = dict(row.pop("tflops", {}) or {})
-    if not isinstance(tflops, dict):
-        raise FitbenchError(f"tflops in GPU spec {where} must be a table",
-                            "e.g. tflops = { fp32 = 104.8, fp16 = 209.5 }")
-    for key in PEAK_KEYS:
-        if key == "bf16" and isinstance(row.get(key), bool):
-            continue  # bf16=true is the row's flag; bf16=209 is the peak
-        if key in row:
-            if key in tflops:
-                raise FitbenchError(f"GPU spec {where} gives {key} twice", f"give {key} once")
-            tflops[key] = row.pop(key)
+    tflops = _fold_peaks(row, where)
     for key, what in SPEC_REQUIRED.items():
         if key not in row and key not in tflops:
             raise FitbenchError(f"GPU spec {where} has no {key}", f"add {what}")
-    for key in ("memory_gib", "bandwidth_gb_s", "interconnect_gb_s", *tflops):
-        value = tflops.get(key, row.get(key))
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise FitbenchError(f"{key} in GPU spec {where} must be a number, got '{value}'", "write it in "
-                                "the row's units: GiB, GB/s, TFLOPS")
-        if value <= 0:
-            raise FitbenchError(f"{key} in GPU spec {where} must be positive, got {value}",
-                                "give the datasheet figure")
+    _check_figures(row, tflops, where)
     row["tflops"] = tflops
     row.setdefault("id", _slug(str(row["name"])))
     row.setdefault("vendor", "unknown")
@@ -155,6 +136,37 @@ def _complete(raw: dict[str, Any], where: str) -> dict[str, Any]:
         row["interconnect_gb_s"] = _PCIE_GB_S[row["interconnect"]]
     row.setdefault("source", f"user spec {where}")
     return row
+
+
+def _fold_peaks(row: dict[str, Any], where: str) -> dict[str, Any]:
+    """The peaks as one tflops table: its own entries and the flat keys (fp32 = ...) moved
+    out of `row` into it."""
+    tflops = dict(row.pop("tflops", {}) or {})
+    if not isinstance(tflops, dict):
+        raise FitbenchError(f"tflops in GPU spec {where} must be a table",
+                            "e.g. tflops = { fp32 = 104.8, fp16 = 209.5 }")
+    for key in PEAK_KEYS:
+        if key == "bf16" and isinstance(row.get(key), bool):
+            continue  # bf16=true is the row's flag; bf16=209 is the peak
+        if key in row:
+            if key in tflops:
+                raise FitbenchError(f"GPU spec {where} gives {key} twice", f"give {key} once")
+            tflops[key] = row.pop(key)
+    return tflops
+
+
+def _check_figures(row: dict[str, Any], tflops: dict[str, Any], where: str) -> None:
+    """Sizes, rates and peaks are positive numbers."""
+    for key in ("memory_gib", "bandwidth_gb_s", "interconnect_gb_s", *tflops):
+        value = tflops.get(key, row.get(key))
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise FitbenchError(f"{key} in GPU spec {where} must be a number, got '{value}'", "write it in "
+                                "the row's units: GiB, GB/s, TFLOPS")
+        if value <= 0:
+            raise FitbenchError(f"{key} in GPU spec {where} must be positive, got {value}",
+                                "give the datasheet figure")
 
 
 def load_gpu_spec(text: str) -> GpuSpec:

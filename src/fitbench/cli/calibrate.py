@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.cli.common import add_command, add_exec_arg, print_json
+from fitbench.core.names import FRAMEWORKS
 from fitbench.errors import FitbenchError
 
 EPILOG = """examples:
@@ -37,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     parser = add_command(subparsers, name, help_text, EPILOG, description=__doc__)
     parser.add_argument("--from", dest="source", metavar="FILE",
                         help="fit from a stored benchmarks/accuracy.py or speed.py result")
-    parser.add_argument("--backend", choices=("torch", "paddle"), default="torch")
+    parser.add_argument("--backend", choices=FRAMEWORKS, default="torch")
     add_exec_arg(parser)
     parser.add_argument("--device", default="cuda", help="cuda or cuda:N (default cuda)")
     parser.add_argument("--dry-run", action="store_true", help="print the fit, do not keep it")

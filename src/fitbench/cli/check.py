@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from fitbench.backends import framework_of
 from fitbench.cli.common import (
     HistoryStore,
     add_backend_arg,
@@ -144,7 +145,7 @@ class Machine:
 
 
 def find_machine(backend: str | None) -> Machine:
-    from fitbench.backends import BACKENDS, backend_installed, installed_backends
+    from fitbench.backends import backend_installed, entry, installed_backends
     from fitbench.catalog.detect import detect_local_gpus, spec_for_local
 
     gpus = tuple(detect_local_gpus())
@@ -152,7 +153,7 @@ def find_machine(backend: str | None) -> Machine:
     installed = tuple(installed_backends())
     if backend is not None and not backend_installed(backend):
         raise FitbenchError(
-            f"the {backend} backend is not installed", f"pip install 'fitbench[{BACKENDS[backend][2]}]'"
+            f"the {backend} backend is not installed", f"pip install 'fitbench[{entry(backend).extra}]'"
         )
     chosen = backend or (installed[0] if installed else None)
     return Machine(gpus=gpus, spec=spec, backend=chosen, installed=installed)
@@ -485,7 +486,7 @@ def check_command(args: argparse.Namespace) -> int:
 
     lang = resolve_lang(args.lang)
     machine = find_machine(args.backend)
-    framework = machine.backend or "torch"
+    framework = framework_of(machine.backend) if machine.backend else "torch"
     exec_mode = args.exec_mode
     cards = resolve_gpus(args.gpu or ([] if args.gpu_spec else list(DEFAULT_GPUS)), args.gpu_spec or ())
     if not cards:

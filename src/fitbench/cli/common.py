@@ -9,6 +9,7 @@ import math
 import sys
 from typing import Any
 
+from fitbench.core.names import EXEC_MODES, FRAMEWORKS
 from fitbench.core.precision import PRECISION_NAMES
 from fitbench.errors import FitbenchError
 from fitbench.workloads.workload import Workload
@@ -65,15 +66,34 @@ def add_command(subparsers: argparse._SubParsersAction, name: str, help_text: st
                                  epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+class BackendChoices(tuple[str, ...]):
+    """--backend's choices: the listed backends (what help and errors show), and containing
+    also the unlisted ones a user may name (fitbench.backends.fake and its faults)."""
+
+    def __new__(cls) -> BackendChoices:
+        return super().__new__(cls, FRAMEWORKS)
+
+    def __contains__(self, name: object) -> bool:
+        from fitbench.backends import entry
+
+        if not isinstance(name, str):
+            return False
+        try:
+            entry(name)
+        except FitbenchError:
+            return False
+        return True
+
+
 def add_backend_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--backend: the framework that measures."""
-    parser.add_argument("--backend", choices=("torch", "paddle"),
+    parser.add_argument("--backend", choices=BackendChoices(),
                         help="framework to measure with (default: the first installed of torch, paddle)")
 
 
 def add_exec_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--exec: which code runs (and is estimated), the kind most users write or the tuned kind."""
-    parser.add_argument("--exec", dest="exec_mode", choices=("default", "tuned"), default="default",
+    parser.add_argument("--exec", dest="exec_mode", choices=EXEC_MODES, default="default",
                         help="default: the code most users write (eager); tuned: what the card can do "
                              "(CUDA graphs, compiled steps, bf16; PyTorch)")
 
@@ -160,6 +180,13 @@ def add_workload_args(parser: argparse.ArgumentParser, *, workload_required: boo
     if multi_precision:
         help_precision += "; a comma-separated list compares them"
     group.add_argument("--precision", metavar="P", help=help_precision)
+    group.add_argument("--weights", metavar="FORMAT",
+                       help="quantized weight storage: int8, nf4[-dq], fp4[-dq], gptq[-8bit][-g64], awq, "
+                            "fp8[-channel|-tensor], q8_0, q6_k, q5_k_m, q4_k_m, q4_0, q3_k_m, q2_k; "
+                            "none ignores a config's quantization_config")
+    group.add_argument("--kv-cache", metavar="DTYPE",
+                       help="KV cache dtype for generation: fp16, bf16, fp8 or int8 "
+                            "(default: the compute dtype)")
     group.add_argument("--optimizer", metavar="NAME", help="adam, adamw, sgd or momentum")
     group.add_argument("--mode", metavar="MODE", help="train or infer")
     group.add_argument("--prompt-tokens", type=positive_int, metavar="N")
@@ -193,12 +220,13 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
         "checkpointing": args.checkpointing, "attention": args.attention, "peft": args.peft,
         "lora_rank": args.lora_rank, "lora_targets": args.lora_targets, "gpus": args.gpus,
         "strategy": args.strategy, "optimizer_impl": args.optimizer_impl, "grad_accum": args.grad_accum,
+        "kv_cache": getattr(args, "kv_cache", None),
     }
-    for key in ("peft", "lora_targets", "strategy", "attention", "optimizer", "mode", "optimizer_impl"):
-        if isinstance(overrides[key], str):
-            overrides[key] = overrides[key].strip().lower()
-    if overrides["precision"] is not None:
-        overrides["precision"] = overrides["precision"].strip().lower()
+    weights_text = getattr(args, "weights", None)
+    if weights_text is not None:
+        from fitbench.core.quant import parse_weights
+
+        overrides["weights"] = parse_weights(weights_text) or NO_WEIGHTS
     if args.config:
         if args.workload:
             raise FitbenchError(f"both a WORKLOAD preset ('{args.workload}') and --config were given",
@@ -215,9 +243,6 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
                 raise
             raise FitbenchError(exc.message, "fix that value in the config file, or use the model's "
                                              "original config.json") from exc
-        if workload.peft and workload.family == "decoder" and overrides["precision"] is None:
-            # As for presets below: PEFT keeps the frozen decoder in 16 bit, not under mixed precision.
-            workload = workload.replace(precision="bf16")
         return check_overrides_apply(workload, args)
     if not args.workload:
         raise FitbenchError("no workload given",
@@ -232,18 +257,18 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
             if args.tiny:
                 raise FitbenchError("--tiny applies to presets, not to library models",
                                     "drop --tiny, or name a preset (`fitbench workloads`)")
-            workload = library.workload_for_model(args.workload, **overrides)
-            if workload.peft and workload.family == "decoder" and overrides["precision"] is None:
-                workload = workload.replace(precision="bf16")
-            return check_overrides_apply(workload, args)
-    workload = get_workload(args.workload, tiny=args.tiny)
-    # Switching a decoder to training needs a sequence length; a train job needs no prompt.
-    if overrides["mode"] == "train" and workload.family == "decoder" and overrides["seq_len"] is None:
-        overrides["seq_len"] = workload.seq_len or 512
-    if overrides["mode"] == "train" and workload.is_generation and overrides["precision"] is None:
-        # Fine-tuning a decoder: 16-bit frozen weights for PEFT, mixed precision otherwise.
-        overrides["precision"] = "bf16" if overrides["peft"] else "amp-bf16"
-    return check_overrides_apply(workload.replace(**overrides), args)
+            # Read as config files are: Workload.with_overrides adds the defaults a change implies.
+            return check_overrides_apply(library.workload_for_model(args.workload, **overrides), args)
+    if overrides.get("weights") is NO_WEIGHTS:
+        overrides["weights"] = None  # a preset has no quantization_config to drop
+    # The defaults an override implies (a decoder switched to training, quantized weights that
+    # compute in 16 bit) belong to the workload: `fitbench.estimate()` applies the same ones.
+    workload = get_workload(args.workload, tiny=args.tiny).with_overrides(**overrides)
+    return check_overrides_apply(workload, args)
+
+
+# `--weights none`: drop a config's quantization_config and keep the precision's own dtype.
+NO_WEIGHTS = "none"
 
 
 def _nearer_a_model(key: str) -> bool:

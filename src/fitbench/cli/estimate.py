@@ -23,6 +23,7 @@ from fitbench.cli.common import (
     print_json,
     workload_from_args,
 )
+from fitbench.core.names import FRAMEWORKS
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import Estimate, estimate
@@ -39,10 +40,12 @@ EXAMPLES = """examples:
   fitbench estimate llm-6b --gpu-spec 'name=My card,memory_gib=32,bandwidth_gb_s=1792,fp32=104.8,fp16=209.5'
   fitbench estimate llm-6b --serve --gpu h100-sxm --context 8192   serving: KV blocks, users, tok/s
   fitbench estimate llm-13b --gpu rtx-4090 --offload        runs with layers in CPU memory?
+  fitbench estimate llm-13b --gpu 4090 --weights q4_k_m --kv-cache fp8   GGUF weights, fp8 KV cache
+  fitbench estimate --config ./Qwen2.5-7B-Instruct-AWQ --gpu 4090        quantization_config is read
 
 JSON: {"estimates": [{gpu, workload, precision, batch_size, verdict, peak_memory_bytes,
-       breakdown{name: bytes}, max_batch_size, step_seconds, epoch_seconds, tokens_per_second,
-       bottleneck, cost_per_million_tokens_usd, cost_per_epoch_usd, price_date, ...,
+       breakdown{name: bytes}, max_batch_size, max_context_tokens, step_seconds, epoch_seconds,
+       tokens_per_second, bottleneck, cost_per_million_tokens_usd, cost_per_epoch_usd, price_date, ...,
        offload{...} with --offload}]}; with --serve {"serving": [{kv_cache_tokens, kv_cache_blocks,
        max_concurrent_sequences, ttft_seconds, throughput[...], ...}]}
        (see the README for every field).
@@ -58,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
                         help="catalog GPU (repeatable, comma-separated, or 'all'); default: "
                              + ", ".join(DEFAULT_GPUS))
     add_gpu_spec_arg(parser)
-    parser.add_argument("--framework", choices=("torch", "paddle"), default="torch",
+    parser.add_argument("--framework", choices=FRAMEWORKS, default="torch",
                         help="whose memory behaviour and efficiencies to assume (default torch)")
     add_exec_arg(parser)
     parser.add_argument("--fail-if", choices=("oom", "offload", "tight"), metavar="VERDICT",
@@ -281,7 +284,9 @@ def format_estimates(results: list[Estimate], offloads: list[Any] | None = None,
              + (f", {w.grad_accum} micro-batches accumulated" if w.is_training and w.grad_accum > 1 else "")
              + (f", {t('fix.part.checkpointing', lang)}" if w.checkpointing else "")
              + (f", {w.peft} rank {w.lora_rank} on {w.lora_targets}" if w.peft else "")
-             + (", " + t("est.per_gpu", lang, gpus=w.gpus, strategy=w.strategy) if w.gpus > 1 else ""))
+             + (", " + t("est.per_gpu", lang, gpus=w.gpus, strategy=w.strategy) if w.gpus > 1 else "")
+             + (f", weights {w.weights.label}" if w.weights is not None else "")
+             + (f", KV cache {w.kv_cache}" if w.kv_cache else ""))
     title = t("est.title", lang, name=w.name, family=w.family, mode=w.mode,
               params=format_params(w.param_count(), lang), batch=w.batch_size, shape=shape,
               precision=w.precision, extra=extra)
@@ -292,11 +297,12 @@ def format_estimates(results: list[Estimate], offloads: list[Any] | None = None,
         label = verdict_label(shown, lang)
         rows.append([e.gpu.id, format_bytes(e.gpu.usable_bytes), format_bytes(e.peak_memory_bytes),
                      colour_verdict(shown, enabled=colour, label=label), str(e.max_batch_size),
+                     "-" if e.max_context_tokens is None else f"{e.max_context_tokens:,}",
                      speed_cell(e, off, lang), bottleneck_cell(e, lang),
                      "-" if e.verdict == "oom" else cost_cell(job_cost(e), lang)])
     headers = [t(k, lang) for k in ("col.card", "col.usable", "col.peak", "col.verdict", "col.max_batch",
-                                    "col.speed", "col.bottleneck", "cost.header")]
-    table = render_table(headers, rows, align="lrrlrrlr")
+                                    "col.max_context", "col.speed", "col.bottleneck", "cost.header")]
+    table = render_table(headers, rows, align="lrrlrrrlr")
     lines = [title, "", table]
     if len(results) == 1:
         lines += ["", t("est.memory_at_peak", lang, phase=first.memory.phase)]

@@ -10,6 +10,7 @@ from fitbench.results.table import render_table
 from fitbench.workloads import library
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.hf_config import arch_from_hf_config, arch_label
+from fitbench.workloads.quant_config import weight_format_from_config
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
@@ -42,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
             f"{arch.sliding_window} on {arch.sliding_layers}/{arch.num_layers}" if arch.sliding_layers else ""
         )
         experts = f"{arch.experts_per_token}/{arch.num_experts}" if arch.is_moe else ""
+        fmt, _ = weight_format_from_config(m.config, m.repo)
+        weights = fmt.label if fmt is not None else None
         records.append(
             {
                 "name": m.name,
@@ -55,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
                 "num_experts": arch.num_experts or None,
                 "sliding_window": arch.sliding_window,
                 "kv_cache_elements_per_token_layer": arch.kv_elements_per_token(),
+                "weights": weights,
             }
         )
         rows.append(
@@ -66,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
                 experts,
                 "MLA" if arch.is_mla else f"{arch.kv_heads}/{arch.num_heads}",
                 window,
+                weights or "",
                 m.repo,
             ]
         )
@@ -74,9 +79,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(
         render_table(
-            ["model", "family", "params", "active", "experts", "kv heads", "sliding window", "source"],
+            ["model", "family", "params", "active", "experts", "kv heads", "sliding window", "weights",
+             "source"],
             rows,
-            align="llrrllll",
+            align="llrrlllll",
         )
     )
     print(

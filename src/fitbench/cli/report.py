@@ -34,6 +34,7 @@ from typing import Any
 
 from fitbench import __version__
 from fitbench.cli.common import add_command, add_db_arg, add_lang_arg, positive_int
+from fitbench.core.names import FRAMEWORKS
 from fitbench.errors import FitbenchError
 
 DEFAULT_HTML = "fitbench-report.html"
@@ -127,7 +128,7 @@ def _estimates_for(
         m = record.get("measurement") or {}
         fw = m.get("backend") or "torch"
         ests = [
-            estimate(w, g, framework=fw if fw in ("torch", "paddle") else "torch",
+            estimate(w, g, framework=fw if fw in FRAMEWORKS else "torch",
                      exec_mode=str(m.get("exec_mode") or "default")).to_dict()
             for g in resolve_gpus(cards)
         ]

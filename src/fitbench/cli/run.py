@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.advise.i18n import resolve_lang
+from fitbench.backends import framework_of
 from fitbench.cli.common import (
     HistoryStore,
     add_backend_arg,
@@ -125,11 +126,11 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 # -- choices the parent makes without importing a framework -------------------------------------
 def pick_backend(name: str | None, lang: str = "en") -> str:
     from fitbench.advise.i18n import t
-    from fitbench.backends import BACKENDS, backend_installed, installed_backends
+    from fitbench.backends import backend_installed, entry, installed_backends
 
     if name is not None:
         if not backend_installed(name):
-            extra = BACKENDS[name][2]
+            extra = entry(name).extra
             raise FitbenchError(f"the {name} backend is not installed", f"pip install 'fitbench[{extra}]'")
         return name
     installed = installed_backends()
@@ -202,7 +203,7 @@ def estimate_for(
     from fitbench.estimate.api import estimate
 
     try:
-        return estimate(workload, gpu, framework=backend, exec_mode=exec_mode), None
+        return estimate(workload, gpu, framework=framework_of(backend), exec_mode=exec_mode), None
     except FitbenchError as exc:
         return None, f"no estimate: {exc}"
 
@@ -300,12 +301,36 @@ def comparison(
 
 
 # -- the command ----------------------------------------------------------------------------------
+def refuse_unmeasurable_storage(workload: Workload) -> None:
+    """The backends build weights in the precision's dtype (bitsandbytes for int8/int4) and a KV
+    cache in the compute dtype: a weight format or a KV cache dtype they cannot build is refused
+    here, before minutes are spent, instead of measuring something else."""
+    fmt = workload.weights
+    if fmt is not None:
+        raise FitbenchError(f"fitbench run cannot build {fmt.describe()} weights (the estimate covers them)",
+                            "use --precision int8 or int4 (bitsandbytes) to measure quantized weights, or "
+                            "--weights none for the unquantized model; benchmarks/quant_gpu.py measures fp8 "
+                            "block-scaled weights")
+    if workload.kv_cache is not None and workload.kv_cache != _compute_kv_dtype(workload):
+        raise FitbenchError(f"fitbench run keeps the KV cache in the compute dtype, not {workload.kv_cache}",
+                            "drop --kv-cache to measure; `fitbench estimate --kv-cache` gives its memory")
+
+
+def _compute_kv_dtype(workload: Workload) -> str:
+    p = workload.precision_info
+    return p.compute if p.activation_bytes == 2 else "fp32"
+
+
 def run_command(args: argparse.Namespace) -> int:
     from fitbench.backends.base import RunOptions
     from fitbench.measure.diagnosis import diagnose
     from fitbench.measure.progress import Progress, should_show
 
     lang = resolve_lang(getattr(args, "lang", None))
+    precisions = precision_list(args.precision)
+    workloads = [workload_from_args(args, precision=p) for p in precisions]
+    for w in workloads:
+        refuse_unmeasurable_storage(w)
     backend = pick_backend(args.backend, lang)
     if args.emulate is not None and _cuda_present() is False:
         # Said before the device is chosen: "use --device cuda" then "no GPU, use --device cpu"
@@ -317,8 +342,6 @@ def run_command(args: argparse.Namespace) -> int:
     device = pick_device(args.device)
     if args.data is not None and not os.path.exists(args.data):
         raise FitbenchError(f"dataset path {args.data} does not exist", "pass the CIFAR-10 or aclImdb path")
-    precisions = precision_list(args.precision)
-    workloads = [workload_from_args(args, precision=p) for p in precisions]
     if args.max_batch and any(w.gpus > 1 for w in workloads):
         raise FitbenchError("--max-batch searches one GPU", "drop --gpus or --max-batch")
     limit = None

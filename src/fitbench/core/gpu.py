@@ -48,6 +48,11 @@ class GpuSpec:
     aliases: tuple[str, ...] = field(default_factory=tuple)
     notes: str = ""
 
+    def has_rate(self, compute: str) -> bool:
+        """Whether the card has tensor cores of this type (catalog rows list 'fp8' and 'int8'
+        dense rates only for cards that have them: Ada, Hopper, Blackwell for fp8)."""
+        return compute in self.peak_flops
+
     def peak(self, compute: str) -> float:
         """Dense peak FLOP/s for a compute precision; a rate the card lacks falls back to FP32.
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from fitbench.core import names
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.units import GiB
 from fitbench.estimate import speed
@@ -14,7 +15,8 @@ from fitbench.estimate.execution import workload_as_run
 from fitbench.estimate.memory import MemoryBreakdown, memory_breakdown
 from fitbench.estimate.profile import Profile, get_profile
 from fitbench.estimate.verdict import TIGHT_MARGIN, max_fitting, verdict
-from fitbench.workloads.workload import Workload
+from fitbench.workloads.arch import TransformerArch
+from fitbench.workloads.workload import LIMITS, Workload
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,6 +30,7 @@ class Estimate:
     memory: MemoryBreakdown
     verdict: str
     max_batch_size: int
+    max_context_tokens: int | None
     step_seconds: float | None
     epoch_seconds: float | None
     samples_per_second: float | None
@@ -116,6 +119,10 @@ class Estimate:
             "breakdown": self.breakdown,
             "peak_phase": self.memory.phase,
             "max_batch_size": self.max_batch_size,
+            "max_context_tokens": self.max_context_tokens,
+            "weights": w.weight_format.label if w.weight_format is not None else None,
+            "weight_bits_per_weight": weight_bits(w),
+            "kv_cache_dtype": w.kv_cache_dtype if w.is_generation else None,
             "step_seconds": self.step_seconds,
             "epoch_seconds": self.epoch_seconds,
             "samples_per_second": self.samples_per_second,
@@ -184,6 +191,41 @@ def max_batch_size(workload: Workload, gpu: GpuSpec, profile: Profile) -> int:
     return max_fitting(lambda b: needed_bytes(workload.replace(batch_size=b), profile), gpu.usable_bytes)
 
 
+def max_context_tokens(workload: Workload, gpu: GpuSpec, profile: Profile) -> int | None:
+    """The longest sequence that fits at the workload's batch: prompt plus new tokens for
+    generation (the prompt grows, the new tokens stay; fewer if they alone do not fit), the
+    sequence length for training and classification; None for a ResNet. Found by bisection on
+    the memory model, like the largest batch, and capped at the model's positions."""
+    arch = workload.arch
+    if not isinstance(arch, TransformerArch):
+        return None
+    cap = min(arch.max_positions, LIMITS["seq_len"])
+    usable = gpu.usable_bytes
+    if workload.is_generation:
+        new = workload.new_tokens or 1
+        if cap < 2:
+            return 0
+
+        def need(total: int) -> int:  # total >= 2: at least one prompt and one new token
+            new_tokens = min(new, total - 1)
+            return needed_bytes(workload.replace(prompt_tokens=total - new_tokens, new_tokens=new_tokens),
+                                profile)
+
+        longest = max_fitting(lambda t: need(t + 1), usable, limit=cap - 1)
+        return longest + 1 if longest else 0
+    return max_fitting(lambda s: needed_bytes(workload.replace(seq_len=s), profile), usable, limit=cap)
+
+
+def weight_bits(workload: Workload) -> float | None:
+    """Bits per parameter of the stored model (values, scales and 16-bit parts together)."""
+    from fitbench.estimate.memory import weight_bytes
+
+    if workload.weight_format is None:
+        return None
+    weights, scales = weight_bytes(workload)
+    return round(8 * (weights + scales) / workload.param_count(), 4)
+
+
 def step_timing(workload: Workload, gpu: GpuSpec, profile: Profile) -> speed.Timing:
     """One training step or forward pass; multi-GPU and PEFT have their own models."""
     if workload.gpus > 1:
@@ -197,6 +239,29 @@ def step_timing(workload: Workload, gpu: GpuSpec, profile: Profile) -> speed.Tim
     return (speed.training_step if workload.is_training else speed.inference_step)(workload, gpu, profile)
 
 
+def storage_assumptions(workload: Workload, gpu: GpuSpec) -> list[str]:
+    """Where the precision, the weight format and the KV cache dtype came from, and how the
+    quantized matmuls are computed on this card."""
+    out = list(workload.origin)
+    fmt = workload.weight_format
+    if fmt is not None:
+        out.append(f"weights: {fmt.describe()} from {fmt.source}; embeddings, norms"
+                   + ("" if fmt.quantize_head else " and the LM head") + " stay 16-bit"
+                   + (f"; kept 16-bit: {', '.join(fmt.skip[:6])}" if fmt.skip else ""))
+        if fmt.compute in ("fp8", "int8"):
+            if gpu.has_rate(fmt.compute):
+                out.append(f"{fmt.compute} matmuls run on {gpu.name}'s {fmt.compute} tensor cores")
+            else:
+                out.append(f"{gpu.name} has no {fmt.compute} tensor cores: prefill expands the weights "
+                           f"to {workload.precision} and runs at its rate")
+        else:
+            out.append("prefill expands the quantized weights to 16 bit before each GEMM; decoding reads "
+                       "the packed weights and their scales")
+    if workload.kv_cache is not None and not any(o.startswith("KV cache") for o in out):
+        out.append(f"KV cache in {workload.kv_cache} (--kv-cache)")
+    return out
+
+
 def estimate(
     workload: Workload,
     gpu: GpuSpec,
@@ -207,6 +272,8 @@ def estimate(
 ) -> Estimate:
     """Predict memory, verdict, largest batch and speed of `workload` on `gpu`, as `exec_mode`
     runs it (the tuned mode may change the precision: fitbench.estimate.execution)."""
+    # Checked once, here, against fitbench.core.names; kept as plain text in the Estimate.
+    framework, exec_mode = names.framework(framework).value, names.exec_mode(exec_mode).value
     profile = profile or get_profile(framework, exec_mode)
     requested = workload.precision
     workload = workload_as_run(workload, exec_mode, gpu, framework)
@@ -220,6 +287,7 @@ def estimate(
     ]
     if workload.precision != requested:
         assumptions.append(f"{exec_mode} runs {workload.precision} where {requested} was asked")
+    assumptions.extend(storage_assumptions(workload, gpu))
     if workload.is_training:
         assumptions.extend(training_assumptions(workload, framework))
     if not workload.is_resnet:
@@ -271,6 +339,7 @@ def estimate(
         memory=mem,
         verdict=verdict(required_bytes(mem), gpu.usable_bytes),
         max_batch_size=max_batch_size(workload, gpu, profile),
+        max_context_tokens=max_context_tokens(workload, gpu, profile),
         step_seconds=step_s,
         epoch_seconds=epoch_s,
         samples_per_second=sps,

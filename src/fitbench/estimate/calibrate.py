@@ -63,25 +63,7 @@ def _measured_step(m: dict[str, Any], workload: Workload) -> float | None:
 
 def fit_profile(points: list[tuple[Workload, dict[str, Any]]], gpu: GpuSpec, base: Profile) -> Fit:
     """Fit `base`'s constants to (workload, measurement) pairs measured on `gpu`."""
-    ratios: dict[str, list[float]] = {}
-    contexts: list[float] = []
-    for workload, m in points:
-        if m.get("status") != "ok":
-            continue
-        measured = _measured_step(m, workload)
-        est = estimate(workload, gpu, framework=base.framework, exec_mode=base.exec_mode, profile=base)
-        if measured and est.step_seconds:
-            ratio = measured / est.step_seconds
-            if est.bottleneck == "overhead":
-                key = "generate_host_seconds_per_op" if workload.is_generation else "host_seconds_per_op"
-                ratios.setdefault(key, []).append(ratio)
-            elif est.bottleneck == "memory" and workload.is_generation:
-                ratios.setdefault("decode", []).append(ratio)
-            elif est.bottleneck in EFFICIENCY_KEYS:
-                ratios.setdefault(est.bottleneck, []).append(ratio)
-        nvml, reserved = m.get("nvml_process_peak_bytes"), m.get("peak_reserved_bytes")
-        if nvml and reserved and nvml > reserved:
-            contexts.append(float(nvml - reserved))
+    ratios, contexts = _evidence(points, gpu, base)
     values: dict[str, float] = {}
     evidence: dict[str, list[float]] = {}
     for key in ("host_seconds_per_op", "generate_host_seconds_per_op"):
@@ -101,6 +83,36 @@ def fit_profile(points: list[tuple[Workload, dict[str, Any]]], gpu: GpuSpec, bas
         low, high = BOUNDS[key]
         values[key] = type(value)(min(max(value, low), high))
     return Fit(framework=base.framework, exec_mode=base.exec_mode, values=values, evidence=evidence)
+
+
+def _evidence(
+    points: list[tuple[Workload, dict[str, Any]]], gpu: GpuSpec, base: Profile
+) -> tuple[dict[str, list[float]], list[float]]:
+    """Measured / estimated step time per bottleneck (the constant each one scales), and the
+    CUDA context sizes the measurements show."""
+    ratios: dict[str, list[float]] = {}
+    contexts: list[float] = []
+    for workload, m in points:
+        if m.get("status") != "ok":
+            continue
+        measured = _measured_step(m, workload)
+        est = estimate(workload, gpu, framework=base.framework, exec_mode=base.exec_mode, profile=base)
+        key = _ratio_key(est.bottleneck, workload)
+        if measured and est.step_seconds and key is not None:
+            ratios.setdefault(key, []).append(measured / est.step_seconds)
+        nvml, reserved = m.get("nvml_process_peak_bytes"), m.get("peak_reserved_bytes")
+        if nvml and reserved and nvml > reserved:
+            contexts.append(float(nvml - reserved))
+    return ratios, contexts
+
+
+def _ratio_key(bottleneck: str, workload: Workload) -> str | None:
+    """Which constant a step limited by `bottleneck` measures (None: none that is fitted)."""
+    if bottleneck == "overhead":
+        return "generate_host_seconds_per_op" if workload.is_generation else "host_seconds_per_op"
+    if bottleneck == "memory" and workload.is_generation:
+        return "decode"
+    return bottleneck if bottleneck in EFFICIENCY_KEYS else None
 
 
 def points_from_result_file(

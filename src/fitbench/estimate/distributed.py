@@ -294,13 +294,17 @@ def _tp_weight_bytes(workload: Workload, arch: TransformerArch, n: int) -> tuple
     """(weights, quantization scales) per tensor-parallel GPU."""
     p = workload.precision_info
     per_gpu = tp_params_per_gpu(arch, n)
-    if p.quant_bits is None:
+    fmt = workload.weight_format
+    if fmt is None:
         return per_gpu * p.weight_bytes, 0.0
-    # Quantized block matrices split n ways; everything else stays 16-bit (memory.weight_bytes).
-    matrices = arch.num_layers * _tp_layer_matrix_params(arch, n)
-    full_matrices = memory.quantizable_params(workload)
-    _, scales = memory.weight_bytes(workload)
-    return matrices * p.quant_bits / 8 + (per_gpu - matrices) * 2, scales * matrices / full_matrices
+    # The converted matrices (memory.quantized_matrices: block matrices, every expert's) split
+    # like the block matrices, n ways, at the bytes per weight the whole model's take;
+    # everything else stays 16-bit (memory.weight_bytes).
+    share = arch.num_layers * _tp_layer_matrix_params(arch, n) / memory.quantizable_params(workload)
+    converted = sum(m.copies * m.fin * m.fout for m in memory.quantized_matrices(workload))
+    weights, scales = memory.weight_bytes(workload)
+    packed = weights - (workload.param_count() - converted) * 2
+    return packed * share + (per_gpu - converted * share) * 2, scales * share
 
 
 def tp_activation_factor(workload: Workload, n: int) -> float:
@@ -373,6 +377,17 @@ def _shares(workload: Workload) -> _Shares:
     )
 
 
+def _gathered_in_backward(strategy: str, params: int, root: int | float, block: int | float) -> float:
+    """Parameters held unsharded during a training step's backward pass: all of them under
+    fsdp-shard-grad-op (gathered in forward, freed after backward), the root and the live blocks
+    under the strategies that shard weights, none otherwise."""
+    if strategy == "fsdp-shard-grad-op":
+        return params
+    if strategy in SHARDED_WEIGHTS:
+        return root + FSDP_LIVE_BLOCKS * block
+    return 0.0
+
+
 def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
     """Peak memory of ONE of the workload.gpus GPUs, as named parts that add up.
 
@@ -425,12 +440,7 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
         bw_grads = bw["gradients"] * shares.gradients
         if strategy in SHARDED_GRADIENTS:
             bw_grads += block * p.grad_bytes             # a block's unsharded grads before reduce-scatter
-        if strategy == "fsdp-shard-grad-op":
-            gathered = params * bytes_per_param          # gathered in forward, freed after backward
-        elif strategy in SHARDED_WEIGHTS:
-            gathered = (root + FSDP_LIVE_BLOCKS * block) * bytes_per_param
-        else:
-            gathered = 0.0
+        gathered = _gathered_in_backward(strategy, params, root, block) * bytes_per_param
         backward = {
             "activations": bw["activations"] * act,
             "amp_weight_copies": bw["amp_weight_copies"] * (shares.weights if strategy == "tp" else 1.0),

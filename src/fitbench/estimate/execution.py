@@ -3,6 +3,8 @@
 The tuned modes change precision where that is how fast code is written, and each framework's
 rule mirrors its backend:
 
+The rule is written once, in `tuned_precision`, and the backends ask it:
+
 * PyTorch (fitbench.backends.torch.tuned): FP32 and AMP requests become bf16 autocast on cards
   with native BF16 (amp-fp16 elsewhere), and AMP generation becomes pure 16-bit weights (its
   static decoder has no autocast).
@@ -17,26 +19,23 @@ one, or the comparison measures the precision change instead of the estimator.
 
 from __future__ import annotations
 
+from fitbench.core import names
 from fitbench.core.gpu import GpuSpec
+from fitbench.core.names import ExecMode, Framework
 from fitbench.workloads.workload import Workload
 
 AUTOCAST_REQUESTS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
 
 
-def precision_as_run(
-    workload: Workload, exec_mode: str, gpu: GpuSpec | None, framework: str = "torch"
-) -> str:
-    """The precision `exec_mode` runs `workload` at on `gpu` (None: a card with BF16). Only the
-    tuned modes change it; `default` runs the requested precision."""
-    if exec_mode != "tuned":
-        return workload.precision
-    bf16 = gpu is None or gpu.bf16
-    if framework == "paddle":
+def tuned_precision(workload: Workload, framework: str, *, bf16: bool) -> str:
+    """The precision the tuned mode of `framework` runs `workload` at, on a device with (`bf16`)
+    or without native BF16. The one statement of the rule: the estimator and both backends
+    (fitbench.backends.torch.tuned, fitbench.backends.paddle.session) ask it."""
+    fw = names.framework(framework)
+    if fw is Framework.PADDLE:
         return _paddle_tuned(workload, bf16)
-    if framework != "torch":
-        return workload.precision
     info = workload.precision_info
-    if workload.is_generation:  # fitbench.backends.torch.tuned.generation_precision
+    if workload.is_generation:  # one weight dtype (a static decoder has no autocast)
         if info.quant_bits is not None:
             return workload.precision
         name = info.compute if info.amp else ("fp32" if workload.precision == "tf32" else workload.precision)
@@ -44,6 +43,21 @@ def precision_as_run(
     if workload.precision in AUTOCAST_REQUESTS:
         return "amp-bf16" if bf16 else "amp-fp16"
     return workload.precision
+
+
+def tuned_changes(workload: Workload, framework: str) -> bool:
+    """Whether the tuned mode changes this request on some device (with or without BF16)."""
+    return any(tuned_precision(workload, framework, bf16=b) != workload.precision for b in (True, False))
+
+
+def precision_as_run(
+    workload: Workload, exec_mode: str, gpu: GpuSpec | None, framework: str = "torch"
+) -> str:
+    """The precision `exec_mode` runs `workload` at on `gpu` (None: a card with BF16). Only the
+    tuned modes change it; `default` runs the requested precision."""
+    if names.exec_mode(exec_mode) is not ExecMode.TUNED:
+        return workload.precision
+    return tuned_precision(workload, framework, bf16=gpu is None or gpu.bf16)
 
 
 def _paddle_tuned(workload: Workload, bf16: bool) -> str:

@@ -7,8 +7,14 @@ Two ways to run a model whose weights exceed the card, with different costs:
   under ``max_memory``; from the first one that does not fit, everything goes to the CPU. A
   decoder layer is a no-split module (``_no_split_modules``), so a layer is never cut in two.
   Because offloaded weights are copied to the GPU to run there, it first reserves room for the
-  largest module on the GPU. Every forward pass then streams all offloaded weights over PCIe
-  from pageable host memory: a token costs the GPU's own step plus offloaded bytes / PCIe.
+  largest module on the GPU. Every forward pass (the prefill and each decoded token) then brings
+  every offloaded tensor over: each offloaded leaf module has its own ``AlignDevicesHook``, whose
+  ``pre_forward`` calls ``set_module_tensor_to_device`` once per tensor, a blocking
+  ``.to(device)`` from pageable host memory (the driver stages it through a pinned buffer, far
+  below the link's peak) followed by ``torch.cuda.empty_cache()`` (its default
+  ``clear_cache=True``), and ``post_forward`` drops it again. Nothing overlaps: the blocking copy
+  waits for the queued compute and the next kernel waits for the copy. A pass costs the GPU's own
+  step + offloaded bytes / pageable copy rate + offloaded tensors x the per-tensor host cost.
 * llama.cpp's ``--n-gpu-layers N`` puts the last N layers (and the output layer once all fit) on
   the GPU and *computes* the rest on the CPU, bound by the CPU's memory bandwidth: a token costs
   the GPU layers' share of the step plus CPU-resident bytes / CPU bandwidth. Token embeddings stay
@@ -40,13 +46,38 @@ from fitbench.workloads.workload import Workload
 PCIE_BYTES_S = {"pcie3": 16e9, "pcie4": 32e9, "pcie5": 64e9}
 HOST_LINK_BY_ARCHITECTURE = {"volta": "pcie3", "turing": "pcie3", "ampere": "pcie4", "ada": "pcie4",
                              "hopper": "pcie5", "blackwell": "pcie5", "cdna3": "pcie5"}
-# accelerate's hooks copy weights with .to(device) from pageable (unpinned) host memory, which the
-# driver stages through a pinned buffer: about half of a pinned copy's rate (the measurement in
-# benchmarks/offload_gpu.py checks this on the H200's PCIe 5.0 link).
-PAGEABLE_COPY_EFFICIENCY = 0.5
+# Pageable host-to-device copy rate (bytes/s) per host link. A pageable copy is bound by the
+# driver's staging (a host memcpy into a pinned bounce buffer, then DMA), not by the link: public
+# bandwidthTest-style reports put it at roughly a quarter to a half of a pinned copy. These are
+# those priors; benchmarks/offload_gpu.py measures the rate on a real host (pageable and pinned,
+# at the model's tensor sizes) and its --rescore shows the estimate with the measured figure.
+PAGEABLE_H2D_BYTES_S = {"pcie3": 6e9, "pcie4": 10e9, "pcie5": 14e9}
+# Host time per offloaded tensor per forward pass in accelerate's hook path: the hook's Python,
+# set_module_tensor_to_device's checks, the synchronising torch.cuda.empty_cache() after every
+# tensor and the cudaMalloc that the next tensor then needs. A prior of the same standing as the
+# copy rate (benchmarks/offload_gpu.py separates it from the copy on the host it runs on).
+HOOK_SECONDS_PER_TENSOR = 0.5e-3
 # Memory bandwidth a CPU achieves on llama.cpp's matrix-vector products: a desktop's dual-channel
 # DDR5 reads ~60-80 GB/s in STREAM, llama.cpp reaches most of it; servers have several times more.
 CPU_BANDWIDTH_BYTES_S = 50e9
+
+
+@dataclass(frozen=True)
+class HostCopy:
+    """How fast one host moves offloaded weights to its GPU through accelerate's hooks."""
+
+    pageable_bytes_s: float  # a blocking .to(device) from pageable memory
+    seconds_per_tensor: float  # the hook path's host cost per tensor, copy excluded
+    source: str = "prior"
+
+    def seconds(self, nbytes: float, tensors: int) -> float:
+        """One forward pass's copies: nothing overlaps, so bytes and per-tensor costs add up."""
+        return nbytes / self.pageable_bytes_s + tensors * self.seconds_per_tensor
+
+
+def host_copy(link: str) -> HostCopy:
+    """The priors for a card on `link` (PAGEABLE_H2D_BYTES_S, HOOK_SECONDS_PER_TENSOR)."""
+    return HostCopy(PAGEABLE_H2D_BYTES_S[link], HOOK_SECONDS_PER_TENSOR)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +96,10 @@ class OffloadEstimate:
     link: str
     link_bytes_s: float
     tokens_per_second: float | None
+    prefill_seconds: float | None
+    offloaded_tensors: int
+    copy: HostCopy
+    copy_seconds_per_pass: float
     llama_cpp_gpu_layers: int
     llama_cpp_cpu_bytes: int
     llama_cpp_tokens_per_second: float | None
@@ -91,6 +126,12 @@ class OffloadEstimate:
             "host_link": self.link,
             "host_link_bytes_s": self.link_bytes_s,
             "tokens_per_second": self.tokens_per_second,
+            "prefill_seconds": self.prefill_seconds,
+            "offloaded_tensors": self.offloaded_tensors,
+            "pageable_h2d_bytes_s": self.copy.pageable_bytes_s,
+            "hook_seconds_per_tensor": self.copy.seconds_per_tensor,
+            "host_copy_source": self.copy.source,
+            "copy_seconds_per_pass": self.copy_seconds_per_pass,
             "llama_cpp_gpu_layers": self.llama_cpp_gpu_layers,
             "llama_cpp_cpu_ram_bytes": self.llama_cpp_cpu_bytes,
             "llama_cpp_tokens_per_second": self.llama_cpp_tokens_per_second,
@@ -116,11 +157,30 @@ def module_bytes(workload: Workload) -> tuple[float, float, float]:
     assert isinstance(arch, TransformerArch)
     p = workload.precision_info
     weights, scales = memory.weight_bytes(workload)
-    per = 2 if p.quant_bits is not None else p.weight_bytes
+    per = 2 if workload.weight_format is not None else p.weight_bytes
     embed = arch.embedding_params() * per
     head = arch.head_params() * per
     layer = (weights + scales - embed - head) / arch.num_layers
     return embed, layer, head
+
+
+def module_tensors(arch: TransformerArch) -> tuple[int, int, int]:
+    """(embeddings, one decoder layer, final norm + LM head) in tensors as transformers stores
+    them: accelerate's hook pays its per-tensor cost once for each. Experts count as transformers
+    5 fuses them (gate_up and down), so a layer's count does not grow with the number of experts."""
+    norm = 2 if arch.norm == "layernorm" else 1
+    attn = 4 + (3 if arch.qkv_bias else 0) + (1 if arch.out_bias else 0)
+    if arch.kv_lora_rank:
+        attn += 2 + norm + (1 + norm if arch.q_lora_rank else 0)
+    if arch.qk_norm != "none":
+        attn += 2
+    gated = arch.mlp in ("swiglu", "geglu")
+    mlp = (3 if gated else 2) * (2 if arch.mlp_bias else 1)
+    if arch.num_experts:
+        mlp = 1 + 2 + (3 if arch.shared_intermediate_size else 0) + (1 if arch.shared_expert_gate else 0)
+    layer = attn + mlp + arch.norms_per_layer * norm
+    head = norm + (0 if arch.tie_embeddings else 1) + (1 if arch.lm_head_bias else 0)
+    return 1, layer, head
 
 
 def applies(est: Estimate) -> bool:
@@ -130,11 +190,12 @@ def applies(est: Estimate) -> bool:
 
 
 def offload_estimate(est: Estimate, *, framework: str | None = None,
-                     ram: tuple[int, int] | bool | None = True) -> OffloadEstimate | None:
+                     ram: tuple[int, int] | bool | None = True,
+                     copy: HostCopy | None = None) -> OffloadEstimate | None:
     """How `est`'s job runs with CPU offload, or None where offload does not apply.
 
     `ram`: (total, available) bytes of the machine's RAM, None when unknown, or True to read
-    this machine's /proc/meminfo.
+    this machine's /proc/meminfo. `copy`: the host's copy rates (default: the link's priors).
     """
     if not applies(est):
         return None
@@ -150,17 +211,23 @@ def offload_estimate(est: Estimate, *, framework: str | None = None,
     reserve = max(embed, layer, head)
     # accelerate: modules in order, on the GPU while they fit under the budget less the reserve.
     avail = budget - reserve
+    n_embed, n_layer, n_head = module_tensors(arch)
     on_gpu, layers_on = 0.0, 0
+    tensors_off = n_embed + arch.num_layers * n_layer + n_head
     if avail >= embed:
         avail -= embed
         on_gpu += embed
         layers_on = int(min(arch.num_layers, max(avail, 0) // layer))
         avail -= layers_on * layer
         on_gpu += layers_on * layer
+        tensors_off -= n_embed + layers_on * n_layer
         if layers_on == arch.num_layers and avail >= head:
             on_gpu += head
+            tensors_off -= n_head
     cpu_bytes = total - on_gpu
     link, link_bw = host_link(gpu)
+    copy = copy or host_copy(link)
+    copy_s = copy.seconds(cpu_bytes, tensors_off)
     ram_info = host.memory_bytes() if ram is True else (ram or None)
     ram_total, ram_avail = ram_info if ram_info else (None, None)
     verdict, reason = OFFLOAD, ""
@@ -168,23 +235,24 @@ def offload_estimate(est: Estimate, *, framework: str | None = None,
         verdict, reason = OOM, "no-room-for-largest-layer"
     elif ram_avail is not None and cpu_bytes > ram_avail:
         verdict, reason = OOM, "host-ram"
-    tps = cpp_tps = None
+    tps = cpp_tps = prefill_s = None
     # llama.cpp: as many layers as the budget holds (no reserve: CPU layers never come to the GPU).
     cpp_layers = int(min(arch.num_layers, max(budget, 0) // layer))
     cpp_gpu = cpp_layers * layer + (head if cpp_layers == arch.num_layers and
                                     budget - cpp_layers * layer >= head else 0)
     cpp_cpu = total - cpp_gpu
     if verdict == OFFLOAD and est.step_seconds:
-        step = est.step_seconds + cpu_bytes / (link_bw * PAGEABLE_COPY_EFFICIENCY)
-        tps = w.batch_size / step
+        tps = w.batch_size / (est.step_seconds + copy_s)
+        prefill_s = (est.prefill_seconds or 0.0) + copy_s
         tuned = speed.generation(w, gpu, get_profile(framework, "tuned")).decode.seconds
         cpp_step = tuned * (cpp_gpu / total) + cpp_cpu / CPU_BANDWIDTH_BYTES_S
         cpp_tps = w.batch_size / cpp_step if cpp_step > 0 else None
     assumptions = (
         f"accelerate device_map='auto': decoder layers are not split; {reserve / 2**30:.2f} GiB kept free "
-        "on the GPU for the largest module; offloaded weights cross "
-        f"{link} ({link_bw / 1e9:.0f} GB/s peak, {PAGEABLE_COPY_EFFICIENCY:.0%} from pageable memory) "
-        "every forward pass",
+        f"on the GPU for the largest module; each forward pass copies {tensors_off} offloaded tensors "
+        f"one at a time over {link} from pageable memory at {copy.pageable_bytes_s / 1e9:.1f} GB/s "
+        f"plus {copy.seconds_per_tensor * 1e3:.2f} ms of hook cost each ({copy.source}), "
+        "not overlapped with compute",
         f"llama.cpp --n-gpu-layers {cpp_layers}: CPU layers read at {CPU_BANDWIDTH_BYTES_S / 1e9:.0f} GB/s "
         "(a desktop's DDR5; servers have more)",
     )
@@ -192,6 +260,7 @@ def offload_estimate(est: Estimate, *, framework: str | None = None,
         workload=w, gpu=gpu, verdict=verdict, reason=reason, total_layers=arch.num_layers,
         gpu_layers=layers_on, gpu_weight_bytes=int(on_gpu), cpu_weight_bytes=math.ceil(cpu_bytes),
         reserve_bytes=int(reserve), link=link, link_bytes_s=link_bw, tokens_per_second=tps,
+        prefill_seconds=prefill_s, offloaded_tensors=tensors_off, copy=copy, copy_seconds_per_pass=copy_s,
         llama_cpp_gpu_layers=cpp_layers, llama_cpp_cpu_bytes=math.ceil(cpp_cpu),
         llama_cpp_tokens_per_second=cpp_tps, host_ram_total_bytes=ram_total,
         host_ram_available_bytes=ram_avail, assumptions=assumptions,

@@ -43,6 +43,10 @@ class Kernel:
     cast_ops  casts that autocast issues from C++ inside those operations (16-bit copies of
            weights and inputs): each costs the host only the dispatcher, an allocation and a
            launch, the profile's cast_host_share of an operation
+    compute   a tensor-core type the matmul uses where the card has it ('fp8', 'int8' for
+           quantized weights with quantized activations); '' for the precision's own
+    dequant_bytes  traffic of expanding quantized weights to 16 bit before a 16-bit GEMM (write
+           the copy, read it back), paid where `compute` is not available on the card
     """
 
     name: str
@@ -52,3 +56,5 @@ class Kernel:
     count: int = 1
     ops: float = 1.0
     cast_ops: float = 0.0
+    compute: str = ""
+    dequant_bytes: float = 0.0

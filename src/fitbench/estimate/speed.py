@@ -10,11 +10,12 @@ two. A small-image CNN on a big card thus comes out overhead-bound, as it is in 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from fitbench.core.gpu import GpuSpec
-from fitbench.estimate import memory, resnet_cost, transformer_cost
+from fitbench.estimate import generate_ops, memory, resnet_cost, transformer_cost
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.segments import Kernel
 from fitbench.workloads.arch import TransformerArch
@@ -23,15 +24,16 @@ from fitbench.workloads.workload import Workload
 # Host operations outside the model per training step: zero_grad, loss, backward start,
 # optimizer bookkeeping (grouping tensors by device and dtype), GradScaler.
 STEP_FIXED_OPS = 30.0
-# Hugging Face generate's per-token work outside the model: logits processors, argmax,
-# concatenation of the new token, stopping criteria, cache bookkeeping.
+# Hugging Face generate's work outside the model around the prefill: logits processors, argmax,
+# concatenation of the new token, stopping criteria, cache bookkeeping. (A decode step's host
+# operations are counted whole by estimate/generate_ops.py.)
 GENERATE_FIXED_OPS_PER_TOKEN = 40.0
 # Host cost of a backward node relative to its forward operation: autograd runs backward nodes
 # from C++ without the Python module calls, hooks and argument parsing of the forward pass.
 BACKWARD_HOST_SHARE = 0.5
 # bitsandbytes dequantises weights on the fly: its matmuls reach a fraction of the bandwidth
-# that a plain FP16 GEMV does (LLM.int8 is notably slower than FP16 at batch 1).
-QUANT_MEMORY_EFFICIENCY = {8: 0.35, 4: 0.6}
+# that a plain FP16 GEMV does (LLM.int8 is notably slower than FP16 at batch 1): the share per
+# weight format is core.quant.BANDWIDTH_SHARE.
 # Memory passes of one optimizer update over the parameters (see optimizer_kernels).
 OPTIMIZER_PASSES = {"adam": 18, "adamw": 20, "momentum": 5, "sgd": 3}
 FUSED_OPTIMIZER_PASSES = {"adam": 7, "adamw": 7, "momentum": 5, "sgd": 3}
@@ -98,18 +100,23 @@ def time_kernels(
         "conv": profile.conv_efficiency,
         "attention": profile.attention_efficiency,
     }
-    bits = workload.precision_info.quant_bits
+    fmt = workload.weight_format
     base_mem_eff = profile.memory_efficiency if memory_efficiency is None else memory_efficiency
-    mem_eff = base_mem_eff * (QUANT_MEMORY_EFFICIENCY[bits] if bits else 1.0)
+    mem_eff = base_mem_eff * (fmt.bandwidth_share if fmt is not None else 1.0)
     bandwidth = gpu.bandwidth_bytes_s * mem_eff
     compute = memory = floor = 0.0
     flops = nbytes = ops = casts = 0.0
     for k in kernels:
         t_compute = 0.0
+        # fp8 / int8 weights with quantized activations use those tensor cores where the card
+        # has them (GpuSpec.has_rate); elsewhere they are expanded to 16 bit first.
+        native = bool(k.compute) and gpu.has_rate(k.compute)
+        kernel_bytes = k.bytes + (0.0 if native else k.dequant_bytes)
         if k.flops:
-            peak = gpu.peak(_compute_precision(k.kind, workload)) * eff.get(k.kind, 1.0)
+            rate = k.compute if native else _compute_precision(k.kind, workload)
+            peak = gpu.peak(rate) * eff.get(k.kind, 1.0)
             t_compute = k.flops / peak
-        t_memory = k.bytes / bandwidth
+        t_memory = kernel_bytes / bandwidth
         t = max(t_compute, t_memory, profile.kernel_floor_seconds)
         if t == profile.kernel_floor_seconds and t > max(t_compute, t_memory):
             floor += t * k.count
@@ -118,7 +125,7 @@ def time_kernels(
         else:
             memory += t * k.count
         flops += k.flops * k.count
-        nbytes += k.bytes * k.count
+        nbytes += kernel_bytes * k.count
         ops += k.ops * k.count
         casts += k.cast_ops * k.count
     gpu_s = compute + memory + floor
@@ -247,15 +254,19 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     # A decode step at the mean context length of the generation.
     mean_context = prompt + math.ceil(new / 2)
     decode_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=mean_context)
+    # The host issues the Python-level torch calls of the decode step as transformers issues them
+    # (generate_ops: the layers, the model's fixed part and the generate loop), in place of the
+    # kernels' per-kernel operation counts; autocast's C++ casts stay with the kernels.
+    host_k = [dataclasses.replace(k, ops=0.0) for k in decode_k]
     # The decode step's weight stream has its own bandwidth share (profiles.toml:
     # decode_memory_efficiency), where the mode runs kernels of its own for it.
     decode = time_kernels(
-        decode_k,
+        host_k,
         workload,
         gpu,
         profile,
         host_seconds_per_op=profile.generate_host_seconds_per_op,
-        fixed_ops=GENERATE_FIXED_OPS_PER_TOKEN,
+        fixed_ops=float(generate_ops.decode_step_calls(arch, mean_context)),
         memory_efficiency=profile.decode_efficiency,
     )
     # The bandwidth roofline: every weight byte and the KV cache read once per step at the

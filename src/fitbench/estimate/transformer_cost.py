@@ -10,6 +10,9 @@ saves in the Hugging Face implementations the backends run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from fitbench.core.quant import kv_cache_element_bytes, kv_cache_scale_bytes_per_head, matrix_total_bytes
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
 from fitbench.estimate.segments import Kernel, Segment
 from fitbench.workloads.arch import TransformerArch, expected_distinct_experts
@@ -149,21 +152,36 @@ def inference_transient_bytes(workload: Workload) -> float:
     return tokens * per_token + logits
 
 
-def kv_cache_bytes_per_token(workload: Workload, *, tp: int = 1) -> float:
-    """The cache of one token over every layer, on one of `tp` tensor-parallel GPUs: layers x
-    elements per token and layer x bytes. Elements are K and V (2 * kv_dim; key/value heads split
+def kv_bytes_per_token_layer(workload: Workload, *, tp: int = 1) -> float:
+    """Bytes one layer's cache keeps per token and sequence, on one of `tp` tensor-parallel GPUs.
+
+    Elements (TransformerArch.kv_elements_per_token): K and V, 2 * kv_dim (key/value heads split
     up to their number, replicated beyond it), or for latent attention the compressed latent plus
     the shared rotary key (kv_lora_rank + qk_rope_head_dim, as MLA-aware runtimes cache it,
-    replicated on every GPU).
-
-    Stored in the activation dtype (FP16 for 16-bit and quantized-weight models). A paged cache
-    (vLLM, SGLang) sizes its blocks from this figure, so whatever changes the bytes a token keeps
-    changes it here.
+    replicated on every GPU). Each element in the KV cache dtype (`Workload.kv_cache_dtype`:
+    --kv-cache, else the activations' dtype, FP16 for 16-bit and quantized-weight models); an
+    int8 cache adds a scale and zero point per head and token for each of K and V (one per token
+    for the latent, which has no heads).
     """
     arch = _arch(workload)
-    kv_bytes = 2 if workload.precision_info.activation_bytes == 2 else 4
-    per_layer = arch.kv_elements_per_token() if arch.is_mla else 2 * arch.kv_dim / min(tp, arch.kv_heads)
-    return arch.num_layers * per_layer * kv_bytes
+    dtype = workload.kv_cache_dtype
+    if arch.is_mla:
+        scale = kv_cache_scale_bytes_per_head(dtype)
+        return arch.kv_elements_per_token() * kv_cache_element_bytes(dtype) + scale
+    split = min(tp, arch.kv_heads)
+    return (2 * arch.kv_dim * kv_cache_element_bytes(dtype)
+            + 2 * arch.kv_heads * kv_cache_scale_bytes_per_head(dtype)) / split
+
+
+def kv_cache_bytes_per_token(workload: Workload, *, tp: int = 1) -> float:
+    """The cache of one token over every layer, on one of `tp` tensor-parallel GPUs: layers x
+    kv_bytes_per_token_layer (K and V, or latent attention's compressed latent and rotary key, in
+    the KV cache dtype).
+
+    A paged cache (vLLM, SGLang) sizes its blocks from this figure, so whatever changes the bytes
+    a token keeps changes it here.
+    """
+    return _arch(workload).num_layers * kv_bytes_per_token_layer(workload, tp=tp)
 
 
 def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
@@ -209,9 +227,18 @@ def arch_assumptions(workload: Workload) -> list[str]:
             "prompt, the whole prompt's K/V until the layer's next update: the cache's peak is the "
             "larger of the two moments")
     if workload.checkpoint_bytes:
-        lines.append(f"checkpoint: {workload.checkpoint_bytes:,} bytes of {workload.checkpoint_params:,} "
-                     "stored elements read from the safetensors headers; weights use them when the "
-                     "checkpoint's width is the one loaded")
+        from fitbench.estimate.memory import checkpoint_weight_bytes
+
+        line = (f"checkpoint: {workload.checkpoint_bytes:,} bytes of {workload.checkpoint_params:,} "
+                "stored elements read from the safetensors headers; weights use them when the "
+                "checkpoint's width is the one loaded")
+        fmt = workload.weight_format
+        if fmt is not None and checkpoint_weight_bytes(workload) is not None:
+            line += (f" (pre-quantized: these exact bytes, packed values and scales together, replace the "
+                     f"{fmt.describe()} layout's count, not added to it)")
+        elif fmt is not None:
+            line += f" (weights counted as {fmt.describe()}, the format they are loaded in, instead)"
+        lines.append(line)
     return lines
 
 
@@ -243,9 +270,8 @@ def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
     if stale_share <= 0 or not workload.is_generation:
         return 0.0
     arch = _arch(workload)
-    kv_bytes = 2 if workload.precision_info.activation_bytes == 2 else 4
-    # one layer's K (or V), one token
-    per_token = workload.batch_size * arch.kv_elements_per_token() / 2 * kv_bytes
+    # one layer's K (or V; half the latent cache), one token
+    per_token = workload.batch_size * kv_bytes_per_token_layer(workload) / 2
     first = workload.prompt_tokens or 1
     last = first + max((workload.new_tokens or 1) - 1, 0)
     s_hi = float(per_token * last)
@@ -277,13 +303,32 @@ def _gemms(arch: TransformerArch) -> list[tuple[str, int, int]]:
     return mats
 
 
+def expert_gemms(arch: TransformerArch) -> dict[str, list[tuple[str, int, int]]]:
+    """(name, in_features, out_features) of one MoE block's matrices by part: 'router', one
+    routed expert's ('experts'), and the shared experts' ('shared', all of them as one MLP)."""
+    h, fe, fs = arch.hidden_size, arch.expert_intermediate_size, arch.shared_intermediate_size
+
+    def ffn(prefix: str, f: int) -> list[tuple[str, int, int]]:
+        if arch.mlp == "swiglu":
+            return [(f"{prefix}.gate_proj", h, f), (f"{prefix}.up_proj", h, f), (f"{prefix}.down_proj", f, h)]
+        return [(f"{prefix}.fc1", h, f), (f"{prefix}.fc2", f, h)]
+
+    return {"router": [("router", h, arch.num_experts)], "experts": ffn("experts", fe),
+            "shared": ffn("shared_experts", fs) if fs else []}
+
+
+Traffic = Callable[[str, int, int], tuple[float, float, str]]
+
+
 def expert_kernels(arch: TransformerArch, tokens: int, act_bytes: float, w_bytes: float, *,
-                   amp: bool) -> list[Kernel]:
+                   amp: bool, traffic: Traffic | None = None) -> list[Kernel]:
     """The router, routed experts and shared experts of the MoE blocks, for `tokens` tokens.
 
     FLOPs count the experts each token runs (top-k plus shared); weight bytes count the experts
     the tokens reach: expected_distinct_experts (k for one token while decoding, near all of
-    them for a prefill or a large batch). Each expert's matrices are read once per step.
+    them for a prefill or a large batch). Each expert's matrices are read once per step, at
+    `w_bytes` an element or, with quantized weights, at what `traffic(name, in, out)` says
+    (packed values plus scales, the dequantisation a prefill pays, the tensor-core type).
     Framework operations follow transformers 5's default `grouped_mm` experts path
     (integrations/moe.py): the router's linear, softmax, top-k and renormalisation (7), then one
     sort, gathers, a histogram, two grouped matmuls, the activation and the weighted scatter
@@ -293,21 +338,35 @@ def expert_kernels(arch: TransformerArch, tokens: int, act_bytes: float, w_bytes
     mats = 3 if arch.mlp == "swiglu" else 2
     n = arch.moe_layers
     distinct = expected_distinct_experts(arch.num_experts, k, tokens)
+    parts = expert_gemms(arch)
+
+    def weights(part: str) -> tuple[float, float, str]:
+        """(bytes read, dequantisation bytes, tensor-core type) of one instance of a part."""
+        if traffic is None:
+            return sum(fin * fout for _, fin, fout in parts[part]) * w_bytes, 0.0, ""
+        each = [traffic(name, fin, fout) for name, fin, fout in parts[part]]
+        return sum(r for r, _, _ in each), sum(d for _, d, _ in each), each[0][2]
+
+    r_read, r_dq, r_compute = weights("router")
+    e_read, e_dq, e_compute = weights("experts")
     ks = [
         Kernel(name="router", kind="matmul", flops=2.0 * tokens * h * arch.num_experts,
-               bytes=tokens * (h + arch.num_experts) * act_bytes + h * arch.num_experts * w_bytes,
-               count=n, ops=7.0, cast_ops=2.0 if amp else 0.0),
+               bytes=tokens * (h + arch.num_experts) * act_bytes + r_read,
+               count=n, ops=7.0, cast_ops=2.0 if amp else 0.0, compute=r_compute, dequant_bytes=r_dq),
         # Each routed token's expert MLP reads its input once per matrix and writes its output.
         Kernel(name="experts", kind="matmul", flops=2.0 * tokens * k * mats * h * fe,
-               bytes=tokens * k * mats * (h + fe) * act_bytes + distinct * mats * h * fe * w_bytes,
+               bytes=tokens * k * mats * (h + fe) * act_bytes + distinct * e_read,
                count=n, ops=15.0,
-               cast_ops=2.0 if amp else 0.0),  # the stacked gate_up and down weights
+               cast_ops=2.0 if amp else 0.0,  # the stacked gate_up and down weights
+               compute=e_compute, dequant_bytes=distinct * e_dq),
     ]
     if arch.shared_intermediate_size:
         fs = arch.shared_intermediate_size
+        s_read, s_dq, s_compute = weights("shared")
         ks.append(Kernel(name="shared_experts", kind="matmul", flops=2.0 * tokens * mats * h * fs,
-                         bytes=tokens * mats * (h + fs) * act_bytes + mats * h * fs * w_bytes,
-                         count=n, ops=float(mats), cast_ops=float(mats) if amp else 0.0))
+                         bytes=tokens * mats * (h + fs) * act_bytes + s_read,
+                         count=n, ops=float(mats), cast_ops=float(mats) if amp else 0.0,
+                         compute=s_compute, dequant_bytes=s_dq))
     return ks
 
 
@@ -362,6 +421,43 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
     return norms + act + adds + dropout + rotary + casts, ops
 
 
+def _quantized_counts(workload: Workload) -> dict[str, tuple[int, int]]:
+    """Per matrix name, (copies the weight format stores quantized, copies in the model); empty
+    when the weights are not quantized."""
+    if workload.weight_format is None:
+        return {}
+    from fitbench.estimate.memory import quantized_matrices
+
+    return {m.name: (m.copies, m.total) for m in quantized_matrices(workload)}
+
+
+def _weight_traffic(
+    workload: Workload, quantized: dict[str, tuple[int, int]], name: str, fin: int, fout: int,
+    w_bytes: float, kv_len: int | None,
+) -> tuple[float, float, str]:
+    """(weight bytes one instance reads, dequantisation traffic, tensor-core type) of a matrix.
+
+    Unquantized: fin * fout at the precision's bytes. Quantized: the format's packed values plus
+    scales (core.quant.matrix_bytes), averaged over the copies (layers, experts) of which some
+    are kept in 16 bit; a matrix the format leaves alone (an LM head, a router) reads 16-bit
+    weights. Decode steps (kv_len given) read the packed weights in fused kernels; prefill and
+    classification pay the expansion to 16 bit (written once, read back by the GEMM) unless the
+    card has the format's tensor cores.
+    """
+    fmt = workload.weight_format
+    if fmt is None:
+        return fin * fout * w_bytes, 0.0, ""
+    copies, total = quantized.get(name, (0, 1))
+    share = copies / total if total else 0.0
+    dense = fin * fout * 2.0
+    read = share * matrix_total_bytes(fmt, fin, fout) + (1 - share) * dense
+    # LLM.int8 multiplies int8 weights directly (no 16-bit copy); the others expand them.
+    expands = kv_len is None and fmt.method != "bnb-int8"
+    dequant = share * 2 * dense if expands else 0.0
+    compute = fmt.compute if fmt.compute in ("fp8", "int8") and share else ""
+    return read, dequant, compute
+
+
 def forward_kernels(
     workload: Workload, batch: int, seq: int, *, kv_len: int | None = None, with_head: bool = True
 ) -> list[Kernel]:
@@ -375,24 +471,31 @@ def forward_kernels(
     a = dt.act
     ks: list[Kernel] = []
     L = arch.num_layers
+    quantized = _quantized_counts(workload)
     attention_names = {name for name, _, _ in arch.attention_linears()}
     for name, fin, fout in _gemms(arch):
         count = L if name in attention_names else arch.dense_mlp_layers
         if count == 0:
             continue
+        w_read, dequant, compute = _weight_traffic(workload, quantized, name, fin, fout, w_bytes, kv_len)
         ks.append(
             Kernel(
                 name=name,
                 kind="matmul",
                 flops=2.0 * tokens * fin * fout,
-                bytes=tokens * (fin + fout) * a + fin * fout * w_bytes,
+                bytes=tokens * (fin + fout) * a + w_read,
                 count=count,
                 ops=1.0,
                 cast_ops=_autocast_casts(arch, name) if dt.amp else 0.0,
+                compute=compute,
+                dequant_bytes=dequant,
             )
         )
     if arch.is_moe:
-        ks.extend(expert_kernels(arch, tokens, a, w_bytes, amp=dt.amp))
+        def traffic(name: str, fin: int, fout: int) -> tuple[float, float, str]:
+            return _weight_traffic(workload, quantized, name, fin, fout, w_bytes, kv_len)
+
+        ks.extend(expert_kernels(arch, tokens, a, w_bytes, amp=dt.amp, traffic=traffic))
     causal = arch.kind == "decoder"
     # Keys each query sees: the context, or the window on sliding-window layers (layer mean).
     seen = arch.attended_tokens(context) if arch.sliding_layers else context
@@ -403,8 +506,10 @@ def forward_kernels(
         attn_flops = 4.0 * tokens * seen * arch.q_dim
     attn_flops *= 0.5 if causal and kv_len is None else 1.0
     cache_context = arch.cached_tokens(context) / L if arch.sliding_layers else context  # read per step
-    attn_bytes = (tokens * (arch.q_dim + arch.attn_out_dim)
-                  + batch * cache_context * arch.kv_elements_per_token()) * a
+    # a quantized cache is read at its own size while decoding; a prefill attends to fresh K/V
+    cache_read = (kv_bytes_per_token_layer(workload) if workload.kv_cache and kv_len is not None
+                  else arch.kv_elements_per_token() * a)
+    attn_bytes = tokens * (arch.q_dim + arch.attn_out_dim) * a + batch * cache_context * cache_read
     if workload.attention == "eager" and kv_len is None:
         attn_bytes += batch * arch.num_heads * seq * context * (4 * a + 1)
     ks.append(
@@ -438,13 +543,17 @@ def forward_kernels(
     if with_head:
         if arch.kind == "decoder":
             head_tokens = tokens if workload.is_training else batch
+            h, v = arch.hidden_size, arch.vocab_size
+            head_w, head_dq, head_compute = _weight_traffic(workload, quantized, "lm_head", h, v, w_bytes,
+                                                            kv_len)
             ks.append(
                 Kernel(
                     name="lm_head",
                     kind="matmul",
                     flops=2.0 * head_tokens * arch.hidden_size * arch.vocab_size,
-                    bytes=arch.hidden_size * arch.vocab_size * w_bytes
-                    + head_tokens * arch.vocab_size * (a + 4),
+                    bytes=head_w + head_tokens * arch.vocab_size * (a + 4),
+                    compute=head_compute,
+                    dequant_bytes=head_dq,
                     count=1,
                     ops=3.0,
                     cast_ops=(1.0 + input_casts("lm_head")) if dt.amp else 0.0,  # weight, final norm output

@@ -9,13 +9,8 @@ one JSON result. Every exception becomes a status: the framework's out-of-memory
 Progress events go to a JSON-lines file the parent polls; the result goes to the path named in
 the request, written atomically so the parent never reads half a file.
 
-Test hook: the environment variable FITBENCH_TEST_FAIL makes the child fail on purpose, so
-that the runner's handling of each failure is tested with real processes:
-    oom          raise the backend's own out-of-memory error before the first step
-    oom-above:N  the same, only when the batch is larger than N (for max-batch search tests)
-    error        raise an ordinary exception at start-up
-    crash        kill this process with SIGKILL at start-up (no result file)
-    hang         sleep at start-up until the parent's timeout stops it
+Failures are tested through the fake backend (fitbench.backends.fake), which fails inside
+this process the ways a framework can; nothing here exists for tests.
 """
 
 from __future__ import annotations
@@ -25,7 +20,6 @@ import math
 import os
 import platform
 import resource
-import signal
 import socket
 import sys
 import time
@@ -41,47 +35,8 @@ from fitbench.measure.runner import empty_measurement
 from fitbench.measure.timing import SampleStats, summarize
 from fitbench.workloads.workload import Workload
 
-TEST_HOOK_ENV = "FITBENCH_TEST_FAIL"
 PREFILL_SAMPLES = 5
 PROGRESS_INTERVAL_S = 0.2
-
-
-class SyntheticFailure(RuntimeError):
-    """Raised by the FITBENCH_TEST_FAIL=error hook."""
-
-
-# -- test hook ---------------------------------------------------------------------------------
-def _hook() -> tuple[str, int | None]:
-    text = os.environ.get(TEST_HOOK_ENV, "").strip().lower()
-    if text.startswith("oom-above:"):
-        try:
-            return "oom-above", int(text.split(":", 1)[1])
-        except ValueError:
-            return "", None
-    return text, None
-
-
-def _hook_at_start() -> None:
-    kind, _ = _hook()
-    if kind == "error":
-        raise SyntheticFailure(f"synthetic failure ({TEST_HOOK_ENV}=error)")
-    if kind == "crash":
-        sys.stdout.flush()
-        sys.stderr.write(f"fitbench child: synthetic crash ({TEST_HOOK_ENV}=crash)\n")
-        sys.stderr.flush()
-        if hasattr(signal, "SIGKILL"):
-            os.kill(os.getpid(), signal.SIGKILL)
-        os._exit(137)
-    if kind == "hang":
-        time.sleep(10**6)
-
-
-def _hook_before_step(backend: Any, batch_size: int) -> None:
-    kind, limit = _hook()
-    if kind == "oom" or (kind == "oom-above" and limit is not None and batch_size > limit):
-        make = getattr(backend, "synthetic_oom", None)
-        exc = make() if callable(make) else MemoryError(f"out of memory (synthetic, {TEST_HOOK_ENV})")
-        raise exc
 
 
 # -- small helpers -----------------------------------------------------------------------------
@@ -236,7 +191,6 @@ class Measurement:
 
         m, w = self.m, self.workload
         self.events.emit("importing framework")
-        _hook_at_start()
         self.backend = get_backend(self.backend_name)
         m["framework_version"] = self.backend.version()
 
@@ -262,10 +216,8 @@ class Measurement:
             self.backend.limit_memory(self.options.device, allocator)
             m["memory_limit_bytes"] = limit
 
-        prepare = getattr(self.backend, "prepare", None)  # optional: imports kept out of load_seconds
-        if callable(prepare):
-            self.events.emit("importing model libraries")
-            prepare(w, self.options)
+        self.events.emit("importing model libraries")
+        self.backend.prepare(w, self.options)  # imports kept out of load_seconds
 
         self.phase = "build"
         # Tuned sessions compile and capture while they open (up to a minute): say so, or it looks hung.
@@ -279,7 +231,6 @@ class Measurement:
         m["memory_after_load_allocated_bytes"] = (self.session.memory() or {}).get("allocated")
 
         self.phase = "generate" if w.is_generation else "step"
-        _hook_before_step(self.backend, w.batch_size)
         if w.is_generation:
             self._generation()
         else:

@@ -611,6 +611,19 @@ def basic_tokens(text: str, lowercase: bool = True) -> list[str]:
     if text.isascii():
         text = text.translate(_ASCII_CONTROLS)
         return _ASCII_TOKEN.findall(text.lower() if lowercase else text)
+    text = _clean_unicode(text)
+    if lowercase:
+        text = unicodedata.normalize("NFD", text.lower())
+        text = "".join(ch for ch in text if unicodedata.category(ch) != "Mn")
+    tokens: list[str] = []
+    for word in text.split():
+        tokens.extend(_split_punctuation(word))
+    return tokens
+
+
+def _clean_unicode(text: str) -> str:
+    """BERT's clean-up: controls and NUL/U+FFFD dropped, whitespace a blank, CJK characters
+    surrounded by blanks (each is a word)."""
     chars: list[str] = []
     for ch in text:
         cp = ord(ch)
@@ -628,21 +641,21 @@ def basic_tokens(text: str, lowercase: bool = True) -> list[str]:
             chars.extend((" ", ch, " "))
         else:
             chars.append(ch)
-    text = "".join(chars)
-    if lowercase:
-        text = unicodedata.normalize("NFD", text.lower())
-        text = "".join(ch for ch in text if unicodedata.category(ch) != "Mn")
+    return "".join(chars)
+
+
+def _split_punctuation(word: str) -> list[str]:
+    """A word split before and after each punctuation character, which stands alone."""
     tokens: list[str] = []
-    for word in text.split():
-        start = 0
-        for i, ch in enumerate(word):
-            if _is_punctuation(ch):
-                if start < i:
-                    tokens.append(word[start:i])
-                tokens.append(ch)
-                start = i + 1
-        if start < len(word):
-            tokens.append(word[start:])
+    start = 0
+    for i, ch in enumerate(word):
+        if _is_punctuation(ch):
+            if start < i:
+                tokens.append(word[start:i])
+            tokens.append(ch)
+            start = i + 1
+    if start < len(word):
+        tokens.append(word[start:])
     return tokens
 
 

@@ -80,61 +80,61 @@ def search(probe: ProbeFn, *, start: int, limit: int, growth: float = 2.0,
         raise ValueError(f"limit must be at least 1, got {limit}")
     if growth <= 1:
         raise ValueError("growth must be larger than 1")
-
-    def grown(b: int) -> int:
-        return max(b + 1, int(b * growth + 0.5))
-
-    def shrunk(b: int) -> int:
-        return max(1, min(b - 1, int(b / growth)))
-    start = min(max(1, int(start)), limit)
-    probes: list[Probe] = []
-    seen: dict[int, Probe] = {}
-
-    def run(batch: int) -> Probe:
-        if batch not in seen:
-            result = probe(batch)
-            seen[batch] = result
-            probes.append(result)
-        return seen[batch]
-
-    def done(best: int | None, *, stopped: str | None = None, reached: bool = False) -> SearchResult:
-        return SearchResult(
-            max_batch=best,
-            start=start,
-            limit=limit,
-            reached_limit=reached,
-            probes=tuple(probes),
-            stopped=stopped,
-        )
-
-    def failed(p: Probe) -> str:
-        return f"{p.status} at batch {p.batch_size}: {p.error or 'no detail'}"
-
-    first = run(start)
+    state = _Search(probe, start=min(max(1, int(start)), limit), limit=limit)
+    first = state.run(state.start)
     if first.status not in ("ok", "oom"):
-        return done(None, stopped=failed(first))
+        return state.done(None, stopped=_failed(first))
     # The answer lies in [low, high): low ran, high ran out of memory; None until a probe shows it.
-    low, high = (start, None) if first.status == "ok" else (None, start)
+    low, high = (state.start, None) if first.status == "ok" else (None, state.start)
     while True:
-        if high is None:  # everything probed so far ran: grow
-            if low >= limit:
-                return done(low, reached=True)
-            batch = min(limit, grown(low))
-        elif low is None:  # nothing probed so far ran: shrink
-            if high == 1:
-                return done(None)
-            batch = shrunk(high)
-        elif high - low > max(1, int(rel_tol * low)):  # bracketed: bisect
-            batch = (low + high) // 2
-        else:
-            return done(low)
-        p = run(batch)
+        batch = _next_batch(low, high, limit=limit, growth=growth, rel_tol=rel_tol)
+        if batch is None:  # nothing left to probe: the bracket is closed or a bound is reached
+            return state.done(low, reached=high is None and low is not None)
+        p = state.run(batch)
         if p.status == "ok":
             low = batch
         elif p.status == "oom":
             high = batch
         else:
-            return done(low, stopped=failed(p))
+            return state.done(low, stopped=_failed(p))
+
+
+def _next_batch(
+    low: int | None, high: int | None, *, limit: int, growth: float, rel_tol: float
+) -> int | None:
+    """The batch to probe next, or None when the search is over (see `search`)."""
+    if high is None:  # everything probed so far ran: grow
+        assert low is not None
+        return None if low >= limit else min(limit, max(low + 1, int(low * growth + 0.5)))
+    if low is None:  # nothing probed so far ran: shrink
+        return None if high == 1 else max(1, min(high - 1, int(high / growth)))
+    if high - low > max(1, int(rel_tol * low)):  # bracketed: bisect
+        return (low + high) // 2
+    return None
+
+
+def _failed(p: Probe) -> str:
+    return f"{p.status} at batch {p.batch_size}: {p.error or 'no detail'}"
+
+
+class _Search:
+    """The probes of one search, each batch probed once."""
+
+    def __init__(self, probe: ProbeFn, *, start: int, limit: int) -> None:
+        self.probe, self.start, self.limit = probe, start, limit
+        self.probes: list[Probe] = []
+        self.seen: dict[int, Probe] = {}
+
+    def run(self, batch: int) -> Probe:
+        if batch not in self.seen:
+            result = self.probe(batch)
+            self.seen[batch] = result
+            self.probes.append(result)
+        return self.seen[batch]
+
+    def done(self, best: int | None, *, stopped: str | None = None, reached: bool = False) -> SearchResult:
+        return SearchResult(max_batch=best, start=self.start, limit=self.limit, reached_limit=reached,
+                            probes=tuple(self.probes), stopped=stopped)
 
 
 def _relay(

@@ -391,16 +391,42 @@ def _parse_time(text: Any) -> datetime | None:
         return None
 
 
-def history_chart(
-    ident: str, points: Sequence[Mapping[str, Any]], metric: str, lang: str, fmt: Callable[[float], str]
-) -> tuple[str, list[tuple[str, str]]]:
-    """Points (and lines) of one metric over time, one colour per series; returns the SVG and legend."""
+def _series(
+    points: Sequence[Mapping[str, Any]], metric: str
+) -> dict[str, list[tuple[datetime, float, Mapping[str, Any]]]]:
+    """The successful runs with a positive `metric`, by series, as (time, value, run)."""
     series: dict[str, list[tuple[datetime, float, Mapping[str, Any]]]] = {}
     for p in points:
         when, value = _parse_time(p.get("created_at")), p.get(metric)
         if when is None or not isinstance(value, int | float) or value <= 0 or p.get("status") != "ok":
             continue
         series.setdefault(str(p.get("series")), []).append((when, float(value), p))
+    return series
+
+
+def _value_axis(vals: list[float], top: float, plot_h: float) -> tuple[list[float], Callable[[float], float]]:
+    """The y ticks and the y position of a value: logarithmic when the values span more than 20x."""
+    if max(vals) / min(vals) > 20:
+        lo, hi = 10 ** math.floor(math.log10(min(vals))), 10 ** math.ceil(math.log10(max(vals)))
+
+        def log_ypos(v: float) -> float:
+            return top + plot_h * (1 - (math.log10(v) - math.log10(lo)) / max(math.log10(hi / lo), 1e-9))
+
+        return _log_ticks(lo, hi), log_ypos
+    yticks = _linear_ticks(max(vals) * 1.05)
+    top_value = max(yticks[-1], max(vals) * 1.08)
+
+    def ypos(v: float) -> float:
+        return top + plot_h * (1 - v / top_value)
+
+    return yticks, ypos
+
+
+def history_chart(
+    ident: str, points: Sequence[Mapping[str, Any]], metric: str, lang: str, fmt: Callable[[float], str]
+) -> tuple[str, list[tuple[str, str]]]:
+    """Points (and lines) of one metric over time, one colour per series; returns the SVG and legend."""
+    series = _series(points, metric)
     left, right, top, bottom = 90, 60, 24, 44
     height = 300
     name = t(f"metric.{metric}", lang)
@@ -418,21 +444,8 @@ def history_chart(
     t1 = max(p[0] for p in all_pts).timestamp()
     if t1 - t0 < 60:
         t0, t1 = t0 - 60, t1 + 60
-    vals = [p[1] for p in all_pts]
-    log = max(vals) / min(vals) > 20
     plot_w, plot_h = CHART_W - left - right, height - top - bottom
-    if log:
-        lo, hi = 10 ** math.floor(math.log10(min(vals))), 10 ** math.ceil(math.log10(max(vals)))
-        yticks = _log_ticks(lo, hi)
-
-        def ypos(v: float) -> float:
-            return top + plot_h * (1 - (math.log10(v) - math.log10(lo)) / max(math.log10(hi / lo), 1e-9))
-    else:
-        yticks = _linear_ticks(max(vals) * 1.05)
-        hi = max(yticks[-1], max(vals) * 1.08)
-
-        def ypos(v: float) -> float:
-            return top + plot_h * (1 - v / hi)
+    yticks, ypos = _value_axis([p[1] for p in all_pts], top, plot_h)
 
     def xpos(when: datetime) -> float:
         return left + plot_w * (when.timestamp() - t0) / (t1 - t0)

@@ -85,78 +85,111 @@ def render_markdown(model: Mapping[str, Any]) -> str:
     ]
     scenarios = model.get("scenarios") or []
     if scenarios:
-        cards = report_cards(scenarios)
-        measured = any(s.get("measurement") or s.get("skipped") for s in scenarios)
-        headers = [t("report.scenario", lang)] + ([t("report.measured", lang)] if measured else [])
-        headers += [short_gpu(name) for _, name in cards]
-        rows = []
-        for s in scenarios:
-            by_gpu = {e.get("gpu"): e for e in s.get("estimates") or []}
-            rows.append(
-                [
-                    s.get("title"),
-                    *([_measured(s, lang)] if measured else []),
-                    *(_verdict(by_gpu.get(g), lang) for g, _ in cards),
-                ]
-            )
-        out += [f"## {t('report.summary', lang)}", ""]
-        if model.get("advice"):
-            out += [str(model["advice"][0]), ""]
-        out += [_table(headers, rows), "", t("check.legend", lang), ""]
+        out += _summary(model, scenarios, lang)
     for s in scenarios:
-        out += [f"## {s.get('title')}", ""]
-        meta = []
-        if s.get("params"):
-            meta.append(f"{t('col.params', lang)}: {format_params(s['params'], lang)}")
-        if s.get("description"):
-            meta.append(str(s["description"]))
-        if meta:
-            out += [" · ".join(meta), ""]
-        if s.get("estimated_now"):
-            out += [t("report.estimated_now", lang), ""]
-        ests = s.get("estimates") or []
-        if ests:
-            out += [
-                _table(
-                    ESTIMATE_COLUMNS.headers(lang),
+        out += _scenario_section(s, lang)
+    out += _comparison_section(model, lang)
+    out += _history_section(model, lang)
+    out += _guide_section(model, lang)
+    env = model.get("environment") or {}
+    out += [
+        f"## {t('report.environment', lang)}",
+        "",
+        _table(
+            [t("col.item", lang), t("col.value", lang)],
+            [[k, v] for k, v in environment_items(env)],
+        ),
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _summary(model: Mapping[str, Any], scenarios: list[Any], lang: str) -> list[str]:
+    """One row per scenario: its verdict on each card (and what was measured)."""
+    out: list[str] = []
+    cards = report_cards(scenarios)
+    measured = any(s.get("measurement") or s.get("skipped") for s in scenarios)
+    headers = [t("report.scenario", lang)] + ([t("report.measured", lang)] if measured else [])
+    headers += [short_gpu(name) for _, name in cards]
+    rows = []
+    for s in scenarios:
+        by_gpu = {e.get("gpu"): e for e in s.get("estimates") or []}
+        rows.append(
+            [
+                s.get("title"),
+                *([_measured(s, lang)] if measured else []),
+                *(_verdict(by_gpu.get(g), lang) for g, _ in cards),
+            ]
+        )
+    out += [f"## {t('report.summary', lang)}", ""]
+    if model.get("advice"):
+        out += [str(model["advice"][0]), ""]
+    out += [_table(headers, rows), "", t("check.legend", lang), ""]
+    return out
+
+
+def _scenario_section(s: Mapping[str, Any], lang: str) -> list[str]:
+    """A scenario's estimates on every card, its memory at the peak and its advice."""
+    out: list[str] = []
+    out += [f"## {s.get('title')}", ""]
+    meta = []
+    if s.get("params"):
+        meta.append(f"{t('col.params', lang)}: {format_params(s['params'], lang)}")
+    if s.get("description"):
+        meta.append(str(s["description"]))
+    if meta:
+        out += [" · ".join(meta), ""]
+    if s.get("estimated_now"):
+        out += [t("report.estimated_now", lang), ""]
+    ests = s.get("estimates") or []
+    if ests:
+        out += [
+            _table(
+                ESTIMATE_COLUMNS.headers(lang),
+                [
                     [
-                        [
-                            short_gpu(e.get("gpu_name")),
-                            verdict_label(e.get("verdict"), lang),
-                            format_bytes(e.get("peak_memory_bytes")),
-                            format_bytes(e.get("usable_memory_bytes")),
-                            e.get("max_batch_size"),
-                            estimate_speed(e, lang),
-                            bottleneck_label(e.get("bottleneck"), lang),
-                        ]
-                        for e in ests
-                    ],
-                    numeric=ESTIMATE_COLUMNS.numeric,
+                        short_gpu(e.get("gpu_name")),
+                        verdict_label(e.get("verdict"), lang),
+                        format_bytes(e.get("peak_memory_bytes")),
+                        format_bytes(e.get("usable_memory_bytes")),
+                        e.get("max_batch_size"),
+                        estimate_speed(e, lang),
+                        bottleneck_label(e.get("bottleneck"), lang),
+                    ]
+                    for e in ests
+                ],
+                numeric=ESTIMATE_COLUMNS.numeric,
+            ),
+            "",
+        ]
+        first = ests[0].get("breakdown") or {}
+        parts = [(p, v) for p, v in first.items() if v]
+        if parts:
+            out += [
+                f"### {t('report.memory', lang)}",
+                "",
+                _table(
+                    [t("col.item", lang), t("col.value", lang)],
+                    [[f"{part_label(p, lang)} (`{p}`)", format_bytes(v)] for p, v in parts],
+                    numeric=(1,),
                 ),
                 "",
             ]
-            first = ests[0].get("breakdown") or {}
-            parts = [(p, v) for p, v in first.items() if v]
-            if parts:
-                out += [
-                    f"### {t('report.memory', lang)}",
-                    "",
-                    _table(
-                        [t("col.item", lang), t("col.value", lang)],
-                        [[f"{part_label(p, lang)} (`{p}`)", format_bytes(v)] for p, v in parts],
-                        numeric=(1,),
-                    ),
-                    "",
-                ]
-        if s.get("advice"):
-            out += [f"### {t('report.advice', lang)}", ""]
-            for entry in s["advice"]:
-                if isinstance(entry, Mapping):
-                    out.append(f"- {entry.get('text')}")
-                    out.extend(f"  - {item}" for item in entry.get("items") or [])
-                else:
-                    out.append(f"- {entry}")
-            out.append("")
+    if s.get("advice"):
+        out += [f"### {t('report.advice', lang)}", ""]
+        for entry in s["advice"]:
+            if isinstance(entry, Mapping):
+                out.append(f"- {entry.get('text')}")
+                out.extend(f"  - {item}" for item in entry.get("items") or [])
+            else:
+                out.append(f"- {entry}")
+        out.append("")
+    return out
+
+
+def _comparison_section(model: Mapping[str, Any], lang: str) -> list[str]:
+    """Estimate against measurement, one row per compared number."""
+    out: list[str] = []
     comparisons = model.get("comparisons") or []
     out += [f"## {t('report.est_vs_meas', lang)}", "", t("report.est_vs_meas_desc", lang), ""]
     if comparisons:
@@ -182,6 +215,12 @@ def render_markdown(model: Mapping[str, Any]) -> str:
         ]
     else:
         out += [t("report.no_comparison", lang), ""]
+    return out
+
+
+def _history_section(model: Mapping[str, Any], lang: str) -> list[str]:
+    """The runs of the history."""
+    out: list[str] = []
     runs = model.get("runs") or []
     out += [f"## {t('report.history', lang)}", ""]
     if runs:
@@ -208,6 +247,12 @@ def render_markdown(model: Mapping[str, Any]) -> str:
         ]
     else:
         out += [t("report.no_history", lang), ""]
+    return out
+
+
+def _guide_section(model: Mapping[str, Any], lang: str) -> list[str]:
+    """The size guide, when the model has one."""
+    out: list[str] = []
     guide = model.get("guide") or []
     if guide:
         head, *lines = guide
@@ -230,14 +275,4 @@ def render_markdown(model: Mapping[str, Any]) -> str:
         ]
         if rows:
             out += [_table(GUIDE_COLUMNS.headers(lang), rows, numeric=GUIDE_COLUMNS.numeric), ""]
-    env = model.get("environment") or {}
-    out += [
-        f"## {t('report.environment', lang)}",
-        "",
-        _table(
-            [t("col.item", lang), t("col.value", lang)],
-            [[k, v] for k, v in environment_items(env)],
-        ),
-        "",
-    ]
-    return "\n".join(out)
+    return out

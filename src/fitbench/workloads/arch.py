@@ -267,6 +267,37 @@ class TransformerArch:
     num_channels: int = 3
 
     def __post_init__(self) -> None:
+        self._check_counts()
+        if self.kind not in ("encoder", "decoder"):
+            raise FitbenchError(f"unknown transformer kind '{self.kind}'", "use 'encoder' or 'decoder'")
+        if self.head_dim is None and not self.is_mla and self.hidden_size % self.num_heads:
+            raise FitbenchError(
+                f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}",
+                "fix the config or give head_dim explicitly",
+            )
+        if self.kv_heads < 1 or self.num_heads % self.kv_heads:
+            raise FitbenchError(
+                f"num_heads {self.num_heads} is not a multiple of num_kv_heads {self.kv_heads}",
+                "grouped-query attention needs num_heads divisible by num_key_value_heads",
+            )
+        if self.mlp not in ("gelu", "swiglu") or self.norm not in NORMS or self.qk_norm not in QK_NORMS:
+            raise FitbenchError(
+                f"unsupported mlp '{self.mlp}', norm '{self.norm}' or qk norm '{self.qk_norm}'")
+        self._check_experts()
+        if self.is_mla and (self.qk_rope_head_dim < 1 or self.qk_nope_head_dim + self.qk_rope_head_dim < 1
+                            or self.v_head_dim < 1):
+            raise FitbenchError("latent attention needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim",
+                                "give all three with kv_lora_rank")
+        if self.sliding_window is not None and (isinstance(self.sliding_window, bool)
+                                                or not isinstance(self.sliding_window, int)
+                                                or self.sliding_window < 1):
+            raise FitbenchError(
+                f"sliding_window must be a positive whole number, got {self.sliding_window!r}")
+        if self.sliding_layers > self.num_layers:
+            raise FitbenchError(f"{self.sliding_layers} sliding-window layers of {self.num_layers} layers")
+
+    def _check_counts(self) -> None:
+        """Sizes and counts are whole numbers (positive where a model cannot do without them)."""
         for field_name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size"):
             value = getattr(self, field_name)
             least = 0 if field_name == "vocab_size" and self.patch_size else 1
@@ -285,43 +316,21 @@ class TransformerArch:
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise FitbenchError(f"{field_name} must be a whole number >= 0, got {value!r}")
-        if self.kind not in ("encoder", "decoder"):
-            raise FitbenchError(f"unknown transformer kind '{self.kind}'", "use 'encoder' or 'decoder'")
-        if self.head_dim is None and not self.is_mla and self.hidden_size % self.num_heads:
+
+    def _check_experts(self) -> None:
+        """A mixture of experts routes each token to some of its experts, of a known width."""
+        if not self.num_experts:
+            return
+        if not 1 <= self.experts_per_token <= self.num_experts:
             raise FitbenchError(
-                f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}",
-                "fix the config or give head_dim explicitly",
-            )
-        if self.kv_heads < 1 or self.num_heads % self.kv_heads:
-            raise FitbenchError(
-                f"num_heads {self.num_heads} is not a multiple of num_kv_heads {self.kv_heads}",
-                "grouped-query attention needs num_heads divisible by num_key_value_heads",
-            )
-        if self.mlp not in ("gelu", "swiglu") or self.norm not in NORMS or self.qk_norm not in QK_NORMS:
-            raise FitbenchError(
-                f"unsupported mlp '{self.mlp}', norm '{self.norm}' or qk norm '{self.qk_norm}'")
-        if self.num_experts:
-            if not 1 <= self.experts_per_token <= self.num_experts:
-                raise FitbenchError(
-                    f"{self.experts_per_token} experts per token of {self.num_experts} is not possible",
-                    "experts per token (num_experts_per_tok) must be between 1 and the number of experts")
-            if self.expert_intermediate_size < 1:
-                raise FitbenchError("a mixture-of-experts model needs the experts' width",
-                                    "give moe_intermediate_size (or intermediate_size) in the config")
-            if self.moe_every < 1 or self.dense_layers > self.num_layers:
-                raise FitbenchError(f"MoE layer spacing {self.moe_every} or {self.dense_layers} dense "
-                                    f"layers do not fit {self.num_layers} layers")
-        if self.is_mla and (self.qk_rope_head_dim < 1 or self.qk_nope_head_dim + self.qk_rope_head_dim < 1
-                            or self.v_head_dim < 1):
-            raise FitbenchError("latent attention needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim",
-                                "give all three with kv_lora_rank")
-        if self.sliding_window is not None and (isinstance(self.sliding_window, bool)
-                                                or not isinstance(self.sliding_window, int)
-                                                or self.sliding_window < 1):
-            raise FitbenchError(
-                f"sliding_window must be a positive whole number, got {self.sliding_window!r}")
-        if self.sliding_layers > self.num_layers:
-            raise FitbenchError(f"{self.sliding_layers} sliding-window layers of {self.num_layers} layers")
+                f"{self.experts_per_token} experts per token of {self.num_experts} is not possible",
+                "experts per token (num_experts_per_tok) must be between 1 and the number of experts")
+        if self.expert_intermediate_size < 1:
+            raise FitbenchError("a mixture-of-experts model needs the experts' width",
+                                "give moe_intermediate_size (or intermediate_size) in the config")
+        if self.moe_every < 1 or self.dense_layers > self.num_layers:
+            raise FitbenchError(f"MoE layer spacing {self.moe_every} or {self.dense_layers} dense "
+                                f"layers do not fit {self.num_layers} layers")
 
     @property
     def kv_heads(self) -> int:

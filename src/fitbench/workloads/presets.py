@@ -215,7 +215,9 @@ def preset_names() -> list[str]:
 
 
 def get_workload(name: str, *, tiny: bool = False, **overrides: object) -> Workload:
-    """A preset by name (forgiving case and underscores), with validated overrides applied."""
+    """A preset by name (forgiving case and underscores), with exactly these fields changed
+    (`Workload.replace`). A user's request goes through `Workload.with_overrides` instead, which
+    adds the defaults a change implies: `get_workload(name, tiny=t).with_overrides(**asked)`."""
     key = name.strip().lower().replace("_", "-")
     table = TINY_PRESETS if tiny else PRESETS
     if key not in table:

@@ -6,7 +6,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from fitbench.core.names import STRATEGY_ALIASES, strategy
 from fitbench.core.precision import Precision, get_precision
+from fitbench.core.quant import LEGACY, WeightFormat, check_kv_cache
 from fitbench.errors import FitbenchError, did_you_mean
 from fitbench.workloads.arch import ResNetArch, TransformerArch
 
@@ -15,11 +17,13 @@ MODES = ("train", "infer")
 ATTENTION_IMPLS = ("fused", "eager")
 PEFT_METHODS = ("lora", "qlora")
 LORA_TARGETS = ("attention", "attention-mlp", "all-linear")
-# zero1/2/3 are DeepSpeed's ZeRO stages (16-bit weights and gradients, FP32 master weights and
-# Adam moments partitioned); the two FSDP strategies are torch.distributed.fsdp's sharding
-# strategies of those names. 'fsdp' is kept as another name for fsdp-full-shard.
-STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp-shard-grad-op", "fsdp-full-shard", "tp")
-STRATEGY_ALIASES = {"fsdp": "fsdp-full-shard"}
+# Fields a user names in words: compared lower-case, without surrounding blanks.
+NAME_FIELDS = ("precision", "optimizer", "mode", "attention", "peft", "lora_targets", "strategy",
+               "optimizer_impl")
+
+# A decoder switched from generation to training needs a sequence length; this is the one a
+# fine-tuning recipe most often starts from.
+DECODER_TRAIN_SEQ_LEN = 512
 # How torch.optim runs the update: 'foreach' (torch._foreach_* over lists; what torch picks when
 # every parameter is on CUDA), 'fused' (one kernel, opt-in fused=True), 'for-loop' (one tensor at
 # a time, foreach=False). Their step temporaries differ (estimate.memory.optimizer_step_scratch).
@@ -71,13 +75,30 @@ class Workload:
     optimizer_impl: str = "foreach"
     grad_accum: int = 1
     description: str = ""
+    # Quantized storage of the Linear layers (--weights, quantization_config); None: the
+    # precision's own dtype (or int8/int4's bitsandbytes layout). The KV cache dtype (--kv-cache)
+    # defaults to the activations' dtype. `origin` says where defaults came from (config.json).
+    weights: WeightFormat | None = None
+    kv_cache: str | None = None
+    origin: tuple[str, ...] = ()
     # Exact stored weights read from a model folder's safetensors headers (memory uses them).
     checkpoint_bytes: int | None = None
     checkpoint_params: int | None = None
 
     def __post_init__(self) -> None:
-        # Types first: a number where a name belongs (or the reverse) must be a clear error,
-        # not an AttributeError deep in the estimator.
+        # Order matters: types before names, names before the sizes and combinations that use them.
+        self._check_types()
+        # Validate, then keep the canonical name ('half' -> 'fp16', 'AMP' -> 'amp-fp16'): results,
+        # history and code comparing names must see one spelling per mode.
+        object.__setattr__(self, "precision", get_precision(self.precision).name)
+        self._check_names()
+        self._check_storage()
+        self._check_sizes()
+        self._check_shape()
+
+    def _check_types(self) -> None:
+        """A number where a name belongs (or the reverse) must be a clear error, not an
+        AttributeError deep in the estimator."""
         for field_name in ("name", "precision", "mode", "optimizer", "attention", "lora_targets", "strategy",
                            "optimizer_impl"):
             value = getattr(self, field_name)
@@ -90,33 +111,26 @@ class Workload:
             if not isinstance(getattr(self, field_name), bool):
                 raise FitbenchError(f"{field_name} must be true or false, got {getattr(self, field_name)!r}",
                                     f"pass {field_name}=True or False")
-        # Validate, then keep the canonical name ('half' -> 'fp16', 'AMP' -> 'amp-fp16'): results,
-        # history and code comparing names must see one spelling per mode.
-        object.__setattr__(self, "precision", get_precision(self.precision).name)
-        if self.mode not in MODES:
-            raise FitbenchError(f"unknown mode '{self.mode}'", did_you_mean(self.mode, MODES))
-        if self.optimizer not in OPTIMIZERS:
-            raise FitbenchError(f"unknown optimizer '{self.optimizer}'",
-                                did_you_mean(self.optimizer, OPTIMIZERS))
-        if self.attention not in ATTENTION_IMPLS:
-            raise FitbenchError(f"unknown attention '{self.attention}'",
-                                did_you_mean(self.attention, ATTENTION_IMPLS))
-        if self.peft is not None and self.peft not in PEFT_METHODS:
-            raise FitbenchError(f"unknown fine-tuning method '{self.peft}'",
-                                did_you_mean(self.peft, PEFT_METHODS))
-        if self.lora_targets not in LORA_TARGETS:
-            raise FitbenchError(f"unknown LoRA targets '{self.lora_targets}'",
-                                did_you_mean(self.lora_targets, LORA_TARGETS))
-        object.__setattr__(self, "strategy", STRATEGY_ALIASES.get(self.strategy, self.strategy))
-        if self.optimizer_impl not in OPTIMIZER_IMPLS:
-            raise FitbenchError(f"unknown optimizer implementation '{self.optimizer_impl}'",
-                                did_you_mean(self.optimizer_impl, OPTIMIZER_IMPLS))
-        if self.strategy not in STRATEGIES:
-            raise FitbenchError(f"unknown strategy '{self.strategy}'",
-                                did_you_mean(self.strategy, STRATEGIES))
+
+    def _check_names(self) -> None:
+        """Every named choice is one of its set (with the closest names as a hint)."""
+        named = (("mode", "mode", MODES), ("optimizer", "optimizer", OPTIMIZERS),
+                 ("attention", "attention", ATTENTION_IMPLS), ("peft", "fine-tuning method", PEFT_METHODS),
+                 ("lora_targets", "LoRA targets", LORA_TARGETS),
+                 ("optimizer_impl", "optimizer implementation", OPTIMIZER_IMPLS))
+        for field_name, what, choices in named:
+            value = getattr(self, field_name)
+            if value is not None and value not in choices:
+                raise FitbenchError(f"unknown {what} '{value}'", did_you_mean(value, choices))
+        # One spelling per strategy ('fsdp' is fsdp-full-shard), one of fitbench.core.names.Strategy.
+        canonical = strategy(STRATEGY_ALIASES.get(self.strategy, self.strategy))
+        object.__setattr__(self, "strategy", canonical.value)
         if self.peft is not None and (self.mode != "train" or self.is_resnet):
             raise FitbenchError(f"--peft {self.peft} fine-tunes a transformer",
                                 "use it with --mode train on an encoder or decoder workload")
+
+    def _check_sizes(self) -> None:
+        """Sizes are whole numbers from 1 to a bound no real job reaches (LIMITS)."""
         for field_name, limit in LIMITS.items():
             value = getattr(self, field_name)
             if value is None:
@@ -128,6 +142,10 @@ class Workload:
             if value > limit:
                 raise FitbenchError(f"{field_name.replace('_', '-')} {value} is beyond any real job",
                                     f"use at most {limit}")
+
+    def _check_shape(self) -> None:
+        """The input sizes the job's family needs, a precision that can train, and a sequence
+        the model's learned positions can hold."""
         if self.is_resnet and self.image_size is None:
             raise FitbenchError("a ResNet workload needs an image size", "pass --image-size")
         if self.is_resnet and self.image_size is not None and self.image_size < 8:
@@ -151,6 +169,32 @@ class Workload:
                     what, hint = f"sequence of {longest} tokens", f"use --seq-len {most} or less"
                 raise FitbenchError(f"{what} is longer than the model's {most} positions", hint)
 
+    def _check_storage(self) -> None:
+        """--weights and --kv-cache: a quantized model generates or classifies in 16 bit."""
+        if self.weights is not None:
+            if not isinstance(self.weights, WeightFormat):
+                raise FitbenchError(f"weights must be a weight format, got {self.weights!r}",
+                                    "pass --weights NAME")
+            if self.precision in LEGACY:
+                raise FitbenchError(f"--weights {self.weights.label} and --precision {self.precision} both "
+                                    "say how weights are stored", "give one of them; with --weights use "
+                                    "--precision fp16 or bf16 for the compute dtype")
+            if self.mode == "train":
+                raise FitbenchError(f"quantized weights ({self.weights.label}) are for inference",
+                                    "use --mode infer, or --peft qlora to fine-tune a 4-bit model")
+            if self.precision not in ("fp16", "bf16"):
+                raise FitbenchError(f"quantized weights ({self.weights.label}) compute in 16 bit, not "
+                                    f"{self.precision}", "use --precision fp16 or bf16")
+            if isinstance(self.arch, ResNetArch):
+                raise FitbenchError("--weights applies to transformer models", "use --precision int8 or int4")
+        if self.kv_cache is not None:
+            object.__setattr__(self, "kv_cache", check_kv_cache(self.kv_cache))
+            if not self.is_generation:
+                raise FitbenchError("--kv-cache applies to generation: this job keeps no KV cache",
+                                    "use it with a decoder and --mode infer, or drop --kv-cache")
+        if not isinstance(self.origin, tuple) or not all(isinstance(o, str) for o in self.origin):
+            raise FitbenchError("origin must be a tuple of notes")
+
     # -- what kind of job ---------------------------------------------------------------------
     @property
     def family(self) -> str:
@@ -173,6 +217,21 @@ class Workload:
         return get_precision(self.precision)
 
     @property
+    def weight_format(self) -> WeightFormat | None:
+        """How the Linear layers are stored when they are quantized, else None."""
+        return self.weights if self.weights is not None else LEGACY.get(self.precision)
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        """The KV cache's dtype: --kv-cache, else the activations' (16-bit or FP32)."""
+        if self.kv_cache is not None:
+            return self.kv_cache
+        p = self.precision_info
+        if p.activation_bytes != 2:
+            return "fp32"
+        return p.compute if p.compute in ("fp16", "bf16") else "fp16"
+
+    @property
     def tokens_per_sequence(self) -> int:
         if self.is_generation:
             return (self.prompt_tokens or 0) + (self.new_tokens or 0)
@@ -193,9 +252,22 @@ class Workload:
 
     # -- derivation ---------------------------------------------------------------------------
     def replace(self, **changes: Any) -> Workload:
-        """A copy with some fields changed, validated again (frozen dataclasses never mutate)."""
+        """A copy with exactly these fields changed, validated again (frozen dataclasses never
+        mutate). None leaves a field as it is. No default follows a change: code that derives one
+        workload from another (the estimator, the advice) uses this; a user's request goes
+        through `with_overrides`."""
         changes = {k: v for k, v in changes.items() if v is not None}
         return dataclasses.replace(self, **changes)
+
+    def with_overrides(self, **overrides: Any) -> Workload:
+        """This job as a user asked to change it: names normalised ('LoRA' -> 'lora'), and the
+        defaults a change implies filled in (see `implied_defaults`). The CLI and the Python
+        API both come through here, so one question gets one answer."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        for key in NAME_FIELDS:
+            if isinstance(given.get(key), str):
+                given[key] = given[key].strip().lower()
+        return self.replace(**implied_defaults(self, given), **given)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: flat job fields plus the architecture under 'arch'."""
@@ -204,6 +276,8 @@ class Workload:
         out["params"] = self.param_count()
         out["active_params"] = self.active_param_count()
         out["arch"] = dataclasses.asdict(self.arch)
+        out["weights"] = self.weights.to_dict() if self.weights is not None else None
+        out["origin"] = list(self.origin)
         return out
 
     @classmethod
@@ -213,6 +287,9 @@ class Workload:
         arch_data = dict(data.pop("arch"))
         family = data.pop("family", None)
         data.pop("params", None)
+        if data.get("weights") is not None:
+            data["weights"] = WeightFormat.from_dict(data["weights"])
+        data["origin"] = tuple(data.get("origin") or ())
         data.pop("active_params", None)
         if family == "resnet" or "depth" in arch_data:
             if arch_data.get("layers") is not None:
@@ -221,3 +298,24 @@ class Workload:
         else:
             arch = TransformerArch(**arch_data)
         return cls(arch=arch, **data)
+
+
+def implied_defaults(workload: Workload, given: dict[str, Any]) -> dict[str, Any]:
+    """The fields a requested change implies but does not name, so that the job stays the one a
+    user most likely means (the values `given` sets itself always win).
+
+    Switching a generating decoder to training gives it a sequence length (its own or
+    DECODER_TRAIN_SEQ_LEN) and mixed precision (amp-bf16), as fine-tuning recipes do; asking for
+    PEFT on a decoder keeps the frozen weights in 16 bit (bf16) instead, unless a precision is
+    named.
+    """
+    implied: dict[str, Any] = {}
+    if given.get("weights") is not None and workload.precision not in ("fp16", "bf16"):
+        implied["precision"] = "fp16"  # quantized weights are expanded into 16-bit matmuls
+    if given.get("mode", workload.mode) == "train" and workload.family == "decoder":
+        if workload.is_generation:
+            implied["seq_len"] = workload.seq_len or DECODER_TRAIN_SEQ_LEN
+            implied["precision"] = "amp-bf16"
+        if given.get("peft"):
+            implied["precision"] = "bf16"
+    return {k: v for k, v in implied.items() if k not in given}

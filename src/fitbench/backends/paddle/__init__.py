@@ -28,6 +28,8 @@ def _host_memory() -> int | None:
 
 
 class PaddleBackend(Backend):
+    """Implements the Backend protocol (fitbench.backends.base) for PaddlePaddle."""
+
     name = "paddle"
 
     def version(self) -> str:
@@ -82,23 +84,10 @@ class PaddleBackend(Backend):
             seen += 1
         return False
 
-    def synthetic_oom(self) -> BaseException:
-        """Paddle's own out-of-memory error, for the runner's failure tests: a real request for
-        a petabyte on the current device, which the allocator refuses at once."""
-        import paddle
-
-        try:
-            paddle.empty([1 << 50], dtype="uint8")
-        except MemoryError as exc:
-            return exc
-        return MemoryError("(ResourceExhausted) Out of memory: a 1 PiB allocation was not refused")
-
     def param_count(self, workload: Workload) -> int:
         from fitbench.backends.paddle.models import param_count
 
         return param_count(workload.arch)
 
 
-BACKEND = PaddleBackend()
-
-__all__ = ["BACKEND", "PaddleBackend"]
+__all__ = ["PaddleBackend"]

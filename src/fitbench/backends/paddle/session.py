@@ -35,8 +35,9 @@ import paddle.nn.functional as F
 
 from fitbench.backends.base import RunOptions, Session
 from fitbench.backends.paddle.models import build_model, recompute_fn, trainable_param_count
+from fitbench.core.names import ExecMode, Framework
 from fitbench.errors import FitbenchError
-from fitbench.estimate.execution import AUTOCAST_REQUESTS
+from fitbench.estimate.execution import tuned_changes, tuned_precision
 from fitbench.workloads.workload import Workload
 
 PADDLE_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
@@ -140,12 +141,12 @@ def plan_precision(workload: Workload, exec_mode: str = "default",
     if p.quant_bits is not None:
         raise FitbenchError(f"the paddle backend does not run {p.name} weights",
                             "use --backend torch, or `fitbench estimate` for quantized memory and speed")
-    if exec_mode == "tuned":
+    if exec_mode == ExecMode.TUNED:
         if capability is not None:
             plan = tuned_plan(workload, native_bf16(capability))
             if plan is not None:
                 return plan
-        elif _tuned_would_change(workload):
+        elif tuned_changes(workload, Framework.PADDLE):
             change = "generates AMP requests with 16-bit weights" if workload.is_generation else (
                 f"runs {p.name} as AMP O2")
             cpu_note = f"tuned {change} on CUDA GPUs only; on CPU it kept the requested {p.name}"
@@ -174,14 +175,6 @@ def _requested_plan(workload: Workload, exec_mode: str) -> PrecisionPlan:
                          master_weight=workload.is_training, loss_scaling=scaling)
 
 
-def _tuned_would_change(workload: Workload) -> bool:
-    """Whether tuned changes this request on some GPU (training / classification in fp32, tf32 or
-    AMP; AMP generation)."""
-    if workload.is_generation:
-        return workload.precision_info.amp
-    return workload.precision in AUTOCAST_REQUESTS  # the estimator's rule uses the same list
-
-
 def tuned_plan(workload: Workload, bf16: bool) -> PrecisionPlan | None:
     """What tuned runs on a CUDA GPU with (`bf16`) or without bf16 tensor cores; None where it
     runs the request as asked (pure fp16 / bf16, fp32 generation).
@@ -192,15 +185,15 @@ def tuned_plan(workload: Workload, bf16: bool) -> PrecisionPlan | None:
     weights in 16 bit (no fp32 copy to cast from each forward).
     """
     p = workload.precision_info
-    if not _tuned_would_change(workload):
+    if not tuned_changes(workload, Framework.PADDLE):
         return None
+    # Which precision: the rule fitbench.estimate.execution states for the estimator too.
+    half = tuned_precision(workload, Framework.PADDLE, bf16=bf16)
     no_bf16 = "" if bf16 else "; this GPU has no native bf16"
     if workload.is_generation:
-        half = "bf16" if p.compute == "bf16" and bf16 else "fp16"
         why = no_bf16 if p.compute == "bf16" else ""
         note = f"{TUNED_CHANGED}: generated with {half} weights instead of {p.name}{why}"
         return PrecisionPlan(requested=p.name, runs=half, half_weights=PADDLE_DTYPES[half], notes=(note,))
-    half = "bf16" if bf16 else "fp16"
     dtype = PADDLE_DTYPES[half]
     training = workload.is_training
     how = f"Paddle AMP O2: {half} weights" + (", fp32 master weights" if training else "")
@@ -367,15 +360,9 @@ class PaddleSession(Session):
         if self.plan.amp_level is not None:
             amp_active, caught = autocast_probe(self.plan.amp_dtype)
             framework_warnings += caught
-        half_weights = self.plan.half_weights
-        if half_weights is not None:
-            reason = half_kernels_probe(half_weights)
-            if reason is not None:
-                device_word = "CPU" if self.kind == "cpu" else "this GPU"
-                warn.append(f"{where}: {self.plan.requested} requested, no {half_weights} matmul kernel "
-                            f"on {device_word}; ran in fp32")
-                framework_warnings.append(reason)
-                half_weights, in_effect = None, "fp32"
+        half_weights = self._half_weights(warn, framework_warnings, where)
+        if half_weights is None and self.plan.half_weights is not None:
+            in_effect = "fp32"
 
         with default_dtype(half_weights):
             self.model, source = build_model(workload.arch,
@@ -392,18 +379,7 @@ class PaddleSession(Session):
             self.optimizer = make_optimizer(workload.optimizer, self.model.parameters(),
                                             multi_tensor=self.tuned)
         if self.plan.amp_level == "O2":
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                if self.optimizer is not None:
-                    self.model, self.optimizer = paddle.amp.decorate(
-                        models=self.model, optimizers=self.optimizer, level="O2", dtype=self.plan.amp_dtype,
-                        master_weight=self.plan.master_weight)
-                else:
-                    self.model = paddle.amp.decorate(models=self.model, level="O2", dtype=self.plan.amp_dtype)
-            framework_warnings += [str(w.message) for w in caught]
-            weight = next(p for p in self.model.parameters() if len(p.shape) >= 2)
-            if amp_active and weight.dtype != getattr(paddle, self.plan.amp_dtype):
-                amp_active = False
+            amp_active = self._decorate_o2(framework_warnings) and amp_active
         if self.plan.amp_level is not None and not amp_active:
             in_effect = "fp32"
             device_word = "CPU" if self.kind == "cpu" else "this GPU"
@@ -456,6 +432,36 @@ class PaddleSession(Session):
                                       "a prefill picks the first token, then n-1 single-token forwards")
 
     # -- setup helpers ----------------------------------------------------------------------
+    def _half_weights(self, warn: list[str], framework_warnings: list[str], where: str) -> str | None:
+        """The dtype to create the weights in (generation in 16 bit), or None where the device
+        has no matmul kernel for it and the model runs in fp32 (said in `warn`)."""
+        half_weights = self.plan.half_weights
+        if half_weights is None:
+            return None
+        reason = half_kernels_probe(half_weights)
+        if reason is None:
+            return half_weights
+        device_word = "CPU" if self.kind == "cpu" else "this GPU"
+        warn.append(f"{where}: {self.plan.requested} requested, no {half_weights} matmul kernel "
+                    f"on {device_word}; ran in fp32")
+        framework_warnings.append(reason)
+        return None
+
+    def _decorate_o2(self, framework_warnings: list[str]) -> bool:
+        """AMP O2: 16-bit weights through paddle.amp.decorate (with fp32 master weights in the
+        optimizer when training); whether the weights really became 16 bit."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if self.optimizer is not None:
+                self.model, self.optimizer = paddle.amp.decorate(
+                    models=self.model, optimizers=self.optimizer, level="O2", dtype=self.plan.amp_dtype,
+                    master_weight=self.plan.master_weight)
+            else:
+                self.model = paddle.amp.decorate(models=self.model, level="O2", dtype=self.plan.amp_dtype)
+        framework_warnings += [str(w.message) for w in caught]
+        weight = next(p for p in self.model.parameters() if len(p.shape) >= 2)
+        return weight.dtype == getattr(paddle, self.plan.amp_dtype)
+
     def _where(self) -> str:
         if not paddle.device.is_compiled_with_cuda():
             return "PaddlePaddle CPU build"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 from typing import Any
 
@@ -9,8 +10,9 @@ import torch
 
 from fitbench.backends.base import Backend, RunOptions, Session
 from fitbench.backends.torch.models import meta_param_count
-from fitbench.backends.torch.session import open_session, resolve_device
+from fitbench.backends.torch.session import resolve_device
 from fitbench.core.host import cpu_model
+from fitbench.core.names import ExecMode, exec_mode
 from fitbench.workloads.workload import Workload
 
 # Messages of the out-of-memory errors that are not torch.OutOfMemoryError: the CPU allocator,
@@ -48,7 +50,24 @@ def is_oom(exc: BaseException) -> bool:
     return False
 
 
+# exec mode -> its session factory, as "module:function" (tuned imports this module, so it is
+# imported when first asked for).
+SESSION_FACTORIES: dict[ExecMode, str] = {
+    ExecMode.DEFAULT: "fitbench.backends.torch.session:open_default",
+    ExecMode.TUNED: "fitbench.backends.torch.tuned:open_tuned",
+}
+
+
+def open_session(workload: Workload, options: RunOptions) -> Session:
+    """A session of `workload` built by the code of its exec mode (SESSION_FACTORIES)."""
+    module_path, _, function = SESSION_FACTORIES[exec_mode(options.exec_mode)].partition(":")
+    factory = getattr(importlib.import_module(module_path), function)
+    return factory(workload, options)
+
+
 class TorchBackend(Backend):
+    """Implements the Backend protocol (fitbench.backends.base) for PyTorch."""
+
     name = "torch"
 
     def version(self) -> str:
@@ -126,6 +145,3 @@ class TorchBackend(Backend):
     def param_count(self, workload: Workload) -> int:
         return meta_param_count(workload)
 
-    def synthetic_oom(self) -> BaseException:
-        """The error torch raises when the GPU is full (used by the child's test hook)."""
-        return torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (synthetic, for tests)")

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from fitbench.core.precision import get_precision
+from fitbench.core.precision import Precision, get_precision
 from fitbench.errors import FitbenchError
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -92,22 +92,7 @@ def plan_precision(name: str, device: torch.device, *, training: bool) -> Precis
     key = info.name
     notes: list[str] = []
     if info.quant_bits is not None:
-        if training:
-            raise FitbenchError(f"precision '{key}' is for inference only", "use --mode infer")
-        if importlib.util.find_spec("bitsandbytes") is None:
-            raise FitbenchError(
-                "int8/int4 measurement needs bitsandbytes",
-                "pip install bitsandbytes (CUDA only); `fitbench estimate` covers it",
-            )
-        if device.type != "cuda":
-            raise FitbenchError(
-                "int8/int4 measurement needs a CUDA GPU",
-                "run with --device cuda; `fitbench estimate` covers it",
-            )
-        return PrecisionPlan(
-            requested=key, in_effect=key, param_dtype=torch.float16, quant_bits=info.quant_bits
-        )
-
+        return _quantized_plan(info, device, training=training)
     if key == "fp32":
         return PrecisionPlan(requested=key, in_effect=key, param_dtype=torch.float32)
     if key == "tf32":
@@ -117,27 +102,9 @@ def plan_precision(name: str, device: torch.device, *, training: bool) -> Precis
                 requested=key, in_effect="fp32", param_dtype=torch.float32, warnings=tuple(notes)
             )
         return PrecisionPlan(requested=key, in_effect=key, param_dtype=torch.float32, allow_tf32=True)
-
-    low = DTYPES[info.compute]
     if info.amp:
-        if not _autocast_works(device, low):
-            notes.append(
-                f"autocast to {info.compute} is not supported on {device.type} by this torch; ran FP32"
-            )
-            return PrecisionPlan(
-                requested=key, in_effect="fp32", param_dtype=torch.float32, warnings=tuple(notes)
-            )
-        if device.type == "cuda" and low == torch.bfloat16 and not torch.cuda.is_bf16_supported():
-            notes.append("this GPU has no native bf16; autocast emulates it (slow)")
-        return PrecisionPlan(
-            requested=key,
-            in_effect=key,
-            param_dtype=torch.float32,
-            autocast_dtype=low,
-            grad_scaler=(low == torch.float16 and training),
-            warnings=tuple(notes),
-        )
-
+        return _autocast_plan(info, device, training=training)
+    low = DTYPES[info.compute]
     if not _half_works(device, low):
         notes.append(f"{info.compute} weights are not supported on {device.type} by this torch; ran FP32")
         return PrecisionPlan(
@@ -149,6 +116,49 @@ def plan_precision(name: str, device: torch.device, *, training: bool) -> Precis
             "not for convergence"
         )
     return PrecisionPlan(requested=key, in_effect=key, param_dtype=low, warnings=tuple(notes))
+
+
+def _quantized_plan(info: Precision, device: torch.device, *, training: bool) -> PrecisionPlan:
+    """int8 / int4 weights through bitsandbytes: inference on a CUDA GPU only."""
+    key = info.name
+    if training:
+        raise FitbenchError(f"precision '{key}' is for inference only", "use --mode infer")
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise FitbenchError(
+            "int8/int4 measurement needs bitsandbytes",
+            "pip install bitsandbytes (CUDA only); `fitbench estimate` covers it",
+        )
+    if device.type != "cuda":
+        raise FitbenchError(
+            "int8/int4 measurement needs a CUDA GPU",
+            "run with --device cuda; `fitbench estimate` covers it",
+        )
+    return PrecisionPlan(
+        requested=key, in_effect=key, param_dtype=torch.float16, quant_bits=info.quant_bits
+    )
+
+
+def _autocast_plan(info: Precision, device: torch.device, *, training: bool) -> PrecisionPlan:
+    """amp-fp16 / amp-bf16: fp32 weights under autocast, a GradScaler for fp16 training."""
+    key, low = info.name, DTYPES[info.compute]
+    notes: list[str] = []
+    if not _autocast_works(device, low):
+        notes.append(
+            f"autocast to {info.compute} is not supported on {device.type} by this torch; ran FP32"
+        )
+        return PrecisionPlan(
+            requested=key, in_effect="fp32", param_dtype=torch.float32, warnings=tuple(notes)
+        )
+    if device.type == "cuda" and low == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        notes.append("this GPU has no native bf16; autocast emulates it (slow)")
+    return PrecisionPlan(
+        requested=key,
+        in_effect=key,
+        param_dtype=torch.float32,
+        autocast_dtype=low,
+        grad_scaler=(low == torch.float16 and training),
+        warnings=tuple(notes),
+    )
 
 
 def set_math_flags(

@@ -4,14 +4,14 @@ Three kinds, chosen by what the workload does: TrainSession (forward, loss, back
 step), InferSession (eval-mode forward under inference_mode) and GenerateSession (prefill and
 greedy decoding through transformers' `generate`). Which code path builds them is chosen by the
 exec mode: "default" is the code most users write (stock modules, eager execution, framework
-defaults); other modes register themselves in EXEC_MODES without touching these classes.
+defaults, `open_default` here); the table in fitbench.backends.torch.backend names each mode's
+factory ("tuned": fitbench.backends.torch.tuned.open_tuned).
 """
 
 from __future__ import annotations
 
 import gc
 import inspect
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -21,7 +21,7 @@ from fitbench.backends.base import RunOptions, Session
 from fitbench.backends.torch.data import BatchSource, batch_source, prompt_ids
 from fitbench.backends.torch.models import build_model, count_parameters, resnet_forward
 from fitbench.backends.torch.precision import PrecisionPlan, apply_math_flags, plan_precision
-from fitbench.errors import FitbenchError, unknown_name
+from fitbench.errors import FitbenchError
 from fitbench.workloads.workload import Workload
 
 #: The usual learning rates of training scripts, per workload optimizer. Every exec mode uses
@@ -386,23 +386,3 @@ def open_default(workload: Workload, options: RunOptions) -> Session:
         kind = InferSession
     return kind(workload=workload, options=options, device=device, plan=plan, model=model, notes=notes)
 
-
-SessionFactory = Callable[[Workload, RunOptions], Session]
-
-#: exec mode -> session factory. Another exec mode (e.g. "tuned": compiled graphs, fused
-#: kernels, static KV caches) registers here through register_exec_mode.
-EXEC_MODES: dict[str, SessionFactory] = {"default": open_default}
-KNOWN_EXEC_MODES = ("default", "tuned")
-
-
-def register_exec_mode(name: str, factory: SessionFactory) -> None:
-    EXEC_MODES[name] = factory
-
-
-def open_session(workload: Workload, options: RunOptions) -> Session:
-    factory = EXEC_MODES.get(options.exec_mode)
-    if factory is None:
-        if options.exec_mode in KNOWN_EXEC_MODES:
-            raise FitbenchError(f"--exec {options.exec_mode} is not available yet", "use --exec default")
-        raise unknown_name("exec mode", options.exec_mode, KNOWN_EXEC_MODES)
-    return factory(workload, options)

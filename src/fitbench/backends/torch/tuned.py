@@ -63,11 +63,12 @@ from fitbench.backends.torch.session import (
     note_dataset_size,
     open_device,
     precision_notes,
-    register_exec_mode,
     warn_param_mismatch,
 )
 from fitbench.backends.torch.static_decoder import StaticDecoder, StaticKVGenerator
+from fitbench.core.names import Framework
 from fitbench.errors import FitbenchError
+from fitbench.estimate.execution import tuned_precision
 from fitbench.workloads.arch import ResNetArch, TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -101,10 +102,12 @@ def choose_precision(workload: Workload, device: torch.device) -> TunedPrecision
             f"--exec tuned runs fp32, AMP, fp16 and bf16 models, not {info.name} weights",
             "use --exec default for bitsandbytes int8/int4",
         )
-    if not info.amp and info.compute in ("fp16", "bf16"):
+    # Which precision: the rule fitbench.estimate.execution states for the estimator too.
+    target = tuned_precision(workload, Framework.TORCH, bf16=device.type == "cpu" or native_bf16(device))
+    if target == info.name and not info.amp:  # pure fp16 / bf16 stay as asked
         plan = plan_precision(info.name, device, training=training)
         return TunedPrecision(plan=plan, warnings=plan.warnings)
-    if device.type == "cpu" or native_bf16(device):
+    if target == "amp-bf16":
         plan = plan_precision("amp-bf16", device, training=training)
         if plan.in_effect == "amp-bf16":
             changed = () if info.name == "amp-bf16" else (
@@ -452,15 +455,13 @@ def generation_precision(workload: Workload, device: torch.device) -> tuple[str,
             "use --exec default for bitsandbytes int8/int4",
         )
     warnings: list[str] = []
-    name = info.name
+    # Which weights: the rule fitbench.estimate.execution states for the estimator too.
+    name = tuned_precision(workload, Framework.TORCH, bf16=device.type != "cuda" or native_bf16(device))
     if info.amp:
-        name = info.compute
-        warnings.append(f"tuned changed the precision: generated with {name} weights instead of {info.name}")
-    elif name == "tf32":
-        name = "fp32"
-    if name == "bf16" and device.type == "cuda" and not native_bf16(device):
+        warnings.append(f"tuned changed the precision: generated with {info.compute} weights instead of "
+                        f"{info.name}")
+    if name == "fp16" and info.compute == "bf16":
         warnings.append("this GPU has no native bf16: tuned generated with fp16 weights")
-        name = "fp16"
     plan = plan_precision(name, device, training=False)
     warnings.extend(plan.warnings)
     return plan.in_effect, plan.param_dtype, warnings
@@ -584,5 +585,3 @@ def open_tuned(workload: Workload, options: RunOptions) -> Session:
         return open_generate_session(workload, options, device)
     return open_step_session(workload, options, device)
 
-
-register_exec_mode("tuned", open_tuned)

@@ -1,0 +1,331 @@
+"""A pre-quantized model on the local GPU against fitbench's estimate: fp8 block-scaled weights.
+
+The model is fitbench's own Llama decoder (the one `fitbench run` builds) whose block Linear
+layers are replaced by fp8 layers laid out as transformers' FP8Linear and DeepSeek-V3 store
+them: weight float8_e4m3fn [out, in] and weight_scale_inv fp32 [ceil(out / 128), ceil(in / 128)];
+embeddings, norms and the LM head stay bf16. Each fp8 weight is drawn on the device one layer at
+a time, so no bf16 copy of the model ever exists.
+
+How a layer multiplies (`--path`):
+  triton   decode (at most 16 tokens): a Triton GEMV that reads the fp8 weight and its block
+           scales once (what fused fp8 kernels do, and what the estimator assumes); prefill:
+           expand to bf16, then cuBLAS
+  dequant  every call expands the weight to bf16 and calls F.linear (the plain-PyTorch way)
+  auto     triton on CUDA when Triton imports, else dequant (the CPU)
+
+Generation runs Hugging Face `generate` (greedy, a dynamic cache), as `fitbench run` does. Peak
+memory is torch.cuda.max_memory_allocated / max_memory_reserved plus the CUDA context, and NVML's
+per-process peak (sampled) where available; decode tok/s is
+(new tokens - 1) / (time of generate(new) - time of generate(1)). Both are printed beside
+`fitbench estimate` for the same model, precision bf16 and `--weights fp8`.
+
+    python benchmarks/quant_gpu.py --out quant-h200.json                  # on the H200 (~1 min)
+    python benchmarks/quant_gpu.py --device cpu --model tiny --out x.json  # CPU smoke test
+    TRITON_INTERPRET=1 python benchmarks/quant_gpu.py --device cpu --path triton --gemv-check
+                                          # the Triton GEMV against the expansion, interpreted on a CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from fitbench.core.quant import parse_weights
+from fitbench.workloads.arch import TransformerArch
+from fitbench.workloads.workload import Workload
+
+BLOCK = 128
+MODELS = {
+    # Llama-3.1-8B's shapes (GQA 32/8 heads, 128k vocabulary)
+    "llama3-8b": dict(vocab_size=128256, hidden_size=4096, num_layers=32, num_heads=32, num_kv_heads=8,
+                      intermediate_size=14336, max_positions=131072),
+    # Llama-2-70B's layer widths, 8 layers: a weight stream large enough to be bandwidth-bound
+    "wide-8l": dict(vocab_size=32000, hidden_size=8192, num_layers=8, num_heads=64, num_kv_heads=8,
+                    intermediate_size=28672, max_positions=4096),
+    "tiny": dict(vocab_size=512, hidden_size=256, num_layers=2, num_heads=4, num_kv_heads=2,
+                 intermediate_size=512, max_positions=512),
+}
+
+
+def workload_for(model: str, batch: int, prompt: int, new: int) -> Workload:
+    arch = TransformerArch(kind="decoder", mlp="swiglu", norm="rmsnorm", position="rotary", pooler=False,
+                           num_labels=0, model_type="llama", qkv_bias=False, out_bias=False, mlp_bias=False,
+                           **MODELS[model])
+    return Workload(name=f"quant-gpu-{model}", arch=arch, mode="infer", precision="bf16", batch_size=batch,
+                    prompt_tokens=prompt, new_tokens=new, weights=parse_weights("fp8"))
+
+
+def make_fp8_linear_class(torch: Any, path: str) -> Any:
+    """The fp8 Linear module class, with the Triton GEMV compiled lazily where asked for."""
+    nn, F = torch.nn, torch.nn.functional
+    gemv = _triton_gemv(torch) if path == "triton" else None
+
+    class FP8BlockLinear(nn.Module):
+        def __init__(self, linear: Any, device: Any) -> None:
+            super().__init__()
+            out_f, in_f = linear.out_features, linear.in_features
+            self.in_features, self.out_features = in_f, out_f
+            w = torch.randn(out_f, in_f, device=device, dtype=torch.bfloat16) * 0.02
+            rows, cols = math.ceil(out_f / BLOCK), math.ceil(in_f / BLOCK)
+            padded = torch.zeros(rows * BLOCK, cols * BLOCK, device=device, dtype=torch.bfloat16)
+            padded[:out_f, :in_f] = w
+            del w
+            blocks = padded.view(rows, BLOCK, cols, BLOCK).abs().amax(dim=(1, 3)).float().clamp(min=1e-12)
+            scale_inv = blocks / 448.0  # e4m3's largest value
+            q = (padded.view(rows, BLOCK, cols, BLOCK) / scale_inv[:, None, :, None]).to(torch.float8_e4m3fn)
+            del padded
+            self.weight = nn.Parameter(q.view(rows * BLOCK, cols * BLOCK)[:out_f, :in_f].contiguous(),
+                                       requires_grad=False)
+            self.weight_scale_inv = nn.Parameter(scale_inv.contiguous(), requires_grad=False)
+            self.bias = None
+
+        def dequantized(self) -> Any:
+            s = self.weight_scale_inv.repeat_interleave(BLOCK, 0).repeat_interleave(BLOCK, 1)
+            s = s[: self.out_features, : self.in_features]
+            return (self.weight.to(torch.float32) * s).to(torch.bfloat16)
+
+        def forward(self, x: Any) -> Any:
+            tokens = x.numel() // x.shape[-1]
+            if gemv is not None and tokens <= 16:
+                return gemv(x, self.weight, self.weight_scale_inv)
+            return F.linear(x, self.dequantized())
+
+    return FP8BlockLinear
+
+
+def _triton_gemv(torch: Any) -> Any:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def kernel(x_ptr, w_ptr, s_ptr, y_ptr, N, s_stride, M: tl.constexpr, K: tl.constexpr,
+               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        pid = tl.program_id(0)
+        offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+        n_mask = offs_n < N
+        for m in tl.static_range(M):
+            acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+            for k0 in range(0, K, BLOCK_K):
+                offs_k = k0 + tl.arange(0, BLOCK_K)
+                k_mask = offs_k < K
+                w = tl.load(w_ptr + offs_n[:, None] * K + offs_k[None, :],
+                            mask=n_mask[:, None] & k_mask[None, :], other=0.0).to(tl.float32)
+                x = tl.load(x_ptr + m * K + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+                s = tl.load(s_ptr + (offs_n // 128) * s_stride + k0 // 128, mask=n_mask, other=0.0)
+                acc += tl.sum(w * x[None, :], axis=1) * s
+            tl.store(y_ptr + m * N + offs_n, acc.to(tl.bfloat16), mask=n_mask)
+
+    def gemv(x: Any, weight: Any, scale_inv: Any) -> Any:
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1]).contiguous()
+        n, k = weight.shape
+        y = torch.empty(x2.shape[0], n, device=x.device, dtype=torch.bfloat16)
+        block_n = 16
+        grid = (triton.cdiv(n, block_n),)
+        kernel[grid](x2, weight, scale_inv, y, n, scale_inv.stride(0), M=x2.shape[0], K=k,
+                     BLOCK_N=block_n, BLOCK_K=128, num_warps=4)
+        return y.view(*shape[:-1], n)
+
+    return gemv
+
+
+def build(workload: Workload, device: Any, path: str) -> Any:
+    """fitbench's decoder on the meta device, fp8 block Linears drawn on `device` one at a time,
+    then every other tensor materialised there in bf16 (as the int8/int4 builder does)."""
+    import torch
+
+    from fitbench.backends.torch.models import build_model
+    from fitbench.backends.torch.quant import _materialise, _rebuild_rotary
+
+    model, _ = build_model(workload, device=torch.device("meta"), dtype=torch.bfloat16)
+    fp8_linear = make_fp8_linear_class(torch, path)
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            full = f"{name}.{child_name}" if name else child_name
+            if isinstance(child, torch.nn.Linear) and "lm_head" not in full:
+                setattr(module, child_name, fp8_linear(child, device))
+    _rebuild_rotary(model, device)
+    _materialise(model, device)
+    if workload.arch.tie_embeddings and hasattr(model, "tie_weights"):
+        model.tie_weights()
+    return model.eval()
+
+
+def measure(workload: Workload, device_name: str, path: str, repeats: int) -> dict[str, Any]:
+    import torch
+
+    device = torch.device(device_name)
+    cuda = device.type == "cuda"
+    if path == "auto":
+        try:
+            import triton  # noqa: F401
+
+            path = "triton" if cuda else "dequant"
+        except ImportError:
+            path = "dequant"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    torch.manual_seed(0)
+    model = build(workload, device, path)
+    if cuda:  # the bf16 and fp32 temporaries of quantising stay cached otherwise
+        torch.cuda.empty_cache()
+    weight_bytes = sum(p.nelement() * p.element_size() for p in model.parameters())
+    gemv_error = None
+    if path == "triton":  # the GEMV against the plain expansion, on the first fp8 layer
+        layer = next(m for m in model.modules() if hasattr(m, "weight_scale_inv"))
+        x = torch.randn(1, layer.in_features, device=device, dtype=torch.bfloat16)
+        with torch.inference_mode():
+            ref = torch.nn.functional.linear(x, layer.dequantized()).float()
+            gemv_error = float((layer(x).float() - ref).abs().max() / ref.abs().max())
+    b, prompt, new = workload.batch_size, workload.prompt_tokens or 1, workload.new_tokens or 1
+    ids = torch.randint(0, workload.arch.vocab_size, (b, prompt), device=device)
+    mask = torch.ones_like(ids)
+
+    def generate(n: int) -> float:
+        sync()
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n,
+                                 do_sample=False, use_cache=True)
+        sync()
+        assert out.shape[1] == prompt + n
+        return time.perf_counter() - t0
+
+    generate(new)  # warm-up: Triton compilation, cuBLAS handles, allocator blocks
+    sampler = None
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+        from fitbench.measure import nvml
+
+        index = nvml.cuda_index(device_name) if nvml.available() else None
+        sampler = nvml.MemorySampler(index).start() if index is not None else None
+    full = [generate(new) for _ in range(repeats)]
+    first = [generate(1) for _ in range(repeats)]
+    if sampler is not None:
+        sampler.stop()
+    t_full, t_first = statistics.median(full), statistics.median(first)
+    result: dict[str, Any] = {
+        "path": path,
+        "gemv_relative_error": gemv_error,
+        "weight_bytes": weight_bytes,
+        "generate_seconds": t_full,
+        "prefill_seconds": t_first,
+        "decode_tokens_per_second": b * (new - 1) / (t_full - t_first) if t_full > t_first else None,
+    }
+    if cuda:
+        result["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+        # NVML's peak of this process (sampled while generating); the CUDA context is what it
+        # holds beyond the allocator's reserved memory once generation is over.
+        proc = nvml.process_memory(index) if index is not None else None
+        if sampler is not None and sampler.peak_process is not None:
+            result["nvml_process_peak_bytes"] = sampler.peak_process
+        if proc is not None:
+            result["context_bytes"] = max(0, proc - torch.cuda.memory_reserved())
+    return result
+
+
+def gemv_check(device_name: str) -> int:
+    """The Triton GEMV on a ragged 300 x 200 layer (partial blocks) at 1 and 3 tokens."""
+    import torch
+
+    device = torch.device(device_name)
+    layer = make_fp8_linear_class(torch, "triton")(torch.nn.Linear(300, 200, bias=False), device)
+    worst = 0.0
+    for tokens in (1, 3):
+        x = torch.randn(tokens, 300, device=device, dtype=torch.bfloat16)
+        ref = torch.nn.functional.linear(x, layer.dequantized()).float()
+        worst = max(worst, float((layer(x).float() - ref).abs().max() / ref.abs().max()))
+    print(f"Triton fp8 GEMV vs bf16 expansion: max relative error {worst:.2e}")
+    return 0 if worst < 2e-2 else 1
+
+
+def fitbench_estimate(workload: Workload, gpu_id: str) -> dict[str, Any]:
+    from fitbench.catalog import get_gpu
+    from fitbench.estimate.api import estimate
+
+    e = estimate(workload, get_gpu(gpu_id))
+    parts = e.breakdown
+    allocated_like = e.peak_memory_bytes - parts["cuda_context"] - parts["workspace"] - parts["fragmentation"]
+    return {"peak_memory_bytes": e.peak_memory_bytes, "allocated_bytes": allocated_like,
+            "weights_bytes": parts["weights"] + parts["quantization_scales"],
+            "tokens_per_second": e.tokens_per_second, "prefill_seconds": e.prefill_seconds,
+            "bottleneck": e.bottleneck, "breakdown": parts}
+
+
+def compare(m: dict[str, Any], est: dict[str, Any]) -> dict[str, float | None]:
+    def err(measured: float | None, estimated: float | None) -> float | None:
+        return None if not measured or estimated is None else estimated / measured - 1
+
+    peak = None
+    if m.get("peak_reserved_bytes") is not None:
+        peak = m["peak_reserved_bytes"] + m.get("context_bytes", est["breakdown"]["cuda_context"])
+    return {"weights": err(m["weight_bytes"], est["weights_bytes"]),
+            "allocated": err(m.get("peak_allocated_bytes"), est["allocated_bytes"]),
+            "peak": err(peak, est["peak_memory_bytes"]),
+            "decode_tokens_per_second": err(m["decode_tokens_per_second"], est["tokens_per_second"])}
+
+
+def fmt_pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1%}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--gpu", default="h200", help="catalog id the estimate is made for")
+    parser.add_argument("--model", action="append", choices=tuple(MODELS),
+                        help="repeatable; default: llama3-8b and wide-8l (tiny on the CPU)")
+    parser.add_argument("--path", choices=("auto", "triton", "dequant"), default="auto")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--prompt-tokens", type=int, default=50)
+    parser.add_argument("--new-tokens", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", metavar="FILE", help="write every figure as JSON")
+    parser.add_argument("--gemv-check", action="store_true",
+                        help="only compare the Triton GEMV with the bf16 expansion on one 300x200 layer")
+    args = parser.parse_args()
+    if args.gemv_check:
+        return gemv_check(args.device)
+    models = args.model or (["tiny"] if args.device == "cpu" else ["llama3-8b", "wide-8l"])
+    rows = []
+    for name in models:
+        w = workload_for(name, args.batch, args.prompt_tokens, args.new_tokens)
+        m = measure(w, args.device, args.path, args.repeats)
+        est = fitbench_estimate(w, args.gpu)
+        rows.append({"model": name, "params": w.param_count(), "batch": args.batch, "prompt_tokens":
+                     args.prompt_tokens, "new_tokens": args.new_tokens, "measured": m, "estimate": est,
+                     "error": compare(m, est)})
+    header = f"{'model':<10} {'path':<8} {'weights GiB':>11} {'est':>7} {'peak GiB':>9} {'est':>7} " \
+             f"{'tok/s':>8} {'est':>8} {'err peak':>9} {'err tok/s':>9}"
+    print(header)
+    print("-" * len(header))
+    gib = 2**30
+    for r in rows:
+        m, e, err = r["measured"], r["estimate"], r["error"]
+        peak = (m.get("peak_reserved_bytes") or 0) + m.get("context_bytes", 0)
+        print(f"{r['model']:<10} {m['path']:<8} {m['weight_bytes'] / gib:>11.2f} "
+              f"{e['weights_bytes'] / gib:>7.2f} {peak / gib:>9.2f} {e['peak_memory_bytes'] / gib:>7.2f} "
+              f"{m['decode_tokens_per_second'] or 0:>8.1f} "
+              f"{e['tokens_per_second']:>8.1f} {fmt_pct(err['peak']):>9} "
+              f"{fmt_pct(err['decode_tokens_per_second']):>9}")
+    if args.out:
+        import torch
+
+        meta = {"date": dt.date.today().isoformat(), "device": args.device, "gpu_estimated": args.gpu,
+                "torch": torch.__version__, "python": platform.python_version()}
+        if args.device.startswith("cuda"):
+            meta["device_name"] = torch.cuda.get_device_name()
+        Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,106 @@
+"""The estimator's host operations of a `generate` decode step equal what transformers issues.
+
+Tiny models of each family are built from transformers' config classes; a TorchFunctionMode
+counts the Python-level torch calls (less attribute reads: estimate/generate_ops.py says why)
+of one decode forward at one and two layers (the difference is a layer) and of `generate` for
+N and N + k new tokens (the difference over k is a whole decode step with the loop's own
+work). The estimator's count for the same config.json must equal both exactly (Qwen2-MoE's
+layer: within one call, see TOLERANCE).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from torch.overrides import TorchFunctionMode  # noqa: E402
+
+from fitbench.estimate import generate_ops  # noqa: E402
+from fitbench.workloads.hf_config import arch_from_hf_config  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+BASE = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "vocab_size": 512, "max_position_embeddings": 4096, "eos_token_id": 2}
+FAMILIES: dict[str, dict[str, Any]] = {
+    "llama": {"model_type": "llama"},
+    "llama-mha": {"model_type": "llama", "num_key_value_heads": 4},
+    "qwen2 (qkv bias)": {"model_type": "qwen2"},
+    "qwen3 (qk norm)": {"model_type": "qwen3", "head_dim": 16},
+    "mistral window 8": {"model_type": "mistral", "sliding_window": 8},
+    "mistral window 64": {"model_type": "mistral", "sliding_window": 64},
+    "mixtral": {"model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2},
+    "qwen2-moe (shared expert)": {"model_type": "qwen2_moe", "num_experts": 8, "num_experts_per_tok": 2,
+                                  "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64,
+                                  # as the published checkpoints: renormalised top-k, no window
+                                  "norm_topk_prob": True, "sliding_window": None},
+}
+BATCH, PROMPT = 2, 16
+# Calls a layer the estimate may differ by: Qwen2-MoE's router renormalises its top-k with one
+# call fewer than Mixtral's (no float cast of the sum), which the estimate does not distinguish.
+TOLERANCE = {"qwen2-moe (shared expert)": 1}
+
+
+class CallCounter(TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") != "__get__":
+            self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+def build(fields: dict[str, Any], layers: int) -> Any:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.for_model(**{**BASE, **fields, "num_hidden_layers": layers})
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(cfg).eval()
+
+
+def forward_calls(model: Any) -> int:
+    from transformers import DynamicCache
+
+    ids = torch.randint(3, 512, (BATCH, PROMPT))
+    cache = DynamicCache(config=model.config)
+    nxt, mask, pos = ids[:, -1:], torch.ones(BATCH, PROMPT + 1, dtype=torch.long), torch.tensor([PROMPT])
+    with torch.no_grad():
+        model(ids, past_key_values=cache, use_cache=True)
+        with CallCounter() as counter:
+            model(nxt, past_key_values=cache, attention_mask=mask, cache_position=pos, use_cache=True)
+    return counter.calls
+
+
+def generate_calls(model: Any, new: int) -> int:
+    ids = torch.randint(3, 512, (BATCH, PROMPT))
+    mask = torch.ones_like(ids)
+    with torch.no_grad(), CallCounter() as counter:
+        model.generate(ids, attention_mask=mask, max_new_tokens=new, min_new_tokens=new, do_sample=False)
+    return counter.calls
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_decode_step_calls_match_transformers(family):
+    fields = FAMILIES[family]
+    one, two = build(fields, 1), build(fields, 2)
+    per_layer = forward_calls(two) - forward_calls(one)
+    k = 4
+    step = (generate_calls(one, 5 + k) - generate_calls(one, 5)) / k
+    fixed = step - per_layer
+    arch = arch_from_hf_config({**BASE, **fields, "num_hidden_layers": 1})
+    sliding = bool(arch.sliding_layers)
+    moe = arch.is_moe_layer(0)
+    full = generate_ops.window_reached(arch, PROMPT)
+    tol = TOLERANCE.get(family, 0)
+    assert abs(generate_ops.layer_calls(arch, moe=moe, sliding=sliding, window_full=full) - per_layer) <= tol
+    # the counted steps run at contexts PROMPT + 5 .. PROMPT + 8, on the same side of each window
+    assert generate_ops.fixed_calls(arch, PROMPT + 5) == fixed
+    assert abs(generate_ops.decode_step_calls(arch, PROMPT + 5) - step) <= tol
