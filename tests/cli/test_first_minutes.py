@@ -71,6 +71,11 @@ def test_plain_install_estimates_and_says_what_to_install_to_measure(tmp_path: P
     assert check.returncode == 0, check.stderr
     install = [x for x in check.stdout.splitlines() if "pip install 'fitbench[torch]'" in x]
     assert len(install) == 1 and "fitbench[paddle]" in install[0]
+    # One coherent story: nothing is measured (not "measurements on the CPU"), the estimate still answers.
+    assert "measurements on the CPU" not in check.stdout
+    assert "nothing can be measured" in install[0] and "The estimates still give" in install[0]
+    zh = cli("--no-report", "--lang", "zh", home=tmp_path, plain=True).stdout
+    assert "实测在 CPU 上进行" not in zh and "都无法实测" in zh
     for lang, word in (("en", "estimate"), ("zh", "估算")):
         out = cli("run", "resnet50-cifar10", "--tiny", "--lang", lang, home=tmp_path, plain=True)
         line = one_line_error(out)
@@ -88,8 +93,9 @@ def test_unknown_precision_lists_every_valid_value(tmp_path: Path) -> None:
 def test_mistyped_option_gets_a_suggestion(tmp_path: Path) -> None:
     line = one_line_error(cli("estimate", "llm-6b", "--bacth", "8", home=tmp_path))
     assert "--bacth" in line and "did you mean '--batch'" in line
+    assert "`fitbench estimate --help`" in line  # the command's options, not the list of commands
     line = one_line_error(cli("run", "llm-6b", "--tiny", "--precison", "fp32", home=tmp_path))
-    assert "did you mean '--precision'" in line
+    assert "did you mean '--precision'" in line and "`fitbench run --help`" in line
 
 
 @pytest.mark.skipif(not NO_GPU, reason="this machine has a GPU to emulate on")
@@ -235,23 +241,24 @@ def test_the_reference_scenarios_are_named_not_the_brief(tmp_path: Path) -> None
 
 
 # -- history and report: what ran, both rates, where the report goes ---------------------------------------
-def _stored_runs(home: Path) -> None:
+def _stored_runs(home: Path) -> list[str]:
     """Two runs as `fitbench run` stores them: AMP asked, bf16 ran (a CPU); and a generation."""
     with History.open(home / "history.sqlite") as h:
-        h.add_run({"command": "run",
+        first = h.add_run({"command": "run",
                    "workload": {"name": "bert-base-imdb", "precision": "amp-fp16", "family": "encoder",
                                 "mode": "train", "batch_size": 2, "tiny": True},
                    "measurement": {"status": "ok", "device": "cpu", "backend": "torch",
                                    "precision_requested": "amp-fp16", "precision_in_effect": "amp-bf16",
                                    "step_seconds": 0.01, "samples_per_second": 200.0,
                                    "peak_memory_bytes": 300 << 20}})
-        h.add_run({"command": "run",
+        second = h.add_run({"command": "run",
                    "workload": {"name": "llm-6b", "precision": "fp32", "family": "decoder", "mode": "infer",
                                 "batch_size": 1, "tiny": True, "prompt_tokens": 8, "new_tokens": 16},
                    "measurement": {"status": "ok", "device": "cpu", "backend": "torch",
                                    "precision_requested": "fp32", "precision_in_effect": "fp32",
                                    "step_seconds": 0.2, "tokens_per_second": 80.0,
                                    "decode_tokens_per_second": 400.0, "peak_memory_bytes": 300 << 20}})
+    return [first, second]
 
 
 def test_history_shows_what_ran_and_names_both_token_rates(tmp_path: Path) -> None:
@@ -279,6 +286,9 @@ def test_report_goes_to_the_data_folder_and_out_chooses(tmp_path: Path) -> None:
     assert written.is_file() and not list(work.iterdir())
     assert str(written.resolve()) in out.stdout
     assert "amp-bf16 (asked amp-fp16)" in written.read_text(encoding="utf-8")
+    zh = cli("report", "--lang", "zh", "--out", str(work / "zh.html"), home=home, cwd=work)
+    assert zh.returncode == 0, zh.stderr
+    assert "amp-bf16(请求 amp-fp16)" in (work / "zh.html").read_text(encoding="utf-8")
     md = work / "runs.md"
     out = cli("report", "--out", str(md), home=home, cwd=work)
     assert out.returncode == 0 and str(md.resolve()) in out.stdout
@@ -294,9 +304,12 @@ def test_every_command_takes_lang(tmp_path: Path, command: str) -> None:
 
 @pytest.mark.slow
 def test_estimate_and_the_rest_honour_lang_and_the_locale(tmp_path: Path) -> None:
-    _stored_runs(tmp_path)
+    a, b = _stored_runs(tmp_path)
     zh_env = {"LANG": "zh_CN.UTF-8"}
-    for argv in (("estimate", "llm-6b", "--gpu", "rtx-3060-12gb"), ("gpus",), ("history",)):
+    stored = SRC_DIR.parent / "benchmarks" / "results" / "accuracy-h200-2026-12-02.json"
+    commands = (("estimate", "llm-6b", "--gpu", "rtx-3060-12gb"), ("gpus",), ("history",), ("compare", a, b),
+                ("workloads",), ("models", "qwen"), ("calibrate", "--from", str(stored), "--dry-run"))
+    for argv in commands:
         en = cli(*argv, home=tmp_path).stdout
         by_flag = cli(*argv, "--lang", "zh", home=tmp_path).stdout
         by_locale = cli(*argv, home=tmp_path, env=zh_env).stdout
@@ -305,6 +318,14 @@ def test_estimate_and_the_rest_honour_lang_and_the_locale(tmp_path: Path) -> Non
         assert cli(*argv, "--lang", "en", home=tmp_path, env=zh_env).stdout == en
     zh = cli("estimate", "llm-6b", "--gpu", "rtx-3060-12gb", home=tmp_path, env=zh_env).stdout
     assert "显存不足" in zh and "int4 权重量化" in zh and "显存容量(OOM)" in zh
+    compare = cli("compare", a, b, "--lang", "zh", home=tmp_path).stdout
+    assert "峰值显存" in compare and "实际精度" in compare and "peak memory" not in compare
+    workloads = cli("workloads", "--lang", "zh", home=tmp_path).stdout
+    assert workloads.startswith("负载") and "可覆盖任意字段" in workloads
+    models = cli("models", "qwen", "--lang", "zh", home=tmp_path).stdout
+    assert models.startswith("模型") and "滑动窗口" in models
+    calibrate = cli("calibrate", "--from", str(stored), "--dry-run", "--lang", "zh", home=tmp_path).stdout
+    assert calibrate.startswith("在 H200") and "个数据点" in calibrate
 
 
 # -- a real tiny run: smoke test, not comparable, both rates -----------------------------------------------
@@ -325,3 +346,7 @@ def test_tiny_run_is_a_smoke_test_not_comparable_with_a_gpu_estimate(tmp_path: P
     assert "smoke test" in text.splitlines()[0]
     assert "not comparable with the estimate: measured on the CPU" in text
     assert "decode tok/s" in text and "end-to-end tok/s" in text
+    zh = cli(*argv, "--no-history", "--lang", "zh", home=tmp_path, timeout=300).stdout
+    assert "冒烟测试" in zh.splitlines()[0]
+    assert all(label in zh for label in ("峰值显存", "解码 tok/s", "端到端 tok/s", "实测", "误差"))
+    assert "decode tok/s" not in zh and "peak memory" not in zh

@@ -196,6 +196,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "在本机 CPU 上:各场景的迷你版可以作为冒烟测试运行(`fitbench run NAME --tiny`);"
         "原尺寸下 {fits_ram} 能放进本机 {ram} 内存,但 CPU 比这些显卡慢一到两个数量级。",
     },
+    "nogpu.cpu_needs_framework": {
+        "en": " Running them needs a framework: install one first (see the top).",
+        "zh": "运行它们需要先安装框架(见开头)。",
+    },
     "nogpu.none_in_ram": {"en": "none", "zh": "没有一个"},
     # -- fitbench check ---------------------------------------------------------------------------
     "check.title": {
@@ -219,11 +223,17 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "No NVIDIA GPU found (NVML sees none): estimates for catalog cards, measurements on the CPU.",
         "zh": "未发现 NVIDIA GPU(NVML 未检测到):下面给出目录中各显卡的估算,实测在 CPU 上进行。",
     },
+    "check.no_gpu_estimates": {
+        "en": "No NVIDIA GPU found (NVML sees none): estimates for catalog cards.",
+        "zh": "未发现 NVIDIA GPU(NVML 未检测到):下面给出目录中各显卡的估算。",
+    },
     "check.no_backend": {
-        "en": "No framework to measure with (PyTorch or PaddlePaddle): estimates only. To measure: "
-        "pip install 'fitbench[torch]' (or 'fitbench[paddle]').",
-        "zh": "没有可用于实测的框架(PyTorch 或 PaddlePaddle),只给出估算。如需实测,请执行 "
-        "pip install 'fitbench[torch]'(或 'fitbench[paddle]')。",
+        "en": "No framework to measure with (PyTorch or PaddlePaddle): nothing can be measured, on a GPU "
+        "or the CPU, until one is installed: pip install 'fitbench[torch]' (or 'fitbench[paddle]'). "
+        "The estimates still give each card's verdict, peak memory, max batch and speed, and the advice.",
+        "zh": "没有可用于实测的框架(PyTorch 或 PaddlePaddle):安装之前,无论 GPU 还是 CPU 都无法实测。"
+        "请执行 pip install 'fitbench[torch]'(或 'fitbench[paddle]')。"
+        "估算仍会给出每块显卡的结论、峰值显存、最大批大小、速度以及建议。",
     },
     "check.estimate_only": {
         "en": "--estimate-only: nothing was measured.",
@@ -577,6 +587,101 @@ MESSAGES: dict[str, dict[str, str]] = {
     "col.model": {"en": "model", "zh": "模型"},
     "col.class": {"en": "smallest class that fits", "zh": "能宽裕运行的最小档位"},
     "col.smallest_card": {"en": "smallest card that fits", "zh": "能宽裕运行的最小显卡"},
+    # -- fitbench run: the measured-vs-estimated table ------------------------------------------------
+    "run.col.estimate": {"en": "estimate", "zh": "估算"},
+    "run.col.estimate_on": {"en": "estimate ({gpu})", "zh": "估算({gpu})"},
+    "run.row.peak_memory": {"en": "peak memory", "zh": "峰值显存"},
+    "run.row.allocator_peak": {"en": "  allocator peak", "zh": "  分配器峰值"},
+    "run.row.cuda_context": {"en": "  CUDA context", "zh": "  CUDA 上下文"},
+    "run.row.load": {"en": "load", "zh": "加载"},
+    "run.row.memory_after_load": {"en": "memory after load", "zh": "加载后显存"},
+    "run.row.prefill": {"en": "prefill", "zh": "预填充"},
+    "run.row.decode": {"en": "decode tok/s", "zh": "解码 tok/s"},
+    "run.row.end_to_end": {"en": "end-to-end tok/s", "zh": "端到端 tok/s"},
+    "run.row.step": {"en": "step time", "zh": "单步耗时"},
+    "run.row.throughput": {"en": "throughput", "zh": "吞吐量"},
+    "run.row.tokens": {"en": "tokens", "zh": "token 速度"},
+    "run.row.epoch": {"en": "epoch", "zh": "每轮"},
+    "run.row.epoch_smoke": {"en": "epoch (smoke test)", "zh": "每轮(冒烟测试)"},
+    "run.row.params": {"en": "parameters", "zh": "参数量"},
+    "run.row.max_batch": {"en": "max batch", "zh": "最大批大小"},
+    "run.cell.allocated": {"en": "{allocated} allocated, {reserved} reserved",
+                           "zh": "已分配 {allocated},已预留 {reserved}"},
+    "run.cell.per_generate": {"en": "{rate} ({time} per generate)", "zh": "{rate}(每次生成 {time})"},
+    "run.cell.steps": {"en": "{time} (p90 {p90}, {steps} steps)", "zh": "{time}(p90 {p90},共 {steps} 步)"},
+    "run.cell.none_fits": {"en": "none fits", "zh": "都放不下"},
+    "run.cell.limit": {"en": ">= {n} (limit)", "zh": ">= {n}(已到上限)"},
+    # -- fitbench compare -------------------------------------------------------------------------------
+    "compare.peak_memory_bytes": {"en": "peak memory", "zh": "峰值显存"},
+    "compare.peak_allocated_bytes": {"en": "allocator peak", "zh": "分配器峰值"},
+    "compare.memory_after_load_bytes": {"en": "memory after load", "zh": "加载后显存"},
+    "compare.load_seconds": {"en": "load", "zh": "加载"},
+    "compare.step_seconds": {"en": "step time", "zh": "单步耗时"},
+    "compare.step_seconds_p90": {"en": "step time p90", "zh": "单步耗时 p90"},
+    "compare.samples_per_second": {"en": "throughput", "zh": "吞吐量"},
+    "compare.tokens_per_second": {"en": "end-to-end tok/s", "zh": "端到端 tok/s"},
+    "compare.prefill_seconds": {"en": "prefill", "zh": "预填充"},
+    "compare.decode_tokens_per_second": {"en": "decode tok/s", "zh": "解码 tok/s"},
+    "compare.epoch_seconds": {"en": "epoch", "zh": "每轮"},
+    "compare.name": {"en": "workload", "zh": "负载"},
+    "compare.precision": {"en": "precision", "zh": "精度"},
+    "compare.batch_size": {"en": "batch", "zh": "批大小"},
+    "compare.mode": {"en": "mode", "zh": "模式"},
+    "compare.backend": {"en": "backend", "zh": "后端"},
+    "compare.framework_version": {"en": "framework", "zh": "框架版本"},
+    "compare.device_name": {"en": "device", "zh": "设备"},
+    "compare.exec_mode": {"en": "exec mode", "zh": "执行模式"},
+    "compare.precision_in_effect": {"en": "ran in", "zh": "实际精度"},
+    "compare.status": {"en": "status", "zh": "状态"},
+    # -- fitbench calibrate -----------------------------------------------------------------------------
+    "calibrate.removed": {
+        "en": "removed {path}: estimates use the built-in efficiencies",
+        "zh": "已删除 {path}:估算改用内置效率系数",
+    },
+    "calibrate.nothing_to_remove": {
+        "en": "no fitted values at {path}: estimates already use the built-in efficiencies",
+        "zh": "{path} 处没有拟合值:估算本来就使用内置效率系数",
+    },
+    "calibrate.fitted": {
+        "en": "fitted on {gpu} ({backend}, {exec_mode} execution):",
+        "zh": "在 {gpu} 上拟合({backend},{exec_mode} 执行模式):",
+    },
+    "calibrate.points": {"en": "{n} points", "zh": "{n} 个数据点"},
+    "calibrate.nothing": {
+        "en": "nothing to fit: no measurement was governed by a single constant",
+        "zh": "无可拟合:没有一次实测只受单个常数支配",
+    },
+    "calibrate.kept": {
+        "en": "kept in {path}; `fitbench calibrate --reset` returns to the defaults",
+        "zh": "已保存到 {path};`fitbench calibrate --reset` 可恢复默认值",
+    },
+    "calibrate.measuring": {"en": "measuring {name} {overrides} ...", "zh": "正在实测 {name} {overrides} ……"},
+    "calibrate.skipped": {"en": "{status}: {error} (skipped)", "zh": "{status}:{error}(已跳过)"},
+    # -- fitbench workloads / models --------------------------------------------------------------------
+    "col.params_short": {"en": "params", "zh": "参数量"},
+    "col.mode": {"en": "mode", "zh": "模式"},
+    "col.shape": {"en": "shape", "zh": "形状"},
+    "col.description": {"en": "description", "zh": "说明"},
+    "col.family": {"en": "family", "zh": "架构"},
+    "col.active": {"en": "active", "zh": "激活参数"},
+    "col.experts": {"en": "experts", "zh": "专家"},
+    "col.kv_heads": {"en": "kv heads", "zh": "KV 头数"},
+    "col.sliding_window": {"en": "sliding window", "zh": "滑动窗口"},
+    "col.weights": {"en": "weights", "zh": "权重"},
+    "col.source": {"en": "source", "zh": "来源"},
+    "cell.yes": {"en": "yes", "zh": "有"},
+    "workloads.overrides": {
+        "en": "Override any field: --batch, --seq-len, --image-size, --precision, --optimizer, --mode, "
+        "--prompt-tokens, --new-tokens, --dataset-size, --checkpointing; or --config config.json.",
+        "zh": "可覆盖任意字段:--batch、--seq-len、--image-size、--precision、--optimizer、--mode、"
+        "--prompt-tokens、--new-tokens、--dataset-size、--checkpointing;或用 --config config.json。",
+    },
+    "models.usage": {
+        "en": "Use a name where a preset goes: fitbench estimate qwen2.5-7b-instruct --gpu rtx-4090 "
+        "(generation; --mode train to fine-tune).",
+        "zh": "在填写预设名的位置使用模型名:fitbench estimate qwen2.5-7b-instruct --gpu rtx-4090"
+        "(默认推理生成;微调请加 --mode train)。",
+    },
 }
 
 

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from fitbench.advise.i18n import resolve_lang, t
 from fitbench.cli.common import add_command, add_exec_arg, print_json
 from fitbench.core.names import FRAMEWORKS
 from fitbench.errors import FitbenchError
@@ -51,39 +52,40 @@ def run(args: argparse.Namespace) -> int:
     from fitbench.estimate import calibrate
     from fitbench.estimate.profile import get_profile, user_profile_path
 
+    lang = resolve_lang(getattr(args, "lang", None))
     path = user_profile_path()
     if args.reset:
         if path.exists():
             path.unlink()
-            print(f"removed {path}: estimates use the built-in efficiencies")
+            print(t("calibrate.removed", lang, path=path))
         else:
-            print(f"no fitted values at {path}: estimates already use the built-in efficiencies")
+            print(t("calibrate.nothing_to_remove", lang, path=path))
         return 0
     if args.source:
         fit, gpu = calibrate.calibrate_from_file(Path(args.source), framework=args.backend,
                                                  exec_mode=args.exec_mode)
         source = Path(args.source).name
     else:
-        fit, gpu = _measure_and_fit(args)
+        fit, gpu = _measure_and_fit(args, lang)
         source = f"measurements on {gpu.name}"
     base = get_profile(args.backend, args.exec_mode, use_user=False)
     if args.json:
         print_json({"gpu": gpu.id, "fit": fit.to_dict(), "kept": not args.dry_run})
     else:
-        print(f"fitted on {gpu.name} ({args.backend}, {args.exec_mode} execution):")
+        print(t("calibrate.fitted", lang, gpu=gpu.name, backend=args.backend, exec_mode=args.exec_mode))
         for key, value in fit.values.items():
-            points = len(fit.evidence.get(key, []))
-            print(f"  {key:30s} {base.in_force(key):>12.4g} -> {value:.4g}  ({points} points)")
+            points = t("calibrate.points", lang, n=len(fit.evidence.get(key, [])))
+            print(f"  {key:30s} {base.in_force(key):>12.4g} -> {value:.4g}  ({points})")
         if not fit.values:
-            print("  nothing to fit: no measurement was governed by a single constant")
+            print("  " + t("calibrate.nothing", lang))
     if not args.dry_run and fit.values:
         saved = calibrate.save_fit(fit, source=source)
         if not args.json:
-            print(f"kept in {saved}; `fitbench calibrate --reset` returns to the defaults")
+            print(t("calibrate.kept", lang, path=saved))
     return 0
 
 
-def _measure_and_fit(args: argparse.Namespace) -> tuple[Any, Any]:
+def _measure_and_fit(args: argparse.Namespace, lang: str = "en") -> tuple[Any, Any]:
     from fitbench.backends.base import RunOptions
     from fitbench.catalog import get_gpu
     from fitbench.catalog.detect import detect_local_gpus
@@ -109,10 +111,10 @@ def _measure_and_fit(args: argparse.Namespace) -> tuple[Any, Any]:
     points = []
     for name, overrides in PLAN:
         workload = get_workload(name, **overrides)
-        print(f"measuring {name} {overrides} ...", flush=True)
+        print(t("calibrate.measuring", lang, name=name, overrides=overrides), flush=True)
         options = RunOptions(device=args.device, exec_mode=args.exec_mode)
         m = measure(workload, args.backend, options, min_seconds=2.0, timeout_s=300)
         if m.get("status") != "ok":
-            print(f"  {m.get('status')}: {m.get('error')} (skipped)")
+            print("  " + t("calibrate.skipped", lang, status=m.get("status"), error=m.get("error")))
         points.append((workload, m))
     return calibrate.fit_profile(points, gpu, get_profile(args.backend, args.exec_mode, use_user=False)), gpu

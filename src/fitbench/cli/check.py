@@ -355,7 +355,8 @@ def _ram_bytes() -> int | None:
         return None
 
 
-def no_gpu_advice(results: list[ScenarioResult], lang: str) -> tuple[list[str], dict[str, Any]]:
+def no_gpu_advice(results: list[ScenarioResult], lang: str,
+                  can_measure: bool = True) -> tuple[list[str], dict[str, Any]]:
     """For a machine without a GPU: the cheapest catalog cards (by list price) on which each
     scenario's verdict is fits, and what this CPU can run (the tiny variants; at full size, the
     scenarios whose memory, less the CUDA context, fits in its RAM)."""
@@ -382,8 +383,11 @@ def no_gpu_advice(results: list[ScenarioResult], lang: str) -> tuple[list[str], 
             need = est.required_memory_bytes - est.breakdown.get("cuda_context", 0)
             if need <= ram:
                 in_ram.append(r.key)
-    lines.append("  " + t("nogpu.cpu", lang, fits_ram=", ".join(in_ram) or t("nogpu.none_in_ram", lang),
-                          ram=format_bytes(ram) if ram else "?"))
+    cpu = t("nogpu.cpu", lang, fits_ram=", ".join(in_ram) or t("nogpu.none_in_ram", lang),
+            ram=format_bytes(ram) if ram else "?")
+    if not can_measure:
+        cpu += t("nogpu.cpu_needs_framework", lang)
+    lines.append("  " + cpu)
     return lines, {"cheapest_cards": cheapest, "ram_bytes": ram, "fits_in_ram": in_ram,
                    "tiny_runs_on_cpu": True}
 
@@ -515,7 +519,8 @@ def check_command(args: argparse.Namespace) -> int:
         if len(machine.gpus) > 1:
             header.append(t("check.gpu_count", lang, count=len(machine.gpus)))
     else:
-        header.append(t("check.no_gpu", lang))
+        # "measurements on the CPU" only where something will be measured there.
+        header.append(t("check.no_gpu" if measuring else "check.no_gpu_estimates", lang))
     if exec_mode == "tuned":
         header.append(t("check.exec_tuned", lang))
     if args.estimate_only:
@@ -567,7 +572,9 @@ def check_command(args: argparse.Namespace) -> int:
     finally:
         store.close()
 
-    no_gpu_lines, no_gpu = no_gpu_advice(results, lang) if not machine.gpus else ([], None)
+    no_gpu_lines, no_gpu = (
+        no_gpu_advice(results, lang, machine.backend is not None) if not machine.gpus else ([], None)
+    )
     rows = size_guide(framework)
     guide = guide_lines(rows, lang)
     machine_dict = machine.to_dict(measured=measuring, tiny=tiny and measuring)

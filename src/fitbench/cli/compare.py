@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from fitbench.advise.i18n import resolve_lang, t
 from fitbench.cli.common import add_command, add_db_arg, print_json
 from fitbench.cli.history import open_history
 from fitbench.core.units import format_bytes, format_rate, format_seconds
@@ -19,6 +20,7 @@ Find run ids with `fitbench history`.
 """
 
 # (label, measurement key, formatter). Ratios are b / a: below 1 is less memory or less time.
+# The label is the JSON's (English, stable); the table shows i18n's "compare.<key>" in the language.
 METRICS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("peak memory", "peak_memory_bytes", format_bytes),
     ("allocator peak", "peak_allocated_bytes", format_bytes),
@@ -27,12 +29,13 @@ METRICS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("step time", "step_seconds", format_seconds),
     ("step time p90", "step_seconds_p90", format_seconds),
     ("throughput", "samples_per_second", lambda x: format_rate(x, "samples/s")),
-    ("tokens", "tokens_per_second", lambda x: format_rate(x, "tok/s")),
+    ("end-to-end tok/s", "tokens_per_second", lambda x: format_rate(x, "tok/s")),
     ("prefill", "prefill_seconds", format_seconds),
-    ("decode", "decode_tokens_per_second", lambda x: format_rate(x, "tok/s")),
+    ("decode tok/s", "decode_tokens_per_second", lambda x: format_rate(x, "tok/s")),
     ("epoch", "epoch_seconds", format_seconds),
 )
-CONTEXT = (("workload", "name"), ("precision", "precision"), ("batch", "batch_size"), ("mode", "mode"))
+CONTEXT = ("name", "precision", "batch_size", "mode")
+DETAILS = ("backend", "framework_version", "device_name", "exec_mode", "precision_in_effect", "status")
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
@@ -71,6 +74,7 @@ def compare_command(args: argparse.Namespace) -> int:
         a = history.get_run(args.run_a)
         b = history.get_run(args.run_b)
     rows = metrics(a, b)
+    lang = resolve_lang(getattr(args, "lang", None))
     if args.json:
         print_json({"a": a, "b": b, "metrics": rows})
         return 0
@@ -79,21 +83,14 @@ def compare_command(args: argparse.Namespace) -> int:
     wa, wb = _section(a, "workload"), _section(b, "workload")
     ma, mb = _section(a, "measurement"), _section(b, "measurement")
     table: list[list[str]] = []
-    for label, key in CONTEXT:
-        table.append([label, str(wa.get(key, "-")), str(wb.get(key, "-")), ""])
-    for label, key in (
-        ("backend", "backend"),
-        ("framework", "framework_version"),
-        ("device", "device_name"),
-        ("exec mode", "exec_mode"),
-        ("ran in", "precision_in_effect"),
-        ("status", "status"),
-    ):
-        table.append([label, str(ma.get(key, "-")), str(mb.get(key, "-")), ""])
+    for key in CONTEXT:
+        table.append([t(f"compare.{key}", lang), str(wa.get(key, "-")), str(wb.get(key, "-")), ""])
+    for key in DETAILS:
+        table.append([t(f"compare.{key}", lang), str(ma.get(key, "-")), str(mb.get(key, "-")), ""])
     formats = {key: fmt for _, key, fmt in METRICS}
     for row in rows:
         fmt = formats[row["name"]]
         ratio = f"{row['ratio']:.2f}x" if row["ratio"] is not None else ""
-        table.append([row["label"], fmt(row["a"]), fmt(row["b"]), ratio])
+        table.append([t(f"compare.{row['name']}", lang), fmt(row["a"]), fmt(row["b"]), ratio])
     print(render_table(["", f"A {a.get('run_id')}", f"B {b.get('run_id')}", "B/A"], table, align="lrrr"))
     return 0

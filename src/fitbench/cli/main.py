@@ -58,6 +58,8 @@ class Parser(argparse.ArgumentParser):
     mean" for a mistyped choice and a pointer to `--help`. Subparsers inherit this class.
     """
 
+    command: str | None = None  # the subcommand being parsed, set by build_parser on the top parser
+
     def error(self, message: str) -> NoReturn:
         help_hint = f"`{self.prog} --help` shows the options"
         match = _INVALID_CHOICE.match(message)
@@ -71,6 +73,10 @@ class Parser(argparse.ArgumentParser):
                 message = f"{match['arg']}: invalid choice '{value}'"
                 help_hint = f"{did_you_mean(value, choices)}; {help_hint}"
         elif message.startswith("unrecognized arguments:"):
+            # argparse reports a subcommand's unknown option from the top parser: point to the
+            # subcommand's own help, where the option the user meant is listed.
+            if self.command:
+                help_hint = f"`{self.prog} {self.command} --help` shows the options"
             suggestion = self._option_hint(message.split(":", 1)[1].split())
             if suggestion:
                 help_hint = f"{suggestion}; {help_hint}"
@@ -110,6 +116,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.command = only
     parser.add_argument("--version", action="version", version=f"fitbench {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -132,8 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # --debug is accepted anywhere on the line (`fitbench estimate llm-6b --debug`), not only first.
     argv = [a for a in argv if a != "--debug"]
     # Build only the chosen subcommand's parser: importing every subcommand would cost startup time.
-    first = next((a for a in argv if not a.startswith("-")), None)
-    if first is None and not any(a in ("-h", "--help", "--version") for a in argv):
+    # The command comes first; a line that starts with an option is `check`'s (`fitbench --lang zh`:
+    # "zh" is the option's value, not a command).
+    first = argv[0] if argv else None
+    if (first is None or first.startswith("-")) and not any(a in ("-h", "--help", "--version") for a in argv):
         argv = ["check", *argv]
         first = "check"
     only = first if first in SUBCOMMANDS else None

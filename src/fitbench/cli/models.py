@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from fitbench.advise.i18n import resolve_lang, t
 from fitbench.cli.common import add_command, print_json
 from fitbench.errors import FitbenchError
 from fitbench.results.table import render_table
@@ -77,16 +78,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(records)
         return 0
+    lang = resolve_lang(getattr(args, "lang", None))
+    keys = ("model", "family", "params_short", "active", "experts", "kv_heads", "sliding_window", "weights",
+            "source")
     print(
         render_table(
-            ["model", "family", "params", "active", "experts", "kv heads", "sliding window", "weights",
-             "source"],
+            [t(f"col.{k}", lang) for k in keys],
             rows,
             align="llrrlllll",
         )
     )
-    print(
-        "\nUse a name where a preset goes: fitbench estimate qwen2.5-7b-instruct --gpu rtx-4090 "
-        "(generation; --mode train to fine-tune)."
-    )
+    print("\n" + t("models.usage", lang))
     return 0

@@ -184,16 +184,16 @@ def comparison_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _precision_ran(w: Mapping[str, Any], m: Mapping[str, Any]) -> str | None:
+def _precision_ran(w: Mapping[str, Any], m: Mapping[str, Any], lang: str = "en") -> str | None:
     """What a stored run really ran (the CPU's amp-bf16 for amp-fp16, Paddle CPU's fp32), the
     request beside it where they differ."""
     from fitbench.advise.text import precision_shown
 
     ran = m.get("precision_in_effect") if isinstance(m, Mapping) else None
-    return precision_shown(w.get("precision"), ran) if (ran or w.get("precision")) else None
+    return precision_shown(w.get("precision"), ran, lang) if (ran or w.get("precision")) else None
 
 
-def history_point(record: Mapping[str, Any]) -> dict[str, Any] | None:
+def history_point(record: Mapping[str, Any], lang: str = "en") -> dict[str, Any] | None:
     """One run as a point of the history chart (None for a run without a measurement)."""
     m = record.get("measurement")
     if not isinstance(m, Mapping):
@@ -201,7 +201,7 @@ def history_point(record: Mapping[str, Any]) -> dict[str, Any] | None:
     w = _workload_dict(record)
     device = m.get("device_name") or m.get("device") or "?"
     tiny = bool(w.get("tiny"))
-    precision = _precision_ran(w, m)
+    precision = _precision_ran(w, m, lang)
     series = f"{w.get('name')} · {precision} · {device}" + (" · tiny" if tiny else "")
     return {
         "run_id": record.get("run_id"),
@@ -221,7 +221,7 @@ def history_point(record: Mapping[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def run_row(record: Mapping[str, Any]) -> dict[str, Any]:
+def run_row(record: Mapping[str, Any], lang: str = "en") -> dict[str, Any]:
     """The runs table of the report: one line per stored run."""
     m = record.get("measurement") if isinstance(record.get("measurement"), Mapping) else {}
     w = _workload_dict(record)
@@ -232,7 +232,7 @@ def run_row(record: Mapping[str, Any]) -> dict[str, Any]:
         "created_at": record.get("created_at"),
         "command": record.get("command"),
         "workload": w.get("name") or _workload_name(record),
-        "precision": _precision_ran(w, m),
+        "precision": _precision_ran(w, m, lang),
         "precision_requested": w.get("precision"),
         "batch_size": w.get("batch_size"),
         "tiny": bool(w.get("tiny")),
@@ -343,7 +343,7 @@ def build_model(
 ) -> dict[str, Any]:
     """The report model (see the module docstring) from scenarios and stored run records."""
     comparisons = [row for r in records for row in comparison_rows(r)]
-    points = [p for p in (history_point(r) for r in records) if p is not None]
+    points = [p for p in (history_point(r, lang) for r in records) if p is not None]
     return {
         "lang": lang,
         "generated_at": _now(),
@@ -352,7 +352,7 @@ def build_model(
         "scenarios": [dict(s) for s in scenarios],
         "comparisons": comparisons,
         "history": sorted(points, key=lambda p: str(p.get("created_at") or "")),
-        "runs": [run_row(r) for r in records],
+        "runs": [run_row(r, lang) for r in records],
         "environment": dict(environment) if environment else environment_of(records),
         "guide": list(guide),
         "guide_rows": [dict(r) for r in guide_rows],

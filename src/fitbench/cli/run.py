@@ -507,7 +507,11 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None, lang:
         lines.append(f"  status: {status} — {m.get('error')}")
         if m.get("hint"):
             lines.append(f"  hint: {m['hint']}")
-    est_head = f"estimate ({gpu.id})" if (est is not None and gpu is not None) else "estimate"
+    est_head = (
+        t("run.col.estimate_on", lang, gpu=gpu.id)
+        if (est is not None and gpu is not None)
+        else t("run.col.estimate", lang)
+    )
     rows: list[list[str]] = []
 
     def row(name: str, measured: str, estimated: str = "", err: float | None = None) -> None:
@@ -516,56 +520,59 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None, lang:
     e = est or {}
     peak_src = m.get("peak_memory_source") or ""
     row(
-        "peak memory",
+        t("run.row.peak_memory", lang),
         f"{format_bytes(m.get('peak_memory_bytes'))} ({peak_src})" if m.get("peak_memory_bytes") else "-",
         format_bytes(e.get("peak_memory_bytes")) if est else "",
         errors.get("peak_memory"),
     )
     if m.get("peak_allocated_bytes") is not None:
         row(
-            "  allocator peak",
-            f"{format_bytes(m['peak_allocated_bytes'])} allocated, "
-            f"{format_bytes(m.get('peak_reserved_bytes'))} reserved",
+            t("run.row.allocator_peak", lang),
+            t("run.cell.allocated", lang, allocated=format_bytes(m["peak_allocated_bytes"]),
+              reserved=format_bytes(m.get("peak_reserved_bytes"))),
         )
     if m.get("cuda_context_bytes") is not None:
-        row("  CUDA context", format_bytes(m["cuda_context_bytes"]))
-    row("load", format_seconds(m.get("load_seconds")))
+        row(t("run.row.cuda_context", lang), format_bytes(m["cuda_context_bytes"]))
+    row(t("run.row.load", lang), format_seconds(m.get("load_seconds")))
     if workload.is_generation:
-        row("memory after load", format_bytes(m.get("memory_after_load_bytes")))
+        row(t("run.row.memory_after_load", lang), format_bytes(m.get("memory_after_load_bytes")))
         row(
-            "prefill",
+            t("run.row.prefill", lang),
             format_seconds(m.get("prefill_seconds")),
             format_seconds(e.get("prefill_seconds")) if est else "",
             errors.get("prefill_seconds"),
         )
         row(
-            "decode tok/s",
+            t("run.row.decode", lang),
             format_rate(m.get("decode_tokens_per_second"), "tok/s"),
             format_rate(e.get("tokens_per_second"), "tok/s") if est else "",
             errors.get("tokens_per_second"),
         )
         row(
-            "end-to-end tok/s",
-            f"{format_rate(m.get('tokens_per_second'), 'tok/s')}"
-            f" ({format_seconds(m.get('step_seconds'))} per generate)",
+            t("run.row.end_to_end", lang),
+            t("run.cell.per_generate", lang, rate=format_rate(m.get("tokens_per_second"), "tok/s"),
+              time=format_seconds(m.get("step_seconds"))),
         )
     else:
         steps = m.get("steps")
-        detail = f" (p90 {format_seconds(m.get('step_seconds_p90'))}, {steps} steps)" if steps else ""
+        step = format_seconds(m.get("step_seconds"))
+        if steps:
+            step = t("run.cell.steps", lang, time=step, p90=format_seconds(m.get("step_seconds_p90")),
+                     steps=steps)
         row(
-            "step time",
-            f"{format_seconds(m.get('step_seconds'))}{detail}",
+            t("run.row.step", lang),
+            step,
             format_seconds(e.get("step_seconds")) if est else "",
             errors.get("step_seconds"),
         )
         row(
-            "throughput",
+            t("run.row.throughput", lang),
             format_rate(m.get("samples_per_second"), _speed_unit(workload)),
             format_rate(e.get("samples_per_second"), _speed_unit(workload)) if est else "",
         )
         if m.get("tokens_per_second") is not None:
             row(
-                "tokens",
+                t("run.row.tokens", lang),
                 format_rate(m.get("tokens_per_second"), "tok/s"),
                 format_rate(e.get("tokens_per_second"), "tok/s")
                 if est and e.get("tokens_per_second")
@@ -574,27 +581,31 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None, lang:
             )
         if m.get("epoch_seconds") is not None:
             row(
-                "epoch (smoke test)" if workload.tiny else "epoch",
+                t("run.row.epoch_smoke" if workload.tiny else "run.row.epoch", lang),
                 format_seconds(m.get("epoch_seconds")),
                 format_seconds(e.get("epoch_seconds")) if est else "",
             )
     if m.get("params"):
-        row("parameters", f"{m['params']:,}", f"{e['params']:,}" if est and e.get("params") else "")
+        row(t("run.row.params", lang), f"{m['params']:,}",
+            f"{e['params']:,}" if est and e.get("params") else "")
     if r.get("max_batch"):
         mb = r["max_batch"]
         found = mb.get("max_batch")
         text = (
-            "none fits"
+            t("run.cell.none_fits", lang)
             if found is None
-            else (f">= {found} (limit)" if mb.get("reached_limit") else str(found))
+            else (t("run.cell.limit", lang, n=found) if mb.get("reached_limit") else str(found))
         )
-        row("max batch", text, str(mb["estimated"]) if mb.get("estimated") else "", errors.get("max_batch"))
+        row(t("run.row.max_batch", lang), text, str(mb["estimated"]) if mb.get("estimated") else "",
+            errors.get("max_batch"))
     if status != "ok":
         rows = [x for x in rows if x[1] != "-"]
     if rows and est is not None:
-        lines.append(render_table(["", "measured", est_head, "error"], rows, align="lrrr", indent="  "))
+        head = ["", t("col.measured", lang), est_head, t("col.error", lang)]
+        lines.append(render_table(head, rows, align="lrrr", indent="  "))
     elif rows:
-        lines.append(render_table(["", "measured"], [x[:2] for x in rows], align="ll", indent="  "))
+        head = ["", t("col.measured", lang)]
+        lines.append(render_table(head, [x[:2] for x in rows], align="ll", indent="  "))
     from fitbench.measure.diagnosis import format_diagnosis
 
     diagnosis_line = format_diagnosis(r.get("diagnosis") or {})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from fitbench.advise.i18n import resolve_lang, t
 from fitbench.cli.common import add_command, print_json
 from fitbench.results.table import render_table
 from fitbench.workloads.presets import PRESETS, TINY_PRESETS
@@ -21,14 +22,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json([dict(w.to_dict(), tiny_variant=w.name in TINY_PRESETS) for w in workloads])
         return 0
+    lang = resolve_lang(getattr(args, "lang", None))
     rows = []
     for w in workloads:
         shape = (f"{w.prompt_tokens}+{w.new_tokens} tok" if w.is_generation else
                  f"seq {w.seq_len}" if w.seq_len else f"{w.image_size}px")
         rows.append([w.name, f"{w.param_count() / 1e6:,.1f}M", w.mode, str(w.batch_size), shape, w.precision,
-                     "yes" if w.name in TINY_PRESETS else "", w.description])
-    print(render_table(["workload", "params", "mode", "batch", "shape", "precision", "--tiny", "description"],
+                     t("cell.yes", lang) if w.name in TINY_PRESETS else "", w.description])
+    head = [t(f"col.{k}", lang) for k in ("workload", "params_short", "mode", "batch", "shape", "precision")]
+    print(render_table([*head, "--tiny", t("col.description", lang)],
                        rows, align="lrlrlll" + "l"))
-    print("\nOverride any field: --batch, --seq-len, --image-size, --precision, --optimizer, --mode, "
-          "--prompt-tokens, --new-tokens, --dataset-size, --checkpointing; or --config config.json.")
+    print("\n" + t("workloads.overrides", lang))
     return 0
