@@ -468,6 +468,26 @@ def test_quant_gpu_benchmark_runs_on_the_cpu(tmp_path: Path) -> None:
     assert row["measured"]["weight_bytes"] == row["estimate"]["weights_bytes"]
 
 
+def test_quant_gpu_band_expansion_equals_the_whole_matrix_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark expands fp8 weights one 128-row band at a time (no fp32 copy of the whole
+    matrix): on a ragged 300 x 200 layer (partial blocks both ways) it gives exactly the bf16 that
+    broadcasting the full block-scale grid gives."""
+    import torch
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.syspath_prepend(str(root / "benchmarks"))
+    import quant_gpu
+
+    torch.manual_seed(0)
+    layer = quant_gpu.make_fp8_linear_class(torch, "dequant")(torch.nn.Linear(300, 200, bias=False),
+                                                              torch.device("cpu"))
+    grid = layer.weight_scale_inv.repeat_interleave(128, 0).repeat_interleave(128, 1)[:200, :300]
+    whole = (layer.weight.to(torch.float32) * grid).to(torch.bfloat16)
+    banded = layer.dequantized()
+    assert banded.shape == (200, 300) and banded.dtype == torch.bfloat16
+    assert torch.equal(banded, whole)
+
+
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
