@@ -45,6 +45,14 @@ def python_gelu_saved_bytes(dt: ActivationDtypes) -> int:
     return 3 * dt.act + 3 * 4 if dt.amp else 5 * dt.act
 
 
+def python_gelu_bytes(dt: ActivationDtypes) -> int:
+    """Bytes per MLP-width element that NewGELUActivation's eight kernels read and write: pow,
+    four scalar ops, tanh, 0.5*x and the product (18 element accesses). Under CUDA autocast x is
+    cast to FP32 for pow and the FP32 product back to 16 bits for c_proj (ten kernels, every
+    intermediate but 0.5*x in FP32: 6+8+8+10+8+8+8+4+10+6 bytes)."""
+    return 76 if dt.amp else 18 * dt.act
+
+
 def layer_saved_bytes_per_token(
     arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str
 ) -> float:
@@ -421,6 +429,8 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
         norms, norm_ops = 2 * 2 * h * dt.res, 2
     if arch.mlp == "swiglu":
         act, act_ops = 2 * f * dt.act + 3 * f * dt.act, 2
+    elif gpt2_python_gelu(arch):
+        act, act_ops = f * python_gelu_bytes(dt), (10 if dt.amp else 8)
     else:
         act, act_ops = 2 * f * dt.act, 1
     adds = 2 * 3 * h * dt.res
