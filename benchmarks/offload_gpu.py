@@ -14,8 +14,8 @@ pinned host-to-device copy bandwidth at the model's tensor sizes (CUDA events, m
 offloaded decoder layer brought over through accelerate's hooks (one per leaf module:
 ``pre_forward`` + ``post_forward``) against the same tensors copied with a plain
 ``.to(device)``: the difference per tensor is the hook path's own cost. ``--rescore FILE``
-recomputes the estimate of a saved run with today's estimator, with its priors and with the
-host's measured copy figures, and prints the README's rows.
+recomputes the estimate of a saved run with today's estimator, with its built-in copy constants
+and with the run's own measured copy figures, and prints the README's rows.
 
 H200:  PYTHONPATH=src python benchmarks/offload_gpu.py --out benchmarks/results/offload-h200.json
 Offline: PYTHONPATH=src python benchmarks/offload_gpu.py --rescore benchmarks/results/offload-h200.json
@@ -71,7 +71,7 @@ def fitbench_offload(cfg: dict[str, int], gpu_id: str, cap: int, prompt: int, ne
                      copy: HostCopy | None = None) -> dict[str, Any]:
     """fitbench's offload estimate for a card whose weights may take `cap` bytes: accelerate's
     max_memory bounds module sizes only, so the card is given that plus the job's other memory.
-    `copy`: the host's measured copy figures (default: the estimator's priors)."""
+    `copy`: the host's measured copy figures (default: the estimator's constants for the link)."""
     w = fitbench_workload(cfg, prompt, new)
     gpu = resolve_gpus([gpu_id])[0]
     base = estimate(w, gpu)
@@ -259,8 +259,8 @@ def measured_copy(run: dict[str, Any]) -> HostCopy | None:
 
 
 def rescore(run: dict[str, Any]) -> dict[str, Any]:
-    """Today's estimates for a run (priors, and the host's measured copy figures where recorded);
-    prints measured against both and the README's rows."""
+    """Today's estimates for a run (built-in copy constants, and the run's measured copy figures
+    where recorded); prints measured against both and the README's rows."""
     cfg, cap, gpu = run["model"], run["cap_bytes"], run.get("estimates_for", "h200")
     prompt, new = run.get("prompt_tokens", 32), run.get("new_tokens", 16)  # the defaults of early runs
     est = fitbench_offload(cfg, gpu, cap, prompt, new)
@@ -298,7 +298,7 @@ def rescore(run: dict[str, Any]) -> dict[str, Any]:
     if copy:
         print(f"the estimator's constants from this host: PAGEABLE_H2D_BYTES_S[<its link>] = "
               f"{copy.pageable_bytes_s:.3g}, HOOK_SECONDS_PER_TENSOR = {copy.seconds_per_tensor:.3g}")
-    print("\nREADME rows (measured | fitbench priors | fitbench with this host's copy figures):")
+    print("\nREADME rows (measured | fitbench | fitbench with this run's copy figures):")
     for label, *cells in rows:
         print(f"| {label} | " + " | ".join(cells) + " |")
     return {"fitbench": est, "fitbench_with_host_copy": est_host}

@@ -25,11 +25,11 @@ offload_gpu = _load("offload_gpu")
 serving_gpu = _load("serving_gpu")
 
 
-def test_offload_run_is_rescored_with_the_priors_and_with_the_measured_host(capsys) -> None:
+def test_offload_run_is_rescored_with_the_built_in_figures_and_with_the_measured_host(capsys) -> None:
     run = json.loads((RESULTS / "offload-h200-2026-12-03-run1.json").read_text())
     out = offload_gpu.rescore(run)
     assert out["fitbench"]["gpu_layers"] == run["measured"]["gpu_layers"] == 13
-    assert out["fitbench"]["host_copy_source"] == "prior"
+    assert out["fitbench"]["host_copy_source"].startswith("measured on the H200 host")
     assert out["fitbench_with_host_copy"] is None  # the first run had no copy microbenchmark
     assert "| decode tok/s | 1.85 |" in capsys.readouterr().out
     # A run with the microbenchmark: the estimate uses the host's figures, by hand arithmetic.
@@ -42,6 +42,24 @@ def test_offload_run_is_rescored_with_the_priors_and_with_the_measured_host(caps
     assert est["copy_seconds_per_pass"] == pytest.approx(copy_s, rel=1e-6)
     assert est["tokens_per_second"] == pytest.approx(1 / (gpu_step + copy_s), rel=1e-6)
     assert est["host_copy_source"].startswith("measured on NVIDIA H200")
+
+
+def test_the_built_in_copy_figures_are_the_second_h200_runs_own(capsys) -> None:
+    # The estimator's PCIe 5 constants are that run's microbenchmark, rounded (8.204 GB/s, 0.379 ms),
+    # so the built-in estimate and the one with the run's exact figures print the same rows.
+    run = json.loads((RESULTS / "offload-h200-2026-12-03-run2.json").read_text())
+    assert run["host_copy"]["pageable_bytes_s"] == pytest.approx(8.2e9, rel=1e-3)
+    assert run["host_copy"]["hook_seconds_per_tensor"] == pytest.approx(0.38e-3, rel=1e-2)
+    out = offload_gpu.rescore(run)
+    printed = capsys.readouterr().out
+    assert "| prefill (s) | 0.67 | 0.60 | 0.60 |" in printed
+    assert "| decode tok/s | 1.63 | 1.87 | 1.87 |" in printed
+    est = out["fitbench"]
+    gpu_step = 1 / est["tokens_per_second"] - est["copy_seconds_per_pass"]
+    assert est["copy_seconds_per_pass"] == pytest.approx(est["cpu_ram_bytes"] / 8.2e9 + 137 * 0.38e-3,
+                                                         rel=1e-9)
+    assert est["offloaded_tensors"] == run["host_copy"]["offloaded_tensors"] == 137
+    assert gpu_step < 0.02  # the copies are nearly all of the 0.53 s step
 
 
 def test_serving_run_compares_the_static_cache_with_the_tuned_estimate() -> None:

@@ -89,6 +89,11 @@ def test_the_advice_sentence_in_both_languages() -> None:
     en, zh = offload_line(off, "en"), offload_line(off, "zh")
     assert f"{off.gpu_layers} of 32 layers on the GPU" in en and "tok/s" in en
     assert f"{off.gpu_layers} 层在 GPU 上" in zh
+    # Well under 1 tok/s (70B over PCIe 4) keeps two significant figures instead of rounding up.
+    slow = offload_estimate(_est("llm-70b", "rtx-4090"), ram=PLENTY)
+    assert slow.tokens_per_second < 0.095
+    assert f"~{slow.tokens_per_second:.2g} tok/s with" in offload_line(slow, "en")
+    assert f"约 {slow.tokens_per_second:.2g} tok/s" in offload_line(slow, "zh")
     short = offload_estimate(_est("llm-70b", "h100-sxm"), ram=(32 * GiB, 16 * GiB))
     assert "CPU RAM" in offload_line(short, "en") and "内存" in offload_line(short, "zh")
 
@@ -107,7 +112,21 @@ def test_accelerate_speed_is_the_gpu_step_plus_one_unoverlapped_copy_pass() -> N
     assert off.copy_seconds_per_pass == pytest.approx(copy_s, rel=1e-6)
     assert off.tokens_per_second == pytest.approx(1 / (est.step_seconds + copy_s), rel=1e-6)
     assert off.prefill_seconds == pytest.approx(est.prefill_seconds + copy_s, rel=1e-6)
-    # The priors: a card on PCIe 5 copies at PAGEABLE_H2D_BYTES_S["pcie5"], well under the link's peak.
-    prior = offload_estimate(_est("llm-70b", "h100-sxm"), ram=PLENTY)
-    assert prior.copy.pageable_bytes_s == offload.PAGEABLE_H2D_BYTES_S["pcie5"] < prior.link_bytes_s / 2
-    assert prior.to_dict()["hook_seconds_per_tensor"] == offload.HOOK_SECONDS_PER_TENSOR
+    # The built-in figures: a card on PCIe 5 copies at the H200 host's measured rate and hook cost.
+    built_in = offload_estimate(_est("llm-70b", "h100-sxm"), ram=PLENTY)
+    assert built_in.copy.pageable_bytes_s == 8.2e9 < built_in.link_bytes_s / 2
+    assert built_in.to_dict()["hook_seconds_per_tensor"] == 0.38e-3
+    assert built_in.to_dict()["host_copy_source"].startswith("measured on the H200 host")
+
+
+def test_older_links_keep_the_hosts_staging_memcpy_and_pay_their_own_dma() -> None:
+    # Hand arithmetic in GB/s: 1/8.2 = 1/memcpy + 1/50 on PCIe 5 (50 of 64 GB/s pinned), so
+    # 1/memcpy = 0.121951 - 0.02 = 0.101951; PCIe 4 pins 25 GB/s, PCIe 3 12.5 GB/s.
+    rates = offload.PAGEABLE_H2D_BYTES_S
+    assert rates["pcie5"] == 8.2e9
+    assert rates["pcie4"] == pytest.approx(1e9 / (0.101951 + 1 / 25), rel=1e-4)  # 7.045 GB/s (to 1 MB/s)
+    assert rates["pcie3"] == pytest.approx(1e9 / (0.101951 + 1 / 12.5), rel=1e-4)  # 5.496 GB/s
+    ampere = offload_estimate(_est("llm-6b", "rtx-3060-12gb"), ram=PLENTY)
+    assert ampere.link == "pcie4" and ampere.copy.pageable_bytes_s == rates["pcie4"]
+    assert ampere.copy.seconds_per_tensor == 0.38e-3  # host time: the same on every link
+    assert "derived for pcie4" in ampere.copy.source

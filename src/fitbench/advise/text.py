@@ -166,15 +166,23 @@ def fix_lines(
     return [head, *(_fix_line(f, lang) for f in chosen)]
 
 
+def _offload_rate(tps: float | None) -> str:
+    """Offloaded decoding is often well under 1 tok/s, where one decimal would round 0.06 up to 0.1:
+    two significant figures there."""
+    if tps is not None and 0 < tps < 1:
+        return f"{tps:.2g} tok/s"
+    return format_rate(tps, "tok/s")
+
+
 def offload_line(off: Any, lang: str = "en", *, scenario: str | None = None) -> str:
     """What CPU offload gives (fitbench.estimate.offload.OffloadEstimate), or why it does not help."""
     common = {"scenario": scenario or off.workload.name, "gpu": off.gpu.name,
               "ram": format_bytes(off.cpu_weight_bytes)}
     if off.verdict == "offload":
-        return t("offload.runs", lang, **common, speed=format_rate(off.tokens_per_second, "tok/s"),
+        return t("offload.runs", lang, **common, speed=_offload_rate(off.tokens_per_second),
                  gpu_layers=off.gpu_layers, layers=off.total_layers, link=off.link,
                  cpp_layers=off.llama_cpp_gpu_layers,
-                 cpp_speed=format_rate(off.llama_cpp_tokens_per_second, "tok/s"))
+                 cpp_speed=_offload_rate(off.llama_cpp_tokens_per_second))
     if off.reason == "host-ram":
         return t("offload.no_ram", lang, **common, available=format_bytes(off.host_ram_available_bytes))
     return t("offload.no_room", lang, **common)
