@@ -123,3 +123,21 @@ def test_encoder_with_cpu_dropout_matches_the_eager_estimate() -> None:
     measured = saved_bytes(w)
     assert measured == pytest.approx(expected, rel=TOLERANCE["bert-base-imdb"])
     assert measured > 1.3 * estimated_bytes(w)  # the fused count alone would be far off on a CPU
+
+
+def test_gpt2_python_gelu_saves_five_tensors() -> None:
+    """GPT-2 (transformers' `gelu_new`, NewGELUActivation) is Python: its MLP saves fc1's output,
+    tanh's output, 0.5*x, 1+tanh and their product, five tensors of the MLP width where a fused
+    GELU saves two. Dropout at p = 0 so that SDPA takes the CPU flash kernel, as on CUDA."""
+    import dataclasses
+
+    base = get_workload("llm-6b", tiny=True, mode="train", batch_size=2, seq_len=64)
+    arch = dataclasses.replace(base.arch, mlp="gelu", norm="layernorm", position="learned", qkv_bias=True,
+                               out_bias=True, mlp_bias=True, num_kv_heads=None, tie_embeddings=True,
+                               model_type="gpt2")
+    w = dataclasses.replace(base, arch=arch)
+    assert transformer_cost.gpt2_python_gelu(w.arch)
+    measured = saved_bytes(w, dropout=False)
+    assert measured == pytest.approx(estimated_bytes(w, dropout=False), rel=0.06)
+    fused_gelu = 3 * w.arch.intermediate_size * 4 * w.batch_size * w.seq_len * w.arch.num_layers
+    assert measured > 1.1 * (estimated_bytes(w, dropout=False) - fused_gelu)  # two tensors: far off

@@ -30,6 +30,29 @@ def rms_saved_bytes_per_token(h: int, dt: ActivationDtypes) -> int:
     return 8 * h if dt.res == 4 else 6 * h
 
 
+def gpt2_python_gelu(arch: TransformerArch) -> bool:
+    """GPT-2's layout (GELU MLP, LayerNorm, learned positions): transformers builds it with
+    `activation_function="gelu_new"`, NewGELUActivation, which is Python, not one kernel."""
+    return arch.kind == "decoder" and arch.mlp == "gelu" and arch.position == "learned"
+
+
+def python_gelu_saved_bytes(dt: ActivationDtypes) -> int:
+    """Bytes saved per MLP-width element by `0.5*x*(1+tanh(c*(x+0.044715*pow(x,3))))`: autograd
+    keeps x (for pow), tanh's output, 0.5*x and 1+tanh (the product's operands), and the product
+    is the next matmul's input: five tensors where a fused GELU saves two. Under CUDA autocast pow
+    runs in FP32 (torch.amp's float32 list), so x is cast to FP32 and everything after it but
+    0.5*x is FP32, and the FP32 product is cast back to 16 bits for c_proj: 2+4+4+2+4+2 bytes."""
+    return 3 * dt.act + 3 * 4 if dt.amp else 5 * dt.act
+
+
+def python_gelu_bytes(dt: ActivationDtypes) -> int:
+    """Bytes per MLP-width element that NewGELUActivation's eight kernels read and write: pow,
+    four scalar ops, tanh, 0.5*x and the product (18 element accesses). Under CUDA autocast x is
+    cast to FP32 for pow and the FP32 product back to 16 bits for c_proj (ten kernels, every
+    intermediate but 0.5*x in FP32: 6+8+8+10+8+8+8+4+10+6 bytes)."""
+    return 76 if dt.amp else 18 * dt.act
+
+
 def layer_saved_bytes_per_token(
     arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str
 ) -> float:
@@ -49,8 +72,11 @@ def layer_saved_bytes_per_token(
         qkv_in = dt.linear_input(h, 3)
         mlp_in = dt.linear_input(h, 2)
         norms = 2 * rms_saved_bytes_per_token(h, dt) if arch.norm == "rmsnorm" else 2 * h * dt.res
-        n_mlp = 4 if arch.mlp == "swiglu" else 2  # gate, SiLU(gate), up, product | fc1, GELU
-        mlp = n_mlp * f * dt.act
+        if gpt2_python_gelu(arch):
+            mlp = f * python_gelu_saved_bytes(dt)
+        else:
+            n_mlp = 4 if arch.mlp == "swiglu" else 2  # gate, SiLU(gate), up, product | fc1, GELU
+            mlp = n_mlp * f * dt.act
         masks = 0.0
     # Q, K, V as attention inputs (rotary outputs for decoders), repeated for GQA in eager.
     kv_saved = 2 * kv if attention == "fused" else 2 * q
@@ -403,6 +429,8 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
         norms, norm_ops = 2 * 2 * h * dt.res, 2
     if arch.mlp == "swiglu":
         act, act_ops = 2 * f * dt.act + 3 * f * dt.act, 2
+    elif gpt2_python_gelu(arch):
+        act, act_ops = f * python_gelu_bytes(dt), (10 if dt.amp else 8)
     else:
         act, act_ops = 2 * f * dt.act, 1
     adds = 2 * 3 * h * dt.res
