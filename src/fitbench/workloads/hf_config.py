@@ -25,6 +25,7 @@ from typing import Any
 
 from fitbench.errors import FitbenchError, close_match_hint
 from fitbench.workloads.arch import RESNET_LAYERS, ResNetArch, TransformerArch
+from fitbench.workloads.config_values import ConfigValues, show
 from fitbench.workloads.quant_config import config_storage
 from fitbench.workloads.workload import DECODER_TRAIN_SEQ_LEN, Workload
 
@@ -49,27 +50,7 @@ _MISSING = object()
 
 
 # -- reading keys with one-line errors ----------------------------------------------------------
-def _show(value: Any) -> str:
-    """A short JSON-ish rendering of a bad value for an error message (never thousands of digits)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, int):
-        return str(value) if value.bit_length() <= 128 else f"a {value.bit_length()}-bit number"
-    if isinstance(value, str):
-        text = value if len(value) <= 40 else value[:37] + "..."
-        return f"the string {text!r}"
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
-class _Reader:
+class _Reader(ConfigValues):
     """Typed access to one config dict; every problem becomes a FitbenchError naming the file."""
 
     def __init__(self, data: dict[str, Any], source: str, model_type: str) -> None:
@@ -110,32 +91,16 @@ class _Reader:
 
     def check_int(self, key: str, value: Any, *, minimum: int = 1, maximum: int = MAX_SIZE) -> int:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.error(f"'{key}' must be a whole number, got {_show(value)}",
+            raise self.error(f"'{key}' must be a whole number, got {show(value)}",
                              "write sizes as JSON numbers, without quotes")
         if isinstance(value, float):
             if not math.isfinite(value) or not value.is_integer():
-                raise self.error(f"'{key}' must be a whole number, got {_show(value)}")
+                raise self.error(f"'{key}' must be a whole number, got {show(value)}")
             value = int(value)
         if value < minimum:
-            raise self.error(f"'{key}' must be at least {minimum}, got {_show(value)}")
+            raise self.error(f"'{key}' must be at least {minimum}, got {show(value)}")
         if value > maximum:
-            raise self.error(f"'{key}' is {_show(value)}, beyond any real model", f"use at most {maximum}")
-        return value
-
-    def flag(self, key: str, default: bool) -> bool:
-        value = self.data.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise self.error(f"'{key}' must be true or false, got {_show(value)}")
-        return value
-
-    def text(self, key: str, default: str) -> str:
-        value = self.data.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, str):
-            raise self.error(f"'{key}' must be a string, got {_show(value)}")
+            raise self.error(f"'{key}' is {show(value)}, beyond any real model", f"use at most {maximum}")
         return value
 
     def num_labels(self) -> int:
@@ -146,7 +111,7 @@ class _Reader:
         if id2label is None:
             return 2
         if not isinstance(id2label, dict):
-            raise self.error(f"'id2label' must be an object mapping ids to labels, got {_show(id2label)}")
+            raise self.error(f"'id2label' must be an object mapping ids to labels, got {show(id2label)}")
         if not id2label:
             raise self.error("'id2label' is empty", "a classifier needs at least one label")
         return len(id2label)
@@ -233,7 +198,7 @@ def _deberta_v2(r: _Reader) -> TransformerArch:
             kinds = r.data.get("pos_att_type") or []
             kinds = kinds.split("|") if isinstance(kinds, str) else kinds
             if not isinstance(kinds, list):
-                raise r.error(f"'pos_att_type' must be a list such as [\"p2c\", \"c2p\"], got {_show(kinds)}")
+                raise r.error(f"'pos_att_type' must be a list such as [\"p2c\", \"c2p\"], got {show(kinds)}")
             extra += layers * sum(hidden * hidden + hidden for k in ("c2p", "p2c") if k in kinds)
     return _transformer(
         r, kind="encoder", vocab_size=r.int("vocab_size"), hidden_size=hidden, num_layers=layers,
@@ -291,7 +256,7 @@ def _sliding(r: _Reader, num_layers: int, rule: str) -> dict[str, Any]:
     if types is not None:
         if (not isinstance(types, list) or len(types) != num_layers
                 or not all(isinstance(t, str) for t in types)):
-            raise r.error(f"'layer_types' must list one name per layer ({num_layers}), got {_show(types)}")
+            raise r.error(f"'layer_types' must list one name per layer ({num_layers}), got {show(types)}")
         count = sum(t == "sliding_attention" for t in types)
     elif rule == "all":
         count = num_layers
@@ -595,7 +560,7 @@ def _resnet(r: _Reader) -> ResNetArch:
     r.require("depths", "hidden_sizes")
     layer_type = r.text("layer_type", "bottleneck")
     if layer_type not in ("bottleneck", "basic"):
-        raise r.error(f"'layer_type' must be 'bottleneck' or 'basic', got {_show(layer_type)}")
+        raise r.error(f"'layer_type' must be 'bottleneck' or 'basic', got {show(layer_type)}")
     expansion = 4 if layer_type == "bottleneck" else 1
     depths = _int_list(r, "depths", maximum=MAX_STAGE_BLOCKS)
     widths = _int_list(r, "hidden_sizes")
@@ -632,7 +597,7 @@ def _resnet(r: _Reader) -> ResNetArch:
 def _int_list(r: _Reader, key: str, *, maximum: int = MAX_SIZE) -> list[int]:
     value = r.data[key]
     if not isinstance(value, list) or len(value) != 4:
-        raise r.error(f"'{key}' must be a list of 4 numbers (one per stage), got {_show(value)}"
+        raise r.error(f"'{key}' must be a list of 4 numbers (one per stage), got {show(value)}"
                       + (f" of {len(value)}" if isinstance(value, list) else ""))
     return [r.check_int(f"{key}[{i}]", v, maximum=maximum) for i, v in enumerate(value)]
 
@@ -660,14 +625,14 @@ def arch_from_hf_config(data: dict[str, Any], *, source: str = "config") -> Tran
     `source` names the config in error messages (the loaders pass the file path).
     """
     if not isinstance(data, dict):
-        raise FitbenchError(f"{source}: a config must be a JSON object, got {_show(data)}",
+        raise FitbenchError(f"{source}: a config must be a JSON object, got {show(data)}",
                             "pass a Hugging Face config.json")
     supported = ", ".join(SUPPORTED_MODEL_TYPES)
     raw = data.get("model_type")
     if raw is None:
         raise FitbenchError(f"{source}: the config has no 'model_type'", f"fitbench reads {supported}")
     if not isinstance(raw, str):
-        raise FitbenchError(f"{source}: 'model_type' must be a string, got {_show(raw)}")
+        raise FitbenchError(f"{source}: 'model_type' must be a string, got {show(raw)}")
     model_type = raw.strip().lower().replace("_", "-")
     if model_type == "gemma3" and isinstance(data.get("text_config"), dict):
         # A multimodal Gemma-3: its language model (the vision tower is not counted).

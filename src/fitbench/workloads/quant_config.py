@@ -13,6 +13,7 @@ from typing import Any
 
 from fitbench.core.quant import WeightFormat, make_grouped
 from fitbench.errors import FitbenchError, did_you_mean
+from fitbench.workloads.config_values import ConfigValues
 
 METHODS = ("gptq", "awq", "bitsandbytes", "fp8", "fbgemm_fp8", "compressed-tensors")
 MAX_GROUP = 1 << 20
@@ -21,7 +22,7 @@ DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "half": "fp1
           "fp16": "fp16", "bf16": "bf16", "fp32": "fp32"}
 
 
-class _Q:
+class _Q(ConfigValues):
     """Typed access to one quantization_config; errors name the file and the key."""
 
     def __init__(self, data: dict[str, Any], source: str) -> None:
@@ -54,22 +55,6 @@ class _Q:
         if allowed is None and value not in also and not minimum <= value <= maximum:
             extra = f" or {', '.join(map(str, also))}" if also else ""
             raise self.error(f"'{key}' must be from {minimum} to {maximum}{extra}, got {value}")
-        return value
-
-    def flag(self, key: str, default: bool) -> bool:
-        value = self.data.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise self.error(f"'{key}' must be true or false, got {type(value).__name__}")
-        return value
-
-    def text(self, key: str, default: str) -> str:
-        value = self.data.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, str):
-            raise self.error(f"'{key}' must be a string, got {type(value).__name__}")
         return value
 
     def names(self, *keys: str) -> tuple[str, ...]:

@@ -1,0 +1,59 @@
+"""Typed reads of values from a user's JSON config, shared by the config.json and
+quantization_config readers: one way to say "that key holds the wrong kind of value".
+
+Both readers name the file and the key in every error; a bad value is shown short (never
+thousands of digits or a whole nested object), so the message stays one line.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from fitbench.errors import FitbenchError
+
+
+def show(value: Any) -> str:
+    """A short JSON-ish rendering of a bad value for an error message (never thousands of digits)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return str(value) if value.bit_length() <= 128 else f"a {value.bit_length()}-bit number"
+    if isinstance(value, str):
+        text = value if len(value) <= 40 else value[:37] + "..."
+        return f"the string {text!r}"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+class ConfigValues(ABC):
+    """Typed access to one config dict; subclasses say how an error names the file."""
+
+    data: dict[str, Any]
+
+    @abstractmethod
+    def error(self, message: str, hint: str | None = None) -> FitbenchError:
+        """The one-line error for a bad value of this config."""
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.error(f"'{key}' must be true or false, got {show(value)}")
+        return value
+
+    def text(self, key: str, default: str) -> str:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise self.error(f"'{key}' must be a string, got {show(value)}")
+        return value
