@@ -17,7 +17,7 @@ STREAM_EFFICIENCY = {
     "gddr6x": 0.91,  # RTX 4090
     "gddr7": 0.88,   # RTX 5090 (cub's BabelStream triad)
 }
-DEFAULT_STREAM_EFFICIENCY = 0.87
+DEFAULT_STREAM_EFFICIENCY = 0.88
 
 
 @dataclass(frozen=True, kw_only=True)

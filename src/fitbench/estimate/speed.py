@@ -5,10 +5,10 @@ its bytes at the card's streaming bandwidth (the datasheet figure times what its
 reaches, GpuSpec.stream_efficiency) times the kernel's share of it, and a floor for launch and
 tail. A memory-bound kernel (elementwise, norms, the optimizer) takes its bytes at that rate
 plus a fixed cost per launch (ramp-up and tail, the same on every card): small tensors are
-dominated by it, large ones stream. The GPU time is their sum. In eager mode the host must also issue every framework operation
-(`host_seconds_per_op` each; the casts autocast issues from C++ inside them cost
-`cast_host_share` of that); the GPU runs asynchronously, so a step takes the larger of the
-two. A small-image CNN on a big card thus comes out overhead-bound, as it is in reality.
+dominated by it, large ones stream. The GPU time is their sum. In eager mode the host must also
+issue every framework operation (`host_seconds_per_op` each; the casts autocast issues from
+C++ inside them cost `cast_host_share` of that); the GPU runs asynchronously, so a step takes
+the larger of the two. A small-image CNN on a big card thus comes out overhead-bound, as it is in reality.
 """
 
 from __future__ import annotations
