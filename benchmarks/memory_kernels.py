@@ -8,7 +8,11 @@ over N, H, W per channel, then (x - mean) * rstd * w + b) on tensors from 1 KB t
 size is timed with CUDA events over many back-to-back launches; bytes count every element read
 and written once. It prints the curve (GB/s and share of the datasheet bandwidth), and fits the
 two constants per kernel on the large and small sizes: the streaming rate (largest sizes) and
-the fixed cost (the time of the smallest sizes).
+the fixed cost (the time of the smallest sizes; an upper bound where the host issues the tiny
+launches more slowly than the GPU runs them, as eager code does too). Beside each measurement it prints the
+estimator's time for the same kernel on the catalog card (its memory type's streaming share,
+the profile's memory_efficiency or cuDNN's batch-norm share, kernel_fixed_seconds), so the run
+is the check of that model: the summary gives its median error on large and on small tensors.
 
     python benchmarks/memory_kernels.py --out benchmarks/results/memory-kernels-h200-DATE.json
     python benchmarks/memory_kernels.py --device cpu --tiny --out /tmp/memory-kernels.json  # smoke test
@@ -98,6 +102,21 @@ def measure(kernel: str, nbytes: int, device: str, dtype_name: str, budget_s: fl
             "gb_s": moved / seconds / 1e9}
 
 
+def modelled_seconds(kernel: str, moved: float, gpu_id: str | None) -> float | None:
+    """The estimator's time for one launch of `kernel` moving `moved` bytes on the catalog card:
+    bytes at the streaming bandwidth times the kernel's share, plus the fixed cost per launch."""
+    if not gpu_id:
+        return None
+    from fitbench.catalog import get_gpu
+    from fitbench.estimate import resnet_cost, speed
+    from fitbench.estimate.profile import get_profile
+
+    gpu, profile = get_gpu(gpu_id), get_profile("torch", "default", use_user=False)
+    share = (speed.own_share(resnet_cost.CUDNN_BN_NCHW_SHARE, gpu) if kernel == "bn_like"
+             else profile.memory_efficiency)
+    return moved / (gpu.stream_bandwidth_bytes_s * share) + profile.kernel_fixed_seconds
+
+
 def fit(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Streaming rate (median GB/s of the two largest sizes) and fixed cost (median time of the two
     smallest sizes, whose bytes take a negligible share of it at that rate)."""
@@ -133,14 +152,27 @@ def main() -> None:
     for kernel in KERNELS:
         for size in sizes(args.tiny):
             r = measure(kernel, size, args.device, args.dtype, budget)
+            r["model_seconds"] = modelled_seconds(kernel, r["bytes_moved"], gpu_id)
             rows.append(r)
             share = f"{r['gb_s'] / datasheet:5.2f}" if datasheet else "    -"
+            model = ""
+            if r["model_seconds"]:
+                err = r["model_seconds"] / r["seconds"] - 1
+                model = f"  model {r['model_seconds'] * 1e6:10.2f} us ({err:+.0%})"
             print(f"{kernel:8s} {r['bytes_per_tensor'] / 1e6:10.3f} MB  {r['seconds'] * 1e6:10.2f} us  "
-                  f"{r['gb_s']:9.1f} GB/s  share {share}")
+                  f"{r['gb_s']:9.1f} GB/s  share {share}{model}")
     fits = {k: fit([r for r in rows if r["kernel"] == k]) for k in KERNELS}
     for k, f in fits.items():
         share = f" ({f['stream_gb_s'] / datasheet:.2f} of {datasheet:.0f})" if datasheet else ""
         print(f"{k:8s} streaming {f['stream_gb_s']:8.1f} GB/s{share}, fixed cost {f['fixed_us']:.2f} us")
+    checked = [r for r in rows if r["model_seconds"]]
+    if checked:
+        for name, part in (("tensors >= 64 MB", [r for r in checked if r["bytes_per_tensor"] >= 1 << 26]),
+                           ("tensors <= 64 KB", [r for r in checked if r["bytes_per_tensor"] <= 1 << 16])):
+            errs = [abs(r["model_seconds"] / r["seconds"] - 1) for r in part]
+            if errs:
+                print(f"model vs measured, {name}: median abs error {statistics.median(errs):.0%}, "
+                      f"worst {max(errs):.0%} ({len(errs)} rows)")
     env = {"python": platform.python_version(), "torch": torch.__version__, "device": args.device,
            "device_name": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor(),
            "gpu": gpu_id, "datasheet_gb_s": datasheet, "dtype": args.dtype}

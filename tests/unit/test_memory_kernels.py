@@ -4,6 +4,7 @@ own shares measured on the H200 carried to other cards by their SMs. Pure estima
 from __future__ import annotations
 
 import statistics
+import sys
 import tomllib
 from collections import defaultdict
 from pathlib import Path
@@ -17,7 +18,12 @@ from fitbench.estimate.profile import get_profile
 from fitbench.estimate.segments import Kernel
 from fitbench.workloads.presets import get_workload
 
-DATA = Path(__file__).parents[2] / "benchmarks" / "data" / "stream_bandwidth.toml"
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+DATA = BENCHMARKS / "data" / "stream_bandwidth.toml"
+sys.path.insert(0, str(BENCHMARKS))
+
+import memory_kernels  # noqa: E402  (imports torch only to measure)
+
 DEFAULT = get_profile("torch", "default", use_user=False)
 
 
@@ -71,3 +77,19 @@ def test_backward_copies_keep_the_launches() -> None:
     fwd = [Kernel(name="x.layout", kind="memory", flops=0.0, bytes=1e6, ops=0.0, launches=2.0)]
     assert [k.kernel_launches for k in speed._backward(fwd)] == [2.0]
     assert Kernel(name="n", kind="memory", flops=0.0, bytes=1.0, ops=0.0).kernel_launches == 1.0
+
+
+def test_memory_kernels_script_fits_and_models_without_a_gpu() -> None:
+    """The benchmark's fit (streaming rate of the largest sizes, fixed cost of the smallest) and
+    its model column (the estimator's time for one launch on the catalog card)."""
+    rows = [{"bytes_moved": b, "seconds": 3e-6 + b / 4e12, "gb_s": b / (3e-6 + b / 4e12) / 1e9}
+            for b in (2e3, 8e3, 1e8, 2e9, 8e9)]
+    fit = memory_kernels.fit(rows)
+    assert fit["fixed_us"] == pytest.approx(3.0, rel=0.01)
+    assert 3900 < fit["stream_gb_s"] < 4000
+    h200 = get_gpu("h200")
+    model = memory_kernels.modelled_seconds("copy", 2e9, "h200")
+    assert model == pytest.approx(2e9 / h200.stream_bandwidth_bytes_s + DEFAULT.kernel_fixed_seconds)
+    assert memory_kernels.modelled_seconds("bn_like", 2e9, "h200") > model
+    assert memory_kernels.modelled_seconds("copy", 2e9, None) is None
+    assert memory_kernels.sizes(tiny=False)[0] == 1 << 10 and memory_kernels.sizes(tiny=False)[-1] == 1 << 30
