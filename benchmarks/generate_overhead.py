@@ -219,6 +219,8 @@ def main() -> None:
 
     import torch
 
+    if args.device == "cpu":
+        torch.set_num_threads(1)  # a host-bound toy model gains nothing from intra-op threads
     rows = []
     for label, (config, fields) in CASES.items():
         if args.only and args.only not in label:
