@@ -93,6 +93,7 @@ def test_a_local_dataset_is_prepared_for_a_whole_epoch(tmp_path):
     assert all(image.tobytes() in rows for image in normalised.reshape(20, -1))  # every sample, once at least
 
 
+@pytest.mark.slow
 def test_sessions_say_how_inputs_reach_the_device(tmp_path):
     write_cifar(tmp_path / "cifar-10-batches-py")
     session = open_default(tiny("resnet50-cifar10"), RunOptions(device="cpu", data=str(tmp_path)))
