@@ -26,7 +26,9 @@ This script measures, in one process and interleaved so that host-speed drift hi
   sampler's thread on anyway, so its wake-ups and Python still happen);
 * `child_sampler_1ms_ms`: the child with the sampler waking every 1 ms (50x the real rate), to
   show whether a thread of this kind can matter at all;
-* `per_call_overhead_ms`: t(n) - prefill - (n - 1) x step, what generate adds once per call.
+* `per_call_overhead_ms`: t(n) - prefill - (n - 1) x step, what generate adds once per call;
+  `child_call_overhead_ms` and `child_decode_step_ms`: the child's own figures for the same
+  (generate_call_overhead_seconds, decode_step_seconds: differencing against a one-token call).
 
     PYTHONPATH=src python benchmarks/generate_overhead.py --out benchmarks/results/generate-overhead-h200.json
     PYTHONPATH=src python benchmarks/generate_overhead.py --device cpu --tiny   # a smoke test
@@ -125,7 +127,10 @@ def child_decode(workload: Any, device: str, sampler: str, interval: float, min_
     if result["status"] != "ok":
         raise RuntimeError(f"measurement failed: {result.get('error')}")
     n = int(workload.new_tokens)
+    step = result.get("decode_step_seconds")
     return {"per_token_ms": round(result["decode_seconds"] / n * 1e3, 3),
+            "decode_step_ms": None if step is None else round(step * 1e3, 3),
+            "call_overhead_ms": round(result["generate_call_overhead_seconds"] * 1e3, 3),
             "prefill_ms": round(result["prefill_seconds"] * 1e3, 3),
             "generate_ms": round(result["step_seconds"] * 1e3, 3),
             "nvml_samples": result.get("nvml_samples")}
@@ -166,6 +171,8 @@ def one_case(label: str, config: str, fields: dict[str, Any], *, device: str, ti
     prefill: list[float] = []
     generate_total: list[float] = []
     samples: list[Any] = []
+    child_step: list[float] = []
+    call_overhead: list[float] = []
 
     session = open_default(workload, RunOptions(device=device))
     model, ids, mask = session.model, session.input_ids, session.attention_mask  # type: ignore[attr-defined]
@@ -187,6 +194,8 @@ def one_case(label: str, config: str, fields: dict[str, Any], *, device: str, ti
             out = child_decode(workload, device, mode, interval, min_steps=repeats)
             series[key].append(out["per_token_ms"])
             if key == "child_sampler_ms":
+                child_step.append(out["decode_step_ms"])
+                call_overhead.append(out["call_overhead_ms"])
                 prefill.append(out["prefill_ms"])
                 generate_total.append(out["generate_ms"])
                 samples.append(out["nvml_samples"])
@@ -197,13 +206,17 @@ def one_case(label: str, config: str, fields: dict[str, Any], *, device: str, ti
     row["prefill_ms"] = round(statistics.median(prefill), 3)
     row["generate_ms"] = round(statistics.median(generate_total), 3)
     row["nvml_samples"] = samples
+    steps = [v for v in child_step if v is not None]
+    row["child_decode_step_ms"] = round(statistics.median(steps), 3) if steps else None
+    row["child_call_overhead_ms"] = round(statistics.median(call_overhead), 3)
     step = row["diff_inference_mode_ms"]
     row["per_call_overhead_ms"] = round(row["generate_ms"] - row["prefill_ms"] - (new_tokens - 1) * step, 3)
     return row
 
 
 COLUMNS = ("diff_no_grad_ms", "diff_inference_mode_ms", "session_diff_ms", "child_sampler_ms",
-           "child_no_sampler_ms", "child_sampler_1ms_ms", "prefill_ms", "per_call_overhead_ms")
+           "child_no_sampler_ms", "child_sampler_1ms_ms", "child_decode_step_ms", "prefill_ms",
+           "per_call_overhead_ms", "child_call_overhead_ms")
 
 
 def main() -> None:
@@ -211,7 +224,7 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="toy models (CPU smoke test)")
     ap.add_argument("--new-tokens", type=int, default=32)
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved repetitions of every variant")
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved repetitions of every variant")
     ap.add_argument("--repeats", type=int, default=3, help="timed calls per variant per round")
     ap.add_argument("--only", help="cases whose label contains this text")
     ap.add_argument("--out", type=Path)
@@ -227,8 +240,8 @@ def main() -> None:
             continue
         rows.append(one_case(label, config, fields, device=args.device, tiny=args.tiny,
                              new_tokens=args.new_tokens, rounds=args.rounds, repeats=args.repeats))
-        print(f"{label:26s} " + "  ".join(f"{k.removesuffix('_ms')}={rows[-1][k]:.3f}" for k in COLUMNS),
-              flush=True)
+        cells = "  ".join(f"{k.removesuffix('_ms')}={rows[-1][k]}" for k in COLUMNS)
+        print(f"{label:26s} {cells}", flush=True)
     on_cuda = args.device.startswith("cuda")
     doc = {"benchmark": "generate_overhead", "date": dt.date.today().isoformat(), "device": args.device,
            "device_name": torch.cuda.get_device_name() if on_cuda else platform.machine(),
