@@ -2,9 +2,10 @@
 
 One device: the full-parameter breakdown (single_device.py) or, under PEFT, the adapted
 model's (peft.py). Several GPUs: that one-device breakdown, sharded as the strategy shards it
-(sharding.py). Why a module of its own: it is the one place that chooses among the models, so
-the models never call back up to choose, and everything above (the largest batch, the time
-model's gradient volume, the API) asks here.
+(sharding.py), except DeepSpeed's ZeRO training, which DeepSpeed's own count of the model states
+replaces (sharding.deepspeed_breakdown, no one-device breakdown needed). Why a module of its
+own: it is the one place that chooses among the models, so the models never call back up to
+choose, and everything above (the searches of limits.py, the options, the API) asks here.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def one_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdow
 def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
     """Peak memory of one step (training), forward (inference) or generation, as parts: of the
     one device, or of one of `workload.gpus` GPUs (the one-device breakdown, sharded)."""
+    if sharding.counts_own_model_states(workload):  # DeepSpeed's ZeRO: no one-device breakdown needed
+        return sharding.deepspeed_breakdown(workload, profile)
     if workload.gpus > 1:
         one = workload.replace(gpus=1)
         return sharding.per_gpu_breakdown(workload, one_device_breakdown(one, profile), profile)

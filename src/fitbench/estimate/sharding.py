@@ -49,12 +49,23 @@ def _gathered_in_backward(strategy: str, params: int, root: int | float, block: 
     return 0.0
 
 
+def counts_own_model_states(workload: Workload) -> bool:
+    """Whether one GPU's breakdown is DeepSpeed's own count (full-parameter ZeRO training) rather
+    than a transformation of the one-device breakdown, which it then never reads."""
+    return (
+        workload.gpus > 1
+        and not workload.peft
+        and workload.is_training
+        and workload.strategy in DEEPSPEED_STAGES
+    )
+
+
 def per_gpu_breakdown(workload: Workload, one: MemoryBreakdown, profile: Profile) -> MemoryBreakdown:
     """Peak memory of ONE of the workload.gpus GPUs, as named parts that add up, from `one`: the
     breakdown of the same job on one device (memory.one_device_breakdown of it with gpus=1).
 
     Adapters: `one` replicated, with DDP's buckets and NCCL's buffers (_peft_breakdown).
-    DeepSpeed's ZeRO: its own count of the model states (_deepspeed_breakdown). Otherwise `one`
+    DeepSpeed's ZeRO: its own count of the model states (deepspeed_breakdown). Otherwise `one`
     supplies weights, quantization scales and (inference) the forward's parts; this function
     shards what the strategy shards and adds what it costs: gathered (unsharded) weights, DDP's
     gradient buckets and NCCL's buffers. As on one GPU, the peak is the larger of two real
@@ -67,8 +78,8 @@ def per_gpu_breakdown(workload: Workload, one: MemoryBreakdown, profile: Profile
         return one
     if workload.peft:
         return _peft_breakdown(workload, one)
-    if workload.strategy in DEEPSPEED_STAGES and workload.is_training:
-        return _deepspeed_breakdown(workload, w1, profile)
+    if counts_own_model_states(workload):
+        return deepspeed_breakdown(workload, profile)
     shares = strategy_shares(workload)
     base = one
     p = workload.precision_info
@@ -156,13 +167,14 @@ def per_gpu_breakdown(workload: Workload, one: MemoryBreakdown, profile: Profile
     return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)
 
 
-def _deepspeed_breakdown(workload: Workload, w1: Workload, profile: Profile) -> MemoryBreakdown:
+def deepspeed_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
     """One GPU under DeepSpeed ZeRO: the model states of deepspeed_model_states (DeepSpeed's own
     count), the activations and temporaries of the backward walk of the 16-bit model on one GPU,
     the reduce bucket and NCCL's buffers. DeepSpeed's estimator holds every model state for the
     whole step, so the peak is the backward moment with all of them; its default optimizer for
     Adam/AdamW (engine.py _configure_basic_optimizer: FusedAdam) updates the partitions in place,
     with no step temporaries."""
+    w1 = workload.replace(gpus=1)
     n = workload.gpus
     stage = DEEPSPEED_STAGES[workload.strategy]
     w16 = w1.replace(precision=deepspeed_precision(w1))
