@@ -10,8 +10,8 @@ and each step only queues `.to(device, non_blocking=True)` (fitbench.backends.in
 
 Per case this script times:
 
-* the old per-step path, reproduced here (`legacy_*`): the dataset draw with its normalisation,
-  then the conversion and blocking copy;
+* the old per-step path, reproduced here (`legacy_*`): the dataset's gather of stored samples,
+  its normalisation, then the conversion and blocking copy;
 * the current `next_batch()` (fitbench.backends.torch.data.batch_source): the host's time per call
   (`next_batch_host_ms`; on a GPU the copy is only queued) and the time until the copy has landed
   (`next_batch_done_ms`, a synchronise after the call), plus the one-off preparation;
@@ -70,10 +70,12 @@ def _timed(fn: Callable[[], Any], sync: Callable[[], None], repeats: int) -> lis
     return out
 
 
-def legacy_source(workload: Any, device: Any, float_dtype: Any, seed: int) -> tuple[Callable[[], Any], Any]:
-    """The per-step input path `fitbench run` used before: (draw, to_device) for one batch each.
+def legacy_source(workload: Any, device: Any, float_dtype: Any,
+                  seed: int) -> tuple[Callable[[], Any], Callable[[Any], Any], Callable[[Any], Any]]:
+    """The per-step input path `fitbench run` used before, in its three parts, for one batch each.
 
-    draw(): the dataset cycler's next batch (gather, then uint8 -> normalised float32 for images);
+    gather(): the dataset cycler's next batch of stored samples (a numpy fancy index);
+    normalise(batch): its per-batch transform (uint8 -> normalised float32 for images);
     to_device(batch): torch.as_tensor and a blocking `.to(device, dtype)` from pageable memory.
     """
     import torch
@@ -88,11 +90,16 @@ def legacy_source(workload: Any, device: Any, float_dtype: Any, seed: int) -> tu
     else:
         cycler, _, _ = datasets.text_batches(None, workload.batch_size, workload.seq_len, arch.vocab_size,
                                              max(arch.num_labels, 2), seed)
+    transform = cycler._transform  # run separately below, so that its share shows
+    cycler._transform = None
 
-    def draw() -> dict[str, Any]:
-        batch = dict(next(cycler))
+    def gather() -> dict[str, Any]:
+        return dict(next(cycler))
+
+    def normalise(batch: dict[str, Any]) -> dict[str, Any]:
+        batch = transform(batch) if transform is not None else batch
         if "images" in batch:
-            batch["pixel_values"] = batch.pop("images")
+            batch = {"pixel_values" if k == "images" else k: v for k, v in batch.items()}
         return batch
 
     def to_device(batch: dict[str, Any]) -> dict[str, Any]:
@@ -103,7 +110,7 @@ def legacy_source(workload: Any, device: Any, float_dtype: Any, seed: int) -> tu
             out[name] = tensor.to(device=device, dtype=dtype)
         return out
 
-    return draw, to_device
+    return gather, normalise, to_device
 
 
 def one_case(label: str, config: str, fields: dict[str, Any], *, device_name: str, tiny: bool,
@@ -124,11 +131,14 @@ def one_case(label: str, config: str, fields: dict[str, Any], *, device_name: st
                            "seq_len": workload.seq_len, "precision": workload.precision,
                            "input_dtype": str(plan.input_dtype).removeprefix("torch.")}
 
-    draw, to_device = legacy_source(workload, device, plan.input_dtype, options.seed)
-    batches: list[Any] = []
-    row["legacy_draw_normalise_ms"] = _ms(_timed(lambda: batches.append(draw()), sync, repeats))
-    row["legacy_convert_copy_ms"] = _ms(_timed(lambda: to_device(batches.pop()), sync, repeats))
-    row["legacy_next_batch_ms"] = round(row["legacy_draw_normalise_ms"] + row["legacy_convert_copy_ms"], 4)
+    gather, normalise, to_device = legacy_source(workload, device, plan.input_dtype, options.seed)
+    raw: list[Any] = []
+    ready: list[Any] = []
+    row["legacy_gather_ms"] = _ms(_timed(lambda: raw.append(gather()), sync, repeats))
+    row["legacy_normalise_ms"] = _ms(_timed(lambda: ready.append(normalise(raw.pop())), sync, repeats))
+    row["legacy_convert_copy_ms"] = _ms(_timed(lambda: to_device(ready.pop()), sync, repeats))
+    row["legacy_next_batch_ms"] = round(row["legacy_gather_ms"] + row["legacy_normalise_ms"]
+                                        + row["legacy_convert_copy_ms"], 4)
 
     t0 = time.perf_counter()
     source = batch_source(workload, options, device, plan.input_dtype)
@@ -149,12 +159,13 @@ def one_case(label: str, config: str, fields: dict[str, Any], *, device_name: st
     del source
 
     if steps:
-        row.update(step_times(workload, options, device, sync, draw, to_device, repeats))
+        row.update(step_times(workload, options, device, sync,
+                              lambda: to_device(normalise(gather())), repeats))
     return row
 
 
-def step_times(workload: Any, options: Any, device: Any, sync: Callable[[], None], draw: Callable[[], Any],
-               to_device: Callable[[Any], Any], repeats: int) -> dict[str, Any]:
+def step_times(workload: Any, options: Any, device: Any, sync: Callable[[], None],
+               legacy: Callable[[], Any], repeats: int) -> dict[str, Any]:
     """The backend's own training step with inputs resident, with next_batch, with the old path."""
     from fitbench.backends.torch.session import open_default
 
@@ -162,7 +173,7 @@ def step_times(workload: Any, options: Any, device: Any, sync: Callable[[], None
     current = session.next_batch  # type: ignore[attr-defined]
     resident = current()
     variants = {"step_resident_ms": lambda: resident, "step_ms": current,
-                "step_legacy_ms": lambda: to_device(draw())}
+                "step_legacy_ms": legacy}
     out: dict[str, Any] = {}
     for _ in range(3):  # warm-up: kernel choice, optimizer state, allocator growth
         session.step()
@@ -176,8 +187,9 @@ def step_times(workload: Any, options: Any, device: Any, sync: Callable[[], None
     return out
 
 
-COLUMNS = (("case", "case", 30), ("legacy_draw_normalise_ms", "old draw+norm", 13),
-           ("legacy_convert_copy_ms", "old copy", 9), ("next_batch_host_ms", "new host", 9),
+COLUMNS = (("case", "case", 30), ("legacy_gather_ms", "old gather", 10),
+           ("legacy_normalise_ms", "old norm", 9), ("legacy_convert_copy_ms", "old copy", 9),
+           ("next_batch_host_ms", "new host", 9),
            ("next_batch_done_ms", "new done", 9), ("prepared_batches", "prep n", 7),
            ("prepare_seconds", "prep s", 7), ("step_resident_ms", "step res", 9),
            ("step_ms", "step new", 9), ("step_legacy_ms", "step old", 9))
@@ -208,6 +220,8 @@ def main() -> None:
     import torch
 
     steps = args.device.startswith("cuda") if args.steps is None else args.steps
+    if args.device == "cpu":
+        torch.set_num_threads(1)  # toy steps on a shared CPU: intra-op threads only add contention
     cases = {k: v for k, v in CASES.items() if not args.only or args.only in k}
     rows = []
     for label, (config, fields) in cases.items():
