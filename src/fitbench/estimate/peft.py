@@ -88,9 +88,30 @@ FUSED_QKV = ("gpt2", "chatglm", "phi3")          # c_attn / query_key_value / qk
 FUSED_GATE_UP = ("chatglm", "phi3")              # dense_h_to_4h / gate_up_proj
 
 # peft's LoRA forward per targeted Linear, as framework ops besides the A and B matmuls: the
-# input cast to the FP32 adapter dtype, dropout, the scaling multiply and the add. (Measured:
-# LoRA of the 6.7B decoder at seq 512 steps in 233 ms on an H200 host, overhead-bound.)
+# input cast to the FP32 adapter dtype, dropout, the scaling multiply, the add and the cast back
+# to the base dtype: 7 Python-level torch calls with A and B (benchmarks/lora_ops.py counts them
+# in the real models). In the estimator's unit (a decoder block's 55 calls are 48 operations)
+# those are 6.1 operations: A, B and these 4. (Measured: LoRA of the 6.7B decoder at seq 512
+# steps in 233 ms on an H200 host, overhead-bound.)
 LORA_ELEMENTWISE_OPS = 4.0
+
+# Backward host work, as the autograd nodes backward executes per block (benchmarks/lora_ops.py,
+# real Qwen2 and Llama blocks through the torch backend's session): a trained block 84 (Qwen2:
+# q/k/v biases) or 81 (Llama), 82.5 between them, for the 48 forward operations the estimator
+# counts (transformer_cost); its BACKWARD_HOST_SHARE of those, 24, is 0.29 of an operation per
+# node. A frozen block executes 65 nodes (no AccumulateGrad, no transposed weight's TBackward:
+# a frozen Linear computes only its input gradient); each adapted Linear adds 15 (the casts,
+# dropout, A, B, scaling and add with their views, and A's and B's AccumulateGrad) for its 6
+# forward operations. At 0.29 of an operation per node:
+TRAINED_BLOCK_NODES = 82.5
+FROZEN_BLOCK_NODES = 65.0
+BLOCK_FORWARD_OPS = 48.0
+LORA_LINEAR_NODES = 15.0
+# 0.394 of a forward operation for the frozen base's backward (full training: 0.5) ...
+FROZEN_BACKWARD_SHARE = BACKWARD_HOST_SHARE * FROZEN_BLOCK_NODES / TRAINED_BLOCK_NODES
+# ... and 0.727 for the adapters' (2.5 nodes per forward operation against a block's 1.72).
+LORA_BACKWARD_SHARE = (BACKWARD_HOST_SHARE * (LORA_LINEAR_NODES / (2 + LORA_ELEMENTWISE_OPS))
+                       / (TRAINED_BLOCK_NODES / BLOCK_FORWARD_OPS))
 
 
 def _arch(workload: Workload) -> TransformerArch:
@@ -421,7 +442,9 @@ def _frozen_backward(forward: list[Kernel]) -> list[Kernel]:
     forward (full training: 2x, the weight gradient being the other product). An encoder's
     classifier (trained) keeps 2x. Attention (2.5x: recomputes the scores) and elementwise
     backward (2x the bytes) are unchanged. The frozen embeddings have no backward at all, and
-    of a frozen Linear's autocast casts only the input's is cast back in backward.
+    of a frozen Linear's autocast casts only the input's is cast back in backward. The host
+    issues FROZEN_BACKWARD_SHARE of a forward operation per operation (fewer autograd nodes than
+    full training's BACKWARD_HOST_SHARE); the trained classifier keeps the latter.
     """
     out = []
     for k in forward:
@@ -437,8 +460,9 @@ def _frozen_backward(forward: list[Kernel]) -> list[Kernel]:
             flops, nbytes = k.flops * 2.5, k.bytes * 2.0
         else:
             flops, nbytes = k.flops * 2.0, k.bytes * 2.0
+        share = BACKWARD_HOST_SHARE if k.name == "classifier" else FROZEN_BACKWARD_SHARE
         out.append(dataclasses.replace(k, name=k.name + ".backward", flops=flops, bytes=nbytes,
-                                       ops=k.ops * BACKWARD_HOST_SHARE, cast_ops=casts))
+                                       ops=k.ops * share, cast_ops=casts))
     return out
 
 
@@ -448,7 +472,8 @@ def lora_kernels(workload: Workload) -> tuple[list[Kernel], list[Kernel]]:
     Forward per adapted Linear: A (2*T*in*r FLOPs), B (2*T*r*out) and the elementwise passes:
     the input cast to FP32 (or autocast's cast back to 16 bit), dropout (read, write, mask),
     the scaling, the add into the base output and its cast back. Backward: A and B each compute
-    an input and a weight gradient (2x), elementwise about 2x the bytes.
+    an input and a weight gradient (2x), elementwise about 2x the bytes; the host issues
+    LORA_BACKWARD_SHARE of a forward operation per operation (the nodes autograd executes).
     """
     arch = _arch(workload)
     dt = activation_dtypes(workload, dropout=arch.kind == "encoder")
@@ -470,7 +495,7 @@ def lora_kernels(workload: Workload) -> tuple[list[Kernel], list[Kernel]]:
         fwd.append(Kernel(name=f"lora.{name}.elementwise", kind="memory", flops=0.0,
                           bytes=tokens * (cast_in + dropout + out), count=L, ops=LORA_ELEMENTWISE_OPS))
     bwd = [dataclasses.replace(k, name=k.name + ".backward", flops=k.flops * 2.0, bytes=k.bytes * 2.0,
-                               ops=k.ops * BACKWARD_HOST_SHARE) for k in fwd]
+                               ops=k.ops * LORA_BACKWARD_SHARE) for k in fwd]
     return fwd, bwd
 
 
