@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.catalog import get_gpu
-from fitbench.estimate import peft, speed, transformer_cost
+from fitbench.estimate import peft_speed, speed, transformer_cost
 from fitbench.estimate.profile import get_profile
 from fitbench.workloads.hf_config import workload_from_config
 from fitbench.workloads.workload import Workload
@@ -241,10 +241,10 @@ def estimated_ops(w: Workload, *, frozen: bool = False) -> dict[str, float]:
         return sum(k.ops * k.count for k in kernels)
 
     if w.peft:
-        timing = peft.training_step(w, gpu, profile)
-        lora_fwd, lora_bwd = peft.lora_kernels(w)
-        bwd = peft._frozen_backward(fwd)
-        optimizer = ops(peft.optimizer_kernels(w))
+        timing = peft_speed.training_step(w, gpu, profile)
+        lora_fwd, lora_bwd = peft_speed.lora_kernels(w)
+        bwd = peft_speed._frozen_backward(fwd)
+        optimizer = ops(peft_speed.optimizer_kernels(w))
         if frozen:
             lora_fwd, lora_bwd, optimizer = [], [], 0.0
     else:
