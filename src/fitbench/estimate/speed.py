@@ -101,8 +101,8 @@ def own_share(share: float, gpu: GpuSpec) -> float:
     memory latency (Little's law: bandwidth = bytes in flight / latency), so their rate is one
     per SM: the H200's share x its streaming bandwidth / its SMs, times this card's SMs, and
     never above this card's streaming bandwidth. A card with more SMs per byte of bandwidth
-    (A100 2x the H200's, the GeForce cards, V100 and T4 3-5x) streams them closer to a copy. Without an SM count
-    the measured share stands."""
+    (A100 2x the H200's, the GeForce cards, V100 and T4 3-5x) streams them closer to a copy.
+    Without an SM count the measured share stands."""
     ref = get_gpu(OWN_SHARE_REFERENCE_GPU)
     if not gpu.sm_count or not ref.sm_count:
         return share
