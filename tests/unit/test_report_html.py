@@ -17,8 +17,8 @@ from fitbench.advise.text import guide_lines
 from fitbench.catalog import get_gpu
 from fitbench.cli.estimate import DEFAULT_GPUS
 from fitbench.cli.report import build_model, comparison_rows, scenarios_from_records, write_reports
-from fitbench.cli.run import error_vs_estimate
 from fitbench.estimate.api import estimate
+from fitbench.results.agreement import error_vs_estimate
 from fitbench.results.history import History
 from fitbench.results.report_html import PART_COLOURS, render_html
 from fitbench.results.report_markdown import render_markdown
