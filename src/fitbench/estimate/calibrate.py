@@ -67,7 +67,9 @@ def fit_profile(points: list[tuple[Workload, dict[str, Any]]], gpu: GpuSpec, bas
     values: dict[str, float] = {}
     evidence: dict[str, list[float]] = {}
     for key in ("host_seconds_per_op", "generate_host_seconds_per_op"):
-        if ratios.get(key):
+        # A mode without host cost (tuned: CUDA graphs) has none to scale: a step it estimates
+        # as launch-floor-bound measures no constant fitted here.
+        if ratios.get(key) and base.in_force(key) > 0:
             values[key] = base.in_force(key) * statistics.median(ratios[key])
             evidence[key] = ratios[key]
     for bottleneck, keys in EFFICIENCY_KEYS.items():

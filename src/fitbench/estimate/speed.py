@@ -116,7 +116,8 @@ def time_kernels(
             rate = k.compute if native else _compute_precision(k.kind, workload)
             peak = gpu.peak(rate) * eff.get(k.kind, 1.0)
             t_compute = k.flops / peak
-        t_memory = kernel_bytes / bandwidth
+        own = k.memory_efficiency
+        t_memory = kernel_bytes / (bandwidth if own is None else gpu.bandwidth_bytes_s * own)
         t = max(t_compute, t_memory, profile.kernel_floor_seconds)
         if t == profile.kernel_floor_seconds and t > max(t_compute, t_memory):
             floor += t * k.count
@@ -146,7 +147,8 @@ def time_kernels(
 def _backward(kernels: list[Kernel]) -> list[Kernel]:
     """Backward of each forward kernel: matmuls and convolutions do two products (input and
     weight gradients); fused attention about 2.5x its forward (it recomputes the scores);
-    elementwise work reads and writes about twice as much. Each node costs the host
+    elementwise work reads and writes about twice as much, unless the family module counted its
+    backward traffic (Kernel.backward_bytes). Each node costs the host
     BACKWARD_HOST_SHARE of its forward operation; each autocast cast has a cast back of its
     gradient (ToCopyBackward), as many casts as the forward."""
     out = []
@@ -157,10 +159,11 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
                 name=k.name + ".backward",
                 kind=k.kind,
                 flops=k.flops * factor,
-                bytes=k.bytes * 2.0,
+                bytes=k.bytes * 2.0 if k.backward_bytes is None else k.backward_bytes,
                 count=k.count,
                 ops=k.ops * BACKWARD_HOST_SHARE,
                 cast_ops=k.cast_ops,
+                memory_efficiency=k.memory_efficiency,
             )
         )
     return out
@@ -196,9 +199,12 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
     ]
 
 
-def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
+def training_step(
+    workload: Workload, gpu: GpuSpec, profile: Profile, *, channels_last: bool | None = None
+) -> Timing:
+    """One training step; `channels_last` overrides a ResNet's memory format (None: the mode's)."""
     if workload.is_resnet:
-        fwd = resnet_cost.forward_kernels(workload)
+        fwd = resnet_cost.forward_kernels(workload, profile, channels_last=channels_last)
     else:
         fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
     kernels = fwd + _backward(fwd) + optimizer_kernels(workload, profile.framework)
@@ -216,7 +222,7 @@ def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
 
 def inference_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
     if workload.is_resnet:
-        fwd = resnet_cost.forward_kernels(workload)
+        fwd = resnet_cost.forward_kernels(workload, profile)
     else:
         fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
     return time_kernels(
