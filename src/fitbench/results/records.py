@@ -180,11 +180,11 @@ class RunRecord:
         known, extra = _split(current, ("schema_version", *_RECORD_KEYS, *_RECORD_OPTIONAL))
         estimate, measurement = known.get("estimate"), known.get("measurement")
         known.update(
-            workload=dict(known.get("workload") or {}),
+            workload=_mapping(known.get("workload")),
             estimate=EstimateSummary.from_dict(estimate) if isinstance(estimate, Mapping) else None,
             measurement=Measurement.from_dict(measurement) if isinstance(measurement, Mapping) else None,
-            environment=dict(known.get("environment") or {}),
-            error_vs_estimate=dict(known.get("error_vs_estimate") or {}),
+            environment=_mapping(known.get("environment")),
+            error_vs_estimate=_mapping(known.get("error_vs_estimate")),
         )
         present = frozenset(k for k in current if k in _RECORD_OPTIONAL)
         return cls(**known, extra=extra, present=present, order=tuple(current))
@@ -237,6 +237,11 @@ def _from_unversioned(data: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """A section as a dict; anything else (a current-version record is never so) as an empty one."""
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def _split(data: Mapping[str, Any], names: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
