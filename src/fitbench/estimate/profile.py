@@ -97,6 +97,12 @@ def _load(path: Path) -> dict[str, dict[str, dict[str, object]]]:
         ) from None
 
 
+def forget_loaded() -> None:
+    """Drop the profile files read so far, so the next get_profile reads them again (after
+    `fitbench calibrate` rewrites the user's copy)."""
+    _load.cache_clear()
+
+
 def exec_modes(framework: str) -> tuple[str, ...]:
     """The execution modes `framework` has a profile for (its own table or a shared one)."""
     builtin = _load(BUILTIN)

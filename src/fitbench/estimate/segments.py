@@ -2,7 +2,7 @@
 
 A family module (resnet_cost, transformer_cost) describes one training or inference step as
   * `Segment`s in forward order: the bytes each saves for backward and the parameters it owns,
-    so memory.py can walk the backward pass and find the true peak (activations are freed
+    so liveness.py can walk the backward pass and find the true peak (activations are freed
     layer by layer while gradients appear), and
   * `Kernel`s: FLOPs, bytes moved and a kernel class, so speed.py can apply a roofline per kernel.
 """

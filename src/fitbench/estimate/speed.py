@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass
 
 from fitbench.core.gpu import GpuSpec
-from fitbench.estimate import generate_ops, memory, resnet_cost, transformer_cost
+from fitbench.estimate import generate_ops, resnet_cost, transformer_cost
+from fitbench.estimate.optimizer import optimizer_element_bytes, param_sizes_in_order
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.segments import Kernel
 from fitbench.workloads.arch import TransformerArch
@@ -179,17 +180,17 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
     (OPTIMIZER_LOOP_OPS). fused (`torch._fused_adam_`, `_fused_sgd_`) reads parameters, gradients
     and state once and writes parameters and state once: 7 passes for Adam/AdamW, 5 for momentum
     SGD, 3 for SGD, in a couple of operations. Each pass moves one element of the state's dtype
-    (memory.optimizer_element_bytes). With gradient accumulation the update runs once every
+    (optimizer.optimizer_element_bytes). With gradient accumulation the update runs once every
     `grad_accum` micro-batches: a step here is one micro-batch, so its share is 1/N.
     """
     params = workload.param_count()
-    state_bytes = memory.optimizer_element_bytes(workload, framework)
+    state_bytes = optimizer_element_bytes(workload, framework)
     impl = workload.optimizer_impl if framework == "torch" else "foreach"
     passes = (FUSED_OPTIMIZER_PASSES if impl == "fused" else OPTIMIZER_PASSES)[workload.optimizer]
     if impl == "fused":
         ops = FUSED_OPTIMIZER_OPS
     elif impl == "for-loop":
-        ops = OPTIMIZER_LOOP_OPS[workload.optimizer] * len(memory.param_sizes_in_order(workload))
+        ops = OPTIMIZER_LOOP_OPS[workload.optimizer] * len(param_sizes_in_order(workload))
     else:
         ops = FOREACH_OPTIMIZER_OPS
     share = 1.0 / workload.grad_accum
