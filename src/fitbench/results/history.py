@@ -24,8 +24,10 @@ or end up unreadable, so:
 * **A marker.** The ``meta`` table holds ``application = fitbench``. A file that is not SQLite,
   or is another program's database, is refused *before* anything is written to it.
 
-The full result is stored as JSON in ``payload``; a handful of fields are copied into columns so
-that the history can be listed and filtered without parsing every payload.
+The full result is stored as JSON in ``payload`` (a `RunRecord`'s dict, its schema version in
+``record_version``; NULL for rows written before payloads had one); a handful of fields are
+copied into columns so that the history can be listed and filtered without parsing every
+payload. ``get_record`` reads any row back as a `RunRecord`, migrated from its version.
 """
 
 from __future__ import annotations
