@@ -11,6 +11,8 @@ import pytest
 
 from fitbench.core.gpu import GpuSpec
 from fitbench.measure.diagnosis import KEYS, OVERHEAD_FACTOR, compute_class, diagnose, format_diagnosis
+from fitbench.measure.record import Measurement
+from fitbench.results.records import EstimateSummary
 
 CARD = GpuSpec(
     id="round-card", name="Round Card", vendor="nvidia", architecture="hopper", memory_bytes=80 << 30,
@@ -22,13 +24,13 @@ CARD = GpuSpec(
 def measurement(**fields):
     base = {"status": "ok", "device": "cuda", "exec_mode": "default", "precision_requested": "fp32",
             "precision_in_effect": None}
-    return {**base, **fields}
+    return Measurement.from_dict({**base, **fields})
 
 
 def estimate(**fields):
     base = {"family": "encoder", "mode": "train", "precision": "fp32", "new_tokens": None,
             "host_seconds": 0.001, "gpu_seconds": 0.010, "bottleneck": "compute"}
-    return {**base, **fields}
+    return EstimateSummary.from_dict({**base, **fields})
 
 
 def test_overhead_when_the_gpu_waits_for_the_host():
@@ -189,12 +191,12 @@ def test_every_key_is_present_and_the_line_reads_well():
     )
 
 
-def test_a_real_estimate_object_is_accepted():
+def test_a_real_estimate_as_its_summary_is_accepted():
     from fitbench.catalog import get_gpu
     from fitbench.estimate.api import estimate as real_estimate
     from fitbench.workloads.presets import get_workload
 
     card = get_gpu("h200")  # HF generate's host time outlasts the weight stream on this card
-    est = real_estimate(get_workload("llm-6b"), card)
+    est = EstimateSummary.from_estimate(real_estimate(get_workload("llm-6b"), card))
     d = diagnose(measurement(decode_seconds=100 / 15, precision_in_effect="fp16"), est, card)
     assert d["available"] and d["bottleneck"] == "overhead" and d["suggestion_kind"] == "tuned"

@@ -53,17 +53,16 @@ def _details(history: Any, run_id: str) -> dict[str, Any]:
     """What the list's columns leave out, from the stored record: the precision that really ran
     and both token rates of a generation run."""
     try:
-        record = history.get_run(run_id)
+        record = history.get_record(run_id)
     except Exception:  # a record the list shows but cannot be read back: the list still stands
         return {}
-    m = record.get("measurement") if isinstance(record.get("measurement"), dict) else {}
-    w = record.get("workload") if isinstance(record.get("workload"), dict) else {}
-    generation = w.get("family") == "decoder" and w.get("mode") == "infer"
+    m = record.measurement
+    generation = record.is_generation and m is not None
     return {
-        "precision_requested": w.get("precision"),
-        "precision_in_effect": m.get("precision_in_effect"),
-        "decode_tokens_per_second": m.get("decode_tokens_per_second") if generation else None,
-        "end_to_end_tokens_per_second": m.get("tokens_per_second") if generation else None,
+        "precision_requested": record.workload.get("precision"),
+        "precision_in_effect": m.precision_in_effect if m is not None else None,
+        "decode_tokens_per_second": m.decode_tokens_per_second if generation and m else None,
+        "end_to_end_tokens_per_second": m.tokens_per_second if generation and m else None,
     }
 
 

@@ -34,6 +34,8 @@ from fitbench.results.cells import (
     run_speed,
     short_gpu,
 )
+from fitbench.results.records import EstimateSummary
+from fitbench.results.report_model import ReportScenario, RunRow
 
 __all__ = ["PART_COLOURS", "render_html"]
 
@@ -515,7 +517,8 @@ def _verdict_cell(e: Mapping[str, Any] | None, lang: str) -> str:
     if not e:
         return "-"
     v = e.get("verdict")
-    speed = "" if v == "oom" else f'<span class="speed">{_e(estimate_speed(e, lang))}</span>'
+    shown = estimate_speed(EstimateSummary.from_dict(e), lang)
+    speed = "" if v == "oom" else f'<span class="speed">{_e(shown)}</span>'
     return _chip(v, verdict_label(v, lang)) + speed
 
 
@@ -541,7 +544,7 @@ def _summary(model: Mapping[str, Any], lang: str) -> str:
     scenarios = model.get("scenarios") or []
     if not scenarios:
         return ""
-    cards = report_cards(scenarios)
+    cards = report_cards(ReportScenario.from_dict(s) for s in scenarios)
     measured = any(s.get("measurement") or s.get("skipped") for s in scenarios)
     headers = [t("report.scenario", lang)] + ([t("report.measured", lang)] if measured else [])
     headers += [_e(short_gpu(name)) for _, name in cards]
@@ -603,7 +606,7 @@ def _scenario_section(n: int, s: Mapping[str, Any], lang: str) -> str:
                     _e(format_bytes(e.get("peak_memory_bytes"))),
                     _e(format_bytes(e.get("usable_memory_bytes"))),
                     _e(e.get("max_batch_size")),
-                    _e(estimate_speed(e, lang)),
+                    _e(estimate_speed(EstimateSummary.from_dict(e), lang)),
                     _e(bottleneck_label(e.get("bottleneck"), lang)),
                 ]
             )
@@ -709,7 +712,7 @@ def _history_section(model: Mapping[str, Any], lang: str) -> str:
         rows = []
         for r in runs:
             when = (r.get("created_at") or "")[:19].replace("T", " ")
-            speed = run_speed(r)
+            speed = run_speed(RunRow.from_dict(r))
             name = str(r.get("workload") or "-") + (" (tiny)" if r.get("tiny") else "")
             rows.append(
                 [
