@@ -288,7 +288,7 @@ class Batches:
         b = workload.batch_size
         seq = workload.prompt_tokens if workload.is_generation else workload.seq_len
         if options.data:
-            from fitbench.measure import datasets
+            from fitbench import datasets
 
             if workload.is_resnet:
                 self.cycler, self.dataset_size, self.desc = datasets.image_batches(

@@ -1,4 +1,4 @@
-"""Batches for a torch session: fitbench.measure.datasets' numpy batches, moved to the device.
+"""Batches for a torch session: fitbench.datasets' numpy batches, moved to the device.
 
 Every step takes a fresh batch and copies it host -> device, as a training script's data loader
 does; the copy is part of the step time, as it is for users. Generation prompts are random
@@ -44,7 +44,7 @@ def batch_source(
     workload: Workload, options: RunOptions, device: torch.device, float_dtype: torch.dtype
 ) -> BatchSource:
     """Endless training/inference batches of the workload's shape (not for generation)."""
-    from fitbench.measure import datasets
+    from fitbench import datasets
 
     arch = workload.arch
     if isinstance(arch, ResNetArch):
