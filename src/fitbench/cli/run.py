@@ -322,8 +322,8 @@ def _compute_kv_dtype(workload: Workload) -> str:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from fitbench.advise.diagnosis import diagnose
     from fitbench.backends.base import RunOptions
-    from fitbench.measure.diagnosis import diagnose
     from fitbench.measure.progress import Progress, should_show
 
     lang = resolve_lang(getattr(args, "lang", None))
@@ -606,9 +606,9 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None, lang:
     elif rows:
         head = ["", t("col.measured", lang)]
         lines.append(render_table(head, [x[:2] for x in rows], align="ll", indent="  "))
-    from fitbench.measure.diagnosis import format_diagnosis
+    from fitbench.advise.diagnosis import format_diagnosis
 
-    diagnosis_line = format_diagnosis(r.get("diagnosis") or {})
+    diagnosis_line = format_diagnosis(r.get("diagnosis") or {}, lang)
     if diagnosis_line:
         lines.append(f"  {diagnosis_line}")
     for warning in m.get("warnings") or []:
