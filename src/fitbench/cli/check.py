@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any
 
-from fitbench.advise.i18n import resolve_lang, t
+from fitbench.advise.i18n import resolve_lang, status_label, t
 from fitbench.check.advice import no_gpu_advice
 from fitbench.check.machine import Machine, find_machine
 from fitbench.check.plan import DEFAULT_TIMEOUT_S, GPU_MIN_SECONDS, CheckPlan, plan_check, run_scenario
@@ -107,7 +107,6 @@ def _say(text: str) -> None:
 
 
 def _measure(result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, lang: str) -> None:
-    from fitbench.advise.i18n import status_label
     from fitbench.backends.base import RunOptions
     from fitbench.measure.progress import Progress, should_show
     from fitbench.measure.runner import measure
