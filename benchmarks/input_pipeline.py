@@ -2,7 +2,7 @@
 
 `fitbench run` of eager ResNet-50 SGD steps measured 13-51 ms more per step on an H200 than a
 standalone loop over tensors already on the GPU (benchmarks/conv_layout.py). The suspect was the
-torch backend's input path: every step drew a batch from fitbench.measure.datasets (a numpy
+torch backend's input path: every step drew a batch from fitbench.datasets (a numpy
 gather, then uint8 -> float32 normalisation on the host) and copied it with a blocking
 `.to(device)` from pageable memory, all on the critical path while the GPU idled. The backends
 now prepare every distinct batch once, in the run's input dtype and, on a GPU, in pinned memory,
@@ -80,7 +80,7 @@ def legacy_source(workload: Any, device: Any, float_dtype: Any,
     """
     import torch
 
-    from fitbench.measure import datasets
+    from fitbench import datasets
     from fitbench.workloads.arch import ResNetArch
 
     arch = workload.arch

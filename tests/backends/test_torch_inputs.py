@@ -15,11 +15,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from fitbench import datasets  # noqa: E402
 from fitbench.backends.base import RunOptions  # noqa: E402
 from fitbench.backends.input_pipeline import HOST_NO_COPY  # noqa: E402
 from fitbench.backends.torch.data import batch_source  # noqa: E402
 from fitbench.backends.torch.session import open_default  # noqa: E402
-from fitbench.measure import datasets  # noqa: E402
 from fitbench.workloads.presets import get_workload  # noqa: E402
 
 pytestmark = pytest.mark.torch

@@ -9,8 +9,17 @@ from __future__ import annotations
 
 import pytest
 
+from fitbench.advise.diagnosis import (
+    KEYS,
+    OVERHEAD_FACTOR,
+    SUGGESTION_KEYS,
+    SUGGESTIONS,
+    compute_class,
+    diagnose,
+    format_diagnosis,
+)
+from fitbench.advise.i18n import t
 from fitbench.core.gpu import GpuSpec
-from fitbench.measure.diagnosis import KEYS, OVERHEAD_FACTOR, compute_class, diagnose, format_diagnosis
 from fitbench.measure.record import Measurement
 from fitbench.results.records import EstimateSummary
 
@@ -189,6 +198,39 @@ def test_every_key_is_present_and_the_line_reads_well():
         "bottleneck: compute (80% of fp32 peak, 4% of bandwidth, 1.2x the roofline time) — "
         "use AMP (bf16/fp16 tensor cores)"
     )
+
+
+def test_the_line_speaks_chinese_and_the_json_stays_english():
+    d = diagnose(measurement(step_seconds=0.125), estimate(flops_per_step=2e12, bytes_per_step=5e9), CARD)
+    assert format_diagnosis(d, "zh") == (
+        "瓶颈:算力(达到 fp32 峰值算力的 80%、带宽的 4%,为屋顶线时间的 1.2 倍)"
+        "— 使用混合精度(bf16/fp16,Tensor Core)"
+    )
+    assert d["suggestion"] == "use AMP (bf16/fp16 tensor cores)"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_suggestion_has_its_sentence_in_both_languages(lang):
+    # Each kind _suggest can return is reached by one (bottleneck, short kind) pair, whose catalogue
+    # sentence is the one the JSON carries in English.
+    reached = set()
+    for kind, key in SUGGESTION_KEYS.items():
+        _, bottleneck, short = key.split(".")
+        assert kind.split("-")[0] == short and bottleneck in ("overhead", "memory", "compute")
+        assert t(key, "en") == SUGGESTIONS[kind]
+        reached.add((bottleneck, short))
+        line = format_diagnosis(
+            {"available": True, "bottleneck": bottleneck, "suggestion_kind": short, "suggestion": "?",
+             "compute_fraction": 0.5, "bandwidth_fraction": 0.25, "compute_precision": "bf16",
+             "times_roofline": None}, lang)
+        assert line is not None and line.endswith(t(key, lang)) and "50%" in line
+    assert len(reached) == len(SUGGESTION_KEYS)
+
+
+def test_a_memory_bound_line_names_the_bottleneck_as_the_advice_does():
+    d = diagnose(measurement(step_seconds=0.012), estimate(flops_per_step=1e10, bytes_per_step=1e10), CARD)
+    assert format_diagnosis(d).startswith("bottleneck: memory bandwidth (")
+    assert format_diagnosis(d, "zh").startswith("瓶颈:显存带宽(")
 
 
 def test_a_real_estimate_as_its_summary_is_accepted():

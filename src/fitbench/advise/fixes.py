@@ -53,7 +53,7 @@ def _half(gpu: GpuSpec) -> str:
     return "bf16" if gpu.bf16 else "fp16"
 
 
-def _speed_ratio(new: Estimate, base: Estimate) -> float | None:
+def throughput_ratio(new: Estimate, base: Estimate) -> float | None:
     """new throughput / base throughput (> 1: faster)."""
     a, _ = throughput(new)
     b, _ = throughput(base)
@@ -103,7 +103,7 @@ class Fix:
         throughput is that of the micro-batch steps, which is what the job then runs at. With
         data-parallel strategies every GPU processes its own batch, so the job's throughput is
         the per-GPU estimate times the GPUs (tensor parallelism shares one batch)."""
-        ratio = _speed_ratio(self.estimate, self.baseline)
+        ratio = throughput_ratio(self.estimate, self.baseline)
         w = self.estimate.workload
         if ratio is not None and w.gpus > 1 and w.strategy != "tp":
             ratio *= w.gpus
@@ -364,7 +364,7 @@ class BottleneckAdvice:
 
     @property
     def speedup(self) -> float | None:
-        return _speed_ratio(self.alternative, self.baseline) if self.alternative is not None else None
+        return throughput_ratio(self.alternative, self.baseline) if self.alternative is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         speed, unit = throughput(self.alternative) if self.alternative is not None else (None, "")
@@ -415,7 +415,7 @@ def bottleneck_advice(est: Estimate, *, rows: Sequence[RankRow] | None = None) -
     kind = est.bottleneck
     for suggestion, changes, run_mode, reported in _targeted_changes(est):
         alt = _try(w, changes, gpu, fw, run_mode)
-        ratio = _speed_ratio(alt, est) if alt is not None else None
+        ratio = throughput_ratio(alt, est) if alt is not None else None
         if alt is not None and ratio is not None and ratio >= MIN_SPEEDUP and alt.verdict != OOM:
             return BottleneckAdvice(bottleneck=kind, suggestion=suggestion, baseline=est, alternative=alt,
                                     changes=reported)

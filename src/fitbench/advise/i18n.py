@@ -325,6 +325,47 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "{scenario}:瓶颈是{bottleneck};换用 {card} 估计可快 {speedup} 倍({speed})。",
     },
     "bn.on_card": {"en": "{scenario} on {gpu}", "zh": "{scenario}(在 {gpu} 上)"},
+    # -- what limited a measured run (fitbench.advise.diagnosis): diagnosis.<bottleneck>.<kind> -----
+    "diagnosis.line": {
+        "en": "bottleneck: {bottleneck} ({compute} of {precision} peak, {bandwidth} of bandwidth{roofline}) "
+        "— {suggestion}",
+        "zh": "瓶颈:{bottleneck}(达到 {precision} 峰值算力的 {compute}、带宽的 {bandwidth}{roofline})"
+        "— {suggestion}",
+    },
+    "diagnosis.roofline": {"en": ", {times}x the roofline time", "zh": ",为屋顶线时间的 {times} 倍"},
+    "diagnosis.overhead.tuned": {
+        "en": "the GPU waits for the host: raise the batch, or use --exec tuned (CUDA graphs)",
+        "zh": "GPU 在等待主机端:增大批大小,或使用 --exec tuned(CUDA Graphs)",
+    },
+    "diagnosis.overhead.batch": {
+        "en": "the GPU runs many small kernels: raise the batch so that each kernel has more work",
+        "zh": "GPU 在执行大量小内核:增大批大小,让每个内核多做些计算",
+    },
+    "diagnosis.memory.quantize": {
+        "en": "decode is bandwidth-bound: int8/int4 weights, more requests per batch, or a card with "
+        "more bandwidth",
+        "zh": "解码受显存带宽限制:使用 int8/int4 权重、每批处理更多请求,或换用带宽更高的显卡",
+    },
+    "diagnosis.memory.batch": {
+        "en": "decode is bandwidth-bound: batch more requests per step, or a card with more bandwidth",
+        "zh": "解码受显存带宽限制:每步批处理更多请求,或换用带宽更高的显卡",
+    },
+    "diagnosis.memory.amp": {
+        "en": "memory-bound: AMP (bf16/fp16) halves the bytes every step moves",
+        "zh": "受显存带宽限制:混合精度(bf16/fp16)可使每步搬运的数据量减半",
+    },
+    "diagnosis.memory.card": {
+        "en": "memory-bound: a card with more memory bandwidth",
+        "zh": "受显存带宽限制:换用显存带宽更高的显卡",
+    },
+    "diagnosis.compute.amp": {
+        "en": "use AMP (bf16/fp16 tensor cores)",
+        "zh": "使用混合精度(bf16/fp16,Tensor Core)",
+    },
+    "diagnosis.compute.card": {
+        "en": "a card with more tensor throughput",
+        "zh": "换用 Tensor Core 算力更高的显卡",
+    },
     # -- CPU offload (fitbench.estimate.offload) ------------------------------------------------------
     "offload.runs": {
         "en": "{scenario} on {gpu}: runs at ~{speed} with {gpu_layers} of {layers} layers on the GPU "

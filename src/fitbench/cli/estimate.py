@@ -12,6 +12,7 @@ from typing import Any
 from fitbench.advise.cost import cost_cell, job_cost
 from fitbench.advise.fixes import Fix
 from fitbench.advise.i18n import resolve_lang, t
+from fitbench.advise.tf32 import tf32_advice, tf32_dict, tf32_texts
 from fitbench.catalog import BRIEF_GPUS, resolve_gpus
 from fitbench.cli.common import (
     add_command,
@@ -27,7 +28,7 @@ from fitbench.core.names import FRAMEWORKS
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import Estimate, estimate
-from fitbench.estimate.verdict import FITS, OOM, VERDICT_ORDER
+from fitbench.estimate.verdict import FITS, VERDICT_ORDER
 from fitbench.results.table import colour_verdict, render_table, use_colour
 
 EXAMPLES = """examples:
@@ -170,55 +171,10 @@ def fixes_for(results: list[Estimate]) -> list[tuple[Estimate, list[Fix]]]:
     return out
 
 
-def tf32_advice(results: list[Estimate]) -> list[tuple[Estimate, Estimate]]:
-    """(fp32 estimate, the same job with TF32 matmuls) where the card has TF32 tensor cores and
-    PyTorch's default (TF32 off for matmuls) costs at least MIN_SPEEDUP."""
-    from fitbench.advise.fixes import MIN_SPEEDUP
-    from fitbench.advise.ranking import throughput
-
-    out = []
-    for e in results:
-        if e.framework != "torch" or e.workload.precision != "fp32" or "tf32" not in e.gpu.peak_flops:
-            continue
-        if e.verdict == OOM:
-            continue
-        alt = estimate(e.workload.replace(precision="tf32"), e.gpu, framework=e.framework,
-                       exec_mode=e.exec_mode)
-        a, _ = throughput(alt)
-        b, _ = throughput(e)
-        if a and b and a / b >= MIN_SPEEDUP:
-            out.append((e, alt))
-    return out
-
-
-def _speedup(alt: Estimate, base: Estimate) -> float | None:
-    from fitbench.advise.ranking import throughput
-
-    a, _ = throughput(alt)
-    b, _ = throughput(base)
-    return a / b if a and b else None
-
-
-def tf32_texts(base: Estimate, alt: Estimate, *, scenario: str | None = None) -> dict[str, str]:
-    """"enable TF32: x faster", in every language; `scenario` names the job in front (check's advice)."""
-    from fitbench.advise.i18n import LANGS
-    from fitbench.advise.text import speed_text
-
-    ratio = _speedup(alt, base) or 1.0
-    card = f"{scenario} ({base.gpu.name})" if scenario else base.gpu.name
-    return {lg: t("est.tf32", lg, card=card, speedup=f"{ratio:.2f}", speed=speed_text(alt, lg))
-            for lg in LANGS}
-
-
 def _fixes_dict(base: Estimate, options: list[Fix]) -> dict:
     return {"gpu": base.gpu.id, "baseline_verdict": base.verdict,
             "required_memory_bytes": base.required_memory_bytes,
             "options": [f.to_dict() for f in options]}
-
-
-def tf32_dict(base: Estimate, alt: Estimate) -> dict:
-    return {"gpu": base.gpu.id, "speedup": _speedup(alt, base), "step_seconds": alt.step_seconds,
-            "tokens_per_second": alt.tokens_per_second, "samples_per_second": alt.samples_per_second}
 
 
 def _offload(e: Estimate, args: argparse.Namespace) -> Any:

@@ -655,11 +655,11 @@ def _table(rows: list[Row], est_head: str | None, lang: str) -> str:
 
 
 def _footer_lines(o: RunOutcome, lang: str) -> list[str]:
+    from fitbench.advise.diagnosis import format_diagnosis
     from fitbench.advise.i18n import t
-    from fitbench.measure.diagnosis import format_diagnosis
 
     lines = []
-    diagnosis_line = format_diagnosis(o.record.diagnosis or {})
+    diagnosis_line = format_diagnosis(o.record.diagnosis or {}, lang)
     if diagnosis_line:
         lines.append(f"  {diagnosis_line}")
     lines += [f"  warning: {warning}" for warning in o.measurement.warnings]

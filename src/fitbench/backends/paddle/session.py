@@ -277,7 +277,7 @@ def optimizer_note(name: str, optimizer: paddle.optimizer.Optimizer, *, multi_te
 class Batches:
     """Inputs for each step, fed by the rule of fitbench.backends.input_pipeline.
 
-    fitbench.measure.datasets gives the batches (synthetic ones of the workload's shape, or a
+    fitbench.datasets gives the batches (synthetic ones of the workload's shape, or a
     local dataset's); every distinct batch is converted once to the tensors the model takes and
     kept in host memory, page-locked (Tensor.pin_memory) on a GPU. Each step copies the next one
     with Tensor.cuda(blocking=False), as a paddle.io.DataLoader with pinned memory feeds a
@@ -286,7 +286,7 @@ class Batches:
     """
 
     def __init__(self, workload: Workload, options: RunOptions, gpu_index: int | None) -> None:
-        from fitbench.measure import datasets
+        from fitbench import datasets
 
         self.workload = workload
         self.gpu_index = gpu_index

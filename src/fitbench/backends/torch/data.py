@@ -1,4 +1,4 @@
-"""Batches for a torch session: fitbench.measure.datasets' numpy batches, prepared once.
+"""Batches for a torch session: fitbench.datasets' numpy batches, prepared once.
 
 The rule of fitbench.backends.input_pipeline, as a DataLoader with workers and pin_memory=True
 would feed a training loop: every distinct batch is normalised and converted to the run's input
@@ -53,7 +53,7 @@ def prepare(cycler: Any, float_dtype: torch.dtype, *, pin: bool) -> list[dict[st
 
     Each field of all batches lives in one contiguous host buffer (pinned when `pin`): one
     allocation per field rather than per batch, since the pinned allocator rounds each one up to a
-    power of two. `cycler` is a fitbench.measure.datasets.BatchCycler (size, batch_size, next).
+    power of two. `cycler` is a fitbench.datasets.BatchCycler (size, batch_size, next).
     """
     first = host_tensors(next(cycler), float_dtype)
     batch_bytes = sum(t.numel() * t.element_size() for t in first.values())
@@ -71,7 +71,7 @@ def batch_source(
     workload: Workload, options: RunOptions, device: torch.device, float_dtype: torch.dtype
 ) -> BatchSource:
     """Endless training/inference batches of the workload's shape (not for generation)."""
-    from fitbench.measure import datasets
+    from fitbench import datasets
 
     arch = workload.arch
     if isinstance(arch, ResNetArch):

@@ -17,13 +17,16 @@ whether the GPU was busy at all:
     memory    otherwise.
 
 Generation is judged per decode step (one new token for every sequence), the unit the
-estimator's FLOPs and bytes describe. Pure Python: no framework import.
+estimator's FLOPs and bytes describe. Pure Python: no framework import. The sentences live in
+the catalogue (i18n.py) with the rest of the advice, in English and Chinese.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
+from fitbench.advise.fixes import FULL_PRECISIONS
+from fitbench.advise.i18n import bottleneck_label, has, t
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.precision import get_precision
 from fitbench.errors import FitbenchError
@@ -57,17 +60,19 @@ KEYS = (
     "suggestion",
 )
 
-SUGGESTIONS = {
-    "tuned": "the GPU waits for the host: raise the batch, or use --exec tuned (CUDA graphs)",
-    "batch": "the GPU runs many small kernels: raise the batch so that each kernel has more work",
-    "quantize": "decode is bandwidth-bound: int8/int4 weights, more requests per batch, or a card with "
-    "more bandwidth",
-    "batch-decode": "decode is bandwidth-bound: batch more requests per step, or a card with more bandwidth",
-    "amp-memory": "memory-bound: AMP (bf16/fp16) halves the bytes every step moves",
-    "card-memory": "memory-bound: a card with more memory bandwidth",
-    "amp": "use AMP (bf16/fp16 tensor cores)",
-    "card-compute": "a card with more tensor throughput",
+# Each suggestion diagnose() can make, by kind, as its sentence in the catalogue
+# (diagnosis.<bottleneck>.<suggestion_kind>): the JSON keeps the English, the terminal speaks --lang.
+SUGGESTION_KEYS = {
+    "tuned": "diagnosis.overhead.tuned",
+    "batch": "diagnosis.overhead.batch",
+    "quantize": "diagnosis.memory.quantize",
+    "batch-decode": "diagnosis.memory.batch",
+    "amp-memory": "diagnosis.memory.amp",
+    "card-memory": "diagnosis.memory.card",
+    "amp": "diagnosis.compute.amp",
+    "card-compute": "diagnosis.compute.card",
 }
+SUGGESTIONS = {kind: t(key, "en") for kind, key in SUGGESTION_KEYS.items()}
 
 
 class EstimatedWork(Protocol):
@@ -126,8 +131,8 @@ def _suggest(bottleneck: str, *, exec_mode: str, generation: bool, compute: str,
     if bottleneck == "memory":
         if generation:
             return "batch-decode" if quantized else "quantize"
-        return "amp-memory" if compute in ("fp32", "tf32") else "card-memory"
-    return "amp" if compute in ("fp32", "tf32") else "card-compute"
+        return "amp-memory" if compute in FULL_PRECISIONS else "card-memory"
+    return "amp" if compute in FULL_PRECISIONS else "card-compute"
 
 
 def diagnose(measurement: Measurement, estimate: EstimatedWork | None, gpu: GpuSpec | None) -> dict[str, Any]:
@@ -211,13 +216,20 @@ def _diagnosis(m: Measurement, estimate: EstimatedWork, gpu: GpuSpec, *, seconds
     }
 
 
-def format_diagnosis(d: dict[str, Any]) -> str | None:
-    """One line for the terminal, or None when there is nothing to say."""
+def format_diagnosis(d: dict[str, Any], lang: str = "en") -> str | None:
+    """One line for the terminal in `lang`, or None when there is nothing to say."""
     if not d.get("available"):
         return None
     times = d.get("times_roofline")
-    roof = f", {times:.1f}x the roofline time" if times else ""
-    return (
-        f"bottleneck: {d['bottleneck']} ({d['compute_fraction']:.0%} of {d['compute_precision']} peak, "
-        f"{d['bandwidth_fraction']:.0%} of bandwidth{roof}) — {d['suggestion']}"
+    roof = t("diagnosis.roofline", lang, times=f"{times:.1f}") if times else ""
+    key = f"diagnosis.{d['bottleneck']}.{d.get('suggestion_kind')}"
+    return t(
+        "diagnosis.line",
+        lang,
+        bottleneck=bottleneck_label(d["bottleneck"], lang),
+        compute=f"{d['compute_fraction']:.0%}",
+        precision=d["compute_precision"],
+        bandwidth=f"{d['bandwidth_fraction']:.0%}",
+        roofline=roof,
+        suggestion=t(key, lang) if has(key) else d["suggestion"],
     )
