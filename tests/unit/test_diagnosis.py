@@ -20,8 +20,8 @@ from fitbench.advise.diagnosis import (
 )
 from fitbench.advise.i18n import t
 from fitbench.core.gpu import GpuSpec
-from fitbench.measure.record import Measurement
-from fitbench.results.records import EstimateSummary
+from fitbench.records.measurement import Measurement
+from fitbench.records.run import EstimateSummary
 
 CARD = GpuSpec(
     id="round-card", name="Round Card", vendor="nvidia", architecture="hopper", memory_bytes=80 << 30,

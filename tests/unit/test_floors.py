@@ -17,6 +17,7 @@ SRC = Path(fitbench.__file__).parent
 FLOORS: dict[str, int] = {
     "errors": 0,
     "core": 1,
+    "records": 1,
     "catalog": 2,
     "workloads": 2,
     "datasets": 2,

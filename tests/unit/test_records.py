@@ -12,11 +12,11 @@ import pytest
 from fitbench.catalog import get_gpu
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import estimate
-from fitbench.measure.record import MEASUREMENT_KEYS, Measurement
+from fitbench.records.measurement import MEASUREMENT_KEYS, Measurement
+from fitbench.records.run import RUN_RECORD_SCHEMA, EstimateSummary, RunRecord, migrate_payload
 from fitbench.results.agreement import error_vs_estimate, measured_speed, not_comparable, relative_error
 from fitbench.results.assemble import assemble_run_record
 from fitbench.results.history import SCHEMA_VERSION, History
-from fitbench.results.records import RUN_RECORD_SCHEMA, EstimateSummary, RunRecord, migrate_payload
 from fitbench.workloads.presets import get_workload
 
 SCHEMA2_SQL = Path(__file__).parent / "data" / "history-schema2.sql"

@@ -30,7 +30,7 @@ from fitbench.advise.i18n import bottleneck_label, has, t
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.precision import get_precision
 from fitbench.errors import FitbenchError
-from fitbench.measure.record import Measurement
+from fitbench.records.measurement import Measurement
 
 OVERHEAD_FACTOR = 2.5  # measured / roofline above which a step is not limited by the GPU's work
 
@@ -77,7 +77,7 @@ SUGGESTIONS = {kind: t(key, "en") for kind, key in SUGGESTION_KEYS.items()}
 
 class EstimatedWork(Protocol):
     """What the diagnosis reads of an estimate: its work per step and where it put the time
-    (`fitbench.results.records.EstimateSummary` has these)."""
+    (`fitbench.records.run.EstimateSummary` has these)."""
 
     @property
     def family(self) -> str | None: ...

@@ -36,8 +36,8 @@ from fitbench import __version__
 from fitbench.cli.common import add_command, add_db_arg, add_lang_arg, positive_int
 from fitbench.core.names import FRAMEWORKS
 from fitbench.errors import FitbenchError
-from fitbench.measure.record import Measurement
-from fitbench.results.records import RunRecord
+from fitbench.records.measurement import Measurement
+from fitbench.records.run import RunRecord
 
 DEFAULT_HTML = "fitbench-report.html"
 DEFAULT_LAST = 10

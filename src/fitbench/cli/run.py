@@ -37,10 +37,10 @@ from fitbench.cli.common import (
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
-from fitbench.measure.record import Measurement
+from fitbench.records.measurement import Measurement
+from fitbench.records.run import RunRecord
 from fitbench.results.agreement import error_vs_estimate, not_comparable
 from fitbench.results.assemble import assemble_run_record
-from fitbench.results.records import RunRecord
 from fitbench.workloads.workload import Workload
 
 # `fitbench check` takes the error computation from here.

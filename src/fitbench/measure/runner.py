@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.backends.base import RunOptions
-from fitbench.measure.record import MEASUREMENT_KEYS
+from fitbench.records.measurement import MEASUREMENT_KEYS
 from fitbench.workloads.workload import Workload
 
 ProgressFn = Callable[[dict[str, Any]], None]

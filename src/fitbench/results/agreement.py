@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from fitbench.measure.record import Measurement
+from fitbench.records.measurement import Measurement
 from fitbench.workloads.workload import Workload
 
 __all__ = ["EstimatedFigures", "error_vs_estimate", "measured_speed", "not_comparable", "relative_error"]

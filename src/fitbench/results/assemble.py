@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fitbench.advise.diagnosis import diagnose
 from fitbench.core.gpu import GpuSpec
-from fitbench.measure.diagnosis import diagnose
-from fitbench.measure.record import Measurement
+from fitbench.records.measurement import Measurement
+from fitbench.records.run import EstimateSummary, RunRecord
 from fitbench.results.agreement import EstimatedFigures, error_vs_estimate
-from fitbench.results.records import EstimateSummary, RunRecord
 from fitbench.workloads.workload import Workload
 
 __all__ = ["assemble_run_record"]

@@ -14,7 +14,7 @@ from typing import Any
 from fitbench.advise.i18n import t
 from fitbench.advise.text import speed_text
 from fitbench.core.units import format_bytes, format_rate, format_seconds
-from fitbench.results.records import EstimateSummary
+from fitbench.records.run import EstimateSummary
 from fitbench.results.report_model import HistoryPoint, ReportScenario, RunRow
 
 __all__ = [

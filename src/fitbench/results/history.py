@@ -49,7 +49,7 @@ from types import TracebackType
 from typing import Any
 
 from fitbench.errors import FitbenchError, unknown_name
-from fitbench.results.records import RunRecord, payload_version
+from fitbench.records.run import RunRecord, payload_version
 
 APPLICATION = "fitbench"
 FILE_NAME = "history.sqlite"
@@ -92,7 +92,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 1 -> 2: runs remember whether they used the code most users write or the tuned path.
     ("ALTER TABLE runs ADD COLUMN exec_mode TEXT",),
-    # 2 -> 3: the schema version of each payload (fitbench.results.records); NULL for the rows
+    # 2 -> 3: the schema version of each payload (fitbench.records.run); NULL for the rows
     # written before payloads had one, which RunRecord.from_dict reads as version 0.
     ("ALTER TABLE runs ADD COLUMN record_version INTEGER",),
 )

@@ -22,6 +22,7 @@ from typing import Any
 from fitbench.advise.i18n import part_label, status_label, t, verdict_label
 from fitbench.advise.text import measured_speed_text
 from fitbench.core.units import GiB, format_bytes, format_rate, format_seconds
+from fitbench.records.run import EstimateSummary
 from fitbench.results.cells import (
     COMPARISON_COLUMNS,
     ESTIMATE_COLUMNS,
@@ -34,7 +35,6 @@ from fitbench.results.cells import (
     run_speed,
     short_gpu,
 )
-from fitbench.results.records import EstimateSummary
 from fitbench.results.report_model import ReportScenario, RunRow
 
 __all__ = ["PART_COLOURS", "render_html"]

@@ -20,6 +20,7 @@ from fitbench.advise.i18n import (
 )
 from fitbench.advise.text import measured_speed_text
 from fitbench.core.units import format_bytes
+from fitbench.records.run import EstimateSummary
 from fitbench.results.cells import (
     COMPARISON_COLUMNS,
     ESTIMATE_COLUMNS,
@@ -32,7 +33,6 @@ from fitbench.results.cells import (
     run_speed,
     short_gpu,
 )
-from fitbench.results.records import EstimateSummary
 from fitbench.results.report_model import AdviceEntry, GuideLine, ReportModel, ReportScenario
 
 __all__ = ["render_markdown"]

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from fitbench.measure.record import Measurement, plain
-from fitbench.results.records import EstimateSummary
+from fitbench.records.measurement import Measurement, plain
+from fitbench.records.run import EstimateSummary
 
 __all__ = [
     "REPORT_SCHEMA",

@@ -1,7 +1,7 @@
 """What the history stores for one run, as a typed record: `RunRecord` and its `EstimateSummary`.
 
 A run record is the workload, the estimate beside the measurement, the measurement
-(`fitbench.measure.record.Measurement`), the errors between them, the bottleneck diagnosis and,
+(`fitbench.records.measurement.Measurement`), the errors between them, the bottleneck diagnosis and,
 once stored, its id and time. It is written as JSON into the history's ``payload`` with
 ``schema_version``; `RunRecord.from_dict` reads every version fitbench has written:
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from fitbench.errors import FitbenchError
-from fitbench.measure.record import Measurement, ordered, plain
+from fitbench.records.measurement import Measurement, ordered, plain
 
 __all__ = ["RUN_RECORD_SCHEMA", "EstimateSummary", "RunRecord", "migrate_payload", "payload_version"]
 
