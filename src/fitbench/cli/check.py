@@ -220,7 +220,7 @@ def _measure(result: ScenarioResult, machine: Machine, args: argparse.Namespace,
     if min_seconds is None and not w.tiny:
         min_seconds = GPU_MIN_SECONDS
     started = time.monotonic()
-    with Progress(enabled=should_show(args.progress), label=result.key) as progress:
+    with Progress(enabled=should_show(args.progress), label=result.key, lang=lang) as progress:
         m = measure(
             w,
             machine.backend,

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fitbench.advise.i18n import resolve_lang
+from fitbench.advise.i18n import has, resolve_lang, status_label, t
 from fitbench.backends import framework_of
 from fitbench.cli.common import (
     HistoryStore,
@@ -172,32 +172,32 @@ def pick_device(device: str | None) -> str:
     return device
 
 
-def pick_gpu(gpu_id: str | None, device: str) -> tuple[GpuSpec | None, str | None]:
-    """(catalog card to estimate for, a note when there is none)."""
+def pick_gpu(gpu_id: str | None, device: str) -> tuple[GpuSpec | None, dict[str, str] | None]:
+    """(catalog card to estimate for, a note when there is none: its message key and values)."""
     if gpu_id is not None:
         from fitbench.catalog import get_gpu
 
         return get_gpu(gpu_id), None
     if not device.startswith("cuda"):
-        return None, "measured on the CPU: no GPU estimate (pass --gpu ID to see one)"
+        return None, {"key": "run.note.cpu"}
     from fitbench.measure import nvml
 
     index = nvml.cuda_index(device) or 0
     name, total = nvml.device_name(index), nvml.device_total(index)
     if name is None or total is None:
-        return None, "could not identify the local GPU through NVML: no estimate (pass --gpu ID)"
+        return None, {"key": "run.note.no_nvml"}
     from fitbench.catalog import get_gpu
     from fitbench.catalog.detect import match_catalog
 
     catalog_id = match_catalog(name, total)
     if catalog_id is None:
-        return None, f"{name} is not in the catalog: no estimate (pass --gpu ID for a similar card)"
+        return None, {"key": "run.note.not_in_catalog", "name": name}
     return get_gpu(catalog_id), None
 
 
 def estimate_for(
     workload: Workload, gpu: GpuSpec | None, backend: str, exec_mode: str
-) -> tuple[Any, str | None]:
+) -> tuple[Any, dict[str, str] | None]:
     if gpu is None:
         return None, None
     from fitbench.estimate.api import estimate
@@ -205,7 +205,7 @@ def estimate_for(
     try:
         return estimate(workload, gpu, framework=framework_of(backend), exec_mode=exec_mode), None
     except FitbenchError as exc:
-        return None, f"no estimate: {exc}"
+        return None, {"key": "run.note.no_estimate", "reason": str(exc)}
 
 
 # -- derived numbers ------------------------------------------------------------------------------
@@ -373,8 +373,8 @@ def run_command(args: argparse.Namespace) -> int:
         for workload in workloads:
             # The estimate describes the workload as the exec mode runs it (estimate.execution).
             est, est_note = estimate_for(workload, gpu, backend, args.exec_mode)
-            label = f"{workload.name}{' (tiny)' if workload.tiny else ''} {workload.precision}"
-            with Progress(enabled=show, label=label) as progress:
+            name = t("cell.tiny_name", lang, name=workload.name) if workload.tiny else workload.name
+            with Progress(enabled=show, label=f"{name} {workload.precision}", lang=lang) as progress:
                 m = _measure(workload, backend, options, args, progress)
                 if m.get("error_type") == "FitbenchError" and len(workloads) == 1:
                     raise FitbenchError(m.get("error") or "the measurement failed", m.get("hint"))
@@ -383,7 +383,7 @@ def run_command(args: argparse.Namespace) -> int:
                     search = _max_batch(workload, backend, options, est, args, progress)
                     m["max_batch_search"] = search
             name_rates(m, workload)
-            notes = [n for n in (gpu_note, est_note) if n]
+            notes = [note_text(n, lang) for n in (gpu_note, est_note) if n]
             est_dict = est.to_dict() if est is not None else None
             errors = error_vs_estimate(est, m, workload)
             if search is not None and est is not None:
@@ -455,7 +455,8 @@ def _max_batch(
         else workload.batch_size
     )
     limit = args.batch_limit or max(64, 8 * start)
-    progress({"phase": "max-batch search", "detail": f"from {start}, at most {limit}"})
+    progress({"phase": "max-batch search", "detail": f"from {start}, at most {limit}",
+              "detail_key": "progress.search_range", "start": start, "limit": limit})
     result = find_max_batch(
         workload,
         backend,
@@ -469,6 +470,21 @@ def _max_batch(
 
 
 # -- human output ---------------------------------------------------------------------------------
+def note_text(note: dict[str, str], lang: str) -> str:
+    """A note kept as its message key and values, in the reader's language."""
+    return t(note["key"], lang, **{k: v for k, v in note.items() if k != "key"})
+
+
+def _error_text(m: dict[str, Any], batch: int, lang: str) -> str:
+    """Why a measurement ended: an out-of-memory verdict in the reader's language, anything else as the
+    framework or the runner worded it."""
+    if m.get("status") == "oom" and m.get("oom_phase"):
+        phase = m["oom_phase"]
+        return t("run.oom_at", lang, batch=batch,
+                 phase=t(f"phase.{phase}", lang) if has(f"phase.{phase}") else phase)
+    return str(m.get("error"))
+
+
 def _pct(x: float | None) -> str:
     return "" if x is None else f"{x * 100:+.0f}%"
 
@@ -478,7 +494,6 @@ def _speed_unit(workload: Workload) -> str:
 
 
 def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None, lang: str = "en") -> str:
-    from fitbench.advise.i18n import t
     from fitbench.results.table import render_table
 
     m, est = r["measurement"], r["estimate"]
@@ -489,24 +504,22 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None, lang:
     from fitbench.advise.text import precision_shown
 
     precision = precision_shown(m.get("precision_requested"), m.get("precision_in_effect"), lang)
-    title = (
-        f"{workload.name}{tiny} · {m.get('backend')} {m.get('framework_version') or ''} · {device} · "
-        f"{precision} · batch {workload.batch_size} · {m.get('exec_mode')} exec"
-    )
+    title = t("run.title", lang, name=workload.name, tiny=tiny, backend=m.get("backend"),
+              version=m.get("framework_version") or "", device=device, precision=precision,
+              batch=workload.batch_size, exec_mode=m.get("exec_mode"))
     lines = [title]
     if workload.tiny:
         lines.append("  " + t("run.smoke_test", lang, name=workload.name))
     dist = m.get("distributed")
     if dist:
-        lines.append(
-            f"  {dist['nproc']} processes ({dist['launcher']}, {dist['process_group']}), {dist['strategy']}: "
-            f"batch {dist['per_gpu_batch_size']} per process, {dist['global_batch_size']} in all; "
-            "peak memory is the largest process's, throughput is global"
-        )
+        lines.append("  " + t("run.distributed", lang, nproc=dist["nproc"], launcher=dist["launcher"],
+                                group=dist["process_group"], strategy=dist["strategy"],
+                                per_gpu=dist["per_gpu_batch_size"], total=dist["global_batch_size"]))
     if status != "ok":
-        lines.append(f"  status: {status} — {m.get('error')}")
+        error = _error_text(m, workload.batch_size, lang)
+        lines.append("  " + t("run.status", lang, status=status_label(status, lang), error=error))
         if m.get("hint"):
-            lines.append(f"  hint: {m['hint']}")
+            lines.append("  " + t("run.hint", lang, hint=m["hint"]))
     est_head = (
         t("run.col.estimate_on", lang, gpu=gpu.id)
         if (est is not None and gpu is not None)
@@ -608,21 +621,21 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None, lang:
         lines.append(render_table(head, [x[:2] for x in rows], align="ll", indent="  "))
     from fitbench.measure.diagnosis import format_diagnosis
 
-    diagnosis_line = format_diagnosis(r.get("diagnosis") or {})
+    diagnosis_line = format_diagnosis(r.get("diagnosis") or {}, lang)
     if diagnosis_line:
         lines.append(f"  {diagnosis_line}")
     for warning in m.get("warnings") or []:
-        lines.append(f"  warning: {warning}")
+        lines.append("  " + t("run.warning", lang, warning=warning))
     if r.get("not_comparable"):
         sep = t("run.reason.sep", lang)
         reasons = sep.join(t(f"run.reason.{k}", lang) for k in r["not_comparable"])
         lines.append("  " + t("run.not_comparable", lang, reasons=reasons))
     for note in r.get("notes") or []:
-        lines.append(f"  note: {note}")
+        lines.append("  " + t("run.note", lang, note=note))
     if r.get("max_batch") and r["max_batch"].get("stopped"):
-        lines.append(f"  max-batch search stopped: {r['max_batch']['stopped']}")
+        lines.append("  " + t("run.search_stopped", lang, why=r["max_batch"]["stopped"]))
     if r.get("run_id"):
-        lines.append(f"  run id: {r['run_id']}")
+        lines.append("  " + t("run.run_id", lang, run_id=r["run_id"]))
     return "\n".join(lines)
 
 
@@ -634,18 +647,18 @@ def format_results(results: list[dict[str, Any]], workloads: list[Workload], gpu
         for r in results[1:]:
             c = r["comparison"]
             if c["memory_saving"] is None and c["speedup"] is None:
-                lines.append(f"{r['precision']} vs {c['baseline']}: not comparable (a run did not complete)")
+                lines.append(t("run.compare.incomplete", lang, precision=r["precision"],
+                               baseline=c["baseline"]))
                 continue
             saving = c["memory_saving"]
             mem = (
-                (
-                    f"peak memory {_pct(-saving)} ({format_bytes(abs(c['memory_saved_bytes']))} "
-                    f"{'less' if saving >= 0 else 'more'})"
-                )
+                t("run.compare.less" if saving >= 0 else "run.compare.more", lang, pct=_pct(-saving),
+                  bytes=format_bytes(abs(c["memory_saved_bytes"])))
                 if saving is not None
-                else "peak memory -"
+                else "-"
             )
-            speed = f"speed-up {c['speedup']:.2f}x" if c["speedup"] is not None else "speed-up -"
-            lines.append(f"{r['precision']} vs {c['baseline']}: {mem}, {speed}")
+            speed = f"{c['speedup']:.2f}x" if c["speedup"] is not None else "-"
+            lines.append(t("run.compare", lang, precision=r["precision"], baseline=c["baseline"], memory=mem,
+                           speedup=speed))
         parts.append("\n".join(lines))
     return "\n\n".join(parts)

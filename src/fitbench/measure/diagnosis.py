@@ -190,13 +190,16 @@ def diagnose(
     }
 
 
-def format_diagnosis(d: dict[str, Any]) -> str | None:
+def format_diagnosis(d: dict[str, Any], lang: str = "en") -> str | None:
     """One line for the terminal, or None when there is nothing to say."""
+    from fitbench.advise.i18n import bottleneck_label, has, t
+
     if not d.get("available"):
         return None
     times = d.get("times_roofline")
-    roof = f", {times:.1f}x the roofline time" if times else ""
-    return (
-        f"bottleneck: {d['bottleneck']} ({d['compute_fraction']:.0%} of {d['compute_precision']} peak, "
-        f"{d['bandwidth_fraction']:.0%} of bandwidth{roof}) — {d['suggestion']}"
-    )
+    roof = t("run.diagnosis.roof", lang, times=f"{times:.1f}") if times else ""
+    kind = next((k for k, text in SUGGESTIONS.items() if text == d.get("suggestion")), None)
+    suggestion = t(f"diagnosis.{kind}", lang) if kind and has(f"diagnosis.{kind}") else d.get("suggestion")
+    return t("run.diagnosis", lang, bottleneck=bottleneck_label(d["bottleneck"], lang),
+             compute=f"{d['compute_fraction']:.0%}", precision=d["compute_precision"],
+             bandwidth=f"{d['bandwidth_fraction']:.0%}", roof=roof, suggestion=suggestion)

@@ -13,6 +13,7 @@ from fitbench.advise.i18n import (
     format_params,
     has,
     part_label,
+    preset_description,
     status_label,
     t,
     verdict_label,
@@ -136,7 +137,7 @@ def _scenario_section(s: Mapping[str, Any], lang: str) -> list[str]:
     if s.get("params"):
         meta.append(f"{t('col.params', lang)}: {format_params(s['params'], lang)}")
     if s.get("description"):
-        meta.append(str(s["description"]))
+        meta.append(preset_description(str(s["description"]), lang))
     if meta:
         out += [" · ".join(meta), ""]
     if s.get("estimated_now"):
@@ -232,7 +233,8 @@ def _history_section(model: Mapping[str, Any], lang: str) -> list[str]:
                         r.get("run_id"),
                         (r.get("created_at") or "")[:19].replace("T", " "),
                         r.get("command"),
-                        str(r.get("workload")) + (" (tiny)" if r.get("tiny") else ""),
+                        t("cell.tiny_name", lang, name=r.get("workload")) if r.get("tiny")
+                        else str(r.get("workload")),
                         r.get("precision"),
                         r.get("device"),
                         status_label(r.get("status"), lang),
