@@ -624,9 +624,9 @@ MESSAGES: dict[str, dict[str, str]] = {
         "峰值显存取占用最大的进程,吞吐量为全部进程之和",
     },
     "run.status": {"en": "status: {status} — {error}", "zh": "状态:{status} — {error}"},
-    "run.oom_at": {
-        "en": "at batch {batch} (phase: {phase})",
-        "zh": "批大小 {batch}(阶段:{phase})",
+    "run.status_oom": {
+        "en": "status: oom — out of memory at batch {batch} (phase: {phase})",
+        "zh": "状态:显存不足 — 批大小 {batch}(阶段:{phase})",
     },
     "run.hint": {"en": "hint: {hint}", "zh": "提示:{hint}"},
     "run.warning": {"en": "warning: {warning}", "zh": "警告:{warning}"},
@@ -778,6 +778,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "models.sliding": {"en": "{window} on {layers}/{total}", "zh": "{window}(用于 {layers}/{total} 层)"},
     "est.peft": {"en": "{method} rank {rank} on {targets}", "zh": "{method} 秩 {rank},作用于 {targets}"},
     "cell.tiny_name": {"en": "{name} (tiny)", "zh": "{name}(迷你版)"},
+    "cell.tiny_word": {"en": "tiny", "zh": "迷你版"},
     "est.accumulated": {"en": "{n} micro-batches accumulated", "zh": "累积 {n} 个微批次"},
     "est.weights": {"en": "weights {label}", "zh": "权重 {label}"},
     "est.kv_cache": {"en": "KV cache {dtype}", "zh": "KV 缓存 {dtype}"},

@@ -195,6 +195,8 @@ def _precision_ran(w: Mapping[str, Any], m: Mapping[str, Any], lang: str = "en")
 
 def history_point(record: Mapping[str, Any], lang: str = "en") -> dict[str, Any] | None:
     """One run as a point of the history chart (None for a run without a measurement)."""
+    from fitbench.advise.i18n import t
+
     m = record.get("measurement")
     if not isinstance(m, Mapping):
         return None
@@ -202,7 +204,7 @@ def history_point(record: Mapping[str, Any], lang: str = "en") -> dict[str, Any]
     device = m.get("device_name") or m.get("device") or "?"
     tiny = bool(w.get("tiny"))
     precision = _precision_ran(w, m, lang)
-    series = f"{w.get('name')} · {precision} · {device}" + (" · tiny" if tiny else "")
+    series = f"{w.get('name')} · {precision} · {device}" + (f" · {t('cell.tiny_word', lang)}" if tiny else "")
     return {
         "run_id": record.get("run_id"),
         "created_at": record.get("created_at"),

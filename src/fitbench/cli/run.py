@@ -475,14 +475,16 @@ def note_text(note: dict[str, str], lang: str) -> str:
     return t(note["key"], lang, **{k: v for k, v in note.items() if k != "key"})
 
 
-def _error_text(m: dict[str, Any], batch: int, lang: str) -> str:
-    """Why a measurement ended: an out-of-memory verdict in the reader's language, anything else as the
-    framework or the runner worded it."""
-    if m.get("status") == "oom" and m.get("oom_phase"):
-        phase = m["oom_phase"]
-        return t("run.oom_at", lang, batch=batch,
+def _status_line(m: dict[str, Any], batch: int, lang: str) -> str:
+    """How a measurement ended: an out-of-memory verdict wholly in the reader's language; any other
+    failure with its status translated and its message as the framework or the runner worded it."""
+    phase = m.get("oom_phase")
+    if m.get("status") == "oom" and phase:
+        return t("run.status_oom", lang, batch=batch,
                  phase=t(f"phase.{phase}", lang) if has(f"phase.{phase}") else phase)
-    return str(m.get("error"))
+    status = m.get("status")
+    return t("run.status", lang, status=status if lang == "en" else status_label(status, lang),
+             error=m.get("error"))
 
 
 def _pct(x: float | None) -> str:
@@ -516,8 +518,7 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None, lang:
                                 group=dist["process_group"], strategy=dist["strategy"],
                                 per_gpu=dist["per_gpu_batch_size"], total=dist["global_batch_size"]))
     if status != "ok":
-        error = _error_text(m, workload.batch_size, lang)
-        lines.append("  " + t("run.status", lang, status=status_label(status, lang), error=error))
+        lines.append("  " + _status_line(m, workload.batch_size, lang))
         if m.get("hint"):
             lines.append("  " + t("run.hint", lang, hint=m["hint"]))
     est_head = (
