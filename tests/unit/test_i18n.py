@@ -101,3 +101,19 @@ def test_parameter_counts_read_naturally():
 def test_unknown_key_is_a_bug():
     with pytest.raises(KeyError):
         t("no.such.key", "en")
+
+
+def test_each_preset_description_has_its_chinese_and_the_same_english():
+    """Workloads and stored runs carry a preset's English description; the catalogue's `preset.*`
+    entries give its Chinese, so their English must stay the preset's own, word for word."""
+    from fitbench.advise.i18n import preset_description
+    from fitbench.workloads.presets import PRESETS, TINY_PRESETS
+
+    for key, factories in (("preset", PRESETS), ("preset.tiny", TINY_PRESETS)):
+        for name, factory in factories.items():
+            english = factory().description
+            assert MESSAGES[f"{key}.{name}"]["en"] == english, name
+            assert CJK.search(preset_description(english, "zh")), name
+            assert preset_description(english, "en") == english
+    assert preset_description("llama (32 layers) read from ./config.json", "zh") == (
+        "llama (32 layers) read from ./config.json")
