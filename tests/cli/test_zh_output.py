@@ -135,3 +135,14 @@ def test_compare_and_both_reports_in_chinese_print_no_english(tmp_path: Path) ->
     # The page's text, less the command column ("run" names the command that stored the run).
     text = html_text(page.read_text(encoding="utf-8"))
     assert english_leaks("\n".join(x for x in text.splitlines() if x != "run"), VALUES) == []
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_a_real_tuned_run_warns_in_chinese(tmp_path: Path) -> None:
+    """PyTorch on the CPU, tuned: the backend's own warnings (no CUDA graphs, the precision it chose)."""
+    argv = ("run", "bert-base-imdb", "--tiny", "--backend", "torch", "--device", "cpu", "--exec", "tuned",
+            "--gpu", "a100-40gb", "--min-steps", "2", "--min-seconds", "0", "--warmup", "1", "--no-history")
+    out = cli(*argv, "--lang", "zh", home=tmp_path, timeout=300)
+    assert "警告:CUDA Graph 需要 CUDA 设备" in out.stdout
+    assert _leaks(out) == []

@@ -13,6 +13,7 @@ The language is `--lang en|zh`, else Chinese when $LANG (or $LC_ALL / $LC_MESSAG
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -712,6 +713,73 @@ MESSAGES: dict[str, dict[str, str]] = {
     "phase.build": {"en": "build", "zh": "构建模型"},
     "phase.step": {"en": "step", "zh": "训练/推理步"},
     "phase.generate": {"en": "generate", "zh": "生成"},
+    # -- what a measurement warns of (the child writes English; see WARNING_PATTERNS) --------------------
+    "warn.cpu_no_graphs": {
+        "en": "CUDA graphs need a CUDA device; ran eagerly",
+        "zh": "CUDA Graph 需要 CUDA 设备;已按 eager 方式运行",
+    },
+    "warn.tuned_ran": {
+        "en": "tuned changed the precision: ran {ran} ({how}) instead of the requested {asked}",
+        "zh": "tuned 模式改变了精度:实际运行 {ran}({how}),而不是请求的 {asked}",
+    },
+    "warn.tuned_generated": {
+        "en": "tuned changed the precision: generated with {ran} weights instead of {asked}",
+        "zh": "tuned 模式改变了精度:生成时使用 {ran} 权重,而不是 {asked}",
+    },
+    "warn.tf32_cpu": {
+        "en": "TF32 exists only on NVIDIA GPUs; ran FP32",
+        "zh": "TF32 只在 NVIDIA GPU 上可用;已按 FP32 运行",
+    },
+    "warn.weights_unsupported": {
+        "en": "{dtype} weights are not supported on {device} by this torch; ran FP32",
+        "zh": "当前 torch 在 {device} 上不支持 {dtype} 权重;已按 FP32 运行",
+    },
+    "warn.autocast_unsupported": {
+        "en": "autocast to {dtype} is not supported on {device} by this torch; ran FP32",
+        "zh": "当前 torch 在 {device} 上不支持 autocast 到 {dtype};已按 FP32 运行",
+    },
+    "warn.pure_fp16": {
+        "en": "pure fp16 training has no loss scaling or master weights: fine for speed and memory, "
+        "not for convergence",
+        "zh": "纯 fp16 训练没有损失缩放和主权重:可以用来看速度和显存,不适合用来训练收敛",
+    },
+    "warn.no_bf16_autocast": {
+        "en": "this GPU has no native bf16; autocast emulates it (slow)",
+        "zh": "这块 GPU 没有原生 bf16;autocast 以模拟方式运行(较慢)",
+    },
+    "warn.sdpa": {
+        "en": "tuned uses fused SDPA attention; the workload asked for eager attention",
+        "zh": "tuned 模式使用融合的 SDPA 注意力;负载指定的是 eager 注意力",
+    },
+    "warn.decode_not_slower": {
+        "en": "generation was not measurably slower than prefill; decode speed not derived",
+        "zh": "生成并不比预填充明显更慢;无法推算解码速度",
+    },
+    "warn.budget": {
+        "en": "stopped after {n} of {of} steps: the {seconds} s budget of the timed loop ran out",
+        "zh": "只完成 {of} 步中的 {n} 步就停止了:计时循环的 {seconds} 秒预算已用完",
+    },
+    "warn.param_mismatch": {
+        "en": "the built model has {built} parameters; the workload describes {described}",
+        "zh": "构建出的模型有 {built} 个参数;负载描述的是 {described} 个",
+    },
+    "warn.generate_short": {
+        "en": "generate produced {produced} new tokens instead of {wanted}",
+        "zh": "generate 只生成了 {produced} 个新 token,而不是 {wanted} 个",
+    },
+    "warn.no_token_types": {
+        "en": "the encoder has no token-type embeddings; BERT keeps one row",
+        "zh": "该编码器没有 token 类型嵌入;BERT 保留一行",
+    },
+    "warn.fused_not_used": {"en": "fused decode kernels not used ({why})", "zh": "未使用融合解码内核({why})"},
+    "warn.capture_failed": {
+        "en": "CUDA graph capture failed ({why}); the tuned step ran eagerly",
+        "zh": "CUDA Graph 捕获失败({why});tuned 步骤已按 eager 方式运行",
+    },
+    "warn.capture_failed_decode": {
+        "en": "CUDA graph capture failed ({why}); decode steps ran eagerly",
+        "zh": "CUDA Graph 捕获失败({why});解码步骤已按 eager 方式运行",
+    },
     # -- presets' descriptions (fitbench.workloads.presets; the English is the preset's own) -------------
     "preset.resnet50-cifar10": {
         "en": "ResNet-50 training on CIFAR-10 (32x32, 10 classes), batch 128, Adam, FP32",
@@ -904,6 +972,52 @@ def part_label(part: str, lang: str = "en") -> str:
     return t(key, lang) if has(key) else part.replace("_", " ")
 
 
+# A measurement's warnings are stored as the child wrote them (English, stable for JSON and the
+# history); shown to a reader, each one that matches its message's pattern is said in the reader's
+# language, with the pattern's groups as the message's values. Others are shown as written.
+WARNING_PATTERNS: dict[str, re.Pattern[str]] = {
+    key: re.compile(pattern)
+    for key, pattern in {
+        "warn.cpu_no_graphs": r"CUDA graphs need a CUDA device; ran eagerly",
+        "warn.tuned_ran": r"tuned changed the precision: ran (?P<ran>\S+) \((?P<how>[^)]*)\) instead of the "
+        r"requested (?P<asked>\S+)",
+        "warn.tuned_generated": r"tuned changed the precision: generated with (?P<ran>\S+) weights "
+        r"instead of (?P<asked>\S+)",
+        "warn.tf32_cpu": r"TF32 exists only on NVIDIA GPUs; ran FP32",
+        "warn.weights_unsupported": r"(?P<dtype>\S+) weights are not supported on (?P<device>\S+) by this "
+        r"torch; ran FP32",
+        "warn.autocast_unsupported": r"autocast to (?P<dtype>\S+) is not supported on (?P<device>\S+) by "
+        r"this torch; ran FP32",
+        "warn.pure_fp16": r"pure fp16 training has no loss scaling or master weights: fine for speed and "
+        r"memory, not for convergence",
+        "warn.no_bf16_autocast": r"this GPU has no native bf16; autocast emulates it \(slow\)",
+        "warn.sdpa": r"tuned uses fused SDPA attention; the workload asked for eager attention",
+        "warn.decode_not_slower": r"generation was not measurably slower than prefill; decode speed not "
+        r"derived",
+        "warn.budget": r"stopped after (?P<n>\d+) of (?P<of>\d+) steps: the (?P<seconds>\d+) s budget of the "
+        r"timed loop ran out",
+        "warn.param_mismatch": r"the built model has (?P<built>[\d,]+) parameters; the workload describes "
+        r"(?P<described>[\d,]+)",
+        "warn.generate_short": r"generate produced (?P<produced>\d+) new tokens instead of (?P<wanted>\d+)",
+        "warn.no_token_types": r"the encoder has no token-type embeddings; BERT keeps one row",
+        "warn.fused_not_used": r"fused decode kernels not used \((?P<why>.*)\)",
+        "warn.capture_failed": r"CUDA graph capture failed \((?P<why>.*)\); the tuned step ran eagerly",
+        "warn.capture_failed_decode": r"CUDA graph capture failed \((?P<why>.*)\); decode steps ran eagerly",
+    }.items()
+}
+
+
+def warning_text(text: str, lang: str = "en") -> str:
+    """A measurement's warning in `lang` (see WARNING_PATTERNS); one fitbench does not word is kept."""
+    if lang == "en":
+        return text
+    for key, pattern in WARNING_PATTERNS.items():
+        match = pattern.fullmatch(text)
+        if match:
+            return t(key, lang, **match.groupdict())
+    return text
+
+
 def preset_description(text: str | None, lang: str = "en") -> str:
     """A preset's description in `lang`: stored runs and workloads carry the English text, which is
     looked up among the presets' own (`preset.*`); any other description (a config.json's) is kept."""
@@ -950,4 +1064,5 @@ __all__ = [
     "status_label",
     "t",
     "verdict_label",
+    "warning_text",
 ]

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fitbench.advise.i18n import has, resolve_lang, status_label, t
+from fitbench.advise.i18n import has, resolve_lang, status_label, t, warning_text
 from fitbench.backends import framework_of
 from fitbench.cli.common import (
     HistoryStore,
@@ -626,7 +626,7 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None, lang:
     if diagnosis_line:
         lines.append(f"  {diagnosis_line}")
     for warning in m.get("warnings") or []:
-        lines.append("  " + t("run.warning", lang, warning=warning))
+        lines.append("  " + t("run.warning", lang, warning=warning_text(warning, lang)))
     if r.get("not_comparable"):
         sep = t("run.reason.sep", lang)
         reasons = sep.join(t(f"run.reason.{k}", lang) for k in r["not_comparable"])
