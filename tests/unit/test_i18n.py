@@ -119,25 +119,26 @@ def test_each_preset_description_has_its_chinese_and_the_same_english():
         "llama (32 layers) read from ./config.json")
 
 
-def test_each_measurement_warning_is_recognised_and_said_in_chinese():
-    """A warning stored in English is shown in Chinese when its pattern matches: each pattern matches
-    its own message's English (placeholders filled), and the backends' own wording."""
-    from fitbench.advise.i18n import WARNING_PATTERNS, warning_text
+def test_each_measurement_warning_and_failure_is_recognised_and_said_in_chinese():
+    """A warning or failure stored in English is shown in Chinese when its pattern matches: each
+    pattern matches its own message's English (placeholders filled)."""
+    from fitbench.advise.i18n import MEASUREMENT_PATTERNS, measurement_text
 
     samples = {"ran": "amp-bf16", "how": "bf16 autocast, fp32 weights", "asked": "fp32", "dtype": "bf16",
                "device": "cpu", "n": "3", "of": "10", "seconds": "600", "built": "1,024",
-               "described": "2,048", "produced": "7", "wanted": "100", "why": "no triton"}
-    for key, pattern in WARNING_PATTERNS.items():
+               "described": "2,048", "produced": "7", "wanted": "100", "why": "no triton",
+               "phase": "build", "signal": "SIGTERM", "code": "1"}
+    for key, pattern in MEASUREMENT_PATTERNS.items():
         english = t(key, "en", **{k: samples[k] for k in _fields(MESSAGES[key]["en"])})
         assert pattern.fullmatch(english), key
-        assert warning_text(english, "en") == english
-        assert CJK.search(warning_text(english, "zh")), key
-    assert warning_text("some framework's own words", "zh") == "some framework's own words"
+        assert measurement_text(english, "en") == english
+        assert CJK.search(measurement_text(english, "zh")), key
+    assert measurement_text("some framework's own words", "zh") == "some framework's own words"
 
 
 @pytest.mark.torch
 def test_the_torch_backends_warnings_match_their_patterns():
-    from fitbench.advise.i18n import warning_text
+    from fitbench.advise.i18n import measurement_text
     from fitbench.backends.torch.tuned import CPU_NO_GRAPHS
 
-    assert CJK.search(warning_text(CPU_NO_GRAPHS, "zh"))
+    assert CJK.search(measurement_text(CPU_NO_GRAPHS, "zh"))

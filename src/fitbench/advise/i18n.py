@@ -713,7 +713,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "phase.build": {"en": "build", "zh": "构建模型"},
     "phase.step": {"en": "step", "zh": "训练/推理步"},
     "phase.generate": {"en": "generate", "zh": "生成"},
-    # -- what a measurement warns of (the child writes English; see WARNING_PATTERNS) --------------------
+    # -- what a measurement warns of (the child writes English; see MEASUREMENT_PATTERNS) --------------------
     "warn.cpu_no_graphs": {
         "en": "CUDA graphs need a CUDA device; ran eagerly",
         "zh": "CUDA Graph 需要 CUDA 设备;已按 eager 方式运行",
@@ -779,6 +779,23 @@ MESSAGES: dict[str, dict[str, str]] = {
     "warn.capture_failed_decode": {
         "en": "CUDA graph capture failed ({why}); decode steps ran eagerly",
         "zh": "CUDA Graph 捕获失败({why});解码步骤已按 eager 方式运行",
+    },
+    "fail.timeout": {
+        "en": "no result within {seconds} s (phase: {phase}); the child was stopped",
+        "zh": "{seconds} 秒内没有结果(阶段:{phase});已停止子进程",
+    },
+    "fail.no_result_killed": {
+        "en": "the measuring process ended without a result (killed by {signal})",
+        "zh": "实测进程没有产生结果就结束了(被 {signal} 终止)",
+    },
+    "fail.no_result_oom_killed": {
+        "en": "the measuring process ended without a result (killed by SIGKILL (the system may have run out "
+        "of memory))",
+        "zh": "实测进程没有产生结果就结束了(被 SIGKILL 终止,系统内存可能已耗尽)",
+    },
+    "fail.no_result_exit": {
+        "en": "the measuring process ended without a result (exit code {code})",
+        "zh": "实测进程没有产生结果就结束了(退出码 {code})",
     },
     # -- presets' descriptions (fitbench.workloads.presets; the English is the preset's own) -------------
     "preset.resnet50-cifar10": {
@@ -972,10 +989,11 @@ def part_label(part: str, lang: str = "en") -> str:
     return t(key, lang) if has(key) else part.replace("_", " ")
 
 
-# A measurement's warnings are stored as the child wrote them (English, stable for JSON and the
-# history); shown to a reader, each one that matches its message's pattern is said in the reader's
-# language, with the pattern's groups as the message's values. Others are shown as written.
-WARNING_PATTERNS: dict[str, re.Pattern[str]] = {
+# A measurement's warnings and failures are stored as the child or the runner wrote them (English,
+# stable for JSON and the history); shown to a reader, each one that matches its message's pattern is
+# said in the reader's language, with the pattern's groups as the message's values. Others (a
+# framework's own exception text) are shown as written.
+MEASUREMENT_PATTERNS: dict[str, re.Pattern[str]] = {
     key: re.compile(pattern)
     for key, pattern in {
         "warn.cpu_no_graphs": r"CUDA graphs need a CUDA device; ran eagerly",
@@ -1003,18 +1021,30 @@ WARNING_PATTERNS: dict[str, re.Pattern[str]] = {
         "warn.fused_not_used": r"fused decode kernels not used \((?P<why>.*)\)",
         "warn.capture_failed": r"CUDA graph capture failed \((?P<why>.*)\); the tuned step ran eagerly",
         "warn.capture_failed_decode": r"CUDA graph capture failed \((?P<why>.*)\); decode steps ran eagerly",
+        "fail.timeout": r"no result within (?P<seconds>[\d.e+]+) s \(phase: (?P<phase>[^)]*)\); the child "
+        r"was stopped",
+        "fail.no_result_killed": r"the measuring process ended without a result \(killed by "
+        r"(?P<signal>\S+)\)",
+        "fail.no_result_oom_killed": r"the measuring process ended without a result \(killed by SIGKILL "
+        r"\(the system may have run out of memory\)\)",
+        "fail.no_result_exit": r"the measuring process ended without a result \(exit code (?P<code>-?\d+)\)",
     }.items()
 }
 
 
-def warning_text(text: str, lang: str = "en") -> str:
-    """A measurement's warning in `lang` (see WARNING_PATTERNS); one fitbench does not word is kept."""
+def measurement_text(text: str, lang: str = "en") -> str:
+    """A measurement's warning or failure in `lang` (see MEASUREMENT_PATTERNS); one fitbench does not word
+    is kept."""
     if lang == "en":
         return text
-    for key, pattern in WARNING_PATTERNS.items():
+    for key, pattern in MEASUREMENT_PATTERNS.items():
         match = pattern.fullmatch(text)
         if match:
-            return t(key, lang, **match.groupdict())
+            values = match.groupdict()
+            phase = values.get("phase")
+            if phase and has(f"progress.{phase}"):  # the phase a child was in, as its progress line says it
+                values["phase"] = t(f"progress.{phase}", lang)
+            return t(key, lang, **values)
     return text
 
 
@@ -1058,11 +1088,11 @@ __all__ = [
     "bottleneck_label",
     "format_params",
     "has",
+    "measurement_text",
     "part_label",
     "preset_description",
     "resolve_lang",
     "status_label",
     "t",
     "verdict_label",
-    "warning_text",
 ]

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fitbench.advise.i18n import has, resolve_lang, status_label, t, warning_text
+from fitbench.advise.i18n import has, measurement_text, resolve_lang, status_label, t
 from fitbench.backends import framework_of
 from fitbench.cli.common import (
     HistoryStore,
@@ -484,7 +484,7 @@ def _status_line(m: dict[str, Any], batch: int, lang: str) -> str:
                  phase=t(f"phase.{phase}", lang) if has(f"phase.{phase}") else phase)
     status = m.get("status")
     return t("run.status", lang, status=status if lang == "en" else status_label(status, lang),
-             error=m.get("error"))
+             error=measurement_text(str(m.get("error")), lang))
 
 
 def _pct(x: float | None) -> str:
@@ -626,7 +626,7 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None, lang:
     if diagnosis_line:
         lines.append(f"  {diagnosis_line}")
     for warning in m.get("warnings") or []:
-        lines.append("  " + t("run.warning", lang, warning=warning_text(warning, lang)))
+        lines.append("  " + t("run.warning", lang, warning=measurement_text(warning, lang)))
     if r.get("not_comparable"):
         sep = t("run.reason.sep", lang)
         reasons = sep.join(t(f"run.reason.{k}", lang) for k in r["not_comparable"])
