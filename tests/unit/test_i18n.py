@@ -127,7 +127,8 @@ def test_each_measurement_warning_and_failure_is_recognised_and_said_in_chinese(
     samples = {"ran": "amp-bf16", "how": "bf16 autocast, fp32 weights", "asked": "fp32", "dtype": "bf16",
                "device": "cpu", "n": "3", "of": "10", "seconds": "600", "built": "1,024",
                "described": "2,048", "produced": "7", "wanted": "100", "why": "no triton",
-               "phase": "build", "signal": "SIGTERM", "code": "1"}
+               "phase": "build", "signal": "SIGTERM", "code": "1", "status": "oom", "batch": "64",
+               "error": "out of memory"}
     for key, pattern in MEASUREMENT_PATTERNS.items():
         english = t(key, "en", **{k: samples[k] for k in _fields(MESSAGES[key]["en"])})
         assert pattern.fullmatch(english), key

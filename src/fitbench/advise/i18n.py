@@ -625,10 +625,6 @@ MESSAGES: dict[str, dict[str, str]] = {
         "峰值显存取占用最大的进程,吞吐量为全部进程之和",
     },
     "run.status": {"en": "status: {status} — {error}", "zh": "状态:{status} — {error}"},
-    "run.status_oom": {
-        "en": "status: oom — out of memory at batch {batch} (phase: {phase})",
-        "zh": "状态:显存不足 — 批大小 {batch}(阶段:{phase})",
-    },
     "run.hint": {"en": "hint: {hint}", "zh": "提示:{hint}"},
     "run.warning": {"en": "warning: {warning}", "zh": "警告:{warning}"},
     "run.note": {"en": "note: {note}", "zh": "注意:{note}"},
@@ -797,6 +793,11 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "the measuring process ended without a result (exit code {code})",
         "zh": "实测进程没有产生结果就结束了(退出码 {code})",
     },
+    "fail.oom": {
+        "en": "out of memory at batch {batch} (phase: {phase})",
+        "zh": "批大小 {batch} 时显存不足(阶段:{phase})",
+    },
+    "fail.probe": {"en": "{status} at batch {batch}: {error}", "zh": "批大小 {batch} 时{status}:{error}"},
     # -- presets' descriptions (fitbench.workloads.presets; the English is the preset's own) -------------
     "preset.resnet50-cifar10": {
         "en": "ResNet-50 training on CIFAR-10 (32x32, 10 classes), batch 128, Adam, FP32",
@@ -1028,6 +1029,8 @@ MEASUREMENT_PATTERNS: dict[str, re.Pattern[str]] = {
         "fail.no_result_oom_killed": r"the measuring process ended without a result \(killed by SIGKILL "
         r"\(the system may have run out of memory\)\)",
         "fail.no_result_exit": r"the measuring process ended without a result \(exit code (?P<code>-?\d+)\)",
+        "fail.oom": r"out of memory at batch (?P<batch>\d+) \(phase: (?P<phase>\w+)\)",
+        "fail.probe": r"(?P<status>oom|error|timeout|killed) at batch (?P<batch>\d+): (?P<error>.*)",
     }.items()
 }
 
@@ -1042,8 +1045,13 @@ def measurement_text(text: str, lang: str = "en") -> str:
         if match:
             values = match.groupdict()
             phase = values.get("phase")
-            if phase and has(f"progress.{phase}"):  # the phase a child was in, as its progress line says it
-                values["phase"] = t(f"progress.{phase}", lang)
+            for where in ("progress", "phase"):  # the phase a child was in, as the reader saw it named
+                if phase and has(f"{where}.{phase}"):
+                    values["phase"] = t(f"{where}.{phase}", lang)
+            if values.get("status"):
+                values["status"] = status_label(values["status"], lang)
+            if values.get("error"):  # a probe's failure, itself a measurement's
+                values["error"] = measurement_text(values["error"], lang)
             return t(key, lang, **values)
     return text
 

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fitbench.advise.i18n import has, measurement_text, resolve_lang, status_label, t
+from fitbench.advise.i18n import measurement_text, resolve_lang, status_label, t
 from fitbench.backends import framework_of
 from fitbench.cli.common import (
     HistoryStore,
@@ -475,13 +475,9 @@ def note_text(note: dict[str, str], lang: str) -> str:
     return t(note["key"], lang, **{k: v for k, v in note.items() if k != "key"})
 
 
-def _status_line(m: dict[str, Any], batch: int, lang: str) -> str:
-    """How a measurement ended: an out-of-memory verdict wholly in the reader's language; any other
-    failure with its status translated and its message as the framework or the runner worded it."""
-    phase = m.get("oom_phase")
-    if m.get("status") == "oom" and phase:
-        return t("run.status_oom", lang, batch=batch,
-                 phase=t(f"phase.{phase}", lang) if has(f"phase.{phase}") else phase)
+def _status_line(m: dict[str, Any], lang: str) -> str:
+    """How a measurement ended: its status, and its message in the reader's language where fitbench
+    worded it (an exception's own text is shown as the framework wrote it)."""
     status = m.get("status")
     return t("run.status", lang, status=status if lang == "en" else status_label(status, lang),
              error=measurement_text(str(m.get("error")), lang))
@@ -518,7 +514,7 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None, lang:
                                 group=dist["process_group"], strategy=dist["strategy"],
                                 per_gpu=dist["per_gpu_batch_size"], total=dist["global_batch_size"]))
     if status != "ok":
-        lines.append("  " + _status_line(m, workload.batch_size, lang))
+        lines.append("  " + _status_line(m, lang))
         if m.get("hint"):
             lines.append("  " + t("run.hint", lang, hint=m["hint"]))
     est_head = (
@@ -634,7 +630,8 @@ def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None, lang:
     for note in r.get("notes") or []:
         lines.append("  " + t("run.note", lang, note=note))
     if r.get("max_batch") and r["max_batch"].get("stopped"):
-        lines.append("  " + t("run.search_stopped", lang, why=r["max_batch"]["stopped"]))
+        why = measurement_text(str(r["max_batch"]["stopped"]), lang)
+        lines.append("  " + t("run.search_stopped", lang, why=why))
     if r.get("run_id"):
         lines.append("  " + t("run.run_id", lang, run_id=r["run_id"]))
     return "\n".join(lines)

@@ -153,7 +153,6 @@ class Measurement:
                 m.update(
                     status="oom",
                     error=f"out of memory at batch {self.workload.batch_size} (phase: {self.phase})",
-                    oom_phase=self.phase,
                     oom_detail=_first_line(exc)[:500],
                 )
             else:
