@@ -18,7 +18,7 @@ from fitbench.advise.i18n import (
     verdict_label,
 )
 from fitbench.errors import FitbenchError
-from fitbench.estimate.memory import PART_NAMES
+from fitbench.estimate.breakdown import PART_NAMES
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 

@@ -22,9 +22,10 @@ from typing import Any
 from fitbench.advise.ranking import RankRow, cheapest_comfortable, rank_catalog, throughput
 from fitbench.core.gpu import GpuSpec
 from fitbench.errors import FitbenchError
-from fitbench.estimate.api import Estimate, estimate, needed_bytes
-from fitbench.estimate.distributed import min_gpus
-from fitbench.estimate.peft import peft_options
+from fitbench.estimate.api import Estimate, estimate
+from fitbench.estimate.limits import min_gpus
+from fitbench.estimate.memory import needed_bytes
+from fitbench.estimate.peft_options import peft_options
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.verdict import FITS, OOM, TIGHT_MARGIN, VERDICT_ORDER, max_fitting
 from fitbench.workloads.workload import Workload
@@ -208,7 +209,7 @@ def _accumulation(b: _Builder) -> tuple[dict[str, Any], int] | None:
 def _peft_fixes(b: _Builder) -> None:
     """LoRA and QLoRA: the base weights frozen in 16 bit (4 bit for QLoRA), small adapters trained.
 
-    Estimated by the estimator's PEFT model (fitbench.estimate.peft); `peft_options` there lists
+    Estimated by the estimator's PEFT model (fitbench.estimate.peft); `peft_options` lists
     the methods it models, and each is re-estimated here so that its speed is known too.
     """
     w = b.workload
@@ -234,7 +235,7 @@ def _peft_fixes(b: _Builder) -> None:
 
 
 def _gpu_fix(b: _Builder) -> None:
-    """The fewest GPUs of this card that run the job (fitbench.estimate.distributed.min_gpus)."""
+    """The fewest GPUs of this card that run the job (fitbench.estimate.limits.min_gpus)."""
     w = b.workload
     if w.gpus > 1 or b.baseline.verdict == FITS:
         return

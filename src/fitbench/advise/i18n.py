@@ -34,7 +34,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "bottleneck.compute": {"en": "compute", "zh": "算力"},
     "bottleneck.memory": {"en": "memory bandwidth", "zh": "显存带宽"},
     "bottleneck.overhead": {"en": "launch and host overhead", "zh": "内核启动与主机端开销"},
-    # -- memory breakdown parts (fitbench.estimate.memory.PART_NAMES) ---------------------------
+    # -- memory breakdown parts (fitbench.estimate.breakdown.PART_NAMES) ------------------------
     "part.weights": {"en": "weights", "zh": "权重"},
     "part.quantization_scales": {"en": "quantization scales", "zh": "量化缩放系数"},
     "part.dequant_workspace": {"en": "dequantization workspace", "zh": "反量化工作区"},

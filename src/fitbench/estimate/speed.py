@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass
 
 from fitbench.core.gpu import GpuSpec
-from fitbench.estimate import generate_ops, memory, resnet_cost, transformer_cost
+from fitbench.estimate import generate_ops, resnet_cost, transformer_cost
+from fitbench.estimate.optimizer import optimizer_element_bytes, param_sizes_in_order
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.segments import Kernel
 from fitbench.workloads.arch import TransformerArch
@@ -116,7 +117,8 @@ def time_kernels(
             rate = k.compute if native else _compute_precision(k.kind, workload)
             peak = gpu.peak(rate) * eff.get(k.kind, 1.0)
             t_compute = k.flops / peak
-        t_memory = kernel_bytes / bandwidth
+        own = k.memory_efficiency
+        t_memory = kernel_bytes / (bandwidth if own is None else gpu.bandwidth_bytes_s * own)
         t = max(t_compute, t_memory, profile.kernel_floor_seconds)
         if t == profile.kernel_floor_seconds and t > max(t_compute, t_memory):
             floor += t * k.count
@@ -146,7 +148,8 @@ def time_kernels(
 def _backward(kernels: list[Kernel]) -> list[Kernel]:
     """Backward of each forward kernel: matmuls and convolutions do two products (input and
     weight gradients); fused attention about 2.5x its forward (it recomputes the scores);
-    elementwise work reads and writes about twice as much. Each node costs the host
+    elementwise work reads and writes about twice as much, unless the family module counted its
+    backward traffic (Kernel.backward_bytes). Each node costs the host
     BACKWARD_HOST_SHARE of its forward operation; each autocast cast has a cast back of its
     gradient (ToCopyBackward), as many casts as the forward."""
     out = []
@@ -157,10 +160,11 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
                 name=k.name + ".backward",
                 kind=k.kind,
                 flops=k.flops * factor,
-                bytes=k.bytes * 2.0,
+                bytes=k.bytes * 2.0 if k.backward_bytes is None else k.backward_bytes,
                 count=k.count,
                 ops=k.ops * BACKWARD_HOST_SHARE,
                 cast_ops=k.cast_ops,
+                memory_efficiency=k.memory_efficiency,
             )
         )
     return out
@@ -176,17 +180,17 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
     (OPTIMIZER_LOOP_OPS). fused (`torch._fused_adam_`, `_fused_sgd_`) reads parameters, gradients
     and state once and writes parameters and state once: 7 passes for Adam/AdamW, 5 for momentum
     SGD, 3 for SGD, in a couple of operations. Each pass moves one element of the state's dtype
-    (memory.optimizer_element_bytes). With gradient accumulation the update runs once every
+    (optimizer.optimizer_element_bytes). With gradient accumulation the update runs once every
     `grad_accum` micro-batches: a step here is one micro-batch, so its share is 1/N.
     """
     params = workload.param_count()
-    state_bytes = memory.optimizer_element_bytes(workload, framework)
+    state_bytes = optimizer_element_bytes(workload, framework)
     impl = workload.optimizer_impl if framework == "torch" else "foreach"
     passes = (FUSED_OPTIMIZER_PASSES if impl == "fused" else OPTIMIZER_PASSES)[workload.optimizer]
     if impl == "fused":
         ops = FUSED_OPTIMIZER_OPS
     elif impl == "for-loop":
-        ops = OPTIMIZER_LOOP_OPS[workload.optimizer] * len(memory.param_sizes_in_order(workload))
+        ops = OPTIMIZER_LOOP_OPS[workload.optimizer] * len(param_sizes_in_order(workload))
     else:
         ops = FOREACH_OPTIMIZER_OPS
     share = 1.0 / workload.grad_accum
@@ -196,9 +200,12 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
     ]
 
 
-def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
+def training_step(
+    workload: Workload, gpu: GpuSpec, profile: Profile, *, channels_last: bool | None = None
+) -> Timing:
+    """One training step; `channels_last` overrides a ResNet's memory format (None: the mode's)."""
     if workload.is_resnet:
-        fwd = resnet_cost.forward_kernels(workload)
+        fwd = resnet_cost.forward_kernels(workload, profile, channels_last=channels_last)
     else:
         fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
     kernels = fwd + _backward(fwd) + optimizer_kernels(workload, profile.framework)
@@ -216,7 +223,7 @@ def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
 
 def inference_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
     if workload.is_resnet:
-        fwd = resnet_cost.forward_kernels(workload)
+        fwd = resnet_cost.forward_kernels(workload, profile)
     else:
         fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
     return time_kernels(
