@@ -58,14 +58,17 @@ def test_backend_follows_pytorchs_rule() -> None:
 
 def test_amp_fp16_keeps_the_cudnn_batch_norm() -> None:
     fp16 = _bn_kernels(_resnet("amp-fp16"))
-    assert fp16 and all(k.memory_efficiency is None for k in fp16)
+    assert fp16 and all(k.memory_efficiency == resnet_cost.CUDNN_BN_NCHW_SHARE for k in fp16)
     bf16 = _bn_kernels(_resnet("amp-bf16"))
     assert all(k.memory_efficiency == DEFAULT.bn_native_nchw_efficiency for k in bf16)
-    assert DEFAULT.bn_native_nchw_efficiency < DEFAULT.memory_efficiency
+    assert DEFAULT.bn_native_nchw_efficiency < resnet_cost.CUDNN_BN_NCHW_SHARE < DEFAULT.memory_efficiency
     # Same tensors, same passes: only the implementation differs.
     assert [k.bytes for k in fp16] == [k.bytes for k in bf16]
-    # Channels-last: PyTorch's native kernels spread over the batch, no own share.
-    assert all(k.memory_efficiency is None for k in _bn_kernels(_resnet("amp-bf16"), channels_last=True))
+    # Channels-last: PyTorch's native kernels spread over the batch, cuDNN's NHWC kernels stream faster.
+    assert all(k.memory_efficiency == resnet_cost.NATIVE_BN_CHANNELS_LAST_SHARE
+               for k in _bn_kernels(_resnet("amp-bf16"), channels_last=True))
+    assert all(k.memory_efficiency == resnet_cost.CUDNN_BN_NHWC_SHARE
+               for k in _bn_kernels(_resnet("amp-fp16"), channels_last=True))
 
 
 def test_amp_bf16_nchw_step_is_slower_per_byte_than_fp32() -> None:
@@ -78,7 +81,8 @@ def test_amp_bf16_nchw_step_is_slower_per_byte_than_fp32() -> None:
                 for name, t in (("fp32", fp32), ("bf16", bf16), ("fp16", fp16))}
     assert bf16.bytes < fp32.bytes
     assert per_byte["bf16"] > 1.5 * per_byte["fp32"]
-    assert per_byte["fp16"] < 1.05 * per_byte["fp32"]  # cuDNN: no penalty
+    # cuDNN: no batch-norm penalty (the fixed launch costs weigh a little more on half the bytes)
+    assert per_byte["fp16"] < 1.15 * per_byte["fp32"]
     assert bf16.gpu_seconds > fp16.gpu_seconds
     # Channels-last removes the penalty (native NHWC kernels) and the layout conversions.
     last = speed.training_step(_resnet("amp-bf16"), H200, DEFAULT, channels_last=True)

@@ -76,8 +76,11 @@ FUSED_QKV = ("gpt2", "chatglm", "phi3")          # c_attn / query_key_value / qk
 FUSED_GATE_UP = ("chatglm", "phi3")              # dense_h_to_4h / gate_up_proj
 
 # peft's LoRA forward per targeted Linear, as framework ops besides the A and B matmuls: the
-# input cast to the FP32 adapter dtype, dropout, the scaling multiply and the add. (Measured:
-# LoRA of the 6.7B decoder at seq 512 steps in 233 ms on an H200 host, overhead-bound.)
+# input cast to the FP32 adapter dtype, dropout, the scaling multiply, the add and the cast back
+# to the base dtype: 7 Python-level torch calls with A and B (benchmarks/lora_ops.py counts them
+# in the real models). In the estimator's unit (a decoder block's 55 calls are 48 operations)
+# those are 6.1 operations: A, B and these 4. (Measured: LoRA of the 6.7B decoder at seq 512
+# steps in 233 ms on an H200 host, overhead-bound.)
 LORA_ELEMENTWISE_OPS = 4.0
 
 

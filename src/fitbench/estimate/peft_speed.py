@@ -43,6 +43,24 @@ from fitbench.estimate.speed import (
 )
 from fitbench.workloads.workload import Workload
 
+# Backward host work, as the autograd nodes backward executes per block (benchmarks/lora_ops.py,
+# real Qwen2 and Llama blocks through the torch backend's session): a trained block 84 (Qwen2:
+# q/k/v biases) or 81 (Llama), 82.5 between them, for the 48 forward operations the estimator
+# counts (transformer_cost); its BACKWARD_HOST_SHARE of those, 24, is 0.29 of an operation per
+# node. A frozen block executes 65 nodes (no AccumulateGrad, no transposed weight's TBackward:
+# a frozen Linear computes only its input gradient); each adapted Linear adds 15 (the casts,
+# dropout, A, B, scaling and add with their views, and A's and B's AccumulateGrad) for its 6
+# forward operations. At 0.29 of an operation per node:
+TRAINED_BLOCK_NODES = 82.5
+FROZEN_BLOCK_NODES = 65.0
+BLOCK_FORWARD_OPS = 48.0
+LORA_LINEAR_NODES = 15.0
+# 0.394 of a forward operation for the frozen base's backward (full training: 0.5) ...
+FROZEN_BACKWARD_SHARE = BACKWARD_HOST_SHARE * FROZEN_BLOCK_NODES / TRAINED_BLOCK_NODES
+# ... and 0.727 for the adapters' (2.5 nodes per forward operation against a block's 1.72).
+LORA_BACKWARD_SHARE = (BACKWARD_HOST_SHARE * (LORA_LINEAR_NODES / (2 + LORA_ELEMENTWISE_OPS))
+                       / (TRAINED_BLOCK_NODES / BLOCK_FORWARD_OPS))
+
 
 # -- kernels ------------------------------------------------------------------------------------
 def _frozen_backward(forward: list[Kernel]) -> list[Kernel]:
@@ -52,7 +70,9 @@ def _frozen_backward(forward: list[Kernel]) -> list[Kernel]:
     forward (full training: 2x, the weight gradient being the other product). An encoder's
     classifier (trained) keeps 2x. Attention (2.5x: recomputes the scores) and elementwise
     backward (2x the bytes) are unchanged. The frozen embeddings have no backward at all, and
-    of a frozen Linear's autocast casts only the input's is cast back in backward.
+    of a frozen Linear's autocast casts only the input's is cast back in backward. The host
+    issues FROZEN_BACKWARD_SHARE of a forward operation per operation (fewer autograd nodes than
+    full training's BACKWARD_HOST_SHARE); the trained classifier keeps the latter.
     """
     out = []
     for k in forward:
@@ -74,7 +94,7 @@ def _frozen_backward(forward: list[Kernel]) -> list[Kernel]:
                 name=k.name + ".backward",
                 flops=flops,
                 bytes=nbytes,
-                ops=k.ops * BACKWARD_HOST_SHARE,
+                ops=k.ops * (BACKWARD_HOST_SHARE if k.name == "classifier" else FROZEN_BACKWARD_SHARE),
                 cast_ops=casts,
             )
         )
@@ -87,7 +107,8 @@ def lora_kernels(workload: Workload) -> tuple[list[Kernel], list[Kernel]]:
     Forward per adapted Linear: A (2*T*in*r FLOPs), B (2*T*r*out) and the elementwise passes:
     the input cast to FP32 (or autocast's cast back to 16 bit), dropout (read, write, mask),
     the scaling, the add into the base output and its cast back. Backward: A and B each compute
-    an input and a weight gradient (2x), elementwise about 2x the bytes.
+    an input and a weight gradient (2x), elementwise about 2x the bytes; the host issues
+    LORA_BACKWARD_SHARE of a forward operation per operation (the nodes autograd executes).
     """
     arch = adapted_arch(workload)
     dt = activation_dtypes(workload, dropout=arch.kind == "encoder")
@@ -136,7 +157,7 @@ def lora_kernels(workload: Workload) -> tuple[list[Kernel], list[Kernel]]:
             name=k.name + ".backward",
             flops=k.flops * 2.0,
             bytes=k.bytes * 2.0,
-            ops=k.ops * BACKWARD_HOST_SHARE,
+            ops=k.ops * LORA_BACKWARD_SHARE,
         )
         for k in fwd
     ]

@@ -42,6 +42,9 @@ class Profile:
     attention_efficiency: float
     memory_efficiency: float
     kernel_floor_seconds: float
+    # A memory-bound kernel's fixed GPU time (launch, ramp-up, tail) beside its bytes at the
+    # streaming bandwidth; independent of the card's bandwidth.
+    kernel_fixed_seconds: float = 0.0
     host_seconds_per_op: float
     generate_host_seconds_per_op: float
     context_bytes: int

@@ -28,6 +28,17 @@ BN_BACKWARD_PASSES = 5.0
 BN_INFERENCE_PASSES = 2.0
 # cuDNN's NCHW <-> NHWC conversions run at one element rate whatever the dtype (_layout_kernel).
 LAYOUT_ELEMENT_BYTES = 4.0
+# Shares of the card's streaming bandwidth (GpuSpec.stream_bandwidth_bytes_s: 4.2 TB/s on an H200)
+# that these kernels reach, from the kernel time by class of ResNet-50 steps on an H200
+# (benchmarks/results/conv-layout-h200-2026-12-03.json) over the bytes counted here: cuDNN's batch
+# norm on NCHW tensors 2.06-2.14 TB/s (FP32 rows), on channels-last 3.42-3.67 TB/s, PyTorch's
+# native channels-last kernels 1.67-1.78 TB/s (AMP-bf16 rows), the layout conversions 1.32-2.04
+# TB/s (median 1.8). Plain elementwise kernels (ReLU, adds, the optimizer) stream at the
+# profile's memory_efficiency. Counted as the same share of streaming on every card.
+CUDNN_BN_NCHW_SHARE = 0.50
+CUDNN_BN_NHWC_SHARE = 0.83
+NATIVE_BN_CHANNELS_LAST_SHARE = 0.41
+LAYOUT_SHARE = 0.43
 
 
 def _arch(workload: Workload) -> ResNetArch:
@@ -184,7 +195,7 @@ def forward_kernels(
 
 
 def _batch_norm_efficiency(workload: Workload, profile: Profile, channels_last: bool) -> float | None:
-    """The bandwidth share of the batch-norm kernels; None: the profile's memory_efficiency.
+    """The batch-norm kernels' share of the streaming bandwidth; None: the profile's memory_efficiency.
 
     PyTorch's native NCHW kernels (aten/src/ATen/native/cuda/Normalization.cuh) launch one
     thread block per channel for the statistics and for the backward reduction
@@ -192,12 +203,14 @@ def _batch_norm_efficiency(workload: Workload, profile: Profile, channels_last: 
     however large the batch, so they move far fewer bytes per second than an elementwise kernel
     (profiles.toml: bn_native_nchw_efficiency; in inference only their normalisation runs, which
     is counted at the same share). The native channels-last kernels spread the batch and the
-    image over the grid; they and cuDNN's kernels are counted at memory_efficiency (ResNet-50
-    b128 224 px on an H200, at these passes: cuDNN NCHW 0.44 of the datasheet bandwidth, cuDNN
-    NHWC 0.76, native channels-last 0.37, native NCHW 0.15)."""
-    if profile.framework == "torch" and not channels_last and batch_norm_backend(workload) == "native":
-        return profile.bn_native_nchw_efficiency
-    return None
+    image over the grid, and cuDNN's kernels run at their own measured shares
+    (NATIVE_BN_CHANNELS_LAST_SHARE, CUDNN_BN_NCHW_SHARE, CUDNN_BN_NHWC_SHARE). Paddle's batch
+    norm keeps the profile's share (never measured on a GPU here)."""
+    if profile.framework != "torch":
+        return None
+    if batch_norm_backend(workload) == "native":
+        return NATIVE_BN_CHANNELS_LAST_SHARE if channels_last else profile.bn_native_nchw_efficiency
+    return CUDNN_BN_NHWC_SHARE if channels_last else CUDNN_BN_NCHW_SHARE
 
 
 def _layout_kernel(conv: ConvLayer, inp: float, out: float, *, stem: bool) -> Kernel:
@@ -220,6 +233,8 @@ def _layout_kernel(conv: ConvLayer, inp: float, out: float, *, stem: bool) -> Ke
         bytes=2.0 * LAYOUT_ELEMENT_BYTES * forward,
         backward_bytes=2.0 * LAYOUT_ELEMENT_BYTES * backward,
         ops=0.0,
+        launches=2.0,  # the input's and the output's conversion (backward: counted alike)
+        memory_efficiency=LAYOUT_SHARE,
     )
 
 

@@ -49,8 +49,10 @@ class Kernel:
            the copy, read it back), paid where `compute` is not available on the card
     backward_bytes  bytes its backward moves where the family module counts them (batch norm,
            ReLU, residual adds, layout conversions); None: twice `bytes`
-    memory_efficiency  the bandwidth share this kernel reaches where it is not the profile's
-           memory_efficiency (PyTorch's native NCHW batch norm)
+    memory_efficiency  the share of the card's streaming bandwidth this kernel reaches where it
+           is not the profile's memory_efficiency (batch norm, cuDNN's layout conversions)
+    launches  GPU kernels one instance launches, each paying the profile's kernel_fixed_seconds
+           where the instance is memory-bound; None: its framework operations (at least one)
     """
 
     name: str
@@ -64,3 +66,9 @@ class Kernel:
     dequant_bytes: float = 0.0
     backward_bytes: float | None = None
     memory_efficiency: float | None = None
+    launches: float | None = None
+
+    @property
+    def kernel_launches(self) -> float:
+        """GPU kernels one instance launches (`launches`, else one per framework operation)."""
+        return self.launches if self.launches is not None else max(1.0, self.ops)

@@ -1,11 +1,14 @@
 """Step time from a per-kernel roofline plus host overhead.
 
 Each kernel takes the longest of: its FLOPs at the precision's dense peak times an efficiency,
-its bytes at the card's bandwidth times an efficiency, and a floor for launch and tail. The GPU
-time is their sum. In eager mode the host must also issue every framework operation
-(`host_seconds_per_op` each; the casts autocast issues from C++ inside them cost
-`cast_host_share` of that); the GPU runs asynchronously, so a step takes the larger of the
-two. A small-image CNN on a big card thus comes out overhead-bound, as it is in reality.
+its bytes at the card's streaming bandwidth (the datasheet figure times what its memory type
+reaches, GpuSpec.stream_efficiency) times the kernel's share of it, and a floor for launch and
+tail. A memory-bound kernel (elementwise, norms, the optimizer) takes its bytes at that rate
+plus a fixed cost per launch (ramp-up and tail, the same on every card): small tensors are
+dominated by it, large ones stream. The GPU time is their sum. In eager mode the host must also
+issue every framework operation (`host_seconds_per_op` each; the casts autocast issues from
+C++ inside them cost `cast_host_share` of that); the GPU runs asynchronously, so a step takes
+the larger of the two. A small-image CNN on a big card thus comes out overhead-bound, as it is in reality.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from fitbench.catalog import get_gpu
 from fitbench.core.gpu import GpuSpec
 from fitbench.estimate import generate_ops, resnet_cost, transformer_cost
 from fitbench.estimate.optimizer import optimizer_element_bytes, param_sizes_in_order
@@ -85,6 +89,27 @@ def overlapped_seconds(gpu_seconds: float, host_seconds: float, overlap_loss: fl
     return max(gpu_seconds, host_seconds) + overlap_loss * min(gpu_seconds, host_seconds)
 
 
+# The card the kernels' own bandwidth shares (Kernel.memory_efficiency) were measured on.
+OWN_SHARE_REFERENCE_GPU = "h200"
+
+
+def own_share(share: float, gpu: GpuSpec) -> float:
+    """A kernel's own share of the streaming bandwidth, measured on the reference card, on `gpu`.
+
+    The kernels that carry one (cuDNN's layout conversions and batch norm, PyTorch's batch norm)
+    stream far below a copy on the H200 because each SM keeps too few bytes in flight for its
+    memory latency (Little's law: bandwidth = bytes in flight / latency), so their rate is one
+    per SM: the H200's share x its streaming bandwidth / its SMs, times this card's SMs, and
+    never above this card's streaming bandwidth. A card with more SMs per byte of bandwidth
+    (A100 2x the H200's, the GeForce cards, V100 and T4 3-5x) streams them closer to a copy.
+    Without an SM count the measured share stands."""
+    ref = get_gpu(OWN_SHARE_REFERENCE_GPU)
+    if not gpu.sm_count or not ref.sm_count:
+        return share
+    per_sm = share * ref.stream_bandwidth_bytes_s / ref.sm_count
+    return min(1.0, per_sm * gpu.sm_count / gpu.stream_bandwidth_bytes_s)
+
+
 def time_kernels(
     kernels: list[Kernel],
     workload: Workload,
@@ -103,8 +128,8 @@ def time_kernels(
     }
     fmt = workload.weight_format
     base_mem_eff = profile.memory_efficiency if memory_efficiency is None else memory_efficiency
-    mem_eff = base_mem_eff * (fmt.bandwidth_share if fmt is not None else 1.0)
-    bandwidth = gpu.bandwidth_bytes_s * mem_eff
+    format_share = fmt.bandwidth_share if fmt is not None else 1.0
+    stream = gpu.stream_bandwidth_bytes_s
     compute = memory = floor = 0.0
     flops = nbytes = ops = casts = 0.0
     for k in kernels:
@@ -117,8 +142,12 @@ def time_kernels(
             rate = k.compute if native else _compute_precision(k.kind, workload)
             peak = gpu.peak(rate) * eff.get(k.kind, 1.0)
             t_compute = k.flops / peak
-        own = k.memory_efficiency
-        t_memory = kernel_bytes / (bandwidth if own is None else gpu.bandwidth_bytes_s * own)
+        own = None if k.memory_efficiency is None else own_share(k.memory_efficiency, gpu)
+        share = (base_mem_eff if own is None else own) * format_share
+        t_memory = kernel_bytes / (stream * share)
+        if k.kind == "memory":
+            # A memory-bound kernel: its bytes at the streaming rate plus a fixed cost per launch.
+            t_memory += k.kernel_launches * profile.kernel_fixed_seconds
         t = max(t_compute, t_memory, profile.kernel_floor_seconds)
         if t == profile.kernel_floor_seconds and t > max(t_compute, t_memory):
             floor += t * k.count
@@ -165,6 +194,7 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
                 ops=k.ops * BACKWARD_HOST_SHARE,
                 cast_ops=k.cast_ops,
                 memory_efficiency=k.memory_efficiency,
+                launches=k.kernel_launches,
             )
         )
     return out

@@ -394,6 +394,17 @@ def input_casts(name: str) -> int:
     return int(name in _NORM_FED)
 
 
+# Framework operations of a block that launch no GPU kernel (views, transposes, reshapes).
+VIEW_OPS_PER_BLOCK = 8
+
+
+def _elementwise_launches(arch: TransformerArch, dt: ActivationDtypes, ops: float) -> float:
+    """GPU kernels of one block's elementwise work: its operations less the views, plus the
+    16-bit copies autocast makes of the norm outputs that feed Linears."""
+    casts = len(_NORM_FED & {n for n, _, _ in block_gemms(arch)}) if dt.amp else 0
+    return max(1.0, ops - VIEW_OPS_PER_BLOCK + casts)
+
+
 def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> tuple[float, float]:
     """(bytes, ops) of one block's forward elementwise work per token: norms, activations,
     dropout, residual adds and autocast casts (each reads its inputs and writes its output)."""
@@ -418,7 +429,7 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
     casts = len(_NORM_FED & {n for n, _, _ in block_gemms(arch)}) * h * (4 + dt.act) if dt.amp else 0.0
     # Views, transposes and reshapes launch no kernel but cost the host as much as one (module
     # calls, dispatch, autograd nodes): 8 per block in the Hugging Face attention code.
-    view_ops = 8
+    view_ops = VIEW_OPS_PER_BLOCK
     cache_ops = 2 if arch.kind == "decoder" else 0  # K/V concatenation into the cache
     ops = norm_ops + act_ops + 2 + drop_ops + rotary_ops + view_ops + cache_ops
     return norms + act + adds + dropout + rotary + casts, ops
@@ -528,7 +539,8 @@ def forward_kernels(
     )
     ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt)
     ks.append(
-        Kernel(name="elementwise", kind="memory", flops=0.0, bytes=tokens * ew_bytes, count=L, ops=ew_ops)
+        Kernel(name="elementwise", kind="memory", flops=0.0, bytes=tokens * ew_bytes, count=L, ops=ew_ops,
+               launches=_elementwise_launches(arch, dt, ew_ops))
     )
     emb_rows = arch.hidden_size * dt.res  # FP32 tables under autocast, 16-bit in pure half
     ks.append(
