@@ -126,7 +126,7 @@ def _measure(result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, 
         )
     )
     started = time.monotonic()
-    with Progress(enabled=should_show(args.progress), label=result.key) as progress:
+    with Progress(enabled=should_show(args.progress), label=result.key, lang=lang) as progress:
         m = measure(
             w,
             machine.backend,

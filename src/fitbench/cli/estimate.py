@@ -237,12 +237,14 @@ def format_estimates(results: list[Estimate], offloads: list[Any] | None = None,
              t("est.shape_tokens", lang, prompt=w.prompt_tokens, new=w.new_tokens) if w.is_generation
              else t("est.shape_image", lang, n=w.image_size))
     extra = ((f", {w.optimizer} ({w.optimizer_impl})" if w.is_training else "")
-             + (f", {w.grad_accum} micro-batches accumulated" if w.is_training and w.grad_accum > 1 else "")
+             + (", " + t("est.accumulated", lang, n=w.grad_accum)
+                if w.is_training and w.grad_accum > 1 else "")
              + (f", {t('fix.part.checkpointing', lang)}" if w.checkpointing else "")
-             + (f", {w.peft} rank {w.lora_rank} on {w.lora_targets}" if w.peft else "")
+             + (", " + t("est.peft", lang, method=w.peft, rank=w.lora_rank, targets=w.lora_targets)
+                if w.peft else "")
              + (", " + t("est.per_gpu", lang, gpus=w.gpus, strategy=w.strategy) if w.gpus > 1 else "")
-             + (f", weights {w.weights.label}" if w.weights is not None else "")
-             + (f", KV cache {w.kv_cache}" if w.kv_cache else ""))
+             + (", " + t("est.weights", lang, label=w.weights.label) if w.weights is not None else "")
+             + (", " + t("est.kv_cache", lang, dtype=w.kv_cache) if w.kv_cache else ""))
     title = t("est.title", lang, name=w.name, family=w.family, mode=w.mode,
               params=format_params(w.param_count(), lang), batch=w.batch_size, shape=shape,
               precision=w.precision, extra=extra)

@@ -67,7 +67,7 @@ def _details(history: Any, run_id: str) -> dict[str, Any]:
 
 
 def history_command(args: argparse.Namespace) -> int:
-    from fitbench.advise.i18n import resolve_lang, t
+    from fitbench.advise.i18n import resolve_lang, status_label, t
     from fitbench.advise.text import precision_shown
 
     lang = resolve_lang(args.lang)
@@ -79,11 +79,7 @@ def history_command(args: argparse.Namespace) -> int:
         print_json([{**r.to_dict(), **details[r.run_id]} for r in runs])
         return 0
     if not runs:
-        print(
-            f"no runs in {path}"
-            + (" matching the filter" if args.workload or args.status else "")
-            + "; `fitbench run WORKLOAD` measures one"
-        )
+        print(t("history.none_matching" if args.workload or args.status else "history.none", lang, path=path))
         return 0
     from fitbench.results.table import render_table
 
@@ -109,7 +105,7 @@ def history_command(args: argparse.Namespace) -> int:
                 r.gpu_name or r.device or "-",
                 precision_shown(r.precision, d.get("precision_in_effect"), lang),
                 str(r.batch_size or "-"),
-                r.status or "-",
+                status_label(r.status, lang),
                 format_bytes(r.peak_memory_bytes),
                 format_seconds(r.step_seconds),
                 speed,

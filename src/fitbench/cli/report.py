@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from fitbench import __version__
+from fitbench.advise.i18n import t
 from fitbench.cli.common import add_command, add_db_arg, add_lang_arg, positive_int
 from fitbench.core.names import FRAMEWORKS
 from fitbench.errors import FitbenchError
@@ -193,7 +194,8 @@ def history_point(record: RunRecord | Mapping[str, Any], lang: str = "en") -> di
         return None
     device = m.device_name or m.device or "?"
     precision = _precision_ran(w, m, lang)
-    series = f"{w.get('name')} · {precision} · {device}" + (" · tiny" if r.tiny else "")
+    tiny = f" · {t('cell.tiny_word', lang)}" if r.tiny else ""
+    series = f"{w.get('name')} · {precision} · {device}{tiny}"
     return {
         "run_id": r.run_id,
         "created_at": r.created_at,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fitbench.advise.i18n import resolve_lang
+from fitbench.advise.i18n import measurement_text, resolve_lang, status_label, t
 from fitbench.backends import framework_of
 from fitbench.cli.common import (
     HistoryStore,
@@ -134,7 +134,6 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 
 # -- choices the parent makes without importing a framework -------------------------------------
 def pick_backend(name: str | None, lang: str = "en") -> str:
-    from fitbench.advise.i18n import t
     from fitbench.backends import backend_installed, entry, installed_backends
 
     if name is not None:
@@ -181,32 +180,32 @@ def pick_device(device: str | None) -> str:
     return device
 
 
-def pick_gpu(gpu_id: str | None, device: str) -> tuple[GpuSpec | None, str | None]:
-    """(catalog card to estimate for, a note when there is none)."""
+def pick_gpu(gpu_id: str | None, device: str) -> tuple[GpuSpec | None, dict[str, str] | None]:
+    """(catalog card to estimate for, a note when there is none: its message key and values)."""
     if gpu_id is not None:
         from fitbench.catalog import get_gpu
 
         return get_gpu(gpu_id), None
     if not device.startswith("cuda"):
-        return None, "measured on the CPU: no GPU estimate (pass --gpu ID to see one)"
+        return None, {"key": "run.note.cpu"}
     from fitbench.measure import nvml
 
     index = nvml.cuda_index(device) or 0
     name, total = nvml.device_name(index), nvml.device_total(index)
     if name is None or total is None:
-        return None, "could not identify the local GPU through NVML: no estimate (pass --gpu ID)"
+        return None, {"key": "run.note.no_nvml"}
     from fitbench.catalog import get_gpu
     from fitbench.catalog.detect import match_catalog
 
     catalog_id = match_catalog(name, total)
     if catalog_id is None:
-        return None, f"{name} is not in the catalog: no estimate (pass --gpu ID for a similar card)"
+        return None, {"key": "run.note.not_in_catalog", "name": name}
     return get_gpu(catalog_id), None
 
 
 def estimate_for(
     workload: Workload, gpu: GpuSpec | None, backend: str, exec_mode: str
-) -> tuple[Any, str | None]:
+) -> tuple[Any, dict[str, str] | None]:
     if gpu is None:
         return None, None
     from fitbench.estimate.api import estimate
@@ -214,7 +213,7 @@ def estimate_for(
     try:
         return estimate(workload, gpu, framework=framework_of(backend), exec_mode=exec_mode), None
     except FitbenchError as exc:
-        return None, f"no estimate: {exc}"
+        return None, {"key": "run.note.no_estimate", "reason": str(exc)}
 
 
 # -- derived numbers ------------------------------------------------------------------------------
@@ -326,7 +325,7 @@ class RunPlan:
     backend: str
     device: str
     gpu: GpuSpec | None
-    gpu_note: str | None
+    gpu_note: dict[str, str] | None  # a message key and its values (note_text)
     options: Any  # RunOptions (imported late: the backends' base module)
 
 
@@ -338,7 +337,7 @@ def run_command(args: argparse.Namespace) -> int:
     show = should_show(args.progress)
     store = HistoryStore(args.db, enabled=not args.no_history)
     try:
-        outcomes = [_run_one(w, plan, args, store, show) for w in plan.workloads]
+        outcomes = [_run_one(w, plan, args, store, show, lang) for w in plan.workloads]
     finally:
         store.close()
     outcomes = _compare_precisions(outcomes)
@@ -397,7 +396,7 @@ def _emulation_limit(args: argparse.Namespace, device: str) -> int | None:
     return emulated.usable_bytes
 
 
-def _compare_card(args: argparse.Namespace, device: str) -> tuple[GpuSpec | None, str | None]:
+def _compare_card(args: argparse.Namespace, device: str) -> tuple[GpuSpec | None, dict[str, str] | None]:
     """The card whose estimate the measurement is held against, or a note saying why there is none."""
     if args.gpu is not None and args.gpu_spec is not None:
         raise FitbenchError("--gpu and --gpu-spec both name the card to compare with", "give one of them")
@@ -409,14 +408,14 @@ def _compare_card(args: argparse.Namespace, device: str) -> tuple[GpuSpec | None
 
 
 def _run_one(workload: Workload, plan: RunPlan, args: argparse.Namespace, store: HistoryStore,
-             show: bool) -> RunOutcome:
+             show: bool, lang: str) -> RunOutcome:
     """Estimate, measure (and search the largest batch), store, and say how the two compare."""
     from fitbench.measure.progress import Progress
 
     # The estimate describes the workload as the exec mode runs it (estimate.execution).
     est, est_note = estimate_for(workload, plan.gpu, plan.backend, args.exec_mode)
-    label = f"{workload.name}{' (tiny)' if workload.tiny else ''} {workload.precision}"
-    with Progress(enabled=show, label=label) as progress:
+    name = t("cell.tiny_name", lang, name=workload.name) if workload.tiny else workload.name
+    with Progress(enabled=show, label=f"{name} {workload.precision}", lang=lang) as progress:
         m = Measurement.from_dict(_measure(workload, plan.backend, plan.options, args, progress))
         if m.error_type == "FitbenchError" and len(plan.workloads) == 1:
             raise FitbenchError(m.error or "the measurement failed", m.hint)
@@ -436,7 +435,7 @@ def _run_one(workload: Workload, plan: RunPlan, args: argparse.Namespace, store:
             if search is not None
             else None
         ),
-        notes=tuple(n for n in (plan.gpu_note, est_note) if n),
+        notes=tuple(note_text(n, lang) for n in (plan.gpu_note, est_note) if n),
         comparable=None if est is None else not reasons,
         not_comparable=tuple(reasons),
     )
@@ -479,7 +478,8 @@ def _max_batch(
         else workload.batch_size
     )
     limit = args.batch_limit or max(64, 8 * start)
-    progress({"phase": "max-batch search", "detail": f"from {start}, at most {limit}"})
+    progress({"phase": "max-batch search", "detail": f"from {start}, at most {limit}",
+              "detail_key": "progress.search_range", "start": start, "limit": limit})
     result = find_max_batch(
         workload,
         backend,
@@ -493,6 +493,18 @@ def _max_batch(
 
 
 # -- human output ---------------------------------------------------------------------------------
+def note_text(note: dict[str, str], lang: str) -> str:
+    """A note kept as its message key and values, in the reader's language."""
+    return t(note["key"], lang, **{k: v for k, v in note.items() if k != "key"})
+
+
+def _status_line(m: Measurement, lang: str) -> str:
+    """How a measurement ended: its status, and its message in the reader's language where fitbench
+    worded it (an exception's own text is shown as the framework wrote it)."""
+    return t("run.status", lang, status=m.status if lang == "en" else status_label(m.status, lang),
+             error=measurement_text(str(m.error), lang))
+
+
 def _pct(x: float | None) -> str:
     return "" if x is None else f"{x * 100:+.0f}%"
 
@@ -504,8 +516,6 @@ def _speed_unit(workload: Workload) -> str:
 def format_one(o: RunOutcome, gpu: GpuSpec | None, lang: str = "en") -> str:
     """One precision's result for the terminal: a title, the measured-vs-estimated table, then
     the diagnosis, warnings and notes."""
-    from fitbench.advise.i18n import t
-
     m, est = o.measurement, o.record.estimate
     rows = _memory_rows(o, lang)
     rows += _generation_rows(o, lang) if o.workload.is_generation else _step_rows(o, lang)
@@ -528,29 +538,25 @@ def _row(name: str, measured: str, estimated: str = "", err: float | None = None
 
 
 def _title_lines(o: RunOutcome, lang: str) -> list[str]:
-    from fitbench.advise.i18n import t
     from fitbench.advise.text import precision_shown
 
     m, w = o.measurement, o.workload
     tiny = f" ({t('check.variant_tiny', lang)}: {t('run.smoke', lang)})" if w.tiny else ""
     precision = precision_shown(m.precision_requested, m.precision_in_effect, lang)
-    lines = [
-        f"{w.name}{tiny} · {m.backend} {m.framework_version or ''} · {m.device_name or m.device} · "
-        f"{precision} · batch {w.batch_size} · {m.exec_mode} exec"
-    ]
+    lines = [t("run.title", lang, name=w.name, tiny=tiny, backend=m.backend,
+               version=m.framework_version or "", device=m.device_name or m.device,
+               precision=precision, batch=w.batch_size, exec_mode=m.exec_mode)]
     if w.tiny:
         lines.append("  " + t("run.smoke_test", lang, name=w.name))
     dist = m.distributed
     if dist:
-        lines.append(
-            f"  {dist['nproc']} processes ({dist['launcher']}, {dist['process_group']}), {dist['strategy']}: "
-            f"batch {dist['per_gpu_batch_size']} per process, {dist['global_batch_size']} in all; "
-            "peak memory is the largest process's, throughput is global"
-        )
+        lines.append("  " + t("run.distributed", lang, nproc=dist["nproc"], launcher=dist["launcher"],
+                                group=dist["process_group"], strategy=dist["strategy"],
+                                per_gpu=dist["per_gpu_batch_size"], total=dist["global_batch_size"]))
     if not m.completed:
-        lines.append(f"  status: {m.status} — {m.error}")
+        lines.append("  " + _status_line(m, lang))
         if m.hint:
-            lines.append(f"  hint: {m.hint}")
+            lines.append("  " + t("run.hint", lang, hint=m.hint))
     return lines
 
 
@@ -560,8 +566,6 @@ def _estimated(o: RunOutcome, text: str) -> str:
 
 
 def _memory_rows(o: RunOutcome, lang: str) -> list[Row]:
-    from fitbench.advise.i18n import t
-
     m, e, errors = o.measurement, o.record.estimate, o.record.error_vs_estimate
     peak = "-"
     if m.peak_memory_bytes:
@@ -579,8 +583,6 @@ def _memory_rows(o: RunOutcome, lang: str) -> list[Row]:
 
 
 def _generation_rows(o: RunOutcome, lang: str) -> list[Row]:
-    from fitbench.advise.i18n import t
-
     m, e, errors = o.measurement, o.record.estimate, o.record.error_vs_estimate
     return [
         _row(t("run.row.memory_after_load", lang), format_bytes(m.memory_after_load_bytes)),
@@ -596,8 +598,6 @@ def _generation_rows(o: RunOutcome, lang: str) -> list[Row]:
 
 
 def _step_rows(o: RunOutcome, lang: str) -> list[Row]:
-    from fitbench.advise.i18n import t
-
     m, e, errors, w = o.measurement, o.record.estimate, o.record.error_vs_estimate, o.workload
     step = format_seconds(m.step_seconds)
     if m.steps:
@@ -623,8 +623,6 @@ def _step_rows(o: RunOutcome, lang: str) -> list[Row]:
 
 def _count_rows(o: RunOutcome, lang: str) -> list[Row]:
     """Parameters, and the largest batch when the run searched it."""
-    from fitbench.advise.i18n import t
-
     m, e = o.measurement, o.record.estimate
     rows = []
     if m.params:
@@ -645,7 +643,6 @@ def _count_rows(o: RunOutcome, lang: str) -> list[Row]:
 
 def _table(rows: list[Row], est_head: str | None, lang: str) -> str:
     """Measured beside estimated (and the error), or measured alone without an estimate."""
-    from fitbench.advise.i18n import t
     from fitbench.results.table import render_table
 
     if est_head is not None:
@@ -656,43 +653,43 @@ def _table(rows: list[Row], est_head: str | None, lang: str) -> str:
 
 def _footer_lines(o: RunOutcome, lang: str) -> list[str]:
     from fitbench.advise.diagnosis import format_diagnosis
-    from fitbench.advise.i18n import t
-
     lines = []
     diagnosis_line = format_diagnosis(o.record.diagnosis or {}, lang)
     if diagnosis_line:
         lines.append(f"  {diagnosis_line}")
-    lines += [f"  warning: {warning}" for warning in o.measurement.warnings]
+    lines += ["  " + t("run.warning", lang, warning=measurement_text(warning, lang))
+              for warning in o.measurement.warnings]
     if o.not_comparable:
         reasons = t("run.reason.sep", lang).join(t(f"run.reason.{k}", lang) for k in o.not_comparable)
         lines.append("  " + t("run.not_comparable", lang, reasons=reasons))
-    lines += [f"  note: {note}" for note in o.notes]
+    lines += ["  " + t("run.note", lang, note=note) for note in o.notes]
     if o.max_batch and o.max_batch.get("stopped"):
-        lines.append(f"  max-batch search stopped: {o.max_batch['stopped']}")
+        why = measurement_text(str(o.max_batch["stopped"]), lang)
+        lines.append("  " + t("run.search_stopped", lang, why=why))
     if o.record.run_id:
-        lines.append(f"  run id: {o.record.run_id}")
+        lines.append("  " + t("run.run_id", lang, run_id=o.record.run_id))
     return lines
 
 
 def format_results(outcomes: list[RunOutcome], gpu: GpuSpec | None, lang: str = "en") -> str:
     parts = [format_one(o, gpu, lang) for o in outcomes]
     if len(outcomes) > 1:
-        parts.append("\n".join(_comparison_line(o) for o in outcomes[1:]))
+        parts.append("\n".join(_comparison_line(o, lang) for o in outcomes[1:]))
     return "\n\n".join(parts)
 
 
-def _comparison_line(o: RunOutcome) -> str:
+def _comparison_line(o: RunOutcome, lang: str) -> str:
     c = o.comparison
     assert c is not None
     precision = o.workload.precision
     if c.memory_saving is None and c.speedup is None:
-        return f"{precision} vs {c.baseline}: not comparable (a run did not complete)"
+        return t("run.compare.incomplete", lang, precision=precision, baseline=c.baseline)
     saving = c.memory_saving
     mem = (
-        f"peak memory {_pct(-saving)} ({format_bytes(abs(c.memory_saved_bytes or 0))} "
-        f"{'less' if saving >= 0 else 'more'})"
+        t("run.compare.less" if saving >= 0 else "run.compare.more", lang, pct=_pct(-saving),
+          bytes=format_bytes(abs(c.memory_saved_bytes or 0)))
         if saving is not None
-        else "peak memory -"
+        else "-"
     )
-    speed = f"speed-up {c.speedup:.2f}x" if c.speedup is not None else "speed-up -"
-    return f"{precision} vs {c.baseline}: {mem}, {speed}"
+    speed = f"{c.speedup:.2f}x" if c.speedup is not None else "-"
+    return t("run.compare", lang, precision=precision, baseline=c.baseline, memory=mem, speedup=speed)

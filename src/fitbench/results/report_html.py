@@ -19,7 +19,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from fitbench.advise.i18n import part_label, status_label, t, verdict_label
+from fitbench.advise.i18n import part_label, preset_description, status_label, t, verdict_label
 from fitbench.advise.text import measured_speed_text
 from fitbench.core.units import GiB, format_bytes, format_rate, format_seconds
 from fitbench.records.run import EstimateSummary
@@ -577,7 +577,7 @@ def _scenario_section(n: int, s: Mapping[str, Any], lang: str) -> str:
     if s.get("params"):
         meta.append(f"{t('col.params', lang)}: {format_params(s['params'], lang)}")
     if s.get("description"):
-        meta.append(str(s["description"]))
+        meta.append(preset_description(str(s["description"]), lang))
     out = [
         f'<section class="panel scenario" id="{_e(_anchor(s))}"><h2>{_e(s.get("title"))}</h2>',
         f'<p class="lead">{_e(" · ".join(meta))}</p>',
@@ -713,7 +713,8 @@ def _history_section(model: Mapping[str, Any], lang: str) -> str:
         for r in runs:
             when = (r.get("created_at") or "")[:19].replace("T", " ")
             speed = run_speed(RunRow.from_dict(r))
-            name = str(r.get("workload") or "-") + (" (tiny)" if r.get("tiny") else "")
+            name = str(r.get("workload") or "-")
+            name = t("cell.tiny_name", lang, name=name) if r.get("tiny") else name
             rows.append(
                 [
                     f'<span class="mono">{_e(r.get("run_id") or "-")}</span>',

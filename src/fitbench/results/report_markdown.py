@@ -14,6 +14,7 @@ from fitbench.advise.i18n import (
     format_params,
     has,
     part_label,
+    preset_description,
     status_label,
     t,
     verdict_label,
@@ -132,7 +133,7 @@ def _scenario_section(s: ReportScenario, lang: str) -> list[str]:
     if s.params:
         meta.append(f"{t('col.params', lang)}: {format_params(s.params, lang)}")
     if s.description:
-        meta.append(str(s.description))
+        meta.append(preset_description(str(s.description), lang))
     if meta:
         out += [" · ".join(meta), ""]
     if s.estimated_now:
@@ -219,7 +220,7 @@ def _history_section(model: ReportModel, lang: str) -> list[str]:
             r.run_id,
             (r.created_at or "")[:19].replace("T", " "),
             r.command,
-            str(r.workload) + (" (tiny)" if r.tiny else ""),
+            t("cell.tiny_name", lang, name=r.workload) if r.tiny else str(r.workload),
             r.precision,
             r.device,
             status_label(r.status, lang),
