@@ -694,40 +694,6 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "{precision} vs {baseline}: not comparable (a run did not complete)",
         "zh": "{precision} 对比 {baseline}:无法比较(有一次运行没有完成)",
     },
-    "run.diagnosis": {
-        "en": "bottleneck: {bottleneck} ({compute} of {precision} peak, {bandwidth} of bandwidth{roof}) "
-        "— {suggestion}",
-        "zh": "瓶颈:{bottleneck}(达到 {precision} 峰值的 {compute}、带宽的 {bandwidth}{roof})"
-        "— {suggestion}",
-    },
-    "run.diagnosis.roof": {"en": ", {times}x the roofline time", "zh": ",耗时为屋顶线时间的 {times} 倍"},
-    "diagnosis.tuned": {
-        "en": "the GPU waits for the host: raise the batch, or use --exec tuned (CUDA graphs)",
-        "zh": "GPU 在等待主机端:增大批大小,或使用 --exec tuned(CUDA Graph)",
-    },
-    "diagnosis.batch": {
-        "en": "the GPU runs many small kernels: raise the batch so that each kernel has more work",
-        "zh": "GPU 在运行大量小内核:增大批大小,让每个内核多做些计算",
-    },
-    "diagnosis.quantize": {
-        "en": "decode is bandwidth-bound: int8/int4 weights, more requests per batch, or a card with more "
-        "bandwidth",
-        "zh": "解码受带宽限制:改用 int8/int4 权重、每批处理更多请求,或换带宽更高的显卡",
-    },
-    "diagnosis.batch-decode": {
-        "en": "decode is bandwidth-bound: batch more requests per step, or a card with more bandwidth",
-        "zh": "解码受带宽限制:每步合批处理更多请求,或换带宽更高的显卡",
-    },
-    "diagnosis.amp-memory": {
-        "en": "memory-bound: AMP (bf16/fp16) halves the bytes every step moves",
-        "zh": "受显存带宽限制:混合精度(bf16/fp16)让每步搬运的数据量减半",
-    },
-    "diagnosis.card-memory": {
-        "en": "memory-bound: a card with more memory bandwidth",
-        "zh": "受显存带宽限制:换显存带宽更高的显卡",
-    },
-    "diagnosis.amp": {"en": "use AMP (bf16/fp16 tensor cores)", "zh": "使用混合精度(bf16/fp16 Tensor Core)"},
-    "diagnosis.card-compute": {"en": "a card with more tensor throughput", "zh": "换 Tensor 算力更高的显卡"},
     # -- progress lines (fitbench.measure.progress), one per phase of a measurement ------------------------
     "progress.starting child": {"en": "starting child", "zh": "正在启动子进程"},
     "progress.starting ranks": {"en": "starting {ranks} ranks", "zh": "正在启动 {ranks} 个进程"},
