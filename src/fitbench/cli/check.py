@@ -150,28 +150,24 @@ def _measure(result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, 
 def _record(result: ScenarioResult, machine: Machine, framework: str, exec_mode: str) -> dict[str, Any]:
     """The history record: the same shape as `fitbench run`'s, plus the catalog estimates of the
     scenario at the brief's settings (so that `fitbench report` can draw them later)."""
-    from fitbench.cli.run import error_vs_estimate
+    from fitbench.records.measurement import Measurement
+    from fitbench.results.assemble import assemble_run_record
 
     w = result.measured_workload
     assert w is not None and result.measurement is not None
     local = result.estimates.get(machine.spec.id) if (machine.spec and not w.tiny) else None
-    m = result.measurement
-    return {
-        "command": "check",
-        "scenario": result.key,
-        "workload": w.to_dict(),
-        "estimate": local.to_dict() if local is not None else None,
-        "measurement": m,
-        "environment": m.get("environment") or {},
-        "error_vs_estimate": error_vs_estimate(local, m, w),
-        "catalog_estimates": {
-            "workload": result.workload.to_dict(),
-            "framework": framework,
-            "exec_mode": exec_mode,
-            "estimates": {gid: e.to_dict() for gid, e in result.estimates.items()},
-        },
-        "advice": result.advice,
+    catalog = {
+        "workload": result.workload.to_dict(),
+        "framework": framework,
+        "exec_mode": exec_mode,
+        "estimates": {gid: e.to_dict() for gid, e in result.estimates.items()},
     }
+    record = assemble_run_record(
+        command="check", workload=w, estimate=local, measurement=Measurement.from_dict(result.measurement),
+        gpu=machine.spec, with_diagnosis=False, scenario=result.key, catalog_estimates=catalog,
+        advice=result.advice,
+    )
+    return record.to_dict(ids=False)
 
 
 # ----------------------------------------------------------------------------- output
