@@ -40,10 +40,10 @@ import accuracy_protocol as protocol
 from fitbench.backends.base import RunOptions
 from fitbench.catalog import get_gpu
 from fitbench.catalog.detect import detect_local_gpus
-from fitbench.cli.run import measured_speed, relative_error
 from fitbench.estimate.api import estimate
 from fitbench.measure.runner import measure
 from fitbench.measure.search import find_max_batch
+from fitbench.results.agreement import measured_speed, relative_error
 from fitbench.workloads.arch import ResNetArch
 from fitbench.workloads.hf_config import workload_from_config
 from fitbench.workloads.presets import TINY_RESNET, get_workload

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.catalog import get_gpu
-from fitbench.cli.run import measured_speed, relative_error
 from fitbench.core.gpu import GpuSpec
 from fitbench.estimate.api import estimate
 from fitbench.estimate.calibrate import EFFICIENCY_KEYS, fit_profile
 from fitbench.estimate.profile import Profile, get_profile
+from fitbench.results.agreement import measured_speed, relative_error
 from fitbench.workloads.hf_config import workload_from_config
 from fitbench.workloads.presets import get_workload
 from fitbench.workloads.workload import Workload

@@ -10,6 +10,12 @@ kernel time by kernel class.
 
     python benchmarks/conv_layout.py --out benchmarks/results/conv-layout-h200-DATE.json
     python benchmarks/conv_layout.py --device cpu --tiny --out /tmp/conv-layout.json  # smoke test
+    python benchmarks/conv_layout.py --score benchmarks/results/conv-layout-h200-2026-12-03.json
+
+`--score FILE` prints today's estimate of every stored step beside the measurement (no framework
+import, no GPU): the eager default profile, in the row's memory format and precision. The
+estimator's native-NCHW batch-norm efficiency was fitted on one row of the 2026-12-03 file
+(FIT_ROW); the other rows are out of sample.
 """
 
 from __future__ import annotations
@@ -28,6 +34,42 @@ CLASSES = (("layout", ("nchwtonhwc", "nhwctonchw", "transpose")),
            ("cast", ("copy", "to_copy")))
 
 
+# The one row of conv-layout-h200-2026-12-03.json that profiles.toml's bn_native_nchw_efficiency
+# was fitted on: (channels_last, amp_bf16, batch, image).
+FIT_ROW = (False, True, 64, 224)
+
+
+def row_workload(row: dict[str, Any], *, tiny: bool = False) -> Any:
+    """The fitbench workload of one stored row: ResNet-50 training with SGD momentum (foreach, as
+    torch.optim picks on CUDA), FP32 (cuDNN TF32 convolutions) or AMP-bf16."""
+    import accuracy
+
+    overrides = {"mode": "train", "batch_size": row["batch"], "image_size": row["image"],
+                 "precision": "amp-bf16" if row["amp_bf16"] else "fp32", "optimizer": "momentum"}
+    return accuracy.build_workload("resnet-50.json", overrides, smoke=tiny)[0]
+
+
+def score(data: dict[str, Any], gpu_id: str = "h200") -> list[dict[str, Any]]:
+    """Each stored row estimated by today's estimator (built-in torch default profile, the row's
+    memory format): estimated and measured step seconds and the relative error."""
+    from fitbench.catalog import get_gpu
+    from fitbench.estimate import speed
+    from fitbench.estimate.profile import get_profile
+
+    gpu, profile = get_gpu(gpu_id), get_profile("torch", "default", use_user=False)
+    rows = []
+    for r in data["rows"]:
+        est = speed.training_step(row_workload(r), gpu, profile, channels_last=r["channels_last"]).seconds
+        key = (r["channels_last"], r["amp_bf16"], r["batch"], r["image"])
+        layout = "channels_last" if r["channels_last"] else "NCHW"
+        precision = "amp-bf16" if r["amp_bf16"] else "fp32"
+        rows.append({"label": f"b{r['batch']} {r['image']}px {layout} {precision}",
+                     "channels_last": r["channels_last"], "fitted": key == FIT_ROW,
+                     "estimated_seconds": est, "measured_seconds": r["step_seconds"],
+                     "error": est / r["step_seconds"] - 1.0})
+    return rows
+
+
 def kernel_class(name: str) -> str:
     """The class of a CUDA kernel, from its (lower-cased) name; 'other' when none matches."""
     low = name.lower()
@@ -41,12 +83,10 @@ def one_config(*, device: str, channels_last: bool, amp: bool, batch: int, image
                steps: int) -> dict[str, Any]:
     import torch
 
-    import accuracy
     from fitbench.backends.torch.models import build_model
 
     torch.manual_seed(0)
-    workload, _ = accuracy.build_workload("resnet-50.json", {"mode": "train", "batch_size": batch,
-                                                             "image_size": image}, smoke=tiny)
+    workload = row_workload({"batch": batch, "image": image, "amp_bf16": amp}, tiny=tiny)
     model, _ = build_model(workload, device=device)
     model.train()
     fmt = torch.channels_last if channels_last else torch.contiguous_format
@@ -95,8 +135,17 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="a shrunk ResNet at 32 px, batch 4 (CPU smoke test)")
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--score", type=Path, metavar="FILE", help="estimate the stored rows of FILE and exit")
     args = ap.parse_args()
+    if args.score:
+        for r in score(json.loads(args.score.read_text())):
+            note = "  (fitted)" if r["fitted"] else ""
+            print(f"{r['label']:33s} estimated {r['estimated_seconds'] * 1e3:6.1f} ms  measured "
+                  f"{r['measured_seconds'] * 1e3:6.1f} ms  {r['error']:+6.1%}{note}")
+        return
+    if not args.out:
+        ap.error("--out is required to measure")
     import torch
 
     shapes = [(4, 32)] if args.tiny else [(128, 128), (64, 224), (128, 224)]

@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accuracy import local_gpu_id
 from fitbench.backends.base import RunOptions
 from fitbench.catalog import get_gpu
-from fitbench.cli.run import measured_speed, relative_error
 from fitbench.estimate.api import estimate
 from fitbench.measure.runner import measure
+from fitbench.results.agreement import measured_speed, relative_error
 from fitbench.results.table import render_table
 from fitbench.workloads.hf_config import workload_from_data
 

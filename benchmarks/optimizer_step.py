@@ -1,5 +1,5 @@
 """What one torch.optim step allocates beyond its state, per implementation: the figures behind
-the estimator's optimizer-step temporaries (memory.optimizer_step_scratch).
+the estimator's optimizer-step temporaries (optimizer.optimizer_step_scratch).
 
 For each model (the torch backend's own, FP32 weights, random gradients) and each optimizer
 (Adam, AdamW, momentum SGD) x implementation (foreach, fused, for-loop), the second step (state
@@ -24,7 +24,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from fitbench.estimate.memory import optimizer_step_scratch
+from fitbench.estimate.optimizer import optimizer_step_scratch
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.presets import get_workload
 from fitbench.workloads.workload import Workload

@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import fitbench
+from fitbench.advise.diagnosis import compute_class, diagnose
 from fitbench.backends.base import RunOptions
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.units import format_rate, format_seconds
 from fitbench.estimate.api import estimate
 from fitbench.estimate.execution import precision_as_run
-from fitbench.measure.diagnosis import compute_class, diagnose
 from fitbench.measure.runner import measure
 from fitbench.results.table import render_table
 from fitbench.workloads.presets import get_workload

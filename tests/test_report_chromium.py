@@ -20,8 +20,8 @@ from fitbench.advise.text import guide_lines
 from fitbench.catalog import get_gpu
 from fitbench.cli.estimate import DEFAULT_GPUS
 from fitbench.cli.report import build_model, scenarios_from_records, write_reports
-from fitbench.cli.run import error_vs_estimate
 from fitbench.estimate.api import estimate
+from fitbench.results.agreement import error_vs_estimate
 from fitbench.results.history import History
 from fitbench.workloads.presets import get_workload
 

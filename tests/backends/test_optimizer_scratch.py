@@ -1,6 +1,6 @@
 """The optimizer step's temporaries the estimator counts are the ones torch.optim really makes.
 
-memory.optimizer_step_scratch reads them from torch/optim/adam.py and sgd.py (foreach: the
+optimizer.optimizer_step_scratch reads them from torch/optim/adam.py and sgd.py (foreach: the
 square-root list, 1.00x the parameters; fused: nothing; for-loop: square root and quotient of
 one tensor beside the previous one's). Here a real step of the backend's own optimizer
 (session.make_optimizer) over the backend's real tiny models runs under a dispatch mode that
@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 from fitbench.backends.torch.live_tensors import LiveTensors  # noqa: E402
 from fitbench.backends.torch.models import build_model  # noqa: E402
 from fitbench.backends.torch.session import make_optimizer  # noqa: E402
-from fitbench.estimate.memory import (  # noqa: E402
+from fitbench.estimate.optimizer import (  # noqa: E402
     largest_param_tensor,
     optimizer_step_scratch,
     param_sizes_in_order,

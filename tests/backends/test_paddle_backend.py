@@ -18,6 +18,7 @@ paddle = pytest.importorskip("paddle")
 
 from fitbench.backends import get_backend  # noqa: E402
 from fitbench.backends.base import RunOptions  # noqa: E402
+from fitbench.backends.input_pipeline import HOST_NO_COPY  # noqa: E402
 from fitbench.backends.paddle import models  # noqa: E402
 from fitbench.backends.paddle.session import (  # noqa: E402
     LOSS_SCALING,
@@ -593,3 +594,34 @@ def test_training_on_a_local_imdb_folder_uses_the_padding_mask(tmp_path):
     assert "attention_mask" in batch  # short reviews are padded to seq 64
     session.step()
     assert session.notes["dataset_size"] == 6
+
+
+# -- inputs prepared once ---------------------------------------------------------------------
+
+
+def test_inputs_are_prepared_once_and_cycled_without_a_copy_on_cpu(tmp_path):
+    _write_cifar(tmp_path / "cifar-10-batches-py")  # 20 images at batch 8: 3 batches an epoch
+    session = BACKEND.open(tiny("resnet50-cifar10"), RunOptions(device="cpu", data=str(tmp_path)))
+    batches = session.batches
+    assert len(batches.prepared) == 3
+    assert session.notes["input_pipeline"] == HOST_NO_COPY
+    assert session.notes["input_batches_prepared"] == 3
+    first = [batches.next() for _ in range(3)]
+    assert first[0]["pixel_values"].dtype == paddle.float32 and first[0]["labels"].dtype == paddle.int64
+    assert batches.next()["pixel_values"] is first[0]["pixel_values"]  # the fourth step starts over
+    session.step()
+    assert session.notes["dataset_size"] == 20
+
+
+def test_synthetic_inputs_hold_only_what_each_model_reads():
+    decoder = BACKEND.open(tiny("llm-6b", mode="train", seq_len=16), CPU)
+    assert set(decoder.batches.next()) == {"input_ids"}
+    encoder = BACKEND.open(tiny("bert-base-imdb"), CPU)
+    batch = encoder.batches.next()
+    # synthetic sequences are full length: no padding, so no mask
+    assert set(batch) == {"input_ids", "token_type_ids", "labels"}
+    assert all(t.dtype == paddle.int64 for t in batch.values())
+    assert encoder.notes["input_pipeline"] == HOST_NO_COPY
+    generator = BACKEND.open(tiny("llm-6b"), CPU)
+    w = generator.workload
+    assert generator.batches.next()["input_ids"].shape == [w.batch_size, w.prompt_tokens]

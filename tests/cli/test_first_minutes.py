@@ -179,12 +179,13 @@ def test_check_advice_says_enable_tf32_on_a_tf32_card() -> None:
     """`fitbench check` advises for the local card; without one here, its advice step is run for an
     A100 directly (the same function the command calls)."""
     from fitbench.catalog import get_gpu
-    from fitbench.cli.check import ScenarioResult, _advise
+    from fitbench.check.advice import scenario_advice
+    from fitbench.check.result import ScenarioResult
     from fitbench.workloads.presets import get_workload
 
     bert = get_workload("bert-base-imdb")
     result = ScenarioResult(key="bert-base-imdb · fp32", workload=bert, estimates={})
-    _advise(result, get_gpu("a100-40gb"), "torch", "default", "en")
+    scenario_advice(result, get_gpu("a100-40gb"), "torch", "default", "en")
     (tf32,) = [a for a in result.advice if a["kind"] == "tf32"]
     assert tf32["data"]["gpu"] == "a100-40gb" and tf32["data"]["speedup"] > 1.5
     assert "enable TF32" in tf32["texts"]["en"] and "TF32" in tf32["texts"]["zh"]

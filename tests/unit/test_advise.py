@@ -188,7 +188,7 @@ def test_lora_and_qlora_fit_where_full_fine_tuning_does_not():
 
 
 def test_more_gpus_is_the_fewest_that_run_it():
-    from fitbench.estimate.distributed import min_gpus
+    from fitbench.estimate.limits import min_gpus
     from fitbench.estimate.profile import get_profile
 
     w, gpu = get_workload("llm-70b"), get_gpu("a100-40gb")

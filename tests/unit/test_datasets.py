@@ -18,8 +18,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from fitbench.errors import FitbenchError
-from fitbench.measure.datasets import (
+from fitbench.datasets import (
     CIFAR_HINT,
     CIFAR_MEAN,
     CIFAR_STD,
@@ -39,6 +38,7 @@ from fitbench.measure.datasets import (
     synthetic_tokens,
     text_batches,
 )
+from fitbench.errors import FitbenchError
 
 try:
     from numpy._core.multiarray import _reconstruct as _np_reconstruct
@@ -404,12 +404,12 @@ def test_imdb_reads_thousands_of_files_quickly(tmp_path):
 
 
 def test_imdb_refuses_files_too_large_to_be_reviews(tmp_path, monkeypatch):
-    import fitbench.measure.datasets as datasets
+    import fitbench.datasets.text as datasets_text
 
     top = write_imdb(tmp_path)
     (top / "train" / "pos" / "10_8.txt").write_text("long " * 1000)
     archive = tar_folder(tmp_path / "aclImdb_v1.tar.gz", top, "aclImdb")
-    monkeypatch.setattr(datasets, "_MAX_REVIEW_BYTES", 2048)  # the real limit is 1 MiB
+    monkeypatch.setattr(datasets_text, "_MAX_REVIEW_BYTES", 2048)  # the real limit is 1 MiB
     with pytest.raises(FitbenchError, match=r"10_8\.txt is over 2 KiB, too large to be one"):
         read_imdb(top)
     with pytest.raises(FitbenchError, match=r"10_8\.txt is 5 KiB, too large to be one"):
@@ -518,7 +518,7 @@ def test_hashing_ids_are_stable_and_within_the_vocabulary():
 def test_hashing_ids_are_the_same_in_another_process():
     texts = ["A wonderful film.", "Boring, awful — long!", "Café 日本 <br />"]
     here = HashingTokenizer(30522).encode(texts, 16)["input_ids"].tolist()
-    code = ("import json, sys; from fitbench.measure.datasets import HashingTokenizer; "
+    code = ("import json, sys; from fitbench.datasets import HashingTokenizer; "
             "ids = HashingTokenizer(30522).encode(json.loads(sys.argv[1]), 16)['input_ids']; "
             "print(json.dumps(ids.tolist()))")
     for seed in ("1", "12345"):
@@ -735,6 +735,6 @@ def test_text_batches_from_imdb_and_synthetic(tmp_path):
 
 
 def test_importing_the_module_does_not_import_numpy():
-    code = "import sys, fitbench.measure.datasets; print('numpy' in sys.modules)"
+    code = "import sys, fitbench.datasets; print('numpy' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

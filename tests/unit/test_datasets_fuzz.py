@@ -11,13 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fitbench.errors import FitbenchError
-from fitbench.measure.datasets import (
+from fitbench.datasets import (
     HashingTokenizer,
     WordPieceTokenizer,
     read_cifar10,
     read_imdb,
 )
+from fitbench.errors import FitbenchError
 
 FUZZ = settings(max_examples=200, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

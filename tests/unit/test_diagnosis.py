@@ -9,8 +9,19 @@ from __future__ import annotations
 
 import pytest
 
+from fitbench.advise.diagnosis import (
+    KEYS,
+    OVERHEAD_FACTOR,
+    SUGGESTION_KEYS,
+    SUGGESTIONS,
+    compute_class,
+    diagnose,
+    format_diagnosis,
+)
+from fitbench.advise.i18n import t
 from fitbench.core.gpu import GpuSpec
-from fitbench.measure.diagnosis import KEYS, OVERHEAD_FACTOR, compute_class, diagnose, format_diagnosis
+from fitbench.records.measurement import Measurement
+from fitbench.records.run import EstimateSummary
 
 CARD = GpuSpec(
     id="round-card", name="Round Card", vendor="nvidia", architecture="hopper", memory_bytes=80 << 30,
@@ -22,13 +33,13 @@ CARD = GpuSpec(
 def measurement(**fields):
     base = {"status": "ok", "device": "cuda", "exec_mode": "default", "precision_requested": "fp32",
             "precision_in_effect": None}
-    return {**base, **fields}
+    return Measurement.from_dict({**base, **fields})
 
 
 def estimate(**fields):
     base = {"family": "encoder", "mode": "train", "precision": "fp32", "new_tokens": None,
             "host_seconds": 0.001, "gpu_seconds": 0.010, "bottleneck": "compute"}
-    return {**base, **fields}
+    return EstimateSummary.from_dict({**base, **fields})
 
 
 def test_overhead_when_the_gpu_waits_for_the_host():
@@ -189,12 +200,45 @@ def test_every_key_is_present_and_the_line_reads_well():
     )
 
 
-def test_a_real_estimate_object_is_accepted():
+def test_the_line_speaks_chinese_and_the_json_stays_english():
+    d = diagnose(measurement(step_seconds=0.125), estimate(flops_per_step=2e12, bytes_per_step=5e9), CARD)
+    assert format_diagnosis(d, "zh") == (
+        "瓶颈:算力(达到 fp32 峰值算力的 80%、带宽的 4%,为屋顶线时间的 1.2 倍)"
+        "— 使用混合精度(bf16/fp16,Tensor Core)"
+    )
+    assert d["suggestion"] == "use AMP (bf16/fp16 tensor cores)"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_suggestion_has_its_sentence_in_both_languages(lang):
+    # Each kind _suggest can return is reached by one (bottleneck, short kind) pair, whose catalogue
+    # sentence is the one the JSON carries in English.
+    reached = set()
+    for kind, key in SUGGESTION_KEYS.items():
+        _, bottleneck, short = key.split(".")
+        assert kind.split("-")[0] == short and bottleneck in ("overhead", "memory", "compute")
+        assert t(key, "en") == SUGGESTIONS[kind]
+        reached.add((bottleneck, short))
+        line = format_diagnosis(
+            {"available": True, "bottleneck": bottleneck, "suggestion_kind": short, "suggestion": "?",
+             "compute_fraction": 0.5, "bandwidth_fraction": 0.25, "compute_precision": "bf16",
+             "times_roofline": None}, lang)
+        assert line is not None and line.endswith(t(key, lang)) and "50%" in line
+    assert len(reached) == len(SUGGESTION_KEYS)
+
+
+def test_a_memory_bound_line_names_the_bottleneck_as_the_advice_does():
+    d = diagnose(measurement(step_seconds=0.012), estimate(flops_per_step=1e10, bytes_per_step=1e10), CARD)
+    assert format_diagnosis(d).startswith("bottleneck: memory bandwidth (")
+    assert format_diagnosis(d, "zh").startswith("瓶颈:显存带宽(")
+
+
+def test_a_real_estimate_as_its_summary_is_accepted():
     from fitbench.catalog import get_gpu
     from fitbench.estimate.api import estimate as real_estimate
     from fitbench.workloads.presets import get_workload
 
     card = get_gpu("h200")  # HF generate's host time outlasts the weight stream on this card
-    est = real_estimate(get_workload("llm-6b"), card)
+    est = EstimateSummary.from_estimate(real_estimate(get_workload("llm-6b"), card))
     d = diagnose(measurement(decode_seconds=100 / 15, precision_in_effect="fp16"), est, card)
     assert d["available"] and d["bottleneck"] == "overhead" and d["suggestion_kind"] == "tuned"

@@ -8,10 +8,14 @@ import pytest
 from fitbench.catalog import get_gpu
 from fitbench.core.units import GiB, MiB
 from fitbench.errors import FitbenchError
+from fitbench.estimate import communication, limits, timing
 from fitbench.estimate import distributed as dist
-from fitbench.estimate.api import estimate, step_timing
-from fitbench.estimate.memory import PART_NAMES, memory_breakdown, single_device_breakdown
+from fitbench.estimate.api import estimate
+from fitbench.estimate.breakdown import PART_NAMES
+from fitbench.estimate.memory import memory_breakdown
 from fitbench.estimate.profile import get_profile
+from fitbench.estimate.single_device import single_device_breakdown
+from fitbench.estimate.timing import step_timing
 from fitbench.workloads.presets import BERT_BASE, LLAMA_7B, LLAMA_70B, get_workload
 
 PROFILE = get_profile("torch", "default", use_user=False)
@@ -288,18 +292,18 @@ def test_batch_is_per_gpu_except_for_tensor_parallelism() -> None:
 def test_llm_70b_fp16_generation_needs_two_h100_with_tensor_parallelism() -> None:
     w = get_workload("llm-70b")
     assert w.precision == "fp16" and w.is_generation
-    assert dist.min_gpus(w, H100, PROFILE, "tp") == 2
+    assert limits.min_gpus(w, H100, PROFILE, "tp") == 2
 
 
 def test_min_gpus_edges() -> None:
-    assert dist.min_gpus(get_workload("llm-70b"), H100, PROFILE, "ddp") == 0   # replicas never shrink
-    assert dist.min_gpus(get_workload("llm-6b"), H100, PROFILE, "tp") == 1
-    assert dist.min_gpus(get_workload("llm-6b"), get_gpu("rtx-3060-12gb"), PROFILE, "tp") == 2
+    assert limits.min_gpus(get_workload("llm-70b"), H100, PROFILE, "ddp") == 0   # replicas never shrink
+    assert limits.min_gpus(get_workload("llm-6b"), H100, PROFILE, "tp") == 1
+    assert limits.min_gpus(get_workload("llm-6b"), get_gpu("rtx-3060-12gb"), PROFILE, "tp") == 2
     huge = get_workload("resnet50-cifar10", batch_size=100_000)
-    assert dist.min_gpus(huge, get_gpu("t4"), PROFILE, "tp") == 0
+    assert limits.min_gpus(huge, get_gpu("t4"), PROFILE, "tp") == 0
     # 70B fine-tuning in bf16 with Adam: weights + grads + states = 6 bytes x 70B, sharded
     train = get_workload("llm-70b", mode="train", seq_len=512, precision="bf16", checkpointing=True)
-    n = dist.min_gpus(train, H100, PROFILE, "fsdp")
+    n = limits.min_gpus(train, H100, PROFILE, "fsdp")
     assert 8 <= n <= 16
     assert estimate(train.replace(gpus=n, strategy="fsdp"), H100, profile=PROFILE).verdict != "oom"
     assert estimate(train.replace(gpus=n - 1, strategy="fsdp"), H100, profile=PROFILE).verdict == "oom"
@@ -309,8 +313,8 @@ def test_min_gpus_edges() -> None:
 @pytest.mark.parametrize("strategy", ["ddp", "zero2", "fsdp", "tp"])
 def test_communication_grows_with_parameters(strategy: str) -> None:
     gpu = get_gpu("a100-40gb")
-    small = dist.step_timing(get_workload("bert-base-imdb", gpus=4, strategy=strategy), gpu, PROFILE)
-    large = dist.step_timing(get_workload("bert-large-imdb", precision="fp32", gpus=4, strategy=strategy),
+    small = timing.step_timing(get_workload("bert-base-imdb", gpus=4, strategy=strategy), gpu, PROFILE)
+    large = timing.step_timing(get_workload("bert-large-imdb", precision="fp32", gpus=4, strategy=strategy),
                              gpu, PROFILE)
     assert large.communication_bytes > small.communication_bytes > 0
     assert large.communication_total_seconds > small.communication_total_seconds > 0
@@ -322,7 +326,7 @@ def test_communication_falls_with_interconnect_bandwidth(strategy: str, nvlink: 
     w = llama_train(gpus=8, strategy=strategy)
     fast, slow = get_gpu(nvlink), get_gpu(pcie)
     assert fast.interconnect_bytes_s > slow.interconnect_bytes_s
-    t_fast, t_slow = dist.step_timing(w, fast, PROFILE), dist.step_timing(w, slow, PROFILE)
+    t_fast, t_slow = timing.step_timing(w, fast, PROFILE), timing.step_timing(w, slow, PROFILE)
     assert t_fast.communication_bytes == t_slow.communication_bytes
     assert t_slow.communication_total_seconds > 5 * t_fast.communication_total_seconds
     assert t_slow.communication_seconds >= t_fast.communication_seconds
@@ -330,26 +334,26 @@ def test_communication_falls_with_interconnect_bandwidth(strategy: str, nvlink: 
 
 def test_ring_all_reduce_volume_of_ddp() -> None:
     w = get_workload("bert-base-imdb", gpus=8, strategy="ddp")
-    t = dist.step_timing(w, H100, PROFILE)
+    t = timing.step_timing(w, H100, PROFILE)
     assert t.communication_bytes == pytest.approx(2 * 7 / 8 * w.param_count() * 4)
-    fsdp = dist.step_timing(w.replace(strategy="fsdp"), H100, PROFILE)
+    fsdp = timing.step_timing(w.replace(strategy="fsdp"), H100, PROFILE)
     assert fsdp.communication_bytes == pytest.approx(3 * 7 / 8 * w.param_count() * 4)
 
 
 def test_ddp_hides_most_communication_behind_backward() -> None:
     w = get_workload("bert-base-imdb", gpus=8, strategy="ddp")
-    t = dist.step_timing(w, H100, PROFILE)
+    t = timing.step_timing(w, H100, PROFILE)
     assert 0 < t.communication_seconds < t.communication_total_seconds
     # on slow PCIe the all-reduce outlasts the backward pass and shows
-    slow = dist.step_timing(w, get_gpu("rtx-4090"), PROFILE)
+    slow = timing.step_timing(w, get_gpu("rtx-4090"), PROFILE)
     assert slow.communication_seconds > t.communication_seconds
     assert slow.seconds >= t.seconds
 
 
 def test_sharded_optimizer_runs_a_shard_of_the_update() -> None:
     w = llama_train(gpus=8)
-    ddp = dist.step_timing(w.replace(strategy="ddp"), H100, TUNED)
-    zero1 = dist.step_timing(w.replace(strategy="zero1"), H100, TUNED)
+    ddp = timing.step_timing(w.replace(strategy="ddp"), H100, TUNED)
+    zero1 = timing.step_timing(w.replace(strategy="zero1"), H100, TUNED)
     assert zero1.memory_seconds < ddp.memory_seconds
     assert zero1.compute_seconds == ddp.compute_seconds
 
@@ -358,7 +362,7 @@ def test_tensor_parallel_divides_the_gpu_work() -> None:
     w = llama_train(batch_size=4)
     gpu = get_gpu("h200")
     single = step_timing(w, gpu, TUNED)
-    tp = dist.step_timing(w.replace(gpus=4, strategy="tp"), gpu, TUNED)
+    tp = timing.step_timing(w.replace(gpus=4, strategy="tp"), gpu, TUNED)
     assert tp.compute_seconds == pytest.approx(single.compute_seconds / 4)
     assert tp.memory_seconds == pytest.approx(single.memory_seconds / 4)
     assert tp.communication_seconds == tp.communication_total_seconds > 0   # on the critical path
@@ -368,15 +372,15 @@ def test_tensor_parallel_divides_the_gpu_work() -> None:
 def test_communication_can_be_the_bottleneck() -> None:
     # Sharded weights all-gathered for every generated token over PCIe.
     w = get_workload("llm-70b", gpus=8, strategy="zero3")
-    t = dist.step_timing(w, get_gpu("l40s"), PROFILE)
+    t = timing.step_timing(w, get_gpu("l40s"), PROFILE)
     assert t.bottleneck == "communication"
     assert t.communication_seconds > t.compute_seconds + t.memory_seconds
 
 
 def test_tensor_parallel_decoding_is_faster_without_host_overhead() -> None:
     w = get_workload("llm-6b", batch_size=1)
-    tp2 = dist.generation(w.replace(gpus=2, strategy="tp"), H100, TUNED)
-    tp4 = dist.generation(w.replace(gpus=4, strategy="tp"), H100, TUNED)
+    tp2 = communication.generation(w.replace(gpus=2, strategy="tp"), H100, TUNED)
+    tp4 = communication.generation(w.replace(gpus=4, strategy="tp"), H100, TUNED)
     single = estimate(w, H100, profile=TUNED)
     assert tp2.tokens_per_second > single.tokens_per_second
     assert tp4.tokens_per_second > tp2.tokens_per_second
@@ -412,7 +416,7 @@ def test_inference_replicas_need_no_communication() -> None:
     mem = memory_breakdown(w, PROFILE)
     assert mem.parts["communication_buffers"] == 0 and mem.parts["gradient_buckets"] == 0
     assert mem.total == single_device_breakdown(w.replace(gpus=1), PROFILE).total
-    assert dist.step_timing(w, H100, PROFILE).communication_total_seconds == 0
+    assert timing.step_timing(w, H100, PROFILE).communication_total_seconds == 0
 
 
 def test_units_are_bytes() -> None:
@@ -430,5 +434,5 @@ def test_lora_on_several_gpus_reduces_only_the_adapters() -> None:
         assert mem.total == sum(mem.parts.values())
         assert mem.parts["weights"] == single.parts["weights"]          # the frozen base is replicated
         assert mem.parts["gradient_buckets"] == trainable
-        t = dist.step_timing(w.replace(gpus=4, strategy=strategy), H100, PROFILE)
+        t = timing.step_timing(w.replace(gpus=4, strategy=strategy), H100, PROFILE)
         assert t.communication_bytes == pytest.approx(2 * 3 / 4 * trainable)

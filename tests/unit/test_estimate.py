@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from fitbench.catalog import get_gpu, load_catalog
-from fitbench.estimate.api import estimate, needed_bytes, peak_bytes
-from fitbench.estimate.memory import quantizable_params, weight_bytes
+from fitbench.estimate.api import estimate
+from fitbench.estimate.memory import needed_bytes, peak_bytes
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.verdict import FITS, OOM, TIGHT, max_fitting, verdict
+from fitbench.estimate.weights import quantizable_params, weight_bytes
 from fitbench.workloads.arch import ResNetArch
 from fitbench.workloads.presets import PRESETS, get_workload
 

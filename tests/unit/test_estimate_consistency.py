@@ -11,7 +11,8 @@ import pytest
 from fitbench.catalog import get_gpu
 from fitbench.cli.main import main
 from fitbench.errors import FitbenchError
-from fitbench.estimate import memory, resnet_cost, speed
+from fitbench.estimate import optimizer as optimizer_memory
+from fitbench.estimate import resnet_cost, single_device, speed
 from fitbench.estimate.api import estimate
 from fitbench.estimate.profile import exec_modes, get_profile
 from fitbench.workloads.arch import ResNetArch, TransformerArch
@@ -112,8 +113,8 @@ def test_generation_and_forward_follow_the_training_cast_count() -> None:
         get_workload("resnet50-cifar10", precision="amp-bf16", mode="infer"),
     ):
         trained = w.replace(mode="train") if w.is_resnet else w.replace(mode="train", seq_len=w.seq_len or 64)
-        cast = sum(s.cast_params for s in memory._segments(trained, "torch"))
-        assert memory.single_device_breakdown(w, profile).parts["amp_weight_copies"] == 2 * cast
+        cast = sum(s.cast_params for s in single_device.training_segments(trained, "torch"))
+        assert single_device.single_device_breakdown(w, profile).parts["amp_weight_copies"] == 2 * cast
     bert = get_workload("bert-base-imdb", precision="amp-fp16", mode="infer")
     assert isinstance(bert.arch, TransformerArch)
     embeddings = bert.arch.embedding_params()  # looked up in FP32: no cast copy
@@ -165,9 +166,9 @@ def test_optimizer_traffic_uses_the_memory_models_element_bytes(
 ) -> None:
     w = get_workload("bert-base-imdb", precision=precision, optimizer=optimizer)
     params = w.param_count()
-    state, master, _ = memory.optimizer_bytes(w, framework)
-    element = memory.optimizer_element_bytes(w, framework)
-    states = memory.OPTIMIZER_STATES[optimizer]
+    state, master, _ = optimizer_memory.optimizer_bytes(w, framework)
+    element = optimizer_memory.optimizer_element_bytes(w, framework)
+    states = optimizer_memory.OPTIMIZER_STATES[optimizer]
     assert state == states * params * element
     assert master in (0, params * element)
     (kernel,) = speed.optimizer_kernels(w, framework)
@@ -190,7 +191,7 @@ def test_a_tied_lm_head_is_cast_by_autocast_too():
     """Tying changes the parameter count, not what autocast caches for the head's matmul."""
     import dataclasses
 
-    from fitbench.estimate.memory import autocast_copy_bytes
+    from fitbench.estimate.single_device import autocast_copy_bytes
     from fitbench.workloads.presets import TINY_LLAMA
     from fitbench.workloads.workload import Workload
 

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from fitbench.catalog import load_catalog
 from fitbench.core.precision import PRECISIONS
 from fitbench.errors import FitbenchError
-from fitbench.estimate.api import estimate, needed_bytes, peak_bytes
+from fitbench.estimate.api import estimate
+from fitbench.estimate.memory import needed_bytes, peak_bytes
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.verdict import FITS, OOM, TIGHT, TIGHT_MARGIN
 from fitbench.workloads.arch import RESNET_LAYERS, ResNetArch, TransformerArch

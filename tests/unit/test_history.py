@@ -215,7 +215,7 @@ def test_new_file_is_wal_with_current_schema_and_marker(tmp_path: Path) -> None:
     path = tmp_path / "deep" / "er" / "history.sqlite"
     assert not path.parent.exists()
     with History.open(path) as h:
-        assert h.schema_version == SCHEMA_VERSION == len(MIGRATIONS) == 2
+        assert h.schema_version == SCHEMA_VERSION == len(MIGRATIONS) == 3
         assert h.path == path
         h.add_run(record())
     assert path.is_file()
@@ -354,7 +354,7 @@ def test_migrates_a_v1_file_and_keeps_its_runs(tmp_path: Path) -> None:
     conn.close()
 
     with History.open(path) as h:
-        assert h.schema_version == 2
+        assert h.schema_version == SCHEMA_VERSION
         assert h.count() == 1
         old = h.get_run("0123")
         assert old == {"command": "run", "workload": {"name": "resnet50-cifar10"}, "note": "old",

@@ -18,7 +18,7 @@ from fitbench.advise.i18n import (
     verdict_label,
 )
 from fitbench.errors import FitbenchError
-from fitbench.estimate.memory import PART_NAMES
+from fitbench.estimate.breakdown import PART_NAMES
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -101,3 +101,45 @@ def test_parameter_counts_read_naturally():
 def test_unknown_key_is_a_bug():
     with pytest.raises(KeyError):
         t("no.such.key", "en")
+
+
+def test_each_preset_description_has_its_chinese_and_the_same_english():
+    """Workloads and stored runs carry a preset's English description; the catalogue's `preset.*`
+    entries give its Chinese, so their English must stay the preset's own, word for word."""
+    from fitbench.advise.i18n import preset_description
+    from fitbench.workloads.presets import PRESETS, TINY_PRESETS
+
+    for key, factories in (("preset", PRESETS), ("preset.tiny", TINY_PRESETS)):
+        for name, factory in factories.items():
+            english = factory().description
+            assert MESSAGES[f"{key}.{name}"]["en"] == english, name
+            assert CJK.search(preset_description(english, "zh")), name
+            assert preset_description(english, "en") == english
+    assert preset_description("llama (32 layers) read from ./config.json", "zh") == (
+        "llama (32 layers) read from ./config.json")
+
+
+def test_each_measurement_warning_and_failure_is_recognised_and_said_in_chinese():
+    """A warning or failure stored in English is shown in Chinese when its pattern matches: each
+    pattern matches its own message's English (placeholders filled)."""
+    from fitbench.advise.i18n import MEASUREMENT_PATTERNS, measurement_text
+
+    samples = {"ran": "amp-bf16", "how": "bf16 autocast, fp32 weights", "asked": "fp32", "dtype": "bf16",
+               "device": "cpu", "n": "3", "of": "10", "seconds": "600", "built": "1,024",
+               "described": "2,048", "produced": "7", "wanted": "100", "why": "no triton",
+               "phase": "build", "signal": "SIGTERM", "code": "1", "status": "oom", "batch": "64",
+               "error": "out of memory"}
+    for key, pattern in MEASUREMENT_PATTERNS.items():
+        english = t(key, "en", **{k: samples[k] for k in _fields(MESSAGES[key]["en"])})
+        assert pattern.fullmatch(english), key
+        assert measurement_text(english, "en") == english
+        assert CJK.search(measurement_text(english, "zh")), key
+    assert measurement_text("some framework's own words", "zh") == "some framework's own words"
+
+
+@pytest.mark.torch
+def test_the_torch_backends_warnings_match_their_patterns():
+    from fitbench.advise.i18n import measurement_text
+    from fitbench.backends.torch.tuned import CPU_NO_GRAPHS
+
+    assert CJK.search(measurement_text(CPU_NO_GRAPHS, "zh"))

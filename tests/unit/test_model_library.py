@@ -150,7 +150,7 @@ def test_decode_reads_distinct_experts_and_computes_active_ones() -> None:
 
 
 def test_moe_weights_hold_every_expert() -> None:
-    from fitbench.estimate.memory import weight_bytes
+    from fitbench.estimate.weights import weight_bytes
 
     w = library.workload_for_model("qwen3-30b-a3b")
     assert weight_bytes(w)[0] == w.param_count() * 2

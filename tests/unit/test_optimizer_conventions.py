@@ -7,7 +7,7 @@ import pytest
 
 from fitbench.catalog import get_gpu
 from fitbench.errors import FitbenchError
-from fitbench.estimate import memory, speed
+from fitbench.estimate import memory, optimizer, speed
 from fitbench.estimate.api import estimate
 from fitbench.estimate.execution import workload_as_run
 from fitbench.estimate.profile import get_profile
@@ -59,7 +59,7 @@ def test_fused_moves_fewer_bytes_and_the_for_loop_issues_more_operations() -> No
                             for i in ("foreach", "fused", "for-loop"))
     assert fused.bytes == pytest.approx(foreach.bytes * 7 / 18)
     assert loop.bytes == foreach.bytes
-    tensors = len(memory.param_sizes_in_order(w))
+    tensors = len(optimizer.param_sizes_in_order(w))
     assert loop.ops == speed.OPTIMIZER_LOOP_OPS["adam"] * tensors > 10 * foreach.ops
 
 

@@ -12,12 +12,13 @@ import pytest
 
 from fitbench.catalog import get_gpu
 from fitbench.cli.main import main
-from fitbench.estimate import peft, transformer_cost
+from fitbench.estimate import peft, peft_options, peft_speed, transformer_cost
 from fitbench.estimate.api import estimate
 from fitbench.estimate.dtypes import activation_dtypes
-from fitbench.estimate.memory import memory_breakdown, quantizable_params
+from fitbench.estimate.memory import memory_breakdown
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.verdict import OOM, verdict
+from fitbench.estimate.weights import quantizable_params
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.presets import get_workload
 
@@ -195,7 +196,7 @@ def test_peft_breakdown_refuses_a_full_fine_tune():
 # -- step time ------------------------------------------------------------------------------------
 def test_frozen_base_needs_two_thirds_of_the_flops():
     gpu = get_gpu("a100-40gb")
-    lora = peft.training_step(llama(), gpu, PROFILE)
+    lora = peft_speed.training_step(llama(), gpu, PROFILE)
     from fitbench.estimate import speed
 
     full = speed.training_step(full_llama(), gpu, PROFILE)
@@ -205,12 +206,12 @@ def test_frozen_base_needs_two_thirds_of_the_flops():
 
 def test_qlora_pays_for_dequantization():
     gpu = get_gpu("rtx-4090")
-    lora = peft.training_step(llama(), gpu, PROFILE)
-    qlora = peft.training_step(llama(peft="qlora"), gpu, PROFILE)
-    deq = sum(k.bytes * k.count for k in peft.dequant_kernels(llama(peft="qlora")))
+    lora = peft_speed.training_step(llama(), gpu, PROFILE)
+    qlora = peft_speed.training_step(llama(peft="qlora"), gpu, PROFILE)
+    deq = sum(k.bytes * k.count for k in peft_speed.dequant_kernels(llama(peft="qlora")))
     assert qlora.bytes == pytest.approx(lora.bytes + 2 * deq)         # forward and backward
     assert qlora.gpu_seconds > lora.gpu_seconds
-    ckpt = peft.training_step(llama(peft="qlora", checkpointing=True), gpu, PROFILE)
+    ckpt = peft_speed.training_step(llama(peft="qlora", checkpointing=True), gpu, PROFILE)
     assert ckpt.gpu_seconds > qlora.gpu_seconds                        # recomputed forward
 
 
@@ -218,7 +219,7 @@ def test_qlora_pays_for_dequantization():
 def test_peft_options_on_the_brief_cards():
     for gpu_id in ("rtx-3060-12gb", "rtx-4090", "a100-40gb"):
         gpu = get_gpu(gpu_id)
-        rows = peft.peft_options(full_llama(), gpu, PROFILE)
+        rows = peft_options.peft_options(full_llama(), gpu, PROFILE)
         assert [(r["method"], r["checkpointing"]) for r in rows] == [
             (m, c) for m in ("full", "lora", "qlora") for c in (False, True)]
         for r in rows:
@@ -231,7 +232,7 @@ def test_peft_options_on_the_brief_cards():
 
 
 def test_peft_options_from_a_peft_workload_compares_a_mixed_precision_full_fine_tune():
-    rows = peft.peft_options(llama(), get_gpu("h100-sxm"), PROFILE)
+    rows = peft_options.peft_options(llama(), get_gpu("h100-sxm"), PROFILE)
     assert rows[0]["method"] == "full" and rows[0]["precision"] == "amp-bf16"
 
 

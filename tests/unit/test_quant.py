@@ -20,8 +20,10 @@ from fitbench.cli.main import main
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.quant import GGUF_BPW, LEGACY, matrix_bytes, parse_weights
 from fitbench.errors import FitbenchError
-from fitbench.estimate import memory, speed, transformer_cost
-from fitbench.estimate.api import estimate, needed_bytes
+from fitbench.estimate import speed, transformer_cost, weights
+from fitbench.estimate.api import estimate
+from fitbench.estimate.matrices import block_gemms
+from fitbench.estimate.memory import needed_bytes
 from fitbench.estimate.profile import get_profile
 from fitbench.workloads.hf_config import workload_from_config
 from fitbench.workloads.presets import get_workload
@@ -162,13 +164,13 @@ def test_gptq_model_bytes_by_hand() -> None:
     w = get_workload("llm-6b").replace(weights=parse_weights("gptq"))
     arch = w.arch
     values = meta = converted = 0
-    for _, fin, fout in transformer_cost._gemms(arch):
+    for _, fin, fout in block_gemms(arch):
         groups = fin // 128
         values += fin * fout // 2
         meta += groups * fout * 2 + groups * fout // 8 * 4 + fin * 4
         converted += fin * fout
     L = arch.num_layers
-    assert memory.weight_bytes(w) == ((w.param_count() - L * converted) * 2 + L * values, L * meta)
+    assert weights.weight_bytes(w) == ((w.param_count() - L * converted) * 2 + L * values, L * meta)
 
 
 def test_skipped_modules_stay_16_bit() -> None:
@@ -180,7 +182,7 @@ def test_skipped_modules_stay_16_bit() -> None:
     )
     plain = base.replace(weights=fmt)
     h, f = base.arch.hidden_size, base.arch.intermediate_size
-    (w1, s1), (w0, s0) = memory.weight_bytes(skipped), memory.weight_bytes(plain)
+    (w1, s1), (w0, s0) = weights.weight_bytes(skipped), weights.weight_bytes(plain)
     values, scales = matrix_bytes(fmt, f, h)
     assert w1 - w0 == 2 * f * h - values and s0 - s1 == scales
 

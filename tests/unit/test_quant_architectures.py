@@ -15,7 +15,7 @@ import pytest
 
 from fitbench.cli.main import main
 from fitbench.core.quant import matrix_bytes, matrix_total_bytes, parse_weights
-from fitbench.estimate import memory, serving, transformer_cost
+from fitbench.estimate import serving, transformer_cost, weights
 from fitbench.workloads import library
 from fitbench.workloads.arch import TransformerArch, expected_distinct_experts
 from fitbench.workloads.workload import Workload
@@ -27,8 +27,8 @@ def _arch(w: Workload) -> TransformerArch:
 
 
 def _stored(w: Workload) -> float:
-    weights, scales = memory.weight_bytes(w)
-    return weights + scales
+    stored, scales = weights.weight_bytes(w)
+    return stored + scales
 
 
 # -- bundled quantized checkpoints against their published sizes --------------------------------
@@ -90,8 +90,8 @@ def test_every_expert_is_stored_in_the_format() -> None:
     values = sum(matrix_bytes(fmt, fin, fout)[0] for fin, fout in shapes)
     scales = sum(matrix_bytes(fmt, fin, fout)[1] for fin, fout in shapes)
     converted = sum(fin * fout for fin, fout in shapes)
-    assert memory.weight_bytes(w) == ((w.param_count() - converted) * 2 + values, scales)
-    router = next(m for m in memory.quantized_matrices(w) if m.name == "router")
+    assert weights.weight_bytes(w) == ((w.param_count() - converted) * 2 + values, scales)
+    router = next(m for m in weights.quantized_matrices(w) if m.name == "router")
     assert (router.copies, router.total) == (0, 32)
 
 
@@ -99,7 +99,7 @@ def test_latent_attention_and_shared_experts_are_quantized() -> None:
     """DeepSeek-V3's fp8 checkpoint: q_a/q_b/kv_a/kv_b/o projections of all 61 layers, the dense
     MLP of the first 3, 256 routed and the shared expert of the other 58; the router stays bf16."""
     w = library.workload_for_model("deepseek-v3")
-    mats = {m.name: (m.copies, m.total) for m in memory.quantized_matrices(w)}
+    mats = {m.name: (m.copies, m.total) for m in weights.quantized_matrices(w)}
     for name in ("q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "o_proj"):
         assert mats[name] == (61, 61)
     assert mats["gate_proj"] == (3, 3)
@@ -147,7 +147,7 @@ def _mixtral_skipping(*skip: str, method: str = "bnb-4bit") -> dict[str, tuple[i
     assert base is not None
     fmt = dataclasses.replace(base, skip=skip)
     w = library.workload_for_model("mixtral-8x7b-instruct", weights=fmt, mode="infer")
-    return {m.name: (m.copies, m.total) for m in memory.quantized_matrices(w)}
+    return {m.name: (m.copies, m.total) for m in weights.quantized_matrices(w)}
 
 
 def test_router_is_kept_16_bit_where_named() -> None:

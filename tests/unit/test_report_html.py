@@ -17,8 +17,8 @@ from fitbench.advise.text import guide_lines
 from fitbench.catalog import get_gpu
 from fitbench.cli.estimate import DEFAULT_GPUS
 from fitbench.cli.report import build_model, comparison_rows, scenarios_from_records, write_reports
-from fitbench.cli.run import error_vs_estimate
 from fitbench.estimate.api import estimate
+from fitbench.results.agreement import error_vs_estimate
 from fitbench.results.history import History
 from fitbench.results.report_html import PART_COLOURS, render_html
 from fitbench.results.report_markdown import render_markdown
@@ -285,3 +285,33 @@ def test_reports_are_written_to_files(records, tmp_path):
     assert html_path.read_text(encoding="utf-8") == render_html(model)
     assert md_path.read_text(encoding="utf-8").startswith("# fitbench report")
     assert not list(tmp_path.glob("**/*.tmp"))
+
+
+def test_the_report_model_is_typed_and_round_trips(records):
+    from fitbench.results.report_model import ReportModel
+
+    data = _model(records)
+    model = ReportModel.from_dict(data)
+    assert model.lang == "en" and model.schema_version == ReportModel.SCHEMA_VERSION
+    assert model.comparisons[0].error == data["comparisons"][0]["error"]
+    assert model.scenarios[0].estimates[0].gpu == data["scenarios"][0]["estimates"][0]["gpu"]
+    assert [r.run_id for r in model.runs] == [r["run_id"] for r in data["runs"]]
+    assert render_markdown(model) == render_markdown(data)
+    # Written back, the model is the dict it was read from, plus its version; a scenario names
+    # `skipped` (only `fitbench check` sets it) and its measurement every measurement key.
+    out = model.to_dict()
+    assert {k: v for k, v in out.items() if k != "scenarios"} == {
+        **{k: v for k, v in data.items() if k != "scenarios"}, "schema_version": ReportModel.SCHEMA_VERSION}
+    for written, given in zip(out["scenarios"], data["scenarios"], strict=True):
+        assert written == {**given, "skipped": None, "measurement": written["measurement"]}
+        if given["measurement"] is not None:
+            assert given["measurement"].items() <= written["measurement"].items()
+
+
+def test_an_unknown_report_section_is_refused_and_unknown_row_fields_kept(records):
+    from fitbench.results.report_model import ReportModel, RunRow
+
+    with pytest.raises(TypeError, match="chartz"):
+        ReportModel.from_dict({**_model(records), "chartz": []})
+    row = RunRow.from_dict({"run_id": "ab", "scenario_note": "kept"})
+    assert row.extra == {"scenario_note": "kept"} and row.to_dict()["scenario_note"] == "kept"

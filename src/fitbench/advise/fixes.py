@@ -22,9 +22,10 @@ from typing import Any
 from fitbench.advise.ranking import RankRow, cheapest_comfortable, rank_catalog, throughput
 from fitbench.core.gpu import GpuSpec
 from fitbench.errors import FitbenchError
-from fitbench.estimate.api import Estimate, estimate, needed_bytes
-from fitbench.estimate.distributed import min_gpus
-from fitbench.estimate.peft import peft_options
+from fitbench.estimate.api import Estimate, estimate
+from fitbench.estimate.limits import min_gpus
+from fitbench.estimate.memory import needed_bytes
+from fitbench.estimate.peft_options import peft_options
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.verdict import FITS, OOM, TIGHT_MARGIN, VERDICT_ORDER, max_fitting
 from fitbench.workloads.workload import Workload
@@ -52,7 +53,7 @@ def _half(gpu: GpuSpec) -> str:
     return "bf16" if gpu.bf16 else "fp16"
 
 
-def _speed_ratio(new: Estimate, base: Estimate) -> float | None:
+def throughput_ratio(new: Estimate, base: Estimate) -> float | None:
     """new throughput / base throughput (> 1: faster)."""
     a, _ = throughput(new)
     b, _ = throughput(base)
@@ -102,7 +103,7 @@ class Fix:
         throughput is that of the micro-batch steps, which is what the job then runs at. With
         data-parallel strategies every GPU processes its own batch, so the job's throughput is
         the per-GPU estimate times the GPUs (tensor parallelism shares one batch)."""
-        ratio = _speed_ratio(self.estimate, self.baseline)
+        ratio = throughput_ratio(self.estimate, self.baseline)
         w = self.estimate.workload
         if ratio is not None and w.gpus > 1 and w.strategy != "tp":
             ratio *= w.gpus
@@ -208,7 +209,7 @@ def _accumulation(b: _Builder) -> tuple[dict[str, Any], int] | None:
 def _peft_fixes(b: _Builder) -> None:
     """LoRA and QLoRA: the base weights frozen in 16 bit (4 bit for QLoRA), small adapters trained.
 
-    Estimated by the estimator's PEFT model (fitbench.estimate.peft); `peft_options` there lists
+    Estimated by the estimator's PEFT model (fitbench.estimate.peft); `peft_options` lists
     the methods it models, and each is re-estimated here so that its speed is known too.
     """
     w = b.workload
@@ -234,7 +235,7 @@ def _peft_fixes(b: _Builder) -> None:
 
 
 def _gpu_fix(b: _Builder) -> None:
-    """The fewest GPUs of this card that run the job (fitbench.estimate.distributed.min_gpus)."""
+    """The fewest GPUs of this card that run the job (fitbench.estimate.limits.min_gpus)."""
     w = b.workload
     if w.gpus > 1 or b.baseline.verdict == FITS:
         return
@@ -363,7 +364,7 @@ class BottleneckAdvice:
 
     @property
     def speedup(self) -> float | None:
-        return _speed_ratio(self.alternative, self.baseline) if self.alternative is not None else None
+        return throughput_ratio(self.alternative, self.baseline) if self.alternative is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         speed, unit = throughput(self.alternative) if self.alternative is not None else (None, "")
@@ -414,7 +415,7 @@ def bottleneck_advice(est: Estimate, *, rows: Sequence[RankRow] | None = None) -
     kind = est.bottleneck
     for suggestion, changes, run_mode, reported in _targeted_changes(est):
         alt = _try(w, changes, gpu, fw, run_mode)
-        ratio = _speed_ratio(alt, est) if alt is not None else None
+        ratio = throughput_ratio(alt, est) if alt is not None else None
         if alt is not None and ratio is not None and ratio >= MIN_SPEEDUP and alt.verdict != OOM:
             return BottleneckAdvice(bottleneck=kind, suggestion=suggestion, baseline=est, alternative=alt,
                                     changes=reported)

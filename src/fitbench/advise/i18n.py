@@ -13,6 +13,7 @@ The language is `--lang en|zh`, else Chinese when $LANG (or $LC_ALL / $LC_MESSAG
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,7 +34,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "bottleneck.compute": {"en": "compute", "zh": "算力"},
     "bottleneck.memory": {"en": "memory bandwidth", "zh": "显存带宽"},
     "bottleneck.overhead": {"en": "launch and host overhead", "zh": "内核启动与主机端开销"},
-    # -- memory breakdown parts (fitbench.estimate.memory.PART_NAMES) ---------------------------
+    # -- memory breakdown parts (fitbench.estimate.breakdown.PART_NAMES) ------------------------
     "part.weights": {"en": "weights", "zh": "权重"},
     "part.quantization_scales": {"en": "quantization scales", "zh": "量化缩放系数"},
     "part.dequant_workspace": {"en": "dequantization workspace", "zh": "反量化工作区"},
@@ -142,8 +143,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     "gpus.tflops": {
         "en": "TFLOPS are dense datasheet peaks (tensor cores with FP32 accumulation); price: launch price; "
         "rent: an example on-demand rate per GPU (provider and date: `fitbench gpus --json`).",
-        "zh": "TFLOPS 为数据手册中的稠密峰值(Tensor Core,FP32 累加);price 为首发价;"
-        "rent 为每块 GPU 的按需租用示例价格(提供商与日期见 `fitbench gpus --json`)。",
+        "zh": "TFLOPS 为数据手册中的稠密峰值(Tensor Core,FP32 累加);首发价即发布时的官方价格;"
+        "租用价为每块 GPU 的按需租用示例价格(提供商与日期见 `fitbench gpus --json`)。",
     },
     "gpus.not_measured": {
         "en": "* not measured: fitbench has never run on this card's framework path; estimates only.",
@@ -325,6 +326,47 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "{scenario}:瓶颈是{bottleneck};换用 {card} 估计可快 {speedup} 倍({speed})。",
     },
     "bn.on_card": {"en": "{scenario} on {gpu}", "zh": "{scenario}(在 {gpu} 上)"},
+    # -- what limited a measured run (fitbench.advise.diagnosis): diagnosis.<bottleneck>.<kind> -----
+    "diagnosis.line": {
+        "en": "bottleneck: {bottleneck} ({compute} of {precision} peak, {bandwidth} of bandwidth{roofline}) "
+        "— {suggestion}",
+        "zh": "瓶颈:{bottleneck}(达到 {precision} 峰值算力的 {compute}、带宽的 {bandwidth}{roofline})"
+        "— {suggestion}",
+    },
+    "diagnosis.roofline": {"en": ", {times}x the roofline time", "zh": ",为屋顶线时间的 {times} 倍"},
+    "diagnosis.overhead.tuned": {
+        "en": "the GPU waits for the host: raise the batch, or use --exec tuned (CUDA graphs)",
+        "zh": "GPU 在等待主机端:增大批大小,或使用 --exec tuned(CUDA Graphs)",
+    },
+    "diagnosis.overhead.batch": {
+        "en": "the GPU runs many small kernels: raise the batch so that each kernel has more work",
+        "zh": "GPU 在执行大量小内核:增大批大小,让每个内核多做些计算",
+    },
+    "diagnosis.memory.quantize": {
+        "en": "decode is bandwidth-bound: int8/int4 weights, more requests per batch, or a card with "
+        "more bandwidth",
+        "zh": "解码受显存带宽限制:使用 int8/int4 权重、每批处理更多请求,或换用带宽更高的显卡",
+    },
+    "diagnosis.memory.batch": {
+        "en": "decode is bandwidth-bound: batch more requests per step, or a card with more bandwidth",
+        "zh": "解码受显存带宽限制:每步批处理更多请求,或换用带宽更高的显卡",
+    },
+    "diagnosis.memory.amp": {
+        "en": "memory-bound: AMP (bf16/fp16) halves the bytes every step moves",
+        "zh": "受显存带宽限制:混合精度(bf16/fp16)可使每步搬运的数据量减半",
+    },
+    "diagnosis.memory.card": {
+        "en": "memory-bound: a card with more memory bandwidth",
+        "zh": "受显存带宽限制:换用显存带宽更高的显卡",
+    },
+    "diagnosis.compute.amp": {
+        "en": "use AMP (bf16/fp16 tensor cores)",
+        "zh": "使用混合精度(bf16/fp16,Tensor Core)",
+    },
+    "diagnosis.compute.card": {
+        "en": "a card with more tensor throughput",
+        "zh": "换用 Tensor Core 算力更高的显卡",
+    },
     # -- CPU offload (fitbench.estimate.offload) ------------------------------------------------------
     "offload.runs": {
         "en": "{scenario} on {gpu}: runs at ~{speed} with {gpu_layers} of {layers} layers on the GPU "
@@ -611,6 +653,262 @@ MESSAGES: dict[str, dict[str, str]] = {
     "run.cell.steps": {"en": "{time} (p90 {p90}, {steps} steps)", "zh": "{time}(p90 {p90},共 {steps} 步)"},
     "run.cell.none_fits": {"en": "none fits", "zh": "都放不下"},
     "run.cell.limit": {"en": ">= {n} (limit)", "zh": ">= {n}(已到上限)"},
+    "run.title": {
+        "en": "{name}{tiny} · {backend} {version} · {device} · {precision} · batch {batch} · "
+        "{exec_mode} exec",
+        "zh": "{name}{tiny} · {backend} {version} · {device} · {precision} · 批大小 {batch} · "
+        "{exec_mode} 执行模式",
+    },
+    "run.distributed": {
+        "en": "{nproc} processes ({launcher}, {group}), {strategy}: batch {per_gpu} per process, "
+        "{total} in all; peak memory is the largest process's, throughput is global",
+        "zh": "{nproc} 个进程({launcher},{group}),{strategy}:每个进程批大小 {per_gpu},合计 {total};"
+        "峰值显存取占用最大的进程,吞吐量为全部进程之和",
+    },
+    "run.status": {"en": "status: {status} — {error}", "zh": "状态:{status} — {error}"},
+    "run.hint": {"en": "hint: {hint}", "zh": "提示:{hint}"},
+    "run.warning": {"en": "warning: {warning}", "zh": "警告:{warning}"},
+    "run.note": {"en": "note: {note}", "zh": "注意:{note}"},
+    "run.run_id": {"en": "run id: {run_id}", "zh": "运行编号:{run_id}"},
+    "run.search_stopped": {"en": "max-batch search stopped: {why}", "zh": "最大批大小搜索已停止:{why}"},
+    "run.note.cpu": {
+        "en": "measured on the CPU: no GPU estimate (pass --gpu ID to see one)",
+        "zh": "在 CPU 上实测:没有 GPU 估算(加 --gpu ID 可对照某块显卡的估算)",
+    },
+    "run.note.no_nvml": {
+        "en": "could not identify the local GPU through NVML: no estimate (pass --gpu ID)",
+        "zh": "无法通过 NVML 识别本机 GPU:没有估算(请加 --gpu ID)",
+    },
+    "run.note.not_in_catalog": {
+        "en": "{name} is not in the catalog: no estimate (pass --gpu ID for a similar card)",
+        "zh": "{name} 不在型号目录中:没有估算(可加 --gpu ID 指定一块相近的显卡)",
+    },
+    "run.note.no_estimate": {"en": "no estimate: {reason}", "zh": "没有估算:{reason}"},
+    "run.compare": {
+        "en": "{precision} vs {baseline}: peak memory {memory}, speed-up {speedup}",
+        "zh": "{precision} 对比 {baseline}:峰值显存 {memory},加速比 {speedup}",
+    },
+    "run.compare.less": {"en": "{pct} ({bytes} less)", "zh": "{pct}(少 {bytes})"},
+    "run.compare.more": {"en": "{pct} ({bytes} more)", "zh": "{pct}(多 {bytes})"},
+    "run.compare.incomplete": {
+        "en": "{precision} vs {baseline}: not comparable (a run did not complete)",
+        "zh": "{precision} 对比 {baseline}:无法比较(有一次运行没有完成)",
+    },
+    "run.diagnosis": {
+        "en": "bottleneck: {bottleneck} ({compute} of {precision} peak, {bandwidth} of bandwidth{roof}) "
+        "— {suggestion}",
+        "zh": "瓶颈:{bottleneck}(达到 {precision} 峰值的 {compute}、带宽的 {bandwidth}{roof})"
+        "— {suggestion}",
+    },
+    "run.diagnosis.roof": {"en": ", {times}x the roofline time", "zh": ",耗时为屋顶线时间的 {times} 倍"},
+    "diagnosis.tuned": {
+        "en": "the GPU waits for the host: raise the batch, or use --exec tuned (CUDA graphs)",
+        "zh": "GPU 在等待主机端:增大批大小,或使用 --exec tuned(CUDA Graph)",
+    },
+    "diagnosis.batch": {
+        "en": "the GPU runs many small kernels: raise the batch so that each kernel has more work",
+        "zh": "GPU 在运行大量小内核:增大批大小,让每个内核多做些计算",
+    },
+    "diagnosis.quantize": {
+        "en": "decode is bandwidth-bound: int8/int4 weights, more requests per batch, or a card with more "
+        "bandwidth",
+        "zh": "解码受带宽限制:改用 int8/int4 权重、每批处理更多请求,或换带宽更高的显卡",
+    },
+    "diagnosis.batch-decode": {
+        "en": "decode is bandwidth-bound: batch more requests per step, or a card with more bandwidth",
+        "zh": "解码受带宽限制:每步合批处理更多请求,或换带宽更高的显卡",
+    },
+    "diagnosis.amp-memory": {
+        "en": "memory-bound: AMP (bf16/fp16) halves the bytes every step moves",
+        "zh": "受显存带宽限制:混合精度(bf16/fp16)让每步搬运的数据量减半",
+    },
+    "diagnosis.card-memory": {
+        "en": "memory-bound: a card with more memory bandwidth",
+        "zh": "受显存带宽限制:换显存带宽更高的显卡",
+    },
+    "diagnosis.amp": {"en": "use AMP (bf16/fp16 tensor cores)", "zh": "使用混合精度(bf16/fp16 Tensor Core)"},
+    "diagnosis.card-compute": {"en": "a card with more tensor throughput", "zh": "换 Tensor 算力更高的显卡"},
+    # -- progress lines (fitbench.measure.progress), one per phase of a measurement ------------------------
+    "progress.starting child": {"en": "starting child", "zh": "正在启动子进程"},
+    "progress.starting ranks": {"en": "starting {ranks} ranks", "zh": "正在启动 {ranks} 个进程"},
+    "progress.importing framework": {"en": "importing framework", "zh": "正在导入框架"},
+    "progress.initialising device": {"en": "initialising device", "zh": "正在初始化设备"},
+    "progress.importing model libraries": {"en": "importing model libraries", "zh": "正在导入模型库"},
+    "progress.building model": {"en": "building model", "zh": "正在构建模型"},
+    "progress.building model, compiling and capturing CUDA graphs": {
+        "en": "building model, compiling and capturing CUDA graphs",
+        "zh": "正在构建模型、编译并捕获 CUDA Graph",
+    },
+    "progress.warm-up": {"en": "warm-up", "zh": "预热"},
+    "progress.prefill": {"en": "prefill", "zh": "预填充"},
+    "progress.measuring": {"en": "measuring", "zh": "计时中"},
+    "progress.generating": {"en": "generating", "zh": "生成中"},
+    "progress.max-batch search": {"en": "max-batch search", "zh": "搜索最大批大小"},
+    "progress.search_range": {"en": "from {start}, at most {limit}", "zh": "从 {start} 开始,最多 {limit}"},
+    "progress.probing": {"en": "probing batch {batch}", "zh": "试探批大小 {batch}"},
+    "phase.init": {"en": "init", "zh": "初始化"},
+    "phase.build": {"en": "build", "zh": "构建模型"},
+    "phase.step": {"en": "step", "zh": "训练/推理步"},
+    "phase.generate": {"en": "generate", "zh": "生成"},
+    # -- what a measurement warns of (the child writes English; see MEASUREMENT_PATTERNS) --------------------
+    "warn.cpu_no_graphs": {
+        "en": "CUDA graphs need a CUDA device; ran eagerly",
+        "zh": "CUDA Graph 需要 CUDA 设备;已按 eager 方式运行",
+    },
+    "warn.tuned_ran": {
+        "en": "tuned changed the precision: ran {ran} ({how}) instead of the requested {asked}",
+        "zh": "tuned 模式改变了精度:实际运行 {ran}({how}),而不是请求的 {asked}",
+    },
+    "warn.tuned_generated": {
+        "en": "tuned changed the precision: generated with {ran} weights instead of {asked}",
+        "zh": "tuned 模式改变了精度:生成时使用 {ran} 权重,而不是 {asked}",
+    },
+    "warn.tf32_cpu": {
+        "en": "TF32 exists only on NVIDIA GPUs; ran FP32",
+        "zh": "TF32 只在 NVIDIA GPU 上可用;已按 FP32 运行",
+    },
+    "warn.weights_unsupported": {
+        "en": "{dtype} weights are not supported on {device} by this torch; ran FP32",
+        "zh": "当前 torch 在 {device} 上不支持 {dtype} 权重;已按 FP32 运行",
+    },
+    "warn.autocast_unsupported": {
+        "en": "autocast to {dtype} is not supported on {device} by this torch; ran FP32",
+        "zh": "当前 torch 在 {device} 上不支持 autocast 到 {dtype};已按 FP32 运行",
+    },
+    "warn.pure_fp16": {
+        "en": "pure fp16 training has no loss scaling or master weights: fine for speed and memory, "
+        "not for convergence",
+        "zh": "纯 fp16 训练没有损失缩放和主权重:可以用来看速度和显存,不适合用来训练收敛",
+    },
+    "warn.no_bf16_autocast": {
+        "en": "this GPU has no native bf16; autocast emulates it (slow)",
+        "zh": "这块 GPU 没有原生 bf16;autocast 以模拟方式运行(较慢)",
+    },
+    "warn.sdpa": {
+        "en": "tuned uses fused SDPA attention; the workload asked for eager attention",
+        "zh": "tuned 模式使用融合的 SDPA 注意力;负载指定的是 eager 注意力",
+    },
+    "warn.decode_not_slower": {
+        "en": "generation was not measurably slower than prefill; decode speed not derived",
+        "zh": "生成并不比预填充明显更慢;无法推算解码速度",
+    },
+    "warn.budget": {
+        "en": "stopped after {n} of {of} steps: the {seconds} s budget of the timed loop ran out",
+        "zh": "只完成 {of} 步中的 {n} 步就停止了:计时循环的 {seconds} 秒预算已用完",
+    },
+    "warn.param_mismatch": {
+        "en": "the built model has {built} parameters; the workload describes {described}",
+        "zh": "构建出的模型有 {built} 个参数;负载描述的是 {described} 个",
+    },
+    "warn.generate_short": {
+        "en": "generate produced {produced} new tokens instead of {wanted}",
+        "zh": "generate 只生成了 {produced} 个新 token,而不是 {wanted} 个",
+    },
+    "warn.no_token_types": {
+        "en": "the encoder has no token-type embeddings; BERT keeps one row",
+        "zh": "该编码器没有 token 类型嵌入;BERT 保留一行",
+    },
+    "warn.fused_not_used": {"en": "fused decode kernels not used ({why})", "zh": "未使用融合解码内核({why})"},
+    "warn.capture_failed": {
+        "en": "CUDA graph capture failed ({why}); the tuned step ran eagerly",
+        "zh": "CUDA Graph 捕获失败({why});tuned 步骤已按 eager 方式运行",
+    },
+    "warn.capture_failed_decode": {
+        "en": "CUDA graph capture failed ({why}); decode steps ran eagerly",
+        "zh": "CUDA Graph 捕获失败({why});解码步骤已按 eager 方式运行",
+    },
+    "fail.timeout": {
+        "en": "no result within {seconds} s (phase: {phase}); the child was stopped",
+        "zh": "{seconds} 秒内没有结果(阶段:{phase});已停止子进程",
+    },
+    "fail.no_result_killed": {
+        "en": "the measuring process ended without a result (killed by {signal})",
+        "zh": "实测进程没有产生结果就结束了(被 {signal} 终止)",
+    },
+    "fail.no_result_oom_killed": {
+        "en": "the measuring process ended without a result (killed by SIGKILL (the system may have run out "
+        "of memory))",
+        "zh": "实测进程没有产生结果就结束了(被 SIGKILL 终止,系统内存可能已耗尽)",
+    },
+    "fail.no_result_exit": {
+        "en": "the measuring process ended without a result (exit code {code})",
+        "zh": "实测进程没有产生结果就结束了(退出码 {code})",
+    },
+    "fail.oom": {
+        "en": "out of memory at batch {batch} (phase: {phase})",
+        "zh": "批大小 {batch} 时显存不足(阶段:{phase})",
+    },
+    "fail.probe": {"en": "{status} at batch {batch}: {error}", "zh": "批大小 {batch} 时{status}:{error}"},
+    # -- presets' descriptions (fitbench.workloads.presets; the English is the preset's own) -------------
+    "preset.resnet50-cifar10": {
+        "en": "ResNet-50 training on CIFAR-10 (32x32, 10 classes), batch 128, Adam, FP32",
+        "zh": "ResNet-50 在 CIFAR-10 上训练(32x32,10 类),批大小 128,Adam,FP32",
+    },
+    "preset.bert-base-imdb": {
+        "en": "BERT-base fine-tuning on IMDb (seq 512, 2 labels), batch 16, AdamW; try --precision amp-fp16",
+        "zh": "BERT-base 在 IMDb 上微调(序列长度 512,2 个标签),批大小 16,AdamW;可试试 --precision amp-fp16",
+    },
+    "preset.llm-6b": {
+        "en": "6.7B Llama-style decoder, FP16 weights, 50-token prompt, 100 new tokens",
+        "zh": "67 亿参数的 Llama 式解码器,FP16 权重,50 个 token 的提示,生成 100 个新 token",
+    },
+    "preset.resnet18-cifar10": {
+        "en": "ResNet-18 training on CIFAR-10, batch 128, FP32",
+        "zh": "ResNet-18 在 CIFAR-10 上训练,批大小 128,FP32",
+    },
+    "preset.resnet101-cifar10": {
+        "en": "ResNet-101 training on CIFAR-10, batch 128, FP32",
+        "zh": "ResNet-101 在 CIFAR-10 上训练,批大小 128,FP32",
+    },
+    "preset.resnet50-imagenet": {
+        "en": "ResNet-50 on ImageNet (224x224, 1000 classes), batch 256, AMP, SGD momentum",
+        "zh": "ResNet-50 在 ImageNet 上训练(224x224,1000 类),批大小 256,混合精度,SGD 动量",
+    },
+    "preset.bert-large-imdb": {
+        "en": "BERT-large fine-tuning, seq 512, AMP",
+        "zh": "BERT-large 微调,序列长度 512,混合精度",
+    },
+    "preset.llm-13b": {
+        "en": "13B Llama-style decoder, FP16, 50-token prompt, 100 new tokens",
+        "zh": "130 亿参数的 Llama 式解码器,FP16,50 个 token 的提示,生成 100 个新 token",
+    },
+    "preset.llm-70b": {
+        "en": "70B Llama-2-style decoder with grouped-query attention, FP16",
+        "zh": "700 亿参数的 Llama-2 式解码器,使用分组查询注意力(GQA),FP16",
+    },
+    "preset.tiny.resnet50-cifar10": {
+        "en": "tiny ResNet (bottleneck, width 8, one block a stage), CIFAR-10 shapes",
+        "zh": "迷你 ResNet(瓶颈块,宽度 8,每个阶段一个块),CIFAR-10 的输入尺寸",
+    },
+    "preset.tiny.bert-base-imdb": {
+        "en": "tiny BERT (2 layers, hidden 64), IMDb shapes at seq 64",
+        "zh": "迷你 BERT(2 层,隐藏维度 64),IMDb 的输入,序列长度 64",
+    },
+    "preset.tiny.llm-6b": {
+        "en": "tiny Llama (2 layers, hidden 64, GQA 4/2 heads)",
+        "zh": "迷你 Llama(2 层,隐藏维度 64,GQA 4/2 个头)",
+    },
+    # -- fitbench gpus, history, models, estimate: the words of tables and titles --------------------------
+    "gpus.col.id": {"en": "id", "zh": "型号"},
+    "gpus.col.name": {"en": "name", "zh": "名称"},
+    "gpus.col.price": {"en": "price", "zh": "首发价"},
+    "gpus.col.rent": {"en": "rent", "zh": "租用价"},
+    "cell.no": {"en": "no", "zh": "无"},
+    "history.none": {
+        "en": "no runs in {path}; `fitbench run WORKLOAD` measures one",
+        "zh": "{path} 中没有运行记录;`fitbench run WORKLOAD` 可实测一次",
+    },
+    "history.none_matching": {
+        "en": "no runs in {path} matching the filter; `fitbench run WORKLOAD` measures one",
+        "zh": "{path} 中没有符合筛选条件的运行记录;`fitbench run WORKLOAD` 可实测一次",
+    },
+    "models.sliding": {"en": "{window} on {layers}/{total}", "zh": "{window}(用于 {layers}/{total} 层)"},
+    "est.peft": {"en": "{method} rank {rank} on {targets}", "zh": "{method} 秩 {rank},作用于 {targets}"},
+    "cell.tiny_name": {"en": "{name} (tiny)", "zh": "{name}(迷你版)"},
+    "cell.tiny_word": {"en": "tiny", "zh": "迷你版"},
+    "est.accumulated": {"en": "{n} micro-batches accumulated", "zh": "累积 {n} 个微批次"},
+    "est.weights": {"en": "weights {label}", "zh": "权重 {label}"},
+    "est.kv_cache": {"en": "KV cache {dtype}", "zh": "KV 缓存 {dtype}"},
     # -- fitbench compare -------------------------------------------------------------------------------
     "compare.peak_memory_bytes": {"en": "peak memory", "zh": "峰值显存"},
     "compare.peak_allocated_bytes": {"en": "allocator peak", "zh": "分配器峰值"},
@@ -733,6 +1031,83 @@ def part_label(part: str, lang: str = "en") -> str:
     return t(key, lang) if has(key) else part.replace("_", " ")
 
 
+# A measurement's warnings and failures are stored as the child or the runner wrote them (English,
+# stable for JSON and the history); shown to a reader, each one that matches its message's pattern is
+# said in the reader's language, with the pattern's groups as the message's values. Others (a
+# framework's own exception text) are shown as written.
+MEASUREMENT_PATTERNS: dict[str, re.Pattern[str]] = {
+    key: re.compile(pattern)
+    for key, pattern in {
+        "warn.cpu_no_graphs": r"CUDA graphs need a CUDA device; ran eagerly",
+        "warn.tuned_ran": r"tuned changed the precision: ran (?P<ran>\S+) \((?P<how>[^)]*)\) instead of the "
+        r"requested (?P<asked>\S+)",
+        "warn.tuned_generated": r"tuned changed the precision: generated with (?P<ran>\S+) weights "
+        r"instead of (?P<asked>\S+)",
+        "warn.tf32_cpu": r"TF32 exists only on NVIDIA GPUs; ran FP32",
+        "warn.weights_unsupported": r"(?P<dtype>\S+) weights are not supported on (?P<device>\S+) by this "
+        r"torch; ran FP32",
+        "warn.autocast_unsupported": r"autocast to (?P<dtype>\S+) is not supported on (?P<device>\S+) by "
+        r"this torch; ran FP32",
+        "warn.pure_fp16": r"pure fp16 training has no loss scaling or master weights: fine for speed and "
+        r"memory, not for convergence",
+        "warn.no_bf16_autocast": r"this GPU has no native bf16; autocast emulates it \(slow\)",
+        "warn.sdpa": r"tuned uses fused SDPA attention; the workload asked for eager attention",
+        "warn.decode_not_slower": r"generation was not measurably slower than prefill; decode speed not "
+        r"derived",
+        "warn.budget": r"stopped after (?P<n>\d+) of (?P<of>\d+) steps: the (?P<seconds>\d+) s budget of the "
+        r"timed loop ran out",
+        "warn.param_mismatch": r"the built model has (?P<built>[\d,]+) parameters; the workload describes "
+        r"(?P<described>[\d,]+)",
+        "warn.generate_short": r"generate produced (?P<produced>\d+) new tokens instead of (?P<wanted>\d+)",
+        "warn.no_token_types": r"the encoder has no token-type embeddings; BERT keeps one row",
+        "warn.fused_not_used": r"fused decode kernels not used \((?P<why>.*)\)",
+        "warn.capture_failed": r"CUDA graph capture failed \((?P<why>.*)\); the tuned step ran eagerly",
+        "warn.capture_failed_decode": r"CUDA graph capture failed \((?P<why>.*)\); decode steps ran eagerly",
+        "fail.timeout": r"no result within (?P<seconds>[\d.e+]+) s \(phase: (?P<phase>[^)]*)\); the child "
+        r"was stopped",
+        "fail.no_result_killed": r"the measuring process ended without a result \(killed by "
+        r"(?P<signal>\S+)\)",
+        "fail.no_result_oom_killed": r"the measuring process ended without a result \(killed by SIGKILL "
+        r"\(the system may have run out of memory\)\)",
+        "fail.no_result_exit": r"the measuring process ended without a result \(exit code (?P<code>-?\d+)\)",
+        "fail.oom": r"out of memory at batch (?P<batch>\d+) \(phase: (?P<phase>\w+)\)",
+        "fail.probe": r"(?P<status>oom|error|timeout|killed) at batch (?P<batch>\d+): (?P<error>.*)",
+    }.items()
+}
+
+
+def measurement_text(text: str, lang: str = "en") -> str:
+    """A measurement's warning or failure in `lang` (see MEASUREMENT_PATTERNS); one fitbench does not word
+    is kept."""
+    if lang == "en":
+        return text
+    for key, pattern in MEASUREMENT_PATTERNS.items():
+        match = pattern.fullmatch(text)
+        if match:
+            values = match.groupdict()
+            phase = values.get("phase")
+            for where in ("progress", "phase"):  # the phase a child was in, as the reader saw it named
+                if phase and has(f"{where}.{phase}"):
+                    values["phase"] = t(f"{where}.{phase}", lang)
+            if values.get("status"):
+                values["status"] = status_label(values["status"], lang)
+            if values.get("error"):  # a probe's failure, itself a measurement's
+                values["error"] = measurement_text(values["error"], lang)
+            return t(key, lang, **values)
+    return text
+
+
+def preset_description(text: str | None, lang: str = "en") -> str:
+    """A preset's description in `lang`: stored runs and workloads carry the English text, which is
+    looked up among the presets' own (`preset.*`); any other description (a config.json's) is kept."""
+    if not text or lang == "en":
+        return text or ""
+    for key, entry in MESSAGES.items():
+        if key.startswith("preset.") and entry["en"] == text:
+            return entry.get(lang) or text
+    return text
+
+
 def format_params(n: int | None, lang: str = "en") -> str:
     """110M / 6.7B in English; 1.1 亿 / 67 亿 (and 2500 万 below 100M) in Chinese."""
     if n is None:
@@ -762,7 +1137,9 @@ __all__ = [
     "bottleneck_label",
     "format_params",
     "has",
+    "measurement_text",
     "part_label",
+    "preset_description",
     "resolve_lang",
     "status_label",
     "t",

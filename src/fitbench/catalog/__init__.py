@@ -34,7 +34,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fitbench.core.gpu import GpuSpec
+from fitbench.core.gpu import STREAM_EFFICIENCY, GpuSpec
 from fitbench.core.units import GB, TFLOPS, GiB, MiB
 from fitbench.errors import FitbenchError, did_you_mean
 
@@ -72,7 +72,7 @@ _REQUIRED = frozenset({
 })
 _OPTIONAL = frozenset({
     "memory_mib", "reserved_mib", "price_usd", "price_source", "price_date", "rent_usd_per_hour",
-    "rent_source", "rent_date", "measured", "aliases", "notes",
+    "rent_source", "rent_date", "measured", "aliases", "notes", "memory_type", "sm_count",
 })
 ROW_KEYS = _REQUIRED | _OPTIONAL
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -181,6 +181,13 @@ def _check_prices(row: Mapping[str, Any], where: str) -> None:
             raise ValueError(f"{where}: rent_usd_per_hour needs rent_source and rent_date (YYYY-MM)")
 
 
+def _sm_count(row: Mapping[str, Any], where: str) -> int:
+    value = row.get("sm_count", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{where}: sm_count must be a whole number of streaming multiprocessors")
+    return value
+
+
 def _row_to_spec(row: Mapping[str, Any], default_reserved_mib: float, where: str) -> GpuSpec:
     keys = set(row)
     if missing := _REQUIRED - keys:
@@ -201,6 +208,9 @@ def _row_to_spec(row: Mapping[str, Any], default_reserved_mib: float, where: str
     if "fp8" in peak and row["architecture"] in _NO_FP8:
         raise ValueError(f"{where}: {row['architecture']} cards have no FP8 tensor cores; drop fp8")
 
+    memory_type = row.get("memory_type", "")
+    if memory_type and memory_type not in STREAM_EFFICIENCY:
+        raise ValueError(f"{where}: memory_type must be one of {', '.join(sorted(STREAM_EFFICIENCY))}")
     _check_prices(row, where)
     price, rent = row.get("price_usd"), row.get("rent_usd_per_hour")
     measured = row.get("measured", True)
@@ -221,6 +231,8 @@ def _row_to_spec(row: Mapping[str, Any], default_reserved_mib: float, where: str
         bandwidth_bytes_s=_number(row, "bandwidth_gb_s", where) * GB,
         peak_flops=peak,
         bf16=row["bf16"],
+        memory_type=memory_type,
+        sm_count=_sm_count(row, where),
         nominal_memory_gib=float(row["memory_gib"]),
         form_factor=row["form_factor"],
         interconnect=row["interconnect"],
@@ -387,6 +399,8 @@ def gpu_to_row(spec: GpuSpec) -> dict[str, Any]:
         "memory_mib": _plain(total_mib),
         "reserved_mib": _plain((spec.memory_bytes - spec.usable_bytes) / MiB),
         "bandwidth_gb_s": _plain(spec.bandwidth_bytes_s / GB),
+        **({"memory_type": spec.memory_type} if spec.memory_type else {}),
+        **({"sm_count": spec.sm_count} if spec.sm_count else {}),
         "tflops": {k: _plain(spec.peak_flops[k] / TFLOPS) for k in PEAK_KEYS if k in spec.peak_flops},
         "bf16": spec.bf16,
         "form_factor": spec.form_factor,

@@ -11,22 +11,23 @@ What it does, in order:
   4. stores each measurement in the history, prints one verdict table and a few lines of advice,
      and writes a self-contained HTML report.
 
-Everything printed is built from the estimator, the runner and the advice functions; this module
-only orchestrates and formats.
+What to run and what it means is decided in fitbench.check (the plan, each scenario's estimates and
+advice); this module parses the options, calls it, runs the measurements and formats.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import os
-import platform
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from fitbench.backends import framework_of
+from fitbench.advise.i18n import resolve_lang, status_label, t
+from fitbench.check.advice import no_gpu_advice
+from fitbench.check.machine import Machine, find_machine
+from fitbench.check.plan import DEFAULT_TIMEOUT_S, GPU_MIN_SECONDS, CheckPlan, plan_check, run_scenario
+from fitbench.check.result import ScenarioResult
+from fitbench.check.scenarios import scenario_workloads
 from fitbench.cli.common import (
     HistoryStore,
     add_backend_arg,
@@ -42,8 +43,6 @@ from fitbench.cli.common import (
 )
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.units import format_bytes, format_seconds
-from fitbench.errors import FitbenchError
-from fitbench.workloads.workload import Workload
 
 EPILOG = """examples:
   fitbench                                  the same as `fitbench check`
@@ -57,18 +56,6 @@ JSON: {"machine": {...}, "scenarios": [{"key", "workload", "precision", "estimat
        data}]}], "size_guide": [...], "report": path | null}
 """
 
-# The brief's scenarios: (preset, precision override). BERT runs with and without AMP, as in the brief
-# (Paddle's AMP with a loss scaler, hence fp16).
-SCENARIOS: tuple[tuple[str, str | None], ...] = (
-    ("resnet50-cifar10", None),
-    ("bert-base-imdb", None),
-    ("bert-base-imdb", "amp-fp16"),
-    ("llm-6b", None),
-)
-# CPU autocast computes in bfloat16; the tiny AMP row uses it there.
-CPU_AMP = "amp-bf16"
-GPU_MIN_SECONDS = 3.0
-DEFAULT_TIMEOUT_S = 600.0
 HISTORY_IN_REPORT = 50
 
 
@@ -112,97 +99,19 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     parser.set_defaults(func=check_command)
 
 
-# ----------------------------------------------------------------------------- the machine
-
-
-@dataclass(frozen=True, kw_only=True)
-class Machine:
-    """What this machine offers: its GPU (as NVML and the catalog know it) and its frameworks."""
-
-    gpus: tuple[Any, ...]  # LocalGpu records, nvidia-smi order
-    spec: GpuSpec | None  # the catalog card of the first GPU
-    backend: str | None  # the framework that measures, None when none is installed
-    installed: tuple[str, ...]
-
-    @property
-    def device(self) -> str:
-        return "cuda" if self.gpus else "cpu"
-
-    def to_dict(self, *, measured: bool, tiny: bool) -> dict[str, Any]:
-        return {
-            "device": self.device,
-            "gpus": [dataclasses.asdict(g) for g in self.gpus],
-            "catalog_gpu": self.spec.id if self.spec else None,
-            "catalog_gpu_name": self.spec.name if self.spec else None,
-            "backend": self.backend,
-            "backends_installed": list(self.installed),
-            "measured": measured,
-            "tiny": tiny,
-            "cpu": platform.processor() or platform.machine(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        }
-
-
-def find_machine(backend: str | None) -> Machine:
-    from fitbench.backends import backend_installed, entry, installed_backends
-    from fitbench.catalog.detect import detect_local_gpus, spec_for_local
-
-    gpus = tuple(detect_local_gpus())
-    spec = spec_for_local(gpus[0]) if gpus else None
-    installed = tuple(installed_backends())
-    if backend is not None and not backend_installed(backend):
-        raise FitbenchError(
-            f"the {backend} backend is not installed", f"pip install 'fitbench[{entry(backend).extra}]'"
-        )
-    chosen = backend or (installed[0] if installed else None)
-    return Machine(gpus=gpus, spec=spec, backend=chosen, installed=installed)
-
-
-# ----------------------------------------------------------------------------- one scenario
-
-
-@dataclass(kw_only=True)
-class ScenarioResult:
-    key: str
-    workload: Workload  # at the brief's settings: what is estimated
-    estimates: dict[str, Any]  # gpu id -> Estimate (the comparison cards and the local card)
-    measured_workload: Workload | None = None
-    measurement: dict[str, Any] | None = None
-    skipped: str | None = None
-    run_id: str | None = None
-    record: dict[str, Any] | None = None
-    advice: list[dict[str, Any]] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)
-    rows: list[Any] = field(default_factory=list)  # the catalog ranked for this scenario (RankRow)
-
-
-def scenario_workloads(tiny: bool, device: str) -> list[tuple[str, Workload, Workload]]:
-    """(key, the workload at the brief's settings, the workload to measure) per scenario."""
-    from fitbench.workloads.presets import get_workload
-
-    out = []
-    for name, precision in SCENARIOS:
-        full = get_workload(name, precision=precision)
-        if tiny:
-            tiny_precision = None if precision is None else (CPU_AMP if device == "cpu" else precision)
-            measured = get_workload(name, tiny=True, precision=tiny_precision)
-        else:
-            measured = full
-        out.append((f"{name} · {full.precision}", full, measured))
-    return out
+# ----------------------------------------------------------------------------- measuring
 
 
 def _say(text: str) -> None:
     print(f"fitbench: {text}", file=sys.stderr, flush=True)
 
 
-def _measure(result: ScenarioResult, machine: Machine, args: argparse.Namespace, lang: str) -> None:
-    from fitbench.advise.i18n import status_label, t
+def _measure(result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, lang: str) -> None:
     from fitbench.backends.base import RunOptions
     from fitbench.measure.progress import Progress, should_show
     from fitbench.measure.runner import measure
 
+    machine = plan.machine
     w = result.measured_workload
     assert w is not None and machine.backend is not None
     variant = t("check.variant_tiny" if w.tiny else "check.variant_full", lang)
@@ -216,17 +125,14 @@ def _measure(result: ScenarioResult, machine: Machine, args: argparse.Namespace,
             backend=machine.backend,
         )
     )
-    min_seconds = args.min_seconds
-    if min_seconds is None and not w.tiny:
-        min_seconds = GPU_MIN_SECONDS
     started = time.monotonic()
-    with Progress(enabled=should_show(args.progress), label=result.key) as progress:
+    with Progress(enabled=should_show(args.progress), label=result.key, lang=lang) as progress:
         m = measure(
             w,
             machine.backend,
-            RunOptions(device=machine.device, exec_mode=args.exec_mode),
+            RunOptions(device=machine.device, exec_mode=plan.exec_mode),
             timeout_s=args.timeout or DEFAULT_TIMEOUT_S,
-            min_seconds=min_seconds,
+            min_seconds=plan.min_seconds(args.min_seconds, w),
             progress=progress,
         )
     result.measurement = m
@@ -266,130 +172,6 @@ def _record(result: ScenarioResult, machine: Machine, framework: str, exec_mode:
         },
         "advice": result.advice,
     }
-
-
-# ----------------------------------------------------------------------------- advice
-
-
-def _advise(result: ScenarioResult, target: GpuSpec, framework: str, exec_mode: str, lang: str) -> None:
-    """Fixes on the target card, the bottleneck where the job runs, the card to buy.
-
-    Each sentence is kept in every language (the history may be reported in another one later);
-    the terminal shows `lang`.
-    """
-    from fitbench.advise.fixes import bottleneck_advice, offload_option, what_would_make_it_fit
-    from fitbench.advise.i18n import LANGS, t
-    from fitbench.advise.ranking import cheapest_comfortable, rank_catalog
-    from fitbench.advise.text import (
-        advice_item,
-        bottleneck_line,
-        cheapest_line,
-        fix_lines,
-        offload_line,
-        smallest_line,
-    )
-    from fitbench.estimate.api import estimate
-    from fitbench.estimate.verdict import FITS, OOM
-
-    def add(kind: str, texts: dict[str, str], data: Any) -> None:
-        head, *options = texts[lang].split("\n")
-        result.lines.append(head)
-        result.lines.extend("  - " + line for line in options)
-        result.advice.append(advice_item(kind, texts[lang], data, texts=texts))
-
-    w, key = result.workload, result.key
-    rows = rank_catalog(w, framework=framework, exec_mode=exec_mode)
-    result.rows = list(rows)
-    base = result.estimates.get(target.id) or estimate(w, target, framework=framework, exec_mode=exec_mode)
-    if base.verdict != FITS:
-        fixes = what_would_make_it_fit(w, target, framework=framework, exec_mode=exec_mode, rows=rows)
-        helpful = [f for f in fixes if f.makes_it_fit]
-        if helpful:
-            texts = {lg: "\n".join(fix_lines(base, helpful, lg, scenario=key)) for lg in LANGS}
-            data = {
-                "gpu": target.id,
-                "baseline_verdict": base.verdict,
-                "options": [f.to_dict() for f in fixes],
-            }
-            add("fixes", texts, data)
-    if base.verdict != OOM:
-        from fitbench.cli.estimate import tf32_advice, tf32_dict, tf32_texts
-
-        # fp32 on a card with TF32 tensor cores that PyTorch leaves off for matmuls by default.
-        for fp32, alt in tf32_advice([base]):
-            add("tf32", tf32_texts(fp32, alt, scenario=key), tf32_dict(fp32, alt))
-    if base.verdict == OOM:
-        # A generation job that does not fit may still run with layers in CPU memory.
-        off = offload_option(base)
-        if off is not None:
-            add("offload", {lg: offload_line(off, lg, scenario=key) for lg in LANGS}, off.to_dict())
-    choice = cheapest_comfortable(w, framework=framework, exec_mode=exec_mode, rows=rows)
-    # The bottleneck matters where the job runs: the target card, else the card to buy.
-    buy = choice.cheapest or choice.smallest
-    runs_on = base if base.verdict != OOM else (buy.estimate if buy is not None else None)
-    if runs_on is not None:
-        bn = bottleneck_advice(runs_on, rows=rows)
-        # Where it does not run on the target, say which card the bottleneck and speed-up are for.
-        names = {
-            lg: key if runs_on is base else t("bn.on_card", lg, scenario=key, gpu=runs_on.gpu.name)
-            for lg in LANGS
-        }
-        add("bottleneck", {lg: bottleneck_line(bn, lg, scenario=names[lg]) for lg in LANGS}, bn)
-    add("cheapest", {lg: cheapest_line(choice, lg, scenario=key) for lg in LANGS}, choice)
-    if choice.smallest is not None and choice.smallest.price_usd is None:
-        texts = {lg: smallest_line(choice, lg, scenario=key) for lg in LANGS}
-        if all(texts.values()):
-            add("smallest", {lg: str(x) for lg, x in texts.items()}, choice.smallest)
-
-
-# ----------------------------------------------------------------------------- no GPU
-
-CHEAPEST_SHOWN = 3
-
-
-def _ram_bytes() -> int | None:
-    """This machine's physical memory (what a job run on the CPU has), None where unknown."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def no_gpu_advice(results: list[ScenarioResult], lang: str,
-                  can_measure: bool = True) -> tuple[list[str], dict[str, Any]]:
-    """For a machine without a GPU: the cheapest catalog cards (by list price) on which each
-    scenario's verdict is fits, and what this CPU can run (the tiny variants; at full size, the
-    scenarios whose memory, less the CUDA context, fits in its RAM)."""
-    from fitbench.advise.i18n import t
-    from fitbench.advise.text import speed_text
-    from fitbench.estimate.verdict import FITS
-
-    lines = [t("nogpu.header", lang)]
-    cheapest: dict[str, list[dict[str, Any]]] = {}
-    for r in results:
-        fitting = sorted((row for row in r.rows if row.verdict == FITS and row.price_usd is not None),
-                         key=lambda row: (row.price_usd, row.gpu.id))[:CHEAPEST_SHOWN]
-        cheapest[r.key] = [{"gpu": row.gpu.id, "gpu_name": row.gpu.name, "price_usd": row.price_usd,
-                            "verdict": row.verdict, "speed": row.speed, "speed_unit": row.speed_unit}
-                           for row in fitting]
-        cards = ", ".join(t("nogpu.card_item", lang, card=row.gpu.name, price=f"{row.price_usd:,.0f}",
-                            speed=speed_text(row.estimate, lang)) for row in fitting)
-        lines.append("  " + t("nogpu.card", lang, scenario=r.key, cards=cards or t("nogpu.none", lang)))
-    ram = _ram_bytes()
-    in_ram = []
-    for r in results:
-        est = next(iter(r.estimates.values()), None)
-        if est is not None and ram is not None:
-            need = est.required_memory_bytes - est.breakdown.get("cuda_context", 0)
-            if need <= ram:
-                in_ram.append(r.key)
-    cpu = t("nogpu.cpu", lang, fits_ram=", ".join(in_ram) or t("nogpu.none_in_ram", lang),
-            ram=format_bytes(ram) if ram else "?")
-    if not can_measure:
-        cpu += t("nogpu.cpu_needs_framework", lang)
-    lines.append("  " + cpu)
-    return lines, {"cheapest_cards": cheapest, "ram_bytes": ram, "fits_in_ram": in_ram,
-                   "tiny_runs_on_cpu": True}
 
 
 # ----------------------------------------------------------------------------- output
@@ -481,103 +263,24 @@ def format_check(
 
 def check_command(args: argparse.Namespace) -> int:
     from fitbench.advise.guide import size_guide
-    from fitbench.advise.i18n import resolve_lang, t
     from fitbench.advise.text import guide_lines
-    from fitbench.catalog import BRIEF_GPUS, get_gpu, resolve_gpus
+    from fitbench.catalog import resolve_gpus
     from fitbench.cli.estimate import DEFAULT_GPUS
-    from fitbench.estimate.api import estimate
-    from fitbench.estimate.verdict import OOM
 
     lang = resolve_lang(args.lang)
     machine = find_machine(args.backend)
-    framework = framework_of(machine.backend) if machine.backend else "torch"
-    exec_mode = args.exec_mode
     cards = resolve_gpus(args.gpu or ([] if args.gpu_spec else list(DEFAULT_GPUS)), args.gpu_spec or ())
-    if not cards:
-        raise FitbenchError("no GPU selected", "pass --gpu ID or --gpu all")
-    measuring = not args.estimate_only and machine.backend is not None
-    tiny = machine.device == "cpu" or args.tiny
-
-    header: list[str] = []
-    if machine.gpus:
-        g = machine.gpus[0]
-        if machine.spec is not None:
-            header.append(
-                t(
-                    "check.gpu",
-                    lang,
-                    name=g.name,
-                    memory=format_bytes(g.memory_total_bytes),
-                    driver=g.driver_version or "?",
-                    catalog=machine.spec.id,
-                )
-            )
-        else:
-            header.append(
-                t("check.gpu_unknown", lang, name=g.name, memory=format_bytes(g.memory_total_bytes))
-            )
-        if len(machine.gpus) > 1:
-            header.append(t("check.gpu_count", lang, count=len(machine.gpus)))
-    else:
-        # "measurements on the CPU" only where something will be measured there.
-        header.append(t("check.no_gpu" if measuring else "check.no_gpu_estimates", lang))
-    if exec_mode == "tuned":
-        header.append(t("check.exec_tuned", lang))
-    if args.estimate_only:
-        header.append(t("check.estimate_only", lang))
-    elif machine.backend is None:
-        header.append(t("check.no_backend", lang))
-    else:
-        header.append(t("check.backend", lang, backend=machine.backend, device=machine.device))
-        if tiny:
-            header.append(t("check.tiny_note", lang))
-    target = machine.spec or get_gpu(BRIEF_GPUS[0])
-    head_key = (
-        "advice.target_local"
-        if machine.spec
-        else ("advice.target_unknown" if machine.gpus else "advice.target_brief")
+    plan = plan_check(
+        machine, cards, exec_mode=args.exec_mode, estimate_only=args.estimate_only, tiny=args.tiny
     )
-    advice_head = t(head_key, lang, gpu=target.name)
-
-    store = HistoryStore(args.db, enabled=measuring and not args.no_history)
-    results: list[ScenarioResult] = []
-    try:
-        for key, full, measured in scenario_workloads(tiny, machine.device):
-            all_cards = ([machine.spec] if machine.spec else []) + cards
-            estimates = {c.id: estimate(full, c, framework=framework, exec_mode=exec_mode) for c in all_cards}
-            result = ScenarioResult(key=key, workload=full, estimates=estimates)
-            _advise(result, target, framework, exec_mode, lang)
-            if measuring:
-                local = estimates.get(machine.spec.id) if machine.spec else None
-                result.measured_workload = measured
-                if not tiny and local is not None and local.verdict == OOM:
-                    result.skipped = "estimated-oom"
-                    _say(
-                        t(
-                            "check.skip_oom",
-                            lang,
-                            scenario=key,
-                            gpu=machine.spec.name,
-                            peak=format_bytes(local.required_memory_bytes),
-                            usable=format_bytes(local.gpu.usable_bytes),
-                        )
-                    )
-                else:
-                    _measure(result, machine, args, lang)
-                    result.record = _record(result, machine, framework, exec_mode)
-                    result.run_id = store.add(result.record)
-            results.append(result)
-        history_records = store.last(HISTORY_IN_REPORT)
-        history_path = store.path
-    finally:
-        store.close()
-
+    advice_head = t(f"advice.target_{plan.target_kind}", lang, gpu=plan.target.name)
+    results, history_records, history_path = _run_scenarios(plan, args, lang)
     no_gpu_lines, no_gpu = (
         no_gpu_advice(results, lang, machine.backend is not None) if not machine.gpus else ([], None)
     )
-    rows = size_guide(framework)
+    rows = size_guide(plan.framework)
     guide = guide_lines(rows, lang)
-    machine_dict = machine.to_dict(measured=measuring, tiny=tiny and measuring)
+    machine_dict = machine.to_dict(measured=plan.measuring, tiny=plan.tiny and plan.measuring)
     report_path = None
     if not args.no_report:
         report_path = _write_report(
@@ -604,14 +307,94 @@ def check_command(args: argparse.Namespace) -> int:
             }
         )
     else:
+        header = _header(plan, lang)
         print(format_check(results, machine, cards, header, advice_head, guide, lang, no_gpu_lines))
-        stored = sum(1 for r in results if r.run_id)
-        if stored:
-            print("\n" + t("check.stored", lang, count=stored, path=history_path))
-        if report_path:
-            print(("" if stored else "\n") + t("check.report", lang, path=report_path))
-    failed = [r for r in results if r.measurement and r.measurement.get("status") not in ("ok", "oom")]
-    return 1 if failed else 0
+        _print_footer(results, history_path, report_path, lang)
+    return 1 if any(r.failed for r in results) else 0
+
+
+def _run_scenarios(
+    plan: CheckPlan, args: argparse.Namespace, lang: str
+) -> tuple[list[ScenarioResult], list[dict[str, Any]], Any]:
+    """Every scenario estimated and advised; measured and stored where the plan says so. Returns the
+    results, the history's latest records (for the report) and the history's path."""
+    store = HistoryStore(args.db, enabled=plan.measuring and not args.no_history)
+    results: list[ScenarioResult] = []
+    try:
+        for key, full, measured in scenario_workloads(plan.tiny, plan.machine.device):
+            result = run_scenario(plan, key, full, measured, lang)
+            if result.skipped == "estimated-oom":
+                _say_skipped(result, plan, lang)
+            elif result.to_measure:
+                _measure(result, plan, args, lang)
+                result.record = _record(result, plan.machine, plan.framework, plan.exec_mode)
+                result.run_id = store.add(result.record)
+            results.append(result)
+        return results, store.last(HISTORY_IN_REPORT), store.path
+    finally:
+        store.close()
+
+
+def _say_skipped(result: ScenarioResult, plan: CheckPlan, lang: str) -> None:
+    assert plan.machine.spec is not None
+    local = result.estimates[plan.machine.spec.id]
+    _say(
+        t(
+            "check.skip_oom",
+            lang,
+            scenario=result.key,
+            gpu=plan.machine.spec.name,
+            peak=format_bytes(local.required_memory_bytes),
+            usable=format_bytes(local.gpu.usable_bytes),
+        )
+    )
+
+
+def _header(plan: CheckPlan, lang: str) -> list[str]:
+    """The lines above the table: this machine's GPU, the execution mode, what measures."""
+    machine = plan.machine
+    header: list[str] = []
+    if machine.gpus:
+        g = machine.gpus[0]
+        if machine.spec is not None:
+            header.append(
+                t(
+                    "check.gpu",
+                    lang,
+                    name=g.name,
+                    memory=format_bytes(g.memory_total_bytes),
+                    driver=g.driver_version or "?",
+                    catalog=machine.spec.id,
+                )
+            )
+        else:
+            header.append(
+                t("check.gpu_unknown", lang, name=g.name, memory=format_bytes(g.memory_total_bytes))
+            )
+        if len(machine.gpus) > 1:
+            header.append(t("check.gpu_count", lang, count=len(machine.gpus)))
+    else:
+        # "measurements on the CPU" only where something will be measured there.
+        header.append(t("check.no_gpu" if plan.measuring else "check.no_gpu_estimates", lang))
+    if plan.exec_mode == "tuned":
+        header.append(t("check.exec_tuned", lang))
+    if plan.estimate_only:
+        header.append(t("check.estimate_only", lang))
+    elif machine.backend is None:
+        header.append(t("check.no_backend", lang))
+    else:
+        header.append(t("check.backend", lang, backend=machine.backend, device=machine.device))
+        if plan.tiny:
+            header.append(t("check.tiny_note", lang))
+    return header
+
+
+def _print_footer(results: list[ScenarioResult], history_path: Any, report_path: Any, lang: str) -> None:
+    stored = sum(1 for r in results if r.run_id)
+    if stored:
+        print("\n" + t("check.stored", lang, count=stored, path=history_path))
+    if report_path:
+        print(("" if stored else "\n") + t("check.report", lang, path=report_path))
 
 
 def _scenario_json(r: ScenarioResult) -> dict[str, Any]:

@@ -143,8 +143,9 @@ class HistoryStore:
 
             self.history = History.open(path)
 
-    def add(self, record: dict[str, Any]) -> str | None:
-        """Store one record; its run id, or None when nothing is stored."""
+    def add(self, record: Any) -> str | None:
+        """Store one record (a RunRecord, or a mapping of the same shape); its run id, or None
+        when nothing is stored."""
         return self.history.add_run(record) if self.history is not None else None
 
     def last(self, n: int) -> list[dict[str, Any]]:

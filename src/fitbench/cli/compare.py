@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from fitbench.advise.i18n import resolve_lang, t
+from fitbench.advise.i18n import resolve_lang, status_label, t
 from fitbench.cli.common import add_command, add_db_arg, print_json
 from fitbench.cli.history import open_history
 from fitbench.core.units import format_bytes, format_rate, format_seconds
@@ -86,7 +86,10 @@ def compare_command(args: argparse.Namespace) -> int:
     for key in CONTEXT:
         table.append([t(f"compare.{key}", lang), str(wa.get(key, "-")), str(wb.get(key, "-")), ""])
     for key in DETAILS:
-        table.append([t(f"compare.{key}", lang), str(ma.get(key, "-")), str(mb.get(key, "-")), ""])
+        va, vb = ma.get(key, "-"), mb.get(key, "-")
+        if key == "status":
+            va, vb = status_label(va, lang), status_label(vb, lang)
+        table.append([t(f"compare.{key}", lang), str(va), str(vb), ""])
     formats = {key: fmt for _, key, fmt in METRICS}
     for row in rows:
         fmt = formats[row["name"]]

@@ -12,6 +12,7 @@ from typing import Any
 from fitbench.advise.cost import cost_cell, job_cost
 from fitbench.advise.fixes import Fix
 from fitbench.advise.i18n import resolve_lang, t
+from fitbench.advise.tf32 import tf32_advice, tf32_dict, tf32_texts
 from fitbench.catalog import BRIEF_GPUS, resolve_gpus
 from fitbench.cli.common import (
     add_command,
@@ -27,7 +28,7 @@ from fitbench.core.names import FRAMEWORKS
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import Estimate, estimate
-from fitbench.estimate.verdict import FITS, OOM, VERDICT_ORDER
+from fitbench.estimate.verdict import FITS, VERDICT_ORDER
 from fitbench.results.table import colour_verdict, render_table, use_colour
 
 EXAMPLES = """examples:
@@ -170,55 +171,10 @@ def fixes_for(results: list[Estimate]) -> list[tuple[Estimate, list[Fix]]]:
     return out
 
 
-def tf32_advice(results: list[Estimate]) -> list[tuple[Estimate, Estimate]]:
-    """(fp32 estimate, the same job with TF32 matmuls) where the card has TF32 tensor cores and
-    PyTorch's default (TF32 off for matmuls) costs at least MIN_SPEEDUP."""
-    from fitbench.advise.fixes import MIN_SPEEDUP
-    from fitbench.advise.ranking import throughput
-
-    out = []
-    for e in results:
-        if e.framework != "torch" or e.workload.precision != "fp32" or "tf32" not in e.gpu.peak_flops:
-            continue
-        if e.verdict == OOM:
-            continue
-        alt = estimate(e.workload.replace(precision="tf32"), e.gpu, framework=e.framework,
-                       exec_mode=e.exec_mode)
-        a, _ = throughput(alt)
-        b, _ = throughput(e)
-        if a and b and a / b >= MIN_SPEEDUP:
-            out.append((e, alt))
-    return out
-
-
-def _speedup(alt: Estimate, base: Estimate) -> float | None:
-    from fitbench.advise.ranking import throughput
-
-    a, _ = throughput(alt)
-    b, _ = throughput(base)
-    return a / b if a and b else None
-
-
-def tf32_texts(base: Estimate, alt: Estimate, *, scenario: str | None = None) -> dict[str, str]:
-    """"enable TF32: x faster", in every language; `scenario` names the job in front (check's advice)."""
-    from fitbench.advise.i18n import LANGS
-    from fitbench.advise.text import speed_text
-
-    ratio = _speedup(alt, base) or 1.0
-    card = f"{scenario} ({base.gpu.name})" if scenario else base.gpu.name
-    return {lg: t("est.tf32", lg, card=card, speedup=f"{ratio:.2f}", speed=speed_text(alt, lg))
-            for lg in LANGS}
-
-
 def _fixes_dict(base: Estimate, options: list[Fix]) -> dict:
     return {"gpu": base.gpu.id, "baseline_verdict": base.verdict,
             "required_memory_bytes": base.required_memory_bytes,
             "options": [f.to_dict() for f in options]}
-
-
-def tf32_dict(base: Estimate, alt: Estimate) -> dict:
-    return {"gpu": base.gpu.id, "speedup": _speedup(alt, base), "step_seconds": alt.step_seconds,
-            "tokens_per_second": alt.tokens_per_second, "samples_per_second": alt.samples_per_second}
 
 
 def _offload(e: Estimate, args: argparse.Namespace) -> Any:
@@ -281,12 +237,14 @@ def format_estimates(results: list[Estimate], offloads: list[Any] | None = None,
              t("est.shape_tokens", lang, prompt=w.prompt_tokens, new=w.new_tokens) if w.is_generation
              else t("est.shape_image", lang, n=w.image_size))
     extra = ((f", {w.optimizer} ({w.optimizer_impl})" if w.is_training else "")
-             + (f", {w.grad_accum} micro-batches accumulated" if w.is_training and w.grad_accum > 1 else "")
+             + (", " + t("est.accumulated", lang, n=w.grad_accum)
+                if w.is_training and w.grad_accum > 1 else "")
              + (f", {t('fix.part.checkpointing', lang)}" if w.checkpointing else "")
-             + (f", {w.peft} rank {w.lora_rank} on {w.lora_targets}" if w.peft else "")
+             + (", " + t("est.peft", lang, method=w.peft, rank=w.lora_rank, targets=w.lora_targets)
+                if w.peft else "")
              + (", " + t("est.per_gpu", lang, gpus=w.gpus, strategy=w.strategy) if w.gpus > 1 else "")
-             + (f", weights {w.weights.label}" if w.weights is not None else "")
-             + (f", KV cache {w.kv_cache}" if w.kv_cache else ""))
+             + (", " + t("est.weights", lang, label=w.weights.label) if w.weights is not None else "")
+             + (", " + t("est.kv_cache", lang, dtype=w.kv_cache) if w.kv_cache else ""))
     title = t("est.title", lang, name=w.name, family=w.family, mode=w.mode,
               params=format_params(w.param_count(), lang), batch=w.batch_size, shape=shape,
               precision=w.precision, extra=extra)

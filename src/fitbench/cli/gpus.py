@@ -53,14 +53,15 @@ def run(args: argparse.Namespace) -> int:
                 _tflops(peaks, "tf32"),
                 _tflops(peaks, "fp16"),
                 _tflops(peaks, "fp8"),
-                "yes" if g.bf16 else "no",
+                t("cell.yes" if g.bf16 else "cell.no", lang),
                 f"${g.price_usd:,.0f}" if g.price_usd else "-",
                 f"${g.rent_usd_per_hour:.2f}/h" if g.rent_usd_per_hour else "-",
             ]
         )
     print(
         render_table(
-            ["id", "name", "GiB", "GB", "GB/s", "FP32", "TF32", "FP16/BF16", "FP8", "BF16", "price", "rent"],
+            [t("gpus.col.id", lang), t("gpus.col.name", lang), "GiB", "GB", "GB/s", "FP32", "TF32",
+             "FP16/BF16", "FP8", "BF16", t("gpus.col.price", lang), t("gpus.col.rent", lang)],
             rows,
             align="llrrrrrrrlrr",
         )

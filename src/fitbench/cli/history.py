@@ -53,22 +53,21 @@ def _details(history: Any, run_id: str) -> dict[str, Any]:
     """What the list's columns leave out, from the stored record: the precision that really ran
     and both token rates of a generation run."""
     try:
-        record = history.get_run(run_id)
+        record = history.get_record(run_id)
     except Exception:  # a record the list shows but cannot be read back: the list still stands
         return {}
-    m = record.get("measurement") if isinstance(record.get("measurement"), dict) else {}
-    w = record.get("workload") if isinstance(record.get("workload"), dict) else {}
-    generation = w.get("family") == "decoder" and w.get("mode") == "infer"
+    m = record.measurement
+    generation = record.is_generation and m is not None
     return {
-        "precision_requested": w.get("precision"),
-        "precision_in_effect": m.get("precision_in_effect"),
-        "decode_tokens_per_second": m.get("decode_tokens_per_second") if generation else None,
-        "end_to_end_tokens_per_second": m.get("tokens_per_second") if generation else None,
+        "precision_requested": record.workload.get("precision"),
+        "precision_in_effect": m.precision_in_effect if m is not None else None,
+        "decode_tokens_per_second": m.decode_tokens_per_second if generation and m else None,
+        "end_to_end_tokens_per_second": m.tokens_per_second if generation and m else None,
     }
 
 
 def history_command(args: argparse.Namespace) -> int:
-    from fitbench.advise.i18n import resolve_lang, t
+    from fitbench.advise.i18n import resolve_lang, status_label, t
     from fitbench.advise.text import precision_shown
 
     lang = resolve_lang(args.lang)
@@ -80,11 +79,7 @@ def history_command(args: argparse.Namespace) -> int:
         print_json([{**r.to_dict(), **details[r.run_id]} for r in runs])
         return 0
     if not runs:
-        print(
-            f"no runs in {path}"
-            + (" matching the filter" if args.workload or args.status else "")
-            + "; `fitbench run WORKLOAD` measures one"
-        )
+        print(t("history.none_matching" if args.workload or args.status else "history.none", lang, path=path))
         return 0
     from fitbench.results.table import render_table
 
@@ -110,7 +105,7 @@ def history_command(args: argparse.Namespace) -> int:
                 r.gpu_name or r.device or "-",
                 precision_shown(r.precision, d.get("precision_in_effect"), lang),
                 str(r.batch_size or "-"),
-                r.status or "-",
+                status_label(r.status, lang),
                 format_bytes(r.peak_memory_bytes),
                 format_seconds(r.step_seconds),
                 speed,

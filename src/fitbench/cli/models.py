@@ -28,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 
 
 def run(args: argparse.Namespace) -> int:
+    lang = resolve_lang(getattr(args, "lang", None))
     chosen = list(library.models().values())
     if args.filter:
         text = args.filter.strip().lower()
@@ -41,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
         assert isinstance(arch, TransformerArch)
         total, active = arch.param_count(), arch.active_param_count()
         window = (
-            f"{arch.sliding_window} on {arch.sliding_layers}/{arch.num_layers}" if arch.sliding_layers else ""
+            t("models.sliding", lang, window=arch.sliding_window, layers=arch.sliding_layers,
+              total=arch.num_layers) if arch.sliding_layers else ""
         )
         experts = f"{arch.experts_per_token}/{arch.num_experts}" if arch.is_moe else ""
         fmt, _ = weight_format_from_config(m.config, m.repo)
@@ -78,7 +80,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(records)
         return 0
-    lang = resolve_lang(getattr(args, "lang", None))
     keys = ("model", "family", "params_short", "active", "experts", "kv_heads", "sliding_window", "weights",
             "source")
     print(

@@ -33,9 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from fitbench import __version__
+from fitbench.advise.i18n import t
 from fitbench.cli.common import add_command, add_db_arg, add_lang_arg, positive_int
 from fitbench.core.names import FRAMEWORKS
 from fitbench.errors import FitbenchError
+from fitbench.records.measurement import Measurement
+from fitbench.records.run import RunRecord
 
 DEFAULT_HTML = "fitbench-report.html"
 DEFAULT_LAST = 10
@@ -84,16 +87,9 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _workload_name(record: Mapping[str, Any]) -> str | None:
-    w = record.get("workload")
-    if isinstance(w, Mapping):
-        return w.get("name")
-    return w if isinstance(w, str) else None
-
-
-def _workload_dict(record: Mapping[str, Any]) -> dict[str, Any]:
-    w = record.get("workload")
-    return dict(w) if isinstance(w, Mapping) else {}
+def _typed(record: RunRecord | Mapping[str, Any]) -> RunRecord:
+    """A stored run as a RunRecord, whichever version wrote it."""
+    return RunRecord.from_dict(record)
 
 
 def scenario_key(workload: Mapping[str, Any]) -> str:
@@ -102,13 +98,13 @@ def scenario_key(workload: Mapping[str, Any]) -> str:
 
 
 def _estimates_for(
-    record: Mapping[str, Any], cards: Sequence[str]
+    record: RunRecord, cards: Sequence[str]
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]], bool]:
     """(the workload the estimates describe, estimate dicts per card, computed now?)."""
-    catalog = record.get("catalog_estimates")
+    catalog = record.catalog_estimates
     if isinstance(catalog, Mapping) and isinstance(catalog.get("estimates"), Mapping):
         return dict(catalog.get("workload") or {}), list(catalog["estimates"].values()), False
-    workload = _workload_dict(record)
+    workload = dict(record.workload)
     if not workload.get("arch"):
         return None, [], False
     from fitbench.catalog import resolve_gpus
@@ -125,11 +121,11 @@ def _estimates_for(
             w = get_workload(name, precision=chosen)
         else:
             w = Workload.from_dict(workload)
-        m = record.get("measurement") or {}
-        fw = m.get("backend") or "torch"
+        m = record.measurement
+        fw = (m.backend if m is not None else None) or "torch"
+        exec_mode = str((m.exec_mode if m is not None else None) or "default")
         ests = [
-            estimate(w, g, framework=fw if fw in FRAMEWORKS else "torch",
-                     exec_mode=str(m.get("exec_mode") or "default")).to_dict()
+            estimate(w, g, framework=fw if fw in FRAMEWORKS else "torch", exec_mode=exec_mode).to_dict()
             for g in resolve_gpus(cards)
         ]
     except (FitbenchError, TypeError, ValueError, KeyError):
@@ -137,43 +133,40 @@ def _estimates_for(
     return w.to_dict(), ests, True
 
 
-def comparison_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any]]:
     """Estimate beside measurement for each metric whose error the run recorded."""
-    errors = record.get("error_vs_estimate") or {}
-    est = record.get("estimate") or {}
-    m = record.get("measurement") or {}
-    if not isinstance(errors, Mapping) or not est or not m:
+    r = _typed(record)
+    est, m = r.estimate, r.measurement
+    if est is None or m is None:
         return []
-    workload = _workload_dict(record)
-    generation = workload.get("family") == "decoder" and workload.get("mode") == "infer"
-    decode, new = m.get("decode_seconds"), workload.get("new_tokens")
-    measured_step = (
-        (decode / new if decode is not None and new else None) if generation else m.get("step_seconds")
-    )
+    generation = r.is_generation
+    new = r.workload.get("new_tokens")
+    decode = m.decode_seconds
+    measured_step = (decode / new if decode is not None and new else None) if generation else m.step_seconds
     measured = {
-        "peak_memory": (est.get("peak_memory_bytes"), m.get("peak_memory_bytes"), "bytes"),
-        "step_seconds": (est.get("step_seconds"), measured_step, "seconds"),
+        "peak_memory": (est.peak_memory_bytes, m.peak_memory_bytes, "bytes"),
+        "step_seconds": (est.step_seconds, measured_step, "seconds"),
         "tokens_per_second": (
-            est.get("tokens_per_second"),
-            m.get("decode_tokens_per_second") if generation else m.get("tokens_per_second"),
+            est.tokens_per_second,
+            m.decode_tokens_per_second if generation else m.tokens_per_second,
             "tok/s",
         ),
-        "prefill_seconds": (est.get("prefill_seconds"), m.get("prefill_seconds"), "seconds"),
-        "max_batch": (est.get("max_batch_size"), (m.get("max_batch_search") or {}).get("max_batch"), "count"),
+        "prefill_seconds": (est.prefill_seconds, m.prefill_seconds, "seconds"),
+        "max_batch": (est.max_batch_size, (m.max_batch_search or {}).get("max_batch"), "count"),
     }
     rows = []
-    for metric, error in errors.items():
+    for metric, error in r.error_vs_estimate.items():
         if error is None or metric not in measured:
             continue
         estimated, value, unit = measured[metric]
         rows.append(
             {
-                "run_id": record.get("run_id"),
-                "created_at": record.get("created_at"),
-                "workload": workload.get("name"),
-                "precision": workload.get("precision"),
-                "gpu": est.get("gpu_name") or est.get("gpu"),
-                "device_name": m.get("device_name"),
+                "run_id": r.run_id,
+                "created_at": r.created_at,
+                "workload": r.workload.get("name"),
+                "precision": r.workload.get("precision"),
+                "gpu": est.gpu_name or est.gpu,
+                "device_name": m.device_name,
                 "metric": metric,
                 "unit": unit,
                 "estimated": estimated,
@@ -184,71 +177,70 @@ def comparison_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _precision_ran(w: Mapping[str, Any], m: Mapping[str, Any], lang: str = "en") -> str | None:
+def _precision_ran(w: Mapping[str, Any], m: Measurement | None, lang: str = "en") -> str | None:
     """What a stored run really ran (the CPU's amp-bf16 for amp-fp16, Paddle CPU's fp32), the
     request beside it where they differ."""
     from fitbench.advise.text import precision_shown
 
-    ran = m.get("precision_in_effect") if isinstance(m, Mapping) else None
+    ran = m.precision_in_effect if m is not None else None
     return precision_shown(w.get("precision"), ran, lang) if (ran or w.get("precision")) else None
 
 
-def history_point(record: Mapping[str, Any], lang: str = "en") -> dict[str, Any] | None:
+def history_point(record: RunRecord | Mapping[str, Any], lang: str = "en") -> dict[str, Any] | None:
     """One run as a point of the history chart (None for a run without a measurement)."""
-    m = record.get("measurement")
-    if not isinstance(m, Mapping):
+    r = _typed(record)
+    m, w = r.measurement, r.workload
+    if m is None:
         return None
-    w = _workload_dict(record)
-    device = m.get("device_name") or m.get("device") or "?"
-    tiny = bool(w.get("tiny"))
+    device = m.device_name or m.device or "?"
     precision = _precision_ran(w, m, lang)
-    series = f"{w.get('name')} · {precision} · {device}" + (" · tiny" if tiny else "")
+    tiny = f" · {t('cell.tiny_word', lang)}" if r.tiny else ""
+    series = f"{w.get('name')} · {precision} · {device}{tiny}"
     return {
-        "run_id": record.get("run_id"),
-        "created_at": record.get("created_at"),
+        "run_id": r.run_id,
+        "created_at": r.created_at,
         "workload": w.get("name"),
         "precision": precision,
         "precision_requested": w.get("precision"),
         "device": device,
-        "tiny": tiny,
-        "status": m.get("status"),
-        "generation": w.get("family") == "decoder" and w.get("mode") == "infer",
-        "peak_memory_bytes": m.get("peak_memory_bytes"),
-        "step_seconds": m.get("step_seconds"),
-        "tokens_per_second": m.get("decode_tokens_per_second") or m.get("tokens_per_second"),
-        "samples_per_second": m.get("samples_per_second"),
+        "tiny": r.tiny,
+        "status": m.status,
+        "generation": r.is_generation,
+        "peak_memory_bytes": m.peak_memory_bytes,
+        "step_seconds": m.step_seconds,
+        "tokens_per_second": m.decode_tokens_per_second or m.tokens_per_second,
+        "samples_per_second": m.samples_per_second,
         "series": series,
     }
 
 
-def run_row(record: Mapping[str, Any], lang: str = "en") -> dict[str, Any]:
+def run_row(record: RunRecord | Mapping[str, Any], lang: str = "en") -> dict[str, Any]:
     """The runs table of the report: one line per stored run."""
-    m = record.get("measurement") if isinstance(record.get("measurement"), Mapping) else {}
-    w = _workload_dict(record)
-    generation = w.get("family") == "decoder" and w.get("mode") == "infer"
-    est = record.get("estimate") if isinstance(record.get("estimate"), Mapping) else {}
+    r = _typed(record)
+    m, w, est = r.measurement, r.workload, r.estimate
+    generation = r.is_generation
     return {
-        "run_id": record.get("run_id"),
-        "created_at": record.get("created_at"),
-        "command": record.get("command"),
-        "workload": w.get("name") or _workload_name(record),
+        "run_id": r.run_id,
+        "created_at": r.created_at,
+        "command": r.command,
+        "workload": r.workload_name,
         "precision": _precision_ran(w, m, lang),
         "precision_requested": w.get("precision"),
         "batch_size": w.get("batch_size"),
-        "tiny": bool(w.get("tiny")),
+        "tiny": r.tiny,
         "generation": generation,
-        "backend": m.get("backend"),
-        "framework_version": m.get("framework_version"),
-        "device": m.get("device_name") or m.get("device"),
-        "status": m.get("status") or record.get("status"),
-        "peak_memory_bytes": m.get("peak_memory_bytes"),
-        "step_seconds": m.get("step_seconds"),
-        "tokens_per_second": m.get("decode_tokens_per_second") or m.get("tokens_per_second"),
-        "decode_tokens_per_second": m.get("decode_tokens_per_second"),
-        "end_to_end_tokens_per_second": m.get("tokens_per_second") if generation else None,
-        "samples_per_second": m.get("samples_per_second"),
-        "estimate_gpu": est.get("gpu_name"),
-        "estimate_verdict": est.get("verdict"),
+        "backend": m.backend if m else None,
+        "framework_version": m.framework_version if m else None,
+        "device": (m.device_name or m.device) if m else None,
+        "status": (m.status if m else None) or r.extra.get("status"),
+        "peak_memory_bytes": m.peak_memory_bytes if m else None,
+        "step_seconds": m.step_seconds if m else None,
+        "tokens_per_second": (m.decode_tokens_per_second or m.tokens_per_second) if m else None,
+        "decode_tokens_per_second": m.decode_tokens_per_second if m else None,
+        "end_to_end_tokens_per_second": m.tokens_per_second if m and generation else None,
+        "samples_per_second": m.samples_per_second if m else None,
+        "estimate_gpu": est.gpu_name if est else None,
+        "estimate_verdict": est.verdict if est else None,
     }
 
 
@@ -261,38 +253,39 @@ def base_environment() -> dict[str, Any]:
     }
 
 
-def environment_of(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def environment_of(records: Iterable[RunRecord | Mapping[str, Any]]) -> dict[str, Any]:
     """The newest measured run's environment over the reporting process's own."""
     env = base_environment()
     for record in records:
-        m = record.get("measurement")
-        found = (m or {}).get("environment") if isinstance(m, Mapping) else None
-        found = found or record.get("environment")
-        if isinstance(found, Mapping) and found:
+        r = _typed(record)
+        m = r.measurement
+        found = (m.environment if m is not None else None) or r.environment
+        if found:
             env.update({k: v for k, v in found.items() if v not in (None, "", [], {})})
-            if isinstance(m, Mapping):
+            if m is not None:
                 for key in ("device", "device_name", "backend", "framework_version"):
-                    if m.get(key):
-                        env.setdefault(key, m[key])
+                    if getattr(m, key):
+                        env.setdefault(key, getattr(m, key))
             break
     return env
 
 
 def scenarios_from_records(
-    records: Sequence[Mapping[str, Any]], cards: Sequence[str], lang: str = "en"
+    records: Sequence[RunRecord | Mapping[str, Any]], cards: Sequence[str], lang: str = "en"
 ) -> list[dict[str, Any]]:
     """One scenario per workload and precision, from its newest run (records are newest first),
     listed in the order the scenarios were first run."""
     seen: dict[str, dict[str, Any]] = {}
     for record in records:
-        workload = _workload_dict(record)
+        r = _typed(record)
+        workload = dict(r.workload)
         if not workload.get("name"):
             continue
-        key = str(record.get("scenario") or scenario_key(workload))
+        key = str(r.scenario or scenario_key(workload))
         if key in seen:
             continue
-        est_workload, ests, now = _estimates_for(record, cards)
-        m = record.get("measurement") if isinstance(record.get("measurement"), Mapping) else None
+        est_workload, ests, now = _estimates_for(r, cards)
+        m = r.measurement
         shown = est_workload or workload
         seen[key] = {
             "key": key,
@@ -303,9 +296,9 @@ def scenarios_from_records(
             "description": shown.get("description"),
             "estimates": ests,
             "estimated_now": now,
-            "measurement": m,
+            "measurement": m.to_dict() if m is not None else None,
             "measured_workload": workload if m is not None else None,
-            "advice": advice_entries(record.get("advice") or [], lang),
+            "advice": advice_entries(r.advice or [], lang),
         }
     return list(reversed(seen.values()))
 

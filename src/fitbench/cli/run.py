@@ -8,12 +8,14 @@ plain arithmetic. This module only orchestrates and formats.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fitbench.advise.i18n import resolve_lang
+from fitbench.advise.i18n import measurement_text, resolve_lang, status_label, t
 from fitbench.backends import framework_of
 from fitbench.cli.common import (
     HistoryStore,
@@ -35,7 +37,14 @@ from fitbench.cli.common import (
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
+from fitbench.records.measurement import Measurement
+from fitbench.records.run import RunRecord
+from fitbench.results.agreement import error_vs_estimate, not_comparable
+from fitbench.results.assemble import assemble_run_record
 from fitbench.workloads.workload import Workload
+
+# `fitbench check` takes the error computation from here.
+__all__ = ["error_vs_estimate", "register", "run_command"]
 
 EPILOG = """examples:
   fitbench run resnet50-cifar10 --tiny                  a tiny ResNet end to end, in seconds on a CPU
@@ -125,7 +134,6 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 
 # -- choices the parent makes without importing a framework -------------------------------------
 def pick_backend(name: str | None, lang: str = "en") -> str:
-    from fitbench.advise.i18n import t
     from fitbench.backends import backend_installed, entry, installed_backends
 
     if name is not None:
@@ -172,32 +180,32 @@ def pick_device(device: str | None) -> str:
     return device
 
 
-def pick_gpu(gpu_id: str | None, device: str) -> tuple[GpuSpec | None, str | None]:
-    """(catalog card to estimate for, a note when there is none)."""
+def pick_gpu(gpu_id: str | None, device: str) -> tuple[GpuSpec | None, dict[str, str] | None]:
+    """(catalog card to estimate for, a note when there is none: its message key and values)."""
     if gpu_id is not None:
         from fitbench.catalog import get_gpu
 
         return get_gpu(gpu_id), None
     if not device.startswith("cuda"):
-        return None, "measured on the CPU: no GPU estimate (pass --gpu ID to see one)"
+        return None, {"key": "run.note.cpu"}
     from fitbench.measure import nvml
 
     index = nvml.cuda_index(device) or 0
     name, total = nvml.device_name(index), nvml.device_total(index)
     if name is None or total is None:
-        return None, "could not identify the local GPU through NVML: no estimate (pass --gpu ID)"
+        return None, {"key": "run.note.no_nvml"}
     from fitbench.catalog import get_gpu
     from fitbench.catalog.detect import match_catalog
 
     catalog_id = match_catalog(name, total)
     if catalog_id is None:
-        return None, f"{name} is not in the catalog: no estimate (pass --gpu ID for a similar card)"
+        return None, {"key": "run.note.not_in_catalog", "name": name}
     return get_gpu(catalog_id), None
 
 
 def estimate_for(
     workload: Workload, gpu: GpuSpec | None, backend: str, exec_mode: str
-) -> tuple[Any, str | None]:
+) -> tuple[Any, dict[str, str] | None]:
     if gpu is None:
         return None, None
     from fitbench.estimate.api import estimate
@@ -205,99 +213,87 @@ def estimate_for(
     try:
         return estimate(workload, gpu, framework=framework_of(backend), exec_mode=exec_mode), None
     except FitbenchError as exc:
-        return None, f"no estimate: {exc}"
+        return None, {"key": "run.note.no_estimate", "reason": str(exc)}
 
 
 # -- derived numbers ------------------------------------------------------------------------------
-def relative_error(estimated: float | None, measured: float | None) -> float | None:
-    """(estimate - measured) / measured; None when either is missing or the measurement is zero."""
-    if estimated is None or measured is None or measured == 0:
-        return None
-    return (estimated - measured) / measured
-
-
-def measured_speed(m: dict[str, Any], workload: Workload) -> tuple[float | None, float | None]:
-    """(step seconds, tokens/s) comparable with the estimator's: for generation one decode step
-    (one token per sequence) and decode throughput, otherwise the training/inference step."""
-    if workload.is_generation:
-        decode, new = m.get("decode_seconds"), workload.new_tokens or 0
-        step = decode / new if decode is not None and new else None
-        return step, m.get("decode_tokens_per_second")
-    return m.get("step_seconds"), m.get("tokens_per_second")
-
-
-def name_rates(m: dict[str, Any], workload: Workload) -> dict[str, Any]:
+def name_rates(m: Measurement, workload: Workload) -> Measurement:
     """Generation measures two token rates: decode (what the estimate's tokens/s is) and end to end
     (the whole generate call, prefill included; `tokens_per_second`). Both get explicit names."""
-    if workload.is_generation:
-        m.setdefault("end_to_end_tokens_per_second", m.get("tokens_per_second"))
-        m.setdefault("decode_tokens_per_second", None)
+    if workload.is_generation and "end_to_end_tokens_per_second" not in m.present:
+        return m.with_values(end_to_end_tokens_per_second=m.tokens_per_second)
     return m
 
 
-def not_comparable(est: Any, m: dict[str, Any], workload: Workload) -> list[str]:
-    """Why a measurement cannot be held against the estimate beside it (empty: it can).
-
-    cpu        measured on the CPU, the estimate is for a GPU
-    tiny       the tiny variant ran: a smoke test of the pipeline, not the real job
-    first_run  no untimed warm-up steps: start-up (first kernels, the allocator, autotuning) is timed
-    """
-    if est is None or m.get("status") != "ok":
-        return []
-    reasons = []
-    if not str(m.get("device", "")).startswith("cuda"):
-        reasons.append("cpu")
-    if workload.tiny:
-        reasons.append("tiny")
-    if m.get("warmup_steps") == 0:
-        reasons.append("first_run")
-    return reasons
-
-
-def error_vs_estimate(est: Any, m: dict[str, Any], workload: Workload) -> dict[str, float | None]:
-    keys = ("peak_memory", "step_seconds", "tokens_per_second")
-    out: dict[str, float | None] = dict.fromkeys(keys)
-    if est is None or m.get("status") != "ok" or not str(m.get("device", "")).startswith("cuda"):
-        return out
-    step, tokens = measured_speed(m, workload)
-    out["peak_memory"] = relative_error(est.peak_memory_bytes, m.get("peak_memory_bytes"))
-    out["step_seconds"] = relative_error(est.step_seconds, step)
-    out["tokens_per_second"] = relative_error(est.tokens_per_second, tokens)
-    if workload.is_generation:
-        out["prefill_seconds"] = relative_error(
-            getattr(est, "prefill_seconds", None), m.get("prefill_seconds")
-        )
-    return out
-
-
-def _speed_key(m: dict[str, Any], workload: Workload) -> float | None:
+def _speed_key(m: Measurement, workload: Workload) -> float | None:
     """A 'higher is faster' figure for speed-ups."""
     if workload.is_generation:
-        return m.get("decode_tokens_per_second") or m.get("tokens_per_second")
-    step = m.get("step_seconds")
-    return 1.0 / step if step else None
+        return m.decode_tokens_per_second or m.tokens_per_second
+    return 1.0 / m.step_seconds if m.step_seconds else None
 
 
-def comparison(
-    base: dict[str, Any], other: dict[str, Any], workload: Workload, base_precision: str
-) -> dict[str, Any]:
-    """Memory saving and speed-up of `other` against `base` (None where either did not run)."""
-    out: dict[str, Any] = {
-        "baseline": base_precision,
-        "memory_saving": None,
-        "memory_saved_bytes": None,
-        "speedup": None,
-    }
-    if base.get("status") != "ok" or other.get("status") != "ok":
-        return out
-    pb, po = base.get("peak_memory_bytes"), other.get("peak_memory_bytes")
-    if pb and po is not None:
-        out["memory_saving"] = 1 - po / pb
-        out["memory_saved_bytes"] = pb - po
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """Memory saving and speed-up of one precision against the first (None where either did not run)."""
+
+    baseline: str
+    memory_saving: float | None = None
+    memory_saved_bytes: int | None = None
+    speedup: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def comparison(base: Measurement, other: Measurement, workload: Workload, base_precision: str) -> Comparison:
+    """Memory saving and speed-up of `other` against `base`."""
+    if not (base.completed and other.completed):
+        return Comparison(baseline=base_precision)
+    pb, po = base.peak_memory_bytes, other.peak_memory_bytes
+    saving = (1 - po / pb, pb - po) if pb and po is not None else (None, None)
     sb, so = _speed_key(base, workload), _speed_key(other, workload)
-    if sb and so:
-        out["speedup"] = so / sb
-    return out
+    return Comparison(baseline=base_precision, memory_saving=saving[0], memory_saved_bytes=saving[1],
+                      speedup=so / sb if sb and so else None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOutcome:
+    """One precision's answer: the stored record, and what only the terminal and --json show."""
+
+    record: RunRecord
+    workload: Workload
+    max_batch: dict[str, Any] | None = None
+    notes: tuple[str, ...] = ()
+    comparable: bool | None = None
+    not_comparable: tuple[str, ...] = ()
+    comparison: Comparison | None = None
+
+    @property
+    def measurement(self) -> Measurement:
+        assert self.record.measurement is not None
+        return self.record.measurement
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON of `fitbench run --json` (its field names are documented in the README)."""
+        r = self.record
+        out: dict[str, Any] = {
+            "precision": self.workload.precision,
+            "workload": dict(r.workload),
+            "estimate": r.estimate.to_dict() if r.estimate is not None else None,
+            "measurement": self.measurement.to_dict(),
+            "error_vs_estimate": dict(r.error_vs_estimate),
+            "diagnosis": r.diagnosis,
+            "run_id": r.run_id,
+        }
+        if self.max_batch is not None:
+            out["max_batch"] = self.max_batch
+        if self.notes:
+            out["notes"] = list(self.notes)
+        out["comparable"] = self.comparable
+        out["not_comparable"] = list(self.not_comparable)
+        if self.comparison is not None:
+            out["comparison"] = self.comparison.to_dict()
+        return out
 
 
 # -- the command ----------------------------------------------------------------------------------
@@ -321,14 +317,43 @@ def _compute_kv_dtype(workload: Workload) -> str:
     return p.compute if p.activation_bytes == 2 else "fp32"
 
 
-def run_command(args: argparse.Namespace) -> int:
-    from fitbench.backends.base import RunOptions
-    from fitbench.measure.diagnosis import diagnose
-    from fitbench.measure.progress import Progress, should_show
+@dataclass(frozen=True, kw_only=True)
+class RunPlan:
+    """What `fitbench run` measures, where, and which card's estimate it compares with."""
 
+    workloads: list[Workload]
+    backend: str
+    device: str
+    gpu: GpuSpec | None
+    gpu_note: dict[str, str] | None  # a message key and its values (note_text)
+    options: Any  # RunOptions (imported late: the backends' base module)
+
+
+def run_command(args: argparse.Namespace) -> int:
     lang = resolve_lang(getattr(args, "lang", None))
-    precisions = precision_list(args.precision)
-    workloads = [workload_from_args(args, precision=p) for p in precisions]
+    plan = _plan(args, lang)
+    from fitbench.measure.progress import should_show
+
+    show = should_show(args.progress)
+    store = HistoryStore(args.db, enabled=not args.no_history)
+    try:
+        outcomes = [_run_one(w, plan, args, store, show, lang) for w in plan.workloads]
+    finally:
+        store.close()
+    outcomes = _compare_precisions(outcomes)
+    if args.json:
+        results = [o.to_dict() for o in outcomes]
+        print_json(results[0] if len(results) == 1 else results)
+    else:
+        print(format_results(outcomes, plan.gpu, lang))
+    return 0 if all(o.measurement.is_verdict for o in outcomes) else 1
+
+
+def _plan(args: argparse.Namespace, lang: str) -> RunPlan:
+    """Every check that can fail before minutes are spent, in the order a user fixes them."""
+    from fitbench.backends.base import RunOptions
+
+    workloads = [workload_from_args(args, precision=p) for p in precision_list(args.precision)]
     for w in workloads:
         refuse_unmeasurable_storage(w)
     backend = pick_backend(args.backend, lang)
@@ -344,91 +369,89 @@ def run_command(args: argparse.Namespace) -> int:
         raise FitbenchError(f"dataset path {args.data} does not exist", "pass the CIFAR-10 or aclImdb path")
     if args.max_batch and any(w.gpus > 1 for w in workloads):
         raise FitbenchError("--max-batch searches one GPU", "drop --gpus or --max-batch")
-    limit = None
-    from fitbench.catalog import lookup_gpu
-    from fitbench.catalog.spec import is_spec
-
-    if args.emulate is not None:
-        if not device.startswith("cuda"):
-            raise FitbenchError("--emulate caps GPU memory and needs a CUDA device", "use --device cuda")
-        emulated = lookup_gpu(args.emulate)
-        limit = emulated.usable_bytes
-        if args.gpu is None and args.gpu_spec is None:
-            args.gpu_spec = args.emulate if is_spec(args.emulate) else None
-            args.gpu = None if args.gpu_spec else emulated.id
-    if args.gpu is not None and args.gpu_spec is not None:
-        raise FitbenchError("--gpu and --gpu-spec both name the card to compare with", "give one of them")
-    if args.gpu_spec is not None:
-        gpu, gpu_note = lookup_gpu(args.gpu_spec, spec=True), None
-    else:
-        gpu, gpu_note = pick_gpu(args.gpu, device)
+    limit = _emulation_limit(args, device)
+    gpu, gpu_note = _compare_card(args, device)
     options = RunOptions(
         device=device, exec_mode=args.exec_mode, data=str(Path(args.data).resolve()) if args.data else None,
         memory_limit_bytes=limit,
     )
-    show = should_show(args.progress)
-    store = HistoryStore(args.db, enabled=not args.no_history)
-    results: list[dict[str, Any]] = []
-    try:
-        for workload in workloads:
-            # The estimate describes the workload as the exec mode runs it (estimate.execution).
-            est, est_note = estimate_for(workload, gpu, backend, args.exec_mode)
-            label = f"{workload.name}{' (tiny)' if workload.tiny else ''} {workload.precision}"
-            with Progress(enabled=show, label=label) as progress:
-                m = _measure(workload, backend, options, args, progress)
-                if m.get("error_type") == "FitbenchError" and len(workloads) == 1:
-                    raise FitbenchError(m.get("error") or "the measurement failed", m.get("hint"))
-                search = None
-                if args.max_batch and m.get("status") in ("ok", "oom"):
-                    search = _max_batch(workload, backend, options, est, args, progress)
-                    m["max_batch_search"] = search
-            name_rates(m, workload)
-            notes = [n for n in (gpu_note, est_note) if n]
-            est_dict = est.to_dict() if est is not None else None
-            errors = error_vs_estimate(est, m, workload)
-            if search is not None and est is not None:
-                errors["max_batch"] = relative_error(est.max_batch_size, search.get("max_batch"))
-            diagnosis = diagnose(m, est_dict, gpu)
-            record = {
-                "command": "run",
-                "workload": workload.to_dict(),
-                "estimate": est_dict,
-                "measurement": m,
-                "environment": m.get("environment") or {},
-                "error_vs_estimate": errors,
-                "diagnosis": diagnosis,
-            }
-            run_id = store.add(record)
-            result: dict[str, Any] = {
-                "precision": workload.precision,
-                "workload": workload.to_dict(),
-                "estimate": est_dict,
-                "measurement": m,
-                "error_vs_estimate": errors,
-                "diagnosis": diagnosis,
-                "run_id": run_id,
-            }
-            if search is not None:
-                result["max_batch"] = {"estimated": est.max_batch_size if est is not None else None, **search}
-            if notes:
-                result["notes"] = notes
-            reasons = not_comparable(est, m, workload)
-            result["comparable"] = None if est is None else not reasons
-            result["not_comparable"] = reasons
-            results.append(result)
-    finally:
-        store.close()
+    return RunPlan(workloads=workloads, backend=backend, device=device, gpu=gpu, gpu_note=gpu_note,
+                   options=options)
 
-    if len(results) > 1:
-        base = results[0]
-        for r, w in zip(results, workloads, strict=True):
-            r["comparison"] = comparison(base["measurement"], r["measurement"], w, base["precision"])
 
-    if args.json:
-        print_json(results[0] if len(results) == 1 else results)
-    else:
-        print(format_results(results, workloads, gpu, lang))
-    return 0 if all(r["measurement"].get("status") in ("ok", "oom") for r in results) else 1
+def _emulation_limit(args: argparse.Namespace, device: str) -> int | None:
+    """The memory cap of --emulate (None without it); the emulated card becomes the one compared
+    with unless --gpu or --gpu-spec names another."""
+    if args.emulate is None:
+        return None
+    from fitbench.catalog import lookup_gpu
+    from fitbench.catalog.spec import is_spec
+
+    if not device.startswith("cuda"):
+        raise FitbenchError("--emulate caps GPU memory and needs a CUDA device", "use --device cuda")
+    emulated = lookup_gpu(args.emulate)
+    if args.gpu is None and args.gpu_spec is None:
+        args.gpu_spec = args.emulate if is_spec(args.emulate) else None
+        args.gpu = None if args.gpu_spec else emulated.id
+    return emulated.usable_bytes
+
+
+def _compare_card(args: argparse.Namespace, device: str) -> tuple[GpuSpec | None, dict[str, str] | None]:
+    """The card whose estimate the measurement is held against, or a note saying why there is none."""
+    if args.gpu is not None and args.gpu_spec is not None:
+        raise FitbenchError("--gpu and --gpu-spec both name the card to compare with", "give one of them")
+    if args.gpu_spec is not None:
+        from fitbench.catalog import lookup_gpu
+
+        return lookup_gpu(args.gpu_spec, spec=True), None
+    return pick_gpu(args.gpu, device)
+
+
+def _run_one(workload: Workload, plan: RunPlan, args: argparse.Namespace, store: HistoryStore,
+             show: bool, lang: str) -> RunOutcome:
+    """Estimate, measure (and search the largest batch), store, and say how the two compare."""
+    from fitbench.measure.progress import Progress
+
+    # The estimate describes the workload as the exec mode runs it (estimate.execution).
+    est, est_note = estimate_for(workload, plan.gpu, plan.backend, args.exec_mode)
+    name = t("cell.tiny_name", lang, name=workload.name) if workload.tiny else workload.name
+    with Progress(enabled=show, label=f"{name} {workload.precision}", lang=lang) as progress:
+        m = Measurement.from_dict(_measure(workload, plan.backend, plan.options, args, progress))
+        if m.error_type == "FitbenchError" and len(plan.workloads) == 1:
+            raise FitbenchError(m.error or "the measurement failed", m.hint)
+        search = None
+        if args.max_batch and m.is_verdict:
+            search = _max_batch(workload, plan.backend, plan.options, est, args, progress)
+            m = m.with_values(max_batch_search=search)
+    m = name_rates(m, workload)
+    record = assemble_run_record(command="run", workload=workload, estimate=est, measurement=m, gpu=plan.gpu)
+    record = dataclasses.replace(record, run_id=store.add(record))
+    reasons = not_comparable(est, m, workload)
+    return RunOutcome(
+        record=record,
+        workload=workload,
+        max_batch=(
+            {"estimated": est.max_batch_size if est is not None else None, **search}
+            if search is not None
+            else None
+        ),
+        notes=tuple(note_text(n, lang) for n in (plan.gpu_note, est_note) if n),
+        comparable=None if est is None else not reasons,
+        not_comparable=tuple(reasons),
+    )
+
+
+def _compare_precisions(outcomes: list[RunOutcome]) -> list[RunOutcome]:
+    """With a precision list, each run against the first (the first against itself)."""
+    if len(outcomes) < 2:
+        return outcomes
+    base = outcomes[0]
+    return [
+        dataclasses.replace(
+            o, comparison=comparison(base.measurement, o.measurement, o.workload, base.workload.precision)
+        )
+        for o in outcomes
+    ]
 
 
 def _measure(workload: Workload, backend: str, options: Any, args: argparse.Namespace, progress: Any) -> dict:
@@ -455,7 +478,8 @@ def _max_batch(
         else workload.batch_size
     )
     limit = args.batch_limit or max(64, 8 * start)
-    progress({"phase": "max-batch search", "detail": f"from {start}, at most {limit}"})
+    progress({"phase": "max-batch search", "detail": f"from {start}, at most {limit}",
+              "detail_key": "progress.search_range", "start": start, "limit": limit})
     result = find_max_batch(
         workload,
         backend,
@@ -469,6 +493,18 @@ def _max_batch(
 
 
 # -- human output ---------------------------------------------------------------------------------
+def note_text(note: dict[str, str], lang: str) -> str:
+    """A note kept as its message key and values, in the reader's language."""
+    return t(note["key"], lang, **{k: v for k, v in note.items() if k != "key"})
+
+
+def _status_line(m: Measurement, lang: str) -> str:
+    """How a measurement ended: its status, and its message in the reader's language where fitbench
+    worded it (an exception's own text is shown as the framework wrote it)."""
+    return t("run.status", lang, status=m.status if lang == "en" else status_label(m.status, lang),
+             error=measurement_text(str(m.error), lang))
+
+
 def _pct(x: float | None) -> str:
     return "" if x is None else f"{x * 100:+.0f}%"
 
@@ -477,175 +513,183 @@ def _speed_unit(workload: Workload) -> str:
     return {"images": "img/s", "tokens": "tok/s"}.get(workload.sample_unit, "seq/s")
 
 
-def format_one(r: dict[str, Any], workload: Workload, gpu: GpuSpec | None, lang: str = "en") -> str:
-    from fitbench.advise.i18n import t
-    from fitbench.results.table import render_table
+def format_one(o: RunOutcome, gpu: GpuSpec | None, lang: str = "en") -> str:
+    """One precision's result for the terminal: a title, the measured-vs-estimated table, then
+    the diagnosis, warnings and notes."""
+    m, est = o.measurement, o.record.estimate
+    rows = _memory_rows(o, lang)
+    rows += _generation_rows(o, lang) if o.workload.is_generation else _step_rows(o, lang)
+    rows += _count_rows(o, lang)
+    if not m.completed:
+        rows = [x for x in rows if x[1] != "-"]
+    lines = _title_lines(o, lang)
+    if rows:
+        est_head = t("run.col.estimate_on", lang, gpu=gpu.id) if (est is not None and gpu is not None) \
+            else t("run.col.estimate", lang)
+        lines.append(_table(rows, est_head if est is not None else None, lang))
+    return "\n".join(lines + _footer_lines(o, lang))
 
-    m, est = r["measurement"], r["estimate"]
-    errors = r["error_vs_estimate"]
-    status = m.get("status")
-    device = m.get("device_name") or m.get("device")
-    tiny = f" ({t('check.variant_tiny', lang)}: {t('run.smoke', lang)})" if workload.tiny else ""
+
+Row = list[str]
+
+
+def _row(name: str, measured: str, estimated: str = "", err: float | None = None) -> Row:
+    return [name, measured, estimated, _pct(err)]
+
+
+def _title_lines(o: RunOutcome, lang: str) -> list[str]:
     from fitbench.advise.text import precision_shown
 
-    precision = precision_shown(m.get("precision_requested"), m.get("precision_in_effect"), lang)
-    title = (
-        f"{workload.name}{tiny} · {m.get('backend')} {m.get('framework_version') or ''} · {device} · "
-        f"{precision} · batch {workload.batch_size} · {m.get('exec_mode')} exec"
-    )
-    lines = [title]
-    if workload.tiny:
-        lines.append("  " + t("run.smoke_test", lang, name=workload.name))
-    dist = m.get("distributed")
+    m, w = o.measurement, o.workload
+    tiny = f" ({t('check.variant_tiny', lang)}: {t('run.smoke', lang)})" if w.tiny else ""
+    precision = precision_shown(m.precision_requested, m.precision_in_effect, lang)
+    lines = [t("run.title", lang, name=w.name, tiny=tiny, backend=m.backend,
+               version=m.framework_version or "", device=m.device_name or m.device,
+               precision=precision, batch=w.batch_size, exec_mode=m.exec_mode)]
+    if w.tiny:
+        lines.append("  " + t("run.smoke_test", lang, name=w.name))
+    dist = m.distributed
     if dist:
-        lines.append(
-            f"  {dist['nproc']} processes ({dist['launcher']}, {dist['process_group']}), {dist['strategy']}: "
-            f"batch {dist['per_gpu_batch_size']} per process, {dist['global_batch_size']} in all; "
-            "peak memory is the largest process's, throughput is global"
-        )
-    if status != "ok":
-        lines.append(f"  status: {status} — {m.get('error')}")
-        if m.get("hint"):
-            lines.append(f"  hint: {m['hint']}")
-    est_head = (
-        t("run.col.estimate_on", lang, gpu=gpu.id)
-        if (est is not None and gpu is not None)
-        else t("run.col.estimate", lang)
-    )
-    rows: list[list[str]] = []
+        lines.append("  " + t("run.distributed", lang, nproc=dist["nproc"], launcher=dist["launcher"],
+                                group=dist["process_group"], strategy=dist["strategy"],
+                                per_gpu=dist["per_gpu_batch_size"], total=dist["global_batch_size"]))
+    if not m.completed:
+        lines.append("  " + _status_line(m, lang))
+        if m.hint:
+            lines.append("  " + t("run.hint", lang, hint=m.hint))
+    return lines
 
-    def row(name: str, measured: str, estimated: str = "", err: float | None = None) -> None:
-        rows.append([name, measured, estimated, _pct(err)])
 
-    e = est or {}
-    peak_src = m.get("peak_memory_source") or ""
-    row(
-        t("run.row.peak_memory", lang),
-        f"{format_bytes(m.get('peak_memory_bytes'))} ({peak_src})" if m.get("peak_memory_bytes") else "-",
-        format_bytes(e.get("peak_memory_bytes")) if est else "",
-        errors.get("peak_memory"),
-    )
-    if m.get("peak_allocated_bytes") is not None:
-        row(
-            t("run.row.allocator_peak", lang),
-            t("run.cell.allocated", lang, allocated=format_bytes(m["peak_allocated_bytes"]),
-              reserved=format_bytes(m.get("peak_reserved_bytes"))),
-        )
-    if m.get("cuda_context_bytes") is not None:
-        row(t("run.row.cuda_context", lang), format_bytes(m["cuda_context_bytes"]))
-    row(t("run.row.load", lang), format_seconds(m.get("load_seconds")))
-    if workload.is_generation:
-        row(t("run.row.memory_after_load", lang), format_bytes(m.get("memory_after_load_bytes")))
-        row(
-            t("run.row.prefill", lang),
-            format_seconds(m.get("prefill_seconds")),
-            format_seconds(e.get("prefill_seconds")) if est else "",
-            errors.get("prefill_seconds"),
-        )
-        row(
-            t("run.row.decode", lang),
-            format_rate(m.get("decode_tokens_per_second"), "tok/s"),
-            format_rate(e.get("tokens_per_second"), "tok/s") if est else "",
-            errors.get("tokens_per_second"),
-        )
-        row(
-            t("run.row.end_to_end", lang),
-            t("run.cell.per_generate", lang, rate=format_rate(m.get("tokens_per_second"), "tok/s"),
-              time=format_seconds(m.get("step_seconds"))),
-        )
-    else:
-        steps = m.get("steps")
-        step = format_seconds(m.get("step_seconds"))
-        if steps:
-            step = t("run.cell.steps", lang, time=step, p90=format_seconds(m.get("step_seconds_p90")),
-                     steps=steps)
-        row(
-            t("run.row.step", lang),
-            step,
-            format_seconds(e.get("step_seconds")) if est else "",
-            errors.get("step_seconds"),
-        )
-        row(
-            t("run.row.throughput", lang),
-            format_rate(m.get("samples_per_second"), _speed_unit(workload)),
-            format_rate(e.get("samples_per_second"), _speed_unit(workload)) if est else "",
-        )
-        if m.get("tokens_per_second") is not None:
-            row(
-                t("run.row.tokens", lang),
-                format_rate(m.get("tokens_per_second"), "tok/s"),
-                format_rate(e.get("tokens_per_second"), "tok/s")
-                if est and e.get("tokens_per_second")
-                else "",
-                errors.get("tokens_per_second"),
-            )
-        if m.get("epoch_seconds") is not None:
-            row(
-                t("run.row.epoch_smoke" if workload.tiny else "run.row.epoch", lang),
-                format_seconds(m.get("epoch_seconds")),
-                format_seconds(e.get("epoch_seconds")) if est else "",
-            )
-    if m.get("params"):
-        row(t("run.row.params", lang), f"{m['params']:,}",
-            f"{e['params']:,}" if est and e.get("params") else "")
-    if r.get("max_batch"):
-        mb = r["max_batch"]
+def _estimated(o: RunOutcome, text: str) -> str:
+    """An estimate's cell: empty when there is no estimate."""
+    return text if o.record.estimate is not None else ""
+
+
+def _memory_rows(o: RunOutcome, lang: str) -> list[Row]:
+    m, e, errors = o.measurement, o.record.estimate, o.record.error_vs_estimate
+    peak = "-"
+    if m.peak_memory_bytes:
+        peak = f"{format_bytes(m.peak_memory_bytes)} ({m.peak_memory_source or ''})"
+    rows = [_row(t("run.row.peak_memory", lang), peak,
+                 _estimated(o, format_bytes(e.peak_memory_bytes if e else None)), errors.get("peak_memory"))]
+    if m.peak_allocated_bytes is not None:
+        rows.append(_row(t("run.row.allocator_peak", lang),
+                         t("run.cell.allocated", lang, allocated=format_bytes(m.peak_allocated_bytes),
+                           reserved=format_bytes(m.peak_reserved_bytes))))
+    if m.cuda_context_bytes is not None:
+        rows.append(_row(t("run.row.cuda_context", lang), format_bytes(m.cuda_context_bytes)))
+    rows.append(_row(t("run.row.load", lang), format_seconds(m.load_seconds)))
+    return rows
+
+
+def _generation_rows(o: RunOutcome, lang: str) -> list[Row]:
+    m, e, errors = o.measurement, o.record.estimate, o.record.error_vs_estimate
+    return [
+        _row(t("run.row.memory_after_load", lang), format_bytes(m.memory_after_load_bytes)),
+        _row(t("run.row.prefill", lang), format_seconds(m.prefill_seconds),
+             _estimated(o, format_seconds(e.prefill_seconds if e else None)), errors.get("prefill_seconds")),
+        _row(t("run.row.decode", lang), format_rate(m.decode_tokens_per_second, "tok/s"),
+             _estimated(o, format_rate(e.tokens_per_second if e else None, "tok/s")),
+             errors.get("tokens_per_second")),
+        _row(t("run.row.end_to_end", lang),
+             t("run.cell.per_generate", lang, rate=format_rate(m.tokens_per_second, "tok/s"),
+               time=format_seconds(m.step_seconds))),
+    ]
+
+
+def _step_rows(o: RunOutcome, lang: str) -> list[Row]:
+    m, e, errors, w = o.measurement, o.record.estimate, o.record.error_vs_estimate, o.workload
+    step = format_seconds(m.step_seconds)
+    if m.steps:
+        step = t("run.cell.steps", lang, time=step, p90=format_seconds(m.step_seconds_p90), steps=m.steps)
+    unit = _speed_unit(w)
+    rows = [
+        _row(t("run.row.step", lang), step, _estimated(o, format_seconds(e.step_seconds if e else None)),
+             errors.get("step_seconds")),
+        _row(t("run.row.throughput", lang), format_rate(m.samples_per_second, unit),
+             _estimated(o, format_rate(e.samples_per_second if e else None, unit))),
+    ]
+    if m.tokens_per_second is not None:
+        est_tokens = e.tokens_per_second if e else None
+        rows.append(_row(t("run.row.tokens", lang), format_rate(m.tokens_per_second, "tok/s"),
+                         format_rate(est_tokens, "tok/s") if est_tokens else "",
+                         errors.get("tokens_per_second")))
+    if m.epoch_seconds is not None:
+        rows.append(_row(t("run.row.epoch_smoke" if w.tiny else "run.row.epoch", lang),
+                         format_seconds(m.epoch_seconds),
+                         _estimated(o, format_seconds(e.epoch_seconds if e else None))))
+    return rows
+
+
+def _count_rows(o: RunOutcome, lang: str) -> list[Row]:
+    """Parameters, and the largest batch when the run searched it."""
+    m, e = o.measurement, o.record.estimate
+    rows = []
+    if m.params:
+        estimated = f"{e.params:,}" if e and e.params else ""
+        rows.append(_row(t("run.row.params", lang), f"{m.params:,}", estimated))
+    mb = o.max_batch
+    if mb:
         found = mb.get("max_batch")
-        text = (
-            t("run.cell.none_fits", lang)
-            if found is None
-            else (t("run.cell.limit", lang, n=found) if mb.get("reached_limit") else str(found))
-        )
-        row(t("run.row.max_batch", lang), text, str(mb["estimated"]) if mb.get("estimated") else "",
-            errors.get("max_batch"))
-    if status != "ok":
-        rows = [x for x in rows if x[1] != "-"]
-    if rows and est is not None:
-        head = ["", t("col.measured", lang), est_head, t("col.error", lang)]
-        lines.append(render_table(head, rows, align="lrrr", indent="  "))
-    elif rows:
-        head = ["", t("col.measured", lang)]
-        lines.append(render_table(head, [x[:2] for x in rows], align="ll", indent="  "))
-    from fitbench.measure.diagnosis import format_diagnosis
+        if found is None:
+            text = t("run.cell.none_fits", lang)
+        else:
+            text = t("run.cell.limit", lang, n=found) if mb.get("reached_limit") else str(found)
+        estimated = str(mb["estimated"]) if mb.get("estimated") else ""
+        error = o.record.error_vs_estimate.get("max_batch")
+        rows.append(_row(t("run.row.max_batch", lang), text, estimated, error))
+    return rows
 
-    diagnosis_line = format_diagnosis(r.get("diagnosis") or {})
+
+def _table(rows: list[Row], est_head: str | None, lang: str) -> str:
+    """Measured beside estimated (and the error), or measured alone without an estimate."""
+    from fitbench.results.table import render_table
+
+    if est_head is not None:
+        head = ["", t("col.measured", lang), est_head, t("col.error", lang)]
+        return render_table(head, rows, align="lrrr", indent="  ")
+    return render_table(["", t("col.measured", lang)], [x[:2] for x in rows], align="ll", indent="  ")
+
+
+def _footer_lines(o: RunOutcome, lang: str) -> list[str]:
+    from fitbench.advise.diagnosis import format_diagnosis
+    lines = []
+    diagnosis_line = format_diagnosis(o.record.diagnosis or {}, lang)
     if diagnosis_line:
         lines.append(f"  {diagnosis_line}")
-    for warning in m.get("warnings") or []:
-        lines.append(f"  warning: {warning}")
-    if r.get("not_comparable"):
-        sep = t("run.reason.sep", lang)
-        reasons = sep.join(t(f"run.reason.{k}", lang) for k in r["not_comparable"])
+    lines += ["  " + t("run.warning", lang, warning=measurement_text(warning, lang))
+              for warning in o.measurement.warnings]
+    if o.not_comparable:
+        reasons = t("run.reason.sep", lang).join(t(f"run.reason.{k}", lang) for k in o.not_comparable)
         lines.append("  " + t("run.not_comparable", lang, reasons=reasons))
-    for note in r.get("notes") or []:
-        lines.append(f"  note: {note}")
-    if r.get("max_batch") and r["max_batch"].get("stopped"):
-        lines.append(f"  max-batch search stopped: {r['max_batch']['stopped']}")
-    if r.get("run_id"):
-        lines.append(f"  run id: {r['run_id']}")
-    return "\n".join(lines)
+    lines += ["  " + t("run.note", lang, note=note) for note in o.notes]
+    if o.max_batch and o.max_batch.get("stopped"):
+        why = measurement_text(str(o.max_batch["stopped"]), lang)
+        lines.append("  " + t("run.search_stopped", lang, why=why))
+    if o.record.run_id:
+        lines.append("  " + t("run.run_id", lang, run_id=o.record.run_id))
+    return lines
 
 
-def format_results(results: list[dict[str, Any]], workloads: list[Workload], gpu: GpuSpec | None,
-                   lang: str = "en") -> str:
-    parts = [format_one(r, w, gpu, lang) for r, w in zip(results, workloads, strict=True)]
-    if len(results) > 1:
-        lines = []
-        for r in results[1:]:
-            c = r["comparison"]
-            if c["memory_saving"] is None and c["speedup"] is None:
-                lines.append(f"{r['precision']} vs {c['baseline']}: not comparable (a run did not complete)")
-                continue
-            saving = c["memory_saving"]
-            mem = (
-                (
-                    f"peak memory {_pct(-saving)} ({format_bytes(abs(c['memory_saved_bytes']))} "
-                    f"{'less' if saving >= 0 else 'more'})"
-                )
-                if saving is not None
-                else "peak memory -"
-            )
-            speed = f"speed-up {c['speedup']:.2f}x" if c["speedup"] is not None else "speed-up -"
-            lines.append(f"{r['precision']} vs {c['baseline']}: {mem}, {speed}")
-        parts.append("\n".join(lines))
+def format_results(outcomes: list[RunOutcome], gpu: GpuSpec | None, lang: str = "en") -> str:
+    parts = [format_one(o, gpu, lang) for o in outcomes]
+    if len(outcomes) > 1:
+        parts.append("\n".join(_comparison_line(o, lang) for o in outcomes[1:]))
     return "\n\n".join(parts)
+
+
+def _comparison_line(o: RunOutcome, lang: str) -> str:
+    c = o.comparison
+    assert c is not None
+    precision = o.workload.precision
+    if c.memory_saving is None and c.speedup is None:
+        return t("run.compare.incomplete", lang, precision=precision, baseline=c.baseline)
+    saving = c.memory_saving
+    mem = (
+        t("run.compare.less" if saving >= 0 else "run.compare.more", lang, pct=_pct(-saving),
+          bytes=format_bytes(abs(c.memory_saved_bytes or 0)))
+        if saving is not None
+        else "-"
+    )
+    speed = f"{c.speedup:.2f}x" if c.speedup is not None else "-"
+    return t("run.compare", lang, precision=precision, baseline=c.baseline, memory=mem, speedup=speed)

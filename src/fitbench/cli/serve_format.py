@@ -4,7 +4,7 @@ fitbench.estimate.serving; every sentence is in fitbench.advise.i18n (English an
 
 from __future__ import annotations
 
-from fitbench.advise.i18n import t
+from fitbench.advise.i18n import bottleneck_label, t
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.estimate.serving import ServingEstimate
 from fitbench.results.table import render_table
@@ -67,7 +67,7 @@ def format_serving(results: list[ServingEstimate], lang: str = "en") -> str:
         curve = [[f"{pt.concurrency}{' *' if pt.concurrency == first.knee_concurrency else ''}",
                   format_rate(pt.tokens_per_second, "tok/s"),
                   format_rate(pt.per_sequence_tokens_per_second, "tok/s"),
-                  pt.bottleneck] for pt in first.curve]
+                  bottleneck_label(pt.bottleneck, lang)] for pt in first.curve]
         lines += ["", render_table([t("serve.col.concurrency", lang), "tok/s", t("serve.col.per_user", lang),
                                     t("serve.col.bound", lang)], curve, align="rrrl", indent="  ")]
     lines.append("")

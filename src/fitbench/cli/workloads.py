@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from fitbench.advise.i18n import resolve_lang, t
+from fitbench.advise.i18n import preset_description, resolve_lang, t
 from fitbench.cli.common import add_command, print_json
 from fitbench.results.table import render_table
 from fitbench.workloads.presets import PRESETS, TINY_PRESETS
@@ -28,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
         shape = (f"{w.prompt_tokens}+{w.new_tokens} tok" if w.is_generation else
                  f"seq {w.seq_len}" if w.seq_len else f"{w.image_size}px")
         rows.append([w.name, f"{w.param_count() / 1e6:,.1f}M", w.mode, str(w.batch_size), shape, w.precision,
-                     t("cell.yes", lang) if w.name in TINY_PRESETS else "", w.description])
+                     t("cell.yes", lang) if w.name in TINY_PRESETS else "",
+                     preset_description(w.description, lang)])
     head = [t(f"col.{k}", lang) for k in ("workload", "params_short", "mode", "batch", "shape", "precision")]
     print(render_table([*head, "--tiny", t("col.description", lang)],
                        rows, align="lrlrlll" + "l"))

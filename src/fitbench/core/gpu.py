@@ -4,6 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Achieved / datasheet bandwidth of a streaming kernel (copy, triad: large arrays, every byte read
+# or written once) by memory type: the ceiling a well-written memory-bound kernel reaches. Each
+# value is the mean of the published per-card measurements in benchmarks/data/stream_bandwidth.toml
+# (sources there). DEFAULT_STREAM_EFFICIENCY is their median, for a card whose type is not given.
+STREAM_EFFICIENCY = {
+    "hbm2": 0.85,    # V100 0.83, A100 40GB 0.87
+    "hbm2e": 0.86,   # no card measured here: between HBM2 and HBM3
+    "hbm3": 0.91,    # GH200 96GB: coalesced read 0.90, write 0.93
+    "hbm3e": 0.88,   # H200 (fitbench's own copy: 4.2-4.3 of 4.8 TB/s)
+    "gddr6": 0.75,   # T4 (device-to-device copy)
+    "gddr6x": 0.91,  # RTX 4090
+    "gddr7": 0.88,   # RTX 5090 (cub's BabelStream triad)
+}
+DEFAULT_STREAM_EFFICIENCY = 0.88
+
 
 @dataclass(frozen=True, kw_only=True)
 class GpuSpec:
@@ -14,6 +29,9 @@ class GpuSpec:
                          written back out unchanged (0: not known)
     usable_bytes         what one process can allocate: the total minus what the driver keeps
     bandwidth_bytes_s    memory bandwidth, bytes per second
+    memory_type          hbm2 / hbm2e / hbm3 / hbm3e / gddr6 / gddr6x / gddr7 ('' not known): what
+                         share of the datasheet bandwidth a streaming kernel reaches (STREAM_EFFICIENCY)
+    sm_count             streaming multiprocessors (AMD: compute units); 0 where not known
     peak_flops           dense peak per compute precision: fp32, tf32, fp16, bf16 (FLOP/s,
                          tensor-core rates with FP32 accumulation, no sparsity); fp8 only on cards
                          with FP8 tensor cores (``"fp8" in peak_flops`` is the test for it), int8
@@ -33,6 +51,8 @@ class GpuSpec:
     bandwidth_bytes_s: float
     peak_flops: dict[str, float]
     bf16: bool
+    memory_type: str = ""
+    sm_count: int = 0
     nominal_memory_gib: float = 0.0
     form_factor: str = ""
     interconnect: str = ""
@@ -47,6 +67,16 @@ class GpuSpec:
     source: str = ""
     aliases: tuple[str, ...] = field(default_factory=tuple)
     notes: str = ""
+
+    @property
+    def stream_efficiency(self) -> float:
+        """Achieved / datasheet bandwidth of a streaming kernel on this card's memory type."""
+        return STREAM_EFFICIENCY.get(self.memory_type, DEFAULT_STREAM_EFFICIENCY)
+
+    @property
+    def stream_bandwidth_bytes_s(self) -> float:
+        """The bandwidth a large copy or elementwise kernel really reaches, bytes per second."""
+        return self.bandwidth_bytes_s * self.stream_efficiency
 
     def has_rate(self, compute: str) -> bool:
         """Whether the card has tensor cores of this type (catalog rows list 'fp8' and 'int8'

@@ -1,10 +1,13 @@
 """The offline estimator: pure functions from (Workload, GpuSpec) to named breakdowns and times.
 
-memory.py   bytes: weights, gradients, optimizer state, activations, KV cache, overheads
-speed.py    seconds: a per-kernel roofline plus host overhead, and the bottleneck
-verdict.py  fits / tight / oom and the largest batch that fits
-api.py      `estimate()` assembling the three into an `Estimate`
-profile.py  efficiencies and framework constants (data in profiles.toml, with provenance)
+One road, every import pointing down it (tests/unit/test_estimate_imports.py holds it):
+
+    execution.py   the job as a mode runs it (precision as run, the optimizer it uses)
+    memory.py      bytes: single_device.py, or peft.py, then sharding.py for one GPU of several
+    timing.py      seconds: speed.py, or peft_speed.py, then communication.py for several GPUs
+    limits.py      the largest batch, the longest context, the fewest GPUs (verdict.py's ladder)
+    api.py         `estimate()` assembling them into an `Estimate`
+    profile.py     efficiencies and framework constants (data in profiles.toml, with provenance)
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 import sys
 import types
 from typing import Any
+
+import fitbench
 
 
 class _CallablePackage(types.ModuleType):
@@ -23,9 +28,7 @@ class _CallablePackage(types.ModuleType):
     """
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from fitbench import estimate_preset
-
-        return estimate_preset(*args, **kwargs)
+        return fitbench.estimate_preset(*args, **kwargs)
 
 
 sys.modules[__name__].__class__ = _CallablePackage

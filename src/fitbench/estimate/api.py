@@ -1,22 +1,30 @@
-"""`estimate(workload, gpu)`: memory, verdict, max batch and speed in one `Estimate`."""
+"""`estimate(workload, gpu)`: memory, verdict, max batch and speed in one `Estimate`.
+
+The top of the estimator's one-way road: the execution plan (execution.workload_as_run: the
+precision and optimizer a mode really runs) feeds the memory model (memory.py), the time model
+(timing.py) and the searches (limits.py), whose answers, with the verdict and the assumptions,
+make one Estimate. Nothing below imports this module.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from fitbench.core import names
 from fitbench.core.gpu import GpuSpec
-from fitbench.core.units import GiB
-from fitbench.estimate import speed
+from fitbench.estimate.assumptions import estimate_assumptions
+from fitbench.estimate.breakdown import MemoryBreakdown, required_bytes
+from fitbench.estimate.distributed import global_batch_size
 from fitbench.estimate.execution import workload_as_run
-from fitbench.estimate.memory import MemoryBreakdown, memory_breakdown
+from fitbench.estimate.limits import max_batch_size, max_context_tokens
+from fitbench.estimate.memory import memory_breakdown
 from fitbench.estimate.profile import Profile, get_profile
-from fitbench.estimate.verdict import TIGHT_MARGIN, max_fitting, verdict
-from fitbench.workloads.arch import TransformerArch
-from fitbench.workloads.workload import LIMITS, Workload
+from fitbench.estimate.timing import generation, step_timing
+from fitbench.estimate.verdict import verdict
+from fitbench.estimate.weights import weight_bytes
+from fitbench.workloads.workload import Workload
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,123 +151,12 @@ class Estimate:
         }
 
 
-def training_assumptions(workload: Workload, framework: str) -> list[str]:
-    """What the optimizer step and gradient accumulation are taken to be."""
-    from fitbench.estimate.memory import optimizer_step_scratch
-
-    scratch = optimizer_step_scratch(workload, framework) / GiB
-    if framework == "torch":
-        lines = [f"optimizer: {workload.optimizer} ({workload.optimizer_impl} implementation); "
-                 f"its step allocates {scratch:.2f} GiB of temporaries beyond its state"]
-    else:
-        lines = [f"optimizer: {workload.optimizer}, updated in place by {framework}'s kernels "
-                 "(no step temporaries)"]
-    if workload.grad_accum > 1:
-        lines.append(f"gradient accumulation over {workload.grad_accum} micro-batches: every gradient "
-                     "stays alive through forward and backward; a step is one micro-batch, the "
-                     f"optimizer runs every {workload.grad_accum}")
-    else:
-        lines.append("gradients are freed between steps (zero_grad(set_to_none=True)): they exist "
-                     "only from their backward to the optimizer step")
-    return lines
-
-
-def required_bytes(memory: MemoryBreakdown) -> int:
-    """The peak without the fragmentation part.
-
-    On a card with room to spare the caching allocator keeps freed blocks (the peak counts them:
-    it is what nvidia-smi shows). Under memory pressure it releases cached segments and retries
-    before failing, so what must fit is less: measured on an H200 capped to a 12 GB or 24 GB
-    card's memory, the largest batch that ran matched the peak without this part.
-    """
-    return memory.total - memory.parts.get("fragmentation", 0)
-
-
-@lru_cache(maxsize=4096)
-def peak_bytes(workload: Workload, profile: Profile) -> int:
-    """Peak memory only (cached: the max-batch search evaluates many batch sizes)."""
-    return memory_breakdown(workload, profile).total
-
-
-@lru_cache(maxsize=4096)
-def needed_bytes(workload: Workload, profile: Profile) -> int:
-    """Memory that must fit for the job to run (cached like peak_bytes)."""
-    return required_bytes(memory_breakdown(workload, profile))
-
-
-def max_batch_size(workload: Workload, gpu: GpuSpec, profile: Profile) -> int:
-    return max_fitting(lambda b: needed_bytes(workload.replace(batch_size=b), profile), gpu.usable_bytes)
-
-
-def max_context_tokens(workload: Workload, gpu: GpuSpec, profile: Profile) -> int | None:
-    """The longest sequence that fits at the workload's batch: prompt plus new tokens for
-    generation (the prompt grows, the new tokens stay; fewer if they alone do not fit), the
-    sequence length for training and classification; None for a ResNet. Found by bisection on
-    the memory model, like the largest batch, and capped at the model's positions."""
-    arch = workload.arch
-    if not isinstance(arch, TransformerArch):
-        return None
-    cap = min(arch.max_positions, LIMITS["seq_len"])
-    usable = gpu.usable_bytes
-    if workload.is_generation:
-        new = workload.new_tokens or 1
-        if cap < 2:
-            return 0
-
-        def need(total: int) -> int:  # total >= 2: at least one prompt and one new token
-            new_tokens = min(new, total - 1)
-            return needed_bytes(workload.replace(prompt_tokens=total - new_tokens, new_tokens=new_tokens),
-                                profile)
-
-        longest = max_fitting(lambda t: need(t + 1), usable, limit=cap - 1)
-        return longest + 1 if longest else 0
-    return max_fitting(lambda s: needed_bytes(workload.replace(seq_len=s), profile), usable, limit=cap)
-
-
 def weight_bits(workload: Workload) -> float | None:
     """Bits per parameter of the stored model (values, scales and 16-bit parts together)."""
-    from fitbench.estimate.memory import weight_bytes
-
     if workload.weight_format is None:
         return None
     weights, scales = weight_bytes(workload)
     return round(8 * (weights + scales) / workload.param_count(), 4)
-
-
-def step_timing(workload: Workload, gpu: GpuSpec, profile: Profile) -> speed.Timing:
-    """One training step or forward pass; multi-GPU and PEFT have their own models."""
-    if workload.gpus > 1:
-        from fitbench.estimate import distributed
-
-        return distributed.step_timing(workload, gpu, profile)
-    if workload.peft:
-        from fitbench.estimate import peft
-
-        return peft.training_step(workload, gpu, profile)
-    return (speed.training_step if workload.is_training else speed.inference_step)(workload, gpu, profile)
-
-
-def storage_assumptions(workload: Workload, gpu: GpuSpec) -> list[str]:
-    """Where the precision, the weight format and the KV cache dtype came from, and how the
-    quantized matmuls are computed on this card."""
-    out = list(workload.origin)
-    fmt = workload.weight_format
-    if fmt is not None:
-        out.append(f"weights: {fmt.describe()} from {fmt.source}; embeddings, norms"
-                   + ("" if fmt.quantize_head else " and the LM head") + " stay 16-bit"
-                   + (f"; kept 16-bit: {', '.join(fmt.skip[:6])}" if fmt.skip else ""))
-        if fmt.compute in ("fp8", "int8"):
-            if gpu.has_rate(fmt.compute):
-                out.append(f"{fmt.compute} matmuls run on {gpu.name}'s {fmt.compute} tensor cores")
-            else:
-                out.append(f"{gpu.name} has no {fmt.compute} tensor cores: prefill expands the weights "
-                           f"to {workload.precision} and runs at its rate")
-        else:
-            out.append("prefill expands the quantized weights to 16 bit before each GEMM; decoding reads "
-                       "the packed weights and their scales")
-    if workload.kv_cache is not None and not any(o.startswith("KV cache") for o in out):
-        out.append(f"KV cache in {workload.kv_cache} (--kv-cache)")
-    return out
 
 
 def estimate(
@@ -278,44 +175,10 @@ def estimate(
     requested = workload.precision
     workload = workload_as_run(workload, exec_mode, gpu, framework)
     mem = memory_breakdown(workload, profile)
-    assumptions = [
-        f"{framework} {exec_mode} execution; efficiencies from {profile.provenance or 'profiles.toml'}",
-        f"'tight' means less than {TIGHT_MARGIN:.0%} of the {gpu.usable_bytes / GiB:.1f} GiB usable "
-        "memory is left",
-        f"attention: {workload.attention} "
-        f"({'no' if workload.attention == 'fused' else 'a'} score matrix stored)",
-    ]
-    if workload.precision != requested:
-        assumptions.append(f"{exec_mode} runs {workload.precision} where {requested} was asked")
-    assumptions.extend(storage_assumptions(workload, gpu))
-    if workload.is_training:
-        assumptions.extend(training_assumptions(workload, framework))
-    if not workload.is_resnet:
-        from fitbench.estimate.transformer_cost import arch_assumptions
-
-        assumptions.extend(arch_assumptions(workload))
-    if workload.peft:
-        from fitbench.estimate import peft
-
-        assumptions.extend(peft.assumptions(workload))
-    distributed = None
-    if workload.gpus > 1:
-        from fitbench.estimate import distributed
-
-        assumptions.extend(distributed.assumptions(workload, gpu))
-    if framework == "torch" and workload.precision_info.compute == "fp32" and "tf32" in gpu.peak_flops:
-        assumptions.append(
-            f"fp32: matmuls at {gpu.name}'s FP32 peak, not its TF32 tensor cores: PyTorch leaves TF32 off "
-            "for matmuls by default (cuDNN convolutions use it); `--precision tf32` estimates it on"
-        )
-    if not gpu.measured:
-        assumptions.append(f"{gpu.name}: its framework path has never been measured by fitbench; the "
-                           "efficiencies are those measured on NVIDIA cards, so this is arithmetic only")
-    if not gpu.bf16 and workload.precision_info.compute == "bf16":
-        assumptions.append(f"{gpu.name} has no BF16 tensor cores: bf16 runs at FP32 rates; prefer fp16")
+    assumptions = estimate_assumptions(workload, requested, gpu, profile)
     step_s = epoch_s = sps = tps = prefill_s = roof = None
     if workload.is_generation:
-        gen = (distributed or speed).generation(workload, gpu, profile)
+        gen = generation(workload, gpu, profile)
         timing = gen.decode
         tps = gen.tokens_per_second
         prefill_s = gen.prefill.seconds
@@ -325,7 +188,7 @@ def estimate(
         timing = step_timing(workload, gpu, profile)
         step_s = timing.seconds
         # With data parallelism each GPU takes --batch samples a step: throughput is global.
-        global_batch = distributed.global_batch_size(workload) if distributed else workload.batch_size
+        global_batch = global_batch_size(workload)
         sps = global_batch / step_s
         if workload.dataset_size:
             epoch_s = step_s * math.ceil(workload.dataset_size / global_batch)

@@ -16,6 +16,7 @@ with no governing point keep their value. The result is written as a user profil
 from __future__ import annotations
 
 import datetime as dt
+import json
 import statistics
 import tomllib
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from fitbench.catalog import get_gpu
 from fitbench.core.gpu import GpuSpec
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import estimate
-from fitbench.estimate.profile import Profile, get_profile, user_profile_path
+from fitbench.estimate.profile import Profile, forget_loaded, get_profile, user_profile_path
 from fitbench.workloads.workload import Workload
 
 EFFICIENCY_KEYS = {"compute": ("matmul_efficiency", "conv_efficiency", "attention_efficiency"),
@@ -67,7 +68,9 @@ def fit_profile(points: list[tuple[Workload, dict[str, Any]]], gpu: GpuSpec, bas
     values: dict[str, float] = {}
     evidence: dict[str, list[float]] = {}
     for key in ("host_seconds_per_op", "generate_host_seconds_per_op"):
-        if ratios.get(key):
+        # A mode without host cost (tuned: CUDA graphs) has none to scale: a step it estimates
+        # as launch-floor-bound measures no constant fitted here.
+        if ratios.get(key) and base.in_force(key) > 0:
             values[key] = base.in_force(key) * statistics.median(ratios[key])
             evidence[key] = ratios[key]
     for bottleneck, keys in EFFICIENCY_KEYS.items():
@@ -121,8 +124,6 @@ def points_from_result_file(
     """(gpu id, points) from a stored benchmark result: benchmarks/accuracy.py's JSON ("points")
     or benchmarks/speed.py's ("scenarios", a default and a tuned run each). Only measurements
     taken in `exec_mode` count: a tuned run fits the tuned profile, an eager one the default."""
-    import json
-
     try:
         data = json.loads(Path(path).read_text())
         gpu_id = data["gpu"]
@@ -168,9 +169,7 @@ def save_fit(fit: Fit, *, source: str, path: Path | None = None) -> Path:
     tmp = path.with_suffix(".tmp")
     tmp.write_text("\n".join(lines) + "\n")
     tmp.replace(path)
-    from fitbench.estimate import profile as profile_module
-
-    profile_module._load.cache_clear()
+    forget_loaded()
     return path
 
 

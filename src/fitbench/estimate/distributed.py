@@ -1,4 +1,4 @@
-"""Several GPUs for one job: per-GPU memory under each strategy, and the step time with communication.
+"""Several GPUs for one job: what each strategy splits, and how one GPU's share is counted.
 
 Strategies (Workload.strategy) and what one GPU holds, N = workload.gpus:
 
@@ -37,7 +37,7 @@ the buckets are one more copy of all gradients, held for the whole run.
 DeepSpeed's strategies take their model states from `deepspeed_model_states`, whose sum is
 DeepSpeed's own estimator to the byte (a test compares it with DeepSpeed's formulas); the FSDP
 strategies model what PyTorch allocates for the workload's own precision (FP32 Adam state in
-FP32 training, autocast copies under AMP), starting from the single-GPU breakdown of memory.py.
+FP32 training, autocast copies under AMP), starting from the single-GPU breakdown.
 
 Time: each GPU computes its share (speed.py on the per-GPU work) and communicates over the
 card's interconnect with ring collectives (NCCL): an all-reduce of X bytes moves 2(N-1)/N * X
@@ -45,24 +45,25 @@ bytes in and out of every GPU, a reduce-scatter or an all-gather (N-1)/N * X. NC
 "bus bandwidth" (nccl-tests, doc/PERFORMANCE.md) is defined so that time = that volume / busbw;
 busbw reaches about 75-80 % of the NVLink per-direction peak and less over PCIe, which is what
 BUS_EFFICIENCY holds.
+
+Here: the strategies' facts (what each splits, DeepSpeed's model states, tensor parallelism's
+shards, the link). sharding.py turns the one-device breakdown into one GPU's, communication.py
+adds the collectives to the one-device time, limits.min_gpus finds the fewest GPUs: each reads
+this module and none of them calls another back.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.units import MiB
 from fitbench.errors import FitbenchError
-from fitbench.estimate import memory, speed, transformer_cost
-from fitbench.estimate.memory import PART_NAMES, MemoryBreakdown
-from fitbench.estimate.profile import Profile
-from fitbench.estimate.verdict import OOM, verdict
+from fitbench.estimate.weights import quantizable_params, quantized_matrices, weight_bytes
 from fitbench.workloads.arch import ResNetArch, TransformerArch
 from fitbench.workloads.workload import Workload
 
-# Parts a multi-GPU breakdown adds to memory.PART_NAMES.
+# Parts a multi-GPU breakdown adds to breakdown.PART_NAMES.
 DISTRIBUTED_PART_NAMES = ("gathered_weights", "gradient_buckets", "communication_buffers")
 
 DATA_PARALLEL = ("ddp", "zero1", "zero2", "zero3", "fsdp-shard-grad-op", "fsdp-full-shard")
@@ -207,7 +208,7 @@ def global_batch_size(workload: Workload) -> int:
     return workload.batch_size * data_parallel_degree(workload)
 
 
-def _transformer(workload: Workload) -> TransformerArch:
+def tp_arch(workload: Workload) -> TransformerArch:
     if not isinstance(workload.arch, TransformerArch):
         raise FitbenchError("tensor parallelism splits the layers of a transformer",
                             "use --strategy ddp, zero3 or fsdp for a ResNet")
@@ -224,8 +225,8 @@ def tp_supported(arch: TransformerArch, n: int) -> bool:
     return kv % n == 0 or n % kv == 0
 
 
-def _check_tp(workload: Workload) -> TransformerArch:
-    arch = _transformer(workload)
+def check_tp(workload: Workload) -> TransformerArch:
+    arch = tp_arch(workload)
     n = workload.gpus
     if not tp_supported(arch, n):
         ok = [str(k) for k in range(2, MAX_GPUS + 1) if tp_supported(arch, k)][:6]
@@ -237,7 +238,7 @@ def _check_tp(workload: Workload) -> TransformerArch:
     return arch
 
 
-def _tp_kv_split(arch: TransformerArch, n: int) -> int:
+def tp_kv_split(arch: TransformerArch, n: int) -> int:
     """How many ways the key/value heads are split (replicated beyond the number of KV heads)."""
     return min(n, arch.kv_heads)
 
@@ -253,7 +254,7 @@ def _tp_layer_matrix_params(arch: TransformerArch, n: int) -> float:
     if _tp_generic(arch):
         return arch.linear_params() / arch.num_layers / n
     h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
-    kv_split = _tp_kv_split(arch, n)
+    kv_split = tp_kv_split(arch, n)
     attention = h * q / n + 2 * h * kv / kv_split + q * h / n      # column Q, K, V; row O
     mlp = (3 if arch.mlp == "swiglu" else 2) * h * f / n           # column up/gate; row down
     return attention + mlp
@@ -272,7 +273,7 @@ def tp_params_per_gpu(arch: TransformerArch, n: int) -> float:
         rest = arch.param_count() - arch.linear_params() - word
         return arch.linear_params() / n + word / n + rest
     h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
-    kv_split = _tp_kv_split(arch, n)
+    kv_split = tp_kv_split(arch, n)
     biases = 0.0
     if arch.qkv_bias:
         biases += q / n + 2 * kv / kv_split
@@ -290,26 +291,26 @@ def tp_params_per_gpu(arch: TransformerArch, n: int) -> float:
     return embeddings + arch.num_layers * layer + head
 
 
-def _tp_weight_bytes(workload: Workload, arch: TransformerArch, n: int) -> tuple[float, float]:
+def tp_weight_bytes(workload: Workload, arch: TransformerArch, n: int) -> tuple[float, float]:
     """(weights, quantization scales) per tensor-parallel GPU."""
     p = workload.precision_info
     per_gpu = tp_params_per_gpu(arch, n)
     fmt = workload.weight_format
     if fmt is None:
         return per_gpu * p.weight_bytes, 0.0
-    # The converted matrices (memory.quantized_matrices: block matrices, every expert's) split
+    # The converted matrices (weights.quantized_matrices: block matrices, every expert's) split
     # like the block matrices, n ways, at the bytes per weight the whole model's take;
-    # everything else stays 16-bit (memory.weight_bytes).
-    share = arch.num_layers * _tp_layer_matrix_params(arch, n) / memory.quantizable_params(workload)
-    converted = sum(m.copies * m.fin * m.fout for m in memory.quantized_matrices(workload))
-    weights, scales = memory.weight_bytes(workload)
-    packed = weights - (workload.param_count() - converted) * 2
+    # everything else stays 16-bit (weights.weight_bytes).
+    share = arch.num_layers * _tp_layer_matrix_params(arch, n) / quantizable_params(workload)
+    converted = sum(m.copies * m.fin * m.fout for m in quantized_matrices(workload))
+    stored, scales = weight_bytes(workload)
+    packed = stored - (workload.param_count() - converted) * 2
     return packed * share + (per_gpu - converted * share) * 2, scales * share
 
 
 def tp_activation_factor(workload: Workload, n: int) -> float:
     """Share of a layer's activations one of n tensor-parallel GPUs keeps (Korthikanti eq. 2)."""
-    arch = _transformer(workload)
+    arch = tp_arch(workload)
     split = TP_SPLIT_ACTIVATION_UNITS
     if workload.attention == "eager":
         s = workload.seq_len or workload.tokens_per_sequence
@@ -318,7 +319,7 @@ def tp_activation_factor(workload: Workload, n: int) -> float:
     return (rep + split / n) / (rep + split)
 
 
-def _blocks(workload: Workload) -> tuple[int, int]:
+def fsdp_blocks(workload: Workload) -> tuple[int, int]:
     """(parameters outside the repeated blocks, parameters of the largest block): the units an
     FSDP wrap of every transformer block / ResNet residual block creates (the root keeps the rest)."""
     arch = workload.arch
@@ -334,24 +335,24 @@ def _blocks(workload: Workload) -> tuple[int, int]:
     return arch.param_count() - sum(per_block.values()), largest
 
 
-def _fsdp_units(workload: Workload) -> int:
+def fsdp_units(workload: Workload) -> int:
     """FSDP units of a wrap per block: every block plus the root."""
     arch = workload.arch
     return (arch.num_layers if isinstance(arch, TransformerArch) else arch.num_blocks) + 1
 
 
-def _interconnect(gpu: GpuSpec) -> tuple[str, float]:
+def interconnect(gpu: GpuSpec) -> tuple[str, float]:
     kind = "nvlink" if gpu.interconnect == "nvlink" else "pcie"
     bandwidth = gpu.interconnect_bytes_s or FALLBACK_INTERCONNECT_BYTES_S
     return kind, bandwidth * BUS_EFFICIENCY[kind]
 
 
 # ---------------------------------------------------------------------------------------------
-# Memory
+# What share one GPU keeps
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Shares:
+class Shares:
     """What fraction of the single-GPU amount one GPU keeps, per tensor class."""
 
     weights: float
@@ -359,125 +360,22 @@ class _Shares:
     optimizer: float
 
 
-def _shares(workload: Workload) -> _Shares:
+def strategy_shares(workload: Workload) -> Shares:
     n, strategy = workload.gpus, workload.strategy
     if strategy == "tp":
-        arch = _check_tp(workload)
+        arch = check_tp(workload)
         r = tp_params_per_gpu(arch, n) / arch.param_count()
-        return _Shares(weights=r, gradients=r, optimizer=r)
+        return Shares(weights=r, gradients=r, optimizer=r)
     if strategy == "ddp":
-        return _Shares(weights=1.0, gradients=1.0, optimizer=1.0)
+        return Shares(weights=1.0, gradients=1.0, optimizer=1.0)
     training = workload.is_training
     # FSDP's SHARD_GRAD_OP: parameters rest sharded (1/N) and are gathered whole from forward to
     # the end of backward (counted as gathered_weights, not twice).
-    return _Shares(
+    return Shares(
         weights=1 / n if strategy in (*SHARDED_WEIGHTS, "fsdp-shard-grad-op") else 1.0,
         gradients=1 / n if strategy in SHARDED_GRADIENTS and training else 1.0,
         optimizer=1 / n if training else 1.0,
     )
-
-
-def _gathered_in_backward(strategy: str, params: int, root: int | float, block: int | float) -> float:
-    """Parameters held unsharded during a training step's backward pass: all of them under
-    fsdp-shard-grad-op (gathered in forward, freed after backward), the root and the live blocks
-    under the strategies that shard weights, none otherwise."""
-    if strategy == "fsdp-shard-grad-op":
-        return params
-    if strategy in SHARDED_WEIGHTS:
-        return root + FSDP_LIVE_BLOCKS * block
-    return 0.0
-
-
-def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
-    """Peak memory of ONE of the workload.gpus GPUs, as named parts that add up.
-
-    The single-GPU breakdown (memory.single_device_breakdown) supplies weights, optimizer state
-    and the activation walk; this function shards what the strategy shards and adds what it
-    costs: gathered (unsharded) weights, DDP's gradient buckets and NCCL's buffers. As on one
-    GPU, the peak is the larger of two real moments: the backward pass (activations alive) and
-    the optimizer step (all gradients and the optimizer's scratch).
-    """
-    n = workload.gpus
-    w1 = workload.replace(gpus=1)
-    if n == 1:
-        return memory.memory_breakdown(w1, profile)
-    if workload.peft:
-        return _peft_breakdown(workload, w1, profile)
-    if workload.strategy in DEEPSPEED_STAGES and workload.is_training:
-        return _deepspeed_breakdown(workload, w1, profile)
-    shares = _shares(workload)
-    base = memory.single_device_breakdown(w1, profile)
-    p = workload.precision_info
-    strategy = workload.strategy
-    params = workload.param_count()
-    parts: dict[str, float] = dict.fromkeys((*PART_NAMES, *DISTRIBUTED_PART_NAMES), 0.0)
-    parts["workspace"] = profile.workspace_bytes
-    parts["cuda_context"] = profile.context_bytes
-    if strategy == "tp":
-        arch = _check_tp(workload)
-        parts["weights"], parts["quantization_scales"] = _tp_weight_bytes(workload, arch, n)
-        act = tp_activation_factor(workload, n)
-    else:
-        parts["weights"] = base.parts["weights"] * shares.weights
-        parts["quantization_scales"] = base.parts["quantization_scales"] * shares.weights
-        act = 1.0
-    collectives = workload.is_training or strategy in ("tp", *SHARDED_WEIGHTS)
-    parts["communication_buffers"] = NCCL_BUFFER_BYTES if collectives else 0
-    root, block = _blocks(workload)
-    bytes_per_param = base.parts["weights"] / params if params else 0.0
-    details: dict[str, int] = {"gpus": n, "global_batch_size": global_batch_size(workload)}
-
-    if workload.is_training:
-        state, master, scratch = memory.optimizer_bytes(w1, profile.framework)
-        parts["optimizer_state"] = state * shares.optimizer
-        parts["master_weights"] = master * shares.optimizer
-        grads_total = params * p.grad_bytes
-        if strategy == "ddp":
-            parts["gradient_buckets"] = grads_total      # DDP's flat bucket copy of every gradient
-        # The backward moment: the activation walk of one GPU (optimizer-independent; with plain
-        # SGD memory.py never prefers the optimizer moment, so this is the backward peak).
-        bw = memory.single_device_breakdown(w1.replace(optimizer="sgd"), profile).parts
-        bw_grads = bw["gradients"] * shares.gradients
-        if strategy in SHARDED_GRADIENTS:
-            bw_grads += block * p.grad_bytes             # a block's unsharded grads before reduce-scatter
-        gathered = _gathered_in_backward(strategy, params, root, block) * bytes_per_param
-        backward = {
-            "activations": bw["activations"] * act,
-            "amp_weight_copies": bw["amp_weight_copies"] * (shares.weights if strategy == "tp" else 1.0),
-            "gradients": bw_grads,
-            "temporaries": bw["temporaries"] * act,
-            "gathered_weights": gathered,
-        }
-        optimizer = {
-            "activations": 0.0, "amp_weight_copies": 0.0, "gathered_weights": 0.0,
-            "gradients": grads_total * shares.gradients, "temporaries": scratch * shares.optimizer,
-        }
-        phase, dynamic = ("backward", backward) if sum(backward.values()) >= sum(optimizer.values()) \
-            else ("optimizer", optimizer)
-        parts.update(dynamic)
-        details["gradients_total"] = int(grads_total * shares.gradients)
-    else:
-        phase = base.phase
-        parts["amp_weight_copies"] = base.parts["amp_weight_copies"] * shares.weights
-        parts["temporaries"] = base.parts["temporaries"] * act
-        if strategy in SHARDED_WEIGHTS:
-            live = min(params, root + FSDP_LIVE_BLOCKS * block)
-            parts["gathered_weights"] = live * bytes_per_param
-            parts["amp_weight_copies"] = base.parts["amp_weight_copies"] * live / params
-        elif strategy == "fsdp-shard-grad-op":
-            parts["gathered_weights"] = params * bytes_per_param  # unsharded from forward on
-        if workload.is_generation:
-            arch = workload.arch
-            assert isinstance(arch, TransformerArch)
-            kv_share = 1 / _tp_kv_split(arch, n) if strategy == "tp" else 1.0
-            parts["kv_cache"] = base.parts["kv_cache"] * kv_share
-            parts["temporaries"] = max(
-                transformer_cost.inference_transient_bytes(w1) * act, parts["kv_cache"] / arch.num_layers)
-    dynamic_total = (parts["activations"] + parts["temporaries"] + parts["kv_cache"] + parts["gradients"]
-                     + parts["gathered_weights"])
-    parts["fragmentation"] = profile.fragmentation * dynamic_total
-    details["params_per_gpu"] = round(params * shares.weights)
-    return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)
 
 
 def deepspeed_precision(workload: Workload) -> str:
@@ -490,270 +388,10 @@ def deepspeed_precision(workload: Workload) -> str:
     return workload.precision if info.weight_bytes == 2 else "fp32"
 
 
-def _deepspeed_breakdown(workload: Workload, w1: Workload, profile: Profile) -> MemoryBreakdown:
-    """One GPU under DeepSpeed ZeRO: the model states of deepspeed_model_states (DeepSpeed's own
-    count), the activations and temporaries of the backward walk of the 16-bit model on one GPU,
-    the reduce bucket and NCCL's buffers. DeepSpeed's estimator holds every model state for the
-    whole step, so the peak is the backward moment with all of them; its default optimizer for
-    Adam/AdamW (engine.py _configure_basic_optimizer: FusedAdam) updates the partitions in place,
-    with no step temporaries."""
-    n = workload.gpus
-    stage = DEEPSPEED_STAGES[workload.strategy]
-    w16 = w1.replace(precision=deepspeed_precision(w1))
-    weight_bytes = int(w16.precision_info.weight_bytes)
-    params = workload.param_count()
-    states = deepspeed_model_states(params, n, stage, deepspeed_largest_layer_params(workload.arch),
-                                    weight_bytes, memory.OPTIMIZER_STATES[workload.optimizer])
-    bw = memory.activation_peak(w16, profile.framework)
-    parts: dict[str, float] = dict.fromkeys((*PART_NAMES, *DISTRIBUTED_PART_NAMES), 0.0)
-    parts.update(states)
-    parts["activations"] = bw["activations"]
-    parts["temporaries"] = bw["temporaries"]
-    parts["communication_buffers"] = NCCL_BUFFER_BYTES + DEEPSPEED_REDUCE_BUCKET_ELEMENTS * weight_bytes
-    parts["workspace"] = profile.workspace_bytes
-    parts["cuda_context"] = profile.context_bytes
-    dynamic = parts["activations"] + parts["temporaries"] + parts["gathered_weights"]
-    parts["fragmentation"] = profile.fragmentation * dynamic
-    details = {"gpus": n, "global_batch_size": global_batch_size(workload),
-               "params_per_gpu": round(params / n) if stage == 3 else params,
-               "model_states": sum(states.values()), "gradients_total": states["gradients"]}
-    return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase="backward", details=details)
-
-
-def _peft_breakdown(workload: Workload, w1: Workload, profile: Profile) -> MemoryBreakdown:
-    """Adapters on several GPUs: every strategy keeps a replica of the frozen base model (sharding
-    a few million adapter parameters saves nothing worth modelling); DDP adds bucket copies of
-    the trainable gradients and NCCL its buffers."""
-    base = memory.memory_breakdown(w1, profile)
-    parts = {**dict.fromkeys(DISTRIBUTED_PART_NAMES, 0), **base.parts}
-    trainable_grads = base.details.get("gradients_total", 0)
-    parts["gradient_buckets"] = trainable_grads
-    parts["communication_buffers"] = NCCL_BUFFER_BYTES
-    details = {**base.details, "gpus": workload.gpus, "global_batch_size": global_batch_size(workload)}
-    return MemoryBreakdown(parts=parts, phase=base.phase, details=details)
-
-
-def min_gpus(workload: Workload, gpu: GpuSpec, profile: Profile, strategy: str) -> int:
-    """The fewest GPUs (1..MAX_GPUS) of this card on which `workload` fits under `strategy`
-    (verdict fits or tight for the per-GPU memory, counted as api.estimate counts it), 0 when
-    none does.
-
-    Counts a strategy cannot use (tensor parallelism over a number of GPUs that does not divide
-    the heads) are skipped. "llm-70b in fp16 needs 2 x h100-sxm with tp" comes from here.
-    """
-    from fitbench.estimate.api import required_bytes  # api dispatches here: imported late
-
-    probe = workload.replace(strategy=strategy)  # validates the name
-    arch = workload.arch
-    for n in range(1, MAX_GPUS + 1):
-        if strategy == "tp" and n > 1:
-            if not isinstance(arch, TransformerArch):
-                return 0
-            if not tp_supported(arch, n):
-                continue
-        need = required_bytes(memory.memory_breakdown(probe.replace(gpus=n), profile))
-        if verdict(need, gpu.usable_bytes) != OOM:
-            return n
-        if strategy == "ddp" and n >= 2:
-            return 0  # a replica per GPU: more GPUs never lower the per-GPU peak
-    return 0
-
-
-# ---------------------------------------------------------------------------------------------
-# Time
-
-
-@dataclass(frozen=True, kw_only=True)
-class DistributedTiming(speed.Timing):
-    """speed.Timing with communication.
-
-    communication_seconds        collective time NOT hidden behind computation (part of
-                                 gpu_seconds: the GPU waits for it)
-    communication_total_seconds  all collective time of the step, hidden or not
-    communication_bytes          bytes each GPU sends (= receives) per step
-    """
-
-    communication_seconds: float = 0.0
-    communication_total_seconds: float = 0.0
-    communication_bytes: float = 0.0
-    gpus: int = 1
-    strategy: str = "ddp"
-
-    @property
-    def bottleneck(self) -> str:
-        if self.host_seconds >= self.gpu_seconds:
-            return "overhead"
-        shares = {"compute": self.compute_seconds, "memory": self.memory_seconds,
-                  "overhead": self.floor_seconds, "communication": self.communication_seconds}
-        return max(shares, key=lambda k: shares[k])
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Comm:
-    total: float        # seconds of all collectives
-    exposed: float      # seconds not hidden behind computation
-    bytes: float        # per GPU
-
-
-def _collective_seconds(volume: float, count: float, gpu: GpuSpec) -> float:
-    kind, busbw = _interconnect(gpu)
-    return volume / busbw + count * COLLECTIVE_LATENCY_S[kind]
-
-
-def _hidden(total: float, overlappable: float, floor: float) -> float:
-    """Exposed communication when `overlappable` seconds of compute can run beside it."""
-    return min(total, max(total - OVERLAP_FRACTION * overlappable, floor))
-
-
-def _training_comm(workload: Workload, gpu: GpuSpec, compute_s: float, backward_s: float,
-                   grads: float) -> _Comm:
-    n, strategy = workload.gpus, workload.strategy
-    if workload.peft:
-        strategy = "ddp"  # adapters: every strategy all-reduces the trainable gradients (see memory)
-    p = workload.precision_info
-    params = workload.param_count()
-    ring = (n - 1) / n
-    weights, _ = memory.weight_bytes(workload)
-    root, block = _blocks(workload)
-    buckets = max(1, math.ceil(grads / DDP_BUCKET_BYTES))
-    last_bucket = _collective_seconds(2 * ring * min(grads, DDP_BUCKET_BYTES), 1, gpu)
-    if strategy == "ddp":
-        volume = 2 * ring * grads                                 # ring all-reduce of every gradient
-        total = _collective_seconds(volume, buckets, gpu)
-        return _Comm(total=total, exposed=_hidden(total, backward_s, last_bucket), bytes=volume)
-    if strategy in ("zero1", "zero2", "fsdp-shard-grad-op"):
-        # Gradients reduce-scattered during backward (bucketed like DDP), then the updated
-        # parameter shards all-gathered (DeepSpeed after the optimizer step; SHARD_GRAD_OP at the
-        # next forward), with nothing left to overlap: the ZeRO paper's volume.
-        rs = _collective_seconds(ring * grads, buckets, gpu)
-        ag = _collective_seconds(ring * weights, buckets, gpu)
-        last_rs = _collective_seconds(ring * min(grads, DDP_BUCKET_BYTES), 1, gpu)
-        rs_exposed = _hidden(rs, backward_s, last_rs)
-        return _Comm(total=rs + ag, exposed=rs_exposed + ag, bytes=ring * (grads + weights))
-    if strategy in SHARDED_WEIGHTS:
-        # All-gather of the weights in forward and again in backward, reduce-scatter of the
-        # gradients: 3 (N-1)/N * parameter bytes for equal dtypes. Prefetching overlaps them
-        # with compute, except the first gather and the last reduce-scatter.
-        volume = ring * (2 * weights + grads)
-        total = _collective_seconds(volume, 3 * _fsdp_units(workload), gpu)
-        per_param = weights / params
-        floor = _collective_seconds(ring * (root + block) * per_param + ring * block * p.grad_bytes, 2, gpu)
-        return _Comm(total=total, exposed=_hidden(total, compute_s, floor), bytes=volume)
-    # Tensor parallelism: the output of every attention and MLP block is all-reduced in forward,
-    # the input gradients in backward, on the critical path.
-    arch = _transformer(workload)
-    tokens = workload.batch_size * (workload.seq_len or 1)
-    message = tokens * arch.hidden_size * p.activation_bytes
-    count = 2 * TP_ALLREDUCES_PER_LAYER * arch.num_layers
-    volume = count * 2 * ring * message
-    total = _collective_seconds(volume, count, gpu)
-    return _Comm(total=total, exposed=total, bytes=volume)
-
-
-def _forward_comm(workload: Workload, gpu: GpuSpec, compute_s: float, tokens: int) -> _Comm:
-    """One forward pass (inference, prefill or one decode step) over `tokens` new tokens."""
-    n, strategy = workload.gpus, workload.strategy
-    ring = (n - 1) / n
-    if strategy == "tp":
-        arch = _transformer(workload)
-        message = tokens * arch.hidden_size * workload.precision_info.activation_bytes
-        count = TP_ALLREDUCES_PER_LAYER * arch.num_layers
-        volume = count * 2 * ring * message
-        total = _collective_seconds(volume, count, gpu)
-        return _Comm(total=total, exposed=total, bytes=volume)
-    if strategy in SHARDED_WEIGHTS:
-        weights, scales = memory.weight_bytes(workload)
-        root, block = _blocks(workload)
-        params = workload.param_count()
-        volume = ring * (weights + scales)
-        total = _collective_seconds(volume, _fsdp_units(workload), gpu)
-        floor = _collective_seconds(ring * (root + block) * (weights + scales) / params, 1, gpu)
-        return _Comm(total=total, exposed=_hidden(total, compute_s, floor), bytes=volume)
-    return _Comm(total=0.0, exposed=0.0, bytes=0.0)  # independent replicas
-
-
-def _with_comm(single: speed.Timing, workload: Workload, comm: _Comm, profile: Profile, *,
-               compute_divisor: float = 1.0, optimizer_saving_s: float = 0.0) -> DistributedTiming:
-    """The per-GPU step: speed.py's single-GPU parts, divided as the strategy divides them, plus
-    the exposed communication; GPU and host overlap as in speed.time_kernels."""
-    compute = single.compute_seconds / compute_divisor
-    mem = max(0.0, single.memory_seconds / compute_divisor - optimizer_saving_s)
-    floor = single.floor_seconds
-    gpu_s = compute + mem + floor + comm.exposed
-    host_s = single.host_seconds
-    return DistributedTiming(
-        seconds=speed.overlapped_seconds(gpu_s, host_s, profile.overlap_loss), gpu_seconds=gpu_s,
-        host_seconds=host_s,
-        compute_seconds=compute, memory_seconds=mem, floor_seconds=floor,
-        flops=single.flops / compute_divisor, bytes=single.bytes / compute_divisor,
-        communication_seconds=comm.exposed, communication_total_seconds=comm.total,
-        communication_bytes=comm.bytes, gpus=workload.gpus, strategy=workload.strategy,
-    )
-
-
-def step_timing(workload: Workload, gpu: GpuSpec, profile: Profile) -> DistributedTiming:
-    """One training step (or inference forward) of one GPU, communication included.
-
-    Compute: the single-GPU step of the per-GPU work (the per-GPU batch; for tp the matmul and
-    memory time divided by N, host work unchanged: every rank issues every operation), minus
-    the part of the optimizer update a sharded optimizer does not run.
-    """
-    from fitbench.estimate import api  # api dispatches here: imported late
-
-    w1 = workload.replace(gpus=1)
-    if workload.is_generation:
-        decode = generation(workload, gpu, profile).decode
-        assert isinstance(decode, DistributedTiming)
-        return decode
-    _shares(workload)  # validates tp
-    single = api.step_timing(w1, gpu, profile)
-    divisor = float(workload.gpus) if workload.strategy == "tp" else 1.0
-    if not workload.is_training:
-        comm = _forward_comm(workload, gpu, single.gpu_seconds / divisor,
-                             workload.batch_size * (workload.seq_len or 1))
-        return _with_comm(single, workload, comm, profile, compute_divisor=divisor)
-    saving = 0.0
-    if workload.strategy not in ("ddp", "tp") and not workload.peft:
-        opt = speed.time_kernels(speed.optimizer_kernels(w1, profile.framework), w1, gpu, profile,
-                                 host_seconds_per_op=profile.host_seconds_per_op)
-        saving = opt.gpu_seconds * (1 - 1 / workload.gpus)
-    compute_s = single.gpu_seconds / divisor - saving
-    backward_s = BACKWARD_SHARE * compute_s
-    comm_workload = workload
-    if workload.strategy in DEEPSPEED_STAGES and not workload.peft:
-        # DeepSpeed reduces 16-bit gradients and gathers 16-bit weights.
-        comm_workload = workload.replace(precision=deepspeed_precision(workload))
-    grads = workload.param_count() * comm_workload.precision_info.grad_bytes
-    if workload.peft:  # only the adapters have gradients
-        grads = memory.memory_breakdown(w1, profile).details.get("gradients_total", grads)
-    comm = _training_comm(comm_workload, gpu, compute_s, backward_s, grads)
-    return _with_comm(single, workload, comm, profile, compute_divisor=divisor, optimizer_saving_s=saving)
-
-
-def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> speed.GenerationTiming:
-    """Prefill and one decode step per GPU. Data-parallel strategies are independent replicas
-    (tokens per second is per replica: multiply by N for the machine); tp splits every weight
-    read N ways and pays two all-reduces a layer per token; zero3/fsdp all-gather every
-    weight for every token, which is why nobody decodes that way."""
-    w1 = workload.replace(gpus=1)
-    _shares(workload)  # validates tp
-    single = speed.generation(w1, gpu, profile)
-    n = workload.gpus
-    divisor = float(n) if workload.strategy == "tp" else 1.0
-    b = workload.batch_size
-    prefill_comm = _forward_comm(workload, gpu, single.prefill.gpu_seconds / divisor,
-                                 b * (workload.prompt_tokens or 1))
-    decode_comm = _forward_comm(workload, gpu, single.decode.gpu_seconds / divisor, b)
-    prefill = _with_comm(single.prefill, workload, prefill_comm, profile, compute_divisor=divisor)
-    decode = _with_comm(single.decode, workload, decode_comm, profile, compute_divisor=divisor)
-    roof = single.roofline_tokens_per_second * (n if workload.strategy == "tp" else 1)
-    return speed.GenerationTiming(prefill=prefill, decode=decode, roofline_tokens_per_second=roof, _batch=b)
-
-
 def assumptions(workload: Workload, gpu: GpuSpec) -> list[str]:
     """Lines for Estimate.assumptions that say what a multi-GPU figure means."""
     n, strategy = workload.gpus, workload.strategy
-    kind, busbw = _interconnect(gpu)
+    kind, busbw = interconnect(gpu)
     lines = [f"{n} x {gpu.name}, strategy {strategy}: memory is per GPU"]
     if strategy == "tp":
         lines.append(f"tensor parallelism: the batch of {workload.batch_size} is shared by the {n} GPUs")

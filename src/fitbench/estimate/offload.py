@@ -33,10 +33,11 @@ from typing import Any
 
 from fitbench.core import host
 from fitbench.core.gpu import GpuSpec
-from fitbench.estimate import memory, speed
+from fitbench.estimate import speed
 from fitbench.estimate.api import Estimate, required_bytes
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.verdict import OFFLOAD, OOM
+from fitbench.estimate.weights import weight_bytes
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -179,11 +180,11 @@ def host_link(gpu: GpuSpec) -> tuple[str, float]:
 
 def module_bytes(workload: Workload) -> tuple[float, float, float]:
     """(embeddings, one decoder layer, final norm + LM head) in bytes as stored. Quantized
-    models keep embeddings and head in 16 bit (memory.weight_bytes); the layers take the rest."""
+    models keep embeddings and head in 16 bit (weights.weight_bytes); the layers take the rest."""
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
     p = workload.precision_info
-    weights, scales = memory.weight_bytes(workload)
+    weights, scales = weight_bytes(workload)
     per = 2 if workload.weight_format is not None else p.weight_bytes
     embed = arch.embedding_params() * per
     head = arch.head_params() * per

@@ -14,7 +14,7 @@ from fitbench.errors import FitbenchError, unknown_name
 BUILTIN = Path(__file__).with_name("profiles.toml")
 # Fractions of a datasheet peak: the speed model divides by them.
 _EFFICIENCIES = ("matmul_efficiency", "conv_efficiency", "attention_efficiency", "memory_efficiency",
-                 "decode_memory_efficiency")
+                 "decode_memory_efficiency", "bn_native_nchw_efficiency")
 # Execution modes a framework runs with another mode's table, and why. Paddle's `tuned` changes
 # what runs (AMP O2 precision, which fitbench.estimate.execution applies to the workload, and
 # multi-tensor Adam/Momentum updates: fitbench.backends.paddle.session) but still launches every
@@ -42,6 +42,9 @@ class Profile:
     attention_efficiency: float
     memory_efficiency: float
     kernel_floor_seconds: float
+    # A memory-bound kernel's fixed GPU time (launch, ramp-up, tail) beside its bytes at the
+    # streaming bandwidth; independent of the card's bandwidth.
+    kernel_fixed_seconds: float = 0.0
     host_seconds_per_op: float
     generate_host_seconds_per_op: float
     context_bytes: int
@@ -53,6 +56,9 @@ class Profile:
     autocast_cache_share: float = 1.0
     cast_host_share: float = 1.0  # an autocast cast's host cost / host_seconds_per_op
     decode_memory_efficiency: float | None = None  # None: the decode step streams like any kernel
+    # Bandwidth share of PyTorch's native NCHW batch-norm kernels (estimate/resnet_cost.py);
+    # None: memory_efficiency.
+    bn_native_nchw_efficiency: float | None = None
     provenance: str = ""
 
     @property
@@ -92,6 +98,12 @@ def _load(path: Path) -> dict[str, dict[str, dict[str, object]]]:
             f"cannot read efficiency profile {path}: {exc}",
             "fix or delete the file; `fitbench calibrate` writes it again",
         ) from None
+
+
+def forget_loaded() -> None:
+    """Drop the profile files read so far, so the next get_profile reads them again (after
+    `fitbench calibrate` rewrites the user's copy)."""
+    _load.cache_clear()
 
 
 def exec_modes(framework: str) -> tuple[str, ...]:

@@ -10,11 +10,35 @@ image, the max-pool output and its int64 indices.
 from __future__ import annotations
 
 from fitbench.estimate.dtypes import activation_dtypes
+from fitbench.estimate.profile import Profile, get_profile
 from fitbench.estimate.segments import Kernel, Segment
-from fitbench.workloads.arch import ResNetArch
+from fitbench.workloads.arch import ConvLayer, ResNetArch
 from fitbench.workloads.workload import Workload
 
 SAVED_PER_CONV = {"torch": 2.0, "paddle": 3.0}
+# Passes of one batch norm over its tensor (each reads or writes every element once), the same
+# in every implementation PyTorch runs: forward, the statistics (read) and the normalisation
+# (read, write); backward, the reduction of dy and (x - mean) * dy (read both) and the input
+# gradient (read both again, write it). PyTorch's native kernels make them as separate launches
+# (batch_norm_collect_statistics / transform_input; batch_norm_backward_kernel, or the
+# channels-last backward_reduce + backward_elemt), cuDNN inside its own. Inference normalises
+# with the running statistics only.
+BN_TRAIN_FORWARD_PASSES = 3.0
+BN_BACKWARD_PASSES = 5.0
+BN_INFERENCE_PASSES = 2.0
+# cuDNN's NCHW <-> NHWC conversions run at one element rate whatever the dtype (_layout_kernel).
+LAYOUT_ELEMENT_BYTES = 4.0
+# Shares of the card's streaming bandwidth (GpuSpec.stream_bandwidth_bytes_s: 4.2 TB/s on an H200)
+# that these kernels reach, from the kernel time by class of ResNet-50 steps on an H200
+# (benchmarks/results/conv-layout-h200-2026-12-03.json) over the bytes counted here: cuDNN's batch
+# norm on NCHW tensors 2.06-2.14 TB/s (FP32 rows), on channels-last 3.42-3.67 TB/s, PyTorch's
+# native channels-last kernels 1.67-1.78 TB/s (AMP-bf16 rows), the layout conversions 1.32-2.04
+# TB/s (median 1.8). Plain elementwise kernels (ReLU, adds, the optimizer) stream at the
+# profile's memory_efficiency. Counted as the same share of streaming on every card.
+CUDNN_BN_NCHW_SHARE = 0.50
+CUDNN_BN_NHWC_SHARE = 0.83
+NATIVE_BN_CHANNELS_LAST_SHARE = 0.41
+LAYOUT_SHARE = 0.43
 
 
 def _arch(workload: Workload) -> ResNetArch:
@@ -73,17 +97,49 @@ def inference_transient_bytes(workload: Workload) -> float:
     return workload.batch_size * biggest * dt.act
 
 
-def forward_kernels(workload: Workload) -> list[Kernel]:
-    """Convolutions as implicit GEMMs, and the memory-bound BN, ReLU and residual adds."""
+def batch_norm_backend(workload: Workload, framework: str = "torch") -> str:
+    """Which batch-norm kernels PyTorch runs: 'cudnn' or 'native' (its own CUDA kernels).
+
+    aten/src/ATen/native/Normalization.cpp `_select_batch_norm_backend` takes cuDNN only when
+    neither the input nor the weight is BF16 and a half input comes with an FP32 weight. Under
+    autocast the batch norm receives the 16-bit convolution output and keeps its FP32 weight:
+    AMP-fp16 stays on cuDNN, AMP-bf16 (and pure fp16 / bf16 weights) run the native kernels.
+    Paddle's rule is not modelled: its batch norm is counted as cuDNN's."""
+    p = workload.precision_info
+    weight_fp32 = p.amp or p.weight_bytes == 4
+    if framework == "torch" and (p.compute == "bf16" or (p.activation_bytes == 2 and not weight_fp32)):
+        return "native"
+    return "cudnn"
+
+
+def forward_kernels(
+    workload: Workload, profile: Profile | None = None, *, channels_last: bool | None = None
+) -> list[Kernel]:
+    """Convolutions as implicit GEMMs, and the memory-bound work around them, as PyTorch runs it.
+
+    `profile` names the framework and execution mode (None: PyTorch's eager default) and gives
+    the bandwidth shares of the kernels that run below its memory_efficiency; `channels_last`
+    overrides the memory format the mode runs (None: channels_last in torch's tuned mode,
+    fitbench.backends.torch.tuned, NCHW otherwise). Each kernel carries its own backward traffic
+    (`Kernel.backward_bytes`). Paddle keeps the plain accounting of batch norm and ReLU
+    (`_paddle_memory_kernels`): its kernels were never measured on a GPU here.
+    """
+    profile = profile or get_profile("torch", "default", use_user=False)
+    framework = profile.framework
+    if channels_last is None:
+        channels_last = framework == "torch" and profile.exec_mode == "tuned"
     arch = _arch(workload)
     dt = activation_dtypes(workload, dropout=False)
     p = workload.precision_info
     b, size = workload.batch_size, workload.image_size or 224
     w_bytes = 2 if p.amp else p.weight_bytes
     a = dt.act
+    training = workload.is_training
+    convs = arch.convs(size)
     last_conv = ".conv3" if arch.block == "bottleneck" else ".conv2"
+    bn_eff = _batch_norm_efficiency(workload, profile, channels_last)
     ks: list[Kernel] = []
-    for i, conv in enumerate(arch.convs(size)):
+    for i, conv in enumerate(convs):
         out = b * conv.out_channels * conv.out_hw**2
         inp = b * conv.in_channels * conv.in_hw**2
         # Autocast casts each convolution's weight (batch norm keeps the 16-bit activations, so
@@ -98,11 +154,33 @@ def forward_kernels(workload: Workload) -> list[Kernel]:
                 cast_ops=casts,
             )
         )
-        # Batch norm reads and writes the output, the in-place ReLU again; a block's last conv
-        # is followed by the residual add (two reads, one write) before its ReLU.
-        ks.append(Kernel(name=conv.name + ".bn_relu", kind="memory", flops=0.0, bytes=4.0 * out * a, ops=2.0))
+        if framework != "torch":
+            ks += _paddle_memory_kernels(conv, out, a, conv.name.endswith(last_conv))
+            continue
+        if not channels_last and conv.kernel > 1:
+            ks.append(_layout_kernel(conv, inp, out, stem=i == 0))
+        ks.append(
+            Kernel(
+                name=conv.name + ".bn",
+                kind="memory",
+                flops=0.0,
+                bytes=(BN_TRAIN_FORWARD_PASSES if training else BN_INFERENCE_PASSES) * out * a,
+                backward_bytes=BN_BACKWARD_PASSES * out * a,
+                memory_efficiency=bn_eff,
+            )
+        )
         if conv.name.endswith(last_conv):
-            ks.append(Kernel(name=conv.name + ".add", kind="memory", flops=0.0, bytes=3.0 * out * a, ops=1.0))
+            # The residual add (two reads, one write); in backward the two gradients of the
+            # block's input (shortcut and first convolution) are summed once.
+            block_input = _block_input_elements(convs, conv, b)
+            ks.append(Kernel(name=conv.name + ".add", kind="memory", flops=0.0, bytes=3.0 * out * a,
+                             backward_bytes=3.0 * block_input * a))
+        if "downsample" not in conv.name:
+            # ReLU in place (read, write); its backward (threshold_backward) reads the gradient
+            # and the saved output and writes the input gradient. The shortcut's batch norm
+            # feeds the add with no ReLU of its own.
+            ks.append(Kernel(name=conv.name + ".relu", kind="memory", flops=0.0, bytes=2.0 * out * a,
+                             backward_bytes=3.0 * out * a))
     ks.append(
         Kernel(
             name="fc",
@@ -113,4 +191,64 @@ def forward_kernels(workload: Workload) -> list[Kernel]:
             cast_ops=2.0 if p.amp else 0.0,  # weight and bias
         )
     )
+    return ks
+
+
+def _batch_norm_efficiency(workload: Workload, profile: Profile, channels_last: bool) -> float | None:
+    """The batch-norm kernels' share of the streaming bandwidth; None: the profile's memory_efficiency.
+
+    PyTorch's native NCHW kernels (aten/src/ATen/native/cuda/Normalization.cuh) launch one
+    thread block per channel for the statistics and for the backward reduction
+    (`dim3 blocks(input.size(1))`): a layer of 64-256 channels occupies a fraction of the SMs
+    however large the batch, so they move far fewer bytes per second than an elementwise kernel
+    (profiles.toml: bn_native_nchw_efficiency; in inference only their normalisation runs, which
+    is counted at the same share). The native channels-last kernels spread the batch and the
+    image over the grid, and cuDNN's kernels run at their own measured shares
+    (NATIVE_BN_CHANNELS_LAST_SHARE, CUDNN_BN_NCHW_SHARE, CUDNN_BN_NHWC_SHARE). Paddle's batch
+    norm keeps the profile's share (never measured on a GPU here)."""
+    if profile.framework != "torch":
+        return None
+    if batch_norm_backend(workload) == "native":
+        return NATIVE_BN_CHANNELS_LAST_SHARE if channels_last else profile.bn_native_nchw_efficiency
+    return CUDNN_BN_NHWC_SHARE if channels_last else CUDNN_BN_NCHW_SHARE
+
+
+def _layout_kernel(conv: ConvLayer, inp: float, out: float, *, stem: bool) -> Kernel:
+    """cuDNN's layout conversions around one NCHW convolution (nchwToNhwc / nhwcToNchw kernels).
+
+    cuDNN's implicit-GEMM convolution kernels are NHWC: for an NCHW tensor it converts the input
+    and the output of the forward convolution, the output gradient and input gradient of dgrad
+    and the input and output gradient of wgrad (the stem's image gets no gradient). 1x1
+    convolutions run as GEMMs on the NCHW tensors directly and convert nothing (the H200
+    profile of a ResNet-50 step shows cutlass/cuBLAS GEMM kernels for them). Each conversion
+    reads and writes every element; the kernels move elements at one rate whatever their width
+    (4.42 ms of nchwToNhwc for FP32 and BF16 alike, ResNet-50 b128 224 px), so an element counts
+    4 bytes in every precision."""
+    forward = inp + out
+    backward = 2.0 * out + (1.0 if stem else 2.0) * inp
+    return Kernel(
+        name=conv.name + ".layout",
+        kind="memory",
+        flops=0.0,
+        bytes=2.0 * LAYOUT_ELEMENT_BYTES * forward,
+        backward_bytes=2.0 * LAYOUT_ELEMENT_BYTES * backward,
+        ops=0.0,
+        launches=2.0,  # the input's and the output's conversion (backward: counted alike)
+        memory_efficiency=LAYOUT_SHARE,
+    )
+
+
+def _block_input_elements(convs: list[ConvLayer], last: ConvLayer, batch: int) -> float:
+    """Elements of the input of the residual block that `last` ends (its first convolution's input)."""
+    prefix = last.name.rsplit(".", 1)[0] + ".conv1"
+    first = next(c for c in convs if c.name == prefix)
+    return float(batch * first.in_channels * first.in_hw**2)
+
+
+def _paddle_memory_kernels(conv: ConvLayer, out: float, a: int, ends_block: bool) -> list[Kernel]:
+    """Paddle's batch norm and ReLU as plain traffic: read and write the output twice forward,
+    twice as much backward; a block's last convolution adds the residual add."""
+    ks = [Kernel(name=conv.name + ".bn_relu", kind="memory", flops=0.0, bytes=4.0 * out * a, ops=2.0)]
+    if ends_block:
+        ks.append(Kernel(name=conv.name + ".add", kind="memory", flops=0.0, bytes=3.0 * out * a, ops=1.0))
     return ks

@@ -2,7 +2,7 @@
 
 A family module (resnet_cost, transformer_cost) describes one training or inference step as
   * `Segment`s in forward order: the bytes each saves for backward and the parameters it owns,
-    so memory.py can walk the backward pass and find the true peak (activations are freed
+    so liveness.py can walk the backward pass and find the true peak (activations are freed
     layer by layer while gradients appear), and
   * `Kernel`s: FLOPs, bytes moved and a kernel class, so speed.py can apply a roofline per kernel.
 """
@@ -47,6 +47,12 @@ class Kernel:
            quantized weights with quantized activations); '' for the precision's own
     dequant_bytes  traffic of expanding quantized weights to 16 bit before a 16-bit GEMM (write
            the copy, read it back), paid where `compute` is not available on the card
+    backward_bytes  bytes its backward moves where the family module counts them (batch norm,
+           ReLU, residual adds, layout conversions); None: twice `bytes`
+    memory_efficiency  the share of the card's streaming bandwidth this kernel reaches where it
+           is not the profile's memory_efficiency (batch norm, cuDNN's layout conversions)
+    launches  GPU kernels one instance launches, each paying the profile's kernel_fixed_seconds
+           where the instance is memory-bound; None: its framework operations (at least one)
     """
 
     name: str
@@ -58,3 +64,11 @@ class Kernel:
     cast_ops: float = 0.0
     compute: str = ""
     dequant_bytes: float = 0.0
+    backward_bytes: float | None = None
+    memory_efficiency: float | None = None
+    launches: float | None = None
+
+    @property
+    def kernel_launches(self) -> float:
+        """GPU kernels one instance launches (`launches`, else one per framework operation)."""
+        return self.launches if self.launches is not None else max(1.0, self.ops)

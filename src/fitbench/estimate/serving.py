@@ -39,8 +39,10 @@ from typing import Any
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.units import GiB
 from fitbench.errors import FitbenchError
-from fitbench.estimate import memory, speed, transformer_cost
+from fitbench.estimate import speed, timing, transformer_cost
+from fitbench.estimate.distributed import tp_weight_bytes
 from fitbench.estimate.profile import get_profile
+from fitbench.estimate.weights import weight_bytes
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -145,13 +147,11 @@ def _serving_workload(workload: Workload, gpu: GpuSpec) -> Workload:
 
 def _weights_per_gpu(workload: Workload, tp: int) -> int:
     if tp == 1:
-        weights, scales = memory.weight_bytes(workload)
+        weights, scales = weight_bytes(workload)
         return weights + scales
-    from fitbench.estimate.distributed import _tp_weight_bytes
-
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
-    weights, scales = _tp_weight_bytes(workload, arch, tp)
+    weights, scales = tp_weight_bytes(workload, arch, tp)
     return int(weights + scales)
 
 
@@ -284,12 +284,7 @@ def _tp_of(workload: Workload) -> int:
 
 def _generation(workload: Workload, gpu: GpuSpec, framework: str) -> speed.GenerationTiming:
     """Prefill and decode with the tuned profile (tensor-parallel when the workload is)."""
-    profile = get_profile(framework, "tuned")
-    if workload.gpus > 1:
-        from fitbench.estimate import distributed
-
-        return distributed.generation(workload, gpu, profile)
-    return speed.generation(workload, gpu, profile)
+    return timing.generation(workload, gpu, get_profile(framework, "tuned"))
 
 
 def decode_point(workload: Workload, gpu: GpuSpec, c: int, kv_len: int, framework: str) -> ConcurrencyPoint:

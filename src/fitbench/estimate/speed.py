@@ -1,11 +1,14 @@
 """Step time from a per-kernel roofline plus host overhead.
 
 Each kernel takes the longest of: its FLOPs at the precision's dense peak times an efficiency,
-its bytes at the card's bandwidth times an efficiency, and a floor for launch and tail. The GPU
-time is their sum. In eager mode the host must also issue every framework operation
-(`host_seconds_per_op` each; the casts autocast issues from C++ inside them cost
-`cast_host_share` of that); the GPU runs asynchronously, so a step takes the larger of the
-two. A small-image CNN on a big card thus comes out overhead-bound, as it is in reality.
+its bytes at the card's streaming bandwidth (the datasheet figure times what its memory type
+reaches, GpuSpec.stream_efficiency) times the kernel's share of it, and a floor for launch and
+tail. A memory-bound kernel (elementwise, norms, the optimizer) takes its bytes at that rate
+plus a fixed cost per launch (ramp-up and tail, the same on every card): small tensors are
+dominated by it, large ones stream. The GPU time is their sum. In eager mode the host must also
+issue every framework operation (`host_seconds_per_op` each; the casts autocast issues from
+C++ inside them cost `cast_host_share` of that); the GPU runs asynchronously, so a step takes
+the larger of the two. A small-image CNN on a big card thus comes out overhead-bound, as it is in reality.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from fitbench.catalog import get_gpu
 from fitbench.core.gpu import GpuSpec
-from fitbench.estimate import generate_ops, memory, resnet_cost, transformer_cost
+from fitbench.estimate import generate_ops, resnet_cost, transformer_cost
+from fitbench.estimate.optimizer import optimizer_element_bytes, param_sizes_in_order
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.segments import Kernel
 from fitbench.workloads.arch import TransformerArch
@@ -84,6 +89,27 @@ def overlapped_seconds(gpu_seconds: float, host_seconds: float, overlap_loss: fl
     return max(gpu_seconds, host_seconds) + overlap_loss * min(gpu_seconds, host_seconds)
 
 
+# The card the kernels' own bandwidth shares (Kernel.memory_efficiency) were measured on.
+OWN_SHARE_REFERENCE_GPU = "h200"
+
+
+def own_share(share: float, gpu: GpuSpec) -> float:
+    """A kernel's own share of the streaming bandwidth, measured on the reference card, on `gpu`.
+
+    The kernels that carry one (cuDNN's layout conversions and batch norm, PyTorch's batch norm)
+    stream far below a copy on the H200 because each SM keeps too few bytes in flight for its
+    memory latency (Little's law: bandwidth = bytes in flight / latency), so their rate is one
+    per SM: the H200's share x its streaming bandwidth / its SMs, times this card's SMs, and
+    never above this card's streaming bandwidth. A card with more SMs per byte of bandwidth
+    (A100 2x the H200's, the GeForce cards, V100 and T4 3-5x) streams them closer to a copy.
+    Without an SM count the measured share stands."""
+    ref = get_gpu(OWN_SHARE_REFERENCE_GPU)
+    if not gpu.sm_count or not ref.sm_count:
+        return share
+    per_sm = share * ref.stream_bandwidth_bytes_s / ref.sm_count
+    return min(1.0, per_sm * gpu.sm_count / gpu.stream_bandwidth_bytes_s)
+
+
 def time_kernels(
     kernels: list[Kernel],
     workload: Workload,
@@ -102,8 +128,8 @@ def time_kernels(
     }
     fmt = workload.weight_format
     base_mem_eff = profile.memory_efficiency if memory_efficiency is None else memory_efficiency
-    mem_eff = base_mem_eff * (fmt.bandwidth_share if fmt is not None else 1.0)
-    bandwidth = gpu.bandwidth_bytes_s * mem_eff
+    format_share = fmt.bandwidth_share if fmt is not None else 1.0
+    stream = gpu.stream_bandwidth_bytes_s
     compute = memory = floor = 0.0
     flops = nbytes = ops = casts = 0.0
     for k in kernels:
@@ -116,7 +142,12 @@ def time_kernels(
             rate = k.compute if native else _compute_precision(k.kind, workload)
             peak = gpu.peak(rate) * eff.get(k.kind, 1.0)
             t_compute = k.flops / peak
-        t_memory = kernel_bytes / bandwidth
+        own = None if k.memory_efficiency is None else own_share(k.memory_efficiency, gpu)
+        share = (base_mem_eff if own is None else own) * format_share
+        t_memory = kernel_bytes / (stream * share)
+        if k.kind == "memory":
+            # A memory-bound kernel: its bytes at the streaming rate plus a fixed cost per launch.
+            t_memory += k.kernel_launches * profile.kernel_fixed_seconds
         t = max(t_compute, t_memory, profile.kernel_floor_seconds)
         if t == profile.kernel_floor_seconds and t > max(t_compute, t_memory):
             floor += t * k.count
@@ -146,7 +177,8 @@ def time_kernels(
 def _backward(kernels: list[Kernel]) -> list[Kernel]:
     """Backward of each forward kernel: matmuls and convolutions do two products (input and
     weight gradients); fused attention about 2.5x its forward (it recomputes the scores);
-    elementwise work reads and writes about twice as much. Each node costs the host
+    elementwise work reads and writes about twice as much, unless the family module counted its
+    backward traffic (Kernel.backward_bytes). Each node costs the host
     BACKWARD_HOST_SHARE of its forward operation; each autocast cast has a cast back of its
     gradient (ToCopyBackward), as many casts as the forward."""
     out = []
@@ -157,10 +189,12 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
                 name=k.name + ".backward",
                 kind=k.kind,
                 flops=k.flops * factor,
-                bytes=k.bytes * 2.0,
+                bytes=k.bytes * 2.0 if k.backward_bytes is None else k.backward_bytes,
                 count=k.count,
                 ops=k.ops * BACKWARD_HOST_SHARE,
                 cast_ops=k.cast_ops,
+                memory_efficiency=k.memory_efficiency,
+                launches=k.kernel_launches,
             )
         )
     return out
@@ -176,17 +210,17 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
     (OPTIMIZER_LOOP_OPS). fused (`torch._fused_adam_`, `_fused_sgd_`) reads parameters, gradients
     and state once and writes parameters and state once: 7 passes for Adam/AdamW, 5 for momentum
     SGD, 3 for SGD, in a couple of operations. Each pass moves one element of the state's dtype
-    (memory.optimizer_element_bytes). With gradient accumulation the update runs once every
+    (optimizer.optimizer_element_bytes). With gradient accumulation the update runs once every
     `grad_accum` micro-batches: a step here is one micro-batch, so its share is 1/N.
     """
     params = workload.param_count()
-    state_bytes = memory.optimizer_element_bytes(workload, framework)
+    state_bytes = optimizer_element_bytes(workload, framework)
     impl = workload.optimizer_impl if framework == "torch" else "foreach"
     passes = (FUSED_OPTIMIZER_PASSES if impl == "fused" else OPTIMIZER_PASSES)[workload.optimizer]
     if impl == "fused":
         ops = FUSED_OPTIMIZER_OPS
     elif impl == "for-loop":
-        ops = OPTIMIZER_LOOP_OPS[workload.optimizer] * len(memory.param_sizes_in_order(workload))
+        ops = OPTIMIZER_LOOP_OPS[workload.optimizer] * len(param_sizes_in_order(workload))
     else:
         ops = FOREACH_OPTIMIZER_OPS
     share = 1.0 / workload.grad_accum
@@ -196,9 +230,12 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
     ]
 
 
-def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
+def training_step(
+    workload: Workload, gpu: GpuSpec, profile: Profile, *, channels_last: bool | None = None
+) -> Timing:
+    """One training step; `channels_last` overrides a ResNet's memory format (None: the mode's)."""
     if workload.is_resnet:
-        fwd = resnet_cost.forward_kernels(workload)
+        fwd = resnet_cost.forward_kernels(workload, profile, channels_last=channels_last)
     else:
         fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
     kernels = fwd + _backward(fwd) + optimizer_kernels(workload, profile.framework)
@@ -216,7 +253,7 @@ def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
 
 def inference_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
     if workload.is_resnet:
-        fwd = resnet_cost.forward_kernels(workload)
+        fwd = resnet_cost.forward_kernels(workload, profile)
     else:
         fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
     return time_kernels(

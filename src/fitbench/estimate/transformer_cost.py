@@ -14,7 +14,9 @@ from collections.abc import Callable
 
 from fitbench.core.quant import kv_cache_element_bytes, kv_cache_scale_bytes_per_head, matrix_total_bytes
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
+from fitbench.estimate.matrices import block_gemms, expert_gemms
 from fitbench.estimate.segments import Kernel, Segment
+from fitbench.estimate.weights import checkpoint_weight_bytes, quantized_matrices
 from fitbench.workloads.arch import TransformerArch, expected_distinct_experts
 from fitbench.workloads.workload import Workload
 
@@ -253,8 +255,6 @@ def arch_assumptions(workload: Workload) -> list[str]:
             "prompt, the whole prompt's K/V until the layer's next update: the cache's peak is the "
             "larger of the two moments")
     if workload.checkpoint_bytes:
-        from fitbench.estimate.memory import checkpoint_weight_bytes
-
         line = (f"checkpoint: {workload.checkpoint_bytes:,} bytes of {workload.checkpoint_params:,} "
                 "stored elements read from the safetensors headers; weights use them when the "
                 "checkpoint's width is the one loaded")
@@ -316,31 +316,6 @@ def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
 
 # ---------------------------------------------------------------------------------------------
 # Kernels
-
-
-def _gemms(arch: TransformerArch) -> list[tuple[str, int, int]]:
-    """(name, in_features, out_features) of one dense block's Linear layers."""
-    h, f = arch.hidden_size, arch.intermediate_size
-    mats = arch.attention_linears()
-    if arch.mlp == "swiglu":
-        mats += [("gate_proj", h, f), ("up_proj", h, f), ("down_proj", f, h)]
-    else:
-        mats += [("fc1", h, f), ("fc2", f, h)]
-    return mats
-
-
-def expert_gemms(arch: TransformerArch) -> dict[str, list[tuple[str, int, int]]]:
-    """(name, in_features, out_features) of one MoE block's matrices by part: 'router', one
-    routed expert's ('experts'), and the shared experts' ('shared', all of them as one MLP)."""
-    h, fe, fs = arch.hidden_size, arch.expert_intermediate_size, arch.shared_intermediate_size
-
-    def ffn(prefix: str, f: int) -> list[tuple[str, int, int]]:
-        if arch.mlp == "swiglu":
-            return [(f"{prefix}.gate_proj", h, f), (f"{prefix}.up_proj", h, f), (f"{prefix}.down_proj", f, h)]
-        return [(f"{prefix}.fc1", h, f), (f"{prefix}.fc2", f, h)]
-
-    return {"router": [("router", h, arch.num_experts)], "experts": ffn("experts", fe),
-            "shared": ffn("shared_experts", fs) if fs else []}
 
 
 Traffic = Callable[[str, int, int], tuple[float, float, str]]
@@ -419,6 +394,17 @@ def input_casts(name: str) -> int:
     return int(name in _NORM_FED)
 
 
+# Framework operations of a block that launch no GPU kernel (views, transposes, reshapes).
+VIEW_OPS_PER_BLOCK = 8
+
+
+def _elementwise_launches(arch: TransformerArch, dt: ActivationDtypes, ops: float) -> float:
+    """GPU kernels of one block's elementwise work: its operations less the views, plus the
+    16-bit copies autocast makes of the norm outputs that feed Linears."""
+    casts = len(_NORM_FED & {n for n, _, _ in block_gemms(arch)}) if dt.amp else 0
+    return max(1.0, ops - VIEW_OPS_PER_BLOCK + casts)
+
+
 def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> tuple[float, float]:
     """(bytes, ops) of one block's forward elementwise work per token: norms, activations,
     dropout, residual adds and autocast casts (each reads its inputs and writes its output)."""
@@ -440,10 +426,10 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
     rotary_ops = 12 if arch.position == "rotary" else 0
     # Autocast's 16-bit copies of the FP32 norm outputs that feed Linears (their host cost is
     # counted with the Linears: _autocast_casts).
-    casts = len(_NORM_FED & {n for n, _, _ in _gemms(arch)}) * h * (4 + dt.act) if dt.amp else 0.0
+    casts = len(_NORM_FED & {n for n, _, _ in block_gemms(arch)}) * h * (4 + dt.act) if dt.amp else 0.0
     # Views, transposes and reshapes launch no kernel but cost the host as much as one (module
     # calls, dispatch, autograd nodes): 8 per block in the Hugging Face attention code.
-    view_ops = 8
+    view_ops = VIEW_OPS_PER_BLOCK
     cache_ops = 2 if arch.kind == "decoder" else 0  # K/V concatenation into the cache
     ops = norm_ops + act_ops + 2 + drop_ops + rotary_ops + view_ops + cache_ops
     return norms + act + adds + dropout + rotary + casts, ops
@@ -454,8 +440,6 @@ def _quantized_counts(workload: Workload) -> dict[str, tuple[int, int]]:
     when the weights are not quantized."""
     if workload.weight_format is None:
         return {}
-    from fitbench.estimate.memory import quantized_matrices
-
     return {m.name: (m.copies, m.total) for m in quantized_matrices(workload)}
 
 
@@ -501,7 +485,7 @@ def forward_kernels(
     L = arch.num_layers
     quantized = _quantized_counts(workload)
     attention_names = {name for name, _, _ in arch.attention_linears()}
-    for name, fin, fout in _gemms(arch):
+    for name, fin, fout in block_gemms(arch):
         count = L if name in attention_names else arch.dense_mlp_layers
         if count == 0:
             continue
@@ -555,7 +539,8 @@ def forward_kernels(
     )
     ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt)
     ks.append(
-        Kernel(name="elementwise", kind="memory", flops=0.0, bytes=tokens * ew_bytes, count=L, ops=ew_ops)
+        Kernel(name="elementwise", kind="memory", flops=0.0, bytes=tokens * ew_bytes, count=L, ops=ew_ops,
+               launches=_elementwise_launches(arch, dt, ew_ops))
     )
     emb_rows = arch.hidden_size * dt.res  # FP32 tables under autocast, 16-bit in pure half
     ks.append(

@@ -36,6 +36,7 @@ from fitbench.measure.timing import SampleStats, summarize
 from fitbench.workloads.workload import Workload
 
 PREFILL_SAMPLES = 5
+ONE_TOKEN_SAMPLES = 3  # one-token generations, for the differenced decode step
 PROGRESS_INTERVAL_S = 0.2
 
 
@@ -357,10 +358,13 @@ class Measurement:
         # whose decode() continues from prefill() gets prefill() called first.
         includes_prefill = bool(getattr(session, "notes", {}).get("decode_includes_prefill", False))
 
-        def generate_once() -> None:
+        def generate(tokens: int) -> None:
             if not includes_prefill:
                 session.prefill()
-            session.decode(new_tokens)
+            session.decode(tokens)
+
+        def generate_once() -> None:
+            generate(new_tokens)
 
         self._warm(generate_once)
         prefill_samples: list[float] = []
@@ -372,6 +376,7 @@ class Measurement:
             prefill_samples.append(time.perf_counter() - t0)
         stats = self._timed_stats(generate_once, "generating")
         prefill = summarize(prefill_samples)
+        self._decode_step(generate, new_tokens, stats.median, prefill.median)
         tokens = w.batch_size * new_tokens
         m.update(prefill_seconds=prefill.median, prefill_samples_seconds=prefill_samples)
         m["tokens_per_second"] = tokens / stats.median  # end to end: prefill + decode
@@ -386,6 +391,35 @@ class Measurement:
             m["warnings"].append(
                 "generation was not measurably slower than prefill; decode speed not derived"
             )
+
+    def _decode_step(self, generate: Any, new_tokens: int, full: float, prefill: float) -> None:
+        """One decode step, by differencing: (t(n) - t(1)) / (n - 1), t(k) a k-token generation.
+
+        decode_seconds (a generation less a separately timed prefill) also holds what the
+        generate call does once per call: validating its arguments, building the cache and the
+        logits processors, picking the first token. Spread over n tokens, that per-call work
+        lowers decode tok/s below the rate of the decode steps themselves, which is what a
+        standalone loop times and what an estimate of one decode step predicts. A one-token
+        generation holds the prefill and that per-call work and no decode step, so the
+        difference is the steps alone; both figures are recorded.
+        """
+        session = self.session
+        assert session is not None
+        if new_tokens < 2:
+            return
+        samples: list[float] = []
+        for i in range(ONE_TOKEN_SAMPLES):
+            self.events.emit("one-token generation", step=i + 1, of=ONE_TOKEN_SAMPLES)
+            t0 = time.perf_counter()
+            generate(1)
+            session.sync()
+            samples.append(time.perf_counter() - t0)
+        one = summarize(samples).median
+        self.m["one_token_generate_seconds"] = one
+        self.m["generate_call_overhead_seconds"] = one - prefill
+        step = (full - one) / (new_tokens - 1)
+        if step > 0:
+            self.m["decode_step_seconds"] = step
 
     # -- memory -----------------------------------------------------------------------------------
     def _collect_memory(self) -> None:

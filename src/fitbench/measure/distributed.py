@@ -201,7 +201,7 @@ def measure_distributed(
         reader = ProgressReader(Path(request["progress_path"]), progress)
         env = {**child_env(), **GPU_HOST_ENV}
         if progress is not None:
-            progress({"phase": f"starting {n} ranks"})
+            progress({"phase": "starting ranks", "ranks": n})
         # The launcher dies with this process; its ranks follow it.
         returncode, timed_out, wall = run_child(
             launcher_command(backend_name, n, request_path, device=options.device, log_dir=log_dir),

@@ -143,7 +143,10 @@ def device_total(index: int) -> int | None:
 
 def device_used(index: int) -> int | None:
     """Memory in use on the whole device, by every process (bytes)."""
-    handle = _handle(index)
+    return _device_used(_handle(index))
+
+
+def _device_used(handle: Any | None) -> int | None:
     if handle is None:
         return None
     try:
@@ -158,11 +161,13 @@ def process_memory(index: int, pid: int | None = None) -> int | None:
     None also when the process is not listed, which happens inside containers where NVML
     reports host process ids: callers then fall back to the device-wide figure.
     """
-    handle = _handle(index)
+    return _process_memory(_handle(index), os.getpid() if pid is None else pid)
+
+
+def _process_memory(handle: Any | None, pid: int) -> int | None:
     if handle is None:
         return None
     nv = _nvml()
-    pid = os.getpid() if pid is None else pid
     for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
         try:
             processes = getattr(nv, getter)(handle)
@@ -193,10 +198,15 @@ class MemorySampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._sample_lock = threading.Lock()
+        self._handle: Any | None = None
 
     def sample(self) -> tuple[int | None, int | None]:
-        proc = process_memory(self.index, self.pid)
-        used = device_used(self.index)
+        # The handle is looked up once: each NVML call is a ctypes call, and the sampler thread
+        # takes the GIL back after every one, which is time a host-bound timed loop waits.
+        if self._handle is None:
+            self._handle = _handle(self.index)
+        proc = _process_memory(self._handle, self.pid)
+        used = _device_used(self._handle)
         with self._sample_lock:
             self.samples += 1
             if proc is not None:

@@ -15,6 +15,20 @@ import time
 from typing import Any, TextIO
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+_EVENT_KEYS = ("phase", "step", "of", "detail", "detail_key", "t")
+
+
+def _say(key: str, fallback: str, lang: str, params: dict[str, Any]) -> str:
+    """A phase or detail in the reader's language (fitbench.advise.i18n `progress.*`); one without a
+    message, or whose values are missing, is shown as the child worded it."""
+    from fitbench.advise.i18n import has, t
+
+    if not has(key):
+        return fallback
+    try:
+        return t(key, lang, **params)
+    except (KeyError, IndexError):
+        return fallback
 
 
 def should_show(force: bool | None, stream: TextIO | None = None) -> bool:
@@ -32,7 +46,8 @@ class Progress:
     """Callable with progress events: {"phase": str, "step": k, "of": n, "detail": str}.
 
     Use as a context manager around the work; `label` names what runs (workload, precision).
-    `delay` keeps the line away for work that finishes quickly.
+    `delay` keeps the line away for work that finishes quickly. Phases are shown in `lang`: an
+    event's other keys (`ranks`, `batch`) fill its message, and `detail_key` names the detail's.
     """
 
     def __init__(
@@ -43,8 +58,12 @@ class Progress:
         stream: TextIO | None = None,
         delay: float = 0.5,
         interval: float = 0.1,
+        lang: str = "en",
     ) -> None:
         self.enabled = enabled
+        self.lang = lang
+        self.params: dict[str, Any] = {}
+        self.detail_key: str | None = None
         self.label = label
         self.stream = sys.stderr if stream is None else stream
         self.delay = delay
@@ -76,6 +95,8 @@ class Progress:
             self.step = event.get("step")
             self.of = event.get("of")
             self.detail = str(event.get("detail") or "")
+            self.detail_key = event.get("detail_key")
+            self.params = {k: v for k, v in event.items() if k not in _EVENT_KEYS}
             if changed:
                 self._phase_start = time.monotonic()
         if changed and not self._tty:
@@ -88,12 +109,13 @@ class Progress:
     def _text(self) -> str:
         elapsed = time.monotonic() - self._start
         parts = [self.label] if self.label else []
-        phase = self.phase
+        phase = _say(f"progress.{self.phase}", self.phase, self.lang, self.params)
         if self.step is not None:
             phase += f" {self.step}" + (f"/{self.of}" if self.of else "")
         parts.append(phase)
         if self.detail:
-            parts.append(self.detail)
+            key = self.detail_key
+            parts.append(_say(key, self.detail, self.lang, self.params) if key else self.detail)
         parts.append(f"{elapsed:.1f}s")
         return " · ".join(parts)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.backends.base import RunOptions
+from fitbench.records.measurement import MEASUREMENT_KEYS
 from fitbench.workloads.workload import Workload
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -40,46 +41,6 @@ KILL_POLL_S = 0.01
 FREEZE_ROUNDS = 20
 DEAD_STATES = ("Z", "X")  # zombie, dead: in /proc/PID/stat, a process that no longer runs
 KILLED_RETURNCODE = -9  # what Popen reports for SIGKILL
-
-# Every measurement has these keys, whatever happened, so readers never need .get chains.
-MEASUREMENT_KEYS = (
-    "status",
-    "error",
-    "backend",
-    "framework_version",
-    "device",
-    "device_name",
-    "exec_mode",
-    "precision_requested",
-    "precision_in_effect",
-    "warnings",
-    "params",
-    "batch_size",
-    "peak_memory_bytes",
-    "peak_memory_source",
-    "peak_allocated_bytes",
-    "peak_reserved_bytes",
-    "nvml_process_peak_bytes",
-    "nvml_device_used_bytes",
-    "cuda_context_bytes",
-    "peak_rss_bytes",
-    "memory_after_load_bytes",
-    "load_seconds",
-    "warmup_steps",
-    "steps",
-    "step_seconds",
-    "step_seconds_p90",
-    "step_samples_seconds",
-    "sample_unit",
-    "samples_per_second",
-    "tokens_per_second",
-    "epoch_seconds",
-    "dataset_size",
-    "prefill_seconds",
-    "decode_seconds",
-    "decode_tokens_per_second",
-    "environment",
-)
 
 
 def default_min_steps(workload: Workload) -> int:

@@ -138,14 +138,16 @@ class _Search:
 
 
 def _relay(
-    progress: Callable[[dict[str, Any]], None] | None, detail: str
+    progress: Callable[[dict[str, Any]], None] | None, batch: int
 ) -> Callable[[dict[str, Any]], None] | None:
+    """Each event of a probe's child, with the batch it probes as its detail."""
     if progress is None:
         return None
     target = progress
 
     def relay(event: dict[str, Any]) -> None:
-        target({**event, "detail": detail})
+        target({**event, "detail": f"probing batch {batch}", "detail_key": "progress.probing",
+                "batch": batch})
 
     return relay
 
@@ -162,7 +164,7 @@ def child_probe(
     from fitbench.measure.runner import measure
 
     def probe(batch: int) -> Probe:
-        relay = _relay(progress, f"probing batch {batch}")
+        relay = _relay(progress, batch)
         m = measure(
             workload.replace(batch_size=batch),
             backend_name,

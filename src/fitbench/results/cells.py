@@ -14,6 +14,8 @@ from typing import Any
 from fitbench.advise.i18n import t
 from fitbench.advise.text import speed_text
 from fitbench.core.units import format_bytes, format_rate, format_seconds
+from fitbench.records.run import EstimateSummary
+from fitbench.results.report_model import HistoryPoint, ReportScenario, RunRow
 
 __all__ = [
     "COMPARISON_COLUMNS",
@@ -87,24 +89,24 @@ def format_metric(unit: str, value: Any) -> str:
     return f"{value:g}"
 
 
-def estimate_speed(e: Mapping[str, Any], lang: str) -> str:
+def estimate_speed(e: EstimateSummary, lang: str) -> str:
     """An estimate's speed; none for a job that does not fit (a speed there would mislead)."""
-    return "-" if e.get("verdict") == "oom" else speed_text(e, lang)
+    return "-" if e.verdict == "oom" else speed_text(e.to_dict(), lang)
 
 
-def run_speed(r: Mapping[str, Any]) -> str:
+def run_speed(r: RunRow | HistoryPoint) -> str:
     """A stored run's speed: tokens per second for generation, else its step time."""
-    if r.get("generation") and r.get("tokens_per_second"):
-        return format_rate(r["tokens_per_second"], "tok/s")
-    return format_seconds(r.get("step_seconds"))
+    if r.generation and r.tokens_per_second:
+        return format_rate(r.tokens_per_second, "tok/s")
+    return format_seconds(r.step_seconds)
 
 
-def report_cards(scenarios: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+def report_cards(scenarios: Iterable[ReportScenario]) -> list[tuple[str | None, str | None]]:
     """(id, name) of every card the scenarios were estimated for, in first-seen order."""
-    cards: dict[str, str] = {}
+    cards: dict[str | None, str | None] = {}
     for s in scenarios:
-        for e in s.get("estimates") or []:
-            cards.setdefault(e.get("gpu"), e.get("gpu_name"))
+        for e in s.estimates:
+            cards.setdefault(e.gpu, e.gpu_name)
     return list(cards.items())
 
 

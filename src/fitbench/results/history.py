@@ -24,8 +24,10 @@ or end up unreadable, so:
 * **A marker.** The ``meta`` table holds ``application = fitbench``. A file that is not SQLite,
   or is another program's database, is refused *before* anything is written to it.
 
-The full result is stored as JSON in ``payload``; a handful of fields are copied into columns so
-that the history can be listed and filtered without parsing every payload.
+The full result is stored as JSON in ``payload`` (a `RunRecord`'s dict, its schema version in
+``record_version``; NULL for rows written before payloads had one); a handful of fields are
+copied into columns so that the history can be listed and filtered without parsing every
+payload. ``get_record`` reads any row back as a `RunRecord`, migrated from its version.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from types import TracebackType
 from typing import Any
 
 from fitbench.errors import FitbenchError, unknown_name
+from fitbench.records.run import RunRecord, payload_version
 
 APPLICATION = "fitbench"
 FILE_NAME = "history.sqlite"
@@ -89,6 +92,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 1 -> 2: runs remember whether they used the code most users write or the tuned path.
     ("ALTER TABLE runs ADD COLUMN exec_mode TEXT",),
+    # 2 -> 3: the schema version of each payload (fitbench.records.run); NULL for the rows
+    # written before payloads had one, which RunRecord.from_dict reads as version 0.
+    ("ALTER TABLE runs ADD COLUMN record_version INTEGER",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -152,7 +158,7 @@ class RunSummary:
 
 
 _SUMMARY_COLUMNS = tuple(f.name for f in dataclasses.fields(RunSummary))
-_INSERT_COLUMNS = (*_SUMMARY_COLUMNS, "payload")
+_INSERT_COLUMNS = (*_SUMMARY_COLUMNS, "record_version", "payload")
 
 
 class History:
@@ -219,19 +225,24 @@ class History:
 
     # ------------------------------------------------------------------ writing
 
-    def add_run(self, record: Mapping[str, Any]) -> str:
+    def add_run(self, record: RunRecord | Mapping[str, Any]) -> str:
         """Store one result and return its new run id (8 hex characters).
 
-        `record` is the result as the commands produce it: "command", "workload" (name,
-        precision, batch_size, mode), "measurement" (status, peak_memory_bytes, step_seconds,
-        tokens_per_second, samples_per_second, backend, framework_version, device, device_name,
-        exec_mode), "estimate", "environment" (hostname, fitbench_version). Any of them may be
-        missing; its columns are then NULL. The whole record is kept as JSON.
+        `record` is a `RunRecord` (stored as its to_dict, with its schema version), or a mapping:
+        "command", "workload" (name, precision, batch_size, mode), "measurement" (status,
+        peak_memory_bytes, step_seconds, tokens_per_second, samples_per_second, backend,
+        framework_version, device, device_name, exec_mode), "estimate", "environment" (hostname,
+        fitbench_version). Any of them may be missing; its columns are then NULL. A mapping is
+        stored as given, its version taken from its "schema_version" key (NULL without one).
         """
-        if not isinstance(record, Mapping):
+        if isinstance(record, RunRecord):
+            record, version = record.to_dict(ids=False), record.schema_version
+        elif isinstance(record, Mapping):
+            version = payload_version(record) or None
+        else:
             raise TypeError(f"a run record is a mapping, got {type(record).__name__}")
         payload = json.dumps(record, default=_jsonable, ensure_ascii=False)
-        columns = _columns_from(record)
+        columns = {**_columns_from(record), "record_version": version}
         try:
             with _transaction(self._conn):
                 created_at = _utc_now()
@@ -328,6 +339,18 @@ class History:
             raise FitbenchError(f"run id prefix '{key}' matches several runs ({shown})",
                                 f"type more characters of the run id; {_LIST_HINT}")
         return _full(*rows[0])
+
+    def get_record(self, run_id_or_prefix: str) -> RunRecord:
+        """One run as a typed record, migrated from whichever version wrote it."""
+        run = self.get_run(run_id_or_prefix)
+        return _record(run, self._version_of(run["run_id"]))
+
+    def last_records(self, n: int) -> list[RunRecord]:
+        """The `n` newest runs as typed records, newest first."""
+        return [_record(run, self._version_of(run["run_id"])) for run in self.last_runs(n)]
+
+    def _version_of(self, run_id: str) -> int | None:
+        return self._rows("SELECT record_version FROM runs WHERE run_id = ?", (run_id,))[0][0]
 
     def last_runs(self, n: int) -> list[dict[str, Any]]:
         """The full stored results of the `n` newest runs, newest first."""
@@ -576,6 +599,11 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
         return list(value)
     return str(value)
+
+
+def _record(run: Mapping[str, Any], version: int | None) -> RunRecord:
+    """A stored run as a RunRecord: the column's version, else the payload's own, else 0."""
+    return RunRecord.from_dict(run, version=version if version is not None else payload_version(run))
 
 
 def _full(run_id: str, created_at: str, payload: str) -> dict[str, Any]:

@@ -19,9 +19,10 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from fitbench.advise.i18n import part_label, status_label, t, verdict_label
+from fitbench.advise.i18n import part_label, preset_description, status_label, t, verdict_label
 from fitbench.advise.text import measured_speed_text
 from fitbench.core.units import GiB, format_bytes, format_rate, format_seconds
+from fitbench.records.run import EstimateSummary
 from fitbench.results.cells import (
     COMPARISON_COLUMNS,
     ESTIMATE_COLUMNS,
@@ -34,6 +35,7 @@ from fitbench.results.cells import (
     run_speed,
     short_gpu,
 )
+from fitbench.results.report_model import ReportScenario, RunRow
 
 __all__ = ["PART_COLOURS", "render_html"]
 
@@ -515,7 +517,8 @@ def _verdict_cell(e: Mapping[str, Any] | None, lang: str) -> str:
     if not e:
         return "-"
     v = e.get("verdict")
-    speed = "" if v == "oom" else f'<span class="speed">{_e(estimate_speed(e, lang))}</span>'
+    shown = estimate_speed(EstimateSummary.from_dict(e), lang)
+    speed = "" if v == "oom" else f'<span class="speed">{_e(shown)}</span>'
     return _chip(v, verdict_label(v, lang)) + speed
 
 
@@ -541,7 +544,7 @@ def _summary(model: Mapping[str, Any], lang: str) -> str:
     scenarios = model.get("scenarios") or []
     if not scenarios:
         return ""
-    cards = report_cards(scenarios)
+    cards = report_cards(ReportScenario.from_dict(s) for s in scenarios)
     measured = any(s.get("measurement") or s.get("skipped") for s in scenarios)
     headers = [t("report.scenario", lang)] + ([t("report.measured", lang)] if measured else [])
     headers += [_e(short_gpu(name)) for _, name in cards]
@@ -574,7 +577,7 @@ def _scenario_section(n: int, s: Mapping[str, Any], lang: str) -> str:
     if s.get("params"):
         meta.append(f"{t('col.params', lang)}: {format_params(s['params'], lang)}")
     if s.get("description"):
-        meta.append(str(s["description"]))
+        meta.append(preset_description(str(s["description"]), lang))
     out = [
         f'<section class="panel scenario" id="{_e(_anchor(s))}"><h2>{_e(s.get("title"))}</h2>',
         f'<p class="lead">{_e(" · ".join(meta))}</p>',
@@ -603,7 +606,7 @@ def _scenario_section(n: int, s: Mapping[str, Any], lang: str) -> str:
                     _e(format_bytes(e.get("peak_memory_bytes"))),
                     _e(format_bytes(e.get("usable_memory_bytes"))),
                     _e(e.get("max_batch_size")),
-                    _e(estimate_speed(e, lang)),
+                    _e(estimate_speed(EstimateSummary.from_dict(e), lang)),
                     _e(bottleneck_label(e.get("bottleneck"), lang)),
                 ]
             )
@@ -709,8 +712,9 @@ def _history_section(model: Mapping[str, Any], lang: str) -> str:
         rows = []
         for r in runs:
             when = (r.get("created_at") or "")[:19].replace("T", " ")
-            speed = run_speed(r)
-            name = str(r.get("workload") or "-") + (" (tiny)" if r.get("tiny") else "")
+            speed = run_speed(RunRow.from_dict(r))
+            name = str(r.get("workload") or "-")
+            name = t("cell.tiny_name", lang, name=name) if r.get("tiny") else name
             rows.append(
                 [
                     f'<span class="mono">{_e(r.get("run_id") or "-")}</span>',

@@ -26,7 +26,7 @@ NAME_FIELDS = ("precision", "optimizer", "mode", "attention", "peft", "lora_targ
 DECODER_TRAIN_SEQ_LEN = 512
 # How torch.optim runs the update: 'foreach' (torch._foreach_* over lists; what torch picks when
 # every parameter is on CUDA), 'fused' (one kernel, opt-in fused=True), 'for-loop' (one tensor at
-# a time, foreach=False). Their step temporaries differ (estimate.memory.optimizer_step_scratch).
+# a time, foreach=False). Their step temporaries differ (estimate.optimizer.optimizer_step_scratch).
 OPTIMIZER_IMPLS = ("foreach", "fused", "for-loop")
 
 # Sizes beyond these are typos, not jobs (the largest production contexts are ~1M tokens).
@@ -71,7 +71,7 @@ class Workload:
     lora_targets: str = "attention-mlp"
     gpus: int = 1
     strategy: str = "ddp"
-    # How the optimizer step runs and what survives between micro-batches (estimate.memory).
+    # How the optimizer step runs and what survives between micro-batches (estimate.liveness).
     optimizer_impl: str = "foreach"
     grad_accum: int = 1
     description: str = ""

@@ -34,6 +34,7 @@ import paddle
 import paddle.nn.functional as F
 
 from fitbench.backends.base import RunOptions, Session
+from fitbench.backends.input_pipeline import batches_to_prepare, pipeline_note
 from fitbench.backends.paddle.models import build_model, recompute_fn, trainable_param_count
 from fitbench.core.names import ExecMode, Framework
 from fitbench.errors import FitbenchError
@@ -274,63 +275,78 @@ def optimizer_note(name: str, optimizer: paddle.optimizer.Optimizer, *, multi_te
 
 
 class Batches:
-    """Inputs for each step: one synthetic batch made once on the device, or a local dataset.
+    """Inputs for each step, fed by the rule of fitbench.backends.input_pipeline.
 
-    The dataset module is imported only when a path is given; its cyclers yield dicts of
-    numpy arrays, copied to the device each step as a data loader would.
+    fitbench.datasets gives the batches (synthetic ones of the workload's shape, or a
+    local dataset's); every distinct batch is converted once to the tensors the model takes and
+    kept in host memory, page-locked (Tensor.pin_memory) on a GPU. Each step copies the next one
+    with Tensor.cuda(blocking=False), as a paddle.io.DataLoader with pinned memory feeds a
+    training loop: the copy stays in the step's device time, the host does not wait for it.
+    On a CPU the prepared tensors are the inputs.
     """
 
-    def __init__(self, workload: Workload, options: RunOptions) -> None:
+    def __init__(self, workload: Workload, options: RunOptions, gpu_index: int | None) -> None:
+        from fitbench import datasets
+
         self.workload = workload
-        self.cycler: Iterator[dict[str, Any]] | None = None
-        self.dataset_size: int | None = None
+        self.gpu_index = gpu_index
         arch = workload.arch
         b = workload.batch_size
         seq = workload.prompt_tokens if workload.is_generation else workload.seq_len
-        if options.data:
-            from fitbench.measure import datasets
-
-            if workload.is_resnet:
-                self.cycler, self.dataset_size, self.desc = datasets.image_batches(
-                    options.data, b, workload.image_size, arch.num_classes, options.seed)
-            else:
-                self.cycler, self.dataset_size, self.desc = datasets.text_batches(
-                    options.data, b, seq, arch.vocab_size, max(arch.num_labels, 2), options.seed)
-            self.fixed: dict[str, Any] | None = None
-            return
         if workload.is_resnet:
-            self.fixed = {"pixel_values": paddle.randn([b, arch.in_channels, workload.image_size,
-                                                        workload.image_size], dtype="float32"),
-                          "labels": paddle.randint(0, arch.num_classes, [b], dtype="int64")}
-            self.desc = f"synthetic images {b}x{arch.in_channels}x{workload.image_size}x{workload.image_size}"
+            cycler, size, self.desc = datasets.image_batches(
+                options.data, b, workload.image_size, arch.num_classes, options.seed)
         else:
-            ids = paddle.randint(0, arch.vocab_size, [b, seq], dtype="int64")
-            self.fixed = {"input_ids": ids}
-            if arch.kind == "encoder":
-                self.fixed["labels"] = paddle.randint(0, max(arch.num_labels, 1), [b], dtype="int64")
-                if arch.type_vocab_size:
-                    self.fixed["token_type_ids"] = paddle.zeros([b, seq], dtype="int64")
-            self.desc = f"synthetic token ids {b}x{seq}"
+            cycler, size, self.desc = datasets.text_batches(
+                options.data, b, seq, arch.vocab_size, max(arch.num_labels, 2), options.seed)
+        self.dataset_size: int | None = size if options.data else None
+        first = next(cycler)
+        self.batch_bytes = sum(int(value.nbytes) for value in self._fields(first).values())
+        count = batches_to_prepare(cycler.size, cycler.batch_size, self.batch_bytes)
+        numpy_batches = [first, *(next(cycler) for _ in range(count - 1))]
+        self.prepared = [self._host(raw) for raw in numpy_batches]
+        self.pipeline = pipeline_note(gpu_index is not None)
+        self._pos = 0
 
-    def next(self) -> dict[str, Any]:
-        if self.fixed is not None:
-            return self.fixed
-        assert self.cycler is not None
-        raw = next(self.cycler)
+    def _fields(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """The arrays the model takes, under the model's names, integers widened to int64."""
+        w = self.workload
         out: dict[str, Any] = {}
         for key, value in raw.items():
-            if key == "attention_mask" and bool(value.all()):
-                continue  # no padding: attention needs no mask (transformers drops it too)
-            if key == "token_type_ids" and not getattr(self.workload.arch, "type_vocab_size", 0):
+            if w.is_resnet:
+                out["pixel_values" if key == "images" else key] = value
                 continue
-            key = "pixel_values" if key == "images" else key
-            tensor = paddle.to_tensor(value)
-            if key != "pixel_values" and tensor.dtype != paddle.int64:
-                tensor = tensor.astype("int64")
-            out[key] = tensor
-        if self.workload.is_generation:
-            out["input_ids"] = out["input_ids"][:, : self.workload.prompt_tokens]
+            if self._takes(key, value):
+                out[key] = value.astype("int64", copy=False)
         return out
+
+    def _takes(self, key: str, value: Any) -> bool:
+        """Whether the model reads this text field: decoders input_ids only; encoders also labels,
+        token types where the model has them, and the mask of a padded batch (without padding
+        attention needs none)."""
+        if key == "input_ids":
+            return True
+        if self.workload.family != "encoder":
+            return False
+        if key == "attention_mask":
+            return not bool(value.all())
+        if key == "token_type_ids":
+            return bool(getattr(self.workload.arch, "type_vocab_size", 0))
+        return key == "labels"
+
+    def _host(self, raw: dict[str, Any]) -> dict[str, paddle.Tensor]:
+        out: dict[str, paddle.Tensor] = {}
+        for key, value in self._fields(raw).items():
+            tensor = paddle.to_tensor(value, place=paddle.CPUPlace())
+            out[key] = tensor.pin_memory() if self.gpu_index is not None else tensor
+        return out
+
+    def next(self) -> dict[str, Any]:
+        batch = self.prepared[self._pos]
+        self._pos = (self._pos + 1) % len(self.prepared)
+        if self.gpu_index is None:
+            return batch
+        return {key: tensor.cuda(self.gpu_index, blocking=False) for key, tensor in batch.items()}
 
 
 # -- the session ------------------------------------------------------------------------------
@@ -397,7 +413,7 @@ class PaddleSession(Session):
                 self.scaler = paddle.amp.GradScaler(init_loss_scaling=self.plan.loss_scaling)
             framework_warnings += [str(w.message) for w in caught]
 
-        self.batches = Batches(workload, options)
+        self.batches = Batches(workload, options, self.index if self.kind == "gpu" else None)
         self._caches: list[list[paddle.Tensor]] | None = None
         self._next: paddle.Tensor | None = None
         self._pos = 0
@@ -420,6 +436,9 @@ class PaddleSession(Session):
             "checkpointing": bool(workload.checkpointing and workload.is_training),
             "attention": attention,
             "data": self.batches.desc,
+            "input_pipeline": self.batches.pipeline,
+            "input_batches_prepared": len(self.batches.prepared),
+            "input_batch_bytes": self.batches.batch_bytes,
             "warnings": _unique(warn),
             "framework_warnings": _unique(framework_warnings),
         }

@@ -131,7 +131,7 @@ class TorchBackend(Backend):
         """
         import importlib
 
-        importlib.import_module("fitbench.measure.datasets")
+        importlib.import_module("fitbench.datasets")
         if workload.is_training:
             importlib.import_module("torch._dynamo")
         meta_param_count(workload)

@@ -131,6 +131,14 @@ def note_dataset_size(notes: dict[str, Any], data: BatchSource) -> None:
         notes["dataset_size"] = data.dataset_size
 
 
+def note_input_pipeline(notes: dict[str, Any], data: BatchSource) -> None:
+    """Record how inputs reach the device (fitbench.backends.input_pipeline) and how many distinct
+    prepared batches the steps cycle through."""
+    notes["input_pipeline"] = data.pipeline
+    notes["input_batches_prepared"] = data.prepared_batches
+    notes["input_batch_bytes"] = data.batch_bytes
+
+
 def backward_and_step(
     loss: torch.Tensor, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None
 ) -> None:
@@ -226,6 +234,7 @@ class TrainSession(TorchSession):
             grad_accum=w.grad_accum,
         )
         note_dataset_size(self.notes, data)
+        note_input_pipeline(self.notes, data)
 
     def _loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         w = self.workload
@@ -276,6 +285,7 @@ class InferSession(TorchSession):
         self.next_batch = data.next_batch
         self.notes["data_source"] = data.description
         note_dataset_size(self.notes, data)
+        note_input_pipeline(self.notes, data)
 
     def step(self) -> None:
         batch = self.next_batch()

@@ -61,6 +61,7 @@ from fitbench.backends.torch.session import (
     enable_checkpointing,
     note_cpu_threads,
     note_dataset_size,
+    note_input_pipeline,
     open_device,
     precision_notes,
     warn_param_mismatch,
@@ -73,6 +74,9 @@ from fitbench.workloads.arch import ResNetArch, TransformerArch
 from fitbench.workloads.workload import Workload
 
 CPU_NO_GRAPHS = "CUDA graphs need a CUDA device; ran eagerly"
+#: backend_notes["input_pipeline"] of tuned runs on synthetic data: the graph reads one batch
+#: that stays on the device, so no step copies inputs (with --data each step refills it).
+RESIDENT_STATIC = "one batch resident on the device in static buffers (no copy per step)"
 GRAPH_WARMUP_STEPS = 3  # eager steps on the side stream before capture (PyTorch's recipe uses 3)
 
 
@@ -253,6 +257,9 @@ class GraphedStepSession(TorchSession):
         )
         self.notes["data_source"] = source
         note_dataset_size(self.notes, data)
+        note_input_pipeline(self.notes, data)
+        if self._refill is None:
+            self.notes["input_pipeline"] = RESIDENT_STATIC
         if not w.is_resnet and self.options.data:
             self.notes["warnings"].append(
                 "tuned attends without the padding mask (flash attention): speed as for full-length "

@@ -17,16 +17,20 @@ whether the GPU was busy at all:
     memory    otherwise.
 
 Generation is judged per decode step (one new token for every sequence), the unit the
-estimator's FLOPs and bytes describe. Pure Python: no framework import.
+estimator's FLOPs and bytes describe. Pure Python: no framework import. The sentences live in
+the catalogue (i18n.py) with the rest of the advice, in English and Chinese.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
+from fitbench.advise.fixes import FULL_PRECISIONS
+from fitbench.advise.i18n import bottleneck_label, has, t
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.precision import get_precision
 from fitbench.errors import FitbenchError
+from fitbench.records.measurement import Measurement
 
 OVERHEAD_FACTOR = 2.5  # measured / roofline above which a step is not limited by the GPU's work
 
@@ -56,17 +60,43 @@ KEYS = (
     "suggestion",
 )
 
-SUGGESTIONS = {
-    "tuned": "the GPU waits for the host: raise the batch, or use --exec tuned (CUDA graphs)",
-    "batch": "the GPU runs many small kernels: raise the batch so that each kernel has more work",
-    "quantize": "decode is bandwidth-bound: int8/int4 weights, more requests per batch, or a card with "
-    "more bandwidth",
-    "batch-decode": "decode is bandwidth-bound: batch more requests per step, or a card with more bandwidth",
-    "amp-memory": "memory-bound: AMP (bf16/fp16) halves the bytes every step moves",
-    "card-memory": "memory-bound: a card with more memory bandwidth",
-    "amp": "use AMP (bf16/fp16 tensor cores)",
-    "card-compute": "a card with more tensor throughput",
+# Each suggestion diagnose() can make, by kind, as its sentence in the catalogue
+# (diagnosis.<bottleneck>.<suggestion_kind>): the JSON keeps the English, the terminal speaks --lang.
+SUGGESTION_KEYS = {
+    "tuned": "diagnosis.overhead.tuned",
+    "batch": "diagnosis.overhead.batch",
+    "quantize": "diagnosis.memory.quantize",
+    "batch-decode": "diagnosis.memory.batch",
+    "amp-memory": "diagnosis.memory.amp",
+    "card-memory": "diagnosis.memory.card",
+    "amp": "diagnosis.compute.amp",
+    "card-compute": "diagnosis.compute.card",
 }
+SUGGESTIONS = {kind: t(key, "en") for kind, key in SUGGESTION_KEYS.items()}
+
+
+class EstimatedWork(Protocol):
+    """What the diagnosis reads of an estimate: its work per step and where it put the time
+    (`fitbench.records.run.EstimateSummary` has these)."""
+
+    @property
+    def family(self) -> str | None: ...
+    @property
+    def mode(self) -> str | None: ...
+    @property
+    def precision(self) -> str | None: ...
+    @property
+    def new_tokens(self) -> int | None: ...
+    @property
+    def flops_per_step(self) -> float | None: ...
+    @property
+    def bytes_per_step(self) -> float | None: ...
+    @property
+    def host_seconds(self) -> float | None: ...
+    @property
+    def gpu_seconds(self) -> float | None: ...
+    @property
+    def bottleneck(self) -> str | None: ...
 
 
 def _unavailable(reason: str, **known: Any) -> dict[str, Any]:
@@ -86,13 +116,13 @@ def compute_class(precision: str, family: str) -> str:
     return compute
 
 
-def _measured_step(m: dict[str, Any], est: dict[str, Any]) -> tuple[float | None, str]:
+def _measured_step(m: Measurement, est: EstimatedWork) -> tuple[float | None, str]:
     """Seconds of the unit the estimate's FLOPs and bytes describe, and that unit's name."""
-    if est.get("new_tokens"):  # generation: one decode step
-        decode = m.get("decode_seconds")
-        return (decode / est["new_tokens"] if decode else None), "decode step (one token per sequence)"
-    mode = "training step" if est.get("mode") == "train" else "forward pass"
-    return m.get("step_seconds"), mode
+    if est.new_tokens:  # generation: one decode step
+        decode = m.decode_seconds
+        return (decode / est.new_tokens if decode else None), "decode step (one token per sequence)"
+    mode = "training step" if est.mode == "train" else "forward pass"
+    return m.step_seconds, mode
 
 
 def _suggest(bottleneck: str, *, exec_mode: str, generation: bool, compute: str, quantized: bool) -> str:
@@ -101,65 +131,61 @@ def _suggest(bottleneck: str, *, exec_mode: str, generation: bool, compute: str,
     if bottleneck == "memory":
         if generation:
             return "batch-decode" if quantized else "quantize"
-        return "amp-memory" if compute in ("fp32", "tf32") else "card-memory"
-    return "amp" if compute in ("fp32", "tf32") else "card-compute"
+        return "amp-memory" if compute in FULL_PRECISIONS else "card-memory"
+    return "amp" if compute in FULL_PRECISIONS else "card-compute"
 
 
-def diagnose(
-    measurement: dict[str, Any], estimate: dict[str, Any] | None, gpu: GpuSpec | None
-) -> dict[str, Any]:
+def diagnose(measurement: Measurement, estimate: EstimatedWork | None, gpu: GpuSpec | None) -> dict[str, Any]:
     """Achieved FLOP/s and bytes/s, fractions of the card's peaks, the bottleneck and one suggestion.
 
-    `estimate` is Estimate.to_dict() for the same workload on `gpu` (the card measured on).
-    Always returns every key of KEYS; "available" is False (with a "reason") when the run did
-    not complete, ran on a CPU, or has no estimate or GPU to compare with.
+    `estimate` is the estimate of the same workload on `gpu` (the card measured on), as an
+    `EstimateSummary`. Always returns every key of KEYS; "available" is False (with a "reason")
+    when the run did not complete, ran on a CPU, or has no estimate or GPU to compare with.
     """
-    if hasattr(estimate, "to_dict"):
-        estimate = estimate.to_dict()  # type: ignore[union-attr]
-    if measurement.get("status") != "ok":
-        return _unavailable(f"the run did not complete (status {measurement.get('status')})")
-    if not str(measurement.get("device") or "").startswith("cuda"):
+    if not measurement.completed:
+        return _unavailable(f"the run did not complete (status {measurement.status})")
+    if not measurement.on_gpu:
         return _unavailable("measured on the CPU: GPU peaks do not apply")
     if estimate is None or gpu is None:
         return _unavailable("no estimate for this GPU to take the work per step from")
-    flops = float(estimate.get("flops_per_step") or 0.0)
-    nbytes = float(estimate.get("bytes_per_step") or 0.0)
+    flops = float(estimate.flops_per_step or 0.0)
+    nbytes = float(estimate.bytes_per_step or 0.0)
     seconds, basis = _measured_step(measurement, estimate)
     if not seconds or seconds <= 0:
         return _unavailable(f"no measured time for one {basis}", gpu=gpu.id, basis=basis)
     if flops <= 0 and nbytes <= 0:
         return _unavailable("the estimate has no work per step", gpu=gpu.id, basis=basis)
-
-    family = str(estimate.get("family") or "")
     precision = str(
-        measurement.get("precision_in_effect")
-        or estimate.get("precision")
-        or measurement.get("precision_requested")
-        or "fp32"
+        measurement.precision_in_effect or estimate.precision or measurement.precision_requested or "fp32"
     )
-    compute = compute_class(precision, family)
+    compute = compute_class(precision, str(estimate.family or ""))
+    return _diagnosis(measurement, estimate, gpu, seconds=seconds, basis=basis, flops=flops, nbytes=nbytes,
+                      precision=precision, compute=compute)
+
+
+def _diagnosis(m: Measurement, estimate: EstimatedWork, gpu: GpuSpec, *, seconds: float, basis: str,
+               flops: float, nbytes: float, precision: str, compute: str) -> dict[str, Any]:
+    """The diagnosis of a completed GPU run with a measured time and work to divide by it."""
     peak = gpu.peak(compute)
     bandwidth = gpu.bandwidth_bytes_s
     compute_s = flops / peak
     memory_s = nbytes / bandwidth
     roofline = max(compute_s, memory_s)
-    host = estimate.get("host_seconds")
-    gpu_s = estimate.get("gpu_seconds")
+    host, gpu_s = estimate.host_seconds, estimate.gpu_seconds
     host_bound = host is not None and gpu_s is not None and host >= gpu_s
-    waits = host_bound or estimate.get("bottleneck") == "overhead"
+    waits = host_bound or estimate.bottleneck == "overhead"
     if roofline > 0 and seconds > OVERHEAD_FACTOR * roofline and waits:
         bottleneck = "overhead"
     else:
         bottleneck = "compute" if compute_s >= memory_s else "memory"
-    generation = bool(estimate.get("new_tokens"))
     try:
         quantized = get_precision(precision).quant_bits is not None
     except FitbenchError:
         quantized = False
     kind = _suggest(
         bottleneck,
-        exec_mode=str(measurement.get("exec_mode") or "default"),
-        generation=generation,
+        exec_mode=str(m.exec_mode or "default"),
+        generation=bool(estimate.new_tokens),
         compute=compute,
         quantized=quantized,
     )
@@ -190,13 +216,20 @@ def diagnose(
     }
 
 
-def format_diagnosis(d: dict[str, Any]) -> str | None:
-    """One line for the terminal, or None when there is nothing to say."""
+def format_diagnosis(d: dict[str, Any], lang: str = "en") -> str | None:
+    """One line for the terminal in `lang`, or None when there is nothing to say."""
     if not d.get("available"):
         return None
     times = d.get("times_roofline")
-    roof = f", {times:.1f}x the roofline time" if times else ""
-    return (
-        f"bottleneck: {d['bottleneck']} ({d['compute_fraction']:.0%} of {d['compute_precision']} peak, "
-        f"{d['bandwidth_fraction']:.0%} of bandwidth{roof}) — {d['suggestion']}"
+    roof = t("diagnosis.roofline", lang, times=f"{times:.1f}") if times else ""
+    key = f"diagnosis.{d['bottleneck']}.{d.get('suggestion_kind')}"
+    return t(
+        "diagnosis.line",
+        lang,
+        bottleneck=bottleneck_label(d["bottleneck"], lang),
+        compute=f"{d['compute_fraction']:.0%}",
+        precision=d["compute_precision"],
+        bandwidth=f"{d['bandwidth_fraction']:.0%}",
+        roofline=roof,
+        suggestion=t(key, lang) if has(key) else d["suggestion"],
     )

@@ -1,0 +1,118 @@
+"""The assumptions an estimate states: what the arithmetic took each modelling choice to be.
+
+Why a module of its own: the lines come from every stage (the execution plan, the weights, the
+optimizer, the architecture, PEFT, the strategy, the card), so gathering them is a job of its
+own beside the API, and each stage's module keeps only the lines about itself.
+"""
+
+from __future__ import annotations
+
+from fitbench.core.gpu import GpuSpec
+from fitbench.core.units import GiB
+from fitbench.estimate import distributed, peft
+from fitbench.estimate.optimizer import optimizer_step_scratch
+from fitbench.estimate.profile import Profile
+from fitbench.estimate.transformer_cost import arch_assumptions
+from fitbench.estimate.verdict import TIGHT_MARGIN
+from fitbench.workloads.workload import Workload
+
+
+def training_assumptions(workload: Workload, framework: str) -> list[str]:
+    """What the optimizer step and gradient accumulation are taken to be."""
+    scratch = optimizer_step_scratch(workload, framework) / GiB
+    if framework == "torch":
+        lines = [
+            f"optimizer: {workload.optimizer} ({workload.optimizer_impl} implementation); "
+            f"its step allocates {scratch:.2f} GiB of temporaries beyond its state"
+        ]
+    else:
+        lines = [
+            f"optimizer: {workload.optimizer}, updated in place by {framework}'s kernels "
+            "(no step temporaries)"
+        ]
+    if workload.grad_accum > 1:
+        lines.append(
+            f"gradient accumulation over {workload.grad_accum} micro-batches: every gradient "
+            "stays alive through forward and backward; a step is one micro-batch, the "
+            f"optimizer runs every {workload.grad_accum}"
+        )
+    else:
+        lines.append(
+            "gradients are freed between steps (zero_grad(set_to_none=True)): they exist "
+            "only from their backward to the optimizer step"
+        )
+    return lines
+
+
+def storage_assumptions(workload: Workload, gpu: GpuSpec) -> list[str]:
+    """Where the precision, the weight format and the KV cache dtype came from, and how the
+    quantized matmuls are computed on this card."""
+    out = list(workload.origin)
+    fmt = workload.weight_format
+    if fmt is not None:
+        out.append(
+            f"weights: {fmt.describe()} from {fmt.source}; embeddings, norms"
+            + ("" if fmt.quantize_head else " and the LM head")
+            + " stay 16-bit"
+            + (f"; kept 16-bit: {', '.join(fmt.skip[:6])}" if fmt.skip else "")
+        )
+        if fmt.compute in ("fp8", "int8"):
+            if gpu.has_rate(fmt.compute):
+                out.append(f"{fmt.compute} matmuls run on {gpu.name}'s {fmt.compute} tensor cores")
+            else:
+                out.append(
+                    f"{gpu.name} has no {fmt.compute} tensor cores: prefill expands the weights "
+                    f"to {workload.precision} and runs at its rate"
+                )
+        else:
+            out.append(
+                "prefill expands the quantized weights to 16 bit before each GEMM; decoding reads "
+                "the packed weights and their scales"
+            )
+    if workload.kv_cache is not None and not any(o.startswith("KV cache") for o in out):
+        out.append(f"KV cache in {workload.kv_cache} (--kv-cache)")
+    return out
+
+
+def estimate_assumptions(workload: Workload, requested: str, gpu: GpuSpec, profile: Profile) -> list[str]:
+    """Every line of an estimate's assumptions, in the order a reader meets the stages: the
+    execution plan (`requested` is the precision asked for, `workload` the job as run), storage,
+    training, the architecture, PEFT, the strategy, then the card."""
+    framework, exec_mode = profile.framework, profile.exec_mode
+    assumptions = [
+        f"{framework} {exec_mode} execution; efficiencies from {profile.provenance or 'profiles.toml'}",
+        f"'tight' means less than {TIGHT_MARGIN:.0%} of the {gpu.usable_bytes / GiB:.1f} GiB usable "
+        "memory is left",
+        f"attention: {workload.attention} "
+        f"({'no' if workload.attention == 'fused' else 'a'} score matrix stored)",
+    ]
+    if workload.precision != requested:
+        assumptions.append(f"{exec_mode} runs {workload.precision} where {requested} was asked")
+    assumptions.extend(storage_assumptions(workload, gpu))
+    if workload.is_training:
+        assumptions.extend(training_assumptions(workload, framework))
+    if not workload.is_resnet:
+        assumptions.extend(arch_assumptions(workload))
+    if workload.peft:
+        assumptions.extend(peft.assumptions(workload))
+    if workload.gpus > 1:
+        assumptions.extend(distributed.assumptions(workload, gpu))
+    return assumptions + card_assumptions(workload, gpu, framework)
+
+
+def card_assumptions(workload: Workload, gpu: GpuSpec, framework: str) -> list[str]:
+    """What the card does not do as the job might expect: TF32 left off, no measurement, no BF16."""
+    lines = []
+    if framework == "torch" and workload.precision_info.compute == "fp32" and "tf32" in gpu.peak_flops:
+        lines.append(
+            f"fp32: matmuls at {gpu.name}'s FP32 peak, not its TF32 tensor cores: PyTorch leaves TF32 off "
+            "for matmuls by default (cuDNN convolutions use it); `--precision tf32` estimates it on"
+        )
+    if not gpu.measured:
+        lines.append(
+            f"{gpu.name}: its framework path has never been measured by fitbench; the "
+            "efficiencies are those measured on NVIDIA cards, so this is arithmetic only"
+        )
+    if not gpu.bf16 and workload.precision_info.compute == "bf16":
+        lines.append(f"{gpu.name} has no BF16 tensor cores: bf16 runs at FP32 rates; prefer fp16")
+    return lines

@@ -1,0 +1,254 @@
+"""Step time of a LoRA / QLoRA training step.
+
+The frozen matmuls need only the input gradient in backward (2x the forward FLOPs per step
+instead of 3x); the adapters add small GEMMs and elementwise passes; QLoRA dequantizes each
+weight to 16 bit in forward and again in backward. Why a module of its own: it is the time
+model of the adapted job (peft.py holds what the adapters are and store), reading the kernels
+of transformer_cost and the roofline of speed.py, and nothing above it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fitbench.core.gpu import GpuSpec
+from fitbench.estimate import transformer_cost
+from fitbench.estimate.dtypes import activation_dtypes
+from fitbench.estimate.matrices import block_gemms
+from fitbench.estimate.peft import (
+    ADAPTER_BYTES,
+    DOUBLE_QUANT,
+    LORA_DROPOUT,
+    LORA_ELEMENTWISE_OPS,
+    MASK_BYTES,
+    NF4_BITS,
+    NF4_CONSTANT_BITS,
+    adapted_arch,
+    lora_linears,
+    peft_bytes,
+    trainable_bytes,
+)
+from fitbench.estimate.profile import Profile
+from fitbench.estimate.segments import Kernel
+from fitbench.estimate.speed import (
+    BACKWARD_HOST_SHARE,
+    FOREACH_OPTIMIZER_OPS,
+    FUSED_OPTIMIZER_OPS,
+    FUSED_OPTIMIZER_PASSES,
+    OPTIMIZER_PASSES,
+    STEP_FIXED_OPS,
+    Timing,
+    overlapped_seconds,
+    time_kernels,
+)
+from fitbench.workloads.workload import Workload
+
+# Backward host work, as the autograd nodes backward executes per block (benchmarks/lora_ops.py,
+# real Qwen2 and Llama blocks through the torch backend's session): a trained block 84 (Qwen2:
+# q/k/v biases) or 81 (Llama), 82.5 between them, for the 48 forward operations the estimator
+# counts (transformer_cost); its BACKWARD_HOST_SHARE of those, 24, is 0.29 of an operation per
+# node. A frozen block executes 65 nodes (no AccumulateGrad, no transposed weight's TBackward:
+# a frozen Linear computes only its input gradient); each adapted Linear adds 15 (the casts,
+# dropout, A, B, scaling and add with their views, and A's and B's AccumulateGrad) for its 6
+# forward operations. At 0.29 of an operation per node:
+TRAINED_BLOCK_NODES = 82.5
+FROZEN_BLOCK_NODES = 65.0
+BLOCK_FORWARD_OPS = 48.0
+LORA_LINEAR_NODES = 15.0
+# 0.394 of a forward operation for the frozen base's backward (full training: 0.5) ...
+FROZEN_BACKWARD_SHARE = BACKWARD_HOST_SHARE * FROZEN_BLOCK_NODES / TRAINED_BLOCK_NODES
+# ... and 0.727 for the adapters' (2.5 nodes per forward operation against a block's 1.72).
+LORA_BACKWARD_SHARE = (BACKWARD_HOST_SHARE * (LORA_LINEAR_NODES / (2 + LORA_ELEMENTWISE_OPS))
+                       / (TRAINED_BLOCK_NODES / BLOCK_FORWARD_OPS))
+
+
+# -- kernels ------------------------------------------------------------------------------------
+def _frozen_backward(forward: list[Kernel]) -> list[Kernel]:
+    """Backward of the base forward with frozen weights.
+
+    Matmuls of frozen weights compute only the input gradient: as many FLOPs and bytes as their
+    forward (full training: 2x, the weight gradient being the other product). An encoder's
+    classifier (trained) keeps 2x. Attention (2.5x: recomputes the scores) and elementwise
+    backward (2x the bytes) are unchanged. The frozen embeddings have no backward at all, and
+    of a frozen Linear's autocast casts only the input's is cast back in backward. The host
+    issues FROZEN_BACKWARD_SHARE of a forward operation per operation (fewer autograd nodes than
+    full training's BACKWARD_HOST_SHARE); the trained classifier keeps the latter.
+    """
+    out = []
+    for k in forward:
+        if k.name == "embedding":
+            continue
+        casts = k.cast_ops
+        if k.kind == "matmul":
+            factor = 2.0 if k.name == "classifier" else 1.0
+            flops, nbytes = k.flops * factor, k.bytes * factor
+            if k.name != "classifier" and casts:
+                casts = float(transformer_cost.input_casts(k.name))
+        elif k.kind == "attention":
+            flops, nbytes = k.flops * 2.5, k.bytes * 2.0
+        else:
+            flops, nbytes = k.flops * 2.0, k.bytes * 2.0
+        out.append(
+            dataclasses.replace(
+                k,
+                name=k.name + ".backward",
+                flops=flops,
+                bytes=nbytes,
+                ops=k.ops * (BACKWARD_HOST_SHARE if k.name == "classifier" else FROZEN_BACKWARD_SHARE),
+                cast_ops=casts,
+            )
+        )
+    return out
+
+
+def lora_kernels(workload: Workload) -> tuple[list[Kernel], list[Kernel]]:
+    """(forward, backward) kernels of the adapter branches over one step's tokens.
+
+    Forward per adapted Linear: A (2*T*in*r FLOPs), B (2*T*r*out) and the elementwise passes:
+    the input cast to FP32 (or autocast's cast back to 16 bit), dropout (read, write, mask),
+    the scaling, the add into the base output and its cast back. Backward: A and B each compute
+    an input and a weight gradient (2x), elementwise about 2x the bytes; the host issues
+    LORA_BACKWARD_SHARE of a forward operation per operation (the nodes autograd executes).
+    """
+    arch = adapted_arch(workload)
+    dt = activation_dtypes(workload, dropout=arch.kind == "encoder")
+    b = peft_bytes(workload)
+    tokens = workload.batch_size * (workload.seq_len or 1)
+    r = workload.lora_rank
+    a, lb, w = dt.act, b.lora, ADAPTER_BYTES
+    mask = MASK_BYTES if LORA_DROPOUT > 0 else 0
+    L = arch.num_layers
+    fwd: list[Kernel] = []
+    for name, fin, fout in lora_linears(workload):
+        fwd.append(
+            Kernel(
+                name=f"lora.{name}.A",
+                kind="matmul",
+                flops=2.0 * tokens * fin * r,
+                bytes=tokens * (fin + r) * lb + fin * r * w,
+                count=L,
+            )
+        )
+        fwd.append(
+            Kernel(
+                name=f"lora.{name}.B",
+                kind="matmul",
+                flops=2.0 * tokens * r * fout,
+                bytes=tokens * (r + fout) * lb + r * fout * w,
+                count=L,
+            )
+        )
+        cast_in = fin * (a + 4) if a != 4 else 0.0
+        dropout = fin * (4 + 4 + mask)
+        out = fout * (4 + 4) + fout * (a + 4 + 4) + fout * (4 + a)  # scale, add, cast back
+        fwd.append(
+            Kernel(
+                name=f"lora.{name}.elementwise",
+                kind="memory",
+                flops=0.0,
+                bytes=tokens * (cast_in + dropout + out),
+                count=L,
+                ops=LORA_ELEMENTWISE_OPS,
+            )
+        )
+    bwd = [
+        dataclasses.replace(
+            k,
+            name=k.name + ".backward",
+            flops=k.flops * 2.0,
+            bytes=k.bytes * 2.0,
+            ops=k.ops * LORA_BACKWARD_SHARE,
+        )
+        for k in fwd
+    ]
+    return fwd, bwd
+
+
+def dequant_kernels(workload: Workload) -> list[Kernel]:
+    """QLoRA: one pass of dequantization over every block Linear (read NF4 and its constants,
+    write the 16-bit weight that the following GEMM reads; that read is in forward_kernels)."""
+    if workload.peft != "qlora":
+        return []
+    arch = adapted_arch(workload)
+    b = peft_bytes(workload)
+    consts = NF4_CONSTANT_BITS[DOUBLE_QUANT] / 8
+    return [
+        Kernel(
+            name=f"dequant.{name}",
+            kind="memory",
+            flops=0.0,
+            bytes=fin * fout * (NF4_BITS / 8 + consts + b.compute),
+            count=arch.num_layers,
+            ops=2.0,
+        )
+        for name, fin, fout in block_gemms(arch)
+    ]
+
+
+def optimizer_kernels(workload: Workload) -> list[Kernel]:
+    """The optimizer over the trainable parameters only (speed.optimizer_kernels' passes per
+    implementation, once every grad_accum micro-batches)."""
+    fused = workload.optimizer_impl == "fused"
+    passes = (FUSED_OPTIMIZER_PASSES if fused else OPTIMIZER_PASSES)[workload.optimizer]
+    ops = FUSED_OPTIMIZER_OPS if fused else FOREACH_OPTIMIZER_OPS
+    share = 1.0 / workload.grad_accum
+    return [
+        Kernel(
+            name="optimizer",
+            kind="memory",
+            flops=0.0,
+            bytes=passes * trainable_bytes(workload) * share,
+            count=1,
+            ops=ops * share,
+        )
+    ]
+
+
+def _add(t1: Timing, t2: Timing, profile: Profile) -> Timing:
+    """Two parts of one step: GPU and host times add; the step is the longer of the two plus the
+    share of the shorter that does not overlap (speed.time_kernels' rule)."""
+    gpu = t1.gpu_seconds + t2.gpu_seconds
+    host = t1.host_seconds + t2.host_seconds
+    return Timing(
+        seconds=overlapped_seconds(gpu, host, profile.overlap_loss),
+        gpu_seconds=gpu,
+        host_seconds=host,
+        compute_seconds=t1.compute_seconds + t2.compute_seconds,
+        memory_seconds=t1.memory_seconds + t2.memory_seconds,
+        floor_seconds=t1.floor_seconds + t2.floor_seconds,
+        flops=t1.flops + t2.flops,
+        bytes=t1.bytes + t2.bytes,
+    )
+
+
+def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
+    """One LoRA/QLoRA training step.
+
+    Base: forward + input-gradient-only backward (+ a second forward with checkpointing), at the
+    workload's compute precision. QLoRA: a dequantization pass per weight in forward and in
+    backward (and in the recomputed forward). Adapters: their GEMMs and elementwise passes, timed
+    at FP32 rates (peft computes the FP32 adapters in FP32; autocast runs them in 16 bit), and the
+    optimizer over the trainable parameters only.
+    """
+    adapted_arch(workload)
+    fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
+    base = fwd + _frozen_backward(fwd)
+    passes = 2
+    if workload.checkpointing:
+        base += fwd
+        passes += 1
+    base += [dataclasses.replace(k, count=k.count * passes) for k in dequant_kernels(workload)]
+    main = time_kernels(
+        base,
+        workload,
+        gpu,
+        profile,
+        host_seconds_per_op=profile.host_seconds_per_op,
+        fixed_ops=STEP_FIXED_OPS,
+    )
+    lora_fwd, lora_bwd = lora_kernels(workload)
+    adapters = lora_fwd + lora_bwd + (lora_fwd if workload.checkpointing else [])
+    adapters += optimizer_kernels(workload)
+    fp32 = workload if workload.precision_info.amp else dataclasses.replace(workload, precision="fp32")
+    extra = time_kernels(adapters, fp32, gpu, profile, host_seconds_per_op=profile.host_seconds_per_op)
+    return _add(main, extra, profile)

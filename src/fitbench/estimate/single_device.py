@@ -1,0 +1,115 @@
+"""Peak memory of a full-parameter job on one device, as a named breakdown.
+
+Training peaks in the backward walk or at the optimizer step (liveness.py decides which, from
+the segments of resnet_cost / transformer_cost); inference at its forward pass; generation with
+its KV cache. Why a module of its own: this is the breakdown the other models start from:
+PEFT replaces its trainable parts (peft.py), several GPUs shard it (sharding.py).
+"""
+
+from __future__ import annotations
+
+from fitbench.estimate import liveness, resnet_cost, transformer_cost
+from fitbench.estimate.breakdown import PART_NAMES, MemoryBreakdown
+from fitbench.estimate.liveness import GradedSegment
+from fitbench.estimate.optimizer import optimizer_bytes
+from fitbench.estimate.profile import Profile
+from fitbench.estimate.segments import Segment
+from fitbench.estimate.weights import weight_bytes
+from fitbench.workloads.arch import TransformerArch
+from fitbench.workloads.workload import Workload
+
+
+def training_segments(workload: Workload, framework: str) -> list[Segment]:
+    """The segments of a training step in forward order, as the model's cost module counts them."""
+    if workload.is_resnet:
+        return resnet_cost.training_segments(workload, framework)
+    return transformer_cost.training_segments(workload)
+
+
+def autocast_copy_bytes(workload: Workload, framework: str) -> float:
+    """Autocast's cached 16-bit copies of the weights, alive for the whole autocast region.
+
+    One rule for every phase: the weights the segments mark as cast (those of Linear layers,
+    convolutions and heads; embeddings and norms run in FP32 and are not cast). PyTorch caches a
+    weight's cast while autocast is entered (torch.autocast's cache_enabled default) whether or
+    not autograd records: training keeps them until backward, a forward pass until it ends,
+    `generate` under one autocast context for the whole generation (its decode kernels read
+    these copies, speed.generation's 16-bit weight traffic). Zero outside AMP.
+    """
+    cast_b = workload.precision_info.cast_cache_bytes
+    if not cast_b:
+        return 0.0
+    return sum(seg.cast_params for seg in training_segments(workload, framework)) * cast_b
+
+
+def graded_segments(workload: Workload, framework: str) -> list[GradedSegment]:
+    """The segments of a full-parameter step, each with the precision's gradient bytes."""
+    grad_b = workload.precision_info.grad_bytes
+    return [(seg, grad_b) for seg in training_segments(workload, framework)]
+
+
+def activation_peak(workload: Workload, framework: str) -> dict[str, float]:
+    """The backward walk's moment with the most activations, autocast copies and temporaries,
+    gradients left out (liveness.activation_moment), of a full-parameter step."""
+    return liveness.activation_moment(
+        graded_segments(workload, framework),
+        cast_bytes=workload.precision_info.cast_cache_bytes,
+        checkpointing=workload.checkpointing,
+        grad_accum=workload.grad_accum,
+    )
+
+
+def step_peak(workload: Workload, framework: str) -> tuple[str, dict[str, float]]:
+    """The larger of the backward walk's largest moment and the optimizer step, as parts."""
+    _, _, scratch = optimizer_bytes(workload, framework)
+    return liveness.step_peak(
+        graded_segments(workload, framework),
+        cast_bytes=workload.precision_info.cast_cache_bytes,
+        checkpointing=workload.checkpointing,
+        grad_accum=workload.grad_accum,
+        optimizer_scratch=scratch,
+    )
+
+
+def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
+    """Full-parameter training, inference or generation on one device."""
+    framework = profile.framework
+    weights, scales = weight_bytes(workload)
+    p = workload.precision_info
+    parts: dict[str, float] = dict.fromkeys(PART_NAMES, 0.0)
+    parts["weights"] = weights
+    parts["quantization_scales"] = scales
+    details: dict[str, int] = {}
+    if workload.is_training:
+        state, master, _ = optimizer_bytes(workload, framework)
+        parts["optimizer_state"] = state
+        parts["master_weights"] = master
+        phase, dynamic = step_peak(workload, framework)
+        parts.update(dynamic)
+        details["gradients_total"] = int(workload.param_count() * p.grad_bytes)
+    elif workload.is_generation:
+        phase = "generate"
+        parts["kv_cache"] = transformer_cost.kv_cache_bytes(workload)
+        # Prefill scratch, or while decoding one layer's K/V being re-grown by concatenation.
+        arch = workload.arch
+        assert isinstance(arch, TransformerArch)
+        parts["temporaries"] = max(
+            transformer_cost.inference_transient_bytes(workload), parts["kv_cache"] / arch.num_layers
+        )
+        parts["amp_weight_copies"] = autocast_copy_bytes(workload, framework) * profile.autocast_cache_share
+    else:
+        phase = "forward"
+        parts["amp_weight_copies"] = autocast_copy_bytes(workload, framework) * profile.autocast_cache_share
+        module = resnet_cost if workload.is_resnet else transformer_cost
+        parts["temporaries"] = module.inference_transient_bytes(workload)
+    dynamic_total = parts["activations"] + parts["temporaries"] + parts["kv_cache"] + parts["gradients"]
+    parts["workspace"] = profile.workspace_bytes
+    fragmentation = profile.fragmentation_cnn if workload.is_resnet else profile.fragmentation
+    parts["fragmentation"] = fragmentation * dynamic_total
+    if workload.is_generation:
+        outgrown = transformer_cost.outgrown_cache_bytes(workload, profile.kv_growth_stale_share)
+        parts["fragmentation"] += outgrown
+        if outgrown:
+            details["outgrown_kv_cache_blocks"] = int(outgrown)
+    parts["cuda_context"] = profile.context_bytes
+    return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)
