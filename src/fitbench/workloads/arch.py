@@ -7,6 +7,7 @@ backends provably describe the same model.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from fitbench.errors import FitbenchError
@@ -78,7 +79,11 @@ class ResNetArch:
         return self.base_width * 8 * self.expansion
 
     def convs(self, image_size: int) -> list[ConvLayer]:
-        """Every convolution with its input resolution, in execution order."""
+        """Every convolution with its input resolution, in execution order (built once per
+        architecture and size: the estimator and the size guide ask for it thousands of times)."""
+        return list(_resnet_convs(self, image_size))
+
+    def _build_convs(self, image_size: int) -> list[ConvLayer]:
         w = self.base_width
         hw = image_size
         out: list[ConvLayer] = []
@@ -165,6 +170,11 @@ class ResNetArch:
 
     def largest_layer_params(self) -> int:
         return max([c.params for c in self.convs(224)] + [self.feature_dim * self.num_classes])
+
+
+@functools.lru_cache(maxsize=512)
+def _resnet_convs(arch: ResNetArch, image_size: int) -> tuple[ConvLayer, ...]:
+    return tuple(arch._build_convs(image_size))
 
 
 NORMS = ("layernorm", "rmsnorm", "nonparametric")
