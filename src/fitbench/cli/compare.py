@@ -10,6 +10,8 @@ from fitbench.advise.i18n import resolve_lang, status_label, t
 from fitbench.cli.common import add_command, add_db_arg, print_json
 from fitbench.cli.history import open_history
 from fitbench.core.units import format_bytes, format_rate, format_seconds
+from fitbench.records.measurement import Measurement
+from fitbench.records.run import RunRecord
 
 EPILOG = """examples:
   fitbench compare 3f2a91c0 7be01d44        two runs by id (any unique prefix works)
@@ -47,20 +49,19 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     parser.set_defaults(func=compare_command)
 
 
-def _section(run: dict[str, Any], key: str) -> dict[str, Any]:
-    value = run.get(key)
-    return value if isinstance(value, dict) else {}
+def _value(m: Measurement | None, key: str) -> Any:
+    """A measured figure by its field name (None for a run without a measurement)."""
+    return getattr(m, key) if m is not None else None
 
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def metrics(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
-    ma, mb = _section(a, "measurement"), _section(b, "measurement")
+def metrics(a: RunRecord, b: RunRecord) -> list[dict[str, Any]]:
     out = []
     for label, key, _ in METRICS:
-        va, vb = ma.get(key), mb.get(key)
+        va, vb = _value(a.measurement, key), _value(b.measurement, key)
         if va is None and vb is None:
             continue
         na, nb = _number(va), _number(vb)
@@ -71,22 +72,21 @@ def metrics(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
 
 def compare_command(args: argparse.Namespace) -> int:
     with open_history(args.db) as history:
-        a = history.get_run(args.run_a)
-        b = history.get_run(args.run_b)
+        a = history.get_record(args.run_a)
+        b = history.get_record(args.run_b)
     rows = metrics(a, b)
     lang = resolve_lang(getattr(args, "lang", None))
     if args.json:
-        print_json({"a": a, "b": b, "metrics": rows})
+        print_json({"a": a.to_dict(), "b": b.to_dict(), "metrics": rows})
         return 0
     from fitbench.results.table import render_table
 
-    wa, wb = _section(a, "workload"), _section(b, "workload")
-    ma, mb = _section(a, "measurement"), _section(b, "measurement")
     table: list[list[str]] = []
     for key in CONTEXT:
-        table.append([t(f"compare.{key}", lang), str(wa.get(key, "-")), str(wb.get(key, "-")), ""])
+        wa, wb = a.workload.get(key, "-"), b.workload.get(key, "-")
+        table.append([t(f"compare.{key}", lang), str(wa), str(wb), ""])
     for key in DETAILS:
-        va, vb = ma.get(key, "-"), mb.get(key, "-")
+        va, vb = _value(a.measurement, key) or "-", _value(b.measurement, key) or "-"
         if key == "status":
             va, vb = status_label(va, lang), status_label(vb, lang)
         table.append([t(f"compare.{key}", lang), str(va), str(vb), ""])
@@ -95,5 +95,5 @@ def compare_command(args: argparse.Namespace) -> int:
         fmt = formats[row["name"]]
         ratio = f"{row['ratio']:.2f}x" if row["ratio"] is not None else ""
         table.append([t(f"compare.{row['name']}", lang), fmt(row["a"]), fmt(row["b"]), ratio])
-    print(render_table(["", f"A {a.get('run_id')}", f"B {b.get('run_id')}", "B/A"], table, align="lrrr"))
+    print(render_table(["", f"A {a.run_id}", f"B {b.run_id}", "B/A"], table, align="lrrr"))
     return 0
