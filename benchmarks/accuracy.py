@@ -92,57 +92,214 @@ MATRIX: list[tuple[str, dict[str, Any]]] = [
 # one H200 (--dry-run prints the estimate); 2 s a timed loop, 32 new tokens a generation.
 HOLDOUT: list[tuple[str, dict[str, Any]]] = [
     # GQA decoders generating after long prompts, batch >= 4 (HF generate, bf16).
-    ("qwen2.5-1.5b.json", {"mode": "infer", "precision": "bf16", "batch_size": 8, "prompt_tokens": 1024,
-                           "new_tokens": 32}),
-    ("qwen2.5-1.5b.json", {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 2048,
-                           "new_tokens": 32}),
-    ("llama-3.2-1b.json", {"mode": "infer", "precision": "bf16", "batch_size": 16, "prompt_tokens": 1024,
-                           "new_tokens": 32}),
-    ("llama-3.2-3b.json", {"mode": "infer", "precision": "bf16", "batch_size": 8, "prompt_tokens": 2048,
-                           "new_tokens": 32}),
+    (
+        "qwen2.5-1.5b.json",
+        {"mode": "infer", "precision": "bf16", "batch_size": 8, "prompt_tokens": 1024, "new_tokens": 32},
+    ),
+    (
+        "qwen2.5-1.5b.json",
+        {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 2048, "new_tokens": 32},
+    ),
+    (
+        "llama-3.2-1b.json",
+        {"mode": "infer", "precision": "bf16", "batch_size": 16, "prompt_tokens": 1024, "new_tokens": 32},
+    ),
+    (
+        "llama-3.2-3b.json",
+        {"mode": "infer", "precision": "bf16", "batch_size": 8, "prompt_tokens": 2048, "new_tokens": 32},
+    ),
     # Mistral-7B's layout, a 4096-token sliding window on every layer: a 6k-token prompt reaches
     # past the window, so the KV cache transformers keeps and the attention read are the window's.
-    ("mistral-7b.json", {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 6144,
-                         "new_tokens": 32}),
+    (
+        "mistral-7b.json",
+        {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 6144, "new_tokens": 32},
+    ),
     # Full fine-tuning of a 1B-class decoder: Adam / AdamW, FP32 / AMP, foreach / fused.
-    ("llama-3.2-1b.json", {"mode": "train", "precision": "fp32", "optimizer": "adamw",
-                           "optimizer_impl": "foreach", "batch_size": 4, "seq_len": 512}),
-    ("llama-3.2-1b.json", {"mode": "train", "precision": "fp32", "optimizer": "adamw",
-                           "optimizer_impl": "fused", "batch_size": 4, "seq_len": 512}),
-    ("llama-3.2-1b.json", {"mode": "train", "precision": "amp-bf16", "optimizer": "adam",
-                           "optimizer_impl": "foreach", "batch_size": 4, "seq_len": 1024}),
-    ("llama-3.2-1b.json", {"mode": "train", "precision": "amp-bf16", "optimizer": "adam",
-                           "optimizer_impl": "fused", "batch_size": 4, "seq_len": 1024}),
+    (
+        "llama-3.2-1b.json",
+        {
+            "mode": "train",
+            "precision": "fp32",
+            "optimizer": "adamw",
+            "optimizer_impl": "foreach",
+            "batch_size": 4,
+            "seq_len": 512,
+        },
+    ),
+    (
+        "llama-3.2-1b.json",
+        {
+            "mode": "train",
+            "precision": "fp32",
+            "optimizer": "adamw",
+            "optimizer_impl": "fused",
+            "batch_size": 4,
+            "seq_len": 512,
+        },
+    ),
+    (
+        "llama-3.2-1b.json",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adam",
+            "optimizer_impl": "foreach",
+            "batch_size": 4,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "llama-3.2-1b.json",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adam",
+            "optimizer_impl": "fused",
+            "batch_size": 4,
+            "seq_len": 1024,
+        },
+    ),
     # GPT-2 family training at its full context.
-    ("gpt2-medium.json", {"mode": "train", "precision": "fp32", "optimizer": "adamw",
-                          "optimizer_impl": "foreach", "batch_size": 8, "seq_len": 1024}),
-    ("gpt2-large.json", {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw",
-                         "optimizer_impl": "fused", "batch_size": 8, "seq_len": 1024}),
+    (
+        "gpt2-medium.json",
+        {
+            "mode": "train",
+            "precision": "fp32",
+            "optimizer": "adamw",
+            "optimizer_impl": "foreach",
+            "batch_size": 8,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "gpt2-large.json",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "optimizer_impl": "fused",
+            "batch_size": 8,
+            "seq_len": 1024,
+        },
+    ),
     # LoRA at ranks 8 / 64 / 256, with and without activation checkpointing, seq 2048.
-    ("qwen2.5-1.5b.json", {"mode": "train", "precision": "bf16", "peft": "lora", "lora_rank": 8,
-                           "batch_size": 2, "seq_len": 2048}),
-    ("qwen2.5-1.5b.json", {"mode": "train", "precision": "bf16", "peft": "lora", "lora_rank": 64,
-                           "batch_size": 2, "seq_len": 2048}),
-    ("qwen2.5-1.5b.json", {"mode": "train", "precision": "bf16", "peft": "lora", "lora_rank": 256,
-                           "batch_size": 2, "seq_len": 2048}),
-    ("qwen2.5-1.5b.json", {"mode": "train", "precision": "bf16", "peft": "lora", "lora_rank": 8,
-                           "batch_size": 2, "seq_len": 2048, "checkpointing": True}),
-    ("qwen2.5-1.5b.json", {"mode": "train", "precision": "bf16", "peft": "lora", "lora_rank": 64,
-                           "batch_size": 2, "seq_len": 2048, "checkpointing": True}),
-    ("qwen2.5-1.5b.json", {"mode": "train", "precision": "bf16", "peft": "lora", "lora_rank": 256,
-                           "batch_size": 2, "seq_len": 2048, "checkpointing": True}),
+    (
+        "qwen2.5-1.5b.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 8,
+            "batch_size": 2,
+            "seq_len": 2048,
+        },
+    ),
+    (
+        "qwen2.5-1.5b.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 64,
+            "batch_size": 2,
+            "seq_len": 2048,
+        },
+    ),
+    (
+        "qwen2.5-1.5b.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 256,
+            "batch_size": 2,
+            "seq_len": 2048,
+        },
+    ),
+    (
+        "qwen2.5-1.5b.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 8,
+            "batch_size": 2,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+    (
+        "qwen2.5-1.5b.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 64,
+            "batch_size": 2,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+    (
+        "qwen2.5-1.5b.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 256,
+            "batch_size": 2,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
     # BERT-large training; encoders in inference.
-    ("bert-large-uncased.json", {"mode": "train", "precision": "amp-fp16", "optimizer": "adamw",
-                                 "optimizer_impl": "foreach", "batch_size": 16, "seq_len": 512}),
+    (
+        "bert-large-uncased.json",
+        {
+            "mode": "train",
+            "precision": "amp-fp16",
+            "optimizer": "adamw",
+            "optimizer_impl": "foreach",
+            "batch_size": 16,
+            "seq_len": 512,
+        },
+    ),
     ("bert-large-uncased.json", {"mode": "infer", "precision": "fp16", "batch_size": 64, "seq_len": 512}),
     ("bert-base-imdb", {"mode": "infer", "precision": "fp32", "batch_size": 64, "seq_len": 512}),
     # ResNet-50 (ImageNet head) with SGD with momentum at 128 and 224 px.
-    ("resnet-50.json", {"mode": "train", "precision": "fp32", "optimizer": "momentum",
-                        "optimizer_impl": "foreach", "batch_size": 128, "image_size": 128}),
-    ("resnet-50.json", {"mode": "train", "precision": "fp32", "optimizer": "momentum",
-                        "optimizer_impl": "foreach", "batch_size": 64, "image_size": 224}),
-    ("resnet-50.json", {"mode": "train", "precision": "amp-bf16", "optimizer": "momentum",
-                        "optimizer_impl": "fused", "batch_size": 128, "image_size": 224}),
+    (
+        "resnet-50.json",
+        {
+            "mode": "train",
+            "precision": "fp32",
+            "optimizer": "momentum",
+            "optimizer_impl": "foreach",
+            "batch_size": 128,
+            "image_size": 128,
+        },
+    ),
+    (
+        "resnet-50.json",
+        {
+            "mode": "train",
+            "precision": "fp32",
+            "optimizer": "momentum",
+            "optimizer_impl": "foreach",
+            "batch_size": 64,
+            "image_size": 224,
+        },
+    ),
+    (
+        "resnet-50.json",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "momentum",
+            "optimizer_impl": "fused",
+            "batch_size": 128,
+            "image_size": 224,
+        },
+    ),
 ]
 SETS = {"matrix": MATRIX, "holdout": HOLDOUT}
 # What one point costs beside its timed steps, from the wall times in
@@ -167,11 +324,13 @@ MAX_BATCH: list[tuple[str, dict[str, Any], str]] = [
 
 def label(name: str, overrides: dict[str, Any]) -> str:
     return name.removesuffix(".json") + "".join(
-        f" {k.replace('_size', '').replace('_len', '')}={v}" for k, v in overrides.items())
+        f" {k.replace('_size', '').replace('_len', '')}={v}" for k, v in overrides.items()
+    )
 
 
-def build_workload(name: str, overrides: dict[str, Any], *, tiny: bool = False,
-                   smoke: bool = False) -> tuple[Workload, dict[str, Any]]:
+def build_workload(
+    name: str, overrides: dict[str, Any], *, tiny: bool = False, smoke: bool = False
+) -> tuple[Workload, dict[str, Any]]:
     """The workload of one point and the declared fields this fitbench cannot apply.
 
     `tiny`: the preset's tiny variant (MATRIX only); `smoke`: the same job on a shrunk model
@@ -197,11 +356,23 @@ def shrink(workload: Workload) -> Workload:
         arch = dataclasses.replace(TINY_RESNET, num_classes=arch.num_classes)
         return dataclasses.replace(workload, arch=arch, batch_size=4, image_size=32, tiny=True)
     heads, layers = 4, 2
-    windows = ({"sliding_window": 8, "sliding_layers": layers}  # the 16-token prompt reaches past it
-               if getattr(arch, "sliding_layers", 0) else {})
-    arch = dataclasses.replace(arch, vocab_size=1000, hidden_size=64, num_layers=layers, num_heads=heads,
-                               num_kv_heads=2 if arch.kv_heads != arch.num_heads else None, head_dim=None,
-                               intermediate_size=172, max_positions=256, **windows)
+    windows = (
+        {"sliding_window": 8, "sliding_layers": layers}  # the 16-token prompt reaches past it
+        if getattr(arch, "sliding_layers", 0)
+        else {}
+    )
+    arch = dataclasses.replace(
+        arch,
+        vocab_size=1000,
+        hidden_size=64,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=2 if arch.kv_heads != arch.num_heads else None,
+        head_dim=None,
+        intermediate_size=172,
+        max_positions=256,
+        **windows,
+    )
     small = {"batch_size": 2, "tiny": True}
     if workload.seq_len:
         small["seq_len"] = min(workload.seq_len, 64)
@@ -239,17 +410,35 @@ def dry_run(points: list[tuple[str, dict[str, Any]]], gpu_id: str, min_seconds: 
         est = protocol.estimate(workload, get_gpu(gpu_id))
         seconds = estimated_seconds(workload, gpu_id, min_seconds)
         total += seconds
-        speed = (f"{est.tokens_per_second:.0f} tok/s" if workload.is_generation
-                 else f"{(est.step_seconds or 0) * 1e3:.0f} ms")
-        rows.append([label(name, overrides), protocol.family_of(workload),
-                     format_bytes(est.peak_memory_bytes), speed, f"{seconds:.0f} s",
-                     ", ".join(f"{k}={v}" for k, v in unapplied.items())])
-    print(render_table(["point", "family", "est peak", "est speed", "est wall", "declared, not applied"],
-                       rows, align="llrrrl"))
+        speed = (
+            f"{est.tokens_per_second:.0f} tok/s"
+            if workload.is_generation
+            else f"{(est.step_seconds or 0) * 1e3:.0f} ms"
+        )
+        rows.append(
+            [
+                label(name, overrides),
+                protocol.family_of(workload),
+                format_bytes(est.peak_memory_bytes),
+                speed,
+                f"{seconds:.0f} s",
+                ", ".join(f"{k}={v}" for k, v in unapplied.items()),
+            ]
+        )
+    print(
+        render_table(
+            ["point", "family", "est peak", "est speed", "est wall", "declared, not applied"],
+            rows,
+            align="llrrrl",
+        )
+    )
     print(f"\n{len(points)} points, about {total / 60:.1f} minutes on {gpu_id} (x{TIME_MARGIN} margin)")
     if any(k not in known for k in OPTIONAL_FIELDS):
-        print("this fitbench's workloads have no " + ", ".join(k for k in OPTIONAL_FIELDS if k not in known)
-              + ": those points run the framework default")
+        print(
+            "this fitbench's workloads have no "
+            + ", ".join(k for k in OPTIONAL_FIELDS if k not in known)
+            + ": those points run the framework default"
+        )
     return 0
 
 
@@ -262,18 +451,38 @@ def local_gpu_id(explicit: str | None) -> str:
     return gpus[0].catalog_id
 
 
-def accuracy_point(name: str, overrides: dict[str, Any], gpu_id: str | None, device: str,
-                   tiny: bool, repeat: int = 1, *, smoke: bool = False,
-                   min_seconds: float = 2.0) -> dict[str, Any]:
+def accuracy_point(
+    name: str,
+    overrides: dict[str, Any],
+    gpu_id: str | None,
+    device: str,
+    tiny: bool,
+    repeat: int = 1,
+    *,
+    smoke: bool = False,
+    min_seconds: float = 2.0,
+) -> dict[str, Any]:
     workload, unapplied = build_workload(name, overrides, tiny=tiny, smoke=smoke)
     small = tiny or smoke
     runs = []
     for _ in range(max(1, repeat)):
         t0 = time.perf_counter()
-        m = measure(workload, "torch", RunOptions(device=device), min_seconds=0.2 if small else min_seconds,
-                    min_steps=2 if small else None, timeout_s=POINT_TIMEOUT_S)
-        runs.append({"label": label(name, overrides), "workload": workload.to_dict(),
-                     "measurement": m, "wall_seconds": time.perf_counter() - t0})
+        m = measure(
+            workload,
+            "torch",
+            RunOptions(device=device),
+            min_seconds=0.2 if small else min_seconds,
+            min_steps=2 if small else None,
+            timeout_s=POINT_TIMEOUT_S,
+        )
+        runs.append(
+            {
+                "label": label(name, overrides),
+                "workload": workload.to_dict(),
+                "measurement": m,
+                "wall_seconds": time.perf_counter() - t0,
+            }
+        )
     point = runs[0] if len(runs) == 1 else combine_repeats(runs)
     if unapplied:
         point["declared_not_applied"] = unapplied
@@ -303,11 +512,14 @@ def combine_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:
     point = dict(chosen)
     point["runs"] = runs  # every run whole, so that later runs can be merged in (--merge)
     point["repeats"] = [
-        {"speed": speed_of(r), "step_seconds": r["measurement"].get("step_seconds"),
-         "decode_tokens_per_second": r["measurement"].get("decode_tokens_per_second"),
-         "nvml_process_peak_bytes": r["measurement"].get("nvml_process_peak_bytes"),
-         "peak_reserved_bytes": r["measurement"].get("peak_reserved_bytes"),
-         "wall_seconds": r.get("wall_seconds")}
+        {
+            "speed": speed_of(r),
+            "step_seconds": r["measurement"].get("step_seconds"),
+            "decode_tokens_per_second": r["measurement"].get("decode_tokens_per_second"),
+            "nvml_process_peak_bytes": r["measurement"].get("nvml_process_peak_bytes"),
+            "peak_reserved_bytes": r["measurement"].get("peak_reserved_bytes"),
+            "wall_seconds": r.get("wall_seconds"),
+        }
         for r in runs
     ]
     return point
@@ -347,8 +559,11 @@ def score(point: dict[str, Any], gpu_id: str) -> dict[str, Any]:
     point["errors"] = {
         "peak_vs_nvml": relative_error(est.peak_memory_bytes, m.get("nvml_process_peak_bytes")),
         "peak_vs_reserved": relative_error(est.peak_memory_bytes - context, m.get("peak_reserved_bytes")),
-        "speed": (relative_error(est.tokens_per_second, tokens) if workload.is_generation
-                  else relative_error(est.step_seconds, step)),
+        "speed": (
+            relative_error(est.tokens_per_second, tokens)
+            if workload.is_generation
+            else relative_error(est.step_seconds, step)
+        ),
     }
     if point.get("repeats"):
         predicted = est.tokens_per_second if workload.is_generation else est.step_seconds
@@ -363,12 +578,25 @@ def max_batch_point(name: str, overrides: dict[str, Any], card: str, device: str
     est = estimate(workload, gpu)
     options = RunOptions(device=device, memory_limit_bytes=gpu.usable_bytes)
     t0 = time.perf_counter()
-    found = find_max_batch(workload, "torch", options, start=max(1, est.max_batch_size), limit=1 << 20,
-                           growth=1.15, rel_tol=0.03, timeout_s=POINT_TIMEOUT_S)
-    return {"label": f"{label(name, overrides)} on {card}", "emulated": card, "workload": workload.to_dict(),
-            "estimated": est.max_batch_size, "search": found.to_dict(),
-            "error": relative_error(est.max_batch_size, found.max_batch),
-            "wall_seconds": time.perf_counter() - t0}
+    found = find_max_batch(
+        workload,
+        "torch",
+        options,
+        start=max(1, est.max_batch_size),
+        limit=1 << 20,
+        growth=1.15,
+        rel_tol=0.03,
+        timeout_s=POINT_TIMEOUT_S,
+    )
+    return {
+        "label": f"{label(name, overrides)} on {card}",
+        "emulated": card,
+        "workload": workload.to_dict(),
+        "estimated": est.max_batch_size,
+        "search": found.to_dict(),
+        "error": relative_error(est.max_batch_size, found.max_batch),
+        "wall_seconds": time.perf_counter() - t0,
+    }
 
 
 def rescore(path: Path) -> int:
@@ -401,21 +629,58 @@ def print_tables(points: list[dict[str, Any]], batches: list[dict[str, Any]]) ->
         gen = p["workload"]["mode"] == "infer" and p["workload"]["family"] == "decoder"
         speed_m = m.get("decode_tokens_per_second") if gen else m.get("step_seconds")
         speed_e = e.get("tokens_per_second") if gen else e.get("step_seconds")
-        fmt = (lambda v: "-" if v is None else f"{v:.1f} tok/s") if gen else (
-            lambda v: "-" if v is None else f"{v * 1e3:.1f} ms")
+        fmt = (
+            (lambda v: "-" if v is None else f"{v:.1f} tok/s")
+            if gen
+            else (lambda v: "-" if v is None else f"{v * 1e3:.1f} ms")
+        )
         spread = err.get("speed_range")
-        rows.append([p["label"], m.get("status", "?"), format_bytes(e.get("peak_memory_bytes")),
-                     format_bytes(m.get("nvml_process_peak_bytes")), pct(err.get("peak_vs_nvml")),
-                     format_bytes(m.get("peak_reserved_bytes")), pct(err.get("peak_vs_reserved")),
-                     fmt(speed_e), fmt(speed_m), pct(err.get("speed")),
-                     f"{pct(spread[0])}..{pct(spread[1])} ({len(p['repeats'])} runs)" if spread else ""])
-    print(render_table(["point", "status", "est peak", "NVML peak", "err", "reserved", "err",
-                        "est speed", "measured", "err", "err over runs"], rows, align="llrrrrrrrrl"))
+        rows.append(
+            [
+                p["label"],
+                m.get("status", "?"),
+                format_bytes(e.get("peak_memory_bytes")),
+                format_bytes(m.get("nvml_process_peak_bytes")),
+                pct(err.get("peak_vs_nvml")),
+                format_bytes(m.get("peak_reserved_bytes")),
+                pct(err.get("peak_vs_reserved")),
+                fmt(speed_e),
+                fmt(speed_m),
+                pct(err.get("speed")),
+                f"{pct(spread[0])}..{pct(spread[1])} ({len(p['repeats'])} runs)" if spread else "",
+            ]
+        )
+    print(
+        render_table(
+            [
+                "point",
+                "status",
+                "est peak",
+                "NVML peak",
+                "err",
+                "reserved",
+                "err",
+                "est speed",
+                "measured",
+                "err",
+                "err over runs",
+            ],
+            rows,
+            align="llrrrrrrrrl",
+        )
+    )
     if batches:
         print()
-        print(render_table(["max batch", "estimated", "found", "err"],
-                           [[b["label"], str(b["estimated"]), str(b["search"]["max_batch"]), pct(b["error"])]
-                            for b in batches], align="lrrr"))
+        print(
+            render_table(
+                ["max batch", "estimated", "found", "err"],
+                [
+                    [b["label"], str(b["estimated"]), str(b["search"]["max_batch"]), pct(b["error"])]
+                    for b in batches
+                ],
+                align="lrrr",
+            )
+        )
 
 
 def held_out_report(paths: list[Path], markdown: bool) -> int:
@@ -426,48 +691,85 @@ def held_out_report(paths: list[Path], markdown: bool) -> int:
         public = protocol.load_public() if protocol.PUBLIC.exists() else None
         print(protocol.markdown_report(protocol.in_sample(), public, new))
         return 0
-    samples = ([s for p in paths for s in protocol.load_samples(p)] if paths else protocol.in_sample())
+    samples = [s for p in paths for s in protocol.load_samples(p)] if paths else protocol.in_sample()
     result = protocol.held_out(samples)
     for split in ("leave_one_family_out", "fixed_split"):
         print(f"\n{split.replace('_', ' ')} (out of sample):")
         for r in result[split]:
-            print(f"  {r['label']:<60} {r['family']:<18} peak {pct(r['peak']):>7}  "
-                  f"speed {pct(r['speed']):>7}")
+            print(
+                f"  {r['label']:<60} {r['family']:<18} peak {pct(r['peak']):>7}  speed {pct(r['speed']):>7}"
+            )
     for name, fit in result["fits"].items():
-        print(f"fit {name}: fitted {', '.join(fit['fitted'])}; "
-              f"built-in kept: {', '.join(fit['kept']) or '-'}")
+        print(
+            f"fit {name}: fitted {', '.join(fit['fitted'])}; built-in kept: {', '.join(fit['kept']) or '-'}"
+        )
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--gpu", help="catalog id of the local GPU (default: detected)")
-    parser.add_argument("--set", dest="point_set", choices=sorted(SETS), default="matrix",
-                        help="matrix (the points the built-in profile was fitted on, default) or holdout "
-                             "(points it never saw)")
+    parser.add_argument(
+        "--set",
+        dest="point_set",
+        choices=sorted(SETS),
+        default="matrix",
+        help="matrix (the points the built-in profile was fitted on, default) or holdout "
+        "(points it never saw)",
+    )
     parser.add_argument("--only", help="run only points whose label contains this text")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the set's points, their estimates and the estimated wall time; "
-                             "measure nothing")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the set's points, their estimates and the estimated wall time; measure nothing",
+    )
     parser.add_argument("--no-max-batch", action="store_true", help="skip the max-batch searches")
     parser.add_argument("--cpu-tiny", action="store_true", help="tiny variants on the CPU, no estimate")
-    parser.add_argument("--smoke", action="store_true",
-                        help="every point on a shrunk model (same job), no estimate: proves a set runs")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="every point on a shrunk model (same job), no estimate: proves a set runs",
+    )
     parser.add_argument("--device", default=None, help="cuda (default) or cpu")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="folder for the JSON result (default: benchmarks/results; a temporary folder "
-                             "for --smoke and --cpu-tiny, whose figures are no results)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for the JSON result (default: benchmarks/results; a temporary folder "
+        "for --smoke and --cpu-tiny, whose figures are no results)",
+    )
     parser.add_argument("--rescore", type=Path, metavar="FILE", help="re-estimate a stored result")
-    parser.add_argument("--repeat", type=int, default=1, metavar="N",
-                        help="fresh-process runs per point; the median-speed run stands for it (default 1)")
-    parser.add_argument("--merge", type=Path, nargs="+", metavar="FILE",
-                        help="pool the runs of several result files into --merge-out")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="fresh-process runs per point; the median-speed run stands for it (default 1)",
+    )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="pool the runs of several result files into --merge-out",
+    )
     parser.add_argument("--merge-out", type=Path, help="where --merge writes (default: the first file)")
-    parser.add_argument("--held-out", type=Path, nargs="*", metavar="FILE",
-                        help="the held-out protocol on stored results (default: the in-sample H200 files)")
-    parser.add_argument("--report", type=Path, nargs="*", metavar="FILE",
-                        help="the README's accuracy tables in Markdown (held out, in sample, public cards)")
+    parser.add_argument(
+        "--held-out",
+        type=Path,
+        nargs="*",
+        metavar="FILE",
+        help="the held-out protocol on stored results (default: the in-sample H200 files)",
+    )
+    parser.add_argument(
+        "--report",
+        type=Path,
+        nargs="*",
+        metavar="FILE",
+        help="the README's accuracy tables in Markdown (held out, in sample, public cards)",
+    )
     args = parser.parse_args(argv)
     if args.merge:
         return merge(args.merge, args.merge_out or args.merge[0])
@@ -499,23 +801,39 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:
         """Rewritten after every point: a run stopped by a time limit keeps what it measured."""
         env = points[0]["measurement"].get("environment") if points else {}
-        result = {"benchmark": "accuracy", "set": args.point_set,
-                  "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                  "gpu": gpu_id, "device": device,
-                  "machine": {"python": platform.python_version(), "platform": platform.platform()},
-                  "environment": env, "points": points, "max_batch": batches}
+        result = {
+            "benchmark": "accuracy",
+            "set": args.point_set,
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "gpu": gpu_id,
+            "device": device,
+            "machine": {"python": platform.python_version(), "platform": platform.platform()},
+            "environment": env,
+            "points": points,
+            "max_batch": batches,
+        }
         path.write_text(json.dumps(result, indent=1, default=str))
 
     for name, overrides in matrix:
-        p = accuracy_point(name, overrides, gpu_id, device, args.cpu_tiny, args.repeat, smoke=args.smoke,
-                           min_seconds=min_seconds)
+        p = accuracy_point(
+            name,
+            overrides,
+            gpu_id,
+            device,
+            args.cpu_tiny,
+            args.repeat,
+            smoke=args.smoke,
+            min_seconds=min_seconds,
+        )
         points.append(p)
         save()
         errors = p.get("errors") or {}
-        print(f"{p['label']}: {p['measurement']['status']} {pct(errors.get('peak_vs_nvml'))} "
-              f"{pct(errors.get('speed'))} ({p['wall_seconds']:.0f} s)"
-              + (f" {p['measurement'].get('error')}" if p["measurement"]["status"] == "error" else ""),
-              flush=True)
+        print(
+            f"{p['label']}: {p['measurement']['status']} {pct(errors.get('peak_vs_nvml'))} "
+            f"{pct(errors.get('speed'))} ({p['wall_seconds']:.0f} s)"
+            + (f" {p['measurement'].get('error')}" if p["measurement"]["status"] == "error" else ""),
+            flush=True,
+        )
     if not args.no_max_batch and not small and args.point_set == "matrix":
         for name, overrides, card in MAX_BATCH:
             if args.only and args.only not in name:
@@ -523,8 +841,11 @@ def main(argv: list[str] | None = None) -> int:
             b = max_batch_point(name, overrides, card, device)
             batches.append(b)
             save()
-            print(f"{b['label']}: estimated {b['estimated']}, found {b['search']['max_batch']} "
-                  f"({b['wall_seconds']:.0f} s)", flush=True)
+            print(
+                f"{b['label']}: estimated {b['estimated']}, found {b['search']['max_batch']} "
+                f"({b['wall_seconds']:.0f} s)",
+                flush=True,
+            )
     save()
     print()
     print_tables(points, batches)

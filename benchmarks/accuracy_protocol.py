@@ -44,8 +44,12 @@ BOUNDS = RESULTS / "accuracy-bounds.toml"
 # The H200 measurements the built-in profile was fitted on (in sample).
 IN_SAMPLE_FILES = ("accuracy-h200-2026-12-02.json", "lora-llm-6b-h200-2026-12-02.json")
 FAMILIES = ("CNN", "encoder", "decoder-inference", "decoder-training", "PEFT")
-FITTED_KEYS = ("host_seconds_per_op", "generate_host_seconds_per_op",
-               *(k for keys in EFFICIENCY_KEYS.values() for k in keys), "context_bytes")
+FITTED_KEYS = (
+    "host_seconds_per_op",
+    "generate_host_seconds_per_op",
+    *(k for keys in EFFICIENCY_KEYS.values() for k in keys),
+    "context_bytes",
+)
 
 
 @dataclass(frozen=True)
@@ -87,8 +91,11 @@ def load_samples(path: Path) -> list[Sample]:
         rows = [(" ".join(f"{label} {w['precision']}".split()), w, data["measurement"])]
     if not gpu_id:
         raise ValueError(f"{path}: no GPU (a CPU measurement cannot be scored)")
-    return [Sample(label, Workload.from_dict(w), m, gpu_id, Path(path).name) for label, w, m in rows
-            if (m or {}).get("status") == "ok" and (m or {}).get("exec_mode", "default") == "default"]
+    return [
+        Sample(label, Workload.from_dict(w), m, gpu_id, Path(path).name)
+        for label, w, m in rows
+        if (m or {}).get("status") == "ok" and (m or {}).get("exec_mode", "default") == "default"
+    ]
 
 
 def in_sample() -> list[Sample]:
@@ -103,8 +110,11 @@ def errors(sample: Sample, profile: Profile | None = None) -> dict[str, float | 
     w, m = sample.workload, sample.measurement
     est = estimate(w, gpu, profile=profile or get_profile("torch", "default", use_user=False))
     step, tokens = measured_speed(m, w)
-    speed = (relative_error(est.tokens_per_second, tokens) if w.is_generation
-             else relative_error(est.step_seconds, step))
+    speed = (
+        relative_error(est.tokens_per_second, tokens)
+        if w.is_generation
+        else relative_error(est.step_seconds, step)
+    )
     return {"peak": relative_error(est.peak_memory_bytes, m.get("nvml_process_peak_bytes")), "speed": speed}
 
 
@@ -171,13 +181,23 @@ def summary(values: list[float | None], within: float) -> dict[str, Any]:
     vals = [abs(v) for v in values if v is not None]
     if not vals:
         return {"n": 0, "median_abs": None, "max_abs": None, "share_within": None}
-    return {"n": len(vals), "median_abs": statistics.median(vals), "max_abs": max(vals),
-            "share_within": sum(v <= within for v in vals) / len(vals)}
+    return {
+        "n": len(vals),
+        "median_abs": statistics.median(vals),
+        "max_abs": max(vals),
+        "share_within": sum(v <= within for v in vals) / len(vals),
+    }
 
 
 # -- public measurements on other cards ---------------------------------------------------------
-PUBLIC_METRICS = ("samples_per_second", "tokens_per_second", "step_seconds", "request_seconds",
-                  "request_tokens_per_second", "prefill_seconds")
+PUBLIC_METRICS = (
+    "samples_per_second",
+    "tokens_per_second",
+    "step_seconds",
+    "request_seconds",
+    "request_tokens_per_second",
+    "prefill_seconds",
+)
 
 
 def public_workload(point: dict[str, Any]) -> Workload:
@@ -216,9 +236,19 @@ def score_public(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
             predicted, measured = (1.0 / estimated if estimated else None), 1.0 / value
         else:
             predicted, measured = estimated, value
-        rows.append({"id": p["id"], "card": p["card"], "model": p["model"], "exec_mode": p.get("exec_mode",
-                     "default"), "metric": p["metric"], "published": value, "estimated": estimated,
-                     "speed": relative_error(predicted, measured), "source": p["source"]})
+        rows.append(
+            {
+                "id": p["id"],
+                "card": p["card"],
+                "model": p["model"],
+                "exec_mode": p.get("exec_mode", "default"),
+                "metric": p["metric"],
+                "published": value,
+                "estimated": estimated,
+                "speed": relative_error(predicted, measured),
+                "source": p["source"],
+            }
+        )
     return rows
 
 
@@ -254,36 +284,52 @@ def new_point_rows(new: list[Sample], fitted_on: list[Sample]) -> list[dict[str,
     rows = []
     for s in new:
         before, after = errors(s, base), errors(s, refit[s.gpu_id])
-        rows.append({"label": s.label, "family": s.family, **before,
-                     "peak_after": after["peak"], "speed_after": after["speed"]})
+        rows.append(
+            {
+                "label": s.label,
+                "family": s.family,
+                **before,
+                "peak_after": after["peak"],
+                "speed_after": after["speed"],
+            }
+        )
     return rows
 
 
-def markdown_report(samples: list[Sample], public: list[dict[str, Any]] | None,
-                    new: list[Sample] | None = None) -> str:
+def markdown_report(
+    samples: list[Sample], public: list[dict[str, Any]] | None, new: list[Sample] | None = None
+) -> str:
     """The README's accuracy tables, computed now: the new points (when measured), the held-out
     protocol on the fitted matrix, in sample, and public figures per card."""
     lines: list[str] = []
     if new:
         rows = new_point_rows(new, samples)
-        lines += ["| new H200 points (never fitted) | points | peak: median / worst | within ±10 % "
-                  "| speed: median / worst | within ±20 % "
-                  "| after recalibration: speed median / within ±20 % |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            "| new H200 points (never fitted) | points | peak: median / worst | within ±10 % "
+            "| speed: median / worst | within ±20 % "
+            "| after recalibration: speed median / within ±20 % |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for name in (*FAMILIES, "all"):
             part = [r for r in rows if name in ("all", r["family"])]
             if part:
                 lines.append(_new_line(name, part))
         lines += ["", "| point | peak err | speed err | speed err after recalibration |", "|---|---|---|---|"]
-        lines += [f"| {r['label']} | {pct(r['peak'])} | {pct(r['speed'])} | {pct(r['speed_after'])} |"
-                  for r in rows]
+        lines += [
+            f"| {r['label']} | {pct(r['peak'])} | {pct(r['speed'])} | {pct(r['speed_after'])} |" for r in rows
+        ]
         lines.append("")
     ho = held_out(samples)
-    lines += ["| H200, PyTorch default | points | peak: median / worst | speed: median / worst "
-              "| speed within ±20 % | built-in (in-sample) constants |", "|---|---|---|---|---|---|"]
+    lines += [
+        "| H200, PyTorch default | points | peak: median / worst | speed: median / worst "
+        "| speed within ±20 % | built-in (in-sample) constants |",
+        "|---|---|---|---|---|---|",
+    ]
     fits = ho["fits"]
-    for name, rows, fit in (("leave-one-family-out", ho["leave_one_family_out"], None),
-                            ("fixed split", ho["fixed_split"], fits.get("fixed split"))):
+    for name, rows, fit in (
+        ("leave-one-family-out", ho["leave_one_family_out"], None),
+        ("fixed split", ho["fixed_split"], fits.get("fixed split")),
+    ):
         lines.append(_summary_line(name, rows, fit))
     for family in FAMILIES:
         rows = [r for r in ho["leave_one_family_out"] if r["family"] == family]
@@ -291,8 +337,11 @@ def markdown_report(samples: list[Sample], public: list[dict[str, Any]] | None,
             lines.append(_summary_line(f"· {family} held out", rows, fits.get(f"without {family}")))
     lines.append(_summary_line("in sample (consistency check)", in_sample_rows(samples), None))
     if public:
-        lines += ["", "| card (public figures) | points | speed: median abs / worst | within ±30 % |",
-                  "|---|---|---|---|"]
+        lines += [
+            "",
+            "| card (public figures) | points | speed: median abs / worst | within ±30 % |",
+            "|---|---|---|---|",
+        ]
         scored = score_public(public)
         for card in dict.fromkeys(r["card"] for r in scored):
             lines.append(_public_line(card, [r for r in scored if r["card"] == card]))
@@ -303,25 +352,34 @@ def markdown_report(samples: list[Sample], public: list[dict[str, Any]] | None,
 def _new_line(name: str, rows: list[dict[str, Any]]) -> str:
     peak, speed = summary([r["peak"] for r in rows], 0.10), summary([r["speed"] for r in rows], 0.20)
     after = summary([r["speed_after"] for r in rows], 0.20)
-    return (f"| {name} | {len(rows)} | {_abs(peak['median_abs'])} / {_abs(peak['max_abs'])} | "
-            f"{_share(peak['share_within'])} | {_abs(speed['median_abs'])} / {_abs(speed['max_abs'])} | "
-            f"{_share(speed['share_within'])} | {_abs(after['median_abs'])} / "
-            f"{_share(after['share_within'])} |")
+    return (
+        f"| {name} | {len(rows)} | {_abs(peak['median_abs'])} / {_abs(peak['max_abs'])} | "
+        f"{_share(peak['share_within'])} | {_abs(speed['median_abs'])} / {_abs(speed['max_abs'])} | "
+        f"{_share(speed['share_within'])} | {_abs(after['median_abs'])} / "
+        f"{_share(after['share_within'])} |"
+    )
 
 
 def _summary_line(name: str, rows: list[dict[str, Any]], fit: dict[str, list[str]] | None) -> str:
     peak, speed = summary([r["peak"] for r in rows], 0.10), summary([r["speed"] for r in rows], 0.20)
-    kept = ", ".join(k.removesuffix("_efficiency").removesuffix("_seconds_per_op") for k in fit["kept"]) \
-        if fit else ""
-    return (f"| {name} | {len(rows)} | {_abs(peak['median_abs'])} / {_abs(peak['max_abs'])} | "
-            f"{_abs(speed['median_abs'])} / {_abs(speed['max_abs'])} | {_share(speed['share_within'])} "
-            f"| {kept or ('-' if fit else '')} |")
+    kept = (
+        ", ".join(k.removesuffix("_efficiency").removesuffix("_seconds_per_op") for k in fit["kept"])
+        if fit
+        else ""
+    )
+    return (
+        f"| {name} | {len(rows)} | {_abs(peak['median_abs'])} / {_abs(peak['max_abs'])} | "
+        f"{_abs(speed['median_abs'])} / {_abs(speed['max_abs'])} | {_share(speed['share_within'])} "
+        f"| {kept or ('-' if fit else '')} |"
+    )
 
 
 def _public_line(name: str, rows: list[dict[str, Any]]) -> str:
     s = summary([r["speed"] for r in rows], 0.30)
-    return (f"| {name} | {s['n']} | {_abs(s['median_abs'])} / {_abs(s['max_abs'])} "
-            f"| {_share(s['share_within'])} |")
+    return (
+        f"| {name} | {s['n']} | {_abs(s['median_abs'])} / {_abs(s['max_abs'])} "
+        f"| {_share(s['share_within'])} |"
+    )
 
 
 def _abs(x: float | None) -> str:

@@ -28,10 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-CLASSES = (("layout", ("nchwtonhwc", "nhwctonchw", "transpose")),
-           ("conv", ("conv", "xmma", "implicit", "wgrad", "dgrad", "fprop", "cutlass", "sm90", "sm80")),
-           ("batchnorm", ("bn_", "batch_norm", "batchnorm")),
-           ("cast", ("copy", "to_copy")))
+CLASSES = (
+    ("layout", ("nchwtonhwc", "nhwctonchw", "transpose")),
+    ("conv", ("conv", "xmma", "implicit", "wgrad", "dgrad", "fprop", "cutlass", "sm90", "sm80")),
+    ("batchnorm", ("bn_", "batch_norm", "batchnorm")),
+    ("cast", ("copy", "to_copy")),
+)
 
 
 # The one row of conv-layout-h200-2026-12-03.json that profiles.toml's bn_native_nchw_efficiency
@@ -44,8 +46,13 @@ def row_workload(row: dict[str, Any], *, tiny: bool = False) -> Any:
     torch.optim picks on CUDA), FP32 (cuDNN TF32 convolutions) or AMP-bf16."""
     import accuracy
 
-    overrides = {"mode": "train", "batch_size": row["batch"], "image_size": row["image"],
-                 "precision": "amp-bf16" if row["amp_bf16"] else "fp32", "optimizer": "momentum"}
+    overrides = {
+        "mode": "train",
+        "batch_size": row["batch"],
+        "image_size": row["image"],
+        "precision": "amp-bf16" if row["amp_bf16"] else "fp32",
+        "optimizer": "momentum",
+    }
     return accuracy.build_workload("resnet-50.json", overrides, smoke=tiny)[0]
 
 
@@ -63,10 +70,16 @@ def score(data: dict[str, Any], gpu_id: str = "h200") -> list[dict[str, Any]]:
         key = (r["channels_last"], r["amp_bf16"], r["batch"], r["image"])
         layout = "channels_last" if r["channels_last"] else "NCHW"
         precision = "amp-bf16" if r["amp_bf16"] else "fp32"
-        rows.append({"label": f"b{r['batch']} {r['image']}px {layout} {precision}",
-                     "channels_last": r["channels_last"], "fitted": key == FIT_ROW,
-                     "estimated_seconds": est, "measured_seconds": r["step_seconds"],
-                     "error": est / r["step_seconds"] - 1.0})
+        rows.append(
+            {
+                "label": f"b{r['batch']} {r['image']}px {layout} {precision}",
+                "channels_last": r["channels_last"],
+                "fitted": key == FIT_ROW,
+                "estimated_seconds": est,
+                "measured_seconds": r["step_seconds"],
+                "error": est / r["step_seconds"] - 1.0,
+            }
+        )
     return rows
 
 
@@ -79,8 +92,9 @@ def kernel_class(name: str) -> str:
     return "other"
 
 
-def one_config(*, device: str, channels_last: bool, amp: bool, batch: int, image: int, tiny: bool,
-               steps: int) -> dict[str, Any]:
+def one_config(
+    *, device: str, channels_last: bool, amp: bool, batch: int, image: int, tiny: bool, steps: int
+) -> dict[str, Any]:
     import torch
 
     from fitbench.backends.torch.models import build_model
@@ -126,8 +140,15 @@ def one_config(*, device: str, channels_last: bool, amp: bool, batch: int, image
             by_class[kernel_class(ev.key)] = by_class.get(kernel_class(ev.key), 0.0) + us * 1e-6
             top.append((ev.key[:120], us * 1e-6))
         top.sort(key=lambda kv: -kv[1])
-    return {"channels_last": channels_last, "amp_bf16": amp, "batch": batch, "image": image,
-            "step_seconds": seconds, "kernel_seconds_by_class": by_class, "top_kernels": top[:12]}
+    return {
+        "channels_last": channels_last,
+        "amp_bf16": amp,
+        "batch": batch,
+        "image": image,
+        "step_seconds": seconds,
+        "kernel_seconds_by_class": by_class,
+        "top_kernels": top[:12],
+    }
 
 
 def main() -> None:
@@ -141,8 +162,10 @@ def main() -> None:
     if args.score:
         for r in score(json.loads(args.score.read_text())):
             note = "  (fitted)" if r["fitted"] else ""
-            print(f"{r['label']:33s} estimated {r['estimated_seconds'] * 1e3:6.1f} ms  measured "
-                  f"{r['measured_seconds'] * 1e3:6.1f} ms  {r['error']:+6.1%}{note}")
+            print(
+                f"{r['label']:33s} estimated {r['estimated_seconds'] * 1e3:6.1f} ms  measured "
+                f"{r['measured_seconds'] * 1e3:6.1f} ms  {r['error']:+6.1%}{note}"
+            )
         return
     if not args.out:
         ap.error("--out is required to measure")
@@ -153,18 +176,33 @@ def main() -> None:
     for batch, image in shapes:
         for channels_last in (False, True):
             for amp in (False, True):
-                rows.append(one_config(device=args.device, channels_last=channels_last, amp=amp, batch=batch,
-                                       image=image, tiny=args.tiny, steps=2 if args.tiny else args.steps))
+                rows.append(
+                    one_config(
+                        device=args.device,
+                        channels_last=channels_last,
+                        amp=amp,
+                        batch=batch,
+                        image=image,
+                        tiny=args.tiny,
+                        steps=2 if args.tiny else args.steps,
+                    )
+                )
                 r = rows[-1]
-                classes = " ".join(f"{k}={v * 1e3:.1f}ms"
-                                   for k, v in sorted(r["kernel_seconds_by_class"].items()))
-                print(f"b{batch} {image}px {'NHWC' if channels_last else 'NCHW'} "
-                      f"{'amp-bf16' if amp else 'fp32'}: {r['step_seconds'] * 1e3:.1f} ms  {classes}")
-    env = {"python": platform.python_version(), "torch": torch.__version__,
-           "cudnn": torch.backends.cudnn.version() if args.device == "cuda" else None,
-           "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
-           "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
-           "cudnn_benchmark": torch.backends.cudnn.benchmark}
+                classes = " ".join(
+                    f"{k}={v * 1e3:.1f}ms" for k, v in sorted(r["kernel_seconds_by_class"].items())
+                )
+                print(
+                    f"b{batch} {image}px {'NHWC' if channels_last else 'NCHW'} "
+                    f"{'amp-bf16' if amp else 'fp32'}: {r['step_seconds'] * 1e3:.1f} ms  {classes}"
+                )
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version() if args.device == "cuda" else None,
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+    }
     out = {"benchmark": "conv_layout", "date": dt.date.today().isoformat(), "environment": env, "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1))

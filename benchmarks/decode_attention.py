@@ -44,8 +44,14 @@ def build(config_file: str, device: str, tiny: bool) -> Any:
 
     fields = json.loads((CONFIGS / config_file).read_text())
     if tiny:
-        fields.update(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, vocab_size=512)
+        fields.update(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=512,
+        )
     cfg = AutoConfig.for_model(**fields)
     cfg._attn_implementation = "sdpa"
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
@@ -57,13 +63,18 @@ def build(config_file: str, device: str, tiny: bool) -> Any:
 def backend_context(name: str) -> Any:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    chosen = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-              "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+    chosen = {
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "math": SDPBackend.MATH,
+    }
     return contextlib.nullcontext() if name == "default" else sdpa_kernel([chosen[name]])
 
 
-def decode_step_seconds(model: Any, batch: int, prompt: int, new: int, device: str,
-                        inference_mode: bool = False) -> float:
+def decode_step_seconds(
+    model: Any, batch: int, prompt: int, new: int, device: str, inference_mode: bool = False
+) -> float:
     """Seconds of one decode step of eager `generate`: (t(new) - t(2)) / (new - 2), best of 3.
     `inference_mode` runs generate under torch.inference_mode (as `fitbench run` does) instead
     of torch.no_grad."""
@@ -87,8 +98,9 @@ def decode_step_seconds(model: Any, batch: int, prompt: int, new: int, device: s
     return min((timed(new) - timed(2)) / (new - 2) for _ in range(3))
 
 
-def heaviest_kernels(model: Any, batch: int, prompt: int, new: int, device: str,
-                     top: int = 12) -> list[dict[str, Any]]:
+def heaviest_kernels(
+    model: Any, batch: int, prompt: int, new: int, device: str, top: int = 12
+) -> list[dict[str, Any]]:
     """The CUDA kernels with the most GPU time per decode step (generate(new) - generate(2))."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -111,8 +123,13 @@ def heaviest_kernels(model: Any, batch: int, prompt: int, new: int, device: str,
     rows = []
     for key, (sec, count) in long.items():
         s0, c0 = short.get(key, (0.0, 0))
-        rows.append({"kernel": key[:160], "seconds_per_step": (sec - s0) / (new - 2),
-                     "calls_per_step": (count - c0) / (new - 2)})
+        rows.append(
+            {
+                "kernel": key[:160],
+                "seconds_per_step": (sec - s0) / (new - 2),
+                "calls_per_step": (count - c0) / (new - 2),
+            }
+        )
     rows.sort(key=lambda r: -r["seconds_per_step"])
     return rows[:top]
 
@@ -145,21 +162,28 @@ def main() -> None:
             try:
                 with backend_context(name):
                     row["step_seconds"][name] = decode_step_seconds(
-                        model, batch, prompt, args.new_tokens, args.device, args.inference_mode)
+                        model, batch, prompt, args.new_tokens, args.device, args.inference_mode
+                    )
             except RuntimeError as exc:
                 row["step_seconds"][name] = None
                 row.setdefault("errors", {})[name] = str(exc).splitlines()[0][:200]
         if args.device.startswith("cuda") and "default" in backends:
-            row["heaviest_kernels_default"] = heaviest_kernels(model, batch, prompt, args.new_tokens,
-                                                               args.device)
+            row["heaviest_kernels_default"] = heaviest_kernels(
+                model, batch, prompt, args.new_tokens, args.device
+            )
         results.append(row)
         cells = "  ".join(f"{n}={(s or float('nan')) * 1e3:7.2f}ms" for n, s in row["step_seconds"].items())
         print(f"{label:26s} {cells}", flush=True)
         for k in row.get("heaviest_kernels_default", [])[:6]:
             print(f"    {k['seconds_per_step'] * 1e3:7.3f} ms x{k['calls_per_step']:5.1f} {k['kernel'][:90]}")
-    doc = {"benchmark": "decode_attention", "device": args.device,
-           "device_name": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
-           "torch": torch.__version__, "inference_mode": args.inference_mode, "results": results}
+    doc = {
+        "benchmark": "decode_attention",
+        "device": args.device,
+        "device_name": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
+        "torch": torch.__version__,
+        "inference_mode": args.inference_mode,
+        "results": results,
+    }
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=1))

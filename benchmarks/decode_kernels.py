@@ -50,9 +50,18 @@ REPLAYS = 7
 SWEEP = [
     dk.GemvConfig(block_n=bn, block_k=bk, num_warps=w, num_stages=st)
     for bn, bk, w, st in [
-        (2, 1024, 4, 3), (2, 2048, 4, 3), (4, 512, 4, 3), (4, 1024, 4, 3), (4, 1024, 8, 3),
-        (4, 2048, 8, 3), (4, 1024, 4, 2), (4, 1024, 4, 4), (8, 1024, 4, 3), (8, 1024, 8, 3),
-        (8, 256, 2, 3), (16, 256, 4, 3),
+        (2, 1024, 4, 3),
+        (2, 2048, 4, 3),
+        (4, 512, 4, 3),
+        (4, 1024, 4, 3),
+        (4, 1024, 8, 3),
+        (4, 2048, 8, 3),
+        (4, 1024, 4, 2),
+        (4, 1024, 4, 4),
+        (8, 1024, 4, 3),
+        (8, 1024, 8, 3),
+        (8, 256, 2, 3),
+        (16, 256, 4, 3),
     ]
 ]
 
@@ -121,9 +130,21 @@ def check_kernels() -> list[dict[str, Any]]:
     kc = torch.randn(kvh, length, hd, device="cuda", dtype=DTYPE)
     vc = torch.randn(kvh, length, hd, device="cuda", dtype=DTYPE)
     q = torch.full((heads * hd,), float("nan"), device="cuda", dtype=DTYPE)
-    dk.qkv_rope(x, wq, q_out=q, k_cache=kc, v_cache=vc, cos=cos, sin=sin,
-                pos=torch.tensor([pos], device="cuda"), heads=heads, kv_heads=kvh, head_dim=hd,
-                norm_weight=g, config=GEMV_CONFIGS["qkv"])
+    dk.qkv_rope(
+        x,
+        wq,
+        q_out=q,
+        k_cache=kc,
+        v_cache=vc,
+        cos=cos,
+        sin=sin,
+        pos=torch.tensor([pos], device="cuda"),
+        heads=heads,
+        kv_heads=kvh,
+        head_dim=hd,
+        norm_weight=g,
+        config=GEMV_CONFIGS["qkv"],
+    )
     qkv = wq.float() @ normed
     c, sn = cos[pos : pos + 1], sin[pos : pos + 1]
     q_ref = rotate(qkv[: heads * hd].view(heads, 1, hd), c, sn).reshape(-1)
@@ -134,8 +155,9 @@ def check_kernels() -> list[dict[str, Any]]:
     rows.append({"kernel": "qkv (v slot)", "rel_error": rel(vc[:, pos], v_ref)})
     a = torch.full((heads * hd,), float("nan"), device="cuda", dtype=DTYPE)
     dk.decode_attention(q, kc, vc, a, pos=torch.tensor([pos], device="cuda"), heads=heads, kv_heads=kvh)
-    ref = F.scaled_dot_product_attention(q.float().view(heads, 1, hd), kc[:, : pos + 1].float(),
-                                         vc[:, : pos + 1].float()).reshape(-1)
+    ref = F.scaled_dot_product_attention(
+        q.float().view(heads, 1, hd), kc[:, : pos + 1].float(), vc[:, : pos + 1].float()
+    ).reshape(-1)
     rows.append({"kernel": "decode attention", "rel_error": rel(a, ref)})
     return rows
 
@@ -156,9 +178,21 @@ def _launch(name: str, w: torch.Tensor, cfg: dk.GemvConfig, bufs: dict[str, Any]
     s, hd = LLAMA_7B, LLAMA_7B.dim_head
     x, g = bufs["x"], bufs["g"]
     if name == "qkv":
-        dk.qkv_rope(x, w, q_out=bufs["q"], k_cache=bufs["kc"], v_cache=bufs["vc"], cos=bufs["cos"],
-                    sin=bufs["sin"], pos=bufs["pos"], heads=s.num_heads, kv_heads=s.kv_heads, head_dim=hd,
-                    norm_weight=g, config=cfg)
+        dk.qkv_rope(
+            x,
+            w,
+            q_out=bufs["q"],
+            k_cache=bufs["kc"],
+            v_cache=bufs["vc"],
+            cos=bufs["cos"],
+            sin=bufs["sin"],
+            pos=bufs["pos"],
+            heads=s.num_heads,
+            kv_heads=s.kv_heads,
+            head_dim=hd,
+            norm_weight=g,
+            config=cfg,
+        )
     elif name == "gate_up":
         dk.swiglu(x, w, bufs["h"], norm_weight=g, config=cfg)
     elif name == "head":
@@ -185,23 +219,41 @@ def sweep(names: list[str], configs: list[dk.GemvConfig]) -> list[dict[str, Any]
             "kc": torch.zeros(s.kv_heads, length, hd, device="cuda", dtype=DTYPE),
             "vc": torch.zeros(s.kv_heads, length, hd, device="cuda", dtype=DTYPE),
             "q": torch.empty(s.num_heads * hd, device="cuda", dtype=DTYPE),
-            "cos": cos, "sin": sin, "pos": torch.tensor([60], device="cuda"),
+            "cos": cos,
+            "sin": sin,
+            "pos": torch.tensor([60], device="cuda"),
         }
         weight_bytes = n * k * 2
         x_row = bufs["x"].view(1, -1)
         cublas_out = torch.empty(1, n, device="cuda", dtype=DTYPE)
         t = graph_time([functools.partial(torch.matmul, x_row, w.t(), out=cublas_out) for w in ws])
-        rows.append({"gemv": name, "n": n, "k": k, "impl": "cublas F.linear", "us": t * 1e6,
-                     "weight_TBps": weight_bytes / t / 1e12})
+        rows.append(
+            {
+                "gemv": name,
+                "n": n,
+                "k": k,
+                "impl": "cublas F.linear",
+                "us": t * 1e6,
+                "weight_TBps": weight_bytes / t / 1e12,
+            }
+        )
         for cfg in configs:
             try:
                 t = graph_time([functools.partial(_launch, name, w, cfg, bufs) for w in ws])
             except Exception as exc:  # a config that does not compile is reported, not fatal
                 rows.append({"gemv": name, "impl": str(cfg), "error": str(exc).splitlines()[0][:120]})
                 continue
-            rows.append({"gemv": name, "n": n, "k": k, "impl": f"bn={cfg.block_n} bk={cfg.block_k} "
-                         f"w={cfg.num_warps} st={cfg.num_stages}", "us": t * 1e6,
-                         "weight_TBps": weight_bytes / t / 1e12, "config": dataclasses.asdict(cfg)})
+            rows.append(
+                {
+                    "gemv": name,
+                    "n": n,
+                    "k": k,
+                    "impl": f"bn={cfg.block_n} bk={cfg.block_k} w={cfg.num_warps} st={cfg.num_stages}",
+                    "us": t * 1e6,
+                    "weight_TBps": weight_bytes / t / 1e12,
+                    "config": dataclasses.asdict(cfg),
+                }
+            )
         del ws
         torch.cuda.empty_cache()
     return rows
@@ -218,17 +270,29 @@ def best_configs(rows: list[dict[str, Any]]) -> dict[str, dk.GemvConfig]:
 
 def attention_time(length: int = 192, pos: int = 149) -> float:
     s, hd = LLAMA_7B, LLAMA_7B.dim_head
-    caches = [(torch.randn(s.kv_heads, length, hd, device="cuda", dtype=DTYPE),
-               torch.randn(s.kv_heads, length, hd, device="cuda", dtype=DTYPE)) for _ in range(COPIES)]
+    caches = [
+        (
+            torch.randn(s.kv_heads, length, hd, device="cuda", dtype=DTYPE),
+            torch.randn(s.kv_heads, length, hd, device="cuda", dtype=DTYPE),
+        )
+        for _ in range(COPIES)
+    ]
     q = torch.randn(s.num_heads * hd, device="cuda", dtype=DTYPE)
     out = torch.empty_like(q)
     p = torch.tensor([pos], device="cuda")
-    return graph_time([lambda kv=kv: dk.decode_attention(q, kv[0], kv[1], out, pos=p, heads=s.num_heads,
-                                                         kv_heads=s.kv_heads) for kv in caches])
+    return graph_time(
+        [
+            lambda kv=kv: dk.decode_attention(
+                q, kv[0], kv[1], out, pos=p, heads=s.num_heads, kv_heads=s.kv_heads
+            )
+            for kv in caches
+        ]
+    )
 
 
-def whole_token(best: dict[str, dk.GemvConfig], prompt_tokens: int = 50,
-                new_tokens: int = 100) -> dict[str, Any]:
+def whole_token(
+    best: dict[str, dk.GemvConfig], prompt_tokens: int = 50, new_tokens: int = 100
+) -> dict[str, Any]:
     torch.manual_seed(0)
     model = StaticDecoder(LLAMA_7B, device="cuda", dtype=DTYPE)
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -239,8 +303,9 @@ def whole_token(best: dict[str, dk.GemvConfig], prompt_tokens: int = 50,
     for mode in ("compiled", "fused", "fused-best"):
         if mode == "fused-best" and not best:
             continue
-        gen = StaticKVGenerator(model, batch=1, prompt_tokens=prompt_tokens, new_tokens=new_tokens,
-                                use_graph=True)
+        gen = StaticKVGenerator(
+            model, batch=1, prompt_tokens=prompt_tokens, new_tokens=new_tokens, use_graph=True
+        )
         t0 = time.perf_counter()
         if mode == "compiled":
             why = gen.compile_step(prompt)
@@ -264,8 +329,13 @@ def whole_token(best: dict[str, dk.GemvConfig], prompt_tokens: int = 50,
             torch.cuda.synchronize()
             rates.append((new_tokens - 1) / (time.perf_counter() - t))
         generated[mode] = gen.generated()
-        result[mode] = {"tokens_per_s": statistics.median(rates), "all": rates, "setup_s": setup,
-                        "graph": gen.graph is not None, "capture_error": gen.capture_error}
+        result[mode] = {
+            "tokens_per_s": statistics.median(rates),
+            "all": rates,
+            "setup_s": setup,
+            "graph": gen.graph is not None,
+            "capture_error": gen.capture_error,
+        }
         del gen
         torch.cuda.empty_cache()
     if "compiled" in generated and "fused" in generated:
@@ -301,8 +371,10 @@ def main(argv: list[str] | None = None) -> int:
     report["checks"] = check_kernels()
     copy_bandwidth()  # once to bring the clocks up, then measured
     report["copy_TBps"] = copy_bandwidth() / 1e12
-    print(f"{report['device']}  torch {report['torch']}  triton {report['triton']}  "
-          f"copy {report['copy_TBps']:.2f} TB/s (read + write)")
+    print(
+        f"{report['device']}  torch {report['torch']}  triton {report['triton']}  "
+        f"copy {report['copy_TBps']:.2f} TB/s (read + write)"
+    )
     report["attention_us"] = attention_time() * 1e6
     print(f"  decode attention, 32 heads, cache 192, pos 149: {report['attention_us']:.1f} us")
     for row in report["checks"]:
@@ -313,8 +385,9 @@ def main(argv: list[str] | None = None) -> int:
             if "error" in row:
                 print(f"  {row['gemv']:<8} {row['impl']:<30} ERROR {row['error']}")
             else:
-                print(f"  {row['gemv']:<8} {row['impl']:<30} {row['us']:8.1f} us  "
-                      f"{row['weight_TBps']:.2f} TB/s")
+                print(
+                    f"  {row['gemv']:<8} {row['impl']:<30} {row['us']:8.1f} us  {row['weight_TBps']:.2f} TB/s"
+                )
     best = best_configs(report.get("sweep", []))
     report["best_configs"] = {name: dataclasses.asdict(cfg) for name, cfg in best.items()}
     for name, cfg in best.items():
@@ -323,12 +396,16 @@ def main(argv: list[str] | None = None) -> int:
     tok = report["token"]
     # A read-only stream can move what the copy moves in reads and writes together.
     tok["roofline_tokens_per_s_at_copy_rate"] = report["copy_TBps"] * 1e12 / tok["weight_bytes"]
-    print(f"whole decode, batch 1: {tok['weight_bytes'] / 1e9:.2f} GB of weights per token; at the copy "
-          f"rate {tok['roofline_tokens_per_s_at_copy_rate']:.0f} tok/s")
+    print(
+        f"whole decode, batch 1: {tok['weight_bytes'] / 1e9:.2f} GB of weights per token; at the copy "
+        f"rate {tok['roofline_tokens_per_s_at_copy_rate']:.0f} tok/s"
+    )
     for mode in ("compiled", "fused", "fused-best"):
         print(f"  {mode:<10} {json.dumps(tok.get(mode))}")
-    print(f"  tokens equal: prefix {tok.get('tokens_equal_prefix')}, total {tok.get('tokens_equal_total')}; "
-          f"first-step logits vs full forward {tok.get('first_step_logits_rel_error_vs_full_forward')}")
+    print(
+        f"  tokens equal: prefix {tok.get('tokens_equal_prefix')}, total {tok.get('tokens_equal_total')}; "
+        f"first-step logits vs full forward {tok.get('first_step_logits_rel_error_vs_full_forward')}"
+    )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(report, fh, indent=1)

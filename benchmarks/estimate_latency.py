@@ -29,16 +29,19 @@ def _wall(argv: list[str]) -> tuple[float, float]:
     env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "fitbench.cli.main", *argv], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "fitbench.cli.main", *argv], env=env, check=True, stdout=subprocess.DEVNULL
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def _catalog_load_seconds() -> float:
-    code = ("import time; t = time.perf_counter(); from fitbench.catalog import load_catalog; "
-            "n = len(load_catalog()); print(time.perf_counter() - t, n)")
+    code = (
+        "import time; t = time.perf_counter(); from fitbench.catalog import load_catalog; "
+        "n = len(load_catalog()); print(time.perf_counter() - t, n)"
+    )
     env = dict(os.environ, PYTHONPATH=SRC)
     out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
     seconds, _ = out.stdout.split()
@@ -72,13 +75,18 @@ def main() -> int:
         times = [w for w, _ in samples]
         med, cpu = statistics.median(times), statistics.median(c for _, c in samples)
         ok &= med < args.target
-        result["commands"][label] = {"median_seconds": med, "median_cpu_seconds": cpu,
-                                     "samples_seconds": times}
+        result["commands"][label] = {
+            "median_seconds": med,
+            "median_cpu_seconds": cpu,
+            "samples_seconds": times,
+        }
         print(f"fitbench {label:<31} {med:9.3f} {max(times):7.3f} {cpu:6.3f}")
-    load_ms = result['catalog_load_seconds'] * 1e3
+    load_ms = result["catalog_load_seconds"] * 1e3
     print(f"import and load of the catalog ({result['cards']} cards): {load_ms:.1f} ms")
-    print(f"median under {args.target:g} s: {'yes' if ok else 'NO'} (load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs: a busy machine inflates the wall times)")
+    print(
+        f"median under {args.target:g} s: {'yes' if ok else 'NO'} (load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs: a busy machine inflates the wall times)"
+    )
     result["load_average"] = os.getloadavg()[0]
     result["under_target"] = ok
     if args.out:

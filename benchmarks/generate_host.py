@@ -45,25 +45,89 @@ from fitbench.workloads.hf_config import workload_from_config
 # name -> (config.json fields, batch, prompt tokens). Published layouts at reduced depth: the
 # host cost of a step does not depend on the width, and two depths separate per-layer from fixed.
 CASES: dict[str, tuple[dict[str, Any], int, int]] = {
-    "llama-7b b1 p50": ({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
-                         "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
-                         "max_position_embeddings": 4096}, 1, 50),
-    "llama-7b b8 p512": ({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
-                          "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
-                          "max_position_embeddings": 4096}, 8, 512),
-    "qwen2.5-1.5b b8 p50": ({"model_type": "qwen2", "hidden_size": 1536, "intermediate_size": 8960,
-                             "num_attention_heads": 12, "num_key_value_heads": 2, "vocab_size": 151936,
-                             "tie_word_embeddings": True, "max_position_embeddings": 32768}, 8, 50),
-    "qwen2.5-1.5b b8 p512": ({"model_type": "qwen2", "hidden_size": 1536, "intermediate_size": 8960,
-                              "num_attention_heads": 12, "num_key_value_heads": 2, "vocab_size": 151936,
-                              "tie_word_embeddings": True, "max_position_embeddings": 32768}, 8, 512),
-    "mistral w1024 b4 p2048": ({"model_type": "mistral", "hidden_size": 2048, "intermediate_size": 5632,
-                                "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 32000,
-                                "sliding_window": 1024, "max_position_embeddings": 8192}, 4, 2048),
-    "mixtral 8x b4 p256": ({"model_type": "mixtral", "hidden_size": 2048, "intermediate_size": 3584,
-                            "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 32000,
-                            "num_local_experts": 8, "num_experts_per_tok": 2,
-                            "max_position_embeddings": 8192}, 4, 256),
+    "llama-7b b1 p50": (
+        {
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "intermediate_size": 11008,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 32,
+            "vocab_size": 32000,
+            "max_position_embeddings": 4096,
+        },
+        1,
+        50,
+    ),
+    "llama-7b b8 p512": (
+        {
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "intermediate_size": 11008,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 32,
+            "vocab_size": 32000,
+            "max_position_embeddings": 4096,
+        },
+        8,
+        512,
+    ),
+    "qwen2.5-1.5b b8 p50": (
+        {
+            "model_type": "qwen2",
+            "hidden_size": 1536,
+            "intermediate_size": 8960,
+            "num_attention_heads": 12,
+            "num_key_value_heads": 2,
+            "vocab_size": 151936,
+            "tie_word_embeddings": True,
+            "max_position_embeddings": 32768,
+        },
+        8,
+        50,
+    ),
+    "qwen2.5-1.5b b8 p512": (
+        {
+            "model_type": "qwen2",
+            "hidden_size": 1536,
+            "intermediate_size": 8960,
+            "num_attention_heads": 12,
+            "num_key_value_heads": 2,
+            "vocab_size": 151936,
+            "tie_word_embeddings": True,
+            "max_position_embeddings": 32768,
+        },
+        8,
+        512,
+    ),
+    "mistral w1024 b4 p2048": (
+        {
+            "model_type": "mistral",
+            "hidden_size": 2048,
+            "intermediate_size": 5632,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 4,
+            "vocab_size": 32000,
+            "sliding_window": 1024,
+            "max_position_embeddings": 8192,
+        },
+        4,
+        2048,
+    ),
+    "mixtral 8x b4 p256": (
+        {
+            "model_type": "mixtral",
+            "hidden_size": 2048,
+            "intermediate_size": 3584,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 4,
+            "vocab_size": 32000,
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+            "max_position_embeddings": 8192,
+        },
+        4,
+        256,
+    ),
 }
 
 
@@ -148,8 +212,13 @@ def kernel_profile(model: Any, batch: int, prompt: int, new: int, device: str) -
     def totals(n: int) -> dict[str, float]:
         with torch.no_grad(), profile(activities=activities) as prof:
             model.generate(ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n, do_sample=False)
-        out = {"gpu_kernel_seconds": 0.0, "malloc_calls": 0.0, "malloc_seconds": 0.0,
-               "wait_calls": 0.0, "wait_seconds": 0.0}
+        out = {
+            "gpu_kernel_seconds": 0.0,
+            "malloc_calls": 0.0,
+            "malloc_seconds": 0.0,
+            "wait_calls": 0.0,
+            "wait_seconds": 0.0,
+        }
         for e in prof.key_averages():
             device_us = getattr(e, "self_device_time_total", None)
             if device_us is None:
@@ -168,20 +237,26 @@ def kernel_profile(model: Any, batch: int, prompt: int, new: int, device: str) -
     return {k: (long[k] - short[k]) / (new - 1) for k in long}
 
 
-def estimated(fields: dict[str, Any], layers: int, batch: int, prompt: int, new: int,
-              gpu_id: str) -> dict[str, float]:
+def estimated(
+    fields: dict[str, Any], layers: int, batch: int, prompt: int, new: int, gpu_id: str
+) -> dict[str, float]:
     """The estimator's operations and host seconds per decode step for the same job."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "config.json"
         path.write_text(json.dumps({**fields, "num_hidden_layers": layers}))
-        w = workload_from_config(path, mode="infer", batch_size=batch, prompt_tokens=prompt,
-                                 new_tokens=new, precision="bf16")
+        w = workload_from_config(
+            path, mode="infer", batch_size=batch, prompt_tokens=prompt, new_tokens=new, precision="bf16"
+        )
     profile = get_profile("torch", "default")
     arch = w.arch
     ops = generate_ops.decode_step_calls(arch, prompt + (new + 1) // 2)
     gen = generation(w, get_gpu(gpu_id), profile)
-    return {"ops": ops, "host_seconds": gen.decode.host_seconds, "step_seconds": gen.decode.seconds,
-            "gpu_seconds": gen.decode.gpu_seconds}
+    return {
+        "ops": ops,
+        "host_seconds": gen.decode.host_seconds,
+        "step_seconds": gen.decode.seconds,
+        "gpu_seconds": gen.decode.gpu_seconds,
+    }
 
 
 def main() -> int:
@@ -192,8 +267,11 @@ def main() -> int:
     parser.add_argument("--layers", default="4,12", help="the two depths")
     parser.add_argument("--new-tokens", type=int, default=33)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--kernels", action="store_true",
-                        help="also profile GPU kernel, allocator and wait time per decode step")
+    parser.add_argument(
+        "--kernels",
+        action="store_true",
+        help="also profile GPU kernel, allocator and wait time per decode step",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -206,8 +284,14 @@ def main() -> int:
     rows = []
     for name, (fields, batch, prompt) in cases.items():
         if args.tiny:
-            fields = {**fields, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
-                      "num_key_value_heads": 2, "vocab_size": 512}
+            fields = {
+                **fields,
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "vocab_size": 512,
+            }
             batch, prompt = 2, 16
         row: dict[str, Any] = {"case": name, "batch": batch, "prompt": prompt, "fields": fields}
         for layers in (shallow, deep):
@@ -215,11 +299,16 @@ def main() -> int:
             step = step_seconds(model, batch, prompt, args.new_tokens, args.device, args.repeats)
             functions, aten = decode_op_counts(model, batch, prompt, args.device)
             est = estimated(fields, layers, batch, prompt, args.new_tokens, args.gpu)
-            row[str(layers)] = {"step_seconds": step, "torch_functions": functions, "aten_ops": aten,
-                                "estimate": est}
+            row[str(layers)] = {
+                "step_seconds": step,
+                "torch_functions": functions,
+                "aten_ops": aten,
+                "estimate": est,
+            }
             if args.kernels:
-                row[str(layers)]["profile"] = kernel_profile(model, batch, prompt, args.new_tokens,
-                                                             args.device)
+                row[str(layers)]["profile"] = kernel_profile(
+                    model, batch, prompt, args.new_tokens, args.device
+                )
             del model
             if args.device.startswith("cuda"):
                 torch.cuda.empty_cache()
@@ -249,36 +338,55 @@ def main() -> int:
         print(f"{name}: done", flush=True)
 
     print()
-    head = (f"{'case':24} {'part':9} {'meas ms':>8} {'est ms':>7} {'py calls':>8} {'aten':>6} "
-            f"{'est ops':>7} {'us/call':>7} {'us/aten':>7}")
+    head = (
+        f"{'case':24} {'part':9} {'meas ms':>8} {'est ms':>7} {'py calls':>8} {'aten':>6} "
+        f"{'est ops':>7} {'us/call':>7} {'us/aten':>7}"
+    )
     print(head)
     print("-" * len(head))
     for row in rows:
         for part in ("per_layer", "fixed"):
             p = row[part]
             ms = p["step_seconds"] * 1e3
-            print(f"{row['case']:24} {part:9} {ms:8.3f} {p['estimate_host_seconds'] * 1e3:7.3f} "
-                  f"{p['torch_functions']:8.1f} {p['aten_ops']:6.1f} {p['estimate_ops']:7.1f} "
-                  f"{1e3 * ms / max(p['torch_functions'], 1):7.1f} {1e3 * ms / max(p['aten_ops'], 1):7.1f}")
+            print(
+                f"{row['case']:24} {part:9} {ms:8.3f} {p['estimate_host_seconds'] * 1e3:7.3f} "
+                f"{p['torch_functions']:8.1f} {p['aten_ops']:6.1f} {p['estimate_ops']:7.1f} "
+                f"{1e3 * ms / max(p['torch_functions'], 1):7.1f} {1e3 * ms / max(p['aten_ops'], 1):7.1f}"
+            )
     if args.kernels:
-        head = (f"{'case':24} {'part':9} {'meas ms':>8} {'gpu ms':>7} {'malloc':>6} {'malloc ms':>9} "
-                f"{'waits':>5} {'wait ms':>7}")
+        head = (
+            f"{'case':24} {'part':9} {'meas ms':>8} {'gpu ms':>7} {'malloc':>6} {'malloc ms':>9} "
+            f"{'waits':>5} {'wait ms':>7}"
+        )
         print("\n" + head)
         print("-" * len(head))
         for row in rows:
             for part in ("per_layer", "fixed"):
                 p, q = row[part], row[part]["profile"]
-                print(f"{row['case']:24} {part:9} {p['step_seconds'] * 1e3:8.3f} "
-                      f"{q['gpu_kernel_seconds'] * 1e3:7.3f} {q['malloc_calls']:6.1f} "
-                      f"{q['malloc_seconds'] * 1e3:9.3f} {q['wait_calls']:5.1f} "
-                      f"{q['wait_seconds'] * 1e3:7.3f}")
+                print(
+                    f"{row['case']:24} {part:9} {p['step_seconds'] * 1e3:8.3f} "
+                    f"{q['gpu_kernel_seconds'] * 1e3:7.3f} {q['malloc_calls']:6.1f} "
+                    f"{q['malloc_seconds'] * 1e3:9.3f} {q['wait_calls']:5.1f} "
+                    f"{q['wait_seconds'] * 1e3:7.3f}"
+                )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({
-            "benchmark": "generate_host", "device": args.device, "gpu": args.gpu,
-            "device_name": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "layers": [shallow, deep], "new_tokens": args.new_tokens, "rows": rows}, indent=1))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "benchmark": "generate_host",
+                    "device": args.device,
+                    "gpu": args.gpu,
+                    "device_name": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
+                    "torch": torch.__version__,
+                    "transformers": transformers.__version__,
+                    "layers": [shallow, deep],
+                    "new_tokens": args.new_tokens,
+                    "rows": rows,
+                },
+                indent=1,
+            )
+        )
         print(f"\nwrote {args.out}")
     return 0
 

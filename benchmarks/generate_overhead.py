@@ -56,10 +56,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 # label -> (config file, workload fields)
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
-    "qwen2.5-1.5b b8 p1024": ("qwen2.5-1.5b.json", {"mode": "infer", "batch_size": 8,
-                                                     "prompt_tokens": 1024, "precision": "bf16"}),
-    "llama-3.2-1b b16 p1024": ("llama-3.2-1b.json", {"mode": "infer", "batch_size": 16,
-                                                      "prompt_tokens": 1024, "precision": "bf16"}),
+    "qwen2.5-1.5b b8 p1024": (
+        "qwen2.5-1.5b.json",
+        {"mode": "infer", "batch_size": 8, "prompt_tokens": 1024, "precision": "bf16"},
+    ),
+    "llama-3.2-1b b16 p1024": (
+        "llama-3.2-1b.json",
+        {"mode": "infer", "batch_size": 16, "prompt_tokens": 1024, "precision": "bf16"},
+    ),
 }
 
 
@@ -110,8 +114,16 @@ def child_decode(workload: Any, device: str, sampler: str, interval: float, min_
     from fitbench.measure import child, runner
 
     with tempfile.TemporaryDirectory() as tmp:
-        request = runner.build_request(workload, "torch", RunOptions(device=device), min_steps=min_steps,
-                                       min_seconds=0.0, warmup=1, max_seconds=120.0, workdir=Path(tmp))
+        request = runner.build_request(
+            workload,
+            "torch",
+            RunOptions(device=device),
+            min_steps=min_steps,
+            min_seconds=0.0,
+            warmup=1,
+            max_seconds=120.0,
+            workdir=Path(tmp),
+        )
         request["progress_path"] = None
         measurement = child.Measurement(request)
         with sampler_mode(sampler, interval):
@@ -128,12 +140,14 @@ def child_decode(workload: Any, device: str, sampler: str, interval: float, min_
         raise RuntimeError(f"measurement failed: {result.get('error')}")
     n = int(workload.new_tokens)
     step = result.get("decode_step_seconds")
-    return {"per_token_ms": round(result["decode_seconds"] / n * 1e3, 3),
-            "decode_step_ms": None if step is None else round(step * 1e3, 3),
-            "call_overhead_ms": round(result["generate_call_overhead_seconds"] * 1e3, 3),
-            "prefill_ms": round(result["prefill_seconds"] * 1e3, 3),
-            "generate_ms": round(result["step_seconds"] * 1e3, 3),
-            "nvml_samples": result.get("nvml_samples")}
+    return {
+        "per_token_ms": round(result["decode_seconds"] / n * 1e3, 3),
+        "decode_step_ms": None if step is None else round(step * 1e3, 3),
+        "call_overhead_ms": round(result["generate_call_overhead_seconds"] * 1e3, 3),
+        "prefill_ms": round(result["prefill_seconds"] * 1e3, 3),
+        "generate_ms": round(result["step_seconds"] * 1e3, 3),
+        "nvml_samples": result.get("nvml_samples"),
+    }
 
 
 def differenced(generate: Callable[[int], None], sync: Callable[[], None], n: int, repeats: int) -> float:
@@ -150,8 +164,17 @@ def differenced(generate: Callable[[int], None], sync: Callable[[], None], n: in
     return statistics.median((timed(n) - timed(2)) / (n - 2) for _ in range(repeats))
 
 
-def one_case(label: str, config: str, fields: dict[str, Any], *, device: str, tiny: bool, new_tokens: int,
-             rounds: int, repeats: int) -> dict[str, Any]:
+def one_case(
+    label: str,
+    config: str,
+    fields: dict[str, Any],
+    *,
+    device: str,
+    tiny: bool,
+    new_tokens: int,
+    rounds: int,
+    repeats: int,
+) -> dict[str, Any]:
     import torch
 
     import accuracy
@@ -162,12 +185,24 @@ def one_case(label: str, config: str, fields: dict[str, Any], *, device: str, ti
     workload = dataclasses.replace(workload, new_tokens=new_tokens)
     dev = torch.device(device)
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
-    row: dict[str, Any] = {"case": label, "batch": workload.batch_size,
-                           "prompt_tokens": workload.prompt_tokens,
-                           "new_tokens": new_tokens, "tiny": tiny}
-    series: dict[str, list[float]] = {k: [] for k in (
-        "diff_no_grad_ms", "diff_inference_mode_ms", "session_diff_ms", "child_sampler_ms",
-        "child_no_sampler_ms", "child_sampler_1ms_ms")}
+    row: dict[str, Any] = {
+        "case": label,
+        "batch": workload.batch_size,
+        "prompt_tokens": workload.prompt_tokens,
+        "new_tokens": new_tokens,
+        "tiny": tiny,
+    }
+    series: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "diff_no_grad_ms",
+            "diff_inference_mode_ms",
+            "session_diff_ms",
+            "child_sampler_ms",
+            "child_no_sampler_ms",
+            "child_sampler_1ms_ms",
+        )
+    }
     prefill: list[float] = []
     generate_total: list[float] = []
     samples: list[Any] = []
@@ -181,16 +216,20 @@ def one_case(label: str, config: str, fields: dict[str, Any], *, device: str, ti
         def run(k: int) -> None:
             with grad_mode():
                 model.generate(ids, attention_mask=mask, max_new_tokens=k, min_new_tokens=k, do_sample=False)
+
         return run
 
     for _ in range(rounds):  # interleaved, so that drift in host speed hits every variant alike
         series["diff_no_grad_ms"].append(differenced(plain(torch.no_grad), sync, new_tokens, repeats) * 1e3)
         series["diff_inference_mode_ms"].append(
-            differenced(plain(torch.inference_mode), sync, new_tokens, repeats) * 1e3)
+            differenced(plain(torch.inference_mode), sync, new_tokens, repeats) * 1e3
+        )
         series["session_diff_ms"].append(differenced(session.decode, sync, new_tokens, repeats) * 1e3)
-        for key, mode, interval in (("child_sampler_ms", "as-is" if dev.type == "cuda" else "on", 0.05),
-                                    ("child_no_sampler_ms", "off", 0.05),
-                                    ("child_sampler_1ms_ms", "on", 0.001)):
+        for key, mode, interval in (
+            ("child_sampler_ms", "as-is" if dev.type == "cuda" else "on", 0.05),
+            ("child_no_sampler_ms", "off", 0.05),
+            ("child_sampler_1ms_ms", "on", 0.001),
+        ):
             out = child_decode(workload, device, mode, interval, min_steps=repeats)
             series[key].append(out["per_token_ms"])
             if key == "child_sampler_ms":
@@ -214,9 +253,18 @@ def one_case(label: str, config: str, fields: dict[str, Any], *, device: str, ti
     return row
 
 
-COLUMNS = ("diff_no_grad_ms", "diff_inference_mode_ms", "session_diff_ms", "child_sampler_ms",
-           "child_no_sampler_ms", "child_sampler_1ms_ms", "child_decode_step_ms", "prefill_ms",
-           "per_call_overhead_ms", "child_call_overhead_ms")
+COLUMNS = (
+    "diff_no_grad_ms",
+    "diff_inference_mode_ms",
+    "session_diff_ms",
+    "child_sampler_ms",
+    "child_no_sampler_ms",
+    "child_sampler_1ms_ms",
+    "child_decode_step_ms",
+    "prefill_ms",
+    "per_call_overhead_ms",
+    "child_call_overhead_ms",
+)
 
 
 def main() -> None:
@@ -238,15 +286,31 @@ def main() -> None:
     for label, (config, fields) in CASES.items():
         if args.only and args.only not in label:
             continue
-        rows.append(one_case(label, config, fields, device=args.device, tiny=args.tiny,
-                             new_tokens=args.new_tokens, rounds=args.rounds, repeats=args.repeats))
+        rows.append(
+            one_case(
+                label,
+                config,
+                fields,
+                device=args.device,
+                tiny=args.tiny,
+                new_tokens=args.new_tokens,
+                rounds=args.rounds,
+                repeats=args.repeats,
+            )
+        )
         cells = "  ".join(f"{k.removesuffix('_ms')}={rows[-1][k]}" for k in COLUMNS)
         print(f"{label:26s} {cells}", flush=True)
     on_cuda = args.device.startswith("cuda")
-    doc = {"benchmark": "generate_overhead", "date": dt.date.today().isoformat(), "device": args.device,
-           "device_name": torch.cuda.get_device_name() if on_cuda else platform.machine(),
-           "torch": torch.__version__, "python": platform.python_version(),
-           "switch_interval_s": sys.getswitchinterval(), "rows": rows}
+    doc = {
+        "benchmark": "generate_overhead",
+        "date": dt.date.today().isoformat(),
+        "device": args.device,
+        "device_name": torch.cuda.get_device_name() if on_cuda else platform.machine(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "switch_interval_s": sys.getswitchinterval(),
+        "rows": rows,
+    }
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=1))

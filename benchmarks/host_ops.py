@@ -115,14 +115,24 @@ def main(argv: list[str] | None = None) -> int:
     for name, seconds in times.items():
         print(f"{name:{width}}  {seconds * 1e6:6.2f}")
     print(f"\nprofile host_seconds_per_op (torch.default): {per_op * 1e6:.1f} us per framework op")
-    print(f"one autocast cast / host_seconds_per_op = {cast / per_op:.3f} "
-          f"(profile cast_host_share: {profile.cast_host_share})")
+    print(
+        f"one autocast cast / host_seconds_per_op = {cast / per_op:.3f} "
+        f"(profile cast_host_share: {profile.cast_host_share})"
+    )
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor() or "cpu"
-    result = {"benchmark": "host_ops", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-              "device": args.device, "device_name": name, "torch": torch.__version__,
-              "machine": {"python": platform.python_version(), "platform": platform.platform()},
-              "calls": args.calls, "repeats": args.repeats,
-              "host_seconds": times, "host_seconds_per_op": per_op, "cast_share": cast / per_op}
+    result = {
+        "benchmark": "host_ops",
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "device": args.device,
+        "device_name": name,
+        "torch": torch.__version__,
+        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        "calls": args.calls,
+        "repeats": args.repeats,
+        "host_seconds": times,
+        "host_seconds_per_op": per_op,
+        "cast_share": cast / per_op,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     tag = "h200" if "H200" in name else args.device.split(":")[0]
     path = args.out / f"host-ops-{tag}-{dt.date.today().isoformat()}.json"

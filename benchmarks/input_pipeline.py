@@ -43,15 +43,29 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 # label -> (config file, workload fields): the accuracy-holdout ResNet points and a text batch
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
-    "resnet-50 b64 224px fp32": ("resnet-50.json", {"mode": "train", "batch_size": 64, "image_size": 224,
-                                                     "precision": "fp32", "optimizer": "momentum"}),
-    "resnet-50 b128 224px amp-bf16": ("resnet-50.json", {
-        "mode": "train", "batch_size": 128, "image_size": 224, "precision": "amp-bf16",
-        "optimizer": "momentum", "optimizer_impl": "fused"}),
-    "resnet-50 b128 128px fp32": ("resnet-50.json", {"mode": "train", "batch_size": 128, "image_size": 128,
-                                                      "precision": "fp32", "optimizer": "momentum"}),
-    "bert-large b16 seq512 amp-bf16": ("bert-large-uncased.json", {"mode": "train", "batch_size": 16,
-                                                                    "seq_len": 512, "precision": "amp-bf16"}),
+    "resnet-50 b64 224px fp32": (
+        "resnet-50.json",
+        {"mode": "train", "batch_size": 64, "image_size": 224, "precision": "fp32", "optimizer": "momentum"},
+    ),
+    "resnet-50 b128 224px amp-bf16": (
+        "resnet-50.json",
+        {
+            "mode": "train",
+            "batch_size": 128,
+            "image_size": 224,
+            "precision": "amp-bf16",
+            "optimizer": "momentum",
+            "optimizer_impl": "fused",
+        },
+    ),
+    "resnet-50 b128 128px fp32": (
+        "resnet-50.json",
+        {"mode": "train", "batch_size": 128, "image_size": 128, "precision": "fp32", "optimizer": "momentum"},
+    ),
+    "bert-large b16 seq512 amp-bf16": (
+        "bert-large-uncased.json",
+        {"mode": "train", "batch_size": 16, "seq_len": 512, "precision": "amp-bf16"},
+    ),
 }
 
 
@@ -70,8 +84,9 @@ def _timed(fn: Callable[[], Any], sync: Callable[[], None], repeats: int) -> lis
     return out
 
 
-def legacy_source(workload: Any, device: Any, float_dtype: Any,
-                  seed: int) -> tuple[Callable[[], Any], Callable[[Any], Any], Callable[[Any], Any]]:
+def legacy_source(
+    workload: Any, device: Any, float_dtype: Any, seed: int
+) -> tuple[Callable[[], Any], Callable[[Any], Any], Callable[[Any], Any]]:
     """The per-step input path `fitbench run` used before, in its three parts, for one batch each.
 
     gather(): the dataset cycler's next batch of stored samples (a numpy fancy index);
@@ -85,11 +100,13 @@ def legacy_source(workload: Any, device: Any, float_dtype: Any,
 
     arch = workload.arch
     if isinstance(arch, ResNetArch):
-        cycler, _, _ = datasets.image_batches(None, workload.batch_size, workload.image_size,
-                                              arch.num_classes, seed)
+        cycler, _, _ = datasets.image_batches(
+            None, workload.batch_size, workload.image_size, arch.num_classes, seed
+        )
     else:
-        cycler, _, _ = datasets.text_batches(None, workload.batch_size, workload.seq_len, arch.vocab_size,
-                                             max(arch.num_labels, 2), seed)
+        cycler, _, _ = datasets.text_batches(
+            None, workload.batch_size, workload.seq_len, arch.vocab_size, max(arch.num_labels, 2), seed
+        )
     transform = cycler._transform  # run separately below, so that its share shows
     cycler._transform = None
 
@@ -113,8 +130,16 @@ def legacy_source(workload: Any, device: Any, float_dtype: Any,
     return gather, normalise, to_device
 
 
-def one_case(label: str, config: str, fields: dict[str, Any], *, device_name: str, tiny: bool,
-             steps: bool, repeats: int) -> dict[str, Any]:
+def one_case(
+    label: str,
+    config: str,
+    fields: dict[str, Any],
+    *,
+    device_name: str,
+    tiny: bool,
+    steps: bool,
+    repeats: int,
+) -> dict[str, Any]:
     import torch
 
     import accuracy
@@ -127,9 +152,14 @@ def one_case(label: str, config: str, fields: dict[str, Any], *, device_name: st
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     plan = plan_precision(workload.precision, device, training=workload.is_training)
     options = RunOptions(device=device_name)
-    row: dict[str, Any] = {"case": label, "batch": workload.batch_size, "image_size": workload.image_size,
-                           "seq_len": workload.seq_len, "precision": workload.precision,
-                           "input_dtype": str(plan.input_dtype).removeprefix("torch.")}
+    row: dict[str, Any] = {
+        "case": label,
+        "batch": workload.batch_size,
+        "image_size": workload.image_size,
+        "seq_len": workload.seq_len,
+        "precision": workload.precision,
+        "input_dtype": str(plan.input_dtype).removeprefix("torch."),
+    }
 
     gather, normalise, to_device = legacy_source(workload, device, plan.input_dtype, options.seed)
     raw: list[Any] = []
@@ -137,14 +167,18 @@ def one_case(label: str, config: str, fields: dict[str, Any], *, device_name: st
     row["legacy_gather_ms"] = _ms(_timed(lambda: raw.append(gather()), sync, repeats))
     row["legacy_normalise_ms"] = _ms(_timed(lambda: ready.append(normalise(raw.pop())), sync, repeats))
     row["legacy_convert_copy_ms"] = _ms(_timed(lambda: to_device(ready.pop()), sync, repeats))
-    row["legacy_next_batch_ms"] = round(row["legacy_gather_ms"] + row["legacy_normalise_ms"]
-                                        + row["legacy_convert_copy_ms"], 4)
+    row["legacy_next_batch_ms"] = round(
+        row["legacy_gather_ms"] + row["legacy_normalise_ms"] + row["legacy_convert_copy_ms"], 4
+    )
 
     t0 = time.perf_counter()
     source = batch_source(workload, options, device, plan.input_dtype)
     row["prepare_seconds"] = round(time.perf_counter() - t0, 3)
-    row.update(prepared_batches=source.prepared_batches, batch_bytes=source.batch_bytes,
-               input_pipeline=source.pipeline)
+    row.update(
+        prepared_batches=source.prepared_batches,
+        batch_bytes=source.batch_bytes,
+        input_pipeline=source.pipeline,
+    )
     source.next_batch()
     sync()
     host = []
@@ -159,21 +193,27 @@ def one_case(label: str, config: str, fields: dict[str, Any], *, device_name: st
     del source
 
     if steps:
-        row.update(step_times(workload, options, device, sync,
-                              lambda: to_device(normalise(gather())), repeats))
+        row.update(
+            step_times(workload, options, device, sync, lambda: to_device(normalise(gather())), repeats)
+        )
     return row
 
 
-def step_times(workload: Any, options: Any, device: Any, sync: Callable[[], None],
-               legacy: Callable[[], Any], repeats: int) -> dict[str, Any]:
+def step_times(
+    workload: Any,
+    options: Any,
+    device: Any,
+    sync: Callable[[], None],
+    legacy: Callable[[], Any],
+    repeats: int,
+) -> dict[str, Any]:
     """The backend's own training step with inputs resident, with next_batch, with the old path."""
     from fitbench.backends.torch.session import open_default
 
     session = open_default(workload, options)
     current = session.next_batch  # type: ignore[attr-defined]
     resident = current()
-    variants = {"step_resident_ms": lambda: resident, "step_ms": current,
-                "step_legacy_ms": legacy}
+    variants = {"step_resident_ms": lambda: resident, "step_ms": current, "step_legacy_ms": legacy}
     out: dict[str, Any] = {}
     for _ in range(3):  # warm-up: kernel choice, optimizer state, allocator growth
         session.step()
@@ -187,12 +227,19 @@ def step_times(workload: Any, options: Any, device: Any, sync: Callable[[], None
     return out
 
 
-COLUMNS = (("case", "case", 30), ("legacy_gather_ms", "old gather", 10),
-           ("legacy_normalise_ms", "old norm", 9), ("legacy_convert_copy_ms", "old copy", 9),
-           ("next_batch_host_ms", "new host", 9),
-           ("next_batch_done_ms", "new done", 9), ("prepared_batches", "prep n", 7),
-           ("prepare_seconds", "prep s", 7), ("step_resident_ms", "step res", 9),
-           ("step_ms", "step new", 9), ("step_legacy_ms", "step old", 9))
+COLUMNS = (
+    ("case", "case", 30),
+    ("legacy_gather_ms", "old gather", 10),
+    ("legacy_normalise_ms", "old norm", 9),
+    ("legacy_convert_copy_ms", "old copy", 9),
+    ("next_batch_host_ms", "new host", 9),
+    ("next_batch_done_ms", "new done", 9),
+    ("prepared_batches", "prep n", 7),
+    ("prepare_seconds", "prep s", 7),
+    ("step_resident_ms", "step res", 9),
+    ("step_ms", "step new", 9),
+    ("step_legacy_ms", "step old", 9),
+)
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
@@ -210,8 +257,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="the same jobs on toy models (CPU smoke test)")
-    ap.add_argument("--steps", action=argparse.BooleanOptionalAction, default=None,
-                    help="also time training steps (default: on for cuda, off for cpu)")
+    ap.add_argument(
+        "--steps",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also time training steps (default: on for cuda, off for cpu)",
+    )
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--only", help="cases whose label contains this text")
     ap.add_argument("--out", type=Path)
@@ -225,14 +276,30 @@ def main() -> None:
     cases = {k: v for k, v in CASES.items() if not args.only or args.only in k}
     rows = []
     for label, (config, fields) in cases.items():
-        rows.append(one_case(label, config, fields, device_name=args.device, tiny=args.tiny, steps=steps,
-                             repeats=args.repeats))
+        rows.append(
+            one_case(
+                label,
+                config,
+                fields,
+                device_name=args.device,
+                tiny=args.tiny,
+                steps=steps,
+                repeats=args.repeats,
+            )
+        )
     print_table(rows)
     on_cuda = args.device.startswith("cuda")
-    doc = {"benchmark": "input_pipeline", "date": dt.date.today().isoformat(), "device": args.device,
-           "device_name": torch.cuda.get_device_name() if on_cuda else platform.machine(),
-           "torch": torch.__version__, "cpu_threads": torch.get_num_threads(),
-           "tiny": args.tiny, "repeats": args.repeats, "rows": rows}
+    doc = {
+        "benchmark": "input_pipeline",
+        "date": dt.date.today().isoformat(),
+        "device": args.device,
+        "device_name": torch.cuda.get_device_name() if on_cuda else platform.machine(),
+        "torch": torch.__version__,
+        "cpu_threads": torch.get_num_threads(),
+        "tiny": args.tiny,
+        "repeats": args.repeats,
+        "rows": rows,
+    }
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=1))

@@ -63,19 +63,53 @@ from fitbench.workloads.workload import Workload
 CONFIGS = Path(__file__).parent / "configs"
 # Tiny width with the published layer structure: GQA (4 query heads, 2 key/value heads), the
 # model type's biases and norms. Counts per layer do not depend on the width.
-TINY = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "vocab_size": 512, "max_position_embeddings": 4096}
+TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 512,
+    "max_position_embeddings": 4096,
+}
 MODELS = {"qwen2": "qwen2.5-1.5b.json", "llama": "llama-3.2-1b.json"}
 # (label, peft, checkpointing). "frozen": the base of a LoRA step alone (every weight frozen, the
 # embeddings' output requiring a gradient so that backward runs through every block as it does
 # under LoRA): LoRA minus frozen is what the adapters add.
-VARIANTS = (("full", None, False), ("frozen", None, False), ("lora", "lora", False),
-            ("full+ckpt", None, True), ("frozen+ckpt", None, True), ("lora+ckpt", "lora", True))
+VARIANTS = (
+    ("full", None, False),
+    ("frozen", None, False),
+    ("lora", "lora", False),
+    ("full+ckpt", None, True),
+    ("frozen+ckpt", None, True),
+    ("lora+ckpt", "lora", True),
+)
 # aten operations that launch no kernel: views and metadata changes (their host cost is the
 # dispatcher's and autograd's, no allocation, no launch).
-VIEW_OPS = frozenset({"view", "_unsafe_view", "t", "transpose", "unsqueeze", "squeeze", "slice", "select",
-                      "expand", "detach", "alias", "as_strided", "permute", "_reshape_alias", "unbind",
-                      "split", "split_with_sizes", "chunk", "narrow", "view_as_real", "lift_fresh"})
+VIEW_OPS = frozenset(
+    {
+        "view",
+        "_unsafe_view",
+        "t",
+        "transpose",
+        "unsqueeze",
+        "squeeze",
+        "slice",
+        "select",
+        "expand",
+        "detach",
+        "alias",
+        "as_strided",
+        "permute",
+        "_reshape_alias",
+        "unbind",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "narrow",
+        "view_as_real",
+        "lift_fresh",
+    }
+)
 CPU_DROPOUT = ("empty_like", "bernoulli_", "div_")  # with a mul: CUDA's one native_dropout
 
 
@@ -92,9 +126,14 @@ class Phase:
         dropouts = self.aten["bernoulli_"] if device == "cpu" else 0
         aten = sum(self.aten.values()) - 3 * dropouts
         views = sum(n for op, n in self.aten.items() if op in VIEW_OPS)
-        return {"aten": aten, "kernels": aten - views, "nodes": sum(self.nodes.values()),
-                "accumulate_grad": self.nodes["AccumulateGrad"], "calls": self.calls,
-                "cuda_dropout_correction": -3 * dropouts}
+        return {
+            "aten": aten,
+            "kernels": aten - views,
+            "nodes": sum(self.nodes.values()),
+            "accumulate_grad": self.nodes["AccumulateGrad"],
+            "calls": self.calls,
+            "cuda_dropout_correction": -3 * dropouts,
+        }
 
 
 def _counters() -> tuple[Any, Any]:
@@ -146,8 +185,18 @@ def _hook_nodes(loss: Any, phase: Phase) -> list[Any]:
     return handles
 
 
-def workload(model: str, layers: int, *, peft_method: str | None, checkpointing: bool, rank: int = 8,
-             batch: int = 2, seq: int = 32, precision: str = "bf16", tiny: bool = True) -> Workload:
+def workload(
+    model: str,
+    layers: int,
+    *,
+    peft_method: str | None,
+    checkpointing: bool,
+    rank: int = 8,
+    batch: int = 2,
+    seq: int = 32,
+    precision: str = "bf16",
+    tiny: bool = True,
+) -> Workload:
     """The workload of `model` (a benchmarks/configs name) at `layers` layers, tiny width."""
     fields = json.loads((CONFIGS / MODELS[model]).read_text())
     fields = {k: v for k, v in fields.items() if not k.startswith("_")}
@@ -157,8 +206,16 @@ def workload(model: str, layers: int, *, peft_method: str | None, checkpointing:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "config.json"
         path.write_text(json.dumps(fields))
-        return workload_from_config(path, mode="train", batch_size=batch, seq_len=seq, precision=precision,
-                                    peft=peft_method, lora_rank=rank, checkpointing=checkpointing)
+        return workload_from_config(
+            path,
+            mode="train",
+            batch_size=batch,
+            seq_len=seq,
+            precision=precision,
+            peft=peft_method,
+            lora_rank=rank,
+            checkpointing=checkpointing,
+        )
 
 
 def open_session(w: Workload, device: str, *, frozen: bool = False) -> Any:
@@ -178,8 +235,9 @@ def open_session(w: Workload, device: str, *, frozen: bool = False) -> Any:
     return session
 
 
-def count_step(w: Workload, device: str = "cpu", warmup: int = 2, *,
-               frozen: bool = False) -> dict[str, Phase]:
+def count_step(
+    w: Workload, device: str = "cpu", warmup: int = 2, *, frozen: bool = False
+) -> dict[str, Phase]:
     """Forward (loss included), backward and optimizer (zero_grad + step) of one step of the torch
     backend's training session for `w`, after `warmup` steps (lazy initialisations, optimizer state)."""
     session = open_session(w, device, frozen=frozen)
@@ -189,6 +247,7 @@ def count_step(w: Workload, device: str = "cpu", warmup: int = 2, *,
     phases = {"forward": Phase(), "backward": Phase(), "optimizer": Phase()}
     # Two identical steps: one counted by the dispatcher, one by the Python-level modes.
     for counting in ("aten", "calls"):
+
         def mode(phase: Phase) -> Any:
             return aten_mode(phase) if counting == "aten" else calls_mode(phase)  # noqa: B023
 
@@ -257,40 +316,72 @@ def estimated_ops(w: Workload, *, frozen: bool = False) -> dict[str, float]:
     host = timing.host_seconds / profile.host_seconds_per_op
     if frozen:
         host = forward + backward + speed.STEP_FIXED_OPS
-    return {"forward": forward, "backward": backward, "recompute": recompute,
-            "adapters": ops(lora_fwd) + ops(lora_bwd), "optimizer": optimizer, "fixed": speed.STEP_FIXED_OPS,
-            "host_ops": host}
+    return {
+        "forward": forward,
+        "backward": backward,
+        "recompute": recompute,
+        "adapters": ops(lora_fwd) + ops(lora_bwd),
+        "optimizer": optimizer,
+        "fixed": speed.STEP_FIXED_OPS,
+        "host_ops": host,
+    }
 
 
-def split(shallow: dict[str, float], deep: dict[str, float],
-          layers: tuple[int, int]) -> dict[str, dict[str, float]]:
+def split(
+    shallow: dict[str, float], deep: dict[str, float], layers: tuple[int, int]
+) -> dict[str, dict[str, float]]:
     """Per-layer and fixed parts of counts taken at two depths."""
     span = layers[1] - layers[0]
     per = {k: (deep[k] - shallow[k]) / span for k in shallow}
     return {"per_layer": per, "fixed": {k: shallow[k] - layers[0] * per[k] for k in shallow}}
 
 
-def measure(model: str, label: str, peft_method: str | None, checkpointing: bool, *, layers: tuple[int, int],
-            device: str, rank: int, tiny: bool, steps: int = 0) -> dict[str, Any]:
+def measure(
+    model: str,
+    label: str,
+    peft_method: str | None,
+    checkpointing: bool,
+    *,
+    layers: tuple[int, int],
+    device: str,
+    rank: int,
+    tiny: bool,
+    steps: int = 0,
+) -> dict[str, Any]:
     """Dispatched and estimated counts of one variant, per layer and fixed."""
     by_depth = []
     for depth in layers:
         frozen = label.startswith("frozen")
-        w = workload(model, depth, peft_method="lora" if frozen else peft_method, checkpointing=checkpointing,
-                     rank=rank, tiny=tiny)
+        w = workload(
+            model,
+            depth,
+            peft_method="lora" if frozen else peft_method,
+            checkpointing=checkpointing,
+            rank=rank,
+            tiny=tiny,
+        )
         phases = count_step(dataclasses.replace(w, peft=None) if frozen else w, device, frozen=frozen)
         flat = {f"{name}.{k}": v for name, ph in phases.items() for k, v in ph.totals(device).items()}
         flat.update({f"estimate.{k}": v for k, v in estimated_ops(w, frozen=frozen).items()})
         if steps:
-            flat["step_ms"] = 1e3 * step_seconds(dataclasses.replace(w, peft=None) if frozen else w, device,
-                                                 steps, frozen=frozen)
+            flat["step_ms"] = 1e3 * step_seconds(
+                dataclasses.replace(w, peft=None) if frozen else w, device, steps, frozen=frozen
+            )
         by_depth.append(flat)
         if depth == layers[1]:
             names = {name: dict(ph.aten) for name, ph in phases.items()}
             nodes = dict(phases["backward"].nodes)
     parts = split(by_depth[0], by_depth[1], layers)
-    return {"model": model, "variant": label, "peft": peft_method, "checkpointing": checkpointing,
-            "layers": list(layers), **parts, "aten_by_name_deep": names, "nodes_by_name_deep": nodes}
+    return {
+        "model": model,
+        "variant": label,
+        "peft": peft_method,
+        "checkpointing": checkpointing,
+        "layers": list(layers),
+        **parts,
+        "aten_by_name_deep": names,
+        "nodes_by_name_deep": nodes,
+    }
 
 
 def calibration_counts(device: str, steps: int) -> list[dict[str, Any]]:
@@ -302,24 +393,37 @@ def calibration_counts(device: str, steps: int) -> list[dict[str, Any]]:
 
     profile = get_profile("torch", "default")
     out = []
-    for name, overrides in (("resnet50-cifar10", {"batch_size": 2}),
-                            ("bert-base-imdb", {"batch_size": 2, "seq_len": 128})):
+    for name, overrides in (
+        ("resnet50-cifar10", {"batch_size": 2}),
+        ("bert-base-imdb", {"batch_size": 2, "seq_len": 128}),
+    ):
         w = get_workload(name, **overrides)
         phases = count_step(w, device)
         timing = speed.training_step(w, get_gpu("h200"), profile)
-        row: dict[str, Any] = {"name": name, **{k: v.totals(device) for k, v in phases.items()},
-                               "estimate_host_ops": timing.host_seconds / profile.host_seconds_per_op,
-                               "estimate_host_ms": timing.host_seconds * 1e3}
+        row: dict[str, Any] = {
+            "name": name,
+            **{k: v.totals(device) for k, v in phases.items()},
+            "estimate_host_ops": timing.host_seconds / profile.host_seconds_per_op,
+            "estimate_host_ms": timing.host_seconds * 1e3,
+        }
         if steps:
             row["step_ms"] = 1e3 * step_seconds(w, device, steps)
         out.append(row)
     return out
 
 
-COLUMNS = (("fwd aten", "forward.aten"), ("fwd kern", "forward.kernels"), ("bwd aten", "backward.aten"),
-           ("bwd kern", "backward.kernels"), ("nodes", "backward.nodes"), ("acc", "backward.accumulate_grad"),
-           ("py fwd", "forward.calls"), ("est fwd", "estimate.forward"), ("est bwd", "estimate.backward"),
-           ("est host", "estimate.host_ops"))
+COLUMNS = (
+    ("fwd aten", "forward.aten"),
+    ("fwd kern", "forward.kernels"),
+    ("bwd aten", "backward.aten"),
+    ("bwd kern", "backward.kernels"),
+    ("nodes", "backward.nodes"),
+    ("acc", "backward.accumulate_grad"),
+    ("py fwd", "forward.calls"),
+    ("est fwd", "estimate.forward"),
+    ("est bwd", "estimate.backward"),
+    ("est host", "estimate.host_ops"),
+)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -329,8 +433,10 @@ def table(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         for part in ("per_layer", "fixed"):
             vals = row[part]
-            lines.append(f"{row['model']:7} {row['variant']:11} {part:9} "
-                         + " ".join(f"{vals[k]:8.1f}" for _, k in columns))
+            lines.append(
+                f"{row['model']:7} {row['variant']:11} {part:9} "
+                + " ".join(f"{vals[k]:8.1f}" for _, k in columns)
+            )
     return "\n".join(lines)
 
 
@@ -341,12 +447,20 @@ def main() -> int:
     parser.add_argument("--layers", default="1,2", help="the two depths")
     parser.add_argument("--rank", type=int, default=8)
     parser.add_argument("--full-width", action="store_true", help="the published width (on a GPU)")
-    parser.add_argument("--time", type=int, default=0, metavar="STEPS",
-                        help="also time STEPS whole steps per depth (median): on a GPU at tiny width the "
-                             "GPU work is negligible and a step is the host's time")
-    parser.add_argument("--calibration", action="store_true",
-                        help="also count the host-bound points the host constant was fitted on "
-                             "(ResNet-50 at 32 px, BERT-base batch 2), whole steps")
+    parser.add_argument(
+        "--time",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="also time STEPS whole steps per depth (median): on a GPU at tiny width the "
+        "GPU work is negligible and a step is the host's time",
+    )
+    parser.add_argument(
+        "--calibration",
+        action="store_true",
+        help="also count the host-bound points the host constant was fitted on "
+        "(ResNet-50 at 32 px, BERT-base batch 2), whole steps",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -357,26 +471,51 @@ def main() -> int:
     assert len(layers) == 2 and layers[0] < layers[1], "--layers takes two increasing depths"
     if args.device == "cpu":
         torch.set_num_threads(1)  # one thread: no pool hand-offs in a tiny step's host time
-    rows = [measure(model, label, method, ckpt, layers=layers, device=args.device, rank=args.rank,
-                    tiny=not args.full_width, steps=args.time)
-            for model in args.models.split(",") for label, method, ckpt in VARIANTS]
+    rows = [
+        measure(
+            model,
+            label,
+            method,
+            ckpt,
+            layers=layers,
+            device=args.device,
+            rank=args.rank,
+            tiny=not args.full_width,
+            steps=args.time,
+        )
+        for model in args.models.split(",")
+        for label, method, ckpt in VARIANTS
+    ]
     print(table(rows))
     calibration = calibration_counts(args.device, args.time) if args.calibration else []
     for row in calibration:
-        print(f"{row['name']:18} est ops {row['estimate_host_ops']:6.1f}  "
-              f"fwd calls {row['forward']['calls']:5}  "
-              f"fwd kernels {row['forward']['kernels']:5}  bwd kernels {row['backward']['kernels']:5}  "
-              f"nodes {row['backward']['nodes']:5}  est host {row['estimate_host_ms']:.1f} ms"
-              + (f"  step {row['step_ms']:.1f} ms" if "step_ms" in row else ""))
+        print(
+            f"{row['name']:18} est ops {row['estimate_host_ops']:6.1f}  "
+            f"fwd calls {row['forward']['calls']:5}  "
+            f"fwd kernels {row['forward']['kernels']:5}  bwd kernels {row['backward']['kernels']:5}  "
+            f"nodes {row['backward']['nodes']:5}  est host {row['estimate_host_ms']:.1f} ms"
+            + (f"  step {row['step_ms']:.1f} ms" if "step_ms" in row else "")
+        )
     if args.out:
         import peft as peft_lib
 
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({
-            "benchmark": "lora_ops", "device": args.device, "rank": args.rank,
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "peft": peft_lib.__version__,
-            "layers": list(layers), "rows": rows, "calibration": calibration}, indent=1))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "benchmark": "lora_ops",
+                    "device": args.device,
+                    "rank": args.rank,
+                    "torch": torch.__version__,
+                    "transformers": transformers.__version__,
+                    "peft": peft_lib.__version__,
+                    "layers": list(layers),
+                    "rows": rows,
+                    "calibration": calibration,
+                },
+                indent=1,
+            )
+        )
         print(f"\nwrote {args.out}")
     return 0
 

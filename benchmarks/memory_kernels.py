@@ -98,8 +98,13 @@ def measure(kernel: str, nbytes: int, device: str, dtype_name: str, budget_s: fl
         n = xb.numel()
     seconds = _time(fn, device, budget_s)
     moved = PASSES[kernel] * n * elem
-    return {"kernel": kernel, "bytes_per_tensor": n * elem, "bytes_moved": moved, "seconds": seconds,
-            "gb_s": moved / seconds / 1e9}
+    return {
+        "kernel": kernel,
+        "bytes_per_tensor": n * elem,
+        "bytes_moved": moved,
+        "seconds": seconds,
+        "gb_s": moved / seconds / 1e9,
+    }
 
 
 def modelled_seconds(kernel: str, moved: float, gpu_id: str | None) -> float | None:
@@ -112,8 +117,11 @@ def modelled_seconds(kernel: str, moved: float, gpu_id: str | None) -> float | N
     from fitbench.estimate.profile import get_profile
 
     gpu, profile = get_gpu(gpu_id), get_profile("torch", "default", use_user=False)
-    share = (speed.own_share(resnet_cost.CUDNN_BN_NCHW_SHARE, gpu) if kernel == "bn_like"
-             else profile.memory_efficiency)
+    share = (
+        speed.own_share(resnet_cost.CUDNN_BN_NCHW_SHARE, gpu)
+        if kernel == "bn_like"
+        else profile.memory_efficiency
+    )
     return moved / (gpu.stream_bandwidth_bytes_s * share) + profile.kernel_fixed_seconds
 
 
@@ -159,25 +167,42 @@ def main() -> None:
             if r["model_seconds"]:
                 err = r["model_seconds"] / r["seconds"] - 1
                 model = f"  model {r['model_seconds'] * 1e6:10.2f} us ({err:+.0%})"
-            print(f"{kernel:8s} {r['bytes_per_tensor'] / 1e6:10.3f} MB  {r['seconds'] * 1e6:10.2f} us  "
-                  f"{r['gb_s']:9.1f} GB/s  share {share}{model}")
+            print(
+                f"{kernel:8s} {r['bytes_per_tensor'] / 1e6:10.3f} MB  {r['seconds'] * 1e6:10.2f} us  "
+                f"{r['gb_s']:9.1f} GB/s  share {share}{model}"
+            )
     fits = {k: fit([r for r in rows if r["kernel"] == k]) for k in KERNELS}
     for k, f in fits.items():
         share = f" ({f['stream_gb_s'] / datasheet:.2f} of {datasheet:.0f})" if datasheet else ""
         print(f"{k:8s} streaming {f['stream_gb_s']:8.1f} GB/s{share}, fixed cost {f['fixed_us']:.2f} us")
     checked = [r for r in rows if r["model_seconds"]]
     if checked:
-        for name, part in (("tensors >= 64 MB", [r for r in checked if r["bytes_per_tensor"] >= 1 << 26]),
-                           ("tensors <= 64 KB", [r for r in checked if r["bytes_per_tensor"] <= 1 << 16])):
+        for name, part in (
+            ("tensors >= 64 MB", [r for r in checked if r["bytes_per_tensor"] >= 1 << 26]),
+            ("tensors <= 64 KB", [r for r in checked if r["bytes_per_tensor"] <= 1 << 16]),
+        ):
             errs = [abs(r["model_seconds"] / r["seconds"] - 1) for r in part]
             if errs:
-                print(f"model vs measured, {name}: median abs error {statistics.median(errs):.0%}, "
-                      f"worst {max(errs):.0%} ({len(errs)} rows)")
-    env = {"python": platform.python_version(), "torch": torch.__version__, "device": args.device,
-           "device_name": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor(),
-           "gpu": gpu_id, "datasheet_gb_s": datasheet, "dtype": args.dtype}
-    out = {"benchmark": "memory_kernels", "date": dt.date.today().isoformat(), "environment": env,
-           "rows": rows, "fits": fits}
+                print(
+                    f"model vs measured, {name}: median abs error {statistics.median(errs):.0%}, "
+                    f"worst {max(errs):.0%} ({len(errs)} rows)"
+                )
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "device": args.device,
+        "device_name": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor(),
+        "gpu": gpu_id,
+        "datasheet_gb_s": datasheet,
+        "dtype": args.dtype,
+    }
+    out = {
+        "benchmark": "memory_kernels",
+        "date": dt.date.today().isoformat(),
+        "environment": env,
+        "rows": rows,
+        "fits": fits,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1))
     print(f"wrote {args.out}")

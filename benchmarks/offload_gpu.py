@@ -42,10 +42,22 @@ from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
 # ~3.6B parameters: Llama-3.2-3B's shape with an untied LM head.
-MODEL = {"hidden_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 24, "num_key_value_heads": 8,
-         "intermediate_size": 8192, "vocab_size": 128256}
-TINY = {"hidden_size": 256, "num_hidden_layers": 8, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "intermediate_size": 704, "vocab_size": 2048}
+MODEL = {
+    "hidden_size": 3072,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 24,
+    "num_key_value_heads": 8,
+    "intermediate_size": 8192,
+    "vocab_size": 128256,
+}
+TINY = {
+    "hidden_size": 256,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 704,
+    "vocab_size": 2048,
+}
 
 
 def rss_bytes() -> int:
@@ -57,18 +69,38 @@ def rss_bytes() -> int:
 
 
 def fitbench_workload(cfg: dict[str, int], prompt: int, new: int) -> Workload:
-    arch = TransformerArch(kind="decoder", vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"],
-                           num_layers=cfg["num_hidden_layers"], num_heads=cfg["num_attention_heads"],
-                           num_kv_heads=cfg["num_key_value_heads"],
-                           intermediate_size=cfg["intermediate_size"],
-                           mlp="swiglu", norm="rmsnorm", position="rotary", qkv_bias=False, out_bias=False,
-                           mlp_bias=False, pooler=False, num_labels=0, max_positions=8192)
-    return Workload(name="llama-3b-random", arch=arch, mode="infer", precision="fp16", batch_size=1,
-                    prompt_tokens=prompt, new_tokens=new)
+    arch = TransformerArch(
+        kind="decoder",
+        vocab_size=cfg["vocab_size"],
+        hidden_size=cfg["hidden_size"],
+        num_layers=cfg["num_hidden_layers"],
+        num_heads=cfg["num_attention_heads"],
+        num_kv_heads=cfg["num_key_value_heads"],
+        intermediate_size=cfg["intermediate_size"],
+        mlp="swiglu",
+        norm="rmsnorm",
+        position="rotary",
+        qkv_bias=False,
+        out_bias=False,
+        mlp_bias=False,
+        pooler=False,
+        num_labels=0,
+        max_positions=8192,
+    )
+    return Workload(
+        name="llama-3b-random",
+        arch=arch,
+        mode="infer",
+        precision="fp16",
+        batch_size=1,
+        prompt_tokens=prompt,
+        new_tokens=new,
+    )
 
 
-def fitbench_offload(cfg: dict[str, int], gpu_id: str, cap: int, prompt: int, new: int,
-                     copy: HostCopy | None = None) -> dict[str, Any]:
+def fitbench_offload(
+    cfg: dict[str, int], gpu_id: str, cap: int, prompt: int, new: int, copy: HostCopy | None = None
+) -> dict[str, Any]:
     """fitbench's offload estimate for a card whose weights may take `cap` bytes: accelerate's
     max_memory bounds module sizes only, so the card is given that plus the job's other memory.
     `copy`: the host's measured copy figures (default: the estimator's constants for the link)."""
@@ -93,16 +125,20 @@ def build(cfg: dict[str, int], device: str, cap: int, offload_dir: str) -> tuple
     main: Any = 0 if device.startswith("cuda") else "cpu"
     spill = "cpu" if device.startswith("cuda") else "disk"
     max_memory = {main: cap, spill: 1 << 50} if spill == "cpu" else {main: cap}
-    device_map = infer_auto_device_map(model, max_memory=max_memory, dtype=torch.float16,
-                                       no_split_module_classes=["LlamaDecoderLayer"])
+    device_map = infer_auto_device_map(
+        model, max_memory=max_memory, dtype=torch.float16, no_split_module_classes=["LlamaDecoderLayer"]
+    )
     if device.startswith("cuda"):
         torch.zeros(1, device="cuda")  # the CUDA context's host memory must not count as offloaded weights
     before = rss_bytes()
     torch.manual_seed(0)
     state: dict[str, Any] = {}
     for name, param in model.named_parameters():
-        where = next(v for k, v in sorted(device_map.items(), key=lambda kv: -len(kv[0]))
-                     if k == "" or name == k or name.startswith(k + "."))
+        where = next(
+            v
+            for k, v in sorted(device_map.items(), key=lambda kv: -len(kv[0]))
+            if k == "" or name == k or name.startswith(k + ".")
+        )
         target = "cpu" if where == "disk" else (f"cuda:{where}" if isinstance(where, int) else where)
         # In place: a temporary (randn * 0.02) could stay in the host allocator and count in RSS.
         value = torch.empty(param.shape, dtype=torch.float16, device=target).normal_(0.0, 0.02)
@@ -115,8 +151,12 @@ def build(cfg: dict[str, int], device: str, cap: int, offload_dir: str) -> tuple
 
         offload_state_dict(offload_dir, state)
         state.clear()
-    model = dispatch_model(model, device_map=device_map, main_device=main if spill == "cpu" else "cpu",
-                           offload_dir=offload_dir if spill == "disk" else None)
+    model = dispatch_model(
+        model,
+        device_map=device_map,
+        main_device=main if spill == "cpu" else "cpu",
+        offload_dir=offload_dir if spill == "disk" else None,
+    )
     return model.eval(), device_map, rss_bytes() - before
 
 
@@ -127,15 +167,24 @@ def hook_tensors(module: Any) -> list[tuple[str, Any]]:
     hook = getattr(module, "_hf_hook", None)
     if hook is None or not getattr(hook, "offload", False) or hook.weights_map is None:
         return []
-    return [(name, hook.weights_map[name]) for name, _ in named_module_tensors(
-        module, include_buffers=hook.offload_buffers, recurse=hook.place_submodules,
-        remove_non_persistent=True)]
+    return [
+        (name, hook.weights_map[name])
+        for name, _ in named_module_tensors(
+            module,
+            include_buffers=hook.offload_buffers,
+            recurse=hook.place_submodules,
+            remove_non_persistent=True,
+        )
+    ]
 
 
 def offloaded_tensors(model: Any) -> list[tuple[str, Any]]:
     """(name, host tensor) of every offloaded weight, from the hooks' weights maps."""
-    return [(f"{name}.{key}", value) for name, module in model.named_modules()
-            for key, value in hook_tensors(module)]
+    return [
+        (f"{name}.{key}", value)
+        for name, module in model.named_modules()
+        for key, value in hook_tensors(module)
+    ]
 
 
 class Timer:
@@ -168,6 +217,7 @@ def copy_bench(model: Any, device: str, repeats: int) -> dict[str, Any]:
     dev = "cuda:0" if device.startswith("cuda") else "cpu"
     timer = Timer(device)
     tensors = offloaded_tensors(model)
+
     # .to("cpu") on the CPU proof is a no-op: a clone stands in for the copy there.
     def move(x: Any, **kw: Any) -> Any:
         return x.to(dev, **kw) if dev != "cpu" else x.clone()
@@ -179,21 +229,28 @@ def copy_bench(model: Any, device: str, repeats: int) -> dict[str, Any]:
     for nbytes, value in sorted(sizes.items()):
         move(value)  # first touch: allocator and staging buffers
         pageable = statistics.median(timer(lambda v=value: move(v)) for _ in range(repeats))
-        row = {"bytes": nbytes, "count": sum(1 for _, v in tensors if v.numel() * v.element_size() == nbytes),
-               "pageable_seconds": pageable, "pageable_bytes_s": nbytes / pageable}
+        row = {
+            "bytes": nbytes,
+            "count": sum(1 for _, v in tensors if v.numel() * v.element_size() == nbytes),
+            "pageable_seconds": pageable,
+            "pageable_bytes_s": nbytes / pageable,
+        }
         if dev != "cpu":
             pinned_src = value.pin_memory()
             move(pinned_src, non_blocking=True)
-            pinned = statistics.median(timer(lambda v=pinned_src: move(v, non_blocking=True))
-                                       for _ in range(repeats))
+            pinned = statistics.median(
+                timer(lambda v=pinned_src: move(v, non_blocking=True)) for _ in range(repeats)
+            )
             row.update(pinned_seconds=pinned, pinned_bytes_s=nbytes / pinned)
             del pinned_src
         by_size.append(row)
     total_bytes = sum(r["bytes"] * r["count"] for r in by_size)
-    out: dict[str, Any] = {"sizes": by_size, "offloaded_tensors": len(tensors),
-                           "offloaded_bytes": total_bytes,
-                           "pageable_bytes_s": total_bytes / sum(r["pageable_seconds"] * r["count"]
-                                                                 for r in by_size)}
+    out: dict[str, Any] = {
+        "sizes": by_size,
+        "offloaded_tensors": len(tensors),
+        "offloaded_bytes": total_bytes,
+        "pageable_bytes_s": total_bytes / sum(r["pageable_seconds"] * r["count"] for r in by_size),
+    }
     if dev != "cpu":
         out["pinned_bytes_s"] = total_bytes / sum(r["pinned_seconds"] * r["count"] for r in by_size)
     # One offloaded decoder layer: its hook (copy + empty_cache per tensor, then drop) vs plain copies.
@@ -218,9 +275,14 @@ def copy_bench(model: Any, device: str, repeats: int) -> dict[str, Any]:
         through_hook(), plain()
         hook_s = statistics.median(timer(through_hook) for _ in range(repeats))
         plain_s = statistics.median(timer(plain) for _ in range(repeats))
-        out["layer"] = {"name": f"model.layers.{first}", "hooks": len(modules), "tensors": len(values),
-                        "bytes": sum(v.numel() * v.element_size() for v in values),
-                        "hook_seconds": hook_s, "plain_copy_seconds": plain_s}
+        out["layer"] = {
+            "name": f"model.layers.{first}",
+            "hooks": len(modules),
+            "tensors": len(values),
+            "bytes": sum(v.numel() * v.element_size() for v in values),
+            "hook_seconds": hook_s,
+            "plain_copy_seconds": plain_s,
+        }
         out["hook_seconds_per_tensor"] = max(hook_s - plain_s, 0.0) / len(values)
     return out
 
@@ -236,8 +298,14 @@ def time_decode(model: Any, device: str, prompt: int, new: int, repeats: int) ->
             torch.cuda.synchronize()
         t0 = time.perf_counter()
         with torch.inference_mode():
-            model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
-                           min_new_tokens=n, do_sample=False, pad_token_id=0)
+            model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=n,
+                min_new_tokens=n,
+                do_sample=False,
+                pad_token_id=0,
+            )
         if dev != "cpu":
             torch.cuda.synchronize()
         return time.perf_counter() - t0
@@ -245,8 +313,11 @@ def time_decode(model: Any, device: str, prompt: int, new: int, repeats: int) ->
     run(2)
     full = statistics.median(run(new) for _ in range(repeats))
     first = statistics.median(run(1) for _ in range(repeats))
-    return {"seconds": full, "prefill_seconds": first,
-            "tokens_per_second": (new - 1) / max(full - first, 1e-9)}
+    return {
+        "seconds": full,
+        "prefill_seconds": first,
+        "tokens_per_second": (new - 1) / max(full - first, 1e-9),
+    }
 
 
 def measured_copy(run: dict[str, Any]) -> HostCopy | None:
@@ -254,8 +325,11 @@ def measured_copy(run: dict[str, Any]) -> HostCopy | None:
     hc = run.get("host_copy") or {}
     if "pageable_bytes_s" not in hc or "hook_seconds_per_tensor" not in hc:
         return None
-    return HostCopy(hc["pageable_bytes_s"], hc["hook_seconds_per_tensor"],
-                    source=f"measured on {run.get('device_name', 'the host')} by benchmarks/offload_gpu.py")
+    return HostCopy(
+        hc["pageable_bytes_s"],
+        hc["hook_seconds_per_tensor"],
+        source=f"measured on {run.get('device_name', 'the host')} by benchmarks/offload_gpu.py",
+    )
 
 
 def rescore(run: dict[str, Any]) -> dict[str, Any]:
@@ -275,29 +349,57 @@ def rescore(run: dict[str, Any]) -> dict[str, Any]:
             return "-"
         return format(v, fmt) if fmt == "d" else format(v / scale, fmt)
 
-    rows = [("layers on the GPU", cell(m, "gpu_layers", fmt="d"), cell(est, "gpu_layers", fmt="d"),
-             cell(est_host, "gpu_layers", fmt="d")),
-            ("CPU RAM, RSS growth (GiB)", cell(m, "cpu_ram_bytes", GiB), cell(est, "cpu_ram_bytes", GiB),
-             cell(est_host, "cpu_ram_bytes", GiB)),
-            ("offloaded weights (GiB)", cell(m, "offloaded_weight_bytes", GiB),
-             cell(est, "cpu_ram_bytes", GiB),
-             cell(est_host, "cpu_ram_bytes", GiB)),
-            ("prefill (s)", cell(m, "prefill_seconds"), cell(est, "prefill_seconds"),
-             cell(est_host, "prefill_seconds")),
-            ("decode tok/s", cell(m, "tokens_per_second"), cell(est, "tokens_per_second"),
-             cell(est_host, "tokens_per_second"))]
+    rows = [
+        (
+            "layers on the GPU",
+            cell(m, "gpu_layers", fmt="d"),
+            cell(est, "gpu_layers", fmt="d"),
+            cell(est_host, "gpu_layers", fmt="d"),
+        ),
+        (
+            "CPU RAM, RSS growth (GiB)",
+            cell(m, "cpu_ram_bytes", GiB),
+            cell(est, "cpu_ram_bytes", GiB),
+            cell(est_host, "cpu_ram_bytes", GiB),
+        ),
+        (
+            "offloaded weights (GiB)",
+            cell(m, "offloaded_weight_bytes", GiB),
+            cell(est, "cpu_ram_bytes", GiB),
+            cell(est_host, "cpu_ram_bytes", GiB),
+        ),
+        (
+            "prefill (s)",
+            cell(m, "prefill_seconds"),
+            cell(est, "prefill_seconds"),
+            cell(est_host, "prefill_seconds"),
+        ),
+        (
+            "decode tok/s",
+            cell(m, "tokens_per_second"),
+            cell(est, "tokens_per_second"),
+            cell(est_host, "tokens_per_second"),
+        ),
+    ]
     print(f"{'':<27} {'measured':>10} {'fitbench':>10} {'with host':>10}")
     for label, *cells in rows:
         print(f"{label:<27} " + " ".join(f"{c:>10}" for c in cells))
     if hc:
-        print(f"host copies: pageable {hc['pageable_bytes_s'] / 1e9:.1f} GB/s"
-              + (f", pinned {hc['pinned_bytes_s'] / 1e9:.1f} GB/s" if "pinned_bytes_s" in hc else "")
-              + (f", hook {hc['hook_seconds_per_tensor'] * 1e3:.2f} ms/tensor"
-                 if "hook_seconds_per_tensor" in hc else "")
-              + f" over {hc.get('offloaded_tensors', '?')} tensors")
+        print(
+            f"host copies: pageable {hc['pageable_bytes_s'] / 1e9:.1f} GB/s"
+            + (f", pinned {hc['pinned_bytes_s'] / 1e9:.1f} GB/s" if "pinned_bytes_s" in hc else "")
+            + (
+                f", hook {hc['hook_seconds_per_tensor'] * 1e3:.2f} ms/tensor"
+                if "hook_seconds_per_tensor" in hc
+                else ""
+            )
+            + f" over {hc.get('offloaded_tensors', '?')} tensors"
+        )
     if copy:
-        print(f"the estimator's constants from this host: PAGEABLE_H2D_BYTES_S[<its link>] = "
-              f"{copy.pageable_bytes_s:.3g}, HOOK_SECONDS_PER_TENSOR = {copy.seconds_per_tensor:.3g}")
+        print(
+            f"the estimator's constants from this host: PAGEABLE_H2D_BYTES_S[<its link>] = "
+            f"{copy.pageable_bytes_s:.3g}, HOOK_SECONDS_PER_TENSOR = {copy.seconds_per_tensor:.3g}"
+        )
     print("\nREADME rows (measured | fitbench | fitbench with this run's copy figures):")
     for label, *cells in rows:
         print(f"| {label} | " + " | ".join(cells) + " |")
@@ -309,8 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda")
     p.add_argument("--gpu", default="h200", help="catalog card fitbench estimates for (default h200)")
     p.add_argument("--tiny", action="store_true", help="a tiny model (a CPU proof of the script)")
-    p.add_argument("--cap-gib", type=float,
-                   help="max_memory of the main device (default: 4 GiB; tiny: 6 MiB)")
+    p.add_argument(
+        "--cap-gib", type=float, help="max_memory of the main device (default: 4 GiB; tiny: 6 MiB)"
+    )
     p.add_argument("--prompt-tokens", type=int, default=32)
     p.add_argument("--new-tokens", type=int, default=16)
     p.add_argument("--repeats", type=int, default=2)
@@ -331,13 +434,27 @@ def main(argv: list[str] | None = None) -> int:
         on_main = [k for k in layers if device_map[k] in (0, "cpu" if args.device == "cpu" else 0)]
         timing = time_decode(model, args.device, args.prompt_tokens, args.new_tokens, args.repeats)
         host_copy = copy_bench(model, args.device, max(args.repeats, 5))
-    measured = {"gpu_layers": len(on_main), "total_layers": len(layers), "cpu_ram_bytes": rss,
-                "offloaded_weight_bytes": host_copy["offloaded_bytes"], **timing}
-    out = {"model": cfg, "params": fitbench_workload(cfg, 1, 1).param_count(), "device": args.device,
-           "device_name": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
-           "torch": torch.__version__, "cap_bytes": cap, "prompt_tokens": args.prompt_tokens,
-           "new_tokens": args.new_tokens, "device_map": {k: str(v) for k, v in device_map.items()},
-           "measured": measured, "host_copy": host_copy, "estimates_for": args.gpu}
+    measured = {
+        "gpu_layers": len(on_main),
+        "total_layers": len(layers),
+        "cpu_ram_bytes": rss,
+        "offloaded_weight_bytes": host_copy["offloaded_bytes"],
+        **timing,
+    }
+    out = {
+        "model": cfg,
+        "params": fitbench_workload(cfg, 1, 1).param_count(),
+        "device": args.device,
+        "device_name": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
+        "torch": torch.__version__,
+        "cap_bytes": cap,
+        "prompt_tokens": args.prompt_tokens,
+        "new_tokens": args.new_tokens,
+        "device_map": {k: str(v) for k, v in device_map.items()},
+        "measured": measured,
+        "host_copy": host_copy,
+        "estimates_for": args.gpu,
+    }
     try:
         import accelerate
 

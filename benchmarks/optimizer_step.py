@@ -31,10 +31,23 @@ from fitbench.workloads.workload import Workload
 
 # A 1.1B decoder of TinyLlama's shape (Zhang et al. 2024: 22 layers, width 2048, 4 KV heads),
 # ResNet-50 (ImageNet head) and BERT-large: LLM scale, and the models the old factor came from.
-TINYLLAMA = TransformerArch(kind="decoder", vocab_size=32000, hidden_size=2048, num_layers=22, num_heads=32,
-                            num_kv_heads=4, intermediate_size=5632, mlp="swiglu", norm="rmsnorm",
-                            position="rotary", qkv_bias=False, out_bias=False, mlp_bias=False,
-                            pooler=False, model_type="llama")
+TINYLLAMA = TransformerArch(
+    kind="decoder",
+    vocab_size=32000,
+    hidden_size=2048,
+    num_layers=22,
+    num_heads=32,
+    num_kv_heads=4,
+    intermediate_size=5632,
+    mlp="swiglu",
+    norm="rmsnorm",
+    position="rotary",
+    qkv_bias=False,
+    out_bias=False,
+    mlp_bias=False,
+    pooler=False,
+    model_type="llama",
+)
 OPTIMIZERS = ("adam", "adamw", "momentum")
 IMPLS = ("foreach", "fused", "for-loop")
 
@@ -42,11 +55,15 @@ IMPLS = ("foreach", "fused", "for-loop")
 def workloads(tiny: bool) -> list[Workload]:
     if tiny:
         shape = {"llm-6b": {"seq_len": 16}}
-        return [get_workload(n, tiny=True, mode="train", precision="fp32", **shape.get(n, {}))
-                for n in ("resnet50-cifar10", "bert-base-imdb", "llm-6b")]
-    return [Workload(name="decoder-1.1b", arch=TINYLLAMA, seq_len=512, precision="fp32"),
-            get_workload("resnet50-imagenet", precision="fp32"),
-            get_workload("bert-large-imdb", precision="fp32")]
+        return [
+            get_workload(n, tiny=True, mode="train", precision="fp32", **shape.get(n, {}))
+            for n in ("resnet50-cifar10", "bert-base-imdb", "llm-6b")
+        ]
+    return [
+        Workload(name="decoder-1.1b", arch=TINYLLAMA, seq_len=512, precision="fp32"),
+        get_workload("resnet50-imagenet", precision="fp32"),
+        get_workload("bert-large-imdb", precision="fp32"),
+    ]
 
 
 def measure_step(workload: Workload, device: str) -> dict[str, int | None]:
@@ -71,8 +88,10 @@ def measure_step(workload: Workload, device: str) -> dict[str, int | None]:
             before, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
             optimizer.step()
             torch.cuda.synchronize()
-            out = {"allocated": torch.cuda.max_memory_allocated() - before,
-                   "reserved": torch.cuda.max_memory_reserved() - reserved}
+            out = {
+                "allocated": torch.cuda.max_memory_allocated() - before,
+                "reserved": torch.cuda.max_memory_reserved() - reserved,
+            }
         else:
             counter = LiveTensors()
             with counter:
@@ -85,8 +104,9 @@ def measure_step(workload: Workload, device: str) -> dict[str, int | None]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--tiny", action="store_true", help="the tiny presets (a CPU smoke test)")
     parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
@@ -94,8 +114,10 @@ def main() -> int:
     import torch
 
     rows: list[dict[str, Any]] = []
-    print(f"{'model':18} {'optimizer':9} {'impl':8} {'params MiB':>10} {'allocated MiB':>13} "
-          f"{'x params':>8} {'estimate MiB':>12} {'reserved MiB':>12}")
+    print(
+        f"{'model':18} {'optimizer':9} {'impl':8} {'params MiB':>10} {'allocated MiB':>13} "
+        f"{'x params':>8} {'estimate MiB':>12} {'reserved MiB':>12}"
+    )
     for base in workloads(args.tiny):
         for name in OPTIMIZERS:
             for impl in IMPLS:
@@ -103,17 +125,32 @@ def main() -> int:
                 got = measure_step(w, args.device)
                 param_bytes = w.param_count() * 4
                 est = optimizer_step_scratch(w, "torch")
-                row = {"model": w.name, "params": w.param_count(), "optimizer": name, "impl": impl,
-                       "allocated_bytes": got["allocated"], "reserved_bytes": got["reserved"],
-                       "estimated_bytes": est, "allocated_over_params": got["allocated"] / param_bytes}
+                row = {
+                    "model": w.name,
+                    "params": w.param_count(),
+                    "optimizer": name,
+                    "impl": impl,
+                    "allocated_bytes": got["allocated"],
+                    "reserved_bytes": got["reserved"],
+                    "estimated_bytes": est,
+                    "allocated_over_params": got["allocated"] / param_bytes,
+                }
                 rows.append(row)
                 reserved = "-" if got["reserved"] is None else f"{got['reserved'] / 2**20:.1f}"
-                print(f"{w.name:18} {name:9} {impl:8} {param_bytes / 2**20:10.1f} "
-                      f"{got['allocated'] / 2**20:13.1f} {row['allocated_over_params']:8.3f} "
-                      f"{est / 2**20:12.1f} {reserved:>12}")
+                print(
+                    f"{w.name:18} {name:9} {impl:8} {param_bytes / 2**20:10.1f} "
+                    f"{got['allocated'] / 2**20:13.1f} {row['allocated_over_params']:8.3f} "
+                    f"{est / 2**20:12.1f} {reserved:>12}"
+                )
     device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor()
-    result = {"benchmark": "optimizer_step", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-              "device": args.device, "device_name": device_name, "torch": torch.__version__, "rows": rows}
+    result = {
+        "benchmark": "optimizer_step",
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "device": args.device,
+        "device_name": device_name,
+        "torch": torch.__version__,
+        "rows": rows,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")

@@ -48,22 +48,61 @@ BLOCK = 128
 GEMV_ROWS = 16  # tokens per Triton GEMV launch
 MODELS = {
     # Llama-3.1-8B's shapes (GQA 32/8 heads, 128k vocabulary)
-    "llama3-8b": dict(vocab_size=128256, hidden_size=4096, num_layers=32, num_heads=32, num_kv_heads=8,
-                      intermediate_size=14336, max_positions=131072),
+    "llama3-8b": dict(
+        vocab_size=128256,
+        hidden_size=4096,
+        num_layers=32,
+        num_heads=32,
+        num_kv_heads=8,
+        intermediate_size=14336,
+        max_positions=131072,
+    ),
     # Llama-2-70B's layer widths, 8 layers: a weight stream large enough to be bandwidth-bound
-    "wide-8l": dict(vocab_size=32000, hidden_size=8192, num_layers=8, num_heads=64, num_kv_heads=8,
-                    intermediate_size=28672, max_positions=4096),
-    "tiny": dict(vocab_size=512, hidden_size=256, num_layers=2, num_heads=4, num_kv_heads=2,
-                 intermediate_size=512, max_positions=512),
+    "wide-8l": dict(
+        vocab_size=32000,
+        hidden_size=8192,
+        num_layers=8,
+        num_heads=64,
+        num_kv_heads=8,
+        intermediate_size=28672,
+        max_positions=4096,
+    ),
+    "tiny": dict(
+        vocab_size=512,
+        hidden_size=256,
+        num_layers=2,
+        num_heads=4,
+        num_kv_heads=2,
+        intermediate_size=512,
+        max_positions=512,
+    ),
 }
 
 
 def workload_for(model: str, batch: int, prompt: int, new: int) -> Workload:
-    arch = TransformerArch(kind="decoder", mlp="swiglu", norm="rmsnorm", position="rotary", pooler=False,
-                           num_labels=0, model_type="llama", qkv_bias=False, out_bias=False, mlp_bias=False,
-                           **MODELS[model])
-    return Workload(name=f"quant-gpu-{model}", arch=arch, mode="infer", precision="bf16", batch_size=batch,
-                    prompt_tokens=prompt, new_tokens=new, weights=parse_weights("fp8"))
+    arch = TransformerArch(
+        kind="decoder",
+        mlp="swiglu",
+        norm="rmsnorm",
+        position="rotary",
+        pooler=False,
+        num_labels=0,
+        model_type="llama",
+        qkv_bias=False,
+        out_bias=False,
+        mlp_bias=False,
+        **MODELS[model],
+    )
+    return Workload(
+        name=f"quant-gpu-{model}",
+        arch=arch,
+        mode="infer",
+        precision="bf16",
+        batch_size=batch,
+        prompt_tokens=prompt,
+        new_tokens=new,
+        weights=parse_weights("fp8"),
+    )
 
 
 def make_fp8_linear_class(torch: Any, path: str) -> Any:
@@ -85,16 +124,18 @@ def make_fp8_linear_class(torch: Any, path: str) -> Any:
             scale_inv = blocks / 448.0  # e4m3's largest value
             q = (padded.view(rows, BLOCK, cols, BLOCK) / scale_inv[:, None, :, None]).to(torch.float8_e4m3fn)
             del padded
-            self.weight = nn.Parameter(q.view(rows * BLOCK, cols * BLOCK)[:out_f, :in_f].contiguous(),
-                                       requires_grad=False)
+            self.weight = nn.Parameter(
+                q.view(rows * BLOCK, cols * BLOCK)[:out_f, :in_f].contiguous(), requires_grad=False
+            )
             self.weight_scale_inv = nn.Parameter(scale_inv.contiguous(), requires_grad=False)
             self.bias = None
 
         def dequantized(self) -> Any:
             """The bf16 expansion, one 128-row block band at a time: expanding the whole matrix
             in fp32 at once holds three fp32 copies of it (2.8 GB for a 70B-wide MLP matrix)."""
-            out = torch.empty(self.out_features, self.in_features, device=self.weight.device,
-                              dtype=torch.bfloat16)
+            out = torch.empty(
+                self.out_features, self.in_features, device=self.weight.device, dtype=torch.bfloat16
+            )
             for r in range(self.weight_scale_inv.shape[0]):
                 rows = slice(r * BLOCK, min((r + 1) * BLOCK, self.out_features))
                 s = self.weight_scale_inv[r].repeat_interleave(BLOCK)[: self.in_features]
@@ -114,8 +155,18 @@ def _triton_gemv(torch: Any) -> Any:
     import triton.language as tl
 
     @triton.jit
-    def kernel(x_ptr, w_ptr, s_ptr, y_ptr, N, s_stride, M: tl.constexpr, K: tl.constexpr,
-               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    def kernel(
+        x_ptr,
+        w_ptr,
+        s_ptr,
+        y_ptr,
+        N,
+        s_stride,
+        M: tl.constexpr,
+        K: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+    ):
         pid = tl.program_id(0)
         offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
         n_mask = offs_n < N
@@ -124,8 +175,11 @@ def _triton_gemv(torch: Any) -> Any:
             for k0 in range(0, K, BLOCK_K):
                 offs_k = k0 + tl.arange(0, BLOCK_K)
                 k_mask = offs_k < K
-                w = tl.load(w_ptr + offs_n[:, None] * K + offs_k[None, :],
-                            mask=n_mask[:, None] & k_mask[None, :], other=0.0).to(tl.float32)
+                w = tl.load(
+                    w_ptr + offs_n[:, None] * K + offs_k[None, :],
+                    mask=n_mask[:, None] & k_mask[None, :],
+                    other=0.0,
+                ).to(tl.float32)
                 x = tl.load(x_ptr + m * K + offs_k, mask=k_mask, other=0.0).to(tl.float32)
                 s = tl.load(s_ptr + (offs_n // 128) * s_stride + k0 // 128, mask=n_mask, other=0.0)
                 acc += tl.sum(w * x[None, :], axis=1) * s
@@ -142,9 +196,20 @@ def _triton_gemv(torch: Any) -> Any:
         # that each read the weight again, slower than a tensor-core GEMM but, like the fused fp8
         # GEMMs that serving stacks use, it never expands the weight.
         for r0 in range(0, x2.shape[0], GEMV_ROWS):
-            xs, ys = x2[r0:r0 + GEMV_ROWS], y[r0:r0 + GEMV_ROWS]
-            kernel[grid](xs, weight, scale_inv, ys, n, scale_inv.stride(0), M=xs.shape[0], K=k,
-                         BLOCK_N=block_n, BLOCK_K=128, num_warps=4)
+            xs, ys = x2[r0 : r0 + GEMV_ROWS], y[r0 : r0 + GEMV_ROWS]
+            kernel[grid](
+                xs,
+                weight,
+                scale_inv,
+                ys,
+                n,
+                scale_inv.stride(0),
+                M=xs.shape[0],
+                K=k,
+                BLOCK_N=block_n,
+                BLOCK_K=128,
+                num_warps=4,
+            )
         return y.view(*shape[:-1], n)
 
     return gemv
@@ -205,8 +270,14 @@ def measure(workload: Workload, device_name: str, path: str, repeats: int) -> di
         sync()
         t0 = time.perf_counter()
         with torch.inference_mode():
-            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n,
-                                 do_sample=False, use_cache=True)
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=n,
+                min_new_tokens=n,
+                do_sample=False,
+                use_cache=True,
+            )
         sync()
         assert out.shape[1] == prompt + n
         return time.perf_counter() - t0
@@ -268,10 +339,15 @@ def fitbench_estimate(workload: Workload, gpu_id: str) -> dict[str, Any]:
     e = estimate(workload, get_gpu(gpu_id))
     parts = e.breakdown
     allocated_like = e.peak_memory_bytes - parts["cuda_context"] - parts["workspace"] - parts["fragmentation"]
-    return {"peak_memory_bytes": e.peak_memory_bytes, "allocated_bytes": allocated_like,
-            "weights_bytes": parts["weights"] + parts["quantization_scales"],
-            "tokens_per_second": e.tokens_per_second, "prefill_seconds": e.prefill_seconds,
-            "bottleneck": e.bottleneck, "breakdown": parts}
+    return {
+        "peak_memory_bytes": e.peak_memory_bytes,
+        "allocated_bytes": allocated_like,
+        "weights_bytes": parts["weights"] + parts["quantization_scales"],
+        "tokens_per_second": e.tokens_per_second,
+        "prefill_seconds": e.prefill_seconds,
+        "bottleneck": e.bottleneck,
+        "breakdown": parts,
+    }
 
 
 def compare(m: dict[str, Any], est: dict[str, Any]) -> dict[str, float | None]:
@@ -281,10 +357,12 @@ def compare(m: dict[str, Any], est: dict[str, Any]) -> dict[str, float | None]:
     peak = None
     if m.get("peak_reserved_bytes") is not None:
         peak = m["peak_reserved_bytes"] + m.get("context_bytes", est["breakdown"]["cuda_context"])
-    return {"weights": err(m["weight_bytes"], est["weights_bytes"]),
-            "allocated": err(m.get("peak_allocated_bytes"), est["allocated_bytes"]),
-            "peak": err(peak, est["peak_memory_bytes"]),
-            "decode_tokens_per_second": err(m["decode_tokens_per_second"], est["tokens_per_second"])}
+    return {
+        "weights": err(m["weight_bytes"], est["weights_bytes"]),
+        "allocated": err(m.get("peak_allocated_bytes"), est["allocated_bytes"]),
+        "peak": err(peak, est["peak_memory_bytes"]),
+        "decode_tokens_per_second": err(m["decode_tokens_per_second"], est["tokens_per_second"]),
+    }
 
 
 def fmt_pct(x: float | None) -> str:
@@ -295,16 +373,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--gpu", default="h200", help="catalog id the estimate is made for")
-    parser.add_argument("--model", action="append", choices=tuple(MODELS),
-                        help="repeatable; default: llama3-8b and wide-8l (tiny on the CPU)")
+    parser.add_argument(
+        "--model",
+        action="append",
+        choices=tuple(MODELS),
+        help="repeatable; default: llama3-8b and wide-8l (tiny on the CPU)",
+    )
     parser.add_argument("--path", choices=("auto", "triton", "dequant"), default="auto")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--prompt-tokens", type=int, default=50)
     parser.add_argument("--new-tokens", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", metavar="FILE", help="write every figure as JSON")
-    parser.add_argument("--gemv-check", action="store_true",
-                        help="only compare the Triton GEMV with the bf16 expansion on one 300x200 layer")
+    parser.add_argument(
+        "--gemv-check",
+        action="store_true",
+        help="only compare the Triton GEMV with the bf16 expansion on one 300x200 layer",
+    )
     args = parser.parse_args()
     if args.gemv_check:
         return gemv_check(args.device)
@@ -314,27 +399,45 @@ def main() -> int:
         w = workload_for(name, args.batch, args.prompt_tokens, args.new_tokens)
         m = measure(w, args.device, args.path, args.repeats)
         est = fitbench_estimate(w, args.gpu)
-        rows.append({"model": name, "params": w.param_count(), "batch": args.batch, "prompt_tokens":
-                     args.prompt_tokens, "new_tokens": args.new_tokens, "measured": m, "estimate": est,
-                     "error": compare(m, est)})
-    header = f"{'model':<10} {'path':<8} {'weights GiB':>11} {'est':>7} {'peak GiB':>9} {'est':>7} " \
-             f"{'tok/s':>8} {'est':>8} {'err peak':>9} {'err tok/s':>9}"
+        rows.append(
+            {
+                "model": name,
+                "params": w.param_count(),
+                "batch": args.batch,
+                "prompt_tokens": args.prompt_tokens,
+                "new_tokens": args.new_tokens,
+                "measured": m,
+                "estimate": est,
+                "error": compare(m, est),
+            }
+        )
+    header = (
+        f"{'model':<10} {'path':<8} {'weights GiB':>11} {'est':>7} {'peak GiB':>9} {'est':>7} "
+        f"{'tok/s':>8} {'est':>8} {'err peak':>9} {'err tok/s':>9}"
+    )
     print(header)
     print("-" * len(header))
     gib = 2**30
     for r in rows:
         m, e, err = r["measured"], r["estimate"], r["error"]
         peak = (m.get("peak_reserved_bytes") or 0) + m.get("context_bytes", 0)
-        print(f"{r['model']:<10} {m['path']:<8} {m['weight_bytes'] / gib:>11.2f} "
-              f"{e['weights_bytes'] / gib:>7.2f} {peak / gib:>9.2f} {e['peak_memory_bytes'] / gib:>7.2f} "
-              f"{m['decode_tokens_per_second'] or 0:>8.1f} "
-              f"{e['tokens_per_second']:>8.1f} {fmt_pct(err['peak']):>9} "
-              f"{fmt_pct(err['decode_tokens_per_second']):>9}")
+        print(
+            f"{r['model']:<10} {m['path']:<8} {m['weight_bytes'] / gib:>11.2f} "
+            f"{e['weights_bytes'] / gib:>7.2f} {peak / gib:>9.2f} {e['peak_memory_bytes'] / gib:>7.2f} "
+            f"{m['decode_tokens_per_second'] or 0:>8.1f} "
+            f"{e['tokens_per_second']:>8.1f} {fmt_pct(err['peak']):>9} "
+            f"{fmt_pct(err['decode_tokens_per_second']):>9}"
+        )
     if args.out:
         import torch
 
-        meta = {"date": dt.date.today().isoformat(), "device": args.device, "gpu_estimated": args.gpu,
-                "torch": torch.__version__, "python": platform.python_version()}
+        meta = {
+            "date": dt.date.today().isoformat(),
+            "device": args.device,
+            "gpu_estimated": args.gpu,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        }
         if args.device.startswith("cuda"):
             meta["device_name"] = torch.cuda.get_device_name()
         Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")

@@ -54,8 +54,9 @@ def rows_from_points(data: dict[str, Any], profile: Profile) -> list[tuple[str, 
             continue
         measured = m["decode_seconds"] / (w.new_tokens or 1)
         label = p.get("label") or w.name
-        rows.append((f"{label} b{w.batch_size} p{w.prompt_tokens}", measured,
-                     _decode_step(w, data["gpu"], profile)))
+        rows.append(
+            (f"{label} b{w.batch_size} p{w.prompt_tokens}", measured, _decode_step(w, data["gpu"], profile))
+        )
     return rows
 
 
@@ -66,11 +67,21 @@ def rows_from_generate_host(data: dict[str, Any], profile: Profile) -> list[tupl
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "config.json"
                 path.write_text(json.dumps({**row["fields"], "num_hidden_layers": layers}))
-                w = workload_from_config(path, mode="infer", batch_size=row["batch"],
-                                         prompt_tokens=row["prompt"], new_tokens=data["new_tokens"],
-                                         precision="bf16")
-            rows.append((f"{row['case']} L{layers}", row[str(layers)]["step_seconds"],
-                         _decode_step(w, data["gpu"], profile)))
+                w = workload_from_config(
+                    path,
+                    mode="infer",
+                    batch_size=row["batch"],
+                    prompt_tokens=row["prompt"],
+                    new_tokens=data["new_tokens"],
+                    precision="bf16",
+                )
+            rows.append(
+                (
+                    f"{row['case']} L{layers}",
+                    row[str(layers)]["step_seconds"],
+                    _decode_step(w, data["gpu"], profile),
+                )
+            )
     return rows
 
 
@@ -102,8 +113,11 @@ def main() -> int:
     report: dict[str, Any] = {"profile_overrides": overrides, "files": {}}
     if args.fit:
         value, ratios = fit(args.fit, args.fit_workload, profile)
-        print(f"generate_host_seconds_per_op = {value:.4g}  (last step's measured/estimated ratios: "
-              + ", ".join(f"{r:.3f}" for r in ratios) + ")")
+        print(
+            f"generate_host_seconds_per_op = {value:.4g}  (last step's measured/estimated ratios: "
+            + ", ".join(f"{r:.3f}" for r in ratios)
+            + ")"
+        )
         report["fit"] = {"generate_host_seconds_per_op": value, "ratios": ratios}
     errors = []
     for path in args.files:
@@ -115,8 +129,9 @@ def main() -> int:
             err = measured / est - 1 if est else float("nan")  # estimated over measured speed, - 1
             errors.append(abs(err))
             print(f"{label:40} {measured * 1e3:8.2f} {est * 1e3:8.2f} {err:+9.0%}")
-        report["files"][str(path)] = [{"point": r[0], "measured_step_seconds": r[1],
-                                       "estimated_step_seconds": r[2]} for r in rows]
+        report["files"][str(path)] = [
+            {"point": r[0], "measured_step_seconds": r[1], "estimated_step_seconds": r[2]} for r in rows
+        ]
     if errors:
         print(f"\nmedian |speed error| {statistics.median(errors):.0%} over {len(errors)} rows")
     if args.out:

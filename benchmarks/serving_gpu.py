@@ -41,21 +41,52 @@ from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
 # ~1.1B parameters: Llama-3.2-1B's shape with a 32k vocabulary.
-MODEL = {"hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
-         "intermediate_size": 8192, "vocab_size": 32000}
-TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "intermediate_size": 128, "vocab_size": 256}
+MODEL = {
+    "hidden_size": 2048,
+    "num_hidden_layers": 16,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 8192,
+    "vocab_size": 32000,
+}
+TINY = {
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": 256,
+}
 
 
 def fitbench_workload(cfg: dict[str, int], batch: int, prompt: int, new: int) -> Workload:
-    arch = TransformerArch(kind="decoder", vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"],
-                           num_layers=cfg["num_hidden_layers"], num_heads=cfg["num_attention_heads"],
-                           num_kv_heads=cfg["num_key_value_heads"],
-                           intermediate_size=cfg["intermediate_size"],
-                           mlp="swiglu", norm="rmsnorm", position="rotary", qkv_bias=False, out_bias=False,
-                           mlp_bias=False, pooler=False, num_labels=0, max_positions=8192)
-    return Workload(name="llama-1b-random", arch=arch, mode="infer", precision="bf16", batch_size=batch,
-                    prompt_tokens=prompt, new_tokens=new)
+    arch = TransformerArch(
+        kind="decoder",
+        vocab_size=cfg["vocab_size"],
+        hidden_size=cfg["hidden_size"],
+        num_layers=cfg["num_hidden_layers"],
+        num_heads=cfg["num_attention_heads"],
+        num_kv_heads=cfg["num_key_value_heads"],
+        intermediate_size=cfg["intermediate_size"],
+        mlp="swiglu",
+        norm="rmsnorm",
+        position="rotary",
+        qkv_bias=False,
+        out_bias=False,
+        mlp_bias=False,
+        pooler=False,
+        num_labels=0,
+        max_positions=8192,
+    )
+    return Workload(
+        name="llama-1b-random",
+        arch=arch,
+        mode="infer",
+        precision="bf16",
+        batch_size=batch,
+        prompt_tokens=prompt,
+        new_tokens=new,
+    )
 
 
 def build_model(cfg: dict[str, int], device: str, dtype: Any) -> Any:
@@ -92,8 +123,9 @@ def _stamps(device: str) -> Any:
     return Stamps()
 
 
-def time_generate(model: Any, c: int, prompt: int, new: int, device: str, repeats: int,
-                  cache: str) -> dict[str, Any]:
+def time_generate(
+    model: Any, c: int, prompt: int, new: int, device: str, repeats: int, cache: str
+) -> dict[str, Any]:
     """Median decode seconds per step of a batched generate (`cache`: 'dynamic' or 'static'),
     after a warm-up call of the same shape (the static cache compiles there on a GPU)."""
     import torch
@@ -101,17 +133,25 @@ def time_generate(model: Any, c: int, prompt: int, new: int, device: str, repeat
 
     ids = torch.randint(3, model.config.vocab_size, (c, prompt), device=device)
     mask = torch.ones_like(ids)
-    extra: dict[str, Any] = ({"cache_implementation": "static"} if cache == "static"
-                             else {"disable_compile": True})
+    extra: dict[str, Any] = (
+        {"cache_implementation": "static"} if cache == "static" else {"disable_compile": True}
+    )
 
     def run() -> tuple[float, float]:
         stamps = _stamps(device)
         _sync(device)
         t0 = time.perf_counter()
         with torch.inference_mode():
-            model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new, min_new_tokens=new,
-                           do_sample=False, pad_token_id=0,
-                           logits_processor=LogitsProcessorList([stamps]), **extra)
+            model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=new,
+                min_new_tokens=new,
+                do_sample=False,
+                pad_token_id=0,
+                logits_processor=LogitsProcessorList([stamps]),
+                **extra,
+            )
         t = stamps.times
         return t[0] - t0, (t[-1] - t[0]) / max(len(t) - 1, 1)
 
@@ -119,9 +159,12 @@ def time_generate(model: Any, c: int, prompt: int, new: int, device: str, repeat
     run()  # warm-up of this shape: allocator, kernels, and the compile of a static cache
     warm = time.perf_counter() - t_warm
     runs = [run() for _ in range(repeats)]
-    out: dict[str, Any] = {"cache": cache, "warmup_seconds": warm,
-                           "prefill_seconds": statistics.median(r[0] for r in runs),
-                           "decode_step_seconds": statistics.median(r[1] for r in runs)}
+    out: dict[str, Any] = {
+        "cache": cache,
+        "warmup_seconds": warm,
+        "prefill_seconds": statistics.median(r[0] for r in runs),
+        "decode_step_seconds": statistics.median(r[1] for r in runs),
+    }
     try:
         from torch._dynamo.utils import counters
 
@@ -142,8 +185,9 @@ def time_continuous_batching(model: Any, c: int, prompt: int, new: int) -> dict[
     inputs = [torch.randint(3, model.config.vocab_size, (prompt,)).tolist() for _ in range(c)]
 
     def gen(n: int) -> Any:
-        return GenerationConfig(max_new_tokens=n, min_new_tokens=n, do_sample=False, eos_token_id=-1,
-                                pad_token_id=0)
+        return GenerationConfig(
+            max_new_tokens=n, min_new_tokens=n, do_sample=False, eos_token_id=-1, pad_token_id=0
+        )
 
     def run(n: int) -> float:
         _sync(str(model.device))
@@ -158,8 +202,11 @@ def time_continuous_batching(model: Any, c: int, prompt: int, new: int) -> dict[
     except Exception as exc:  # the API moves between releases: record, do not crash the run
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
     # What a one-token call costs (manager start, cache setup, prefill) is outside the step.
-    return {"warmup_seconds": warm, "prefill_seconds": one,
-            "decode_step_seconds": max(full - one, 1e-9) / max(new - 1, 1)}
+    return {
+        "warmup_seconds": warm,
+        "prefill_seconds": one,
+        "decode_step_seconds": max(full - one, 1e-9) / max(new - 1, 1),
+    }
 
 
 def estimates(cfg: dict[str, int], gpu_id: str, c: int, prompt: int, new: int) -> dict[str, float | None]:
@@ -167,10 +214,13 @@ def estimates(cfg: dict[str, int], gpu_id: str, c: int, prompt: int, new: int) -
     generation, and the serving curve's decode point (what --serve prints)."""
     gpu = resolve_gpus([gpu_id])[0]
     w = fitbench_workload(cfg, c, prompt, new)
-    return {"estimate_eager_tokens_per_second": estimate(w, gpu).tokens_per_second,
-            "estimate_tuned_tokens_per_second": estimate(w, gpu, exec_mode="tuned").tokens_per_second,
-            "estimate_serving_tokens_per_second":
-                decode_point(w, gpu, c, prompt + new // 2, "torch").tokens_per_second}
+    return {
+        "estimate_eager_tokens_per_second": estimate(w, gpu).tokens_per_second,
+        "estimate_tuned_tokens_per_second": estimate(w, gpu, exec_mode="tuned").tokens_per_second,
+        "estimate_serving_tokens_per_second": decode_point(
+            w, gpu, c, prompt + new // 2, "torch"
+        ).tokens_per_second,
+    }
 
 
 def decode_tps(c: int, new: int, m: dict[str, Any]) -> float | None:
@@ -184,9 +234,11 @@ def decode_tps(c: int, new: int, m: dict[str, Any]) -> float | None:
 
 
 # Measured key -> the estimate it is compared with, and the column's name.
-COLUMNS = (("eager", "estimate_eager_tokens_per_second", "eager generate (dynamic cache)"),
-           ("compiled", "estimate_tuned_tokens_per_second", "compiled generate (static cache)"),
-           ("cb", "estimate_serving_tokens_per_second", "transformers CB (Python scheduler)"))
+COLUMNS = (
+    ("eager", "estimate_eager_tokens_per_second", "eager generate (dynamic cache)"),
+    ("compiled", "estimate_tuned_tokens_per_second", "compiled generate (static cache)"),
+    ("cb", "estimate_serving_tokens_per_second", "transformers CB (Python scheduler)"),
+)
 
 
 def rescore(run: dict[str, Any]) -> list[dict[str, Any]]:
@@ -197,12 +249,20 @@ def rescore(run: dict[str, Any]) -> list[dict[str, Any]]:
         r = dict(r)
         if "generate" in r and "compiled" not in r:
             r["compiled"] = r.pop("generate")
-        r.update(estimates(run["model"], run.get("estimates_for", "h200"), r["concurrency"],
-                           run["prompt_tokens"], run["new_tokens"]))
+        r.update(
+            estimates(
+                run["model"],
+                run.get("estimates_for", "h200"),
+                r["concurrency"],
+                run["prompt_tokens"],
+                run["new_tokens"],
+            )
+        )
         for key, _, _ in COLUMNS:
             if isinstance(r.get(key), dict):
-                r[f"measured_{key}_tokens_per_second"] = decode_tps(r["concurrency"], run["new_tokens"],
-                                                                    r[key])
+                r[f"measured_{key}_tokens_per_second"] = decode_tps(
+                    r["concurrency"], run["new_tokens"], r[key]
+                )
         rows.append(r)
     present = [col for col in COLUMNS if any(f"measured_{col[0]}_tokens_per_second" in r for r in rows)]
 
@@ -224,9 +284,14 @@ def rescore(run: dict[str, Any]) -> list[dict[str, Any]]:
     print("| concurrency | " + " | ".join(f"{label} | fitbench" for _, _, label in present) + " |")
     print("|---:|" + "---:|---:|" * len(present))
     for r in rows:
-        print(f"| {r['concurrency']} | " + " | ".join(
-            f"{num(r.get(f'measured_{key}_tokens_per_second'))} | {num(r[est_key])}"
-            for key, est_key, _ in present) + " |")
+        print(
+            f"| {r['concurrency']} | "
+            + " | ".join(
+                f"{num(r.get(f'measured_{key}_tokens_per_second'))} | {num(r[est_key])}"
+                for key, est_key, _ in present
+            )
+            + " |"
+        )
     return rows
 
 
@@ -239,10 +304,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompt-tokens", type=int, default=128)
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--modes", default="eager,compiled",
-                   help="eager, compiled, cb (comma-separated; cb is transformers' continuous batching)")
-    p.add_argument("--budget-seconds", type=float, default=150.0,
-                   help="skip the remaining levels once this much time has passed (default 150)")
+    p.add_argument(
+        "--modes",
+        default="eager,compiled",
+        help="eager, compiled, cb (comma-separated; cb is transformers' continuous batching)",
+    )
+    p.add_argument(
+        "--budget-seconds",
+        type=float,
+        default=150.0,
+        help="skip the remaining levels once this much time has passed (default 150)",
+    )
     p.add_argument("--out", metavar="PATH", help="write the results as JSON")
     p.add_argument("--rescore", metavar="FILE", help="re-score a saved run with today's estimator (no torch)")
     args = p.parse_args(argv)
@@ -269,18 +341,34 @@ def main(argv: list[str] | None = None) -> int:
         row: dict[str, Any] = {"concurrency": c}
         for mode in modes:
             if mode in ("eager", "compiled"):
-                row[mode] = time_generate(model, c, args.prompt_tokens, args.new_tokens, args.device,
-                                          args.repeats, "dynamic" if mode == "eager" else "static")
+                row[mode] = time_generate(
+                    model,
+                    c,
+                    args.prompt_tokens,
+                    args.new_tokens,
+                    args.device,
+                    args.repeats,
+                    "dynamic" if mode == "eager" else "static",
+                )
             elif mode == "cb":
                 row[mode] = time_continuous_batching(model, c, args.prompt_tokens, args.new_tokens)
         rows.append(row)
         print(f"concurrency {c}: done ({time.perf_counter() - started:.0f} s)", flush=True)
     plan = memory_plan(fitbench_workload(cfg, 1, args.prompt_tokens, args.new_tokens), gpu, ServeConfig())
-    out = {"model": cfg, "params": fitbench_workload(cfg, 1, 1, 1).param_count(), "device": args.device,
-           "device_name": (torch.cuda.get_device_name() if args.device.startswith("cuda")
-                           else platform.processor()),
-           "torch": torch.__version__, "estimates_for": gpu.id, "prompt_tokens": args.prompt_tokens,
-           "new_tokens": args.new_tokens, "serving_kv_cache_tokens": plan.kv_tokens, "rows": rows}
+    out = {
+        "model": cfg,
+        "params": fitbench_workload(cfg, 1, 1, 1).param_count(),
+        "device": args.device,
+        "device_name": (
+            torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor()
+        ),
+        "torch": torch.__version__,
+        "estimates_for": gpu.id,
+        "prompt_tokens": args.prompt_tokens,
+        "new_tokens": args.new_tokens,
+        "serving_kv_cache_tokens": plan.kv_tokens,
+        "rows": rows,
+    }
     try:
         import transformers
 

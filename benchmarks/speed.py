@@ -133,12 +133,18 @@ def run_scenario(
 ) -> dict[str, Any]:
     workload = get_workload(scenario.name, tiny=tiny, **scenario.overrides)
     out: dict[str, Any] = {
-        "scenario": scenario.name, "tiny": tiny, "workload": workload.to_dict(), "runs": {},
+        "scenario": scenario.name,
+        "tiny": tiny,
+        "workload": workload.to_dict(),
+        "runs": {},
     }
     for mode in ("default", "tuned"):
         print(f"  {scenario.name}: --exec {mode} ...", file=sys.stderr, flush=True)
         m = measure(
-            workload, "torch", RunOptions(device=device, exec_mode=mode), timeout_s=TIMEOUT_S,
+            workload,
+            "torch",
+            RunOptions(device=device, exec_mode=mode),
+            timeout_s=TIMEOUT_S,
             min_seconds=min_seconds,
         )
         ran = workload
@@ -174,8 +180,13 @@ def run_scenario(
         met = None
         if judged and value is not None:
             met = value >= target.value if target.at_least else value <= target.value
-        out["target"] = {"metric": target.metric, "goal": target.text, "value": value, "met": met,
-                         "judged": judged}
+        out["target"] = {
+            "metric": target.metric,
+            "goal": target.text,
+            "value": value,
+            "met": met,
+            "judged": judged,
+        }
     return out
 
 
@@ -218,16 +229,18 @@ def table(results: list[dict[str, Any]]) -> str:
                 ratio = run["headline"] / run["roofline"]
                 of_roof = f"{(1 / ratio if run['headline_unit'] == 's/step' else ratio):.0%}"
             measured = _fmt(run["headline"], run["headline_unit"]) if run["status"] == "ok" else run["status"]
-            rows.append([
-                r["scenario"] + (" (tiny)" if r["tiny"] else ""),
-                mode,
-                run["precision"] or "",
-                measured,
-                _fmt(run["estimate_headline"], run["headline_unit"]),
-                _fmt(run["roofline"], run["roofline_unit"] or run["headline_unit"]),
-                of_roof,
-                diag.get("bottleneck") or "",
-            ])
+            rows.append(
+                [
+                    r["scenario"] + (" (tiny)" if r["tiny"] else ""),
+                    mode,
+                    run["precision"] or "",
+                    measured,
+                    _fmt(run["estimate_headline"], run["headline_unit"]),
+                    _fmt(run["roofline"], run["roofline_unit"] or run["headline_unit"]),
+                    of_roof,
+                    diag.get("bottleneck") or "",
+                ]
+            )
         extra = []
         if r.get("speedup"):
             extra.append(f"tuned {r['speedup']:.2f}x default")
@@ -285,8 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results))
 
     device_name = next(
-        (run["measurement"].get("device_name") for r in results for run in r["runs"].values()
-         if run["measurement"].get("device_name")),
+        (
+            run["measurement"].get("device_name")
+            for r in results
+            for run in r["runs"].values()
+            if run["measurement"].get("device_name")
+        ),
         None,
     )
     gpu_slug = "cpu" if device == "cpu" else (gpu.id if gpu is not None else slug(device_name or device))
@@ -304,8 +321,14 @@ def main(argv: list[str] | None = None) -> int:
             "device_name": device_name,
         },
         "versions": environment(results),
-        "gpu": {"id": gpu.id, "name": gpu.name, "bandwidth_bytes_s": gpu.bandwidth_bytes_s,
-                "peak_flops": dict(gpu.peak_flops)} if gpu is not None else None,
+        "gpu": {
+            "id": gpu.id,
+            "name": gpu.name,
+            "bandwidth_bytes_s": gpu.bandwidth_bytes_s,
+            "peak_flops": dict(gpu.peak_flops),
+        }
+        if gpu is not None
+        else None,
         "settings": {"tiny": args.tiny, "min_seconds": args.min_seconds, "timeout_s": TIMEOUT_S},
         "scenarios": results,
     }

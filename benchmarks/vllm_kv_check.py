@@ -35,16 +35,37 @@ def load_lines(path: Path = DATA) -> list[dict[str, Any]]:
 def workload_of(line: dict[str, Any]) -> Workload:
     a = dict(line["arch"])
     arch = TransformerArch(
-        kind="decoder", vocab_size=a["vocab_size"], hidden_size=a["hidden_size"], num_layers=a["num_layers"],
-        num_heads=a["num_heads"], num_kv_heads=a["num_kv_heads"], head_dim=a.get("head_dim"),
-        intermediate_size=a["intermediate_size"], mlp="swiglu", norm="rmsnorm", position="rotary",
-        qkv_bias=a.get("qkv_bias", False), out_bias=False, mlp_bias=False,
-        tie_embeddings=a["tie_embeddings"], pooler=False, num_labels=0, max_positions=1 << 20,
+        kind="decoder",
+        vocab_size=a["vocab_size"],
+        hidden_size=a["hidden_size"],
+        num_layers=a["num_layers"],
+        num_heads=a["num_heads"],
+        num_kv_heads=a["num_kv_heads"],
+        head_dim=a.get("head_dim"),
+        intermediate_size=a["intermediate_size"],
+        mlp="swiglu",
+        norm="rmsnorm",
+        position="rotary",
+        qkv_bias=a.get("qkv_bias", False),
+        out_bias=False,
+        mlp_bias=False,
+        tie_embeddings=a["tie_embeddings"],
+        pooler=False,
+        num_labels=0,
+        max_positions=1 << 20,
     )
     precision = "bf16" if line["dtype"] == "bfloat16" else "fp16"
     tp = line["tensor_parallel"]
-    return Workload(name=line["id"], arch=arch, mode="infer", precision=precision, prompt_tokens=1,
-                    new_tokens=1, gpus=tp, strategy="tp")
+    return Workload(
+        name=line["id"],
+        arch=arch,
+        mode="infer",
+        precision=precision,
+        prompt_tokens=1,
+        new_tokens=1,
+        gpus=tp,
+        strategy="tp",
+    )
 
 
 def observed_kv_bytes(line: dict[str, Any], per_token: float) -> float:
@@ -71,11 +92,14 @@ def compare(line: dict[str, Any]) -> dict[str, Any]:
         predicted = blocks * line["block_size"] * per_token
     else:
         gpu = resolve_gpus([line["gpu"]])[0]
-        config = ServeConfig(context=line["max_model_len"],
-                             gpu_memory_utilization=line["gpu_memory_utilization"],
-                             max_num_seqs=line["max_num_seqs"],
-                             max_num_batched_tokens=line["max_num_batched_tokens"],
-                             block_size=line["block_size"], engine=line["engine"])
+        config = ServeConfig(
+            context=line["max_model_len"],
+            gpu_memory_utilization=line["gpu_memory_utilization"],
+            max_num_seqs=line["max_num_seqs"],
+            max_num_batched_tokens=line["max_num_batched_tokens"],
+            block_size=line["block_size"],
+            engine=line["engine"],
+        )
         total = int(line["total_gib"] * GiB) if "total_gib" in line else None
         plan = memory_plan(w, gpu, config, tp=tp, total_bytes=total)
         predicted = plan.num_blocks * plan.block_size * per_token
@@ -97,19 +121,24 @@ def _pct(x: float | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--json", metavar="PATH", help="write the rows as JSON")
     args = parser.parse_args(argv)
     rows = [compare(line) for line in load_lines()]
-    header = (f"{'line':<38} {'check':<8} {'vLLM tokens':>12} {'fitbench':>10} {'KV err':>8} "
-              f"{'weights':>8} {'peak':>8}")
+    header = (
+        f"{'line':<38} {'check':<8} {'vLLM tokens':>12} {'fitbench':>10} {'KV err':>8} "
+        f"{'weights':>8} {'peak':>8}"
+    )
     print(header)
     print("-" * len(header))
     for r in rows:
-        print(f"{r['id']:<38} {r['check']:<8} {r['observed_tokens']:>12,.0f} {r['predicted_tokens']:>10,.0f} "
-              f"{_pct(r['kv_error']):>8} {_pct(r.get('weights_error')):>8} "
-              f"{_pct(r.get('activation_error')):>8}")
+        print(
+            f"{r['id']:<38} {r['check']:<8} {r['observed_tokens']:>12,.0f} {r['predicted_tokens']:>10,.0f} "
+            f"{_pct(r['kv_error']):>8} {_pct(r.get('weights_error')):>8} "
+            f"{_pct(r.get('activation_error')):>8}"
+        )
     worst = max(abs(r["kv_error"]) for r in rows)
     print(f"\n{len(rows)} lines; worst KV-capacity error {worst * 100:.1f} % (tolerance {TOLERANCE:.0%})")
     if args.json:

@@ -17,9 +17,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.torch]
 
 def test_smoke_point_runs_through_the_runner_on_a_cpu(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    rc = accuracy.main(["--set", "holdout", "--smoke", "--device", "cpu", "--out", str(tmp_path),
-                        "--only", "resnet-50 mode=train precision=fp32 optimizer=momentum "
-                        "optimizer_impl=foreach batch=128 image=128"])
+    rc = accuracy.main(
+        [
+            "--set",
+            "holdout",
+            "--smoke",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path),
+            "--only",
+            "resnet-50 mode=train precision=fp32 optimizer=momentum "
+            "optimizer_impl=foreach batch=128 image=128",
+        ]
+    )
     assert rc == 0
     (result,) = tmp_path.glob("accuracy-holdout-cpu-smoke-*.json")
     (point,) = json.loads(result.read_text())["points"]

@@ -42,28 +42,38 @@ needs_paddle = pytest.mark.skipif(not HAS_PADDLE, reason="needs paddlepaddle")
 
 
 # -- merging rank results (no processes) ------------------------------------------------------
-def rank_result(rank: int, *, status: str = "ok", peak: int = 100, samples: list[float] | None = None,
-                **extra: object) -> dict:
+def rank_result(
+    rank: int, *, status: str = "ok", peak: int = 100, samples: list[float] | None = None, **extra: object
+) -> dict:
     samples = [0.1, 0.2, 0.3] if samples is None else samples
-    out = {"rank": rank, "status": status, "error": None if status == "ok" else f"{status} on {rank}",
-           "peak_memory_bytes": peak, "peak_rss_bytes": peak, "peak_memory_source": "rss",
-           "step_samples_seconds": samples, "step_seconds": sorted(samples)[len(samples) // 2],
-           "warnings": [f"warning of rank {rank}"],
-           "backend_notes": {"distributed": {"process_group": "gloo"}}}
+    out = {
+        "rank": rank,
+        "status": status,
+        "error": None if status == "ok" else f"{status} on {rank}",
+        "peak_memory_bytes": peak,
+        "peak_rss_bytes": peak,
+        "peak_memory_source": "rss",
+        "step_samples_seconds": samples,
+        "step_seconds": sorted(samples)[len(samples) // 2],
+        "warnings": [f"warning of rank {rank}"],
+        "backend_notes": {"distributed": {"process_group": "gloo"}},
+    }
     out.update(extra)
     return out
 
 
 def test_merge_takes_the_largest_rank_and_the_slowest_rank_of_each_step() -> None:
     w = get_workload("bert-base-imdb", tiny=True, gpus=2)
-    ranks = [rank_result(0, peak=300, samples=[0.10, 0.40, 0.10]),
-             rank_result(1, peak=500, samples=[0.20, 0.10, 0.30])]
+    ranks = [
+        rank_result(0, peak=300, samples=[0.10, 0.40, 0.10]),
+        rank_result(1, peak=500, samples=[0.20, 0.10, 0.30]),
+    ]
     m = merge_rank_results(w, "torch", CPU, ranks)
     assert m["status"] == "ok" and m["error"] is None
     assert m["peak_memory_bytes"] == 500 and m["peak_rss_bytes"] == 500
-    assert m["step_samples_seconds"] == [0.20, 0.40, 0.30]          # per step, the last rank to finish
+    assert m["step_samples_seconds"] == [0.20, 0.40, 0.30]  # per step, the last rank to finish
     assert m["step_seconds"] == pytest.approx(0.30)
-    assert m["samples_per_second"] == pytest.approx(2 * 4 / 0.30)   # global: 2 ranks x batch 4
+    assert m["samples_per_second"] == pytest.approx(2 * 4 / 0.30)  # global: 2 ranks x batch 4
     assert m["samples_per_second_per_gpu"] == pytest.approx(4 / 0.30)
     assert m["tokens_per_second"] == pytest.approx(2 * 4 * 64 / 0.30)
     assert m["epoch_seconds"] == pytest.approx(0.30 * 25_000 / 8)
@@ -108,21 +118,32 @@ def test_launcher_commands(tmp_path: Path) -> None:
     assert paddle_cmd[paddle_cmd.index("--devices") + 1] == "2,3"
     assert paddle_cmd[paddle_cmd.index("--max_restart") + 1] == "0"
     assert paddle_cmd[-3:] == ["-m", "fitbench.measure.dist_child", str(req)]
-    assert GPU_HOST_ENV == {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                            "NVSHMEM_DISABLE_NVLS": "1"}
+    assert GPU_HOST_ENV == {
+        "NCCL_NVLS_ENABLE": "0",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+        "NVSHMEM_DISABLE_NVLS": "1",
+    }
 
 
 def test_rank_environment_and_request() -> None:
     assert RankEnv.from_env({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1"}) == RankEnv(
-        rank=3, world_size=4, local_rank=1)
-    assert RankEnv.from_env({"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "2",
-                             "PADDLE_LOCAL_RANK": "1"}) == RankEnv(rank=1, world_size=2, local_rank=1)
+        rank=3, world_size=4, local_rank=1
+    )
+    assert RankEnv.from_env(
+        {"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "2", "PADDLE_LOCAL_RANK": "1"}
+    ) == RankEnv(rank=1, world_size=2, local_rank=1)
     with pytest.raises(FitbenchError):
         RankEnv.from_env({})
     assert rank_device("cpu", 3) == "cpu"
     assert rank_device("cuda", 3) == "cuda:3" and rank_device("cuda:2", 1) == "cuda:3"
-    request = {"options": {"device": "cuda"}, "rank_result_pattern": "/x/result.rank{rank}.json",
-               "progress_path": "/x/p.jsonl", "min_seconds": 3.0, "max_seconds": 60.0, "workload": {}}
+    request = {
+        "options": {"device": "cuda"},
+        "rank_result_pattern": "/x/result.rank{rank}.json",
+        "progress_path": "/x/p.jsonl",
+        "min_seconds": 3.0,
+        "max_seconds": 60.0,
+        "workload": {},
+    }
     mine = rank_request(request, RankEnv(rank=1, world_size=2, local_rank=1))
     assert mine["options"]["device"] == "cuda:1" and mine["result_path"] == "/x/result.rank1.json"
     assert mine["progress_path"] is None and mine["min_seconds"] == 0.0
@@ -133,8 +154,10 @@ def test_what_is_not_measured_is_refused_before_launching() -> None:
     with pytest.raises(FitbenchError, match="tensor-parallel"):
         measure_distributed(get_workload("bert-base-imdb", tiny=True, gpus=2, strategy="tp"), "torch", CPU)
     assert unsupported(get_workload("llm-6b", tiny=True, gpus=2, strategy="fsdp"), "torch", "cpu") is not None
-    assert unsupported(get_workload("bert-base-imdb", tiny=True, gpus=2, strategy="zero2"), "paddle",
-                       "cpu") is not None
+    assert (
+        unsupported(get_workload("bert-base-imdb", tiny=True, gpus=2, strategy="zero2"), "paddle", "cpu")
+        is not None
+    )
     bert = get_workload("bert-base-imdb", tiny=True, gpus=2)
     deepspeed = unsupported(bert.replace(strategy="zero2"), "torch", "cpu")
     assert deepspeed is not None and "DeepSpeed" in deepspeed.message
@@ -147,8 +170,15 @@ def test_what_is_not_measured_is_refused_before_launching() -> None:
 # -- real two-rank runs ------------------------------------------------------------------------
 def run_two(name: str, strategy: str, backend: str = "torch", **kwargs: object) -> dict:
     w = get_workload(name, tiny=True, gpus=2, strategy=strategy)
-    return measure_distributed(w, backend, CPU, timeout_s=kwargs.pop("timeout_s", 300),
-                               min_steps=kwargs.pop("min_steps", 3), warmup=1, **kwargs)
+    return measure_distributed(
+        w,
+        backend,
+        CPU,
+        timeout_s=kwargs.pop("timeout_s", 300),
+        min_steps=kwargs.pop("min_steps", 3),
+        warmup=1,
+        **kwargs,
+    )
 
 
 def check_ok(m: dict, *, wrapper: str, group: str = "gloo") -> None:
@@ -174,7 +204,7 @@ def check_ok(m: dict, *, wrapper: str, group: str = "gloo") -> None:
 def test_resnet_ddp_two_gloo_ranks() -> None:
     m = run_two("resnet50-cifar10", "ddp")
     check_ok(m, wrapper="DistributedDataParallel")
-    assert m["backend_notes"]["distributed"]["local_parameters"] == m["params"]   # a full replica
+    assert m["backend_notes"]["distributed"]["local_parameters"] == m["params"]  # a full replica
     assert m["epoch_seconds"] == pytest.approx(m["step_seconds"] * 50_000 / 16)
 
 
@@ -195,8 +225,8 @@ def test_bert_fsdp_two_gloo_ranks() -> None:
     m = run_two("bert-base-imdb", "fsdp")
     check_ok(m, wrapper="fully_shard")
     notes = m["backend_notes"]["distributed"]
-    assert notes["fsdp_units"] == 3                                   # 2 BertLayers and the root
-    assert notes["local_parameters"] <= m["params"] // 2 + 1_000      # this rank holds a half
+    assert notes["fsdp_units"] == 3  # 2 BertLayers and the root
+    assert notes["local_parameters"] <= m["params"] // 2 + 1_000  # this rank holds a half
 
 
 @pytest.mark.slow

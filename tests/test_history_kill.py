@@ -55,8 +55,13 @@ with History.open(db) as h:
 def spawn(db: Path, seed: int) -> subprocess.Popen:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC_DIR), env.get("PYTHONPATH", "")) if p)
-    return subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(seed)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(db), str(seed)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def kill_and_collect(proc: subprocess.Popen) -> tuple[list[str], bool]:

@@ -63,8 +63,12 @@ def _marked_running(marker: str) -> list[int]:
 
 def _start(script: str, *args: str) -> subprocess.Popen[bytes]:
     """As run_child starts a measurement: its own session and process group."""
-    return subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def _first_line_pid(proc: subprocess.Popen[bytes]) -> int:
@@ -115,8 +119,13 @@ def test_what_a_reaped_child_left_in_its_group_is_killed() -> None:
 def _run_child(tmp_path: Path, script: str, *args: str, timeout: float) -> tuple[int, bool, int]:
     """run_child on a real command; (exit code, timed out, the grandchild's pid it printed)."""
     reader = ProgressReader(tmp_path / "progress.jsonl", None)
-    code, timed_out, _ = run_child([sys.executable, "-c", script, *args], workdir=tmp_path,
-                                   env=dict(os.environ), timeout=timeout, reader=reader)
+    code, timed_out, _ = run_child(
+        [sys.executable, "-c", script, *args],
+        workdir=tmp_path,
+        env=dict(os.environ),
+        timeout=timeout,
+        reader=reader,
+    )
     return code, timed_out, int((tmp_path / "stdout.txt").read_text().split()[0])
 
 
@@ -216,6 +225,7 @@ def test_kill_group_on_a_child_long_gone_returns_at_once() -> None:
 
 # -- a rank and its launcher ------------------------------------------------------------------
 
+
 def test_launcher_gone_compares_with_the_pid_read_at_start() -> None:
     assert os.getppid() == dist_child.LAUNCHER_PID  # read when this process imported the module
     assert not dist_child.launcher_gone(os.getppid())
@@ -269,8 +279,7 @@ HARNESS = textwrap.dedent("""
 
 @pytest.mark.parametrize("when", ["early", "late"])
 def test_a_rank_exits_when_its_launcher_is_killed(when: str) -> None:
-    out = subprocess.run([sys.executable, "-c", HARNESS, when], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run([sys.executable, "-c", HARNESS, when], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     words = out.stdout.split()
     if words == ["no-subreaper"]:

@@ -20,8 +20,13 @@ if TYPE_CHECKING:
 
 
 def estimate(
-    workload: str, gpu: str = "rtx-4090", *, framework: str = "torch", exec_mode: str = "default",
-    tiny: bool = False, **overrides: Any
+    workload: str,
+    gpu: str = "rtx-4090",
+    *,
+    framework: str = "torch",
+    exec_mode: str = "default",
+    tiny: bool = False,
+    **overrides: Any,
 ) -> Estimate:
     """Estimate a preset workload (with overrides such as batch_size=32) on one catalog GPU.
 

@@ -40,8 +40,11 @@ class CastCounter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if (func.overloadpacket is torch.ops.aten._to_copy and args[0].dtype == torch.float32
-                and kwargs.get("dtype") == torch.bfloat16):
+        if (
+            func.overloadpacket is torch.ops.aten._to_copy
+            and args[0].dtype == torch.float32
+            and kwargs.get("dtype") == torch.bfloat16
+        ):
             t = args[0]
             if t.data_ptr() in self.param_ptrs or t.shape[-1] in self.widths:
                 self.counted += 1
@@ -62,8 +65,10 @@ def test_transformer_casts_match_the_model(name, layers):
     arch = workload.arch
     model, _ = build_model(workload, device="cpu")
     ids = torch.randint(0, arch.vocab_size, (2, 8))
-    with CastCounter(list(model.parameters()), {arch.hidden_size}) as counter, \
-            torch.autocast("cpu", torch.bfloat16):
+    with (
+        CastCounter(list(model.parameters()), {arch.hidden_size}) as counter,
+        torch.autocast("cpu", torch.bfloat16),
+    ):
         model(input_ids=ids)
     expected = modelled_casts(transformer_cost.forward_kernels(workload, 2, 8))
     assert counter.counted == expected

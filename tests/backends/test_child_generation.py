@@ -17,8 +17,16 @@ pytestmark = pytest.mark.torch
 @pytest.mark.slow
 def test_the_decode_step_is_also_measured_by_differencing(tmp_path):
     workload = get_workload("llm-6b", tiny=True, new_tokens=16)
-    request = runner.build_request(workload, "torch", RunOptions(device="cpu"), min_steps=2, min_seconds=0.0,
-                                   warmup=1, max_seconds=60.0, workdir=tmp_path)
+    request = runner.build_request(
+        workload,
+        "torch",
+        RunOptions(device="cpu"),
+        min_steps=2,
+        min_seconds=0.0,
+        warmup=1,
+        max_seconds=60.0,
+        workdir=tmp_path,
+    )
     m = child.run_request(request)
     assert m["status"] == "ok", m.get("error")
     one = m["one_token_generate_seconds"]

@@ -97,11 +97,16 @@ def test_gradients_equal_transformers_bert_with_dropout_off():
     ours(ids).square().sum().backward()
     bert(input_ids=ids).logits.square().sum().backward()
     got = ours.layers[0].qkv.weight.grad
-    expected = torch.cat([bert.bert.encoder.layer[0].attention.self.__getattr__(n).weight.grad
-                          for n in ("query", "key", "value")])
+    expected = torch.cat(
+        [
+            bert.bert.encoder.layer[0].attention.self.__getattr__(n).weight.grad
+            for n in ("query", "key", "value")
+        ]
+    )
     assert torch.allclose(got, expected, atol=1e-5, rtol=1e-4)
-    assert torch.allclose(ours.word.weight.grad, bert.bert.embeddings.word_embeddings.weight.grad,
-                          atol=1e-6, rtol=1e-4)
+    assert torch.allclose(
+        ours.word.weight.grad, bert.bert.embeddings.word_embeddings.weight.grad, atol=1e-6, rtol=1e-4
+    )
 
 
 def test_dropout_is_active_in_training_and_off_in_eval():

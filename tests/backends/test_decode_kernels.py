@@ -63,8 +63,15 @@ def test_linear_equals_rms_norm_then_linear(n, k, fold):
     g, b, r = _randn(k, seed=3).abs() + 0.5, _randn(n, seed=4), _randn(n, seed=5)
     norm, bias, residual = "norm" in fold, "bias" in fold, "residual" in fold
     out = _poisoned(n)
-    dk.linear(x, w, out, bias=b if bias else None, norm_weight=g if norm else None,
-              residual=r if residual else None, config=SMALL_TILES)
+    dk.linear(
+        x,
+        w,
+        out,
+        bias=b if bias else None,
+        norm_weight=g if norm else None,
+        residual=r if residual else None,
+        config=SMALL_TILES,
+    )
     h = F.rms_norm(x, (k,), g, dk.RMS_EPS_DEFAULT) if norm else x
     ref = F.linear(h, w, b if bias else None) + (r if residual else 0)
     assert not out.isnan().any()
@@ -110,9 +117,22 @@ def test_qkv_rope_rotates_q_and_k_and_stores_k_and_v_at_pos(heads, kv_heads, hea
     v_cache = _randn(kv_heads, length, head_dim, seed=20)
     k_before, v_before = k_cache.clone(), v_cache.clone()
     q = _poisoned(heads * head_dim)
-    dk.qkv_rope(x, w, q_out=q, k_cache=k_cache, v_cache=v_cache, cos=cos, sin=sin,
-                pos=torch.tensor([pos], device=DEVICE), heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-                bias=b, norm_weight=g, config=dk.GemvConfig(block_n=2, block_k=16))
+    dk.qkv_rope(
+        x,
+        w,
+        q_out=q,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        cos=cos,
+        sin=sin,
+        pos=torch.tensor([pos], device=DEVICE),
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        bias=b,
+        norm_weight=g,
+        config=dk.GemvConfig(block_n=2, block_k=16),
+    )
     qkv = F.linear(F.rms_norm(x, (k,), g, dk.RMS_EPS_DEFAULT), w, b)
     q_dim, kv_dim = heads * head_dim, kv_heads * head_dim
     c, s = cos[pos : pos + 1], sin[pos : pos + 1]
@@ -133,8 +153,16 @@ def test_decode_attention_sees_slots_up_to_pos_only(heads, kv_heads, pos):
     k_cache = _randn(kv_heads, length, head_dim, seed=22)
     v_cache = _randn(kv_heads, length, head_dim, seed=23)
     out = _poisoned(heads * head_dim)
-    dk.decode_attention(q, k_cache, v_cache, out, pos=torch.tensor([pos], device=DEVICE), heads=heads,
-                        kv_heads=kv_heads, block_l=16)
+    dk.decode_attention(
+        q,
+        k_cache,
+        v_cache,
+        out,
+        pos=torch.tensor([pos], device=DEVICE),
+        heads=heads,
+        kv_heads=kv_heads,
+        block_l=16,
+    )
     groups = heads // kv_heads
     keys = k_cache.repeat_interleave(groups, 0)[:, : pos + 1]
     values = v_cache.repeat_interleave(groups, 0)[:, : pos + 1]
@@ -144,8 +172,16 @@ def test_decode_attention_sees_slots_up_to_pos_only(heads, kv_heads, pos):
     # What lies beyond pos must not matter: change it and get the same answer.
     k_cache[:, pos + 1 :] = 1e4
     again = _poisoned(heads * head_dim)
-    dk.decode_attention(q, k_cache, v_cache, again, pos=torch.tensor([pos], device=DEVICE), heads=heads,
-                        kv_heads=kv_heads, block_l=16)
+    dk.decode_attention(
+        q,
+        k_cache,
+        v_cache,
+        again,
+        pos=torch.tensor([pos], device=DEVICE),
+        heads=heads,
+        kv_heads=kv_heads,
+        block_l=16,
+    )
     assert torch.equal(again, out)
 
 
@@ -160,13 +196,20 @@ def test_decode_attention_refuses_a_head_size_that_is_not_a_power_of_two():
 # depend on width: the layouts are TINY_LLAMA narrowed (hidden 32, FFN 44, vocabulary 96) so that
 # a step is ~80 programs instead of ~280, with the same paths taken: 2 layers, a masked last K
 # step in the down projection (44 columns), and (MHA) a vocabulary no tile divides.
-SMALL_GQA = TransformerArch(**{**TINY_LLAMA.__dict__, "hidden_size": 32, "intermediate_size": 44,
-                               "vocab_size": 96})
+SMALL_GQA = TransformerArch(
+    **{**TINY_LLAMA.__dict__, "hidden_size": 32, "intermediate_size": 44, "vocab_size": 96}
+)
 MHA = TransformerArch(**{**SMALL_GQA.__dict__, "num_kv_heads": None, "vocab_size": 100})
 QWEN_LIKE = TransformerArch(**{**SMALL_GQA.__dict__, "qkv_bias": True, "tie_embeddings": True})
 ALL_BIASES = TransformerArch(
-    **{**SMALL_GQA.__dict__, "num_heads": 8, "num_kv_heads": 2, "qkv_bias": True, "out_bias": True,
-       "mlp_bias": True}
+    **{
+        **SMALL_GQA.__dict__,
+        "num_heads": 8,
+        "num_kv_heads": 2,
+        "qkv_bias": True,
+        "out_bias": True,
+        "mlp_bias": True,
+    }
 )
 # The interpreter takes a few seconds a generation: every layout runs, marked slow (CI runs them).
 ARCHS = [

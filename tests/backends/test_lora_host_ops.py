@@ -72,17 +72,24 @@ def within(estimated: float, counted: float, tolerance: float) -> bool:
 @pytest.mark.parametrize("checkpointing", [False, True], ids=["plain", "checkpointing"])
 @pytest.mark.parametrize("rank", [8, 64])
 @pytest.mark.parametrize("model", MODELS)
-def test_lora_block_ops_match_dispatched(model: str, rank: int, checkpointing: bool, full: dict[str, Any],
-                                         lora_plain: dict[tuple[str, int], dict[str, float]]) -> None:
+def test_lora_block_ops_match_dispatched(
+    model: str,
+    rank: int,
+    checkpointing: bool,
+    full: dict[str, Any],
+    lora_plain: dict[tuple[str, int], dict[str, float]],
+) -> None:
     ref = full[model]
-    forward_unit = ref["estimate.forward"] / ref["forward.calls"]     # estimator ops per torch call
+    forward_unit = ref["estimate.forward"] / ref["forward.calls"]  # estimator ops per torch call
     backward_unit = ref["estimate.backward"] / ref["backward.nodes"]  # estimator ops per autograd node
     plain = lora_plain[(model, rank)]
     got = per_layer(model, "lora", rank, True) if checkpointing else plain
 
     counted_forward = got["forward.calls"] * forward_unit
     assert within(got["estimate.forward"], counted_forward, TOLERANCE), (
-        got["estimate.forward"], counted_forward)
+        got["estimate.forward"],
+        counted_forward,
+    )
     counted_backward = got["backward.nodes"] * backward_unit
     estimated_backward = got["estimate.backward"] - got["estimate.recompute"]
     assert within(estimated_backward, counted_backward, TOLERANCE), (estimated_backward, counted_backward)
@@ -92,13 +99,16 @@ def test_lora_block_ops_match_dispatched(model: str, rank: int, checkpointing: b
         recomputed = (got["backward.kernels"] - plain["backward.kernels"]) / got["forward.kernels"]
         counted = recomputed * got["estimate.forward"]
         assert within(got["estimate.recompute"], counted, RECOMPUTE_TOLERANCE), (
-            got["estimate.recompute"], counted)
+            got["estimate.recompute"],
+            counted,
+        )
     else:
         assert got["estimate.recompute"] == 0
 
 
 def test_adapters_add_their_own_backward_nodes(
-        full: dict[str, Any], lora_plain: dict[tuple[str, int], dict[str, float]]) -> None:
+    full: dict[str, Any], lora_plain: dict[tuple[str, int], dict[str, float]]
+) -> None:
     """A LoRA step's base executes fewer backward nodes than full training's (no weight-gradient
     nodes, no AccumulateGrad) and its adapters add their own: both are counted, not assumed."""
     for model in MODELS:

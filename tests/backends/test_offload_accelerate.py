@@ -27,8 +27,9 @@ def _accelerate_layers_on_main(cfg: dict[str, int], cap: int) -> int:
     config = transformers.LlamaConfig(**cfg, max_position_embeddings=8192, tie_word_embeddings=False)
     with init_empty_weights():
         model = transformers.LlamaForCausalLM(config).to(torch.float16)
-    device_map = infer_auto_device_map(model, max_memory={"cpu": cap}, dtype=torch.float16,
-                                       no_split_module_classes=["LlamaDecoderLayer"])
+    device_map = infer_auto_device_map(
+        model, max_memory={"cpu": cap}, dtype=torch.float16, no_split_module_classes=["LlamaDecoderLayer"]
+    )
     if device_map.get("") == "cpu":  # everything on the main device: a one-entry map
         return cfg["num_hidden_layers"]
     return sum(1 for k, v in device_map.items() if k.startswith("model.layers.") and v == "cpu")

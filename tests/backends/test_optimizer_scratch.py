@@ -47,17 +47,20 @@ def step_scratch(workload: Any) -> int:
     return counter.peak
 
 
-CASES = [(name, optimizer, impl)
-         for name in ("resnet50-cifar10", "bert-base-imdb", "llm-6b")
-         for optimizer in ("adam", "adamw", "momentum")
-         for impl in ("foreach", "fused", "for-loop")]
+CASES = [
+    (name, optimizer, impl)
+    for name in ("resnet50-cifar10", "bert-base-imdb", "llm-6b")
+    for optimizer in ("adam", "adamw", "momentum")
+    for impl in ("foreach", "fused", "for-loop")
+]
 
 
 @pytest.mark.parametrize(("name", "optimizer", "impl"), CASES)
 def test_step_temporaries_are_counted_to_the_byte(name: str, optimizer: str, impl: str) -> None:
     shape = {"seq_len": 16} if name == "llm-6b" else {}
-    w = get_workload(name, tiny=True, mode="train", precision="fp32", optimizer=optimizer,
-                     optimizer_impl=impl, **shape)
+    w = get_workload(
+        name, tiny=True, mode="train", precision="fp32", optimizer=optimizer, optimizer_impl=impl, **shape
+    )
     assert step_scratch(w) == optimizer_step_scratch(w, "torch")
 
 
@@ -79,12 +82,13 @@ def test_what_each_implementation_costs() -> None:
     loop = optimizer_step_scratch(w.replace(optimizer_impl="for-loop"), "torch")
     assert loop == 4 * (2 * 32000 * 4096 + 4096)
     assert optimizer_step_scratch(w.replace(optimizer="momentum"), "torch") == 0
-    assert optimizer_step_scratch(w.replace(precision="bf16"), "torch") == 2 * p   # pure 16-bit state
-    assert optimizer_step_scratch(w, "paddle") == 0                                # in-place kernels
+    assert optimizer_step_scratch(w.replace(precision="bf16"), "torch") == 2 * p  # pure 16-bit state
+    assert optimizer_step_scratch(w, "paddle") == 0  # in-place kernels
 
 
-ORDER_CASES = [(name, tiny) for name in ("resnet50-cifar10", "bert-base-imdb", "llm-6b")
-               for tiny in (True, False)]
+ORDER_CASES = [
+    (name, tiny) for name in ("resnet50-cifar10", "bert-base-imdb", "llm-6b") for tiny in (True, False)
+]
 
 
 @pytest.mark.parametrize(("name", "tiny"), [*ORDER_CASES, ("resnet18-cifar10", False)])
@@ -94,12 +98,29 @@ def test_parameter_order_is_the_built_models(name: str, tiny: bool) -> None:
     assert param_sizes_in_order(w) == [p.numel() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("config", [
-    {"model_type": "gpt2", "vocab_size": 1000, "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128},
-    {"model_type": "qwen2", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 160,
-     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-     "tie_word_embeddings": True},
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {
+            "model_type": "gpt2",
+            "vocab_size": 1000,
+            "n_embd": 64,
+            "n_layer": 2,
+            "n_head": 4,
+            "n_positions": 128,
+        },
+        {
+            "model_type": "qwen2",
+            "vocab_size": 1000,
+            "hidden_size": 64,
+            "intermediate_size": 160,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "tie_word_embeddings": True,
+        },
+    ],
+)
 def test_parameter_order_of_gpt2_and_qwen2(config: dict, tmp_path: Any) -> None:
     import json
 

@@ -113,20 +113,74 @@ def test_llama_7b_is_counted_without_allocating_its_weights():
     assert grown < 200 * 2**20, f"counting Llama-7B grew the process by {grown / 2**20:.0f} MiB"
 
 
-@pytest.mark.parametrize("arch", [
-    TransformerArch(kind="decoder", vocab_size=512, hidden_size=128, num_layers=3, num_heads=8,
-                    num_kv_heads=2, intermediate_size=344, mlp="swiglu", norm="rmsnorm", position="rotary",
-                    qkv_bias=True, out_bias=False, mlp_bias=False, tie_embeddings=True, pooler=False,
-                    num_labels=0),
-    TransformerArch(kind="decoder", vocab_size=500, hidden_size=96, num_layers=2, num_heads=4,
-                    intermediate_size=384, max_positions=256, mlp="gelu", norm="layernorm",
-                    position="learned", tie_embeddings=True, pooler=False, num_labels=0),
-    TransformerArch(kind="decoder", vocab_size=300, hidden_size=64, num_layers=2, num_heads=4, head_dim=32,
-                    intermediate_size=160, mlp="swiglu", norm="rmsnorm", position="rotary", qkv_bias=False,
-                    out_bias=False, mlp_bias=True, pooler=False, num_labels=0),
-    TransformerArch(kind="encoder", vocab_size=700, hidden_size=96, num_layers=2, num_heads=3,
-                    intermediate_size=200, max_positions=64, type_vocab_size=0, num_labels=5, pooler=False),
-], ids=["qwen-like-gqa-tied", "gpt2-like", "wide-heads-mlp-bias", "encoder-no-pooler"])
+@pytest.mark.parametrize(
+    "arch",
+    [
+        TransformerArch(
+            kind="decoder",
+            vocab_size=512,
+            hidden_size=128,
+            num_layers=3,
+            num_heads=8,
+            num_kv_heads=2,
+            intermediate_size=344,
+            mlp="swiglu",
+            norm="rmsnorm",
+            position="rotary",
+            qkv_bias=True,
+            out_bias=False,
+            mlp_bias=False,
+            tie_embeddings=True,
+            pooler=False,
+            num_labels=0,
+        ),
+        TransformerArch(
+            kind="decoder",
+            vocab_size=500,
+            hidden_size=96,
+            num_layers=2,
+            num_heads=4,
+            intermediate_size=384,
+            max_positions=256,
+            mlp="gelu",
+            norm="layernorm",
+            position="learned",
+            tie_embeddings=True,
+            pooler=False,
+            num_labels=0,
+        ),
+        TransformerArch(
+            kind="decoder",
+            vocab_size=300,
+            hidden_size=64,
+            num_layers=2,
+            num_heads=4,
+            head_dim=32,
+            intermediate_size=160,
+            mlp="swiglu",
+            norm="rmsnorm",
+            position="rotary",
+            qkv_bias=False,
+            out_bias=False,
+            mlp_bias=True,
+            pooler=False,
+            num_labels=0,
+        ),
+        TransformerArch(
+            kind="encoder",
+            vocab_size=700,
+            hidden_size=96,
+            num_layers=2,
+            num_heads=3,
+            intermediate_size=200,
+            max_positions=64,
+            type_vocab_size=0,
+            num_labels=5,
+            pooler=False,
+        ),
+    ],
+    ids=["qwen-like-gqa-tied", "gpt2-like", "wide-heads-mlp-bias", "encoder-no-pooler"],
+)
 def test_variants_built_for_real_match_the_formula(arch):
     model, _ = models.build_model(arch)
     assert models.trainable_param_count(model) == arch.param_count()
@@ -173,7 +227,8 @@ def test_amp_path_runs_on_cpu_and_says_it_was_not_in_effect(name, precision):
     assert isinstance(session.scaler, paddle.amp.GradScaler)
     assert notes["precision_in_effect"] == "fp32"
     assert notes["warnings"] == [
-        f"PaddlePaddle CPU build: {precision} requested, auto_cast is a no-op on CPU; ran in fp32"]
+        f"PaddlePaddle CPU build: {precision} requested, auto_cast is a no-op on CPU; ran in fp32"
+    ]
     assert any("amp_guard can only be enabled" in w for w in notes["framework_warnings"])
 
 
@@ -232,8 +287,12 @@ def test_generation_in_batches():
     session = BACKEND.open(workload, CPU)
     session.decode(4)
     assert session._next.shape == [3, 1]
-    assert session._caches[0][0].shape == [3, workload.prompt_tokens + 3, TINY_LLAMA.kv_heads,
-                                           TINY_LLAMA.dim_head]
+    assert session._caches[0][0].shape == [
+        3,
+        workload.prompt_tokens + 3,
+        TINY_LLAMA.kv_heads,
+        TINY_LLAMA.dim_head,
+    ]
 
 
 def test_classifiers_do_not_generate():
@@ -252,7 +311,8 @@ def test_half_generation_on_cpu_keeps_fp32_weights_and_says_why(precision, dtype
     assert session.notes["precision_in_effect"] == "fp32"
     assert session.notes["weights_dtype"] == "float32"
     assert session.notes["warnings"] == [
-        f"PaddlePaddle CPU build: {precision} requested, no {dtype} matmul kernel on CPU; ran in fp32"]
+        f"PaddlePaddle CPU build: {precision} requested, no {dtype} matmul kernel on CPU; ran in fp32"
+    ]
 
 
 def test_kv_cache_decoding_matches_a_full_forward():
@@ -264,7 +324,9 @@ def test_kv_cache_decoding_matches_a_full_forward():
         full = model(ids).numpy()
         caches = model.new_cache()
         prefill = model(ids[:, :8], caches, start=0).numpy()
-        steps = [model(ids[:, i:i + 1], caches, start=i, last_only=True).numpy()[:, 0] for i in range(8, 12)]
+        steps = [
+            model(ids[:, i : i + 1], caches, start=i, last_only=True).numpy()[:, 0] for i in range(8, 12)
+        ]
     np.testing.assert_allclose(prefill, full[:, :8], atol=1e-5)
     np.testing.assert_allclose(np.stack(steps, axis=1), full[:, 8:], atol=1e-5)
 
@@ -341,7 +403,8 @@ def test_tuned_runs_amp_o2_bf16_on_a_bf16_gpu(name, precision, mode):
     assert plan.loss_scaling is None  # bf16 has fp32's exponent range: no GradScaler
     how = "Paddle AMP O2: bf16 weights, fp32 master weights" if training else "Paddle AMP O2: bf16 weights"
     assert plan.notes == (
-        f"tuned changed the precision: ran bf16 ({how}) instead of the requested {precision}",)
+        f"tuned changed the precision: ran bf16 ({how}) instead of the requested {precision}",
+    )
 
 
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "amp-fp16", "amp-bf16"])
@@ -351,10 +414,15 @@ def test_tuned_runs_amp_o2_fp16_with_a_grad_scaler_on_a_gpu_without_bf16(precisi
     assert plan.master_weight is True and plan.loss_scaling == LOSS_SCALING
     assert plan.notes == (
         "tuned changed the precision: ran fp16 (Paddle AMP O2: fp16 weights, fp32 master weights, "
-        f"GradScaler) instead of the requested {precision}; this GPU has no native bf16",)
+        f"GradScaler) instead of the requested {precision}; this GPU has no native bf16",
+    )
     infer = plan_precision(tiny("bert-base-imdb", precision=precision, mode="infer"), "tuned", TURING)
     assert (infer.runs, infer.amp_dtype, infer.master_weight, infer.loss_scaling) == (
-        "fp16", "float16", False, None)
+        "fp16",
+        "float16",
+        False,
+        None,
+    )
 
 
 @pytest.mark.parametrize("capability", [HOPPER, TURING])
@@ -365,13 +433,20 @@ def test_tuned_keeps_pure_half_precision_as_asked(precision, capability):
     assert plan.loss_scaling == (LOSS_SCALING if precision == "fp16" else None)
 
 
-@pytest.mark.parametrize(("precision", "capability", "weights", "note"), [
-    ("amp-bf16", HOPPER, "bf16", "generated with bf16 weights instead of amp-bf16"),
-    ("amp-fp16", HOPPER, "fp16", "generated with fp16 weights instead of amp-fp16"),
-    ("amp-bf16", TURING, "fp16",
-     "generated with fp16 weights instead of amp-bf16; this GPU has no native bf16"),
-    ("amp-fp16", TURING, "fp16", "generated with fp16 weights instead of amp-fp16"),
-])
+@pytest.mark.parametrize(
+    ("precision", "capability", "weights", "note"),
+    [
+        ("amp-bf16", HOPPER, "bf16", "generated with bf16 weights instead of amp-bf16"),
+        ("amp-fp16", HOPPER, "fp16", "generated with fp16 weights instead of amp-fp16"),
+        (
+            "amp-bf16",
+            TURING,
+            "fp16",
+            "generated with fp16 weights instead of amp-bf16; this GPU has no native bf16",
+        ),
+        ("amp-fp16", TURING, "fp16", "generated with fp16 weights instead of amp-fp16"),
+    ],
+)
 def test_tuned_generation_creates_16_bit_weights_for_amp(precision, capability, weights, note):
     plan = plan_precision(tiny("llm-6b", precision=precision), "tuned", capability)
     assert (plan.runs, plan.amp_level) == (weights, None)
@@ -389,14 +464,25 @@ def test_tuned_generation_keeps_non_amp_requests(precision):
 def test_default_plan_does_not_depend_on_the_gpu(precision):
     for name in ("bert-base-imdb", "llm-6b"):
         workload = tiny(name, precision=precision)
-        assert plan_precision(workload, "default", HOPPER) == plan_precision(workload, "default", TURING) == (
-            plan_precision(workload))
+        assert (
+            plan_precision(workload, "default", HOPPER)
+            == plan_precision(workload, "default", TURING)
+            == (plan_precision(workload))
+        )
 
 
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp16", "bf16"])
-@pytest.mark.parametrize(("name", "mode"), [("resnet50-cifar10", "train"), ("resnet50-cifar10", "infer"),
-                                            ("bert-base-imdb", "train"), ("bert-base-imdb", "infer"),
-                                            ("llm-6b", "train"), ("llm-6b", "infer")])
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    [
+        ("resnet50-cifar10", "train"),
+        ("resnet50-cifar10", "infer"),
+        ("bert-base-imdb", "train"),
+        ("bert-base-imdb", "infer"),
+        ("llm-6b", "train"),
+        ("llm-6b", "infer"),
+    ],
+)
 def test_the_estimators_tuned_precision_is_what_the_backend_plans(name, mode, precision):
     """fitbench.estimate.execution mirrors plan_precision: an estimate of Paddle's tuned mode
     describes the precision the backend really runs on that card."""
@@ -436,7 +522,8 @@ def test_tuned_says_when_paddle_has_no_multi_tensor_update(optimizer, kind):
     session.step()
     assert all(not np.array_equal(a, b) for a, b in zip(before, trainable_values(session), strict=True))
     assert session.notes["optimizer"] == (
-        f"{kind} (per-parameter update: Paddle's {kind} has no use_multi_tensor)")
+        f"{kind} (per-parameter update: Paddle's {kind} has no use_multi_tensor)"
+    )
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
@@ -448,7 +535,8 @@ def test_tuned_on_cpu_keeps_the_requested_precision_and_says_so(name):
     assert session.notes["precision_in_effect"] == "fp32"
     assert session.notes["amp_level"] is None and session.scaler is None
     assert session.notes["warnings"] == [
-        "tuned runs fp32 as AMP O2 on CUDA GPUs only; on CPU it kept the requested fp32"]
+        "tuned runs fp32 as AMP O2 on CUDA GPUs only; on CPU it kept the requested fp32"
+    ]
 
 
 def test_tuned_amp_bf16_on_cpu_drops_the_scaler_and_reports_fp32():
@@ -459,7 +547,8 @@ def test_tuned_amp_bf16_on_cpu_drops_the_scaler_and_reports_fp32():
     assert notes["precision_in_effect"] == "fp32"
     assert notes["warnings"] == [
         "tuned runs amp-bf16 as AMP O2 on CUDA GPUs only; on CPU it kept the requested amp-bf16",
-        "PaddlePaddle CPU build: amp-bf16 requested, auto_cast is a no-op on CPU; ran in fp32"]
+        "PaddlePaddle CPU build: amp-bf16 requested, auto_cast is a no-op on CPU; ran in fp32",
+    ]
 
 
 def test_tuned_amp_generation_on_cpu_runs_and_says_what_ran():
@@ -470,7 +559,8 @@ def test_tuned_amp_generation_on_cpu_runs_and_says_what_ran():
     assert session.notes["precision_in_effect"] == "fp32"
     assert session.notes["warnings"][0] == (
         "tuned generates AMP requests with 16-bit weights on CUDA GPUs only; on CPU it kept the requested "
-        "amp-fp16")
+        "amp-fp16"
+    )
 
 
 def test_tuned_pure_bf16_training_decorates_with_master_weights():
@@ -499,8 +589,12 @@ def test_memory_is_unknown_on_cpu_and_peak_controls_are_harmless():
     session.reset_peak()
     session.step()
     session.sync()
-    assert session.memory() == {"peak_allocated": None, "peak_reserved": None, "allocated": None,
-                                "reserved": None}
+    assert session.memory() == {
+        "peak_allocated": None,
+        "peak_reserved": None,
+        "allocated": None,
+        "reserved": None,
+    }
     session.close()
 
 
@@ -543,8 +637,10 @@ def test_is_oom_recognises_paddles_own_errors():
         pytest.fail("a 1 PiB allocation succeeded")
     assert "ResourceExhausted" in str(real)
     assert BACKEND.is_oom(real)
-    gpu_text = ("(ResourceExhausted) Out of memory error on GPU 0. Cannot allocate 2.000000GB memory "
-                "on GPU 0, 21.5GB memory has been allocated and available memory is only 1.2GB.")
+    gpu_text = (
+        "(ResourceExhausted) Out of memory error on GPU 0. Cannot allocate 2.000000GB memory "
+        "on GPU 0, 21.5GB memory has been allocated and available memory is only 1.2GB."
+    )
     assert BACKEND.is_oom(RuntimeError(gpu_text))
     assert BACKEND.is_oom(SystemError("ResourceExhaustedError: Out of memory error on GPU 1."))
     try:
@@ -565,8 +661,10 @@ def _write_cifar(folder) -> None:
     rng = np.random.default_rng(0)
     folder.mkdir()
     for i in range(1, 6):
-        batch = {b"data": rng.integers(0, 256, size=(4, 3072), dtype=np.uint8),
-                 b"labels": [int(v) for v in rng.integers(0, 10, size=4)]}
+        batch = {
+            b"data": rng.integers(0, 256, size=(4, 3072), dtype=np.uint8),
+            b"labels": [int(v) for v in rng.integers(0, 10, size=4)],
+        }
         (folder / f"data_batch_{i}").write_bytes(pickle.dumps(batch, protocol=2))
 
 

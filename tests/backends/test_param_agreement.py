@@ -28,8 +28,11 @@ pytestmark = pytest.mark.paddle
 
 # Real size: the brief's three models; expected counts pinned from the reference implementations.
 PINNED = {"resnet50-cifar10": 23_528_522, "bert-base-imdb": 109_483_778, "llm-6b": 6_738_415_616}
-CASES = {f"{name}{suffix}": get_workload(name, tiny=tiny) for name in SCENARIOS
-         for suffix, tiny in (("", False), ("/tiny", True))}
+CASES = {
+    f"{name}{suffix}": get_workload(name, tiny=tiny)
+    for name in SCENARIOS
+    for suffix, tiny in (("", False), ("/tiny", True))
+}
 
 MARK = "FITBENCH-COUNTS "
 TORCH_CHILD = textwrap.dedent(f"""
@@ -57,11 +60,16 @@ def torch_counts() -> dict[str, object]:
     if importlib.util.find_spec("torch") is None:
         pytest.skip("PyTorch is not installed")
     requests = {key: workload.to_dict() for key, workload in CASES.items()}
-    proc = subprocess.run([sys.executable, "-c", TORCH_CHILD], input=json.dumps(requests),
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", TORCH_CHILD],
+        input=json.dumps(requests),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith(MARK)]
     assert proc.returncode == 0 and lines, f"torch child failed:\n{proc.stderr[-3000:]}"
-    result = json.loads(lines[-1][len(MARK):])
+    result = json.loads(lines[-1][len(MARK) :])
     assert result["paddle_loaded"] is False, "the torch child imported paddle"
     return result["counts"]
 

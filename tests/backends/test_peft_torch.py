@@ -29,8 +29,16 @@ from fitbench.workloads.presets import get_workload  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
-TINY_GPT2 = TransformerArch(kind="decoder", vocab_size=1000, hidden_size=64, num_layers=2, num_heads=4,
-                            intermediate_size=128, max_positions=128, model_type="gpt2")
+TINY_GPT2 = TransformerArch(
+    kind="decoder",
+    vocab_size=1000,
+    hidden_size=64,
+    num_layers=2,
+    num_heads=4,
+    intermediate_size=128,
+    max_positions=128,
+    model_type="gpt2",
+)
 
 
 def tiny(name: str, **overrides: object):
@@ -49,8 +57,12 @@ def loss_of(model, workload, seed: int = 1):
     b, s = workload.batch_size, workload.seq_len
     ids = torch.randint(0, workload.arch.vocab_size, (b, s), generator=g)
     if workload.family == "encoder":
-        return model(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=torch.zeros_like(ids),
-                     labels=torch.randint(0, 2, (b,), generator=g)).loss
+        return model(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            token_type_ids=torch.zeros_like(ids),
+            labels=torch.randint(0, 2, (b,), generator=g),
+        ).loss
     return model(input_ids=ids, labels=ids, use_cache=False).loss
 
 
@@ -72,7 +84,7 @@ def test_fused_gpt2_adapter_count_matches_peft():
     w = tiny("llm-6b", lora_rank=8).replace(arch=TINY_GPT2)
     model = lora_model(w)
     assert model.get_nb_trainable_parameters()[0] == peft.lora_param_count(w)
-    loss_of(model, w).backward()                                       # Conv1D (fan_in_fan_out) works
+    loss_of(model, w).backward()  # Conv1D (fan_in_fan_out) works
 
 
 def test_adapters_are_fp32_on_a_bf16_base_as_the_estimate_assumes():
@@ -98,7 +110,7 @@ def test_lora_step_changes_only_the_adapters(name):
     assert torch.isfinite(loss)
     changed = {n for n, p in model.named_parameters() if not torch.equal(p, before[n])}
     base = {n for n, p in model.named_parameters() if not p.requires_grad}
-    assert base and not (changed & base)                                # frozen weights untouched
+    assert base and not (changed & base)  # frozen weights untouched
     assert any(".lora_A." in n for n in changed) and any(".lora_B." in n for n in changed)
     assert all(p.grad is None for n, p in model.named_parameters() if n in base)
     if w.family == "encoder":
@@ -109,7 +121,7 @@ def test_lora_with_activation_checkpointing():
     w = tiny("llm-6b", checkpointing=True)
     model = lora_model(w)
     kwargs = {"use_reentrant": False}
-    if hasattr(model, "activation_checkpointing_enable"):              # transformers 5 name
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers 5 name
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
     else:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)

@@ -40,9 +40,11 @@ from fitbench.workloads.presets import get_workload  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
-SHAPES = {"resnet50-cifar10": {"batch_size": 8},
-          "bert-base-imdb": {"batch_size": 2, "seq_len": 64},
-          "llm-6b": {"batch_size": 2, "seq_len": 64, "mode": "train"}}
+SHAPES = {
+    "resnet50-cifar10": {"batch_size": 8},
+    "bert-base-imdb": {"batch_size": 2, "seq_len": 64},
+    "llm-6b": {"batch_size": 2, "seq_len": 64, "mode": "train"},
+}
 TOLERANCE = {"resnet50-cifar10": 0.02, "bert-base-imdb": 0.05, "llm-6b": 0.05}
 
 
@@ -76,9 +78,12 @@ def saved_bytes(workload: Any, *, dropout: bool = True) -> int:
         else:
             ids = torch.randint(0, workload.arch.vocab_size, (b, workload.seq_len), generator=g)
             if workload.family == "encoder":
-                loss = model(input_ids=ids, attention_mask=torch.ones_like(ids),
-                             token_type_ids=torch.zeros_like(ids),
-                             labels=torch.randint(0, 2, (b,), generator=g)).loss
+                loss = model(
+                    input_ids=ids,
+                    attention_mask=torch.ones_like(ids),
+                    token_type_ids=torch.zeros_like(ids),
+                    labels=torch.randint(0, 2, (b,), generator=g),
+                ).loss
             else:
                 loss = model(input_ids=ids, labels=ids, use_cache=False).loss
     loss.backward()
@@ -132,9 +137,18 @@ def test_gpt2_python_gelu_saves_five_tensors() -> None:
     import dataclasses
 
     base = get_workload("llm-6b", tiny=True, mode="train", batch_size=2, seq_len=64)
-    arch = dataclasses.replace(base.arch, mlp="gelu", norm="layernorm", position="learned", qkv_bias=True,
-                               out_bias=True, mlp_bias=True, num_kv_heads=None, tie_embeddings=True,
-                               model_type="gpt2")
+    arch = dataclasses.replace(
+        base.arch,
+        mlp="gelu",
+        norm="layernorm",
+        position="learned",
+        qkv_bias=True,
+        out_bias=True,
+        mlp_bias=True,
+        num_kv_heads=None,
+        tie_embeddings=True,
+        model_type="gpt2",
+    )
     w = dataclasses.replace(base, arch=arch)
     assert transformer_cost.gpt2_python_gelu(w.arch)
     measured = saved_bytes(w, dropout=False)

@@ -72,8 +72,9 @@ def test_images_are_converted_once_to_the_input_dtype():
 def test_text_batches_keep_every_field_as_int64():
     w = tiny("bert-base-imdb")
     source = batch_source(w, CPU, CPU_DEVICE, torch.float32)
-    reference, _, _ = datasets.text_batches(None, w.batch_size, w.seq_len, w.arch.vocab_size,
-                                            max(w.arch.num_labels, 2), 0)
+    reference, _, _ = datasets.text_batches(
+        None, w.batch_size, w.seq_len, w.arch.vocab_size, max(w.arch.num_labels, 2), 0
+    )
     batch, expected = source.next_batch(), next(reference)
     assert set(batch) == {"input_ids", "attention_mask", "token_type_ids", "labels"}
     for name, tensor in batch.items():

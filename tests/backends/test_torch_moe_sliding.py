@@ -15,8 +15,15 @@ from fitbench.errors import FitbenchError  # noqa: E402
 from fitbench.workloads import library  # noqa: E402
 from fitbench.workloads.hf_config import workload_from_data  # noqa: E402
 
-TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "intermediate_size": 96, "vocab_size": 256, "max_position_embeddings": 512}
+TINY = {
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 96,
+    "vocab_size": 256,
+    "max_position_embeddings": 512,
+}
 
 
 @pytest.mark.parametrize("name", ["mixtral-8x7b-instruct", "mistral-7b-v0.1"])
@@ -33,13 +40,17 @@ def test_families_it_cannot_build_are_one_clear_error() -> None:
         build_model(library.workload_for_model("deepseek-v2-lite-chat"), device="meta")
 
 
-@pytest.mark.parametrize("config", [
-    {**TINY, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2},
-    {**TINY, "model_type": "mistral", "sliding_window": 8},
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {**TINY, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2},
+        {**TINY, "model_type": "mistral", "sliding_window": 8},
+    ],
+)
 def test_tiny_models_generate_on_the_cpu(config: dict) -> None:
-    workload = workload_from_data(config, name="tiny", source="test", precision="fp32", batch_size=2,
-                                  prompt_tokens=12, new_tokens=6)
+    workload = workload_from_data(
+        config, name="tiny", source="test", precision="fp32", batch_size=2, prompt_tokens=12, new_tokens=6
+    )
     session = get_backend("torch").open(workload, RunOptions(device="cpu"))
     assert session.notes["params"] == workload.param_count()
     session.step()
@@ -52,8 +63,9 @@ def test_sliding_cache_storage_is_what_the_estimator_counts() -> None:
     import transformers
 
     config = {**TINY, "model_type": "mistral", "sliding_window": 8}
-    workload = workload_from_data(config, name="w", source="test", precision="fp32", prompt_tokens=20,
-                                  new_tokens=3)
+    workload = workload_from_data(
+        config, name="w", source="test", precision="fp32", prompt_tokens=20, new_tokens=3
+    )
     model, _ = build_model(workload, device="cpu")
     assert isinstance(model.config, transformers.MistralConfig)
 

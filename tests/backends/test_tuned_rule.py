@@ -23,8 +23,15 @@ PRECISIONS = ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp16", "bf16"]
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
-@pytest.mark.parametrize(("name", "mode"), [("resnet50-cifar10", "train"), ("bert-base-imdb", "train"),
-                                            ("bert-base-imdb", "infer"), ("llm-6b", "train")])
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    [
+        ("resnet50-cifar10", "train"),
+        ("bert-base-imdb", "train"),
+        ("bert-base-imdb", "infer"),
+        ("llm-6b", "train"),
+    ],
+)
 def test_tuned_training_and_inference_run_the_rules_precision(name: str, mode: str, precision: str) -> None:
     seq_len = 16 if name == "llm-6b" else None  # a decoder switched to training needs one
     workload = get_workload(name, tiny=True, precision=precision, mode=mode, seq_len=seq_len)

@@ -42,8 +42,14 @@ TUNED_CPU = RunOptions(device="cpu", exec_mode="tuned")
 MHA = TransformerArch(**{**TINY_LLAMA.__dict__, "num_kv_heads": None, "vocab_size": 512})
 QWEN_LIKE = TransformerArch(**{**TINY_LLAMA.__dict__, "qkv_bias": True, "tie_embeddings": True})
 ALL_BIASES = TransformerArch(
-    **{**TINY_LLAMA.__dict__, "num_heads": 8, "num_kv_heads": 2, "qkv_bias": True, "out_bias": True,
-       "mlp_bias": True}
+    **{
+        **TINY_LLAMA.__dict__,
+        "num_heads": 8,
+        "num_kv_heads": 2,
+        "qkv_bias": True,
+        "out_bias": True,
+        "mlp_bias": True,
+    }
 )
 ARCHS = {"gqa": TINY_LLAMA, "mha": MHA, "qwen-like": QWEN_LIKE, "biases": ALL_BIASES}
 
@@ -153,8 +159,11 @@ def test_the_cache_has_the_documented_layout_and_bounds():
         StaticKVGenerator(model, batch=1, prompt_tokens=4, new_tokens=4, use_graph=True)
 
 
-@pytest.mark.parametrize("arch", [TINY_LLAMA, MHA, QWEN_LIKE, ALL_BIASES, LLAMA_7B, LLAMA_70B],
-                         ids=["tiny", "mha", "qwen-like", "biases", "llama-7b", "llama-70b"])
+@pytest.mark.parametrize(
+    "arch",
+    [TINY_LLAMA, MHA, QWEN_LIKE, ALL_BIASES, LLAMA_7B, LLAMA_70B],
+    ids=["tiny", "mha", "qwen-like", "biases", "llama-7b", "llama-70b"],
+)
 def test_parameter_count_equals_the_architecture(arch):
     device = "cpu" if arch.hidden_size < 1024 else "meta"  # real sizes: shapes only, no memory
     model = StaticDecoder(arch, device=device, dtype=torch.float16)
@@ -179,8 +188,17 @@ def test_weights_are_random_normal_not_zeros():
 
 
 def test_other_decoder_layouts_are_one_clear_error():
-    gpt2 = TransformerArch(kind="decoder", vocab_size=500, hidden_size=64, num_layers=2, num_heads=4,
-                           intermediate_size=256, max_positions=128, pooler=False, num_labels=0)
+    gpt2 = TransformerArch(
+        kind="decoder",
+        vocab_size=500,
+        hidden_size=64,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=256,
+        max_positions=128,
+        pooler=False,
+        num_labels=0,
+    )
     with pytest.raises(FitbenchError, match="Llama-style") as info:
         StaticDecoder(gpt2, device="meta", dtype=torch.float16)
     assert info.value.hint == "use --exec default for this model"

@@ -25,14 +25,24 @@ _WORD = r"(?<![\w.\-/])[A-Za-z][a-z']*(?:-[A-Za-z][a-z']*)*(?![\w\-/])"
 _RUN = re.compile(rf"{_WORD}(?:[ ]+{_WORD}){{3,}}")
 _TOKEN = re.compile(_WORD)
 # Words English prose needs and identifiers never are; and the labels of fitbench's own lines.
-SMALL_WORDS = frozenset(re.findall(r"\w+", """
+SMALL_WORDS = frozenset(
+    re.findall(
+        r"\w+",
+        """
     the an of to on in at by for from with without and or not no is are was be vs than per when
-    this that it its more less after before into only"""))
+    this that it its more less after before into only""",
+    )
+)
 # fitbench's own labels and table words: each has a Chinese form, so none may stand alone in Chinese.
-LABELS = frozenset(re.findall(r"\w+", """
+LABELS = frozenset(
+    re.findall(
+        r"\w+",
+        """
     note hint warning status batch exec id stopped comparable error ok yes name price rent
     memory compute overhead bandwidth fits tight measured estimated tiny smoke peak usable step steps
-    epoch prefill throughput parameters processes"""))
+    epoch prefill throughput parameters processes""",
+    )
+)
 
 
 def strip_values(text: str, values: Iterable[str] = ()) -> str:

@@ -188,8 +188,21 @@ def test_check_tuned_measures_with_the_tuned_code(capsys, tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     db = tmp_path / "history.sqlite"
-    rc, data, err = _json(capsys, "check", "--backend", "torch", "--tiny", "--exec", "tuned",
-                          "--min-seconds", "0.1", "--db", str(db), "--no-report", "--json")
+    rc, data, err = _json(
+        capsys,
+        "check",
+        "--backend",
+        "torch",
+        "--tiny",
+        "--exec",
+        "tuned",
+        "--min-seconds",
+        "0.1",
+        "--db",
+        str(db),
+        "--no-report",
+        "--json",
+    )
     assert rc == 0, err
     for s in data["scenarios"]:
         m = s["measurement"]

@@ -94,8 +94,15 @@ def test_estimate_serve_json_and_table(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["estimate", "llm-6b", "--serve", "--gpu", "h100-sxm", "--context", "8192", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)["serving"][0]
     assert out["gpu"] == "h100-sxm" and out["context"] == 8192 and out["block_size"] == 16
-    for key in ("kv_cache_tokens", "kv_cache_blocks", "max_concurrent_sequences", "ttft_seconds",
-                "throughput", "knee_concurrency", "memory"):
+    for key in (
+        "kv_cache_tokens",
+        "kv_cache_blocks",
+        "max_concurrent_sequences",
+        "ttft_seconds",
+        "throughput",
+        "knee_concurrency",
+        "memory",
+    ):
         assert key in out
     assert out["kv_cache_tokens"] == out["kv_cache_blocks"] * 16
     assert main(["estimate", "llm-6b", "--serve", "--gpu", "h100-sxm", "--lang", "zh"]) == 0

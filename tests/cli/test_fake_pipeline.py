@@ -33,8 +33,22 @@ def test_three_scenarios_run_land_in_history_and_reach_both_reports(capsys, tmp_
     db = tmp_path / "h.sqlite"
     run_ids = []
     for name in SCENARIOS:
-        rc, data = _cli(capsys, "run", name, "--tiny", "--backend", "fake", "--device", "cpu", "--json",
-                        "--db", str(db), "--gpu", "rtx-4090", *FAST)
+        rc, data = _cli(
+            capsys,
+            "run",
+            name,
+            "--tiny",
+            "--backend",
+            "fake",
+            "--device",
+            "cpu",
+            "--json",
+            "--db",
+            str(db),
+            "--gpu",
+            "rtx-4090",
+            *FAST,
+        )
         assert rc == 0
         m, workload = data["measurement"], get_workload(name, tiny=True)
         assert m["status"] == "ok" and m["backend"] == "fake" and m["error"] is None
@@ -44,7 +58,8 @@ def test_three_scenarios_run_land_in_history_and_reach_both_reports(capsys, tmp_
             assert m["tokens_per_second"] == pytest.approx(workload.new_tokens / m["step_seconds"])
         else:
             assert m["epoch_seconds"] == pytest.approx(
-                m["step_seconds"] * math.ceil(workload.dataset_size / workload.batch_size))
+                m["step_seconds"] * math.ceil(workload.dataset_size / workload.batch_size)
+            )
         # The fake backend stands in for PyTorch: the comparison uses PyTorch's estimate.
         assert data["estimate"]["framework"] == "torch" and data["estimate"]["gpu"] == "rtx-4090"
         run_ids.append(data["run_id"])
@@ -90,10 +105,13 @@ def test_the_fake_backend_is_never_offered_nor_chosen() -> None:
     assert "--backend {torch,paddle}" in helptext and "fake" not in helptext
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=() if row.requires is None else (pytest.mark.slow, getattr(pytest.mark, n)))
-    for n, row in BACKENDS.items()
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=() if row.requires is None else (pytest.mark.slow, getattr(pytest.mark, n)))
+        for n, row in BACKENDS.items()
+    ],
+)
 def test_every_backend_implements_the_protocol_explicitly(name: str) -> None:
     """The registry names classes, imported on demand; each subclasses the Backend protocol. In
     a child process each, as torch and paddle never share one (a framework's test skips where

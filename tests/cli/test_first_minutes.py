@@ -27,16 +27,31 @@ NO_GPU = not detect_local_gpus()
 LOCALE_VARS = ("LANG", "LC_ALL", "LC_MESSAGES", "LANGUAGE")
 
 
-def cli(*argv: str, home: Path, env: dict[str, str] | None = None, plain: bool = False,
-        cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def cli(
+    *argv: str,
+    home: Path,
+    env: dict[str, str] | None = None,
+    plain: bool = False,
+    cwd: Path | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
     """One fitbench command in a fresh process; `plain`: no site-packages, as after `pip install fitbench`."""
-    base = {k: v for k, v in os.environ.items()
-            if k not in (*LOCALE_VARS, "FITBENCH_TEST_FAIL", "FITBENCH_DEBUG", "PYTHONPATH")}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in (*LOCALE_VARS, "FITBENCH_TEST_FAIL", "FITBENCH_DEBUG", "PYTHONPATH")
+    }
     base.update({"LANG": "C.UTF-8", "FITBENCH_HOME": str(home), "PYTHONPATH": str(SRC_DIR)})
     base.update(env or {})
     flags = ["-S"] if plain else []
-    return subprocess.run([sys.executable, *flags, "-m", "fitbench.cli.main", *argv], env=base,
-                          capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, *flags, "-m", "fitbench.cli.main", *argv],
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
 
 
 def cli_json(*argv: str, home: Path, **kw) -> dict:
@@ -60,9 +75,18 @@ def has_chinese(text: str) -> bool:
 # -- install -------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_plain_install_estimates_and_says_what_to_install_to_measure(tmp_path: Path) -> None:
-    probe = subprocess.run([sys.executable, "-S", "-c", "import importlib.util as u; "
-                            "print(u.find_spec('torch') is None and u.find_spec('paddle') is None)"],
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            "import importlib.util as u; "
+            "print(u.find_spec('torch') is None and u.find_spec('paddle') is None)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert probe.stdout.strip() == "True"  # the premise: -S hides every framework
     est = cli("estimate", "llm-6b", home=tmp_path, plain=True)
     assert est.returncode == 0, est.stderr
@@ -171,8 +195,9 @@ def test_tf32_is_an_assumption_and_advice_re_estimated(tmp_path: Path) -> None:
     text = cli("estimate", "bert-base-imdb", "--gpu", "a100-40gb", home=tmp_path).stdout
     speedup = f"{advice['speedup']:.2f}"
     assert f"enable TF32 (torch.backends.cuda.matmul.allow_tf32 = True): estimated {speedup}×" in text
-    amp = cli_json("estimate", "bert-base-imdb", "--gpu", "a100-40gb", "--precision", "amp-bf16",
-                   home=tmp_path)
+    amp = cli_json(
+        "estimate", "bert-base-imdb", "--gpu", "a100-40gb", "--precision", "amp-bf16", home=tmp_path
+    )
     assert amp["tf32"] == []
 
 
@@ -220,11 +245,13 @@ def test_check_without_a_gpu_names_the_cheapest_fitting_cards_and_the_cpu(tmp_pa
         verdicts = cli_json("estimate", workload, "--precision", precision, "--gpu", ids, home=tmp_path)
         assert all(e["verdict"] == "fits" for e in verdicts["estimates"])
         # No priced card below the first one runs it with verdict fits.
-        cheaper = [g for g, spec in catalog.items()
-                   if spec.get("price_usd") and spec["price_usd"] < prices[0]]
+        cheaper = [
+            g for g, spec in catalog.items() if spec.get("price_usd") and spec["price_usd"] < prices[0]
+        ]
         if cheaper:
-            below = cli_json("estimate", workload, "--precision", precision, "--gpu", ",".join(cheaper),
-                             home=tmp_path)
+            below = cli_json(
+                "estimate", workload, "--precision", precision, "--gpu", ",".join(cheaper), home=tmp_path
+            )
             assert all(e["verdict"] != "fits" for e in below["estimates"])
     assert no_gpu["ram_bytes"] > 0 and no_gpu["tiny_runs_on_cpu"] is True
     text = cli("check", "--estimate-only", "--no-report", home=tmp_path).stdout
@@ -246,20 +273,55 @@ def test_the_reference_scenarios_are_named_not_the_brief(tmp_path: Path) -> None
 def _stored_runs(home: Path) -> list[str]:
     """Two runs as `fitbench run` stores them: AMP asked, bf16 ran (a CPU); and a generation."""
     with History.open(home / "history.sqlite") as h:
-        first = h.add_run({"command": "run",
-                   "workload": {"name": "bert-base-imdb", "precision": "amp-fp16", "family": "encoder",
-                                "mode": "train", "batch_size": 2, "tiny": True},
-                   "measurement": {"status": "ok", "device": "cpu", "backend": "torch",
-                                   "precision_requested": "amp-fp16", "precision_in_effect": "amp-bf16",
-                                   "step_seconds": 0.01, "samples_per_second": 200.0,
-                                   "peak_memory_bytes": 300 << 20}})
-        second = h.add_run({"command": "run",
-                   "workload": {"name": "llm-6b", "precision": "fp32", "family": "decoder", "mode": "infer",
-                                "batch_size": 1, "tiny": True, "prompt_tokens": 8, "new_tokens": 16},
-                   "measurement": {"status": "ok", "device": "cpu", "backend": "torch",
-                                   "precision_requested": "fp32", "precision_in_effect": "fp32",
-                                   "step_seconds": 0.2, "tokens_per_second": 80.0,
-                                   "decode_tokens_per_second": 400.0, "peak_memory_bytes": 300 << 20}})
+        first = h.add_run(
+            {
+                "command": "run",
+                "workload": {
+                    "name": "bert-base-imdb",
+                    "precision": "amp-fp16",
+                    "family": "encoder",
+                    "mode": "train",
+                    "batch_size": 2,
+                    "tiny": True,
+                },
+                "measurement": {
+                    "status": "ok",
+                    "device": "cpu",
+                    "backend": "torch",
+                    "precision_requested": "amp-fp16",
+                    "precision_in_effect": "amp-bf16",
+                    "step_seconds": 0.01,
+                    "samples_per_second": 200.0,
+                    "peak_memory_bytes": 300 << 20,
+                },
+            }
+        )
+        second = h.add_run(
+            {
+                "command": "run",
+                "workload": {
+                    "name": "llm-6b",
+                    "precision": "fp32",
+                    "family": "decoder",
+                    "mode": "infer",
+                    "batch_size": 1,
+                    "tiny": True,
+                    "prompt_tokens": 8,
+                    "new_tokens": 16,
+                },
+                "measurement": {
+                    "status": "ok",
+                    "device": "cpu",
+                    "backend": "torch",
+                    "precision_requested": "fp32",
+                    "precision_in_effect": "fp32",
+                    "step_seconds": 0.2,
+                    "tokens_per_second": 80.0,
+                    "decode_tokens_per_second": 400.0,
+                    "peak_memory_bytes": 300 << 20,
+                },
+            }
+        )
     return [first, second]
 
 
@@ -309,8 +371,15 @@ def test_estimate_and_the_rest_honour_lang_and_the_locale(tmp_path: Path) -> Non
     a, b = _stored_runs(tmp_path)
     zh_env = {"LANG": "zh_CN.UTF-8"}
     stored = SRC_DIR.parent / "benchmarks" / "results" / "accuracy-h200-2026-12-02.json"
-    commands = (("estimate", "llm-6b", "--gpu", "rtx-3060-12gb"), ("gpus",), ("history",), ("compare", a, b),
-                ("workloads",), ("models", "qwen"), ("calibrate", "--from", str(stored), "--dry-run"))
+    commands = (
+        ("estimate", "llm-6b", "--gpu", "rtx-3060-12gb"),
+        ("gpus",),
+        ("history",),
+        ("compare", a, b),
+        ("workloads",),
+        ("models", "qwen"),
+        ("calibrate", "--from", str(stored), "--dry-run"),
+    )
     for argv in commands:
         en = cli(*argv, home=tmp_path).stdout
         by_flag = cli(*argv, "--lang", "zh", home=tmp_path).stdout
@@ -336,8 +405,23 @@ def test_estimate_and_the_rest_honour_lang_and_the_locale(tmp_path: Path) -> Non
 def test_tiny_run_is_a_smoke_test_not_comparable_with_a_gpu_estimate(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    argv = ("run", "llm-6b", "--tiny", "--backend", "torch", "--device", "cpu", "--gpu", "rtx-4090",
-            "--min-steps", "2", "--min-seconds", "0", "--warmup", "1")
+    argv = (
+        "run",
+        "llm-6b",
+        "--tiny",
+        "--backend",
+        "torch",
+        "--device",
+        "cpu",
+        "--gpu",
+        "rtx-4090",
+        "--min-steps",
+        "2",
+        "--min-seconds",
+        "0",
+        "--warmup",
+        "1",
+    )
     data = cli_json(*argv, home=tmp_path, timeout=300)
     m = data["measurement"]
     assert m["status"] == "ok"

@@ -31,9 +31,29 @@ def _capped() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS caps allocations on Linux")
 def test_an_allocator_out_of_memory_is_an_oom_verdict_end_to_end(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite"
-    argv = [sys.executable, "-m", "fitbench", "run", "resnet50-cifar10", "--tiny", "--backend", "torch",
-            "--device", "cpu", "--batch", str(BATCH), "--min-steps", "1", "--warmup", "0",
-            "--min-seconds", "0", "--json", "--db", str(db)]
+    argv = [
+        sys.executable,
+        "-m",
+        "fitbench",
+        "run",
+        "resnet50-cifar10",
+        "--tiny",
+        "--backend",
+        "torch",
+        "--device",
+        "cpu",
+        "--batch",
+        str(BATCH),
+        "--min-steps",
+        "1",
+        "--warmup",
+        "0",
+        "--min-seconds",
+        "0",
+        "--json",
+        "--db",
+        str(db),
+    ]
     proc = subprocess.run(argv, preexec_fn=_capped, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
@@ -43,7 +63,11 @@ def test_an_allocator_out_of_memory_is_an_oom_verdict_end_to_end(tmp_path: Path)
     assert "can't allocate memory" in m["oom_detail"]  # PyTorch's own CPU allocator said so
     assert m["load_seconds"] is not None and 0 < m["peak_memory_bytes"] < CAP_BYTES
 
-    history = subprocess.run([sys.executable, "-m", "fitbench", "history", "--json", "--db", str(db)],
-                             capture_output=True, text=True, timeout=120)
+    history = subprocess.run(
+        [sys.executable, "-m", "fitbench", "history", "--json", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     runs = json.loads(history.stdout)
     assert [(r["status"], r["batch_size"]) for r in runs] == [("oom", BATCH)]

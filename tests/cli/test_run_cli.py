@@ -238,8 +238,17 @@ def test_out_of_memory_is_a_verdict_not_a_crash(capsys, tmp_path):
 def test_child_exception_is_reported_with_its_traceback(capsys, tmp_path):
     db = tmp_path / "h.sqlite"
     rc, data, err = run_cli(
-        capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cpu", "--json", "--db", str(db),
-        "--backend", "fake:error",
+        capsys,
+        "run",
+        "resnet50-cifar10",
+        "--tiny",
+        "--device",
+        "cpu",
+        "--json",
+        "--db",
+        str(db),
+        "--backend",
+        "fake:error",
     )
     assert rc == 1
     m = data["measurement"]
@@ -251,8 +260,18 @@ def test_child_exception_is_reported_with_its_traceback(capsys, tmp_path):
 
 
 def test_child_crash_is_an_error_with_the_signal(capsys):
-    rc, data, _ = run_cli(capsys, "run", "llm-6b", "--tiny", "--device", "cpu", "--json", "--no-history",
-                          "--backend", "fake:crash")
+    rc, data, _ = run_cli(
+        capsys,
+        "run",
+        "llm-6b",
+        "--tiny",
+        "--device",
+        "cpu",
+        "--json",
+        "--no-history",
+        "--backend",
+        "fake:crash",
+    )
     assert rc == 1
     m = data["measurement"]
     assert m["status"] == "error"
@@ -285,16 +304,18 @@ def test_hung_child_is_stopped_at_the_timeout(capsys):
 
 @pytest.mark.skipif(bool(nvml.device_count()), reason="needs a machine without an NVIDIA GPU")
 def test_cuda_without_a_gpu_is_one_line(capsys):
-    rc, _, err = run_cli(capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cuda", "--no-history",
-                         "--backend", "fake")
+    rc, _, err = run_cli(
+        capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cuda", "--no-history", "--backend", "fake"
+    )
     assert rc == 2
     assert err.strip().count("\n") == 0
     assert "no CUDA GPU found" in err and "use --device cpu" in err
 
 
 def test_bad_device_name(capsys):
-    rc, _, err = run_cli(capsys, "run", "resnet50-cifar10", "--tiny", "--device", "gpu0", "--no-history",
-                         "--backend", "fake")
+    rc, _, err = run_cli(
+        capsys, "run", "resnet50-cifar10", "--tiny", "--device", "gpu0", "--no-history", "--backend", "fake"
+    )
     assert rc == 2 and "unknown device 'gpu0'" in err
 
 
@@ -329,8 +350,16 @@ def test_parent_never_imports_a_framework(tmp_path):
 # -- progress ---------------------------------------------------------------------------------------
 def test_forced_progress_writes_phase_lines_to_stderr(capsys):
     rc, _, err = run_cli(
-        capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cpu", "--no-history", "--progress",
-        "--backend", "fake:error",
+        capsys,
+        "run",
+        "resnet50-cifar10",
+        "--tiny",
+        "--device",
+        "cpu",
+        "--no-history",
+        "--progress",
+        "--backend",
+        "fake:error",
     )
     assert rc == 1
     assert "fitbench: resnet50-cifar10 (tiny) fp32 · starting child" in err

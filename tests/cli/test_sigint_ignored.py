@@ -37,8 +37,14 @@ def _env() -> dict[str, str]:
 def test_a_process_started_with_sigint_ignored_inherits_it() -> None:
     """The premise: what the background job's children see (else the test below proves nothing)."""
     probe = "import signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"
-    out = subprocess.run([sys.executable, "-c", probe], preexec_fn=_ignore_sigint, env=_env(),
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        preexec_fn=_ignore_sigint,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.stdout.strip() == "True", out.stderr
 
 
@@ -47,7 +53,12 @@ def test_a_process_started_with_sigint_ignored_inherits_it() -> None:
 def test_ctrl_c_test_passes_in_a_run_started_with_sigint_ignored() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", CTRL_C_TEST],
-        cwd=REPO, env=_env(), preexec_fn=_ignore_sigint, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        env=_env(),
+        preexec_fn=_ignore_sigint,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "1 passed" in proc.stdout

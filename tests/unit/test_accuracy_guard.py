@@ -120,9 +120,11 @@ def test_scoring_imports_no_framework() -> None:
     """The guard stays fast and runs anywhere: scoring imports neither torch nor paddle."""
     import subprocess
 
-    code = (f"import sys; sys.path.insert(0, {str(BENCHMARKS)!r}); import accuracy_protocol as p; "
-            "p.score_public(p.load_public()); p.in_sample_rows(p.in_sample()); "
-            "assert 'torch' not in sys.modules and 'paddle' not in sys.modules")
+    code = (
+        f"import sys; sys.path.insert(0, {str(BENCHMARKS)!r}); import accuracy_protocol as p; "
+        "p.score_public(p.load_public()); p.in_sample_rows(p.in_sample()); "
+        "assert 'torch' not in sys.modules and 'paddle' not in sys.modules"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
 
@@ -130,8 +132,9 @@ def test_scoring_imports_no_framework() -> None:
 # -- the holdout set: what it measures, and that it fits one device call -----------------------
 import accuracy  # noqa: E402  (benchmarks/accuracy.py: measurement code, no framework import)
 
-HOLDOUT = [(name, overrides, *accuracy.build_workload(name, overrides))
-           for name, overrides in accuracy.HOLDOUT]
+HOLDOUT = [
+    (name, overrides, *accuracy.build_workload(name, overrides)) for name, overrides in accuracy.HOLDOUT
+]
 
 
 def test_holdout_set_builds_every_point_with_distinct_labels() -> None:
@@ -143,8 +146,7 @@ def test_holdout_set_builds_every_point_with_distinct_labels() -> None:
 
 def test_holdout_set_fits_the_device_call_on_an_h200() -> None:
     """The whole set, start-up and margin included, in at most 9 minutes (a call may run 10)."""
-    total = sum(accuracy.estimated_seconds(w, "h200", accuracy.HOLDOUT_MIN_SECONDS)
-                for *_, w, _ in HOLDOUT)
+    total = sum(accuracy.estimated_seconds(w, "h200", accuracy.HOLDOUT_MIN_SECONDS) for *_, w, _ in HOLDOUT)
     assert total <= 9 * 60
 
 
@@ -154,8 +156,11 @@ def test_holdout_set_covers_the_jobs_the_fit_never_saw() -> None:
     assert {w.arch.model_type for w in gqa} >= {"qwen2", "llama", "mistral"}
     assert all(w.prompt_tokens >= 1024 and w.batch_size >= 4 for w in gqa)
     assert any(w.arch.sliding_layers and w.prompt_tokens > w.arch.sliding_window for w in gqa)
-    full = {(w.optimizer, w.precision.startswith("amp"), o.get("optimizer_impl"))
-            for o, w in works if protocol.family_of(w) == "decoder-training" and w.arch.model_type == "llama"}
+    full = {
+        (w.optimizer, w.precision.startswith("amp"), o.get("optimizer_impl"))
+        for o, w in works
+        if protocol.family_of(w) == "decoder-training" and w.arch.model_type == "llama"
+    }
     assert {opt for opt, _, _ in full} == {"adam", "adamw"}
     assert {amp for _, amp, _ in full} == {True, False}
     assert {impl for _, _, impl in full} == {"foreach", "fused"}
@@ -173,4 +178,8 @@ def test_shrunk_points_keep_the_job() -> None:
         small = accuracy.shrink(w)
         assert small.param_count() < 2_000_000
         assert (small.mode, small.peft, small.checkpointing, small.optimizer) == (
-            w.mode, w.peft, w.checkpointing, w.optimizer)
+            w.mode,
+            w.peft,
+            w.checkpointing,
+            w.optimizer,
+        )

@@ -199,11 +199,27 @@ TINY: dict[str, dict[str, Any]] = {
         "pos_att_type": ["c2p", "p2c"],
         "type_vocab_size": 0,
     },
-    "vit": {"model_type": "vit", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "intermediate_size": 96, "image_size": 32, "patch_size": 8, "num_labels": 10},
-    "vit-nobias": {"model_type": "vit", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                   "intermediate_size": 96, "image_size": 30, "patch_size": 8, "num_channels": 1,
-                   "qkv_bias": False},
+    "vit": {
+        "model_type": "vit",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 96,
+        "image_size": 32,
+        "patch_size": 8,
+        "num_labels": 10,
+    },
+    "vit-nobias": {
+        "model_type": "vit",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 96,
+        "image_size": 30,
+        "patch_size": 8,
+        "num_channels": 1,
+        "qkv_bias": False,
+    },
 }
 
 

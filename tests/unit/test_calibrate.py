@@ -103,10 +103,14 @@ def test_decode_efficiency_governs_decode_steps_only() -> None:
     faster = type(base)(**{**base.to_dict(), "decode_memory_efficiency": base.decode_efficiency * 1.2})
     llm, bert = get_workload("llm-6b"), get_workload("bert-base-imdb", precision="amp-bf16")
     kw = {"framework": "torch", "exec_mode": "tuned"}
-    assert estimate(llm, gpu, profile=faster, **kw).tokens_per_second > 1.1 * estimate(
-        llm, gpu, profile=base, **kw).tokens_per_second
-    assert estimate(bert, gpu, profile=faster, **kw).step_seconds == estimate(
-        bert, gpu, profile=base, **kw).step_seconds
+    assert (
+        estimate(llm, gpu, profile=faster, **kw).tokens_per_second
+        > 1.1 * estimate(llm, gpu, profile=base, **kw).tokens_per_second
+    )
+    assert (
+        estimate(bert, gpu, profile=faster, **kw).step_seconds
+        == estimate(bert, gpu, profile=base, **kw).step_seconds
+    )
     # A profile without a decode share of its own streams decode like every other kernel.
     default = get_profile("torch", "default", use_user=False)
     assert default.decode_memory_efficiency is None

@@ -25,8 +25,22 @@ from fitbench.errors import FitbenchError
 CATALOG = load_catalog()
 SPECS = list(CATALOG.values())
 REQUIRED_IDS = {
-    "rtx-3060-12gb", "rtx-3090", "rtx-4060-ti-16gb", "rtx-4090", "t4", "v100-16gb", "v100-32gb", "a10",
-    "l4", "l40s", "a100-40gb", "a100-80gb-pcie", "a100-80gb", "h100-pcie", "h100-sxm", "h200",
+    "rtx-3060-12gb",
+    "rtx-3090",
+    "rtx-4060-ti-16gb",
+    "rtx-4090",
+    "t4",
+    "v100-16gb",
+    "v100-32gb",
+    "a10",
+    "l4",
+    "l40s",
+    "a100-40gb",
+    "a100-80gb-pcie",
+    "a100-80gb",
+    "h100-pcie",
+    "h100-sxm",
+    "h200",
 }
 GEFORCE = [s for s in SPECS if s.name.startswith("GeForce")]
 
@@ -141,7 +155,7 @@ def test_data_centre_facts_are_dense_not_sparse():
 def test_memory_totals_and_usable_follow_the_documented_rule():
     a100 = get_gpu("a100-40gb")
     assert a100.memory_bytes == 40960 * MiB
-    assert a100.usable_bytes == 40448 * MiB            # PyTorch reports 39.50 GiB total capacity
+    assert a100.usable_bytes == 40448 * MiB  # PyTorch reports 39.50 GiB total capacity
     assert get_gpu("t4").usable_bytes / GiB == pytest.approx(14.75)
     assert get_gpu("rtx-3060-12gb").memory_bytes == 12 * GiB
     # No public observation for the H200: the catalog default reserve of 512 MiB applies.
@@ -161,50 +175,56 @@ def test_interconnects_per_direction():
     assert get_gpu("a100-80gb").interconnect_bytes_s == 300 * GB
     assert get_gpu("v100-16gb").interconnect_bytes_s == 150 * GB
     assert get_gpu("h100-pcie").interconnect_bytes_s == 64 * GB
-    assert get_gpu("rtx-4060-ti-16gb").interconnect_bytes_s == 16 * GB   # PCIe 4.0 x8
+    assert get_gpu("rtx-4060-ti-16gb").interconnect_bytes_s == 16 * GB  # PCIe 4.0 x8
 
 
 # ----------------------------------------------------------------------------- lookup
 
 
-@pytest.mark.parametrize(("spelling", "gid"), [
-    ("RTX 4090", "rtx-4090"),
-    ("4090", "rtx-4090"),
-    ("rtx4090", "rtx-4090"),
-    ("NVIDIA GeForce RTX 4090", "rtx-4090"),
-    ("RTX-4090", "rtx-4090"),
-    ("H100 80GB HBM3", "h100-sxm"),
-    ("NVIDIA H100 80GB HBM3", "h100-sxm"),
-    ("NVIDIA H200", "h200"),
-    ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
-    ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
-    ("NVIDIA A100 80GB PCIe", "a100-80gb-pcie"),
-    ("NVIDIA A100-PCIE-40GB", "a100-40gb-pcie"),
-    ("Tesla T4", "t4"),
-    ("Tesla V100-SXM2-16GB", "v100-16gb"),
-    ("Tesla V100-SXM2-32GB", "v100-32gb"),
-    ("NVIDIA L4", "l4"),
-    ("NVIDIA A10", "a10"),
-    ("NVIDIA L40S", "l40s"),
-    ("NVIDIA H100 PCIe", "h100-pcie"),
-    ("NVIDIA GeForce RTX 3060", "rtx-3060-12gb"),
-    ("rtx 3060 12 GB", "rtx-3060-12gb"),
-    ("NVIDIA GeForce RTX 4060 Ti", "rtx-4060-ti-16gb"),
-    ("rtx4060ti", "rtx-4060-ti-16gb"),
-    ("NVIDIA RTX 6000 Ada Generation", "rtx-6000-ada"),
-    ("a100", "a100-40gb"),
-    ("A100 80GB", "a100-80gb"),
-    ("h100", "h100-sxm"),
-    ("  rtx_3090  ", "rtx-3090"),
-])
+@pytest.mark.parametrize(
+    ("spelling", "gid"),
+    [
+        ("RTX 4090", "rtx-4090"),
+        ("4090", "rtx-4090"),
+        ("rtx4090", "rtx-4090"),
+        ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+        ("RTX-4090", "rtx-4090"),
+        ("H100 80GB HBM3", "h100-sxm"),
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("NVIDIA A100 80GB PCIe", "a100-80gb-pcie"),
+        ("NVIDIA A100-PCIE-40GB", "a100-40gb-pcie"),
+        ("Tesla T4", "t4"),
+        ("Tesla V100-SXM2-16GB", "v100-16gb"),
+        ("Tesla V100-SXM2-32GB", "v100-32gb"),
+        ("NVIDIA L4", "l4"),
+        ("NVIDIA A10", "a10"),
+        ("NVIDIA L40S", "l40s"),
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA GeForce RTX 3060", "rtx-3060-12gb"),
+        ("rtx 3060 12 GB", "rtx-3060-12gb"),
+        ("NVIDIA GeForce RTX 4060 Ti", "rtx-4060-ti-16gb"),
+        ("rtx4060ti", "rtx-4060-ti-16gb"),
+        ("NVIDIA RTX 6000 Ada Generation", "rtx-6000-ada"),
+        ("a100", "a100-40gb"),
+        ("A100 80GB", "a100-80gb"),
+        ("h100", "h100-sxm"),
+        ("  rtx_3090  ", "rtx-3090"),
+    ],
+)
 def test_forgiving_lookup(spelling, gid):
     assert get_gpu(spelling).id == gid
 
 
-@pytest.mark.parametrize(("spelling", "candidates"), [
-    ("a100 pcie", {"a100-40gb-pcie", "a100-80gb-pcie"}),
-    ("80gb", {"a100-80gb-pcie", "a100-80gb", "h100-pcie", "h100-sxm"}),
-])
+@pytest.mark.parametrize(
+    ("spelling", "candidates"),
+    [
+        ("a100 pcie", {"a100-40gb-pcie", "a100-80gb-pcie"}),
+        ("80gb", {"a100-80gb-pcie", "a100-80gb", "h100-pcie", "h100-sxm"}),
+    ],
+)
 def test_ambiguous_names_list_the_candidates(spelling, candidates):
     with pytest.raises(FitbenchError, match="ambiguous") as err:
         get_gpu(spelling)
@@ -212,16 +232,19 @@ def test_ambiguous_names_list_the_candidates(spelling, candidates):
     assert candidates <= named
 
 
-@pytest.mark.parametrize(("spelling", "close"), [
-    ("rtx 4070", "rtx-4070-super"),             # the plain 4070 is not the SUPER
-    ("4090ti", "rtx-4090"),
-    ("rtx 3070", "rtx-3080-10gb"),
-    ("NVIDIA GeForce RTX 4090 D", "rtx-4090"),   # a different, cut-down card
-    ("NVIDIA A10G", "a10"),                      # AWS part with other rates
-    ("Tesla V100-PCIE-16GB", "v100-16gb"),       # PCIe V100 runs slower clocks
-    ("NVIDIA H100 NVL", "h100-pcie"),
-    ("L40", "l40s"),
-])
+@pytest.mark.parametrize(
+    ("spelling", "close"),
+    [
+        ("rtx 4070", "rtx-4070-super"),  # the plain 4070 is not the SUPER
+        ("4090ti", "rtx-4090"),
+        ("rtx 3070", "rtx-3080-10gb"),
+        ("NVIDIA GeForce RTX 4090 D", "rtx-4090"),  # a different, cut-down card
+        ("NVIDIA A10G", "a10"),  # AWS part with other rates
+        ("Tesla V100-PCIE-16GB", "v100-16gb"),  # PCIe V100 runs slower clocks
+        ("NVIDIA H100 NVL", "h100-pcie"),
+        ("L40", "l40s"),
+    ],
+)
 def test_unknown_names_raise_with_the_closest_ids(spelling, close):
     with pytest.raises(FitbenchError) as err:
         get_gpu(spelling)
@@ -302,20 +325,23 @@ def test_loader_converts_units(tmp_path):
     cat = load_catalog(path)
     a, b = cat["card-a"], cat["card-b"]
     assert a.memory_bytes == 24564 * MiB and a.usable_bytes == (24564 - 384) * MiB
-    assert b.usable_bytes == (24564 - 256) * MiB            # the file's default reserve
+    assert b.usable_bytes == (24564 - 256) * MiB  # the file's default reserve
     assert a.bandwidth_bytes_s == 1008e9 and a.interconnect_bytes_s == 32e9
     assert a.peak_flops == {"fp32": 82.6e12, "tf32": 82.6e12, "fp16": 165.2e12, "bf16": 165.2e12}
     assert a.aliases == ("Alpha",) and a.price_usd is None
 
 
-@pytest.mark.parametrize(("rows", "problem"), [
-    ((_row(), _row("card-b", "Card B", aliases='["card a"]')), "would name both"),
-    ((_row(bf16="false"),), "bf16"),
-    ((_row(extra="colour = 'green'"),), "unknown key"),
-    ((_row(gid="Card_A"),), "lowercase"),
-    ((_row(extra="price_usd = 100"),), "price_date"),
-    ((_row(), _row()), "twice"),
-])
+@pytest.mark.parametrize(
+    ("rows", "problem"),
+    [
+        ((_row(), _row("card-b", "Card B", aliases='["card a"]')), "would name both"),
+        ((_row(bf16="false"),), "bf16"),
+        ((_row(extra="colour = 'green'"),), "unknown key"),
+        ((_row(gid="Card_A"),), "lowercase"),
+        ((_row(extra="price_usd = 100"),), "price_date"),
+        ((_row(), _row()), "twice"),
+    ],
+)
 def test_loader_rejects_broken_rows(tmp_path, rows, problem):
     with pytest.raises(ValueError, match=problem):
         load_catalog(_write(tmp_path, *rows))
@@ -332,22 +358,30 @@ def test_detect_returns_a_list_and_no_gpu_means_empty():
 
 
 def test_detect_without_pynvml_installed(monkeypatch):
-    monkeypatch.setitem(sys.modules, "pynvml", None)   # makes `import pynvml` raise ImportError
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # makes `import pynvml` raise ImportError
     assert detect_local_gpus() == []
     assert nvml_available() is False
 
 
 def test_catalog_match_tells_memory_siblings_apart():
     assert match_catalog("NVIDIA GeForce RTX 3060", 12288 * MiB) == "rtx-3060-12gb"
-    assert match_catalog("NVIDIA GeForce RTX 3060", 8192 * MiB) is None      # the 8 GB card
+    assert match_catalog("NVIDIA GeForce RTX 3060", 8192 * MiB) is None  # the 8 GB card
     assert match_catalog("NVIDIA H100 80GB HBM3", 81559 * MiB) == "h100-sxm"
     assert match_catalog("NVIDIA GeForce GTX 1080", 8192 * MiB) is None
 
 
 def _local(name: str, mib: int, catalog_id: str | None) -> LocalGpu:
-    return LocalGpu(index=0, name=name, uuid="GPU-0", memory_total_bytes=mib * MiB, memory_used_bytes=0,
-                    memory_reserved_bytes=None, driver_version="", cuda_capability=None,
-                    catalog_id=catalog_id)
+    return LocalGpu(
+        index=0,
+        name=name,
+        uuid="GPU-0",
+        memory_total_bytes=mib * MiB,
+        memory_used_bytes=0,
+        memory_reserved_bytes=None,
+        driver_version="",
+        cuda_capability=None,
+        catalog_id=catalog_id,
+    )
 
 
 def test_spec_for_local():

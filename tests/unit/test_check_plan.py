@@ -20,15 +20,27 @@ from fitbench.workloads.presets import get_workload
 
 
 def local_gpu(name: str, catalog_id: str | None, gib: int) -> LocalGpu:
-    return LocalGpu(index=0, name=name, uuid="GPU-0", memory_total_bytes=gib << 30, memory_used_bytes=0,
-                    memory_reserved_bytes=None, driver_version="550.0", cuda_capability=(8, 6),
-                    catalog_id=catalog_id)
+    return LocalGpu(
+        index=0,
+        name=name,
+        uuid="GPU-0",
+        memory_total_bytes=gib << 30,
+        memory_used_bytes=0,
+        memory_reserved_bytes=None,
+        driver_version="550.0",
+        cuda_capability=(8, 6),
+        catalog_id=catalog_id,
+    )
 
 
 def gpu_machine(card: str = "rtx-3060-12gb", backend: str | None = "fake") -> Machine:
     spec = get_gpu(card)
-    return Machine(gpus=(local_gpu(spec.name, spec.id, 12),), spec=spec, backend=backend,
-                   installed=("fake",) if backend else ())
+    return Machine(
+        gpus=(local_gpu(spec.name, spec.id, 12),),
+        spec=spec,
+        backend=backend,
+        installed=("fake",) if backend else (),
+    )
 
 
 CPU_MACHINE = Machine(gpus=(), spec=None, backend="fake", installed=("fake",))
@@ -58,11 +70,14 @@ def test_an_unknown_gpu_advises_for_the_brief_entry_card():
     assert [c.id for c in plan.estimated_cards] == ["a100-40gb"]
 
 
-@pytest.mark.parametrize(("estimate_only", "backend", "measuring"),
-                         [(True, "fake", False), (False, None, False), (False, "fake", True)])
+@pytest.mark.parametrize(
+    ("estimate_only", "backend", "measuring"),
+    [(True, "fake", False), (False, None, False), (False, "fake", True)],
+)
 def test_measuring_needs_a_backend_and_no_estimate_only(estimate_only, backend, measuring):
-    plan = plan_check(gpu_machine(backend=backend), CARDS, exec_mode="default", estimate_only=estimate_only,
-                      tiny=False)
+    plan = plan_check(
+        gpu_machine(backend=backend), CARDS, exec_mode="default", estimate_only=estimate_only, tiny=False
+    )
     assert plan.measuring is measuring
 
 
@@ -91,8 +106,9 @@ def test_tiny_scenarios_keep_the_brief_settings_in_the_estimate(device, amp):
 
 
 def test_a_scenario_that_cannot_fit_on_this_card_is_skipped_not_measured():
-    plan = plan_check(gpu_machine("rtx-3060-12gb"), CARDS, exec_mode="default", estimate_only=False,
-                      tiny=False)
+    plan = plan_check(
+        gpu_machine("rtx-3060-12gb"), CARDS, exec_mode="default", estimate_only=False, tiny=False
+    )
     key, full, measured = scenario_workloads(plan.tiny, plan.machine.device)[3]  # the 6.7B decoder, fp16
     result = run_scenario(plan, key, full, measured, "en")
     assert result.estimates["rtx-3060-12gb"].verdict == OOM
@@ -103,8 +119,9 @@ def test_a_scenario_that_cannot_fit_on_this_card_is_skipped_not_measured():
 
 
 def test_a_scenario_that_fits_is_marked_to_measure():
-    plan = plan_check(gpu_machine("rtx-3060-12gb"), CARDS, exec_mode="default", estimate_only=False,
-                      tiny=False)
+    plan = plan_check(
+        gpu_machine("rtx-3060-12gb"), CARDS, exec_mode="default", estimate_only=False, tiny=False
+    )
     key, full, measured = scenario_workloads(plan.tiny, plan.machine.device)[0]  # ResNet-50
     result = run_scenario(plan, key, full, measured, "zh")
     assert result.to_measure and result.skipped is None and result.measured_workload is measured
@@ -115,16 +132,22 @@ def test_a_scenario_that_fits_is_marked_to_measure():
 
 
 def test_estimates_only_marks_nothing_to_measure():
-    plan = plan_check(gpu_machine("rtx-3060-12gb"), CARDS, exec_mode="default", estimate_only=True,
-                      tiny=False)
+    plan = plan_check(
+        gpu_machine("rtx-3060-12gb"), CARDS, exec_mode="default", estimate_only=True, tiny=False
+    )
     key, full, measured = scenario_workloads(plan.tiny, plan.machine.device)[0]
     result = run_scenario(plan, key, full, measured, "en")
     assert not result.to_measure and result.measured_workload is None and result.skipped is None
 
 
-@pytest.mark.parametrize(("status", "failed"),
-                         [("ok", False), ("oom", False), ("error", True), ("timeout", True), (None, False)])
+@pytest.mark.parametrize(
+    ("status", "failed"), [("ok", False), ("oom", False), ("error", True), ("timeout", True), (None, False)]
+)
 def test_only_a_run_that_ended_without_an_answer_fails_the_check(status, failed):
-    result = ScenarioResult(key="k", workload=get_workload("bert-base-imdb"), estimates={},
-                            measurement=None if status is None else {"status": status})
+    result = ScenarioResult(
+        key="k",
+        workload=get_workload("bert-base-imdb"),
+        estimates={},
+        measurement=None if status is None else {"status": status},
+    )
     assert result.failed is failed

@@ -48,8 +48,13 @@ def _api(name: str, options: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 
 def _argv(name: str, options: dict[str, Any]) -> list[str]:
-    flags = {"mode": "--mode", "precision": "--precision", "peft": "--peft", "exec_mode": "--exec",
-             "framework": "--framework"}
+    flags = {
+        "mode": "--mode",
+        "precision": "--precision",
+        "peft": "--peft",
+        "exec_mode": "--exec",
+        "framework": "--framework",
+    }
     argv = [name] + (["--tiny"] if options.get("tiny") else [])
     for key, flag in flags.items():
         if options.get(key) is not None:
@@ -84,9 +89,9 @@ def test_cli_estimate_equals_api_estimate_for_the_scenarios(name: str, options: 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, options",
-                         _grid([n for n in PRESETS if n not in SCENARIOS])
-                         + _grid(list(TINY_PRESETS), tiny=True))
+@pytest.mark.parametrize(
+    "name, options", _grid([n for n in PRESETS if n not in SCENARIOS]) + _grid(list(TINY_PRESETS), tiny=True)
+)
 def test_cli_estimate_equals_api_estimate_for_every_preset(name: str, options: dict[str, Any]) -> None:
     _check(name, options)
 

@@ -38,8 +38,9 @@ DEFAULT = get_profile("torch", "default", use_user=False)
 
 
 def _resnet(precision: str, batch: int = 128, image: int = 224):
-    return get_workload("resnet50-imagenet", batch_size=batch, image_size=image, precision=precision,
-                        optimizer="momentum")
+    return get_workload(
+        "resnet50-imagenet", batch_size=batch, image_size=image, precision=precision, optimizer="momentum"
+    )
 
 
 def _bn_kernels(workload, **kw):
@@ -65,10 +66,14 @@ def test_amp_fp16_keeps_the_cudnn_batch_norm() -> None:
     # Same tensors, same passes: only the implementation differs.
     assert [k.bytes for k in fp16] == [k.bytes for k in bf16]
     # Channels-last: PyTorch's native kernels spread over the batch, cuDNN's NHWC kernels stream faster.
-    assert all(k.memory_efficiency == resnet_cost.NATIVE_BN_CHANNELS_LAST_SHARE
-               for k in _bn_kernels(_resnet("amp-bf16"), channels_last=True))
-    assert all(k.memory_efficiency == resnet_cost.CUDNN_BN_NHWC_SHARE
-               for k in _bn_kernels(_resnet("amp-fp16"), channels_last=True))
+    assert all(
+        k.memory_efficiency == resnet_cost.NATIVE_BN_CHANNELS_LAST_SHARE
+        for k in _bn_kernels(_resnet("amp-bf16"), channels_last=True)
+    )
+    assert all(
+        k.memory_efficiency == resnet_cost.CUDNN_BN_NHWC_SHARE
+        for k in _bn_kernels(_resnet("amp-fp16"), channels_last=True)
+    )
 
 
 def test_amp_bf16_nchw_step_is_slower_per_byte_than_fp32() -> None:
@@ -77,8 +82,9 @@ def test_amp_bf16_nchw_step_is_slower_per_byte_than_fp32() -> None:
     fp32 = speed.training_step(_resnet("fp32"), H200, DEFAULT)
     bf16 = speed.training_step(_resnet("amp-bf16"), H200, DEFAULT)
     fp16 = speed.training_step(_resnet("amp-fp16"), H200, DEFAULT)
-    per_byte = {name: t.memory_seconds / t.bytes
-                for name, t in (("fp32", fp32), ("bf16", bf16), ("fp16", fp16))}
+    per_byte = {
+        name: t.memory_seconds / t.bytes for name, t in (("fp32", fp32), ("bf16", bf16), ("fp16", fp16))
+    }
     assert bf16.bytes < fp32.bytes
     assert per_byte["bf16"] > 1.5 * per_byte["fp32"]
     # cuDNN: no batch-norm penalty (the fixed launch costs weigh a little more on half the bytes)
@@ -98,11 +104,15 @@ def test_layout_conversions_only_around_nchw_convolutions_with_a_window() -> Non
     assert [k.name for k in layout] == [c.name + ".layout" for c in windowed]
     assert [k.bytes for k in layout] == [k.bytes for k in bf16 if k.name.endswith(".layout")]
     assert all(k.ops == 0 for k in layout)  # issued inside the convolution
-    assert not [k for k in resnet_cost.forward_kernels(_resnet("fp32"), DEFAULT, channels_last=True)
-                if k.name.endswith(".layout")]
+    assert not [
+        k
+        for k in resnet_cost.forward_kernels(_resnet("fp32"), DEFAULT, channels_last=True)
+        if k.name.endswith(".layout")
+    ]
     tuned = get_profile("torch", "tuned", use_user=False)  # tuned models are channels-last
-    assert not [k for k in resnet_cost.forward_kernels(_resnet("amp-bf16"), tuned)
-                if k.name.endswith(".layout")]
+    assert not [
+        k for k in resnet_cost.forward_kernels(_resnet("amp-bf16"), tuned) if k.name.endswith(".layout")
+    ]
 
 
 def test_paddle_keeps_its_plain_accounting() -> None:

@@ -98,8 +98,22 @@ def write_cifar(root: Path, n: int = 3) -> dict[str, dict]:
     batches["test_batch"] = cifar_batch(n + 1, 99, "testing batch 1 of 1")
     for name, batch in batches.items():
         (folder / name).write_bytes(py2_dumps(batch))
-    meta = {b"num_cases_per_batch": n, b"label_names": [b"airplane", b"automobile", b"bird", b"cat", b"deer",
-            b"dog", b"frog", b"horse", b"ship", b"truck"], b"num_vis": 3072}
+    meta = {
+        b"num_cases_per_batch": n,
+        b"label_names": [
+            b"airplane",
+            b"automobile",
+            b"bird",
+            b"cat",
+            b"deer",
+            b"dog",
+            b"frog",
+            b"horse",
+            b"ship",
+            b"truck",
+        ],
+        b"num_vis": 3072,
+    }
     (folder / "batches.meta").write_bytes(py2_dumps(meta))
     (folder / "readme.html").write_text("<html></html>")
     return batches
@@ -120,8 +134,11 @@ def expected_cifar(batches: dict[str, dict], names: list[str]) -> tuple[np.ndarr
 TRAIN = [f"data_batch_{i}" for i in range(1, 6)]
 
 REVIEWS = {
-    ("train", "pos"): {"0_9.txt": "A wonderful film.", "10_8.txt": "Great acting!<br /><br />Loved it.",
-                       "2_10.txt": "Café scenes, naïve charm — superb."},
+    ("train", "pos"): {
+        "0_9.txt": "A wonderful film.",
+        "10_8.txt": "Great acting!<br /><br />Loved it.",
+        "2_10.txt": "Café scenes, naïve charm — superb.",
+    },
     ("train", "neg"): {"1_2.txt": "Terrible plot.", "11_1.txt": "Boring, awful, long."},
     ("test", "pos"): {"5_7.txt": "Pretty good."},
     ("test", "neg"): {"6_3.txt": "Not for me."},
@@ -195,8 +212,12 @@ def test_cifar_test_split_reads_test_batch_only(tmp_path):
 def test_cifar_batches_repickled_by_python3_with_str_keys_are_read(tmp_path, protocol):
     folder = tmp_path / "cifar-10-batches-py"
     folder.mkdir()
-    batch = {"data": np.arange(2 * 3072, dtype=np.uint8).reshape(2, 3072), "labels": np.array([3, 7]),
-             "batch_label": "testing batch 1 of 1", "filenames": ["a.png", "b.png"]}
+    batch = {
+        "data": np.arange(2 * 3072, dtype=np.uint8).reshape(2, 3072),
+        "labels": np.array([3, 7]),
+        "batch_label": "testing batch 1 of 1",
+        "filenames": ["a.png", "b.png"],
+    }
     (folder / "test_batch").write_bytes(pickle.dumps(batch, protocol=protocol))
     data = read_cifar10(folder, "test")
     np.testing.assert_array_equal(data.images.reshape(2, 3072), batch["data"])
@@ -227,8 +248,9 @@ BAD_BATCHES = {
     "data of the wrong shape": py2_dumps(_replace(cifar_batch(3, 1), data=np.zeros((3, 100), np.uint8))),
     "data of the wrong dtype": py2_dumps(_replace(cifar_batch(3, 1), data=np.zeros((3, 3072), np.float32))),
     "data as a list": py2_dumps(_replace(cifar_batch(3, 1), data=[0] * 3072)),
-    "images as N x 32 x 32 x 3": py2_dumps(_replace(cifar_batch(3, 1),
-                                                    data=np.zeros((3, 32, 32, 3), np.uint8))),
+    "images as N x 32 x 32 x 3": py2_dumps(
+        _replace(cifar_batch(3, 1), data=np.zeros((3, 32, 32, 3), np.uint8))
+    ),
     "no data key": py2_dumps(_replace(cifar_batch(3, 1), data=None)),
     "no labels key": py2_dumps(_replace(cifar_batch(3, 1), labels=None)),
     "fewer labels than images": py2_dumps(_replace(cifar_batch(3, 1), labels=[1, 2])),
@@ -236,8 +258,9 @@ BAD_BATCHES = {
     "label -1": py2_dumps(_replace(cifar_batch(3, 1), labels=[-1, 0, 2])),
     "labels as strings": py2_dumps(_replace(cifar_batch(3, 1), labels=[b"cat", b"dog", b"cat"])),
     "float labels": py2_dumps(_replace(cifar_batch(3, 1), labels=[1.0, 2.0, 3.0])),
-    "object array": pickle.dumps({b"data": np.array([None] * 3072, dtype=object).reshape(1, 3072),
-                                  b"labels": [0]}, protocol=2),
+    "object array": pickle.dumps(
+        {b"data": np.array([None] * 3072, dtype=object).reshape(1, 3072), b"labels": [0]}, protocol=2
+    ),
 }
 
 
@@ -364,8 +387,13 @@ def test_imdb_folder_parent_and_tar_read_the_same(tmp_path):
     results.append(read_imdb(elsewhere))
     for data in results:
         # alternating negative/positive, each label in order of review id (2 before 10)
-        assert data.texts == ["Terrible plot.", "A wonderful film.", "Boring, awful, long.",
-                              "Café scenes, naïve charm — superb.", "Great acting!<br /><br />Loved it."]
+        assert data.texts == [
+            "Terrible plot.",
+            "A wonderful film.",
+            "Boring, awful, long.",
+            "Café scenes, naïve charm — superb.",
+            "Great acting!<br /><br />Loved it.",
+        ]
         assert data.labels == [0, 1, 0, 1, 1]
         assert data.split == "train"
     assert results[0].source == str(top)
@@ -467,17 +495,22 @@ def test_imdb_bad_archives(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Tokenisation
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("text", "tokens"), [
-    ("Hello, World!", ["hello", ",", "world", "!"]),
-    ("Great acting!<br /><br />Loved it.", ["great", "acting", "!", "<", "br", "/", ">", "<", "br", "/", ">",
-                                            "loved", "it", "."]),
-    ("Café naïve RÉSUMÉ", ["cafe", "naive", "resume"]),
-    ("don't snake_case $5", ["don", "'", "t", "snake", "_", "case", "$", "5"]),
-    ("日本語 text", ["日", "本", "語", "text"]),
-    ("tab\tnew\nline\x00ctrl\x01x", ["tab", "new", "linectrlx"]),  # BERT drops NUL and controls
-    ("“quoted”—dash", ["“", "quoted", "”", "—", "dash"]),
-    ("", []),
-])
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("Hello, World!", ["hello", ",", "world", "!"]),
+        (
+            "Great acting!<br /><br />Loved it.",
+            ["great", "acting", "!", "<", "br", "/", ">", "<", "br", "/", ">", "loved", "it", "."],
+        ),
+        ("Café naïve RÉSUMÉ", ["cafe", "naive", "resume"]),
+        ("don't snake_case $5", ["don", "'", "t", "snake", "_", "case", "$", "5"]),
+        ("日本語 text", ["日", "本", "語", "text"]),
+        ("tab\tnew\nline\x00ctrl\x01x", ["tab", "new", "linectrlx"]),  # BERT drops NUL and controls
+        ("“quoted”—dash", ["“", "quoted", "”", "—", "dash"]),
+        ("", []),
+    ],
+)
 def test_basic_tokens_split_like_bert(text, tokens):
     assert basic_tokens(text) == tokens
 
@@ -518,13 +551,20 @@ def test_hashing_ids_are_stable_and_within_the_vocabulary():
 def test_hashing_ids_are_the_same_in_another_process():
     texts = ["A wonderful film.", "Boring, awful — long!", "Café 日本 <br />"]
     here = HashingTokenizer(30522).encode(texts, 16)["input_ids"].tolist()
-    code = ("import json, sys; from fitbench.datasets import HashingTokenizer; "
-            "ids = HashingTokenizer(30522).encode(json.loads(sys.argv[1]), 16)['input_ids']; "
-            "print(json.dumps(ids.tolist()))")
+    code = (
+        "import json, sys; from fitbench.datasets import HashingTokenizer; "
+        "ids = HashingTokenizer(30522).encode(json.loads(sys.argv[1]), 16)['input_ids']; "
+        "print(json.dumps(ids.tolist()))"
+    )
     for seed in ("1", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        done = subprocess.run([sys.executable, "-c", code, json.dumps(texts)], env=env, capture_output=True,
-                              text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", code, json.dumps(texts)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert json.loads(done.stdout) == here
 
 
@@ -553,16 +593,48 @@ def write_vocab(folder: Path, words: list[str]) -> Path:
     return folder
 
 
-VOCAB_WORDS = ["the", "film", "was", "great", "not", "bad", "!", ",", ".", "<", ">", "/", "br", "play",
-               "##ing", "##ed", "##s", "un", "##aff", "##able", "cafe", "naive", "日", "本", "'", "t", "don",
-               "hello"]
+VOCAB_WORDS = [
+    "the",
+    "film",
+    "was",
+    "great",
+    "not",
+    "bad",
+    "!",
+    ",",
+    ".",
+    "<",
+    ">",
+    "/",
+    "br",
+    "play",
+    "##ing",
+    "##ed",
+    "##s",
+    "un",
+    "##aff",
+    "##able",
+    "cafe",
+    "naive",
+    "日",
+    "本",
+    "'",
+    "t",
+    "don",
+    "hello",
+]
 
 
 def test_wordpiece_splits_greedily_and_unknowns_become_unk(tmp_path):
     tok = WordPieceTokenizer.from_vocab_file(write_vocab(tmp_path, VOCAB_WORDS) / "vocab.txt")
     vocab = tok.vocab
-    assert tok.ids("Playing unaffable") == [vocab["play"], vocab["##ing"], vocab["un"], vocab["##aff"],
-                                            vocab["##able"]]
+    assert tok.ids("Playing unaffable") == [
+        vocab["play"],
+        vocab["##ing"],
+        vocab["un"],
+        vocab["##aff"],
+        vocab["##able"],
+    ]
     assert tok.ids("zebra plays") == [tok.unk_id, vocab["play"], vocab["##s"]]
     out = tok.encode(["The film was great!"], 8)["input_ids"][0].tolist()
     assert out == [101, *(vocab[w] for w in ["the", "film", "was", "great", "!"]), 102, 0]
@@ -572,8 +644,14 @@ def test_wordpiece_splits_greedily_and_unknowns_become_unk(tmp_path):
 def test_pure_python_wordpiece_matches_transformers(tmp_path):
     pytest.importorskip("transformers")
     folder = write_vocab(tmp_path / "ckpt", VOCAB_WORDS)
-    texts = ["The film was GREAT, not bad!", "Café naïve playing… <br />日本", "don't unaffable zebra",
-             "x" * 150, "emoji 😀 great😀", ""]
+    texts = [
+        "The film was GREAT, not bad!",
+        "Café naïve playing… <br />日本",
+        "don't unaffable zebra",
+        "x" * 150,
+        "emoji 😀 great😀",
+        "",
+    ]
     fast = load_tokenizer(30522, folder)
     assert "transformers" in fast.description
     slow = WordPieceTokenizer.from_vocab_file(folder / "vocab.txt")
@@ -618,8 +696,11 @@ def test_synthetic_images_have_cifar_dtypes_and_follow_the_seed():
 def test_synthetic_tokens_have_encode_shapes():
     arrays = synthetic_tokens(5, 12, 30522, seed=0, num_labels=3)
     assert {k: (v.shape, v.dtype) for k, v in arrays.items()} == {
-        "input_ids": ((5, 12), np.int64), "attention_mask": ((5, 12), np.int64),
-        "token_type_ids": ((5, 12), np.int64), "labels": ((5,), np.int64)}
+        "input_ids": ((5, 12), np.int64),
+        "attention_mask": ((5, 12), np.int64),
+        "token_type_ids": ((5, 12), np.int64),
+        "labels": ((5,), np.int64),
+    }
     ids = arrays["input_ids"]
     assert (ids[:, 0] == 101).all() and (ids[:, -1] == 102).all() and ids.max() < 30522 and ids.min() >= 1
     assert arrays["attention_mask"].all() and arrays["labels"].max() < 3
@@ -686,8 +767,10 @@ def test_image_batches_from_cifar_are_resized_and_normalised(tmp_path):
     assert batch["images"].shape == (4, 3, 64, 64) and batch["images"].dtype == np.float32
     assert batch["labels"].dtype == np.int64
     # find each batch row's source image through its top-left pixel block and check the mapping
-    restored = (batch["images"] * np.array(CIFAR_STD, np.float32).reshape(1, 3, 1, 1)
-                + np.array(CIFAR_MEAN, np.float32).reshape(1, 3, 1, 1)) * 255
+    restored = (
+        batch["images"] * np.array(CIFAR_STD, np.float32).reshape(1, 3, 1, 1)
+        + np.array(CIFAR_MEAN, np.float32).reshape(1, 3, 1, 1)
+    ) * 255
     restored = np.rint(restored).astype(np.uint8)[:, :, ::2, ::2]
     matches = [np.flatnonzero((raw.images == row).all(axis=(1, 2, 3))) for row in restored]
     assert all(len(m) >= 1 for m in matches)
@@ -709,13 +792,17 @@ def test_image_batches_checks_classes_and_defaults_to_synthetic(tmp_path):
 
 def test_text_batches_from_imdb_and_synthetic(tmp_path):
     write_imdb(tmp_path)
-    cycler, size, description = text_batches(tmp_path, batch_size=3, seq_len=10, vocab_size=30522,
-                                             num_labels=2, seed=0)
+    cycler, size, description = text_batches(
+        tmp_path, batch_size=3, seq_len=10, vocab_size=30522, num_labels=2, seed=0
+    )
     assert size == 5 and description.startswith("IMDb train: 5 reviews") and "hashing" in description
     batch = next(cycler)
     assert {k: (v.shape, v.dtype) for k, v in batch.items()} == {
-        "input_ids": ((3, 10), np.int64), "attention_mask": ((3, 10), np.int64),
-        "token_type_ids": ((3, 10), np.int64), "labels": ((3,), np.int64)}
+        "input_ids": ((3, 10), np.int64),
+        "attention_mask": ((3, 10), np.int64),
+        "token_type_ids": ((3, 10), np.int64),
+        "labels": ((3,), np.int64),
+    }
     assert (batch["input_ids"][:, 0] == 101).all() and set(batch["labels"].tolist()) <= {0, 1}
     # the encoded rows are those of the reviews, labels aligned
     data = read_imdb(tmp_path)

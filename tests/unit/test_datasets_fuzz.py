@@ -19,15 +19,22 @@ from fitbench.datasets import (
 )
 from fitbench.errors import FitbenchError
 
-FUZZ = settings(max_examples=200, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=200,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 def _valid_batch(protocol: int) -> bytes:
     rng = np.random.default_rng(0)
-    batch = {b"batch_label": b"testing batch 1 of 1", b"labels": [1, 9, 0],
-             b"data": rng.integers(0, 256, (3, 3072), dtype=np.uint8),
-             b"filenames": [b"a.png", b"b.png", b"c.png"]}
+    batch = {
+        b"batch_label": b"testing batch 1 of 1",
+        b"labels": [1, 9, 0],
+        b"data": rng.integers(0, 256, (3, 3072), dtype=np.uint8),
+        b"filenames": [b"a.png", b"b.png", b"c.png"],
+    }
     return pickle.dumps(batch, protocol=protocol)
 
 
@@ -43,8 +50,13 @@ def _tar_gz(files: dict[str, bytes]) -> bytes:
 
 VALID_PICKLES = [_valid_batch(p) for p in (2, 4, 5)]
 VALID_CIFAR_TAR = _tar_gz({"cifar-10-batches-py/test_batch": VALID_PICKLES[0]})
-VALID_IMDB_TAR = _tar_gz({f"aclImdb/train/{label}/{i}_{7 if label == 'pos' else 2}.txt": b"review %d" % i
-                          for label in ("pos", "neg") for i in range(3)})
+VALID_IMDB_TAR = _tar_gz(
+    {
+        f"aclImdb/train/{label}/{i}_{7 if label == 'pos' else 2}.txt": b"review %d" % i
+        for label in ("pos", "neg")
+        for i in range(3)
+    }
+)
 
 
 @st.composite
@@ -59,7 +71,7 @@ def mutated(draw, sources: list[bytes]) -> bytes:
         elif kind == "insert":
             data[at:at] = draw(st.binary(min_size=1, max_size=8))
         elif kind == "delete":
-            del data[at: at + draw(st.integers(1, 8))]
+            del data[at : at + draw(st.integers(1, 8))]
         else:
             del data[at:]
     return bytes(data)

@@ -24,21 +24,39 @@ from fitbench.records.measurement import Measurement
 from fitbench.records.run import EstimateSummary
 
 CARD = GpuSpec(
-    id="round-card", name="Round Card", vendor="nvidia", architecture="hopper", memory_bytes=80 << 30,
-    usable_bytes=79 << 30, bandwidth_bytes_s=1e12,
-    peak_flops={"fp32": 20e12, "tf32": 50e12, "fp16": 100e12, "bf16": 100e12}, bf16=True,
+    id="round-card",
+    name="Round Card",
+    vendor="nvidia",
+    architecture="hopper",
+    memory_bytes=80 << 30,
+    usable_bytes=79 << 30,
+    bandwidth_bytes_s=1e12,
+    peak_flops={"fp32": 20e12, "tf32": 50e12, "fp16": 100e12, "bf16": 100e12},
+    bf16=True,
 )
 
 
 def measurement(**fields):
-    base = {"status": "ok", "device": "cuda", "exec_mode": "default", "precision_requested": "fp32",
-            "precision_in_effect": None}
+    base = {
+        "status": "ok",
+        "device": "cuda",
+        "exec_mode": "default",
+        "precision_requested": "fp32",
+        "precision_in_effect": None,
+    }
     return Measurement.from_dict({**base, **fields})
 
 
 def estimate(**fields):
-    base = {"family": "encoder", "mode": "train", "precision": "fp32", "new_tokens": None,
-            "host_seconds": 0.001, "gpu_seconds": 0.010, "bottleneck": "compute"}
+    base = {
+        "family": "encoder",
+        "mode": "train",
+        "precision": "fp32",
+        "new_tokens": None,
+        "host_seconds": 0.001,
+        "gpu_seconds": 0.010,
+        "bottleneck": "compute",
+    }
     return EstimateSummary.from_dict({**base, **fields})
 
 
@@ -47,8 +65,14 @@ def test_overhead_when_the_gpu_waits_for_the_host():
     # the estimate puts 40 ms on the host and 10 ms on the GPU.
     d = diagnose(
         measurement(step_seconds=0.050, precision_in_effect="amp-bf16"),
-        estimate(flops_per_step=1e12, bytes_per_step=1e9, host_seconds=0.040, gpu_seconds=0.010,
-                 precision="amp-bf16", bottleneck="overhead"),
+        estimate(
+            flops_per_step=1e12,
+            bytes_per_step=1e9,
+            host_seconds=0.040,
+            gpu_seconds=0.010,
+            precision="amp-bf16",
+            bottleneck="overhead",
+        ),
         CARD,
     )
     assert d["available"] and d["bottleneck"] == "overhead"
@@ -63,8 +87,13 @@ def test_overhead_when_the_gpu_waits_for_the_host():
 def test_overhead_already_tuned_suggests_a_larger_batch():
     d = diagnose(
         measurement(step_seconds=0.050, exec_mode="tuned", precision_in_effect="amp-bf16"),
-        estimate(flops_per_step=1e12, bytes_per_step=1e9, host_seconds=0.0, gpu_seconds=0.010,
-                 bottleneck="overhead"),  # per-kernel launch floors, not the host
+        estimate(
+            flops_per_step=1e12,
+            bytes_per_step=1e9,
+            host_seconds=0.0,
+            gpu_seconds=0.010,
+            bottleneck="overhead",
+        ),  # per-kernel launch floors, not the host
         CARD,
     )
     assert d["bottleneck"] == "overhead" and d["suggestion_kind"] == "batch"
@@ -83,8 +112,9 @@ def test_slow_but_not_host_bound_is_judged_by_the_roofline():
 def test_close_to_the_roofline_is_never_overhead():
     d = diagnose(
         measurement(step_seconds=OVERHEAD_FACTOR * 0.010 * 0.99, precision_in_effect="amp-bf16"),
-        estimate(flops_per_step=1e12, bytes_per_step=1e9, host_seconds=1.0, gpu_seconds=0.01,
-                 precision="amp-bf16"),
+        estimate(
+            flops_per_step=1e12, bytes_per_step=1e9, host_seconds=1.0, gpu_seconds=0.01, precision="amp-bf16"
+        ),
         CARD,
     )
     assert d["bottleneck"] == "compute"
@@ -130,8 +160,17 @@ def test_memory_bound_decode_is_judged_per_token():
     # 100 new tokens in 0.5 s = 5 ms per decode step; 4 GB per step at 1 TB/s = 4 ms: 80 % of bandwidth.
     d = diagnose(
         measurement(decode_seconds=0.5, step_seconds=0.52, precision_in_effect="fp16", exec_mode="tuned"),
-        estimate(family="decoder", mode="infer", precision="fp16", new_tokens=100, flops_per_step=8e9,
-                 bytes_per_step=4e9, host_seconds=0.0, gpu_seconds=0.0045, bottleneck="memory"),
+        estimate(
+            family="decoder",
+            mode="infer",
+            precision="fp16",
+            new_tokens=100,
+            flops_per_step=8e9,
+            bytes_per_step=4e9,
+            host_seconds=0.0,
+            gpu_seconds=0.0045,
+            bottleneck="memory",
+        ),
         CARD,
     )
     assert d["basis"].startswith("decode step")
@@ -145,8 +184,17 @@ def test_memory_bound_decode_is_judged_per_token():
 def test_host_bound_decode_is_overhead():
     d = diagnose(
         measurement(decode_seconds=6.0, precision_in_effect="fp16"),
-        estimate(family="decoder", mode="infer", precision="fp16", new_tokens=100, flops_per_step=8e9,
-                 bytes_per_step=4e9, host_seconds=0.06, gpu_seconds=0.0045, bottleneck="overhead"),
+        estimate(
+            family="decoder",
+            mode="infer",
+            precision="fp16",
+            new_tokens=100,
+            flops_per_step=8e9,
+            bytes_per_step=4e9,
+            host_seconds=0.06,
+            gpu_seconds=0.0045,
+            bottleneck="overhead",
+        ),
         CARD,
     )
     assert d["bottleneck"] == "overhead" and d["times_roofline"] == pytest.approx(15.0)
@@ -155,8 +203,16 @@ def test_host_bound_decode_is_overhead():
 def test_quantized_bandwidth_bound_decode_suggests_batching():
     d = diagnose(
         measurement(decode_seconds=0.2, precision_in_effect="int4"),
-        estimate(family="decoder", mode="infer", precision="int4", new_tokens=100, flops_per_step=8e9,
-                 bytes_per_step=1.5e9, host_seconds=0.0, gpu_seconds=0.0018),
+        estimate(
+            family="decoder",
+            mode="infer",
+            precision="int4",
+            new_tokens=100,
+            flops_per_step=8e9,
+            bytes_per_step=1.5e9,
+            host_seconds=0.0,
+            gpu_seconds=0.0018,
+        ),
         CARD,
     )
     assert d["bottleneck"] == "memory" and d["suggestion_kind"] == "batch"
@@ -178,8 +234,12 @@ WORK = {"flops_per_step": 1e12, "bytes_per_step": 1e9}
         (measurement(step_seconds=0.1), None, CARD, "no estimate"),
         (measurement(step_seconds=0.1), estimate(**WORK), None, "no estimate"),
         (measurement(step_seconds=None), estimate(**WORK), CARD, "no measured time"),
-        (measurement(decode_seconds=None),
-         estimate(family="decoder", mode="infer", new_tokens=10, **WORK), CARD, "no measured time"),
+        (
+            measurement(decode_seconds=None),
+            estimate(family="decoder", mode="infer", new_tokens=10, **WORK),
+            CARD,
+            "no measured time",
+        ),
         (measurement(step_seconds=0.1), estimate(flops_per_step=0, bytes_per_step=0), CARD, "no work"),
     ],
 )
@@ -220,9 +280,18 @@ def test_every_suggestion_has_its_sentence_in_both_languages(lang):
         assert t(key, "en") == SUGGESTIONS[kind]
         reached.add((bottleneck, short))
         line = format_diagnosis(
-            {"available": True, "bottleneck": bottleneck, "suggestion_kind": short, "suggestion": "?",
-             "compute_fraction": 0.5, "bandwidth_fraction": 0.25, "compute_precision": "bf16",
-             "times_roofline": None}, lang)
+            {
+                "available": True,
+                "bottleneck": bottleneck,
+                "suggestion_kind": short,
+                "suggestion": "?",
+                "compute_fraction": 0.5,
+                "bandwidth_fraction": 0.25,
+                "compute_precision": "bf16",
+                "times_roofline": None,
+            },
+            lang,
+        )
         assert line is not None and line.endswith(t(key, lang)) and "50%" in line
     assert len(reached) == len(SUGGESTION_KEYS)
 

@@ -32,19 +32,21 @@ def llama_train(**overrides: object):
 # Transcribed from DeepSpeed 0.19.6 (github.com/deepspeedai/DeepSpeed, commit edaa722), no offload.
 
 
-def deepspeed_estimate_zero2_gpu_mem(total_params: int, num_gpus_per_node: int = 1,
-                                     num_nodes: int = 1) -> int:
+def deepspeed_estimate_zero2_gpu_mem(
+    total_params: int, num_gpus_per_node: int = 1, num_nodes: int = 1
+) -> int:
     # deepspeed/runtime/zero/stage_1_and_2.py, estimate_zero2_model_states_mem_needs, lines 3087-3095
     total_gpus = num_nodes * num_gpus_per_node
     gpu_mem = 2 * total_params + int(18 * total_params / total_gpus)
     return int(gpu_mem)
 
 
-def deepspeed_estimate_zero3_gpu_mem(total_params: int, largest_layer_params: int, num_gpus_per_node: int = 1,
-                                     num_nodes: int = 1) -> int:
+def deepspeed_estimate_zero3_gpu_mem(
+    total_params: int, largest_layer_params: int, num_gpus_per_node: int = 1, num_nodes: int = 1
+) -> int:
     # deepspeed/runtime/zero/stage3.py, estimate_zero3_model_states_mem_needs, lines 3753-3774
     total_gpus = num_nodes * num_gpus_per_node
-    largest_layer_memory = (4 * largest_layer_params)
+    largest_layer_memory = 4 * largest_layer_params
     gpu_mem = largest_layer_memory + int(18 * total_params / total_gpus)
     return int(gpu_mem)
 
@@ -58,37 +60,57 @@ def deepspeed_stage1_gpu_mem(total_params: int, num_gpus_per_node: int = 1, num_
 
 
 # (total params, GPUs per node, nodes): a prime count, BERT-base, Llama-7B, Llama-2-70B, t5-3b
-DEEPSPEED_CASES = [(1_000_003, 1, 1), (110_000_000, 3, 1), (6_738_415_616, 8, 1), (6_738_415_616, 8, 4),
-                   (68_976_648_192, 8, 16), (2_851_000_000, 8, 1), (7_000_000_001, 6, 3)]
+DEEPSPEED_CASES = [
+    (1_000_003, 1, 1),
+    (110_000_000, 3, 1),
+    (6_738_415_616, 8, 1),
+    (6_738_415_616, 8, 4),
+    (68_976_648_192, 8, 16),
+    (2_851_000_000, 8, 1),
+    (7_000_000_001, 6, 3),
+]
 
 
 @pytest.mark.parametrize(("params", "per_node", "nodes"), DEEPSPEED_CASES)
 def test_model_states_equal_deepspeeds_estimator(params: int, per_node: int, nodes: int) -> None:
     gpus = per_node * nodes
     largest = params // 51
-    assert sum(dist.deepspeed_model_states(params, gpus, 2, largest).values()) == \
-        deepspeed_estimate_zero2_gpu_mem(params, per_node, nodes)
-    assert sum(dist.deepspeed_model_states(params, gpus, 3, largest).values()) == \
-        deepspeed_estimate_zero3_gpu_mem(params, largest, per_node, nodes)
-    assert sum(dist.deepspeed_model_states(params, gpus, 1, largest).values()) == \
-        deepspeed_stage1_gpu_mem(params, per_node, nodes)
+    assert sum(
+        dist.deepspeed_model_states(params, gpus, 2, largest).values()
+    ) == deepspeed_estimate_zero2_gpu_mem(params, per_node, nodes)
+    assert sum(
+        dist.deepspeed_model_states(params, gpus, 3, largest).values()
+    ) == deepspeed_estimate_zero3_gpu_mem(params, largest, per_node, nodes)
+    assert sum(dist.deepspeed_model_states(params, gpus, 1, largest).values()) == deepspeed_stage1_gpu_mem(
+        params, per_node, nodes
+    )
 
 
 @pytest.mark.parametrize("strategy", ["zero1", "zero2", "zero3"])
-@pytest.mark.parametrize(("name", "gpus"), [("llm-6b", 8), ("llm-13b", 4), ("bert-large-imdb", 2),
-                                             ("resnet50-cifar10", 8)])
+@pytest.mark.parametrize(
+    ("name", "gpus"), [("llm-6b", 8), ("llm-13b", 4), ("bert-large-imdb", 2), ("resnet50-cifar10", 8)]
+)
 def test_estimator_uses_deepspeeds_model_states(strategy: str, name: str, gpus: int) -> None:
     """The breakdown the estimator reports (not a helper beside it) holds DeepSpeed's figure."""
-    w = get_workload(name, gpus=gpus, strategy=strategy, mode="train", precision="amp-bf16",
-                     **({"seq_len": 512} if name.startswith("llm") else {}))
+    w = get_workload(
+        name,
+        gpus=gpus,
+        strategy=strategy,
+        mode="train",
+        precision="amp-bf16",
+        **({"seq_len": 512} if name.startswith("llm") else {}),
+    )
     mem = estimate(w, get_gpu("h100-sxm")).memory
-    states = sum(mem.parts[k] for k in ("weights", "master_weights", "gradients", "optimizer_state",
-                                        "gathered_weights"))
+    states = sum(
+        mem.parts[k]
+        for k in ("weights", "master_weights", "gradients", "optimizer_state", "gathered_weights")
+    )
     params = w.param_count()
-    expected = {"zero1": deepspeed_stage1_gpu_mem(params, gpus),
-                "zero2": deepspeed_estimate_zero2_gpu_mem(params, gpus),
-                "zero3": deepspeed_estimate_zero3_gpu_mem(params, dist.deepspeed_largest_layer_params(w.arch),
-                                                           gpus)}[strategy]
+    expected = {
+        "zero1": deepspeed_stage1_gpu_mem(params, gpus),
+        "zero2": deepspeed_estimate_zero2_gpu_mem(params, gpus),
+        "zero3": deepspeed_estimate_zero3_gpu_mem(params, dist.deepspeed_largest_layer_params(w.arch), gpus),
+    }[strategy]
     assert states == expected
     assert mem.details["model_states"] == expected
 
@@ -148,7 +170,7 @@ WORKLOADS = [
 def test_breakdown_adds_up(name: str, overrides: dict, strategy: str, gpus: int, framework: str) -> None:
     w = get_workload(name, gpus=gpus, strategy=strategy, **overrides)
     profile = get_profile(framework, "default", use_user=False)
-    if strategy == "tp" and not dist.tp_supported(w.arch, gpus):    # BERT's 12 heads over 8 GPUs
+    if strategy == "tp" and not dist.tp_supported(w.arch, gpus):  # BERT's 12 heads over 8 GPUs
         with pytest.raises(FitbenchError, match="split evenly"):
             memory_breakdown(w, profile)
         return
@@ -162,12 +184,15 @@ def test_breakdown_adds_up(name: str, overrides: dict, strategy: str, gpus: int,
 
 
 @pytest.mark.parametrize("strategy", ["zero3", "fsdp-full-shard", "tp"])
-@pytest.mark.parametrize(("name", "overrides"), [
-    ("llm-6b", {"mode": "train", "seq_len": 1024, "precision": "amp-bf16"}),
-    ("llm-6b", {"mode": "train", "seq_len": 1024, "precision": "fp32", "optimizer": "sgd"}),
-    ("llm-70b", {}),
-    ("bert-large-imdb", {"batch_size": 32}),
-])
+@pytest.mark.parametrize(
+    ("name", "overrides"),
+    [
+        ("llm-6b", {"mode": "train", "seq_len": 1024, "precision": "amp-bf16"}),
+        ("llm-6b", {"mode": "train", "seq_len": 1024, "precision": "fp32", "optimizer": "sgd"}),
+        ("llm-70b", {}),
+        ("bert-large-imdb", {"batch_size": 32}),
+    ],
+)
 def test_per_gpu_memory_falls_with_more_gpus(strategy: str, name: str, overrides: dict) -> None:
     base = get_workload(name, **overrides)
     single = single_device_breakdown(base, PROFILE).total
@@ -193,7 +218,7 @@ def test_ddp_is_never_below_one_gpu(name: str, overrides: dict, gpus: int) -> No
 def test_ddp_buckets_copy_every_gradient() -> None:
     w = get_workload("bert-base-imdb", gpus=4, strategy="ddp")
     mem = memory_breakdown(w, PROFILE)
-    assert mem.parts["gradient_buckets"] == w.param_count() * 4        # fp32 gradients
+    assert mem.parts["gradient_buckets"] == w.param_count() * 4  # fp32 gradients
     assert mem.parts["communication_buffers"] == dist.NCCL_BUFFER_BYTES
 
 
@@ -201,13 +226,14 @@ def test_ddp_buckets_copy_every_gradient() -> None:
 def test_what_each_zero_stage_shards(gpus: int) -> None:
     w = llama_train(optimizer="adamw", batch_size=8)
     p = w.param_count()
-    zero = {s: memory_breakdown(w.replace(gpus=gpus, strategy=s), PROFILE)
-            for s in ("zero1", "zero2", "zero3")}
+    zero = {
+        s: memory_breakdown(w.replace(gpus=gpus, strategy=s), PROFILE) for s in ("zero1", "zero2", "zero3")
+    }
     for s, mem in zero.items():
-        assert mem.parts["optimizer_state"] == int(8 * p / gpus), s      # FP32 moments partitioned
-        assert mem.parts["master_weights"] == int(4 * p / gpus), s       # FP32 master partition
+        assert mem.parts["optimizer_state"] == int(8 * p / gpus), s  # FP32 moments partitioned
+        assert mem.parts["master_weights"] == int(4 * p / gpus), s  # FP32 master partition
         assert mem.parts["amp_weight_copies"] == 0 and mem.parts["gradient_buckets"] == 0, s
-    assert zero["zero1"].parts["weights"] == zero["zero2"].parts["weights"] == 2 * p   # 16-bit, whole
+    assert zero["zero1"].parts["weights"] == zero["zero2"].parts["weights"] == 2 * p  # 16-bit, whole
     assert zero["zero3"].parts["weights"] == int(2 * p / gpus)
     assert zero["zero1"].parts["gradients"] > zero["zero2"].parts["gradients"]
     assert zero["zero3"].total < zero["zero2"].total < zero["zero1"].total
@@ -215,10 +241,12 @@ def test_what_each_zero_stage_shards(gpus: int) -> None:
 
 @pytest.mark.parametrize("gpus", [2, 8])
 def test_what_each_fsdp_strategy_shards(gpus: int) -> None:
-    w = llama_train(optimizer="adamw", batch_size=8)      # activations make backward the peak
+    w = llama_train(optimizer="adamw", batch_size=8)  # activations make backward the peak
     single = single_device_breakdown(w, PROFILE).parts
-    fsdp = {s: memory_breakdown(w.replace(gpus=gpus, strategy=s), PROFILE)
-            for s in ("fsdp-shard-grad-op", "fsdp-full-shard")}
+    fsdp = {
+        s: memory_breakdown(w.replace(gpus=gpus, strategy=s), PROFILE)
+        for s in ("fsdp-shard-grad-op", "fsdp-full-shard")
+    }
     for s, mem in fsdp.items():
         assert mem.parts["optimizer_state"] == pytest.approx(single["optimizer_state"] / gpus, abs=1), s
         assert mem.parts["weights"] == pytest.approx(single["weights"] / gpus, abs=1), s
@@ -256,9 +284,11 @@ def test_tensor_parallel_kv_cache_is_split_by_kv_heads() -> None:
     w = get_workload("llm-70b", batch_size=8, prompt_tokens=2000, new_tokens=2000)
     single = single_device_breakdown(w, PROFILE).parts["kv_cache"]
     assert memory_breakdown(w.replace(gpus=4, strategy="tp"), PROFILE).parts["kv_cache"] == pytest.approx(
-        single / 4, abs=1)
+        single / 4, abs=1
+    )
     assert memory_breakdown(w.replace(gpus=16, strategy="tp"), PROFILE).parts["kv_cache"] == pytest.approx(
-        single / 8, abs=1)  # 8 KV heads: each holds one at least
+        single / 8, abs=1
+    )  # 8 KV heads: each holds one at least
 
 
 def test_tensor_parallel_activations_are_partly_split() -> None:
@@ -296,7 +326,7 @@ def test_llm_70b_fp16_generation_needs_two_h100_with_tensor_parallelism() -> Non
 
 
 def test_min_gpus_edges() -> None:
-    assert limits.min_gpus(get_workload("llm-70b"), H100, PROFILE, "ddp") == 0   # replicas never shrink
+    assert limits.min_gpus(get_workload("llm-70b"), H100, PROFILE, "ddp") == 0  # replicas never shrink
     assert limits.min_gpus(get_workload("llm-6b"), H100, PROFILE, "tp") == 1
     assert limits.min_gpus(get_workload("llm-6b"), get_gpu("rtx-3060-12gb"), PROFILE, "tp") == 2
     huge = get_workload("resnet50-cifar10", batch_size=100_000)
@@ -314,8 +344,9 @@ def test_min_gpus_edges() -> None:
 def test_communication_grows_with_parameters(strategy: str) -> None:
     gpu = get_gpu("a100-40gb")
     small = timing.step_timing(get_workload("bert-base-imdb", gpus=4, strategy=strategy), gpu, PROFILE)
-    large = timing.step_timing(get_workload("bert-large-imdb", precision="fp32", gpus=4, strategy=strategy),
-                             gpu, PROFILE)
+    large = timing.step_timing(
+        get_workload("bert-large-imdb", precision="fp32", gpus=4, strategy=strategy), gpu, PROFILE
+    )
     assert large.communication_bytes > small.communication_bytes > 0
     assert large.communication_total_seconds > small.communication_total_seconds > 0
 
@@ -365,7 +396,7 @@ def test_tensor_parallel_divides_the_gpu_work() -> None:
     tp = timing.step_timing(w.replace(gpus=4, strategy="tp"), gpu, TUNED)
     assert tp.compute_seconds == pytest.approx(single.compute_seconds / 4)
     assert tp.memory_seconds == pytest.approx(single.memory_seconds / 4)
-    assert tp.communication_seconds == tp.communication_total_seconds > 0   # on the critical path
+    assert tp.communication_seconds == tp.communication_total_seconds > 0  # on the critical path
     assert single.seconds / 4 < tp.seconds < single.seconds
 
 
@@ -390,8 +421,9 @@ def test_tensor_parallel_decoding_is_faster_without_host_overhead() -> None:
 
 
 def test_estimate_end_to_end_on_several_gpus() -> None:
-    w = get_workload("llm-70b", mode="train", seq_len=512, precision="bf16", checkpointing=True,
-                     gpus=16, strategy="fsdp")
+    w = get_workload(
+        "llm-70b", mode="train", seq_len=512, precision="bf16", checkpointing=True, gpus=16, strategy="fsdp"
+    )
     est = estimate(w, H100)
     assert est.verdict in ("fits", "tight")
     assert est.max_batch_size >= 1
@@ -421,7 +453,7 @@ def test_inference_replicas_need_no_communication() -> None:
 
 def test_units_are_bytes() -> None:
     mem = memory_breakdown(get_workload("llm-70b", gpus=2, strategy="tp"), PROFILE)
-    assert 60 * GiB < mem.parts["weights"] < 66 * GiB     # 138 GB of fp16 weights, half each
+    assert 60 * GiB < mem.parts["weights"] < 66 * GiB  # 138 GB of fp16 weights, half each
 
 
 def test_lora_on_several_gpus_reduces_only_the_adapters() -> None:
@@ -432,7 +464,7 @@ def test_lora_on_several_gpus_reduces_only_the_adapters() -> None:
     for strategy in ("ddp", "fsdp"):
         mem = memory_breakdown(w.replace(gpus=4, strategy=strategy), PROFILE)
         assert mem.total == sum(mem.parts.values())
-        assert mem.parts["weights"] == single.parts["weights"]          # the frozen base is replicated
+        assert mem.parts["weights"] == single.parts["weights"]  # the frozen base is replicated
         assert mem.parts["gradient_buckets"] == trainable
         t = timing.step_timing(w.replace(gpus=4, strategy=strategy), H100, PROFILE)
         assert t.communication_bytes == pytest.approx(2 * 3 / 4 * trainable)

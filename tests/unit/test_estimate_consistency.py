@@ -133,8 +133,13 @@ def test_no_weight_copies_without_autocast(precision: str) -> None:
 
 @pytest.mark.parametrize(
     ("precision", "framework", "element_bytes"),
-    [("fp32", "torch", 4), ("amp-fp16", "torch", 2), ("fp16", "torch", 2), ("bf16", "torch", 2),
-     ("fp16", "paddle", 2)],
+    [
+        ("fp32", "torch", 4),
+        ("amp-fp16", "torch", 2),
+        ("fp16", "torch", 2),
+        ("bf16", "torch", 2),
+        ("fp16", "paddle", 2),
+    ],
 )
 def test_resnet_saved_image_uses_the_activation_dtype(
     precision: str, framework: str, element_bytes: int

@@ -50,8 +50,9 @@ def test_tuned_amp_inference_keeps_no_cached_weight_copies():
     assert tuned.breakdown["amp_weight_copies"] == 0
     # Training saves the casts for backward whatever the cache does.
     t = get_workload("bert-base-imdb", precision="amp-bf16")
-    assert estimate(t, H200, exec_mode="tuned").breakdown["amp_weight_copies"] == (
-        estimate(t, H200).breakdown["amp_weight_copies"]
+    assert (
+        estimate(t, H200, exec_mode="tuned").breakdown["amp_weight_copies"]
+        == (estimate(t, H200).breakdown["amp_weight_copies"])
     )
 
 

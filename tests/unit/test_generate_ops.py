@@ -24,8 +24,15 @@ from fitbench.workloads.hf_config import arch_from_hf_config  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
-BASE = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "vocab_size": 512, "max_position_embeddings": 4096, "eos_token_id": 2}
+BASE = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 512,
+    "max_position_embeddings": 4096,
+    "eos_token_id": 2,
+}
 FAMILIES: dict[str, dict[str, Any]] = {
     "llama": {"model_type": "llama"},
     "llama-mha": {"model_type": "llama", "num_key_value_heads": 4},
@@ -34,10 +41,16 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "mistral window 8": {"model_type": "mistral", "sliding_window": 8},
     "mistral window 64": {"model_type": "mistral", "sliding_window": 64},
     "mixtral": {"model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2},
-    "qwen2-moe (shared expert)": {"model_type": "qwen2_moe", "num_experts": 8, "num_experts_per_tok": 2,
-                                  "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64,
-                                  # as the published checkpoints: renormalised top-k, no window
-                                  "norm_topk_prob": True, "sliding_window": None},
+    "qwen2-moe (shared expert)": {
+        "model_type": "qwen2_moe",
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 64,
+        # as the published checkpoints: renormalised top-k, no window
+        "norm_topk_prob": True,
+        "sliding_window": None,
+    },
 }
 BATCH, PROMPT = 2, 16
 # Calls a layer the estimate may differ by: Qwen2-MoE's router renormalises its top-k with one

@@ -56,8 +56,9 @@ def test_the_built_in_copy_figures_are_the_second_h200_runs_own(capsys) -> None:
     assert "| decode tok/s | 1.63 | 1.87 | 1.87 |" in printed
     est = out["fitbench"]
     gpu_step = 1 / est["tokens_per_second"] - est["copy_seconds_per_pass"]
-    assert est["copy_seconds_per_pass"] == pytest.approx(est["cpu_ram_bytes"] / 8.2e9 + 137 * 0.38e-3,
-                                                         rel=1e-9)
+    assert est["copy_seconds_per_pass"] == pytest.approx(
+        est["cpu_ram_bytes"] / 8.2e9 + 137 * 0.38e-3, rel=1e-9
+    )
     assert est["offloaded_tensors"] == run["host_copy"]["offloaded_tensors"] == 137
     assert gpu_step < 0.02  # the copies are nearly all of the 0.53 s step
 

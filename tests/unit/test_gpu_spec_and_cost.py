@@ -21,8 +21,18 @@ from fitbench.errors import FitbenchError
 from fitbench.estimate.api import estimate
 from fitbench.workloads.presets import get_workload
 
-NEW_CARDS = ("rtx-5090", "rtx-5080", "rtx-5070-ti", "rtx-5060-ti-16gb", "rtx-4070-super", "h20", "h800",
-             "a800-80gb", "b200", "mi300x")
+NEW_CARDS = (
+    "rtx-5090",
+    "rtx-5080",
+    "rtx-5070-ti",
+    "rtx-5060-ti-16gb",
+    "rtx-4070-super",
+    "h20",
+    "h800",
+    "a800-80gb",
+    "b200",
+    "mi300x",
+)
 ASKED_FOR = (*NEW_CARDS, "rtx-4060-ti-16gb", "rtx-3090", "l4", "l40s", "a10")
 RENTED = ("a100-40gb", "a100-80gb", "h100-sxm", "h200", "l4", "l40s", "a10", "b200", "mi300x")
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -62,7 +72,7 @@ def test_fp8_marks_exactly_the_cards_with_fp8_tensor_cores():
 
 
 def test_new_card_datasheet_figures():
-    assert get_gpu("rtx-5090").peak_flops["fp16"] == 209.5 * TFLOPS   # FP32 accumulate, not 419
+    assert get_gpu("rtx-5090").peak_flops["fp16"] == 209.5 * TFLOPS  # FP32 accumulate, not 419
     assert get_gpu("rtx-5090").peak_flops["fp8"] == 419 * TFLOPS
     assert get_gpu("rtx-5090").bandwidth_bytes_s == 1792 * GB
     assert get_gpu("b200").bandwidth_bytes_s == 8000 * GB and get_gpu("b200").interconnect_bytes_s == 900 * GB
@@ -89,8 +99,13 @@ def test_rented_cards_carry_a_dated_sourced_rate(gid):
 
 def test_fitbench_gpus_lists_the_new_cards_in_a_fresh_process():
     env = dict(os.environ, PYTHONPATH=SRC)
-    out = subprocess.run([sys.executable, "-m", "fitbench.cli.main", "gpus"], capture_output=True, text=True,
-                         env=env, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "fitbench.cli.main", "gpus"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
     lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     for gid in ASKED_FOR:
         assert gid in lines, gid
@@ -122,8 +137,10 @@ def test_a_row_of_gpus_json_is_a_spec_too(tmp_path):
 def test_inline_spec_matches_the_same_card_written_as_a_file(tmp_path):
     inline = "name=My card,memory_gib=32,bandwidth_gb_s=1792,fp16=209,bf16=209,fp32=104.8"
     path = tmp_path / "my.toml"
-    path.write_text('name = "My card"\nmemory_gib = 32\nbandwidth_gb_s = 1792\n'
-                    "tflops = { fp32 = 104.8, fp16 = 209, bf16 = 209 }\n")
+    path.write_text(
+        'name = "My card"\nmemory_gib = 32\nbandwidth_gb_s = 1792\n'
+        "tflops = { fp32 = 104.8, fp16 = 209, bf16 = 209 }\n"
+    )
     a, b = load_gpu_spec(inline), load_gpu_spec(str(path))
     assert a.peak_flops == b.peak_flops == {"fp32": 104.8e12, "fp16": 209e12, "bf16": 209e12}
     assert a.memory_bytes == 32 * GiB and a.bandwidth_bytes_s == 1792e9 and a.bf16 and a.id == "my-card"
@@ -132,19 +149,31 @@ def test_inline_spec_matches_the_same_card_written_as_a_file(tmp_path):
     assert [r["gpu"] for r in rows] == ["rtx-4090", "my-card"]
 
 
-@pytest.mark.parametrize(("spec", "message", "hint"), [
-    ("name=x,bandwidth_gb_s=900,fp32=10,fp16=20", "has no memory_gib", "memory in GiB"),
-    ("name=x,memory_gib=24,bandwidth_gb_s=-1,fp32=10,fp16=20", "must be positive", "datasheet"),
-    ("name=x,memory_gib=24,bandwith_gb_s=900,fp32=10,fp16=20", "unknown key 'bandwith_gb_s'",
-     "bandwidth_gb_s"),
-    ("name=x,memory_gib=24,bandwidth_gb_s=900,fp32=10", "has no fp16", "FP16"),
-    ("name=x,memory_gib=lots,bandwidth_gb_s=900,fp32=10,fp16=20", "must be a number", "units"),
-    ("name=x,memory_gib=24,bandwidth_gb_s=900,fp32=10,fp16=20,fp8=40,architecture=ampere", "no FP8",
-     "gpus.toml"),
-    ("name=x,memory_gib=24,bandwidth_gb_s=900,fp32=10,fp16=20,interconnect=nvlink", "without its rate",
-     "interconnect_gb_s"),
-    ("/no/such/card.toml", "cannot read GPU spec", "inline form"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message", "hint"),
+    [
+        ("name=x,bandwidth_gb_s=900,fp32=10,fp16=20", "has no memory_gib", "memory in GiB"),
+        ("name=x,memory_gib=24,bandwidth_gb_s=-1,fp32=10,fp16=20", "must be positive", "datasheet"),
+        (
+            "name=x,memory_gib=24,bandwith_gb_s=900,fp32=10,fp16=20",
+            "unknown key 'bandwith_gb_s'",
+            "bandwidth_gb_s",
+        ),
+        ("name=x,memory_gib=24,bandwidth_gb_s=900,fp32=10", "has no fp16", "FP16"),
+        ("name=x,memory_gib=lots,bandwidth_gb_s=900,fp32=10,fp16=20", "must be a number", "units"),
+        (
+            "name=x,memory_gib=24,bandwidth_gb_s=900,fp32=10,fp16=20,fp8=40,architecture=ampere",
+            "no FP8",
+            "gpus.toml",
+        ),
+        (
+            "name=x,memory_gib=24,bandwidth_gb_s=900,fp32=10,fp16=20,interconnect=nvlink",
+            "without its rate",
+            "interconnect_gb_s",
+        ),
+        ("/no/such/card.toml", "cannot read GPU spec", "inline form"),
+    ],
+)
 def test_bad_specs_are_one_line_errors(spec, message, hint):
     with pytest.raises(FitbenchError) as err:
         load_gpu_spec(spec)
@@ -154,9 +183,20 @@ def test_bad_specs_are_one_line_errors(spec, message, hint):
 
 def test_a_bad_spec_on_the_command_line_exits_2_without_a_traceback():
     env = dict(os.environ, PYTHONPATH=SRC)
-    done = subprocess.run([sys.executable, "-m", "fitbench.cli.main", "estimate", "llm-6b", "--gpu-spec",
-                           "name=x,memory_gib=24,bandwidth_gb_s=-5,fp32=1,fp16=2"],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fitbench.cli.main",
+            "estimate",
+            "llm-6b",
+            "--gpu-spec",
+            "name=x,memory_gib=24,bandwidth_gb_s=-5,fp32=1,fp16=2",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert done.returncode == 2
     assert "bandwidth_gb_s" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -165,15 +205,26 @@ def test_a_bad_spec_on_the_command_line_exits_2_without_a_traceback():
 # ----------------------------------------------------------------------------- names
 
 
-@pytest.mark.parametrize(("name", "gid"), [("rtx5090", "rtx-5090"), ("NVIDIA GeForce RTX 5090", "rtx-5090"),
-                                           ("5060 ti", "rtx-5060-ti-16gb"), ("AMD Instinct MI300X", "mi300x"),
-                                           ("B200", "b200"), ("NVIDIA H20", "h20"), ("a800", "a800-80gb")])
+@pytest.mark.parametrize(
+    ("name", "gid"),
+    [
+        ("rtx5090", "rtx-5090"),
+        ("NVIDIA GeForce RTX 5090", "rtx-5090"),
+        ("5060 ti", "rtx-5060-ti-16gb"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("B200", "b200"),
+        ("NVIDIA H20", "h20"),
+        ("a800", "a800-80gb"),
+    ],
+)
 def test_new_cards_resolve_by_their_usual_names(name, gid):
     assert get_gpu(name).id == gid
 
 
-@pytest.mark.parametrize(("name", "first"), [("4090ti", "rtx-4090"), ("4070", "rtx-4070-super"),
-                                             ("mi300", "mi300x"), ("5070", "rtx-5070-ti")])
+@pytest.mark.parametrize(
+    ("name", "first"),
+    [("4090ti", "rtx-4090"), ("4070", "rtx-4070-super"), ("mi300", "mi300x"), ("5070", "rtx-5070-ti")],
+)
 def test_unknown_names_get_the_nearest_catalog_names_first(name, first):
     with pytest.raises(FitbenchError, match="unknown GPU") as err:
         resolve_gpus([name])
@@ -185,8 +236,10 @@ def test_unknown_names_get_the_nearest_catalog_names_first(name, first):
 
 
 def test_cost_per_million_tokens_and_tokens_per_dollar_by_hand():
-    spec = load_gpu_spec("name=Rented,memory_gib=80,bandwidth_gb_s=3350,fp32=67,fp16=989,bf16=989,"
-                         "rent_usd_per_hour=3.6,rent_source=a price page,rent_date=2026-10")
+    spec = load_gpu_spec(
+        "name=Rented,memory_gib=80,bandwidth_gb_s=3350,fp32=67,fp16=989,bf16=989,"
+        "rent_usd_per_hour=3.6,rent_source=a price page,rent_date=2026-10"
+    )
     est = estimate(get_workload("llm-6b"), spec)
     cost = job_cost(est)
     tps = est.tokens_per_second
@@ -237,16 +290,38 @@ def test_the_ranking_carries_each_cards_cost():
 
 
 def test_run_takes_one_card_to_compare_with(capsys):
-    code = main(["run", "resnet50-cifar10", "--tiny", "--device", "cpu", "--no-history", "--gpu", "rtx-4090",
-                 "--gpu-spec", "name=x,memory_gib=24,bandwidth_gb_s=900,fp32=10,fp16=20"])
+    code = main(
+        [
+            "run",
+            "resnet50-cifar10",
+            "--tiny",
+            "--device",
+            "cpu",
+            "--no-history",
+            "--gpu",
+            "rtx-4090",
+            "--gpu-spec",
+            "name=x,memory_gib=24,bandwidth_gb_s=900,fp32=10,fp16=20",
+        ]
+    )
     assert code == 2 and "--gpu and --gpu-spec" in capsys.readouterr().err
 
 
 @pytest.mark.slow
 def test_check_compares_with_a_spec_card(tmp_path):
-    code, out = cli("check", "--estimate-only", "--no-history", "--gpu", "rtx-4090", "--gpu-spec",
-                    "name=My card,memory_gib=32,bandwidth_gb_s=1792,fp32=104.8,fp16=209.5,bf16=209.5",
-                    "--html", str(tmp_path / "r.html"), "--lang", "en")
+    code, out = cli(
+        "check",
+        "--estimate-only",
+        "--no-history",
+        "--gpu",
+        "rtx-4090",
+        "--gpu-spec",
+        "name=My card,memory_gib=32,bandwidth_gb_s=1792,fp32=104.8,fp16=209.5,bf16=209.5",
+        "--html",
+        str(tmp_path / "r.html"),
+        "--lang",
+        "en",
+    )
     assert code == 0
     header = next(line for line in out.splitlines() if line.startswith("scenario"))
     assert "RTX 4090" in header and "My card" in header

@@ -25,113 +25,299 @@ from fitbench.workloads.hf_config import (
 
 # -- real config.json files (as published with each checkpoint) --------------------------------
 BERT_BASE_UNCASED = {
-    "architectures": ["BertForMaskedLM"], "attention_probs_dropout_prob": 0.1,
-    "gradient_checkpointing": False, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "hidden_size": 768,
-    "initializer_range": 0.02, "intermediate_size": 3072, "layer_norm_eps": 1e-12,
-    "max_position_embeddings": 512, "model_type": "bert", "num_attention_heads": 12, "num_hidden_layers": 12,
-    "pad_token_id": 0, "position_embedding_type": "absolute", "transformers_version": "4.6.0.dev0",
-    "type_vocab_size": 2, "use_cache": True, "vocab_size": 30522,
+    "architectures": ["BertForMaskedLM"],
+    "attention_probs_dropout_prob": 0.1,
+    "gradient_checkpointing": False,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "hidden_size": 768,
+    "initializer_range": 0.02,
+    "intermediate_size": 3072,
+    "layer_norm_eps": 1e-12,
+    "max_position_embeddings": 512,
+    "model_type": "bert",
+    "num_attention_heads": 12,
+    "num_hidden_layers": 12,
+    "pad_token_id": 0,
+    "position_embedding_type": "absolute",
+    "transformers_version": "4.6.0.dev0",
+    "type_vocab_size": 2,
+    "use_cache": True,
+    "vocab_size": 30522,
 }
 ROBERTA_BASE = {
-    "architectures": ["RobertaForMaskedLM"], "attention_probs_dropout_prob": 0.1, "bos_token_id": 0,
-    "eos_token_id": 2, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "hidden_size": 768,
-    "initializer_range": 0.02, "intermediate_size": 3072, "layer_norm_eps": 1e-05,
-    "max_position_embeddings": 514, "model_type": "roberta", "num_attention_heads": 12,
-    "num_hidden_layers": 12, "pad_token_id": 1, "type_vocab_size": 1, "vocab_size": 50265,
+    "architectures": ["RobertaForMaskedLM"],
+    "attention_probs_dropout_prob": 0.1,
+    "bos_token_id": 0,
+    "eos_token_id": 2,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "hidden_size": 768,
+    "initializer_range": 0.02,
+    "intermediate_size": 3072,
+    "layer_norm_eps": 1e-05,
+    "max_position_embeddings": 514,
+    "model_type": "roberta",
+    "num_attention_heads": 12,
+    "num_hidden_layers": 12,
+    "pad_token_id": 1,
+    "type_vocab_size": 1,
+    "vocab_size": 50265,
 }
 DISTILBERT_BASE_UNCASED = {
-    "activation": "gelu", "architectures": ["DistilBertForMaskedLM"], "attention_dropout": 0.1, "dim": 768,
-    "dropout": 0.1, "hidden_dim": 3072, "initializer_range": 0.02, "max_position_embeddings": 512,
-    "model_type": "distilbert", "n_heads": 12, "n_layers": 6, "pad_token_id": 0, "qa_dropout": 0.1,
-    "seq_classif_dropout": 0.2, "sinusoidal_pos_embds": False, "tie_weights_": True, "vocab_size": 30522,
+    "activation": "gelu",
+    "architectures": ["DistilBertForMaskedLM"],
+    "attention_dropout": 0.1,
+    "dim": 768,
+    "dropout": 0.1,
+    "hidden_dim": 3072,
+    "initializer_range": 0.02,
+    "max_position_embeddings": 512,
+    "model_type": "distilbert",
+    "n_heads": 12,
+    "n_layers": 6,
+    "pad_token_id": 0,
+    "qa_dropout": 0.1,
+    "seq_classif_dropout": 0.2,
+    "sinusoidal_pos_embds": False,
+    "tie_weights_": True,
+    "vocab_size": 30522,
 }
 LLAMA_2_7B = {
-    "_name_or_path": "meta-llama/Llama-2-7b-hf", "architectures": ["LlamaForCausalLM"], "bos_token_id": 1,
-    "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
-    "intermediate_size": 11008, "max_position_embeddings": 4096, "model_type": "llama",
-    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "pretraining_tp": 1,
-    "rms_norm_eps": 1e-05, "rope_scaling": None, "tie_word_embeddings": False, "torch_dtype": "float16",
-    "transformers_version": "4.31.0.dev0", "use_cache": True, "vocab_size": 32000,
+    "_name_or_path": "meta-llama/Llama-2-7b-hf",
+    "architectures": ["LlamaForCausalLM"],
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "initializer_range": 0.02,
+    "intermediate_size": 11008,
+    "max_position_embeddings": 4096,
+    "model_type": "llama",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 32,
+    "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": None,
+    "tie_word_embeddings": False,
+    "torch_dtype": "float16",
+    "transformers_version": "4.31.0.dev0",
+    "use_cache": True,
+    "vocab_size": 32000,
 }
 LLAMA_3_8B = {
-    "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-    "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
-    "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 8192,
-    "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
-    "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 500000.0,
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.40.0.dev0",
-    "use_cache": True, "vocab_size": 128256,
+    "architectures": ["LlamaForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 128000,
+    "eos_token_id": 128001,
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "initializer_range": 0.02,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 8192,
+    "model_type": "llama",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": None,
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.40.0.dev0",
+    "use_cache": True,
+    "vocab_size": 128256,
 }
 MISTRAL_7B_V01 = {
-    "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
-    "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
-    "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32,
-    "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
-    "sliding_window": 4096, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-    "transformers_version": "4.34.0.dev0", "use_cache": True, "vocab_size": 32000,
+    "architectures": ["MistralForCausalLM"],
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "initializer_range": 0.02,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 32768,
+    "model_type": "mistral",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 10000.0,
+    "sliding_window": 4096,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.34.0.dev0",
+    "use_cache": True,
+    "vocab_size": 32000,
 }
 QWEN2_0_5B = {
-    "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
-    "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
-    "intermediate_size": 4864, "max_position_embeddings": 131072, "max_window_layers": 24,
-    "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2,
-    "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 131072, "tie_word_embeddings": True,
-    "torch_dtype": "bfloat16", "transformers_version": "4.40.1", "use_cache": True,
-    "use_sliding_window": False, "vocab_size": 151936,
+    "architectures": ["Qwen2ForCausalLM"],
+    "attention_dropout": 0.0,
+    "bos_token_id": 151643,
+    "eos_token_id": 151643,
+    "hidden_act": "silu",
+    "hidden_size": 896,
+    "initializer_range": 0.02,
+    "intermediate_size": 4864,
+    "max_position_embeddings": 131072,
+    "max_window_layers": 24,
+    "model_type": "qwen2",
+    "num_attention_heads": 14,
+    "num_hidden_layers": 24,
+    "num_key_value_heads": 2,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0,
+    "sliding_window": 131072,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.40.1",
+    "use_cache": True,
+    "use_sliding_window": False,
+    "vocab_size": 151936,
 }
 GEMMA_2B = {
-    "architectures": ["GemmaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-    "bos_token_id": 2, "eos_token_id": 1, "head_dim": 256, "hidden_act": "gelu", "hidden_size": 2048,
-    "initializer_range": 0.02, "intermediate_size": 16384, "max_position_embeddings": 8192,
-    "model_type": "gemma", "num_attention_heads": 8, "num_hidden_layers": 18, "num_key_value_heads": 1,
-    "pad_token_id": 0, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000.0,
-    "torch_dtype": "bfloat16", "transformers_version": "4.38.0.dev0", "use_cache": True, "vocab_size": 256000,
+    "architectures": ["GemmaForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 2,
+    "eos_token_id": 1,
+    "head_dim": 256,
+    "hidden_act": "gelu",
+    "hidden_size": 2048,
+    "initializer_range": 0.02,
+    "intermediate_size": 16384,
+    "max_position_embeddings": 8192,
+    "model_type": "gemma",
+    "num_attention_heads": 8,
+    "num_hidden_layers": 18,
+    "num_key_value_heads": 1,
+    "pad_token_id": 0,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": None,
+    "rope_theta": 10000.0,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.38.0.dev0",
+    "use_cache": True,
+    "vocab_size": 256000,
 }
 PHI3_MINI_4K = {
-    "_name_or_path": "Phi-3-mini-4k-instruct", "architectures": ["Phi3ForCausalLM"], "attention_dropout": 0.0,
-    "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072,
-    "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 4096,
-    "model_type": "phi3", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
-    "original_max_position_embeddings": 4096, "pad_token_id": 32000, "resid_pdrop": 0.0,
-    "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000.0, "sliding_window": 2047,
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.40.2",
-    "use_cache": True, "vocab_size": 32064,
+    "_name_or_path": "Phi-3-mini-4k-instruct",
+    "architectures": ["Phi3ForCausalLM"],
+    "attention_dropout": 0.0,
+    "bos_token_id": 1,
+    "embd_pdrop": 0.0,
+    "eos_token_id": 32000,
+    "hidden_act": "silu",
+    "hidden_size": 3072,
+    "initializer_range": 0.02,
+    "intermediate_size": 8192,
+    "max_position_embeddings": 4096,
+    "model_type": "phi3",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 32,
+    "original_max_position_embeddings": 4096,
+    "pad_token_id": 32000,
+    "resid_pdrop": 0.0,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": None,
+    "rope_theta": 10000.0,
+    "sliding_window": 2047,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.40.2",
+    "use_cache": True,
+    "vocab_size": 32064,
 }
 GPT2 = {
-    "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
-    "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02,
-    "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12,
-    "n_layer": 12, "n_positions": 1024, "resid_pdrop": 0.1, "summary_activation": None,
-    "summary_first_dropout": 0.1, "summary_proj_to_labels": True, "summary_type": "cls_index",
+    "activation_function": "gelu_new",
+    "architectures": ["GPT2LMHeadModel"],
+    "attn_pdrop": 0.1,
+    "bos_token_id": 50256,
+    "embd_pdrop": 0.1,
+    "eos_token_id": 50256,
+    "initializer_range": 0.02,
+    "layer_norm_epsilon": 1e-05,
+    "model_type": "gpt2",
+    "n_ctx": 1024,
+    "n_embd": 768,
+    "n_head": 12,
+    "n_layer": 12,
+    "n_positions": 1024,
+    "resid_pdrop": 0.1,
+    "summary_activation": None,
+    "summary_first_dropout": 0.1,
+    "summary_proj_to_labels": True,
+    "summary_type": "cls_index",
     "summary_use_proj": True,
-    "task_specific_params": {"text-generation": {"do_sample": True, "max_length": 50}}, "vocab_size": 50257,
+    "task_specific_params": {"text-generation": {"do_sample": True, "max_length": 50}},
+    "vocab_size": 50257,
 }
 CHATGLM2_6B = {
-    "_name_or_path": "THUDM/chatglm2-6b", "model_type": "chatglm", "architectures": ["ChatGLMModel"],
-    "auto_map": {"AutoConfig": "configuration_chatglm.ChatGLMConfig",
-                 "AutoModel": "modeling_chatglm.ChatGLMForConditionalGeneration"},
-    "add_bias_linear": False, "add_qkv_bias": True, "apply_query_key_layer_scaling": True,
-    "apply_residual_connection_post_layernorm": False, "attention_dropout": 0.0,
-    "attention_softmax_in_fp32": True, "bias_dropout_fusion": True, "ffn_hidden_size": 13696,
-    "fp32_residual_connection": False, "hidden_dropout": 0.0, "hidden_size": 4096, "kv_channels": 128,
-    "layernorm_epsilon": 1e-05, "multi_query_attention": True, "multi_query_group_num": 2,
-    "num_attention_heads": 32, "num_layers": 28, "original_rope": True, "padded_vocab_size": 65024,
-    "post_layer_norm": True, "rmsnorm": True, "seq_length": 32768, "use_cache": True,
-    "torch_dtype": "float16", "transformers_version": "4.27.1", "tie_word_embeddings": False,
-    "eos_token_id": 2, "pad_token_id": 0,
+    "_name_or_path": "THUDM/chatglm2-6b",
+    "model_type": "chatglm",
+    "architectures": ["ChatGLMModel"],
+    "auto_map": {
+        "AutoConfig": "configuration_chatglm.ChatGLMConfig",
+        "AutoModel": "modeling_chatglm.ChatGLMForConditionalGeneration",
+    },
+    "add_bias_linear": False,
+    "add_qkv_bias": True,
+    "apply_query_key_layer_scaling": True,
+    "apply_residual_connection_post_layernorm": False,
+    "attention_dropout": 0.0,
+    "attention_softmax_in_fp32": True,
+    "bias_dropout_fusion": True,
+    "ffn_hidden_size": 13696,
+    "fp32_residual_connection": False,
+    "hidden_dropout": 0.0,
+    "hidden_size": 4096,
+    "kv_channels": 128,
+    "layernorm_epsilon": 1e-05,
+    "multi_query_attention": True,
+    "multi_query_group_num": 2,
+    "num_attention_heads": 32,
+    "num_layers": 28,
+    "original_rope": True,
+    "padded_vocab_size": 65024,
+    "post_layer_norm": True,
+    "rmsnorm": True,
+    "seq_length": 32768,
+    "use_cache": True,
+    "torch_dtype": "float16",
+    "transformers_version": "4.27.1",
+    "tie_word_embeddings": False,
+    "eos_token_id": 2,
+    "pad_token_id": 0,
 }
 RESNET_50 = {
-    "architectures": ["ResNetForImageClassification"], "depths": [3, 4, 6, 3],
-    "downsample_in_first_stage": False, "embedding_size": 64, "hidden_act": "relu",
-    "hidden_sizes": [256, 512, 1024, 2048], "id2label": {str(i): f"class_{i}" for i in range(1000)},
-    "layer_type": "bottleneck", "model_type": "resnet", "num_channels": 3, "torch_dtype": "float32",
+    "architectures": ["ResNetForImageClassification"],
+    "depths": [3, 4, 6, 3],
+    "downsample_in_first_stage": False,
+    "embedding_size": 64,
+    "hidden_act": "relu",
+    "hidden_sizes": [256, 512, 1024, 2048],
+    "id2label": {str(i): f"class_{i}" for i in range(1000)},
+    "layer_type": "bottleneck",
+    "model_type": "resnet",
+    "num_channels": 3,
+    "torch_dtype": "float32",
     "transformers_version": "4.18.0.dev0",
 }
 RESNET_18 = {
-    "architectures": ["ResNetForImageClassification"], "depths": [2, 2, 2, 2],
-    "downsample_in_first_stage": False, "embedding_size": 64, "hidden_act": "relu",
-    "hidden_sizes": [64, 128, 256, 512], "id2label": {str(i): f"class_{i}" for i in range(1000)},
-    "layer_type": "basic", "model_type": "resnet", "num_channels": 3,
+    "architectures": ["ResNetForImageClassification"],
+    "depths": [2, 2, 2, 2],
+    "downsample_in_first_stage": False,
+    "embedding_size": 64,
+    "hidden_act": "relu",
+    "hidden_sizes": [64, 128, 256, 512],
+    "id2label": {str(i): f"class_{i}" for i in range(1000)},
+    "layer_type": "basic",
+    "model_type": "resnet",
+    "num_channels": 3,
 }
 
 
@@ -145,21 +331,24 @@ def write_config(tmp_path: Path, data: Any, folder: str = "model") -> Path:
 
 
 # -- golden parameter counts through the file path -------------------------------------------
-@pytest.mark.parametrize(("config", "expected"), [
-    pytest.param(BERT_BASE_UNCASED, 109_483_778, id="bert-base-uncased"),
-    pytest.param(ROBERTA_BASE, 124_647_170, id="roberta-base"),
-    pytest.param(DISTILBERT_BASE_UNCASED, 66_955_010, id="distilbert-base-uncased"),
-    pytest.param(LLAMA_2_7B, 6_738_415_616, id="llama-2-7b"),
-    pytest.param(MISTRAL_7B_V01, 7_241_732_096, id="mistral-7b-v0.1"),
-    pytest.param(QWEN2_0_5B, 494_032_768, id="qwen2-0.5b"),
-    pytest.param(GPT2, 124_439_808, id="gpt2"),
-    pytest.param(LLAMA_3_8B, 8_030_261_248, id="llama-3-8b"),
-    pytest.param(CHATGLM2_6B, 6_243_584_000, id="chatglm2-6b"),
-    pytest.param(GEMMA_2B, 2_506_172_416, id="gemma-2b"),
-    pytest.param(PHI3_MINI_4K, 3_821_079_552, id="phi-3-mini-4k"),
-    pytest.param(RESNET_50, 25_557_032, id="resnet-50"),
-    pytest.param(RESNET_18, 11_689_512, id="resnet-18"),
-])
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        pytest.param(BERT_BASE_UNCASED, 109_483_778, id="bert-base-uncased"),
+        pytest.param(ROBERTA_BASE, 124_647_170, id="roberta-base"),
+        pytest.param(DISTILBERT_BASE_UNCASED, 66_955_010, id="distilbert-base-uncased"),
+        pytest.param(LLAMA_2_7B, 6_738_415_616, id="llama-2-7b"),
+        pytest.param(MISTRAL_7B_V01, 7_241_732_096, id="mistral-7b-v0.1"),
+        pytest.param(QWEN2_0_5B, 494_032_768, id="qwen2-0.5b"),
+        pytest.param(GPT2, 124_439_808, id="gpt2"),
+        pytest.param(LLAMA_3_8B, 8_030_261_248, id="llama-3-8b"),
+        pytest.param(CHATGLM2_6B, 6_243_584_000, id="chatglm2-6b"),
+        pytest.param(GEMMA_2B, 2_506_172_416, id="gemma-2b"),
+        pytest.param(PHI3_MINI_4K, 3_821_079_552, id="phi-3-mini-4k"),
+        pytest.param(RESNET_50, 25_557_032, id="resnet-50"),
+        pytest.param(RESNET_18, 11_689_512, id="resnet-18"),
+    ],
+)
 def test_published_param_counts(tmp_path: Path, config: dict[str, Any], expected: int) -> None:
     path = write_config(tmp_path, config)
     assert load_hf_config(path).param_count() == expected
@@ -223,8 +412,14 @@ def test_gemma_head_dim_and_tied_embeddings_by_default() -> None:
     assert isinstance(arch, TransformerArch)
     assert (arch.dim_head, arch.kv_heads, arch.tie_embeddings) == (256, 1, True)
     # gemma-7b: 16 heads of 256 = 4096 query width on a 3072-wide model.
-    gemma_7b = {**GEMMA_2B, "hidden_size": 3072, "intermediate_size": 24576, "num_attention_heads": 16,
-                "num_key_value_heads": 16, "num_hidden_layers": 28}
+    gemma_7b = {
+        **GEMMA_2B,
+        "hidden_size": 3072,
+        "intermediate_size": 24576,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "num_hidden_layers": 28,
+    }
     arch_7b = arch_from_hf_config(gemma_7b)
     assert isinstance(arch_7b, TransformerArch)
     assert (arch_7b.head_dim, arch_7b.q_dim) == (256, 4096)
@@ -258,8 +453,14 @@ def test_resnet_picks_the_standard_depth() -> None:
 
 
 def test_resnet_with_non_standard_depths_passes_its_layers() -> None:
-    tiny = {"model_type": "resnet", "depths": [1, 1, 1, 1], "hidden_sizes": [32, 64, 128, 256],
-            "embedding_size": 8, "layer_type": "bottleneck", "num_labels": 10}
+    tiny = {
+        "model_type": "resnet",
+        "depths": [1, 1, 1, 1],
+        "hidden_sizes": [32, 64, 128, 256],
+        "embedding_size": 8,
+        "layer_type": "bottleneck",
+        "num_labels": 10,
+    }
     arch = arch_from_hf_config(tiny)
     assert isinstance(arch, ResNetArch)
     assert (arch.block, arch.block_counts) == ("bottleneck", (1, 1, 1, 1))
@@ -267,8 +468,9 @@ def test_resnet_with_non_standard_depths_passes_its_layers() -> None:
     from fitbench.workloads.presets import TINY_RESNET
 
     assert arch.param_count() == TINY_RESNET.param_count()
-    basic = arch_from_hf_config({**tiny, "layer_type": "basic", "hidden_sizes": [8, 16, 32, 64],
-                                 "depths": [30, 1, 1, 1]})
+    basic = arch_from_hf_config(
+        {**tiny, "layer_type": "basic", "hidden_sizes": [8, 16, 32, 64], "depths": [30, 1, 1, 1]}
+    )
     assert isinstance(basic, ResNetArch)
     assert (basic.block, basic.block_counts) == ("basic", (30, 1, 1, 1))
 
@@ -414,28 +616,37 @@ def test_null_counts_as_missing_for_required_keys() -> None:
 
 
 def test_first_chatglm_layout_is_refused_with_a_reason() -> None:
-    chatglm_6b_v1 = {"model_type": "chatglm", "hidden_size": 4096, "inner_hidden_size": 16384,
-                     "num_layers": 28, "num_attention_heads": 32, "vocab_size": 130528,
-                     "position_encoding_2d": True}
+    chatglm_6b_v1 = {
+        "model_type": "chatglm",
+        "hidden_size": 4096,
+        "inner_hidden_size": 16384,
+        "num_layers": 28,
+        "num_attention_heads": 32,
+        "vocab_size": 130528,
+        "position_encoding_2d": True,
+    }
     with pytest.raises(FitbenchError) as exc:
         arch_from_hf_config(chatglm_6b_v1)
     assert "'padded_vocab_size', 'ffn_hidden_size'" in one_line(exc)
     assert "first ChatGLM-6B layout" in one_line(exc)
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("768", "must be a whole number, got the string '768'"),
-    (True, "must be a whole number, got true"),
-    (767.5, "must be a whole number, got 767.5"),
-    (float("nan"), "must be a whole number, got nan"),
-    (float("inf"), "must be a whole number, got inf"),
-    ([768], "must be a whole number, got a list"),
-    ({"x": 1}, "must be a whole number, got an object"),
-    (0, "must be at least 1, got 0"),
-    (-768, "must be at least 1, got -768"),
-    (10**40, "beyond any real model"),
-    (10**400, "a 1329-bit number, beyond any real model"),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("768", "must be a whole number, got the string '768'"),
+        (True, "must be a whole number, got true"),
+        (767.5, "must be a whole number, got 767.5"),
+        (float("nan"), "must be a whole number, got nan"),
+        (float("inf"), "must be a whole number, got inf"),
+        ([768], "must be a whole number, got a list"),
+        ({"x": 1}, "must be a whole number, got an object"),
+        (0, "must be at least 1, got 0"),
+        (-768, "must be at least 1, got -768"),
+        (10**40, "beyond any real model"),
+        (10**400, "a 1329-bit number, beyond any real model"),
+    ],
+)
 def test_bad_size_values(value: Any, expected: str) -> None:
     with pytest.raises(FitbenchError) as exc:
         arch_from_hf_config({**BERT_BASE_UNCASED, "hidden_size": value}, source="x.json")
@@ -480,15 +691,18 @@ def test_bad_labels() -> None:
         arch_from_hf_config({**RESNET_50, "num_labels": 0})
 
 
-@pytest.mark.parametrize(("change", "expected"), [
-    ({"depths": [3, 4, 6]}, "'depths' must be a list of 4 numbers (one per stage), got a list of 3"),
-    ({"depths": "3,4,6,3"}, "'depths' must be a list of 4 numbers"),
-    ({"depths": [3, 4, 0, 3]}, "'depths[2]' must be at least 1"),
-    ({"hidden_sizes": [256, 512, 1000, 2048]}, "do not double from stage to stage"),
-    ({"hidden_sizes": [250, 500, 1000, 2000]}, "not a multiple of 4"),
-    ({"embedding_size": 32}, "'embedding_size' 32 differs from the first stage's width 64"),
-    ({"layer_type": "preact"}, "'layer_type' must be 'bottleneck' or 'basic'"),
-])
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"depths": [3, 4, 6]}, "'depths' must be a list of 4 numbers (one per stage), got a list of 3"),
+        ({"depths": "3,4,6,3"}, "'depths' must be a list of 4 numbers"),
+        ({"depths": [3, 4, 0, 3]}, "'depths[2]' must be at least 1"),
+        ({"hidden_sizes": [256, 512, 1000, 2048]}, "do not double from stage to stage"),
+        ({"hidden_sizes": [250, 500, 1000, 2000]}, "not a multiple of 4"),
+        ({"embedding_size": 32}, "'embedding_size' 32 differs from the first stage's width 64"),
+        ({"layer_type": "preact"}, "'layer_type' must be 'bottleneck' or 'basic'"),
+    ],
+)
 def test_resnet_layouts_fitbench_cannot_model_are_refused(change: dict[str, Any], expected: str) -> None:
     with pytest.raises(FitbenchError) as exc:
         arch_from_hf_config({**RESNET_50, **change})
@@ -496,51 +710,109 @@ def test_resnet_layouts_fitbench_cannot_model_are_refused(change: dict[str, Any]
 
 
 # -- cross-check against the real transformers models ------------------------------------------
-_ENC = {"vocab_size": 101, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "intermediate_size": 48, "max_position_embeddings": 40}
-_DEC = {"vocab_size": 101, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "intermediate_size": 48}
+_ENC = {
+    "vocab_size": 101,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 48,
+    "max_position_embeddings": 40,
+}
+_DEC = {
+    "vocab_size": 101,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 48,
+}
 TINY_CONFIGS = [
     pytest.param("bert", "seq-cls", _ENC, id="bert"),
     pytest.param("bert", "seq-cls", {**_ENC, "num_labels": 5}, id="bert-5-labels"),
-    pytest.param("roberta", "seq-cls", {**_ENC, "type_vocab_size": 1, "max_position_embeddings": 42},
-                 id="roberta"),
+    pytest.param(
+        "roberta", "seq-cls", {**_ENC, "type_vocab_size": 1, "max_position_embeddings": 42}, id="roberta"
+    ),
     pytest.param("xlm-roberta", "seq-cls", _ENC, id="xlm-roberta"),
     pytest.param("electra", "seq-cls", {**_ENC, "embedding_size": 32}, id="electra"),
-    pytest.param("distilbert", "seq-cls", {"vocab_size": 101, "dim": 32, "n_layers": 2, "n_heads": 4,
-                                           "hidden_dim": 48, "max_position_embeddings": 40}, id="distilbert"),
+    pytest.param(
+        "distilbert",
+        "seq-cls",
+        {
+            "vocab_size": 101,
+            "dim": 32,
+            "n_layers": 2,
+            "n_heads": 4,
+            "hidden_dim": 48,
+            "max_position_embeddings": 40,
+        },
+        id="distilbert",
+    ),
     pytest.param("llama", "causal-lm", _DEC, id="llama"),
-    pytest.param("llama", "causal-lm", {**_DEC, "attention_bias": True, "mlp_bias": True, "head_dim": 16,
-                                        "tie_word_embeddings": True}, id="llama-biases-tied"),
+    pytest.param(
+        "llama",
+        "causal-lm",
+        {**_DEC, "attention_bias": True, "mlp_bias": True, "head_dim": 16, "tie_word_embeddings": True},
+        id="llama-biases-tied",
+    ),
     pytest.param("mistral", "causal-lm", {**_DEC, "num_key_value_heads": 1}, id="mistral"),
     pytest.param("qwen2", "causal-lm", {**_DEC, "tie_word_embeddings": True}, id="qwen2-tied"),
     pytest.param("qwen2", "causal-lm", {**_DEC, "tie_word_embeddings": False}, id="qwen2"),
     pytest.param("gemma", "causal-lm", {**_DEC, "num_key_value_heads": 1, "head_dim": 16}, id="gemma"),
     pytest.param("phi3", "causal-lm", {**_DEC, "pad_token_id": 0}, id="phi3"),
-    pytest.param("gpt2", "causal-lm", {"vocab_size": 101, "n_embd": 32, "n_layer": 2, "n_head": 4,
-                                       "n_positions": 40}, id="gpt2"),
-    pytest.param("gpt2", "causal-lm", {"vocab_size": 101, "n_embd": 32, "n_layer": 2, "n_head": 4,
-                                       "n_positions": 40, "n_inner": 40, "tie_word_embeddings": False},
-                 id="gpt2-untied"),
-    pytest.param("resnet", "image-cls", {"embedding_size": 8, "hidden_sizes": [32, 64, 128, 256],
-                                         "depths": [1, 2, 1, 1], "layer_type": "bottleneck",
-                                         "num_labels": 10},
-                 id="resnet-bottleneck"),
-    pytest.param("resnet", "image-cls", {"embedding_size": 8, "hidden_sizes": [8, 16, 32, 64],
-                                         "depths": [2, 2, 2, 2], "layer_type": "basic"}, id="resnet-basic"),
+    pytest.param(
+        "gpt2",
+        "causal-lm",
+        {"vocab_size": 101, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 40},
+        id="gpt2",
+    ),
+    pytest.param(
+        "gpt2",
+        "causal-lm",
+        {
+            "vocab_size": 101,
+            "n_embd": 32,
+            "n_layer": 2,
+            "n_head": 4,
+            "n_positions": 40,
+            "n_inner": 40,
+            "tie_word_embeddings": False,
+        },
+        id="gpt2-untied",
+    ),
+    pytest.param(
+        "resnet",
+        "image-cls",
+        {
+            "embedding_size": 8,
+            "hidden_sizes": [32, 64, 128, 256],
+            "depths": [1, 2, 1, 1],
+            "layer_type": "bottleneck",
+            "num_labels": 10,
+        },
+        id="resnet-bottleneck",
+    ),
+    pytest.param(
+        "resnet",
+        "image-cls",
+        {"embedding_size": 8, "hidden_sizes": [8, 16, 32, 64], "depths": [2, 2, 2, 2], "layer_type": "basic"},
+        id="resnet-basic",
+    ),
 ]
 
 
 @pytest.mark.torch
 @pytest.mark.slow
 @pytest.mark.parametrize(("model_type", "head", "sizes"), TINY_CONFIGS)
-def test_param_count_matches_transformers(tmp_path: Path, model_type: str, head: str,
-                                          sizes: dict[str, Any]) -> None:
+def test_param_count_matches_transformers(
+    tmp_path: Path, model_type: str, head: str, sizes: dict[str, Any]
+) -> None:
     """The config transformers itself writes, read by fitbench, counts what transformers builds."""
     transformers = pytest.importorskip("transformers")
-    auto = {"seq-cls": transformers.AutoModelForSequenceClassification,
-            "causal-lm": transformers.AutoModelForCausalLM,
-            "image-cls": transformers.AutoModelForImageClassification}[head]
+    auto = {
+        "seq-cls": transformers.AutoModelForSequenceClassification,
+        "causal-lm": transformers.AutoModelForCausalLM,
+        "image-cls": transformers.AutoModelForImageClassification,
+    }[head]
     config = transformers.AutoConfig.for_model(model_type, **sizes)
     config.save_pretrained(tmp_path)
     model = auto.from_config(config)

@@ -30,46 +30,154 @@ from fitbench.workloads.workload import Workload
 
 # The sizing keys of published configs, one per family reader.
 BASES: list[dict[str, Any]] = [
-    {"model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
-     "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512,
-     "type_vocab_size": 2},
-    {"model_type": "electra", "vocab_size": 30522, "embedding_size": 768, "hidden_size": 768,
-     "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
-     "max_position_embeddings": 512, "type_vocab_size": 2, "id2label": {"0": "a", "1": "b", "2": "c"}},
-    {"model_type": "distilbert", "vocab_size": 30522, "dim": 768, "n_layers": 6, "n_heads": 12,
-     "hidden_dim": 3072, "max_position_embeddings": 512},
-    {"model_type": "llama", "vocab_size": 128256, "hidden_size": 4096, "num_hidden_layers": 32,
-     "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
-     "max_position_embeddings": 8192, "attention_bias": False, "mlp_bias": False,
-     "tie_word_embeddings": False},
-    {"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 896, "num_hidden_layers": 24,
-     "num_attention_heads": 14, "num_key_value_heads": 2, "intermediate_size": 4864,
-     "tie_word_embeddings": True},
-    {"model_type": "gemma", "vocab_size": 256000, "hidden_size": 2048, "num_hidden_layers": 18,
-     "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256, "intermediate_size": 16384},
-    {"model_type": "gpt2", "vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12,
-     "n_positions": 1024, "n_inner": None},
-    {"model_type": "chatglm", "padded_vocab_size": 65024, "hidden_size": 4096, "num_layers": 28,
-     "num_attention_heads": 32, "multi_query_attention": True, "multi_query_group_num": 2,
-     "kv_channels": 128, "ffn_hidden_size": 13696, "add_qkv_bias": True, "add_bias_linear": False,
-     "rmsnorm": True, "seq_length": 32768},
-    {"model_type": "resnet", "depths": [3, 4, 6, 3], "hidden_sizes": [256, 512, 1024, 2048],
-     "embedding_size": 64, "layer_type": "bottleneck", "num_channels": 3, "num_labels": 1000},
+    {
+        "model_type": "bert",
+        "vocab_size": 30522,
+        "hidden_size": 768,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "intermediate_size": 3072,
+        "max_position_embeddings": 512,
+        "type_vocab_size": 2,
+    },
+    {
+        "model_type": "electra",
+        "vocab_size": 30522,
+        "embedding_size": 768,
+        "hidden_size": 768,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "intermediate_size": 3072,
+        "max_position_embeddings": 512,
+        "type_vocab_size": 2,
+        "id2label": {"0": "a", "1": "b", "2": "c"},
+    },
+    {
+        "model_type": "distilbert",
+        "vocab_size": 30522,
+        "dim": 768,
+        "n_layers": 6,
+        "n_heads": 12,
+        "hidden_dim": 3072,
+        "max_position_embeddings": 512,
+    },
+    {
+        "model_type": "llama",
+        "vocab_size": 128256,
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "max_position_embeddings": 8192,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "tie_word_embeddings": False,
+    },
+    {
+        "model_type": "qwen2",
+        "vocab_size": 151936,
+        "hidden_size": 896,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "intermediate_size": 4864,
+        "tie_word_embeddings": True,
+    },
+    {
+        "model_type": "gemma",
+        "vocab_size": 256000,
+        "hidden_size": 2048,
+        "num_hidden_layers": 18,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 1,
+        "head_dim": 256,
+        "intermediate_size": 16384,
+    },
+    {
+        "model_type": "gpt2",
+        "vocab_size": 50257,
+        "n_embd": 768,
+        "n_layer": 12,
+        "n_head": 12,
+        "n_positions": 1024,
+        "n_inner": None,
+    },
+    {
+        "model_type": "chatglm",
+        "padded_vocab_size": 65024,
+        "hidden_size": 4096,
+        "num_layers": 28,
+        "num_attention_heads": 32,
+        "multi_query_attention": True,
+        "multi_query_group_num": 2,
+        "kv_channels": 128,
+        "ffn_hidden_size": 13696,
+        "add_qkv_bias": True,
+        "add_bias_linear": False,
+        "rmsnorm": True,
+        "seq_length": 32768,
+    },
+    {
+        "model_type": "resnet",
+        "depths": [3, 4, 6, 3],
+        "hidden_sizes": [256, 512, 1024, 2048],
+        "embedding_size": 64,
+        "layer_type": "bottleneck",
+        "num_channels": 3,
+        "num_labels": 1000,
+    },
 ]
 # Every bundled model's config (all families: MoE, latent attention, sliding windows) is a base too.
 BASES += [dict(m.config) for m in library.models().values()]
-KNOWN_KEYS = sorted({k for base in BASES for k in base} | {"num_labels", "id2label", "n_inner", "head_dim",
-                                                           "layer_types", "mlp_only_layers", "text_config"})
+KNOWN_KEYS = sorted(
+    {k for base in BASES for k in base}
+    | {"num_labels", "id2label", "n_inner", "head_dim", "layer_types", "mlp_only_layers", "text_config"}
+)
 
 # Values a hand-edited or corrupted config may hold.
-json_scalars = (st.none() | st.booleans() | st.integers() | st.integers(min_value=-(10**30), max_value=10**30)
-                | st.floats() | st.text(max_size=12)
-                | st.sampled_from(["768", "", "bottleneck", "basic", "llama", "NaN", "true"]))
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=5)
-                           | st.dictionaries(st.text(max_size=6), inner, max_size=5), max_leaves=12)
-weird_values = (st.sampled_from([-1, 0, 1, 2, 3, 4, 7, 10**9, 10**100, 0.5, 768.0, math.nan, math.inf, "",
-                                 "768", None, True, False, [], [1, 2, 3, 4], {}])
-                | json_values)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats()
+    | st.text(max_size=12)
+    | st.sampled_from(["768", "", "bottleneck", "basic", "llama", "NaN", "true"])
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=6), inner, max_size=5),
+    max_leaves=12,
+)
+weird_values = (
+    st.sampled_from(
+        [
+            -1,
+            0,
+            1,
+            2,
+            3,
+            4,
+            7,
+            10**9,
+            10**100,
+            0.5,
+            768.0,
+            math.nan,
+            math.inf,
+            "",
+            "768",
+            None,
+            True,
+            False,
+            [],
+            [1, 2, 3, 4],
+            {},
+        ]
+    )
+    | json_values
+)
 
 
 def check(data: Any) -> None:
@@ -87,8 +195,10 @@ def check(data: Any) -> None:
     assert arch.largest_layer_params() <= params
     if isinstance(arch, TransformerArch):
         assert arch.kind in ("encoder", "decoder") and arch.num_heads % arch.kv_heads == 0
-        assert all(isinstance(getattr(arch, f), int) and not isinstance(getattr(arch, f), bool)
-                   for f in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size"))
+        assert all(
+            isinstance(getattr(arch, f), int) and not isinstance(getattr(arch, f), bool)
+            for f in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size")
+        )
 
 
 # Mostly the keys and small sizes real configs use, so that many draws get past "missing key"
@@ -97,8 +207,10 @@ config_values = st.integers(1, 64) | st.lists(st.integers(1, 64), max_size=5) | 
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=st.dictionaries(st.sampled_from(KNOWN_KEYS) | st.text(max_size=10), config_values, max_size=20),
-       model_type=st.sampled_from([*SUPPORTED_MODEL_TYPES, "XLM_RoBERTa", "mamba", ""]) | json_scalars)
+@given(
+    data=st.dictionaries(st.sampled_from(KNOWN_KEYS) | st.text(max_size=10), config_values, max_size=20),
+    model_type=st.sampled_from([*SUPPORTED_MODEL_TYPES, "XLM_RoBERTa", "mamba", ""]) | json_scalars,
+)
 @pytest.mark.slow
 def test_arbitrary_json_objects(data: dict[str, Any], model_type: Any) -> None:
     check({**data, "model_type": model_type})

@@ -81,10 +81,24 @@ def test_round_trip_keeps_payload_and_fills_columns(hist: History) -> None:
 
     (summary,) = hist.list_runs()
     assert summary == RunSummary(
-        run_id=run_id, created_at=created_at, command="run", workload="resnet50-cifar10", backend="torch",
-        framework_version="2.13.0", device="cuda:0", gpu_name="NVIDIA GeForce RTX 4090", precision="amp-fp16",
-        batch_size=128, mode="train", exec_mode="default", status="ok", peak_memory_bytes=4_321_000_000,
-        step_seconds=0.125, tokens_per_second=None, throughput=1024.0, hostname="box1",
+        run_id=run_id,
+        created_at=created_at,
+        command="run",
+        workload="resnet50-cifar10",
+        backend="torch",
+        framework_version="2.13.0",
+        device="cuda:0",
+        gpu_name="NVIDIA GeForce RTX 4090",
+        precision="amp-fp16",
+        batch_size=128,
+        mode="train",
+        exec_mode="default",
+        status="ok",
+        peak_memory_bytes=4_321_000_000,
+        step_seconds=0.125,
+        tokens_per_second=None,
+        throughput=1024.0,
+        hostname="box1",
         fitbench_version="0.1.0",
     )
     assert summary.to_dict()["peak_memory_bytes"] == 4_321_000_000
@@ -101,12 +115,18 @@ def test_add_run_does_not_change_the_callers_dict(hist: History) -> None:
 
 def test_missing_and_odd_keys_are_stored_as_null(hist: History) -> None:
     empty_id = hist.add_run({})
-    odd_id = hist.add_run({"workload": "bert-base-imdb", "measurement": {"peak_memory_bytes": "lots",
-                                                                         "step_seconds": True}})
+    odd_id = hist.add_run(
+        {"workload": "bert-base-imdb", "measurement": {"peak_memory_bytes": "lots", "step_seconds": True}}
+    )
     by_id = {s.run_id: s for s in hist.list_runs()}
     empty = by_id[empty_id]
     assert (empty.command, empty.workload, empty.status, empty.batch_size, empty.peak_memory_bytes) == (
-        None, None, None, None, None)
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
     assert empty.fitbench_version  # the fitbench that recorded it, when the record does not say
     odd = by_id[odd_id]
     assert odd.workload == "bert-base-imdb"
@@ -115,11 +135,21 @@ def test_missing_and_odd_keys_are_stored_as_null(hist: History) -> None:
 
 
 def test_estimate_only_record_takes_the_estimated_card(hist: History) -> None:
-    run_id = hist.add_run({"command": "estimate", "workload": {"name": "llm-6b", "mode": "infer"},
-                           "estimate": {"gpu": {"name": "A100 40GB"}}})
+    run_id = hist.add_run(
+        {
+            "command": "estimate",
+            "workload": {"name": "llm-6b", "mode": "infer"},
+            "estimate": {"gpu": {"name": "A100 40GB"}},
+        }
+    )
     (s,) = hist.list_runs()
     assert (s.run_id, s.command, s.gpu_name, s.mode, s.status) == (
-        run_id, "estimate", "A100 40GB", "infer", None)
+        run_id,
+        "estimate",
+        "A100 40GB",
+        "infer",
+        None,
+    )
 
 
 def test_payload_with_dataclasses_and_paths_is_stored_as_json(hist: History, tmp_path: Path) -> None:
@@ -357,11 +387,20 @@ def test_migrates_a_v1_file_and_keeps_its_runs(tmp_path: Path) -> None:
         assert h.schema_version == SCHEMA_VERSION
         assert h.count() == 1
         old = h.get_run("0123")
-        assert old == {"command": "run", "workload": {"name": "resnet50-cifar10"}, "note": "old",
-                       "run_id": "0123abcd", "created_at": "2024-05-01T10:00:00.000000Z"}
+        assert old == {
+            "command": "run",
+            "workload": {"name": "resnet50-cifar10"},
+            "note": "old",
+            "run_id": "0123abcd",
+            "created_at": "2024-05-01T10:00:00.000000Z",
+        }
         (summary,) = h.list_runs()
         assert (summary.backend, summary.batch_size, summary.peak_memory_bytes, summary.exec_mode) == (
-            "paddle", 128, 3_000_000_000, None)
+            "paddle",
+            128,
+            3_000_000_000,
+            None,
+        )
         new_id = h.add_run(record())
         assert [s.run_id for s in h.list_runs()] == [new_id, "0123abcd"]
         assert h.list_runs()[0].exec_mode == "default"
@@ -417,19 +456,25 @@ def test_default_path_fitbench_home_wins(tmp_path: Path) -> None:
 def test_default_path_per_platform(tmp_path: Path) -> None:
     home = tmp_path / "home"
     assert default_db_path(environ={}, platform="linux", home=home) == (
-        home / ".local" / "share" / "fitbench" / "history.sqlite")
+        home / ".local" / "share" / "fitbench" / "history.sqlite"
+    )
     assert default_db_path(environ={"XDG_DATA_HOME": str(tmp_path / "xdg")}, platform="linux", home=home) == (
-        tmp_path / "xdg" / "fitbench" / "history.sqlite")
+        tmp_path / "xdg" / "fitbench" / "history.sqlite"
+    )
     # A relative XDG_DATA_HOME is invalid per the spec and ignored.
     assert default_db_path(environ={"XDG_DATA_HOME": "rel"}, platform="linux", home=home) == (
-        home / ".local" / "share" / "fitbench" / "history.sqlite")
+        home / ".local" / "share" / "fitbench" / "history.sqlite"
+    )
     assert default_db_path(environ={"FITBENCH_HOME": ""}, platform="darwin", home=home) == (
-        home / "Library" / "Application Support" / "fitbench" / "history.sqlite")
+        home / "Library" / "Application Support" / "fitbench" / "history.sqlite"
+    )
     local = tmp_path / "AppData" / "Local"
     assert default_db_path(environ={"LOCALAPPDATA": str(local)}, platform="win32", home=home) == (
-        local / "fitbench" / "history.sqlite")
+        local / "fitbench" / "history.sqlite"
+    )
     assert default_db_path(environ={}, platform="win32", home=home) == (
-        home / "AppData" / "Local" / "fitbench" / "history.sqlite")
+        home / "AppData" / "Local" / "fitbench" / "history.sqlite"
+    )
 
 
 def test_open_without_path_uses_fitbench_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -504,7 +549,10 @@ def start_writers(tmp_path: Path, db: Path, tags: list[str], n: int) -> list[sub
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER, str(db), str(tmp_path / f"ready-{t}"), str(go), t, str(n)],
-            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for t in tags
     ]

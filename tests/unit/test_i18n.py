@@ -116,7 +116,8 @@ def test_each_preset_description_has_its_chinese_and_the_same_english():
             assert CJK.search(preset_description(english, "zh")), name
             assert preset_description(english, "en") == english
     assert preset_description("llama (32 layers) read from ./config.json", "zh") == (
-        "llama (32 layers) read from ./config.json")
+        "llama (32 layers) read from ./config.json"
+    )
 
 
 def test_each_measurement_warning_and_failure_is_recognised_and_said_in_chinese():
@@ -124,11 +125,27 @@ def test_each_measurement_warning_and_failure_is_recognised_and_said_in_chinese(
     pattern matches its own message's English (placeholders filled)."""
     from fitbench.advise.i18n import MEASUREMENT_PATTERNS, measurement_text
 
-    samples = {"ran": "amp-bf16", "how": "bf16 autocast, fp32 weights", "asked": "fp32", "dtype": "bf16",
-               "device": "cpu", "n": "3", "of": "10", "seconds": "600", "built": "1,024",
-               "described": "2,048", "produced": "7", "wanted": "100", "why": "no triton",
-               "phase": "build", "signal": "SIGTERM", "code": "1", "status": "oom", "batch": "64",
-               "error": "out of memory"}
+    samples = {
+        "ran": "amp-bf16",
+        "how": "bf16 autocast, fp32 weights",
+        "asked": "fp32",
+        "dtype": "bf16",
+        "device": "cpu",
+        "n": "3",
+        "of": "10",
+        "seconds": "600",
+        "built": "1,024",
+        "described": "2,048",
+        "produced": "7",
+        "wanted": "100",
+        "why": "no triton",
+        "phase": "build",
+        "signal": "SIGTERM",
+        "code": "1",
+        "status": "oom",
+        "batch": "64",
+        "error": "out of memory",
+    }
     for key, pattern in MEASUREMENT_PATTERNS.items():
         english = t(key, "en", **{k: samples[k] for k in _fields(MESSAGES[key]["en"])})
         assert pattern.fullmatch(english), key

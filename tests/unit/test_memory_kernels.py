@@ -82,8 +82,10 @@ def test_backward_copies_keep_the_launches() -> None:
 def test_memory_kernels_script_fits_and_models_without_a_gpu() -> None:
     """The benchmark's fit (streaming rate of the largest sizes, fixed cost of the smallest) and
     its model column (the estimator's time for one launch on the catalog card)."""
-    rows = [{"bytes_moved": b, "seconds": 3e-6 + b / 4e12, "gb_s": b / (3e-6 + b / 4e12) / 1e9}
-            for b in (2e3, 8e3, 1e8, 2e9, 8e9)]
+    rows = [
+        {"bytes_moved": b, "seconds": 3e-6 + b / 4e12, "gb_s": b / (3e-6 + b / 4e12) / 1e9}
+        for b in (2e3, 8e3, 1e8, 2e9, 8e9)
+    ]
     fit = memory_kernels.fit(rows)
     assert fit["fixed_us"] == pytest.approx(3.0, rel=0.01)
     assert 3900 < fit["stream_gb_s"] < 4000

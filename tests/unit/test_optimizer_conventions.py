@@ -30,7 +30,7 @@ def test_the_optimizer_step_is_the_peak_and_its_scratch_follows_the_implementati
     # fused has no temporaries: the peak is whichever moment is larger, never above foreach's
     assert fused.parts["temporaries"] < foreach.parts["temporaries"]
     assert fused.total < foreach.total
-    assert foreach.total - fused.total >= 0.9 * 4 * p   # about one copy of the FP32 parameters
+    assert foreach.total - fused.total >= 0.9 * 4 * p  # about one copy of the FP32 parameters
 
 
 def test_gradient_accumulation_keeps_every_gradient_at_the_backward_peak() -> None:
@@ -39,8 +39,8 @@ def test_gradient_accumulation_keeps_every_gradient_at_the_backward_peak() -> No
     accum = memory.memory_breakdown(w.replace(grad_accum=4), PROFILE)
     assert one.phase == accum.phase == "backward"
     all_grads = w.param_count() * 4
-    assert one.parts["gradients"] < all_grads           # only the blocks already through backward
-    assert accum.parts["gradients"] == all_grads        # the earlier micro-batches' sums
+    assert one.parts["gradients"] < all_grads  # only the blocks already through backward
+    assert accum.parts["gradients"] == all_grads  # the earlier micro-batches' sums
     assert accum.parts["activations"] == one.parts["activations"]
     assert accum.total > one.total
 
@@ -55,8 +55,9 @@ def test_gradient_accumulation_spreads_the_update_over_the_micro_batches() -> No
 
 def test_fused_moves_fewer_bytes_and_the_for_loop_issues_more_operations() -> None:
     w = get_workload("bert-base-imdb", optimizer="adam")
-    foreach, fused, loop = (speed.optimizer_kernels(w.replace(optimizer_impl=i))[0]
-                            for i in ("foreach", "fused", "for-loop"))
+    foreach, fused, loop = (
+        speed.optimizer_kernels(w.replace(optimizer_impl=i))[0] for i in ("foreach", "fused", "for-loop")
+    )
     assert fused.bytes == pytest.approx(foreach.bytes * 7 / 18)
     assert loop.bytes == foreach.bytes
     tensors = len(optimizer.param_sizes_in_order(w))

@@ -48,7 +48,7 @@ def test_llama_7b_adapter_counts_by_hand():
     assert peft.lora_param_count(llama()) == 32 * 1_249_280 == 39_976_960
     assert peft.lora_param_count(llama(lora_targets="attention")) == 32 * 4 * 16 * 8192 == 16_777_216
     assert peft.lora_param_count(llama(lora_targets="all-linear")) == peft.lora_param_count(llama())
-    assert peft.trainable_param_count(llama()) == 39_976_960        # the LM head stays frozen
+    assert peft.trainable_param_count(llama()) == 39_976_960  # the LM head stays frozen
 
 
 def test_adapters_scale_linearly_with_rank():
@@ -56,8 +56,9 @@ def test_adapters_scale_linearly_with_rank():
 
 
 def test_grouped_query_attention_adapts_narrower_k_and_v():
-    w = get_workload("llm-70b", mode="train", seq_len=512, precision="bf16", peft="lora",
-                     lora_targets="attention")
+    w = get_workload(
+        "llm-70b", mode="train", seq_len=512, precision="bf16", peft="lora", lora_targets="attention"
+    )
     h, kv = 8192, 1024
     assert peft.lora_params_per_layer(w) == 16 * ((h + h) + 2 * (h + kv) + (h + h))
 
@@ -71,8 +72,16 @@ def test_encoder_trains_its_classifier_but_not_the_pooler():
 
 
 def test_fused_qkv_layouts_adapt_one_matrix():
-    gpt2 = TransformerArch(kind="decoder", vocab_size=50257, hidden_size=768, num_layers=12, num_heads=12,
-                           intermediate_size=3072, max_positions=1024, model_type="gpt2")
+    gpt2 = TransformerArch(
+        kind="decoder",
+        vocab_size=50257,
+        hidden_size=768,
+        num_layers=12,
+        num_heads=12,
+        intermediate_size=3072,
+        max_positions=1024,
+        model_type="gpt2",
+    )
     w = get_workload("llm-6b", mode="train", seq_len=128, precision="bf16", peft="lora").replace(arch=gpt2)
     names = [n for n, _, _ in peft.lora_linears(w)]
     assert names == ["qkv", "o", "fc1", "fc2"]
@@ -87,11 +96,11 @@ def test_nf4_constants_are_the_qlora_papers_bits_per_parameter():
 # -- memory ---------------------------------------------------------------------------------------
 def test_lora_weights_are_the_16_bit_base_and_fp32_adapters():
     parts = memory_breakdown(llama(), PROFILE).parts
-    assert parts["weights"] == 2 * LLAMA_PARAMS                       # 12.55 GiB
+    assert parts["weights"] == 2 * LLAMA_PARAMS  # 12.55 GiB
     assert round(parts["weights"] / GiB, 2) == 12.55
     assert parts["quantization_scales"] == 0 and parts["dequant_workspace"] == 0
     assert parts["adapter_weights"] == 4 * 39_976_960
-    assert parts["optimizer_state"] == 2 * 4 * 39_976_960             # Adam: two FP32 moments
+    assert parts["optimizer_state"] == 2 * 4 * 39_976_960  # Adam: two FP32 moments
     assert parts["master_weights"] == 0 and parts["amp_weight_copies"] == 0
 
 
@@ -102,21 +111,30 @@ def test_qlora_weights_are_nf4_plus_constants_plus_16_bit_rest():
     parts = memory_breakdown(w, PROFILE).parts
     assert parts["weights"] == q // 2 + (LLAMA_PARAMS - q) * 2
     assert parts["quantization_scales"] == round(q * (8 / 64 + 32 / (64 * 256)) / 8)
-    assert parts["dequant_workspace"] == 2 * 4096 * 11008 * 2         # largest Linear, bf16, twice
+    assert parts["dequant_workspace"] == 2 * 4096 * 11008 * 2  # largest Linear, bf16, twice
 
 
 def test_amp_keeps_the_frozen_base_in_fp32_and_says_so():
     w = llama(precision="amp-bf16")
     parts = memory_breakdown(w, PROFILE).parts
     assert parts["weights"] == 4 * LLAMA_PARAMS
-    assert parts["amp_weight_copies"] > 0          # autocast's 16-bit weight copies kept for backward
+    assert parts["amp_weight_copies"] > 0  # autocast's 16-bit weight copies kept for backward
     assert any("FP32 as loaded" in line for line in peft.assumptions(w))
 
 
-@pytest.mark.parametrize("overrides", [
-    {}, {"peft": "qlora"}, {"checkpointing": True}, {"peft": "qlora", "checkpointing": True},
-    {"precision": "amp-fp16"}, {"attention": "eager"}, {"lora_targets": "attention"}, {"optimizer": "sgd"},
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"peft": "qlora"},
+        {"checkpointing": True},
+        {"peft": "qlora", "checkpointing": True},
+        {"precision": "amp-fp16"},
+        {"attention": "eager"},
+        {"lora_targets": "attention"},
+        {"optimizer": "sgd"},
+    ],
+)
 def test_breakdown_adds_up(overrides):
     mem = memory_breakdown(llama(**overrides), PROFILE)
     assert set(mem.parts) == set(peft.PEFT_PART_NAMES)
@@ -158,7 +176,7 @@ def test_ordering_qlora_below_lora_below_full_for_7b():
         lora = peak(llama(checkpointing=ckpt))
         qlora = peak(llama(peft="qlora", checkpointing=ckpt))
         assert qlora < lora < full
-    assert peak(full_llama()) > 80 * GiB                      # Adam full fine-tune: far beyond one card
+    assert peak(full_llama()) > 80 * GiB  # Adam full fine-tune: far beyond one card
 
 
 def test_7b_totals():
@@ -200,7 +218,7 @@ def test_frozen_base_needs_two_thirds_of_the_flops():
     from fitbench.estimate import speed
 
     full = speed.training_step(full_llama(), gpu, PROFILE)
-    assert 0.62 < lora.flops / full.flops < 0.72                      # 2x instead of 3x forward FLOPs
+    assert 0.62 < lora.flops / full.flops < 0.72  # 2x instead of 3x forward FLOPs
     assert lora.seconds > 0 and lora.bottleneck in ("compute", "memory", "overhead")
 
 
@@ -209,10 +227,10 @@ def test_qlora_pays_for_dequantization():
     lora = peft_speed.training_step(llama(), gpu, PROFILE)
     qlora = peft_speed.training_step(llama(peft="qlora"), gpu, PROFILE)
     deq = sum(k.bytes * k.count for k in peft_speed.dequant_kernels(llama(peft="qlora")))
-    assert qlora.bytes == pytest.approx(lora.bytes + 2 * deq)         # forward and backward
+    assert qlora.bytes == pytest.approx(lora.bytes + 2 * deq)  # forward and backward
     assert qlora.gpu_seconds > lora.gpu_seconds
     ckpt = peft_speed.training_step(llama(peft="qlora", checkpointing=True), gpu, PROFILE)
-    assert ckpt.gpu_seconds > qlora.gpu_seconds                        # recomputed forward
+    assert ckpt.gpu_seconds > qlora.gpu_seconds  # recomputed forward
 
 
 # -- options for the advice -----------------------------------------------------------------------
@@ -221,13 +239,14 @@ def test_peft_options_on_the_brief_cards():
         gpu = get_gpu(gpu_id)
         rows = peft_options.peft_options(full_llama(), gpu, PROFILE)
         assert [(r["method"], r["checkpointing"]) for r in rows] == [
-            (m, c) for m in ("full", "lora", "qlora") for c in (False, True)]
+            (m, c) for m in ("full", "lora", "qlora") for c in (False, True)
+        ]
         for r in rows:
             assert r["verdict"] == verdict(r["peak_memory_bytes"], gpu.usable_bytes)
             assert r["peak_memory_bytes"] == sum(r["breakdown"].values())
             assert (r["max_batch_size"] == 0) == (r["verdict"] == OOM)
         assert rows[0]["verdict"] == OOM and rows[0]["precision"] == "amp-bf16"
-        assert rows[5]["verdict"] != OOM                                # QLoRA + checkpointing fits 12 GB
+        assert rows[5]["verdict"] != OOM  # QLoRA + checkpointing fits 12 GB
         assert rows[2]["precision"] == "bf16" and rows[2]["trainable_params"] == 39_976_960
 
 
@@ -250,8 +269,19 @@ def test_estimate_cli_json_end_to_end(capsys, monkeypatch):
 
 def test_estimate_cli_table_for_qlora(capsys, monkeypatch):
     monkeypatch.setenv("FITBENCH_NO_USER_PROFILE", "1")
-    code = main(["estimate", "llm-6b", "--mode", "train", "--peft", "qlora", "--checkpointing",
-                 "--gpu", "rtx-3060-12gb"])
+    code = main(
+        [
+            "estimate",
+            "llm-6b",
+            "--mode",
+            "train",
+            "--peft",
+            "qlora",
+            "--checkpointing",
+            "--gpu",
+            "rtx-3060-12gb",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "dequantization workspace" in out and "quantization scales" in out and "fits" in out

@@ -481,8 +481,9 @@ def test_quant_gpu_band_expansion_equals_the_whole_matrix_one(monkeypatch: pytes
     import quant_gpu
 
     torch.manual_seed(0)
-    layer = quant_gpu.make_fp8_linear_class(torch, "dequant")(torch.nn.Linear(300, 200, bias=False),
-                                                              torch.device("cpu"))
+    layer = quant_gpu.make_fp8_linear_class(torch, "dequant")(
+        torch.nn.Linear(300, 200, bias=False), torch.device("cpu")
+    )
     grid = layer.weight_scale_inv.repeat_interleave(128, 0).repeat_interleave(128, 1)[:200, :300]
     whole = (layer.weight.to(torch.float32) * grid).to(torch.bfloat16)
     banded = layer.dequantized()

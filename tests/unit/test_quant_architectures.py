@@ -119,8 +119,9 @@ def test_decode_reads_the_distinct_experts_quantized_bytes() -> None:
     expert = 2 * matrix_total_bytes(fmt, h, fe) + matrix_total_bytes(fmt, fe, h)
     for batch in (1, 4):
         w = library.workload_for_model("mixtral-8x7b-instruct", weights=fmt, mode="infer", batch_size=batch)
-        plain = library.workload_for_model("mixtral-8x7b-instruct", mode="infer", batch_size=batch,
-                                           precision="fp16")
+        plain = library.workload_for_model(
+            "mixtral-8x7b-instruct", mode="infer", batch_size=batch, precision="fp16"
+        )
         ks = {k.name: k for k in transformer_cost.forward_kernels(w, batch, 1, kv_len=100)}
         ref = {k.name: k for k in transformer_cost.forward_kernels(plain, batch, 1, kv_len=100)}
         activations = batch * 2 * 3 * (h + fe) * 2
@@ -205,8 +206,15 @@ def test_serving_pages_follow_the_kv_dtype() -> None:
     so twice as many blocks fit in the same room."""
     from fitbench.catalog import get_gpu
 
-    plans = [serving.memory_plan(library.workload_for_model("deepseek-v3", kv_cache=kv), get_gpu("h200"),
-                                 serving.ServeConfig(), tp=8) for kv in (None, "fp8")]
+    plans = [
+        serving.memory_plan(
+            library.workload_for_model("deepseek-v3", kv_cache=kv),
+            get_gpu("h200"),
+            serving.ServeConfig(),
+            tp=8,
+        )
+        for kv in (None, "fp8")
+    ]
     assert plans[0].kv_bytes_per_token == 61 * 576 * 2 and plans[1].kv_bytes_per_token == 61 * 576
     assert plans[1].num_blocks == pytest.approx(2 * plans[0].num_blocks, abs=1)
 
@@ -214,8 +222,10 @@ def test_serving_pages_follow_the_kv_dtype() -> None:
 def test_decode_reads_the_latent_cache_at_its_dtype() -> None:
     bf16 = library.workload_for_model("deepseek-v3", prompt_tokens=4000, new_tokens=10)
     fp8 = library.workload_for_model("deepseek-v3", prompt_tokens=4000, new_tokens=10, kv_cache="fp8")
-    attn = [next(k for k in transformer_cost.forward_kernels(w, 1, 1, kv_len=4000) if k.name == "attention")
-            for w in (bf16, fp8)]
+    attn = [
+        next(k for k in transformer_cost.forward_kernels(w, 1, 1, kv_len=4000) if k.name == "attention")
+        for w in (bf16, fp8)
+    ]
     cache = 4000 * 576
     assert attn[0].bytes - attn[1].bytes == pytest.approx(cache)
 
@@ -223,8 +233,14 @@ def test_decode_reads_the_latent_cache_at_its_dtype() -> None:
 # -- a pre-quantized model folder: the headers' bytes, counted once -------------------------------
 
 _TINY: dict[str, Any] = {
-    "model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256, "tie_word_embeddings": False,
+    "model_type": "qwen2",
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": 256,
+    "tie_word_embeddings": False,
     "torch_dtype": "float16",
 }
 _AWQ = {"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": True, "version": "gemm"}
@@ -241,9 +257,15 @@ def _awq_tensors() -> dict[str, tuple[str, list[int], int]]:
     }
     for i in range(2):
         p = f"model.layers.{i}"
-        mats = {"self_attn.q_proj": (h, h), "self_attn.k_proj": (h, kv), "self_attn.v_proj": (h, kv),
-                "self_attn.o_proj": (h, h), "mlp.gate_proj": (h, f), "mlp.up_proj": (h, f),
-                "mlp.down_proj": (f, h)}
+        mats = {
+            "self_attn.q_proj": (h, h),
+            "self_attn.k_proj": (h, kv),
+            "self_attn.v_proj": (h, kv),
+            "self_attn.o_proj": (h, h),
+            "mlp.gate_proj": (h, f),
+            "mlp.up_proj": (h, f),
+            "mlp.down_proj": (f, h),
+        }
         for name, (fin, fout) in mats.items():
             out[f"{p}.{name}.qweight"] = ("I32", [fin, fout // 8], fin * fout // 2)
             out[f"{p}.{name}.qzeros"] = ("I32", [fin // 32, fout // 8], fin // 32 * fout // 2)
@@ -272,8 +294,9 @@ def _estimate(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     return json.loads(capsys.readouterr().out)["estimates"][0]
 
 
-def test_prequantized_folder_counts_its_headers_once(tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_prequantized_folder_counts_its_headers_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The headers' exact bytes (packed values and scales together) are the weights; the
     quantization_config's layout is not added on top. The layout's own count agrees with the
     file, which holds exactly AutoAWQ's tensors."""
@@ -288,7 +311,8 @@ def test_prequantized_folder_counts_its_headers_once(tmp_path: Path,
 
 
 def test_16_bit_folder_quantized_while_loading_counts_the_format(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A bf16 checkpoint with --weights awq: the headers describe what is on disk, not what is
     loaded, so the format's count decides."""
     shapes = {"w": ("BF16", [64 * 1000], 64 * 1000 * 2)}

@@ -301,7 +301,9 @@ def test_the_report_model_is_typed_and_round_trips(records):
     # `skipped` (only `fitbench check` sets it) and its measurement every measurement key.
     out = model.to_dict()
     assert {k: v for k, v in out.items() if k != "scenarios"} == {
-        **{k: v for k, v in data.items() if k != "scenarios"}, "schema_version": ReportModel.SCHEMA_VERSION}
+        **{k: v for k, v in data.items() if k != "scenarios"},
+        "schema_version": ReportModel.SCHEMA_VERSION,
+    }
     for written, given in zip(out["scenarios"], data["scenarios"], strict=True):
         assert written == {**given, "skipped": None, "measurement": written["measurement"]}
         if given["measurement"] is not None:

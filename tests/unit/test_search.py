@@ -130,8 +130,9 @@ def test_real_probes_in_child_processes():
     from fitbench.workloads.presets import get_workload
 
     workload = get_workload("resnet50-cifar10", tiny=True)
-    result = find_max_batch(workload, "fake:oom-above:3", RunOptions(device="cpu"), start=2, limit=8,
-                            timeout_s=120)
+    result = find_max_batch(
+        workload, "fake:oom-above:3", RunOptions(device="cpu"), start=2, limit=8, timeout_s=120
+    )
     assert result.max_batch == 3
     statuses = {p.batch_size: p.status for p in result.probes}
     assert statuses == {2: "ok", 4: "oom", 3: "ok"}

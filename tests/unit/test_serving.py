@@ -15,10 +15,24 @@ from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.presets import get_workload
 from fitbench.workloads.workload import Workload
 
-LLAMA3_8B = TransformerArch(kind="decoder", vocab_size=128256, hidden_size=4096, num_layers=32, num_heads=32,
-                            num_kv_heads=8, intermediate_size=14336, mlp="swiglu", norm="rmsnorm",
-                            position="rotary", qkv_bias=False, out_bias=False, mlp_bias=False, pooler=False,
-                            num_labels=0, max_positions=131072)
+LLAMA3_8B = TransformerArch(
+    kind="decoder",
+    vocab_size=128256,
+    hidden_size=4096,
+    num_layers=32,
+    num_heads=32,
+    num_kv_heads=8,
+    intermediate_size=14336,
+    mlp="swiglu",
+    norm="rmsnorm",
+    position="rotary",
+    qkv_bias=False,
+    out_bias=False,
+    mlp_bias=False,
+    pooler=False,
+    num_labels=0,
+    max_positions=131072,
+)
 
 
 def _gpu(gid: str):
@@ -26,8 +40,14 @@ def _gpu(gid: str):
 
 
 def _llama(**kw) -> Workload:
-    base = {"name": "llama3-8b", "arch": LLAMA3_8B, "mode": "infer", "precision": "bf16",
-            "prompt_tokens": 512, "new_tokens": 256}
+    base = {
+        "name": "llama3-8b",
+        "arch": LLAMA3_8B,
+        "mode": "infer",
+        "precision": "bf16",
+        "prompt_tokens": 512,
+        "new_tokens": 256,
+    }
     return Workload(**{**base, **kw})
 
 

@@ -22,7 +22,8 @@ def test_pyproject_takes_the_version_from_the_package() -> None:
 
 
 def test_fitbench_version_prints_the_package_version() -> None:
-    proc = subprocess.run([sys.executable, "-m", "fitbench", "--version"], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fitbench", "--version"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"fitbench {fitbench.__version__}"

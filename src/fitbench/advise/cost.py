@@ -33,8 +33,16 @@ SECONDS_PER_HOUR = 3600.0
 
 # The JSON names (README, "Cost"), in the order they are printed.
 COST_FIELDS = (
-    "cost_basis", "price_usd", "rent_usd_per_hour", "price_date", "price_source", "cost_per_hour_usd",
-    "cost_per_million_tokens_usd", "tokens_per_dollar", "cost_per_epoch_usd", "price_per_gib_usd",
+    "cost_basis",
+    "price_usd",
+    "rent_usd_per_hour",
+    "price_date",
+    "price_source",
+    "cost_per_hour_usd",
+    "cost_per_million_tokens_usd",
+    "tokens_per_dollar",
+    "cost_per_epoch_usd",
+    "price_per_gib_usd",
 )
 
 

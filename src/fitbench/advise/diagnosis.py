@@ -159,12 +159,31 @@ def diagnose(measurement: Measurement, estimate: EstimatedWork | None, gpu: GpuS
         measurement.precision_in_effect or estimate.precision or measurement.precision_requested or "fp32"
     )
     compute = compute_class(precision, str(estimate.family or ""))
-    return _diagnosis(measurement, estimate, gpu, seconds=seconds, basis=basis, flops=flops, nbytes=nbytes,
-                      precision=precision, compute=compute)
+    return _diagnosis(
+        measurement,
+        estimate,
+        gpu,
+        seconds=seconds,
+        basis=basis,
+        flops=flops,
+        nbytes=nbytes,
+        precision=precision,
+        compute=compute,
+    )
 
 
-def _diagnosis(m: Measurement, estimate: EstimatedWork, gpu: GpuSpec, *, seconds: float, basis: str,
-               flops: float, nbytes: float, precision: str, compute: str) -> dict[str, Any]:
+def _diagnosis(
+    m: Measurement,
+    estimate: EstimatedWork,
+    gpu: GpuSpec,
+    *,
+    seconds: float,
+    basis: str,
+    flops: float,
+    nbytes: float,
+    precision: str,
+    compute: str,
+) -> dict[str, Any]:
     """The diagnosis of a completed GPU run with a measured time and work to divide by it."""
     peak = gpu.peak(compute)
     bandwidth = gpu.bandwidth_bytes_s

@@ -417,8 +417,9 @@ def bottleneck_advice(est: Estimate, *, rows: Sequence[RankRow] | None = None) -
         alt = _try(w, changes, gpu, fw, run_mode)
         ratio = throughput_ratio(alt, est) if alt is not None else None
         if alt is not None and ratio is not None and ratio >= MIN_SPEEDUP and alt.verdict != OOM:
-            return BottleneckAdvice(bottleneck=kind, suggestion=suggestion, baseline=est, alternative=alt,
-                                    changes=reported)
+            return BottleneckAdvice(
+                bottleneck=kind, suggestion=suggestion, baseline=est, alternative=alt, changes=reported
+            )
     ranked = rows if rows is not None else rank_catalog(w, framework=fw, exec_mode=mode)
     better = _better_card_test(est)
     alt = _faster_card(est, ranked, better) if better is not None else None

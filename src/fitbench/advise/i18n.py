@@ -112,7 +112,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "| 显存不足。生成任务的速度为解码 tok/s。以上均为估算;`fitbench run` 可实测。",
     },
     "est.units": {
-        "en": "Memory in GiB (2^30 bytes = 1.074 GB, as nvidia-smi counts); the \"24GB\" on a card's box "
+        "en": 'Memory in GiB (2^30 bytes = 1.074 GB, as nvidia-smi counts); the "24GB" on a card\'s box '
         "means 24 GiB. Usable is what is left after the driver's reserve (`fitbench gpus` shows both units).",
         "zh": "显存单位为 GiB(2^30 字节 = 1.074 GB,与 nvidia-smi 相同);显卡包装上的“24GB”指 24 GiB。"
         "“可用显存”是扣除驱动预留后剩下的部分(`fitbench gpus` 同时列出两种单位)。",
@@ -136,7 +136,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     # -- fitbench run -------------------------------------------------------------------------------
     "gpus.units": {
         "en": "Memory in two units: GiB (2^30 bytes, as nvidia-smi and fitbench count) and GB (10^9 bytes). "
-        "The \"24GB\" on a card's box means 24 GiB, which is 25.8 GB.",
+        'The "24GB" on a card\'s box means 24 GiB, which is 25.8 GB.',
         "zh": "显存给出两种单位:GiB(2^30 字节,nvidia-smi 与 fitbench 的计法)和 GB(10^9 字节)。"
         "显卡包装上的“24GB”指 24 GiB,即 25.8 GB。",
     },
@@ -370,35 +370,35 @@ MESSAGES: dict[str, dict[str, str]] = {
     # -- CPU offload (fitbench.estimate.offload) ------------------------------------------------------
     "offload.runs": {
         "en": "{scenario} on {gpu}: runs at ~{speed} with {gpu_layers} of {layers} layers on the GPU "
-              "(accelerate device_map=\"auto\", {ram} of weights in CPU RAM over {link}); "
-              "llama.cpp --n-gpu-layers {cpp_layers} computes the rest on the CPU: ~{cpp_speed}.",
+        '(accelerate device_map="auto", {ram} of weights in CPU RAM over {link}); '
+        "llama.cpp --n-gpu-layers {cpp_layers} computes the rest on the CPU: ~{cpp_speed}.",
         "zh": "{scenario}(在 {gpu} 上):把部分层卸载到内存后可运行,约 {speed},"
-              "{layers} 层中有 {gpu_layers} 层在 GPU 上"
-              "(accelerate device_map=\"auto\",{ram} 权重放在内存,经 {link} 传输);"
-              "llama.cpp --n-gpu-layers {cpp_layers} 让其余层在 CPU 上计算:约 {cpp_speed}。",
+        "{layers} 层中有 {gpu_layers} 层在 GPU 上"
+        '(accelerate device_map="auto",{ram} 权重放在内存,经 {link} 传输);'
+        "llama.cpp --n-gpu-layers {cpp_layers} 让其余层在 CPU 上计算:约 {cpp_speed}。",
     },
     "offload.no_ram": {
         "en": "{scenario} on {gpu}: offloading would need {ram} of CPU RAM; "
-              "this machine has {available} free.",
+        "this machine has {available} free.",
         "zh": "{scenario}(在 {gpu} 上):卸载到内存需要 {ram} 内存,本机只有 {available} 可用。",
     },
     "offload.no_room": {
         "en": "{scenario} on {gpu}: even offloaded it does not run: "
-              "the GPU has no room for its largest layer.",
+        "the GPU has no room for its largest layer.",
         "zh": "{scenario}(在 {gpu} 上):即使卸载到内存也无法运行:显卡放不下最大的一层。",
     },
     # -- serving (fitbench.estimate.serving) --------------------------------------------------------
     "serve.title": {
         "en": "{workload} served by a vLLM-style engine: context {context}, gpu_memory_utilization {util}, "
-              "KV blocks of {block} tokens",
+        "KV blocks of {block} tokens",
         "zh": "{workload} 用 vLLM 式推理服务部署:上下文 {context},gpu_memory_utilization {util},"
-              "KV 块大小 {block} 个 token",
+        "KV 块大小 {block} 个 token",
     },
     "serve.summary": {
         "en": "{gpu}: the KV cache holds {tokens} tokens ({blocks} blocks): {seqs} sequences of {context} "
-              "tokens at once; first token after {ttft}; {peak} at {peak_c} concurrent requests.",
+        "tokens at once; first token after {ttft}; {peak} at {peak_c} concurrent requests.",
         "zh": "{gpu}:KV 缓存可容纳 {tokens} 个 token({blocks} 个块),即同时 {seqs} 个 {context} token 的序列;"
-              "首个 token 需 {ttft};{peak_c} 个并发请求时 {peak}。",
+        "首个 token 需 {ttft};{peak_c} 个并发请求时 {peak}。",
     },
     "serve.knee": {
         "en": "{gpu}: throughput barely grows beyond about {c} concurrent requests ({reason}).",
@@ -419,9 +419,9 @@ MESSAGES: dict[str, dict[str, str]] = {
     },
     "serve.no_fit.context": {
         "en": "{gpu}: the KV cache ({tokens} tokens) cannot hold one request of {context} tokens; "
-              "lower --context or raise --gpu-memory-utilization.",
+        "lower --context or raise --gpu-memory-utilization.",
         "zh": "{gpu}:KV 缓存({tokens} 个 token)放不下一个 {context} token 的请求;"
-              "请减小 --context 或提高 --gpu-memory-utilization。",
+        "请减小 --context 或提高 --gpu-memory-utilization。",
     },
     "serve.col.kv": {"en": "KV cache", "zh": "KV 缓存"},
     "serve.col.seqs": {"en": "seqs @ context", "zh": "满上下文并发"},
@@ -440,8 +440,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     "serve.part.requested": {"en": "engine's share", "zh": "引擎可用份额"},
     "serve.footer": {
         "en": "Throughput: decode tokens per second summed over the concurrent requests "
-              "(the knee is marked *). "
-              "Estimates; the assumptions are in --json.",
+        "(the knee is marked *). "
+        "Estimates; the assumptions are in --json.",
         "zh": "吞吐量:所有并发请求每秒解码 token 数之和(拐点以 * 标出)。以上为估算;假设条件见 --json 输出。",
     },
     "bn.none": {
@@ -536,8 +536,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     "guide.regime.encoder-finetune": {"en": "fine-tuning with AMP:", "zh": "混合精度微调"},
     "guide.regime.decoder-generate": {"en": "FP16 generation:", "zh": "FP16 推理生成"},
     "guide.brief": {
-        "en": "The article behind the three reference scenarios (\"Is your GPU enough for AI projects on "
-        "PaddlePaddle 3.3?\") said: < 100M → 12 GB; 0.1–3B → 24 GB with AMP; > 3B → 40/80 GB or the cloud.",
+        "en": 'The article behind the three reference scenarios ("Is your GPU enough for AI projects on '
+        'PaddlePaddle 3.3?") said: < 100M → 12 GB; 0.1–3B → 24 GB with AMP; > 3B → 40/80 GB or the cloud.',
         "zh": "三个参考场景所出自的文章(《Is your GPU enough for AI projects on PaddlePaddle 3.3?》)的结论是:"
         "1 亿参数以下 → 12 GB;1 亿~30 亿 → 24 GB(配合混合精度);30 亿以上 → 40/80 GB 或上云。",
     },
@@ -647,8 +647,10 @@ MESSAGES: dict[str, dict[str, str]] = {
     "run.row.epoch_smoke": {"en": "epoch (smoke test)", "zh": "每轮(冒烟测试)"},
     "run.row.params": {"en": "parameters", "zh": "参数量"},
     "run.row.max_batch": {"en": "max batch", "zh": "最大批大小"},
-    "run.cell.allocated": {"en": "{allocated} allocated, {reserved} reserved",
-                           "zh": "已分配 {allocated},已预留 {reserved}"},
+    "run.cell.allocated": {
+        "en": "{allocated} allocated, {reserved} reserved",
+        "zh": "已分配 {allocated},已预留 {reserved}",
+    },
     "run.cell.per_generate": {"en": "{rate} ({time} per generate)", "zh": "{rate}(每次生成 {time})"},
     "run.cell.steps": {"en": "{time} (p90 {p90}, {steps} steps)", "zh": "{time}(p90 {p90},共 {steps} 步)"},
     "run.cell.none_fits": {"en": "none fits", "zh": "都放不下"},

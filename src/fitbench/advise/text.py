@@ -176,13 +176,23 @@ def _offload_rate(tps: float | None) -> str:
 
 def offload_line(off: Any, lang: str = "en", *, scenario: str | None = None) -> str:
     """What CPU offload gives (fitbench.estimate.offload.OffloadEstimate), or why it does not help."""
-    common = {"scenario": scenario or off.workload.name, "gpu": off.gpu.name,
-              "ram": format_bytes(off.cpu_weight_bytes)}
+    common = {
+        "scenario": scenario or off.workload.name,
+        "gpu": off.gpu.name,
+        "ram": format_bytes(off.cpu_weight_bytes),
+    }
     if off.verdict == "offload":
-        return t("offload.runs", lang, **common, speed=_offload_rate(off.tokens_per_second),
-                 gpu_layers=off.gpu_layers, layers=off.total_layers, link=off.link,
-                 cpp_layers=off.llama_cpp_gpu_layers,
-                 cpp_speed=_offload_rate(off.llama_cpp_tokens_per_second))
+        return t(
+            "offload.runs",
+            lang,
+            **common,
+            speed=_offload_rate(off.tokens_per_second),
+            gpu_layers=off.gpu_layers,
+            layers=off.total_layers,
+            link=off.link,
+            cpp_layers=off.llama_cpp_gpu_layers,
+            cpp_speed=_offload_rate(off.llama_cpp_tokens_per_second),
+        )
     if off.reason == "host-ram":
         return t("offload.no_ram", lang, **common, available=format_bytes(off.host_ram_available_bytes))
     return t("offload.no_room", lang, **common)

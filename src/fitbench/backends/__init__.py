@@ -44,8 +44,9 @@ class BackendEntry:
 BACKENDS: dict[str, BackendEntry] = {
     "torch": BackendEntry("fitbench.backends.torch.backend:TorchBackend", "torch", "torch", "torch"),
     "paddle": BackendEntry("fitbench.backends.paddle:PaddleBackend", "paddle", "paddle", "paddle"),
-    "fake": BackendEntry("fitbench.backends.fake:FakeBackend", None, "", "torch", listed=False,
-                         takes_option=True),
+    "fake": BackendEntry(
+        "fitbench.backends.fake:FakeBackend", None, "", "torch", listed=False, takes_option=True
+    ),
 }
 
 
@@ -91,8 +92,10 @@ def get_backend(name: str) -> Backend:
     base, option = split_name(name)
     if row.requires is not None:
         if not backend_installed(name):
-            raise FitbenchError(f"the {base} backend needs '{row.requires}', which is not installed",
-                                f"pip install 'fitbench[{row.extra}]'")
+            raise FitbenchError(
+                f"the {base} backend needs '{row.requires}', which is not installed",
+                f"pip install 'fitbench[{row.extra}]'",
+            )
         # find_spec only proves a folder of that name exists: a broken install (a missing CUDA
         # library, a version built for another Python, a half-removed package) fails on import.
         # Import the framework here so that becomes one line naming the fix, not a traceback.

@@ -93,8 +93,10 @@ class FakeSession(Session):
     def __init__(self, workload: Workload, *, out_of_memory: bool) -> None:
         self.workload = workload
         self.out_of_memory = out_of_memory
-        self.notes: dict[str, Any] = {"precision_in_effect": workload.precision,
-                                      "params": workload.param_count()}
+        self.notes: dict[str, Any] = {
+            "precision_in_effect": workload.precision,
+            "params": workload.param_count(),
+        }
         self._held = 0
         self._peak = 0
         self._prefilled = False
@@ -105,7 +107,7 @@ class FakeSession(Session):
         buffer = bytearray(samples * BYTES_PER_SAMPLE)
         self._held = len(buffer)
         self._peak = max(self._peak, self._held)
-        sum(buffer[:: 4096])  # touch it: a step does some real work
+        sum(buffer[::4096])  # touch it: a step does some real work
 
     def step(self) -> None:
         self._work(self.workload.batch_size)
@@ -127,5 +129,9 @@ class FakeSession(Session):
         self._peak = self._held
 
     def memory(self) -> dict[str, int | None]:
-        return {"peak_allocated": self._peak, "peak_reserved": self._peak, "allocated": self._held,
-                "reserved": self._held}
+        return {
+            "peak_allocated": self._peak,
+            "peak_reserved": self._peak,
+            "allocated": self._held,
+            "reserved": self._held,
+        }

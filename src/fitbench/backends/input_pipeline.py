@@ -38,8 +38,9 @@ PINNED_NON_BLOCKING = "prepared once, pinned host memory, copied with non_blocki
 HOST_NO_COPY = "prepared once, host tensors used in place (cpu: no copy)"
 
 
-def batches_to_prepare(dataset_size: int, batch_size: int, batch_bytes: int,
-                       budget: int = PREPARED_BYTES) -> int:
+def batches_to_prepare(
+    dataset_size: int, batch_size: int, batch_bytes: int, budget: int = PREPARED_BYTES
+) -> int:
     """Distinct batches to prepare: one epoch's worth, fewer when they would exceed `budget`.
 
     One epoch is ceil(dataset_size / batch_size) batches (the last one runs into the next

@@ -66,14 +66,39 @@ ARCHITECTURES = frozenset({"volta", "turing", "ampere", "ada", "hopper", "blackw
 _NO_FP8 = frozenset({"volta", "turing", "ampere"})
 FORM_FACTORS = frozenset({"pcie", "sxm", "oam"})
 INTERCONNECTS = frozenset({"nvlink", "xgmi", "pcie3", "pcie4", "pcie5"})
-_REQUIRED = frozenset({
-    "id", "name", "vendor", "architecture", "memory_gib", "bandwidth_gb_s", "tflops", "bf16",
-    "form_factor", "interconnect", "interconnect_gb_s", "source",
-})
-_OPTIONAL = frozenset({
-    "memory_mib", "reserved_mib", "price_usd", "price_source", "price_date", "rent_usd_per_hour",
-    "rent_source", "rent_date", "measured", "aliases", "notes", "memory_type", "sm_count",
-})
+_REQUIRED = frozenset(
+    {
+        "id",
+        "name",
+        "vendor",
+        "architecture",
+        "memory_gib",
+        "bandwidth_gb_s",
+        "tflops",
+        "bf16",
+        "form_factor",
+        "interconnect",
+        "interconnect_gb_s",
+        "source",
+    }
+)
+_OPTIONAL = frozenset(
+    {
+        "memory_mib",
+        "reserved_mib",
+        "price_usd",
+        "price_source",
+        "price_date",
+        "rent_usd_per_hour",
+        "rent_source",
+        "rent_date",
+        "measured",
+        "aliases",
+        "notes",
+        "memory_type",
+        "sm_count",
+    }
+)
 ROW_KEYS = _REQUIRED | _OPTIONAL
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _DATE_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
@@ -81,9 +106,9 @@ _DATE_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 _VENDOR_WORDS = frozenset({"nvidia", "geforce", "tesla", "amd", "instinct"})
 _VARIANT_WORDS = frozenset({"ti", "super"})
 _REWRITES = (
-    (re.compile(r"\brtx(?=\d)"), "rtx "),            # rtx4090 -> rtx 4090
-    (re.compile(r"(?<=\d)(ti|super)\b"), r" \1"),    # 4060ti -> 4060 ti
-    (re.compile(r"\b(\d+) gb\b"), r"\1gb"),          # 16 gb -> 16gb
+    (re.compile(r"\brtx(?=\d)"), "rtx "),  # rtx4090 -> rtx 4090
+    (re.compile(r"(?<=\d)(ti|super)\b"), r" \1"),  # 4060ti -> 4060 ti
+    (re.compile(r"\b(\d+) gb\b"), r"\1gb"),  # 16 gb -> 16gb
 )
 
 
@@ -267,7 +292,7 @@ def _key(text: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class _Index:
-    exact: dict[str, str]             # normalised id/name/alias -> id
+    exact: dict[str, str]  # normalised id/name/alias -> id
     words: dict[str, frozenset[str]]  # id -> every word of its id, name and aliases
 
     @classmethod
@@ -310,18 +335,24 @@ def get_gpu(name: str) -> GpuSpec:
         return catalog[index.exact[key]]
     wanted = set(tokens)
     # A variant word the query lacks is another card: "4070" is not the 4070 SUPER.
-    matches = [gid for gid, words in index.words.items()
-               if wanted <= words and not (_VARIANT_WORDS & set(_tokens(gid))) - wanted]
+    matches = [
+        gid
+        for gid, words in index.words.items()
+        if wanted <= words and not (_VARIANT_WORDS & set(_tokens(gid))) - wanted
+    ]
     if len(matches) == 1:
         return catalog[matches[0]]
     if matches:
         hint = f"it could be {' or '.join(matches)}; name one of them"
         raise FitbenchError(f"ambiguous GPU '{name}'", hint)
     near = nearest_gpus(name)
-    hint = ("did you mean " + " or ".join(f"'{g}'" for g in near) + "?") if near else \
-        did_you_mean(key, catalog)
-    raise FitbenchError(f"unknown GPU '{name}'",
-                        f"{hint}; `{LIST_COMMAND}` lists them all, --gpu-spec describes any other card")
+    hint = (
+        ("did you mean " + " or ".join(f"'{g}'" for g in near) + "?") if near else did_you_mean(key, catalog)
+    )
+    raise FitbenchError(
+        f"unknown GPU '{name}'",
+        f"{hint}; `{LIST_COMMAND}` lists them all, --gpu-spec describes any other card",
+    )
 
 
 def nearest_gpus(name: str, n: int = 3, cutoff: float = 0.6) -> list[str]:
@@ -408,11 +439,17 @@ def gpu_to_row(spec: GpuSpec) -> dict[str, Any]:
         "interconnect_gb_s": _plain(spec.interconnect_bytes_s / GB),
     }
     if spec.price_usd is not None:
-        row |= {"price_usd": _plain(spec.price_usd), "price_source": spec.price_source,
-                "price_date": spec.price_date}
+        row |= {
+            "price_usd": _plain(spec.price_usd),
+            "price_source": spec.price_source,
+            "price_date": spec.price_date,
+        }
     if spec.rent_usd_per_hour is not None:
-        row |= {"rent_usd_per_hour": _plain(spec.rent_usd_per_hour), "rent_source": spec.rent_source,
-                "rent_date": spec.rent_date}
+        row |= {
+            "rent_usd_per_hour": _plain(spec.rent_usd_per_hour),
+            "rent_source": spec.rent_source,
+            "rent_date": spec.rent_date,
+        }
     row |= {"measured": spec.measured, "source": spec.source, "aliases": list(spec.aliases)}
     if spec.notes:
         row["notes"] = spec.notes
@@ -420,10 +457,17 @@ def gpu_to_row(spec: GpuSpec) -> dict[str, Any]:
 
 
 # Keys gpu_to_dict adds beside the row: exact SI figures and rounded human units, derived from it.
-DERIVED_KEYS = frozenset({
-    "memory_bytes", "usable_bytes", "usable_gib", "bandwidth_bytes_s", "peak_flops", "peak_tflops",
-    "interconnect_bytes_s",
-})
+DERIVED_KEYS = frozenset(
+    {
+        "memory_bytes",
+        "usable_bytes",
+        "usable_gib",
+        "bandwidth_bytes_s",
+        "peak_flops",
+        "peak_tflops",
+        "interconnect_bytes_s",
+    }
+)
 
 
 def gpu_to_dict(spec: GpuSpec) -> dict[str, Any]:

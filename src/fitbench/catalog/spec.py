@@ -87,13 +87,17 @@ def _from_file(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise FitbenchError(f"cannot read GPU spec {path}: {exc.strerror or exc}",
-                            "pass an existing .toml (or .json) file, or the inline form") from None
+        raise FitbenchError(
+            f"cannot read GPU spec {path}: {exc.strerror or exc}",
+            "pass an existing .toml (or .json) file, or the inline form",
+        ) from None
     try:
         data: Any = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as exc:
-        raise FitbenchError(f"GPU spec {path} is not valid {path.suffix[1:].upper()}: {exc}",
-                            "fix the file; `fitbench gpus --toml rtx-4090` prints a valid one") from None
+        raise FitbenchError(
+            f"GPU spec {path} is not valid {path.suffix[1:].upper()}: {exc}",
+            "fix the file; `fitbench gpus --toml rtx-4090` prints a valid one",
+        ) from None
     if isinstance(data, list) and len(data) == 1:
         data = data[0]
     if isinstance(data, dict) and "gpu" in data:
@@ -104,8 +108,9 @@ def _from_file(path: Path) -> dict[str, Any]:
             raise FitbenchError(f"GPU spec {path} holds {len(inner)} cards", "put one card in a spec file")
         data = inner
     if not isinstance(data, dict):
-        raise FitbenchError(f"GPU spec {path} holds no table of keys",
-                            "write one card's keys, as gpus.toml does")
+        raise FitbenchError(
+            f"GPU spec {path} holds no table of keys", "write one card's keys, as gpus.toml does"
+        )
     return {k: v for k, v in data.items() if k not in DERIVED_KEYS and v is not None}
 
 
@@ -131,8 +136,10 @@ def _complete(raw: dict[str, Any], where: str) -> dict[str, Any]:
     row.setdefault("interconnect", "pcie4")
     if "interconnect_gb_s" not in row:
         if row["interconnect"] not in _PCIE_GB_S:
-            raise FitbenchError(f"GPU spec {where} names interconnect {row['interconnect']} without its rate",
-                                "add interconnect_gb_s (per GPU, per direction)")
+            raise FitbenchError(
+                f"GPU spec {where} names interconnect {row['interconnect']} without its rate",
+                "add interconnect_gb_s (per GPU, per direction)",
+            )
         row["interconnect_gb_s"] = _PCIE_GB_S[row["interconnect"]]
     row.setdefault("source", f"user spec {where}")
     return row
@@ -143,8 +150,9 @@ def _fold_peaks(row: dict[str, Any], where: str) -> dict[str, Any]:
     out of `row` into it."""
     tflops = dict(row.pop("tflops", {}) or {})
     if not isinstance(tflops, dict):
-        raise FitbenchError(f"tflops in GPU spec {where} must be a table",
-                            "e.g. tflops = { fp32 = 104.8, fp16 = 209.5 }")
+        raise FitbenchError(
+            f"tflops in GPU spec {where} must be a table", "e.g. tflops = { fp32 = 104.8, fp16 = 209.5 }"
+        )
     for key in PEAK_KEYS:
         if key == "bf16" and isinstance(row.get(key), bool):
             continue  # bf16=true is the row's flag; bf16=209 is the peak
@@ -162,11 +170,14 @@ def _check_figures(row: dict[str, Any], tflops: dict[str, Any], where: str) -> N
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise FitbenchError(f"{key} in GPU spec {where} must be a number, got '{value}'", "write it in "
-                                "the row's units: GiB, GB/s, TFLOPS")
+            raise FitbenchError(
+                f"{key} in GPU spec {where} must be a number, got '{value}'",
+                "write it in the row's units: GiB, GB/s, TFLOPS",
+            )
         if value <= 0:
-            raise FitbenchError(f"{key} in GPU spec {where} must be positive, got {value}",
-                                "give the datasheet figure")
+            raise FitbenchError(
+                f"{key} in GPU spec {where} must be positive, got {value}", "give the datasheet figure"
+            )
 
 
 def load_gpu_spec(text: str) -> GpuSpec:
@@ -189,6 +200,7 @@ def load_gpu_spec(text: str) -> GpuSpec:
         return _row_to_spec(row, default_reserved, f"GPU spec {where}")
     except ValueError as exc:
         message = str(exc).replace(f"GPU spec {where} ({row['id']}): ", "")
-        raise FitbenchError(f"GPU spec {where}: {message}",
-                            "keys and units are those of gpus.toml; `fitbench gpus --toml rtx-4090` "
-                            "prints a valid row") from None
+        raise FitbenchError(
+            f"GPU spec {where}: {message}",
+            "keys and units are those of gpus.toml; `fitbench gpus --toml rtx-4090` prints a valid row",
+        ) from None

@@ -28,17 +28,21 @@ EPILOG = """examples:
 
 # What to measure: each governs one group of constants (see fitbench.estimate.calibrate).
 PLAN: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("resnet50-cifar10", {"batch_size": 128}),                       # host overhead per op
-    ("bert-base-imdb", {"batch_size": 32}),                          # FP32 matmuls
+    ("resnet50-cifar10", {"batch_size": 128}),  # host overhead per op
+    ("bert-base-imdb", {"batch_size": 32}),  # FP32 matmuls
     ("bert-base-imdb", {"batch_size": 32, "precision": "amp-bf16"}),  # tensor cores
-    ("llm-6b", {"batch_size": 1, "new_tokens": 50}),                 # generation overhead
+    ("llm-6b", {"batch_size": 1, "new_tokens": 50}),  # generation overhead
 )
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
     parser = add_command(subparsers, name, help_text, EPILOG, description=__doc__)
-    parser.add_argument("--from", dest="source", metavar="FILE",
-                        help="fit from a stored benchmarks/accuracy.py or speed.py result")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        metavar="FILE",
+        help="fit from a stored benchmarks/accuracy.py or speed.py result",
+    )
     parser.add_argument("--backend", choices=FRAMEWORKS, default="torch")
     add_exec_arg(parser)
     parser.add_argument("--device", default="cuda", help="cuda or cuda:N (default cuda)")
@@ -62,8 +66,9 @@ def run(args: argparse.Namespace) -> int:
             print(t("calibrate.nothing_to_remove", lang, path=path))
         return 0
     if args.source:
-        fit, gpu = calibrate.calibrate_from_file(Path(args.source), framework=args.backend,
-                                                 exec_mode=args.exec_mode)
+        fit, gpu = calibrate.calibrate_from_file(
+            Path(args.source), framework=args.backend, exec_mode=args.exec_mode
+        )
         source = Path(args.source).name
     else:
         fit, gpu = _measure_and_fit(args, lang)
@@ -96,8 +101,10 @@ def _measure_and_fit(args: argparse.Namespace, lang: str = "en") -> tuple[Any, A
     from fitbench.workloads.presets import get_workload
 
     if not args.device.startswith("cuda"):
-        raise FitbenchError("calibration fits GPU efficiencies and needs a CUDA device",
-                            "run it on a GPU machine, or fit stored measurements with --from FILE")
+        raise FitbenchError(
+            "calibration fits GPU efficiencies and needs a CUDA device",
+            "run it on a GPU machine, or fit stored measurements with --from FILE",
+        )
     local = detect_local_gpus()
     index = nvml.cuda_index(args.device) or 0
     if index >= len(local):
@@ -105,8 +112,9 @@ def _measure_and_fit(args: argparse.Namespace, lang: str = "en") -> tuple[Any, A
         raise FitbenchError(found, "run it on a GPU machine, pick --device cuda:N, or use --from FILE")
     card = local[index]
     if card.catalog_id is None:
-        raise FitbenchError(f"{card.name} is not in the catalog",
-                            "calibration compares with the card's datasheet figures")
+        raise FitbenchError(
+            f"{card.name} is not in the catalog", "calibration compares with the card's datasheet figures"
+        )
     gpu = get_gpu(card.catalog_id)
     points = []
     for name, overrides in PLAN:

@@ -88,7 +88,10 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     )
     add_history_args(parser)
     parser.add_argument(
-        "--html", "--out", dest="html", metavar="PATH",
+        "--html",
+        "--out",
+        dest="html",
+        metavar="PATH",
         help="where to write the report (default: fitbench-report.html in the history's folder, "
         "the user's fitbench data folder)",
     )
@@ -163,8 +166,14 @@ def _record(result: ScenarioResult, machine: Machine, framework: str, exec_mode:
         "estimates": {gid: e.to_dict() for gid, e in result.estimates.items()},
     }
     record = assemble_run_record(
-        command="check", workload=w, estimate=local, measurement=Measurement.from_dict(result.measurement),
-        gpu=machine.spec, with_diagnosis=False, scenario=result.key, catalog_estimates=catalog,
+        command="check",
+        workload=w,
+        estimate=local,
+        measurement=Measurement.from_dict(result.measurement),
+        gpu=machine.spec,
+        with_diagnosis=False,
+        scenario=result.key,
+        catalog_estimates=catalog,
         advice=result.advice,
     )
     return record.to_dict(ids=False)

@@ -57,13 +57,23 @@ def positive_seconds(text: str) -> float:
     return _seconds(text, allow_zero=False)
 
 
-def add_command(subparsers: argparse._SubParsersAction, name: str, help_text: str, epilog: str, *,
-                description: str | None = None) -> argparse.ArgumentParser:
+def add_command(
+    subparsers: argparse._SubParsersAction,
+    name: str,
+    help_text: str,
+    epilog: str,
+    *,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
     """The parser of one subcommand, shaped as every subcommand's is: its one-line help as the
     description (unless it has a longer one), and its examples printed as written."""
-    return subparsers.add_parser(name, help=help_text,
-                                 description=help_text if description is None else description,
-                                 epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return subparsers.add_parser(
+        name,
+        help=help_text,
+        description=help_text if description is None else description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 class BackendChoices(tuple[str, ...]):
@@ -87,30 +97,44 @@ class BackendChoices(tuple[str, ...]):
 
 def add_backend_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--backend: the framework that measures."""
-    parser.add_argument("--backend", choices=BackendChoices(),
-                        help="framework to measure with (default: the first installed of torch, paddle)")
+    parser.add_argument(
+        "--backend",
+        choices=BackendChoices(),
+        help="framework to measure with (default: the first installed of torch, paddle)",
+    )
 
 
 def add_exec_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--exec: which code runs (and is estimated), the kind most users write or the tuned kind."""
-    parser.add_argument("--exec", dest="exec_mode", choices=EXEC_MODES, default="default",
-                        help="default: the code most users write (eager); tuned: what the card can do "
-                             "(CUDA graphs, compiled steps, bf16; PyTorch)")
+    parser.add_argument(
+        "--exec",
+        dest="exec_mode",
+        choices=EXEC_MODES,
+        default="default",
+        help="default: the code most users write (eager); tuned: what the card can do "
+        "(CUDA graphs, compiled steps, bf16; PyTorch)",
+    )
 
 
-def add_gpu_spec_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *,
-                     repeat: bool = True) -> None:
+def add_gpu_spec_arg(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, repeat: bool = True
+) -> None:
     """--gpu-spec: a card that is not in the catalog, described as a catalog row is."""
-    parser.add_argument("--gpu-spec", action="append" if repeat else "store", metavar="SPEC",
-                        help="a card not in the catalog: a .toml/.json file as `fitbench gpus --toml ID` "
-                             "writes, or inline 'name=My card,memory_gib=32,bandwidth_gb_s=1792,"
-                             "fp32=104.8,fp16=209.5,bf16=209.5'" + (" (repeatable)" if repeat else ""))
+    parser.add_argument(
+        "--gpu-spec",
+        action="append" if repeat else "store",
+        metavar="SPEC",
+        help="a card not in the catalog: a .toml/.json file as `fitbench gpus --toml ID` "
+        "writes, or inline 'name=My card,memory_gib=32,bandwidth_gb_s=1792,"
+        "fp32=104.8,fp16=209.5,bf16=209.5'" + (" (repeatable)" if repeat else ""),
+    )
 
 
 def add_db_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--db: the history file every command that reads or writes runs accepts."""
-    parser.add_argument("--db", metavar="PATH",
-                        help="history file (default: the user's fitbench data folder)")
+    parser.add_argument(
+        "--db", metavar="PATH", help="history file (default: the user's fitbench data folder)"
+    )
 
 
 def add_history_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -121,8 +145,12 @@ def add_history_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) 
 
 def add_progress_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--progress / --no-progress: the live progress line of a measurement."""
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                        help="live progress line on stderr (default: only when stderr is a terminal)")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="live progress line on stderr (default: only when stderr is a terminal)",
+    )
 
 
 def add_lang_arg(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -160,20 +188,25 @@ class HistoryStore:
             self.history.close()
 
 
-def add_workload_args(parser: argparse.ArgumentParser, *, workload_required: bool = True,
-                      multi_precision: bool = False) -> None:
+def add_workload_args(
+    parser: argparse.ArgumentParser, *, workload_required: bool = True, multi_precision: bool = False
+) -> None:
     """WORKLOAD plus every override of the brief's presets.
 
     WORKLOAD is optional to argparse even when `workload_required`: `--config` can take its
     place, and `workload_from_args` says in one line when neither is given.
     """
-    parser.add_argument("workload", nargs="?", metavar="WORKLOAD",
-                        help="a preset (`fitbench workloads`), a bundled model (`fitbench models`); "
-                             "or use --config")
+    parser.add_argument(
+        "workload",
+        nargs="?",
+        metavar="WORKLOAD",
+        help="a preset (`fitbench workloads`), a bundled model (`fitbench models`); or use --config",
+    )
     group = parser.add_argument_group("workload overrides")
     group.add_argument("--config", metavar="PATH", help="a local Hugging Face config.json (or its folder)")
-    group.add_argument("--tiny", action="store_true",
-                       help="the tiny variant of a preset (runs in seconds on a CPU)")
+    group.add_argument(
+        "--tiny", action="store_true", help="the tiny variant of a preset (runs in seconds on a CPU)"
+    )
     group.add_argument("--batch", "--batch-size", dest="batch_size", type=positive_int, metavar="N")
     group.add_argument("--seq-len", type=positive_int, metavar="N", help="sequence length (transformers)")
     group.add_argument("--image-size", type=positive_int, metavar="N", help="image height = width (ResNet)")
@@ -181,46 +214,75 @@ def add_workload_args(parser: argparse.ArgumentParser, *, workload_required: boo
     if multi_precision:
         help_precision += "; a comma-separated list compares them"
     group.add_argument("--precision", metavar="P", help=help_precision)
-    group.add_argument("--weights", metavar="FORMAT",
-                       help="quantized weight storage: int8, nf4[-dq], fp4[-dq], gptq[-8bit][-g64], awq, "
-                            "fp8[-channel|-tensor], q8_0, q6_k, q5_k_m, q4_k_m, q4_0, q3_k_m, q2_k; "
-                            "none ignores a config's quantization_config")
-    group.add_argument("--kv-cache", metavar="DTYPE",
-                       help="KV cache dtype for generation: fp16, bf16, fp8 or int8 "
-                            "(default: the compute dtype)")
+    group.add_argument(
+        "--weights",
+        metavar="FORMAT",
+        help="quantized weight storage: int8, nf4[-dq], fp4[-dq], gptq[-8bit][-g64], awq, "
+        "fp8[-channel|-tensor], q8_0, q6_k, q5_k_m, q4_k_m, q4_0, q3_k_m, q2_k; "
+        "none ignores a config's quantization_config",
+    )
+    group.add_argument(
+        "--kv-cache",
+        metavar="DTYPE",
+        help="KV cache dtype for generation: fp16, bf16, fp8 or int8 (default: the compute dtype)",
+    )
     group.add_argument("--optimizer", metavar="NAME", help="adam, adamw, sgd or momentum")
     group.add_argument("--mode", metavar="MODE", help="train or infer")
     group.add_argument("--prompt-tokens", type=positive_int, metavar="N")
     group.add_argument("--new-tokens", type=positive_int, metavar="N")
     group.add_argument("--dataset-size", type=positive_int, metavar="N", help="samples per epoch")
-    group.add_argument("--checkpointing", action="store_true", default=None,
-                       help="activation checkpointing (recompute activations in the backward pass)")
+    group.add_argument(
+        "--checkpointing",
+        action="store_true",
+        default=None,
+        help="activation checkpointing (recompute activations in the backward pass)",
+    )
     group.add_argument("--attention", metavar="IMPL", help="fused (SDPA/flash, default) or eager")
     group.add_argument("--peft", metavar="METHOD", help="parameter-efficient fine-tuning: lora or qlora")
     group.add_argument("--lora-rank", type=positive_int, metavar="R", help="LoRA rank (default 16)")
     group.add_argument("--lora-targets", metavar="T", help="attention, attention-mlp (default) or all-linear")
     group.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs (default 1)")
-    group.add_argument("--strategy", metavar="S",
-                       help="multi-GPU strategy: ddp, zero1, zero2, zero3 (DeepSpeed ZeRO), "
-                            "fsdp-shard-grad-op, fsdp-full-shard (fsdp) or tp")
-    group.add_argument("--optimizer-impl", metavar="IMPL",
-                       help="torch.optim implementation: foreach (default, what torch picks on CUDA), "
-                            "fused or for-loop")
-    group.add_argument("--grad-accum", type=positive_int, metavar="N",
-                       help="gradient accumulation over N micro-batches (default 1: gradients freed "
-                            "between steps; N > 1 keeps them alive through forward and backward)")
+    group.add_argument(
+        "--strategy",
+        metavar="S",
+        help="multi-GPU strategy: ddp, zero1, zero2, zero3 (DeepSpeed ZeRO), "
+        "fsdp-shard-grad-op, fsdp-full-shard (fsdp) or tp",
+    )
+    group.add_argument(
+        "--optimizer-impl",
+        metavar="IMPL",
+        help="torch.optim implementation: foreach (default, what torch picks on CUDA), fused or for-loop",
+    )
+    group.add_argument(
+        "--grad-accum",
+        type=positive_int,
+        metavar="N",
+        help="gradient accumulation over N micro-batches (default 1: gradients freed "
+        "between steps; N > 1 keeps them alive through forward and backward)",
+    )
 
 
 def workload_from_args(args: argparse.Namespace, *, precision: str | None = None) -> Workload:
     """The Workload the user described: a preset or a config file, with overrides applied."""
     overrides: dict[str, Any] = {
-        "batch_size": args.batch_size, "seq_len": args.seq_len, "image_size": args.image_size,
+        "batch_size": args.batch_size,
+        "seq_len": args.seq_len,
+        "image_size": args.image_size,
         "precision": precision if precision is not None else args.precision,
-        "optimizer": args.optimizer, "mode": args.mode, "prompt_tokens": args.prompt_tokens,
-        "new_tokens": args.new_tokens, "dataset_size": args.dataset_size,
-        "checkpointing": args.checkpointing, "attention": args.attention, "peft": args.peft,
-        "lora_rank": args.lora_rank, "lora_targets": args.lora_targets, "gpus": args.gpus,
-        "strategy": args.strategy, "optimizer_impl": args.optimizer_impl, "grad_accum": args.grad_accum,
+        "optimizer": args.optimizer,
+        "mode": args.mode,
+        "prompt_tokens": args.prompt_tokens,
+        "new_tokens": args.new_tokens,
+        "dataset_size": args.dataset_size,
+        "checkpointing": args.checkpointing,
+        "attention": args.attention,
+        "peft": args.peft,
+        "lora_rank": args.lora_rank,
+        "lora_targets": args.lora_targets,
+        "gpus": args.gpus,
+        "strategy": args.strategy,
+        "optimizer_impl": args.optimizer_impl,
+        "grad_accum": args.grad_accum,
         "kv_cache": getattr(args, "kv_cache", None),
     }
     weights_text = getattr(args, "weights", None)
@@ -230,11 +292,15 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
         overrides["weights"] = parse_weights(weights_text) or NO_WEIGHTS
     if args.config:
         if args.workload:
-            raise FitbenchError(f"both a WORKLOAD preset ('{args.workload}') and --config were given",
-                                "give one of them, not both")
+            raise FitbenchError(
+                f"both a WORKLOAD preset ('{args.workload}') and --config were given",
+                "give one of them, not both",
+            )
         if args.tiny:
-            raise FitbenchError("--tiny applies to presets, not to --config",
-                                "drop --tiny, or name a preset that has a tiny variant")
+            raise FitbenchError(
+                "--tiny applies to presets, not to --config",
+                "drop --tiny, or name a preset that has a tiny variant",
+            )
         from fitbench.workloads.hf_config import workload_from_config
 
         try:
@@ -242,12 +308,14 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
         except FitbenchError as exc:
             if exc.hint:
                 raise
-            raise FitbenchError(exc.message, "fix that value in the config file, or use the model's "
-                                             "original config.json") from exc
+            raise FitbenchError(
+                exc.message, "fix that value in the config file, or use the model's original config.json"
+            ) from exc
         return check_overrides_apply(workload, args)
     if not args.workload:
-        raise FitbenchError("no workload given",
-                            "name a preset or pass --config PATH; `fitbench workloads` lists the presets")
+        raise FitbenchError(
+            "no workload given", "name a preset or pass --config PATH; `fitbench workloads` lists the presets"
+        )
     from fitbench.workloads.presets import PRESETS, get_workload
 
     key = args.workload.strip().lower().replace("_", "-")
@@ -256,8 +324,10 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
 
         if library.find(args.workload) is not None or (not args.tiny and _nearer_a_model(key)):
             if args.tiny:
-                raise FitbenchError("--tiny applies to presets, not to library models",
-                                    "drop --tiny, or name a preset (`fitbench workloads`)")
+                raise FitbenchError(
+                    "--tiny applies to presets, not to library models",
+                    "drop --tiny, or name a preset (`fitbench workloads`)",
+                )
             # Read as config files are: Workload.with_overrides adds the defaults a change implies.
             return check_overrides_apply(library.workload_for_model(args.workload, **overrides), args)
     if overrides.get("weights") is NO_WEIGHTS:
@@ -309,8 +379,10 @@ def check_overrides_apply(workload: Workload, args: argparse.Namespace) -> Workl
         extra = ", or --mode infer to generate" if workload.family == "decoder" else ""
         raise FitbenchError(f"{flag} applies to generation only: {what}", shape_hint + extra)
     if getattr(args, "strategy", None) is not None and workload.gpus < 2:
-        raise FitbenchError("--strategy applies to several GPUs: this job runs on one",
-                            "add --gpus N (2 or more), or drop --strategy")
+        raise FitbenchError(
+            "--strategy applies to several GPUs: this job runs on one",
+            "add --gpus N (2 or more), or drop --strategy",
+        )
     training_only = [f for f in ("optimizer_impl", "grad_accum") if getattr(args, f, None) is not None]
     if training_only and not workload.is_training:
         flag = "/".join("--" + f.replace("_", "-") for f in training_only)
@@ -318,8 +390,10 @@ def check_overrides_apply(workload: Workload, args: argparse.Namespace) -> Workl
     lora = [f for f in ("lora_rank", "lora_targets") if getattr(args, f, None) is not None]
     if lora and not workload.peft:
         flag = "/".join("--" + f.replace("_", "-") for f in lora)
-        raise FitbenchError(f"{flag} applies to parameter-efficient fine-tuning only",
-                            "add --peft lora (or qlora) with --mode train, or drop " + flag)
+        raise FitbenchError(
+            f"{flag} applies to parameter-efficient fine-tuning only",
+            "add --peft lora (or qlora) with --mode train, or drop " + flag,
+        )
     return workload
 
 

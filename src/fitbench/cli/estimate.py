@@ -58,35 +58,66 @@ DEFAULT_GPUS = (*BRIEF_GPUS, "h100-sxm")
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
     parser = add_command(subparsers, name, help_text, EXAMPLES)
     add_workload_args(parser)
-    parser.add_argument("--gpu", action="append", metavar="ID",
-                        help="catalog GPU (repeatable, comma-separated, or 'all'); default: "
-                             + ", ".join(DEFAULT_GPUS))
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        metavar="ID",
+        help="catalog GPU (repeatable, comma-separated, or 'all'); default: " + ", ".join(DEFAULT_GPUS),
+    )
     add_gpu_spec_arg(parser)
-    parser.add_argument("--framework", choices=FRAMEWORKS, default="torch",
-                        help="whose memory behaviour and efficiencies to assume (default torch)")
+    parser.add_argument(
+        "--framework",
+        choices=FRAMEWORKS,
+        default="torch",
+        help="whose memory behaviour and efficiencies to assume (default torch)",
+    )
     add_exec_arg(parser)
-    parser.add_argument("--fail-if", choices=("oom", "offload", "tight"), metavar="VERDICT",
-                        help="exit with status 3 when any verdict is VERDICT or worse, on the ladder "
-                             "fits < tight < offload < oom (for CI gates)")
-    parser.add_argument("--offload", action="store_true",
-                        help="for generation that does not fit: layers on the GPU, CPU RAM and speed with "
-                             "CPU offload (accelerate device_map, llama.cpp --n-gpu-layers); "
-                             "verdict 'offload'")
-    parser.add_argument("--json", action="store_true", help="print {\"estimates\": [...]} as JSON")
+    parser.add_argument(
+        "--fail-if",
+        choices=("oom", "offload", "tight"),
+        metavar="VERDICT",
+        help="exit with status 3 when any verdict is VERDICT or worse, on the ladder "
+        "fits < tight < offload < oom (for CI gates)",
+    )
+    parser.add_argument(
+        "--offload",
+        action="store_true",
+        help="for generation that does not fit: layers on the GPU, CPU RAM and speed with "
+        "CPU offload (accelerate device_map, llama.cpp --n-gpu-layers); "
+        "verdict 'offload'",
+    )
+    parser.add_argument("--json", action="store_true", help='print {"estimates": [...]} as JSON')
     add_lang_arg(parser)
     serve = parser.add_argument_group("serving (--serve: a vLLM-style engine with a paged KV cache)")
-    serve.add_argument("--serve", action="store_true",
-                       help="KV-cache capacity, concurrent users, time to first token and throughput")
-    serve.add_argument("--context", type=positive_int, metavar="N",
-                       help="max_model_len: the longest request (default 4096)")
-    serve.add_argument("--gpu-memory-utilization", type=_fraction, metavar="F",
-                       help="share of the card the engine takes (default 0.9)")
-    serve.add_argument("--max-num-seqs", type=positive_int, metavar="N",
-                       help="sequences per step (default: vLLM's, 1024 on >= 70 GiB cards, else 256)")
-    serve.add_argument("--max-num-batched-tokens", type=positive_int, metavar="N",
-                       help="tokens per step (default: vLLM's, 8192 on >= 70 GiB cards, else 2048)")
-    serve.add_argument("--block-size", type=positive_int, metavar="N",
-                       help="tokens per KV block (default 16)")
+    serve.add_argument(
+        "--serve",
+        action="store_true",
+        help="KV-cache capacity, concurrent users, time to first token and throughput",
+    )
+    serve.add_argument(
+        "--context", type=positive_int, metavar="N", help="max_model_len: the longest request (default 4096)"
+    )
+    serve.add_argument(
+        "--gpu-memory-utilization",
+        type=_fraction,
+        metavar="F",
+        help="share of the card the engine takes (default 0.9)",
+    )
+    serve.add_argument(
+        "--max-num-seqs",
+        type=positive_int,
+        metavar="N",
+        help="sequences per step (default: vLLM's, 1024 on >= 70 GiB cards, else 256)",
+    )
+    serve.add_argument(
+        "--max-num-batched-tokens",
+        type=positive_int,
+        metavar="N",
+        help="tokens per step (default: vLLM's, 8192 on >= 70 GiB cards, else 2048)",
+    )
+    serve.add_argument(
+        "--block-size", type=positive_int, metavar="N", help="tokens per KV block (default 16)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -115,8 +146,9 @@ def run(args: argparse.Namespace) -> int:
     given = [f"--{k.replace('_', '-')}" for k in SERVE_ONLY if getattr(args, k, None) is not None]
     if args.serve:
         if args.offload or args.fail_if:
-            raise FitbenchError("--serve does not combine with --offload or --fail-if",
-                                "run the serving estimate on its own")
+            raise FitbenchError(
+                "--serve does not combine with --offload or --fail-if", "run the serving estimate on its own"
+            )
         return run_serve(args)
     if given:
         raise FitbenchError(f"{', '.join(given)} apply to --serve only", "add --serve, or drop them")
@@ -130,16 +162,21 @@ def run(args: argparse.Namespace) -> int:
         if args.offload:
             for d, off in zip(dicts, offloads, strict=True):
                 d["offload"] = off.to_dict() if off is not None else None
-        print_json({"estimates": dicts,
-                    "fixes": [_fixes_dict(base, options) for base, options in fixes],
-                    "tf32": [tf32_dict(base, alt) for base, alt in tf32]})
+        print_json(
+            {
+                "estimates": dicts,
+                "fixes": [_fixes_dict(base, options) for base, options in fixes],
+                "tf32": [tf32_dict(base, alt) for base, alt in tf32],
+            }
+        )
     else:
         print(format_estimates(results, offloads if args.offload else None, lang, fixes=fixes, tf32=tf32))
     if args.fail_if:
         from fitbench.estimate.offload import effective_verdict
 
-        worst = max(VERDICT_ORDER[effective_verdict(e, off)]
-                    for e, off in zip(results, offloads, strict=True))
+        worst = max(
+            VERDICT_ORDER[effective_verdict(e, off)] for e, off in zip(results, offloads, strict=True)
+        )
         if worst >= VERDICT_ORDER[args.fail_if]:
             print(f"fitbench: verdict is '{args.fail_if}' or worse on at least one GPU", file=sys.stderr)
             return 3
@@ -165,16 +202,20 @@ def fixes_for(results: list[Estimate]) -> list[tuple[Estimate, list[Fix]]]:
     out = []
     for e in bad:
         # The workload as asked (the estimate's may be the tuned mode's rewrite of it).
-        options = what_would_make_it_fit(e.workload, e.gpu, framework=e.framework, exec_mode=e.exec_mode,
-                                         rows=rows)
+        options = what_would_make_it_fit(
+            e.workload, e.gpu, framework=e.framework, exec_mode=e.exec_mode, rows=rows
+        )
         out.append((e, options))
     return out
 
 
 def _fixes_dict(base: Estimate, options: list[Fix]) -> dict:
-    return {"gpu": base.gpu.id, "baseline_verdict": base.verdict,
-            "required_memory_bytes": base.required_memory_bytes,
-            "options": [f.to_dict() for f in options]}
+    return {
+        "gpu": base.gpu.id,
+        "baseline_verdict": base.verdict,
+        "required_memory_bytes": base.required_memory_bytes,
+        "options": [f.to_dict() for f in options],
+    }
 
 
 def _offload(e: Estimate, args: argparse.Namespace) -> Any:
@@ -217,15 +258,20 @@ def speed_cell(e: Estimate, off: Any = None, lang: str = "en") -> str:
 
 
 def bottleneck_cell(e: Estimate, lang: str = "en") -> str:
-    """"memory capacity (OOM)" where it does not fit, else the speed bottleneck ("memory bandwidth")."""
+    """ "memory capacity (OOM)" where it does not fit, else the speed bottleneck ("memory bandwidth")."""
     from fitbench.advise.i18n import bottleneck_label
 
     return bottleneck_label(e.limited_by.replace("memory-bandwidth", "memory"), lang)
 
 
-def format_estimates(results: list[Estimate], offloads: list[Any] | None = None, lang: str | None = None, *,
-                     fixes: list[tuple[Estimate, list[Fix]]] | None = None,
-                     tf32: list[tuple[Estimate, Estimate]] | None = None) -> str:
+def format_estimates(
+    results: list[Estimate],
+    offloads: list[Any] | None = None,
+    lang: str | None = None,
+    *,
+    fixes: list[tuple[Estimate, list[Fix]]] | None = None,
+    tf32: list[tuple[Estimate, Estimate]] | None = None,
+) -> str:
     from fitbench.advise.i18n import format_params, part_label, verdict_label
     from fitbench.advise.text import fix_lines
 
@@ -233,42 +279,83 @@ def format_estimates(results: list[Estimate], offloads: list[Any] | None = None,
     first = results[0]
     w = first.workload
     colour = use_colour()
-    shape = (t("est.shape_seq", lang, n=w.seq_len) if w.seq_len and not w.is_generation else
-             t("est.shape_tokens", lang, prompt=w.prompt_tokens, new=w.new_tokens) if w.is_generation
-             else t("est.shape_image", lang, n=w.image_size))
-    extra = ((f", {w.optimizer} ({w.optimizer_impl})" if w.is_training else "")
-             + (", " + t("est.accumulated", lang, n=w.grad_accum)
-                if w.is_training and w.grad_accum > 1 else "")
-             + (f", {t('fix.part.checkpointing', lang)}" if w.checkpointing else "")
-             + (", " + t("est.peft", lang, method=w.peft, rank=w.lora_rank, targets=w.lora_targets)
-                if w.peft else "")
-             + (", " + t("est.per_gpu", lang, gpus=w.gpus, strategy=w.strategy) if w.gpus > 1 else "")
-             + (", " + t("est.weights", lang, label=w.weights.label) if w.weights is not None else "")
-             + (", " + t("est.kv_cache", lang, dtype=w.kv_cache) if w.kv_cache else ""))
-    title = t("est.title", lang, name=w.name, family=w.family, mode=w.mode,
-              params=format_params(w.param_count(), lang), batch=w.batch_size, shape=shape,
-              precision=w.precision, extra=extra)
+    shape = (
+        t("est.shape_seq", lang, n=w.seq_len)
+        if w.seq_len and not w.is_generation
+        else t("est.shape_tokens", lang, prompt=w.prompt_tokens, new=w.new_tokens)
+        if w.is_generation
+        else t("est.shape_image", lang, n=w.image_size)
+    )
+    extra = (
+        (f", {w.optimizer} ({w.optimizer_impl})" if w.is_training else "")
+        + (", " + t("est.accumulated", lang, n=w.grad_accum) if w.is_training and w.grad_accum > 1 else "")
+        + (f", {t('fix.part.checkpointing', lang)}" if w.checkpointing else "")
+        + (
+            ", " + t("est.peft", lang, method=w.peft, rank=w.lora_rank, targets=w.lora_targets)
+            if w.peft
+            else ""
+        )
+        + (", " + t("est.per_gpu", lang, gpus=w.gpus, strategy=w.strategy) if w.gpus > 1 else "")
+        + (", " + t("est.weights", lang, label=w.weights.label) if w.weights is not None else "")
+        + (", " + t("est.kv_cache", lang, dtype=w.kv_cache) if w.kv_cache else "")
+    )
+    title = t(
+        "est.title",
+        lang,
+        name=w.name,
+        family=w.family,
+        mode=w.mode,
+        params=format_params(w.param_count(), lang),
+        batch=w.batch_size,
+        shape=shape,
+        precision=w.precision,
+        extra=extra,
+    )
     rows = []
     offs = offloads or [None] * len(results)
     for e, off in zip(results, offs, strict=True):
         shown = "offload" if off is not None and off.verdict == "offload" else e.verdict
         label = verdict_label(shown, lang)
-        rows.append([e.gpu.id, format_bytes(e.gpu.usable_bytes), format_bytes(e.peak_memory_bytes),
-                     colour_verdict(shown, enabled=colour, label=label), str(e.max_batch_size),
-                     "-" if e.max_context_tokens is None else f"{e.max_context_tokens:,}",
-                     speed_cell(e, off, lang), bottleneck_cell(e, lang),
-                     "-" if e.verdict == "oom" else cost_cell(job_cost(e), lang)])
-    headers = [t(k, lang) for k in ("col.card", "col.usable", "col.peak", "col.verdict", "col.max_batch",
-                                    "col.max_context", "col.speed", "col.bottleneck", "cost.header")]
+        rows.append(
+            [
+                e.gpu.id,
+                format_bytes(e.gpu.usable_bytes),
+                format_bytes(e.peak_memory_bytes),
+                colour_verdict(shown, enabled=colour, label=label),
+                str(e.max_batch_size),
+                "-" if e.max_context_tokens is None else f"{e.max_context_tokens:,}",
+                speed_cell(e, off, lang),
+                bottleneck_cell(e, lang),
+                "-" if e.verdict == "oom" else cost_cell(job_cost(e), lang),
+            ]
+        )
+    headers = [
+        t(k, lang)
+        for k in (
+            "col.card",
+            "col.usable",
+            "col.peak",
+            "col.verdict",
+            "col.max_batch",
+            "col.max_context",
+            "col.speed",
+            "col.bottleneck",
+            "cost.header",
+        )
+    ]
     table = render_table(headers, rows, align="lrrlrrrlr")
     lines = [title, "", table]
     if len(results) == 1:
         lines += ["", t("est.memory_at_peak", lang, phase=first.memory.phase)]
         parts = [(k, v) for k, v in first.breakdown.items() if v]
-        lines.append(render_table([t("col.part", lang), t("col.bytes", lang)],
-                                  [[part_label(k, lang), format_bytes(v)] for k, v in parts]
-                                  + [[t("est.total", lang), format_bytes(first.peak_memory_bytes)]],
-                                  indent="  "))
+        lines.append(
+            render_table(
+                [t("col.part", lang), t("col.bytes", lang)],
+                [[part_label(k, lang), format_bytes(v)] for k, v in parts]
+                + [[t("est.total", lang), format_bytes(first.peak_memory_bytes)]],
+                indent="  ",
+            )
+        )
         if first.roofline_tokens_per_second:
             roofline = format_rate(first.roofline_tokens_per_second, "tok/s")
             prefill = format_seconds(first.prefill_seconds)
@@ -287,8 +374,15 @@ def format_estimates(results: list[Estimate], offloads: list[Any] | None = None,
             lines.append(head)
             lines.extend("  - " + x for x in option_lines)
         else:
-            lines.append(t("est.no_fix", lang, name=w.name, gpu=base.gpu.name,
-                           verdict=verdict_label(base.verdict, lang)))
+            lines.append(
+                t(
+                    "est.no_fix",
+                    lang,
+                    name=w.name,
+                    gpu=base.gpu.name,
+                    verdict=verdict_label(base.verdict, lang),
+                )
+            )
     for base, alt in tf32 or []:
         lines.append("\n" + tf32_texts(base, alt)[lang])
     lines.append("\n" + t("est.units", lang))

@@ -19,8 +19,9 @@ EXAMPLES = """examples:
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
     parser = add_command(subparsers, name, help_text, EXAMPLES)
     parser.add_argument("--json", action="store_true", help="print the catalog as a JSON list")
-    parser.add_argument("--toml", metavar="ID",
-                        help="print one card as a gpus.toml row (a valid --gpu-spec file)")
+    parser.add_argument(
+        "--toml", metavar="ID", help="print one card as a gpus.toml row (a valid --gpu-spec file)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -60,8 +61,20 @@ def run(args: argparse.Namespace) -> int:
         )
     print(
         render_table(
-            [t("gpus.col.id", lang), t("gpus.col.name", lang), "GiB", "GB", "GB/s", "FP32", "TF32",
-             "FP16/BF16", "FP8", "BF16", t("gpus.col.price", lang), t("gpus.col.rent", lang)],
+            [
+                t("gpus.col.id", lang),
+                t("gpus.col.name", lang),
+                "GiB",
+                "GB",
+                "GB/s",
+                "FP32",
+                "TF32",
+                "FP16/BF16",
+                "FP8",
+                "BF16",
+                t("gpus.col.price", lang),
+                t("gpus.col.rent", lang),
+            ],
             rows,
             align="llrrrrrrrlrr",
         )

@@ -44,8 +44,10 @@ def open_history(path: str | None) -> Any:
     from fitbench.results.history import History
 
     if path is not None and not Path(path).expanduser().exists():
-        raise FitbenchError(f"no history file at {path}",
-                            "check the --db path; `fitbench run` and `fitbench check` create one")
+        raise FitbenchError(
+            f"no history file at {path}",
+            "check the --db path; `fitbench run` and `fitbench check` create one",
+        )
     return History.open(path)
 
 
@@ -87,10 +89,14 @@ def history_command(args: argparse.Namespace) -> int:
     for r in runs:
         d = details[r.run_id]
         if d.get("end_to_end_tokens_per_second") is not None or d.get("decode_tokens_per_second") is not None:
-            rates = [t("rate.decode", lang, rate=format_rate(d["decode_tokens_per_second"], "tok/s"))
-                     if d.get("decode_tokens_per_second") is not None else None,
-                     t("rate.end_to_end", lang, rate=format_rate(d["end_to_end_tokens_per_second"], "tok/s"))
-                     if d.get("end_to_end_tokens_per_second") is not None else None]
+            rates = [
+                t("rate.decode", lang, rate=format_rate(d["decode_tokens_per_second"], "tok/s"))
+                if d.get("decode_tokens_per_second") is not None
+                else None,
+                t("rate.end_to_end", lang, rate=format_rate(d["end_to_end_tokens_per_second"], "tok/s"))
+                if d.get("end_to_end_tokens_per_second") is not None
+                else None,
+            ]
             speed = ", ".join(x for x in rates if x)
         elif r.mode == "infer" and r.tokens_per_second:
             speed = t("rate.end_to_end", lang, rate=format_rate(r.tokens_per_second, "tok/s"))
@@ -111,9 +117,22 @@ def history_command(args: argparse.Namespace) -> int:
                 speed,
             ]
         )
-    headers = [t(k, lang) for k in ("col.run", "col.time", "col.workload", "col.framework", "col.device",
-                                    "col.precision", "col.batch", "col.status", "col.peak", "col.step",
-                                    "col.speed")]
+    headers = [
+        t(k, lang)
+        for k in (
+            "col.run",
+            "col.time",
+            "col.workload",
+            "col.framework",
+            "col.device",
+            "col.precision",
+            "col.batch",
+            "col.status",
+            "col.peak",
+            "col.step",
+            "col.speed",
+        )
+    ]
     print(render_table(headers, rows, align="llllllrlrrr"))
     print("\n" + t("history.count", lang, count=len(runs), path=path))
     return 0

@@ -82,9 +82,8 @@ class Parser(argparse.ArgumentParser):
                 help_hint = f"{suggestion}; {help_hint}"
         self.exit(2, f"{self.prog}: error: {one_line(message)} ({help_hint})\n")
 
-
     def _option_hint(self, unknown: list[str]) -> str | None:
-        """"did you mean '--batch'?" for a mistyped option (`--bacth 8`), from the options of this
+        """ "did you mean '--batch'?" for a mistyped option (`--bacth 8`), from the options of this
         parser and of the subcommand parsers built (main builds only the chosen command's)."""
         options: set[str] = set(self._option_string_actions)
         for action in self._actions:

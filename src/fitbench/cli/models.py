@@ -42,8 +42,15 @@ def run(args: argparse.Namespace) -> int:
         assert isinstance(arch, TransformerArch)
         total, active = arch.param_count(), arch.active_param_count()
         window = (
-            t("models.sliding", lang, window=arch.sliding_window, layers=arch.sliding_layers,
-              total=arch.num_layers) if arch.sliding_layers else ""
+            t(
+                "models.sliding",
+                lang,
+                window=arch.sliding_window,
+                layers=arch.sliding_layers,
+                total=arch.num_layers,
+            )
+            if arch.sliding_layers
+            else ""
         )
         experts = f"{arch.experts_per_token}/{arch.num_experts}" if arch.is_moe else ""
         fmt, _ = weight_format_from_config(m.config, m.repo)
@@ -80,8 +87,17 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(records)
         return 0
-    keys = ("model", "family", "params_short", "active", "experts", "kv_heads", "sliding_window", "weights",
-            "source")
+    keys = (
+        "model",
+        "family",
+        "params_short",
+        "active",
+        "experts",
+        "kv_heads",
+        "sliding_window",
+        "weights",
+        "source",
+    )
     print(
         render_table(
             [t(f"col.{k}", lang) for k in keys],

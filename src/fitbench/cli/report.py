@@ -53,6 +53,7 @@ def default_report_path(history_path: str | Path | None = None) -> Path:
         history_path = default_db_path()
     return Path(history_path).expanduser().resolve().parent / DEFAULT_HTML
 
+
 EPILOG = """examples:
   fitbench report                               the 10 newest runs -> the data folder's fitbench-report.html
   fitbench report --out ./runs.html             choose where it goes (.md writes Markdown)
@@ -70,10 +71,14 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     parser.add_argument(
         "--last", type=positive_int, metavar="N", help=f"the N newest runs (default {DEFAULT_LAST})"
     )
-    parser.add_argument("--html", metavar="FILE",
-                        help=f"write the HTML report here (default: {DEFAULT_HTML} in the history's folder)")
-    parser.add_argument("--out", metavar="FILE",
-                        help="where the report goes: FILE.md writes Markdown, any other name HTML")
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help=f"write the HTML report here (default: {DEFAULT_HTML} in the history's folder)",
+    )
+    parser.add_argument(
+        "--out", metavar="FILE", help="where the report goes: FILE.md writes Markdown, any other name HTML"
+    )
     parser.add_argument("--markdown", metavar="FILE", help="write a Markdown report (tables, no charts)")
     add_db_arg(parser)
     add_lang_arg(parser)

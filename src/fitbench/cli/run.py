@@ -82,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         "--emulate",
         metavar="ID",
         help="cap device memory at a catalog card's usable memory (or a --gpu-spec form's): does it fit "
-             "there? (implies --gpu ID)",
+        "there? (implies --gpu ID)",
     )
     add_gpu_spec_arg(run, repeat=False)
     run.add_argument(
@@ -252,8 +252,12 @@ def comparison(base: Measurement, other: Measurement, workload: Workload, base_p
     pb, po = base.peak_memory_bytes, other.peak_memory_bytes
     saving = (1 - po / pb, pb - po) if pb and po is not None else (None, None)
     sb, so = _speed_key(base, workload), _speed_key(other, workload)
-    return Comparison(baseline=base_precision, memory_saving=saving[0], memory_saved_bytes=saving[1],
-                      speedup=so / sb if sb and so else None)
+    return Comparison(
+        baseline=base_precision,
+        memory_saving=saving[0],
+        memory_saved_bytes=saving[1],
+        speedup=so / sb if sb and so else None,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -303,13 +307,17 @@ def refuse_unmeasurable_storage(workload: Workload) -> None:
     here, before minutes are spent, instead of measuring something else."""
     fmt = workload.weights
     if fmt is not None:
-        raise FitbenchError(f"fitbench run cannot build {fmt.describe()} weights (the estimate covers them)",
-                            "use --precision int8 or int4 (bitsandbytes) to measure quantized weights, or "
-                            "--weights none for the unquantized model; benchmarks/quant_gpu.py measures fp8 "
-                            "block-scaled weights")
+        raise FitbenchError(
+            f"fitbench run cannot build {fmt.describe()} weights (the estimate covers them)",
+            "use --precision int8 or int4 (bitsandbytes) to measure quantized weights, or "
+            "--weights none for the unquantized model; benchmarks/quant_gpu.py measures fp8 "
+            "block-scaled weights",
+        )
     if workload.kv_cache is not None and workload.kv_cache != _compute_kv_dtype(workload):
-        raise FitbenchError(f"fitbench run keeps the KV cache in the compute dtype, not {workload.kv_cache}",
-                            "drop --kv-cache to measure; `fitbench estimate --kv-cache` gives its memory")
+        raise FitbenchError(
+            f"fitbench run keeps the KV cache in the compute dtype, not {workload.kv_cache}",
+            "drop --kv-cache to measure; `fitbench estimate --kv-cache` gives its memory",
+        )
 
 
 def _compute_kv_dtype(workload: Workload) -> str:
@@ -372,11 +380,14 @@ def _plan(args: argparse.Namespace, lang: str) -> RunPlan:
     limit = _emulation_limit(args, device)
     gpu, gpu_note = _compare_card(args, device)
     options = RunOptions(
-        device=device, exec_mode=args.exec_mode, data=str(Path(args.data).resolve()) if args.data else None,
+        device=device,
+        exec_mode=args.exec_mode,
+        data=str(Path(args.data).resolve()) if args.data else None,
         memory_limit_bytes=limit,
     )
-    return RunPlan(workloads=workloads, backend=backend, device=device, gpu=gpu, gpu_note=gpu_note,
-                   options=options)
+    return RunPlan(
+        workloads=workloads, backend=backend, device=device, gpu=gpu, gpu_note=gpu_note, options=options
+    )
 
 
 def _emulation_limit(args: argparse.Namespace, device: str) -> int | None:
@@ -407,8 +418,9 @@ def _compare_card(args: argparse.Namespace, device: str) -> tuple[GpuSpec | None
     return pick_gpu(args.gpu, device)
 
 
-def _run_one(workload: Workload, plan: RunPlan, args: argparse.Namespace, store: HistoryStore,
-             show: bool, lang: str) -> RunOutcome:
+def _run_one(
+    workload: Workload, plan: RunPlan, args: argparse.Namespace, store: HistoryStore, show: bool, lang: str
+) -> RunOutcome:
     """Estimate, measure (and search the largest batch), store, and say how the two compare."""
     from fitbench.measure.progress import Progress
 
@@ -456,8 +468,12 @@ def _compare_precisions(outcomes: list[RunOutcome]) -> list[RunOutcome]:
 
 def _measure(workload: Workload, backend: str, options: Any, args: argparse.Namespace, progress: Any) -> dict:
     """One measurement: a fresh child process, or one per GPU through the distributed launcher."""
-    common = {"timeout_s": args.timeout, "min_steps": args.min_steps, "warmup": args.warmup,
-              "progress": progress}
+    common = {
+        "timeout_s": args.timeout,
+        "min_steps": args.min_steps,
+        "warmup": args.warmup,
+        "progress": progress,
+    }
     if workload.gpus > 1:
         from fitbench.measure.distributed import measure_distributed
 
@@ -478,8 +494,15 @@ def _max_batch(
         else workload.batch_size
     )
     limit = args.batch_limit or max(64, 8 * start)
-    progress({"phase": "max-batch search", "detail": f"from {start}, at most {limit}",
-              "detail_key": "progress.search_range", "start": start, "limit": limit})
+    progress(
+        {
+            "phase": "max-batch search",
+            "detail": f"from {start}, at most {limit}",
+            "detail_key": "progress.search_range",
+            "start": start,
+            "limit": limit,
+        }
+    )
     result = find_max_batch(
         workload,
         backend,
@@ -501,8 +524,12 @@ def note_text(note: dict[str, str], lang: str) -> str:
 def _status_line(m: Measurement, lang: str) -> str:
     """How a measurement ended: its status, and its message in the reader's language where fitbench
     worded it (an exception's own text is shown as the framework wrote it)."""
-    return t("run.status", lang, status=m.status if lang == "en" else status_label(m.status, lang),
-             error=measurement_text(str(m.error), lang))
+    return t(
+        "run.status",
+        lang,
+        status=m.status if lang == "en" else status_label(m.status, lang),
+        error=measurement_text(str(m.error), lang),
+    )
 
 
 def _pct(x: float | None) -> str:
@@ -524,8 +551,11 @@ def format_one(o: RunOutcome, gpu: GpuSpec | None, lang: str = "en") -> str:
         rows = [x for x in rows if x[1] != "-"]
     lines = _title_lines(o, lang)
     if rows:
-        est_head = t("run.col.estimate_on", lang, gpu=gpu.id) if (est is not None and gpu is not None) \
+        est_head = (
+            t("run.col.estimate_on", lang, gpu=gpu.id)
+            if (est is not None and gpu is not None)
             else t("run.col.estimate", lang)
+        )
         lines.append(_table(rows, est_head if est is not None else None, lang))
     return "\n".join(lines + _footer_lines(o, lang))
 
@@ -543,16 +573,37 @@ def _title_lines(o: RunOutcome, lang: str) -> list[str]:
     m, w = o.measurement, o.workload
     tiny = f" ({t('check.variant_tiny', lang)}: {t('run.smoke', lang)})" if w.tiny else ""
     precision = precision_shown(m.precision_requested, m.precision_in_effect, lang)
-    lines = [t("run.title", lang, name=w.name, tiny=tiny, backend=m.backend,
-               version=m.framework_version or "", device=m.device_name or m.device,
-               precision=precision, batch=w.batch_size, exec_mode=m.exec_mode)]
+    lines = [
+        t(
+            "run.title",
+            lang,
+            name=w.name,
+            tiny=tiny,
+            backend=m.backend,
+            version=m.framework_version or "",
+            device=m.device_name or m.device,
+            precision=precision,
+            batch=w.batch_size,
+            exec_mode=m.exec_mode,
+        )
+    ]
     if w.tiny:
         lines.append("  " + t("run.smoke_test", lang, name=w.name))
     dist = m.distributed
     if dist:
-        lines.append("  " + t("run.distributed", lang, nproc=dist["nproc"], launcher=dist["launcher"],
-                                group=dist["process_group"], strategy=dist["strategy"],
-                                per_gpu=dist["per_gpu_batch_size"], total=dist["global_batch_size"]))
+        lines.append(
+            "  "
+            + t(
+                "run.distributed",
+                lang,
+                nproc=dist["nproc"],
+                launcher=dist["launcher"],
+                group=dist["process_group"],
+                strategy=dist["strategy"],
+                per_gpu=dist["per_gpu_batch_size"],
+                total=dist["global_batch_size"],
+            )
+        )
     if not m.completed:
         lines.append("  " + _status_line(m, lang))
         if m.hint:
@@ -570,12 +621,26 @@ def _memory_rows(o: RunOutcome, lang: str) -> list[Row]:
     peak = "-"
     if m.peak_memory_bytes:
         peak = f"{format_bytes(m.peak_memory_bytes)} ({m.peak_memory_source or ''})"
-    rows = [_row(t("run.row.peak_memory", lang), peak,
-                 _estimated(o, format_bytes(e.peak_memory_bytes if e else None)), errors.get("peak_memory"))]
+    rows = [
+        _row(
+            t("run.row.peak_memory", lang),
+            peak,
+            _estimated(o, format_bytes(e.peak_memory_bytes if e else None)),
+            errors.get("peak_memory"),
+        )
+    ]
     if m.peak_allocated_bytes is not None:
-        rows.append(_row(t("run.row.allocator_peak", lang),
-                         t("run.cell.allocated", lang, allocated=format_bytes(m.peak_allocated_bytes),
-                           reserved=format_bytes(m.peak_reserved_bytes))))
+        rows.append(
+            _row(
+                t("run.row.allocator_peak", lang),
+                t(
+                    "run.cell.allocated",
+                    lang,
+                    allocated=format_bytes(m.peak_allocated_bytes),
+                    reserved=format_bytes(m.peak_reserved_bytes),
+                ),
+            )
+        )
     if m.cuda_context_bytes is not None:
         rows.append(_row(t("run.row.cuda_context", lang), format_bytes(m.cuda_context_bytes)))
     rows.append(_row(t("run.row.load", lang), format_seconds(m.load_seconds)))
@@ -586,14 +651,27 @@ def _generation_rows(o: RunOutcome, lang: str) -> list[Row]:
     m, e, errors = o.measurement, o.record.estimate, o.record.error_vs_estimate
     return [
         _row(t("run.row.memory_after_load", lang), format_bytes(m.memory_after_load_bytes)),
-        _row(t("run.row.prefill", lang), format_seconds(m.prefill_seconds),
-             _estimated(o, format_seconds(e.prefill_seconds if e else None)), errors.get("prefill_seconds")),
-        _row(t("run.row.decode", lang), format_rate(m.decode_tokens_per_second, "tok/s"),
-             _estimated(o, format_rate(e.tokens_per_second if e else None, "tok/s")),
-             errors.get("tokens_per_second")),
-        _row(t("run.row.end_to_end", lang),
-             t("run.cell.per_generate", lang, rate=format_rate(m.tokens_per_second, "tok/s"),
-               time=format_seconds(m.step_seconds))),
+        _row(
+            t("run.row.prefill", lang),
+            format_seconds(m.prefill_seconds),
+            _estimated(o, format_seconds(e.prefill_seconds if e else None)),
+            errors.get("prefill_seconds"),
+        ),
+        _row(
+            t("run.row.decode", lang),
+            format_rate(m.decode_tokens_per_second, "tok/s"),
+            _estimated(o, format_rate(e.tokens_per_second if e else None, "tok/s")),
+            errors.get("tokens_per_second"),
+        ),
+        _row(
+            t("run.row.end_to_end", lang),
+            t(
+                "run.cell.per_generate",
+                lang,
+                rate=format_rate(m.tokens_per_second, "tok/s"),
+                time=format_seconds(m.step_seconds),
+            ),
+        ),
     ]
 
 
@@ -604,20 +682,36 @@ def _step_rows(o: RunOutcome, lang: str) -> list[Row]:
         step = t("run.cell.steps", lang, time=step, p90=format_seconds(m.step_seconds_p90), steps=m.steps)
     unit = _speed_unit(w)
     rows = [
-        _row(t("run.row.step", lang), step, _estimated(o, format_seconds(e.step_seconds if e else None)),
-             errors.get("step_seconds")),
-        _row(t("run.row.throughput", lang), format_rate(m.samples_per_second, unit),
-             _estimated(o, format_rate(e.samples_per_second if e else None, unit))),
+        _row(
+            t("run.row.step", lang),
+            step,
+            _estimated(o, format_seconds(e.step_seconds if e else None)),
+            errors.get("step_seconds"),
+        ),
+        _row(
+            t("run.row.throughput", lang),
+            format_rate(m.samples_per_second, unit),
+            _estimated(o, format_rate(e.samples_per_second if e else None, unit)),
+        ),
     ]
     if m.tokens_per_second is not None:
         est_tokens = e.tokens_per_second if e else None
-        rows.append(_row(t("run.row.tokens", lang), format_rate(m.tokens_per_second, "tok/s"),
-                         format_rate(est_tokens, "tok/s") if est_tokens else "",
-                         errors.get("tokens_per_second")))
+        rows.append(
+            _row(
+                t("run.row.tokens", lang),
+                format_rate(m.tokens_per_second, "tok/s"),
+                format_rate(est_tokens, "tok/s") if est_tokens else "",
+                errors.get("tokens_per_second"),
+            )
+        )
     if m.epoch_seconds is not None:
-        rows.append(_row(t("run.row.epoch_smoke" if w.tiny else "run.row.epoch", lang),
-                         format_seconds(m.epoch_seconds),
-                         _estimated(o, format_seconds(e.epoch_seconds if e else None))))
+        rows.append(
+            _row(
+                t("run.row.epoch_smoke" if w.tiny else "run.row.epoch", lang),
+                format_seconds(m.epoch_seconds),
+                _estimated(o, format_seconds(e.epoch_seconds if e else None)),
+            )
+        )
     return rows
 
 
@@ -653,12 +747,15 @@ def _table(rows: list[Row], est_head: str | None, lang: str) -> str:
 
 def _footer_lines(o: RunOutcome, lang: str) -> list[str]:
     from fitbench.advise.diagnosis import format_diagnosis
+
     lines = []
     diagnosis_line = format_diagnosis(o.record.diagnosis or {}, lang)
     if diagnosis_line:
         lines.append(f"  {diagnosis_line}")
-    lines += ["  " + t("run.warning", lang, warning=measurement_text(warning, lang))
-              for warning in o.measurement.warnings]
+    lines += [
+        "  " + t("run.warning", lang, warning=measurement_text(warning, lang))
+        for warning in o.measurement.warnings
+    ]
     if o.not_comparable:
         reasons = t("run.reason.sep", lang).join(t(f"run.reason.{k}", lang) for k in o.not_comparable)
         lines.append("  " + t("run.not_comparable", lang, reasons=reasons))
@@ -686,8 +783,12 @@ def _comparison_line(o: RunOutcome, lang: str) -> str:
         return t("run.compare.incomplete", lang, precision=precision, baseline=c.baseline)
     saving = c.memory_saving
     mem = (
-        t("run.compare.less" if saving >= 0 else "run.compare.more", lang, pct=_pct(-saving),
-          bytes=format_bytes(abs(c.memory_saved_bytes or 0)))
+        t(
+            "run.compare.less" if saving >= 0 else "run.compare.more",
+            lang,
+            pct=_pct(-saving),
+            bytes=format_bytes(abs(c.memory_saved_bytes or 0)),
+        )
         if saving is not None
         else "-"
     )

@@ -11,8 +11,9 @@ from fitbench.workloads.presets import PRESETS, TINY_PRESETS
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
-    parser = add_command(subparsers, name, help_text,
-                         "examples:\n  fitbench workloads\n  fitbench workloads --json")
+    parser = add_command(
+        subparsers, name, help_text, "examples:\n  fitbench workloads\n  fitbench workloads --json"
+    )
     parser.add_argument("--json", action="store_true", help="print the presets as a JSON list")
     parser.set_defaults(func=run)
 
@@ -25,13 +26,26 @@ def run(args: argparse.Namespace) -> int:
     lang = resolve_lang(getattr(args, "lang", None))
     rows = []
     for w in workloads:
-        shape = (f"{w.prompt_tokens}+{w.new_tokens} tok" if w.is_generation else
-                 f"seq {w.seq_len}" if w.seq_len else f"{w.image_size}px")
-        rows.append([w.name, f"{w.param_count() / 1e6:,.1f}M", w.mode, str(w.batch_size), shape, w.precision,
-                     t("cell.yes", lang) if w.name in TINY_PRESETS else "",
-                     preset_description(w.description, lang)])
+        shape = (
+            f"{w.prompt_tokens}+{w.new_tokens} tok"
+            if w.is_generation
+            else f"seq {w.seq_len}"
+            if w.seq_len
+            else f"{w.image_size}px"
+        )
+        rows.append(
+            [
+                w.name,
+                f"{w.param_count() / 1e6:,.1f}M",
+                w.mode,
+                str(w.batch_size),
+                shape,
+                w.precision,
+                t("cell.yes", lang) if w.name in TINY_PRESETS else "",
+                preset_description(w.description, lang),
+            ]
+        )
     head = [t(f"col.{k}", lang) for k in ("workload", "params_short", "mode", "batch", "shape", "precision")]
-    print(render_table([*head, "--tiny", t("col.description", lang)],
-                       rows, align="lrlrlll" + "l"))
+    print(render_table([*head, "--tiny", t("col.description", lang)], rows, align="lrlrlll" + "l"))
     print("\n" + t("workloads.overrides", lang))
     return 0

@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 # value is the mean of the published per-card measurements in benchmarks/data/stream_bandwidth.toml
 # (sources there). DEFAULT_STREAM_EFFICIENCY is their median, for a card whose type is not given.
 STREAM_EFFICIENCY = {
-    "hbm2": 0.85,    # V100 0.83, A100 40GB 0.87
-    "hbm2e": 0.86,   # no card measured here: between HBM2 and HBM3
-    "hbm3": 0.91,    # GH200 96GB: coalesced read 0.90, write 0.93
-    "hbm3e": 0.88,   # H200 (fitbench's own copy: 4.2-4.3 of 4.8 TB/s)
-    "gddr6": 0.75,   # T4 (device-to-device copy)
+    "hbm2": 0.85,  # V100 0.83, A100 40GB 0.87
+    "hbm2e": 0.86,  # no card measured here: between HBM2 and HBM3
+    "hbm3": 0.91,  # GH200 96GB: coalesced read 0.90, write 0.93
+    "hbm3e": 0.88,  # H200 (fitbench's own copy: 4.2-4.3 of 4.8 TB/s)
+    "gddr6": 0.75,  # T4 (device-to-device copy)
     "gddr6x": 0.91,  # RTX 4090
-    "gddr7": 0.88,   # RTX 5090 (cub's BabelStream triad)
+    "gddr7": 0.88,  # RTX 5090 (cub's BabelStream triad)
 }
 DEFAULT_STREAM_EFFICIENCY = 0.88
 

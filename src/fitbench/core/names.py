@@ -71,8 +71,9 @@ def strategy(name: object) -> Strategy:
 def _member(kind: type[_E], name: object, what: str, flag: str) -> _E:
     choices = [m.value for m in kind]
     if not isinstance(name, str):
-        raise FitbenchError(f"{what} must be a name, got {name!r}",
-                            f"pass {flag} as one of {', '.join(choices)}")
+        raise FitbenchError(
+            f"{what} must be a name, got {name!r}", f"pass {flag} as one of {', '.join(choices)}"
+        )
     try:
         return kind(name)
     except ValueError:

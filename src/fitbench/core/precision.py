@@ -37,27 +37,61 @@ class Precision:
 PRECISIONS: dict[str, Precision] = {
     p.name: p
     for p in (
-        Precision(name="fp32", weight_bytes=4, cast_cache_bytes=0, grad_bytes=4,
-                  activation_bytes=4, compute="fp32"),
-        Precision(name="tf32", weight_bytes=4, cast_cache_bytes=0, grad_bytes=4,
-                  activation_bytes=4, compute="tf32"),
+        Precision(
+            name="fp32", weight_bytes=4, cast_cache_bytes=0, grad_bytes=4, activation_bytes=4, compute="fp32"
+        ),
+        Precision(
+            name="tf32", weight_bytes=4, cast_cache_bytes=0, grad_bytes=4, activation_bytes=4, compute="tf32"
+        ),
         # torch.autocast keeps FP32 weights and caches one FP16/BF16 copy per weight while the
         # forward pass runs (torch/csrc/autograd autocast weight cache); gradients are FP32.
-        Precision(name="amp-fp16", weight_bytes=4, cast_cache_bytes=2, grad_bytes=4,
-                  activation_bytes=2, compute="fp16", amp=True),
-        Precision(name="amp-bf16", weight_bytes=4, cast_cache_bytes=2, grad_bytes=4,
-                  activation_bytes=2, compute="bf16", amp=True),
+        Precision(
+            name="amp-fp16",
+            weight_bytes=4,
+            cast_cache_bytes=2,
+            grad_bytes=4,
+            activation_bytes=2,
+            compute="fp16",
+            amp=True,
+        ),
+        Precision(
+            name="amp-bf16",
+            weight_bytes=4,
+            cast_cache_bytes=2,
+            grad_bytes=4,
+            activation_bytes=2,
+            compute="bf16",
+            amp=True,
+        ),
         # Pure half precision: weights, gradients and (in PyTorch) optimizer state in 16 bit.
-        Precision(name="fp16", weight_bytes=2, cast_cache_bytes=0, grad_bytes=2,
-                  activation_bytes=2, compute="fp16"),
-        Precision(name="bf16", weight_bytes=2, cast_cache_bytes=0, grad_bytes=2,
-                  activation_bytes=2, compute="bf16"),
+        Precision(
+            name="fp16", weight_bytes=2, cast_cache_bytes=0, grad_bytes=2, activation_bytes=2, compute="fp16"
+        ),
+        Precision(
+            name="bf16", weight_bytes=2, cast_cache_bytes=0, grad_bytes=2, activation_bytes=2, compute="bf16"
+        ),
         # Weight-only quantization for inference: int8 (LLM.int8 / per-channel) and int4
         # (NF4/GPTQ-style groups); activations and compute stay in fp16.
-        Precision(name="int8", weight_bytes=1, cast_cache_bytes=0, grad_bytes=0,
-                  activation_bytes=2, compute="fp16", quant_bits=8, training=False),
-        Precision(name="int4", weight_bytes=0.5, cast_cache_bytes=0, grad_bytes=0,
-                  activation_bytes=2, compute="fp16", quant_bits=4, training=False),
+        Precision(
+            name="int8",
+            weight_bytes=1,
+            cast_cache_bytes=0,
+            grad_bytes=0,
+            activation_bytes=2,
+            compute="fp16",
+            quant_bits=8,
+            training=False,
+        ),
+        Precision(
+            name="int4",
+            weight_bytes=0.5,
+            cast_cache_bytes=0,
+            grad_bytes=0,
+            activation_bytes=2,
+            compute="fp16",
+            quant_bits=4,
+            training=False,
+        ),
     )
 }
 
@@ -66,9 +100,18 @@ PRECISION_NAMES = ("fp32", "amp-fp16", "amp-bf16", "fp16", "bf16", "int8", "int4
 
 def get_precision(name: str) -> Precision:
     key = name.strip().lower().replace("_", "-")
-    aliases = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16", "amp": "amp-fp16",
-               "amp-float16": "amp-fp16", "amp-bfloat16": "amp-bf16", "q8": "int8", "q4": "int4",
-               "nf4": "int4"}
+    aliases = {
+        "float32": "fp32",
+        "float16": "fp16",
+        "half": "fp16",
+        "bfloat16": "bf16",
+        "amp": "amp-fp16",
+        "amp-float16": "amp-fp16",
+        "amp-bfloat16": "amp-bf16",
+        "q8": "int8",
+        "q4": "int4",
+        "nf4": "int4",
+    }
     key = aliases.get(key, key)
     if key not in PRECISIONS:
         # The valid values are always listed: a close match alone hides the others (fp8 -> fp16?).

@@ -44,8 +44,15 @@ from fitbench.errors import FitbenchError, did_you_mean
 # figures, so they include the block scales and, for the k-quant mixes (_M), the higher types
 # the mix gives some tensors (attention V, feed-forward down, the output matrix).
 LLAMA_V1_7B_PARAMS = 6_738_415_616
-GGUF_GIB_LLAMA_7B = {"q8_0": 6.70, "q6_k": 5.15, "q5_k_m": 4.45, "q4_k_m": 3.80, "q4_0": 3.56,
-                     "q3_k_m": 3.07, "q2_k": 2.63}
+GGUF_GIB_LLAMA_7B = {
+    "q8_0": 6.70,
+    "q6_k": 5.15,
+    "q5_k_m": 4.45,
+    "q4_k_m": 3.80,
+    "q4_0": 3.56,
+    "q3_k_m": 3.07,
+    "q2_k": 2.63,
+}
 GGUF_BPW = {k: round(v * 2**30 * 8 / LLAMA_V1_7B_PARAMS, 3) for k, v in GGUF_GIB_LLAMA_7B.items()}
 # The bits each type's blocks hold per value before scales (ggml-common.h block layouts).
 GGUF_VALUE_BITS = {"q8_0": 8, "q6_k": 6, "q5_k_m": 5, "q4_k_m": 4, "q4_0": 4, "q3_k_m": 3, "q2_k": 2}
@@ -105,8 +112,13 @@ class WeightFormat:
         if self.method == "gguf":
             return f"GGUF {self.label} ({self.bits:g} bits a weight, llama.cpp's figure for LLaMA-7B)"
         if self.method == "fp8":
-            scales = ("per tensor" if self.block is None else "per channel" if self.block == (0, 0)
-                      else f"block {self.block[0]}x{self.block[1]}")
+            scales = (
+                "per tensor"
+                if self.block is None
+                else "per channel"
+                if self.block == (0, 0)
+                else f"block {self.block[0]}x{self.block[1]}"
+            )
             return f"fp8 e4m3 ({scales} scales)"
         if self.method == "bnb-int8":
             return "bitsandbytes int8 (LLM.int8)"
@@ -206,8 +218,14 @@ def _gguf_bytes(fmt: WeightFormat, n: int) -> tuple[int, int]:
     return round(values), round(total - values)
 
 
-_MATRIX_BYTES = {"bnb-int8": _bnb_int8_bytes, "bnb-4bit": _bnb_4bit_bytes, "fp8": _fp8_bytes,
-                 "gptq": _gptq_bytes, "awq": _awq_bytes, "compressed-int": _compressed_int_bytes}
+_MATRIX_BYTES = {
+    "bnb-int8": _bnb_int8_bytes,
+    "bnb-4bit": _bnb_4bit_bytes,
+    "fp8": _fp8_bytes,
+    "gptq": _gptq_bytes,
+    "awq": _awq_bytes,
+    "compressed-int": _compressed_int_bytes,
+}
 
 
 def matrix_total_bytes(fmt: WeightFormat, fin: int, fout: int) -> int:
@@ -218,12 +236,28 @@ def matrix_total_bytes(fmt: WeightFormat, fin: int, fout: int) -> int:
 # -- formats by name ----------------------------------------------------------------------------
 LEGACY = {
     "int8": WeightFormat(method="bnb-int8", bits=8, scale_bytes=4, label="int8", source="--precision"),
-    "int4": WeightFormat(method="bnb-4bit", bits=4, group_size=64, scale_bytes=4, label="nf4",
-                         source="--precision"),
+    "int4": WeightFormat(
+        method="bnb-4bit", bits=4, group_size=64, scale_bytes=4, label="nf4", source="--precision"
+    ),
 }
 
-WEIGHT_NAMES = ("none", "int8", "nf4", "nf4-dq", "fp4", "fp4-dq", "gptq", "gptq-8bit", "gptq-3bit",
-                "gptq-2bit", "awq", "fp8", "fp8-channel", "fp8-tensor", *GGUF_BPW)
+WEIGHT_NAMES = (
+    "none",
+    "int8",
+    "nf4",
+    "nf4-dq",
+    "fp4",
+    "fp4-dq",
+    "gptq",
+    "gptq-8bit",
+    "gptq-3bit",
+    "gptq-2bit",
+    "awq",
+    "fp8",
+    "fp8-channel",
+    "fp8-tensor",
+    *GGUF_BPW,
+)
 _GROUPED = re.compile(r"^(gptq|awq)(?:-(\d+)bit)?(?:-g(\d+|all))?$")
 
 
@@ -239,8 +273,14 @@ def parse_weights(text: str) -> WeightFormat | None:
         return WeightFormat(method="bnb-int8", bits=8, scale_bytes=4, label="int8")
     if key in ("nf4", "nf4-dq", "fp4", "fp4-dq", "int4"):
         kind = "fp4" if key.startswith("fp4") else "nf4"
-        return WeightFormat(method="bnb-4bit", bits=4, group_size=64, scale_bytes=4, label=kind,
-                            double_quant=key.endswith("-dq"))
+        return WeightFormat(
+            method="bnb-4bit",
+            bits=4,
+            group_size=64,
+            scale_bytes=4,
+            label=kind,
+            double_quant=key.endswith("-dq"),
+        )
     key = {"fp8-e4m3": "fp8", "e4m3": "fp8", "float8-e4m3fn": "fp8"}.get(key, key)
     if key in ("fp8", "fp8-block", "fp8-channel", "fp8-tensor"):
         block = {"fp8-channel": (0, 0), "fp8-tensor": None}.get(key, (128, 128))
@@ -253,8 +293,10 @@ def parse_weights(text: str) -> WeightFormat | None:
         bits = int(bits_text or 4)
         allowed = (2, 3, 4, 8) if method == "gptq" else (4,)
         if bits not in allowed:
-            raise FitbenchError(f"--weights {text}: {method} stores {', '.join(map(str, allowed))} bits, "
-                                f"not {bits}", f"for example --weights {method}")
+            raise FitbenchError(
+                f"--weights {text}: {method} stores {', '.join(map(str, allowed))} bits, not {bits}",
+                f"for example --weights {method}",
+            )
         group = -1 if group_text == "all" else int(group_text or 128)
         if group != -1 and not 1 <= group <= 1 << 20:
             raise FitbenchError(f"--weights {text}: group size {group} is not usable", "use -g32 ... -g128")
@@ -262,13 +304,31 @@ def parse_weights(text: str) -> WeightFormat | None:
     raise FitbenchError(f"unknown weight format '{text}'", did_you_mean(key, WEIGHT_NAMES))
 
 
-def make_grouped(method: str, bits: int, group: int, *, g_idx: bool = True, zero_points: bool = True,
-                 skip: tuple[str, ...] = (), quantize_head: bool = False, source: str = "--weights",
-                 scale_bytes: int = 2) -> WeightFormat:
+def make_grouped(
+    method: str,
+    bits: int,
+    group: int,
+    *,
+    g_idx: bool = True,
+    zero_points: bool = True,
+    skip: tuple[str, ...] = (),
+    quantize_head: bool = False,
+    source: str = "--weights",
+    scale_bytes: int = 2,
+) -> WeightFormat:
     label = f"{method}-{bits}bit-g{group if group != -1 else 'all'}"
-    return WeightFormat(method=method, bits=bits, group_size=group, scale_bytes=scale_bytes,
-                        zero_points=zero_points, g_idx=g_idx and method == "gptq", skip=skip,
-                        quantize_head=quantize_head, label=label, source=source)
+    return WeightFormat(
+        method=method,
+        bits=bits,
+        group_size=group,
+        scale_bytes=scale_bytes,
+        zero_points=zero_points,
+        g_idx=g_idx and method == "gptq",
+        skip=skip,
+        quantize_head=quantize_head,
+        label=label,
+        source=source,
+    )
 
 
 def kv_cache_element_bytes(dtype: str) -> int:
@@ -285,8 +345,15 @@ def kv_cache_scale_bytes_per_head(dtype: str) -> int:
 
 def check_kv_cache(name: str) -> str:
     key = name.strip().lower() if isinstance(name, str) else ""
-    key = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "fp8-e4m3": "fp8",
-           "fp8_e4m3": "fp8", "e4m3": "fp8"}.get(key, key)
+    key = {
+        "float16": "fp16",
+        "half": "fp16",
+        "bfloat16": "bf16",
+        "float32": "fp32",
+        "fp8-e4m3": "fp8",
+        "fp8_e4m3": "fp8",
+        "e4m3": "fp8",
+    }.get(key, key)
     if key not in KV_CACHE_DTYPES:
         raise FitbenchError(f"unknown KV cache dtype '{name}'", did_you_mean(key, tuple(KV_CACHE_DTYPES)))
     return key

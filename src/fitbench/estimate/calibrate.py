@@ -30,14 +30,22 @@ from fitbench.estimate.api import estimate
 from fitbench.estimate.profile import Profile, forget_loaded, get_profile, user_profile_path
 from fitbench.workloads.workload import Workload
 
-EFFICIENCY_KEYS = {"compute": ("matmul_efficiency", "conv_efficiency", "attention_efficiency"),
-                   "memory": ("memory_efficiency",), "decode": ("decode_memory_efficiency",)}
+EFFICIENCY_KEYS = {
+    "compute": ("matmul_efficiency", "conv_efficiency", "attention_efficiency"),
+    "memory": ("memory_efficiency",),
+    "decode": ("decode_memory_efficiency",),
+}
 # Fitted values outside these bounds mean a broken measurement, not a machine.
-BOUNDS = {"matmul_efficiency": (0.05, 1.0), "conv_efficiency": (0.05, 1.0),
-          "attention_efficiency": (0.05, 1.0), "memory_efficiency": (0.05, 1.0),
-          "decode_memory_efficiency": (0.05, 1.0),
-          "host_seconds_per_op": (1e-7, 1e-3), "generate_host_seconds_per_op": (1e-7, 1e-3),
-          "context_bytes": (0, 8 << 30)}
+BOUNDS = {
+    "matmul_efficiency": (0.05, 1.0),
+    "conv_efficiency": (0.05, 1.0),
+    "attention_efficiency": (0.05, 1.0),
+    "memory_efficiency": (0.05, 1.0),
+    "decode_memory_efficiency": (0.05, 1.0),
+    "host_seconds_per_op": (1e-7, 1e-3),
+    "generate_host_seconds_per_op": (1e-7, 1e-3),
+    "context_bytes": (0, 8 << 30),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,8 +58,12 @@ class Fit:
     evidence: dict[str, list[float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"framework": self.framework, "exec_mode": self.exec_mode, "values": self.values,
-                "evidence": self.evidence}
+        return {
+            "framework": self.framework,
+            "exec_mode": self.exec_mode,
+            "values": self.values,
+            "evidence": self.evidence,
+        }
 
 
 def _measured_step(m: dict[str, Any], workload: Workload) -> float | None:
@@ -130,20 +142,28 @@ def points_from_result_file(
         if isinstance(gpu_id, dict):  # speed.py stores the whole catalog card
             gpu_id = gpu_id["id"]
         if "scenarios" in data:
-            pairs = [(s["workload"], s["runs"][mode]["measurement"])
-                     for s in data["scenarios"] for mode in s["runs"]]
+            pairs = [
+                (s["workload"], s["runs"][mode]["measurement"])
+                for s in data["scenarios"]
+                for mode in s["runs"]
+            ]
         else:
             pairs = [(p["workload"], p["measurement"]) for p in data["points"]]
-        points = [(Workload.from_dict(w), m) for w, m in pairs
-                  if (m or {}).get("exec_mode", "default") == exec_mode]
+        points = [
+            (Workload.from_dict(w), m) for w, m in pairs if (m or {}).get("exec_mode", "default") == exec_mode
+        ]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise FitbenchError(f"cannot read measurements from {path}: {exc}",
-                            "pass a JSON written by benchmarks/accuracy.py or benchmarks/speed.py") from None
+        raise FitbenchError(
+            f"cannot read measurements from {path}: {exc}",
+            "pass a JSON written by benchmarks/accuracy.py or benchmarks/speed.py",
+        ) from None
     if not gpu_id:
         raise FitbenchError(f"{path} holds CPU measurements", "calibration needs measurements from a GPU")
     if not points:
-        raise FitbenchError(f"{path} holds no measurements taken with --exec {exec_mode}",
-                            "pass --exec with the mode the file measured, or another file")
+        raise FitbenchError(
+            f"{path} holds no measurements taken with --exec {exec_mode}",
+            "pass --exec with the mode the file measured, or another file",
+        )
     return gpu_id, points
 
 
@@ -181,8 +201,9 @@ def _toml_value(value: Any) -> str:
     return str(value)
 
 
-def calibrate_from_file(path: Path, *, framework: str = "torch",
-                        exec_mode: str = "default") -> tuple[Fit, GpuSpec]:
+def calibrate_from_file(
+    path: Path, *, framework: str = "torch", exec_mode: str = "default"
+) -> tuple[Fit, GpuSpec]:
     gpu_id, points = points_from_result_file(path, exec_mode)
     gpu = get_gpu(gpu_id)
     return fit_profile(points, gpu, get_profile(framework, exec_mode, use_user=False)), gpu

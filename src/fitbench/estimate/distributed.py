@@ -144,13 +144,18 @@ TP_SPLIT_ACTIVATION_UNITS = 24.0
 # An FP32 run (no fp16/bf16 section) has no 16-bit copies: 4-byte weights and gradients, and
 # DeepSpeed still makes an FP32 partition copy for the optimizer (single_partition_of_fp32_groups).
 _DEEPSPEED_UNITS = {  # (weight bytes, stage) -> (whole, partitioned, gathered-layer bytes a parameter)
-    (2, 1): (4, 16, 0), (2, 2): (2, 18, 0), (2, 3): (0, 18, 4),
-    (4, 1): (8, 12, 0), (4, 2): (4, 16, 0), (4, 3): (0, 20, 8),
+    (2, 1): (4, 16, 0),
+    (2, 2): (2, 18, 0),
+    (2, 3): (0, 18, 4),
+    (4, 1): (8, 12, 0),
+    (4, 2): (4, 16, 0),
+    (4, 3): (0, 20, 8),
 }
 
 
-def deepspeed_model_states(params: int, gpus: int, stage: int, largest_layer_params: int,
-                           weight_bytes: int = 2, moments: int = 2) -> dict[str, int]:
+def deepspeed_model_states(
+    params: int, gpus: int, stage: int, largest_layer_params: int, weight_bytes: int = 2, moments: int = 2
+) -> dict[str, int]:
     """Model states one GPU holds under DeepSpeed ZeRO `stage` over `gpus` GPUs, as breakdown
     parts; for 16-bit weights and Adam (`moments` 2) their sum is DeepSpeed's own estimate to
     the byte. Another optimizer keeps 4 bytes per moment instead of Adam's 8 (momentum SGD 1,
@@ -174,9 +179,13 @@ def deepspeed_model_states(params: int, gpus: int, stage: int, largest_layer_par
     weights = w * params if stage < 3 else int(w * params / gpus)
     master = int(4 * params / gpus)
     state = int(4 * moments * params / gpus)
-    return {"weights": weights, "master_weights": master, "optimizer_state": state,
-            "gradients": total - weights - master - state,
-            "gathered_weights": gathered * largest_layer_params}
+    return {
+        "weights": weights,
+        "master_weights": master,
+        "optimizer_state": state,
+        "gradients": total - weights - master - state,
+        "gathered_weights": gathered * largest_layer_params,
+    }
 
 
 def deepspeed_largest_layer_params(arch: ResNetArch | TransformerArch) -> int:
@@ -187,9 +196,13 @@ def deepspeed_largest_layer_params(arch: ResNetArch | TransformerArch) -> int:
         classifier = arch.feature_dim * arch.num_classes + arch.num_classes
         return max([c.in_channels * c.out_channels * c.kernel**2 for c in arch.convs(224)] + [classifier])
     h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
-    linears = [h * q + (q if arch.qkv_bias else 0), h * kv + (kv if arch.qkv_bias else 0),
-               q * h + (h if arch.out_bias else 0), h * f + (f if arch.mlp_bias else 0),
-               f * h + (h if arch.mlp_bias else 0)]
+    linears = [
+        h * q + (q if arch.qkv_bias else 0),
+        h * kv + (kv if arch.qkv_bias else 0),
+        q * h + (h if arch.out_bias else 0),
+        h * f + (f if arch.mlp_bias else 0),
+        f * h + (h if arch.mlp_bias else 0),
+    ]
     tables = [arch.vocab_size * h, arch.max_positions * h if arch.position == "learned" else 0]
     return max(linears + tables)
 
@@ -210,8 +223,10 @@ def global_batch_size(workload: Workload) -> int:
 
 def tp_arch(workload: Workload) -> TransformerArch:
     if not isinstance(workload.arch, TransformerArch):
-        raise FitbenchError("tensor parallelism splits the layers of a transformer",
-                            "use --strategy ddp, zero3 or fsdp for a ResNet")
+        raise FitbenchError(
+            "tensor parallelism splits the layers of a transformer",
+            "use --strategy ddp, zero3 or fsdp for a ResNet",
+        )
     return workload.arch
 
 
@@ -246,8 +261,14 @@ def tp_kv_split(arch: TransformerArch, n: int) -> int:
 def _tp_generic(arch: TransformerArch) -> bool:
     """Experts, latent attention or other layouts the Megatron split below does not spell out:
     their block matrices (every expert) are taken as split n ways, everything else replicated."""
-    return (arch.is_moe or arch.is_mla or arch.qk_norm != "none" or arch.norms_per_layer != 2
-            or bool(arch.patch_size) or bool(arch.extra_params))
+    return (
+        arch.is_moe
+        or arch.is_mla
+        or arch.qk_norm != "none"
+        or arch.norms_per_layer != 2
+        or bool(arch.patch_size)
+        or bool(arch.extra_params)
+    )
 
 
 def _tp_layer_matrix_params(arch: TransformerArch, n: int) -> float:
@@ -255,8 +276,8 @@ def _tp_layer_matrix_params(arch: TransformerArch, n: int) -> float:
         return arch.linear_params() / arch.num_layers / n
     h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
     kv_split = tp_kv_split(arch, n)
-    attention = h * q / n + 2 * h * kv / kv_split + q * h / n      # column Q, K, V; row O
-    mlp = (3 if arch.mlp == "swiglu" else 2) * h * f / n           # column up/gate; row down
+    attention = h * q / n + 2 * h * kv / kv_split + q * h / n  # column Q, K, V; row O
+    mlp = (3 if arch.mlp == "swiglu" else 2) * h * f / n  # column up/gate; row down
     return attention + mlp
 
 
@@ -397,6 +418,8 @@ def assumptions(workload: Workload, gpu: GpuSpec) -> list[str]:
         lines.append(f"tensor parallelism: the batch of {workload.batch_size} is shared by the {n} GPUs")
     else:
         lines.append(f"--batch is per GPU: global batch {global_batch_size(workload)}")
-    lines.append(f"collectives over {gpu.interconnect or 'an unknown link'} at {busbw / 1e9:.0f} GB/s "
-                 f"bus bandwidth ({BUS_EFFICIENCY[kind]:.0%} of the link's per-direction peak)")
+    lines.append(
+        f"collectives over {gpu.interconnect or 'an unknown link'} at {busbw / 1e9:.0f} GB/s "
+        f"bus bandwidth ({BUS_EFFICIENCY[kind]:.0%} of the link's per-direction peak)"
+    )
     return lines

@@ -45,8 +45,15 @@ from fitbench.workloads.workload import Workload
 # (V100 SXM2 PCIe 3.0, A100 SXM4 PCIe 4.0, H100/H200 SXM5 and MI300X OAM PCIe 5.0), so the catalog's NVLink
 # figure is not the path offloaded weights take.
 PCIE_BYTES_S = {"pcie3": 16e9, "pcie4": 32e9, "pcie5": 64e9}
-HOST_LINK_BY_ARCHITECTURE = {"volta": "pcie3", "turing": "pcie3", "ampere": "pcie4", "ada": "pcie4",
-                             "hopper": "pcie5", "blackwell": "pcie5", "cdna3": "pcie5"}
+HOST_LINK_BY_ARCHITECTURE = {
+    "volta": "pcie3",
+    "turing": "pcie3",
+    "ampere": "pcie4",
+    "ada": "pcie4",
+    "hopper": "pcie5",
+    "blackwell": "pcie5",
+    "cdna3": "pcie5",
+}
 # Copy rates through accelerate's hooks, measured on the H200 host by benchmarks/offload_gpu.py,
 # 2026-12-03 (PCIe 5, at the offloaded model's tensor sizes): pageable 8.2 GB/s, pinned 50.0 GB/s,
 # 0.38 ms per hooked tensor beyond the plain copy.
@@ -80,8 +87,10 @@ PAGEABLE_H2D_BYTES_S = {link: _pageable(link) for link in PCIE_BYTES_S}
 # less the same tensors' plain copies. It is host CPU and driver time, not link time, so every link
 # generation keeps it.
 HOOK_SECONDS_PER_TENSOR = 0.38e-3
-HOST_COPY_SOURCE = ("measured on the H200 host by benchmarks/offload_gpu.py, 2026-12-03: pageable 8.2 GB/s, "
-                    "0.38 ms per hooked tensor")
+HOST_COPY_SOURCE = (
+    "measured on the H200 host by benchmarks/offload_gpu.py, 2026-12-03: pageable 8.2 GB/s, "
+    "0.38 ms per hooked tensor"
+)
 # Memory bandwidth a CPU achieves on llama.cpp's matrix-vector products: a desktop's dual-channel
 # DDR5 reads ~60-80 GB/s in STREAM, llama.cpp reaches most of it; servers have several times more.
 CPU_BANDWIDTH_BYTES_S = 50e9
@@ -103,8 +112,11 @@ class HostCopy:
 def host_copy(link: str) -> HostCopy:
     """The figures for a card on `link` (PAGEABLE_H2D_BYTES_S, HOOK_SECONDS_PER_TENSOR): measured for
     PCIe 5, derived from that measurement for the older links."""
-    source = HOST_COPY_SOURCE if link == MEASURED_LINK else \
-        f"derived for {link} from the PCIe 5 host measurement of benchmarks/offload_gpu.py, 2026-12-03"
+    source = (
+        HOST_COPY_SOURCE
+        if link == MEASURED_LINK
+        else f"derived for {link} from the PCIe 5 host measurement of benchmarks/offload_gpu.py, 2026-12-03"
+    )
     return HostCopy(PAGEABLE_H2D_BYTES_S[link], HOOK_SECONDS_PER_TENSOR, source)
 
 
@@ -173,8 +185,11 @@ class OffloadEstimate:
 
 def host_link(gpu: GpuSpec) -> tuple[str, float]:
     """(name, per-direction bytes/s) of the PCIe link between the card and the host."""
-    link = gpu.interconnect if gpu.interconnect in PCIE_BYTES_S else \
-        HOST_LINK_BY_ARCHITECTURE.get(gpu.architecture, "pcie4")
+    link = (
+        gpu.interconnect
+        if gpu.interconnect in PCIE_BYTES_S
+        else HOST_LINK_BY_ARCHITECTURE.get(gpu.architecture, "pcie4")
+    )
     return link, PCIE_BYTES_S[link]
 
 
@@ -217,9 +232,13 @@ def applies(est: Estimate) -> bool:
     return est.verdict == OOM and w.is_generation and w.gpus == 1 and not w.peft
 
 
-def offload_estimate(est: Estimate, *, framework: str | None = None,
-                     ram: tuple[int, int] | bool | None = True,
-                     copy: HostCopy | None = None) -> OffloadEstimate | None:
+def offload_estimate(
+    est: Estimate,
+    *,
+    framework: str | None = None,
+    ram: tuple[int, int] | bool | None = True,
+    copy: HostCopy | None = None,
+) -> OffloadEstimate | None:
     """How `est`'s job runs with CPU offload, or None where offload does not apply.
 
     `ram`: (total, available) bytes of the machine's RAM, None when unknown, or True to read
@@ -233,8 +252,11 @@ def offload_estimate(est: Estimate, *, framework: str | None = None,
     framework = framework or est.framework
     embed, layer, head = module_bytes(w)
     total = embed + arch.num_layers * layer + head
-    non_weight = required_bytes(est.memory) - est.memory.parts.get("weights", 0) \
+    non_weight = (
+        required_bytes(est.memory)
+        - est.memory.parts.get("weights", 0)
         - est.memory.parts.get("quantization_scales", 0)
+    )
     budget = gpu.usable_bytes - non_weight
     reserve = max(embed, layer, head)
     # accelerate: modules in order, on the GPU while they fit under the budget less the reserve.
@@ -266,8 +288,9 @@ def offload_estimate(est: Estimate, *, framework: str | None = None,
     tps = cpp_tps = prefill_s = None
     # llama.cpp: as many layers as the budget holds (no reserve: CPU layers never come to the GPU).
     cpp_layers = int(min(arch.num_layers, max(budget, 0) // layer))
-    cpp_gpu = cpp_layers * layer + (head if cpp_layers == arch.num_layers and
-                                    budget - cpp_layers * layer >= head else 0)
+    cpp_gpu = cpp_layers * layer + (
+        head if cpp_layers == arch.num_layers and budget - cpp_layers * layer >= head else 0
+    )
     cpp_cpu = total - cpp_gpu
     if verdict == OFFLOAD and est.step_seconds:
         tps = w.batch_size / (est.step_seconds + copy_s)
@@ -285,13 +308,28 @@ def offload_estimate(est: Estimate, *, framework: str | None = None,
         "(a desktop's DDR5; servers have more)",
     )
     return OffloadEstimate(
-        workload=w, gpu=gpu, verdict=verdict, reason=reason, total_layers=arch.num_layers,
-        gpu_layers=layers_on, gpu_weight_bytes=int(on_gpu), cpu_weight_bytes=math.ceil(cpu_bytes),
-        reserve_bytes=int(reserve), link=link, link_bytes_s=link_bw, tokens_per_second=tps,
-        prefill_seconds=prefill_s, offloaded_tensors=tensors_off, copy=copy, copy_seconds_per_pass=copy_s,
-        llama_cpp_gpu_layers=cpp_layers, llama_cpp_cpu_bytes=math.ceil(cpp_cpu),
-        llama_cpp_tokens_per_second=cpp_tps, host_ram_total_bytes=ram_total,
-        host_ram_available_bytes=ram_avail, assumptions=assumptions,
+        workload=w,
+        gpu=gpu,
+        verdict=verdict,
+        reason=reason,
+        total_layers=arch.num_layers,
+        gpu_layers=layers_on,
+        gpu_weight_bytes=int(on_gpu),
+        cpu_weight_bytes=math.ceil(cpu_bytes),
+        reserve_bytes=int(reserve),
+        link=link,
+        link_bytes_s=link_bw,
+        tokens_per_second=tps,
+        prefill_seconds=prefill_s,
+        offloaded_tensors=tensors_off,
+        copy=copy,
+        copy_seconds_per_pass=copy_s,
+        llama_cpp_gpu_layers=cpp_layers,
+        llama_cpp_cpu_bytes=math.ceil(cpp_cpu),
+        llama_cpp_tokens_per_second=cpp_tps,
+        host_ram_total_bytes=ram_total,
+        host_ram_available_bytes=ram_avail,
+        assumptions=assumptions,
     )
 
 

@@ -49,15 +49,15 @@ from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
 # -- the adapter as apply_lora builds it (fitbench.backends.torch.peft_support) -------------------
-LORA_DROPOUT = 0.05          # LoraConfig(lora_dropout=...): a dropout before A, so its mask is saved
-LORA_ALPHA_PER_RANK = 2      # lora_alpha = 2r, a common choice (scaling alpha/r = 2)
-ADAPTER_BYTES = 4            # FP32 adapters: peft's autocast_adapter_dtype=True default
-MASK_BYTES = 1               # torch's fused CUDA dropout keeps a bool mask
+LORA_DROPOUT = 0.05  # LoraConfig(lora_dropout=...): a dropout before A, so its mask is saved
+LORA_ALPHA_PER_RANK = 2  # lora_alpha = 2r, a common choice (scaling alpha/r = 2)
+ADAPTER_BYTES = 4  # FP32 adapters: peft's autocast_adapter_dtype=True default
+MASK_BYTES = 1  # torch's fused CUDA dropout keeps a bool mask
 
 # -- NF4 storage (Dettmers et al. 2023, section 3, and bitsandbytes Linear4bit defaults) ---------
 NF4_BITS = 4
-NF4_BLOCK = 64               # one absmax constant per 64 weights
-DOUBLE_QUANT_BLOCK = 256     # double quantization: 8-bit constants, one FP32 per 256 of them
+NF4_BLOCK = 64  # one absmax constant per 64 weights
+DOUBLE_QUANT_BLOCK = 256  # double quantization: 8-bit constants, one FP32 per 256 of them
 # Bits per quantized weight spent on block constants:
 #   without double quantization: 32 / 64 = 0.5 bits
 #   with it: 8 / 64 + 32 / (64 * 256) = 0.127 bits (the paper's "0.127 bits per parameter")
@@ -65,15 +65,15 @@ NF4_CONSTANT_BITS = {
     False: 32 / NF4_BLOCK,
     True: 8 / NF4_BLOCK + 32 / (NF4_BLOCK * DOUBLE_QUANT_BLOCK),
 }
-DOUBLE_QUANT = True          # bitsandbytes Linear4bit(compress_statistics=True), the QLoRA setup
+DOUBLE_QUANT = True  # bitsandbytes Linear4bit(compress_statistics=True), the QLoRA setup
 # bitsandbytes' MatMul4Bit dequantizes the whole weight to 16 bit, multiplies, frees it, and does
 # the same again in backward (it saves only the packed weight): one largest-layer weight in
 # 16 bit is alive at a time; the allocator may hold a forward and a backward copy together.
 DEQUANT_COPIES = 2
 
 # Model types whose blocks fuse Linears (what LoRA then adapts as one matrix).
-FUSED_QKV = ("gpt2", "chatglm", "phi3")          # c_attn / query_key_value / qkv_proj
-FUSED_GATE_UP = ("chatglm", "phi3")              # dense_h_to_4h / gate_up_proj
+FUSED_QKV = ("gpt2", "chatglm", "phi3")  # c_attn / query_key_value / qkv_proj
+FUSED_GATE_UP = ("chatglm", "phi3")  # dense_h_to_4h / gate_up_proj
 
 # peft's LoRA forward per targeted Linear, as framework ops besides the A and B matmuls: the
 # input cast to the FP32 adapter dtype, dropout, the scaling multiply, the add and the cast back
@@ -164,8 +164,9 @@ class PeftBytes:
 def peft_bytes(workload: Workload) -> PeftBytes:
     p = workload.precision_info
     base = int(p.weight_bytes)
-    return PeftBytes(base=base, head=base, lora=p.activation_bytes if p.amp else ADAPTER_BYTES,
-                  compute=p.activation_bytes)
+    return PeftBytes(
+        base=base, head=base, lora=p.activation_bytes if p.amp else ADAPTER_BYTES, compute=p.activation_bytes
+    )
 
 
 # -- weights ------------------------------------------------------------------------------------
@@ -215,8 +216,8 @@ def frozen_savings_per_token(arch: TransformerArch, dt: ActivationDtypes) -> flo
         mlp_in = dt.linear_input(h, 2)
         rms = transformer_cost.rms_saved_bytes_per_token(h, dt)
         norms = 2 * (rms - 4 * h) if arch.norm == "rmsnorm" else 0.0
-    out_proj_in = q * dt.act          # attention output (contiguous copy) feeding the o projection
-    mlp_out_in = f * dt.act           # SiLU(gate)*up, or GELU's output, feeding the last MLP matrix
+    out_proj_in = q * dt.act  # attention output (contiguous copy) feeding the o projection
+    mlp_out_in = f * dt.act  # SiLU(gate)*up, or GELU's output, feeding the last MLP matrix
     return qkv_in + mlp_in + norms + out_proj_in + mlp_out_in
 
 
@@ -261,11 +262,23 @@ def peft_segments(workload: Workload) -> list[GradedSegment]:
     cast = arch.linear_params_per_layer() if (dt.amp and workload.peft == "lora") else 0
     lora_layer = lora_params_per_layer(workload)
     segs: list[GradedSegment] = [
-        (Segment(name="embeddings", saved_bytes=0.0, input_bytes=0.0, params=0), ADAPTER_BYTES)]
+        (Segment(name="embeddings", saved_bytes=0.0, input_bytes=0.0, params=0), ADAPTER_BYTES)
+    ]
     for i in range(arch.num_layers):
         saved = (per_token - (first_norm + first_masks if i == 0 else 0)) * tokens
-        segs.append((Segment(name=f"layer{i}", saved_bytes=saved, input_bytes=per_input, params=lora_layer,
-                             cast_params=cast, transient_bytes=per_transient), ADAPTER_BYTES))
+        segs.append(
+            (
+                Segment(
+                    name=f"layer{i}",
+                    saved_bytes=saved,
+                    input_bytes=per_input,
+                    params=lora_layer,
+                    cast_params=cast,
+                    transient_bytes=per_transient,
+                ),
+                ADAPTER_BYTES,
+            )
+        )
     if arch.kind == "encoder":
         # Pooler and classifier on the [CLS] token only (as in full training: b*h, negligible).
         head_saved = batch * h * (dt.act * 3)
@@ -277,18 +290,32 @@ def peft_segments(workload: Workload) -> list[GradedSegment]:
         head_saved = tokens * (4 * h + v * 4)
         head_transient = tokens * v * (4 + 4 + dt.act)
         head_cast = (v * h if not arch.tie_embeddings else 0) if dt.amp else 0
-    segs.append((Segment(name="head", saved_bytes=head_saved, input_bytes=batch * h * dt.res,
-                         params=head_trainable_params(workload), cast_params=head_cast,
-                         transient_bytes=head_transient), b.head))
+    segs.append(
+        (
+            Segment(
+                name="head",
+                saved_bytes=head_saved,
+                input_bytes=batch * h * dt.res,
+                params=head_trainable_params(workload),
+                cast_params=head_cast,
+                transient_bytes=head_transient,
+            ),
+            b.head,
+        )
+    )
     return segs
 
 
 def step_peak(workload: Workload) -> tuple[str, dict[str, float]]:
     """The largest moment of forward+backward or of the optimizer step (liveness.step_peak),
     over the PEFT segments with their own gradient dtypes."""
-    return liveness.step_peak(peft_segments(workload), cast_bytes=workload.precision_info.cast_cache_bytes,
-                              checkpointing=workload.checkpointing, grad_accum=workload.grad_accum,
-                              optimizer_scratch=optimizer_scratch_bytes(workload))
+    return liveness.step_peak(
+        peft_segments(workload),
+        cast_bytes=workload.precision_info.cast_cache_bytes,
+        checkpointing=workload.checkpointing,
+        grad_accum=workload.grad_accum,
+        optimizer_scratch=optimizer_scratch_bytes(workload),
+    )
 
 
 def trainable_bytes(workload: Workload) -> int:
@@ -314,16 +341,21 @@ def optimizer_scratch_bytes(workload: Workload) -> int:
     if workload.optimizer_impl == "for-loop":
         arch = adapted_arch(workload)
         widest = max(arch.hidden_size, arch.intermediate_size, arch.q_dim)
-        largest = max(workload.lora_rank * widest * ADAPTER_BYTES,
-                      head_trainable_params(workload) * peft_bytes(workload).head)
+        largest = max(
+            workload.lora_rank * widest * ADAPTER_BYTES,
+            head_trainable_params(workload) * peft_bytes(workload).head,
+        )
         return 2 * largest
     return trainable_bytes(workload)
 
 
 # Parts of a PEFT breakdown: memory's names with the adapters and QLoRA's dequantization
 # workspace named on their own.
-PEFT_PART_NAMES = with_part(with_part(PART_NAMES, "adapter_weights", after="quantization_scales"),
-                            "dequant_workspace", after="temporaries")
+PEFT_PART_NAMES = with_part(
+    with_part(PART_NAMES, "adapter_weights", after="quantization_scales"),
+    "dequant_workspace",
+    after="temporaries",
+)
 
 
 def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
@@ -361,15 +393,21 @@ def assumptions(workload: Workload) -> tuple[str, ...]:
     p = workload.precision_info
     targets = ", ".join(name for name, _, _ in lora_linears(workload))
     head = " (an encoder's classifier is trained)" if head_trainable_params(workload) else ""
-    lines = [f"{workload.peft}: rank {workload.lora_rank} adapters on {targets} in every block "
-             f"({lora_param_count(workload):,} params, FP32 as peft creates them); the LM head/classifier "
-             f"is not adapted{head}"]
+    lines = [
+        f"{workload.peft}: rank {workload.lora_rank} adapters on {targets} in every block "
+        f"({lora_param_count(workload):,} params, FP32 as peft creates them); the LM head/classifier "
+        f"is not adapted{head}"
+    ]
     if workload.peft == "qlora":
         dq = "with" if DOUBLE_QUANT else "without"
-        lines.append(f"qlora: block Linear weights in NF4 (blocks of {NF4_BLOCK}, {dq} double quantization: "
-                     f"{NF4_CONSTANT_BITS[DOUBLE_QUANT]:.3f} bits/param of constants); embeddings, norms and "
-                     "the head in the base dtype; one dequantized layer at a time")
+        lines.append(
+            f"qlora: block Linear weights in NF4 (blocks of {NF4_BLOCK}, {dq} double quantization: "
+            f"{NF4_CONSTANT_BITS[DOUBLE_QUANT]:.3f} bits/param of constants); embeddings, norms and "
+            "the head in the base dtype; one dequantized layer at a time"
+        )
     if p.amp:
-        lines.append(f"{workload.precision}: the frozen base stays in FP32 as loaded (autocast computes in "
-                     "16 bit); use --precision bf16/fp16 to hold it in 16 bit")
+        lines.append(
+            f"{workload.precision}: the frozen base stays in FP32 as loaded (autocast computes in "
+            "16 bit); use --precision bf16/fp16 to hold it in 16 bit"
+        )
     return tuple(lines)

@@ -58,8 +58,11 @@ LORA_LINEAR_NODES = 15.0
 # 0.394 of a forward operation for the frozen base's backward (full training: 0.5) ...
 FROZEN_BACKWARD_SHARE = BACKWARD_HOST_SHARE * FROZEN_BLOCK_NODES / TRAINED_BLOCK_NODES
 # ... and 0.727 for the adapters' (2.5 nodes per forward operation against a block's 1.72).
-LORA_BACKWARD_SHARE = (BACKWARD_HOST_SHARE * (LORA_LINEAR_NODES / (2 + LORA_ELEMENTWISE_OPS))
-                       / (TRAINED_BLOCK_NODES / BLOCK_FORWARD_OPS))
+LORA_BACKWARD_SHARE = (
+    BACKWARD_HOST_SHARE
+    * (LORA_LINEAR_NODES / (2 + LORA_ELEMENTWISE_OPS))
+    / (TRAINED_BLOCK_NODES / BLOCK_FORWARD_OPS)
+)
 
 
 # -- kernels ------------------------------------------------------------------------------------

@@ -13,8 +13,14 @@ from fitbench.errors import FitbenchError, unknown_name
 
 BUILTIN = Path(__file__).with_name("profiles.toml")
 # Fractions of a datasheet peak: the speed model divides by them.
-_EFFICIENCIES = ("matmul_efficiency", "conv_efficiency", "attention_efficiency", "memory_efficiency",
-                 "decode_memory_efficiency", "bn_native_nchw_efficiency")
+_EFFICIENCIES = (
+    "matmul_efficiency",
+    "conv_efficiency",
+    "attention_efficiency",
+    "memory_efficiency",
+    "decode_memory_efficiency",
+    "bn_native_nchw_efficiency",
+)
 # Execution modes a framework runs with another mode's table, and why. Paddle's `tuned` changes
 # what runs (AMP O2 precision, which fitbench.estimate.execution applies to the workload, and
 # multi-tensor Adam/Momentum updates: fitbench.backends.paddle.session) but still launches every

@@ -173,14 +173,28 @@ def forward_kernels(
             # The residual add (two reads, one write); in backward the two gradients of the
             # block's input (shortcut and first convolution) are summed once.
             block_input = _block_input_elements(convs, conv, b)
-            ks.append(Kernel(name=conv.name + ".add", kind="memory", flops=0.0, bytes=3.0 * out * a,
-                             backward_bytes=3.0 * block_input * a))
+            ks.append(
+                Kernel(
+                    name=conv.name + ".add",
+                    kind="memory",
+                    flops=0.0,
+                    bytes=3.0 * out * a,
+                    backward_bytes=3.0 * block_input * a,
+                )
+            )
         if "downsample" not in conv.name:
             # ReLU in place (read, write); its backward (threshold_backward) reads the gradient
             # and the saved output and writes the input gradient. The shortcut's batch norm
             # feeds the add with no ReLU of its own.
-            ks.append(Kernel(name=conv.name + ".relu", kind="memory", flops=0.0, bytes=2.0 * out * a,
-                             backward_bytes=3.0 * out * a))
+            ks.append(
+                Kernel(
+                    name=conv.name + ".relu",
+                    kind="memory",
+                    flops=0.0,
+                    bytes=2.0 * out * a,
+                    backward_bytes=3.0 * out * a,
+                )
+            )
     ks.append(
         Kernel(
             name="fc",

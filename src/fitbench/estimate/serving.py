@@ -92,9 +92,11 @@ class ServeConfig:
 
     def __post_init__(self) -> None:
         if not 0 < self.gpu_memory_utilization <= 1:
-            raise FitbenchError("--gpu-memory-utilization must be more than 0 and at most 1, got "
-                                f"{self.gpu_memory_utilization}",
-                                "vLLM's default is 0.9")
+            raise FitbenchError(
+                "--gpu-memory-utilization must be more than 0 and at most 1, got "
+                f"{self.gpu_memory_utilization}",
+                "vLLM's default is 0.9",
+            )
         for name in ("context", "block_size"):
             if getattr(self, name) < 1:
                 raise FitbenchError(f"--{name.replace('_', '-')} must be a positive integer")
@@ -174,8 +176,15 @@ def profile_peak_bytes(workload: Workload, tokens: int, seqs: int, tp: int = 1) 
     return int(max(forward, sampler))
 
 
-def memory_plan(workload: Workload, gpu: GpuSpec, config: ServeConfig, *, tp: int = 1,
-                total_bytes: int | None = None, weights_bytes: int | None = None) -> MemoryPlan:
+def memory_plan(
+    workload: Workload,
+    gpu: GpuSpec,
+    config: ServeConfig,
+    *,
+    tp: int = 1,
+    total_bytes: int | None = None,
+    weights_bytes: int | None = None,
+) -> MemoryPlan:
     """The engine's budget on one GPU. `total_bytes` defaults to the total CUDA reports for the
     card (the catalog's usable memory); `weights_bytes` to fitbench's count of the weights (a
     check against a log passes the logged figures to test the parts separately)."""
@@ -189,10 +198,20 @@ def memory_plan(workload: Workload, gpu: GpuSpec, config: ServeConfig, *, tp: in
     kv = requested - weights - activation - non_torch - cudagraph
     per_token = transformer_cost.kv_cache_bytes_per_token(workload, tp=tp)
     blocks = max(0, int(kv // (per_token * config.block_size)))
-    return MemoryPlan(total_bytes=total, requested_bytes=requested, weights_bytes=weights,
-                      activation_bytes=activation, non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
-                      kv_cache_bytes=kv, kv_bytes_per_token=per_token, block_size=config.block_size,
-                      num_blocks=blocks, profile_tokens=tokens, max_num_seqs=seqs)
+    return MemoryPlan(
+        total_bytes=total,
+        requested_bytes=requested,
+        weights_bytes=weights,
+        activation_bytes=activation,
+        non_torch_bytes=non_torch,
+        cudagraph_bytes=cudagraph,
+        kv_cache_bytes=kv,
+        kv_bytes_per_token=per_token,
+        block_size=config.block_size,
+        num_blocks=blocks,
+        profile_tokens=tokens,
+        max_num_seqs=seqs,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,9 +225,13 @@ class ConcurrencyPoint:
     bottleneck: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"concurrency": self.concurrency, "tokens_per_second": self.tokens_per_second,
-                "per_sequence_tokens_per_second": self.per_sequence_tokens_per_second,
-                "step_seconds": self.step_seconds, "bottleneck": self.bottleneck}
+        return {
+            "concurrency": self.concurrency,
+            "tokens_per_second": self.tokens_per_second,
+            "per_sequence_tokens_per_second": self.per_sequence_tokens_per_second,
+            "step_seconds": self.step_seconds,
+            "bottleneck": self.bottleneck,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -277,8 +300,10 @@ def _tp_of(workload: Workload) -> int:
     if workload.gpus == 1:
         return 1
     if workload.strategy != "tp":
-        raise FitbenchError(f"--serve shards a model with tensor parallelism, not {workload.strategy}",
-                            "use --strategy tp with --gpus N (or one GPU)")
+        raise FitbenchError(
+            f"--serve shards a model with tensor parallelism, not {workload.strategy}",
+            "use --strategy tp with --gpus N (or one GPU)",
+        )
     return workload.gpus
 
 
@@ -293,8 +318,13 @@ def decode_point(workload: Workload, gpu: GpuSpec, c: int, kv_len: int, framewor
     gen = _generation(step_workload, gpu, framework)
     step = gen.decode.seconds
     tps = c / step if step > 0 else 0.0
-    return ConcurrencyPoint(concurrency=c, tokens_per_second=tps, per_sequence_tokens_per_second=tps / c,
-                            step_seconds=step, bottleneck=gen.decode.bottleneck)
+    return ConcurrencyPoint(
+        concurrency=c,
+        tokens_per_second=tps,
+        per_sequence_tokens_per_second=tps / c,
+        step_seconds=step,
+        bottleneck=gen.decode.bottleneck,
+    )
 
 
 def _knee(curve: list[ConcurrencyPoint]) -> tuple[int | None, str | None]:
@@ -310,13 +340,16 @@ def _knee(curve: list[ConcurrencyPoint]) -> tuple[int | None, str | None]:
     return None, None
 
 
-def serving_estimate(workload: Workload, gpu: GpuSpec, config: ServeConfig | None = None, *,
-                     framework: str = "torch") -> ServingEstimate:
+def serving_estimate(
+    workload: Workload, gpu: GpuSpec, config: ServeConfig | None = None, *, framework: str = "torch"
+) -> ServingEstimate:
     """KV capacity, concurrency, time to first token and throughput against concurrency."""
     config = config or ServeConfig()
     if not workload.is_generation:
-        raise FitbenchError("--serve describes text generation by a decoder",
-                            "use a decoder preset (e.g. llm-6b) with --mode infer")
+        raise FitbenchError(
+            "--serve describes text generation by a decoder",
+            "use a decoder preset (e.g. llm-6b) with --mode infer",
+        )
     tp = _tp_of(workload)
     w = _serving_workload(workload, gpu)
     plan = memory_plan(w, gpu, config, tp=tp)
@@ -349,8 +382,21 @@ def serving_estimate(workload: Workload, gpu: GpuSpec, config: ServeConfig | Non
         "tokens, decoding at its mean cache length",
         "time to first token: the prompt's prefill and one decode step, with the engine otherwise idle",
     )
-    return ServingEstimate(workload=w, gpu=gpu, config=config, tp=tp, plan=plan, fits=fits, reason=reason,
-                           max_concurrent_sequences=max_seqs, max_concurrent_requests=max(max_requests, 0),
-                           request_tokens=request, ttft_seconds=ttft, curve=tuple(curve),
-                           knee_concurrency=knee, knee_reason=knee_reason, profile_name=f"{framework}.tuned",
-                           assumptions=assumptions)
+    return ServingEstimate(
+        workload=w,
+        gpu=gpu,
+        config=config,
+        tp=tp,
+        plan=plan,
+        fits=fits,
+        reason=reason,
+        max_concurrent_sequences=max_seqs,
+        max_concurrent_requests=max(max_requests, 0),
+        request_tokens=request,
+        ttft_seconds=ttft,
+        curve=tuple(curve),
+        knee_concurrency=knee,
+        knee_reason=knee_reason,
+        profile_name=f"{framework}.tuned",
+        assumptions=assumptions,
+    )

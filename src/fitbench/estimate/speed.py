@@ -225,8 +225,14 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
         ops = FOREACH_OPTIMIZER_OPS
     share = 1.0 / workload.grad_accum
     return [
-        Kernel(name="optimizer", kind="memory", flops=0.0, bytes=passes * params * state_bytes * share,
-               count=1, ops=ops * share)
+        Kernel(
+            name="optimizer",
+            kind="memory",
+            flops=0.0,
+            bytes=passes * params * state_bytes * share,
+            count=1,
+            ops=ops * share,
+        )
     ]
 
 

@@ -197,8 +197,10 @@ def kv_bytes_per_token_layer(workload: Workload, *, tp: int = 1) -> float:
         scale = kv_cache_scale_bytes_per_head(dtype)
         return arch.kv_elements_per_token() * kv_cache_element_bytes(dtype) + scale
     split = min(tp, arch.kv_heads)
-    return (2 * arch.kv_dim * kv_cache_element_bytes(dtype)
-            + 2 * arch.kv_heads * kv_cache_scale_bytes_per_head(dtype)) / split
+    return (
+        2 * arch.kv_dim * kv_cache_element_bytes(dtype)
+        + 2 * arch.kv_heads * kv_cache_scale_bytes_per_head(dtype)
+    ) / split
 
 
 def kv_cache_bytes_per_token(workload: Workload, *, tp: int = 1) -> float:
@@ -238,14 +240,16 @@ def arch_assumptions(workload: Workload) -> list[str]:
             f"mixture of experts: memory holds all {arch.num_experts} experts of {arch.moe_layers} layers "
             f"({arch.param_count():,} params); each token runs {arch.experts_per_token}{shared} "
             f"({arch.active_param_count():,} active params); a step of {tokens} tokens reads "
-            f"{distinct:.1f} distinct experts a layer, E*(1-(1-k/E)^tokens) with uniform routing")
+            f"{distinct:.1f} distinct experts a layer, E*(1-(1-k/E)^tokens) with uniform routing"
+        )
     if arch.is_mla:
         full = 2 * arch.kv_dim
         lines.append(
             f"latent attention: the cache keeps the {arch.kv_lora_rank}-wide latent and the "
             f"{arch.qk_rope_head_dim}-wide rotary key per token and layer, as MLA-aware runtimes (vLLM, "
             f"SGLang) do; transformers' DeepSeek code caches decompressed K and V ({full} values, "
-            f"{full / arch.kv_elements_per_token():.0f}x more)")
+            f"{full / arch.kv_elements_per_token():.0f}x more)"
+        )
     if arch.sliding_layers and arch.sliding_window:
         lines.append(
             f"sliding window: {arch.sliding_layers} of {arch.num_layers} layers attend to the last "
@@ -253,15 +257,20 @@ def arch_assumptions(workload: Workload) -> list[str]:
             f"keys, attends, then keeps the last {arch.sliding_window - 1} as a view, so a "
             f"{arch.sliding_window}-token tensor stays allocated while decoding and, after a longer "
             "prompt, the whole prompt's K/V until the layer's next update: the cache's peak is the "
-            "larger of the two moments")
+            "larger of the two moments"
+        )
     if workload.checkpoint_bytes:
-        line = (f"checkpoint: {workload.checkpoint_bytes:,} bytes of {workload.checkpoint_params:,} "
-                "stored elements read from the safetensors headers; weights use them when the "
-                "checkpoint's width is the one loaded")
+        line = (
+            f"checkpoint: {workload.checkpoint_bytes:,} bytes of {workload.checkpoint_params:,} "
+            "stored elements read from the safetensors headers; weights use them when the "
+            "checkpoint's width is the one loaded"
+        )
         fmt = workload.weight_format
         if fmt is not None and checkpoint_weight_bytes(workload) is not None:
-            line += (f" (pre-quantized: these exact bytes, packed values and scales together, replace the "
-                     f"{fmt.describe()} layout's count, not added to it)")
+            line += (
+                f" (pre-quantized: these exact bytes, packed values and scales together, replace the "
+                f"{fmt.describe()} layout's count, not added to it)"
+            )
         elif fmt is not None:
             line += f" (weights counted as {fmt.describe()}, the format they are loaded in, instead)"
         lines.append(line)
@@ -321,8 +330,15 @@ def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
 Traffic = Callable[[str, int, int], tuple[float, float, str]]
 
 
-def expert_kernels(arch: TransformerArch, tokens: int, act_bytes: float, w_bytes: float, *,
-                   amp: bool, traffic: Traffic | None = None) -> list[Kernel]:
+def expert_kernels(
+    arch: TransformerArch,
+    tokens: int,
+    act_bytes: float,
+    w_bytes: float,
+    *,
+    amp: bool,
+    traffic: Traffic | None = None,
+) -> list[Kernel]:
     """The router, routed experts and shared experts of the MoE blocks, for `tokens` tokens.
 
     FLOPs count the experts each token runs (top-k plus shared); weight bytes count the experts
@@ -351,23 +367,46 @@ def expert_kernels(arch: TransformerArch, tokens: int, act_bytes: float, w_bytes
     r_read, r_dq, r_compute = weights("router")
     e_read, e_dq, e_compute = weights("experts")
     ks = [
-        Kernel(name="router", kind="matmul", flops=2.0 * tokens * h * arch.num_experts,
-               bytes=tokens * (h + arch.num_experts) * act_bytes + r_read,
-               count=n, ops=7.0, cast_ops=2.0 if amp else 0.0, compute=r_compute, dequant_bytes=r_dq),
+        Kernel(
+            name="router",
+            kind="matmul",
+            flops=2.0 * tokens * h * arch.num_experts,
+            bytes=tokens * (h + arch.num_experts) * act_bytes + r_read,
+            count=n,
+            ops=7.0,
+            cast_ops=2.0 if amp else 0.0,
+            compute=r_compute,
+            dequant_bytes=r_dq,
+        ),
         # Each routed token's expert MLP reads its input once per matrix and writes its output.
-        Kernel(name="experts", kind="matmul", flops=2.0 * tokens * k * mats * h * fe,
-               bytes=tokens * k * mats * (h + fe) * act_bytes + distinct * e_read,
-               count=n, ops=15.0,
-               cast_ops=2.0 if amp else 0.0,  # the stacked gate_up and down weights
-               compute=e_compute, dequant_bytes=distinct * e_dq),
+        Kernel(
+            name="experts",
+            kind="matmul",
+            flops=2.0 * tokens * k * mats * h * fe,
+            bytes=tokens * k * mats * (h + fe) * act_bytes + distinct * e_read,
+            count=n,
+            ops=15.0,
+            cast_ops=2.0 if amp else 0.0,  # the stacked gate_up and down weights
+            compute=e_compute,
+            dequant_bytes=distinct * e_dq,
+        ),
     ]
     if arch.shared_intermediate_size:
         fs = arch.shared_intermediate_size
         s_read, s_dq, s_compute = weights("shared")
-        ks.append(Kernel(name="shared_experts", kind="matmul", flops=2.0 * tokens * mats * h * fs,
-                         bytes=tokens * mats * (h + fs) * act_bytes + s_read,
-                         count=n, ops=float(mats), cast_ops=float(mats) if amp else 0.0,
-                         compute=s_compute, dequant_bytes=s_dq))
+        ks.append(
+            Kernel(
+                name="shared_experts",
+                kind="matmul",
+                flops=2.0 * tokens * mats * h * fs,
+                bytes=tokens * mats * (h + fs) * act_bytes + s_read,
+                count=n,
+                ops=float(mats),
+                cast_ops=float(mats) if amp else 0.0,
+                compute=s_compute,
+                dequant_bytes=s_dq,
+            )
+        )
     return ks
 
 
@@ -383,8 +422,12 @@ def _autocast_casts(arch: TransformerArch, name: str) -> int:
     models (tests/backends/test_autocast_casts.py).
     Weights are cast again every forward in training (the cast cache lives for one autocast
     region); the cost is the host's, the bytes are in the elementwise and matmul kernels."""
-    bias = {"q_proj": arch.qkv_bias, "k_proj": arch.qkv_bias, "v_proj": arch.qkv_bias,
-            "o_proj": arch.out_bias}.get(name, arch.mlp_bias)
+    bias = {
+        "q_proj": arch.qkv_bias,
+        "k_proj": arch.qkv_bias,
+        "v_proj": arch.qkv_bias,
+        "o_proj": arch.out_bias,
+    }.get(name, arch.mlp_bias)
     return 1 + int(bias) + input_casts(name)
 
 
@@ -444,8 +487,13 @@ def _quantized_counts(workload: Workload) -> dict[str, tuple[int, int]]:
 
 
 def _weight_traffic(
-    workload: Workload, quantized: dict[str, tuple[int, int]], name: str, fin: int, fout: int,
-    w_bytes: float, kv_len: int | None,
+    workload: Workload,
+    quantized: dict[str, tuple[int, int]],
+    name: str,
+    fin: int,
+    fout: int,
+    w_bytes: float,
+    kv_len: int | None,
 ) -> tuple[float, float, str]:
     """(weight bytes one instance reads, dequantisation traffic, tensor-core type) of a matrix.
 
@@ -504,6 +552,7 @@ def forward_kernels(
             )
         )
     if arch.is_moe:
+
         def traffic(name: str, fin: int, fout: int) -> tuple[float, float, str]:
             return _weight_traffic(workload, quantized, name, fin, fout, w_bytes, kv_len)
 
@@ -519,8 +568,11 @@ def forward_kernels(
     attn_flops *= 0.5 if causal and kv_len is None else 1.0
     cache_context = arch.cached_tokens(context) / L if arch.sliding_layers else context  # read per step
     # a quantized cache is read at its own size while decoding; a prefill attends to fresh K/V
-    cache_read = (kv_bytes_per_token_layer(workload) if workload.kv_cache and kv_len is not None
-                  else arch.kv_elements_per_token() * a)
+    cache_read = (
+        kv_bytes_per_token_layer(workload)
+        if workload.kv_cache and kv_len is not None
+        else arch.kv_elements_per_token() * a
+    )
     attn_bytes = tokens * (arch.q_dim + arch.attn_out_dim) * a + batch * cache_context * cache_read
     if workload.attention == "eager" and kv_len is None:
         attn_bytes += batch * arch.num_heads * seq * context * (4 * a + 1)
@@ -539,8 +591,15 @@ def forward_kernels(
     )
     ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt)
     ks.append(
-        Kernel(name="elementwise", kind="memory", flops=0.0, bytes=tokens * ew_bytes, count=L, ops=ew_ops,
-               launches=_elementwise_launches(arch, dt, ew_ops))
+        Kernel(
+            name="elementwise",
+            kind="memory",
+            flops=0.0,
+            bytes=tokens * ew_bytes,
+            count=L,
+            ops=ew_ops,
+            launches=_elementwise_launches(arch, dt, ew_ops),
+        )
     )
     emb_rows = arch.hidden_size * dt.res  # FP32 tables under autocast, 16-bit in pure half
     ks.append(
@@ -557,8 +616,9 @@ def forward_kernels(
         if arch.kind == "decoder":
             head_tokens = tokens if workload.is_training else batch
             h, v = arch.hidden_size, arch.vocab_size
-            head_w, head_dq, head_compute = _weight_traffic(workload, quantized, "lm_head", h, v, w_bytes,
-                                                            kv_len)
+            head_w, head_dq, head_compute = _weight_traffic(
+                workload, quantized, "lm_head", h, v, w_bytes, kv_len
+            )
             ks.append(
                 Kernel(
                     name="lm_head",

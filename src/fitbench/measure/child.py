@@ -213,7 +213,9 @@ class Measurement:
             if allocator <= 0:
                 raise FitbenchError(
                     f"the emulated card's {limit / 2**30:.2f} GiB is less than this process's CUDA context "
-                    f"({(self.context_bytes or 0) / 2**30:.2f} GiB)", "emulate a card with more memory")
+                    f"({(self.context_bytes or 0) / 2**30:.2f} GiB)",
+                    "emulate a card with more memory",
+                )
             self.backend.limit_memory(self.options.device, allocator)
             m["memory_limit_bytes"] = limit
 

@@ -78,14 +78,21 @@ class RankEnv:
     def from_env(cls, environ: dict[str, str] | None = None) -> RankEnv:
         env = os.environ if environ is None else environ
         if "RANK" in env and "WORLD_SIZE" in env:  # torch.distributed.run
-            return cls(rank=int(env["RANK"]), world_size=int(env["WORLD_SIZE"]),
-                       local_rank=int(env.get("LOCAL_RANK", env["RANK"])))
+            return cls(
+                rank=int(env["RANK"]),
+                world_size=int(env["WORLD_SIZE"]),
+                local_rank=int(env.get("LOCAL_RANK", env["RANK"])),
+            )
         if "PADDLE_TRAINER_ID" in env:  # paddle.distributed.launch
-            return cls(rank=int(env["PADDLE_TRAINER_ID"]),
-                       world_size=int(env.get("PADDLE_TRAINERS_NUM", "1")),
-                       local_rank=int(env.get("PADDLE_LOCAL_RANK", env.get("PADDLE_RANK_IN_NODE", "0"))))
-        raise FitbenchError("not started by a distributed launcher (no RANK / PADDLE_TRAINER_ID)",
-                            "run it through fitbench.measure.distributed.measure_distributed")
+            return cls(
+                rank=int(env["PADDLE_TRAINER_ID"]),
+                world_size=int(env.get("PADDLE_TRAINERS_NUM", "1")),
+                local_rank=int(env.get("PADDLE_LOCAL_RANK", env.get("PADDLE_RANK_IN_NODE", "0"))),
+            )
+        raise FitbenchError(
+            "not started by a distributed launcher (no RANK / PADDLE_TRAINER_ID)",
+            "run it through fitbench.measure.distributed.measure_distributed",
+        )
 
 
 def rank_device(device: str, local_rank: int) -> str:
@@ -245,7 +252,8 @@ def _paddle_wrap(session: Any, strategy: str) -> dict[str, Any]:
 
     level = PADDLE_SHARDING_LEVELS[strategy]
     session.model, session.optimizer, session.scaler = group_sharded_parallel(
-        session.model, session.optimizer, level, scaler=session.scaler)
+        session.model, session.optimizer, level, scaler=session.scaler
+    )
     return {"wrapper": f"paddle.distributed.sharding.group_sharded_parallel(level='{level}')"}
 
 
@@ -274,8 +282,12 @@ class DistributedBackend:
         torch_side = self.inner.name == "torch"
         self.group_backend = _torch_init(options.device, self.timeout_s) if torch_side else _paddle_init()
         session = self.inner.open(workload, options)
-        info: dict[str, Any] = {"strategy": self.strategy, "rank": self.rank.rank,
-                                "world_size": self.rank.world_size, "process_group": self.group_backend}
+        info: dict[str, Any] = {
+            "strategy": self.strategy,
+            "rank": self.rank.rank,
+            "world_size": self.rank.world_size,
+            "process_group": self.group_backend,
+        }
         if workload.is_training:
             wrap = _torch_wrap if torch_side else _paddle_wrap
             info.update(wrap(session, self.strategy))
@@ -312,13 +324,18 @@ class RankMeasurement(Measurement):
         if value is None or isinstance(value, DistributedBackend):
             self._wrapped = value
         else:
-            self._wrapped = DistributedBackend(value, rank=self._rank, strategy=self._strategy,
-                                               timeout_s=self._collective_timeout_s)
+            self._wrapped = DistributedBackend(
+                value, rank=self._rank, strategy=self._strategy, timeout_s=self._collective_timeout_s
+            )
 
     def run(self) -> dict[str, Any]:
         result = super().run()
-        result.update(rank=self._rank.rank, local_rank=self._rank.local_rank,
-                      world_size=self._rank.world_size, strategy=self._strategy)
+        result.update(
+            rank=self._rank.rank,
+            local_rank=self._rank.local_rank,
+            world_size=self._rank.world_size,
+            strategy=self._strategy,
+        )
         return result
 
     def finish(self) -> None:

@@ -64,20 +64,41 @@ LAUNCHERS = {"torch": "torch.distributed.run", "paddle": "paddle.distributed.lau
 LAUNCHER_GRACE_S = 15.0
 STATUS_ORDER = ("oom", "error", "timeout")
 PER_RANK_KEYS = (
-    "status", "error", "device", "device_name", "peak_memory_bytes", "peak_memory_source",
-    "peak_allocated_bytes", "peak_reserved_bytes", "nvml_process_peak_bytes", "peak_rss_bytes",
-    "memory_after_load_bytes", "cuda_context_bytes", "load_seconds", "steps", "step_seconds",
+    "status",
+    "error",
+    "device",
+    "device_name",
+    "peak_memory_bytes",
+    "peak_memory_source",
+    "peak_allocated_bytes",
+    "peak_reserved_bytes",
+    "nvml_process_peak_bytes",
+    "peak_rss_bytes",
+    "memory_after_load_bytes",
+    "cuda_context_bytes",
+    "load_seconds",
+    "steps",
+    "step_seconds",
     "prefill_seconds",
 )
 MAX_KEYS = (
-    "peak_memory_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "nvml_process_peak_bytes",
-    "nvml_device_used_bytes", "peak_rss_bytes", "memory_after_load_bytes", "cuda_context_bytes",
-    "load_seconds", "warmup_peak_allocated_bytes", "warmup_peak_reserved_bytes",
+    "peak_memory_bytes",
+    "peak_allocated_bytes",
+    "peak_reserved_bytes",
+    "nvml_process_peak_bytes",
+    "nvml_device_used_bytes",
+    "peak_rss_bytes",
+    "memory_after_load_bytes",
+    "cuda_context_bytes",
+    "load_seconds",
+    "warmup_peak_allocated_bytes",
+    "warmup_peak_reserved_bytes",
 )
 
 
-def unsupported(workload: Workload, backend_name: str, device: str,
-                exec_mode: str = "default") -> FitbenchError | None:
+def unsupported(
+    workload: Workload, backend_name: str, device: str, exec_mode: str = "default"
+) -> FitbenchError | None:
     """Why this job cannot be measured with several processes, or None. Checked here before
     launching and again by every rank."""
     strategy = workload.strategy
@@ -85,29 +106,42 @@ def unsupported(workload: Workload, backend_name: str, device: str,
         return FitbenchError(f"no distributed launcher for backend '{backend_name}'", "use torch or paddle")
     if exec_mode != "default" and workload.is_training:
         # A whole step captured as one graph leaves no module call for DDP or FSDP to hook.
-        return FitbenchError(f"multi-GPU training runs measure --exec default, not --exec {exec_mode}",
-                             "drop --exec, or measure one GPU")
+        return FitbenchError(
+            f"multi-GPU training runs measure --exec default, not --exec {exec_mode}",
+            "drop --exec, or measure one GPU",
+        )
     if strategy == "tp":
-        return FitbenchError("tensor-parallel runs are not measured",
-                             "estimate them with `fitbench estimate --gpus N --strategy tp`, "
-                             "or measure --strategy ddp or fsdp-full-shard")
+        return FitbenchError(
+            "tensor-parallel runs are not measured",
+            "estimate them with `fitbench estimate --gpus N --strategy tp`, "
+            "or measure --strategy ddp or fsdp-full-shard",
+        )
     if backend_name == "torch" and strategy in ("zero1", "zero2", "zero3"):
-        return FitbenchError(f"--strategy {strategy} is DeepSpeed's ZeRO: fitbench run does not launch it",
-                             "measure PyTorch's own sharding with --strategy fsdp-shard-grad-op or "
-                             "fsdp-full-shard, or `fitbench estimate` the DeepSpeed job")
+        return FitbenchError(
+            f"--strategy {strategy} is DeepSpeed's ZeRO: fitbench run does not launch it",
+            "measure PyTorch's own sharding with --strategy fsdp-shard-grad-op or "
+            "fsdp-full-shard, or `fitbench estimate` the DeepSpeed job",
+        )
     if backend_name == "paddle" and strategy == "fsdp-shard-grad-op":
-        return FitbenchError("Paddle has no SHARD_GRAD_OP sharding",
-                             "use --strategy zero2 (Paddle's group sharding of optimizer state, gradients)")
+        return FitbenchError(
+            "Paddle has no SHARD_GRAD_OP sharding",
+            "use --strategy zero2 (Paddle's group sharding of optimizer state, gradients)",
+        )
     if not workload.is_training and strategy not in ("ddp", "zero1", "zero2"):
-        return FitbenchError(f"sharded inference (--strategy {strategy}) is not measured",
-                             "use --strategy ddp for one replica per GPU, or `fitbench estimate`")
+        return FitbenchError(
+            f"sharded inference (--strategy {strategy}) is not measured",
+            "use --strategy ddp for one replica per GPU, or `fitbench estimate`",
+        )
     if workload.peft:
-        return FitbenchError("multi-GPU runs of LoRA/QLoRA fine-tuning are not measured",
-                             "measure one GPU (--gpus 1)")
+        return FitbenchError(
+            "multi-GPU runs of LoRA/QLoRA fine-tuning are not measured", "measure one GPU (--gpus 1)"
+        )
     on_gpu = device.startswith("cuda")
     if backend_name == "paddle" and workload.is_training and strategy != "ddp" and not on_gpu:
-        return FitbenchError(f"Paddle's sharding (--strategy {strategy}) runs on GPUs only",
-                             "use --device cuda, or --strategy ddp on the CPU")
+        return FitbenchError(
+            f"Paddle's sharding (--strategy {strategy}) runs on GPUs only",
+            "use --device cuda, or --strategy ddp on the CPU",
+        )
     return None
 
 
@@ -116,15 +150,34 @@ def _first_gpu(device: str) -> int:
     return int(index) if index else 0
 
 
-def launcher_command(backend_name: str, nproc: int, request_path: Path, *, device: str,
-                     log_dir: Path) -> list[str]:
+def launcher_command(
+    backend_name: str, nproc: int, request_path: Path, *, device: str, log_dir: Path
+) -> list[str]:
     """The launcher's command line: N ranks of fitbench.measure.dist_child, no restarts."""
     child = ["-m", "fitbench.measure.dist_child", str(request_path)]
     if backend_name == "torch":
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-                "--max-restarts", "0", *child]
-    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", str(nproc),
-           "--max_restart", "0", "--log_dir", str(log_dir)]
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            str(nproc),
+            "--max-restarts",
+            "0",
+            *child,
+        ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "paddle.distributed.launch",
+        "--nproc_per_node",
+        str(nproc),
+        "--max_restart",
+        "0",
+        "--log_dir",
+        str(log_dir),
+    ]
     if device.startswith("cuda"):
         first = _first_gpu(device)
         cmd += ["--devices", ",".join(str(first + i) for i in range(nproc))]
@@ -140,8 +193,10 @@ def _check_gpus(device: str, nproc: int) -> None:
     count = nvml.device_count()
     need = _first_gpu(device) + nproc
     if count is not None and need > count:
-        raise FitbenchError(f"{nproc} ranks from {device} need {need} GPUs; this machine has {count}",
-                            f"use --gpus {max(1, count - _first_gpu(device))} or fewer")
+        raise FitbenchError(
+            f"{nproc} ranks from {device} need {need} GPUs; this machine has {count}",
+            f"use --gpus {max(1, count - _first_gpu(device))} or fewer",
+        )
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -190,10 +245,19 @@ def measure_distributed(
 
     with tempfile.TemporaryDirectory(prefix="fitbench-dist-") as tmp:
         workdir = Path(tmp)
-        request = build_request(workload, backend_name, options, min_steps=steps, min_seconds=0.0,
-                                warmup=warm, max_seconds=timeout, workdir=workdir)
-        request.update(rank_result_pattern=str(workdir / "result.rank{rank}.json"), nproc=n,
-                       collective_timeout_s=timeout)
+        request = build_request(
+            workload,
+            backend_name,
+            options,
+            min_steps=steps,
+            min_seconds=0.0,
+            warmup=warm,
+            max_seconds=timeout,
+            workdir=workdir,
+        )
+        request.update(
+            rank_result_pattern=str(workdir / "result.rank{rank}.json"), nproc=n, collective_timeout_s=timeout
+        )
         request_path = workdir / "request.json"
         request_path.write_text(json.dumps(request))
         log_dir = workdir / "logs"
@@ -205,11 +269,22 @@ def measure_distributed(
         # The launcher dies with this process; its ranks follow it.
         returncode, timed_out, wall = run_child(
             launcher_command(backend_name, n, request_path, device=options.device, log_dir=log_dir),
-            workdir=workdir, env=env, timeout=timeout, reader=reader, stop=_stop,
+            workdir=workdir,
+            env=env,
+            timeout=timeout,
+            reader=reader,
+            stop=_stop,
         )
         per_rank = [_read_json(workdir / f"result.rank{r}.json") for r in range(n)]
-        result = merge_rank_results(workload, backend_name, options, per_rank, timed_out=timed_out,
-                                    timeout_s=timeout, phase=reader.last.get("phase"))
+        result = merge_rank_results(
+            workload,
+            backend_name,
+            options,
+            per_rank,
+            timed_out=timed_out,
+            timeout_s=timeout,
+            phase=reader.last.get("phase"),
+        )
         if result["status"] != "ok":
             tails = [tail_text(stderr_path)]
             tails += [f"[{p.name}]\n{tail_text(p, 1500)}" for p in sorted(log_dir.glob("workerlog.*"))]
@@ -307,8 +382,14 @@ def _merge_timing(out: dict[str, Any], workload: Workload, ranks: list[dict[str,
         return
     job = [max(s[i] for s in lists) for i in range(count)]
     stats = summarize(job)
-    out.update(steps=count, step_seconds=stats.median, step_seconds_p90=stats.p90,
-               step_seconds_mean=stats.mean, step_seconds_min=stats.min, step_samples_seconds=job)
+    out.update(
+        steps=count,
+        step_seconds=stats.median,
+        step_seconds_p90=stats.p90,
+        step_seconds_mean=stats.mean,
+        step_seconds_min=stats.min,
+        step_samples_seconds=job,
+    )
     out["step_seconds_per_rank"] = [r.get("step_seconds") for r in ranks]
     step = stats.median
     b = workload.batch_size

@@ -259,9 +259,7 @@ def _still_running(pgid: int, tree: set[int]) -> bool:
     )
 
 
-def kill_group(
-    proc: subprocess.Popen[bytes], *, grace_s: float = 0.0, wait_s: float = KILL_WAIT_S
-) -> None:
+def kill_group(proc: subprocess.Popen[bytes], *, grace_s: float = 0.0, wait_s: float = KILL_WAIT_S) -> None:
     """Stop the child and everything it started; return once none of it runs.
 
     "Everything" is the child's process group (it leads one: start_new_session) and, on Linux,
@@ -449,7 +447,10 @@ def measure(
             progress({"phase": "starting child"})
         returncode, timed_out, wall = run_child(
             [sys.executable, "-m", "fitbench.measure.child", str(request_path)],
-            workdir=workdir, env=child_env(), timeout=timeout, reader=reader,
+            workdir=workdir,
+            env=child_env(),
+            timeout=timeout,
+            reader=reader,
         )
         result_path = Path(request["result_path"])
         result: dict[str, Any] | None = None

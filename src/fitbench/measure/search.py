@@ -66,8 +66,9 @@ class SearchResult:
         }
 
 
-def search(probe: ProbeFn, *, start: int, limit: int, growth: float = 2.0,
-           rel_tol: float = 0.0) -> SearchResult:
+def search(
+    probe: ProbeFn, *, start: int, limit: int, growth: float = 2.0, rel_tol: float = 0.0
+) -> SearchResult:
     """Largest b in [1, limit] with probe(b) ok, assuming ok-ness is monotone in b.
 
     From `start`: grow by `growth` while ok (capped at `limit`), or shrink by it while out of
@@ -133,8 +134,14 @@ class _Search:
         return self.seen[batch]
 
     def done(self, best: int | None, *, stopped: str | None = None, reached: bool = False) -> SearchResult:
-        return SearchResult(max_batch=best, start=self.start, limit=self.limit, reached_limit=reached,
-                            probes=tuple(self.probes), stopped=stopped)
+        return SearchResult(
+            max_batch=best,
+            start=self.start,
+            limit=self.limit,
+            reached_limit=reached,
+            probes=tuple(self.probes),
+            stopped=stopped,
+        )
 
 
 def _relay(
@@ -146,8 +153,9 @@ def _relay(
     target = progress
 
     def relay(event: dict[str, Any]) -> None:
-        target({**event, "detail": f"probing batch {batch}", "detail_key": "progress.probing",
-                "batch": batch})
+        target(
+            {**event, "detail": f"probing batch {batch}", "detail_key": "progress.probing", "batch": batch}
+        )
 
     return relay
 

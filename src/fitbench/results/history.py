@@ -336,8 +336,10 @@ class History:
             raise FitbenchError(f"no run '{key}' in history file {self.path}", _LIST_HINT)
         if len(rows) > 1:
             shown = ", ".join(r[0] for r in rows[:5]) + (", …" if len(rows) > 5 else "")
-            raise FitbenchError(f"run id prefix '{key}' matches several runs ({shown})",
-                                f"type more characters of the run id; {_LIST_HINT}")
+            raise FitbenchError(
+                f"run id prefix '{key}' matches several runs ({shown})",
+                f"type more characters of the run id; {_LIST_HINT}",
+            )
         return _full(*rows[0])
 
     def get_record(self, run_id_or_prefix: str) -> RunRecord:
@@ -374,8 +376,10 @@ def _check_location(db: Path) -> None:
             with db.open("rb") as f:
                 head = f.read(len(_SQLITE_MAGIC))
         except OSError as exc:
-            raise FitbenchError(f"cannot read history file {db}: {exc.strerror or exc}",
-                                "fix its permissions or pass --db with another file") from exc
+            raise FitbenchError(
+                f"cannot read history file {db}: {exc.strerror or exc}",
+                "fix its permissions or pass --db with another file",
+            ) from exc
         # An empty file is a valid empty database (e.g. created by `touch`): it becomes a history.
         if head and head != _SQLITE_MAGIC:
             raise _not_a_history(db, "not an SQLite database")
@@ -383,8 +387,10 @@ def _check_location(db: Path) -> None:
         try:
             db.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise FitbenchError(f"cannot create the folder for history file {db}: {exc.strerror or exc}",
-                                "set FITBENCH_HOME or pass --db with a writable path") from exc
+            raise FitbenchError(
+                f"cannot create the folder for history file {db}: {exc.strerror or exc}",
+                "set FITBENCH_HOME or pass --db with a writable path",
+            ) from exc
 
 
 def _check_ours(conn: sqlite3.Connection, db: Path) -> None:
@@ -480,16 +486,20 @@ def _not_a_history(db: Path, what: str) -> FitbenchError:
 
 
 def _newer(db: Path, version: int) -> FitbenchError:
-    return FitbenchError(f"history file {db} was written by a newer fitbench (schema {version})",
-                         "upgrade fitbench or pass --db with another file")
+    return FitbenchError(
+        f"history file {db} was written by a newer fitbench (schema {version})",
+        "upgrade fitbench or pass --db with another file",
+    )
 
 
 def _open_error(db: Path, exc: sqlite3.DatabaseError) -> FitbenchError:
     text = str(exc).lower()
     if "malformed" in text:
-        return FitbenchError(f"history file {db} is damaged ({exc})",
-                             "move it away and fitbench starts a new history; the sqlite3 "
-                             "shell's .recover command can salvage its runs")
+        return FitbenchError(
+            f"history file {db} is damaged ({exc})",
+            "move it away and fitbench starts a new history; the sqlite3 "
+            "shell's .recover command can salvage its runs",
+        )
     if "not a database" in text:
         return _not_a_history(db, "not an SQLite database")
     return _cannot_open(db, exc)
@@ -497,10 +507,14 @@ def _open_error(db: Path, exc: sqlite3.DatabaseError) -> FitbenchError:
 
 def _cannot_open(db: Path, exc: sqlite3.Error) -> FitbenchError:
     if _is_locked(exc):
-        return FitbenchError(f"history file {db} stayed locked by another process",
-                             "try again when the other fitbench run has finished")
-    return FitbenchError(f"cannot open history file {db}: {exc}",
-                         "check its permissions and free disk space, or pass --db with another file")
+        return FitbenchError(
+            f"history file {db} stayed locked by another process",
+            "try again when the other fitbench run has finished",
+        )
+    return FitbenchError(
+        f"cannot open history file {db}: {exc}",
+        "check its permissions and free disk space, or pass --db with another file",
+    )
 
 
 # ---------------------------------------------------------------------- records
@@ -610,8 +624,10 @@ def _full(run_id: str, created_at: str, payload: str) -> dict[str, Any]:
     try:
         data = json.loads(payload)
     except ValueError as exc:
-        raise FitbenchError(f"run {run_id} in the history has an unreadable payload",
-                            "delete the run or pass --db with another file") from exc
+        raise FitbenchError(
+            f"run {run_id} in the history has an unreadable payload",
+            "delete the run or pass --db with another file",
+        ) from exc
     if not isinstance(data, dict):
         data = {"payload": data}
     return {**data, "run_id": run_id, "created_at": created_at}

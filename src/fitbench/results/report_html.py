@@ -610,9 +610,7 @@ def _scenario_section(n: int, s: Mapping[str, Any], lang: str) -> str:
                     _e(bottleneck_label(e.get("bottleneck"), lang)),
                 ]
             )
-        out.append(
-            _table(ESTIMATE_COLUMNS.headers(lang), rows, numeric=ESTIMATE_COLUMNS.numeric)
-        )
+        out.append(_table(ESTIMATE_COLUMNS.headers(lang), rows, numeric=ESTIMATE_COLUMNS.numeric))
     m = s.get("measurement")
     if m:
         w = s.get("measured_workload") or {}

@@ -11,8 +11,15 @@ import sys
 import unicodedata
 from collections.abc import Sequence
 
-VERDICT_COLOURS = {"fits": "32", "tight": "33", "offload": "35", "oom": "31", "ok": "32", "error": "31",
-                   "timeout": "31"}
+VERDICT_COLOURS = {
+    "fits": "32",
+    "tight": "33",
+    "offload": "35",
+    "oom": "31",
+    "ok": "32",
+    "error": "31",
+    "timeout": "31",
+}
 
 
 def use_colour(stream: object = None) -> bool:
@@ -43,8 +50,9 @@ def visible_width(text: str) -> int:
     return out
 
 
-def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, align: str | None = None,
-                 indent: str = "") -> str:
+def render_table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], *, align: str | None = None, indent: str = ""
+) -> str:
     """Columns padded to their widest cell; `align` is a string of 'l'/'r' per column."""
     align = align or "l" + "r" * (len(headers) - 1)
     widths = [max([visible_width(h)] + [visible_width(r[i]) for r in rows]) for i, h in enumerate(headers)]

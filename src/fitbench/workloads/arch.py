@@ -292,17 +292,26 @@ class TransformerArch:
             )
         if self.mlp not in ("gelu", "swiglu") or self.norm not in NORMS or self.qk_norm not in QK_NORMS:
             raise FitbenchError(
-                f"unsupported mlp '{self.mlp}', norm '{self.norm}' or qk norm '{self.qk_norm}'")
+                f"unsupported mlp '{self.mlp}', norm '{self.norm}' or qk norm '{self.qk_norm}'"
+            )
         self._check_experts()
-        if self.is_mla and (self.qk_rope_head_dim < 1 or self.qk_nope_head_dim + self.qk_rope_head_dim < 1
-                            or self.v_head_dim < 1):
-            raise FitbenchError("latent attention needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim",
-                                "give all three with kv_lora_rank")
-        if self.sliding_window is not None and (isinstance(self.sliding_window, bool)
-                                                or not isinstance(self.sliding_window, int)
-                                                or self.sliding_window < 1):
+        if self.is_mla and (
+            self.qk_rope_head_dim < 1
+            or self.qk_nope_head_dim + self.qk_rope_head_dim < 1
+            or self.v_head_dim < 1
+        ):
             raise FitbenchError(
-                f"sliding_window must be a positive whole number, got {self.sliding_window!r}")
+                "latent attention needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim",
+                "give all three with kv_lora_rank",
+            )
+        if self.sliding_window is not None and (
+            isinstance(self.sliding_window, bool)
+            or not isinstance(self.sliding_window, int)
+            or self.sliding_window < 1
+        ):
+            raise FitbenchError(
+                f"sliding_window must be a positive whole number, got {self.sliding_window!r}"
+            )
         if self.sliding_layers > self.num_layers:
             raise FitbenchError(f"{self.sliding_layers} sliding-window layers of {self.num_layers} layers")
 
@@ -319,10 +328,21 @@ class TransformerArch:
                 raise FitbenchError(f"{field_name} must be a whole number >= 0, got {value!r}")
         if self.patch_size and self.kind != "encoder":
             raise FitbenchError("patch embeddings (patch_size) belong to an encoder")
-        for field_name in ("norms_per_layer", "extra_params", "num_experts", "experts_per_token",
-                           "expert_intermediate_size", "shared_intermediate_size", "dense_layers",
-                           "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
-                           "v_head_dim", "sliding_layers"):
+        for field_name in (
+            "norms_per_layer",
+            "extra_params",
+            "num_experts",
+            "experts_per_token",
+            "expert_intermediate_size",
+            "shared_intermediate_size",
+            "dense_layers",
+            "q_lora_rank",
+            "kv_lora_rank",
+            "qk_rope_head_dim",
+            "qk_nope_head_dim",
+            "v_head_dim",
+            "sliding_layers",
+        ):
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise FitbenchError(f"{field_name} must be a whole number >= 0, got {value!r}")
@@ -334,13 +354,18 @@ class TransformerArch:
         if not 1 <= self.experts_per_token <= self.num_experts:
             raise FitbenchError(
                 f"{self.experts_per_token} experts per token of {self.num_experts} is not possible",
-                "experts per token (num_experts_per_tok) must be between 1 and the number of experts")
+                "experts per token (num_experts_per_tok) must be between 1 and the number of experts",
+            )
         if self.expert_intermediate_size < 1:
-            raise FitbenchError("a mixture-of-experts model needs the experts' width",
-                                "give moe_intermediate_size (or intermediate_size) in the config")
+            raise FitbenchError(
+                "a mixture-of-experts model needs the experts' width",
+                "give moe_intermediate_size (or intermediate_size) in the config",
+            )
         if self.moe_every < 1 or self.dense_layers > self.num_layers:
-            raise FitbenchError(f"MoE layer spacing {self.moe_every} or {self.dense_layers} dense "
-                                f"layers do not fit {self.num_layers} layers")
+            raise FitbenchError(
+                f"MoE layer spacing {self.moe_every} or {self.dense_layers} dense "
+                f"layers do not fit {self.num_layers} layers"
+            )
 
     @property
     def kv_heads(self) -> int:
@@ -436,25 +461,40 @@ class TransformerArch:
         h = self.hidden_size
         if self.is_mla:
             rope, qk = self.qk_rope_head_dim, self.dim_head
-            mats = ([("q_a_proj", h, self.q_lora_rank), ("q_b_proj", self.q_lora_rank, self.num_heads * qk)]
-                    if self.q_lora_rank else [("q_proj", h, self.num_heads * qk)])
+            mats = (
+                [("q_a_proj", h, self.q_lora_rank), ("q_b_proj", self.q_lora_rank, self.num_heads * qk)]
+                if self.q_lora_rank
+                else [("q_proj", h, self.num_heads * qk)]
+            )
             kv_out = self.num_heads * (self.qk_nope_head_dim + self.v_head_dim)
-            return [*mats, ("kv_a_proj", h, self.kv_lora_rank + rope),
-                    ("kv_b_proj", self.kv_lora_rank, kv_out), ("o_proj", self.attn_out_dim, h)]
-        return [("q_proj", h, self.q_dim), ("k_proj", h, self.kv_dim), ("v_proj", h, self.kv_dim),
-                ("o_proj", self.q_dim, h)]
+            return [
+                *mats,
+                ("kv_a_proj", h, self.kv_lora_rank + rope),
+                ("kv_b_proj", self.kv_lora_rank, kv_out),
+                ("o_proj", self.attn_out_dim, h),
+            ]
+        return [
+            ("q_proj", h, self.q_dim),
+            ("k_proj", h, self.kv_dim),
+            ("v_proj", h, self.kv_dim),
+            ("o_proj", self.q_dim, h),
+        ]
 
     def attention_params(self) -> int:
         h = self.hidden_size
         weights = sum(fin * fout for _, fin, fout in self.attention_linears())
         if self.is_mla:
             biases = (self.q_lora_rank + self.kv_lora_rank + self.qk_rope_head_dim) if self.qkv_bias else 0
-            norms = self.norm_params(self.kv_lora_rank) + (self.norm_params(self.q_lora_rank)
-                                                            if self.q_lora_rank else 0)
+            norms = self.norm_params(self.kv_lora_rank) + (
+                self.norm_params(self.q_lora_rank) if self.q_lora_rank else 0
+            )
             return weights + biases + norms + (h if self.out_bias else 0)
         biases = (self.q_dim + 2 * self.kv_dim if self.qkv_bias else 0) + (h if self.out_bias else 0)
-        qk = {"none": 0, "head": 2 * self.norm_params(self.dim_head),
-              "full": self.norm_params(self.q_dim) + self.norm_params(self.kv_dim)}[self.qk_norm]
+        qk = {
+            "none": 0,
+            "head": 2 * self.norm_params(self.dim_head),
+            "full": self.norm_params(self.q_dim) + self.norm_params(self.kv_dim),
+        }[self.qk_norm]
         return weights + biases + qk
 
     def _ffn_params(self, f: int) -> int:
@@ -516,8 +556,11 @@ class TransformerArch:
         mats = 3 if self.mlp == "swiglu" else 2
         h = self.hidden_size
         moe = mats * h * (self.num_experts * self.expert_intermediate_size + self.shared_intermediate_size)
-        return (self.num_layers * attn + self.dense_mlp_layers * mats * h * self.intermediate_size
-                + self.moe_layers * moe)
+        return (
+            self.num_layers * attn
+            + self.dense_mlp_layers * mats * h * self.intermediate_size
+            + self.moe_layers * moe
+        )
 
     def embedding_params(self) -> int:
         h = self.hidden_size

@@ -38,9 +38,30 @@ MAX_POSITIONS = 1 << 30
 MAX_STAGE_BLOCKS = 1 << 12  # ResNet blocks in one stage (ResNet-152 has 36)
 
 ENCODER_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "distilbert", "deberta-v2", "vit")
-DECODER_TYPES = ("llama", "yi", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text",
-                 "phi3", "olmo", "olmo2", "ernie4_5", "internlm2", "baichuan", "glm", "glm4", "gpt2", "gptj",
-                 "gpt_neox", "falcon", "chatglm")
+DECODER_TYPES = (
+    "llama",
+    "yi",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gemma3_text",
+    "phi3",
+    "olmo",
+    "olmo2",
+    "ernie4_5",
+    "internlm2",
+    "baichuan",
+    "glm",
+    "glm4",
+    "gpt2",
+    "gptj",
+    "gpt_neox",
+    "falcon",
+    "chatglm",
+)
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "ernie4_5_moe", "deepseek_v2", "deepseek_v3")
 SUPPORTED_MODEL_TYPES = (*ENCODER_TYPES, *DECODER_TYPES, *MOE_TYPES, "resnet")
 # Families fitbench knows but cannot estimate yet, with the reason a user reads.
@@ -78,8 +99,10 @@ class _Reader(ConfigValues):
                 # the two usual spellings (more aliases are accepted than named)
                 missing.append(" or ".join(f"'{k}'" for k in keys[:2]))
         if missing:
-            raise self.error(f"'{self.model_type}' configs need {', '.join(missing)}",
-                             "add the missing keys, or use the model's original config.json")
+            raise self.error(
+                f"'{self.model_type}' configs need {', '.join(missing)}",
+                "add the missing keys, or use the model's original config.json",
+            )
 
     def int(self, *keys: str, default: Any = _MISSING, minimum: int = 1, maximum: int = MAX_SIZE) -> int:
         key, value = self.lookup(keys)
@@ -91,8 +114,10 @@ class _Reader(ConfigValues):
 
     def check_int(self, key: str, value: Any, *, minimum: int = 1, maximum: int = MAX_SIZE) -> int:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.error(f"'{key}' must be a whole number, got {show(value)}",
-                             "write sizes as JSON numbers, without quotes")
+            raise self.error(
+                f"'{key}' must be a whole number, got {show(value)}",
+                "write sizes as JSON numbers, without quotes",
+            )
         if isinstance(value, float):
             if not math.isfinite(value) or not value.is_integer():
                 raise self.error(f"'{key}' must be a whole number, got {show(value)}")
@@ -144,30 +169,52 @@ def _bert_like(r: _Reader) -> TransformerArch:
     embeddings (`embedding_size` smaller than `hidden_size`, plus a projection) are counted at
     `hidden_size`: TransformerArch has no separate embedding width.
     """
-    r.require("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-              "max_position_embeddings")
+    r.require(
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "intermediate_size",
+        "max_position_embeddings",
+    )
     if r.model_type == "electra":
         r.int("embedding_size", default=None)  # validated; see the docstring for how it is counted
     return _transformer(
-        r, kind="encoder", vocab_size=r.int("vocab_size"), hidden_size=r.int("hidden_size"),
-        num_layers=r.int("num_hidden_layers"), num_heads=r.int("num_attention_heads"),
+        r,
+        kind="encoder",
+        vocab_size=r.int("vocab_size"),
+        hidden_size=r.int("hidden_size"),
+        num_layers=r.int("num_hidden_layers"),
+        num_heads=r.int("num_attention_heads"),
         intermediate_size=r.int("intermediate_size"),
         max_positions=r.int("max_position_embeddings", maximum=MAX_POSITIONS),
-        type_vocab_size=r.int("type_vocab_size", default=2, minimum=0), num_labels=r.num_labels(),
+        type_vocab_size=r.int("type_vocab_size", default=2, minimum=0),
+        num_labels=r.num_labels(),
     )
 
 
 def _distilbert(r: _Reader) -> TransformerArch:
     """DistilBERT: BERT without token types, under its own names; its pre_classifier is a pooler."""
-    keys = (("vocab_size",), ("dim", "hidden_size"), ("n_layers", "num_hidden_layers"),
-            ("n_heads", "num_attention_heads"), ("hidden_dim",), ("max_position_embeddings",))
+    keys = (
+        ("vocab_size",),
+        ("dim", "hidden_size"),
+        ("n_layers", "num_hidden_layers"),
+        ("n_heads", "num_attention_heads"),
+        ("hidden_dim",),
+        ("max_position_embeddings",),
+    )
     r.require(*keys)
     return _transformer(
-        r, kind="encoder", vocab_size=r.int("vocab_size"), hidden_size=r.int("dim", "hidden_size"),
-        num_layers=r.int("n_layers", "num_hidden_layers"), num_heads=r.int("n_heads", "num_attention_heads"),
+        r,
+        kind="encoder",
+        vocab_size=r.int("vocab_size"),
+        hidden_size=r.int("dim", "hidden_size"),
+        num_layers=r.int("n_layers", "num_hidden_layers"),
+        num_heads=r.int("n_heads", "num_attention_heads"),
         intermediate_size=r.int("hidden_dim"),
         max_positions=r.int("max_position_embeddings", maximum=MAX_POSITIONS),
-        type_vocab_size=0, num_labels=r.num_labels(),
+        type_vocab_size=0,
+        num_labels=r.num_labels(),
     )
 
 
@@ -179,8 +226,10 @@ def _deberta_v2(r: _Reader) -> TransformerArch:
     classifier are BERT's pooler and classifier."""
     r.require("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
     if r.int("conv_kernel_size", default=0, minimum=0):
-        raise r.error("DeBERTa's convolution layer ('conv_kernel_size') is not supported",
-                      "set conv_kernel_size to 0 or use another model")
+        raise r.error(
+            "DeBERTa's convolution layer ('conv_kernel_size') is not supported",
+            "set conv_kernel_size to 0 or use another model",
+        )
     if r.int("embedding_size", default=None) not in (None, r.int("hidden_size")):
         raise r.error("an 'embedding_size' different from 'hidden_size' is not supported")
     hidden = r.int("hidden_size")
@@ -198,13 +247,20 @@ def _deberta_v2(r: _Reader) -> TransformerArch:
             kinds = r.data.get("pos_att_type") or []
             kinds = kinds.split("|") if isinstance(kinds, str) else kinds
             if not isinstance(kinds, list):
-                raise r.error(f"'pos_att_type' must be a list such as [\"p2c\", \"c2p\"], got {show(kinds)}")
+                raise r.error(f'\'pos_att_type\' must be a list such as ["p2c", "c2p"], got {show(kinds)}')
             extra += layers * sum(hidden * hidden + hidden for k in ("c2p", "p2c") if k in kinds)
     return _transformer(
-        r, kind="encoder", vocab_size=r.int("vocab_size"), hidden_size=hidden, num_layers=layers,
-        num_heads=r.int("num_attention_heads"), intermediate_size=r.int("intermediate_size"),
-        max_positions=positions, position="learned" if r.flag("position_biased_input", True) else "relative",
-        type_vocab_size=r.int("type_vocab_size", default=0, minimum=0), num_labels=r.num_labels(),
+        r,
+        kind="encoder",
+        vocab_size=r.int("vocab_size"),
+        hidden_size=hidden,
+        num_layers=layers,
+        num_heads=r.int("num_attention_heads"),
+        intermediate_size=r.int("intermediate_size"),
+        max_positions=positions,
+        position="learned" if r.flag("position_biased_input", True) else "relative",
+        type_vocab_size=r.int("type_vocab_size", default=0, minimum=0),
+        num_labels=r.num_labels(),
         extra_params=extra,
     )
 
@@ -220,11 +276,20 @@ def _vit(r: _Reader) -> TransformerArch:
     if patch > image:
         raise r.error(f"'patch_size' {patch} is larger than 'image_size' {image}")
     return _transformer(
-        r, kind="encoder", vocab_size=0, hidden_size=r.int("hidden_size"),
-        num_layers=r.int("num_hidden_layers", maximum=MAX_LAYERS), num_heads=r.int("num_attention_heads"),
-        intermediate_size=r.int("intermediate_size"), max_positions=(image // patch) ** 2 + 1,
-        qkv_bias=r.flag("qkv_bias", True), type_vocab_size=0, num_labels=r.num_labels(), pooler=False,
-        patch_size=patch, num_channels=r.int("num_channels", default=3, maximum=1 << 10),
+        r,
+        kind="encoder",
+        vocab_size=0,
+        hidden_size=r.int("hidden_size"),
+        num_layers=r.int("num_hidden_layers", maximum=MAX_LAYERS),
+        num_heads=r.int("num_attention_heads"),
+        intermediate_size=r.int("intermediate_size"),
+        max_positions=(image // patch) ** 2 + 1,
+        qkv_bias=r.flag("qkv_bias", True),
+        type_vocab_size=0,
+        num_labels=r.num_labels(),
+        pooler=False,
+        patch_size=patch,
+        num_channels=r.int("num_channels", default=3, maximum=1 << 10),
     )
 
 
@@ -254,8 +319,11 @@ def _sliding(r: _Reader, num_layers: int, rule: str) -> dict[str, Any]:
         return {}
     types = r.data.get("layer_types")
     if types is not None:
-        if (not isinstance(types, list) or len(types) != num_layers
-                or not all(isinstance(t, str) for t in types)):
+        if (
+            not isinstance(types, list)
+            or len(types) != num_layers
+            or not all(isinstance(t, str) for t in types)
+        ):
             raise r.error(f"'layer_types' must list one name per layer ({num_layers}), got {show(types)}")
         count = sum(t == "sliding_attention" for t in types)
     elif rule == "all":
@@ -270,10 +338,20 @@ def _sliding(r: _Reader, num_layers: int, rule: str) -> dict[str, Any]:
     return {"sliding_window": window, "sliding_layers": count} if count else {}
 
 
-def _decoder(r: _Reader, *, tie: bool = False, max_positions: int = 2048, head_dim: int | None = None,
-             bias: str | None = "attention_bias", qkv_bias: bool | None = None, out_bias: bool | None = None,
-             mlp_bias: bool | None = None, sliding: str = "none", ffn_default: int | None = None,
-             **fixed: Any) -> TransformerArch:
+def _decoder(
+    r: _Reader,
+    *,
+    tie: bool = False,
+    max_positions: int = 2048,
+    head_dim: int | None = None,
+    bias: str | None = "attention_bias",
+    qkv_bias: bool | None = None,
+    out_bias: bool | None = None,
+    mlp_bias: bool | None = None,
+    sliding: str = "none",
+    ffn_default: int | None = None,
+    **fixed: Any,
+) -> TransformerArch:
     """The common decoder reader: sizes under any of their family spellings, then the family's
     fixed choices (`fixed`) and biases. `bias` names the config key that switches the biases
     that the family does not hard-code (`qkv_bias` etc. given here win)."""
@@ -286,17 +364,26 @@ def _decoder(r: _Reader, *, tie: bool = False, max_positions: int = 2048, head_d
     num_heads = r.int(*HEADS)
     switch = r.flag(bias, False) if bias else False
     fields: dict[str, Any] = dict(
-        kind="decoder", vocab_size=r.int(*VOCAB), hidden_size=hidden, num_layers=layers, num_heads=num_heads,
+        kind="decoder",
+        vocab_size=r.int(*VOCAB),
+        hidden_size=hidden,
+        num_layers=layers,
+        num_heads=num_heads,
         num_kv_heads=r.int(*KV_HEADS, default=num_heads),
         head_dim=r.int("head_dim", default=head_dim),
         intermediate_size=r.int(*FFN, default=ffn_default) if "intermediate_size" not in fixed else None,
         max_positions=r.int(*POSITIONS, default=max_positions, maximum=MAX_POSITIONS),
-        mlp="swiglu", norm="rmsnorm", position="rotary",
+        mlp="swiglu",
+        norm="rmsnorm",
+        position="rotary",
         qkv_bias=switch if qkv_bias is None else qkv_bias,
         out_bias=switch if out_bias is None else out_bias,
-        mlp_bias=(r.flag("mlp_bias", False) if bias == "attention_bias" else switch) if mlp_bias is None
+        mlp_bias=(r.flag("mlp_bias", False) if bias == "attention_bias" else switch)
+        if mlp_bias is None
         else mlp_bias,
-        tie_embeddings=r.flag("tie_word_embeddings", tie), pooler=False, num_labels=0,
+        tie_embeddings=r.flag("tie_word_embeddings", tie),
+        pooler=False,
+        num_labels=0,
     )
     fields.update(fixed)
     fields.update(_sliding(r, layers, sliding))
@@ -330,15 +417,24 @@ def _gemma(r: _Reader) -> TransformerArch:
 
 def _gemma2(r: _Reader) -> TransformerArch:
     """Gemma-2: Gemma with post-attention and post-MLP norms (four a block), every other layer local."""
-    return _decoder(r, tie=True, max_positions=8192, head_dim=256, mlp_bias=False, norms_per_layer=4,
-                    sliding="alternate")
+    return _decoder(
+        r, tie=True, max_positions=8192, head_dim=256, mlp_bias=False, norms_per_layer=4, sliding="alternate"
+    )
 
 
 def _gemma3(r: _Reader) -> TransformerArch:
     """Gemma-3 text: Gemma-2 plus query/key norms; five of six layers local. A multimodal config
     (`gemma3` with `text_config`) is read for its language model only."""
-    return _decoder(r, tie=True, max_positions=131072, head_dim=256, mlp_bias=False, norms_per_layer=4,
-                    qk_norm="head", sliding="pattern")
+    return _decoder(
+        r,
+        tie=True,
+        max_positions=131072,
+        head_dim=256,
+        mlp_bias=False,
+        norms_per_layer=4,
+        qk_norm="head",
+        sliding="pattern",
+    )
 
 
 def _phi3(r: _Reader) -> TransformerArch:
@@ -374,14 +470,19 @@ def _baichuan(r: _Reader) -> TransformerArch:
 
 def _glm(r: _Reader) -> TransformerArch:
     """GLM-4 in transformers (`glm`): fused gate_up, q/k/v with bias (`attention_bias`, default on)."""
-    return _decoder(r, max_positions=131072, bias=None, qkv_bias=r.flag("attention_bias", True),
-                    head_dim=128)
+    return _decoder(r, max_positions=131072, bias=None, qkv_bias=r.flag("attention_bias", True), head_dim=128)
 
 
 def _glm4(r: _Reader) -> TransformerArch:
     """GLM-4-0414 (`glm4`): `glm` with post-attention and post-MLP norms."""
-    return _decoder(r, max_positions=131072, bias=None, qkv_bias=r.flag("attention_bias", True),
-                    head_dim=128, norms_per_layer=4)
+    return _decoder(
+        r,
+        max_positions=131072,
+        bias=None,
+        qkv_bias=r.flag("attention_bias", True),
+        head_dim=128,
+        norms_per_layer=4,
+    )
 
 
 def _gpt2(r: _Reader) -> TransformerArch:
@@ -389,18 +490,33 @@ def _gpt2(r: _Reader) -> TransformerArch:
 
     Its Conv1D layers are transposed Linears with the same parameter counts.
     """
-    keys = (("vocab_size",), ("n_embd", "hidden_size"), ("n_layer", "num_hidden_layers"),
-            ("n_head", "num_attention_heads"), ("n_positions", "max_position_embeddings"))
+    keys = (
+        ("vocab_size",),
+        ("n_embd", "hidden_size"),
+        ("n_layer", "num_hidden_layers"),
+        ("n_head", "num_attention_heads"),
+        ("n_positions", "max_position_embeddings"),
+    )
     r.require(*keys)
     hidden = r.int("n_embd", "hidden_size")
     return _transformer(
-        r, kind="decoder", vocab_size=r.int("vocab_size"), hidden_size=hidden,
+        r,
+        kind="decoder",
+        vocab_size=r.int("vocab_size"),
+        hidden_size=hidden,
         num_layers=r.int("n_layer", "num_hidden_layers", maximum=MAX_LAYERS),
         num_heads=r.int("n_head", "num_attention_heads"),
         intermediate_size=r.int("n_inner", default=4 * hidden),
         max_positions=r.int("n_positions", "max_position_embeddings", maximum=MAX_POSITIONS),
-        mlp="gelu", norm="layernorm", position="learned", qkv_bias=True, out_bias=True, mlp_bias=True,
-        tie_embeddings=r.flag("tie_word_embeddings", True), pooler=False, num_labels=0,
+        mlp="gelu",
+        norm="layernorm",
+        position="learned",
+        qkv_bias=True,
+        out_bias=True,
+        mlp_bias=True,
+        tie_embeddings=r.flag("tie_word_embeddings", True),
+        pooler=False,
+        num_labels=0,
     )
 
 
@@ -409,16 +525,35 @@ def _gptj(r: _Reader) -> TransformerArch:
     a GELU MLP with biases (n_inner, default 4 x n_embd), an untied LM head with a bias."""
     r.require(VOCAB, HIDDEN, LAYERS, HEADS)
     hidden = r.int(*HIDDEN)
-    return _decoder(r, bias=None, qkv_bias=False, out_bias=False, mlp_bias=True, ffn_default=4 * hidden,
-                    mlp="gelu", norm="layernorm", norms_per_layer=1, parallel_block=True, lm_head_bias=True)
+    return _decoder(
+        r,
+        bias=None,
+        qkv_bias=False,
+        out_bias=False,
+        mlp_bias=True,
+        ffn_default=4 * hidden,
+        mlp="gelu",
+        norm="layernorm",
+        norms_per_layer=1,
+        parallel_block=True,
+        lm_head_bias=True,
+    )
 
 
 def _gpt_neox(r: _Reader) -> TransformerArch:
     """GPT-NeoX/Pythia: two LayerNorms, parallel residual (`use_parallel_residual`), biases
     everywhere (`attention_bias`, default on), rotary, untied `embed_out`."""
     bias = r.flag("attention_bias", True)
-    return _decoder(r, bias=None, qkv_bias=bias, out_bias=bias, mlp_bias=True, mlp="gelu", norm="layernorm",
-                    parallel_block=r.flag("use_parallel_residual", True))
+    return _decoder(
+        r,
+        bias=None,
+        qkv_bias=bias,
+        out_bias=bias,
+        mlp_bias=True,
+        mlp="gelu",
+        norm="layernorm",
+        parallel_block=r.flag("use_parallel_residual", True),
+    )
 
 
 def _falcon(r: _Reader) -> TransformerArch:
@@ -432,10 +567,18 @@ def _falcon(r: _Reader) -> TransformerArch:
     kv = r.int("num_kv_heads", default=heads) if new_arch else 1 if r.flag("multi_query", True) else heads
     alibi = r.flag("alibi", False)
     norms = r.int("num_ln_in_parallel_attn", default=2) if new_arch else 1
-    return _decoder(r, tie=True, bias="bias", ffn_default=4 * hidden, num_kv_heads=kv, mlp="gelu",
-                    norm="layernorm", norms_per_layer=norms,
-                    parallel_block=new_arch or r.flag("parallel_attn", True),
-                    position="relative" if alibi else "rotary")
+    return _decoder(
+        r,
+        tie=True,
+        bias="bias",
+        ffn_default=4 * hidden,
+        num_kv_heads=kv,
+        mlp="gelu",
+        norm="layernorm",
+        norms_per_layer=norms,
+        parallel_block=new_arch or r.flag("parallel_attn", True),
+        position="relative" if alibi else "rotary",
+    )
 
 
 def _chatglm(r: _Reader) -> TransformerArch:
@@ -447,42 +590,76 @@ def _chatglm(r: _Reader) -> TransformerArch:
     ChatGLM-6B used other keys (`inner_hidden_size`, `position_encoding_2d`) and another layout.
     """
     try:
-        r.require("padded_vocab_size", "hidden_size", ("num_layers", "num_hidden_layers"),
-                  "num_attention_heads", "ffn_hidden_size")
+        r.require(
+            "padded_vocab_size",
+            "hidden_size",
+            ("num_layers", "num_hidden_layers"),
+            "num_attention_heads",
+            "ffn_hidden_size",
+        )
     except FitbenchError as exc:
-        raise FitbenchError(exc.message, "fitbench reads ChatGLM2/ChatGLM3/GLM-4 configs; the first "
-                                         "ChatGLM-6B layout is not supported") from None
+        raise FitbenchError(
+            exc.message,
+            "fitbench reads ChatGLM2/ChatGLM3/GLM-4 configs; the first ChatGLM-6B layout is not supported",
+        ) from None
     hidden = r.int("hidden_size")
     num_heads = r.int("num_attention_heads")
     multi_query = r.flag("multi_query_attention", False)
     kv_heads = r.int("multi_query_group_num", default=1) if multi_query else num_heads
     add_bias_linear = r.flag("add_bias_linear", False)
     return _transformer(
-        r, kind="decoder", vocab_size=r.int("padded_vocab_size"), hidden_size=hidden,
-        num_layers=r.int("num_layers", "num_hidden_layers", maximum=MAX_LAYERS), num_heads=num_heads,
+        r,
+        kind="decoder",
+        vocab_size=r.int("padded_vocab_size"),
+        hidden_size=hidden,
+        num_layers=r.int("num_layers", "num_hidden_layers", maximum=MAX_LAYERS),
+        num_heads=num_heads,
         num_kv_heads=kv_heads,
-        head_dim=r.int("kv_channels", default=None), intermediate_size=r.int("ffn_hidden_size"),
+        head_dim=r.int("kv_channels", default=None),
+        intermediate_size=r.int("ffn_hidden_size"),
         max_positions=r.int("seq_length", default=2048, maximum=MAX_POSITIONS),
-        mlp="swiglu", norm="rmsnorm" if r.flag("rmsnorm", True) else "layernorm", position="rotary",
-        qkv_bias=r.flag("add_qkv_bias", False), out_bias=add_bias_linear, mlp_bias=add_bias_linear,
-        tie_embeddings=False, pooler=False, num_labels=0,
+        mlp="swiglu",
+        norm="rmsnorm" if r.flag("rmsnorm", True) else "layernorm",
+        position="rotary",
+        qkv_bias=r.flag("add_qkv_bias", False),
+        out_bias=add_bias_linear,
+        mlp_bias=add_bias_linear,
+        tie_embeddings=False,
+        pooler=False,
+        num_labels=0,
     )
 
 
 # -- mixture of experts -------------------------------------------------------------------------
-def _experts(r: _Reader, *, count: tuple[str, ...], top_k: tuple[str, ...], width: tuple[str, ...],
-             shared: int = 0, dense_layers: int = 0, every: int = 1, **more: Any) -> dict[str, Any]:
+def _experts(
+    r: _Reader,
+    *,
+    count: tuple[str, ...],
+    top_k: tuple[str, ...],
+    width: tuple[str, ...],
+    shared: int = 0,
+    dense_layers: int = 0,
+    every: int = 1,
+    **more: Any,
+) -> dict[str, Any]:
     """The expert fields every MoE reader fills (each family names them its own way)."""
     r.require(count, top_k, width)
-    return dict(num_experts=r.int(*count, maximum=1 << 16), experts_per_token=r.int(*top_k, maximum=1 << 16),
-                expert_intermediate_size=r.int(*width), shared_intermediate_size=shared,
-                dense_layers=dense_layers, moe_every=every, **more)
+    return dict(
+        num_experts=r.int(*count, maximum=1 << 16),
+        experts_per_token=r.int(*top_k, maximum=1 << 16),
+        expert_intermediate_size=r.int(*width),
+        shared_intermediate_size=shared,
+        dense_layers=dense_layers,
+        moe_every=every,
+        **more,
+    )
 
 
 def _mixtral(r: _Reader) -> TransformerArch:
     """Mixtral: every MLP is `num_local_experts` SwiGLU experts of `intermediate_size`, top-k routed."""
-    moe = _experts(r, count=("num_local_experts",), top_k=("num_experts_per_tok",),
-                   width=("intermediate_size",))
+    moe = _experts(
+        r, count=("num_local_experts",), top_k=("num_experts_per_tok",), width=("intermediate_size",)
+    )
     return _decoder(r, max_positions=131072, bias=None, sliding="all", **moe)
 
 
@@ -491,10 +668,15 @@ def _qwen2_moe(r: _Reader) -> TransformerArch:
     `shared_expert_intermediate_size` with a sigmoid gate, every `decoder_sparse_step`-th layer."""
     if r.data.get("mlp_only_layers"):
         raise r.error("'mlp_only_layers' is not supported", "remove it or leave it empty")
-    moe = _experts(r, count=("num_experts",), top_k=("num_experts_per_tok",),
-                   width=("moe_intermediate_size",),
-                   shared=r.int("shared_expert_intermediate_size", default=0, minimum=0),
-                   every=r.int("decoder_sparse_step", default=1), shared_expert_gate=True)
+    moe = _experts(
+        r,
+        count=("num_experts",),
+        top_k=("num_experts_per_tok",),
+        width=("moe_intermediate_size",),
+        shared=r.int("shared_expert_intermediate_size", default=0, minimum=0),
+        every=r.int("decoder_sparse_step", default=1),
+        shared_expert_gate=True,
+    )
     return _decoder(r, max_positions=32768, bias=None, qkv_bias=True, sliding="qwen2", **moe)
 
 
@@ -502,10 +684,16 @@ def _qwen3_moe(r: _Reader) -> TransformerArch:
     """Qwen3-MoE: Qwen3 attention (query/key norms), routed experts only."""
     if r.data.get("mlp_only_layers"):
         raise r.error("'mlp_only_layers' is not supported", "remove it or leave it empty")
-    moe = _experts(r, count=("num_experts",), top_k=("num_experts_per_tok",),
-                   width=("moe_intermediate_size",), every=r.int("decoder_sparse_step", default=1))
-    return _decoder(r, max_positions=32768, head_dim=128, mlp_bias=False, qk_norm="head", sliding="qwen2",
-                    **moe)
+    moe = _experts(
+        r,
+        count=("num_experts",),
+        top_k=("num_experts_per_tok",),
+        width=("moe_intermediate_size",),
+        every=r.int("decoder_sparse_step", default=1),
+    )
+    return _decoder(
+        r, max_positions=32768, head_dim=128, mlp_bias=False, qk_norm="head", sliding="qwen2", **moe
+    )
 
 
 def _olmoe(r: _Reader) -> TransformerArch:
@@ -521,14 +709,23 @@ def _ernie45_moe(r: _Reader) -> TransformerArch:
     end = r.int("moe_layer_end_index", default=-1, minimum=-1)
     layers = r.int(*LAYERS, maximum=MAX_LAYERS)
     if end not in (-1, layers - 1):
-        raise r.error(f"'moe_layer_end_index' {end} before the last layer is not supported",
-                      "use -1 (MoE to the last layer)")
-    moe = _experts(r, count=("moe_num_experts",), top_k=("moe_k",), width=("moe_intermediate_size",),
-                   shared=width * r.int("moe_num_shared_experts", default=0, minimum=0),
-                   dense_layers=r.int("moe_layer_start_index", default=1, minimum=0),
-                   every=r.int("moe_layer_interval", default=1), expert_score_bias=True)
-    return _decoder(r, tie=True, max_positions=131072, bias="use_bias",
-                    lm_head_bias=r.flag("use_bias", False), **moe)
+        raise r.error(
+            f"'moe_layer_end_index' {end} before the last layer is not supported",
+            "use -1 (MoE to the last layer)",
+        )
+    moe = _experts(
+        r,
+        count=("moe_num_experts",),
+        top_k=("moe_k",),
+        width=("moe_intermediate_size",),
+        shared=width * r.int("moe_num_shared_experts", default=0, minimum=0),
+        dense_layers=r.int("moe_layer_start_index", default=1, minimum=0),
+        every=r.int("moe_layer_interval", default=1),
+        expert_score_bias=True,
+    )
+    return _decoder(
+        r, tie=True, max_positions=131072, bias="use_bias", lm_head_bias=r.flag("use_bias", False), **moe
+    )
 
 
 def _deepseek(r: _Reader) -> TransformerArch:
@@ -536,15 +733,28 @@ def _deepseek(r: _Reader) -> TransformerArch:
     `first_k_dense_replace` dense layers (every layer after them, as transformers builds it)."""
     r.require("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
     width = r.int("moe_intermediate_size")
-    moe = _experts(r, count=("n_routed_experts",), top_k=("num_experts_per_tok",),
-                   width=("moe_intermediate_size",),
-                   shared=width * r.int("n_shared_experts", default=0, minimum=0),
-                   dense_layers=r.int("first_k_dense_replace", default=0, minimum=0))
+    moe = _experts(
+        r,
+        count=("n_routed_experts",),
+        top_k=("num_experts_per_tok",),
+        width=("moe_intermediate_size",),
+        shared=width * r.int("n_shared_experts", default=0, minimum=0),
+        dense_layers=r.int("first_k_dense_replace", default=0, minimum=0),
+    )
     q_lora = r.int("q_lora_rank", default=0, minimum=0)
-    return _decoder(r, max_positions=4096, num_kv_heads=None, head_dim=None, q_lora_rank=q_lora,
-                    kv_lora_rank=r.int("kv_lora_rank"), qk_rope_head_dim=r.int("qk_rope_head_dim"),
-                    qk_nope_head_dim=r.int("qk_nope_head_dim", minimum=0), v_head_dim=r.int("v_head_dim"),
-                    mlp_bias=False, **moe)
+    return _decoder(
+        r,
+        max_positions=4096,
+        num_kv_heads=None,
+        head_dim=None,
+        q_lora_rank=q_lora,
+        kv_lora_rank=r.int("kv_lora_rank"),
+        qk_rope_head_dim=r.int("qk_rope_head_dim"),
+        qk_nope_head_dim=r.int("qk_nope_head_dim", minimum=0),
+        v_head_dim=r.int("v_head_dim"),
+        mlp_bias=False,
+        **moe,
+    )
 
 
 # -- ResNet -------------------------------------------------------------------------------------
@@ -565,17 +775,22 @@ def _resnet(r: _Reader) -> ResNetArch:
     depths = _int_list(r, "depths", maximum=MAX_STAGE_BLOCKS)
     widths = _int_list(r, "hidden_sizes")
     if widths[0] % expansion:
-        raise r.error(f"'hidden_sizes' starts at {widths[0]}, not a multiple of {expansion} "
-                      "as bottleneck blocks need")
+        raise r.error(
+            f"'hidden_sizes' starts at {widths[0]}, not a multiple of {expansion} as bottleneck blocks need"
+        )
     base = widths[0] // expansion
     expected = [base * expansion * 2**i for i in range(4)]
     if widths != expected:
-        raise r.error(f"'hidden_sizes' {widths} do not double from stage to stage",
-                      f"fitbench models the standard layout, here {expected}")
+        raise r.error(
+            f"'hidden_sizes' {widths} do not double from stage to stage",
+            f"fitbench models the standard layout, here {expected}",
+        )
     stem = r.int("embedding_size", default=base)
     if stem != base:
-        raise r.error(f"'embedding_size' {stem} differs from the first stage's width {base}",
-                      "fitbench models the standard ResNet stem")
+        raise r.error(
+            f"'embedding_size' {stem} differs from the first stage's width {base}",
+            "fitbench models the standard ResNet stem",
+        )
     blocks = (depths[0], depths[1], depths[2], depths[3])
     standard = [d for d, (block, counts) in RESNET_LAYERS.items() if block == layer_type and counts == blocks]
     if standard:
@@ -588,8 +803,13 @@ def _resnet(r: _Reader) -> ResNetArch:
             depth = 50 if expansion == 4 else 34
         layers = blocks
     try:
-        return ResNetArch(depth=depth, layers=layers, base_width=base, num_classes=r.num_labels(),
-                          in_channels=r.int("num_channels", default=3))
+        return ResNetArch(
+            depth=depth,
+            layers=layers,
+            base_width=base,
+            num_classes=r.num_labels(),
+            in_channels=r.int("num_channels", default=3),
+        )
     except FitbenchError as exc:
         raise r.error(exc.message, exc.hint) from None
 
@@ -597,8 +817,10 @@ def _resnet(r: _Reader) -> ResNetArch:
 def _int_list(r: _Reader, key: str, *, maximum: int = MAX_SIZE) -> list[int]:
     value = r.data[key]
     if not isinstance(value, list) or len(value) != 4:
-        raise r.error(f"'{key}' must be a list of 4 numbers (one per stage), got {show(value)}"
-                      + (f" of {len(value)}" if isinstance(value, list) else ""))
+        raise r.error(
+            f"'{key}' must be a list of 4 numbers (one per stage), got {show(value)}"
+            + (f" of {len(value)}" if isinstance(value, list) else "")
+        )
     return [r.check_int(f"{key}[{i}]", v, maximum=maximum) for i, v in enumerate(value)]
 
 
@@ -607,13 +829,35 @@ _READERS: dict[str, Callable[[_Reader], TransformerArch | ResNetArch]] = {
     "distilbert": _distilbert,
     "deberta-v2": _deberta_v2,
     "vit": _vit,
-    "llama": _llama, "yi": _llama, "mistral": _mistral, "qwen2": _qwen2, "qwen3": _qwen3,
-    "gemma": _gemma, "gemma2": _gemma2, "gemma3-text": _gemma3, "gemma3": _gemma3, "phi3": _phi3,
-    "olmo": _olmo, "olmo2": _olmo2, "ernie4-5": _ernie45, "internlm2": _internlm2,
-    "baichuan": _baichuan, "glm": _glm, "glm4": _glm4,
-    "gpt2": _gpt2, "gptj": _gptj, "gpt-neox": _gpt_neox, "falcon": _falcon, "chatglm": _chatglm,
-    "mixtral": _mixtral, "qwen2-moe": _qwen2_moe, "qwen3-moe": _qwen3_moe, "olmoe": _olmoe,
-    "ernie4-5-moe": _ernie45_moe, "deepseek-v2": _deepseek, "deepseek-v3": _deepseek,
+    "llama": _llama,
+    "yi": _llama,
+    "mistral": _mistral,
+    "qwen2": _qwen2,
+    "qwen3": _qwen3,
+    "gemma": _gemma,
+    "gemma2": _gemma2,
+    "gemma3-text": _gemma3,
+    "gemma3": _gemma3,
+    "phi3": _phi3,
+    "olmo": _olmo,
+    "olmo2": _olmo2,
+    "ernie4-5": _ernie45,
+    "internlm2": _internlm2,
+    "baichuan": _baichuan,
+    "glm": _glm,
+    "glm4": _glm4,
+    "gpt2": _gpt2,
+    "gptj": _gptj,
+    "gpt-neox": _gpt_neox,
+    "falcon": _falcon,
+    "chatglm": _chatglm,
+    "mixtral": _mixtral,
+    "qwen2-moe": _qwen2_moe,
+    "qwen3-moe": _qwen3_moe,
+    "olmoe": _olmoe,
+    "ernie4-5-moe": _ernie45_moe,
+    "deepseek-v2": _deepseek,
+    "deepseek-v3": _deepseek,
     "resnet": _resnet,
 }
 
@@ -625,8 +869,9 @@ def arch_from_hf_config(data: dict[str, Any], *, source: str = "config") -> Tran
     `source` names the config in error messages (the loaders pass the file path).
     """
     if not isinstance(data, dict):
-        raise FitbenchError(f"{source}: a config must be a JSON object, got {show(data)}",
-                            "pass a Hugging Face config.json")
+        raise FitbenchError(
+            f"{source}: a config must be a JSON object, got {show(data)}", "pass a Hugging Face config.json"
+        )
     supported = ", ".join(SUPPORTED_MODEL_TYPES)
     raw = data.get("model_type")
     if raw is None:
@@ -639,17 +884,21 @@ def arch_from_hf_config(data: dict[str, Any], *, source: str = "config") -> Tran
         data = {**data["text_config"], "model_type": "gemma3_text"}
         model_type = "gemma3-text"
     if model_type in NOT_YET:
-        raise FitbenchError(f"{source}: {NOT_YET[model_type]}",
-                            "estimate a supported family (`fitbench models` lists bundled ones)")
+        raise FitbenchError(
+            f"{source}: {NOT_YET[model_type]}",
+            "estimate a supported family (`fitbench models` lists bundled ones)",
+        )
     if model_type not in _READERS:
         # A stricter cutoff than the default: 'gpt-neox' or 'opt' are other families, not typos of 'gpt2'.
         close = close_match_hint(model_type, SUPPORTED_MODEL_TYPES, n=1, cutoff=0.6)
         guess = f"{close} " if close else ""
         shown = raw if len(raw) <= 40 else raw[:37] + "..."
-        raise FitbenchError(f"{source}: model_type {shown!r} is not supported",
-                            f"{guess}fitbench reads {supported}; for another family, set 'model_type' to "
-                            "'llama' if its blocks are Llama's (hidden_size, num_hidden_layers, "
-                            "num_attention_heads, intermediate_size, vocab_size)")
+        raise FitbenchError(
+            f"{source}: model_type {shown!r} is not supported",
+            f"{guess}fitbench reads {supported}; for another family, set 'model_type' to "
+            "'llama' if its blocks are Llama's (hidden_size, num_hidden_layers, "
+            "num_attention_heads, intermediate_size, vocab_size)",
+        )
     return _READERS[model_type](_Reader(data, source, model_type))
 
 
@@ -682,13 +931,17 @@ def _read_json(config_file: Path) -> dict[str, Any]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
-        raise FitbenchError(f"{config_file} is not valid JSON: {exc.msg} at {where}",
-                            "fix the file, or download the model's config.json again") from None
+        raise FitbenchError(
+            f"{config_file} is not valid JSON: {exc.msg} at {where}",
+            "fix the file, or download the model's config.json again",
+        ) from None
     except (ValueError, RecursionError) as exc:  # integers too long to convert, absurd nesting
         raise FitbenchError(f"{config_file} is not a usable JSON file: {str(exc)[:80]}") from None
     if not isinstance(data, dict):
-        raise FitbenchError(f"{config_file} holds a JSON {type(data).__name__}, not an object",
-                            "a config.json is one JSON object of settings")
+        raise FitbenchError(
+            f"{config_file} holds a JSON {type(data).__name__}, not an object",
+            "a config.json is one JSON object of settings",
+        )
     return data
 
 
@@ -715,21 +968,47 @@ def _workload_name(config_file: Path, data: dict[str, Any], arch: TransformerArc
 def _defaults(arch: TransformerArch | ResNetArch, mode: str) -> dict[str, Any]:
     """What a user most likely means by 'this model on this GPU' for each family."""
     if isinstance(arch, ResNetArch):
-        return {"mode": "train", "batch_size": 64, "image_size": 224, "precision": "fp32",
-                "optimizer": "momentum"}
+        return {
+            "mode": "train",
+            "batch_size": 64,
+            "image_size": 224,
+            "precision": "fp32",
+            "optimizer": "momentum",
+        }
     if arch.kind == "encoder" and arch.patch_size:  # ViT: every patch plus the class token
-        return {"mode": "train", "batch_size": 32, "seq_len": arch.max_positions, "precision": "fp32",
-                "optimizer": "adamw"}
+        return {
+            "mode": "train",
+            "batch_size": 32,
+            "seq_len": arch.max_positions,
+            "precision": "fp32",
+            "optimizer": "adamw",
+        }
     if arch.kind == "encoder":
-        return {"mode": "train", "batch_size": 16, "seq_len": min(512, arch.max_positions),
-                "precision": "fp32", "optimizer": "adamw"}
+        return {
+            "mode": "train",
+            "batch_size": 16,
+            "seq_len": min(512, arch.max_positions),
+            "precision": "fp32",
+            "optimizer": "adamw",
+        }
     if mode == "train":  # fine-tuning a decoder: mixed precision, a moderate context
-        return {"mode": "train", "batch_size": 1, "seq_len": min(DECODER_TRAIN_SEQ_LEN, arch.max_positions),
-                "precision": "amp-bf16", "optimizer": "adamw"}
+        return {
+            "mode": "train",
+            "batch_size": 1,
+            "seq_len": min(DECODER_TRAIN_SEQ_LEN, arch.max_positions),
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+        }
     # Generation: a short prompt and answer, shortened to fit models with tiny contexts.
     prompt = min(50, max(1, arch.max_positions // 3))
-    return {"mode": "infer", "batch_size": 1, "precision": "fp16", "optimizer": "adamw",
-            "prompt_tokens": prompt, "new_tokens": min(100, max(1, arch.max_positions - prompt))}
+    return {
+        "mode": "infer",
+        "batch_size": 1,
+        "precision": "fp16",
+        "optimizer": "adamw",
+        "prompt_tokens": prompt,
+        "new_tokens": min(100, max(1, arch.max_positions - prompt)),
+    }
 
 
 def workload_from_config(path: str | Path, **overrides: Any) -> Workload:
@@ -751,13 +1030,25 @@ def workload_from_config(path: str | Path, **overrides: Any) -> Workload:
         checkpoint = read_checkpoint(config_file.parent)
         if checkpoint is not None and not checkpoint.params:
             checkpoint = None  # headers without tensors: the count decides
-    return workload_from_data(data, name=_workload_name(config_file, data, None), source=str(config_file),
-                              checkpoint_bytes=checkpoint.total_bytes if checkpoint else None,
-                              checkpoint_params=checkpoint.params if checkpoint else None, **overrides)
+    return workload_from_data(
+        data,
+        name=_workload_name(config_file, data, None),
+        source=str(config_file),
+        checkpoint_bytes=checkpoint.total_bytes if checkpoint else None,
+        checkpoint_params=checkpoint.params if checkpoint else None,
+        **overrides,
+    )
 
 
-def workload_from_data(data: dict[str, Any], *, name: str, source: str, checkpoint_bytes: int | None = None,
-                       checkpoint_params: int | None = None, **overrides: Any) -> Workload:
+def workload_from_data(
+    data: dict[str, Any],
+    *,
+    name: str,
+    source: str,
+    checkpoint_bytes: int | None = None,
+    checkpoint_params: int | None = None,
+    **overrides: Any,
+) -> Workload:
     """A Workload for a parsed config (a file's, or a bundled model's)."""
     arch = arch_from_hf_config(data, source=source)
     given = {k: v for k, v in overrides.items() if v is not None}
@@ -768,8 +1059,14 @@ def workload_from_data(data: dict[str, Any], *, name: str, source: str, checkpoi
     defaults = _defaults(arch, given.get("mode", ""))
     # torch_dtype / dtype and quantization_config (workloads.quant_config) where the user gave none
     defaults.update(config_storage(data, source, defaults, given))
-    workload = Workload(name=name, arch=arch, description=f"{family} ({arch_label(arch)}) read from {source}",
-                        checkpoint_bytes=checkpoint_bytes, checkpoint_params=checkpoint_params, **defaults)
+    workload = Workload(
+        name=name,
+        arch=arch,
+        description=f"{family} ({arch_label(arch)}) read from {source}",
+        checkpoint_bytes=checkpoint_bytes,
+        checkpoint_params=checkpoint_params,
+        **defaults,
+    )
     return workload.with_overrides(**given)
 
 

@@ -18,8 +18,16 @@ from fitbench.workloads.config_values import ConfigValues
 METHODS = ("gptq", "awq", "bitsandbytes", "fp8", "fbgemm_fp8", "compressed-tensors")
 MAX_GROUP = 1 << 20
 # config.json torch_dtype (transformers <= 4) or dtype (transformers 5) -> precision name
-DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "half": "fp16", "float": "fp32",
-          "fp16": "fp16", "bf16": "bf16", "fp32": "fp32"}
+DTYPES = {
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float32": "fp32",
+    "half": "fp16",
+    "float": "fp32",
+    "fp16": "fp16",
+    "bf16": "bf16",
+    "fp32": "fp32",
+}
 
 
 class _Q(ConfigValues):
@@ -30,8 +38,10 @@ class _Q(ConfigValues):
         self.source = source
 
     def error(self, message: str, hint: str | None = None) -> FitbenchError:
-        return FitbenchError(f"{self.source}: quantization_config {message}",
-                             hint or "fix the value, or pass --weights NAME to override it")
+        return FitbenchError(
+            f"{self.source}: quantization_config {message}",
+            hint or "fix the value, or pass --weights NAME to override it",
+        )
 
     def get(self, *keys: str) -> tuple[str, Any]:
         for key in keys:
@@ -39,16 +49,26 @@ class _Q(ConfigValues):
                 return key, self.data[key]
         return keys[0], None
 
-    def int(self, *keys: str, default: int | None = None, allowed: tuple[int, ...] | None = None,
-            minimum: int = 1, maximum: int = MAX_GROUP, also: tuple[int, ...] = ()) -> int:
+    def int(
+        self,
+        *keys: str,
+        default: int | None = None,
+        allowed: tuple[int, ...] | None = None,
+        minimum: int = 1,
+        maximum: int = MAX_GROUP,
+        also: tuple[int, ...] = (),
+    ) -> int:
         key, value = self.get(*keys)
         if value is None:
             if default is None:
                 raise self.error(f"needs '{key}'")
             return default
         if isinstance(value, bool) or not isinstance(value, int):
-            shown = f"the string {value!r}" if isinstance(value, str) else (
-                repr(value) if isinstance(value, float) else type(value).__name__)
+            shown = (
+                f"the string {value!r}"
+                if isinstance(value, str)
+                else (repr(value) if isinstance(value, float) else type(value).__name__)
+            )
             raise self.error(f"'{key}' must be a whole number, got {shown[:60]}")
         if allowed is not None and value not in allowed:
             raise self.error(f"'{key}' is {value}; this method stores {', '.join(map(str, allowed))} bits")
@@ -74,14 +94,18 @@ def precision_from_config(data: dict[str, Any], source: str) -> tuple[str, str] 
         if value is None:
             continue
         if not isinstance(value, str):
-            raise FitbenchError(f"{source}: '{key}' must be a dtype name such as \"bfloat16\"",
-                                "fix the value, or pass --precision")
+            raise FitbenchError(
+                f"{source}: '{key}' must be a dtype name such as \"bfloat16\"",
+                "fix the value, or pass --precision",
+            )
         name = value.strip().lower().removeprefix("torch.")
         if name == "auto":
             return None
         if name not in DTYPES:
-            raise FitbenchError(f"{source}: '{key}' {value[:40]!r} is not a dtype fitbench knows",
-                                "use float16, bfloat16 or float32, or pass --precision")
+            raise FitbenchError(
+                f"{source}: '{key}' {value[:40]!r} is not a dtype fitbench knows",
+                "use float16, bfloat16 or float32, or pass --precision",
+            )
         return DTYPES[name], key
     return None
 
@@ -92,8 +116,10 @@ def weight_format_from_config(data: dict[str, Any], source: str) -> tuple[Weight
     if raw is None:
         return None, None
     if not isinstance(raw, dict):
-        raise FitbenchError(f"{source}: 'quantization_config' must be an object, got {type(raw).__name__}",
-                            "fix the file, or pass --weights NAME")
+        raise FitbenchError(
+            f"{source}: 'quantization_config' must be an object, got {type(raw).__name__}",
+            "fix the file, or pass --weights NAME",
+        )
     q = _Q(raw, source)
     method_raw = raw.get("quant_method")
     if method_raw is None and ("load_in_4bit" in raw or "load_in_8bit" in raw):
@@ -104,11 +130,19 @@ def weight_format_from_config(data: dict[str, Any], source: str) -> tuple[Weight
     method = {"fbgemm-fp8": "fbgemm_fp8", "compressed_tensors": "compressed-tensors"}.get(method, method)
     if method not in METHODS:
         shown = method_raw if len(method_raw) <= 40 else method_raw[:37] + "..."
-        raise q.error(f"quant_method {shown!r} is not supported",
-                      f"{did_you_mean(method, METHODS) or ''} fitbench reads {', '.join(METHODS)}; "
-                      "or pass --weights NAME".strip())
-    reader = {"gptq": _gptq, "awq": _awq, "bitsandbytes": _bnb, "fp8": _fp8, "fbgemm_fp8": _fbgemm_fp8,
-              "compressed-tensors": _compressed}[method]
+        raise q.error(
+            f"quant_method {shown!r} is not supported",
+            f"{did_you_mean(method, METHODS) or ''} fitbench reads {', '.join(METHODS)}; "
+            "or pass --weights NAME".strip(),
+        )
+    reader = {
+        "gptq": _gptq,
+        "awq": _awq,
+        "bitsandbytes": _bnb,
+        "fp8": _fp8,
+        "fbgemm_fp8": _fbgemm_fp8,
+        "compressed-tensors": _compressed,
+    }[method]
     return reader(q)
 
 
@@ -117,8 +151,16 @@ def _gptq(q: _Q) -> tuple[WeightFormat, None]:
     group = q.int("group_size", default=128, also=(-1,))
     marlin = q.text("checkpoint_format", "gptq").lower() == "marlin"
     skip = q.names("modules_to_not_convert")
-    fmt = make_grouped("gptq", bits, group, g_idx=not marlin, zero_points=not marlin, skip=skip,
-                       quantize_head=q.flag("lm_head", False), source="quantization_config")
+    fmt = make_grouped(
+        "gptq",
+        bits,
+        group,
+        g_idx=not marlin,
+        zero_points=not marlin,
+        skip=skip,
+        quantize_head=q.flag("lm_head", False),
+        source="quantization_config",
+    )
     q.flag("desc_act", False)
     q.flag("sym", True)
     return fmt, None
@@ -128,8 +170,9 @@ def _awq(q: _Q) -> tuple[WeightFormat, None]:
     bits = q.int("bits", "w_bit", allowed=(4,))
     group = q.int("group_size", "q_group_size", default=128, also=(-1,))
     skip = q.names("modules_to_not_convert")
-    return make_grouped("awq", bits, group, zero_points=q.flag("zero_point", True), skip=skip,
-                        source="quantization_config"), None
+    return make_grouped(
+        "awq", bits, group, zero_points=q.flag("zero_point", True), skip=skip, source="quantization_config"
+    ), None
 
 
 def _bnb(q: _Q) -> tuple[WeightFormat, None]:
@@ -138,19 +181,30 @@ def _bnb(q: _Q) -> tuple[WeightFormat, None]:
         raise q.error("must set exactly one of 'load_in_4bit' and 'load_in_8bit' to true")
     skip = q.names("llm_int8_skip_modules", "modules_to_not_convert")
     if eight:
-        return WeightFormat(method="bnb-int8", bits=8, scale_bytes=4, label="int8", skip=skip,
-                            source="quantization_config"), None
+        return WeightFormat(
+            method="bnb-int8", bits=8, scale_bytes=4, label="int8", skip=skip, source="quantization_config"
+        ), None
     kind = q.text("bnb_4bit_quant_type", "fp4").lower()
     if kind not in ("nf4", "fp4"):
         raise q.error(f"'bnb_4bit_quant_type' {kind[:20]!r} is not nf4 or fp4")
-    return WeightFormat(method="bnb-4bit", bits=4, group_size=64, scale_bytes=4, label=kind, skip=skip,
-                        double_quant=q.flag("bnb_4bit_use_double_quant", False),
-                        source="quantization_config"), None
+    return WeightFormat(
+        method="bnb-4bit",
+        bits=4,
+        group_size=64,
+        scale_bytes=4,
+        label=kind,
+        skip=skip,
+        double_quant=q.flag("bnb_4bit_use_double_quant", False),
+        source="quantization_config",
+    ), None
 
 
 def _block(q: _Q, key: str, value: Any) -> tuple[int, int]:
-    if (not isinstance(value, list) or len(value) != 2
-            or not all(type(v) is int and 1 <= v <= MAX_GROUP for v in value)):
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(type(v) is int and 1 <= v <= MAX_GROUP for v in value)
+    ):
         raise q.error(f"'{key}' must be two positive whole numbers such as [128, 128]")
     return value[0], value[1]
 
@@ -162,14 +216,30 @@ def _fp8(q: _Q) -> tuple[WeightFormat, None]:
     value = q.data.get("weight_block_size")
     block = None if value is None else _block(q, "weight_block_size", value)
     skip = q.names("modules_to_not_convert")
-    return WeightFormat(method="fp8", bits=8, block=block, scale_bytes=4, compute="fp8", skip=skip,
-                        label="fp8", source="quantization_config"), None
+    return WeightFormat(
+        method="fp8",
+        bits=8,
+        block=block,
+        scale_bytes=4,
+        compute="fp8",
+        skip=skip,
+        label="fp8",
+        source="quantization_config",
+    ), None
 
 
 def _fbgemm_fp8(q: _Q) -> tuple[WeightFormat, None]:
     skip = q.names("modules_to_not_convert")
-    return WeightFormat(method="fp8", bits=8, block=(0, 0), scale_bytes=4, compute="fp8", skip=skip,
-                        label="fp8-channel", source="quantization_config"), None
+    return WeightFormat(
+        method="fp8",
+        bits=8,
+        block=(0, 0),
+        scale_bytes=4,
+        compute="fp8",
+        skip=skip,
+        label="fp8-channel",
+        source="quantization_config",
+    ), None
 
 
 def _compressed(q: _Q) -> tuple[WeightFormat | None, str | None]:
@@ -203,16 +273,24 @@ def _compressed(q: _Q) -> tuple[WeightFormat | None, str | None]:
         raise q.error("int weights with block scales are not supported", "pass --weights NAME")
     else:
         group = -1
-    fmt = make_grouped("compressed-int", bits, group, g_idx=False,
-                       zero_points=not w.flag("symmetric", True), skip=ignore, quantize_head=head,
-                       source="quantization_config")
+    fmt = make_grouped(
+        "compressed-int",
+        bits,
+        group,
+        g_idx=False,
+        zero_points=not w.flag("symmetric", True),
+        skip=ignore,
+        quantize_head=head,
+        source="quantization_config",
+    )
     if bits == 8 and acts:
         fmt = _replace(fmt, compute="int8")
     return fmt, kv
 
 
-def _compressed_fp8(q: _Q, w: _Q, bits: int, strategy: str, ignore: tuple[str, ...], head: bool,
-                    acts: Any) -> WeightFormat:
+def _compressed_fp8(
+    q: _Q, w: _Q, bits: int, strategy: str, ignore: tuple[str, ...], head: bool, acts: Any
+) -> WeightFormat:
     """compressed-tensors float weights: fp8 with per-tensor, per-channel or block scales."""
     if bits != 8:
         raise q.error(f"float weights of {bits} bits are not supported", "fitbench models fp8 weights")
@@ -221,8 +299,17 @@ def _compressed_fp8(q: _Q, w: _Q, bits: int, strategy: str, ignore: tuple[str, .
         block = (0, 0)
     elif strategy == "block":
         block = _block(q, "block_structure", w.data.get("block_structure"))
-    return WeightFormat(method="fp8", bits=8, block=block, scale_bytes=4, skip=ignore, quantize_head=head,
-                        compute="fp8" if acts else "dequant", label="fp8", source="quantization_config")
+    return WeightFormat(
+        method="fp8",
+        bits=8,
+        block=block,
+        scale_bytes=4,
+        skip=ignore,
+        quantize_head=head,
+        compute="fp8" if acts else "dequant",
+        label="fp8",
+        source="quantization_config",
+    )
 
 
 def _replace(fmt: WeightFormat, **changes: Any) -> WeightFormat:
@@ -245,8 +332,9 @@ def _kv_scheme(q: _Q) -> str | None:
     return "fp8" if kind == "float" and bits == 8 else "int8"
 
 
-def config_storage(data: dict[str, Any], source: str, defaults: dict[str, Any],
-                   given: dict[str, Any]) -> dict[str, Any]:
+def config_storage(
+    data: dict[str, Any], source: str, defaults: dict[str, Any], given: dict[str, Any]
+) -> dict[str, Any]:
     """Defaults a config.json sets for how the model is stored, where the user gave none:
     `precision` from torch_dtype / dtype (for inference; training keeps mixed precision),
     `weights` and `kv_cache` from quantization_config, and `origin` notes saying so. Removes a

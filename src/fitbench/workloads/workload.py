@@ -18,8 +18,16 @@ ATTENTION_IMPLS = ("fused", "eager")
 PEFT_METHODS = ("lora", "qlora")
 LORA_TARGETS = ("attention", "attention-mlp", "all-linear")
 # Fields a user names in words: compared lower-case, without surrounding blanks.
-NAME_FIELDS = ("precision", "optimizer", "mode", "attention", "peft", "lora_targets", "strategy",
-               "optimizer_impl")
+NAME_FIELDS = (
+    "precision",
+    "optimizer",
+    "mode",
+    "attention",
+    "peft",
+    "lora_targets",
+    "strategy",
+    "optimizer_impl",
+)
 
 # A decoder switched from generation to training needs a sequence length; this is the one a
 # fine-tuning recipe most often starts from.
@@ -30,9 +38,19 @@ DECODER_TRAIN_SEQ_LEN = 512
 OPTIMIZER_IMPLS = ("foreach", "fused", "for-loop")
 
 # Sizes beyond these are typos, not jobs (the largest production contexts are ~1M tokens).
-LIMITS = {"lora_rank": 1 << 16, "gpus": 1 << 16, "grad_accum": 1 << 16, "batch_size": 1 << 20,
-          "seq_len": 1 << 21, "image_size": 16384, "prompt_tokens": 1 << 21, "new_tokens": 1 << 21,
-          "dataset_size": 1 << 40, "checkpoint_bytes": 1 << 50, "checkpoint_params": 1 << 48}
+LIMITS = {
+    "lora_rank": 1 << 16,
+    "gpus": 1 << 16,
+    "grad_accum": 1 << 16,
+    "batch_size": 1 << 20,
+    "seq_len": 1 << 21,
+    "image_size": 16384,
+    "prompt_tokens": 1 << 21,
+    "new_tokens": 1 << 21,
+    "dataset_size": 1 << 40,
+    "checkpoint_bytes": 1 << 50,
+    "checkpoint_params": 1 << 48,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,25 +117,41 @@ class Workload:
     def _check_types(self) -> None:
         """A number where a name belongs (or the reverse) must be a clear error, not an
         AttributeError deep in the estimator."""
-        for field_name in ("name", "precision", "mode", "optimizer", "attention", "lora_targets", "strategy",
-                           "optimizer_impl"):
+        for field_name in (
+            "name",
+            "precision",
+            "mode",
+            "optimizer",
+            "attention",
+            "lora_targets",
+            "strategy",
+            "optimizer_impl",
+        ):
             value = getattr(self, field_name)
             if not isinstance(value, str):
-                raise FitbenchError(f"{field_name.replace('_', '-')} must be a name, got {value!r}",
-                                    f"pass --{field_name.replace('_', '-')} as text")
+                raise FitbenchError(
+                    f"{field_name.replace('_', '-')} must be a name, got {value!r}",
+                    f"pass --{field_name.replace('_', '-')} as text",
+                )
         if self.peft is not None and not isinstance(self.peft, str):
             raise FitbenchError(f"peft must be a name, got {self.peft!r}", "use lora or qlora")
         for field_name in ("checkpointing", "tiny"):
             if not isinstance(getattr(self, field_name), bool):
-                raise FitbenchError(f"{field_name} must be true or false, got {getattr(self, field_name)!r}",
-                                    f"pass {field_name}=True or False")
+                raise FitbenchError(
+                    f"{field_name} must be true or false, got {getattr(self, field_name)!r}",
+                    f"pass {field_name}=True or False",
+                )
 
     def _check_names(self) -> None:
         """Every named choice is one of its set (with the closest names as a hint)."""
-        named = (("mode", "mode", MODES), ("optimizer", "optimizer", OPTIMIZERS),
-                 ("attention", "attention", ATTENTION_IMPLS), ("peft", "fine-tuning method", PEFT_METHODS),
-                 ("lora_targets", "LoRA targets", LORA_TARGETS),
-                 ("optimizer_impl", "optimizer implementation", OPTIMIZER_IMPLS))
+        named = (
+            ("mode", "mode", MODES),
+            ("optimizer", "optimizer", OPTIMIZERS),
+            ("attention", "attention", ATTENTION_IMPLS),
+            ("peft", "fine-tuning method", PEFT_METHODS),
+            ("lora_targets", "LoRA targets", LORA_TARGETS),
+            ("optimizer_impl", "optimizer implementation", OPTIMIZER_IMPLS),
+        )
         for field_name, what, choices in named:
             value = getattr(self, field_name)
             if value is not None and value not in choices:
@@ -126,8 +160,10 @@ class Workload:
         canonical = strategy(STRATEGY_ALIASES.get(self.strategy, self.strategy))
         object.__setattr__(self, "strategy", canonical.value)
         if self.peft is not None and (self.mode != "train" or self.is_resnet):
-            raise FitbenchError(f"--peft {self.peft} fine-tunes a transformer",
-                                "use it with --mode train on an encoder or decoder workload")
+            raise FitbenchError(
+                f"--peft {self.peft} fine-tunes a transformer",
+                "use it with --mode train on an encoder or decoder workload",
+            )
 
     def _check_sizes(self) -> None:
         """Sizes are whole numbers from 1 to a bound no real job reaches (LIMITS)."""
@@ -137,11 +173,14 @@ class Workload:
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 flag = field_name.replace("_", "-")
-                raise FitbenchError(f"{flag} must be a positive integer, got {value!r}",
-                                    f"use a whole number from 1 to {limit}")
+                raise FitbenchError(
+                    f"{flag} must be a positive integer, got {value!r}",
+                    f"use a whole number from 1 to {limit}",
+                )
             if value > limit:
-                raise FitbenchError(f"{field_name.replace('_', '-')} {value} is beyond any real job",
-                                    f"use at most {limit}")
+                raise FitbenchError(
+                    f"{field_name.replace('_', '-')} {value} is beyond any real job", f"use at most {limit}"
+                )
 
     def _check_shape(self) -> None:
         """The input sizes the job's family needs, a precision that can train, and a sequence
@@ -152,13 +191,17 @@ class Workload:
             raise FitbenchError(f"image-size {self.image_size} is too small for a ResNet", "use 8 or more")
         needs_tokens = self.prompt_tokens is None or self.new_tokens is None
         if not self.is_resnet and self.is_generation and needs_tokens:
-            raise FitbenchError("generation needs --prompt-tokens and --new-tokens",
-                                "pass both, e.g. --prompt-tokens 50 --new-tokens 100, or --mode train")
+            raise FitbenchError(
+                "generation needs --prompt-tokens and --new-tokens",
+                "pass both, e.g. --prompt-tokens 50 --new-tokens 100, or --mode train",
+            )
         if not self.is_resnet and not self.is_generation and self.seq_len is None:
             raise FitbenchError("a transformer workload needs a sequence length", "pass --seq-len")
         if not self.precision_info.training and self.mode == "train":
-            raise FitbenchError(f"precision '{self.precision}' is for inference only",
-                                "use --mode infer, or fp32/amp-fp16/amp-bf16/fp16/bf16 to train")
+            raise FitbenchError(
+                f"precision '{self.precision}' is for inference only",
+                "use --mode infer, or fp32/amp-fp16/amp-bf16/fp16/bf16 to train",
+            )
         if isinstance(self.arch, TransformerArch) and self.arch.position == "learned":
             longest, most = self.tokens_per_sequence, self.arch.max_positions
             if longest > most:
@@ -173,25 +216,34 @@ class Workload:
         """--weights and --kv-cache: a quantized model generates or classifies in 16 bit."""
         if self.weights is not None:
             if not isinstance(self.weights, WeightFormat):
-                raise FitbenchError(f"weights must be a weight format, got {self.weights!r}",
-                                    "pass --weights NAME")
+                raise FitbenchError(
+                    f"weights must be a weight format, got {self.weights!r}", "pass --weights NAME"
+                )
             if self.precision in LEGACY:
-                raise FitbenchError(f"--weights {self.weights.label} and --precision {self.precision} both "
-                                    "say how weights are stored", "give one of them; with --weights use "
-                                    "--precision fp16 or bf16 for the compute dtype")
+                raise FitbenchError(
+                    f"--weights {self.weights.label} and --precision {self.precision} both "
+                    "say how weights are stored",
+                    "give one of them; with --weights use --precision fp16 or bf16 for the compute dtype",
+                )
             if self.mode == "train":
-                raise FitbenchError(f"quantized weights ({self.weights.label}) are for inference",
-                                    "use --mode infer, or --peft qlora to fine-tune a 4-bit model")
+                raise FitbenchError(
+                    f"quantized weights ({self.weights.label}) are for inference",
+                    "use --mode infer, or --peft qlora to fine-tune a 4-bit model",
+                )
             if self.precision not in ("fp16", "bf16"):
-                raise FitbenchError(f"quantized weights ({self.weights.label}) compute in 16 bit, not "
-                                    f"{self.precision}", "use --precision fp16 or bf16")
+                raise FitbenchError(
+                    f"quantized weights ({self.weights.label}) compute in 16 bit, not {self.precision}",
+                    "use --precision fp16 or bf16",
+                )
             if isinstance(self.arch, ResNetArch):
                 raise FitbenchError("--weights applies to transformer models", "use --precision int8 or int4")
         if self.kv_cache is not None:
             object.__setattr__(self, "kv_cache", check_kv_cache(self.kv_cache))
             if not self.is_generation:
-                raise FitbenchError("--kv-cache applies to generation: this job keeps no KV cache",
-                                    "use it with a decoder and --mode infer, or drop --kv-cache")
+                raise FitbenchError(
+                    "--kv-cache applies to generation: this job keeps no KV cache",
+                    "use it with a decoder and --mode infer, or drop --kv-cache",
+                )
         if not isinstance(self.origin, tuple) or not all(isinstance(o, str) for o in self.origin):
             raise FitbenchError("origin must be a tuple of notes")
 

@@ -16,8 +16,14 @@ from fitbench.workloads.workload import Workload
 
 # Paddle raises ResourceExhausted as MemoryError ("(ResourceExhausted) Out of memory error on
 # GPU 0. Cannot allocate ..."); older paths raise EnforceNotMet/RuntimeError with the same text.
-OOM_MARKERS = ("out of memory", "resourceexhausted", "resource exhausted", "fail to alloc memory",
-               "cudaerrormemoryallocation", "cublas_status_alloc_failed")
+OOM_MARKERS = (
+    "out of memory",
+    "resourceexhausted",
+    "resource exhausted",
+    "fail to alloc memory",
+    "cudaerrormemoryallocation",
+    "cublas_status_alloc_failed",
+)
 
 
 def _host_memory() -> int | None:
@@ -49,19 +55,34 @@ class PaddleBackend(Backend):
         from fitbench.backends.paddle.session import check_gpu, parse_device
 
         kind, index = parse_device(device)
-        environment = {"paddle": paddle.__version__, "paddle_commit": getattr(paddle.version, "commit", ""),
-                       "paddle_cuda": paddle.version.cuda(), "paddle_cudnn": paddle.version.cudnn()}
+        environment = {
+            "paddle": paddle.__version__,
+            "paddle_commit": getattr(paddle.version, "commit", ""),
+            "paddle_cuda": paddle.version.cuda(),
+            "paddle_cudnn": paddle.version.cudnn(),
+        }
         if kind == "cpu":
-            return {"name": cpu_model(), "type": "cpu", "cores": os.cpu_count(),
-                    "total_memory_bytes": _host_memory(), "environment": environment}
+            return {
+                "name": cpu_model(),
+                "type": "cpu",
+                "cores": os.cpu_count(),
+                "total_memory_bytes": _host_memory(),
+                "environment": environment,
+            }
         check_gpu(index)
         paddle.set_device(f"gpu:{index}")
         paddle.zeros([1], dtype="float32")
         props = paddle.device.cuda.get_device_properties(index)
-        return {"name": props.name, "type": "cuda", "index": index,
-                "total_memory_bytes": int(props.total_memory),
-                "capability": f"{props.major}.{props.minor}", "multiprocessors": props.multi_processor_count,
-                "reserved_bytes": int(paddle.device.cuda.memory_reserved(index)), "environment": environment}
+        return {
+            "name": props.name,
+            "type": "cuda",
+            "index": index,
+            "total_memory_bytes": int(props.total_memory),
+            "capability": f"{props.major}.{props.minor}",
+            "multiprocessors": props.multi_processor_count,
+            "reserved_bytes": int(paddle.device.cuda.memory_reserved(index)),
+            "environment": environment,
+        }
 
     def open(self, workload: Workload, options: RunOptions) -> Session:
         from fitbench.backends.paddle.session import open_session

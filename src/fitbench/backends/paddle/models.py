@@ -105,16 +105,22 @@ class CompactResNet(nn.Layer):
 
 def build_resnet(arch: ResNetArch, *, checkpointing: bool = False) -> tuple[nn.Layer, str]:
     """The model and a description of where it came from."""
-    standard = (arch.depth in STANDARD_RESNETS and arch.base_width == 64 and arch.in_channels == 3
-                and arch.block_counts == RESNET_LAYERS[arch.depth][1])
+    standard = (
+        arch.depth in STANDARD_RESNETS
+        and arch.base_width == 64
+        and arch.in_channels == 3
+        and arch.block_counts == RESNET_LAYERS[arch.depth][1]
+    )
     if standard:
         name = STANDARD_RESNETS[arch.depth]
         model = getattr(paddle.vision.models, name)(num_classes=arch.num_classes)
         source = f"paddle.vision.models.{name}(num_classes={arch.num_classes})"
     else:
         model = CompactResNet(arch)
-        source = (f"paddle.vision BottleneckBlock/BasicBlock, base width {arch.base_width}, "
-                  f"blocks {arch.block_counts}")
+        source = (
+            f"paddle.vision BottleneckBlock/BasicBlock, base width {arch.base_width}, "
+            f"blocks {arch.block_counts}"
+        )
     if checkpointing:
         recompute = recompute_fn()
         for name in ("layer1", "layer2", "layer3", "layer4"):
@@ -176,9 +182,14 @@ class Attention(nn.Layer):
         self.dropout = dropout
         self.impl = "eager"
 
-    def forward(self, x: paddle.Tensor, mask: paddle.Tensor | None, causal: bool,
-                rope: tuple[paddle.Tensor, paddle.Tensor] | None = None,
-                cache: list[paddle.Tensor] | None = None) -> paddle.Tensor:
+    def forward(
+        self,
+        x: paddle.Tensor,
+        mask: paddle.Tensor | None,
+        causal: bool,
+        rope: tuple[paddle.Tensor, paddle.Tensor] | None = None,
+        cache: list[paddle.Tensor] | None = None,
+    ) -> paddle.Tensor:
         b, s = x.shape[0], x.shape[1]
         q = self.q_proj(x).reshape([b, s, self.num_heads, self.head_dim])
         k = self.k_proj(x).reshape([b, s, self.kv_heads, self.head_dim])
@@ -201,14 +212,22 @@ class Attention(nn.Layer):
             if mask is not None:
                 # [B, 1, 1, Sk] -> [B, 1, Sq, Sk], a shape every kernel SDPA may pick accepts
                 mask = paddle.expand(mask.astype(q.dtype), [b, 1, s, k.shape[1]])
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal,
-                                                 training=self.training)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, training=self.training
+            )
         else:
             out = self._eager(q, k, v, mask, causal, p)
         return self.o_proj(out.reshape([b, s, self.num_heads * self.head_dim]))
 
-    def _eager(self, q: paddle.Tensor, k: paddle.Tensor, v: paddle.Tensor, mask: paddle.Tensor | None,
-               causal: bool, p: float) -> paddle.Tensor:
+    def _eager(
+        self,
+        q: paddle.Tensor,
+        k: paddle.Tensor,
+        v: paddle.Tensor,
+        mask: paddle.Tensor | None,
+        causal: bool,
+        p: float,
+    ) -> paddle.Tensor:
         n_rep = self.num_heads // self.kv_heads
         q = q.transpose([0, 2, 1, 3])
         k = repeat_kv(k, n_rep).transpose([0, 2, 1, 3])
@@ -260,9 +279,14 @@ class Block(nn.Layer):
         self.norm2 = make_norm(arch)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: paddle.Tensor, mask: paddle.Tensor | None = None, causal: bool = False,
-                rope: tuple[paddle.Tensor, paddle.Tensor] | None = None,
-                cache: list[paddle.Tensor] | None = None) -> paddle.Tensor:
+    def forward(
+        self,
+        x: paddle.Tensor,
+        mask: paddle.Tensor | None = None,
+        causal: bool = False,
+        rope: tuple[paddle.Tensor, paddle.Tensor] | None = None,
+        cache: list[paddle.Tensor] | None = None,
+    ) -> paddle.Tensor:
         if self.post_norm:
             x = self.norm1(x + self.dropout(self.attn(x, mask, causal, rope, cache)))
             return self.norm2(x + self.dropout(self.mlp(x)))
@@ -305,11 +329,16 @@ class TransformerBody(nn.Layer):
             emb = paddle.concat([freqs, freqs], axis=-1)
             cached = (emb.cos()[None, :, None, :], emb.sin()[None, :, None, :])
             self._rope["tables"] = cached
-        return cached[0][:, start:start + length], cached[1][:, start:start + length]
+        return cached[0][:, start : start + length], cached[1][:, start : start + length]
 
-    def forward(self, input_ids: paddle.Tensor, token_type_ids: paddle.Tensor | None = None,
-                mask: paddle.Tensor | None = None, caches: list[list[paddle.Tensor]] | None = None,
-                start: int = 0) -> paddle.Tensor:
+    def forward(
+        self,
+        input_ids: paddle.Tensor,
+        token_type_ids: paddle.Tensor | None = None,
+        mask: paddle.Tensor | None = None,
+        caches: list[list[paddle.Tensor]] | None = None,
+        start: int = 0,
+    ) -> paddle.Tensor:
         s = input_ids.shape[1]
         x = self.word_embeddings(input_ids)
         if self.position_embeddings is not None:
@@ -342,8 +371,12 @@ class EncoderForSequenceClassification(nn.Layer):
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(arch.hidden_size, arch.num_labels)
 
-    def forward(self, input_ids: paddle.Tensor, token_type_ids: paddle.Tensor | None = None,
-                attention_mask: paddle.Tensor | None = None) -> paddle.Tensor:
+    def forward(
+        self,
+        input_ids: paddle.Tensor,
+        token_type_ids: paddle.Tensor | None = None,
+        attention_mask: paddle.Tensor | None = None,
+    ) -> paddle.Tensor:
         mask = None
         if attention_mask is not None:
             # [B, S] of 1/0 -> additive [B, 1, 1, S], broadcast over heads and query positions.
@@ -363,14 +396,20 @@ class DecoderForCausalLM(nn.Layer):
         self.arch = arch
         self.body = TransformerBody(arch, dropout, checkpointing)
         self.final_norm = make_norm(arch)
-        self.lm_head = None if arch.tie_embeddings else nn.Linear(arch.hidden_size, arch.vocab_size,
-                                                                   bias_attr=False)
+        self.lm_head = (
+            None if arch.tie_embeddings else nn.Linear(arch.hidden_size, arch.vocab_size, bias_attr=False)
+        )
 
     def new_cache(self) -> list[list[paddle.Tensor]]:
         return [[] for _ in range(self.arch.num_layers)]
 
-    def forward(self, input_ids: paddle.Tensor, caches: list[list[paddle.Tensor]] | None = None,
-                start: int = 0, last_only: bool = False) -> paddle.Tensor:
+    def forward(
+        self,
+        input_ids: paddle.Tensor,
+        caches: list[list[paddle.Tensor]] | None = None,
+        start: int = 0,
+        last_only: bool = False,
+    ) -> paddle.Tensor:
         x = self.final_norm(self.body(input_ids, caches=caches, start=start))
         if last_only:
             x = x[:, -1:]  # generation needs the next token's logits only
@@ -380,18 +419,34 @@ class DecoderForCausalLM(nn.Layer):
 
 
 def build_transformer(arch: TransformerArch, *, checkpointing: bool = False) -> tuple[nn.Layer, str]:
-    if (arch.is_moe or arch.is_mla or arch.sliding_layers or arch.parallel_block or arch.qk_norm != "none"
-            or arch.norms_per_layer != 2 or arch.extra_params or arch.lm_head_bias
-            or arch.norm == "nonparametric" or arch.position not in ("learned", "rotary") or arch.patch_size):
-        raise FitbenchError(f"the paddle backend cannot build this {arch.model_type or arch.kind} (experts, "
-                            "latent attention, sliding windows, parallel blocks or extra norms)",
-                            "`fitbench estimate` covers it; run it with --backend torch where the torch "
-                            "backend builds it, or estimate only")
+    if (
+        arch.is_moe
+        or arch.is_mla
+        or arch.sliding_layers
+        or arch.parallel_block
+        or arch.qk_norm != "none"
+        or arch.norms_per_layer != 2
+        or arch.extra_params
+        or arch.lm_head_bias
+        or arch.norm == "nonparametric"
+        or arch.position not in ("learned", "rotary")
+        or arch.patch_size
+    ):
+        raise FitbenchError(
+            f"the paddle backend cannot build this {arch.model_type or arch.kind} (experts, "
+            "latent attention, sliding windows, parallel blocks or extra norms)",
+            "`fitbench estimate` covers it; run it with --backend torch where the torch "
+            "backend builds it, or estimate only",
+        )
     if arch.kind == "encoder":
-        return (EncoderForSequenceClassification(arch, checkpointing=checkpointing),
-                "compact BERT-for-sequence-classification in paddle.nn (post-LN, dropout 0.1)")
-    return (DecoderForCausalLM(arch, checkpointing=checkpointing),
-            f"compact {'Llama' if arch.position == 'rotary' else 'GPT'}-style causal LM in paddle.nn")
+        return (
+            EncoderForSequenceClassification(arch, checkpointing=checkpointing),
+            "compact BERT-for-sequence-classification in paddle.nn (post-LN, dropout 0.1)",
+        )
+    return (
+        DecoderForCausalLM(arch, checkpointing=checkpointing),
+        f"compact {'Llama' if arch.position == 'rotary' else 'GPT'}-style causal LM in paddle.nn",
+    )
 
 
 def build_model(arch: ResNetArch | TransformerArch, *, checkpointing: bool = False) -> tuple[nn.Layer, str]:

@@ -46,7 +46,7 @@ TUNED_CHANGED = "tuned changed the precision"
 # Paddle documents `use_multi_tensor` for Adam and Momentum only (not AdamW, not SGD).
 MULTI_TENSOR_OPTIMIZERS = ("adam", "momentum")
 LOSS_SCALING = 1024.0  # paddle.amp.GradScaler(init_loss_scaling=1024), as typical scripts use
-LEARNING_RATE = 1e-4   # speed and memory do not depend on it
+LEARNING_RATE = 1e-4  # speed and memory do not depend on it
 
 
 # -- device ---------------------------------------------------------------------------------
@@ -66,9 +66,10 @@ def parse_device(device: str) -> tuple[str, int | None]:
 def check_gpu(index: int) -> None:
     """Raise the one-line error for a GPU this Paddle build or machine cannot use."""
     if not paddle.device.is_compiled_with_cuda():
-        raise FitbenchError("this PaddlePaddle build has no CUDA support",
-                            "install the paddlepaddle-gpu 3.3 wheel from PaddlePaddle's own index, "
-                            "or use --device cpu")
+        raise FitbenchError(
+            "this PaddlePaddle build has no CUDA support",
+            "install the paddlepaddle-gpu 3.3 wheel from PaddlePaddle's own index, or use --device cpu",
+        )
     count = paddle.device.cuda.device_count()
     if index >= count:
         hint = "use --device cuda:0" if count else "check the driver with nvidia-smi, or use --device cpu"
@@ -126,8 +127,9 @@ class PrecisionPlan:
     notes: tuple[str, ...] = ()
 
 
-def plan_precision(workload: Workload, exec_mode: str = "default",
-                   capability: tuple[int, int] | None = None) -> PrecisionPlan:
+def plan_precision(
+    workload: Workload, exec_mode: str = "default", capability: tuple[int, int] | None = None
+) -> PrecisionPlan:
     """Map fitbench's precision names onto Paddle's AMP levels, for a device of `capability`
     (a GPU's CUDA compute capability; None for CPU). A pure function, so every device's plan
     can be checked anywhere.
@@ -140,16 +142,21 @@ def plan_precision(workload: Workload, exec_mode: str = "default",
     """
     p = workload.precision_info
     if p.quant_bits is not None:
-        raise FitbenchError(f"the paddle backend does not run {p.name} weights",
-                            "use --backend torch, or `fitbench estimate` for quantized memory and speed")
+        raise FitbenchError(
+            f"the paddle backend does not run {p.name} weights",
+            "use --backend torch, or `fitbench estimate` for quantized memory and speed",
+        )
     if exec_mode == ExecMode.TUNED:
         if capability is not None:
             plan = tuned_plan(workload, native_bf16(capability))
             if plan is not None:
                 return plan
         elif tuned_changes(workload, Framework.PADDLE):
-            change = "generates AMP requests with 16-bit weights" if workload.is_generation else (
-                f"runs {p.name} as AMP O2")
+            change = (
+                "generates AMP requests with 16-bit weights"
+                if workload.is_generation
+                else (f"runs {p.name} as AMP O2")
+            )
             cpu_note = f"tuned {change} on CUDA GPUs only; on CPU it kept the requested {p.name}"
             plan = _requested_plan(workload, exec_mode)
             return dataclasses.replace(plan, notes=(*plan.notes, cpu_note))
@@ -163,17 +170,25 @@ def _requested_plan(workload: Workload, exec_mode: str) -> PrecisionPlan:
     if dtype is None:
         notes = ()
         if p.name == "tf32":
-            notes = ("tf32 is not switched by the paddle backend; fp32 ran with Paddle's default matmul "
-                     "settings",)
+            notes = (
+                "tf32 is not switched by the paddle backend; fp32 ran with Paddle's default matmul settings",
+            )
         return PrecisionPlan(requested=p.name, runs="fp32" if p.name == "tf32" else p.name, notes=notes)
     scaling = LOSS_SCALING if workload.is_training and (dtype == "float16" or exec_mode != "tuned") else None
     if p.amp:
-        return PrecisionPlan(requested=p.name, runs=p.name, amp_level="O1", amp_dtype=dtype,
-                             loss_scaling=scaling)
+        return PrecisionPlan(
+            requested=p.name, runs=p.name, amp_level="O1", amp_dtype=dtype, loss_scaling=scaling
+        )
     if workload.is_generation:
         return PrecisionPlan(requested=p.name, runs=p.name, half_weights=dtype)
-    return PrecisionPlan(requested=p.name, runs=p.name, amp_level="O2", amp_dtype=dtype,
-                         master_weight=workload.is_training, loss_scaling=scaling)
+    return PrecisionPlan(
+        requested=p.name,
+        runs=p.name,
+        amp_level="O2",
+        amp_dtype=dtype,
+        master_weight=workload.is_training,
+        loss_scaling=scaling,
+    )
 
 
 def tuned_plan(workload: Workload, bf16: bool) -> PrecisionPlan | None:
@@ -201,8 +216,15 @@ def tuned_plan(workload: Workload, bf16: bool) -> PrecisionPlan | None:
     if training and not bf16:
         how += ", GradScaler"
     note = f"{TUNED_CHANGED}: ran {half} ({how}) instead of the requested {p.name}{no_bf16}"
-    return PrecisionPlan(requested=p.name, runs=half, amp_level="O2", amp_dtype=dtype, master_weight=training,
-                         loss_scaling=LOSS_SCALING if training and not bf16 else None, notes=(note,))
+    return PrecisionPlan(
+        requested=p.name,
+        runs=half,
+        amp_level="O2",
+        amp_dtype=dtype,
+        master_weight=training,
+        loss_scaling=LOSS_SCALING if training and not bf16 else None,
+        notes=(note,),
+    )
 
 
 def autocast_probe(dtype: str) -> tuple[bool, list[str]]:
@@ -247,20 +269,23 @@ def default_dtype(dtype: str | None) -> Iterator[None]:
 # -- data -----------------------------------------------------------------------------------
 
 
-def make_optimizer(name: str, parameters: list[Any], *,
-                   multi_tensor: bool = False) -> paddle.optimizer.Optimizer:
+def make_optimizer(
+    name: str, parameters: list[Any], *, multi_tensor: bool = False
+) -> paddle.optimizer.Optimizer:
     """The workload's optimizer; `multi_tensor` (tuned) updates all parameters of a dtype in one
     kernel where Paddle offers it (Adam, Momentum: `use_multi_tensor=True`)."""
     if name == "adam":
-        return paddle.optimizer.Adam(learning_rate=LEARNING_RATE, parameters=parameters,
-                                     use_multi_tensor=multi_tensor)
+        return paddle.optimizer.Adam(
+            learning_rate=LEARNING_RATE, parameters=parameters, use_multi_tensor=multi_tensor
+        )
     if name == "adamw":
         return paddle.optimizer.AdamW(learning_rate=LEARNING_RATE, parameters=parameters, weight_decay=0.01)
     if name == "sgd":
         return paddle.optimizer.SGD(learning_rate=LEARNING_RATE, parameters=parameters)
     if name == "momentum":
-        return paddle.optimizer.Momentum(learning_rate=LEARNING_RATE, momentum=0.9, parameters=parameters,
-                                         use_multi_tensor=multi_tensor)
+        return paddle.optimizer.Momentum(
+            learning_rate=LEARNING_RATE, momentum=0.9, parameters=parameters, use_multi_tensor=multi_tensor
+        )
     raise FitbenchError(f"the paddle backend has no optimizer '{name}'", "use adam, adamw, sgd or momentum")
 
 
@@ -295,10 +320,12 @@ class Batches:
         seq = workload.prompt_tokens if workload.is_generation else workload.seq_len
         if workload.is_resnet:
             cycler, size, self.desc = datasets.image_batches(
-                options.data, b, workload.image_size, arch.num_classes, options.seed)
+                options.data, b, workload.image_size, arch.num_classes, options.seed
+            )
         else:
             cycler, size, self.desc = datasets.text_batches(
-                options.data, b, seq, arch.vocab_size, max(arch.num_labels, 2), options.seed)
+                options.data, b, seq, arch.vocab_size, max(arch.num_labels, 2), options.seed
+            )
         self.dataset_size: int | None = size if options.data else None
         first = next(cycler)
         self.batch_bytes = sum(int(value.nbytes) for value in self._fields(first).values())
@@ -364,8 +391,10 @@ class PaddleSession(Session):
         self.capability = device_capability(self.kind, self.index)
         self.plan = plan_precision(workload, options.exec_mode, self.capability)
         if workload.checkpointing and workload.is_training and recompute_fn() is None:
-            raise FitbenchError("this PaddlePaddle build has no paddle.distributed.fleet.utils.recompute",
-                                "run without --checkpointing")
+            raise FitbenchError(
+                "this PaddlePaddle build has no paddle.distributed.fleet.utils.recompute",
+                "run without --checkpointing",
+            )
         warn: list[str] = list(self.plan.notes)
         framework_warnings: list[str] = []
         in_effect = self.plan.runs
@@ -381,8 +410,9 @@ class PaddleSession(Session):
             in_effect = "fp32"
 
         with default_dtype(half_weights):
-            self.model, source = build_model(workload.arch,
-                                             checkpointing=workload.checkpointing and workload.is_training)
+            self.model, source = build_model(
+                workload.arch, checkpointing=workload.checkpointing and workload.is_training
+            )
         self.params = trainable_param_count(self.model)
         attention = self._choose_attention(warn)
         if workload.is_training:
@@ -392,15 +422,19 @@ class PaddleSession(Session):
 
         self.optimizer = None
         if workload.is_training:
-            self.optimizer = make_optimizer(workload.optimizer, self.model.parameters(),
-                                            multi_tensor=self.tuned)
+            self.optimizer = make_optimizer(
+                workload.optimizer, self.model.parameters(), multi_tensor=self.tuned
+            )
         if self.plan.amp_level == "O2":
             amp_active = self._decorate_o2(framework_warnings) and amp_active
         if self.plan.amp_level is not None and not amp_active:
             in_effect = "fp32"
             device_word = "CPU" if self.kind == "cpu" else "this GPU"
-            what = ("auto_cast is a no-op" if self.plan.amp_level == "O1"
-                    else "paddle.amp.decorate(level='O2') kept fp32 weights and auto_cast is a no-op")
+            what = (
+                "auto_cast is a no-op"
+                if self.plan.amp_level == "O1"
+                else "paddle.amp.decorate(level='O2') kept fp32 weights and auto_cast is a no-op"
+            )
             warn.append(f"{where}: {self.plan.requested} requested, {what} on {device_word}; ran in fp32")
         if in_effect == "fp32" and self.plan.runs != "fp32":
             # tuned's change did not happen here; the line above says what ran instead
@@ -430,8 +464,11 @@ class PaddleSession(Session):
             "amp_dtype": self.plan.amp_dtype,
             "weights_dtype": str(next(iter(self.model.parameters())).dtype).replace("paddle.", ""),
             "loss_scaling": self.plan.loss_scaling,
-            "optimizer": (optimizer_note(workload.optimizer, self.optimizer, multi_tensor=self.tuned)
-                          if self.optimizer is not None else None),
+            "optimizer": (
+                optimizer_note(workload.optimizer, self.optimizer, multi_tensor=self.tuned)
+                if self.optimizer is not None
+                else None
+            ),
             "master_weights": bool(self.plan.master_weight and in_effect != "fp32"),
             "checkpointing": bool(workload.checkpointing and workload.is_training),
             "attention": attention,
@@ -447,8 +484,10 @@ class PaddleSession(Session):
         if workload.is_generation:
             self.notes["kv_cache"] = "per layer [batch, tokens, kv_heads, head_dim], grown by concatenation"
             self.notes["decode_includes_prefill"] = True
-            self.notes["decoding"] = ("greedy, counted like transformers' generate(max_new_tokens=n): "
-                                      "a prefill picks the first token, then n-1 single-token forwards")
+            self.notes["decoding"] = (
+                "greedy, counted like transformers' generate(max_new_tokens=n): "
+                "a prefill picks the first token, then n-1 single-token forwards"
+            )
 
     # -- setup helpers ----------------------------------------------------------------------
     def _half_weights(self, warn: list[str], framework_warnings: list[str], where: str) -> str | None:
@@ -461,8 +500,10 @@ class PaddleSession(Session):
         if reason is None:
             return half_weights
         device_word = "CPU" if self.kind == "cpu" else "this GPU"
-        warn.append(f"{where}: {self.plan.requested} requested, no {half_weights} matmul kernel "
-                    f"on {device_word}; ran in fp32")
+        warn.append(
+            f"{where}: {self.plan.requested} requested, no {half_weights} matmul kernel "
+            f"on {device_word}; ran in fp32"
+        )
         framework_warnings.append(reason)
         return None
 
@@ -473,8 +514,12 @@ class PaddleSession(Session):
             warnings.simplefilter("always")
             if self.optimizer is not None:
                 self.model, self.optimizer = paddle.amp.decorate(
-                    models=self.model, optimizers=self.optimizer, level="O2", dtype=self.plan.amp_dtype,
-                    master_weight=self.plan.master_weight)
+                    models=self.model,
+                    optimizers=self.optimizer,
+                    level="O2",
+                    dtype=self.plan.amp_dtype,
+                    master_weight=self.plan.master_weight,
+                )
             else:
                 self.model = paddle.amp.decorate(models=self.model, level="O2", dtype=self.plan.amp_dtype)
         framework_warnings += [str(w.message) for w in caught]
@@ -500,8 +545,10 @@ class PaddleSession(Session):
         impl = "sdpa" if fused and self.kind == "gpu" else "eager"
         self.model.body.set_attention(impl)
         if impl == "sdpa" and self.workload.attention != "fused":
-            warn.append("tuned uses fused attention (scaled_dot_product_attention); "
-                        "the workload asked for eager attention")
+            warn.append(
+                "tuned uses fused attention (scaled_dot_product_attention); "
+                "the workload asked for eager attention"
+            )
         if impl == "eager" and self.workload.attention == "fused":
             return "eager (fused attention requested; scaled_dot_product_attention has no fused CPU kernel)"
         return "paddle.nn.functional.scaled_dot_product_attention" if impl == "sdpa" else "eager"
@@ -602,10 +649,12 @@ class PaddleSession(Session):
         if self.kind != "gpu":
             return {"peak_allocated": None, "peak_reserved": None, "allocated": None, "reserved": None}
         cuda = paddle.device.cuda
-        return {"peak_allocated": int(cuda.max_memory_allocated(self.index)),
-                "peak_reserved": int(cuda.max_memory_reserved(self.index)),
-                "allocated": int(cuda.memory_allocated(self.index)),
-                "reserved": int(cuda.memory_reserved(self.index))}
+        return {
+            "peak_allocated": int(cuda.max_memory_allocated(self.index)),
+            "peak_reserved": int(cuda.max_memory_reserved(self.index)),
+            "allocated": int(cuda.memory_allocated(self.index)),
+            "reserved": int(cuda.memory_reserved(self.index)),
+        }
 
     def close(self) -> None:
         self._caches = None

@@ -144,4 +144,3 @@ class TorchBackend(Backend):
 
     def param_count(self, workload: Workload) -> int:
         return meta_param_count(workload)
-

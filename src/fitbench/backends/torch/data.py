@@ -58,8 +58,9 @@ def prepare(cycler: Any, float_dtype: torch.dtype, *, pin: bool) -> list[dict[st
     first = host_tensors(next(cycler), float_dtype)
     batch_bytes = sum(t.numel() * t.element_size() for t in first.values())
     count = batches_to_prepare(cycler.size, cycler.batch_size, batch_bytes)
-    stacks = {name: torch.empty((count, *t.shape), dtype=t.dtype, pin_memory=pin)
-              for name, t in first.items()}
+    stacks = {
+        name: torch.empty((count, *t.shape), dtype=t.dtype, pin_memory=pin) for name, t in first.items()
+    }
     for i in range(count):
         batch = first if i == 0 else host_tensors(next(cycler), float_dtype)
         for name, tensor in batch.items():

@@ -52,8 +52,22 @@ INTERPRETED = bool(triton.knobs.runtime.interpret)
 
 
 @triton.jit
-def _accumulate(acc_a, acc_b, squares, x_ptr, w_a, w_b, g_ptr, ks, K: tl.constexpr, ok_a, ok_b,
-                MASK_K: tl.constexpr, MASK_N: tl.constexpr, NORM: tl.constexpr):
+def _accumulate(
+    acc_a,
+    acc_b,
+    squares,
+    x_ptr,
+    w_a,
+    w_b,
+    g_ptr,
+    ks,
+    K: tl.constexpr,
+    ok_a,
+    ok_b,
+    MASK_K: tl.constexpr,
+    MASK_N: tl.constexpr,
+    NORM: tl.constexpr,
+):
     """One BLOCK_K step of _paired_rows_dot; masks only where the shape needs them."""
     if MASK_K:
         k_ok = ks < K
@@ -80,9 +94,20 @@ def _accumulate(acc_a, acc_b, squares, x_ptr, w_a, w_b, g_ptr, ks, K: tl.constex
 
 
 @triton.jit
-def _paired_rows_dot(x_ptr, w_ptr, g_ptr, rows_a, rows_b, ok_a, ok_b, K: tl.constexpr,
-                     NORM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                     EVEN_N: tl.constexpr):
+def _paired_rows_dot(
+    x_ptr,
+    w_ptr,
+    g_ptr,
+    rows_a,
+    rows_b,
+    ok_a,
+    ok_b,
+    K: tl.constexpr,
+    NORM: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+):
     """Dot products of two blocks of weight rows with x (optionally x * g): FP32 [BLOCK_N] each,
     and sum(x^2) over K (for the RMSNorm scale, applied by the caller).
 
@@ -97,25 +122,55 @@ def _paired_rows_dot(x_ptr, w_ptr, g_ptr, rows_a, rows_b, ok_a, ok_b, K: tl.cons
     w_a = w_ptr + rows_a[:, None].to(tl.int64) * K
     w_b = w_ptr + rows_b[:, None].to(tl.int64) * K
     for k0 in range(0, K_FULL, BLOCK_K):
-        acc_a, acc_b, squares = _accumulate(acc_a, acc_b, squares, x_ptr, w_a, w_b, g_ptr, k0 + offs_k, K,
-                                            ok_a, ok_b, False, not EVEN_N, NORM)
+        acc_a, acc_b, squares = _accumulate(
+            acc_a, acc_b, squares, x_ptr, w_a, w_b, g_ptr, k0 + offs_k, K, ok_a, ok_b, False, not EVEN_N, NORM
+        )
     if K_FULL < K:
-        acc_a, acc_b, squares = _accumulate(acc_a, acc_b, squares, x_ptr, w_a, w_b, g_ptr, K_FULL + offs_k, K,
-                                            ok_a, ok_b, True, not EVEN_N, NORM)
+        acc_a, acc_b, squares = _accumulate(
+            acc_a,
+            acc_b,
+            squares,
+            x_ptr,
+            w_a,
+            w_b,
+            g_ptr,
+            K_FULL + offs_k,
+            K,
+            ok_a,
+            ok_b,
+            True,
+            not EVEN_N,
+            NORM,
+        )
     return tl.sum(acc_a, axis=1), tl.sum(acc_b, axis=1), tl.sum(squares, axis=0)
 
 
 @triton.jit
-def _paired_rows(x_ptr, w_ptr, b_ptr, g_ptr, rows_a, rows_b, ok_a, ok_b, K: tl.constexpr, eps,
-                 NORM: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                 EVEN_N: tl.constexpr):
+def _paired_rows(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    g_ptr,
+    rows_a,
+    rows_b,
+    ok_a,
+    ok_b,
+    K: tl.constexpr,
+    eps,
+    NORM: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+):
     """W[rows] @ rms_norm(x, g) [+ b[rows]] for two blocks of rows, in FP32.
 
     The RMSNorm scale 1 / RMS(x) is one number for the whole of x, so it multiplies the finished
     dot products instead of every element of x.
     """
-    a, b, squares = _paired_rows_dot(x_ptr, w_ptr, g_ptr, rows_a, rows_b, ok_a, ok_b, K,
-                                     NORM, BLOCK_N, BLOCK_K, EVEN_N)
+    a, b, squares = _paired_rows_dot(
+        x_ptr, w_ptr, g_ptr, rows_a, rows_b, ok_a, ok_b, K, NORM, BLOCK_N, BLOCK_K, EVEN_N
+    )
     if NORM:
         scale = 1.0 / tl.sqrt(squares / K + eps)
         a, b = a * scale, b * scale
@@ -126,16 +181,45 @@ def _paired_rows(x_ptr, w_ptr, b_ptr, g_ptr, rows_a, rows_b, ok_a, ok_b, K: tl.c
 
 
 @triton.jit
-def _linear_kernel(x_ptr, w_ptr, b_ptr, g_ptr, res_ptr, out_ptr, N, K: tl.constexpr, eps,
-                   NORM: tl.constexpr, RESIDUAL: tl.constexpr, HAS_BIAS: tl.constexpr,
-                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_N: tl.constexpr):
+def _linear_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    g_ptr,
+    res_ptr,
+    out_ptr,
+    N,
+    K: tl.constexpr,
+    eps,
+    NORM: tl.constexpr,
+    RESIDUAL: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+):
     """out = [res +] W @ norm(x) [+ b] for 2 * BLOCK_N rows of W per program."""
     first = tl.program_id(0) * 2 * BLOCK_N
     rows_a = first + tl.arange(0, BLOCK_N)
     rows_b = rows_a + BLOCK_N
     ok_a, ok_b = rows_a < N, rows_b < N
-    y_a, y_b = _paired_rows(x_ptr, w_ptr, b_ptr, g_ptr, rows_a, rows_b, ok_a, ok_b, K, eps,
-                            NORM, HAS_BIAS, BLOCK_N, BLOCK_K, EVEN_N)
+    y_a, y_b = _paired_rows(
+        x_ptr,
+        w_ptr,
+        b_ptr,
+        g_ptr,
+        rows_a,
+        rows_b,
+        ok_a,
+        ok_b,
+        K,
+        eps,
+        NORM,
+        HAS_BIAS,
+        BLOCK_N,
+        BLOCK_K,
+        EVEN_N,
+    )
     if RESIDUAL:
         y_a += tl.load(res_ptr + rows_a, mask=ok_a, other=0.0).to(tl.float32)
         y_b += tl.load(res_ptr + rows_b, mask=ok_b, other=0.0).to(tl.float32)
@@ -144,24 +228,70 @@ def _linear_kernel(x_ptr, w_ptr, b_ptr, g_ptr, res_ptr, out_ptr, N, K: tl.conste
 
 
 @triton.jit
-def _swiglu_kernel(x_ptr, w_ptr, b_ptr, g_ptr, out_ptr, FFN, K: tl.constexpr, eps,
-                   NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_N: tl.constexpr):
+def _swiglu_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    g_ptr,
+    out_ptr,
+    FFN,
+    K: tl.constexpr,
+    eps,
+    NORM: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+):
     """out[i] = silu(gate_i . norm(x)) * (up_i . norm(x)); W stacks gate [FFN, K] over up [FFN, K]."""
     gate_rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ok = gate_rows < FFN
     up_rows = gate_rows + FFN
-    gate, up = _paired_rows(x_ptr, w_ptr, b_ptr, g_ptr, gate_rows, up_rows, ok, ok, K, eps,
-                            NORM, HAS_BIAS, BLOCK_N, BLOCK_K, EVEN_N)
+    gate, up = _paired_rows(
+        x_ptr,
+        w_ptr,
+        b_ptr,
+        g_ptr,
+        gate_rows,
+        up_rows,
+        ok,
+        ok,
+        K,
+        eps,
+        NORM,
+        HAS_BIAS,
+        BLOCK_N,
+        BLOCK_K,
+        EVEN_N,
+    )
     y = gate / (1.0 + tl.exp(-gate)) * up
     tl.store(out_ptr + gate_rows, y.to(out_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
-def _qkv_rope_kernel(x_ptr, w_ptr, b_ptr, g_ptr, q_ptr, k_cache_ptr, v_cache_ptr,
-                     cos_ptr, sin_ptr, pos_ptr, K: tl.constexpr, eps, HEADS, KV_HEADS, CACHE_LEN,
-                     HEAD_DIM: tl.constexpr, NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_N: tl.constexpr):
+def _qkv_rope_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    g_ptr,
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    cos_ptr,
+    sin_ptr,
+    pos_ptr,
+    K: tl.constexpr,
+    eps,
+    HEADS,
+    KV_HEADS,
+    CACHE_LEN,
+    HEAD_DIM: tl.constexpr,
+    NORM: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+):
     """One head's dimensions i and i + HEAD_DIM/2 (a rotary pair) for BLOCK_N values of i.
 
     Program (h, j): h < HEADS is a query head, then KV_HEADS key heads, then KV_HEADS value
@@ -175,8 +305,9 @@ def _qkv_rope_kernel(x_ptr, w_ptr, b_ptr, g_ptr, q_ptr, k_cache_ptr, v_cache_ptr
     ok = dims < HALF
     rows_a = head * HEAD_DIM + dims
     rows_b = rows_a + HALF
-    a, b = _paired_rows(x_ptr, w_ptr, b_ptr, g_ptr, rows_a, rows_b, ok, ok, K, eps,
-                        NORM, HAS_BIAS, BLOCK_N, BLOCK_K, EVEN_N)
+    a, b = _paired_rows(
+        x_ptr, w_ptr, b_ptr, g_ptr, rows_a, rows_b, ok, ok, K, eps, NORM, HAS_BIAS, BLOCK_N, BLOCK_K, EVEN_N
+    )
     pos = tl.load(pos_ptr)
     if head < HEADS + KV_HEADS:  # rotary (transformers' Llama halves: cos and sin repeat per half)
         cos = tl.load(cos_ptr + pos * HEAD_DIM + dims, mask=ok, other=1.0)
@@ -193,8 +324,18 @@ def _qkv_rope_kernel(x_ptr, w_ptr, b_ptr, g_ptr, q_ptr, k_cache_ptr, v_cache_ptr
 
 
 @triton.jit
-def _decode_attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, pos_ptr, GROUPS, sm_scale,
-                             CACHE_LEN: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_L: tl.constexpr):
+def _decode_attention_kernel(
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    out_ptr,
+    pos_ptr,
+    GROUPS,
+    sm_scale,
+    CACHE_LEN: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_L: tl.constexpr,
+):
     """softmax(q . K[0..pos] * scale) @ V[0..pos] for one query head (online softmax over slots).
 
     The loop runs over the whole cache with a compile-time bound; the blocks past `pos` are
@@ -264,9 +405,17 @@ def _launch_kwargs(num_warps: int, num_stages: int | None = None) -> dict[str, i
     return tuning
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, bias: torch.Tensor | None = None,
-           norm_weight: torch.Tensor | None = None, residual: torch.Tensor | None = None,
-           eps: float = RMS_EPS_DEFAULT, config: GemvConfig = DEFAULT_CONFIG) -> torch.Tensor:
+def linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    norm_weight: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+    eps: float = RMS_EPS_DEFAULT,
+    config: GemvConfig = DEFAULT_CONFIG,
+) -> torch.Tensor:
     """out = [residual +] weight @ rms_norm(x, norm_weight) [+ bias], x of one token [K].
 
     `residual` may be `out` itself (an in-place residual add: each element is read and written by
@@ -276,36 +425,77 @@ def linear(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, bias: to
     block_n, block_k, even_n = _fit(config, n, k, rows_per_program=2)
     grid = (triton.cdiv(n, 2 * block_n),)
     _linear_kernel[grid](
-        x, weight, bias if bias is not None else weight, norm_weight if norm_weight is not None else x,
-        residual if residual is not None else out, out, n, k, eps,
-        NORM=norm_weight is not None, RESIDUAL=residual is not None, HAS_BIAS=bias is not None,
-        BLOCK_N=block_n, BLOCK_K=block_k, EVEN_N=even_n,
+        x,
+        weight,
+        bias if bias is not None else weight,
+        norm_weight if norm_weight is not None else x,
+        residual if residual is not None else out,
+        out,
+        n,
+        k,
+        eps,
+        NORM=norm_weight is not None,
+        RESIDUAL=residual is not None,
+        HAS_BIAS=bias is not None,
+        BLOCK_N=block_n,
+        BLOCK_K=block_k,
+        EVEN_N=even_n,
         **_launch_kwargs(config.num_warps, config.num_stages),
     )
     return out
 
 
-def swiglu(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, bias: torch.Tensor | None = None,
-           norm_weight: torch.Tensor | None = None, eps: float = RMS_EPS_DEFAULT,
-           config: GemvConfig = DEFAULT_CONFIG) -> torch.Tensor:
+def swiglu(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    norm_weight: torch.Tensor | None = None,
+    eps: float = RMS_EPS_DEFAULT,
+    config: GemvConfig = DEFAULT_CONFIG,
+) -> torch.Tensor:
     """out [ffn] = silu(gate @ rms_norm(x)) * (up @ rms_norm(x)), weight = gate [ffn, K] over up."""
     two_ffn, k = weight.shape
     ffn = two_ffn // 2
     block_n, block_k, even_n = _fit(config, ffn, k)
     _swiglu_kernel[(triton.cdiv(ffn, block_n),)](
-        x, weight, bias if bias is not None else weight, norm_weight if norm_weight is not None else x,
-        out, ffn, k, eps, NORM=norm_weight is not None, HAS_BIAS=bias is not None,
-        BLOCK_N=block_n, BLOCK_K=block_k, EVEN_N=even_n,
+        x,
+        weight,
+        bias if bias is not None else weight,
+        norm_weight if norm_weight is not None else x,
+        out,
+        ffn,
+        k,
+        eps,
+        NORM=norm_weight is not None,
+        HAS_BIAS=bias is not None,
+        BLOCK_N=block_n,
+        BLOCK_K=block_k,
+        EVEN_N=even_n,
         **_launch_kwargs(config.num_warps, config.num_stages),
     )
     return out
 
 
-def qkv_rope(x: torch.Tensor, weight: torch.Tensor, *, q_out: torch.Tensor, k_cache: torch.Tensor,
-             v_cache: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pos: torch.Tensor, heads: int,
-             kv_heads: int, head_dim: int, bias: torch.Tensor | None = None,
-             norm_weight: torch.Tensor | None = None, eps: float = RMS_EPS_DEFAULT,
-             config: GemvConfig = DEFAULT_CONFIG) -> None:
+def qkv_rope(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    *,
+    q_out: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    pos: torch.Tensor,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    bias: torch.Tensor | None = None,
+    norm_weight: torch.Tensor | None = None,
+    eps: float = RMS_EPS_DEFAULT,
+    config: GemvConfig = DEFAULT_CONFIG,
+) -> None:
     """q/k/v of one token; rotary on q and k at `pos`; k and v stored in cache slot `pos`.
 
     k_cache / v_cache [kv_heads, cache_len, head_dim] (contiguous, batch 1); cos / sin
@@ -318,17 +508,43 @@ def qkv_rope(x: torch.Tensor, weight: torch.Tensor, *, q_out: torch.Tensor, k_ca
     block_n, block_k, even_n = _fit(config, half, k)
     grid = (heads + 2 * kv_heads, triton.cdiv(half, block_n))
     _qkv_rope_kernel[grid](
-        x, weight, bias if bias is not None else weight, norm_weight if norm_weight is not None else x,
-        q_out, k_cache, v_cache, cos, sin, pos, k, eps, heads, kv_heads, k_cache.shape[-2],
-        HEAD_DIM=head_dim, NORM=norm_weight is not None, HAS_BIAS=bias is not None,
-        BLOCK_N=block_n, BLOCK_K=block_k, EVEN_N=even_n,
+        x,
+        weight,
+        bias if bias is not None else weight,
+        norm_weight if norm_weight is not None else x,
+        q_out,
+        k_cache,
+        v_cache,
+        cos,
+        sin,
+        pos,
+        k,
+        eps,
+        heads,
+        kv_heads,
+        k_cache.shape[-2],
+        HEAD_DIM=head_dim,
+        NORM=norm_weight is not None,
+        HAS_BIAS=bias is not None,
+        BLOCK_N=block_n,
+        BLOCK_K=block_k,
+        EVEN_N=even_n,
         **_launch_kwargs(config.num_warps, config.num_stages),
     )
 
 
-def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out: torch.Tensor, *,
-                     pos: torch.Tensor, heads: int, kv_heads: int, block_l: int = 64,
-                     num_warps: int = 4) -> torch.Tensor:
+def decode_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    pos: torch.Tensor,
+    heads: int,
+    kv_heads: int,
+    block_l: int = 64,
+    num_warps: int = 4,
+) -> torch.Tensor:
     """Attention of one token's query heads over cache slots 0..pos (inclusive), batch 1.
 
     q and out [heads * head_dim]; caches [kv_heads, cache_len, head_dim]. Query head h reads
@@ -338,7 +554,16 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     if head_dim & (head_dim - 1):
         raise ValueError(f"the decode attention kernel needs a power-of-two head size, got {head_dim}")
     _decode_attention_kernel[(heads,)](
-        q, k_cache, v_cache, out, pos, heads // kv_heads, 1.0 / math.sqrt(head_dim),
-        CACHE_LEN=k_cache.shape[-2], HEAD_DIM=head_dim, BLOCK_L=block_l, **_launch_kwargs(num_warps),
+        q,
+        k_cache,
+        v_cache,
+        out,
+        pos,
+        heads // kv_heads,
+        1.0 / math.sqrt(head_dim),
+        CACHE_LEN=k_cache.shape[-2],
+        HEAD_DIM=head_dim,
+        BLOCK_L=block_l,
+        **_launch_kwargs(num_warps),
     )
     return out

@@ -52,8 +52,13 @@ def unsupported_reason(generator: StaticKVGenerator) -> str | None:
 class FusedDecodeStep:
     """Callable decode step over a generator's weights, cache and state (static buffers)."""
 
-    def __init__(self, generator: StaticKVGenerator, *, configs: Mapping[str, GemvConfig] | None = None,
-                 eps: float = kernels.RMS_EPS_DEFAULT) -> None:
+    def __init__(
+        self,
+        generator: StaticKVGenerator,
+        *,
+        configs: Mapping[str, GemvConfig] | None = None,
+        eps: float = kernels.RMS_EPS_DEFAULT,
+    ) -> None:
         why = unsupported_reason(generator)
         if why is not None:
             raise ValueError(why)
@@ -76,15 +81,42 @@ class FusedDecodeStep:
         for i, layer in enumerate(m.layers):
             k_cache, v_cache = self.k_caches[i], self.v_caches[i]
             kernels.qkv_rope(
-                self.x, layer.wqkv, q_out=self.q, k_cache=k_cache, v_cache=v_cache, cos=g.cos, sin=g.sin,
-                pos=g.pos, heads=s.heads, kv_heads=s.kv_heads, head_dim=s.head_dim, bias=layer.bqkv,
-                norm_weight=layer.attn_norm, eps=self.eps, config=c["qkv"],
+                self.x,
+                layer.wqkv,
+                q_out=self.q,
+                k_cache=k_cache,
+                v_cache=v_cache,
+                cos=g.cos,
+                sin=g.sin,
+                pos=g.pos,
+                heads=s.heads,
+                kv_heads=s.kv_heads,
+                head_dim=s.head_dim,
+                bias=layer.bqkv,
+                norm_weight=layer.attn_norm,
+                eps=self.eps,
+                config=c["qkv"],
             )
-            kernels.decode_attention(self.q, k_cache, v_cache, self.attn, pos=g.pos, heads=s.heads,
-                                     kv_heads=s.kv_heads, block_l=ATTENTION_BLOCK)
+            kernels.decode_attention(
+                self.q,
+                k_cache,
+                v_cache,
+                self.attn,
+                pos=g.pos,
+                heads=s.heads,
+                kv_heads=s.kv_heads,
+                block_l=ATTENTION_BLOCK,
+            )
             kernels.linear(self.attn, layer.wo, self.x, bias=layer.bo, residual=self.x, config=c["o"])
-            kernels.swiglu(self.x, layer.w_gate_up, self.h, bias=layer.b_gate_up, norm_weight=layer.mlp_norm,
-                           eps=self.eps, config=c["gate_up"])
+            kernels.swiglu(
+                self.x,
+                layer.w_gate_up,
+                self.h,
+                bias=layer.b_gate_up,
+                norm_weight=layer.mlp_norm,
+                eps=self.eps,
+                config=c["gate_up"],
+            )
             kernels.linear(self.h, layer.w_down, self.x, bias=layer.b_down, residual=self.x, config=c["down"])
         kernels.linear(self.x, m.head_weight, self.logits, norm_weight=m.norm, eps=self.eps, config=c["head"])
         nxt = self.logits.argmax().view(1)

@@ -345,8 +345,12 @@ def build_encoder(
             model.bert.pooler = FirstToken()
 
     model, notes = _build_transformer(
-        AutoModelForSequenceClassification, bert_config(arch, attention=attention), prepare=drop_pooler,
-        attention=attention, device=device, dtype=dtype,
+        AutoModelForSequenceClassification,
+        bert_config(arch, attention=attention),
+        prepare=drop_pooler,
+        attention=attention,
+        device=device,
+        dtype=dtype,
     )
     if arch.type_vocab_size == 0:
         notes.setdefault("warnings", []).append(
@@ -360,8 +364,14 @@ def decoder_config(arch: TransformerArch, *, attention: str) -> Any:
     """A transformers config describing exactly this decoder: Llama, Qwen2 or GPT-2."""
     import transformers
 
-    plain = (arch.norms_per_layer == 2 and arch.qk_norm == "none" and not arch.is_mla
-             and not arch.parallel_block and not arch.lm_head_bias and not arch.extra_params)
+    plain = (
+        arch.norms_per_layer == 2
+        and arch.qk_norm == "none"
+        and not arch.is_mla
+        and not arch.parallel_block
+        and not arch.lm_head_bias
+        and not arch.extra_params
+    )
     if not plain:
         raise _unsupported("latent attention, query/key norms, parallel blocks or extra norms", arch)
     if arch.is_moe or arch.sliding_layers:
@@ -418,19 +428,28 @@ def _mixtral_or_mistral_config(arch: TransformerArch, *, attention: str) -> Any:
         raise _unsupported("biases in a sliding-window or mixture-of-experts decoder", arch)
     if arch.sliding_layers not in (0, arch.num_layers):
         raise _unsupported("sliding windows on some layers only", arch)
-    if arch.is_moe and (arch.shared_intermediate_size or arch.dense_layers or arch.moe_every != 1
-                        or arch.expert_score_bias):
+    if arch.is_moe and (
+        arch.shared_intermediate_size or arch.dense_layers or arch.moe_every != 1 or arch.expert_score_bias
+    ):
         raise _unsupported("shared experts or dense layers between expert layers", arch)
     common = dict(
-        vocab_size=arch.vocab_size, hidden_size=arch.hidden_size, num_hidden_layers=arch.num_layers,
-        num_attention_heads=arch.num_heads, num_key_value_heads=arch.kv_heads, head_dim=arch.dim_head,
-        max_position_embeddings=arch.max_positions, tie_word_embeddings=arch.tie_embeddings,
+        vocab_size=arch.vocab_size,
+        hidden_size=arch.hidden_size,
+        num_hidden_layers=arch.num_layers,
+        num_attention_heads=arch.num_heads,
+        num_key_value_heads=arch.kv_heads,
+        head_dim=arch.dim_head,
+        max_position_embeddings=arch.max_positions,
+        tie_word_embeddings=arch.tie_embeddings,
         sliding_window=arch.sliding_window if arch.sliding_layers else None,
     )
     if arch.is_moe:
         config = transformers.MixtralConfig(
-            intermediate_size=arch.expert_intermediate_size, num_local_experts=arch.num_experts,
-            num_experts_per_tok=arch.experts_per_token, **common)
+            intermediate_size=arch.expert_intermediate_size,
+            num_local_experts=arch.num_experts,
+            num_experts_per_tok=arch.experts_per_token,
+            **common,
+        )
     else:
         config = transformers.MistralConfig(intermediate_size=arch.intermediate_size, **common)
     config._attn_implementation = attention
@@ -447,8 +466,12 @@ def build_decoder(
             model.tie_weights()  # skipping init also skipped the tying that init_weights() does
 
     model, notes = _build_transformer(
-        AutoModelForCausalLM, decoder_config(arch, attention=attention), prepare=tie,
-        attention=attention, device=device, dtype=dtype,
+        AutoModelForCausalLM,
+        decoder_config(arch, attention=attention),
+        prepare=tie,
+        attention=attention,
+        device=device,
+        dtype=dtype,
     )
     if getattr(model, "generation_config", None) is not None and model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = 0

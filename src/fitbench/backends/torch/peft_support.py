@@ -23,12 +23,18 @@ from fitbench.workloads.workload import Workload
 # (peft matches a name when it equals the entry or ends with "." + entry). Neither the LM head,
 # the classifier nor BERT's pooler is listed: they are outside the blocks.
 TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
-    "bert": {"attention": ("query", "key", "value", "attention.output.dense"),
-             "mlp": ("intermediate.dense", "output.dense")},
-    "llama": {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
-              "mlp": ("gate_proj", "up_proj", "down_proj")},
-    "qwen2": {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
-              "mlp": ("gate_proj", "up_proj", "down_proj")},
+    "bert": {
+        "attention": ("query", "key", "value", "attention.output.dense"),
+        "mlp": ("intermediate.dense", "output.dense"),
+    },
+    "llama": {
+        "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+        "mlp": ("gate_proj", "up_proj", "down_proj"),
+    },
+    "qwen2": {
+        "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+        "mlp": ("gate_proj", "up_proj", "down_proj"),
+    },
     # GPT-2's Conv1D layers store the weight transposed (fan_in_fan_out) and fuse q, k, v in c_attn.
     "gpt2": {"attention": ("c_attn", "attn.c_proj"), "mlp": ("c_fc", "mlp.c_proj")},
 }
@@ -41,9 +47,10 @@ def _import_peft() -> Any:
     try:
         import peft
     except ImportError as exc:
-        raise FitbenchError("LoRA measurement needs the peft library",
-                            "pip install 'fitbench[peft]'; `fitbench estimate --peft lora` covers it",
-                            ) from exc
+        raise FitbenchError(
+            "LoRA measurement needs the peft library",
+            "pip install 'fitbench[peft]'; `fitbench estimate --peft lora` covers it",
+        ) from exc
     return peft
 
 
@@ -60,8 +67,10 @@ def target_modules(model_type: str, targets: str) -> list[str]:
     """
     if model_type not in TARGET_MODULES:
         covered = ", ".join(TARGET_MODULES)
-        raise FitbenchError(f"LoRA measurement has no target list for '{model_type or 'this'}' models",
-                            f"it covers {covered}; `fitbench estimate --peft` covers others")
+        raise FitbenchError(
+            f"LoRA measurement has no target list for '{model_type or 'this'}' models",
+            f"it covers {covered}; `fitbench estimate --peft` covers others",
+        )
     table = TARGET_MODULES[model_type]
     names = list(table["attention"])
     if targets != "attention":
@@ -130,8 +139,13 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def quantize_for_qlora(workload: Workload, *, device: torch.device | str, dtype: torch.dtype,
-                       compute_dtype: torch.dtype | None = None) -> tuple[nn.Module, dict[str, Any]]:
+def quantize_for_qlora(
+    workload: Workload,
+    *,
+    device: torch.device | str,
+    dtype: torch.dtype,
+    compute_dtype: torch.dtype | None = None,
+) -> tuple[nn.Module, dict[str, Any]]:
     """The workload's model with NF4 block Linears (double quantization, as in QLoRA) and every
     other parameter in `dtype`; the 4-bit layers dequantize to `compute_dtype` (default `dtype`).
 
@@ -159,8 +173,9 @@ def quantize_for_qlora(workload: Workload, *, device: torch.device | str, dtype:
                 keep = isinstance(param, bnb.nn.Params4bit) or not param.is_floating_point()
                 if keep or param.dtype == dtype:
                     continue
-                module._parameters[name] = nn.Parameter(param.data.to(dtype),
-                                                        requires_grad=param.requires_grad)
+                module._parameters[name] = nn.Parameter(
+                    param.data.to(dtype), requires_grad=param.requires_grad
+                )
     tied = getattr(workload.arch, "tie_embeddings", False)
     if tied and hasattr(model, "tie_weights"):
         model.tie_weights()  # re-typing replaced the shared parameter

@@ -133,9 +133,7 @@ def _quantized_plan(info: Precision, device: torch.device, *, training: bool) ->
             "int8/int4 measurement needs a CUDA GPU",
             "run with --device cuda; `fitbench estimate` covers it",
         )
-    return PrecisionPlan(
-        requested=key, in_effect=key, param_dtype=torch.float16, quant_bits=info.quant_bits
-    )
+    return PrecisionPlan(requested=key, in_effect=key, param_dtype=torch.float16, quant_bits=info.quant_bits)
 
 
 def _autocast_plan(info: Precision, device: torch.device, *, training: bool) -> PrecisionPlan:
@@ -143,9 +141,7 @@ def _autocast_plan(info: Precision, device: torch.device, *, training: bool) -> 
     key, low = info.name, DTYPES[info.compute]
     notes: list[str] = []
     if not _autocast_works(device, low):
-        notes.append(
-            f"autocast to {info.compute} is not supported on {device.type} by this torch; ran FP32"
-        )
+        notes.append(f"autocast to {info.compute} is not supported on {device.type} by this torch; ran FP32")
         return PrecisionPlan(
             requested=key, in_effect="fp32", param_dtype=torch.float32, warnings=tuple(notes)
         )

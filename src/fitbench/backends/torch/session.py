@@ -33,7 +33,9 @@ SGD_MOMENTUM = 0.9  # the "momentum" optimizer is SGD with this momentum
 #: picks by itself when every parameter is on CUDA; fitbench asks for it explicitly so a CPU run
 #: uses the same code path and the estimate's step temporaries describe what ran.
 OPTIMIZER_IMPL_KWARGS: dict[str, dict[str, bool]] = {
-    "foreach": {"foreach": True}, "fused": {"fused": True}, "for-loop": {"foreach": False},
+    "foreach": {"foreach": True},
+    "fused": {"fused": True},
+    "for-loop": {"foreach": False},
 }
 
 
@@ -218,8 +220,9 @@ class TrainSession(TorchSession):
         w = self.workload
         self.model.train()
         # Only what trains: with LoRA the frozen base has no gradients and no optimizer state.
-        self.optimizer = make_optimizer(w.optimizer, [p for p in self.model.parameters() if p.requires_grad],
-                                        w.optimizer_impl)
+        self.optimizer = make_optimizer(
+            w.optimizer, [p for p in self.model.parameters() if p.requires_grad], w.optimizer_impl
+        )
         self.micro_batches = 0
         self.scaler = torch.amp.GradScaler(self.device.type) if self.plan.grad_scaler else None
         if w.checkpointing and not w.is_resnet:
@@ -395,4 +398,3 @@ def open_default(workload: Workload, options: RunOptions) -> Session:
     else:
         kind = InferSession
     return kind(workload=workload, options=options, device=device, plan=plan, model=model, notes=notes)
-

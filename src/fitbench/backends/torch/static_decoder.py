@@ -284,8 +284,9 @@ class StaticKVGenerator:
     call produces n new tokens per sequence.
     """
 
-    def __init__(self, model: StaticDecoder, *, batch: int, prompt_tokens: int, new_tokens: int,
-                 use_graph: bool) -> None:
+    def __init__(
+        self, model: StaticDecoder, *, batch: int, prompt_tokens: int, new_tokens: int, use_graph: bool
+    ) -> None:
         s = model.shape
         self.model = model
         self.batch = batch
@@ -346,8 +347,9 @@ class StaticKVGenerator:
             lambda: torch.compile(self._step, fullgraph=True, dynamic=False, backend=backend), prompt, started
         )
 
-    def _adopt_step(self, make: Callable[[], Callable[[], None]], prompt: torch.Tensor,
-                    started: float) -> str | None:
+    def _adopt_step(
+        self, make: Callable[[], Callable[[], None]], prompt: torch.Tensor, started: float
+    ) -> str | None:
         """Build a replacement decode step, run it once for real (compiling it), and keep it;
         on failure keep the current step and say why (an OOM is raised: it is a verdict)."""
         try:
@@ -392,8 +394,9 @@ class StaticKVGenerator:
         m, s = self.model, self.model.shape
         b, p = prompt.shape
         if b != self.batch or p != self.prompt_tokens:
-            raise ValueError(f"prompt {tuple(prompt.shape)} does not match the cache ({self.batch}, "
-                             f"{self.prompt_tokens})")
+            raise ValueError(
+                f"prompt {tuple(prompt.shape)} does not match the cache ({self.batch}, {self.prompt_tokens})"
+            )
         cos, sin = self.cos[:p].to(self.dtype), self.sin[:p].to(self.dtype)
         x = F.embedding(prompt, m.embed)
         for i in range(s.layers):

@@ -114,9 +114,13 @@ def choose_precision(workload: Workload, device: torch.device) -> TunedPrecision
     if target == "amp-bf16":
         plan = plan_precision("amp-bf16", device, training=training)
         if plan.in_effect == "amp-bf16":
-            changed = () if info.name == "amp-bf16" else (
-                f"tuned changed the precision: ran amp-bf16 (bf16 autocast, fp32 weights) instead of the "
-                f"requested {info.name}",
+            changed = (
+                ()
+                if info.name == "amp-bf16"
+                else (
+                    f"tuned changed the precision: ran amp-bf16 (bf16 autocast, fp32 weights) instead of the "
+                    f"requested {info.name}",
+                )
             )
             return TunedPrecision(plan=plan, warnings=changed + plan.warnings)
         return TunedPrecision(plan=plan, warnings=plan.warnings)  # no bf16 autocast here: fp32
@@ -125,9 +129,7 @@ def choose_precision(workload: Workload, device: torch.device) -> TunedPrecision
     if plan.grad_scaler:
         note += " with a GradScaler and no CUDA graph (the scaler's overflow check syncs with the host)"
     changed = () if info.name == "amp-fp16" else (f"tuned changed the precision from {info.name}; {note}",)
-    return TunedPrecision(
-        plan=plan, warnings=changed or (note,), graph_allowed=not plan.grad_scaler
-    )
+    return TunedPrecision(plan=plan, warnings=changed or (note,), graph_allowed=not plan.grad_scaler)
 
 
 def fast_math(device: torch.device) -> dict[str, Any]:
@@ -252,8 +254,10 @@ class GraphedStepSession(TorchSession):
                 self.static[name] = tensor.clone()
         self._refill = data.next_batch if self.options.data else None
         source = data.description
-        source += "; each step copies the next batch into static buffers" if self._refill else (
-            "; one batch kept on the device in static buffers"
+        source += (
+            "; each step copies the next batch into static buffers"
+            if self._refill
+            else ("; one batch kept on the device in static buffers")
         )
         self.notes["data_source"] = source
         note_dataset_size(self.notes, data)
@@ -465,8 +469,9 @@ def generation_precision(workload: Workload, device: torch.device) -> tuple[str,
     # Which weights: the rule fitbench.estimate.execution states for the estimator too.
     name = tuned_precision(workload, Framework.TORCH, bf16=device.type != "cuda" or native_bf16(device))
     if info.amp:
-        warnings.append(f"tuned changed the precision: generated with {info.compute} weights instead of "
-                        f"{info.name}")
+        warnings.append(
+            f"tuned changed the precision: generated with {info.compute} weights instead of {info.name}"
+        )
     if name == "fp16" and info.compute == "bf16":
         warnings.append("this GPU has no native bf16: tuned generated with fp16 weights")
     plan = plan_precision(name, device, training=False)
@@ -522,7 +527,10 @@ def open_generate_session(workload: Workload, options: RunOptions, device: torch
         warnings.append(CPU_NO_GRAPHS)
     prompt_tokens, new_tokens = int(workload.prompt_tokens or 1), int(workload.new_tokens or 1)
     generator = StaticKVGenerator(
-        model, batch=workload.batch_size, prompt_tokens=prompt_tokens, new_tokens=new_tokens,
+        model,
+        batch=workload.batch_size,
+        prompt_tokens=prompt_tokens,
+        new_tokens=new_tokens,
         use_graph=use_graph,
     )
     prompt = prompt_ids(workload, device, options.seed)
@@ -552,8 +560,11 @@ def open_generate_session(workload: Workload, options: RunOptions, device: torch
             "greedy over a static KV cache; "
             + ("decode step as fitbench's fused Triton kernels (5 a layer); " if fused else "")
             + ("decode step compiled (torch.compile, inductor); " if compiled else "")
-            + ("each decode step replayed from one CUDA graph" if generator.graph is not None
-               else "decode steps run eagerly")
+            + (
+                "each decode step replayed from one CUDA graph"
+                if generator.graph is not None
+                else "decode steps run eagerly"
+            )
         ),
         "compiled_step": compiled,
         "fused_kernels": fused,
@@ -577,8 +588,14 @@ def open_generate_session(workload: Workload, options: RunOptions, device: torch
     note_cpu_threads(notes, device)
     plan = PrecisionPlan(requested=workload.precision, in_effect=in_effect, param_dtype=dtype)
     return TunedGenerateSession(
-        workload=workload, options=options, device=device, plan=plan, model=model, notes=notes,
-        generator=generator, prompt=prompt,
+        workload=workload,
+        options=options,
+        device=device,
+        plan=plan,
+        model=model,
+        notes=notes,
+        generator=generator,
+        prompt=prompt,
     )
 
 
@@ -591,4 +608,3 @@ def open_tuned(workload: Workload, options: RunOptions) -> Session:
     if workload.is_generation:
         return open_generate_session(workload, options, device)
     return open_step_session(workload, options, device)
-
