@@ -173,8 +173,13 @@ def test_estimate_only_tuned_estimates_the_tuned_code(capsys, tmp_path):
             e_d, e_t = d["estimates"][gpu], t["estimates"][gpu]
             assert e_d["exec_mode"] == "default" and e_t["exec_mode"] == "tuned"
             if e_d["verdict"] != "oom":
-                # No host overhead in tuned code: never slower than the eager estimate.
-                assert e_t["step_seconds"] <= e_d["step_seconds"]
+                # No host overhead in tuned code: where the eager step waits on the host, tuned is
+                # faster. Elsewhere its kernels carry their own fitted bandwidth share (profiles.toml
+                # [torch.tuned]) and its precision rule may switch amp-fp16 to amp-bf16, so a
+                # compute-bound step may read a few percent slower, not more.
+                if e_d["bottleneck"] == "overhead":
+                    assert e_t["step_seconds"] < e_d["step_seconds"]
+                assert e_t["step_seconds"] <= 1.05 * e_d["step_seconds"]
     # FP32 training is estimated as the bf16 autocast tuned code runs (the RTX 4090 has BF16).
     resnet = tuned["scenarios"][0]["estimates"]["rtx-4090"]
     assert resnet["precision"] == "amp-bf16"
