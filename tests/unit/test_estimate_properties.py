@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fitbench.catalog import load_catalog
+from fitbench.core.names import STRATEGY_ALIASES
 from fitbench.core.precision import PRECISIONS
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import estimate
@@ -213,6 +214,7 @@ overrides = st.fixed_dictionaries(
 
 @SETTINGS
 @given(name=st.sampled_from(sorted(PRESETS)), tiny=st.booleans(), changes=overrides)
+@example(name="bert-base-imdb", tiny=False, changes={"strategy": "fsdp"})  # an alias, stored as its name
 def test_cli_like_overrides_raise_only_fitbench_errors(name: str, tiny: bool, changes: dict) -> None:
     if tiny and name not in TINY_PRESETS:
         with pytest.raises(FitbenchError):
@@ -226,7 +228,9 @@ def test_cli_like_overrides_raise_only_fitbench_errors(name: str, tiny: bool, ch
     # What was accepted is a valid job: it estimates without surprises on one card.
     for field_name, value in changes.items():
         if value is not None and field_name not in ("precision",):
-            assert getattr(w, field_name) == value
+            # A strategy's other name is stored under its one spelling ('fsdp' is fsdp-full-shard).
+            expected = STRATEGY_ALIASES.get(value, value) if field_name == "strategy" else value
+            assert getattr(w, field_name) == expected
     try:
         est = estimate(w, CATALOG[0])
     except FitbenchError:
