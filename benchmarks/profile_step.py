@@ -7,6 +7,7 @@ the most device (or CPU) time. Use it when a measurement is far from its rooflin
     python benchmarks/profile_step.py bert-base-imdb --exec tuned --precision amp-bf16
     python benchmarks/profile_step.py llm-6b --exec tuned --steps 2
     python benchmarks/profile_step.py resnet50-cifar10 --tiny --device cpu      # a smoke test
+    python benchmarks/profile_step.py --holdout "lora_rank=8 batch=2"   # a point of accuracy.py's sets
 
 With --trace DIR it also writes a Chrome trace (open it in chrome://tracing or Perfetto).
 """
@@ -14,19 +15,24 @@ With --trace DIR it also writes a Chrome trace (open it in chrome://tracing or P
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 from fitbench.backends import get_backend
 from fitbench.backends.base import RunOptions
 from fitbench.workloads.presets import get_workload
+from fitbench.workloads.workload import Workload
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("workload")
+    parser.add_argument("workload", nargs="?", help="a preset (or use --holdout)")
+    parser.add_argument(
+        "--holdout", metavar="TEXT", help="the first point of accuracy.py's sets whose label contains TEXT"
+    )
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--precision")
     parser.add_argument("--batch", type=int, dest="batch_size")
@@ -39,9 +45,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from torch.profiler import ProfilerActivity, profile
 
-    workload = get_workload(
-        args.workload, tiny=args.tiny, precision=args.precision, batch_size=args.batch_size
-    )
+    workload = _point(args.holdout) if args.holdout else None
+    if workload is None:
+        if not args.workload:
+            parser.error("give a preset, or --holdout TEXT matching a point of accuracy.py")
+        workload = get_workload(
+            args.workload, tiny=args.tiny, precision=args.precision, batch_size=args.batch_size
+        )
     backend = get_backend("torch")
     backend.device_info(args.device)
     session = backend.open(workload, RunOptions(device=args.device, exec_mode=args.exec_mode))
@@ -76,6 +86,17 @@ def main(argv: list[str] | None = None) -> int:
         prof.export_chrome_trace(str(path))
         print(f"trace written to {path}")
     return 0
+
+
+def _point(text: str) -> Workload | None:
+    """The workload of the first holdout or matrix point of accuracy.py whose label contains text."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import accuracy
+
+    for name, overrides in accuracy.HOLDOUT + accuracy.MATRIX:
+        if text in accuracy.label(name, overrides):
+            return accuracy.build_workload(name, overrides)[0]
+    return None
 
 
 if __name__ == "__main__":
