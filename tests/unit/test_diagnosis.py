@@ -22,6 +22,7 @@ from fitbench.advise.i18n import t
 from fitbench.core.gpu import GpuSpec
 from fitbench.records.measurement import Measurement
 from fitbench.records.run import EstimateSummary
+from fitbench.records.sections import Diagnosis
 
 CARD = GpuSpec(
     id="round-card",
@@ -75,13 +76,13 @@ def test_overhead_when_the_gpu_waits_for_the_host():
         ),
         CARD,
     )
-    assert d["available"] and d["bottleneck"] == "overhead"
-    assert d["achieved_flops_per_second"] == pytest.approx(20e12)
-    assert d["compute_fraction"] == pytest.approx(0.2)
-    assert d["bandwidth_fraction"] == pytest.approx(0.02)
-    assert d["roofline_seconds"] == pytest.approx(0.010) and d["times_roofline"] == pytest.approx(5.0)
-    assert d["suggestion_kind"] == "tuned" and "--exec tuned" in d["suggestion"]
-    assert d["basis"] == "training step"
+    assert d.available and d.bottleneck == "overhead"
+    assert d.achieved_flops_per_second == pytest.approx(20e12)
+    assert d.compute_fraction == pytest.approx(0.2)
+    assert d.bandwidth_fraction == pytest.approx(0.02)
+    assert d.roofline_seconds == pytest.approx(0.010) and d.times_roofline == pytest.approx(5.0)
+    assert d.suggestion_kind == "tuned" and "--exec tuned" in d.suggestion
+    assert d.basis == "training step"
 
 
 def test_overhead_already_tuned_suggests_a_larger_batch():
@@ -96,7 +97,7 @@ def test_overhead_already_tuned_suggests_a_larger_batch():
         ),  # per-kernel launch floors, not the host
         CARD,
     )
-    assert d["bottleneck"] == "overhead" and d["suggestion_kind"] == "batch"
+    assert d.bottleneck == "overhead" and d.suggestion_kind == "batch"
 
 
 def test_slow_but_not_host_bound_is_judged_by_the_roofline():
@@ -106,7 +107,7 @@ def test_slow_but_not_host_bound_is_judged_by_the_roofline():
         estimate(flops_per_step=1e12, bytes_per_step=1e9, host_seconds=0.001, gpu_seconds=0.04),
         CARD,
     )
-    assert d["bottleneck"] == "compute"
+    assert d.bottleneck == "compute"
 
 
 def test_close_to_the_roofline_is_never_overhead():
@@ -117,15 +118,15 @@ def test_close_to_the_roofline_is_never_overhead():
         ),
         CARD,
     )
-    assert d["bottleneck"] == "compute"
+    assert d.bottleneck == "compute"
 
 
 def test_compute_bound_fp32_suggests_amp():
     # 2 TFLOP at 20 TFLOP/s FP32 = 100 ms; measured 125 ms.
     d = diagnose(measurement(step_seconds=0.125), estimate(flops_per_step=2e12, bytes_per_step=5e9), CARD)
-    assert d["bottleneck"] == "compute" and d["compute_precision"] == "fp32"
-    assert d["compute_fraction"] == pytest.approx(0.8)
-    assert d["suggestion_kind"] == "amp" and d["suggestion"] == "use AMP (bf16/fp16 tensor cores)"
+    assert d.bottleneck == "compute" and d.compute_precision == "fp32"
+    assert d.compute_fraction == pytest.approx(0.8)
+    assert d.suggestion_kind == "amp" and d.suggestion == "use AMP (bf16/fp16 tensor cores)"
 
 
 def test_compute_bound_in_16_bit_suggests_a_faster_card():
@@ -134,9 +135,9 @@ def test_compute_bound_in_16_bit_suggests_a_faster_card():
         estimate(flops_per_step=2e12, bytes_per_step=5e9, precision="amp-fp16"),
         CARD,
     )
-    assert d["compute_precision"] == "fp16" and d["compute_fraction"] == pytest.approx(0.8)
-    assert d["bottleneck"] == "compute" and d["suggestion_kind"] == "card"
-    assert "tensor throughput" in d["suggestion"]
+    assert d.compute_precision == "fp16" and d.compute_fraction == pytest.approx(0.8)
+    assert d.bottleneck == "compute" and d.suggestion_kind == "card"
+    assert "tensor throughput" in d.suggestion
 
 
 def test_tuned_precision_in_effect_sets_the_peak():
@@ -146,7 +147,7 @@ def test_tuned_precision_in_effect_sets_the_peak():
         estimate(flops_per_step=2e12, bytes_per_step=5e9, precision="fp32", host_seconds=0.0),
         CARD,
     )
-    assert d["compute_precision"] == "bf16" and d["peak_flops_per_second"] == 100e12
+    assert d.compute_precision == "bf16" and d.peak_flops_per_second == 100e12
 
 
 def test_fp32_convolutions_use_the_tf32_peak():
@@ -173,12 +174,12 @@ def test_memory_bound_decode_is_judged_per_token():
         ),
         CARD,
     )
-    assert d["basis"].startswith("decode step")
-    assert d["measured_seconds"] == pytest.approx(0.005)
-    assert d["bandwidth_fraction"] == pytest.approx(0.8)
-    assert d["achieved_bytes_per_second"] == pytest.approx(0.8e12)
-    assert d["bottleneck"] == "memory" and d["suggestion_kind"] == "quantize"
-    assert d["suggestion"].startswith("decode is bandwidth-bound")
+    assert d.basis.startswith("decode step")
+    assert d.measured_seconds == pytest.approx(0.005)
+    assert d.bandwidth_fraction == pytest.approx(0.8)
+    assert d.achieved_bytes_per_second == pytest.approx(0.8e12)
+    assert d.bottleneck == "memory" and d.suggestion_kind == "quantize"
+    assert d.suggestion.startswith("decode is bandwidth-bound")
 
 
 def test_host_bound_decode_is_overhead():
@@ -197,7 +198,7 @@ def test_host_bound_decode_is_overhead():
         ),
         CARD,
     )
-    assert d["bottleneck"] == "overhead" and d["times_roofline"] == pytest.approx(15.0)
+    assert d.bottleneck == "overhead" and d.times_roofline == pytest.approx(15.0)
 
 
 def test_quantized_bandwidth_bound_decode_suggests_batching():
@@ -215,12 +216,12 @@ def test_quantized_bandwidth_bound_decode_suggests_batching():
         ),
         CARD,
     )
-    assert d["bottleneck"] == "memory" and d["suggestion_kind"] == "batch"
+    assert d.bottleneck == "memory" and d.suggestion_kind == "batch"
 
 
 def test_memory_bound_fp32_training_suggests_amp():
     d = diagnose(measurement(step_seconds=0.012), estimate(flops_per_step=1e10, bytes_per_step=1e10), CARD)
-    assert d["bottleneck"] == "memory" and d["suggestion_kind"] == "amp"
+    assert d.bottleneck == "memory" and d.suggestion_kind == "amp"
 
 
 WORK = {"flops_per_step": 1e12, "bytes_per_step": 1e9}
@@ -245,14 +246,14 @@ WORK = {"flops_per_step": 1e12, "bytes_per_step": 1e9}
 )
 def test_unavailable_diagnoses_keep_every_key_and_say_why(m, est, gpu, reason):
     d = diagnose(m, est, gpu)
-    assert set(d) == set(KEYS)
-    assert d["available"] is False and reason in d["reason"]
-    assert d["bottleneck"] is None and format_diagnosis(d) is None
+    assert tuple(d.to_dict()) == KEYS
+    assert d.available is False and reason in d.reason
+    assert d.bottleneck is None and format_diagnosis(d) is None
 
 
 def test_every_key_is_present_and_the_line_reads_well():
     d = diagnose(measurement(step_seconds=0.125), estimate(flops_per_step=2e12, bytes_per_step=5e9), CARD)
-    assert set(d) == set(KEYS)
+    assert tuple(d.to_dict()) == KEYS
     line = format_diagnosis(d)
     assert line == (
         "bottleneck: compute (80% of fp32 peak, 4% of bandwidth, 1.2x the roofline time) — "
@@ -266,7 +267,7 @@ def test_the_line_speaks_chinese_and_the_json_stays_english():
         "瓶颈:算力(达到 fp32 峰值算力的 80%、带宽的 4%,为屋顶线时间的 1.2 倍)"
         "— 使用混合精度(bf16/fp16,Tensor Core)"
     )
-    assert d["suggestion"] == "use AMP (bf16/fp16 tensor cores)"
+    assert d.suggestion == "use AMP (bf16/fp16 tensor cores)"
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -280,16 +281,16 @@ def test_every_suggestion_has_its_sentence_in_both_languages(lang):
         assert t(key, "en") == SUGGESTIONS[kind]
         reached.add((bottleneck, short))
         line = format_diagnosis(
-            {
-                "available": True,
-                "bottleneck": bottleneck,
-                "suggestion_kind": short,
-                "suggestion": "?",
-                "compute_fraction": 0.5,
-                "bandwidth_fraction": 0.25,
-                "compute_precision": "bf16",
-                "times_roofline": None,
-            },
+            Diagnosis(
+                available=True,
+                bottleneck=bottleneck,
+                suggestion_kind=short,
+                suggestion="?",
+                compute_fraction=0.5,
+                bandwidth_fraction=0.25,
+                compute_precision="bf16",
+                times_roofline=None,
+            ),
             lang,
         )
         assert line is not None and line.endswith(t(key, lang)) and "50%" in line
@@ -310,4 +311,13 @@ def test_a_real_estimate_as_its_summary_is_accepted():
     card = get_gpu("h200")  # HF generate's host time outlasts the weight stream on this card
     est = EstimateSummary.from_estimate(real_estimate(get_workload("llm-6b"), card))
     d = diagnose(measurement(decode_seconds=100 / 15, precision_in_effect="fp16"), est, card)
-    assert d["available"] and d["bottleneck"] == "overhead" and d["suggestion_kind"] == "tuned"
+    assert d.available and d.bottleneck == "overhead" and d.suggestion_kind == "tuned"
+
+
+def test_a_diagnosis_is_a_frozen_record_whose_json_reads_back_equal():
+    d = diagnose(measurement(step_seconds=0.125), estimate(flops_per_step=2e12, bytes_per_step=5e9), CARD)
+    with pytest.raises(AttributeError):
+        d.bottleneck = "memory"  # type: ignore[misc]
+    data = d.to_dict()
+    assert data["bottleneck"] == "compute" and data["available"] is True
+    assert Diagnosis.from_dict(data) == d and Diagnosis.from_dict(data).to_dict() == data

@@ -14,6 +14,13 @@ from fitbench.errors import FitbenchError
 from fitbench.estimate.api import estimate
 from fitbench.records.measurement import MEASUREMENT_KEYS, Measurement
 from fitbench.records.run import RUN_RECORD_SCHEMA, EstimateSummary, RunRecord, migrate_payload
+from fitbench.records.sections import (
+    DIAGNOSIS_KEYS,
+    Diagnosis,
+    DistributedLayout,
+    MaxBatchSearch,
+    SearchProbe,
+)
 from fitbench.results.agreement import error_vs_estimate, measured_speed, not_comparable, relative_error
 from fitbench.results.assemble import assemble_run_record
 from fitbench.results.history import SCHEMA_VERSION, History
@@ -50,6 +57,57 @@ def test_with_values_writes_an_optional_key_even_as_null() -> None:
     assert named.to_dict()["end_to_end_tokens_per_second"] is None
     assert m.completed and m.on_gpu and m.is_verdict
     assert not Measurement.from_dict(_measurement(status="timeout", device="cpu")).is_verdict
+
+
+def test_the_distributed_layout_and_the_search_are_typed_and_read_back_key_for_key() -> None:
+    layout = {
+        "strategy": "ddp",
+        "nproc": 2,
+        "launcher": "torch.distributed.run",
+        "process_group": "gloo",
+        "per_gpu_batch_size": 4,
+        "global_batch_size": 8,
+        "data_parallel_degree": 2,
+        "steps_fixed": True,
+    }
+    search = {
+        "max_batch": 12,
+        "start": 8,
+        "limit": 64,
+        "reached_limit": False,
+        "first_oom": 13,
+        "stopped": None,
+        "probes": [
+            {"batch_size": 13, "status": "oom", "peak_memory_bytes": None, "error": "CUDA out of memory"}
+        ],
+    }
+    data = _measurement(distributed=layout, max_batch_search=search)
+    m = Measurement.from_dict(data)
+    assert isinstance(m.distributed, DistributedLayout) and m.distributed.global_batch_size == 8
+    assert isinstance(m.max_batch_search, MaxBatchSearch) and m.max_batch_search.first_oom == 13
+    assert m.max_batch_search.probes == (
+        SearchProbe(batch_size=13, status="oom", error="CUDA out of memory"),
+    )
+    assert m.to_dict() == data and json.dumps(m.to_dict()) == json.dumps(data)
+    # A section set in code is typed too, and written back in full.
+    set_later = Measurement.from_dict(_measurement()).with_values(max_batch_search=search)
+    assert (
+        set_later.max_batch_search == m.max_batch_search and set_later.to_dict()["max_batch_search"] == search
+    )
+
+
+def test_sections_stored_by_an_older_or_newer_fitbench_load_and_keep_their_keys() -> None:
+    # An older row's search without first_oom or probes, a newer one's key this fitbench does not know.
+    old = {"max_batch": 10, "reached_limit": True, "tried_at": "x"}
+    search = MaxBatchSearch.from_dict(old)
+    assert search.max_batch == 10 and search.first_oom is None and search.probes is None
+    assert search.extra == {"tried_at": "x"} and search.to_dict() == old
+    partial = {"nproc": 2, "launcher": "paddle.distributed.launch"}
+    assert DistributedLayout.from_dict(partial).to_dict() == partial
+    diagnosis = {"available": False, "reason": "measured on the CPU: GPU peaks do not apply"}
+    assert Diagnosis.from_dict(diagnosis).to_dict() == diagnosis
+    # Built in code, every documented key is written.
+    assert tuple(Diagnosis(reason="r").to_dict()) == DIAGNOSIS_KEYS
 
 
 # ---------------------------------------------------------------------- EstimateSummary
@@ -182,7 +240,7 @@ def test_the_record_takes_errors_of_the_estimate_not_of_its_json() -> None:
         relative_error(est.tokens_per_second, 10.0)
     )
     assert record.estimate is not None and record.estimate.tokens_per_second is None
-    assert record.diagnosis is not None and record.diagnosis["available"]
+    assert record.diagnosis is not None and record.diagnosis.available
 
 
 # ---------------------------------------------------------------------- old history files
@@ -211,7 +269,8 @@ def test_a_schema2_history_written_by_the_old_code_loads_as_records(tmp_path: Pa
         )
         assert generation.estimate is not None and generation.estimate.gpu == "h200"
         assert generation.error_vs_estimate == payloads["llm-6b"]["error_vs_estimate"]
-        assert generation.diagnosis == payloads["llm-6b"]["diagnosis"]
+        assert generation.diagnosis is not None
+        assert generation.diagnosis.to_dict() == payloads["llm-6b"]["diagnosis"]
         assert training.estimate is None and training.measurement is not None
         assert (
             training.measurement.epoch_seconds == payloads["resnet50-cifar10"]["measurement"]["epoch_seconds"]

@@ -23,7 +23,7 @@ the catalogue (i18n.py) with the rest of the advice, in English and Chinese.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from fitbench.advise.fixes import FULL_PRECISIONS
 from fitbench.advise.i18n import bottleneck_label, has, t
@@ -31,34 +31,12 @@ from fitbench.core.gpu import GpuSpec
 from fitbench.core.precision import get_precision
 from fitbench.errors import FitbenchError
 from fitbench.records.measurement import Measurement
+from fitbench.records.sections import DIAGNOSIS_KEYS, Diagnosis
 
 OVERHEAD_FACTOR = 2.5  # measured / roofline above which a step is not limited by the GPU's work
 
-KEYS = (
-    "available",
-    "reason",
-    "gpu",
-    "basis",
-    "measured_seconds",
-    "compute_precision",
-    "flops_per_step",
-    "bytes_per_step",
-    "peak_flops_per_second",
-    "bandwidth_bytes_per_second",
-    "achieved_flops_per_second",
-    "achieved_bytes_per_second",
-    "compute_fraction",
-    "bandwidth_fraction",
-    "compute_seconds",
-    "memory_seconds",
-    "roofline_seconds",
-    "times_roofline",
-    "estimate_host_seconds",
-    "estimate_gpu_seconds",
-    "bottleneck",
-    "suggestion_kind",
-    "suggestion",
-)
+# Every key of a diagnosis's JSON, in order (the README documents them).
+KEYS = DIAGNOSIS_KEYS
 
 # Each suggestion diagnose() can make, by kind, as its sentence in the catalogue
 # (diagnosis.<bottleneck>.<suggestion_kind>): the JSON keeps the English, the terminal speaks --lang.
@@ -99,10 +77,8 @@ class EstimatedWork(Protocol):
     def bottleneck(self) -> str | None: ...
 
 
-def _unavailable(reason: str, **known: Any) -> dict[str, Any]:
-    out: dict[str, Any] = dict.fromkeys(KEYS)
-    out.update(known, available=False, reason=reason)
-    return out
+def _unavailable(reason: str, *, gpu: str | None = None, basis: str | None = None) -> Diagnosis:
+    return Diagnosis(available=False, reason=reason, gpu=gpu, basis=basis)
 
 
 def compute_class(precision: str, family: str) -> str:
@@ -135,12 +111,12 @@ def _suggest(bottleneck: str, *, exec_mode: str, generation: bool, compute: str,
     return "amp" if compute in FULL_PRECISIONS else "card-compute"
 
 
-def diagnose(measurement: Measurement, estimate: EstimatedWork | None, gpu: GpuSpec | None) -> dict[str, Any]:
+def diagnose(measurement: Measurement, estimate: EstimatedWork | None, gpu: GpuSpec | None) -> Diagnosis:
     """Achieved FLOP/s and bytes/s, fractions of the card's peaks, the bottleneck and one suggestion.
 
     `estimate` is the estimate of the same workload on `gpu` (the card measured on), as an
-    `EstimateSummary`. Always returns every key of KEYS; "available" is False (with a "reason")
-    when the run did not complete, ran on a CPU, or has no estimate or GPU to compare with.
+    `EstimateSummary`. Its `to_dict` always has every key of KEYS; `available` is False (with a
+    `reason`) when the run did not complete, ran on a CPU, or has no estimate or GPU to compare with.
     """
     if not measurement.completed:
         return _unavailable(f"the run did not complete (status {measurement.status})")
@@ -183,7 +159,7 @@ def _diagnosis(
     nbytes: float,
     precision: str,
     compute: str,
-) -> dict[str, Any]:
+) -> Diagnosis:
     """The diagnosis of a completed GPU run with a measured time and work to divide by it."""
     peak = gpu.peak(compute)
     bandwidth = gpu.bandwidth_bytes_s
@@ -208,47 +184,47 @@ def _diagnosis(
         compute=compute,
         quantized=quantized,
     )
-    return {
-        "available": True,
-        "reason": None,
-        "gpu": gpu.id,
-        "basis": basis,
-        "measured_seconds": seconds,
-        "compute_precision": compute,
-        "flops_per_step": flops,
-        "bytes_per_step": nbytes,
-        "peak_flops_per_second": peak,
-        "bandwidth_bytes_per_second": bandwidth,
-        "achieved_flops_per_second": flops / seconds,
-        "achieved_bytes_per_second": nbytes / seconds,
-        "compute_fraction": compute_s / seconds,
-        "bandwidth_fraction": memory_s / seconds,
-        "compute_seconds": compute_s,
-        "memory_seconds": memory_s,
-        "roofline_seconds": roofline,
-        "times_roofline": seconds / roofline if roofline > 0 else None,
-        "estimate_host_seconds": host,
-        "estimate_gpu_seconds": gpu_s,
-        "bottleneck": bottleneck,
-        "suggestion_kind": kind.split("-")[0],
-        "suggestion": SUGGESTIONS[kind],
-    }
+    return Diagnosis(
+        available=True,
+        reason=None,
+        gpu=gpu.id,
+        basis=basis,
+        measured_seconds=seconds,
+        compute_precision=compute,
+        flops_per_step=flops,
+        bytes_per_step=nbytes,
+        peak_flops_per_second=peak,
+        bandwidth_bytes_per_second=bandwidth,
+        achieved_flops_per_second=flops / seconds,
+        achieved_bytes_per_second=nbytes / seconds,
+        compute_fraction=compute_s / seconds,
+        bandwidth_fraction=memory_s / seconds,
+        compute_seconds=compute_s,
+        memory_seconds=memory_s,
+        roofline_seconds=roofline,
+        times_roofline=seconds / roofline if roofline > 0 else None,
+        estimate_host_seconds=host,
+        estimate_gpu_seconds=gpu_s,
+        bottleneck=bottleneck,
+        suggestion_kind=kind.split("-")[0],
+        suggestion=SUGGESTIONS[kind],
+    )
 
 
-def format_diagnosis(d: dict[str, Any], lang: str = "en") -> str | None:
+def format_diagnosis(d: Diagnosis | None, lang: str = "en") -> str | None:
     """One line for the terminal in `lang`, or None when there is nothing to say."""
-    if not d.get("available"):
+    if d is None or not d.available or d.bottleneck is None:
         return None
-    times = d.get("times_roofline")
+    times = d.times_roofline
     roof = t("diagnosis.roofline", lang, times=f"{times:.1f}") if times else ""
-    key = f"diagnosis.{d['bottleneck']}.{d.get('suggestion_kind')}"
+    key = f"diagnosis.{d.bottleneck}.{d.suggestion_kind}"
     return t(
         "diagnosis.line",
         lang,
-        bottleneck=bottleneck_label(d["bottleneck"], lang),
-        compute=f"{d['compute_fraction']:.0%}",
-        precision=d["compute_precision"],
-        bandwidth=f"{d['bandwidth_fraction']:.0%}",
+        bottleneck=bottleneck_label(d.bottleneck, lang),
+        compute=f"{d.compute_fraction or 0.0:.0%}",
+        precision=d.compute_precision,
+        bandwidth=f"{d.bandwidth_fraction or 0.0:.0%}",
         roofline=roof,
-        suggestion=t(key, lang) if has(key) else d["suggestion"],
+        suggestion=t(key, lang) if has(key) else d.suggestion,
     )

@@ -146,7 +146,7 @@ def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any
         return []
     generation = r.is_generation
     new = r.workload.get("new_tokens")
-    decode = m.decode_seconds
+    decode, search = m.decode_seconds, m.max_batch_search
     measured_step = (decode / new if decode is not None and new else None) if generation else m.step_seconds
     measured = {
         "peak_memory": (est.peak_memory_bytes, m.peak_memory_bytes, "bytes"),
@@ -157,7 +157,7 @@ def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any
             "tok/s",
         ),
         "prefill_seconds": (est.prefill_seconds, m.prefill_seconds, "seconds"),
-        "max_batch": (est.max_batch_size, (m.max_batch_search or {}).get("max_batch"), "count"),
+        "max_batch": (est.max_batch_size, search.max_batch if search is not None else None, "count"),
     }
     rows = []
     for metric, error in r.error_vs_estimate.items():

@@ -39,6 +39,7 @@ from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
 from fitbench.records.measurement import Measurement
 from fitbench.records.run import RunRecord
+from fitbench.records.sections import MaxBatchSearch
 from fitbench.results.agreement import error_vs_estimate, not_comparable
 from fitbench.results.assemble import assemble_run_record
 from fitbench.workloads.workload import Workload
@@ -266,7 +267,9 @@ class RunOutcome:
 
     record: RunRecord
     workload: Workload
-    max_batch: dict[str, Any] | None = None
+    # The largest batch the search found (None without --max-batch) and the estimator's answer.
+    max_batch: MaxBatchSearch | None = None
+    estimated_max_batch: int | None = None
     notes: tuple[str, ...] = ()
     comparable: bool | None = None
     not_comparable: tuple[str, ...] = ()
@@ -286,11 +289,11 @@ class RunOutcome:
             "estimate": r.estimate.to_dict() if r.estimate is not None else None,
             "measurement": self.measurement.to_dict(),
             "error_vs_estimate": dict(r.error_vs_estimate),
-            "diagnosis": r.diagnosis,
+            "diagnosis": r.diagnosis.to_dict() if r.diagnosis is not None else None,
             "run_id": r.run_id,
         }
         if self.max_batch is not None:
-            out["max_batch"] = self.max_batch
+            out["max_batch"] = {"estimated": self.estimated_max_batch, **self.max_batch.to_dict()}
         if self.notes:
             out["notes"] = list(self.notes)
         out["comparable"] = self.comparable
@@ -442,11 +445,8 @@ def _run_one(
     return RunOutcome(
         record=record,
         workload=workload,
-        max_batch=(
-            {"estimated": est.max_batch_size if est is not None else None, **search}
-            if search is not None
-            else None
-        ),
+        max_batch=search,
+        estimated_max_batch=est.max_batch_size if est is not None and search is not None else None,
         notes=tuple(note_text(n, lang) for n in (plan.gpu_note, est_note) if n),
         comparable=None if est is None else not reasons,
         not_comparable=tuple(reasons),
@@ -485,7 +485,7 @@ def _measure(workload: Workload, backend: str, options: Any, args: argparse.Name
 
 def _max_batch(
     workload: Workload, backend: str, options: Any, est: Any, args: argparse.Namespace, progress: Any
-) -> dict[str, Any]:
+) -> MaxBatchSearch:
     from fitbench.measure.search import find_max_batch
 
     start = (
@@ -512,7 +512,7 @@ def _max_batch(
         timeout_s=args.timeout,
         progress=progress,
     )
-    return result.to_dict()
+    return MaxBatchSearch.from_dict(result.to_dict())
 
 
 # -- human output ---------------------------------------------------------------------------------
@@ -596,12 +596,12 @@ def _title_lines(o: RunOutcome, lang: str) -> list[str]:
             + t(
                 "run.distributed",
                 lang,
-                nproc=dist["nproc"],
-                launcher=dist["launcher"],
-                group=dist["process_group"],
-                strategy=dist["strategy"],
-                per_gpu=dist["per_gpu_batch_size"],
-                total=dist["global_batch_size"],
+                nproc=dist.nproc,
+                launcher=dist.launcher,
+                group=dist.process_group,
+                strategy=dist.strategy,
+                per_gpu=dist.per_gpu_batch_size,
+                total=dist.global_batch_size,
             )
         )
     if not m.completed:
@@ -723,13 +723,13 @@ def _count_rows(o: RunOutcome, lang: str) -> list[Row]:
         estimated = f"{e.params:,}" if e and e.params else ""
         rows.append(_row(t("run.row.params", lang), f"{m.params:,}", estimated))
     mb = o.max_batch
-    if mb:
-        found = mb.get("max_batch")
+    if mb is not None:
+        found = mb.max_batch
         if found is None:
             text = t("run.cell.none_fits", lang)
         else:
-            text = t("run.cell.limit", lang, n=found) if mb.get("reached_limit") else str(found)
-        estimated = str(mb["estimated"]) if mb.get("estimated") else ""
+            text = t("run.cell.limit", lang, n=found) if mb.reached_limit else str(found)
+        estimated = str(o.estimated_max_batch) if o.estimated_max_batch else ""
         error = o.record.error_vs_estimate.get("max_batch")
         rows.append(_row(t("run.row.max_batch", lang), text, estimated, error))
     return rows
@@ -749,7 +749,7 @@ def _footer_lines(o: RunOutcome, lang: str) -> list[str]:
     from fitbench.advise.diagnosis import format_diagnosis
 
     lines = []
-    diagnosis_line = format_diagnosis(o.record.diagnosis or {}, lang)
+    diagnosis_line = format_diagnosis(o.record.diagnosis, lang)
     if diagnosis_line:
         lines.append(f"  {diagnosis_line}")
     lines += [
@@ -760,8 +760,8 @@ def _footer_lines(o: RunOutcome, lang: str) -> list[str]:
         reasons = t("run.reason.sep", lang).join(t(f"run.reason.{k}", lang) for k in o.not_comparable)
         lines.append("  " + t("run.not_comparable", lang, reasons=reasons))
     lines += ["  " + t("run.note", lang, note=note) for note in o.notes]
-    if o.max_batch and o.max_batch.get("stopped"):
-        why = measurement_text(str(o.max_batch["stopped"]), lang)
+    if o.max_batch is not None and o.max_batch.stopped:
+        why = measurement_text(o.max_batch.stopped, lang)
         lines.append("  " + t("run.search_stopped", lang, why=why))
     if o.record.run_id:
         lines.append("  " + t("run.run_id", lang, run_id=o.record.run_id))

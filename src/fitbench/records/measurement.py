@@ -11,7 +11,8 @@ Which keys a measurement has:
   with all of them, unknown figures None);
 * ``OPTIONAL_KEYS``, typed fields a run has only sometimes (an error's hint, a GPU's context
   size, the distributed layout, the max-batch search). `to_dict` writes one when the source had
-  it or it is set, so an explicit null stays a null and an absent key stays absent;
+  it or it is set, so an explicit null stays a null and an absent key stays absent; the
+  distributed layout and the search are typed sections (`fitbench.records.sections`);
 * anything else (per-backend figures, the step statistics beyond median and p90, a newer
   fitbench's additions) is **kept** in ``extra`` and written back unchanged. Kept rather than
   refused because a measurement is data a user paid minutes of GPU time for: the history must
@@ -26,6 +27,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from fitbench.records.sections import DistributedLayout, MaxBatchSearch
 
 __all__ = [
     "MEASUREMENT_KEYS",
@@ -149,8 +152,8 @@ class Measurement:
     child_exit_code: int | None = None
     wall_seconds: float | None = None
     backend_notes: Mapping[str, Any] | None = None
-    distributed: Mapping[str, Any] | None = None
-    max_batch_search: Mapping[str, Any] | None = None
+    distributed: DistributedLayout | None = None
+    max_batch_search: MaxBatchSearch | None = None
     end_to_end_tokens_per_second: float | None = None
     # Keys this class does not name, kept as they came.
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -180,7 +183,7 @@ class Measurement:
     def with_values(self, **values: Any) -> Measurement:
         """A copy with fields set; an optional key set here is written by to_dict even as None."""
         optional = {k for k in values if k in OPTIONAL_KEYS}
-        return dataclasses.replace(self, **values, present=self.present | optional)
+        return dataclasses.replace(self, **_typed_sections(values), present=self.present | optional)
 
     # ------------------------------------------------------------------ JSON
 
@@ -213,15 +216,29 @@ class Measurement:
         known["warnings"] = tuple(known.get("warnings") or ())
         known["step_samples_seconds"] = tuple(known.get("step_samples_seconds") or ())
         known["environment"] = dict(known.get("environment") or {})
+        known = _typed_sections(known)
         present = frozenset(k for k in data if k in OPTIONAL_KEYS)
         return cls(**known, extra=extra, present=present, order=tuple(data))
 
 
 _FIELDS = frozenset((*MEASUREMENT_KEYS, *OPTIONAL_KEYS))
+_SECTIONS = {"distributed": DistributedLayout, "max_batch_search": MaxBatchSearch}
+
+
+def _typed_sections(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with the distributed layout and the max-batch search as their records (a stored
+    mapping is read with `from_dict`; a record or None is kept)."""
+    out = dict(values)
+    for key, cls in _SECTIONS.items():
+        if isinstance(out.get(key), Mapping):
+            out[key] = cls.from_dict(out[key])
+    return out
 
 
 def plain(value: Any) -> Any:
-    """Tuples back to JSON lists, mappings to plain dicts."""
+    """Tuples back to JSON lists, mappings to plain dicts, typed sections to their JSON."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
     if isinstance(value, tuple):
         return list(value)
     if isinstance(value, Mapping):

@@ -1,9 +1,10 @@
 """What the history stores for one run, as a typed record: `RunRecord` and its `EstimateSummary`.
 
 A run record is the workload, the estimate beside the measurement, the measurement
-(`fitbench.records.measurement.Measurement`), the errors between them, the bottleneck diagnosis and,
-once stored, its id and time. It is written as JSON into the history's ``payload`` with
-``schema_version``; `RunRecord.from_dict` reads every version fitbench has written:
+(`fitbench.records.measurement.Measurement`), the errors between them, the bottleneck diagnosis
+(`fitbench.records.sections.Diagnosis`) and, once stored, its id and time. It is written as JSON
+into the history's ``payload`` with ``schema_version``; `RunRecord.from_dict` reads every version
+fitbench has written:
 
     0  rows from before records had a version (no ``schema_version`` key): the workload may be
        a bare name, sections may be missing, and a generation measurement may lack
@@ -29,6 +30,7 @@ from typing import Any, ClassVar
 
 from fitbench.errors import FitbenchError
 from fitbench.records.measurement import Measurement, ordered, plain
+from fitbench.records.sections import Diagnosis
 
 __all__ = ["RUN_RECORD_SCHEMA", "EstimateSummary", "RunRecord", "migrate_payload", "payload_version"]
 
@@ -112,7 +114,7 @@ class RunRecord:
     measurement: Measurement | None = None
     environment: Mapping[str, Any] = field(default_factory=dict)
     error_vs_estimate: Mapping[str, float | None] = field(default_factory=dict)
-    diagnosis: Mapping[str, Any] | None = None
+    diagnosis: Diagnosis | None = None
     # `fitbench check`: the scenario, the catalog's estimates of it, the advice given.
     scenario: str | None = None
     catalog_estimates: Mapping[str, Any] | None = None
@@ -179,6 +181,8 @@ class RunRecord:
         current = migrate_payload(data, payload_version(data) if version is None else version)
         known, extra = _split(current, ("schema_version", *_RECORD_KEYS, *_RECORD_OPTIONAL))
         estimate, measurement = known.get("estimate"), known.get("measurement")
+        if isinstance(known.get("diagnosis"), Mapping):
+            known["diagnosis"] = Diagnosis.from_dict(known["diagnosis"])
         known.update(
             workload=_mapping(known.get("workload")),
             estimate=EstimateSummary.from_dict(estimate) if isinstance(estimate, Mapping) else None,

@@ -89,5 +89,5 @@ def error_vs_estimate(
             out["prefill_seconds"] = relative_error(est.prefill_seconds, m.prefill_seconds)
     if est is not None and m.max_batch_search is not None:
         # Held against the estimate even off the GPU: the search found a real largest batch.
-        out["max_batch"] = relative_error(est.max_batch_size, m.max_batch_search.get("max_batch"))
+        out["max_batch"] = relative_error(est.max_batch_size, m.max_batch_search.max_batch)
     return out
