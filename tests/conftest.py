@@ -26,14 +26,12 @@ def isolated_user_data(
 
     A user's calibrated profiles.toml would otherwise change the estimator's numbers, and their
     history would collect test runs. FITBENCH_HOME (which the history and the profile both
-    read first) points at a fresh folder, XDG_DATA_HOME too, and FITBENCH_NO_USER_PROFILE is
-    cleared so that the tests of calibration see the profile they write. Child processes
-    inherit the environment, so they are isolated alike.
+    read first) points at a fresh folder, XDG_DATA_HOME too. Child processes inherit the
+    environment, so they are isolated alike.
     """
     home = tmp_path_factory.mktemp("fitbench-home")
     monkeypatch.setenv("FITBENCH_HOME", str(home))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "xdg"))
-    monkeypatch.delenv("FITBENCH_NO_USER_PROFILE", raising=False)
     yield
 
 

@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -92,16 +93,17 @@ def run_estimate(argv: list[str]) -> dict[str, Any]:
     from fitbench.cli.main import main
 
     out = io.StringIO()
-    saved = os.environ.get("FITBENCH_NO_USER_PROFILE")
-    os.environ["FITBENCH_NO_USER_PROFILE"] = "1"
-    try:
-        with contextlib.redirect_stdout(out):
-            code = main(["estimate", *argv, "--gpu", "all", "--json"])
-    finally:
-        if saved is None:
-            os.environ.pop("FITBENCH_NO_USER_PROFILE", None)
-        else:
-            os.environ["FITBENCH_NO_USER_PROFILE"] = saved
+    saved = os.environ.get("FITBENCH_HOME")
+    with tempfile.TemporaryDirectory(prefix="fitbench-golden-") as home:
+        os.environ["FITBENCH_HOME"] = home  # an empty data folder: no calibrated profile
+        try:
+            with contextlib.redirect_stdout(out):
+                code = main(["estimate", *argv, "--gpu", "all", "--json"])
+        finally:
+            if saved is None:
+                os.environ.pop("FITBENCH_HOME", None)
+            else:
+                os.environ["FITBENCH_HOME"] = saved
     if code != 0:
         raise RuntimeError(f"fitbench estimate {' '.join(argv)} exited {code}")
     return json.loads(out.getvalue())

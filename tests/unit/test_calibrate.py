@@ -21,7 +21,6 @@ RESULT = Path(__file__).parents[2] / "benchmarks" / "results" / "accuracy-h200-2
 @pytest.fixture(autouse=True)
 def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FITBENCH_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("FITBENCH_NO_USER_PROFILE", raising=False)
 
 
 def test_fit_scales_host_overhead_to_the_measurements() -> None:

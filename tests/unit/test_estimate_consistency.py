@@ -19,12 +19,6 @@ from fitbench.workloads.arch import ResNetArch, TransformerArch
 from fitbench.workloads.presets import get_workload
 from fitbench.workloads.workload import Workload
 
-
-@pytest.fixture(autouse=True)
-def _no_user_profile(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FITBENCH_NO_USER_PROFILE", "1")
-
-
 # -- profiles: unknown names are errors, the one shared table says so ---------------------------
 
 
@@ -68,7 +62,6 @@ def _user_file(home: Path, text: str) -> None:
 def test_a_calibration_of_paddle_tuned_itself_wins_over_the_shared_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("FITBENCH_NO_USER_PROFILE")
     shared = "[paddle.default]\nhost_seconds_per_op = 9.0e-5\n"
     _user_file(tmp_path / "a", shared)
     monkeypatch.setenv("FITBENCH_HOME", str(tmp_path / "a"))

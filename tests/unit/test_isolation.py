@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
+import fitbench
 from fitbench.catalog import get_gpu
 from fitbench.estimate.api import estimate
 from fitbench.estimate.profile import get_profile, user_profile_path
@@ -62,3 +64,18 @@ def test_the_same_profile_would_change_the_numbers_without_the_fixture(
 
 def test_the_history_is_in_the_tests_own_folder() -> None:
     assert default_db_path().parent == Path(os.environ["FITBENCH_HOME"])
+
+
+# The fitbench variables production code may read: the data folder and the debug switch a user
+# sets. Isolation comes from FITBENCH_HOME alone; a variable only tests set would be a test hook.
+USER_VARIABLES = {"FITBENCH_HOME", "FITBENCH_DEBUG"}
+
+
+def test_production_code_reads_no_test_only_variable() -> None:
+    src = Path(fitbench.__file__).parent
+    named = {
+        name
+        for path in src.rglob("*.py")
+        for name in re.findall(r"FITBENCH_[A-Z_]+", path.read_text(encoding="utf-8"))
+    }
+    assert named <= USER_VARIABLES, sorted(named - USER_VARIABLES)

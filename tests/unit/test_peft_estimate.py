@@ -256,8 +256,7 @@ def test_peft_options_from_a_peft_workload_compares_a_mixed_precision_full_fine_
 
 
 # -- CLI ------------------------------------------------------------------------------------------
-def test_estimate_cli_json_end_to_end(capsys, monkeypatch):
-    monkeypatch.setenv("FITBENCH_NO_USER_PROFILE", "1")
+def test_estimate_cli_json_end_to_end(capsys):
     code = main(["estimate", "llm-6b", "--mode", "train", "--peft", "lora", "--gpu", "rtx-4090", "--json"])
     assert code == 0
     (row,) = json.loads(capsys.readouterr().out)["estimates"]
@@ -267,8 +266,7 @@ def test_estimate_cli_json_end_to_end(capsys, monkeypatch):
     assert row["verdict"] == "fits" and row["step_seconds"] > 0
 
 
-def test_estimate_cli_table_for_qlora(capsys, monkeypatch):
-    monkeypatch.setenv("FITBENCH_NO_USER_PROFILE", "1")
+def test_estimate_cli_table_for_qlora(capsys):
     code = main(
         [
             "estimate",

@@ -133,7 +133,7 @@ def get_profile(framework: str = "torch", exec_mode: str = "default", *, use_use
         raise unknown_name(f"{framework} exec mode", exec_mode, exec_modes(framework))
     table_mode, note = SHARED_TABLES.get((framework, exec_mode), (exec_mode, ""))
     values = dict(builtin[framework][table_mode])
-    if use_user and not os.environ.get("FITBENCH_NO_USER_PROFILE"):
+    if use_user:
         path = user_profile_path()
         user = _load(path).get(framework, {})
         # A calibration of the mode itself wins over one of the table it shares.
