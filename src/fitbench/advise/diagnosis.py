@@ -28,6 +28,7 @@ from typing import Protocol
 from fitbench.advise.fixes import FULL_PRECISIONS
 from fitbench.advise.i18n import bottleneck_label, has, t
 from fitbench.core.gpu import GpuSpec
+from fitbench.core.names import ExecMode
 from fitbench.core.precision import get_precision
 from fitbench.errors import FitbenchError
 from fitbench.records.measurement import Measurement
@@ -103,7 +104,7 @@ def _measured_step(m: Measurement, est: EstimatedWork) -> tuple[float | None, st
 
 def _suggest(bottleneck: str, *, exec_mode: str, generation: bool, compute: str, quantized: bool) -> str:
     if bottleneck == "overhead":
-        return "batch" if exec_mode == "tuned" else "tuned"
+        return "batch" if exec_mode == ExecMode.TUNED else "tuned"
     if bottleneck == "memory":
         if generation:
             return "batch-decode" if quantized else "quantize"

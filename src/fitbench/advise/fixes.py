@@ -21,6 +21,7 @@ from typing import Any
 
 from fitbench.advise.ranking import RankRow, cheapest_comfortable, rank_catalog, throughput
 from fitbench.core.gpu import GpuSpec
+from fitbench.core.names import ExecMode, Strategy
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import Estimate, estimate
 from fitbench.estimate.limits import min_gpus
@@ -105,7 +106,7 @@ class Fix:
         the per-GPU estimate times the GPUs (tensor parallelism shares one batch)."""
         ratio = throughput_ratio(self.estimate, self.baseline)
         w = self.estimate.workload
-        if ratio is not None and w.gpus > 1 and w.strategy != "tp":
+        if ratio is not None and w.gpus > 1 and w.strategy != Strategy.TP:
             ratio *= w.gpus
         return ratio
 
@@ -438,7 +439,7 @@ def _targeted_changes(est: Estimate) -> list[tuple[str, dict[str, Any], str, dic
     w, gpu, mode = est.workload, est.gpu, est.exec_mode
     out: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = []
     if est.bottleneck == "overhead":
-        if mode == "default":
+        if mode == ExecMode.DEFAULT:
             out.append(("tuned", {}, "tuned", {"exec_mode": "tuned"}))
         bigger = min(est.max_batch_size, w.batch_size * 4)
         if bigger > w.batch_size:

@@ -42,6 +42,7 @@ from fitbench.cli.common import (
     seconds,
 )
 from fitbench.core.gpu import GpuSpec
+from fitbench.core.names import ExecMode
 from fitbench.core.units import format_bytes, format_seconds
 
 EPILOG = """examples:
@@ -381,7 +382,7 @@ def _header(plan: CheckPlan, lang: str) -> list[str]:
     else:
         # "measurements on the CPU" only where something will be measured there.
         header.append(t("check.no_gpu" if plan.measuring else "check.no_gpu_estimates", lang))
-    if plan.exec_mode == "tuned":
+    if plan.exec_mode == ExecMode.TUNED:
         header.append(t("check.exec_tuned", lang))
     if plan.estimate_only:
         header.append(t("check.estimate_only", lang))

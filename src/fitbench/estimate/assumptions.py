@@ -8,6 +8,7 @@ own beside the API, and each stage's module keeps only the lines about itself.
 from __future__ import annotations
 
 from fitbench.core.gpu import GpuSpec
+from fitbench.core.names import Framework
 from fitbench.core.units import GiB
 from fitbench.estimate import distributed, peft
 from fitbench.estimate.optimizer import optimizer_step_scratch
@@ -20,7 +21,7 @@ from fitbench.workloads.workload import Workload
 def training_assumptions(workload: Workload, framework: str) -> list[str]:
     """What the optimizer step and gradient accumulation are taken to be."""
     scratch = optimizer_step_scratch(workload, framework) / GiB
-    if framework == "torch":
+    if framework == Framework.TORCH:
         lines = [
             f"optimizer: {workload.optimizer} ({workload.optimizer_impl} implementation); "
             f"its step allocates {scratch:.2f} GiB of temporaries beyond its state"
@@ -103,7 +104,11 @@ def estimate_assumptions(workload: Workload, requested: str, gpu: GpuSpec, profi
 def card_assumptions(workload: Workload, gpu: GpuSpec, framework: str) -> list[str]:
     """What the card does not do as the job might expect: TF32 left off, no measurement, no BF16."""
     lines = []
-    if framework == "torch" and workload.precision_info.compute == "fp32" and "tf32" in gpu.peak_flops:
+    if (
+        framework == Framework.TORCH
+        and workload.precision_info.compute == "fp32"
+        and "tf32" in gpu.peak_flops
+    ):
         lines.append(
             f"fp32: matmuls at {gpu.name}'s FP32 peak, not its TF32 tensor cores: PyTorch leaves TF32 off "
             "for matmuls by default (cuDNN convolutions use it); `--precision tf32` estimates it on"

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from fitbench.core.gpu import GpuSpec
+from fitbench.core.names import Strategy
 from fitbench.estimate import speed
 from fitbench.estimate.distributed import (
     BACKWARD_SHARE,
@@ -94,11 +95,11 @@ def _training_comm(
     root, block = fsdp_blocks(workload)
     buckets = max(1, math.ceil(grads / DDP_BUCKET_BYTES))
     last_bucket = _collective_seconds(2 * ring * min(grads, DDP_BUCKET_BYTES), 1, gpu)
-    if strategy == "ddp":
+    if strategy == Strategy.DDP:
         volume = 2 * ring * grads  # ring all-reduce of every gradient
         total = _collective_seconds(volume, buckets, gpu)
         return _Comm(total=total, exposed=_hidden(total, backward_s, last_bucket), bytes=volume)
-    if strategy in ("zero1", "zero2", "fsdp-shard-grad-op"):
+    if strategy in (Strategy.ZERO1, Strategy.ZERO2, Strategy.FSDP_SHARD_GRAD_OP):
         # Gradients reduce-scattered during backward (bucketed like DDP), then the updated
         # parameter shards all-gathered (DeepSpeed after the optimizer step; SHARD_GRAD_OP at the
         # next forward), with nothing left to overlap: the ZeRO paper's volume.
@@ -131,7 +132,7 @@ def _forward_comm(workload: Workload, gpu: GpuSpec, compute_s: float, tokens: in
     """One forward pass (inference, prefill or one decode step) over `tokens` new tokens."""
     n, strategy = workload.gpus, workload.strategy
     ring = (n - 1) / n
-    if strategy == "tp":
+    if strategy == Strategy.TP:
         arch = tp_arch(workload)
         message = tokens * arch.hidden_size * workload.precision_info.activation_bytes
         count = TP_ALLREDUCES_PER_LAYER * arch.num_layers
@@ -194,14 +195,14 @@ def step_timing(
     """
     strategy_shares(workload)  # validates tp
     w1 = workload.replace(gpus=1)
-    divisor = float(workload.gpus) if workload.strategy == "tp" else 1.0
+    divisor = float(workload.gpus) if workload.strategy == Strategy.TP else 1.0
     if not workload.is_training:
         comm = _forward_comm(
             workload, gpu, single.gpu_seconds / divisor, workload.batch_size * (workload.seq_len or 1)
         )
         return _with_comm(single, workload, comm, profile, compute_divisor=divisor)
     saving = 0.0
-    if workload.strategy not in ("ddp", "tp") and not workload.peft:
+    if workload.strategy not in (Strategy.DDP, Strategy.TP) and not workload.peft:
         opt = speed.time_kernels(
             speed.optimizer_kernels(w1, profile.framework),
             w1,
@@ -232,7 +233,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> speed.Gene
     strategy_shares(workload)  # validates tp
     single = speed.generation(w1, gpu, profile)
     n = workload.gpus
-    divisor = float(n) if workload.strategy == "tp" else 1.0
+    divisor = float(n) if workload.strategy == Strategy.TP else 1.0
     b = workload.batch_size
     prefill_comm = _forward_comm(
         workload, gpu, single.prefill.gpu_seconds / divisor, b * (workload.prompt_tokens or 1)
@@ -240,5 +241,5 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> speed.Gene
     decode_comm = _forward_comm(workload, gpu, single.decode.gpu_seconds / divisor, b)
     prefill = _with_comm(single.prefill, workload, prefill_comm, profile, compute_divisor=divisor)
     decode = _with_comm(single.decode, workload, decode_comm, profile, compute_divisor=divisor)
-    roof = single.roofline_tokens_per_second * (n if workload.strategy == "tp" else 1)
+    roof = single.roofline_tokens_per_second * (n if workload.strategy == Strategy.TP else 1)
     return speed.GenerationTiming(prefill=prefill, decode=decode, roofline_tokens_per_second=roof, _batch=b)

@@ -57,6 +57,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fitbench.core.gpu import GpuSpec
+from fitbench.core.names import Strategy
 from fitbench.core.units import MiB
 from fitbench.errors import FitbenchError
 from fitbench.estimate.weights import quantizable_params, quantized_matrices, weight_bytes
@@ -69,7 +70,7 @@ DISTRIBUTED_PART_NAMES = ("gathered_weights", "gradient_buckets", "communication
 DATA_PARALLEL = ("ddp", "zero1", "zero2", "zero3", "fsdp-shard-grad-op", "fsdp-full-shard")
 SHARDED_GRADIENTS = ("zero2", "zero3", "fsdp-shard-grad-op", "fsdp-full-shard")
 # Weights gathered one FSDP unit at a time (the next one prefetched) while they compute.
-SHARDED_WEIGHTS = ("zero3", "fsdp-full-shard")
+SHARDED_WEIGHTS = (Strategy.ZERO3, Strategy.FSDP_FULL_SHARD)
 MAX_GPUS = 64
 
 # DeepSpeed ZeRO stages by strategy name.
@@ -383,17 +384,17 @@ class Shares:
 
 def strategy_shares(workload: Workload) -> Shares:
     n, strategy = workload.gpus, workload.strategy
-    if strategy == "tp":
+    if strategy == Strategy.TP:
         arch = check_tp(workload)
         r = tp_params_per_gpu(arch, n) / arch.param_count()
         return Shares(weights=r, gradients=r, optimizer=r)
-    if strategy == "ddp":
+    if strategy == Strategy.DDP:
         return Shares(weights=1.0, gradients=1.0, optimizer=1.0)
     training = workload.is_training
     # FSDP's SHARD_GRAD_OP: parameters rest sharded (1/N) and are gathered whole from forward to
     # the end of backward (counted as gathered_weights, not twice).
     return Shares(
-        weights=1 / n if strategy in (*SHARDED_WEIGHTS, "fsdp-shard-grad-op") else 1.0,
+        weights=1 / n if strategy in (*SHARDED_WEIGHTS, Strategy.FSDP_SHARD_GRAD_OP) else 1.0,
         gradients=1 / n if strategy in SHARDED_GRADIENTS and training else 1.0,
         optimizer=1 / n if training else 1.0,
     )
@@ -414,7 +415,7 @@ def assumptions(workload: Workload, gpu: GpuSpec) -> list[str]:
     n, strategy = workload.gpus, workload.strategy
     kind, busbw = interconnect(gpu)
     lines = [f"{n} x {gpu.name}, strategy {strategy}: memory is per GPU"]
-    if strategy == "tp":
+    if strategy == Strategy.TP:
         lines.append(f"tensor parallelism: the batch of {workload.batch_size} is shared by the {n} GPUs")
     else:
         lines.append(f"--batch is per GPU: global batch {global_batch_size(workload)}")

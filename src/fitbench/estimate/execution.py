@@ -77,7 +77,7 @@ def _paddle_tuned(workload: Workload, bf16: bool) -> str:
 def optimizer_impl_as_run(workload: Workload, exec_mode: str, framework: str = "torch") -> str:
     """The optimizer implementation `exec_mode` runs: torch's tuned mode builds every optimizer
     with fused=True (fitbench.backends.torch.tuned.make_optimizer); otherwise the workload's."""
-    if exec_mode == "tuned" and framework == "torch":
+    if exec_mode == ExecMode.TUNED and framework == Framework.TORCH:
         return "fused"
     return workload.optimizer_impl
 

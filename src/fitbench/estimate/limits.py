@@ -9,6 +9,7 @@ and sit between it and the API, so the strategies' and PEFT's models never searc
 from __future__ import annotations
 
 from fitbench.core.gpu import GpuSpec
+from fitbench.core.names import Strategy
 from fitbench.estimate.breakdown import required_bytes
 from fitbench.estimate.distributed import MAX_GPUS, tp_supported
 from fitbench.estimate.memory import memory_breakdown, needed_bytes
@@ -59,7 +60,7 @@ def min_gpus(workload: Workload, gpu: GpuSpec, profile: Profile, strategy: str) 
     probe = workload.replace(strategy=strategy)  # validates the name
     arch = workload.arch
     for n in range(1, MAX_GPUS + 1):
-        if strategy == "tp" and n > 1:
+        if strategy == Strategy.TP and n > 1:
             if not isinstance(arch, TransformerArch):
                 return 0
             if not tp_supported(arch, n):
@@ -67,6 +68,6 @@ def min_gpus(workload: Workload, gpu: GpuSpec, profile: Profile, strategy: str) 
         need = required_bytes(memory_breakdown(probe.replace(gpus=n), profile))
         if verdict(need, gpu.usable_bytes) != OOM:
             return n
-        if strategy == "ddp" and n >= 2:
+        if strategy == Strategy.DDP and n >= 2:
             return 0  # a replica per GPU: more GPUs never lower the per-GPU peak
     return 0

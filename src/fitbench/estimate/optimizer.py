@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from fitbench.core.names import Framework
 from fitbench.workloads.arch import ResNetArch
 from fitbench.workloads.workload import Workload
 
@@ -20,7 +21,7 @@ def master_weights_kept(workload: Workload, framework: str) -> bool:
     """Whether the optimizer updates FP32 master copies of 16-bit weights: Paddle's O2 (pure
     fp16/bf16) uses multi_precision; PyTorch's pure half updates the 16-bit weights in place."""
     p = workload.precision_info
-    return framework == "paddle" and not p.amp and p.weight_bytes == 2
+    return framework == Framework.PADDLE and not p.amp and p.weight_bytes == 2
 
 
 def optimizer_element_bytes(workload: Workload, framework: str) -> int:
@@ -99,7 +100,7 @@ def optimizer_step_scratch(workload: Workload, framework: str) -> int:
     parameter, its moments and, under multi_precision, its FP32 master weight in one in-place
     kernel: nothing either (master weights and FP32 moments are state, master_weights_kept).
     """
-    if not workload.is_training or OPTIMIZER_STATES[workload.optimizer] < 2 or framework == "paddle":
+    if not workload.is_training or OPTIMIZER_STATES[workload.optimizer] < 2 or framework == Framework.PADDLE:
         return 0
     state_bytes = optimizer_element_bytes(workload, framework)
     if workload.optimizer_impl == "fused":

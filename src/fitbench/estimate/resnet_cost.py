@@ -9,6 +9,7 @@ image, the max-pool output and its int64 indices.
 
 from __future__ import annotations
 
+from fitbench.core.names import ExecMode, Framework
 from fitbench.estimate.dtypes import activation_dtypes
 from fitbench.estimate.profile import Profile, get_profile
 from fitbench.estimate.segments import Kernel, Segment
@@ -107,7 +108,9 @@ def batch_norm_backend(workload: Workload, framework: str = "torch") -> str:
     Paddle's rule is not modelled: its batch norm is counted as cuDNN's."""
     p = workload.precision_info
     weight_fp32 = p.amp or p.weight_bytes == 4
-    if framework == "torch" and (p.compute == "bf16" or (p.activation_bytes == 2 and not weight_fp32)):
+    if framework == Framework.TORCH and (
+        p.compute == "bf16" or (p.activation_bytes == 2 and not weight_fp32)
+    ):
         return "native"
     return "cudnn"
 
@@ -127,7 +130,7 @@ def forward_kernels(
     profile = profile or get_profile("torch", "default", use_user=False)
     framework = profile.framework
     if channels_last is None:
-        channels_last = framework == "torch" and profile.exec_mode == "tuned"
+        channels_last = framework == Framework.TORCH and profile.exec_mode == ExecMode.TUNED
     arch = _arch(workload)
     dt = activation_dtypes(workload, dropout=False)
     p = workload.precision_info
@@ -154,7 +157,7 @@ def forward_kernels(
                 cast_ops=casts,
             )
         )
-        if framework != "torch":
+        if framework != Framework.TORCH:
             ks += _paddle_memory_kernels(conv, out, a, conv.name.endswith(last_conv))
             continue
         if not channels_last and conv.kernel > 1:
@@ -220,7 +223,7 @@ def _batch_norm_efficiency(workload: Workload, profile: Profile, channels_last: 
     image over the grid, and cuDNN's kernels run at their own measured shares
     (NATIVE_BN_CHANNELS_LAST_SHARE, CUDNN_BN_NCHW_SHARE, CUDNN_BN_NHWC_SHARE). Paddle's batch
     norm keeps the profile's share (never measured on a GPU here)."""
-    if profile.framework != "torch":
+    if profile.framework != Framework.TORCH:
         return None
     if batch_norm_backend(workload) == "native":
         return NATIVE_BN_CHANNELS_LAST_SHARE if channels_last else profile.bn_native_nchw_efficiency

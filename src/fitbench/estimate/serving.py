@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fitbench.core.gpu import GpuSpec
+from fitbench.core.names import Strategy
 from fitbench.core.units import GiB
 from fitbench.errors import FitbenchError
 from fitbench.estimate import speed, timing, transformer_cost
@@ -299,7 +300,7 @@ class ServingEstimate:
 def _tp_of(workload: Workload) -> int:
     if workload.gpus == 1:
         return 1
-    if workload.strategy != "tp":
+    if workload.strategy != Strategy.TP:
         raise FitbenchError(
             f"--serve shards a model with tensor parallelism, not {workload.strategy}",
             "use --strategy tp with --gpus N (or one GPU)",

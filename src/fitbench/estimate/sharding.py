@@ -10,6 +10,7 @@ so only the activation walk is taken from one device.
 
 from __future__ import annotations
 
+from fitbench.core.names import Strategy
 from fitbench.estimate import transformer_cost
 from fitbench.estimate.breakdown import PART_NAMES, MemoryBreakdown
 from fitbench.estimate.distributed import (
@@ -42,7 +43,7 @@ def _gathered_in_backward(strategy: str, params: int, root: int | float, block: 
     """Parameters held unsharded during a training step's backward pass: all of them under
     fsdp-shard-grad-op (gathered in forward, freed after backward), the root and the live blocks
     under the strategies that shard weights, none otherwise."""
-    if strategy == "fsdp-shard-grad-op":
+    if strategy == Strategy.FSDP_SHARD_GRAD_OP:
         return params
     if strategy in SHARDED_WEIGHTS:
         return root + FSDP_LIVE_BLOCKS * block
@@ -88,7 +89,7 @@ def per_gpu_breakdown(workload: Workload, one: MemoryBreakdown, profile: Profile
     parts: dict[str, float] = dict.fromkeys((*PART_NAMES, *DISTRIBUTED_PART_NAMES), 0.0)
     parts["workspace"] = profile.workspace_bytes
     parts["cuda_context"] = profile.context_bytes
-    if strategy == "tp":
+    if strategy == Strategy.TP:
         arch = check_tp(workload)
         parts["weights"], parts["quantization_scales"] = tp_weight_bytes(workload, arch, n)
         act = tp_activation_factor(workload, n)
@@ -96,7 +97,7 @@ def per_gpu_breakdown(workload: Workload, one: MemoryBreakdown, profile: Profile
         parts["weights"] = base.parts["weights"] * shares.weights
         parts["quantization_scales"] = base.parts["quantization_scales"] * shares.weights
         act = 1.0
-    collectives = workload.is_training or strategy in ("tp", *SHARDED_WEIGHTS)
+    collectives = workload.is_training or strategy in (Strategy.TP, *SHARDED_WEIGHTS)
     parts["communication_buffers"] = NCCL_BUFFER_BYTES if collectives else 0
     root, block = fsdp_blocks(workload)
     bytes_per_param = base.parts["weights"] / params if params else 0.0
@@ -107,7 +108,7 @@ def per_gpu_breakdown(workload: Workload, one: MemoryBreakdown, profile: Profile
         parts["optimizer_state"] = state * shares.optimizer
         parts["master_weights"] = master * shares.optimizer
         grads_total = params * p.grad_bytes
-        if strategy == "ddp":
+        if strategy == Strategy.DDP:
             parts["gradient_buckets"] = grads_total  # DDP's flat bucket copy of every gradient
         # The backward moment: the activation walk of one GPU (optimizer-independent; with plain
         # SGD the walk never prefers the optimizer moment, so this is the backward peak).
@@ -118,7 +119,8 @@ def per_gpu_breakdown(workload: Workload, one: MemoryBreakdown, profile: Profile
         gathered = _gathered_in_backward(strategy, params, root, block) * bytes_per_param
         backward = {
             "activations": bw["activations"] * act,
-            "amp_weight_copies": bw["amp_weight_copies"] * (shares.weights if strategy == "tp" else 1.0),
+            "amp_weight_copies": bw["amp_weight_copies"]
+            * (shares.weights if strategy == Strategy.TP else 1.0),
             "gradients": bw_grads,
             "temporaries": bw["temporaries"] * act,
             "gathered_weights": gathered,
@@ -145,12 +147,12 @@ def per_gpu_breakdown(workload: Workload, one: MemoryBreakdown, profile: Profile
             live = min(params, root + FSDP_LIVE_BLOCKS * block)
             parts["gathered_weights"] = live * bytes_per_param
             parts["amp_weight_copies"] = base.parts["amp_weight_copies"] * live / params
-        elif strategy == "fsdp-shard-grad-op":
+        elif strategy == Strategy.FSDP_SHARD_GRAD_OP:
             parts["gathered_weights"] = params * bytes_per_param  # unsharded from forward on
         if workload.is_generation:
             arch = workload.arch
             assert isinstance(arch, TransformerArch)
-            kv_share = 1 / tp_kv_split(arch, n) if strategy == "tp" else 1.0
+            kv_share = 1 / tp_kv_split(arch, n) if strategy == Strategy.TP else 1.0
             parts["kv_cache"] = base.parts["kv_cache"] * kv_share
             parts["temporaries"] = max(
                 transformer_cost.inference_transient_bytes(w1) * act, parts["kv_cache"] / arch.num_layers

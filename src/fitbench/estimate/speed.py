@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from fitbench.catalog import get_gpu
 from fitbench.core.gpu import GpuSpec
+from fitbench.core.names import Framework
 from fitbench.estimate import generate_ops, resnet_cost, transformer_cost
 from fitbench.estimate.optimizer import optimizer_element_bytes, param_sizes_in_order
 from fitbench.estimate.profile import Profile
@@ -215,7 +216,7 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
     """
     params = workload.param_count()
     state_bytes = optimizer_element_bytes(workload, framework)
-    impl = workload.optimizer_impl if framework == "torch" else "foreach"
+    impl = workload.optimizer_impl if framework == Framework.TORCH else "foreach"
     passes = (FUSED_OPTIMIZER_PASSES if impl == "fused" else OPTIMIZER_PASSES)[workload.optimizer]
     if impl == "fused":
         ops = FUSED_OPTIMIZER_OPS

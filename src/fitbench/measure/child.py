@@ -29,6 +29,7 @@ from typing import Any
 
 from fitbench.backends.base import RunOptions, Session
 from fitbench.core.host import cpu_model
+from fitbench.core.names import ExecMode
 from fitbench.errors import FitbenchError
 from fitbench.measure import nvml
 from fitbench.measure.runner import empty_measurement
@@ -224,7 +225,7 @@ class Measurement:
 
         self.phase = "build"
         # Tuned sessions compile and capture while they open (up to a minute): say so, or it looks hung.
-        tuned = self.options.exec_mode == "tuned"
+        tuned = self.options.exec_mode == ExecMode.TUNED
         self.events.emit("building model, compiling and capturing CUDA graphs" if tuned else "building model")
         t0 = time.perf_counter()
         self.session = self.backend.open(w, self.options)

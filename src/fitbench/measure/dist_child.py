@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.backends.base import Backend, RunOptions, Session
+from fitbench.core.names import Strategy
 from fitbench.errors import FitbenchError
 from fitbench.measure.child import Measurement, write_json_atomic
 from fitbench.measure.distributed import unsupported
@@ -149,7 +150,7 @@ def _torch_fully_shard(module: Any, strategy: str, device: str) -> tuple[Any, st
     """FSDP2 on every block, then the root; FSDP1 with the same wrap where FSDP2 is missing."""
     import torch
 
-    reshard = strategy != "fsdp-shard-grad-op"  # SHARD_GRAD_OP: keep gathered weights through backward
+    reshard = strategy != Strategy.FSDP_SHARD_GRAD_OP  # SHARD_GRAD_OP: keep gathered weights through backward
     fully_shard = None
     try:
         from torch.distributed.fsdp import fully_shard
@@ -193,7 +194,7 @@ def _torch_wrap(session: Any, strategy: str) -> dict[str, Any]:
     module = _torch_loss_module(session.model, session._loss)
     info: dict[str, Any] = {}
     w = session.workload
-    if strategy == "ddp":
+    if strategy == Strategy.DDP:
         ids = [session.device.index] if session.device.type == "cuda" else None
         wrapped = DistributedDataParallel(module, device_ids=ids)
         info["wrapper"] = "torch.nn.parallel.DistributedDataParallel"
@@ -204,7 +205,7 @@ def _torch_wrap(session: Any, strategy: str) -> dict[str, Any]:
         info["fsdp_units"] = len(_torch_blocks(session.model)) + 1  # counted before wrapping renames them
         wrapped, how = _torch_fully_shard(module, strategy, device)
         info["wrapper"] = how
-        info["reshard_after_forward"] = strategy != "fsdp-shard-grad-op"
+        info["reshard_after_forward"] = strategy != Strategy.FSDP_SHARD_GRAD_OP
         session.optimizer = make_optimizer(w.optimizer, list(wrapped.parameters()), w.optimizer_impl)
         if session.scaler is not None and "FSDP1" in how:
             from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
@@ -242,7 +243,7 @@ def _paddle_wrap(session: Any, strategy: str) -> dict[str, Any]:
     self.scaler, so replacing them is enough."""
     from paddle.distributed import fleet
 
-    if strategy == "ddp":
+    if strategy == Strategy.DDP:
         session.model = fleet.distributed_model(session.model)
         session.optimizer = fleet.distributed_optimizer(session.optimizer)
         if session.scaler is not None:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.backends.base import RunOptions
+from fitbench.core.names import ExecMode, Strategy
 from fitbench.errors import FitbenchError
 from fitbench.estimate.distributed import data_parallel_degree, global_batch_size
 from fitbench.measure.runner import (
@@ -104,30 +105,30 @@ def unsupported(
     strategy = workload.strategy
     if backend_name not in LAUNCHERS:
         return FitbenchError(f"no distributed launcher for backend '{backend_name}'", "use torch or paddle")
-    if exec_mode != "default" and workload.is_training:
+    if exec_mode != ExecMode.DEFAULT and workload.is_training:
         # A whole step captured as one graph leaves no module call for DDP or FSDP to hook.
         return FitbenchError(
             f"multi-GPU training runs measure --exec default, not --exec {exec_mode}",
             "drop --exec, or measure one GPU",
         )
-    if strategy == "tp":
+    if strategy == Strategy.TP:
         return FitbenchError(
             "tensor-parallel runs are not measured",
             "estimate them with `fitbench estimate --gpus N --strategy tp`, "
             "or measure --strategy ddp or fsdp-full-shard",
         )
-    if backend_name == "torch" and strategy in ("zero1", "zero2", "zero3"):
+    if backend_name == "torch" and strategy in (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3):
         return FitbenchError(
             f"--strategy {strategy} is DeepSpeed's ZeRO: fitbench run does not launch it",
             "measure PyTorch's own sharding with --strategy fsdp-shard-grad-op or "
             "fsdp-full-shard, or `fitbench estimate` the DeepSpeed job",
         )
-    if backend_name == "paddle" and strategy == "fsdp-shard-grad-op":
+    if backend_name == "paddle" and strategy == Strategy.FSDP_SHARD_GRAD_OP:
         return FitbenchError(
             "Paddle has no SHARD_GRAD_OP sharding",
             "use --strategy zero2 (Paddle's group sharding of optimizer state, gradients)",
         )
-    if not workload.is_training and strategy not in ("ddp", "zero1", "zero2"):
+    if not workload.is_training and strategy not in (Strategy.DDP, Strategy.ZERO1, Strategy.ZERO2):
         return FitbenchError(
             f"sharded inference (--strategy {strategy}) is not measured",
             "use --strategy ddp for one replica per GPU, or `fitbench estimate`",
@@ -137,7 +138,7 @@ def unsupported(
             "multi-GPU runs of LoRA/QLoRA fine-tuning are not measured", "measure one GPU (--gpus 1)"
         )
     on_gpu = device.startswith("cuda")
-    if backend_name == "paddle" and workload.is_training and strategy != "ddp" and not on_gpu:
+    if backend_name == "paddle" and workload.is_training and strategy != Strategy.DDP and not on_gpu:
         return FitbenchError(
             f"Paddle's sharding (--strategy {strategy}) runs on GPUs only",
             "use --device cuda, or --strategy ddp on the CPU",

@@ -174,7 +174,9 @@ def _requested_plan(workload: Workload, exec_mode: str) -> PrecisionPlan:
                 "tf32 is not switched by the paddle backend; fp32 ran with Paddle's default matmul settings",
             )
         return PrecisionPlan(requested=p.name, runs="fp32" if p.name == "tf32" else p.name, notes=notes)
-    scaling = LOSS_SCALING if workload.is_training and (dtype == "float16" or exec_mode != "tuned") else None
+    scaling = (
+        LOSS_SCALING if workload.is_training and (dtype == "float16" or exec_mode != ExecMode.TUNED) else None
+    )
     if p.amp:
         return PrecisionPlan(
             requested=p.name, runs=p.name, amp_level="O1", amp_dtype=dtype, loss_scaling=scaling
@@ -386,7 +388,7 @@ class PaddleSession(Session):
         self.workload = workload
         self.options = options
         self.kind, self.index = select_device(options.device)
-        self.tuned = options.exec_mode == "tuned"
+        self.tuned = options.exec_mode == ExecMode.TUNED
         paddle.seed(options.seed)
         self.capability = device_capability(self.kind, self.index)
         self.plan = plan_precision(workload, options.exec_mode, self.capability)
