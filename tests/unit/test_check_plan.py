@@ -16,6 +16,7 @@ from fitbench.check.result import ScenarioResult
 from fitbench.check.scenarios import CPU_AMP, SCENARIOS, scenario_workloads
 from fitbench.errors import FitbenchError
 from fitbench.estimate.verdict import OOM
+from fitbench.records.measurement import Measurement
 from fitbench.workloads.presets import get_workload
 
 
@@ -127,7 +128,7 @@ def test_a_scenario_that_fits_is_marked_to_measure():
     assert result.to_measure and result.skipped is None and result.measured_workload is measured
     assert result.lines and result.rows  # the terminal lines (in Chinese) and the ranked catalog
     assert any("\u4e00" <= ch <= "\u9fff" for ch in result.lines[0])
-    result.measurement = {"status": "ok"}
+    result.measurement = Measurement(status="ok")
     assert not result.to_measure
 
 
@@ -148,6 +149,6 @@ def test_only_a_run_that_ended_without_an_answer_fails_the_check(status, failed)
         key="k",
         workload=get_workload("bert-base-imdb"),
         estimates={},
-        measurement=None if status is None else {"status": status},
+        measurement=None if status is None else Measurement(status=status),
     )
     assert result.failed is failed

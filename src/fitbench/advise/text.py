@@ -17,6 +17,7 @@ from fitbench.advise.ranking import Comfortable, RankRow, throughput
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.estimate.api import Estimate
+from fitbench.records.measurement import Measurement
 
 __all__ = [
     "advice_item",
@@ -49,16 +50,16 @@ def speed_text(est: Mapping[str, Any] | Estimate, lang: str = "en") -> str:
     return t("unit.per_step", lang, time=format_seconds(e.get("step_seconds")))
 
 
-def measured_speed_text(m: Mapping[str, Any], workload: Mapping[str, Any], lang: str = "en") -> str:
+def measured_speed_text(m: Measurement, workload: Mapping[str, Any], lang: str = "en") -> str:
     """The measurement's speed in the same unit as speed_text; tiny runs show the step time, since an
-    epoch of a tiny model says nothing about the real one."""
+    epoch of a tiny model says nothing about the real one. `workload` is the stored workload's JSON."""
     if workload.get("family") == "decoder" and workload.get("mode") == "infer":
-        if m.get("decode_tokens_per_second") is not None:
-            return t("rate.decode", lang, rate=format_rate(m["decode_tokens_per_second"], "tok/s"))
-        return t("rate.end_to_end", lang, rate=format_rate(m.get("tokens_per_second"), "tok/s"))
-    if m.get("epoch_seconds") is not None and not workload.get("tiny"):
-        return t("unit.per_epoch", lang, time=format_seconds(m["epoch_seconds"]))
-    return t("unit.per_step", lang, time=format_seconds(m.get("step_seconds")))
+        if m.decode_tokens_per_second is not None:
+            return t("rate.decode", lang, rate=format_rate(m.decode_tokens_per_second, "tok/s"))
+        return t("rate.end_to_end", lang, rate=format_rate(m.tokens_per_second, "tok/s"))
+    if m.epoch_seconds is not None and not workload.get("tiny"):
+        return t("unit.per_epoch", lang, time=format_seconds(m.epoch_seconds))
+    return t("unit.per_step", lang, time=format_seconds(m.step_seconds))
 
 
 def precision_shown(asked: str | None, ran: str | None, lang: str = "en") -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fitbench.records.measurement import Measurement
 from fitbench.workloads.workload import Workload
 
 # A measurement that ended in one of these answered the question (an OOM is a verdict).
@@ -17,7 +18,7 @@ class ScenarioResult:
     workload: Workload  # at the brief's settings: what is estimated
     estimates: dict[str, Any]  # gpu id -> Estimate (the comparison cards and the local card)
     measured_workload: Workload | None = None
-    measurement: dict[str, Any] | None = None
+    measurement: Measurement | None = None
     skipped: str | None = None
     run_id: str | None = None
     record: dict[str, Any] | None = None
@@ -34,6 +35,6 @@ class ScenarioResult:
     def failed(self) -> bool:
         """Measured, and the run ended without an answer (error, timeout, killed)."""
         m = self.measurement
-        if not m:
+        if m is None:
             return False
-        return m.get("status") not in ANSWERED
+        return m.status not in ANSWERED

@@ -44,6 +44,7 @@ from fitbench.cli.common import (
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.names import ExecMode
 from fitbench.core.units import format_bytes, format_seconds
+from fitbench.records.measurement import Measurement
 
 EPILOG = """examples:
   fitbench                                  the same as `fitbench check`
@@ -139,13 +140,13 @@ def _measure(result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, 
             min_seconds=plan.min_seconds(args.min_seconds, w),
             progress=progress,
         )
-    result.measurement = m
+    result.measurement = Measurement.from_dict(m)
     _say(
         t(
             "check.measured",
             lang,
             scenario=result.key,
-            status=status_label(m.get("status"), lang),
+            status=status_label(result.measurement.status, lang),
             seconds=format_seconds(time.monotonic() - started),
         )
     )
@@ -154,7 +155,6 @@ def _measure(result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, 
 def _record(result: ScenarioResult, machine: Machine, framework: str, exec_mode: str) -> dict[str, Any]:
     """The history record: the same shape as `fitbench run`'s, plus the catalog estimates of the
     scenario at the brief's settings (so that `fitbench report` can draw them later)."""
-    from fitbench.records.measurement import Measurement
     from fitbench.results.assemble import assemble_run_record
 
     w = result.measured_workload
@@ -170,7 +170,7 @@ def _record(result: ScenarioResult, machine: Machine, framework: str, exec_mode:
         command="check",
         workload=w,
         estimate=local,
-        measurement=Measurement.from_dict(result.measurement),
+        measurement=result.measurement,
         gpu=machine.spec,
         with_diagnosis=False,
         scenario=result.key,
@@ -205,17 +205,17 @@ def _machine_cell(result: ScenarioResult, machine: Machine, lang: str, colour: b
         meas = t("status.skipped", lang)
     elif m is None:
         meas = "-"
-    elif m.get("status") == "ok" and result.measured_workload is not None:
+    elif m.completed and result.measured_workload is not None:
         w = result.measured_workload
         meas = f"{status_label('ok', lang)} · {measured_speed_text(m, w.to_dict(), lang)}"
-        ran = m.get("precision_in_effect")
+        ran = m.precision_in_effect
         if ran and ran != result.workload.precision:
             # The row is named after the scenario's precision; say what this machine really ran.
             meas += " · " + t("cell.ran", lang, precision=ran)
         if w.tiny:
             meas = t("cell.tiny", lang, text=meas)
     else:
-        meas = status_label(m.get("status"), lang)
+        meas = status_label(m.status, lang)
     return f"{est} | {meas}"
 
 
@@ -411,7 +411,7 @@ def _scenario_json(r: ScenarioResult) -> dict[str, Any]:
         "params": r.workload.param_count(),
         "estimates": {gid: e.to_dict() for gid, e in r.estimates.items()},
         "measured_workload": r.measured_workload.to_dict() if r.measured_workload is not None else None,
-        "measurement": r.measurement,
+        "measurement": r.measurement.to_dict() if r.measurement is not None else None,
         "skipped": r.skipped,
         "run_id": r.run_id,
         "advice": r.advice,
@@ -450,7 +450,7 @@ def _write_report(
                 "description": r.workload.description,
                 "estimates": [e.to_dict() for e in r.estimates.values()],
                 "estimated_now": False,
-                "measurement": r.measurement,
+                "measurement": r.measurement.to_dict() if r.measurement is not None else None,
                 "measured_workload": r.measured_workload.to_dict()
                 if r.measurement is not None and r.measured_workload
                 else None,

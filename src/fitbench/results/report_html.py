@@ -22,6 +22,7 @@ from typing import Any
 from fitbench.advise.i18n import part_label, preset_description, status_label, t, verdict_label
 from fitbench.advise.text import measured_speed_text
 from fitbench.core.units import GiB, format_bytes, format_rate, format_seconds
+from fitbench.records.measurement import Measurement
 from fitbench.records.run import EstimateSummary
 from fitbench.results.cells import (
     COMPARISON_COLUMNS,
@@ -532,7 +533,7 @@ def _measured_cell(s: Mapping[str, Any], lang: str) -> str:
     out = _chip(status, status_label(status, lang))
     w = s.get("measured_workload") or {}
     if status == "ok":
-        text = measured_speed_text(m, w, lang)
+        text = measured_speed_text(Measurement.from_dict(m), w, lang)
         if w.get("tiny"):
             text = t("cell.tiny", lang, text=text)
         device = m.get("device_name") or m.get("device") or ""
@@ -613,6 +614,7 @@ def _scenario_section(n: int, s: Mapping[str, Any], lang: str) -> str:
         out.append(_table(ESTIMATE_COLUMNS.headers(lang), rows, numeric=ESTIMATE_COLUMNS.numeric))
     m = s.get("measurement")
     if m:
+        typed = Measurement.from_dict(m)
         w = s.get("measured_workload") or {}
         title = t("report.measured", lang) + (" · " + t("check.variant_tiny", lang) if w.get("tiny") else "")
         rows = [
@@ -622,7 +624,7 @@ def _scenario_section(n: int, s: Mapping[str, Any], lang: str) -> str:
                 _e(m.get("device_name") or m.get("device")),
                 _e(format_bytes(m.get("peak_memory_bytes"))),
                 _e(format_seconds(m.get("step_seconds"))),
-                _e(measured_speed_text(m, w, lang) if m.get("status") == "ok" else "-"),
+                _e(measured_speed_text(typed, w, lang) if typed.completed else "-"),
             ]
         ]
         out.append(f"<h3>{_e(title)}</h3>")

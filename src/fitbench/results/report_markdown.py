@@ -67,7 +67,7 @@ def _measured(s: ReportScenario, lang: str) -> str:
     if not m.completed:
         return status_label(m.status, lang)
     w = s.measured_workload or {}
-    text = f"{status_label('ok', lang)}, {measured_speed_text(m.to_dict(), w, lang)}"
+    text = f"{status_label('ok', lang)}, {measured_speed_text(m, w, lang)}"
     return t("cell.tiny", lang, text=text) if w.get("tiny") else text
 
 
