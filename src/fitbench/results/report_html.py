@@ -5,7 +5,8 @@ so there is no CDN, no web font, no script and no plotting library. The charts a
 (stacked bars against a capacity mark, bars, diverging error bars, lines over time) and a few
 hundred lines of Python draw them exactly.
 
-The renderer only reads the report model (see fitbench.cli.report) and lays it out: every number
+The renderer only reads the report model (`fitbench.results.report_model.ReportModel`, built by
+fitbench.cli.report; a dict is read into one first) and lays it out, by attribute: every number
 it shows was computed by the estimator, the runner or the advice functions. Each chart has an
 accessible <title> and <desc>, and every bar its own <title> with the exact value.
 """
@@ -22,7 +23,6 @@ from typing import Any
 from fitbench.advise.i18n import part_label, preset_description, status_label, t, verdict_label
 from fitbench.advise.text import measured_speed_text
 from fitbench.core.units import GiB, format_bytes, format_rate, format_seconds
-from fitbench.records.measurement import Measurement
 from fitbench.records.run import EstimateSummary
 from fitbench.results.cells import (
     COMPARISON_COLUMNS,
@@ -36,7 +36,13 @@ from fitbench.results.cells import (
     run_speed,
     short_gpu,
 )
-from fitbench.results.report_model import ReportScenario, RunRow
+from fitbench.results.report_model import (
+    AdviceEntry,
+    ComparisonRow,
+    HistoryPoint,
+    ReportModel,
+    ReportScenario,
+)
 
 __all__ = ["PART_COLOURS", "render_html"]
 
@@ -193,19 +199,19 @@ def _tick_number(v: float) -> str:
 # ----------------------------------------------------------------------------- charts
 
 
-def memory_chart(ident: str, scenario: Mapping[str, Any], lang: str) -> tuple[str, list[str]]:
+def memory_chart(ident: str, scenario: ReportScenario, lang: str) -> tuple[str, list[str]]:
     """Stacked bars of the peak memory's parts per card, with each card's usable memory marked.
 
     Returns the SVG and the parts it shows (for the legend)."""
-    ests = [e for e in scenario.get("estimates") or [] if e.get("breakdown")]
-    parts = [p for p in PART_COLOURS if any((e["breakdown"].get(p) or 0) > 0 for e in ests)]
-    parts += [p for e in ests for p in e["breakdown"] if p not in parts and (e["breakdown"][p] or 0) > 0]
+    ests = [e for e in scenario.estimates if e.breakdown]
+    parts = [p for p in PART_COLOURS if any((e.breakdown.get(p) or 0) > 0 for e in ests)]
+    parts += [p for e in ests for p in e.breakdown if p not in parts and (e.breakdown[p] or 0) > 0]
     left, right, top, row_h, bar_h = 150, 290, 34, 40, 20
     height = top + row_h * len(ests) + 16
-    title = t("report.memory", lang) + " — " + str(scenario.get("title"))
-    svg = _Svg(ident, CHART_W, height, title, t("report.memory_desc", lang, scenario=scenario.get("title")))
-    peaks = [e.get("peak_memory_bytes") or 0 for e in ests] + [1]
-    usables = [e.get("usable_memory_bytes") or 1 for e in ests] or [1]
+    title = t("report.memory", lang) + " — " + str(scenario.title)
+    svg = _Svg(ident, CHART_W, height, title, t("report.memory_desc", lang, scenario=scenario.title))
+    peaks = [e.peak_memory_bytes or 0 for e in ests] + [1]
+    usables = [e.usable_memory_bytes or 1 for e in ests] or [1]
     # The axis ends past the largest peak and the smallest card's capacity, so that a small job's
     # parts stay readable; capacities beyond the axis are marked at its end with a dashed line.
     biggest = min(max(max(peaks) * 1.3, min(usables) * 1.08), max(max(usables), max(peaks)) * 1.02)
@@ -223,10 +229,10 @@ def memory_chart(ident: str, scenario: Mapping[str, Any], lang: str) -> tuple[st
         svg.text(xx, top - 14, _gib_label(tv), cls="tick", anchor="middle")
     for i, e in enumerate(ests):
         y = top + i * row_h + (row_h - bar_h) / 2
-        svg.text(left - 12, y + bar_h / 2 + 4.5, short_gpu(e.get("gpu_name")), anchor="end")
+        svg.text(left - 12, y + bar_h / 2 + 4.5, short_gpu(e.gpu_name), anchor="end")
         cursor = 0.0
         for p in parts:
-            value = e["breakdown"].get(p) or 0
+            value = e.breakdown.get(p) or 0
             if value <= 0:
                 continue
             svg.rect(
@@ -239,7 +245,7 @@ def memory_chart(ident: str, scenario: Mapping[str, Any], lang: str) -> tuple[st
                 title=f"{part_label(p, lang)} ({p}): {format_bytes(value)}",
             )
             cursor += value
-        usable = e.get("usable_memory_bytes") or 0
+        usable = e.usable_memory_bytes or 0
         beyond = usable / GiB > top_value
         svg.line(
             x(usable),
@@ -251,31 +257,31 @@ def memory_chart(ident: str, scenario: Mapping[str, Any], lang: str) -> tuple[st
         )
         if beyond:
             svg.add(f'<path d="M{x(usable) + 3:.1f},{y + bar_h / 2 - 5:.1f} l6,5 l-6,5 z" class="arrow" />')
-        total = e.get("peak_memory_bytes") or 0
+        total = e.peak_memory_bytes or 0
         # A fixed column on the right: peak / usable, then the verdict.
         label_x = CHART_W - right + 24
         svg.text(label_x, y + bar_h / 2 + 4.5, f"{format_bytes(total)} / {format_bytes(usable)}", cls="value")
-        verdict = e.get("verdict") or ""
+        verdict = e.verdict or ""
         svg.chip(CHART_W - 4, y + bar_h / 2, verdict, verdict_label(verdict, lang), align="end")
     svg.line(left, base, CHART_W - right, base, cls="axis")
     return svg.done(), parts
 
 
-def _speed_value(e: Mapping[str, Any]) -> tuple[float | None, str]:
+def _speed_value(e: EstimateSummary) -> tuple[float | None, str]:
     """The estimate's throughput and unit: tokens/s for generation, samples/s otherwise."""
-    if e.get("prompt_tokens") is not None:
-        return e.get("tokens_per_second"), "tok/s"
-    if e.get("family") == "decoder" and e.get("tokens_per_second"):
-        return e.get("tokens_per_second"), "tok/s"
-    return e.get("samples_per_second"), "img/s" if e.get("family") == "resnet" else "seq/s"
+    if e.prompt_tokens is not None:
+        return e.tokens_per_second, "tok/s"
+    if e.family == "decoder" and e.tokens_per_second:
+        return e.tokens_per_second, "tok/s"
+    return e.samples_per_second, "img/s" if e.family == "resnet" else "seq/s"
 
 
-def speed_chart(ident: str, scenario: Mapping[str, Any], lang: str) -> str:
+def speed_chart(ident: str, scenario: ReportScenario, lang: str) -> str:
     """Bars of the estimated throughput per card; a log axis when the values spread widely."""
-    ests = list(scenario.get("estimates") or [])
+    ests = list(scenario.estimates)
     values = [(e, *_speed_value(e)) for e in ests]
     unit = next((u for _, _, u in values), "")
-    running = [v for e, v, _ in values if v and e.get("verdict") != "oom"]
+    running = [v for e, v, _ in values if v and e.verdict != "oom"]
     log = bool(running) and max(running) / min(running) > 20
     left, right, top, row_h, bar_h = 150, 110, 34, 34, 18
     height = top + row_h * len(ests) + 12
@@ -284,8 +290,8 @@ def speed_chart(ident: str, scenario: Mapping[str, Any], lang: str) -> str:
         ident,
         CHART_W,
         height,
-        t("report.speed", lang) + " — " + str(scenario.get("title")),
-        t("report.speed_desc", lang, scenario=scenario.get("title"), unit=unit, scale=scale_note),
+        t("report.speed", lang) + " — " + str(scenario.title),
+        t("report.speed_desc", lang, scenario=scenario.title, unit=unit, scale=scale_note),
     )
     span = CHART_W - left - right
     base = top + row_h * len(ests)
@@ -312,12 +318,12 @@ def speed_chart(ident: str, scenario: Mapping[str, Any], lang: str) -> str:
         svg.text(left - 12, top - 14, unit, cls="tick", anchor="end")
     for i, (e, v, u) in enumerate(values):
         y = top + i * row_h + (row_h - bar_h) / 2
-        svg.text(left - 12, y + bar_h / 2 + 4.5, short_gpu(e.get("gpu_name")), anchor="end")
-        if e.get("verdict") == "oom" or not v or not running:
+        svg.text(left - 12, y + bar_h / 2 + 4.5, short_gpu(e.gpu_name), anchor="end")
+        if e.verdict == "oom" or not v or not running:
             svg.text(left + 6, y + bar_h / 2 + 4.5, t("report.does_not_fit", lang), cls="muted")
             continue
         start = left if not log else pos(lo)
-        fill = "#0969da" if e.get("verdict") == "fits" else "#bf8700"
+        fill = "#0969da" if e.verdict == "fits" else "#bf8700"
         svg.rect(
             start,
             y,
@@ -326,7 +332,7 @@ def speed_chart(ident: str, scenario: Mapping[str, Any], lang: str) -> str:
             fill=fill,
             cls="bar",
             rx=3,
-            title=f"{short_gpu(e.get('gpu_name'))}: {format_rate(v, u)}",
+            title=f"{short_gpu(e.gpu_name)}: {format_rate(v, u)}",
         )
         svg.text(
             pos(v) + 8,
@@ -338,12 +344,12 @@ def speed_chart(ident: str, scenario: Mapping[str, Any], lang: str) -> str:
     return svg.done()
 
 
-def error_chart(ident: str, rows: Sequence[Mapping[str, Any]], lang: str) -> str:
+def error_chart(ident: str, rows: Sequence[ComparisonRow], lang: str) -> str:
     """Diverging bars of the estimate's relative error per run and metric; zero in the middle."""
     left, right, top, row_h, bar_h = 300, 60, 34, 30, 16
     height = top + row_h * len(rows) + 30
     svg = _Svg(ident, CHART_W, height, t("report.est_vs_meas", lang), t("report.est_vs_meas_desc", lang))
-    worst = max([abs(r["error"]) for r in rows] + [0.1])
+    worst = max([abs(r.error) for r in rows] + [0.1])
     bound = min(
         max(_nice_step(worst * 100, 2) * math.ceil(worst * 100 / _nice_step(worst * 100, 2)), 10), 500
     )
@@ -360,10 +366,10 @@ def error_chart(ident: str, rows: Sequence[Mapping[str, Any]], lang: str) -> str
         svg.text(pos(tv / 100), top - 14, f"{tv:+.0f}%" if tv else "0", cls="tick", anchor="middle")
     for i, r in enumerate(rows):
         y = top + i * row_h + (row_h - bar_h) / 2
-        label = f"{r.get('workload')} · {r.get('precision')} · {t('metric.' + str(r['metric']), lang)}"
+        label = f"{r.workload} · {r.precision} · {t('metric.' + str(r.metric), lang)}"
         svg.text(left - 12, y + bar_h / 2 + 4.5, label, anchor="end")
-        x0, x1 = sorted((mid, pos(r["error"])))
-        fill = "#1a7f37" if abs(r["error"]) <= 0.15 else ("#bf8700" if abs(r["error"]) <= 0.35 else "#cf222e")
+        x0, x1 = sorted((mid, pos(r.error)))
+        fill = "#1a7f37" if abs(r.error) <= 0.15 else ("#bf8700" if abs(r.error) <= 0.35 else "#cf222e")
         svg.rect(
             x0,
             y,
@@ -372,15 +378,15 @@ def error_chart(ident: str, rows: Sequence[Mapping[str, Any]], lang: str) -> str
             fill=fill,
             cls="bar",
             rx=2,
-            title=f"{label}: {r['error'] * 100:+.1f}%",
+            title=f"{label}: {r.error * 100:+.1f}%",
         )
-        tx = x1 + 6 if r["error"] >= 0 else x0 - 6
+        tx = x1 + 6 if r.error >= 0 else x0 - 6
         svg.text(
             tx,
             y + bar_h / 2 + 4.5,
-            f"{r['error'] * 100:+.0f}%",
+            f"{r.error * 100:+.0f}%",
             cls="value",
-            anchor="start" if r["error"] >= 0 else "end",
+            anchor="start" if r.error >= 0 else "end",
         )
     return svg.done()
 
@@ -395,15 +401,15 @@ def _parse_time(text: Any) -> datetime | None:
 
 
 def _series(
-    points: Sequence[Mapping[str, Any]], metric: str
-) -> dict[str, list[tuple[datetime, float, Mapping[str, Any]]]]:
+    points: Sequence[HistoryPoint], metric: str
+) -> dict[str, list[tuple[datetime, float, HistoryPoint]]]:
     """The successful runs with a positive `metric`, by series, as (time, value, run)."""
-    series: dict[str, list[tuple[datetime, float, Mapping[str, Any]]]] = {}
+    series: dict[str, list[tuple[datetime, float, HistoryPoint]]] = {}
     for p in points:
-        when, value = _parse_time(p.get("created_at")), p.get(metric)
-        if when is None or not isinstance(value, int | float) or value <= 0 or p.get("status") != "ok":
+        when, value = _parse_time(p.created_at), getattr(p, metric)
+        if when is None or not isinstance(value, int | float) or value <= 0 or p.status != "ok":
             continue
-        series.setdefault(str(p.get("series")), []).append((when, float(value), p))
+        series.setdefault(str(p.series), []).append((when, float(value), p))
     return series
 
 
@@ -426,7 +432,7 @@ def _value_axis(vals: list[float], top: float, plot_h: float) -> tuple[list[floa
 
 
 def history_chart(
-    ident: str, points: Sequence[Mapping[str, Any]], metric: str, lang: str, fmt: Callable[[float], str]
+    ident: str, points: Sequence[HistoryPoint], metric: str, lang: str, fmt: Callable[[float], str]
 ) -> tuple[str, list[tuple[str, str]]]:
     """Points (and lines) of one metric over time, one colour per series; returns the SVG and legend."""
     series = _series(points, metric)
@@ -481,7 +487,7 @@ def history_chart(
         for when, v, p in pts:
             svg.add(
                 f'<circle cx="{xpos(when):.1f}" cy="{ypos(v):.1f}" r="4.5" fill="{colour}" stroke="#fff" '
-                f'stroke-width="1.5"><title>{_e(label)} · {_e(p.get("run_id") or "")} · '
+                f'stroke-width="1.5"><title>{_e(label)} · {_e(p.run_id or "")} · '
                 f"{_e(when.strftime('%Y-%m-%d %H:%M'))}: {_e(fmt(v))}</title></circle>"
             )
     return svg.done(), legend
@@ -514,50 +520,50 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Seque
     )
 
 
-def _verdict_cell(e: Mapping[str, Any] | None, lang: str) -> str:
-    if not e:
+def _verdict_cell(e: EstimateSummary | None, lang: str) -> str:
+    if e is None:
         return "-"
-    v = e.get("verdict")
-    shown = estimate_speed(EstimateSummary.from_dict(e), lang)
+    v = e.verdict
+    shown = estimate_speed(e, lang)
     speed = "" if v == "oom" else f'<span class="speed">{_e(shown)}</span>'
     return _chip(v, verdict_label(v, lang)) + speed
 
 
-def _measured_cell(s: Mapping[str, Any], lang: str) -> str:
-    m = s.get("measurement")
-    if s.get("skipped"):
+def _measured_cell(s: ReportScenario, lang: str) -> str:
+    m = s.measurement
+    if s.skipped:
         return _chip("skipped", t("status.skipped", lang))
-    if not m:
+    if m is None:
         return "-"
-    status = m.get("status")
+    status = m.status
     out = _chip(status, status_label(status, lang))
-    w = s.get("measured_workload") or {}
-    if status == "ok":
-        text = measured_speed_text(Measurement.from_dict(m), w, lang)
+    w = s.measured_workload or {}
+    if m.completed:
+        text = measured_speed_text(m, w, lang)
         if w.get("tiny"):
             text = t("cell.tiny", lang, text=text)
-        device = m.get("device_name") or m.get("device") or ""
+        device = m.device_name or m.device or ""
         out += f'<span class="speed">{_e(text)}</span><span class="speed">{_e(device)}</span>'
     return out
 
 
-def _summary(model: Mapping[str, Any], lang: str) -> str:
-    scenarios = model.get("scenarios") or []
+def _summary(model: ReportModel, lang: str) -> str:
+    scenarios = model.scenarios
     if not scenarios:
         return ""
-    cards = report_cards(ReportScenario.from_dict(s) for s in scenarios)
-    measured = any(s.get("measurement") or s.get("skipped") for s in scenarios)
+    cards = report_cards(scenarios)
+    measured = any(s.measurement is not None or s.skipped for s in scenarios)
     headers = [t("report.scenario", lang)] + ([t("report.measured", lang)] if measured else [])
     headers += [_e(short_gpu(name)) for _, name in cards]
     rows = []
     for s in scenarios:
-        by_gpu = {e.get("gpu"): e for e in s.get("estimates") or []}
-        row = [f'<a href="#{_e(_anchor(s))}"><strong>{_e(s.get("title"))}</strong></a>']
+        by_gpu = {e.gpu: e for e in s.estimates}
+        row = [f'<a href="#{_e(_anchor(s))}"><strong>{_e(s.title)}</strong></a>']
         if measured:
             row.append(_measured_cell(s, lang))
         row += [_verdict_cell(by_gpu.get(gid), lang) for gid, _ in cards]
         rows.append(row)
-    advice = model.get("advice") or []
+    advice = model.advice
     lead = f'<p class="lead">{_e(advice[0])}</p>' if advice else ""
     return (
         f'<section class="panel" id="summary"><h2>{_e(t("report.summary", lang))}</h2>{lead}'
@@ -565,25 +571,25 @@ def _summary(model: Mapping[str, Any], lang: str) -> str:
     )
 
 
-def _anchor(s: Mapping[str, Any]) -> str:
-    key = str(s.get("key") or s.get("title") or "scenario")
+def _anchor(s: ReportScenario) -> str:
+    key = str(s.key or s.title or "scenario")
     return "s-" + "".join(ch if ch.isalnum() else "-" for ch in key).strip("-").lower()
 
 
-def _scenario_section(n: int, s: Mapping[str, Any], lang: str) -> str:
+def _scenario_section(n: int, s: ReportScenario, lang: str) -> str:
     from fitbench.advise.i18n import bottleneck_label, format_params
 
-    ests = s.get("estimates") or []
+    ests = s.estimates
     meta = []
-    if s.get("params"):
-        meta.append(f"{t('col.params', lang)}: {format_params(s['params'], lang)}")
-    if s.get("description"):
-        meta.append(preset_description(str(s["description"]), lang))
+    if s.params:
+        meta.append(f"{t('col.params', lang)}: {format_params(s.params, lang)}")
+    if s.description:
+        meta.append(preset_description(str(s.description), lang))
     out = [
-        f'<section class="panel scenario" id="{_e(_anchor(s))}"><h2>{_e(s.get("title"))}</h2>',
+        f'<section class="panel scenario" id="{_e(_anchor(s))}"><h2>{_e(s.title)}</h2>',
         f'<p class="lead">{_e(" · ".join(meta))}</p>',
     ]
-    if s.get("estimated_now"):
+    if s.estimated_now:
         out.append(f'<p class="note">{_e(t("report.estimated_now", lang))}</p>')
     if ests:
         chart, parts = memory_chart(f"mem{n}", s, lang)
@@ -602,29 +608,28 @@ def _scenario_section(n: int, s: Mapping[str, Any], lang: str) -> str:
         for e in ests:
             rows.append(
                 [
-                    _e(short_gpu(e.get("gpu_name"))),
-                    _chip(e.get("verdict"), verdict_label(e.get("verdict"), lang)),
-                    _e(format_bytes(e.get("peak_memory_bytes"))),
-                    _e(format_bytes(e.get("usable_memory_bytes"))),
-                    _e(e.get("max_batch_size")),
-                    _e(estimate_speed(EstimateSummary.from_dict(e), lang)),
-                    _e(bottleneck_label(e.get("bottleneck"), lang)),
+                    _e(short_gpu(e.gpu_name)),
+                    _chip(e.verdict, verdict_label(e.verdict, lang)),
+                    _e(format_bytes(e.peak_memory_bytes)),
+                    _e(format_bytes(e.usable_memory_bytes)),
+                    _e(e.max_batch_size),
+                    _e(estimate_speed(e, lang)),
+                    _e(bottleneck_label(e.bottleneck, lang)),
                 ]
             )
         out.append(_table(ESTIMATE_COLUMNS.headers(lang), rows, numeric=ESTIMATE_COLUMNS.numeric))
-    m = s.get("measurement")
-    if m:
-        typed = Measurement.from_dict(m)
-        w = s.get("measured_workload") or {}
+    m = s.measurement
+    if m is not None:
+        w = s.measured_workload or {}
         title = t("report.measured", lang) + (" · " + t("check.variant_tiny", lang) if w.get("tiny") else "")
         rows = [
             [
-                _chip(m.get("status"), status_label(m.get("status"), lang)),
-                _e(f"{m.get('backend') or ''} {m.get('framework_version') or ''}".strip()),
-                _e(m.get("device_name") or m.get("device")),
-                _e(format_bytes(m.get("peak_memory_bytes"))),
-                _e(format_seconds(m.get("step_seconds"))),
-                _e(measured_speed_text(typed, w, lang) if typed.completed else "-"),
+                _chip(m.status, status_label(m.status, lang)),
+                _e(f"{m.backend or ''} {m.framework_version or ''}".strip()),
+                _e(m.device_name or m.device),
+                _e(format_bytes(m.peak_memory_bytes)),
+                _e(format_seconds(m.step_seconds)),
+                _e(measured_speed_text(m, w, lang) if m.completed else "-"),
             ]
         ]
         out.append(f"<h3>{_e(title)}</h3>")
@@ -642,23 +647,22 @@ def _scenario_section(n: int, s: Mapping[str, Any], lang: str) -> str:
                 numeric=(3, 4),
             )
         )
-    advice = s.get("advice") or []
-    if advice:
-        items = "".join(_advice_item(a) for a in advice)
+    if s.advice:
+        items = "".join(_advice_item(a) for a in s.advice)
         out.append(f'<h3>{_e(t("report.advice", lang))}</h3><ul class="advice">{items}</ul>')
     out.append("</section>")
     return "\n".join(out)
 
 
-def _advice_item(entry: Any) -> str:
-    if isinstance(entry, Mapping):
-        sub = "".join(f"<li>{_e(x)}</li>" for x in entry.get("items") or [])
-        return f"<li>{_e(entry.get('text'))}" + (f"<ul>{sub}</ul>" if sub else "") + "</li>"
+def _advice_item(entry: str | AdviceEntry) -> str:
+    if isinstance(entry, AdviceEntry):
+        sub = "".join(f"<li>{_e(x)}</li>" for x in entry.items)
+        return f"<li>{_e(entry.text)}" + (f"<ul>{sub}</ul>" if sub else "") + "</li>"
     return f"<li>{_e(entry)}</li>"
 
 
-def _comparison_section(model: Mapping[str, Any], lang: str) -> str:
-    rows = model.get("comparisons") or []
+def _comparison_section(model: ReportModel, lang: str) -> str:
+    rows = model.comparisons
     head = (
         f'<section class="panel" id="comparison"><h2>{_e(t("report.est_vs_meas", lang))}</h2>'
         f'<p class="lead">{_e(t("report.est_vs_meas_desc", lang))}</p>'
@@ -669,14 +673,14 @@ def _comparison_section(model: Mapping[str, Any], lang: str) -> str:
         COMPARISON_COLUMNS.headers(lang),
         [
             [
-                f'<span class="mono">{_e(r.get("run_id") or "-")}</span>',
-                _e(r.get("workload")),
-                _e(r.get("precision")),
-                _e(short_gpu(r.get("device_name") or r.get("gpu"))),
-                _e(t("metric." + str(r["metric"]), lang)),
-                _e(format_metric(r["unit"], r.get("estimated"))),
-                _e(format_metric(r["unit"], r.get("measured"))),
-                _e(f"{r['error'] * 100:+.1f}%"),
+                f'<span class="mono">{_e(r.run_id or "-")}</span>',
+                _e(r.workload),
+                _e(r.precision),
+                _e(short_gpu(r.device_name or r.gpu)),
+                _e(t("metric." + str(r.metric), lang)),
+                _e(format_metric(r.unit, r.estimated)),
+                _e(format_metric(r.unit, r.measured)),
+                _e(f"{r.error * 100:+.1f}%"),
             ]
             for r in rows
         ],
@@ -685,13 +689,12 @@ def _comparison_section(model: Mapping[str, Any], lang: str) -> str:
     return head + f"<figure>{error_chart('err', rows, lang)}</figure>{table}</section>"
 
 
-def _history_section(model: Mapping[str, Any], lang: str) -> str:
-    points = model.get("history") or []
-    runs = model.get("runs") or []
+def _history_section(model: ReportModel, lang: str) -> str:
+    points, runs = model.history, model.runs
     out = [f'<section class="panel" id="history"><h2>{_e(t("report.history", lang))}</h2>']
     charts = [
-        ("step_seconds", [p for p in points if not p.get("generation")], format_seconds),
-        ("tokens_per_second", [p for p in points if p.get("generation")], lambda v: format_rate(v, "tok/s")),
+        ("step_seconds", [p for p in points if not p.generation], format_seconds),
+        ("tokens_per_second", [p for p in points if p.generation], lambda v: format_rate(v, "tok/s")),
     ]
     drawn = 0
     for metric, pts, fmt in charts:
@@ -711,20 +714,20 @@ def _history_section(model: Mapping[str, Any], lang: str) -> str:
         out.append(f"<h3>{_e(t('report.runs', lang))}</h3>")
         rows = []
         for r in runs:
-            when = (r.get("created_at") or "")[:19].replace("T", " ")
-            speed = run_speed(RunRow.from_dict(r))
-            name = str(r.get("workload") or "-")
-            name = t("cell.tiny_name", lang, name=name) if r.get("tiny") else name
+            when = (r.created_at or "")[:19].replace("T", " ")
+            speed = run_speed(r)
+            name = str(r.workload or "-")
+            name = t("cell.tiny_name", lang, name=name) if r.tiny else name
             rows.append(
                 [
-                    f'<span class="mono">{_e(r.get("run_id") or "-")}</span>',
+                    f'<span class="mono">{_e(r.run_id or "-")}</span>',
                     f'<span class="nowrap">{_e(when or "-")}</span>',
-                    _e(r.get("command") or "-"),
+                    _e(r.command or "-"),
                     _e(name),
-                    f'<span class="nowrap">{_e(r.get("precision"))}</span>',
-                    _e(r.get("device")),
-                    _chip(r.get("status"), status_label(r.get("status"), lang)),
-                    _e(format_bytes(r.get("peak_memory_bytes"))),
+                    f'<span class="nowrap">{_e(r.precision)}</span>',
+                    _e(r.device),
+                    _chip(r.status, status_label(r.status, lang)),
+                    _e(format_bytes(r.peak_memory_bytes)),
                     _e(speed),
                 ]
             )
@@ -733,8 +736,8 @@ def _history_section(model: Mapping[str, Any], lang: str) -> str:
     return "\n".join(out)
 
 
-def _guide_section(model: Mapping[str, Any], lang: str) -> str:
-    guide = model.get("guide") or []
+def _guide_section(model: ReportModel, lang: str) -> str:
+    guide = model.guide
     if not guide:
         return ""
     from fitbench.advise.i18n import format_params, has
@@ -747,27 +750,27 @@ def _guide_section(model: Mapping[str, Any], lang: str) -> str:
     ]
     rows = []
     previous: tuple[str, str] = ("", "")
-    for r in model.get("guide_rows") or []:
-        regime_key = f"guide.regime.{r.get('regime')}"
-        band_key = f"band.{r.get('band')}"
-        band = t(band_key, lang) if has(band_key) else str(r.get("band"))
-        regime = (t(regime_key, lang) if has(regime_key) else str(r.get("regime"))).rstrip(":：")
+    for r in model.guide_rows:
+        regime_key = f"guide.regime.{r.regime}"
+        band_key = f"band.{r.band}"
+        band = t(band_key, lang) if has(band_key) else str(r.band)
+        regime = (t(regime_key, lang) if has(regime_key) else str(r.regime)).rstrip(":：")
         # Band and job are written once per group, as in a printed table.
         shown = (band if band != previous[0] else "", regime if (band, regime) != previous else "")
         previous = (band, regime)
-        cls = r.get("fits_class_gb")
+        cls = r.fits_class_gb
         rows.append(
             [
                 f"<strong>{_e(shown[0])}</strong>",
                 _e(shown[1]),
-                _e(r.get("model")),
-                _e(format_params(r.get("params"), lang)),
-                _e(format_bytes(r.get("peak_memory_bytes"))),
+                _e(r.model),
+                _e(format_params(r.params, lang)),
+                _e(format_bytes(r.peak_memory_bytes)),
                 _chip(
                     "fits" if cls else "oom",
                     t("unit.gb_class", lang, gb=cls) if cls else t("guide.no_card", lang),
                 ),
-                _e(r.get("card_name") or r.get("card") or "-"),
+                _e(r.card_name or r.card or "-"),
             ]
         )
     if rows:
@@ -776,8 +779,8 @@ def _guide_section(model: Mapping[str, Any], lang: str) -> str:
     return "".join(out)
 
 
-def _environment_section(model: Mapping[str, Any], lang: str) -> str:
-    env = model.get("environment") or {}
+def _environment_section(model: ReportModel, lang: str) -> str:
+    env = model.environment
     items = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in environment_items(env))
     return (
         f'<section class="panel" id="environment"><h2>{_e(t("report.environment", lang))}</h2>'
@@ -785,10 +788,10 @@ def _environment_section(model: Mapping[str, Any], lang: str) -> str:
     )
 
 
-def _machine_badges(model: Mapping[str, Any]) -> str:
+def _machine_badges(model: ReportModel) -> str:
     """The machine in a few words: its GPU (or CPU), framework versions, Python."""
-    machine = model.get("machine") or {}
-    env = model.get("environment") or {}
+    machine = model.machine or {}
+    env = model.environment
     badges = []
     gpus = machine.get("gpus") or []
     if gpus:
@@ -808,20 +811,19 @@ def _machine_badges(model: Mapping[str, Any]) -> str:
     return '<div class="machine">' + "".join(f"<span>{_e(b)}</span>" for b in badges) + "</div>"
 
 
-def render_html(model: Mapping[str, Any]) -> str:
-    """The whole report as one HTML document (a str), from a report model."""
-    lang = str(model.get("lang") or "en")
-    scenarios = model.get("scenarios") or []
+def render_html(model: ReportModel | Mapping[str, Any]) -> str:
+    """The whole report as one HTML document (a str), from a report model (or its dict)."""
+    model = ReportModel.from_dict(model)
+    lang = model.lang
+    scenarios = model.scenarios
     toc = [("summary", t("report.summary", lang))] if scenarios else []
-    toc += [(_anchor(s), str(s.get("title"))) for s in scenarios]
+    toc += [(_anchor(s), str(s.title)) for s in scenarios]
     toc += [("comparison", t("report.est_vs_meas", lang)), ("history", t("report.history", lang))]
-    if model.get("guide"):
+    if model.guide:
         toc.append(("guide", t("guide.header", lang).split("(")[0].split("(")[0].strip(" :：")))
     toc.append(("environment", t("report.environment", lang)))
     nav = "".join(f'<a href="#{_e(a)}">{_e(label)}</a>' for a, label in toc)
-    generated = t(
-        "report.generated", lang, time=model.get("generated_at") or "", version=model.get("fitbench_version")
-    )
+    generated = t("report.generated", lang, time=model.generated_at or "", version=model.fitbench_version)
     body = [
         f'<header class="top"><div class="wrap"><h1>{_e(t("report.title", lang))}</h1>',
         f'<p class="sub">{_e(t("report.subtitle", lang))}</p>',
@@ -836,7 +838,7 @@ def render_html(model: Mapping[str, Any]) -> str:
         _guide_section(model, lang),
         _environment_section(model, lang),
         "</main>",
-        f'<footer class="wrap">fitbench {_e(model.get("fitbench_version"))}</footer>',
+        f'<footer class="wrap">fitbench {_e(model.fitbench_version)}</footer>',
     ]
     html_lang = "zh-CN" if lang == "zh" else "en"
     return "\n".join(
