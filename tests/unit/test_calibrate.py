@@ -80,7 +80,7 @@ def test_tuned_profile_fits_from_speed_benchmark_tuned_runs(capsys: pytest.Captu
     gpu_id, tuned = calibrate.points_from_result_file(SPEED, "tuned")
     _, default = calibrate.points_from_result_file(SPEED, "default")
     assert gpu_id == "h200" and len(tuned) == len(default) == 3
-    assert all(m["exec_mode"] == "tuned" for _, m in tuned)
+    assert all(m.exec_mode == "tuned" for _, m in tuned)
     assert main(["calibrate", "--exec", "tuned", "--from", str(SPEED), "--dry-run", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     fit = out["fit"]

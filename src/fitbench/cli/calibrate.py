@@ -98,6 +98,7 @@ def _measure_and_fit(args: argparse.Namespace, lang: str = "en") -> tuple[Any, A
     from fitbench.estimate.profile import get_profile
     from fitbench.measure import nvml
     from fitbench.measure.runner import measure
+    from fitbench.records.measurement import Measurement
     from fitbench.workloads.presets import get_workload
 
     if not args.device.startswith("cuda"):
@@ -121,8 +122,8 @@ def _measure_and_fit(args: argparse.Namespace, lang: str = "en") -> tuple[Any, A
         workload = get_workload(name, **overrides)
         print(t("calibrate.measuring", lang, name=name, overrides=overrides), flush=True)
         options = RunOptions(device=args.device, exec_mode=args.exec_mode)
-        m = measure(workload, args.backend, options, min_seconds=2.0, timeout_s=300)
-        if m.get("status") != "ok":
-            print("  " + t("calibrate.skipped", lang, status=m.get("status"), error=m.get("error")))
+        m = Measurement.from_dict(measure(workload, args.backend, options, min_seconds=2.0, timeout_s=300))
+        if not m.completed:
+            print("  " + t("calibrate.skipped", lang, status=m.status, error=m.error))
         points.append((workload, m))
     return calibrate.fit_profile(points, gpu, get_profile(args.backend, args.exec_mode, use_user=False)), gpu

@@ -19,6 +19,7 @@ import datetime as dt
 import json
 import statistics
 import tomllib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from fitbench.core.gpu import GpuSpec
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import estimate
 from fitbench.estimate.profile import Profile, forget_loaded, get_profile, user_profile_path
+from fitbench.records.measurement import Measurement
 from fitbench.workloads.workload import Workload
 
 EFFICIENCY_KEYS = {
@@ -66,15 +68,19 @@ class Fit:
         }
 
 
-def _measured_step(m: dict[str, Any], workload: Workload) -> float | None:
+# A measurement as calibration takes it: the record, or the JSON a benchmark stored it as.
+MeasurementLike = Measurement | Mapping[str, Any]
+
+
+def _measured_step(m: Measurement, workload: Workload) -> float | None:
     """Seconds of one step comparable with the estimate's step_seconds (a decode step for generation)."""
     if workload.is_generation:
-        decode, new = m.get("decode_seconds"), workload.new_tokens or 0
+        decode, new = m.decode_seconds, workload.new_tokens or 0
         return decode / new if decode and new else None
-    return m.get("step_seconds")
+    return m.step_seconds
 
 
-def fit_profile(points: list[tuple[Workload, dict[str, Any]]], gpu: GpuSpec, base: Profile) -> Fit:
+def fit_profile(points: Sequence[tuple[Workload, MeasurementLike]], gpu: GpuSpec, base: Profile) -> Fit:
     """Fit `base`'s constants to (workload, measurement) pairs measured on `gpu`."""
     ratios, contexts = _evidence(points, gpu, base)
     values: dict[str, float] = {}
@@ -101,21 +107,22 @@ def fit_profile(points: list[tuple[Workload, dict[str, Any]]], gpu: GpuSpec, bas
 
 
 def _evidence(
-    points: list[tuple[Workload, dict[str, Any]]], gpu: GpuSpec, base: Profile
+    points: Sequence[tuple[Workload, MeasurementLike]], gpu: GpuSpec, base: Profile
 ) -> tuple[dict[str, list[float]], list[float]]:
     """Measured / estimated step time per bottleneck (the constant each one scales), and the
     CUDA context sizes the measurements show."""
     ratios: dict[str, list[float]] = {}
     contexts: list[float] = []
-    for workload, m in points:
-        if m.get("status") != "ok":
+    for workload, stored in points:
+        m = Measurement.from_dict(stored)
+        if not m.completed:
             continue
         measured = _measured_step(m, workload)
         est = estimate(workload, gpu, framework=base.framework, exec_mode=base.exec_mode, profile=base)
         key = _ratio_key(est.bottleneck, workload)
         if measured and est.step_seconds and key is not None:
             ratios.setdefault(key, []).append(measured / est.step_seconds)
-        nvml, reserved = m.get("nvml_process_peak_bytes"), m.get("peak_reserved_bytes")
+        nvml, reserved = m.nvml_process_peak_bytes, m.peak_reserved_bytes
         if nvml and reserved and nvml > reserved:
             contexts.append(float(nvml - reserved))
     return ratios, contexts
@@ -132,7 +139,7 @@ def _ratio_key(bottleneck: str, workload: Workload) -> str | None:
 
 def points_from_result_file(
     path: Path, exec_mode: str = "default"
-) -> tuple[str, list[tuple[Workload, dict[str, Any]]]]:
+) -> tuple[str, list[tuple[Workload, Measurement]]]:
     """(gpu id, points) from a stored benchmark result: benchmarks/accuracy.py's JSON ("points")
     or benchmarks/speed.py's ("scenarios", a default and a tuned run each). Only measurements
     taken in `exec_mode` count: a tuned run fits the tuned profile, an eager one the default."""
@@ -150,7 +157,9 @@ def points_from_result_file(
         else:
             pairs = [(p["workload"], p["measurement"]) for p in data["points"]]
         points = [
-            (Workload.from_dict(w), m) for w, m in pairs if (m or {}).get("exec_mode", "default") == exec_mode
+            (Workload.from_dict(w), Measurement.from_dict(m))
+            for w, m in pairs
+            if (m or {}).get("exec_mode", "default") == exec_mode
         ]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise FitbenchError(
