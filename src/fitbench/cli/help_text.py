@@ -393,7 +393,7 @@ JSON(单一精度):{"workload", "estimate" | null, "measurement", "error_vs_esti
 "run_id"};
 给出精度列表时为上述对象的列表,每项带有与第一项对比的 "comparison"。
 error_vs_estimate = (estimate - measured) / measured:+0.10 表示估算偏高 10%。
-显存不足是一种结论(status 为 "oom",退出码 0),不是失败。
+显存不足是一种结论("status" 为 "oom",退出码 0),不是失败。
 """,
     },
     "run.--precision": {
@@ -478,7 +478,7 @@ The HTML file is self-contained (inline CSS and SVG charts): it opens offline an
   fitbench report                               最新的 10 次运行 -> 数据目录中的 fitbench-report.html
   fitbench report --out ./runs.html             指定写到哪里(.md 则写 Markdown)
   fitbench report --last 30 --html runs.html
-  fitbench report 3fa2c1d0 9b1e --markdown runs.md   指定的运行(任何唯一的 id 前缀均可)
+  fitbench report 3fa2c1d0 9b1e --markdown runs.md   指定的运行(任何唯一的编号前缀均可)
   fitbench report --lang zh                     简体中文
 
 HTML 文件是自包含的(内联 CSS 和 SVG 图表):可以离线打开,也可以用邮件发送。
@@ -559,16 +559,16 @@ JSON: {"a": run, "b": run, "metrics": [{"name", "a", "b", "ratio"}]}, ratio = b 
 Find run ids with `fitbench history`.
 """,
         "zh": """示例:
-  fitbench compare 3f2a91c0 7be01d44        按 id 指定两次运行(任何唯一前缀均可)
+  fitbench compare 3f2a91c0 7be01d44        按编号指定两次运行(任何唯一前缀均可)
   fitbench compare 3f2a 7be0 --json
 
 JSON:{"a": run, "b": run, "metrics": [{"name", "a", "b", "ratio"}]},ratio = b / a。
-运行 id 可以用 `fitbench history` 查到。
+运行编号可以用 `fitbench history` 查到。
 """,
     },
     "compare.run_a": {
         "en": "run id (or unique prefix) from `fitbench history`",
-        "zh": "运行 id(或唯一前缀),来自 `fitbench history`",
+        "zh": "运行编号(或唯一前缀),来自 `fitbench history`",
     },
     "compare.run_b": {
         "en": "the run to compare with RUN_A",
