@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from fitbench.cli.help_text import HELP, localize, requested_lang, translate, wrap
+from fitbench.cli.help_text import HELP, localize, option_key, requested_lang, translate, wrap
 from fitbench.cli.main import SUBCOMMANDS, build_parser
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -47,6 +47,13 @@ def test_every_help_text_of_every_parser_is_chinese_in_zh(name: str | None) -> N
         where for where in english if chinese[where] == english[where] or not CJK.search(chinese[where])
     ]
     assert untranslated == [], f"no Chinese help (add it to fitbench.cli.help_text.HELP): {untranslated}"
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_every_argument_says_what_it_is_for(name: str) -> None:
+    parser = _command_parser(build_parser(name, "en"), name)
+    silent = [option_key(a) for a in parser._actions if not a.help]
+    assert silent == []
 
 
 def test_the_english_parser_is_left_as_written() -> None:

@@ -220,6 +220,18 @@ JSON:{"estimates": [{gpu, workload, precision, batch_size, verdict, peak_memory_
         "en": "the tiny variant of a preset (runs in seconds on a CPU)",
         "zh": "预设的迷你版(在 CPU 上几秒即可跑完)",
     },
+    "*.--batch": {
+        "en": "batch size",
+        "zh": "批大小",
+    },
+    "*.--prompt-tokens": {
+        "en": "prompt length in tokens (generation)",
+        "zh": "提示词的 token 数(生成任务)",
+    },
+    "*.--new-tokens": {
+        "en": "tokens to generate (generation)",
+        "zh": "要生成的 token 数(生成任务)",
+    },
     "*.--seq-len": {
         "en": "sequence length (transformers)",
         "zh": "序列长度(Transformer)",
@@ -615,6 +627,10 @@ reads stored measurements with --from, then writes the fitted values to the user
     "calibrate.--from": {
         "en": "fit from a stored benchmarks/accuracy.py or speed.py result",
         "zh": "用已保存的 benchmarks/accuracy.py 或 speed.py 结果拟合",
+    },
+    "calibrate.--backend": {
+        "en": "framework to measure with (default torch)",
+        "zh": "用于实测的框架(默认 torch)",
     },
     "calibrate.--device": {
         "en": "cuda or cuda:N (default cuda)",
