@@ -448,17 +448,28 @@ COLUMNS = (
 
 def table(rows: list[dict[str, Any]], *, head: bool = True) -> str:
     """Rows as text; `head`: with the column names (off for the rows printed after the first)."""
-    columns = COLUMNS + ((("step ms", "step_ms"),) if "step_ms" in rows[0]["fixed"] else ())
+    timed = "step_ms" in rows[0]["fixed"]
+    columns = COLUMNS + ((("step ms", "step_ms"),) if timed else ())
     names = f"{'model':7} {'variant':11} {'part':9} " + " ".join(f"{c:>8}" for c, _ in columns)
+    names += f" {'us/op':>8}" if timed else ""
     lines = [names, "-" * len(names)] if head else []
     for row in rows:
         for part in ("per_layer", "fixed"):
             vals = row[part]
-            lines.append(
-                f"{row['model']:7} {row['variant']:11} {part:9} "
-                + " ".join(f"{vals[k]:8.1f}" for _, k in columns)
+            line = f"{row['model']:7} {row['variant']:11} {part:9} " + " ".join(
+                f"{vals[k]:8.1f}" for _, k in columns
             )
+            if timed and part == "per_layer":
+                line += f" {us_per_op(vals['step_ms'], vals['estimate.host_ops']):8.1f}"
+            lines.append(line)
     return "\n".join(lines)
+
+
+def us_per_op(step_ms: float, estimated_ops: float) -> float:
+    """Measured host microseconds per estimator operation (a host-bound step's time over the ops
+    the estimator charges for it): beside profiles.toml's host_seconds_per_op it says whether a
+    layer's operations cost the host what the unit fitted on the calibration points says."""
+    return 1e3 * step_ms / estimated_ops if estimated_ops else float("nan")
 
 
 # --quick: the variants that decide a LoRA step's host time (full fine-tuning as the reference,
@@ -532,6 +543,7 @@ def main() -> int:
         torch.set_num_threads(1)  # one thread: no pool hand-offs in a tiny step's host time
     meta = {
         "benchmark": "lora_ops",
+        "host_us_per_op_profile": get_profile("torch", "default").host_seconds_per_op * 1e6,
         "device": args.device,
         "rank": args.rank,
         "torch": torch.__version__,
@@ -554,7 +566,12 @@ def main() -> int:
                 f"fwd calls {row['forward']['calls']:5}  "
                 f"fwd kernels {row['forward']['kernels']:5}  bwd kernels {row['backward']['kernels']:5}  "
                 f"nodes {row['backward']['nodes']:5}  est host {row['estimate_host_ms']:.1f} ms"
-                + (f"  step {row['step_ms']:.1f} ms" if "step_ms" in row else ""),
+                + (
+                    f"  step {row['step_ms']:.1f} ms"
+                    f"  us/op {us_per_op(row['step_ms'], row['estimate_host_ops']):.1f}"
+                    if "step_ms" in row
+                    else ""
+                ),
                 flush=True,
             )
 
