@@ -543,7 +543,7 @@ def main() -> int:
         torch.set_num_threads(1)  # one thread: no pool hand-offs in a tiny step's host time
     meta = {
         "benchmark": "lora_ops",
-        "host_us_per_op_profile": get_profile("torch", "default").host_seconds_per_op * 1e6,
+        "host_us_per_op_profile": round(get_profile("torch", "default").host_seconds_per_op * 1e6, 3),
         "device": args.device,
         "rank": args.rank,
         "torch": torch.__version__,
