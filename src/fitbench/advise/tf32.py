@@ -11,6 +11,7 @@ from typing import Any
 from fitbench.advise.fixes import MIN_SPEEDUP, throughput_ratio
 from fitbench.advise.i18n import LANGS, t
 from fitbench.advise.text import speed_text
+from fitbench.core.names import Framework
 from fitbench.estimate.api import Estimate, estimate
 from fitbench.estimate.verdict import OOM
 
@@ -20,7 +21,7 @@ def tf32_advice(results: list[Estimate]) -> list[tuple[Estimate, Estimate]]:
     PyTorch's default (TF32 off for matmuls) costs at least MIN_SPEEDUP."""
     out = []
     for e in results:
-        if e.framework != "torch" or e.workload.precision != "fp32" or "tf32" not in e.gpu.peak_flops:
+        if e.framework != Framework.TORCH or e.workload.precision != "fp32" or "tf32" not in e.gpu.peak_flops:
             continue
         if e.verdict == OOM:
             continue
