@@ -67,8 +67,18 @@ class Fit:
 
 
 def _measured_step(m: dict[str, Any], workload: Workload) -> float | None:
-    """Seconds of one step comparable with the estimate's step_seconds (a decode step for generation)."""
+    """Seconds of one step comparable with the estimate's step_seconds (a decode step for generation).
+
+    A decode step is the child's `decode_step_seconds` where it recorded one: the difference of an
+    n-token and a one-token generation over n - 1, medians both, so it holds the decode steps alone
+    and not the generate call's once-per-call work, and host noise in one sample does not move it.
+    Older records have only `decode_seconds` (a generation less a separately timed prefill), which
+    is spread over the new tokens instead.
+    """
     if workload.is_generation:
+        step = m.get("decode_step_seconds")
+        if step:
+            return step
         decode, new = m.get("decode_seconds"), workload.new_tokens or 0
         return decode / new if decode and new else None
     return m.get("step_seconds")
