@@ -11,6 +11,7 @@ import io
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -382,6 +383,86 @@ def test_progress_is_silent_unless_a_terminal_or_forced():
     with Progress(enabled=False, stream=quiet) as progress:
         progress({"phase": "measuring"})
     assert quiet.getvalue() == ""
+
+
+def _progress_on_a_terminal(*argv: str) -> str:
+    """The progress a real `fitbench run` draws when stderr is a terminal (a pseudo-terminal here)."""
+    import pty
+    from pathlib import Path
+
+    src = str(Path(__file__).parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fitbench.cli.main", "run", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the process is done
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_timed_loop_progress_never_counts_past_its_total():
+    """The timed loop runs until a step count and a time both hold: a fast step passes the count
+    long before the time, and is then shown against the time instead of as '2611/10'."""
+    text = _progress_on_a_terminal(
+        "resnet50-cifar10",
+        "--tiny",
+        "--device",
+        "cpu",
+        "--backend",
+        "fake",
+        "--no-history",
+        *("--min-steps", "3", "--min-seconds", "1.5", "--warmup", "1"),
+    )
+    shown = [seg.split(" · ")[1:3] for seg in text.split("\r") if " · measuring " in seg]
+    assert shown
+    for phase, _ in shown:
+        for current, total in re.findall(r"(\d+)/(\d+)", phase):
+            assert int(current) <= int(total) == 3, phase
+    timed = [
+        (re.fullmatch(r"measuring (\d+) steps", p), re.fullmatch(r"([\d.]+)/1\.5 s timed", d))
+        for p, d in shown
+    ]
+    timed = [(int(count[1]), float(seconds[1])) for count, seconds in timed if count and seconds]
+    assert timed, shown  # the fake step is fast: the count was met long before the time
+    assert all(count >= 3 and seconds <= 1.5 for count, seconds in timed)
+    assert all(re.fullmatch(r"measuring (\d+/3|\d+) steps", phase) for phase, _ in shown), shown
+
+
+def test_progress_units_and_the_timed_bound_in_chinese():
+    stream = io.StringIO()
+    with Progress(enabled=True, label="job", stream=stream, lang="zh") as progress:
+        progress({"phase": "generating", "step": 2, "of": 3, "unit": "generations"})
+        progress(
+            {
+                "phase": "measuring",
+                "step": 40,
+                "unit": "steps",
+                "detail": "0.4/2.0 s timed",
+                "detail_key": "progress.timed_seconds",
+                "seconds": "0.4",
+                "min_seconds": "2.0",
+            }
+        )
+        progress({"phase": "warm-up", "step": 12, "of": 10})
+    lines = stream.getvalue().splitlines()
+    assert "生成中 2/3 次生成" in lines[0]
+    assert "计时中 40 步 · 已计时 0.4/2.0 秒" in lines[1]
+    # A count beyond its total is shown without the total.
+    assert "预热 12 ·" in lines[2] and "12/10" not in lines[2]
 
 
 def test_runner_relays_child_events():

@@ -711,6 +711,12 @@ MESSAGES: dict[str, dict[str, str]] = {
     "progress.prefill": {"en": "prefill", "zh": "预填充"},
     "progress.measuring": {"en": "measuring", "zh": "计时中"},
     "progress.generating": {"en": "generating", "zh": "生成中"},
+    "progress.unit.steps": {"en": "steps", "zh": "步"},
+    "progress.unit.generations": {"en": "generations", "zh": "次生成"},
+    "progress.timed_seconds": {
+        "en": "{seconds}/{min_seconds} s timed",
+        "zh": "已计时 {seconds}/{min_seconds} 秒",
+    },
     "progress.max-batch search": {"en": "max-batch search", "zh": "搜索最大批大小"},
     "progress.search_range": {"en": "from {start}, at most {limit}", "zh": "从 {start} 开始,最多 {limit}"},
     "progress.probing": {"en": "probing batch {batch}", "zh": "试探批大小 {batch}"},
