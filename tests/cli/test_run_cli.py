@@ -214,6 +214,77 @@ def test_max_batch_search_through_the_cli(capsys):
     assert data["measurement"]["max_batch_search"]["max_batch"] == 10
 
 
+def _cpu_search_against_h200(capsys, db, *extra: str) -> tuple[int, object, str]:
+    """bert-base-imdb at its real size, searched on the CPU against the H200's estimate: the fake
+    backend stands in for the model, the bounds come from this machine's RAM."""
+    return run_cli(
+        capsys,
+        "run",
+        "bert-base-imdb",
+        "--device",
+        "cpu",
+        "--backend",
+        "fake",
+        "--gpu",
+        "h200",
+        "--max-batch",
+        "--db",
+        str(db),
+        *FAST,
+        *extra,
+    )
+
+
+@pytest.mark.slow
+def test_cpu_search_is_capped_by_host_ram_not_started_at_the_gpu_estimate(capsys, tmp_path):
+    from fitbench.measure.search_bounds import HOST_RAM_SHARE, largest_batch
+    from fitbench.workloads.workload import Workload
+
+    rc, data, _ = _cpu_search_against_h200(capsys, tmp_path / "h.sqlite", "--json")
+    assert rc == 0
+    mb = data["max_batch"]
+    workload = Workload.from_dict(data["workload"])
+    # The estimate's largest batch is the H200's; the search started below it, at what the memory
+    # model fits in half the RAM this machine had available.
+    assert mb["uncapped_start"] == mb["estimated"] == data["estimate"]["max_batch_size"]
+    assert mb["capped"] == "host_ram"
+    assert mb["budget_bytes"] == int(mb["memory_bytes"] * HOST_RAM_SHARE)
+    fit = largest_batch(workload, mb["budget_bytes"], "torch", "default")
+    assert mb["limit"] == min(fit, max(64, 8 * mb["estimated"]))
+    assert mb["start"] == min(mb["estimated"], mb["limit"])
+    assert all(p["batch_size"] <= mb["limit"] for p in mb["probes"])
+    if fit < mb["estimated"]:  # a machine with less than ~2 x 141 GB of RAM: the start moved
+        assert mb["start"] == fit < mb["estimated"]
+    # A largest batch found on the CPU is not held against a GPU card's estimate.
+    assert data["error_vs_estimate"]["max_batch"] is None
+    assert mb["comparable"] is False and mb["not_comparable"] == ["cpu"]
+
+
+@pytest.mark.slow
+def test_cpu_search_says_it_is_capped_and_not_comparable_in_both_languages(capsys, tmp_path):
+    db = tmp_path / "h.sqlite"
+    rc, out, _ = _cpu_search_against_h200(capsys, db)
+    assert rc == 0
+    row = next(line for line in out.splitlines() if line.strip().startswith("max batch"))
+    assert row.rstrip().endswith("not comparable") and "%" not in row
+    assert "max-batch search capped at batch" in out and "50% of the" in out and "of RAM available" in out
+    assert "max batch not comparable with the estimate: found on the CPU" in out
+    rc, out, _ = _cpu_search_against_h200(capsys, db, "--lang", "zh")
+    assert rc == 0
+    assert "不可对照" in out and "最大批大小搜索上限为" in out and "最大批大小无法与估算对照" in out
+
+    # The reports list the figure as not comparable, with the reason, and chart no error for it.
+    md, html = tmp_path / "r.md", tmp_path / "r.html"
+    assert main(["report", "--db", str(db), "--last", "1", "--out", str(md)]) == 0
+    assert main(["report", "--db", str(db), "--last", "1", "--html", str(html), "--lang", "zh"]) == 0
+    capsys.readouterr()
+    line = next(x for x in md.read_text().splitlines() if "| bert-base-imdb |" in x and "| max batch |" in x)
+    assert "not comparable: found on the CPU" in line and "%" not in line
+    page = html.read_text()
+    assert "不可对照:它是在 CPU 上找到的" in page
+    assert 'id="err"' not in page  # no error bar: nothing else of a CPU run compares either
+
+
 # -- failures are verdicts or one-line errors --------------------------------------------------------
 def test_out_of_memory_is_a_verdict_not_a_crash(capsys, tmp_path):
     db = tmp_path / "h.sqlite"
@@ -414,6 +485,7 @@ def _progress_on_a_terminal(*argv: str) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_timed_loop_progress_never_counts_past_its_total():
     """The timed loop runs until a step count and a time both hold: a fast step passes the count
     long before the time, and is then shown against the time instead of as '2611/10'."""

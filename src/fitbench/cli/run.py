@@ -39,7 +39,7 @@ from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
 from fitbench.records.measurement import Measurement
 from fitbench.records.run import RunRecord
-from fitbench.results.agreement import error_vs_estimate, not_comparable
+from fitbench.results.agreement import error_vs_estimate, max_batch_not_comparable, not_comparable
 from fitbench.results.assemble import assemble_run_record
 from fitbench.workloads.workload import Workload
 
@@ -442,15 +442,25 @@ def _run_one(
     return RunOutcome(
         record=record,
         workload=workload,
-        max_batch=(
-            {"estimated": est.max_batch_size if est is not None else None, **search}
-            if search is not None
-            else None
-        ),
+        max_batch=_max_batch_block(est, m, search),
         notes=tuple(note_text(n, lang) for n in (plan.gpu_note, est_note) if n),
         comparable=None if est is None else not reasons,
         not_comparable=tuple(reasons),
     )
+
+
+def _max_batch_block(est: Any, m: Measurement, search: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The search's result beside the estimate's largest batch, and whether the two compare
+    (`comparable` null without an estimate; `not_comparable` the reasons when they do not)."""
+    if search is None:
+        return None
+    reasons = max_batch_not_comparable(m) if est is not None else []
+    return {
+        "estimated": est.max_batch_size if est is not None else None,
+        **search,
+        "comparable": None if est is None else not reasons,
+        "not_comparable": reasons,
+    }
 
 
 def _compare_precisions(outcomes: list[RunOutcome]) -> list[RunOutcome]:
@@ -486,14 +496,20 @@ def _measure(workload: Workload, backend: str, options: Any, args: argparse.Name
 def _max_batch(
     workload: Workload, backend: str, options: Any, est: Any, args: argparse.Namespace, progress: Any
 ) -> dict[str, Any]:
+    """Search the largest batch from bounds sized for this device's memory (measure.search_bounds)."""
     from fitbench.measure.search import find_max_batch
+    from fitbench.measure.search_bounds import local_memory, search_bounds
 
-    start = (
-        est.max_batch_size
-        if est is not None and est.max_batch_size and est.max_batch_size > 0
-        else workload.batch_size
+    bounds = search_bounds(
+        workload,
+        estimated=est.max_batch_size if est is not None else None,
+        card=est.gpu if est is not None else None,
+        batch_limit=args.batch_limit,
+        memory=local_memory(options.device, options.memory_limit_bytes),
+        framework=framework_of(backend),
+        exec_mode=args.exec_mode,
     )
-    limit = args.batch_limit or max(64, 8 * start)
+    start, limit = bounds.start, bounds.limit
     progress(
         {
             "phase": "max-batch search",
@@ -507,12 +523,12 @@ def _max_batch(
         workload,
         backend,
         options,
-        start=min(start, limit),
+        start=start,
         limit=limit,
         timeout_s=args.timeout,
         progress=progress,
     )
-    return result.to_dict()
+    return {**result.to_dict(), **bounds.to_dict()}
 
 
 # -- human output ---------------------------------------------------------------------------------
@@ -731,7 +747,10 @@ def _count_rows(o: RunOutcome, lang: str) -> list[Row]:
             text = t("run.cell.limit", lang, n=found) if mb.get("reached_limit") else str(found)
         estimated = str(mb["estimated"]) if mb.get("estimated") else ""
         error = o.record.error_vs_estimate.get("max_batch")
-        rows.append(_row(t("run.row.max_batch", lang), text, estimated, error))
+        row = _row(t("run.row.max_batch", lang), text, estimated, error)
+        if mb.get("not_comparable"):
+            row[3] = t("run.cell.not_comparable", lang)
+        rows.append(row)
     return rows
 
 
@@ -760,11 +779,38 @@ def _footer_lines(o: RunOutcome, lang: str) -> list[str]:
         reasons = t("run.reason.sep", lang).join(t(f"run.reason.{k}", lang) for k in o.not_comparable)
         lines.append("  " + t("run.not_comparable", lang, reasons=reasons))
     lines += ["  " + t("run.note", lang, note=note) for note in o.notes]
+    lines += _max_batch_lines(o.max_batch, lang)
     if o.max_batch and o.max_batch.get("stopped"):
         why = measurement_text(str(o.max_batch["stopped"]), lang)
         lines.append("  " + t("run.search_stopped", lang, why=why))
     if o.record.run_id:
         lines.append("  " + t("run.run_id", lang, run_id=o.record.run_id))
+    return lines
+
+
+def _max_batch_lines(mb: dict[str, Any] | None, lang: str) -> list[str]:
+    """Why the search was capped, and why its result does not compare with the estimate."""
+    from fitbench.core.units import format_bytes
+    from fitbench.measure.search_bounds import HOST_RAM_SHARE
+
+    if not mb:
+        return []
+    lines = []
+    if mb.get("capped"):
+        capped = t(
+            f"run.search_capped.{mb['capped']}",
+            lang,
+            start=mb.get("start"),
+            limit=mb.get("limit"),
+            uncapped=mb.get("uncapped_start"),
+            available=format_bytes(mb.get("memory_bytes")),
+            share=f"{HOST_RAM_SHARE:.0%}",
+        )
+        lines.append("  " + capped)
+    if mb.get("not_comparable"):
+        sep = t("run.reason.sep", lang)
+        reasons = sep.join(t(f"run.max_batch_reason.{k}", lang) for k in mb["not_comparable"])
+        lines.append("  " + t("run.max_batch_not_comparable", lang, reasons=reasons))
     return lines
 
 
