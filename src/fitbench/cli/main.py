@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from fitbench import __version__
 from fitbench.cli.common import add_lang_arg
+from fitbench.cli.help_text import requested_lang
 from fitbench.errors import FitbenchError, close_match_hint, did_you_mean, one_line
 
 # subcommand -> (module, one-line help). Order is the order of `fitbench --help`.
@@ -108,7 +109,9 @@ def _command_hint(value: str, commands: list[str]) -> str:
     return did_you_mean(value, commands)
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None, lang: str = "en") -> argparse.ArgumentParser:
+    """The parser of `fitbench` (with only the `only` command's options built, when given), its help
+    in `lang` (fitbench.cli.help_text: the English is written here and in each command's module)."""
     parser = Parser(
         prog="fitbench",
         description="Is this GPU enough for this deep-learning job, and how fast will it run?",
@@ -118,6 +121,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.command = only
     parser.add_argument("--version", action="version", version=f"fitbench {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    # Only so that `fitbench --lang zh --help` is read; each command has its own --lang.
+    parser.add_argument(
+        "--lang",
+        metavar="LANG",
+        default=argparse.SUPPRESS,
+        help="en or zh (default: zh when $LANG starts with zh)",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_path, help_text) in SUBCOMMANDS.items():
         if only is not None and name != only:
@@ -129,6 +139,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         # Every command speaks both languages: --lang (else the locale) on each, not only on some.
         if "--lang" not in sub._option_string_actions:
             add_lang_arg(sub)
+    if lang != "en":
+        from fitbench.cli.help_text import localize
+
+        localize(parser, lang)
     return parser
 
 
@@ -146,7 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         first = "check"
     only = first if first in SUBCOMMANDS else None
     try:
-        parser = build_parser(only)
+        # The help speaks the reader's language: --lang on the line, else the locale.
+        parser = build_parser(only, requested_lang(argv))
         args = parser.parse_args(argv)
         if getattr(args, "func", None) is None:
             parser.print_help()
