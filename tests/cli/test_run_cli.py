@@ -245,7 +245,7 @@ def test_cpu_search_is_capped_by_host_ram_not_started_at_the_gpu_estimate(capsys
     mb = data["max_batch"]
     workload = Workload.from_dict(data["workload"])
     # The estimate's largest batch is the H200's; the search started below it, at what the memory
-    # model fits in half the RAM this machine had available.
+    # model fits in a quarter of the RAM this machine had available.
     assert mb["uncapped_start"] == mb["estimated"] == data["estimate"]["max_batch_size"]
     assert mb["capped"] == "host_ram"
     assert mb["budget_bytes"] == int(mb["memory_bytes"] * HOST_RAM_SHARE)
@@ -253,7 +253,7 @@ def test_cpu_search_is_capped_by_host_ram_not_started_at_the_gpu_estimate(capsys
     assert mb["limit"] == min(fit, max(64, 8 * mb["estimated"]))
     assert mb["start"] == min(mb["estimated"], mb["limit"])
     assert all(p["batch_size"] <= mb["limit"] for p in mb["probes"])
-    if fit < mb["estimated"]:  # a machine with less than ~2 x 141 GB of RAM: the start moved
+    if fit < mb["estimated"]:  # a machine with less than ~4 x 141 GB of RAM: the start moved
         assert mb["start"] == fit < mb["estimated"]
     # A largest batch found on the CPU is not held against a GPU card's estimate.
     assert data["error_vs_estimate"]["max_batch"] is None
@@ -267,7 +267,7 @@ def test_cpu_search_says_it_is_capped_and_not_comparable_in_both_languages(capsy
     assert rc == 0
     row = next(line for line in out.splitlines() if line.strip().startswith("max batch"))
     assert row.rstrip().endswith("not comparable") and "%" not in row
-    assert "max-batch search capped at batch" in out and "50% of the" in out and "of RAM available" in out
+    assert "max-batch search capped at batch" in out and "25% of the" in out and "of RAM available" in out
     assert "max batch not comparable with the estimate: found on the CPU" in out
     rc, out, _ = _cpu_search_against_h200(capsys, db, "--lang", "zh")
     assert rc == 0

@@ -188,8 +188,8 @@ def test_host_ram_caps_the_start_and_the_limit_and_a_search_always_probes_batch_
     tight = search_bounds(
         workload, estimated=40, card=get_gpu("h200"), batch_limit=None, memory=(HOST_RAM, 8 << 30)
     )
-    # Training a 6B model does not fit in 4 GiB at any batch: the search still probes batch 1.
-    assert (tight.start, tight.limit, tight.capped, tight.budget_bytes) == (1, 1, HOST_RAM, 4 << 30)
+    # Training a 6B model does not fit in 2 GiB at any batch: the search still probes batch 1.
+    assert (tight.start, tight.limit, tight.capped, tight.budget_bytes) == (1, 1, HOST_RAM, 2 << 30)
     # Without a number for the RAM nothing is capped.
     free = search_bounds(workload, estimated=40, card=None, batch_limit=100, memory=None)
     assert (free.start, free.limit, free.capped) == (40, 100, None)
