@@ -105,17 +105,17 @@ class _Reader(ConfigValues):
 
     def require(self, *specs: str | tuple[str, ...]) -> None:
         """Name every missing required key at once, so one edit fixes the file."""
-        missing = []
+        missing: list[tuple[str, ...]] = []
         for spec in specs:
             keys = (spec,) if isinstance(spec, str) else spec
             if self.lookup(keys)[1] is _MISSING:
                 # the two usual spellings (more aliases are accepted than named)
-                missing.append(" or ".join(f"'{k}'" for k in keys[:2]))
+                missing.append(tuple(f"'{k}'" for k in keys[:2]))
         if missing:
             raise self.error(
-                f"'{self.model_type}' configs need {', '.join(missing)}",
+                f"'{self.model_type}' configs need {', '.join(' or '.join(m) for m in missing)}",
                 "add the missing keys, or use the model's original config.json",
-                message_zh=f"'{self.model_type}' 配置需要 {', '.join(missing)}",
+                message_zh=f"'{self.model_type}' 配置需要 {'、'.join(' 或 '.join(m) for m in missing)}",
                 hint_zh="请补上缺少的键,或使用模型原始的 config.json",
             )
 
