@@ -34,7 +34,7 @@ IMDB_HINT = (
     "(train/ and test/, each with pos/ and neg/ folders of .txt reviews)"
 )
 IMDB_HINT_ZH = (
-    "需要 Large Movie Review Dataset:aclImdb_v1.tar.gz 或解压出的 aclImdb/ 文件夹"
+    "需要《Large Movie Review Dataset》数据集:aclImdb_v1.tar.gz 或解压出的 aclImdb/ 文件夹"
     "(含 train/ 和 test/,各自带有存放 .txt 影评的 pos/ 与 neg/ 文件夹)"
 )
 IMDB_DIR = "aclImdb"
