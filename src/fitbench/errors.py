@@ -59,6 +59,12 @@ class FitbenchError(Exception):
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
 
+def zh_or(names: Iterable[str]) -> str:
+    """'a'、'b' 或 'c': a Chinese list of alternatives (English says 'a' or 'b' or 'c')."""
+    quoted = [f"'{n}'" for n in names]
+    return "、".join(quoted[:-1]) + " 或 " + quoted[-1] if len(quoted) > 1 else "".join(quoted)
+
+
 def close_match_hint(
     name: str, choices: Iterable[str], *, n: int = 3, cutoff: float = 0.5, lang: str = "en"
 ) -> str | None:
@@ -71,7 +77,7 @@ def close_match_hint(
     if not close:
         return None
     if lang == "zh":
-        return "是否想输入 " + " 或 ".join(f"'{c}'" for c in close) + "?"
+        return f"是否想输入 {zh_or(close)}?"
     return "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from fitbench.core.gpu import STREAM_EFFICIENCY, GpuSpec
 from fitbench.core.units import GB, TFLOPS, GiB, MiB
-from fitbench.errors import FitbenchError, did_you_mean
+from fitbench.errors import FitbenchError, did_you_mean, zh_or
 
 __all__ = [
     "BRIEF_GPUS",
@@ -357,11 +357,7 @@ def get_gpu(name: str) -> GpuSpec:
     hint = (
         ("did you mean " + " or ".join(f"'{g}'" for g in near) + "?") if near else did_you_mean(key, catalog)
     )
-    hint_zh = (
-        ("是否想输入 " + " 或 ".join(f"'{g}'" for g in near) + "?")
-        if near
-        else did_you_mean(key, catalog, lang="zh")
-    )
+    hint_zh = f"是否想输入 {zh_or(near)}?" if near else did_you_mean(key, catalog, lang="zh")
     raise FitbenchError(
         f"unknown GPU '{name}'",
         f"{hint}; `{LIST_COMMAND}` lists them all, --gpu-spec describes any other card",
