@@ -43,7 +43,9 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         metavar="FILE",
         help="fit from a stored benchmarks/accuracy.py or speed.py result",
     )
-    parser.add_argument("--backend", choices=FRAMEWORKS, default="torch")
+    parser.add_argument(
+        "--backend", choices=FRAMEWORKS, default="torch", help="framework to measure with (default torch)"
+    )
     add_exec_arg(parser)
     parser.add_argument("--device", default="cuda", help="cuda or cuda:N (default cuda)")
     parser.add_argument("--dry-run", action="store_true", help="print the fit, do not keep it")

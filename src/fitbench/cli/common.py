@@ -207,7 +207,9 @@ def add_workload_args(
     group.add_argument(
         "--tiny", action="store_true", help="the tiny variant of a preset (runs in seconds on a CPU)"
     )
-    group.add_argument("--batch", "--batch-size", dest="batch_size", type=positive_int, metavar="N")
+    group.add_argument(
+        "--batch", "--batch-size", dest="batch_size", type=positive_int, metavar="N", help="batch size"
+    )
     group.add_argument("--seq-len", type=positive_int, metavar="N", help="sequence length (transformers)")
     group.add_argument("--image-size", type=positive_int, metavar="N", help="image height = width (ResNet)")
     help_precision = "one of " + ", ".join(PRECISION_NAMES)
@@ -228,8 +230,10 @@ def add_workload_args(
     )
     group.add_argument("--optimizer", metavar="NAME", help="adam, adamw, sgd or momentum")
     group.add_argument("--mode", metavar="MODE", help="train or infer")
-    group.add_argument("--prompt-tokens", type=positive_int, metavar="N")
-    group.add_argument("--new-tokens", type=positive_int, metavar="N")
+    group.add_argument(
+        "--prompt-tokens", type=positive_int, metavar="N", help="prompt length in tokens (generation)"
+    )
+    group.add_argument("--new-tokens", type=positive_int, metavar="N", help="tokens to generate (generation)")
     group.add_argument("--dataset-size", type=positive_int, metavar="N", help="samples per epoch")
     group.add_argument(
         "--checkpointing",

@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from fitbench import __version__
 from fitbench.cli.common import add_lang_arg
+from fitbench.cli.help_text import requested_lang
 from fitbench.errors import FitbenchError, close_match_hint, did_you_mean, one_line
 
 # subcommand -> (module, one-line help). Order is the order of `fitbench --help`.
@@ -96,25 +97,6 @@ def argparse_zh(message: str) -> str:
     return message
 
 
-def argv_lang(argv: Sequence[str]) -> str:
-    """The language of a line not yet parsed: its --lang (`--lang zh`, `--lang=zh`), else the locale.
-
-    Errors of argument parsing come before args.lang exists; an unknown --lang value falls back to
-    the locale here and is reported by the command itself."""
-    from fitbench.advise.i18n import resolve_lang
-
-    given = None
-    for i, arg in enumerate(argv):
-        if arg == "--lang" and i + 1 < len(argv):
-            given = argv[i + 1]
-        elif arg.startswith("--lang="):
-            given = arg.split("=", 1)[1]
-    try:
-        return resolve_lang(given)
-    except FitbenchError:
-        return resolve_lang(None)
-
-
 # argparse's wording of a bad choice: "invalid choice: 'x' (choose from 'a', 'b')" (quotes vary by version).
 _INVALID_CHOICE = re.compile(
     r"^(?P<arg>argument [^:]+): invalid choice: '?(?P<value>.*?)'? \(choose from (?P<choices>.*)\)$"
@@ -130,7 +112,7 @@ class Parser(argparse.ArgumentParser):
     """
 
     command: str | None = None  # the subcommand being parsed, set by build_parser on the top parser
-    lang: str = "en"  # the language of the line being parsed (argv_lang), set by main on every parser
+    lang: str = "en"  # the language of the line being parsed (requested_lang), set by main on every parser
 
     def error(self, message: str) -> NoReturn:
         zh = self.lang == "zh"
@@ -202,7 +184,9 @@ def _set_lang(parser: argparse.ArgumentParser, lang: str) -> None:
                 _set_lang(sub, lang)
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None, lang: str = "en") -> argparse.ArgumentParser:
+    """The parser of `fitbench` (with only the `only` command's options built, when given), its help
+    in `lang` (fitbench.cli.help_text: the English is written here and in each command's module)."""
     parser = Parser(
         prog="fitbench",
         description="Is this GPU enough for this deep-learning job, and how fast will it run?",
@@ -212,6 +196,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.command = only
     parser.add_argument("--version", action="version", version=f"fitbench {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    # Only so that `fitbench --lang zh --help` is read; each command has its own --lang.
+    parser.add_argument(
+        "--lang",
+        metavar="LANG",
+        default=argparse.SUPPRESS,
+        help="en or zh (default: zh when $LANG starts with zh)",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_path, help_text) in SUBCOMMANDS.items():
         if only is not None and name != only:
@@ -223,6 +214,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         # Every command speaks both languages: --lang (else the locale) on each, not only on some.
         if "--lang" not in sub._option_string_actions:
             add_lang_arg(sub)
+    if lang != "en":
+        from fitbench.cli.help_text import localize
+
+        localize(parser, lang)
     return parser
 
 
@@ -250,9 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = ["check", *argv]
         first = "check"
     only = first if first in SUBCOMMANDS else None
-    lang = argv_lang(argv)
+    lang = requested_lang(argv)
     try:
-        parser = build_parser(only)
+        # The help and the errors speak the reader's language: --lang on the line, else the locale.
+        parser = build_parser(only, lang)
         _set_lang(parser, lang)
         args = parser.parse_args(argv)
         if getattr(args, "func", None) is None:

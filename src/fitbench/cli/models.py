@@ -22,7 +22,9 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         "examples:\n  fitbench models\n  fitbench models qwen\n  fitbench models --json\n"
         "  fitbench estimate qwen2.5-7b-instruct --gpu rtx-4090",
     )
-    parser.add_argument("filter", nargs="?", help="show only models whose name contains this text")
+    parser.add_argument(
+        "filter", nargs="?", metavar="TEXT", help="show only models whose name contains this text"
+    )
     parser.add_argument("--json", action="store_true", help="print the models as a JSON list")
     parser.set_defaults(func=run)
 
