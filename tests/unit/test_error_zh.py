@@ -185,3 +185,12 @@ def test_the_language_of_a_line_not_yet_parsed(
     for var, value in env.items():
         monkeypatch.setenv(var, value)
     assert requested_lang(argv) == lang
+
+
+def test_a_note_quoting_an_error_is_said_in_the_readers_language() -> None:
+    """`fitbench run` notes an estimate it could not make: the error's own text, in both languages."""
+    from fitbench.cli.run import note_text
+
+    note = {"key": "run.note.no_estimate", "reason": "tensor parallelism ...", "reason_zh": "张量并行……"}
+    assert note_text(note, "en") == "no estimate: tensor parallelism ..."
+    assert note_text(note, "zh") == "没有估算:张量并行……"

@@ -236,7 +236,9 @@ def estimate_for(
     try:
         return estimate(workload, gpu, framework=framework_of(backend), exec_mode=exec_mode), None
     except FitbenchError as exc:
-        return None, {"key": "run.note.no_estimate", "reason": str(exc)}
+        message, hint = exc.text("zh")
+        reason_zh = f"{message}({hint})" if hint else message
+        return None, {"key": "run.note.no_estimate", "reason": str(exc), "reason_zh": reason_zh}
 
 
 # -- derived numbers ------------------------------------------------------------------------------
@@ -578,8 +580,12 @@ def _max_batch(
 
 # -- human output ---------------------------------------------------------------------------------
 def note_text(note: dict[str, str], lang: str) -> str:
-    """A note kept as its message key and values, in the reader's language."""
-    return t(note["key"], lang, **{k: v for k, v in note.items() if k != "key"})
+    """A note kept as its message key and values, in the reader's language; a value `x` may have its
+    Chinese beside it as `x_zh` (an error's text, which is not in the catalogue)."""
+    values = {k: v for k, v in note.items() if k != "key" and not k.endswith("_zh")}
+    if lang == "zh":
+        values.update({k[:-3]: v for k, v in note.items() if k.endswith("_zh")})
+    return t(note["key"], lang, **values)
 
 
 def _status_line(m: Measurement, lang: str) -> str:
