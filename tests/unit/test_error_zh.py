@@ -194,3 +194,20 @@ def test_a_note_quoting_an_error_is_said_in_the_readers_language() -> None:
     note = {"key": "run.note.no_estimate", "reason": "tensor parallelism ...", "reason_zh": "张量并行……"}
     assert note_text(note, "en") == "no estimate: tensor parallelism ..."
     assert note_text(note, "zh") == "没有估算:张量并行……"
+
+
+@pytest.mark.parametrize(
+    ("extra", "zh"),
+    [
+        ("memory_mib=1000", "memory_mib 1000 不在 memory_gib 的 90-100 % 之内"),
+        ("price_usd=100", "price_usd 需要同时给出 price_source 和 price_date(YYYY-MM)"),
+        ("bf16=true", "bf16 必须且只能在 tflops 含 bf16 峰值时为 true"),
+    ],
+)
+def test_a_gpu_spec_refused_by_the_catalogs_row_checks_in_chinese(extra: str, zh: str) -> None:
+    from fitbench.catalog.spec import load_gpu_spec
+
+    with pytest.raises(FitbenchError) as info:
+        load_gpu_spec(f"name=X,memory_gib=32,bandwidth_gb_s=1792,fp32=104.8,fp16=209.5,{extra}")
+    assert info.value.text("zh")[0] == f"GPU 规格 (inline):{zh}"
+    assert info.value.message.startswith("GPU spec (inline): ")

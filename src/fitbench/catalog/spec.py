@@ -239,6 +239,58 @@ def _check_figures(row: dict[str, Any], tflops: dict[str, Any], where: str) -> N
             )
 
 
+# The catalog's row checks (fitbench.catalog._row_to_spec) speak English, as the bundled catalog's
+# maintainers read them; a --gpu-spec user reads the ones a spec can reach in their language.
+_ROW_PROBLEMS_ZH: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), zh)
+    for pattern, zh in (
+        (r"(?P<key>\w+) must be a number, got (?P<v>.*)", "{key} 必须是数字,实际为 {v}"),
+        (r"(?P<key>\w+) must be positive, got (?P<v>.*)", "{key} 必须为正数,实际为 {v}"),
+        (r"id must be lowercase words joined by dashes", "id 必须是用短横线连接的小写单词"),
+        (r"(?P<key>\w+) must be a non-empty string", "{key} 必须是非空字符串"),
+        (r"(?P<key>\w+) must be one of (?P<v>.*)", "{key} 必须是以下之一:{v}"),
+        (
+            r"memory_mib (?P<v>\S+) is not within 90-100 % of memory_gib",
+            "memory_mib {v} 不在 memory_gib 的 90-100 % 之内",
+        ),
+        (r"reserved_mib (?P<v>\S+) is implausibly large", "reserved_mib {v} 大得不合理"),
+        (
+            r"(?P<key>\w+) needs (?P<a>\w+) and (?P<b>\w+) \(YYYY-MM\)",
+            "{key} 需要同时给出 {a} 和 {b}(YYYY-MM)",
+        ),
+        (
+            r"sm_count must be a whole number of streaming multiprocessors",
+            "sm_count 必须是流式多处理器的整数个数",
+        ),
+        (r"missing (?P<v>.*)", "缺少 {v}"),
+        (r"unknown key\(s\) (?P<v>.*)", "未知的键 {v}"),
+        (
+            r"tflops needs fp32 and fp16 and may add tf32, bf16, fp8, int8",
+            "tflops 需要 fp32 和 fp16,还可以加 tf32、bf16、fp8、int8",
+        ),
+        (
+            r"bf16 must be true exactly when tflops has a bf16 rate",
+            "bf16 必须且只能在 tflops 含 bf16 峰值时为 true",
+        ),
+        (
+            r"(?P<arch>\S+) cards have no FP8 tensor cores; drop fp8",
+            "{arch} 显卡没有 FP8 Tensor Core;请去掉 fp8",
+        ),
+        (r"measured must be true or false", "measured 必须是 true 或 false"),
+        (r"aliases must be a list of non-empty strings", "aliases 必须是非空字符串的列表"),
+    )
+)
+
+
+def _row_problem_zh(message: str) -> str:
+    """A row check's `message` in Chinese (kept as it is where no pattern fits)."""
+    for pattern, zh in _ROW_PROBLEMS_ZH:
+        match = pattern.fullmatch(message)
+        if match:
+            return zh.format(**match.groupdict())
+    return message
+
+
 def load_gpu_spec(text: str) -> GpuSpec:
     """The GpuSpec of a `--gpu-spec` value: a .toml/.json file path or inline key=value pairs.
 
@@ -262,6 +314,6 @@ def load_gpu_spec(text: str) -> GpuSpec:
         raise FitbenchError(
             f"GPU spec {where}: {message}",
             "keys and units are those of gpus.toml; `fitbench gpus --toml rtx-4090` prints a valid row",
-            message_zh=f"GPU 规格 {where}:{message}",
+            message_zh=f"GPU 规格 {where}:{_row_problem_zh(message)}",
             hint_zh=("键与单位与 gpus.toml 相同;`fitbench gpus --toml rtx-4090` 会输出一个有效的行"),
         ) from None
