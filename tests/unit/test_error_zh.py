@@ -148,6 +148,11 @@ def test_close_matches_and_unknown_names_in_chinese() -> None:
         ("the following arguments are required: WORKLOAD", "缺少必需的参数:WORKLOAD"),
         ("argument --gpu: expected one argument", "参数 --gpu:需要一个值"),
         (
+            "ambiguous option: --ba could match --batch, --backend",
+            "选项 --ba 有歧义,可能是 --batch, --backend",
+        ),
+        ("argument --x: not allowed with argument --y", "参数 --x:不能与参数 --y 同时使用"),
+        (
             "argument --batch/--batch-size: 'x' is not a whole number",
             "参数 --batch/--batch-size:'x' 不是整数",
         ),

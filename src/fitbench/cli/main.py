@@ -53,14 +53,14 @@ _ARGPARSE_ZH: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^the following arguments are required: (?P<rest>.*)$", "缺少必需的参数:{rest}"),
         (r"^(?P<arg>argument [^:]+): expected one argument$", "{arg}:需要一个值"),
         (r"^(?P<arg>argument [^:]+): expected at least one argument$", "{arg}:至少需要一个值"),
-        (r"^(?P<arg>argument [^:]+): expected (?P<rest>.*)$", "{arg}:需要 {rest}"),
+        (r"^(?P<arg>argument [^:]+): expected (?P<n>\d+) arguments?$", "{arg}:需要 {n} 个值"),
         (
             r"^(?P<arg>argument [^:]+): invalid (?P<type>\w+) value: (?P<rest>.*)$",
             "{arg}:无效的 {type} 值 {rest}",
         ),
-        (r"^(?P<arg>argument [^:]+): not allowed with (?P<rest>.*)$", "{arg}:不能与 {rest} 同时使用"),
+        (r"^(?P<arg>argument [^:]+): not allowed with (?P<rest>.*)$", "{arg}:不能与{rest} 同时使用"),
         (r"^(?P<arg>argument [^:]+): ignored explicit argument (?P<rest>.*)$", "{arg}:不接受值 {rest}"),
-        (r"^ambiguous option: (?P<rest>.*)$", "选项有歧义:{rest}"),
+        (r"^ambiguous option: (?P<opt>\S+) could match (?P<rest>.*)$", "选项 {opt} 有歧义,可能是 {rest}"),
         # fitbench's own argparse types (cli/common.py, cli/estimate.py)
         (r"^(?P<arg>argument [^:]+): (?P<v>'.*') is not a whole number$", "{arg}:{v} 不是整数"),
         (
