@@ -109,7 +109,7 @@ def get_backend(name: str) -> Backend:
                 f"the {base} backend cannot import '{row.requires}': {what}",
                 f"pip install 'fitbench[{row.extra}]', with --force-reinstall to repair an install",
                 message_zh=f"{base} 后端无法导入 '{row.requires}':{what}",
-                hint_zh=(f"pip install 'fitbench[{row.extra}]',可加 --force-reinstall 修复安装"),
+                hint_zh=f"pip install 'fitbench[{row.extra}]',可加 --force-reinstall 修复安装",
             ) from exc
     module_path, _, class_name = row.implementation.partition(":")
     cls = getattr(importlib.import_module(module_path), class_name)

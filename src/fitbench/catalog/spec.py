@@ -117,7 +117,7 @@ def _from_file(path: Path) -> dict[str, Any]:
         raise FitbenchError(
             f"GPU spec {path} is not valid {path.suffix[1:].upper()}: {exc}",
             "fix the file; `fitbench gpus --toml rtx-4090` prints a valid one",
-            message_zh=(f"GPU 规格文件 {path} 不是有效的 {path.suffix[1:].upper()}:{exc}"),
+            message_zh=f"GPU 规格文件 {path} 不是有效的 {path.suffix[1:].upper()}:{exc}",
             hint_zh="请修正该文件;`fitbench gpus --toml rtx-4090` 会输出一个有效示例",
         ) from None
     if isinstance(data, list) and len(data) == 1:
@@ -315,5 +315,5 @@ def load_gpu_spec(text: str) -> GpuSpec:
             f"GPU spec {where}: {message}",
             "keys and units are those of gpus.toml; `fitbench gpus --toml rtx-4090` prints a valid row",
             message_zh=f"GPU 规格 {where}:{_row_problem_zh(message)}",
-            hint_zh=("键与单位与 gpus.toml 相同;`fitbench gpus --toml rtx-4090` 会输出一个有效的行"),
+            hint_zh="键与单位与 gpus.toml 相同;`fitbench gpus --toml rtx-4090` 会输出一个有效的行",
         ) from None

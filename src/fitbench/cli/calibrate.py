@@ -118,7 +118,7 @@ def _measure_and_fit(args: argparse.Namespace, lang: str = "en") -> tuple[Any, A
             found,
             "run it on a GPU machine, pick --device cuda:N, or use --from FILE",
             message_zh=found_zh,
-            hint_zh=("请在有 GPU 的机器上运行、用 --device cuda:N 选择显卡,或使用 --from FILE"),
+            hint_zh="请在有 GPU 的机器上运行、用 --device cuda:N 选择显卡,或使用 --from FILE",
         )
     card = local[index]
     if card.catalog_id is None:

@@ -328,7 +328,7 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
             "no workload given",
             "name a preset or pass --config PATH; `fitbench workloads` lists the presets",
             message_zh="没有给出工作负载",
-            hint_zh=("请给出一个预设名,或传入 --config PATH;`fitbench workloads` 可列出全部预设"),
+            hint_zh="请给出一个预设名,或传入 --config PATH;`fitbench workloads` 可列出全部预设",
         )
     from fitbench.workloads.presets import PRESETS, get_workload
 

@@ -349,7 +349,7 @@ def refuse_unmeasurable_storage(workload: Workload) -> None:
             f"fitbench run keeps the KV cache in the compute dtype, not {workload.kv_cache}",
             "drop --kv-cache to measure; `fitbench estimate --kv-cache` gives its memory",
             message_zh=f"fitbench run 按计算精度保存 KV 缓存,不支持 {workload.kv_cache}",
-            hint_zh=("去掉 --kv-cache 即可实测;`fitbench estimate --kv-cache` 给出其显存占用"),
+            hint_zh="去掉 --kv-cache 即可实测;`fitbench estimate --kv-cache` 给出其显存占用",
         )
 
 
@@ -404,7 +404,7 @@ def _plan(args: argparse.Namespace, lang: str) -> RunPlan:
         raise FitbenchError(
             f"--emulate {args.emulate} needs a CUDA GPU to cap, and this machine has none",
             f"`fitbench estimate WORKLOAD --gpu {args.emulate}` says without a GPU whether it fits that card",
-            message_zh=(f"--emulate {args.emulate} 需要一块 CUDA GPU 来限制显存,而这台机器没有"),
+            message_zh=f"--emulate {args.emulate} 需要一块 CUDA GPU 来限制显存,而这台机器没有",
             hint_zh=(
                 f"`fitbench estimate WORKLOAD --gpu {args.emulate}` 无需 GPU 即可判断能否在该显卡上运行"
             ),

@@ -318,7 +318,7 @@ def image_batches(
             raise FitbenchError(
                 f"CIFAR-10 has {CIFAR_CLASSES} classes but the model predicts {num_classes}",
                 f"use a model with at least {CIFAR_CLASSES} classes",
-                message_zh=(f"CIFAR-10 有 {CIFAR_CLASSES} 个类别,但模型只预测 {num_classes} 个"),
+                message_zh=f"CIFAR-10 有 {CIFAR_CLASSES} 个类别,但模型只预测 {num_classes} 个",
                 hint_zh=f"请使用至少有 {CIFAR_CLASSES} 个类别的模型",
             )
         data = read_cifar10(path_or_none, "train")

@@ -186,7 +186,7 @@ def _imdb_from_tar(archive: Path, split: str, limit: int | None) -> TextData:
             raise FitbenchError(
                 f"IMDb file {archive} is missing {IMDB_DIR}/{split}/{label}/*.txt reviews",
                 IMDB_HINT,
-                message_zh=(f"IMDb 文件 {archive} 缺少 {IMDB_DIR}/{split}/{label}/*.txt 影评"),
+                message_zh=f"IMDb 文件 {archive} 缺少 {IMDB_DIR}/{split}/{label}/*.txt 影评",
                 hint_zh=IMDB_HINT_ZH,
             )
     chosen = _select_reviews({label: list(files) for label, files in blobs.items()}, limit)
@@ -259,7 +259,7 @@ def text_batches(
         raise FitbenchError(
             f"IMDb has 2 labels (negative, positive) but the model predicts {num_labels}",
             "use a classification head with at least 2 labels",
-            message_zh=(f"IMDb 有 2 个标签(negative、positive),但模型预测 {num_labels} 个"),
+            message_zh=f"IMDb 有 2 个标签(negative、positive),但模型预测 {num_labels} 个",
             hint_zh="请使用至少有 2 个标签的分类头",
         )
     np = numpy_module()

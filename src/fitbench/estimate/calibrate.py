@@ -157,7 +157,7 @@ def points_from_result_file(
             f"cannot read measurements from {path}: {exc}",
             "pass a JSON written by benchmarks/accuracy.py or benchmarks/speed.py",
             message_zh=f"无法从 {path} 读取实测结果:{exc}",
-            hint_zh=("请传入 benchmarks/accuracy.py 或 benchmarks/speed.py 写出的 JSON"),
+            hint_zh="请传入 benchmarks/accuracy.py 或 benchmarks/speed.py 写出的 JSON",
         ) from None
     if not gpu_id:
         raise FitbenchError(

@@ -133,7 +133,7 @@ def unsupported(
             f"--strategy {strategy} is DeepSpeed's ZeRO: fitbench run does not launch it",
             "measure PyTorch's own sharding with --strategy fsdp-shard-grad-op or "
             "fsdp-full-shard, or `fitbench estimate` the DeepSpeed job",
-            message_zh=(f"--strategy {strategy} 是 DeepSpeed 的 ZeRO:fitbench run 不启动它"),
+            message_zh=f"--strategy {strategy} 是 DeepSpeed 的 ZeRO:fitbench run 不启动它",
             hint_zh=(
                 "可用 --strategy fsdp-shard-grad-op 或 fsdp-full-shard "
                 "实测 PyTorch 自带的分片,或用 `fitbench estimate` 估算 "
@@ -152,7 +152,7 @@ def unsupported(
             f"sharded inference (--strategy {strategy}) is not measured",
             "use --strategy ddp for one replica per GPU, or `fitbench estimate`",
             message_zh=f"不实测分片推理(--strategy {strategy})",
-            hint_zh=("每块 GPU 一个副本请使用 --strategy ddp,或用 `fitbench estimate` 估算"),
+            hint_zh="每块 GPU 一个副本请使用 --strategy ddp,或用 `fitbench estimate` 估算",
         )
     if workload.peft:
         return FitbenchError(
@@ -223,7 +223,7 @@ def _check_gpus(device: str, nproc: int) -> None:
         raise FitbenchError(
             f"{nproc} ranks from {device} need {need} GPUs; this machine has {count}",
             f"use --gpus {max(1, count - _first_gpu(device))} or fewer",
-            message_zh=(f"从 {device} 起的 {nproc} 个进程需要 {need} 块 GPU;这台机器只有 {count} 块"),
+            message_zh=f"从 {device} 起的 {nproc} 个进程需要 {need} 块 GPU;这台机器只有 {count} 块",
             hint_zh=f"请使用 --gpus {max(1, count - _first_gpu(device))} 或更少",
         )
 

@@ -296,20 +296,20 @@ class TransformerArch:
             raise FitbenchError(
                 f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}",
                 "fix the config or give head_dim explicitly",
-                message_zh=(f"hidden_size {self.hidden_size} 不能被 num_heads {self.num_heads} 整除"),
+                message_zh=f"hidden_size {self.hidden_size} 不能被 num_heads {self.num_heads} 整除",
                 hint_zh="请修正配置,或显式给出 head_dim",
             )
         if self.kv_heads < 1 or self.num_heads % self.kv_heads:
             raise FitbenchError(
                 f"num_heads {self.num_heads} is not a multiple of num_kv_heads {self.kv_heads}",
                 "grouped-query attention needs num_heads divisible by num_key_value_heads",
-                message_zh=(f"num_heads {self.num_heads} 不是 num_kv_heads {self.kv_heads} 的整数倍"),
+                message_zh=f"num_heads {self.num_heads} 不是 num_kv_heads {self.kv_heads} 的整数倍",
                 hint_zh="分组查询注意力要求 num_heads 能被 num_key_value_heads 整除",
             )
         if self.mlp not in ("gelu", "swiglu") or self.norm not in NORMS or self.qk_norm not in QK_NORMS:
             raise FitbenchError(
                 f"unsupported mlp '{self.mlp}', norm '{self.norm}' or qk norm '{self.qk_norm}'",
-                message_zh=(f"不支持的 mlp '{self.mlp}'、norm '{self.norm}' 或 qk norm '{self.qk_norm}'"),
+                message_zh=f"不支持的 mlp '{self.mlp}'、norm '{self.norm}' 或 qk norm '{self.qk_norm}'",
             )
         self._check_experts()
         if self.is_mla and (
@@ -335,7 +335,7 @@ class TransformerArch:
         if self.sliding_layers > self.num_layers:
             raise FitbenchError(
                 f"{self.sliding_layers} sliding-window layers of {self.num_layers} layers",
-                message_zh=(f"{self.num_layers} 层中有 {self.sliding_layers} 层滑动窗口层,数量不合理"),
+                message_zh=f"{self.num_layers} 层中有 {self.sliding_layers} 层滑动窗口层,数量不合理",
             )
 
     def _check_counts(self) -> None:

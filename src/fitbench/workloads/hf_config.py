@@ -661,7 +661,7 @@ def _chatglm(r: _Reader) -> TransformerArch:
             exc.message,
             "fitbench reads ChatGLM2/ChatGLM3/GLM-4 configs; the first ChatGLM-6B layout is not supported",
             message_zh=exc.message_zh,
-            hint_zh=("fitbench 能读取 ChatGLM2/ChatGLM3/GLM-4 的配置;不支持最早的 ChatGLM-6B 结构"),
+            hint_zh="fitbench 能读取 ChatGLM2/ChatGLM3/GLM-4 的配置;不支持最早的 ChatGLM-6B 结构",
         ) from None
     hidden = r.int("hidden_size")
     num_heads = r.int("num_attention_heads")
@@ -853,7 +853,7 @@ def _resnet(r: _Reader) -> ResNetArch:
     if widths[0] % expansion:
         raise r.error(
             f"'hidden_sizes' starts at {widths[0]}, not a multiple of {expansion} as bottleneck blocks need",
-            message_zh=(f"'hidden_sizes' 起始宽度为 {widths[0]},不是瓶颈块所需的 {expansion} 的倍数"),
+            message_zh=f"'hidden_sizes' 起始宽度为 {widths[0]},不是瓶颈块所需的 {expansion} 的倍数",
         )
     base = widths[0] // expansion
     expected = [base * expansion * 2**i for i in range(4)]

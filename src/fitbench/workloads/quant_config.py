@@ -85,14 +85,14 @@ class _Q(ConfigValues):
         if allowed is not None and value not in allowed:
             raise self.error(
                 f"'{key}' is {value}; this method stores {', '.join(map(str, allowed))} bits",
-                message_zh=(f"'{key}' 为 {value};这种方法只存储 {', '.join(map(str, allowed))} 位"),
+                message_zh=f"'{key}' 为 {value};这种方法只存储 {', '.join(map(str, allowed))} 位",
             )
         if allowed is None and value not in also and not minimum <= value <= maximum:
             extra = f" or {', '.join(map(str, also))}" if also else ""
             extra_zh = f",或为 {', '.join(map(str, also))}" if also else ""
             raise self.error(
                 f"'{key}' must be from {minimum} to {maximum}{extra}, got {value}",
-                message_zh=(f"'{key}' 必须在 {minimum} 到 {maximum} 之间{extra_zh},实际为 {value}"),
+                message_zh=f"'{key}' 必须在 {minimum} 到 {maximum} 之间{extra_zh},实际为 {value}",
             )
         return value
 
@@ -323,7 +323,7 @@ def _compressed(q: _Q) -> tuple[WeightFormat | None, str | None]:
     if strategy not in ("tensor", "channel", "group", "block", "tensor_group"):
         raise q.error(
             f"weights 'strategy' {strategy[:20]!r} is not tensor, channel, group or block",
-            message_zh=(f"weights 的 'strategy' {strategy[:20]!r} 不是 tensor、channel、group 或 block"),
+            message_zh=f"weights 的 'strategy' {strategy[:20]!r} 不是 tensor、channel、group 或 block",
         )
     ignore = q.names("ignore")
     head = not any(name == "lm_head" or name.endswith("lm_head") for name in ignore)

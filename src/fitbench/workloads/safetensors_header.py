@@ -89,7 +89,7 @@ def read_header(stream: BinaryIO, file_size: int, *, source: str = "safetensors"
         raise FitbenchError(
             f"{source}: truncated safetensors file ({len(head)} bytes, the header length alone takes 8)",
             "download the file again",
-            message_zh=(f"{source}:safetensors 文件被截断({len(head)} 字节,仅头部长度就要 8 字节)"),
+            message_zh=f"{source}:safetensors 文件被截断({len(head)} 字节,仅头部长度就要 8 字节)",
             hint_zh="请重新下载该文件",
         )
     (n,) = struct.unpack("<Q", head)

@@ -226,7 +226,7 @@ class Workload:
                 "generation needs --prompt-tokens and --new-tokens",
                 "pass both, e.g. --prompt-tokens 50 --new-tokens 100, or --mode train",
                 message_zh="生成任务需要 --prompt-tokens 和 --new-tokens",
-                hint_zh=("两者都要给出,例如 --prompt-tokens 50 --new-tokens 100,或使用 --mode train"),
+                hint_zh="两者都要给出,例如 --prompt-tokens 50 --new-tokens 100,或使用 --mode train",
             )
         if not self.is_resnet and not self.is_generation and self.seq_len is None:
             raise FitbenchError(
@@ -279,7 +279,7 @@ class Workload:
                         f"--weights {self.weights.label} 和 --precision {self.precision} "
                         "都指定了权重的存储方式"
                     ),
-                    hint_zh=("两者只能给一个;使用 --weights 时,请用 --precision fp16 或 bf16 指定计算精度"),
+                    hint_zh="两者只能给一个;使用 --weights 时,请用 --precision fp16 或 bf16 指定计算精度",
                 )
             if self.mode == "train":
                 raise FitbenchError(

@@ -75,7 +75,7 @@ def check_gpu(index: int) -> None:
             "this PaddlePaddle build has no CUDA support",
             "install the paddlepaddle-gpu 3.3 wheel from PaddlePaddle's own index, or use --device cpu",
             message_zh="当前 PaddlePaddle 构建不支持 CUDA",
-            hint_zh=("请从 PaddlePaddle 官方源安装 paddlepaddle-gpu 3.3 wheel,或使用 --device cpu"),
+            hint_zh="请从 PaddlePaddle 官方源安装 paddlepaddle-gpu 3.3 wheel,或使用 --device cpu",
         )
     count = paddle.device.cuda.device_count()
     if index >= count:

@@ -52,7 +52,7 @@ def _import_peft() -> Any:
             "LoRA measurement needs the peft library",
             "pip install 'fitbench[peft]'; `fitbench estimate --peft lora` covers it",
             message_zh="LoRA 实测需要 peft 库",
-            hint_zh=("pip install 'fitbench[peft]';`fitbench estimate --peft lora` 可以估算它"),
+            hint_zh="pip install 'fitbench[peft]';`fitbench estimate --peft lora` 可以估算它",
         ) from exc
     return peft
 

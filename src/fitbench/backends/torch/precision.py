@@ -133,7 +133,7 @@ def _quantized_plan(info: Precision, device: torch.device, *, training: bool) ->
             "int8/int4 measurement needs bitsandbytes",
             "pip install bitsandbytes (CUDA only); `fitbench estimate` covers it",
             message_zh="int8/int4 实测需要 bitsandbytes",
-            hint_zh=("pip install bitsandbytes(仅支持 CUDA);`fitbench estimate` 可以估算它"),
+            hint_zh="pip install bitsandbytes(仅支持 CUDA);`fitbench estimate` 可以估算它",
         )
     if device.type != "cuda":
         raise FitbenchError(

@@ -81,7 +81,7 @@ def resolve_device(device: str) -> torch.device:
         raise FitbenchError(
             f"no CUDA GPU found (torch {torch.__version__}, {build}, sees none)",
             "use --device cpu",
-            message_zh=(f"没有找到 CUDA GPU(torch {torch.__version__},{build},未检测到任何 GPU)"),
+            message_zh=f"没有找到 CUDA GPU(torch {torch.__version__},{build},未检测到任何 GPU)",
             hint_zh="请使用 --device cpu",
         )
     index = 0 if dev.index is None else dev.index
@@ -89,7 +89,7 @@ def resolve_device(device: str) -> torch.device:
         raise FitbenchError(
             f"no CUDA device {index}: torch sees {torch.cuda.device_count()}",
             f"use --device cuda:0 … cuda:{torch.cuda.device_count() - 1}",
-            message_zh=(f"没有 CUDA 设备 {index}:torch 检测到 {torch.cuda.device_count()} 块"),
+            message_zh=f"没有 CUDA 设备 {index}:torch 检测到 {torch.cuda.device_count()} 块",
             hint_zh=f"请使用 --device cuda:0 … cuda:{torch.cuda.device_count() - 1}",
         )
     return torch.device("cuda", index)

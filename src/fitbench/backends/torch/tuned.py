@@ -105,7 +105,7 @@ def choose_precision(workload: Workload, device: torch.device) -> TunedPrecision
         raise FitbenchError(
             f"--exec tuned runs fp32, AMP, fp16 and bf16 models, not {info.name} weights",
             "use --exec default for bitsandbytes int8/int4",
-            message_zh=(f"--exec tuned 运行 fp32、AMP、fp16 和 bf16 模型,不支持 {info.name} 权重"),
+            message_zh=f"--exec tuned 运行 fp32、AMP、fp16 和 bf16 模型,不支持 {info.name} 权重",
             hint_zh="bitsandbytes int8/int4 请使用 --exec default",
         )
     # Which precision: the rule fitbench.estimate.execution states for the estimator too.
