@@ -990,7 +990,12 @@ def resolve_lang(lang: str | None = None, environ: Mapping[str, str] | None = No
             return "en"
         from fitbench.errors import FitbenchError
 
-        raise FitbenchError(f"unknown language '{lang}'", "use --lang en or --lang zh")
+        raise FitbenchError(
+            f"unknown language '{lang}'",
+            "use --lang en or --lang zh",
+            message_zh=f"未知的语言 '{lang}'",
+            hint_zh="请使用 --lang en 或 --lang zh",
+        )
     env = os.environ if environ is None else environ
     for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
         value = env.get(var, "")

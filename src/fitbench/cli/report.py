@@ -397,6 +397,8 @@ def _write(path: Path, text: str) -> Path:
         raise FitbenchError(
             f"cannot write the report {path}: {exc.strerror or exc}",
             "pass another path, or check the folder's permissions",
+            message_zh=f"无法写入报告 {path}:{exc.strerror or exc}",
+            hint_zh="请换一个路径,或检查该文件夹的权限",
         ) from None
     return path.resolve()
 
@@ -413,7 +415,9 @@ def report_command(args: argparse.Namespace) -> int:
 
     lang = resolve_lang(args.lang)
     if args.run_ids and args.last:
-        raise FitbenchError("give either RUN_IDs or --last, not both")
+        raise FitbenchError(
+            "give either RUN_IDs or --last, not both", message_zh="RUN_ID 与 --last 只能给一个"
+        )
     with open_history(args.db) as history:
         if args.run_ids:
             records = [history.get_run(r) for r in args.run_ids]
@@ -424,6 +428,8 @@ def report_command(args: argparse.Namespace) -> int:
         raise FitbenchError(
             f"no runs in history file {path}",
             "`fitbench check` or `fitbench run WORKLOAD` records some first",
+            message_zh=f"历史记录文件 {path} 中没有运行记录",
+            hint_zh="请先用 `fitbench check` 或 `fitbench run WORKLOAD` 记录一些",
         )
     rows = size_guide()
     model = build_model(

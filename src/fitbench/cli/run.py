@@ -139,11 +139,21 @@ def pick_backend(name: str | None, lang: str = "en") -> str:
     if name is not None:
         if not backend_installed(name):
             extra = entry(name).extra
-            raise FitbenchError(f"the {name} backend is not installed", f"pip install 'fitbench[{extra}]'")
+            raise FitbenchError(
+                f"the {name} backend is not installed",
+                f"pip install 'fitbench[{extra}]'",
+                message_zh=f"{name} 后端没有安装",
+                hint_zh=f"pip install 'fitbench[{extra}]'",
+            )
         return name
     installed = installed_backends()
     if not installed:
-        raise FitbenchError(t("install.no_framework", lang), t("install.no_framework_hint", lang))
+        raise FitbenchError(
+            t("install.no_framework", lang),
+            t("install.no_framework_hint", lang),
+            message_zh=t("install.no_framework", "zh"),
+            hint_zh=t("install.no_framework_hint", "zh"),
+        )
     return installed[0]
 
 
@@ -166,16 +176,29 @@ def pick_device(device: str | None) -> str:
         return "cpu" if _cuda_present() is False else "cuda"
     device = device.strip().lower()
     if not DEVICE_RE.match(device):
-        raise FitbenchError(f"unknown device '{device}'", "use cpu, cuda or cuda:N")
+        raise FitbenchError(
+            f"unknown device '{device}'",
+            "use cpu, cuda or cuda:N",
+            message_zh=f"未知的设备 '{device}'",
+            hint_zh="请使用 cpu、cuda 或 cuda:N",
+        )
     if device.startswith("cuda"):
         present = _cuda_present()
         if present is False:
-            raise FitbenchError("no CUDA GPU found (the NVIDIA driver reports none)", "use --device cpu")
+            raise FitbenchError(
+                "no CUDA GPU found (the NVIDIA driver reports none)",
+                "use --device cpu",
+                message_zh="没有找到 CUDA GPU(NVIDIA 驱动报告没有 GPU)",
+                hint_zh="请使用 --device cpu",
+            )
         count = nvml.device_count()
         index = nvml.cuda_index(device) or 0
         if count is not None and index >= count:
             raise FitbenchError(
-                f"no CUDA device {index}: {count} found", f"use --device cuda:0 … cuda:{count - 1}"
+                f"no CUDA device {index}: {count} found",
+                f"use --device cuda:0 … cuda:{count - 1}",
+                message_zh=f"没有 CUDA 设备 {index}:只找到 {count} 块",
+                hint_zh=f"请使用 --device cuda:0 … cuda:{count - 1}",
             )
     return device
 
@@ -213,7 +236,9 @@ def estimate_for(
     try:
         return estimate(workload, gpu, framework=framework_of(backend), exec_mode=exec_mode), None
     except FitbenchError as exc:
-        return None, {"key": "run.note.no_estimate", "reason": str(exc)}
+        message, hint = exc.text("zh")
+        reason_zh = f"{message}({hint})" if hint else message
+        return None, {"key": "run.note.no_estimate", "reason": str(exc), "reason_zh": reason_zh}
 
 
 # -- derived numbers ------------------------------------------------------------------------------
@@ -312,11 +337,19 @@ def refuse_unmeasurable_storage(workload: Workload) -> None:
             "use --precision int8 or int4 (bitsandbytes) to measure quantized weights, or "
             "--weights none for the unquantized model; benchmarks/quant_gpu.py measures fp8 "
             "block-scaled weights",
+            message_zh=f"fitbench run 无法构建 {fmt.describe()} 权重(估算可以覆盖它们)",
+            hint_zh=(
+                "实测量化权重请使用 --precision int8 或 int4(bitsandbytes)"
+                ",实测未量化模型请用 --weights none;benchmarks/quant_gpu.py "
+                "可实测 fp8 分块缩放权重"
+            ),
         )
     if workload.kv_cache is not None and workload.kv_cache != _compute_kv_dtype(workload):
         raise FitbenchError(
             f"fitbench run keeps the KV cache in the compute dtype, not {workload.kv_cache}",
             "drop --kv-cache to measure; `fitbench estimate --kv-cache` gives its memory",
+            message_zh=f"fitbench run 按计算精度保存 KV 缓存,不支持 {workload.kv_cache}",
+            hint_zh="去掉 --kv-cache 即可实测;`fitbench estimate --kv-cache` 给出其显存占用",
         )
 
 
@@ -371,12 +404,26 @@ def _plan(args: argparse.Namespace, lang: str) -> RunPlan:
         raise FitbenchError(
             f"--emulate {args.emulate} needs a CUDA GPU to cap, and this machine has none",
             f"`fitbench estimate WORKLOAD --gpu {args.emulate}` says without a GPU whether it fits that card",
+            message_zh=f"--emulate {args.emulate} 需要一块 CUDA GPU 来限制显存,而这台机器没有",
+            hint_zh=(
+                f"`fitbench estimate WORKLOAD --gpu {args.emulate}` 无需 GPU 即可判断能否在该显卡上运行"
+            ),
         )
     device = pick_device(args.device)
     if args.data is not None and not os.path.exists(args.data):
-        raise FitbenchError(f"dataset path {args.data} does not exist", "pass the CIFAR-10 or aclImdb path")
+        raise FitbenchError(
+            f"dataset path {args.data} does not exist",
+            "pass the CIFAR-10 or aclImdb path",
+            message_zh=f"数据集路径 {args.data} 不存在",
+            hint_zh="请传入 CIFAR-10 或 aclImdb 的路径",
+        )
     if args.max_batch and any(w.gpus > 1 for w in workloads):
-        raise FitbenchError("--max-batch searches one GPU", "drop --gpus or --max-batch")
+        raise FitbenchError(
+            "--max-batch searches one GPU",
+            "drop --gpus or --max-batch",
+            message_zh="--max-batch 只在一块 GPU 上搜索",
+            hint_zh="去掉 --gpus 或 --max-batch",
+        )
     limit = _emulation_limit(args, device)
     gpu, gpu_note = _compare_card(args, device)
     options = RunOptions(
@@ -399,7 +446,12 @@ def _emulation_limit(args: argparse.Namespace, device: str) -> int | None:
     from fitbench.catalog.spec import is_spec
 
     if not device.startswith("cuda"):
-        raise FitbenchError("--emulate caps GPU memory and needs a CUDA device", "use --device cuda")
+        raise FitbenchError(
+            "--emulate caps GPU memory and needs a CUDA device",
+            "use --device cuda",
+            message_zh="--emulate 用于限制 GPU 显存,需要 CUDA 设备",
+            hint_zh="请使用 --device cuda",
+        )
     emulated = lookup_gpu(args.emulate)
     if args.gpu is None and args.gpu_spec is None:
         args.gpu_spec = args.emulate if is_spec(args.emulate) else None
@@ -410,7 +462,12 @@ def _emulation_limit(args: argparse.Namespace, device: str) -> int | None:
 def _compare_card(args: argparse.Namespace, device: str) -> tuple[GpuSpec | None, dict[str, str] | None]:
     """The card whose estimate the measurement is held against, or a note saying why there is none."""
     if args.gpu is not None and args.gpu_spec is not None:
-        raise FitbenchError("--gpu and --gpu-spec both name the card to compare with", "give one of them")
+        raise FitbenchError(
+            "--gpu and --gpu-spec both name the card to compare with",
+            "give one of them",
+            message_zh="--gpu 和 --gpu-spec 都指定了用于比较的显卡",
+            hint_zh="两者只能给一个",
+        )
     if args.gpu_spec is not None:
         from fitbench.catalog import lookup_gpu
 
@@ -430,7 +487,13 @@ def _run_one(
     with Progress(enabled=show, label=f"{name} {workload.precision}", lang=lang) as progress:
         m = Measurement.from_dict(_measure(workload, plan.backend, plan.options, args, progress))
         if m.error_type == "FitbenchError" and len(plan.workloads) == 1:
-            raise FitbenchError(m.error or "the measurement failed", m.hint)
+            raise FitbenchError(
+                m.error or "the measurement failed",
+                m.hint,
+                message_zh=m.extra.get("error_zh")
+                or measurement_text(m.error or "the measurement failed", "zh"),
+                hint_zh=m.extra.get("hint_zh"),
+            )
         search = None
         if args.max_batch and m.is_verdict:
             search = _max_batch(workload, plan.backend, plan.options, est, args, progress)
@@ -533,8 +596,12 @@ def _max_batch(
 
 # -- human output ---------------------------------------------------------------------------------
 def note_text(note: dict[str, str], lang: str) -> str:
-    """A note kept as its message key and values, in the reader's language."""
-    return t(note["key"], lang, **{k: v for k, v in note.items() if k != "key"})
+    """A note kept as its message key and values, in the reader's language; a value `x` may have its
+    Chinese beside it as `x_zh` (an error's text, which is not in the catalogue)."""
+    values = {k: v for k, v in note.items() if k != "key" and not k.endswith("_zh")}
+    if lang == "zh":
+        values.update({k[:-3]: v for k, v in note.items() if k.endswith("_zh")})
+    return t(note["key"], lang, **values)
 
 
 def _status_line(m: Measurement, lang: str) -> str:

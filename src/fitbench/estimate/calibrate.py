@@ -166,13 +166,22 @@ def points_from_result_file(
         raise FitbenchError(
             f"cannot read measurements from {path}: {exc}",
             "pass a JSON written by benchmarks/accuracy.py or benchmarks/speed.py",
+            message_zh=f"无法从 {path} 读取实测结果:{exc}",
+            hint_zh="请传入 benchmarks/accuracy.py 或 benchmarks/speed.py 写出的 JSON",
         ) from None
     if not gpu_id:
-        raise FitbenchError(f"{path} holds CPU measurements", "calibration needs measurements from a GPU")
+        raise FitbenchError(
+            f"{path} holds CPU measurements",
+            "calibration needs measurements from a GPU",
+            message_zh=f"{path} 中是 CPU 上的实测结果",
+            hint_zh="校准需要在 GPU 上实测的结果",
+        )
     if not points:
         raise FitbenchError(
             f"{path} holds no measurements taken with --exec {exec_mode}",
             "pass --exec with the mode the file measured, or another file",
+            message_zh=f"{path} 中没有用 --exec {exec_mode} 实测的结果",
+            hint_zh="请用该文件实测时的模式传入 --exec,或换一个文件",
         )
     return gpu_id, points
 
@@ -185,7 +194,12 @@ def save_fit(fit: Fit, *, source: str, path: Path | None = None) -> Path:
         try:
             current = tomllib.loads(path.read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise FitbenchError(f"cannot read {path}: {exc}", "delete it and calibrate again") from None
+            raise FitbenchError(
+                f"cannot read {path}: {exc}",
+                "delete it and calibrate again",
+                message_zh=f"无法读取 {path}:{exc}",
+                hint_zh="删除它,然后重新校准",
+            ) from None
     table = current.setdefault(fit.framework, {}).setdefault(fit.exec_mode, {})
     table.update(fit.values)
     table["provenance"] = f"fitted by fitbench calibrate from {source} on {dt.date.today().isoformat()}"

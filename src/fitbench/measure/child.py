@@ -152,6 +152,8 @@ class Measurement:
             m["status"] = "ok"
         except FitbenchError as exc:
             m.update(status="error", error=exc.message, hint=exc.hint, error_type="FitbenchError")
+            # The Chinese text travels beside the English one, for the parent's one-line error.
+            m.update({k: v for k, v in (("error_zh", exc.message_zh), ("hint_zh", exc.hint_zh)) if v})
         except Exception as exc:
             if self.backend is not None and self._is_oom(exc):
                 m.update(
@@ -218,6 +220,11 @@ class Measurement:
                     f"the emulated card's {limit / 2**30:.2f} GiB is less than this process's CUDA context "
                     f"({(self.context_bytes or 0) / 2**30:.2f} GiB)",
                     "emulate a card with more memory",
+                    message_zh=(
+                        f"模拟显卡的 {limit / 2**30:.2f} GiB 小于本进程的 CUDA 上下文("
+                        f"{(self.context_bytes or 0) / 2**30:.2f} GiB)"
+                    ),
+                    hint_zh="请模拟显存更大的显卡",
                 )
             self.backend.limit_memory(self.options.device, allocator)
             m["memory_limit_bytes"] = limit
