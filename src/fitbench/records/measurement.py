@@ -96,6 +96,7 @@ OPTIONAL_KEYS = (
     "distributed",
     "max_batch_search",
     "end_to_end_tokens_per_second",
+    "decode_step_seconds",
 )
 
 
@@ -155,6 +156,8 @@ class Measurement:
     distributed: DistributedLayout | None = None
     max_batch_search: MaxBatchSearch | None = None
     end_to_end_tokens_per_second: float | None = None
+    # A generation's median decode step (n-token less one-token generation over n - 1), where recorded.
+    decode_step_seconds: float | None = None
     # Keys this class does not name, kept as they came.
     extra: Mapping[str, Any] = field(default_factory=dict)
     # The optional keys the source had (written back even where None).

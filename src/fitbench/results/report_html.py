@@ -680,13 +680,25 @@ def _comparison_section(model: ReportModel, lang: str) -> str:
                 _e(t("metric." + str(r.metric), lang)),
                 _e(format_metric(r.unit, r.estimated)),
                 _e(format_metric(r.unit, r.measured)),
-                _e(f"{r.error * 100:+.1f}%"),
+                _error_cell(r, lang),
             ]
             for r in rows
         ],
         numeric=COMPARISON_COLUMNS.numeric,
     )
-    return head + f"<figure>{error_chart('err', rows, lang)}</figure>{table}</section>"
+    # Only figures with an error have a bar.
+    charted = [r for r in rows if r.error is not None]
+    figure = f"<figure>{error_chart('err', charted, lang)}</figure>" if charted else ""
+    return head + figure + table + "</section>"
+
+
+def _error_cell(row: ComparisonRow, lang: str) -> str:
+    """The error, or "not comparable" and why (the same words as `fitbench run`)."""
+    if row.error is not None:
+        return _e(f"{row.error * 100:+.1f}%")
+    reasons = row.not_comparable
+    why = t("run.reason.sep", lang).join(t(f"run.max_batch_reason.{k}", lang) for k in reasons)
+    return _e(t("report.not_comparable", lang, reasons=why))
 
 
 def _history_section(model: ReportModel, lang: str) -> str:
