@@ -264,23 +264,25 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeat must be at least 1")
     device = "cpu" if args.cpu_tiny else "cuda"
     gpu_id = None if args.cpu_tiny else local_gpu_id(args.gpu)
-    points = [
-        run_case(
-            label,
-            config,
-            overrides,
-            device=device,
-            gpu_id=gpu_id,
-            cpu_tiny=args.cpu_tiny,
-            repeat=args.repeat,
-        )
-        for label, config, overrides in CASES
-    ]
-    print_table(points)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps({"gpu": gpu_id, "device": device, "points": points}, indent=1, default=str)
-    )
+    points = []
+    for label, config, overrides in CASES:
+        points.append(
+            run_case(
+                label,
+                config,
+                overrides,
+                device=device,
+                gpu_id=gpu_id,
+                cpu_tiny=args.cpu_tiny,
+                repeat=args.repeat,
+            )
+        )
+        # written after every case: a run cut short by a time limit keeps the cases it finished
+        args.out.write_text(
+            json.dumps({"gpu": gpu_id, "device": device, "points": points}, indent=1, default=str)
+        )
+    print_table(points)
     print(f"\nwritten {args.out}")
     return 0 if all(m.get("status") == "ok" for p in points for m in p["runs"]) else 1
 

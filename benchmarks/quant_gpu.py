@@ -481,9 +481,10 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
         )
 
 
-def measure_in_processes(argv: list[str], repeat: int) -> list[dict[str, Any]]:
+def measure_in_processes(argv: list[str], repeat: int, done: Any) -> list[dict[str, Any]]:
     """This script, --repeat 1, in `repeat` fresh processes: eager decoding is host-bound and its
-    step time differs between processes, which repeats inside one process do not show."""
+    step time differs between processes, which repeats inside one process do not show. `done`
+    gets the rows so far after each process (a run cut short keeps the processes it finished)."""
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeat):
@@ -492,7 +493,30 @@ def measure_in_processes(argv: list[str], repeat: int) -> list[dict[str, Any]]:
             print(f"process {i + 1} of {repeat}", flush=True)
             subprocess.run(cmd, check=True)
             rows += json.loads(out.read_text())["rows"]
+            done(rows)
     return rows
+
+
+def write(
+    path: str | None, args: argparse.Namespace, rows: list[dict[str, Any]], runs: list[dict[str, Any]]
+) -> None:
+    """rows: what is scored (with --repeat, the median run of each model); runs: every process's
+    rows, which --rescore pools."""
+    if not path:
+        return
+    import torch
+
+    meta = {
+        "date": dt.date.today().isoformat(),
+        "device": args.device,
+        "gpu_estimated": args.gpu,
+        "repeat": args.repeat,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+    if args.device.startswith("cuda"):
+        meta["device_name"] = torch.cuda.get_device_name()
+    Path(path).write_text(json.dumps({"meta": meta, "rows": rows, "runs": runs}, indent=1) + "\n")
 
 
 def strip(argv: list[str], *options: str) -> list[str]:
@@ -537,7 +561,7 @@ def main() -> int:
     if args.rescore:
         stored = [json.loads(Path(f).read_text()) for f in args.rescore]
         gpu_id = stored[0]["meta"]["gpu_estimated"]
-        rows = pool([r for d in stored for r in d["rows"]], gpu_id)
+        rows = pool([r for d in stored for r in d.get("runs", d["rows"])], gpu_id)
         print_rows(rows)
         if args.out:
             Path(args.out).write_text(json.dumps({"rescored": args.rescore, "rows": rows}, indent=1) + "\n")
@@ -547,9 +571,12 @@ def main() -> int:
     models = args.model or (["tiny"] if args.device == "cpu" else ["llama3-8b", "wide-8l"])
     if args.repeat > 1:
         child_argv = strip(sys.argv[1:], "--repeat", "--out")
-        rows = pool(measure_in_processes(child_argv, args.repeat), args.gpu)
+        runs = measure_in_processes(
+            child_argv, args.repeat, lambda r: write(args.out, args, pool(r, args.gpu), r)
+        )
+        rows = pool(runs, args.gpu)
     else:
-        rows = []
+        rows = runs = []
         for name in models:
             w = workload_for(name, args.batch, args.prompt_tokens, args.new_tokens)
             m = measure(w, args.device, args.path, args.repeats)
@@ -568,19 +595,7 @@ def main() -> int:
             )
     print_rows(rows)
     if args.out:
-        import torch
-
-        meta = {
-            "date": dt.date.today().isoformat(),
-            "device": args.device,
-            "gpu_estimated": args.gpu,
-            "repeat": args.repeat,
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-        }
-        if args.device.startswith("cuda"):
-            meta["device_name"] = torch.cuda.get_device_name()
-        Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+        write(args.out, args, rows, runs)
         print(f"wrote {args.out}")
     return 0
 
