@@ -34,8 +34,14 @@ dropout, `cuda_dropout_correction`); the autograd nodes are the same on both. Th
 optimizer's operations are per tensor on a CPU (its slow path), per list on CUDA.
 
     python benchmarks/lora_ops.py                     # tiny width on the CPU (~2 min)
-    python benchmarks/lora_ops.py --device cuda --layers 2,6 --time 50 --calibration \
+    python benchmarks/lora_ops.py --device cuda --layers 2,6 --time 20 --calibration \
         --out benchmarks/results/lora-ops-h200.json   # counts and host time per block on a GPU
+    python benchmarks/lora_ops.py --device cuda --layers 2,6 --quick \
+        --out benchmarks/results/lora-ops-h200.json   # the calibration points, then Qwen2's full,
+                                                      # lora and lora+ckpt (about a minute)
+
+The JSON is rewritten after every row ("complete": false until the end), so a run cut short
+keeps what it measured.
 
 Models are the published layouts at tiny width (the count does not depend on it); nothing is
 downloaded.
@@ -50,6 +56,7 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -240,6 +247,15 @@ def count_step(
 ) -> dict[str, Phase]:
     """Forward (loss included), backward and optimizer (zero_grad + step) of one step of the torch
     backend's training session for `w`, after `warmup` steps (lazy initialisations, optimizer state)."""
+    return count_and_time(w, device, warmup, frozen=frozen)[0]
+
+
+def count_and_time(
+    w: Workload, device: str = "cpu", warmup: int = 2, *, frozen: bool = False, steps: int = 0
+) -> tuple[dict[str, Phase], float | None]:
+    """count_step's phases and, with `steps`, the median seconds of that many whole steps timed
+    afterwards in the same session (one model build per depth and variant, not two: the GPU
+    run's time goes to building models otherwise)."""
     session = open_session(w, device, frozen=frozen)
     for _ in range(warmup):
         session.step()
@@ -263,19 +279,19 @@ def count_step(
             handle.remove()
         with mode(phases["optimizer"]):
             session.optimizer.step()
+    seconds = timed_steps(session, device, steps) if steps else None
     session.close()
-    return phases
+    return phases, seconds
 
 
-def step_seconds(w: Workload, device: str, steps: int, *, frozen: bool = False) -> float:
-    """Median seconds of the session's whole training step (on a CPU at tiny width: mostly the
-    host's work, the unit that the counts stand for)."""
+def timed_steps(session: Any, device: str, steps: int) -> float:
+    """Median seconds of `steps` whole training steps of an open, warm session, each synchronised
+    (on a CPU at tiny width: mostly the host's work, the unit that the counts stand for; on a GPU
+    at tiny width the GPU work is negligible and a step is the host's time)."""
     import torch
 
-    session = open_session(w, device, frozen=frozen)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    for _ in range(3):
-        session.step()
+    session.step()  # one uncounted step after the counting modes
     times = []
     for _ in range(steps):
         sync()
@@ -283,7 +299,6 @@ def step_seconds(w: Workload, device: str, steps: int, *, frozen: bool = False) 
         session.step()
         sync()
         times.append(time.perf_counter() - t0)
-    session.close()
     return statistics.median(times)
 
 
@@ -360,13 +375,13 @@ def measure(
             rank=rank,
             tiny=tiny,
         )
-        phases = count_step(dataclasses.replace(w, peft=None) if frozen else w, device, frozen=frozen)
+        phases, seconds = count_and_time(
+            dataclasses.replace(w, peft=None) if frozen else w, device, frozen=frozen, steps=steps
+        )
         flat = {f"{name}.{k}": v for name, ph in phases.items() for k, v in ph.totals(device).items()}
         flat.update({f"estimate.{k}": v for k, v in estimated_ops(w, frozen=frozen).items()})
-        if steps:
-            flat["step_ms"] = 1e3 * step_seconds(
-                dataclasses.replace(w, peft=None) if frozen else w, device, steps, frozen=frozen
-            )
+        if seconds is not None:
+            flat["step_ms"] = 1e3 * seconds
         by_depth.append(flat)
         if depth == layers[1]:
             names = {name: dict(ph.aten) for name, ph in phases.items()}
@@ -384,7 +399,9 @@ def measure(
     }
 
 
-def calibration_counts(device: str, steps: int) -> list[dict[str, Any]]:
+def calibration_counts(
+    device: str, steps: int, on_row: Callable[[dict[str, Any]], None] | None = None
+) -> list[dict[str, Any]]:
     """Whole-step counts of the host-bound training points that host_seconds_per_op was fitted on
     (profiles.toml: ResNet-50 at 32 px, measured at batch 64-256; BERT-base at batch 2), beside
     the estimator's operations: what one of its operations stands for. Counted at batch 2 (a
@@ -398,17 +415,20 @@ def calibration_counts(device: str, steps: int) -> list[dict[str, Any]]:
         ("bert-base-imdb", {"batch_size": 2, "seq_len": 128}),
     ):
         w = get_workload(name, **overrides)
-        phases = count_step(w, device)
+        phases, seconds = count_and_time(w, device, steps=steps)
         timing = speed.training_step(w, get_gpu("h200"), profile)
         row: dict[str, Any] = {
             "name": name,
             **{k: v.totals(device) for k, v in phases.items()},
             "estimate_host_ops": timing.host_seconds / profile.host_seconds_per_op,
             "estimate_host_ms": timing.host_seconds * 1e3,
+            "estimate_gpu_ms": timing.gpu_seconds * 1e3,
         }
-        if steps:
-            row["step_ms"] = 1e3 * step_seconds(w, device, steps)
+        if seconds is not None:
+            row["step_ms"] = 1e3 * seconds
         out.append(row)
+        if on_row is not None:
+            on_row(row)
     return out
 
 
@@ -426,18 +446,53 @@ COLUMNS = (
 )
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    columns = COLUMNS + ((("step ms", "step_ms"),) if "step_ms" in rows[0]["fixed"] else ())
-    head = f"{'model':7} {'variant':11} {'part':9} " + " ".join(f"{c:>8}" for c, _ in columns)
-    lines = [head, "-" * len(head)]
+def table(rows: list[dict[str, Any]], *, head: bool = True) -> str:
+    """Rows as text; `head`: with the column names (off for the rows printed after the first)."""
+    timed = "step_ms" in rows[0]["fixed"]
+    columns = COLUMNS + ((("step ms", "step_ms"),) if timed else ())
+    names = f"{'model':7} {'variant':11} {'part':9} " + " ".join(f"{c:>8}" for c, _ in columns)
+    names += f" {'us/op':>8}" if timed else ""
+    lines = [names, "-" * len(names)] if head else []
     for row in rows:
         for part in ("per_layer", "fixed"):
             vals = row[part]
-            lines.append(
-                f"{row['model']:7} {row['variant']:11} {part:9} "
-                + " ".join(f"{vals[k]:8.1f}" for _, k in columns)
+            line = f"{row['model']:7} {row['variant']:11} {part:9} " + " ".join(
+                f"{vals[k]:8.1f}" for _, k in columns
             )
+            if timed and part == "per_layer":
+                line += f" {us_per_op(vals['step_ms'], vals['estimate.host_ops']):8.1f}"
+            lines.append(line)
     return "\n".join(lines)
+
+
+def us_per_op(step_ms: float, estimated_ops: float) -> float:
+    """Measured host microseconds per estimator operation (a host-bound step's time over the ops
+    the estimator charges for it): beside profiles.toml's host_seconds_per_op it says whether a
+    layer's operations cost the host what the unit fitted on the calibration points says."""
+    return 1e3 * step_ms / estimated_ops if estimated_ops else float("nan")
+
+
+# --quick: the variants that decide a LoRA step's host time (full fine-tuning as the reference,
+# LoRA with and without checkpointing) on one model, and this many timed steps.
+QUICK_VARIANTS = ("full", "lora", "lora+ckpt")
+QUICK_STEPS = 20
+
+
+def write_json(
+    path: Path,
+    meta: dict[str, Any],
+    rows: list[dict[str, Any]],
+    calibration: list[dict[str, Any]],
+    *,
+    complete: bool,
+) -> None:
+    """The JSON as far as it got: written after every row, so a run cut short keeps what it measured."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(
+        json.dumps({**meta, "complete": complete, "rows": rows, "calibration": calibration}, indent=1)
+    )
+    tmp.replace(path)
 
 
 def main() -> int:
@@ -461,61 +516,90 @@ def main() -> int:
         help="also count the host-bound points the host constant was fitted on "
         "(ResNet-50 at 32 px, BERT-base batch 2), whole steps",
     )
-    parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"first model only, variants {', '.join(QUICK_VARIANTS)}, at most {QUICK_STEPS} timed "
+        "steps, calibration first (about a minute on an H200)",
+    )
+    parser.add_argument("--out", type=Path, help="JSON, rewritten after every row")
     args = parser.parse_args()
 
+    import peft as peft_lib
     import torch
     import transformers
 
     layers = tuple(int(x) for x in args.layers.split(","))
     assert len(layers) == 2 and layers[0] < layers[1], "--layers takes two increasing depths"
+    models = args.models.split(",")
+    variants = VARIANTS
+    steps = args.time
+    if args.quick:
+        models = models[:1]
+        variants = tuple(v for v in VARIANTS if v[0] in QUICK_VARIANTS)
+        steps = min(steps or QUICK_STEPS, QUICK_STEPS)
+        args.calibration = True
     if args.device == "cpu":
         torch.set_num_threads(1)  # one thread: no pool hand-offs in a tiny step's host time
-    rows = [
-        measure(
-            model,
-            label,
-            method,
-            ckpt,
-            layers=layers,
-            device=args.device,
-            rank=args.rank,
-            tiny=not args.full_width,
-            steps=args.time,
-        )
-        for model in args.models.split(",")
-        for label, method, ckpt in VARIANTS
-    ]
-    print(table(rows))
-    calibration = calibration_counts(args.device, args.time) if args.calibration else []
-    for row in calibration:
-        print(
-            f"{row['name']:18} est ops {row['estimate_host_ops']:6.1f}  "
-            f"fwd calls {row['forward']['calls']:5}  "
-            f"fwd kernels {row['forward']['kernels']:5}  bwd kernels {row['backward']['kernels']:5}  "
-            f"nodes {row['backward']['nodes']:5}  est host {row['estimate_host_ms']:.1f} ms"
-            + (f"  step {row['step_ms']:.1f} ms" if "step_ms" in row else "")
-        )
-    if args.out:
-        import peft as peft_lib
+    meta = {
+        "benchmark": "lora_ops",
+        "host_us_per_op_profile": round(get_profile("torch", "default").host_seconds_per_op * 1e6, 3),
+        "device": args.device,
+        "rank": args.rank,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "peft": peft_lib.__version__,
+        "layers": list(layers),
+        "timed_steps": steps,
+    }
+    rows: list[dict[str, Any]] = []
+    calibration: list[dict[str, Any]] = []
 
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(
-            json.dumps(
-                {
-                    "benchmark": "lora_ops",
-                    "device": args.device,
-                    "rank": args.rank,
-                    "torch": torch.__version__,
-                    "transformers": transformers.__version__,
-                    "peft": peft_lib.__version__,
-                    "layers": list(layers),
-                    "rows": rows,
-                    "calibration": calibration,
-                },
-                indent=1,
+    def save() -> None:
+        if args.out:
+            write_json(args.out, meta, rows, calibration, complete=False)
+
+    def calibrate() -> None:
+        for row in calibration_counts(args.device, steps, on_row=lambda r: (calibration.append(r), save())):
+            print(
+                f"{row['name']:18} est ops {row['estimate_host_ops']:6.1f}  "
+                f"fwd calls {row['forward']['calls']:5}  "
+                f"fwd kernels {row['forward']['kernels']:5}  bwd kernels {row['backward']['kernels']:5}  "
+                f"nodes {row['backward']['nodes']:5}  est host {row['estimate_host_ms']:.1f} ms"
+                + (
+                    f"  step {row['step_ms']:.1f} ms"
+                    f"  us/op {us_per_op(row['step_ms'], row['estimate_host_ops']):.1f}"
+                    if "step_ms" in row
+                    else ""
+                ),
+                flush=True,
             )
-        )
+
+    # Quick runs measure the calibration points first: they say what the host unit is on this
+    # machine, which the per-layer times are read against.
+    if args.calibration and args.quick:
+        calibrate()
+    for model in models:
+        for label, method, ckpt in variants:
+            rows.append(
+                measure(
+                    model,
+                    label,
+                    method,
+                    ckpt,
+                    layers=layers,
+                    device=args.device,
+                    rank=args.rank,
+                    tiny=not args.full_width,
+                    steps=steps,
+                )
+            )
+            save()
+            print(table(rows[-1:], head=len(rows) == 1), flush=True)
+    if args.calibration and not args.quick:
+        calibrate()
+    if args.out:
+        write_json(args.out, meta, rows, calibration, complete=True)
         print(f"\nwrote {args.out}")
     return 0
 

@@ -77,6 +77,7 @@ def test_plain_fitbench_is_check(capsys):
     assert [s["key"] for s in data["scenarios"]] == SCENARIO_KEYS
 
 
+@pytest.mark.slow
 def test_table_and_advice_in_chinese(capsys, tmp_path):
     rc = main(["check", "--estimate-only", "--lang", "zh", "--no-report"])
     out, _ = capsys.readouterr()

@@ -123,6 +123,12 @@ MAX_BATCH_KEYS = {
     "first_oom",
     "stopped",
     "probes",
+    "capped",
+    "uncapped_start",
+    "memory_bytes",
+    "budget_bytes",
+    "comparable",
+    "not_comparable",
 }
 COMPARISON_KEYS = {"baseline", "memory_saving", "memory_saved_bytes", "speedup"}
 HISTORY_KEYS = {
@@ -229,6 +235,7 @@ def test_run_json_keys_are_pinned_and_documented(capsys, tmp_path: Path) -> None
     shown = _all_keys(generation) | _all_keys(runs)
     # Words in backticks there that are values or code, not fields.
     values = {"ok", "oom", "error", "timeout", "cpu", "tiny", "first_run", "false", "null", "generate"}
+    values |= {"host_ram", "device_memory"}
     assert documented - values <= shown
 
     history = _json(capsys, "history", "--db", db)

@@ -11,6 +11,7 @@ import io
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -213,6 +214,77 @@ def test_max_batch_search_through_the_cli(capsys):
     assert data["measurement"]["max_batch_search"]["max_batch"] == 10
 
 
+def _cpu_search_against_h200(capsys, db, *extra: str) -> tuple[int, object, str]:
+    """bert-base-imdb at its real size, searched on the CPU against the H200's estimate: the fake
+    backend stands in for the model, the bounds come from this machine's RAM."""
+    return run_cli(
+        capsys,
+        "run",
+        "bert-base-imdb",
+        "--device",
+        "cpu",
+        "--backend",
+        "fake",
+        "--gpu",
+        "h200",
+        "--max-batch",
+        "--db",
+        str(db),
+        *FAST,
+        *extra,
+    )
+
+
+@pytest.mark.slow
+def test_cpu_search_is_capped_by_host_ram_not_started_at_the_gpu_estimate(capsys, tmp_path):
+    from fitbench.measure.search_bounds import HOST_RAM_SHARE, largest_batch
+    from fitbench.workloads.workload import Workload
+
+    rc, data, _ = _cpu_search_against_h200(capsys, tmp_path / "h.sqlite", "--json")
+    assert rc == 0
+    mb = data["max_batch"]
+    workload = Workload.from_dict(data["workload"])
+    # The estimate's largest batch is the H200's; the search started below it, at what the memory
+    # model fits in a quarter of the RAM this machine had available.
+    assert mb["uncapped_start"] == mb["estimated"] == data["estimate"]["max_batch_size"]
+    assert mb["capped"] == "host_ram"
+    assert mb["budget_bytes"] == int(mb["memory_bytes"] * HOST_RAM_SHARE)
+    fit = largest_batch(workload, mb["budget_bytes"], "torch", "default")
+    assert mb["limit"] == min(fit, max(64, 8 * mb["estimated"]))
+    assert mb["start"] == min(mb["estimated"], mb["limit"])
+    assert all(p["batch_size"] <= mb["limit"] for p in mb["probes"])
+    if fit < mb["estimated"]:  # a machine with less than ~4 x 141 GB of RAM: the start moved
+        assert mb["start"] == fit < mb["estimated"]
+    # A largest batch found on the CPU is not held against a GPU card's estimate.
+    assert data["error_vs_estimate"]["max_batch"] is None
+    assert mb["comparable"] is False and mb["not_comparable"] == ["cpu"]
+
+
+@pytest.mark.slow
+def test_cpu_search_says_it_is_capped_and_not_comparable_in_both_languages(capsys, tmp_path):
+    db = tmp_path / "h.sqlite"
+    rc, out, _ = _cpu_search_against_h200(capsys, db)
+    assert rc == 0
+    row = next(line for line in out.splitlines() if line.strip().startswith("max batch"))
+    assert row.rstrip().endswith("not comparable") and "%" not in row
+    assert "max-batch search capped at batch" in out and "25% of the" in out and "of RAM available" in out
+    assert "max batch not comparable with the estimate: found on the CPU" in out
+    rc, out, _ = _cpu_search_against_h200(capsys, db, "--lang", "zh")
+    assert rc == 0
+    assert "不可对照" in out and "最大批大小搜索上限为" in out and "最大批大小无法与估算对照" in out
+
+    # The reports list the figure as not comparable, with the reason, and chart no error for it.
+    md, html = tmp_path / "r.md", tmp_path / "r.html"
+    assert main(["report", "--db", str(db), "--last", "1", "--out", str(md)]) == 0
+    assert main(["report", "--db", str(db), "--last", "1", "--html", str(html), "--lang", "zh"]) == 0
+    capsys.readouterr()
+    line = next(x for x in md.read_text().splitlines() if "| bert-base-imdb |" in x and "| max batch |" in x)
+    assert "not comparable: found on the CPU" in line and "%" not in line
+    page = html.read_text()
+    assert "不可对照:它是在 CPU 上找到的" in page
+    assert 'id="err"' not in page  # no error bar: nothing else of a CPU run compares either
+
+
 # -- failures are verdicts or one-line errors --------------------------------------------------------
 def test_out_of_memory_is_a_verdict_not_a_crash(capsys, tmp_path):
     db = tmp_path / "h.sqlite"
@@ -382,6 +454,87 @@ def test_progress_is_silent_unless_a_terminal_or_forced():
     with Progress(enabled=False, stream=quiet) as progress:
         progress({"phase": "measuring"})
     assert quiet.getvalue() == ""
+
+
+def _progress_on_a_terminal(*argv: str) -> str:
+    """The progress a real `fitbench run` draws when stderr is a terminal (a pseudo-terminal here)."""
+    import pty
+    from pathlib import Path
+
+    src = str(Path(__file__).parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fitbench.cli.main", "run", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the process is done
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+@pytest.mark.slow
+def test_timed_loop_progress_never_counts_past_its_total():
+    """The timed loop runs until a step count and a time both hold: a fast step passes the count
+    long before the time, and is then shown against the time instead of as '2611/10'."""
+    text = _progress_on_a_terminal(
+        "resnet50-cifar10",
+        "--tiny",
+        "--device",
+        "cpu",
+        "--backend",
+        "fake",
+        "--no-history",
+        *("--min-steps", "3", "--min-seconds", "1.5", "--warmup", "1"),
+    )
+    shown = [seg.split(" · ")[1:3] for seg in text.split("\r") if " · measuring " in seg]
+    assert shown
+    for phase, _ in shown:
+        for current, total in re.findall(r"(\d+)/(\d+)", phase):
+            assert int(current) <= int(total) == 3, phase
+    timed = [
+        (re.fullmatch(r"measuring (\d+) steps", p), re.fullmatch(r"([\d.]+)/1\.5 s timed", d))
+        for p, d in shown
+    ]
+    timed = [(int(count[1]), float(seconds[1])) for count, seconds in timed if count and seconds]
+    assert timed, shown  # the fake step is fast: the count was met long before the time
+    assert all(count >= 3 and seconds <= 1.5 for count, seconds in timed)
+    assert all(re.fullmatch(r"measuring (\d+/3|\d+) steps", phase) for phase, _ in shown), shown
+
+
+def test_progress_units_and_the_timed_bound_in_chinese():
+    stream = io.StringIO()
+    with Progress(enabled=True, label="job", stream=stream, lang="zh") as progress:
+        progress({"phase": "generating", "step": 2, "of": 3, "unit": "generations"})
+        progress(
+            {
+                "phase": "measuring",
+                "step": 40,
+                "unit": "steps",
+                "detail": "0.4/2.0 s timed",
+                "detail_key": "progress.timed_seconds",
+                "seconds": "0.4",
+                "min_seconds": "2.0",
+            }
+        )
+        progress({"phase": "warm-up", "step": 12, "of": 10})
+    lines = stream.getvalue().splitlines()
+    assert "生成中 2/3 次生成" in lines[0]
+    assert "计时中 40 步 · 已计时 0.4/2.0 秒" in lines[1]
+    # A count beyond its total is shown without the total.
+    assert "预热 12 ·" in lines[2] and "12/10" not in lines[2]
 
 
 def test_runner_relays_child_events():

@@ -219,6 +219,7 @@ def test_memory_classes_of_catalog_cards():
     assert all(memory_class(g) in MEMORY_CLASSES_GB for g in load_catalog().values())
 
 
+@pytest.mark.slow
 def test_the_guide_is_derived_from_the_estimator():
     rows = size_guide()
     assert {r.regime for r in rows} == {"cnn-train", "encoder-finetune", "decoder-generate"}

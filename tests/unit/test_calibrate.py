@@ -121,3 +121,25 @@ def test_a_file_without_runs_of_the_mode_is_a_one_line_error(capsys: pytest.Capt
     assert main(["calibrate", "--exec", "tuned", "--from", str(RESULT), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "no measurements taken with --exec tuned" in err and "Traceback" not in err
+
+
+def _decode_evidence(path: Path, capsys: pytest.CaptureFixture[str]) -> list[float]:
+    assert main(["calibrate", "--exec", "tuned", "--from", str(path), "--dry-run", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["fit"]["evidence"]["decode_memory_efficiency"]
+
+
+def test_decode_fit_uses_the_recorded_decode_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A record with decode_step_seconds fits decode from it; an older one from decode_seconds / n."""
+    data = json.loads(SPEED.read_text())
+    old = _decode_evidence(SPEED, capsys)
+    gen = next(s for s in data["scenarios"] if s["workload"].get("new_tokens"))
+    m = gen["runs"]["tuned"]["measurement"]
+    assert "decode_step_seconds" not in m  # an old record: decode_seconds spread over the tokens
+    per_token = m["decode_seconds"] / gen["workload"]["new_tokens"]
+    # The child's median decode step, here half the spread figure (the per-call work it leaves out).
+    m["decode_step_seconds"] = per_token / 2
+    newer = tmp_path / "speed.json"
+    newer.write_text(json.dumps(data))
+    new = _decode_evidence(newer, capsys)
+    assert len(old) == len(new) == 1
+    assert new[0] == pytest.approx(old[0] / 2)

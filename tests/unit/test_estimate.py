@@ -222,6 +222,7 @@ def test_verdict_thresholds() -> None:
     assert max_fitting(lambda n: n * 10, 5) == 0
 
 
+@pytest.mark.slow
 def test_every_preset_estimates_on_every_card_quickly() -> None:
     gpus = list(load_catalog().values())
     for factory in PRESETS.values():

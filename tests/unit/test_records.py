@@ -14,7 +14,13 @@ from fitbench.errors import FitbenchError
 from fitbench.estimate.api import estimate
 from fitbench.records.measurement import MEASUREMENT_KEYS, Measurement
 from fitbench.records.run import RUN_RECORD_SCHEMA, EstimateSummary, RunRecord, migrate_payload
-from fitbench.results.agreement import error_vs_estimate, measured_speed, not_comparable, relative_error
+from fitbench.results.agreement import (
+    error_vs_estimate,
+    max_batch_not_comparable,
+    measured_speed,
+    not_comparable,
+    relative_error,
+)
 from fitbench.results.assemble import assemble_run_record
 from fitbench.results.history import SCHEMA_VERSION, History
 from fitbench.workloads.presets import get_workload
@@ -152,19 +158,19 @@ def test_error_vs_estimate_of_generation_uses_one_decode_step() -> None:
     assert errors["step_seconds"] == pytest.approx(-0.10) and errors["prefill_seconds"] == pytest.approx(-0.2)
 
 
-def test_no_error_off_the_gpu_but_the_largest_batch_is_compared() -> None:
+def test_no_error_off_the_gpu_not_even_of_the_largest_batch() -> None:
     w = get_workload("bert-base-imdb")
     m = Measurement.from_dict(
         _measurement(device="cpu", step_seconds=1.0, max_batch_search={"max_batch": 10})
     )
     errors = error_vs_estimate(_summary(), m, w)
-    assert errors == {
-        "peak_memory": None,
-        "step_seconds": None,
-        "tokens_per_second": None,
-        "max_batch": pytest.approx(0.2),
-    }
+    # A largest batch found in host RAM says nothing of the GPU card's: its error is null, and why.
+    assert errors == dict.fromkeys(("peak_memory", "step_seconds", "tokens_per_second", "max_batch"))
     assert not_comparable(_summary(), m, w) == ["cpu"]
+    assert max_batch_not_comparable(m) == ["cpu"]
+    on_gpu = m.with_values(device="cuda:0")
+    assert error_vs_estimate(_summary(), on_gpu, w)["max_batch"] == pytest.approx(0.2)
+    assert max_batch_not_comparable(on_gpu) == []
 
 
 def test_the_record_takes_errors_of_the_estimate_not_of_its_json() -> None:

@@ -137,6 +137,7 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.text(max_size=10), json_values, max_size=5), st.integers(0, 1 << 20))
 def test_arbitrary_headers_never_crash(header: dict[str, Any], data_size: int) -> None:
@@ -159,6 +160,7 @@ def test_arbitrary_files_never_crash(tmp_path: Path, body: bytes, length: int) -
         assert "\n" not in exc.message
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(json_values)
 def test_arbitrary_index_files_never_crash(tmp_path: Path, index: Any) -> None:

@@ -151,3 +151,45 @@ def test_real_probe_reaches_a_small_limit():
     result = find_max_batch(workload, "torch", RunOptions(device="cpu"), start=1, limit=2, timeout_s=120)
     assert result.max_batch == 2 and result.reached_limit
     assert [p.status for p in result.probes] == ["ok", "ok"]
+
+
+# -- bounds from the memory of the device the search runs on ----------------------------------------
+def test_a_gpu_with_other_memory_than_the_named_card_starts_at_its_own_largest_batch():
+    from fitbench.catalog import get_gpu
+    from fitbench.estimate.api import estimate
+    from fitbench.measure.search_bounds import DEVICE_MEMORY, largest_batch, search_bounds
+    from fitbench.workloads.presets import get_workload
+
+    workload, h200 = get_workload("bert-base-imdb"), get_gpu("h200")
+    estimated = estimate(workload, h200).max_batch_size
+    # The H200 itself: the estimate's start and the default limit stand.
+    same = search_bounds(
+        workload, estimated=estimated, card=h200, batch_limit=None, memory=(DEVICE_MEMORY, h200.memory_bytes)
+    )
+    assert (same.start, same.limit, same.capped) == (estimated, 8 * estimated, None)
+    # A 24 GiB card measured against the H200's estimate starts at what fits in 24 GiB, scaled by
+    # the named card's usable share; out of memory on a GPU is a clean answer, so it may grow.
+    have = 24 << 30
+    small = search_bounds(
+        workload, estimated=estimated, card=h200, batch_limit=None, memory=(DEVICE_MEMORY, have)
+    )
+    budget = int(have * h200.usable_bytes / h200.memory_bytes)
+    assert small.capped == DEVICE_MEMORY and small.budget_bytes == budget
+    assert small.start == largest_batch(workload, budget, "torch", "default") < estimated / 4
+    assert small.limit == max(64, 8 * small.start) and small.uncapped_start == estimated
+
+
+def test_host_ram_caps_the_start_and_the_limit_and_a_search_always_probes_batch_one():
+    from fitbench.catalog import get_gpu
+    from fitbench.measure.search_bounds import HOST_RAM, search_bounds
+    from fitbench.workloads.presets import get_workload
+
+    workload = get_workload("llm-6b")
+    tight = search_bounds(
+        workload, estimated=40, card=get_gpu("h200"), batch_limit=None, memory=(HOST_RAM, 8 << 30)
+    )
+    # Training a 6B model does not fit in 2 GiB at any batch: the search still probes batch 1.
+    assert (tight.start, tight.limit, tight.capped, tight.budget_bytes) == (1, 1, HOST_RAM, 2 << 30)
+    # Without a number for the RAM nothing is capped.
+    free = search_bounds(workload, estimated=40, card=None, batch_limit=100, memory=None)
+    assert (free.start, free.limit, free.capped) == (40, 100, None)

@@ -178,6 +178,29 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "没有预热步骤(--warmup 0):前几步的启动开销(首批内核、显存分配器、自动调优)被计入耗时",
     },
     "run.reason.sep": {"en": "; ", "zh": ";"},
+    "run.max_batch_not_comparable": {
+        "en": "max batch not comparable with the estimate: {reasons}.",
+        "zh": "最大批大小无法与估算对照:{reasons}。",
+    },
+    "run.max_batch_reason.cpu": {
+        "en": "found on the CPU, where host RAM bounds it, while the estimate is for the GPU card's memory",
+        "zh": "它是在 CPU 上找到的,受主机内存限制,而估算针对的是显卡的显存",
+    },
+    "run.cell.not_comparable": {"en": "not comparable", "zh": "不可对照"},
+    "report.not_comparable": {"en": "not comparable: {reasons}", "zh": "不可对照:{reasons}"},
+    "run.search_capped.host_ram": {
+        "en": "max-batch search capped at batch {limit} (from {start}, not {uncapped}): a CPU run may "
+        "fill at most {share} of the {available} of RAM available, a larger probe would be killed by "
+        "the system rather than fail cleanly",
+        "zh": "最大批大小搜索上限为 {limit}(从 {start} 开始,而不是 {uncapped}):CPU 运行最多只用可用内存 "
+        "{available} 的 {share},更大的试探会被系统强制终止,而不是干净地报内存不足",
+    },
+    "run.search_capped.device_memory": {
+        "en": "max-batch search started at batch {start}, not {uncapped}: sized for this GPU's {available}, "
+        "not the memory of the card the estimate is for",
+        "zh": "最大批大小搜索从 {start} 开始,而不是 {uncapped}:按本机 GPU 的 {available} 显存确定,"
+        "而不是估算所针对显卡的显存",
+    },
     "run.ran_precision": {"en": "{ran} (asked {asked})", "zh": "{ran}(请求 {asked})"},
     # -- no GPU ---------------------------------------------------------------------------------------
     "nogpu.header": {
@@ -711,6 +734,12 @@ MESSAGES: dict[str, dict[str, str]] = {
     "progress.prefill": {"en": "prefill", "zh": "预填充"},
     "progress.measuring": {"en": "measuring", "zh": "计时中"},
     "progress.generating": {"en": "generating", "zh": "生成中"},
+    "progress.unit.steps": {"en": "steps", "zh": "步"},
+    "progress.unit.generations": {"en": "generations", "zh": "次生成"},
+    "progress.timed_seconds": {
+        "en": "{seconds}/{min_seconds} s timed",
+        "zh": "已计时 {seconds}/{min_seconds} 秒",
+    },
     "progress.max-batch search": {"en": "max-batch search", "zh": "搜索最大批大小"},
     "progress.search_range": {"en": "from {start}, at most {limit}", "zh": "从 {start} 开始,最多 {limit}"},
     "progress.probing": {"en": "probing batch {batch}", "zh": "试探批大小 {batch}"},
@@ -961,7 +990,12 @@ def resolve_lang(lang: str | None = None, environ: Mapping[str, str] | None = No
             return "en"
         from fitbench.errors import FitbenchError
 
-        raise FitbenchError(f"unknown language '{lang}'", "use --lang en or --lang zh")
+        raise FitbenchError(
+            f"unknown language '{lang}'",
+            "use --lang en or --lang zh",
+            message_zh=f"未知的语言 '{lang}'",
+            hint_zh="请使用 --lang en 或 --lang zh",
+        )
     env = os.environ if environ is None else environ
     for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
         value = env.get(var, "")

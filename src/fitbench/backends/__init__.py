@@ -61,7 +61,7 @@ def entry(name: str) -> BackendEntry:
     base, option = split_name(name)
     row = BACKENDS.get(base)
     if row is None or (option is not None and not row.takes_option):
-        raise unknown_name("backend", name, listed_backends())
+        raise unknown_name("backend", name, listed_backends(), kind_zh="后端")
     return row
 
 
@@ -95,6 +95,8 @@ def get_backend(name: str) -> Backend:
             raise FitbenchError(
                 f"the {base} backend needs '{row.requires}', which is not installed",
                 f"pip install 'fitbench[{row.extra}]'",
+                message_zh=f"{base} 后端需要 '{row.requires}',但它没有安装",
+                hint_zh=f"pip install 'fitbench[{row.extra}]'",
             )
         # find_spec only proves a folder of that name exists: a broken install (a missing CUDA
         # library, a version built for another Python, a half-removed package) fails on import.
@@ -106,6 +108,8 @@ def get_backend(name: str) -> Backend:
             raise FitbenchError(
                 f"the {base} backend cannot import '{row.requires}': {what}",
                 f"pip install 'fitbench[{row.extra}]', with --force-reinstall to repair an install",
+                message_zh=f"{base} 后端无法导入 '{row.requires}':{what}",
+                hint_zh=f"pip install 'fitbench[{row.extra}]',可加 --force-reinstall 修复安装",
             ) from exc
     module_path, _, class_name = row.implementation.partition(":")
     cls = getattr(importlib.import_module(module_path), class_name)

@@ -108,6 +108,8 @@ class Backend(Protocol):
         raise FitbenchError(
             f"the {self.name} backend cannot cap its device memory",
             "run without --emulate, or with --backend torch",
+            message_zh=f"{self.name} 后端无法限制设备显存",
+            hint_zh="去掉 --emulate 运行,或使用 --backend torch",
         )
 
     @abstractmethod

@@ -52,7 +52,12 @@ class FakeBackend(Backend):
 
     def device_info(self, device: str) -> dict[str, Any]:
         if device != "cpu":
-            raise FitbenchError(f"the fake backend runs on the CPU only, not '{device}'", "use --device cpu")
+            raise FitbenchError(
+                f"the fake backend runs on the CPU only, not '{device}'",
+                "use --device cpu",
+                message_zh=f"fake 后端只在 CPU 上运行,不支持 '{device}'",
+                hint_zh="请使用 --device cpu",
+            )
         return {"name": cpu_model(), "type": "cpu", "environment": {"backend": "fake"}}
 
     def open(self, workload: Workload, options: RunOptions) -> Session:
@@ -84,7 +89,12 @@ def _parse_fault(fault: str | None) -> tuple[str | None, int | None]:
             return "oom-above", int(limit)
     elif fault in FAULTS:
         return fault, None
-    raise FitbenchError(f"unknown fault '{fault}' of the fake backend", "use fake:" + ", fake:".join(FAULTS))
+    raise FitbenchError(
+        f"unknown fault '{fault}' of the fake backend",
+        "use fake:" + ", fake:".join(FAULTS),
+        message_zh=f"fake 后端没有故障类型 '{fault}'",
+        hint_zh="可用:fake:" + ", fake:".join(FAULTS),
+    )
 
 
 class FakeSession(Session):

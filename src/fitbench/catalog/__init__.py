@@ -36,7 +36,7 @@ from typing import Any
 
 from fitbench.core.gpu import STREAM_EFFICIENCY, GpuSpec
 from fitbench.core.units import GB, TFLOPS, GiB, MiB
-from fitbench.errors import FitbenchError, did_you_mean
+from fitbench.errors import FitbenchError, did_you_mean, zh_or
 
 __all__ = [
     "BRIEF_GPUS",
@@ -328,7 +328,10 @@ def get_gpu(name: str) -> GpuSpec:
     tokens = _tokens(name)
     if not tokens:
         raise FitbenchError(
-            f"no GPU named in '{name}'", f"name a GPU such as rtx-4090; `{LIST_COMMAND}` lists them all"
+            f"no GPU named in '{name}'",
+            f"name a GPU such as rtx-4090; `{LIST_COMMAND}` lists them all",
+            message_zh=f"'{name}' 中没有 GPU 名称",
+            hint_zh=f"请给出 GPU 名称,例如 rtx-4090;`{LIST_COMMAND}` 可列出全部",
         )
     key = "".join(tokens)
     if key in index.exact:
@@ -344,14 +347,22 @@ def get_gpu(name: str) -> GpuSpec:
         return catalog[matches[0]]
     if matches:
         hint = f"it could be {' or '.join(matches)}; name one of them"
-        raise FitbenchError(f"ambiguous GPU '{name}'", hint)
+        raise FitbenchError(
+            f"ambiguous GPU '{name}'",
+            hint,
+            message_zh=f"GPU 名称 '{name}' 有歧义",
+            hint_zh=f"可能是 {' 或 '.join(matches)};请指定其中一个",
+        )
     near = nearest_gpus(name)
     hint = (
         ("did you mean " + " or ".join(f"'{g}'" for g in near) + "?") if near else did_you_mean(key, catalog)
     )
+    hint_zh = f"是否想输入 {zh_or(near)}?" if near else did_you_mean(key, catalog, lang="zh")
     raise FitbenchError(
         f"unknown GPU '{name}'",
         f"{hint}; `{LIST_COMMAND}` lists them all, --gpu-spec describes any other card",
+        message_zh=f"未知的 GPU '{name}'",
+        hint_zh=f"{hint_zh};`{LIST_COMMAND}` 可列出全部,--gpu-spec 可描述其他任何显卡",
     )
 
 

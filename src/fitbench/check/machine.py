@@ -53,7 +53,10 @@ def find_machine(backend: str | None) -> Machine:
     installed = tuple(installed_backends())
     if backend is not None and not backend_installed(backend):
         raise FitbenchError(
-            f"the {backend} backend is not installed", f"pip install 'fitbench[{entry(backend).extra}]'"
+            f"the {backend} backend is not installed",
+            f"pip install 'fitbench[{entry(backend).extra}]'",
+            message_zh=f"{backend} 后端没有安装",
+            hint_zh=f"pip install 'fitbench[{entry(backend).extra}]'",
         )
     chosen = backend or (installed[0] if installed else None)
     return Machine(gpus=gpus, spec=spec, backend=chosen, installed=installed)

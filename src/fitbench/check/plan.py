@@ -69,7 +69,12 @@ def plan_check(
     machine: Machine, cards: list[GpuSpec], *, exec_mode: str, estimate_only: bool, tiny: bool
 ) -> CheckPlan:
     if not cards:
-        raise FitbenchError("no GPU selected", "pass --gpu ID or --gpu all")
+        raise FitbenchError(
+            "no GPU selected",
+            "pass --gpu ID or --gpu all",
+            message_zh="没有选择 GPU",
+            hint_zh="请传入 --gpu ID 或 --gpu all",
+        )
     if machine.spec is not None:
         target, kind = machine.spec, "local"
     else:

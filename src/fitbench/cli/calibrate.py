@@ -43,7 +43,9 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         metavar="FILE",
         help="fit from a stored benchmarks/accuracy.py or speed.py result",
     )
-    parser.add_argument("--backend", choices=FRAMEWORKS, default="torch")
+    parser.add_argument(
+        "--backend", choices=FRAMEWORKS, default="torch", help="framework to measure with (default torch)"
+    )
     add_exec_arg(parser)
     parser.add_argument("--device", default="cuda", help="cuda or cuda:N (default cuda)")
     parser.add_argument("--dry-run", action="store_true", help="print the fit, do not keep it")
@@ -104,16 +106,27 @@ def _measure_and_fit(args: argparse.Namespace, lang: str = "en") -> tuple[Any, A
         raise FitbenchError(
             "calibration fits GPU efficiencies and needs a CUDA device",
             "run it on a GPU machine, or fit stored measurements with --from FILE",
+            message_zh="校准拟合的是 GPU 效率,需要 CUDA 设备",
+            hint_zh="请在有 GPU 的机器上运行,或用 --from FILE 拟合已保存的实测结果",
         )
     local = detect_local_gpus()
     index = nvml.cuda_index(args.device) or 0
     if index >= len(local):
         found = f"no NVIDIA GPU {index} found ({len(local)} present)" if local else "no NVIDIA GPU found"
-        raise FitbenchError(found, "run it on a GPU machine, pick --device cuda:N, or use --from FILE")
+        found_zh = f"没有找到 NVIDIA GPU {index}(共有 {len(local)} 块)" if local else "没有找到 NVIDIA GPU"
+        raise FitbenchError(
+            found,
+            "run it on a GPU machine, pick --device cuda:N, or use --from FILE",
+            message_zh=found_zh,
+            hint_zh="请在有 GPU 的机器上运行、用 --device cuda:N 选择显卡,或使用 --from FILE",
+        )
     card = local[index]
     if card.catalog_id is None:
         raise FitbenchError(
-            f"{card.name} is not in the catalog", "calibration compares with the card's datasheet figures"
+            f"{card.name} is not in the catalog",
+            "calibration compares with the card's datasheet figures",
+            message_zh=f"{card.name} 不在显卡目录中",
+            hint_zh="校准要与该显卡的数据手册数值比较",
         )
     gpu = get_gpu(card.catalog_id)
     points = []

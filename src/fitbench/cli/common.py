@@ -207,7 +207,9 @@ def add_workload_args(
     group.add_argument(
         "--tiny", action="store_true", help="the tiny variant of a preset (runs in seconds on a CPU)"
     )
-    group.add_argument("--batch", "--batch-size", dest="batch_size", type=positive_int, metavar="N")
+    group.add_argument(
+        "--batch", "--batch-size", dest="batch_size", type=positive_int, metavar="N", help="batch size"
+    )
     group.add_argument("--seq-len", type=positive_int, metavar="N", help="sequence length (transformers)")
     group.add_argument("--image-size", type=positive_int, metavar="N", help="image height = width (ResNet)")
     help_precision = "one of " + ", ".join(PRECISION_NAMES)
@@ -228,8 +230,10 @@ def add_workload_args(
     )
     group.add_argument("--optimizer", metavar="NAME", help="adam, adamw, sgd or momentum")
     group.add_argument("--mode", metavar="MODE", help="train or infer")
-    group.add_argument("--prompt-tokens", type=positive_int, metavar="N")
-    group.add_argument("--new-tokens", type=positive_int, metavar="N")
+    group.add_argument(
+        "--prompt-tokens", type=positive_int, metavar="N", help="prompt length in tokens (generation)"
+    )
+    group.add_argument("--new-tokens", type=positive_int, metavar="N", help="tokens to generate (generation)")
     group.add_argument("--dataset-size", type=positive_int, metavar="N", help="samples per epoch")
     group.add_argument(
         "--checkpointing",
@@ -295,11 +299,15 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
             raise FitbenchError(
                 f"both a WORKLOAD preset ('{args.workload}') and --config were given",
                 "give one of them, not both",
+                message_zh=f"同时给出了工作负载预设('{args.workload}')和 --config",
+                hint_zh="两者只能给一个",
             )
         if args.tiny:
             raise FitbenchError(
                 "--tiny applies to presets, not to --config",
                 "drop --tiny, or name a preset that has a tiny variant",
+                message_zh="--tiny 只适用于预设,不适用于 --config",
+                hint_zh="去掉 --tiny,或指定一个有迷你版的预设",
             )
         from fitbench.workloads.hf_config import workload_from_config
 
@@ -309,12 +317,18 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
             if exc.hint:
                 raise
             raise FitbenchError(
-                exc.message, "fix that value in the config file, or use the model's original config.json"
+                exc.message,
+                "fix that value in the config file, or use the model's original config.json",
+                message_zh=exc.message_zh,
+                hint_zh="请修正配置文件中的这个值,或使用模型原始的 config.json",
             ) from exc
         return check_overrides_apply(workload, args)
     if not args.workload:
         raise FitbenchError(
-            "no workload given", "name a preset or pass --config PATH; `fitbench workloads` lists the presets"
+            "no workload given",
+            "name a preset or pass --config PATH; `fitbench workloads` lists the presets",
+            message_zh="没有给出工作负载",
+            hint_zh="请给出一个预设名,或传入 --config PATH;`fitbench workloads` 可列出全部预设",
         )
     from fitbench.workloads.presets import PRESETS, get_workload
 
@@ -327,6 +341,8 @@ def workload_from_args(args: argparse.Namespace, *, precision: str | None = None
                 raise FitbenchError(
                     "--tiny applies to presets, not to library models",
                     "drop --tiny, or name a preset (`fitbench workloads`)",
+                    message_zh="--tiny 只适用于预设,不适用于内置模型库中的模型",
+                    hint_zh="去掉 --tiny,或指定一个预设(`fitbench workloads`)",
                 )
             # Read as config files are: Workload.with_overrides adds the defaults a change implies.
             return check_overrides_apply(library.workload_for_model(args.workload, **overrides), args)
@@ -361,38 +377,70 @@ def check_overrides_apply(workload: Workload, args: argparse.Namespace) -> Workl
     answer a different question than the one asked."""
     if workload.is_resnet:
         kind, shape_hint = "a ResNet", "set its input with --image-size"
+        kind_zh, shape_hint_zh = "ResNet", "请用 --image-size 设置它的输入"
     elif workload.is_generation:
         kind, shape_hint = "a generation job", "set its input with --prompt-tokens and --new-tokens"
+        kind_zh, shape_hint_zh = "生成任务", "请用 --prompt-tokens 和 --new-tokens 设置它的输入"
     else:
         job = "training" if workload.is_training else "inference"
         kind = f"{'an' if workload.family == 'encoder' else 'a'} {workload.family} {job} job"
+        family_zh = {"encoder": "编码器", "decoder": "解码器"}.get(workload.family, workload.family)
+        kind_zh = f"{family_zh}{'训练' if workload.is_training else '推理'}任务"
         shape_hint = "set its input with --seq-len"
+        shape_hint_zh = "请用 --seq-len 设置它的输入"
     what = f"{workload.name} is {kind}"
+    what_zh = f"{workload.name} 是{kind_zh}"
     if getattr(args, "seq_len", None) is not None and (workload.is_resnet or workload.is_generation):
         extra = ", or pass --mode train to fine-tune it" if workload.is_generation else ""
-        raise FitbenchError(f"--seq-len does not apply here: {what}", shape_hint + extra)
+        extra_zh = ",或传入 --mode train 对它做微调" if workload.is_generation else ""
+        raise FitbenchError(
+            f"--seq-len does not apply here: {what}",
+            shape_hint + extra,
+            message_zh=f"--seq-len 在这里不适用:{what_zh}",
+            hint_zh=shape_hint_zh + extra_zh,
+        )
     if getattr(args, "image_size", None) is not None and not workload.is_resnet:
-        raise FitbenchError(f"--image-size applies to ResNet workloads only: {what}", shape_hint)
+        raise FitbenchError(
+            f"--image-size applies to ResNet workloads only: {what}",
+            shape_hint,
+            message_zh=f"--image-size 只适用于 ResNet 工作负载:{what_zh}",
+            hint_zh=shape_hint_zh,
+        )
     tokens = [f for f in ("prompt_tokens", "new_tokens") if getattr(args, f, None) is not None]
     if tokens and not workload.is_generation:
         flag = "/".join("--" + f.replace("_", "-") for f in tokens)
         extra = ", or --mode infer to generate" if workload.family == "decoder" else ""
-        raise FitbenchError(f"{flag} applies to generation only: {what}", shape_hint + extra)
+        extra_zh = ",或用 --mode infer 做生成" if workload.family == "decoder" else ""
+        raise FitbenchError(
+            f"{flag} applies to generation only: {what}",
+            shape_hint + extra,
+            message_zh=f"{flag} 只适用于生成任务:{what_zh}",
+            hint_zh=shape_hint_zh + extra_zh,
+        )
     if getattr(args, "strategy", None) is not None and workload.gpus < 2:
         raise FitbenchError(
             "--strategy applies to several GPUs: this job runs on one",
             "add --gpus N (2 or more), or drop --strategy",
+            message_zh="--strategy 用于多块 GPU:这个任务只在一块上运行",
+            hint_zh="请加上 --gpus N(2 或更多),或去掉 --strategy",
         )
     training_only = [f for f in ("optimizer_impl", "grad_accum") if getattr(args, f, None) is not None]
     if training_only and not workload.is_training:
         flag = "/".join("--" + f.replace("_", "-") for f in training_only)
-        raise FitbenchError(f"{flag} applies to training only: {what}", "add --mode train, or drop " + flag)
+        raise FitbenchError(
+            f"{flag} applies to training only: {what}",
+            "add --mode train, or drop " + flag,
+            message_zh=f"{flag} 只适用于训练:{what_zh}",
+            hint_zh="请加上 --mode train,或去掉 " + flag,
+        )
     lora = [f for f in ("lora_rank", "lora_targets") if getattr(args, f, None) is not None]
     if lora and not workload.peft:
         flag = "/".join("--" + f.replace("_", "-") for f in lora)
         raise FitbenchError(
             f"{flag} applies to parameter-efficient fine-tuning only",
             "add --peft lora (or qlora) with --mode train, or drop " + flag,
+            message_zh=f"{flag} 只适用于参数高效微调",
+            hint_zh="请加上 --peft lora(或 qlora)并配合 --mode train,或去掉 " + flag,
         )
     return workload
 
@@ -403,7 +451,12 @@ def precision_list(text: str | None) -> list[str | None]:
         return [None]
     items = [p.strip().lower() for p in text.split(",") if p.strip()]
     if not items:
-        raise FitbenchError("--precision is empty", "for example --precision fp32,amp-fp16")
+        raise FitbenchError(
+            "--precision is empty",
+            "for example --precision fp32,amp-fp16",
+            message_zh="--precision 为空",
+            hint_zh="例如 --precision fp32,amp-fp16",
+        )
     return items
 
 

@@ -138,7 +138,12 @@ def estimates_for(args: argparse.Namespace) -> list[Estimate]:
     workload = workload_from_args(args)
     gpus = resolve_gpus(args.gpu or ([] if args.gpu_spec else list(DEFAULT_GPUS)), args.gpu_spec or ())
     if not gpus:
-        raise FitbenchError("no GPU selected", "pass --gpu ID or --gpu all")
+        raise FitbenchError(
+            "no GPU selected",
+            "pass --gpu ID or --gpu all",
+            message_zh="没有选择 GPU",
+            hint_zh="请传入 --gpu ID 或 --gpu all",
+        )
     return [estimate(workload, gpu, framework=args.framework, exec_mode=args.exec_mode) for gpu in gpus]
 
 
@@ -147,11 +152,19 @@ def run(args: argparse.Namespace) -> int:
     if args.serve:
         if args.offload or args.fail_if:
             raise FitbenchError(
-                "--serve does not combine with --offload or --fail-if", "run the serving estimate on its own"
+                "--serve does not combine with --offload or --fail-if",
+                "run the serving estimate on its own",
+                message_zh="--serve 不能与 --offload 或 --fail-if 同时使用",
+                hint_zh="请单独运行推理服务估算",
             )
         return run_serve(args)
     if given:
-        raise FitbenchError(f"{', '.join(given)} apply to --serve only", "add --serve, or drop them")
+        raise FitbenchError(
+            f"{', '.join(given)} apply to --serve only",
+            "add --serve, or drop them",
+            message_zh=f"{', '.join(given)} 只适用于 --serve",
+            hint_zh="请加上 --serve,或去掉它们",
+        )
     lang = resolve_lang(args.lang)
     results = estimates_for(args)
     offloads = [_offload(e, args) if args.offload else None for e in results]
@@ -231,7 +244,12 @@ def run_serve(args: argparse.Namespace) -> int:
     workload = workload_from_args(args)
     gpus = resolve_gpus(args.gpu or ([] if args.gpu_spec else list(DEFAULT_GPUS)), args.gpu_spec or ())
     if not gpus:
-        raise FitbenchError("no GPU selected", "pass --gpu ID or --gpu all")
+        raise FitbenchError(
+            "no GPU selected",
+            "pass --gpu ID or --gpu all",
+            message_zh="没有选择 GPU",
+            hint_zh="请传入 --gpu ID 或 --gpu all",
+        )
     config = ServeConfig(**{k: getattr(args, k) for k in SERVE_ONLY if getattr(args, k) is not None})
     results = [serving_estimate(workload, gpu, config, framework=args.framework) for gpu in gpus]
     if args.json:

@@ -47,6 +47,8 @@ def open_history(path: str | None) -> Any:
         raise FitbenchError(
             f"no history file at {path}",
             "check the --db path; `fitbench run` and `fitbench check` create one",
+            message_zh=f"{path} 处没有历史记录文件",
+            hint_zh="请检查 --db 路径;`fitbench run` 和 `fitbench check` 会创建它",
         )
     return History.open(path)
 

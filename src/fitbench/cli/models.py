@@ -22,7 +22,9 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         "examples:\n  fitbench models\n  fitbench models qwen\n  fitbench models --json\n"
         "  fitbench estimate qwen2.5-7b-instruct --gpu rtx-4090",
     )
-    parser.add_argument("filter", nargs="?", help="show only models whose name contains this text")
+    parser.add_argument(
+        "filter", nargs="?", metavar="TEXT", help="show only models whose name contains this text"
+    )
     parser.add_argument("--json", action="store_true", help="print the models as a JSON list")
     parser.set_defaults(func=run)
 
@@ -35,7 +37,12 @@ def run(args: argparse.Namespace) -> int:
         chosen = [m for m in chosen if text in m.name or text in m.repo.lower()]
         if not chosen:
             library.get_model(args.filter)  # raises with the nearest names
-            raise FitbenchError(f"no bundled model matches '{args.filter[:60]}'", "run `fitbench models`")
+            raise FitbenchError(
+                f"no bundled model matches '{args.filter[:60]}'",
+                "run `fitbench models`",
+                message_zh=f"没有内置模型匹配 '{args.filter[:60]}'",
+                hint_zh="请运行 `fitbench models`",
+            )
     rows, records = [], []
     for m in chosen:
         arch = arch_from_hf_config(dict(m.config), source=m.repo)

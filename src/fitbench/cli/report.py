@@ -12,7 +12,9 @@ Report model (every value JSON-ready):
                    dict per card], estimated_now, measurement | None, measured_workload | None,
                    advice: [sentence]}]
     comparisons    [{run_id, created_at, workload, precision, gpu, device_name, metric, unit,
-                   estimated, measured, error}]
+                   estimated, measured, error, not_comparable}]: error null and not_comparable the
+                   reasons where the figure cannot be held against the estimate (a largest batch
+                   found on the CPU); not_comparable empty otherwise
     history        [{run_id, created_at, workload, precision, device, tiny, status, peak_memory_bytes,
                    step_seconds, tokens_per_second, samples_per_second, series}]
     runs           [{run_id, created_at, command, workload, precision, device, status, ...}]
@@ -39,6 +41,7 @@ from fitbench.core.names import FRAMEWORKS
 from fitbench.errors import FitbenchError
 from fitbench.records.measurement import Measurement
 from fitbench.records.run import RunRecord
+from fitbench.results.agreement import max_batch_not_comparable
 
 DEFAULT_HTML = "fitbench-report.html"
 DEFAULT_LAST = 10
@@ -159,9 +162,16 @@ def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any
         "prefill_seconds": (est.prefill_seconds, m.prefill_seconds, "seconds"),
         "max_batch": (est.max_batch_size, (m.max_batch_search or {}).get("max_batch"), "count"),
     }
+    errors = dict(r.error_vs_estimate)
+    # Decided from the measurement, not the stored error: older records kept a number for a
+    # largest batch found on the CPU.
+    max_batch_reasons = max_batch_not_comparable(m)
+    if max_batch_reasons:
+        errors["max_batch"] = None
     rows = []
-    for metric, error in r.error_vs_estimate.items():
-        if error is None or metric not in measured:
+    for metric, error in errors.items():
+        reasons = max_batch_reasons if metric == "max_batch" else []
+        if (error is None and not reasons) or metric not in measured:
             continue
         estimated, value, unit = measured[metric]
         rows.append(
@@ -177,6 +187,7 @@ def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any
                 "estimated": estimated,
                 "measured": value,
                 "error": error,
+                "not_comparable": reasons,
             }
         )
     return rows
@@ -386,6 +397,8 @@ def _write(path: Path, text: str) -> Path:
         raise FitbenchError(
             f"cannot write the report {path}: {exc.strerror or exc}",
             "pass another path, or check the folder's permissions",
+            message_zh=f"无法写入报告 {path}:{exc.strerror or exc}",
+            hint_zh="请换一个路径,或检查该文件夹的权限",
         ) from None
     return path.resolve()
 
@@ -402,7 +415,9 @@ def report_command(args: argparse.Namespace) -> int:
 
     lang = resolve_lang(args.lang)
     if args.run_ids and args.last:
-        raise FitbenchError("give either RUN_IDs or --last, not both")
+        raise FitbenchError(
+            "give either RUN_IDs or --last, not both", message_zh="RUN_ID 与 --last 只能给一个"
+        )
     with open_history(args.db) as history:
         if args.run_ids:
             records = [history.get_run(r) for r in args.run_ids]
@@ -413,6 +428,8 @@ def report_command(args: argparse.Namespace) -> int:
         raise FitbenchError(
             f"no runs in history file {path}",
             "`fitbench check` or `fitbench run WORKLOAD` records some first",
+            message_zh=f"历史记录文件 {path} 中没有运行记录",
+            hint_zh="请先用 `fitbench check` 或 `fitbench run WORKLOAD` 记录一些",
         )
     rows = size_guide()
     model = build_model(

@@ -39,7 +39,7 @@ from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
 from fitbench.records.measurement import Measurement
 from fitbench.records.run import RunRecord
-from fitbench.results.agreement import error_vs_estimate, not_comparable
+from fitbench.results.agreement import error_vs_estimate, max_batch_not_comparable, not_comparable
 from fitbench.results.assemble import assemble_run_record
 from fitbench.workloads.workload import Workload
 
@@ -139,11 +139,21 @@ def pick_backend(name: str | None, lang: str = "en") -> str:
     if name is not None:
         if not backend_installed(name):
             extra = entry(name).extra
-            raise FitbenchError(f"the {name} backend is not installed", f"pip install 'fitbench[{extra}]'")
+            raise FitbenchError(
+                f"the {name} backend is not installed",
+                f"pip install 'fitbench[{extra}]'",
+                message_zh=f"{name} 后端没有安装",
+                hint_zh=f"pip install 'fitbench[{extra}]'",
+            )
         return name
     installed = installed_backends()
     if not installed:
-        raise FitbenchError(t("install.no_framework", lang), t("install.no_framework_hint", lang))
+        raise FitbenchError(
+            t("install.no_framework", lang),
+            t("install.no_framework_hint", lang),
+            message_zh=t("install.no_framework", "zh"),
+            hint_zh=t("install.no_framework_hint", "zh"),
+        )
     return installed[0]
 
 
@@ -166,16 +176,29 @@ def pick_device(device: str | None) -> str:
         return "cpu" if _cuda_present() is False else "cuda"
     device = device.strip().lower()
     if not DEVICE_RE.match(device):
-        raise FitbenchError(f"unknown device '{device}'", "use cpu, cuda or cuda:N")
+        raise FitbenchError(
+            f"unknown device '{device}'",
+            "use cpu, cuda or cuda:N",
+            message_zh=f"未知的设备 '{device}'",
+            hint_zh="请使用 cpu、cuda 或 cuda:N",
+        )
     if device.startswith("cuda"):
         present = _cuda_present()
         if present is False:
-            raise FitbenchError("no CUDA GPU found (the NVIDIA driver reports none)", "use --device cpu")
+            raise FitbenchError(
+                "no CUDA GPU found (the NVIDIA driver reports none)",
+                "use --device cpu",
+                message_zh="没有找到 CUDA GPU(NVIDIA 驱动报告没有 GPU)",
+                hint_zh="请使用 --device cpu",
+            )
         count = nvml.device_count()
         index = nvml.cuda_index(device) or 0
         if count is not None and index >= count:
             raise FitbenchError(
-                f"no CUDA device {index}: {count} found", f"use --device cuda:0 … cuda:{count - 1}"
+                f"no CUDA device {index}: {count} found",
+                f"use --device cuda:0 … cuda:{count - 1}",
+                message_zh=f"没有 CUDA 设备 {index}:只找到 {count} 块",
+                hint_zh=f"请使用 --device cuda:0 … cuda:{count - 1}",
             )
     return device
 
@@ -213,7 +236,9 @@ def estimate_for(
     try:
         return estimate(workload, gpu, framework=framework_of(backend), exec_mode=exec_mode), None
     except FitbenchError as exc:
-        return None, {"key": "run.note.no_estimate", "reason": str(exc)}
+        message, hint = exc.text("zh")
+        reason_zh = f"{message}({hint})" if hint else message
+        return None, {"key": "run.note.no_estimate", "reason": str(exc), "reason_zh": reason_zh}
 
 
 # -- derived numbers ------------------------------------------------------------------------------
@@ -312,11 +337,19 @@ def refuse_unmeasurable_storage(workload: Workload) -> None:
             "use --precision int8 or int4 (bitsandbytes) to measure quantized weights, or "
             "--weights none for the unquantized model; benchmarks/quant_gpu.py measures fp8 "
             "block-scaled weights",
+            message_zh=f"fitbench run 无法构建 {fmt.describe()} 权重(估算可以覆盖它们)",
+            hint_zh=(
+                "实测量化权重请使用 --precision int8 或 int4(bitsandbytes)"
+                ",实测未量化模型请用 --weights none;benchmarks/quant_gpu.py "
+                "可实测 fp8 分块缩放权重"
+            ),
         )
     if workload.kv_cache is not None and workload.kv_cache != _compute_kv_dtype(workload):
         raise FitbenchError(
             f"fitbench run keeps the KV cache in the compute dtype, not {workload.kv_cache}",
             "drop --kv-cache to measure; `fitbench estimate --kv-cache` gives its memory",
+            message_zh=f"fitbench run 按计算精度保存 KV 缓存,不支持 {workload.kv_cache}",
+            hint_zh="去掉 --kv-cache 即可实测;`fitbench estimate --kv-cache` 给出其显存占用",
         )
 
 
@@ -371,12 +404,26 @@ def _plan(args: argparse.Namespace, lang: str) -> RunPlan:
         raise FitbenchError(
             f"--emulate {args.emulate} needs a CUDA GPU to cap, and this machine has none",
             f"`fitbench estimate WORKLOAD --gpu {args.emulate}` says without a GPU whether it fits that card",
+            message_zh=f"--emulate {args.emulate} 需要一块 CUDA GPU 来限制显存,而这台机器没有",
+            hint_zh=(
+                f"`fitbench estimate WORKLOAD --gpu {args.emulate}` 无需 GPU 即可判断能否在该显卡上运行"
+            ),
         )
     device = pick_device(args.device)
     if args.data is not None and not os.path.exists(args.data):
-        raise FitbenchError(f"dataset path {args.data} does not exist", "pass the CIFAR-10 or aclImdb path")
+        raise FitbenchError(
+            f"dataset path {args.data} does not exist",
+            "pass the CIFAR-10 or aclImdb path",
+            message_zh=f"数据集路径 {args.data} 不存在",
+            hint_zh="请传入 CIFAR-10 或 aclImdb 的路径",
+        )
     if args.max_batch and any(w.gpus > 1 for w in workloads):
-        raise FitbenchError("--max-batch searches one GPU", "drop --gpus or --max-batch")
+        raise FitbenchError(
+            "--max-batch searches one GPU",
+            "drop --gpus or --max-batch",
+            message_zh="--max-batch 只在一块 GPU 上搜索",
+            hint_zh="去掉 --gpus 或 --max-batch",
+        )
     limit = _emulation_limit(args, device)
     gpu, gpu_note = _compare_card(args, device)
     options = RunOptions(
@@ -399,7 +446,12 @@ def _emulation_limit(args: argparse.Namespace, device: str) -> int | None:
     from fitbench.catalog.spec import is_spec
 
     if not device.startswith("cuda"):
-        raise FitbenchError("--emulate caps GPU memory and needs a CUDA device", "use --device cuda")
+        raise FitbenchError(
+            "--emulate caps GPU memory and needs a CUDA device",
+            "use --device cuda",
+            message_zh="--emulate 用于限制 GPU 显存,需要 CUDA 设备",
+            hint_zh="请使用 --device cuda",
+        )
     emulated = lookup_gpu(args.emulate)
     if args.gpu is None and args.gpu_spec is None:
         args.gpu_spec = args.emulate if is_spec(args.emulate) else None
@@ -410,7 +462,12 @@ def _emulation_limit(args: argparse.Namespace, device: str) -> int | None:
 def _compare_card(args: argparse.Namespace, device: str) -> tuple[GpuSpec | None, dict[str, str] | None]:
     """The card whose estimate the measurement is held against, or a note saying why there is none."""
     if args.gpu is not None and args.gpu_spec is not None:
-        raise FitbenchError("--gpu and --gpu-spec both name the card to compare with", "give one of them")
+        raise FitbenchError(
+            "--gpu and --gpu-spec both name the card to compare with",
+            "give one of them",
+            message_zh="--gpu 和 --gpu-spec 都指定了用于比较的显卡",
+            hint_zh="两者只能给一个",
+        )
     if args.gpu_spec is not None:
         from fitbench.catalog import lookup_gpu
 
@@ -430,7 +487,13 @@ def _run_one(
     with Progress(enabled=show, label=f"{name} {workload.precision}", lang=lang) as progress:
         m = Measurement.from_dict(_measure(workload, plan.backend, plan.options, args, progress))
         if m.error_type == "FitbenchError" and len(plan.workloads) == 1:
-            raise FitbenchError(m.error or "the measurement failed", m.hint)
+            raise FitbenchError(
+                m.error or "the measurement failed",
+                m.hint,
+                message_zh=m.extra.get("error_zh")
+                or measurement_text(m.error or "the measurement failed", "zh"),
+                hint_zh=m.extra.get("hint_zh"),
+            )
         search = None
         if args.max_batch and m.is_verdict:
             search = _max_batch(workload, plan.backend, plan.options, est, args, progress)
@@ -442,15 +505,25 @@ def _run_one(
     return RunOutcome(
         record=record,
         workload=workload,
-        max_batch=(
-            {"estimated": est.max_batch_size if est is not None else None, **search}
-            if search is not None
-            else None
-        ),
+        max_batch=_max_batch_block(est, m, search),
         notes=tuple(note_text(n, lang) for n in (plan.gpu_note, est_note) if n),
         comparable=None if est is None else not reasons,
         not_comparable=tuple(reasons),
     )
+
+
+def _max_batch_block(est: Any, m: Measurement, search: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The search's result beside the estimate's largest batch, and whether the two compare
+    (`comparable` null without an estimate; `not_comparable` the reasons when they do not)."""
+    if search is None:
+        return None
+    reasons = max_batch_not_comparable(m) if est is not None else []
+    return {
+        "estimated": est.max_batch_size if est is not None else None,
+        **search,
+        "comparable": None if est is None else not reasons,
+        "not_comparable": reasons,
+    }
 
 
 def _compare_precisions(outcomes: list[RunOutcome]) -> list[RunOutcome]:
@@ -486,14 +559,20 @@ def _measure(workload: Workload, backend: str, options: Any, args: argparse.Name
 def _max_batch(
     workload: Workload, backend: str, options: Any, est: Any, args: argparse.Namespace, progress: Any
 ) -> dict[str, Any]:
+    """Search the largest batch from bounds sized for this device's memory (measure.search_bounds)."""
     from fitbench.measure.search import find_max_batch
+    from fitbench.measure.search_bounds import local_memory, search_bounds
 
-    start = (
-        est.max_batch_size
-        if est is not None and est.max_batch_size and est.max_batch_size > 0
-        else workload.batch_size
+    bounds = search_bounds(
+        workload,
+        estimated=est.max_batch_size if est is not None else None,
+        card=est.gpu if est is not None else None,
+        batch_limit=args.batch_limit,
+        memory=local_memory(options.device, options.memory_limit_bytes),
+        framework=framework_of(backend),
+        exec_mode=args.exec_mode,
     )
-    limit = args.batch_limit or max(64, 8 * start)
+    start, limit = bounds.start, bounds.limit
     progress(
         {
             "phase": "max-batch search",
@@ -507,18 +586,22 @@ def _max_batch(
         workload,
         backend,
         options,
-        start=min(start, limit),
+        start=start,
         limit=limit,
         timeout_s=args.timeout,
         progress=progress,
     )
-    return result.to_dict()
+    return {**result.to_dict(), **bounds.to_dict()}
 
 
 # -- human output ---------------------------------------------------------------------------------
 def note_text(note: dict[str, str], lang: str) -> str:
-    """A note kept as its message key and values, in the reader's language."""
-    return t(note["key"], lang, **{k: v for k, v in note.items() if k != "key"})
+    """A note kept as its message key and values, in the reader's language; a value `x` may have its
+    Chinese beside it as `x_zh` (an error's text, which is not in the catalogue)."""
+    values = {k: v for k, v in note.items() if k != "key" and not k.endswith("_zh")}
+    if lang == "zh":
+        values.update({k[:-3]: v for k, v in note.items() if k.endswith("_zh")})
+    return t(note["key"], lang, **values)
 
 
 def _status_line(m: Measurement, lang: str) -> str:
@@ -731,7 +814,10 @@ def _count_rows(o: RunOutcome, lang: str) -> list[Row]:
             text = t("run.cell.limit", lang, n=found) if mb.get("reached_limit") else str(found)
         estimated = str(mb["estimated"]) if mb.get("estimated") else ""
         error = o.record.error_vs_estimate.get("max_batch")
-        rows.append(_row(t("run.row.max_batch", lang), text, estimated, error))
+        row = _row(t("run.row.max_batch", lang), text, estimated, error)
+        if mb.get("not_comparable"):
+            row[3] = t("run.cell.not_comparable", lang)
+        rows.append(row)
     return rows
 
 
@@ -760,11 +846,38 @@ def _footer_lines(o: RunOutcome, lang: str) -> list[str]:
         reasons = t("run.reason.sep", lang).join(t(f"run.reason.{k}", lang) for k in o.not_comparable)
         lines.append("  " + t("run.not_comparable", lang, reasons=reasons))
     lines += ["  " + t("run.note", lang, note=note) for note in o.notes]
+    lines += _max_batch_lines(o.max_batch, lang)
     if o.max_batch and o.max_batch.get("stopped"):
         why = measurement_text(str(o.max_batch["stopped"]), lang)
         lines.append("  " + t("run.search_stopped", lang, why=why))
     if o.record.run_id:
         lines.append("  " + t("run.run_id", lang, run_id=o.record.run_id))
+    return lines
+
+
+def _max_batch_lines(mb: dict[str, Any] | None, lang: str) -> list[str]:
+    """Why the search was capped, and why its result does not compare with the estimate."""
+    from fitbench.core.units import format_bytes
+    from fitbench.measure.search_bounds import HOST_RAM_SHARE
+
+    if not mb:
+        return []
+    lines = []
+    if mb.get("capped"):
+        capped = t(
+            f"run.search_capped.{mb['capped']}",
+            lang,
+            start=mb.get("start"),
+            limit=mb.get("limit"),
+            uncapped=mb.get("uncapped_start"),
+            available=format_bytes(mb.get("memory_bytes")),
+            share=f"{HOST_RAM_SHARE:.0%}",
+        )
+        lines.append("  " + capped)
+    if mb.get("not_comparable"):
+        sep = t("run.reason.sep", lang)
+        reasons = sep.join(t(f"run.max_batch_reason.{k}", lang) for k in mb["not_comparable"])
+        lines.append("  " + t("run.max_batch_not_comparable", lang, reasons=reasons))
     return lines
 
 

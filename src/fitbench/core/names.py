@@ -55,26 +55,34 @@ _E = TypeVar("_E", bound=StrEnum)
 
 def exec_mode(name: object) -> ExecMode:
     """`name` as an ExecMode, or one clear line naming the choices."""
-    return _member(ExecMode, name, "exec mode", "--exec")
+    return _member(ExecMode, name, "exec mode", "--exec", "执行模式")
 
 
 def framework(name: object) -> Framework:
     """`name` as a Framework, or one clear line naming the choices."""
-    return _member(Framework, name, "framework", "--framework / --backend")
+    return _member(Framework, name, "framework", "--framework / --backend", "框架")
 
 
 def strategy(name: object) -> Strategy:
     """`name` as a Strategy, or one clear line naming the choices."""
-    return _member(Strategy, name, "strategy", "--strategy")
+    return _member(Strategy, name, "strategy", "--strategy", "并行策略")
 
 
-def _member(kind: type[_E], name: object, what: str, flag: str) -> _E:
+def _member(kind: type[_E], name: object, what: str, flag: str, what_zh: str) -> _E:
     choices = [m.value for m in kind]
     if not isinstance(name, str):
         raise FitbenchError(
-            f"{what} must be a name, got {name!r}", f"pass {flag} as one of {', '.join(choices)}"
+            f"{what} must be a name, got {name!r}",
+            f"pass {flag} as one of {', '.join(choices)}",
+            message_zh=f"{what_zh}必须是名称,实际为 {name!r}",
+            hint_zh=f"{flag} 请使用以下之一:{', '.join(choices)}",
         )
     try:
         return kind(name)
     except ValueError:
-        raise FitbenchError(f"unknown {what} '{name}'", did_you_mean(name, choices)) from None
+        raise FitbenchError(
+            f"unknown {what} '{name}'",
+            did_you_mean(name, choices),
+            message_zh=f"未知的{what_zh} '{name}'",
+            hint_zh=did_you_mean(name, choices, lang="zh"),
+        ) from None

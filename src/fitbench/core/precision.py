@@ -117,5 +117,12 @@ def get_precision(name: str) -> Precision:
         # The valid values are always listed: a close match alone hides the others (fp8 -> fp16?).
         close = close_match_hint(key, PRECISION_NAMES)
         valid = "valid precisions: " + ", ".join(PRECISION_NAMES)
-        raise FitbenchError(f"unknown precision '{name}'", f"{close} {valid}" if close else valid)
+        close_zh = close_match_hint(key, PRECISION_NAMES, lang="zh")
+        valid_zh = "可用的精度:" + ", ".join(PRECISION_NAMES)
+        raise FitbenchError(
+            f"unknown precision '{name}'",
+            f"{close} {valid}" if close else valid,
+            message_zh=f"未知的精度 '{name}'",
+            hint_zh=f"{close_zh} {valid_zh}" if close_zh else valid_zh,
+        )
     return PRECISIONS[key]

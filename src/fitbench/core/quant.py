@@ -206,7 +206,9 @@ def matrix_bytes(fmt: WeightFormat, fin: int, fout: int) -> tuple[int, int]:
         return _gguf_bytes(fmt, fin * fout)
     count = _MATRIX_BYTES.get(fmt.method)
     if count is None:
-        raise FitbenchError(f"unknown weight format method '{fmt.method}'")
+        raise FitbenchError(
+            f"unknown weight format method '{fmt.method}'", message_zh=f"未知的权重格式方法 '{fmt.method}'"
+        )
     return count(fmt, fin, fout)
 
 
@@ -296,12 +298,26 @@ def parse_weights(text: str) -> WeightFormat | None:
             raise FitbenchError(
                 f"--weights {text}: {method} stores {', '.join(map(str, allowed))} bits, not {bits}",
                 f"for example --weights {method}",
+                message_zh=(
+                    f"--weights {text}:{method} 只支持 {', '.join(map(str, allowed))} 位,不支持 {bits} 位"
+                ),
+                hint_zh=f"例如 --weights {method}",
             )
         group = -1 if group_text == "all" else int(group_text or 128)
         if group != -1 and not 1 <= group <= 1 << 20:
-            raise FitbenchError(f"--weights {text}: group size {group} is not usable", "use -g32 ... -g128")
+            raise FitbenchError(
+                f"--weights {text}: group size {group} is not usable",
+                "use -g32 ... -g128",
+                message_zh=f"--weights {text}:分组大小 {group} 不可用",
+                hint_zh="请使用 -g32 ... -g128",
+            )
         return make_grouped(method, bits, group)
-    raise FitbenchError(f"unknown weight format '{text}'", did_you_mean(key, WEIGHT_NAMES))
+    raise FitbenchError(
+        f"unknown weight format '{text}'",
+        did_you_mean(key, WEIGHT_NAMES),
+        message_zh=f"未知的权重格式 '{text}'",
+        hint_zh=did_you_mean(key, WEIGHT_NAMES, lang="zh"),
+    )
 
 
 def make_grouped(
@@ -355,7 +371,12 @@ def check_kv_cache(name: str) -> str:
         "e4m3": "fp8",
     }.get(key, key)
     if key not in KV_CACHE_DTYPES:
-        raise FitbenchError(f"unknown KV cache dtype '{name}'", did_you_mean(key, tuple(KV_CACHE_DTYPES)))
+        raise FitbenchError(
+            f"unknown KV cache dtype '{name}'",
+            did_you_mean(key, tuple(KV_CACHE_DTYPES)),
+            message_zh=f"未知的 KV 缓存数据类型 '{name}'",
+            hint_zh=did_you_mean(key, tuple(KV_CACHE_DTYPES), lang="zh"),
+        )
     return key
 
 

@@ -51,6 +51,8 @@ def tar_files(
     hint: str,
     max_bytes: int,
     stop: Callable[[], bool] = lambda: False,
+    what_zh: str | None = None,
+    hint_zh: str | None = None,
 ) -> Iterator[tuple[str, bytes]]:
     """Regular files of a tar (gz, bz2, xz or plain) whose names pass `wanted`, in archive order.
 
@@ -67,6 +69,11 @@ def tar_files(
                         f"{what} file {path}:{member.name} is {format_bytes(member.size)}, "
                         f"too large to be one",
                         hint,
+                        message_zh=(
+                            f"{what_zh or what} 文件 {path}:{member.name} 有 {format_bytes(member.size)},"
+                            "太大,不可能是这种文件"
+                        ),
+                        hint_zh=hint_zh or hint,
                     )
                 handle = archive.extractfile(member)
                 data = handle.read() if handle is not None else b""
@@ -81,25 +88,55 @@ def tar_files(
         raise FitbenchError(
             f"{what} file {path} is not a readable tar.gz archive (truncated or corrupt: {short_error(exc)})",
             hint,
+            message_zh=(
+                f"{what_zh or what} 文件 {path} 不是可读的 tar.gz 压缩包("
+                f"文件被截断或已损坏:{short_error(exc)})"
+            ),
+            hint_zh=hint_zh or hint,
         ) from exc
 
 
-def read_file(path: Path, *, what: str, hint: str, max_bytes: int) -> bytes:
+def read_file(
+    path: Path,
+    *,
+    what: str,
+    hint: str,
+    max_bytes: int,
+    what_zh: str | None = None,
+    hint_zh: str | None = None,
+) -> bytes:
     try:
         with open(path, "rb") as handle:
             data = handle.read(max_bytes + 1)
     except OSError as exc:
         reason = exc.strerror or short_error(exc)
-        raise FitbenchError(f"{what} file {path} is unreadable ({reason})", hint) from exc
+        raise FitbenchError(
+            f"{what} file {path} is unreadable ({reason})",
+            hint,
+            message_zh=f"{what_zh or what} 文件 {path} 无法读取({reason})",
+            hint_zh=hint_zh or hint,
+        ) from exc
     if len(data) > max_bytes:
         raise FitbenchError(
-            f"{what} file {path} is over {format_bytes(max_bytes)}, too large to be one", hint
+            f"{what} file {path} is over {format_bytes(max_bytes)}, too large to be one",
+            hint,
+            message_zh=(
+                f"{what_zh or what} 文件 {path} 超过 {format_bytes(max_bytes)},太大,不可能是这种文件"
+            ),
+            hint_zh=hint_zh or hint,
         )
     return data
 
 
-def existing_path(path: PathLike, what: str, hint: str) -> Path:
+def existing_path(
+    path: PathLike, what: str, hint: str, *, what_zh: str | None = None, hint_zh: str | None = None
+) -> Path:
     p = Path(path).expanduser()
     if not p.exists():
-        raise FitbenchError(f"{what} path {p} does not exist", hint)
+        raise FitbenchError(
+            f"{what} path {p} does not exist",
+            hint,
+            message_zh=f"{what_zh or what} 路径 {p} 不存在",
+            hint_zh=hint_zh or hint,
+        )
     return p

@@ -31,6 +31,9 @@ CIFAR_HINT = (
     "expected the 'python version' from the CIFAR-10 site: cifar-10-python.tar.gz "
     "or its cifar-10-batches-py/ folder"
 )
+CIFAR_HINT_ZH = (
+    "需要 CIFAR-10 网站上的 'python version':cifar-10-python.tar.gz 或解压出的 cifar-10-batches-py/ 文件夹"
+)
 CIFAR_DIR = "cifar-10-batches-py"
 CIFAR_TAR = "cifar-10-python.tar.gz"
 CIFAR_SPLITS = {"train": tuple(f"data_batch_{i}" for i in range(1, 6)), "test": ("test_batch",)}
@@ -58,8 +61,13 @@ class ImageData:
         return int(self.labels.shape[0])
 
 
-def _cifar_error(where: str, problem: str) -> FitbenchError:
-    return FitbenchError(f"CIFAR-10 file {where} is {problem}", CIFAR_HINT)
+def _cifar_error(where: str, problem: str, problem_zh: str) -> FitbenchError:
+    return FitbenchError(
+        f"CIFAR-10 file {where} is {problem}",
+        CIFAR_HINT,
+        message_zh=f"CIFAR-10 文件 {where} {problem_zh or problem}",
+        hint_zh=CIFAR_HINT_ZH,
+    )
 
 
 def read_cifar10(path: PathLike, split: str = "train") -> ImageData:
@@ -71,9 +79,14 @@ def read_cifar10(path: PathLike, split: str = "train") -> ImageData:
     test_batch (10,000). Batches are unpickled with a restricted unpickler (see _SafeUnpickler).
     """
     if split not in CIFAR_SPLITS:
-        raise FitbenchError(f"unknown CIFAR-10 split '{split}'", did_you_mean(split, CIFAR_SPLITS))
+        raise FitbenchError(
+            f"unknown CIFAR-10 split '{split}'",
+            did_you_mean(split, CIFAR_SPLITS),
+            message_zh=f"未知的 CIFAR-10 数据划分 '{split}'",
+            hint_zh=did_you_mean(split, CIFAR_SPLITS, lang="zh"),
+        )
     names = CIFAR_SPLITS[split]
-    p = existing_path(path, "CIFAR-10", CIFAR_HINT)
+    p = existing_path(path, "CIFAR-10", CIFAR_HINT, hint_zh=CIFAR_HINT_ZH)
     if p.is_file() and p.name in {n for group in CIFAR_SPLITS.values() for n in group}:
         p = p.parent
     if p.is_dir():
@@ -85,6 +98,10 @@ def read_cifar10(path: PathLike, split: str = "train") -> ImageData:
                     f"no CIFAR-10 batches in {p}: neither {CIFAR_DIR}/ nor {CIFAR_TAR} "
                     f"nor {names[0]} is there",
                     CIFAR_HINT,
+                    message_zh=(
+                        f"{p} 中没有 CIFAR-10 批次文件:{CIFAR_DIR}/、{CIFAR_TAR} 和 {names[0]} 都不存在"
+                    ),
+                    hint_zh=CIFAR_HINT_ZH,
                 )
             p = archive
         else:
@@ -92,10 +109,16 @@ def read_cifar10(path: PathLike, split: str = "train") -> ImageData:
             for name in names:
                 file = folder / name
                 if not file.is_file():
-                    raise _cifar_error(str(file), "missing")
+                    raise _cifar_error(str(file), "missing", "不存在")
                 blobs[name] = (
                     str(file),
-                    read_file(file, what="CIFAR-10", hint=CIFAR_HINT, max_bytes=_MAX_BATCH_BYTES),
+                    read_file(
+                        file,
+                        what="CIFAR-10",
+                        hint=CIFAR_HINT,
+                        max_bytes=_MAX_BATCH_BYTES,
+                        hint_zh=CIFAR_HINT_ZH,
+                    ),
                 )
             return _cifar_from_blobs(blobs, names, source=str(folder), split=split)
     return _cifar_from_tar(p, names, split)
@@ -121,13 +144,14 @@ def _cifar_from_tar(archive: Path, names: tuple[str, ...], split: str) -> ImageD
         is_wanted,
         what="CIFAR-10",
         hint=CIFAR_HINT,
+        hint_zh=CIFAR_HINT_ZH,
         max_bytes=_MAX_BATCH_BYTES,
         stop=lambda: len(blobs) == len(wanted),
     ):
         blobs[member.rsplit("/", 1)[-1]] = (f"{archive}:{member}", data)
     for name in names:
         if name not in blobs:
-            raise _cifar_error(f"{archive}:{CIFAR_DIR}/{name}", "missing from the archive")
+            raise _cifar_error(f"{archive}:{CIFAR_DIR}/{name}", "missing from the archive", "不在压缩包中")
     return _cifar_from_blobs(blobs, names, source=str(archive), split=split)
 
 
@@ -139,7 +163,7 @@ def _cifar_from_blobs(
     images = np.concatenate([data for data, _ in parts]).reshape(-1, 3, CIFAR_IMAGE_SIZE, CIFAR_IMAGE_SIZE)
     labels = np.concatenate([labels for _, labels in parts])
     if images.shape[0] == 0:
-        raise _cifar_error(blobs[names[0]][0], "empty: the batches hold no images")
+        raise _cifar_error(blobs[names[0]][0], "empty: the batches hold no images", "是空的:批次中没有图像")
     return ImageData(images=images, labels=labels, source=source, split=split)
 
 
@@ -160,17 +184,24 @@ def parse_cifar_batch(where: str, blob: bytes) -> tuple[np.ndarray, np.ndarray]:
             where,
             f"refused: loading it would call {exc.qualified_name}, which a "
             "CIFAR-10 batch never does (it was not unpickled)",
+            f"被拒绝:加载它会调用 {exc.qualified_name},而 CIFAR-10 批次文件从不这样做(未执行反序列化)",
         ) from None
     except Exception as exc:  # corrupt bytes raise almost any exception type from the unpickler
         raise _cifar_error(
-            where, f"not a readable pickle ({type(exc).__name__}: {short_error(exc)})"
+            where,
+            f"not a readable pickle ({type(exc).__name__}: {short_error(exc)})",
+            f"不是可读的 pickle({type(exc).__name__}:{short_error(exc)})",
         ) from None
     if not isinstance(batch, dict):
-        raise _cifar_error(where, f"not a CIFAR-10 batch: it holds a {type(batch).__name__}, not a dict")
+        raise _cifar_error(
+            where,
+            f"not a CIFAR-10 batch: it holds a {type(batch).__name__}, not a dict",
+            f"不是 CIFAR-10 批次文件:其中是 {type(batch).__name__},不是 dict",
+        )
     data, labels = _field(batch, "data"), _field(batch, "labels")
     for key, value in (("data", data), ("labels", labels)):
         if value is None:
-            raise _cifar_error(where, f"missing the key '{key}'")
+            raise _cifar_error(where, f"missing the key '{key}'", f"缺少键 '{key}'")
     if not (
         isinstance(data, np.ndarray)
         and data.dtype == np.uint8
@@ -182,18 +213,30 @@ def parse_cifar_batch(where: str, blob: bytes) -> tuple[np.ndarray, np.ndarray]:
             if isinstance(data, np.ndarray)
             else type(data).__name__
         )
-        raise _cifar_error(where, f"malformed: 'data' is a {got}, expected a uint8 array of N x 3072")
+        raise _cifar_error(
+            where,
+            f"malformed: 'data' is a {got}, expected a uint8 array of N x 3072",
+            f"格式错误:'data' 是 {got},应为 N x 3072 的 uint8 数组",
+        )
     array_labels = isinstance(labels, np.ndarray) and labels.ndim == 1 and labels.dtype.kind in "iu"
     list_labels = isinstance(labels, list | tuple) and all(type(v) is int for v in labels)
     if not (array_labels or list_labels):
-        raise _cifar_error(where, "malformed: 'labels' is not a list of integers")
+        raise _cifar_error(
+            where, "malformed: 'labels' is not a list of integers", "格式错误:'labels' 不是整数列表"
+        )
     if len(labels) != data.shape[0]:
-        raise _cifar_error(where, f"malformed: {data.shape[0]} images but {len(labels)} labels")
+        raise _cifar_error(
+            where,
+            f"malformed: {data.shape[0]} images but {len(labels)} labels",
+            f"格式错误:有 {data.shape[0]} 张图像,却有 {len(labels)} 个标签",
+        )
     if len(labels):
         low, high = (int(labels.min()), int(labels.max())) if array_labels else (min(labels), max(labels))
         if low < 0 or high >= CIFAR_CLASSES:
             raise _cifar_error(
-                where, f"malformed: label {low if low < 0 else high} is outside 0..{CIFAR_CLASSES - 1}"
+                where,
+                f"malformed: label {low if low < 0 else high} is outside 0..{CIFAR_CLASSES - 1}",
+                f"格式错误:标签 {low if low < 0 else high} 超出 0..{CIFAR_CLASSES - 1}",
             )
     array = np.asarray(labels, dtype=np.int64)
     return data, array
@@ -275,6 +318,8 @@ def image_batches(
             raise FitbenchError(
                 f"CIFAR-10 has {CIFAR_CLASSES} classes but the model predicts {num_classes}",
                 f"use a model with at least {CIFAR_CLASSES} classes",
+                message_zh=f"CIFAR-10 有 {CIFAR_CLASSES} 个类别,但模型只预测 {num_classes} 个",
+                hint_zh=f"请使用至少有 {CIFAR_CLASSES} 个类别的模型",
             )
         data = read_cifar10(path_or_none, "train")
         description = f"CIFAR-10 train: {len(data):,} images from {data.source}"

@@ -33,6 +33,10 @@ IMDB_HINT = (
     "expected the Large Movie Review Dataset: aclImdb_v1.tar.gz or its aclImdb/ folder "
     "(train/ and test/, each with pos/ and neg/ folders of .txt reviews)"
 )
+IMDB_HINT_ZH = (
+    "需要《Large Movie Review Dataset》数据集:aclImdb_v1.tar.gz 或解压出的 aclImdb/ 文件夹"
+    "(含 train/ 和 test/,各自带有存放 .txt 影评的 pos/ 与 neg/ 文件夹)"
+)
 IMDB_DIR = "aclImdb"
 IMDB_TAR = "aclImdb_v1.tar.gz"
 IMDB_SPLITS = ("train", "test")
@@ -84,10 +88,18 @@ def read_imdb(path: PathLike, split: str = "train", limit: int | None = None) ->
     UTF-8, with undecodable bytes replaced, so one odd byte never stops a benchmark.
     """
     if split not in IMDB_SPLITS:
-        raise FitbenchError(f"unknown IMDb split '{split}'", did_you_mean(split, IMDB_SPLITS))
+        raise FitbenchError(
+            f"unknown IMDb split '{split}'",
+            did_you_mean(split, IMDB_SPLITS),
+            message_zh=f"未知的 IMDb 数据划分 '{split}'",
+            hint_zh=did_you_mean(split, IMDB_SPLITS, lang="zh"),
+        )
     if limit is not None and (type(limit) is not int or limit < 1):
-        raise FitbenchError(f"limit must be a positive integer, got {limit!r}")
-    p = existing_path(path, "IMDb", IMDB_HINT)
+        raise FitbenchError(
+            f"limit must be a positive integer, got {limit!r}",
+            message_zh=f"limit 必须是正整数,实际为 {limit!r}",
+        )
+    p = existing_path(path, "IMDb", IMDB_HINT, hint_zh=IMDB_HINT_ZH)
     if p.is_dir():
         root = next((c for c in (p, p / IMDB_DIR) if (c / "train").is_dir() or (c / "test").is_dir()), None)
         if root is None:
@@ -96,6 +108,10 @@ def read_imdb(path: PathLike, split: str = "train", limit: int | None = None) ->
                     f"no IMDb reviews in {p}: neither {IMDB_DIR}/ (with train/ and test/) "
                     f"nor {IMDB_TAR} is there",
                     IMDB_HINT,
+                    message_zh=(
+                        f"{p} 中没有 IMDb 影评:{IMDB_DIR}/(含 train/ 与 test/)和 {IMDB_TAR} 都不存在"
+                    ),
+                    hint_zh=IMDB_HINT_ZH,
                 )
             p = p / IMDB_TAR
         else:
@@ -108,21 +124,40 @@ def _imdb_from_folder(root: Path, split: str, limit: int | None) -> TextData:
     for label in IMDB_LABELS:
         folder = root / split / label
         if not folder.is_dir():
-            raise FitbenchError(f"IMDb folder {root} has no {split}/{label}/ folder", IMDB_HINT)
+            raise FitbenchError(
+                f"IMDb folder {root} has no {split}/{label}/ folder",
+                IMDB_HINT,
+                message_zh=f"IMDb 文件夹 {root} 中没有 {split}/{label}/ 文件夹",
+                hint_zh=IMDB_HINT_ZH,
+            )
         try:
             with os.scandir(folder) as entries:
                 names = [e.name for e in entries if e.name.endswith(".txt") and e.is_file()]
         except OSError as exc:
             raise FitbenchError(
-                f"IMDb folder {folder} is unreadable ({exc.strerror or short_error(exc)})", IMDB_HINT
+                f"IMDb folder {folder} is unreadable ({exc.strerror or short_error(exc)})",
+                IMDB_HINT,
+                message_zh=f"IMDb 文件夹 {folder} 无法读取({exc.strerror or short_error(exc)})",
+                hint_zh=IMDB_HINT_ZH,
             ) from exc
         if not names:
-            raise FitbenchError(f"IMDb folder {folder} is empty: it holds no .txt reviews", IMDB_HINT)
+            raise FitbenchError(
+                f"IMDb folder {folder} is empty: it holds no .txt reviews",
+                IMDB_HINT,
+                message_zh=f"IMDb 文件夹 {folder} 是空的:里面没有 .txt 影评",
+                hint_zh=IMDB_HINT_ZH,
+            )
         by_label[label] = names
     texts: list[str] = []
     labels: list[int] = []
     for label, name in _select_reviews(by_label, limit):
-        raw = read_file(root / split / label / name, what="IMDb", hint=IMDB_HINT, max_bytes=_MAX_REVIEW_BYTES)
+        raw = read_file(
+            root / split / label / name,
+            what="IMDb",
+            hint=IMDB_HINT,
+            max_bytes=_MAX_REVIEW_BYTES,
+            hint_zh=IMDB_HINT_ZH,
+        )
         texts.append(raw.decode("utf-8", errors="replace"))
         labels.append(IMDB_LABELS[label])
     return TextData(texts=texts, labels=labels, source=str(root), split=split)
@@ -142,14 +177,17 @@ def _imdb_from_tar(archive: Path, split: str, limit: int | None) -> TextData:
         )
 
     for member, data in tar_files(
-        archive, is_wanted, what="IMDb", hint=IMDB_HINT, max_bytes=_MAX_REVIEW_BYTES
+        archive, is_wanted, what="IMDb", hint=IMDB_HINT, max_bytes=_MAX_REVIEW_BYTES, hint_zh=IMDB_HINT_ZH
     ):
         parts = member.split("/")
         blobs[parts[-2]][parts[-1]] = data
     for label, files in blobs.items():
         if not files:
             raise FitbenchError(
-                f"IMDb file {archive} is missing {IMDB_DIR}/{split}/{label}/*.txt reviews", IMDB_HINT
+                f"IMDb file {archive} is missing {IMDB_DIR}/{split}/{label}/*.txt reviews",
+                IMDB_HINT,
+                message_zh=f"IMDb 文件 {archive} 缺少 {IMDB_DIR}/{split}/{label}/*.txt 影评",
+                hint_zh=IMDB_HINT_ZH,
             )
     chosen = _select_reviews({label: list(files) for label, files in blobs.items()}, limit)
     return TextData(
@@ -221,6 +259,8 @@ def text_batches(
         raise FitbenchError(
             f"IMDb has 2 labels (negative, positive) but the model predicts {num_labels}",
             "use a classification head with at least 2 labels",
+            message_zh=f"IMDb 有 2 个标签(negative、positive),但模型预测 {num_labels} 个",
+            hint_zh="请使用至少有 2 个标签的分类头",
         )
     np = numpy_module()
     data = read_imdb(path_or_none, "train", limit)

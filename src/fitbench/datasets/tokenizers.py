@@ -113,7 +113,10 @@ class Tokenizer(Protocol):
 
 def _check_seq_len(seq_len: int) -> None:
     if type(seq_len) is not int or seq_len < 2:
-        raise FitbenchError(f"seq-len must be at least 2 to hold [CLS] and [SEP], got {seq_len!r}")
+        raise FitbenchError(
+            f"seq-len must be at least 2 to hold [CLS] and [SEP], got {seq_len!r}",
+            message_zh=f"seq-len 至少为 2,才能放下 [CLS] 和 [SEP],实际为 {seq_len!r}",
+        )
 
 
 _WORD_CACHE_LIMIT = 1 << 20
@@ -205,6 +208,10 @@ class HashingTokenizer(_BertStyleTokenizer):
                 f"vocab size {vocab_size} leaves no room for words after the special "
                 f"ids (up to {self.first_free_id - 1})",
                 "use a larger vocab size",
+                message_zh=(
+                    f"词表大小 {vocab_size} 在特殊 id(最大到 {self.first_free_id - 1})之后已没有留给词的位置"
+                ),
+                hint_zh="请使用更大的词表",
             )
         self.vocab_size, self.cls_id, self.sep_id, self.pad_id, self.unk_id = (
             vocab_size,
@@ -253,6 +260,8 @@ class WordPieceTokenizer(_BertStyleTokenizer):
             raise FitbenchError(
                 f"vocabulary {source or ''} lacks {', '.join(missing)}",
                 "pass the vocab.txt of a BERT-style checkpoint",
+                message_zh=f"词表 {source or ''} 缺少 {', '.join(missing)}",
+                hint_zh="请传入 BERT 式检查点的 vocab.txt",
             )
         self.cls_id, self.sep_id = self.vocab["[CLS]"], self.vocab["[SEP]"]
         self.pad_id, self.unk_id = self.vocab["[PAD]"], self.vocab["[UNK]"]
@@ -262,7 +271,14 @@ class WordPieceTokenizer(_BertStyleTokenizer):
 
     @classmethod
     def from_vocab_file(cls, vocab_file: PathLike, *, lowercase: bool = True) -> WordPieceTokenizer:
-        raw = read_file(Path(vocab_file), what="vocabulary", hint="pass a BERT vocab.txt", max_bytes=64 << 20)
+        raw = read_file(
+            Path(vocab_file),
+            what="vocabulary",
+            hint="pass a BERT vocab.txt",
+            max_bytes=64 << 20,
+            what_zh="词表",
+            hint_zh="请传入 BERT 的 vocab.txt",
+        )
         lines = raw.decode("utf-8", errors="replace").splitlines()
         vocab: dict[str, int] = {}
         for index, token in enumerate(lines):
@@ -330,11 +346,14 @@ def load_tokenizer(vocab_size: int, tokenizer_path: PathLike | None = None) -> T
             return HashingTokenizer(vocab_size)
         return HashingTokenizer(vocab_size, cls_id=2, sep_id=3, pad_id=0, unk_id=1)
     hint = "pass a folder holding a BERT-style vocab.txt, or none to use the hashing tokenizer"
-    p = existing_path(tokenizer_path, "tokenizer", hint)
+    hint_zh = "请传入含有 BERT 式 vocab.txt 的文件夹,或不传以使用哈希分词器"
+    p = existing_path(tokenizer_path, "tokenizer", hint, what_zh="分词器", hint_zh=hint_zh)
     folder = p.parent if p.is_file() else p
     vocab_file = folder / "vocab.txt"
     if not vocab_file.is_file():
-        raise FitbenchError(f"no vocab.txt in {folder}", hint)
+        raise FitbenchError(
+            f"no vocab.txt in {folder}", hint, message_zh=f"{folder} 中没有 vocab.txt", hint_zh=hint_zh
+        )
     lowercase = _config_lowercase(folder)
     tokenizer: Tokenizer
     try:
@@ -346,7 +365,10 @@ def load_tokenizer(vocab_size: int, tokenizer_path: PathLike | None = None) -> T
             hf = BertTokenizerFast.from_pretrained(str(folder), local_files_only=True)
         except Exception as exc:  # transformers raises OSError, ValueError or its own types here
             raise FitbenchError(
-                f"transformers cannot read the tokenizer in {folder} ({short_error(exc)})", hint
+                f"transformers cannot read the tokenizer in {folder} ({short_error(exc)})",
+                hint,
+                message_zh=f"transformers 无法读取 {folder} 中的分词器({short_error(exc)})",
+                hint_zh=hint_zh,
             ) from exc
         tokenizer = _TransformersTokenizer(hf, str(folder))
     if tokenizer.vocab_size > vocab_size:
@@ -354,6 +376,10 @@ def load_tokenizer(vocab_size: int, tokenizer_path: PathLike | None = None) -> T
             f"the tokenizer in {folder} has {tokenizer.vocab_size:,} tokens but the model's "
             f"vocabulary only {vocab_size:,}",
             "use the tokenizer that belongs to the model",
+            message_zh=(
+                f"{folder} 中的分词器有 {tokenizer.vocab_size:,} 个 token,但模型的词表只有 {vocab_size:,} 个"
+            ),
+            hint_zh="请使用与模型配套的分词器",
         )
     return tokenizer
 

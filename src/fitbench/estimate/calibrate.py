@@ -67,8 +67,18 @@ class Fit:
 
 
 def _measured_step(m: dict[str, Any], workload: Workload) -> float | None:
-    """Seconds of one step comparable with the estimate's step_seconds (a decode step for generation)."""
+    """Seconds of one step comparable with the estimate's step_seconds (a decode step for generation).
+
+    A decode step is the child's `decode_step_seconds` where it recorded one: the difference of an
+    n-token and a one-token generation over n - 1, medians both, so it holds the decode steps alone
+    and not the generate call's once-per-call work, and host noise in one sample does not move it.
+    Older records have only `decode_seconds` (a generation less a separately timed prefill), which
+    is spread over the new tokens instead.
+    """
     if workload.is_generation:
+        step = m.get("decode_step_seconds")
+        if step:
+            return step
         decode, new = m.get("decode_seconds"), workload.new_tokens or 0
         return decode / new if decode and new else None
     return m.get("step_seconds")
@@ -156,13 +166,22 @@ def points_from_result_file(
         raise FitbenchError(
             f"cannot read measurements from {path}: {exc}",
             "pass a JSON written by benchmarks/accuracy.py or benchmarks/speed.py",
+            message_zh=f"无法从 {path} 读取实测结果:{exc}",
+            hint_zh="请传入 benchmarks/accuracy.py 或 benchmarks/speed.py 写出的 JSON",
         ) from None
     if not gpu_id:
-        raise FitbenchError(f"{path} holds CPU measurements", "calibration needs measurements from a GPU")
+        raise FitbenchError(
+            f"{path} holds CPU measurements",
+            "calibration needs measurements from a GPU",
+            message_zh=f"{path} 中是 CPU 上的实测结果",
+            hint_zh="校准需要在 GPU 上实测的结果",
+        )
     if not points:
         raise FitbenchError(
             f"{path} holds no measurements taken with --exec {exec_mode}",
             "pass --exec with the mode the file measured, or another file",
+            message_zh=f"{path} 中没有用 --exec {exec_mode} 实测的结果",
+            hint_zh="请用该文件实测时的模式传入 --exec,或换一个文件",
         )
     return gpu_id, points
 
@@ -175,7 +194,12 @@ def save_fit(fit: Fit, *, source: str, path: Path | None = None) -> Path:
         try:
             current = tomllib.loads(path.read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise FitbenchError(f"cannot read {path}: {exc}", "delete it and calibrate again") from None
+            raise FitbenchError(
+                f"cannot read {path}: {exc}",
+                "delete it and calibrate again",
+                message_zh=f"无法读取 {path}:{exc}",
+                hint_zh="删除它,然后重新校准",
+            ) from None
     table = current.setdefault(fit.framework, {}).setdefault(fit.exec_mode, {})
     table.update(fit.values)
     table["provenance"] = f"fitted by fitbench calibrate from {source} on {dt.date.today().isoformat()}"

@@ -226,6 +226,8 @@ def tp_arch(workload: Workload) -> TransformerArch:
         raise FitbenchError(
             "tensor parallelism splits the layers of a transformer",
             "use --strategy ddp, zero3 or fsdp for a ResNet",
+            message_zh="张量并行切分的是 transformer 的层",
+            hint_zh="ResNet 请使用 --strategy ddp、zero3 或 fsdp",
         )
     return workload.arch
 
@@ -249,6 +251,12 @@ def check_tp(workload: Workload) -> TransformerArch:
             f"tensor parallelism over {n} GPUs needs the {arch.num_heads} attention heads "
             f"({arch.kv_heads} key/value heads) and the MLP width {arch.intermediate_size} to split evenly",
             f"use --gpus {', '.join(ok)}" if ok else "use --strategy fsdp-full-shard",
+            message_zh=(
+                f"在 {n} 块 GPU 上做张量并行,需要 {arch.num_heads} 个注意力头("
+                f"{arch.kv_heads} 个键/值头)和 MLP 宽度 {arch.intermediate_size} "
+                "都能均匀切分"
+            ),
+            hint_zh=(f"请使用 --gpus {', '.join(ok)}" if ok else "请使用 --strategy fsdp-full-shard"),
         )
     return arch
 

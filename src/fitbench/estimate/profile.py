@@ -106,6 +106,8 @@ def _load(path: Path) -> dict[str, dict[str, dict[str, object]]]:
         raise FitbenchError(
             f"cannot read efficiency profile {path}: {exc}",
             "fix or delete the file; `fitbench calibrate` writes it again",
+            message_zh=f"无法读取效率配置文件 {path}:{exc}",
+            hint_zh="请修正或删除该文件;`fitbench calibrate` 会重新写出它",
         ) from None
 
 
@@ -119,7 +121,7 @@ def exec_modes(framework: str) -> tuple[str, ...]:
     """The execution modes `framework` has a profile for (its own table or a shared one)."""
     builtin = _load(BUILTIN)
     if framework not in builtin:
-        raise unknown_name("framework", framework, builtin)
+        raise unknown_name("framework", framework, builtin, kind_zh="框架")
     shared = (mode for fw, mode in SHARED_TABLES if fw == framework)
     return tuple(sorted({*builtin[framework], *shared}))
 
@@ -133,7 +135,9 @@ def get_profile(framework: str = "torch", exec_mode: str = "default", *, use_use
     """
     builtin = _load(BUILTIN)
     if exec_mode not in exec_modes(framework):
-        raise unknown_name(f"{framework} exec mode", exec_mode, exec_modes(framework))
+        raise unknown_name(
+            f"{framework} exec mode", exec_mode, exec_modes(framework), kind_zh=f" {framework} 执行模式"
+        )
     table_mode, note = SHARED_TABLES.get((framework, exec_mode), (exec_mode, ""))
     values = dict(builtin[framework][table_mode])
     if use_user and not os.environ.get("FITBENCH_NO_USER_PROFILE"):
@@ -155,13 +159,24 @@ def _checked(modes: object, exec_mode: str, path: Path) -> dict[str, object]:
     """The user's values for `exec_mode`, refused with a one-line error when a hand edit broke
     them (a string, a negative time, a zero efficiency the speed model would divide by)."""
     hint = "fix or delete the file; `fitbench calibrate` writes it again"
+    hint_zh = "请修正或删除该文件;`fitbench calibrate` 会重新写出它"
     table = modes.get(exec_mode, {}) if isinstance(modes, dict) else None
     if not isinstance(table, dict):
-        raise FitbenchError(f"efficiency profile {path}: expected a table per framework and mode", hint)
+        raise FitbenchError(
+            f"efficiency profile {path}: expected a table per framework and mode",
+            hint,
+            message_zh=f"效率配置文件 {path}:每个框架和模式下应为一个表",
+            hint_zh=hint_zh,
+        )
     for key, value in table.items():
         if key == "provenance":
             continue
         number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
         if not number or value < 0 or (key in _EFFICIENCIES and value == 0):
-            raise FitbenchError(f"efficiency profile {path}: {key} = {value!r} is not a usable value", hint)
+            raise FitbenchError(
+                f"efficiency profile {path}: {key} = {value!r} is not a usable value",
+                hint,
+                message_zh=f"效率配置文件 {path}:{key} = {value!r} 不是可用的值",
+                hint_zh=hint_zh,
+            )
     return table

@@ -96,12 +96,24 @@ class ServeConfig:
                 "--gpu-memory-utilization must be more than 0 and at most 1, got "
                 f"{self.gpu_memory_utilization}",
                 "vLLM's default is 0.9",
+                message_zh=(
+                    f"--gpu-memory-utilization 必须大于 0 且不超过 1,实际为 {self.gpu_memory_utilization}"
+                ),
+                hint_zh="vLLM 的默认值是 0.9",
             )
         for name in ("context", "block_size"):
             if getattr(self, name) < 1:
-                raise FitbenchError(f"--{name.replace('_', '-')} must be a positive integer")
+                raise FitbenchError(
+                    f"--{name.replace('_', '-')} must be a positive integer",
+                    message_zh=f"--{name.replace('_', '-')} 必须是正整数",
+                )
         if self.engine not in ("v1", "v1-legacy", "v0"):
-            raise FitbenchError(f"unknown engine '{self.engine}'", "use v1, v1-legacy or v0")
+            raise FitbenchError(
+                f"unknown engine '{self.engine}'",
+                "use v1, v1-legacy or v0",
+                message_zh=f"未知的引擎 '{self.engine}'",
+                hint_zh="请使用 v1、v1-legacy 或 v0",
+            )
 
     def batch_defaults(self, total_bytes: int, gpu: GpuSpec) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) as vLLM picks them for this card."""
@@ -303,6 +315,8 @@ def _tp_of(workload: Workload) -> int:
         raise FitbenchError(
             f"--serve shards a model with tensor parallelism, not {workload.strategy}",
             "use --strategy tp with --gpus N (or one GPU)",
+            message_zh=f"--serve 用张量并行切分模型,不支持 {workload.strategy}",
+            hint_zh="请使用 --strategy tp 并配合 --gpus N(或只用一块 GPU)",
         )
     return workload.gpus
 
@@ -349,6 +363,8 @@ def serving_estimate(
         raise FitbenchError(
             "--serve describes text generation by a decoder",
             "use a decoder preset (e.g. llm-6b) with --mode infer",
+            message_zh="--serve 描述的是解码器的文本生成",
+            hint_zh="请使用解码器预设(例如 llm-6b)并配合 --mode infer",
         )
     tp = _tp_of(workload)
     w = _serving_workload(workload, gpu)

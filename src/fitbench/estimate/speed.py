@@ -110,6 +110,30 @@ def own_share(share: float, gpu: GpuSpec) -> float:
     return min(1.0, per_sm * gpu.sm_count / gpu.stream_bandwidth_bytes_s)
 
 
+def conv_efficiency(profile: Profile, gpu: GpuSpec, rate: str) -> float:
+    """The share of `gpu`'s dense peak at `rate` that cuDNN's implicit-GEMM convolutions reach.
+
+    profile.conv_efficiency is measured on the reference card (an H200: cuDNN's sm90 kernels,
+    TF32 and BF16 alike, 0.28-0.39 of the peak in benchmarks/results/conv-layout-h200-2026-12-03.json),
+    where a convolution gathers its operands (the im2col of the input) faster than a plain GEMM
+    reads its tiles and the tensor cores wait on that feed: the limit is the rate one SM sustains,
+    not the peak. A card whose tensor units (or, without them, CUDA cores) do less per SM at the
+    same rate keeps up with the same feed, so its convolutions run like a GEMM: the measured rate
+    per SM on the reference card (share x its peak / its SMs), over this card's peak per SM, up to
+    matmul_efficiency (GeForce Ampere and Ada with FP32 accumulation: 0.6-1.3 TFLOP/s an SM against
+    the H200's 7.5; A100, V100, T4 and FP32 without tensor cores lie below the reference too). A card
+    that does more per SM than the reference keeps the measured share (nothing was measured there);
+    so does a card without an SM count, and AMD's MIOpen convolutions (a different library)."""
+    ref = get_gpu(OWN_SHARE_REFERENCE_GPU)
+    share = profile.conv_efficiency
+    if gpu.vendor != "nvidia" or not gpu.sm_count or not ref.sm_count:
+        return share
+    ref_per_sm = ref.peak(rate) / ref.sm_count
+    card_per_sm = gpu.peak(rate) / gpu.sm_count
+    fed = share * ref_per_sm / card_per_sm
+    return max(share, min(max(share, profile.matmul_efficiency), fed))
+
+
 def time_kernels(
     kernels: list[Kernel],
     workload: Workload,
@@ -140,7 +164,8 @@ def time_kernels(
         kernel_bytes = k.bytes + (0.0 if native else k.dequant_bytes)
         if k.flops:
             rate = k.compute if native else _compute_precision(k.kind, workload)
-            peak = gpu.peak(rate) * eff.get(k.kind, 1.0)
+            share = conv_efficiency(profile, gpu, rate) if k.kind == "conv" else eff.get(k.kind, 1.0)
+            peak = gpu.peak(rate) * share
             t_compute = k.flops / peak
         own = None if k.memory_efficiency is None else own_share(k.memory_efficiency, gpu)
         share = (base_mem_eff if own is None else own) * format_share

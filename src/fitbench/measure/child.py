@@ -56,7 +56,9 @@ class Events:
         of: int | None = None,
         detail: str = "",
         throttle: bool = False,
+        **fields: str,
     ) -> None:
+        """Append one event; `fields` fill its message (fitbench.measure.progress)."""
         if self.path is None:
             return
         now = time.monotonic()
@@ -70,6 +72,7 @@ class Events:
             event["of"] = of
         if detail:
             event["detail"] = detail
+        event.update(fields)
         try:
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(event) + "\n")
@@ -149,6 +152,8 @@ class Measurement:
             m["status"] = "ok"
         except FitbenchError as exc:
             m.update(status="error", error=exc.message, hint=exc.hint, error_type="FitbenchError")
+            # The Chinese text travels beside the English one, for the parent's one-line error.
+            m.update({k: v for k, v in (("error_zh", exc.message_zh), ("hint_zh", exc.hint_zh)) if v})
         except Exception as exc:
             if self.backend is not None and self._is_oom(exc):
                 m.update(
@@ -215,6 +220,11 @@ class Measurement:
                     f"the emulated card's {limit / 2**30:.2f} GiB is less than this process's CUDA context "
                     f"({(self.context_bytes or 0) / 2**30:.2f} GiB)",
                     "emulate a card with more memory",
+                    message_zh=(
+                        f"模拟显卡的 {limit / 2**30:.2f} GiB 小于本进程的 CUDA 上下文("
+                        f"{(self.context_bytes or 0) / 2**30:.2f} GiB)"
+                    ),
+                    hint_zh="请模拟显存更大的显卡",
                 )
             self.backend.limit_memory(self.options.device, allocator)
             m["memory_limit_bytes"] = limit
@@ -286,7 +296,7 @@ class Measurement:
         return None if reserved is None else reserved + (self.context_bytes or 0)
 
     # -- timed loops ----------------------------------------------------------------------------
-    def _timed(self, once: Any, label: str) -> list[float]:
+    def _timed(self, once: Any, label: str, unit: str) -> list[float]:
         """Time `once()` until min_steps and min_seconds both hold (or the wall budget ends)."""
         assert self.session is not None
         samples: list[float] = []
@@ -296,8 +306,8 @@ class Measurement:
             once()
             self.session.sync()
             samples.append(time.perf_counter() - t0)
-            self.events.emit(label, step=len(samples), of=self.min_steps, throttle=True)
             elapsed = time.perf_counter() - start
+            self._emit_timed(label, unit, len(samples), elapsed)
             if len(samples) >= self.min_steps and elapsed >= self.min_seconds:
                 break
             if elapsed >= self.max_seconds:
@@ -309,10 +319,29 @@ class Measurement:
                 break
         return samples
 
-    def _timed_stats(self, once: Any, label: str) -> SampleStats:
+    def _emit_timed(self, label: str, unit: str, count: int, elapsed: float) -> None:
+        """Progress of a timed loop against the bound that keeps it going: the step count until
+        min_steps is reached (7/10 steps), then the timed seconds against min_seconds (a fast step
+        runs far more than min_steps times, and "2611/10" would read as a broken counter)."""
+        if count < self.min_steps:
+            self.events.emit(label, step=count, of=self.min_steps, unit=unit, throttle=True)
+            return
+        seconds, floor = f"{min(elapsed, self.min_seconds):.1f}", f"{self.min_seconds:.1f}"
+        self.events.emit(
+            label,
+            step=count,
+            unit=unit,
+            detail=f"{seconds}/{floor} s timed",
+            detail_key="progress.timed_seconds",
+            seconds=seconds,
+            min_seconds=floor,
+            throttle=True,
+        )
+
+    def _timed_stats(self, once: Any, label: str, unit: str) -> SampleStats:
         """Time `once()` as `_timed` does and record the step samples with their statistics: a
         training step and a whole generate call are reported under the same names."""
-        samples = self._timed(once, label)
+        samples = self._timed(once, label, unit)
         stats = summarize(samples)
         self.m.update(
             steps=stats.count,
@@ -342,7 +371,7 @@ class Measurement:
         session, w, m = self.session, self.workload, self.m
         assert session is not None
         self._warm(session.step)
-        stats = self._timed_stats(session.step, "measuring")
+        stats = self._timed_stats(session.step, "measuring", "steps")
         m["samples_per_second"] = w.batch_size / stats.median
         if not w.is_resnet and w.seq_len:
             m["tokens_per_second"] = w.batch_size * w.seq_len / stats.median
@@ -376,7 +405,7 @@ class Measurement:
             session.prefill()
             session.sync()
             prefill_samples.append(time.perf_counter() - t0)
-        stats = self._timed_stats(generate_once, "generating")
+        stats = self._timed_stats(generate_once, "generating", "generations")
         prefill = summarize(prefill_samples)
         self._decode_step(generate, new_tokens, stats.median, prefill.median)
         tokens = w.batch_size * new_tokens

@@ -92,6 +92,8 @@ class RankEnv:
         raise FitbenchError(
             "not started by a distributed launcher (no RANK / PADDLE_TRAINER_ID)",
             "run it through fitbench.measure.distributed.measure_distributed",
+            message_zh="不是由分布式启动器启动的(没有 RANK / PADDLE_TRAINER_ID)",
+            hint_zh="请通过 fitbench.measure.distributed.measure_distributed 运行",
         )
 
 

@@ -103,44 +103,71 @@ def unsupported(
     launching and again by every rank."""
     strategy = workload.strategy
     if backend_name not in LAUNCHERS:
-        return FitbenchError(f"no distributed launcher for backend '{backend_name}'", "use torch or paddle")
+        return FitbenchError(
+            f"no distributed launcher for backend '{backend_name}'",
+            "use torch or paddle",
+            message_zh=f"后端 '{backend_name}' 没有分布式启动器",
+            hint_zh="请使用 torch 或 paddle",
+        )
     if exec_mode != "default" and workload.is_training:
         # A whole step captured as one graph leaves no module call for DDP or FSDP to hook.
         return FitbenchError(
             f"multi-GPU training runs measure --exec default, not --exec {exec_mode}",
             "drop --exec, or measure one GPU",
+            message_zh=f"多 GPU 训练只实测 --exec default,不支持 --exec {exec_mode}",
+            hint_zh="去掉 --exec,或只实测一块 GPU",
         )
     if strategy == "tp":
         return FitbenchError(
             "tensor-parallel runs are not measured",
             "estimate them with `fitbench estimate --gpus N --strategy tp`, "
             "or measure --strategy ddp or fsdp-full-shard",
+            message_zh="不实测张量并行运行",
+            hint_zh=(
+                "请用 `fitbench estimate --gpus N --strategy tp` 估算,或实测 "
+                "--strategy ddp 或 fsdp-full-shard"
+            ),
         )
     if backend_name == "torch" and strategy in ("zero1", "zero2", "zero3"):
         return FitbenchError(
             f"--strategy {strategy} is DeepSpeed's ZeRO: fitbench run does not launch it",
             "measure PyTorch's own sharding with --strategy fsdp-shard-grad-op or "
             "fsdp-full-shard, or `fitbench estimate` the DeepSpeed job",
+            message_zh=f"--strategy {strategy} 是 DeepSpeed 的 ZeRO:fitbench run 不启动它",
+            hint_zh=(
+                "可用 --strategy fsdp-shard-grad-op 或 fsdp-full-shard "
+                "实测 PyTorch 自带的分片,或用 `fitbench estimate` 估算 "
+                "DeepSpeed 任务"
+            ),
         )
     if backend_name == "paddle" and strategy == "fsdp-shard-grad-op":
         return FitbenchError(
             "Paddle has no SHARD_GRAD_OP sharding",
             "use --strategy zero2 (Paddle's group sharding of optimizer state, gradients)",
+            message_zh="Paddle 没有 SHARD_GRAD_OP 分片",
+            hint_zh="请使用 --strategy zero2(Paddle 对优化器状态和梯度的分组分片)",
         )
     if not workload.is_training and strategy not in ("ddp", "zero1", "zero2"):
         return FitbenchError(
             f"sharded inference (--strategy {strategy}) is not measured",
             "use --strategy ddp for one replica per GPU, or `fitbench estimate`",
+            message_zh=f"不实测分片推理(--strategy {strategy})",
+            hint_zh="每块 GPU 一个副本请使用 --strategy ddp,或用 `fitbench estimate` 估算",
         )
     if workload.peft:
         return FitbenchError(
-            "multi-GPU runs of LoRA/QLoRA fine-tuning are not measured", "measure one GPU (--gpus 1)"
+            "multi-GPU runs of LoRA/QLoRA fine-tuning are not measured",
+            "measure one GPU (--gpus 1)",
+            message_zh="不实测 LoRA/QLoRA 微调的多 GPU 运行",
+            hint_zh="请只实测一块 GPU(--gpus 1)",
         )
     on_gpu = device.startswith("cuda")
     if backend_name == "paddle" and workload.is_training and strategy != "ddp" and not on_gpu:
         return FitbenchError(
             f"Paddle's sharding (--strategy {strategy}) runs on GPUs only",
             "use --device cuda, or --strategy ddp on the CPU",
+            message_zh=f"Paddle 的分片(--strategy {strategy})只在 GPU 上运行",
+            hint_zh="请使用 --device cuda,或在 CPU 上使用 --strategy ddp",
         )
     return None
 
@@ -196,6 +223,8 @@ def _check_gpus(device: str, nproc: int) -> None:
         raise FitbenchError(
             f"{nproc} ranks from {device} need {need} GPUs; this machine has {count}",
             f"use --gpus {max(1, count - _first_gpu(device))} or fewer",
+            message_zh=f"从 {device} 起的 {nproc} 个进程需要 {need} 块 GPU;这台机器只有 {count} 块",
+            hint_zh=f"请使用 --gpus {max(1, count - _first_gpu(device))} 或更少",
         )
 
 

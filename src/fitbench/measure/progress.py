@@ -15,7 +15,7 @@ import time
 from typing import Any, TextIO
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-_EVENT_KEYS = ("phase", "step", "of", "detail", "detail_key", "t")
+_EVENT_KEYS = ("phase", "step", "of", "unit", "detail", "detail_key", "t")
 
 
 def _say(key: str, fallback: str, lang: str, params: dict[str, Any]) -> str:
@@ -43,7 +43,7 @@ def should_show(force: bool | None, stream: TextIO | None = None) -> bool:
 
 
 class Progress:
-    """Callable with progress events: {"phase": str, "step": k, "of": n, "detail": str}.
+    """Callable with progress events: {"phase": str, "step": k, "of": n, "unit": str, "detail": str}.
 
     Use as a context manager around the work; `label` names what runs (workload, precision).
     `delay` keeps the line away for work that finishes quickly. Phases are shown in `lang`: an
@@ -71,6 +71,7 @@ class Progress:
         self.phase = "starting"
         self.step: int | None = None
         self.of: int | None = None
+        self.unit: str | None = None
         self.detail = ""
         self._start = time.monotonic()
         self._phase_start = self._start
@@ -94,6 +95,7 @@ class Progress:
             self.phase = phase
             self.step = event.get("step")
             self.of = event.get("of")
+            self.unit = event.get("unit")
             self.detail = str(event.get("detail") or "")
             self.detail_key = event.get("detail_key")
             self.params = {k: v for k, v in event.items() if k not in _EVENT_KEYS}
@@ -111,7 +113,10 @@ class Progress:
         parts = [self.label] if self.label else []
         phase = _say(f"progress.{self.phase}", self.phase, self.lang, self.params)
         if self.step is not None:
-            phase += f" {self.step}" + (f"/{self.of}" if self.of else "")
+            # A total is shown only while the count is within it: past it, it is no total.
+            phase += f" {self.step}" + (f"/{self.of}" if self.of and self.step <= self.of else "")
+            if self.unit:
+                phase += " " + _say(f"progress.unit.{self.unit}", self.unit, self.lang, {})
         parts.append(phase)
         if self.detail:
             key = self.detail_key

@@ -202,6 +202,11 @@ def migrate_payload(data: Mapping[str, Any], version: int) -> dict[str, Any]:
         raise FitbenchError(
             f"a stored run has record schema {version}, newer than this fitbench reads ({RUN_RECORD_SCHEMA})",
             "upgrade fitbench to read this history",
+            message_zh=(
+                f"一条已保存的运行记录使用记录模式 {version},比当前 fitbench "
+                f"能读取的({RUN_RECORD_SCHEMA})更新"
+            ),
+            hint_zh="请升级 fitbench 以读取这份历史记录",
         )
     out = dict(data)
     if version < 1:

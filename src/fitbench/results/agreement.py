@@ -13,7 +13,14 @@ from typing import Any, Protocol
 from fitbench.records.measurement import Measurement
 from fitbench.workloads.workload import Workload
 
-__all__ = ["EstimatedFigures", "error_vs_estimate", "measured_speed", "not_comparable", "relative_error"]
+__all__ = [
+    "EstimatedFigures",
+    "error_vs_estimate",
+    "max_batch_not_comparable",
+    "measured_speed",
+    "not_comparable",
+    "relative_error",
+]
 
 ERROR_KEYS = ("peak_memory", "step_seconds", "tokens_per_second")
 
@@ -72,12 +79,25 @@ def not_comparable(est: EstimatedFigures | None, m: Measurement, workload: Workl
     return reasons
 
 
+def max_batch_not_comparable(m: Measurement | Mapping[str, Any]) -> list[str]:
+    """Why a searched largest batch cannot be held against the estimate's (empty: it can).
+
+    cpu  found on the CPU: host RAM bounded it (and the search was capped to a share of it), the
+         estimate's largest batch is for a GPU card's memory
+    """
+    m = Measurement.from_dict(m)
+    if m.max_batch_search is None or m.on_gpu:
+        return []
+    return ["cpu"]
+
+
 def error_vs_estimate(
     est: EstimatedFigures | None, m: Measurement | Mapping[str, Any], workload: Workload
 ) -> dict[str, float | None]:
     """The relative error of each figure the run measured: peak_memory, step_seconds and
     tokens_per_second always (None where there is nothing to compare), prefill_seconds for
-    generation, max_batch when the run searched the largest batch."""
+    generation, max_batch when the run searched the largest batch (None where the batch was found
+    off the GPU: max_batch_not_comparable)."""
     m = Measurement.from_dict(m)
     out: dict[str, float | None] = dict.fromkeys(ERROR_KEYS)
     if est is not None and m.completed and m.on_gpu:
@@ -88,6 +108,6 @@ def error_vs_estimate(
         if workload.is_generation:
             out["prefill_seconds"] = relative_error(est.prefill_seconds, m.prefill_seconds)
     if est is not None and m.max_batch_search is not None:
-        # Held against the estimate even off the GPU: the search found a real largest batch.
-        out["max_batch"] = relative_error(est.max_batch_size, m.max_batch_search.get("max_batch"))
+        found = m.max_batch_search.get("max_batch")
+        out["max_batch"] = None if max_batch_not_comparable(m) else relative_error(est.max_batch_size, found)
     return out

@@ -57,6 +57,7 @@ STATUSES = ("ok", "oom", "error", "timeout", "killed")
 DEFAULT_TIMEOUT_S = 30.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _LIST_HINT = "`fitbench history` lists runs"
+_LIST_HINT_ZH = "`fitbench history` 可列出运行记录"
 
 # MIGRATIONS[i] turns schema version i into version i + 1; SCHEMA_VERSION is where they end.
 # Never edit a step that has been released: files in the wild were written by it. Add a step.
@@ -270,10 +271,14 @@ class History:
                 raise FitbenchError(
                     f"could not save the run: history file {self.path} stayed locked by another process",
                     "try again when the other fitbench run has finished",
+                    message_zh=f"无法保存运行:历史记录文件 {self.path} 一直被另一个进程锁定",
+                    hint_zh="请等另一个 fitbench 运行结束后再试",
                 ) from exc
             raise FitbenchError(
                 f"could not save the run in history file {self.path}: {exc}",
                 "check free disk space and permissions, or pass --db with another file",
+                message_zh=f"无法把运行保存到历史记录文件 {self.path}:{exc}",
+                hint_zh="请检查剩余磁盘空间和权限,或用 --db 指定其他文件",
             ) from exc
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -295,11 +300,14 @@ class History:
     ) -> list[RunSummary]:
         """The newest runs first, at most `limit` (None: all), optionally of one workload/status."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise FitbenchError(f"limit must be a positive integer, got {limit!r}")
+            raise FitbenchError(
+                f"limit must be a positive integer, got {limit!r}",
+                message_zh=f"limit 必须是正整数,实际为 {limit!r}",
+            )
         if status is not None and status not in STATUSES:
             stored = {r[0] for r in self._rows("SELECT DISTINCT status FROM runs") if r[0]}
             if status not in stored:
-                raise unknown_name("status", status, [*STATUSES, *stored])
+                raise unknown_name("status", status, [*STATUSES, *stored], kind_zh="状态")
         where, params = [], []
         if workload is not None:
             where.append("workload = ?")
@@ -324,7 +332,9 @@ class History:
         """
         key = str(run_id_or_prefix).strip().lower()
         if not key:
-            raise FitbenchError("no run id given", _LIST_HINT)
+            raise FitbenchError(
+                "no run id given", _LIST_HINT, message_zh="没有给出运行 ID", hint_zh=_LIST_HINT_ZH
+            )
         rows = self._rows("SELECT run_id, created_at, payload FROM runs WHERE run_id = ?", (key,))
         if not rows:
             rows = self._rows(
@@ -333,12 +343,19 @@ class History:
                 (len(key), key),
             )
         if not rows:
-            raise FitbenchError(f"no run '{key}' in history file {self.path}", _LIST_HINT)
+            raise FitbenchError(
+                f"no run '{key}' in history file {self.path}",
+                _LIST_HINT,
+                message_zh=f"历史记录文件 {self.path} 中没有运行 '{key}'",
+                hint_zh=_LIST_HINT_ZH,
+            )
         if len(rows) > 1:
             shown = ", ".join(r[0] for r in rows[:5]) + (", …" if len(rows) > 5 else "")
             raise FitbenchError(
                 f"run id prefix '{key}' matches several runs ({shown})",
                 f"type more characters of the run id; {_LIST_HINT}",
+                message_zh=f"运行 ID 前缀 '{key}' 匹配到多条运行({shown})",
+                hint_zh=f"请多输入几个运行 ID 字符;{_LIST_HINT_ZH}",
             )
         return _full(*rows[0])
 
@@ -370,7 +387,12 @@ class History:
 def _check_location(db: Path) -> None:
     """Refuse a folder or a non-SQLite file without touching it; create the parent folder."""
     if db.is_dir():
-        raise FitbenchError(f"history file {db} is a folder", "pass --db with a file path")
+        raise FitbenchError(
+            f"history file {db} is a folder",
+            "pass --db with a file path",
+            message_zh=f"历史记录文件 {db} 是一个文件夹",
+            hint_zh="请用 --db 指定一个文件路径",
+        )
     if db.is_file():
         try:
             with db.open("rb") as f:
@@ -379,10 +401,12 @@ def _check_location(db: Path) -> None:
             raise FitbenchError(
                 f"cannot read history file {db}: {exc.strerror or exc}",
                 "fix its permissions or pass --db with another file",
+                message_zh=f"无法读取历史记录文件 {db}:{exc.strerror or exc}",
+                hint_zh="请修正它的权限,或用 --db 指定其他文件",
             ) from exc
         # An empty file is a valid empty database (e.g. created by `touch`): it becomes a history.
         if head and head != _SQLITE_MAGIC:
-            raise _not_a_history(db, "not an SQLite database")
+            raise _not_a_history(db, "not an SQLite database", "不是 SQLite 数据库")
     else:
         try:
             db.parent.mkdir(parents=True, exist_ok=True)
@@ -390,6 +414,8 @@ def _check_location(db: Path) -> None:
             raise FitbenchError(
                 f"cannot create the folder for history file {db}: {exc.strerror or exc}",
                 "set FITBENCH_HOME or pass --db with a writable path",
+                message_zh=f"无法为历史记录文件 {db} 创建文件夹:{exc.strerror or exc}",
+                hint_zh="请设置 FITBENCH_HOME,或用 --db 指定一个可写的路径",
             ) from exc
 
 
@@ -397,7 +423,7 @@ def _check_ours(conn: sqlite3.Connection, db: Path) -> None:
     """Refuse another program's database, or one from a newer fitbench. Reads only."""
     kind, version = _inspect(conn)
     if kind == "foreign":
-        raise _not_a_history(db, "an SQLite database of another program")
+        raise _not_a_history(db, "an SQLite database of another program", "是其他程序的 SQLite 数据库")
     if version > SCHEMA_VERSION:
         raise _newer(db, version)
 
@@ -450,7 +476,9 @@ def _migrate(conn: sqlite3.Connection, db: Path) -> None:
         with _transaction(conn):
             kind, version = _inspect(conn)
             if kind == "foreign":
-                raise _not_a_history(db, "an SQLite database of another program")
+                raise _not_a_history(
+                    db, "an SQLite database of another program", "是其他程序的 SQLite 数据库"
+                )
             if version > SCHEMA_VERSION:
                 raise _newer(db, version)
             if version < target:
@@ -478,10 +506,12 @@ def _is_locked(exc: sqlite3.Error) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _not_a_history(db: Path, what: str) -> FitbenchError:
+def _not_a_history(db: Path, what: str, what_zh: str) -> FitbenchError:
     return FitbenchError(
         f"{db} is not a fitbench history ({what})",
         "pass --db with another file, or move this one away and fitbench starts a new history there",
+        message_zh=f"{db} 不是 fitbench 历史记录({what_zh})",
+        hint_zh="请用 --db 指定其他文件,或把这个文件移走,fitbench 会在原处新建历史记录",
     )
 
 
@@ -489,6 +519,8 @@ def _newer(db: Path, version: int) -> FitbenchError:
     return FitbenchError(
         f"history file {db} was written by a newer fitbench (schema {version})",
         "upgrade fitbench or pass --db with another file",
+        message_zh=f"历史记录文件 {db} 由更新版本的 fitbench 写入(模式 {version})",
+        hint_zh="请升级 fitbench,或用 --db 指定其他文件",
     )
 
 
@@ -499,9 +531,13 @@ def _open_error(db: Path, exc: sqlite3.DatabaseError) -> FitbenchError:
             f"history file {db} is damaged ({exc})",
             "move it away and fitbench starts a new history; the sqlite3 "
             "shell's .recover command can salvage its runs",
+            message_zh=f"历史记录文件 {db} 已损坏({exc})",
+            hint_zh=(
+                "把它移走后 fitbench 会新建历史记录;sqlite3 命令行的 .recover 命令可以找回其中的运行记录"
+            ),
         )
     if "not a database" in text:
-        return _not_a_history(db, "not an SQLite database")
+        return _not_a_history(db, "not an SQLite database", "不是 SQLite 数据库")
     return _cannot_open(db, exc)
 
 
@@ -510,10 +546,14 @@ def _cannot_open(db: Path, exc: sqlite3.Error) -> FitbenchError:
         return FitbenchError(
             f"history file {db} stayed locked by another process",
             "try again when the other fitbench run has finished",
+            message_zh=f"历史记录文件 {db} 一直被另一个进程锁定",
+            hint_zh="请等另一个 fitbench 运行结束后再试",
         )
     return FitbenchError(
         f"cannot open history file {db}: {exc}",
         "check its permissions and free disk space, or pass --db with another file",
+        message_zh=f"无法打开历史记录文件 {db}:{exc}",
+        hint_zh="请检查它的权限和剩余磁盘空间,或用 --db 指定其他文件",
     )
 
 
@@ -627,6 +667,8 @@ def _full(run_id: str, created_at: str, payload: str) -> dict[str, Any]:
         raise FitbenchError(
             f"run {run_id} in the history has an unreadable payload",
             "delete the run or pass --db with another file",
+            message_zh=f"历史记录中的运行 {run_id} 数据无法读取",
+            hint_zh="请删除这条运行,或用 --db 指定其他文件",
         ) from exc
     if not isinstance(data, dict):
         data = {"payload": data}

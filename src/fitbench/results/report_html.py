@@ -674,13 +674,25 @@ def _comparison_section(model: Mapping[str, Any], lang: str) -> str:
                 _e(t("metric." + str(r["metric"]), lang)),
                 _e(format_metric(r["unit"], r.get("estimated"))),
                 _e(format_metric(r["unit"], r.get("measured"))),
-                _e(f"{r['error'] * 100:+.1f}%"),
+                _error_cell(r, lang),
             ]
             for r in rows
         ],
         numeric=COMPARISON_COLUMNS.numeric,
     )
-    return head + f"<figure>{error_chart('err', rows, lang)}</figure>{table}</section>"
+    # Only figures with an error have a bar.
+    charted = [r for r in rows if r.get("error") is not None]
+    figure = f"<figure>{error_chart('err', charted, lang)}</figure>" if charted else ""
+    return head + figure + table + "</section>"
+
+
+def _error_cell(row: Mapping[str, Any], lang: str) -> str:
+    """The error, or "not comparable" and why (the same words as `fitbench run`)."""
+    if row.get("error") is not None:
+        return _e(f"{row['error'] * 100:+.1f}%")
+    reasons = row.get("not_comparable") or ()
+    why = t("run.reason.sep", lang).join(t(f"run.max_batch_reason.{k}", lang) for k in reasons)
+    return _e(t("report.not_comparable", lang, reasons=why))
 
 
 def _history_section(model: Mapping[str, Any], lang: str) -> str:

@@ -203,11 +203,19 @@ def _comparison_section(model: ReportModel, lang: str) -> list[str]:
             t("metric." + r.metric, lang),
             format_metric(r.unit, r.estimated),
             format_metric(r.unit, r.measured),
-            f"{r.error * 100:+.1f}%",
+            _error_cell(r.error, r.not_comparable, lang),
         ]
         for r in model.comparisons
     ]
     return [*out, _table(COMPARISON_COLUMNS.headers(lang), rows, numeric=COMPARISON_COLUMNS.numeric), ""]
+
+
+def _error_cell(error: float | None, reasons: Sequence[str], lang: str) -> str:
+    """The error, or "not comparable" and why (the same words as `fitbench run`)."""
+    if error is not None:
+        return f"{error * 100:+.1f}%"
+    why = t("run.reason.sep", lang).join(t(f"run.max_batch_reason.{k}", lang) for k in reasons)
+    return t("report.not_comparable", lang, reasons=why)
 
 
 def _history_section(model: ReportModel, lang: str) -> list[str]:

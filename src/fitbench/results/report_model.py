@@ -127,12 +127,13 @@ class ComparisonRow:
     unit: str = ""
     estimated: float | None = None
     measured: float | None = None
-    error: float = 0.0
+    error: float | None = 0.0  # None where the figure is not comparable
+    not_comparable: tuple[str, ...] = ()  # why (fitbench.results.agreement.max_batch_not_comparable)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ComparisonRow:
-        return _row(cls, data)
+        return _row(cls, data, not_comparable=tuple(data.get("not_comparable") or ()))
 
     def to_dict(self) -> dict[str, Any]:
         return _row_dict(self)

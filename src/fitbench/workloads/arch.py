@@ -58,9 +58,16 @@ class ResNetArch:
 
     def __post_init__(self) -> None:
         if self.layers is None and self.depth not in RESNET_LAYERS:
-            raise FitbenchError(f"unsupported ResNet depth {self.depth}", "use 18, 34, 50, 101 or 152")
+            raise FitbenchError(
+                f"unsupported ResNet depth {self.depth}",
+                "use 18, 34, 50, 101 or 152",
+                message_zh=f"不支持的 ResNet 深度 {self.depth}",
+                hint_zh="请使用 18、34、50、101 或 152",
+            )
         if self.num_classes < 1 or self.base_width < 1:
-            raise FitbenchError("ResNet classes and width must be positive")
+            raise FitbenchError(
+                "ResNet classes and width must be positive", message_zh="ResNet 的类别数和宽度必须为正数"
+            )
 
     @property
     def block(self) -> str:
@@ -279,20 +286,30 @@ class TransformerArch:
     def __post_init__(self) -> None:
         self._check_counts()
         if self.kind not in ("encoder", "decoder"):
-            raise FitbenchError(f"unknown transformer kind '{self.kind}'", "use 'encoder' or 'decoder'")
+            raise FitbenchError(
+                f"unknown transformer kind '{self.kind}'",
+                "use 'encoder' or 'decoder'",
+                message_zh=f"未知的 transformer 类型 '{self.kind}'",
+                hint_zh="请使用 'encoder' 或 'decoder'",
+            )
         if self.head_dim is None and not self.is_mla and self.hidden_size % self.num_heads:
             raise FitbenchError(
                 f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}",
                 "fix the config or give head_dim explicitly",
+                message_zh=f"hidden_size {self.hidden_size} 不能被 num_heads {self.num_heads} 整除",
+                hint_zh="请修正配置,或显式给出 head_dim",
             )
         if self.kv_heads < 1 or self.num_heads % self.kv_heads:
             raise FitbenchError(
                 f"num_heads {self.num_heads} is not a multiple of num_kv_heads {self.kv_heads}",
                 "grouped-query attention needs num_heads divisible by num_key_value_heads",
+                message_zh=f"num_heads {self.num_heads} 不是 num_kv_heads {self.kv_heads} 的整数倍",
+                hint_zh="分组查询注意力要求 num_heads 能被 num_key_value_heads 整除",
             )
         if self.mlp not in ("gelu", "swiglu") or self.norm not in NORMS or self.qk_norm not in QK_NORMS:
             raise FitbenchError(
-                f"unsupported mlp '{self.mlp}', norm '{self.norm}' or qk norm '{self.qk_norm}'"
+                f"unsupported mlp '{self.mlp}', norm '{self.norm}' or qk norm '{self.qk_norm}'",
+                message_zh=f"不支持的 mlp '{self.mlp}'、norm '{self.norm}' 或 qk norm '{self.qk_norm}'",
             )
         self._check_experts()
         if self.is_mla and (
@@ -303,6 +320,8 @@ class TransformerArch:
             raise FitbenchError(
                 "latent attention needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim",
                 "give all three with kv_lora_rank",
+                message_zh="潜在注意力需要 qk_rope_head_dim、qk_nope_head_dim 和 v_head_dim",
+                hint_zh="请与 kv_lora_rank 一起给出这三项",
             )
         if self.sliding_window is not None and (
             isinstance(self.sliding_window, bool)
@@ -310,10 +329,14 @@ class TransformerArch:
             or self.sliding_window < 1
         ):
             raise FitbenchError(
-                f"sliding_window must be a positive whole number, got {self.sliding_window!r}"
+                f"sliding_window must be a positive whole number, got {self.sliding_window!r}",
+                message_zh=f"sliding_window 必须是正整数,实际为 {self.sliding_window!r}",
             )
         if self.sliding_layers > self.num_layers:
-            raise FitbenchError(f"{self.sliding_layers} sliding-window layers of {self.num_layers} layers")
+            raise FitbenchError(
+                f"{self.sliding_layers} sliding-window layers of {self.num_layers} layers",
+                message_zh=f"{self.num_layers} 层中有 {self.sliding_layers} 层滑动窗口层,数量不合理",
+            )
 
     def _check_counts(self) -> None:
         """Sizes and counts are whole numbers (positive where a model cannot do without them)."""
@@ -321,13 +344,22 @@ class TransformerArch:
             value = getattr(self, field_name)
             least = 0 if field_name == "vocab_size" and self.patch_size else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise FitbenchError(f"{field_name} must be a positive whole number, got {value!r}")
+                raise FitbenchError(
+                    f"{field_name} must be a positive whole number, got {value!r}",
+                    message_zh=f"{field_name} 必须是正整数,实际为 {value!r}",
+                )
         for field_name in ("patch_size", "num_channels"):
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise FitbenchError(f"{field_name} must be a whole number >= 0, got {value!r}")
+                raise FitbenchError(
+                    f"{field_name} must be a whole number >= 0, got {value!r}",
+                    message_zh=f"{field_name} 必须是 >= 0 的整数,实际为 {value!r}",
+                )
         if self.patch_size and self.kind != "encoder":
-            raise FitbenchError("patch embeddings (patch_size) belong to an encoder")
+            raise FitbenchError(
+                "patch embeddings (patch_size) belong to an encoder",
+                message_zh="patch 嵌入(patch_size)只属于编码器",
+            )
         for field_name in (
             "norms_per_layer",
             "extra_params",
@@ -345,7 +377,10 @@ class TransformerArch:
         ):
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise FitbenchError(f"{field_name} must be a whole number >= 0, got {value!r}")
+                raise FitbenchError(
+                    f"{field_name} must be a whole number >= 0, got {value!r}",
+                    message_zh=f"{field_name} 必须是 >= 0 的整数,实际为 {value!r}",
+                )
 
     def _check_experts(self) -> None:
         """A mixture of experts routes each token to some of its experts, of a known width."""
@@ -355,16 +390,26 @@ class TransformerArch:
             raise FitbenchError(
                 f"{self.experts_per_token} experts per token of {self.num_experts} is not possible",
                 "experts per token (num_experts_per_tok) must be between 1 and the number of experts",
+                message_zh=(
+                    f"{self.num_experts} 个专家中每个 token 选 {self.experts_per_token} 个是不可能的"
+                ),
+                hint_zh="每个 token 的专家数(num_experts_per_tok)必须在 1 到专家总数之间",
             )
         if self.expert_intermediate_size < 1:
             raise FitbenchError(
                 "a mixture-of-experts model needs the experts' width",
                 "give moe_intermediate_size (or intermediate_size) in the config",
+                message_zh="混合专家模型需要给出专家的宽度",
+                hint_zh="请在配置中给出 moe_intermediate_size(或 intermediate_size)",
             )
         if self.moe_every < 1 or self.dense_layers > self.num_layers:
             raise FitbenchError(
                 f"MoE layer spacing {self.moe_every} or {self.dense_layers} dense "
-                f"layers do not fit {self.num_layers} layers"
+                f"layers do not fit {self.num_layers} layers",
+                message_zh=(
+                    f"MoE 层间隔 {self.moe_every} 或 {self.dense_layers} 个稠密层与 "
+                    f"{self.num_layers} 层不匹配"
+                ),
             )
 
     @property

@@ -13,23 +13,27 @@ from typing import Any
 from fitbench.errors import FitbenchError
 
 
-def show(value: Any) -> str:
-    """A short JSON-ish rendering of a bad value for an error message (never thousands of digits)."""
+def show(value: Any, lang: str = "en") -> str:
+    """A short JSON-ish rendering of a bad value for an error message (never thousands of digits),
+    in the message's language (`lang` zh for the Chinese text)."""
+    zh = lang == "zh"
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
         return "null"
     if isinstance(value, int):
-        return str(value) if value.bit_length() <= 128 else f"a {value.bit_length()}-bit number"
+        if value.bit_length() <= 128:
+            return str(value)
+        return f"{value.bit_length()} 位的数字" if zh else f"a {value.bit_length()}-bit number"
     if isinstance(value, str):
         text = value if len(value) <= 40 else value[:37] + "..."
-        return f"the string {text!r}"
+        return f"字符串 {text!r}" if zh else f"the string {text!r}"
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, list):
-        return "a list"
+        return "列表" if zh else "a list"
     if isinstance(value, dict):
-        return "an object"
+        return "对象" if zh else "an object"
     return type(value).__name__
 
 
@@ -39,15 +43,25 @@ class ConfigValues(ABC):
     data: dict[str, Any]
 
     @abstractmethod
-    def error(self, message: str, hint: str | None = None) -> FitbenchError:
-        """The one-line error for a bad value of this config."""
+    def error(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        message_zh: str | None = None,
+        hint_zh: str | None = None,
+    ) -> FitbenchError:
+        """The one-line error for a bad value of this config (`message_zh`, `hint_zh`: the Chinese)."""
 
     def flag(self, key: str, default: bool) -> bool:
         value = self.data.get(key)
         if value is None:
             return default
         if not isinstance(value, bool):
-            raise self.error(f"'{key}' must be true or false, got {show(value)}")
+            raise self.error(
+                f"'{key}' must be true or false, got {show(value)}",
+                message_zh=f"'{key}' 必须是 true 或 false,实际为 {show(value, 'zh')}",
+            )
         return value
 
     def text(self, key: str, default: str) -> str:
@@ -55,5 +69,8 @@ class ConfigValues(ABC):
         if value is None:
             return default
         if not isinstance(value, str):
-            raise self.error(f"'{key}' must be a string, got {show(value)}")
+            raise self.error(
+                f"'{key}' must be a string, got {show(value)}",
+                message_zh=f"'{key}' 必须是字符串,实际为 {show(value, 'zh')}",
+            )
         return value

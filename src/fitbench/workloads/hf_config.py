@@ -66,6 +66,7 @@ MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "ernie4_5_moe", "deep
 SUPPORTED_MODEL_TYPES = (*ENCODER_TYPES, *DECODER_TYPES, *MOE_TYPES, "resnet")
 # Families fitbench knows but cannot estimate yet, with the reason a user reads.
 NOT_YET = {"chatglm-6b": "the first ChatGLM-6B layout is not supported"}
+NOT_YET_ZH = {"chatglm-6b": "不支持最早的 ChatGLM-6B 结构"}
 
 _MISSING = object()
 
@@ -79,8 +80,20 @@ class _Reader(ConfigValues):
         self.source = source
         self.model_type = model_type
 
-    def error(self, message: str, hint: str | None = None) -> FitbenchError:
-        return FitbenchError(f"{self.source}: {message}", hint)
+    def error(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        message_zh: str | None = None,
+        hint_zh: str | None = None,
+    ) -> FitbenchError:
+        return FitbenchError(
+            f"{self.source}: {message}",
+            hint,
+            message_zh=f"{self.source}:{message_zh}" if message_zh else None,
+            hint_zh=hint_zh,
+        )
 
     def lookup(self, keys: tuple[str, ...]) -> tuple[str, Any]:
         """The first of `keys` present with a non-null value (aliases of one size), else _MISSING."""
@@ -92,23 +105,30 @@ class _Reader(ConfigValues):
 
     def require(self, *specs: str | tuple[str, ...]) -> None:
         """Name every missing required key at once, so one edit fixes the file."""
-        missing = []
+        missing: list[tuple[str, ...]] = []
         for spec in specs:
             keys = (spec,) if isinstance(spec, str) else spec
             if self.lookup(keys)[1] is _MISSING:
                 # the two usual spellings (more aliases are accepted than named)
-                missing.append(" or ".join(f"'{k}'" for k in keys[:2]))
+                missing.append(tuple(f"'{k}'" for k in keys[:2]))
         if missing:
             raise self.error(
-                f"'{self.model_type}' configs need {', '.join(missing)}",
+                f"'{self.model_type}' configs need {', '.join(' or '.join(m) for m in missing)}",
                 "add the missing keys, or use the model's original config.json",
+                message_zh=f"'{self.model_type}' 配置需要 {'、'.join(' 或 '.join(m) for m in missing)}",
+                hint_zh="请补上缺少的键,或使用模型原始的 config.json",
             )
 
     def int(self, *keys: str, default: Any = _MISSING, minimum: int = 1, maximum: int = MAX_SIZE) -> int:
         key, value = self.lookup(keys)
         if value is _MISSING:
             if default is _MISSING:
-                raise self.error(f"'{self.model_type}' configs need '{key}'", "add it to the file")
+                raise self.error(
+                    f"'{self.model_type}' configs need '{key}'",
+                    "add it to the file",
+                    message_zh=f"'{self.model_type}' 配置需要 '{key}'",
+                    hint_zh="请把它加到文件中",
+                )
             return default
         return self.check_int(key, value, minimum=minimum, maximum=maximum)
 
@@ -117,15 +137,28 @@ class _Reader(ConfigValues):
             raise self.error(
                 f"'{key}' must be a whole number, got {show(value)}",
                 "write sizes as JSON numbers, without quotes",
+                message_zh=f"'{key}' 必须是整数,实际为 {show(value, 'zh')}",
+                hint_zh="尺寸请写成 JSON 数字,不要加引号",
             )
         if isinstance(value, float):
             if not math.isfinite(value) or not value.is_integer():
-                raise self.error(f"'{key}' must be a whole number, got {show(value)}")
+                raise self.error(
+                    f"'{key}' must be a whole number, got {show(value)}",
+                    message_zh=f"'{key}' 必须是整数,实际为 {show(value, 'zh')}",
+                )
             value = int(value)
         if value < minimum:
-            raise self.error(f"'{key}' must be at least {minimum}, got {show(value)}")
+            raise self.error(
+                f"'{key}' must be at least {minimum}, got {show(value)}",
+                message_zh=f"'{key}' 至少为 {minimum},实际为 {show(value, 'zh')}",
+            )
         if value > maximum:
-            raise self.error(f"'{key}' is {show(value)}, beyond any real model", f"use at most {maximum}")
+            raise self.error(
+                f"'{key}' is {show(value)}, beyond any real model",
+                f"use at most {maximum}",
+                message_zh=f"'{key}' 为 {show(value, 'zh')},超出了任何真实模型",
+                hint_zh=f"请使用不超过 {maximum} 的值",
+            )
         return value
 
     def num_labels(self) -> int:
@@ -136,9 +169,17 @@ class _Reader(ConfigValues):
         if id2label is None:
             return 2
         if not isinstance(id2label, dict):
-            raise self.error(f"'id2label' must be an object mapping ids to labels, got {show(id2label)}")
+            raise self.error(
+                f"'id2label' must be an object mapping ids to labels, got {show(id2label)}",
+                message_zh=f"'id2label' 必须是从 id 到标签的映射对象,实际为 {show(id2label, 'zh')}",
+            )
         if not id2label:
-            raise self.error("'id2label' is empty", "a classifier needs at least one label")
+            raise self.error(
+                "'id2label' is empty",
+                "a classifier needs at least one label",
+                message_zh="'id2label' 为空",
+                hint_zh="分类器至少需要一个标签",
+            )
         return len(id2label)
 
 
@@ -157,7 +198,7 @@ def _transformer(r: _Reader, **fields: Any) -> TransformerArch:
     try:
         return TransformerArch(model_type=r.model_type, **fields)
     except FitbenchError as exc:
-        raise r.error(exc.message, exc.hint) from None
+        raise r.error(exc.message, exc.hint, message_zh=exc.message_zh, hint_zh=exc.hint_zh) from None
 
 
 # -- encoders -----------------------------------------------------------------------------------
@@ -229,9 +270,14 @@ def _deberta_v2(r: _Reader) -> TransformerArch:
         raise r.error(
             "DeBERTa's convolution layer ('conv_kernel_size') is not supported",
             "set conv_kernel_size to 0 or use another model",
+            message_zh="不支持 DeBERTa 的卷积层('conv_kernel_size')",
+            hint_zh="请把 conv_kernel_size 设为 0,或换用其他模型",
         )
     if r.int("embedding_size", default=None) not in (None, r.int("hidden_size")):
-        raise r.error("an 'embedding_size' different from 'hidden_size' is not supported")
+        raise r.error(
+            "an 'embedding_size' different from 'hidden_size' is not supported",
+            message_zh="不支持与 'hidden_size' 不同的 'embedding_size'",
+        )
     hidden = r.int("hidden_size")
     layers = r.int("num_hidden_layers", maximum=MAX_LAYERS)
     positions = r.int("max_position_embeddings", default=512, maximum=MAX_POSITIONS)
@@ -247,7 +293,12 @@ def _deberta_v2(r: _Reader) -> TransformerArch:
             kinds = r.data.get("pos_att_type") or []
             kinds = kinds.split("|") if isinstance(kinds, str) else kinds
             if not isinstance(kinds, list):
-                raise r.error(f'\'pos_att_type\' must be a list such as ["p2c", "c2p"], got {show(kinds)}')
+                raise r.error(
+                    f'\'pos_att_type\' must be a list such as ["p2c", "c2p"], got {show(kinds)}',
+                    message_zh=(
+                        f'\'pos_att_type\' 必须是列表,例如 ["p2c", "c2p"],实际为 {show(kinds, "zh")}'
+                    ),
+                )
             extra += layers * sum(hidden * hidden + hidden for k in ("c2p", "p2c") if k in kinds)
     return _transformer(
         r,
@@ -274,7 +325,10 @@ def _vit(r: _Reader) -> TransformerArch:
     image = r.int("image_size", default=224, maximum=1 << 16)
     patch = r.int("patch_size", default=16, maximum=1 << 12)
     if patch > image:
-        raise r.error(f"'patch_size' {patch} is larger than 'image_size' {image}")
+        raise r.error(
+            f"'patch_size' {patch} is larger than 'image_size' {image}",
+            message_zh=f"'patch_size' {patch} 大于 'image_size' {image}",
+        )
     return _transformer(
         r,
         kind="encoder",
@@ -324,7 +378,12 @@ def _sliding(r: _Reader, num_layers: int, rule: str) -> dict[str, Any]:
             or len(types) != num_layers
             or not all(isinstance(t, str) for t in types)
         ):
-            raise r.error(f"'layer_types' must list one name per layer ({num_layers}), got {show(types)}")
+            raise r.error(
+                f"'layer_types' must list one name per layer ({num_layers}), got {show(types)}",
+                message_zh=(
+                    f"'layer_types' 必须为每一层列出一个名称({num_layers} 个),实际为 {show(types, 'zh')}"
+                ),
+            )
         count = sum(t == "sliding_attention" for t in types)
     elif rule == "all":
         count = num_layers
@@ -601,6 +660,8 @@ def _chatglm(r: _Reader) -> TransformerArch:
         raise FitbenchError(
             exc.message,
             "fitbench reads ChatGLM2/ChatGLM3/GLM-4 configs; the first ChatGLM-6B layout is not supported",
+            message_zh=exc.message_zh,
+            hint_zh="fitbench 能读取 ChatGLM2/ChatGLM3/GLM-4 的配置;不支持最早的 ChatGLM-6B 结构",
         ) from None
     hidden = r.int("hidden_size")
     num_heads = r.int("num_attention_heads")
@@ -667,7 +728,12 @@ def _qwen2_moe(r: _Reader) -> TransformerArch:
     """Qwen1.5/Qwen2-MoE: routed experts of `moe_intermediate_size` plus one shared expert of
     `shared_expert_intermediate_size` with a sigmoid gate, every `decoder_sparse_step`-th layer."""
     if r.data.get("mlp_only_layers"):
-        raise r.error("'mlp_only_layers' is not supported", "remove it or leave it empty")
+        raise r.error(
+            "'mlp_only_layers' is not supported",
+            "remove it or leave it empty",
+            message_zh="不支持 'mlp_only_layers'",
+            hint_zh="请删除它或留空",
+        )
     moe = _experts(
         r,
         count=("num_experts",),
@@ -683,7 +749,12 @@ def _qwen2_moe(r: _Reader) -> TransformerArch:
 def _qwen3_moe(r: _Reader) -> TransformerArch:
     """Qwen3-MoE: Qwen3 attention (query/key norms), routed experts only."""
     if r.data.get("mlp_only_layers"):
-        raise r.error("'mlp_only_layers' is not supported", "remove it or leave it empty")
+        raise r.error(
+            "'mlp_only_layers' is not supported",
+            "remove it or leave it empty",
+            message_zh="不支持 'mlp_only_layers'",
+            hint_zh="请删除它或留空",
+        )
     moe = _experts(
         r,
         count=("num_experts",),
@@ -712,6 +783,8 @@ def _ernie45_moe(r: _Reader) -> TransformerArch:
         raise r.error(
             f"'moe_layer_end_index' {end} before the last layer is not supported",
             "use -1 (MoE to the last layer)",
+            message_zh=f"不支持在最后一层之前结束的 'moe_layer_end_index' {end}",
+            hint_zh="请使用 -1(MoE 一直到最后一层)",
         )
     moe = _experts(
         r,
@@ -770,13 +843,17 @@ def _resnet(r: _Reader) -> ResNetArch:
     r.require("depths", "hidden_sizes")
     layer_type = r.text("layer_type", "bottleneck")
     if layer_type not in ("bottleneck", "basic"):
-        raise r.error(f"'layer_type' must be 'bottleneck' or 'basic', got {show(layer_type)}")
+        raise r.error(
+            f"'layer_type' must be 'bottleneck' or 'basic', got {show(layer_type)}",
+            message_zh=f"'layer_type' 必须是 'bottleneck' 或 'basic',实际为 {show(layer_type, 'zh')}",
+        )
     expansion = 4 if layer_type == "bottleneck" else 1
     depths = _int_list(r, "depths", maximum=MAX_STAGE_BLOCKS)
     widths = _int_list(r, "hidden_sizes")
     if widths[0] % expansion:
         raise r.error(
-            f"'hidden_sizes' starts at {widths[0]}, not a multiple of {expansion} as bottleneck blocks need"
+            f"'hidden_sizes' starts at {widths[0]}, not a multiple of {expansion} as bottleneck blocks need",
+            message_zh=f"'hidden_sizes' 起始宽度为 {widths[0]},不是瓶颈块所需的 {expansion} 的倍数",
         )
     base = widths[0] // expansion
     expected = [base * expansion * 2**i for i in range(4)]
@@ -784,12 +861,16 @@ def _resnet(r: _Reader) -> ResNetArch:
         raise r.error(
             f"'hidden_sizes' {widths} do not double from stage to stage",
             f"fitbench models the standard layout, here {expected}",
+            message_zh=f"'hidden_sizes' {widths} 没有逐级翻倍",
+            hint_zh=f"fitbench 按标准结构建模,这里应为 {expected}",
         )
     stem = r.int("embedding_size", default=base)
     if stem != base:
         raise r.error(
             f"'embedding_size' {stem} differs from the first stage's width {base}",
             "fitbench models the standard ResNet stem",
+            message_zh=f"'embedding_size' {stem} 与第一级的宽度 {base} 不同",
+            hint_zh="fitbench 按标准 ResNet stem 建模",
         )
     blocks = (depths[0], depths[1], depths[2], depths[3])
     standard = [d for d, (block, counts) in RESNET_LAYERS.items() if block == layer_type and counts == blocks]
@@ -811,7 +892,7 @@ def _resnet(r: _Reader) -> ResNetArch:
             in_channels=r.int("num_channels", default=3),
         )
     except FitbenchError as exc:
-        raise r.error(exc.message, exc.hint) from None
+        raise r.error(exc.message, exc.hint, message_zh=exc.message_zh, hint_zh=exc.hint_zh) from None
 
 
 def _int_list(r: _Reader, key: str, *, maximum: int = MAX_SIZE) -> list[int]:
@@ -819,7 +900,9 @@ def _int_list(r: _Reader, key: str, *, maximum: int = MAX_SIZE) -> list[int]:
     if not isinstance(value, list) or len(value) != 4:
         raise r.error(
             f"'{key}' must be a list of 4 numbers (one per stage), got {show(value)}"
-            + (f" of {len(value)}" if isinstance(value, list) else "")
+            + (f" of {len(value)}" if isinstance(value, list) else ""),
+            message_zh=f"'{key}' 必须是 4 个数字组成的列表(每级一个),实际为 {show(value, 'zh')}"
+            + (f"(共 {len(value)} 个)" if isinstance(value, list) else ""),
         )
     return [r.check_int(f"{key}[{i}]", v, maximum=maximum) for i, v in enumerate(value)]
 
@@ -870,14 +953,25 @@ def arch_from_hf_config(data: dict[str, Any], *, source: str = "config") -> Tran
     """
     if not isinstance(data, dict):
         raise FitbenchError(
-            f"{source}: a config must be a JSON object, got {show(data)}", "pass a Hugging Face config.json"
+            f"{source}: a config must be a JSON object, got {show(data)}",
+            "pass a Hugging Face config.json",
+            message_zh=f"{source}:配置必须是 JSON 对象,实际为 {show(data, 'zh')}",
+            hint_zh="请传入 Hugging Face 的 config.json",
         )
     supported = ", ".join(SUPPORTED_MODEL_TYPES)
     raw = data.get("model_type")
     if raw is None:
-        raise FitbenchError(f"{source}: the config has no 'model_type'", f"fitbench reads {supported}")
+        raise FitbenchError(
+            f"{source}: the config has no 'model_type'",
+            f"fitbench reads {supported}",
+            message_zh=f"{source}:配置中没有 'model_type'",
+            hint_zh=f"fitbench 能读取 {supported}",
+        )
     if not isinstance(raw, str):
-        raise FitbenchError(f"{source}: 'model_type' must be a string, got {show(raw)}")
+        raise FitbenchError(
+            f"{source}: 'model_type' must be a string, got {show(raw)}",
+            message_zh=f"{source}:'model_type' 必须是字符串,实际为 {show(raw, 'zh')}",
+        )
     model_type = raw.strip().lower().replace("_", "-")
     if model_type == "gemma3" and isinstance(data.get("text_config"), dict):
         # A multimodal Gemma-3: its language model (the vision tower is not counted).
@@ -887,17 +981,28 @@ def arch_from_hf_config(data: dict[str, Any], *, source: str = "config") -> Tran
         raise FitbenchError(
             f"{source}: {NOT_YET[model_type]}",
             "estimate a supported family (`fitbench models` lists bundled ones)",
+            message_zh=f"{source}:{NOT_YET_ZH[model_type]}",
+            hint_zh="请估算受支持的模型家族(`fitbench models` 列出内置模型)",
         )
     if model_type not in _READERS:
         # A stricter cutoff than the default: 'gpt-neox' or 'opt' are other families, not typos of 'gpt2'.
         close = close_match_hint(model_type, SUPPORTED_MODEL_TYPES, n=1, cutoff=0.6)
         guess = f"{close} " if close else ""
+        close_zh = close_match_hint(model_type, SUPPORTED_MODEL_TYPES, n=1, cutoff=0.6, lang="zh")
+        guess_zh = f"{close_zh} " if close_zh else ""
         shown = raw if len(raw) <= 40 else raw[:37] + "..."
         raise FitbenchError(
             f"{source}: model_type {shown!r} is not supported",
             f"{guess}fitbench reads {supported}; for another family, set 'model_type' to "
             "'llama' if its blocks are Llama's (hidden_size, num_hidden_layers, "
             "num_attention_heads, intermediate_size, vocab_size)",
+            message_zh=f"{source}:不支持 model_type {shown!r}",
+            hint_zh=(
+                f"{guess_zh}fitbench 能读取 {supported};其他家族若其模块与 "
+                "Llama 相同(hidden_size、num_hidden_layers、num_attention_heads、"
+                "intermediate_size、vocab_size),可把 'model_type' 设为 "
+                "'llama'"
+            ),
         )
     return _READERS[model_type](_Reader(data, source, model_type))
 
@@ -906,17 +1011,30 @@ def _config_file(path: str | Path) -> Path:
     """`path` itself, or the config.json inside it when it is a folder."""
     p = Path(path).expanduser()
     hint = "pass the path to a config.json or the folder holding it"
+    hint_zh = "请传入 config.json 的路径,或包含它的文件夹"
     try:
         if p.is_dir():
             inner = p / CONFIG_NAME
             if not inner.is_file():
-                raise FitbenchError(f"no {CONFIG_NAME} in folder {p}", hint)
+                raise FitbenchError(
+                    f"no {CONFIG_NAME} in folder {p}",
+                    hint,
+                    message_zh=f"文件夹 {p} 中没有 {CONFIG_NAME}",
+                    hint_zh=hint_zh,
+                )
             return inner
         exists = p.exists()
     except OSError as exc:  # a name too long, a folder we may not enter
-        raise FitbenchError(f"cannot open {p}: {exc.strerror or exc}", hint) from None
+        raise FitbenchError(
+            f"cannot open {p}: {exc.strerror or exc}",
+            hint,
+            message_zh=f"无法打开 {p}:{exc.strerror or exc}",
+            hint_zh=hint_zh,
+        ) from None
     if not exists:
-        raise FitbenchError(f"config file {p} not found", hint)
+        raise FitbenchError(
+            f"config file {p} not found", hint, message_zh=f"没有找到配置文件 {p}", hint_zh=hint_zh
+        )
     return p
 
 
@@ -924,9 +1042,17 @@ def _read_json(config_file: Path) -> dict[str, Any]:
     try:
         text = config_file.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise FitbenchError(f"{config_file} is not UTF-8 text", "pass a Hugging Face config.json") from None
+        raise FitbenchError(
+            f"{config_file} is not UTF-8 text",
+            "pass a Hugging Face config.json",
+            message_zh=f"{config_file} 不是 UTF-8 文本",
+            hint_zh="请传入 Hugging Face 的 config.json",
+        ) from None
     except OSError as exc:
-        raise FitbenchError(f"cannot read {config_file}: {exc.strerror or exc}") from None
+        raise FitbenchError(
+            f"cannot read {config_file}: {exc.strerror or exc}",
+            message_zh=f"无法读取 {config_file}:{exc.strerror or exc}",
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -934,13 +1060,20 @@ def _read_json(config_file: Path) -> dict[str, Any]:
         raise FitbenchError(
             f"{config_file} is not valid JSON: {exc.msg} at {where}",
             "fix the file, or download the model's config.json again",
+            message_zh=f"{config_file} 不是有效的 JSON:{exc.msg},位于 {where}",
+            hint_zh="请修正该文件,或重新下载模型的 config.json",
         ) from None
     except (ValueError, RecursionError) as exc:  # integers too long to convert, absurd nesting
-        raise FitbenchError(f"{config_file} is not a usable JSON file: {str(exc)[:80]}") from None
+        raise FitbenchError(
+            f"{config_file} is not a usable JSON file: {str(exc)[:80]}",
+            message_zh=f"{config_file} 不是可用的 JSON 文件:{str(exc)[:80]}",
+        ) from None
     if not isinstance(data, dict):
         raise FitbenchError(
             f"{config_file} holds a JSON {type(data).__name__}, not an object",
             "a config.json is one JSON object of settings",
+            message_zh=f"{config_file} 中是 JSON {type(data).__name__},不是对象",
+            hint_zh="config.json 是一个由设置组成的 JSON 对象",
         )
     return data
 

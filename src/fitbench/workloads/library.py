@@ -67,10 +67,16 @@ def get_model(name: str) -> LibraryModel:
     model = find(name)
     if model is None:
         close = close_match_hint(name.strip().lower(), models(), n=3, cutoff=0.5)
+        close_zh = close_match_hint(name.strip().lower(), models(), n=3, cutoff=0.5, lang="zh")
         raise FitbenchError(
             f"unknown model '{name[:60]}'",
             f"{close + ' ' if close else ''}`fitbench models` lists the bundled models; "
             "or pass --config PATH for a local config.json",
+            message_zh=f"未知的模型 '{name[:60]}'",
+            hint_zh=(
+                f"{close_zh + ' ' if close_zh else ''}`fitbench models` "
+                "可列出内置模型;也可传入 --config PATH 指定本地 config.json"
+            ),
         )
     return model
 

@@ -223,7 +223,10 @@ def get_workload(name: str, *, tiny: bool = False, **overrides: object) -> Workl
     if key not in table:
         if tiny and key in PRESETS:
             raise FitbenchError(
-                f"workload '{name}' has no tiny variant", "tiny variants exist for " + ", ".join(TINY_PRESETS)
+                f"workload '{name}' has no tiny variant",
+                "tiny variants exist for " + ", ".join(TINY_PRESETS),
+                message_zh=f"工作负载 '{name}' 没有迷你版",
+                hint_zh="有迷你版的预设:" + ", ".join(TINY_PRESETS),
             )
-        raise unknown_name("workload", name, table, list_command="fitbench workloads")
+        raise unknown_name("workload", name, table, kind_zh="工作负载", list_command="fitbench workloads")
     return table[key]().replace(**overrides)

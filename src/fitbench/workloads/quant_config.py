@@ -37,10 +37,19 @@ class _Q(ConfigValues):
         self.data = data
         self.source = source
 
-    def error(self, message: str, hint: str | None = None) -> FitbenchError:
+    def error(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        message_zh: str | None = None,
+        hint_zh: str | None = None,
+    ) -> FitbenchError:
         return FitbenchError(
             f"{self.source}: quantization_config {message}",
             hint or "fix the value, or pass --weights NAME to override it",
+            message_zh=f"{self.source}:quantization_config {message_zh}" if message_zh else None,
+            hint_zh=hint_zh or (None if hint else "请修正该值,或传入 --weights NAME 覆盖它"),
         )
 
     def get(self, *keys: str) -> tuple[str, Any]:
@@ -61,7 +70,7 @@ class _Q(ConfigValues):
         key, value = self.get(*keys)
         if value is None:
             if default is None:
-                raise self.error(f"needs '{key}'")
+                raise self.error(f"needs '{key}'", message_zh=f"需要 '{key}'")
             return default
         if isinstance(value, bool) or not isinstance(value, int):
             shown = (
@@ -69,12 +78,22 @@ class _Q(ConfigValues):
                 if isinstance(value, str)
                 else (repr(value) if isinstance(value, float) else type(value).__name__)
             )
-            raise self.error(f"'{key}' must be a whole number, got {shown[:60]}")
+            raise self.error(
+                f"'{key}' must be a whole number, got {shown[:60]}",
+                message_zh=f"'{key}' 必须是整数,实际为 {shown[:60]}",
+            )
         if allowed is not None and value not in allowed:
-            raise self.error(f"'{key}' is {value}; this method stores {', '.join(map(str, allowed))} bits")
+            raise self.error(
+                f"'{key}' is {value}; this method stores {', '.join(map(str, allowed))} bits",
+                message_zh=f"'{key}' 为 {value};这种方法只存储 {', '.join(map(str, allowed))} 位",
+            )
         if allowed is None and value not in also and not minimum <= value <= maximum:
             extra = f" or {', '.join(map(str, also))}" if also else ""
-            raise self.error(f"'{key}' must be from {minimum} to {maximum}{extra}, got {value}")
+            extra_zh = f",或为 {', '.join(map(str, also))}" if also else ""
+            raise self.error(
+                f"'{key}' must be from {minimum} to {maximum}{extra}, got {value}",
+                message_zh=f"'{key}' 必须在 {minimum} 到 {maximum} 之间{extra_zh},实际为 {value}",
+            )
         return value
 
     def names(self, *keys: str) -> tuple[str, ...]:
@@ -82,7 +101,9 @@ class _Q(ConfigValues):
         if value is None:
             return ()
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.error(f"'{key}' must be a list of module names")
+            raise self.error(
+                f"'{key}' must be a list of module names", message_zh=f"'{key}' 必须是模块名称列表"
+            )
         return tuple(value[:4096])
 
 
@@ -97,6 +118,8 @@ def precision_from_config(data: dict[str, Any], source: str) -> tuple[str, str] 
             raise FitbenchError(
                 f"{source}: '{key}' must be a dtype name such as \"bfloat16\"",
                 "fix the value, or pass --precision",
+                message_zh=f"{source}:'{key}' 必须是数据类型名称,例如 \"bfloat16\"",
+                hint_zh="请修正该值,或传入 --precision",
             )
         name = value.strip().lower().removeprefix("torch.")
         if name == "auto":
@@ -105,6 +128,8 @@ def precision_from_config(data: dict[str, Any], source: str) -> tuple[str, str] 
             raise FitbenchError(
                 f"{source}: '{key}' {value[:40]!r} is not a dtype fitbench knows",
                 "use float16, bfloat16 or float32, or pass --precision",
+                message_zh=f"{source}:'{key}' {value[:40]!r} 不是 fitbench 认识的数据类型",
+                hint_zh="请使用 float16、bfloat16 或 float32,或传入 --precision",
             )
         return DTYPES[name], key
     return None
@@ -119,13 +144,20 @@ def weight_format_from_config(data: dict[str, Any], source: str) -> tuple[Weight
         raise FitbenchError(
             f"{source}: 'quantization_config' must be an object, got {type(raw).__name__}",
             "fix the file, or pass --weights NAME",
+            message_zh=f"{source}:'quantization_config' 必须是对象,实际为 {type(raw).__name__}",
+            hint_zh="请修正该文件,或传入 --weights NAME",
         )
     q = _Q(raw, source)
     method_raw = raw.get("quant_method")
     if method_raw is None and ("load_in_4bit" in raw or "load_in_8bit" in raw):
         method_raw = "bitsandbytes"
     if not isinstance(method_raw, str):
-        raise q.error("needs 'quant_method' as a string", f"fitbench reads {', '.join(METHODS)}")
+        raise q.error(
+            "needs 'quant_method' as a string",
+            f"fitbench reads {', '.join(METHODS)}",
+            message_zh="需要字符串形式的 'quant_method'",
+            hint_zh=f"fitbench 能读取 {', '.join(METHODS)}",
+        )
     method = method_raw.strip().lower().replace("_", "-")
     method = {"fbgemm-fp8": "fbgemm_fp8", "compressed_tensors": "compressed-tensors"}.get(method, method)
     if method not in METHODS:
@@ -134,6 +166,11 @@ def weight_format_from_config(data: dict[str, Any], source: str) -> tuple[Weight
             f"quant_method {shown!r} is not supported",
             f"{did_you_mean(method, METHODS) or ''} fitbench reads {', '.join(METHODS)}; "
             "or pass --weights NAME".strip(),
+            message_zh=f"不支持 quant_method {shown!r}",
+            hint_zh=(
+                f"{did_you_mean(method, METHODS, lang='zh')} fitbench 能读取 "
+                f"{', '.join(METHODS)};或传入 --weights NAME"
+            ),
         )
     reader = {
         "gptq": _gptq,
@@ -178,7 +215,10 @@ def _awq(q: _Q) -> tuple[WeightFormat, None]:
 def _bnb(q: _Q) -> tuple[WeightFormat, None]:
     four, eight = q.flag("load_in_4bit", False), q.flag("load_in_8bit", False)
     if four == eight:
-        raise q.error("must set exactly one of 'load_in_4bit' and 'load_in_8bit' to true")
+        raise q.error(
+            "must set exactly one of 'load_in_4bit' and 'load_in_8bit' to true",
+            message_zh="'load_in_4bit' 和 'load_in_8bit' 必须恰好有一个为 true",
+        )
     skip = q.names("llm_int8_skip_modules", "modules_to_not_convert")
     if eight:
         return WeightFormat(
@@ -186,7 +226,10 @@ def _bnb(q: _Q) -> tuple[WeightFormat, None]:
         ), None
     kind = q.text("bnb_4bit_quant_type", "fp4").lower()
     if kind not in ("nf4", "fp4"):
-        raise q.error(f"'bnb_4bit_quant_type' {kind[:20]!r} is not nf4 or fp4")
+        raise q.error(
+            f"'bnb_4bit_quant_type' {kind[:20]!r} is not nf4 or fp4",
+            message_zh=f"'bnb_4bit_quant_type' {kind[:20]!r} 不是 nf4 或 fp4",
+        )
     return WeightFormat(
         method="bnb-4bit",
         bits=4,
@@ -205,14 +248,22 @@ def _block(q: _Q, key: str, value: Any) -> tuple[int, int]:
         or len(value) != 2
         or not all(type(v) is int and 1 <= v <= MAX_GROUP for v in value)
     ):
-        raise q.error(f"'{key}' must be two positive whole numbers such as [128, 128]")
+        raise q.error(
+            f"'{key}' must be two positive whole numbers such as [128, 128]",
+            message_zh=f"'{key}' 必须是两个正整数,例如 [128, 128]",
+        )
     return value[0], value[1]
 
 
 def _fp8(q: _Q) -> tuple[WeightFormat, None]:
     fmt_name = q.text("fmt", "e4m3").lower()
     if fmt_name not in ("e4m3", "float8_e4m3fn"):
-        raise q.error(f"'fmt' {fmt_name[:20]!r} is not e4m3", "fitbench models fp8 e4m3 weights")
+        raise q.error(
+            f"'fmt' {fmt_name[:20]!r} is not e4m3",
+            "fitbench models fp8 e4m3 weights",
+            message_zh=f"'fmt' {fmt_name[:20]!r} 不是 e4m3",
+            hint_zh="fitbench 按 fp8 e4m3 权重建模",
+        )
     value = q.data.get("weight_block_size")
     block = None if value is None else _block(q, "weight_block_size", value)
     skip = q.names("modules_to_not_convert")
@@ -250,18 +301,30 @@ def _compressed(q: _Q) -> tuple[WeightFormat | None, str | None]:
     if groups is None:
         return None, kv
     if not isinstance(groups, dict) or not groups:
-        raise q.error("'config_groups' must be an object of named schemes")
+        raise q.error(
+            "'config_groups' must be an object of named schemes",
+            message_zh="'config_groups' 必须是由命名方案组成的对象",
+        )
     scheme = next(iter(groups.values()))
     if not isinstance(scheme, dict) or not isinstance(scheme.get("weights"), dict):
-        raise q.error("'config_groups' schemes need a 'weights' object")
+        raise q.error(
+            "'config_groups' schemes need a 'weights' object",
+            message_zh="'config_groups' 的方案需要 'weights' 对象",
+        )
     w = _Q(scheme["weights"], q.source)
     bits = w.int("num_bits", allowed=(2, 4, 8))
     kind = w.text("type", "int").lower()
     if kind not in ("int", "float"):
-        raise q.error(f"weights 'type' {kind[:20]!r} is not int or float")
+        raise q.error(
+            f"weights 'type' {kind[:20]!r} is not int or float",
+            message_zh=f"weights 的 'type' {kind[:20]!r} 不是 int 或 float",
+        )
     strategy = w.text("strategy", "tensor").lower()
     if strategy not in ("tensor", "channel", "group", "block", "tensor_group"):
-        raise q.error(f"weights 'strategy' {strategy[:20]!r} is not tensor, channel, group or block")
+        raise q.error(
+            f"weights 'strategy' {strategy[:20]!r} is not tensor, channel, group or block",
+            message_zh=f"weights 的 'strategy' {strategy[:20]!r} 不是 tensor、channel、group 或 block",
+        )
     ignore = q.names("ignore")
     head = not any(name == "lm_head" or name.endswith("lm_head") for name in ignore)
     acts = scheme.get("input_activations")
@@ -270,7 +333,12 @@ def _compressed(q: _Q) -> tuple[WeightFormat | None, str | None]:
     if strategy in ("group", "tensor_group"):
         group = w.int("group_size", also=(-1,))
     elif strategy == "block":
-        raise q.error("int weights with block scales are not supported", "pass --weights NAME")
+        raise q.error(
+            "int weights with block scales are not supported",
+            "pass --weights NAME",
+            message_zh="不支持带分块缩放的 int 权重",
+            hint_zh="请传入 --weights NAME",
+        )
     else:
         group = -1
     fmt = make_grouped(
@@ -293,7 +361,12 @@ def _compressed_fp8(
 ) -> WeightFormat:
     """compressed-tensors float weights: fp8 with per-tensor, per-channel or block scales."""
     if bits != 8:
-        raise q.error(f"float weights of {bits} bits are not supported", "fitbench models fp8 weights")
+        raise q.error(
+            f"float weights of {bits} bits are not supported",
+            "fitbench models fp8 weights",
+            message_zh=f"不支持 {bits} 位的浮点权重",
+            hint_zh="fitbench 按 fp8 权重建模",
+        )
     block: tuple[int, int] | None = None
     if strategy == "channel":
         block = (0, 0)
@@ -323,12 +396,15 @@ def _kv_scheme(q: _Q) -> str | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise q.error("'kv_cache_scheme' must be an object")
+        raise q.error("'kv_cache_scheme' must be an object", message_zh="'kv_cache_scheme' 必须是对象")
     kv = _Q(value, q.source)
     bits = kv.int("num_bits", allowed=(8,))
     kind = kv.text("type", "float").lower()
     if kind not in ("int", "float"):
-        raise q.error(f"kv_cache_scheme 'type' {kind[:20]!r} is not int or float")
+        raise q.error(
+            f"kv_cache_scheme 'type' {kind[:20]!r} is not int or float",
+            message_zh=f"kv_cache_scheme 的 'type' {kind[:20]!r} 不是 int 或 float",
+        )
     return "fp8" if kind == "float" and bits == 8 else "int8"
 
 

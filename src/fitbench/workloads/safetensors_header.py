@@ -89,29 +89,46 @@ def read_header(stream: BinaryIO, file_size: int, *, source: str = "safetensors"
         raise FitbenchError(
             f"{source}: truncated safetensors file ({len(head)} bytes, the header length alone takes 8)",
             "download the file again",
+            message_zh=f"{source}:safetensors 文件被截断({len(head)} 字节,仅头部长度就要 8 字节)",
+            hint_zh="请重新下载该文件",
         )
     (n,) = struct.unpack("<Q", head)
     if n > MAX_HEADER_BYTES:
         raise FitbenchError(
             f"{source}: safetensors header of {n} bytes is beyond any real checkpoint",
             f"a header is at most {MAX_HEADER_BYTES} bytes; the file is damaged",
+            message_zh=f"{source}:{n} 字节的 safetensors 头部超出了任何真实检查点的大小",
+            hint_zh=f"头部最多 {MAX_HEADER_BYTES} 字节;该文件已损坏",
         )
     if 8 + n > file_size:
         raise FitbenchError(
             f"{source}: safetensors header length {n} runs past the end of the {file_size}-byte file",
             "the file is truncated; download it again",
+            message_zh=f"{source}:safetensors 头部长度 {n} 超出了 {file_size} 字节文件的末尾",
+            hint_zh="文件被截断;请重新下载",
         )
     raw = stream.read(n)
     if len(raw) != n:
-        raise FitbenchError(f"{source}: truncated safetensors header", "download the file again")
+        raise FitbenchError(
+            f"{source}: truncated safetensors header",
+            "download the file again",
+            message_zh=f"{source}:safetensors 头部被截断",
+            hint_zh="请重新下载该文件",
+        )
     try:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise FitbenchError(
-            f"{source}: the safetensors header is not valid JSON", "download the file again"
+            f"{source}: the safetensors header is not valid JSON",
+            "download the file again",
+            message_zh=f"{source}:safetensors 头部不是有效的 JSON",
+            hint_zh="请重新下载该文件",
         ) from None
     if not isinstance(header, dict):
-        raise FitbenchError(f"{source}: the safetensors header is not a JSON object")
+        raise FitbenchError(
+            f"{source}: the safetensors header is not a JSON object",
+            message_zh=f"{source}:safetensors 头部不是 JSON 对象",
+        )
     return header
 
 
@@ -127,19 +144,27 @@ def size_from_header(
             continue
         shown = name if len(name) <= 60 else name[:57] + "..."
         if not isinstance(info, dict):
-            raise FitbenchError(f"{source}: tensor '{shown}' is not described by an object")
+            raise FitbenchError(
+                f"{source}: tensor '{shown}' is not described by an object",
+                message_zh=f"{source}:张量 '{shown}' 的描述不是对象",
+            )
         dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
         if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
             raise FitbenchError(
                 f"{source}: tensor '{shown}' has unknown dtype {str(dtype)[:20]!r}",
                 "safetensors dtypes are " + ", ".join(DTYPE_BITS),
+                message_zh=f"{source}:张量 '{shown}' 的数据类型 {str(dtype)[:20]!r} 未知",
+                hint_zh="safetensors 的数据类型有 " + ", ".join(DTYPE_BITS),
             )
         if (
             not isinstance(shape, list)
             or len(shape) > 16
             or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**48 for d in shape)
         ):
-            raise FitbenchError(f"{source}: tensor '{shown}' has an invalid shape")
+            raise FitbenchError(
+                f"{source}: tensor '{shown}' has an invalid shape",
+                message_zh=f"{source}:张量 '{shown}' 的形状无效",
+            )
         if (
             not isinstance(offsets, list)
             or len(offsets) != 2
@@ -150,6 +175,10 @@ def size_from_header(
                 f"{source}: tensor '{shown}' has byte range {str(offsets)[:40]} outside the "
                 f"{data_size} data bytes",
                 "the file is damaged; download it again",
+                message_zh=(
+                    f"{source}:张量 '{shown}' 的字节范围 {str(offsets)[:40]} 超出了 {data_size} 字节的数据区"
+                ),
+                hint_zh="文件已损坏;请重新下载",
             )
         elements = math.prod(shape)
         nbytes = (elements * DTYPE_BITS[dtype] + 7) // 8
@@ -158,6 +187,11 @@ def size_from_header(
                 f"{source}: tensor '{shown}' spans {offsets[1] - offsets[0]} bytes but its "
                 f"shape and dtype need {nbytes}",
                 "the file is damaged; download it again",
+                message_zh=(
+                    f"{source}:张量 '{shown}' 占 {offsets[1] - offsets[0]} 字节,"
+                    f"但其形状和数据类型需要 {nbytes} 字节"
+                ),
+                hint_zh="文件已损坏;请重新下载",
             )
         bytes_by[dtype] = bytes_by.get(dtype, 0) + nbytes
         elems_by[dtype] = elems_by.get(dtype, 0) + elements
@@ -169,6 +203,8 @@ def size_from_header(
             raise FitbenchError(
                 f"{source}: tensors '{a}' and '{b}' overlap in the data",
                 "the file is damaged; download it again",
+                message_zh=f"{source}:张量 '{a}' 和 '{b}' 的数据区重叠",
+                hint_zh="文件已损坏;请重新下载",
             )
     return CheckpointSize(bytes_by, elems_by, 1)
 
@@ -182,7 +218,9 @@ def read_file(path: str | Path) -> CheckpointSize:
             header = read_header(stream, size, source=str(p))
             header_length = stream.tell() - 8
     except OSError as exc:
-        raise FitbenchError(f"cannot read {p}: {exc.strerror or exc}") from None
+        raise FitbenchError(
+            f"cannot read {p}: {exc.strerror or exc}", message_zh=f"无法读取 {p}:{exc.strerror or exc}"
+        ) from None
     return size_from_header(header, size - 8 - header_length, source=str(p))
 
 
@@ -194,25 +232,46 @@ def read_checkpoint(folder: str | Path) -> CheckpointSize | None:
     if index.is_file():
         try:
             if index.stat().st_size > MAX_INDEX_BYTES:
-                raise FitbenchError(f"{index} is larger than any real index", "the file is damaged")
+                raise FitbenchError(
+                    f"{index} is larger than any real index",
+                    "the file is damaged",
+                    message_zh=f"{index} 比任何真实的索引文件都大",
+                    hint_zh="该文件已损坏",
+                )
             data = json.loads(index.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-            raise FitbenchError(f"{index} is not a readable JSON index", "download it again") from None
+            raise FitbenchError(
+                f"{index} is not a readable JSON index",
+                "download it again",
+                message_zh=f"{index} 不是可读的 JSON 索引",
+                hint_zh="请重新下载",
+            ) from None
         weight_map = data.get("weight_map") if isinstance(data, dict) else None
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-            raise FitbenchError(f"{index} has no 'weight_map' of tensor names to files")
+            raise FitbenchError(
+                f"{index} has no 'weight_map' of tensor names to files",
+                message_zh=f"{index} 中没有把张量名映射到文件的 'weight_map'",
+            )
         shards = sorted(set(weight_map.values()))
         if len(shards) > MAX_SHARDS:
-            raise FitbenchError(f"{index} names {len(shards)} shards, beyond any real checkpoint")
+            raise FitbenchError(
+                f"{index} names {len(shards)} shards, beyond any real checkpoint",
+                message_zh=f"{index} 列出了 {len(shards)} 个分片,超出了任何真实检查点",
+            )
         total = CheckpointSize()
         for shard in shards:
             path = (root / shard).resolve()
             if root.resolve() not in path.parents:
-                raise FitbenchError(f"{index} names a shard outside the model folder: {shard[:60]!r}")
+                raise FitbenchError(
+                    f"{index} names a shard outside the model folder: {shard[:60]!r}",
+                    message_zh=f"{index} 列出了模型文件夹之外的分片:{shard[:60]!r}",
+                )
             if not path.is_file():
                 raise FitbenchError(
                     f"{index} names {shard[:60]!r}, which is not in {root}",
                     "download every shard, or remove the index",
+                    message_zh=f"{index} 列出了 {shard[:60]!r},但它不在 {root} 中",
+                    hint_zh="请下载所有分片,或删除该索引",
                 )
             total = total.merged(read_file(path))
         return total

@@ -132,30 +132,44 @@ class Workload:
                 raise FitbenchError(
                     f"{field_name.replace('_', '-')} must be a name, got {value!r}",
                     f"pass --{field_name.replace('_', '-')} as text",
+                    message_zh=f"{field_name.replace('_', '-')} 必须是名称,实际为 {value!r}",
+                    hint_zh=f"请以文本形式传入 --{field_name.replace('_', '-')}",
                 )
         if self.peft is not None and not isinstance(self.peft, str):
-            raise FitbenchError(f"peft must be a name, got {self.peft!r}", "use lora or qlora")
+            raise FitbenchError(
+                f"peft must be a name, got {self.peft!r}",
+                "use lora or qlora",
+                message_zh=f"peft 必须是名称,实际为 {self.peft!r}",
+                hint_zh="请使用 lora 或 qlora",
+            )
         for field_name in ("checkpointing", "tiny"):
             if not isinstance(getattr(self, field_name), bool):
                 raise FitbenchError(
                     f"{field_name} must be true or false, got {getattr(self, field_name)!r}",
                     f"pass {field_name}=True or False",
+                    message_zh=f"{field_name} 必须是 true 或 false,实际为 {getattr(self, field_name)!r}",
+                    hint_zh=f"请传入 {field_name}=True 或 False",
                 )
 
     def _check_names(self) -> None:
         """Every named choice is one of its set (with the closest names as a hint)."""
         named = (
-            ("mode", "mode", MODES),
-            ("optimizer", "optimizer", OPTIMIZERS),
-            ("attention", "attention", ATTENTION_IMPLS),
-            ("peft", "fine-tuning method", PEFT_METHODS),
-            ("lora_targets", "LoRA targets", LORA_TARGETS),
-            ("optimizer_impl", "optimizer implementation", OPTIMIZER_IMPLS),
+            ("mode", "mode", "模式", MODES),
+            ("optimizer", "optimizer", "优化器", OPTIMIZERS),
+            ("attention", "attention", "注意力实现", ATTENTION_IMPLS),
+            ("peft", "fine-tuning method", "微调方法", PEFT_METHODS),
+            ("lora_targets", "LoRA targets", "LoRA 目标模块", LORA_TARGETS),
+            ("optimizer_impl", "optimizer implementation", "优化器实现", OPTIMIZER_IMPLS),
         )
-        for field_name, what, choices in named:
+        for field_name, what, what_zh, choices in named:
             value = getattr(self, field_name)
             if value is not None and value not in choices:
-                raise FitbenchError(f"unknown {what} '{value}'", did_you_mean(value, choices))
+                raise FitbenchError(
+                    f"unknown {what} '{value}'",
+                    did_you_mean(value, choices),
+                    message_zh=f"未知的{what_zh} '{value}'",
+                    hint_zh=did_you_mean(value, choices, lang="zh"),
+                )
         # One spelling per strategy ('fsdp' is fsdp-full-shard), one of fitbench.core.names.Strategy.
         canonical = strategy(STRATEGY_ALIASES.get(self.strategy, self.strategy))
         object.__setattr__(self, "strategy", canonical.value)
@@ -163,6 +177,8 @@ class Workload:
             raise FitbenchError(
                 f"--peft {self.peft} fine-tunes a transformer",
                 "use it with --mode train on an encoder or decoder workload",
+                message_zh=f"--peft {self.peft} 用于微调 transformer",
+                hint_zh="请在编码器或解码器工作负载上配合 --mode train 使用",
             )
 
     def _check_sizes(self) -> None:
@@ -176,31 +192,55 @@ class Workload:
                 raise FitbenchError(
                     f"{flag} must be a positive integer, got {value!r}",
                     f"use a whole number from 1 to {limit}",
+                    message_zh=f"{flag} 必须是正整数,实际为 {value!r}",
+                    hint_zh=f"请使用 1 到 {limit} 之间的整数",
                 )
             if value > limit:
                 raise FitbenchError(
-                    f"{field_name.replace('_', '-')} {value} is beyond any real job", f"use at most {limit}"
+                    f"{field_name.replace('_', '-')} {value} is beyond any real job",
+                    f"use at most {limit}",
+                    message_zh=f"{field_name.replace('_', '-')} {value} 超出了任何真实任务的范围",
+                    hint_zh=f"请使用不超过 {limit} 的值",
                 )
 
     def _check_shape(self) -> None:
         """The input sizes the job's family needs, a precision that can train, and a sequence
         the model's learned positions can hold."""
         if self.is_resnet and self.image_size is None:
-            raise FitbenchError("a ResNet workload needs an image size", "pass --image-size")
+            raise FitbenchError(
+                "a ResNet workload needs an image size",
+                "pass --image-size",
+                message_zh="ResNet 工作负载需要图像尺寸",
+                hint_zh="请传入 --image-size",
+            )
         if self.is_resnet and self.image_size is not None and self.image_size < 8:
-            raise FitbenchError(f"image-size {self.image_size} is too small for a ResNet", "use 8 or more")
+            raise FitbenchError(
+                f"image-size {self.image_size} is too small for a ResNet",
+                "use 8 or more",
+                message_zh=f"image-size {self.image_size} 对 ResNet 来说太小",
+                hint_zh="请使用 8 或更大的值",
+            )
         needs_tokens = self.prompt_tokens is None or self.new_tokens is None
         if not self.is_resnet and self.is_generation and needs_tokens:
             raise FitbenchError(
                 "generation needs --prompt-tokens and --new-tokens",
                 "pass both, e.g. --prompt-tokens 50 --new-tokens 100, or --mode train",
+                message_zh="生成任务需要 --prompt-tokens 和 --new-tokens",
+                hint_zh="两者都要给出,例如 --prompt-tokens 50 --new-tokens 100,或使用 --mode train",
             )
         if not self.is_resnet and not self.is_generation and self.seq_len is None:
-            raise FitbenchError("a transformer workload needs a sequence length", "pass --seq-len")
+            raise FitbenchError(
+                "a transformer workload needs a sequence length",
+                "pass --seq-len",
+                message_zh="transformer 工作负载需要序列长度",
+                hint_zh="请传入 --seq-len",
+            )
         if not self.precision_info.training and self.mode == "train":
             raise FitbenchError(
                 f"precision '{self.precision}' is for inference only",
                 "use --mode infer, or fp32/amp-fp16/amp-bf16/fp16/bf16 to train",
+                message_zh=f"精度 '{self.precision}' 只用于推理",
+                hint_zh="请使用 --mode infer,或用 fp32/amp-fp16/amp-bf16/fp16/bf16 训练",
             )
         if isinstance(self.arch, TransformerArch) and self.arch.position == "learned":
             longest, most = self.tokens_per_sequence, self.arch.max_positions
@@ -208,44 +248,71 @@ class Workload:
                 if self.is_generation:
                     what = f"prompt and new tokens ({self.prompt_tokens} + {self.new_tokens} = {longest})"
                     hint = f"keep --prompt-tokens plus --new-tokens at {most} or less"
+                    what_zh = f"提示词与新 token 合计({self.prompt_tokens} + {self.new_tokens} = {longest})"
+                    hint_zh = f"请让 --prompt-tokens 与 --new-tokens 之和不超过 {most}"
                 else:
                     what, hint = f"sequence of {longest} tokens", f"use --seq-len {most} or less"
-                raise FitbenchError(f"{what} is longer than the model's {most} positions", hint)
+                    what_zh, hint_zh = f"{longest} 个 token 的序列", f"请使用不超过 {most} 的 --seq-len"
+                raise FitbenchError(
+                    f"{what} is longer than the model's {most} positions",
+                    hint,
+                    message_zh=f"{what_zh}超过了模型的 {most} 个位置",
+                    hint_zh=hint_zh,
+                )
 
     def _check_storage(self) -> None:
         """--weights and --kv-cache: a quantized model generates or classifies in 16 bit."""
         if self.weights is not None:
             if not isinstance(self.weights, WeightFormat):
                 raise FitbenchError(
-                    f"weights must be a weight format, got {self.weights!r}", "pass --weights NAME"
+                    f"weights must be a weight format, got {self.weights!r}",
+                    "pass --weights NAME",
+                    message_zh=f"weights 必须是权重格式,实际为 {self.weights!r}",
+                    hint_zh="请传入 --weights NAME",
                 )
             if self.precision in LEGACY:
                 raise FitbenchError(
                     f"--weights {self.weights.label} and --precision {self.precision} both "
                     "say how weights are stored",
                     "give one of them; with --weights use --precision fp16 or bf16 for the compute dtype",
+                    message_zh=(
+                        f"--weights {self.weights.label} 和 --precision {self.precision} "
+                        "都指定了权重的存储方式"
+                    ),
+                    hint_zh="两者只能给一个;使用 --weights 时,请用 --precision fp16 或 bf16 指定计算精度",
                 )
             if self.mode == "train":
                 raise FitbenchError(
                     f"quantized weights ({self.weights.label}) are for inference",
                     "use --mode infer, or --peft qlora to fine-tune a 4-bit model",
+                    message_zh=f"量化权重({self.weights.label})只用于推理",
+                    hint_zh="请使用 --mode infer,或用 --peft qlora 微调 4 位模型",
                 )
             if self.precision not in ("fp16", "bf16"):
                 raise FitbenchError(
                     f"quantized weights ({self.weights.label}) compute in 16 bit, not {self.precision}",
                     "use --precision fp16 or bf16",
+                    message_zh=f"量化权重({self.weights.label})以 16 位计算,不支持 {self.precision}",
+                    hint_zh="请使用 --precision fp16 或 bf16",
                 )
             if isinstance(self.arch, ResNetArch):
-                raise FitbenchError("--weights applies to transformer models", "use --precision int8 or int4")
+                raise FitbenchError(
+                    "--weights applies to transformer models",
+                    "use --precision int8 or int4",
+                    message_zh="--weights 只适用于 transformer 模型",
+                    hint_zh="请使用 --precision int8 或 int4",
+                )
         if self.kv_cache is not None:
             object.__setattr__(self, "kv_cache", check_kv_cache(self.kv_cache))
             if not self.is_generation:
                 raise FitbenchError(
                     "--kv-cache applies to generation: this job keeps no KV cache",
                     "use it with a decoder and --mode infer, or drop --kv-cache",
+                    message_zh="--kv-cache 只适用于生成任务:这个任务不保留 KV 缓存",
+                    hint_zh="请在解码器上配合 --mode infer 使用,或去掉 --kv-cache",
                 )
         if not isinstance(self.origin, tuple) or not all(isinstance(o, str) for o in self.origin):
-            raise FitbenchError("origin must be a tuple of notes")
+            raise FitbenchError("origin must be a tuple of notes", message_zh="origin 必须是由说明组成的元组")
 
     # -- what kind of job ---------------------------------------------------------------------
     @property

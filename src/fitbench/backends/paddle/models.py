@@ -437,6 +437,13 @@ def build_transformer(arch: TransformerArch, *, checkpointing: bool = False) -> 
             "latent attention, sliding windows, parallel blocks or extra norms)",
             "`fitbench estimate` covers it; run it with --backend torch where the torch "
             "backend builds it, or estimate only",
+            message_zh=(
+                f"paddle 后端无法构建这个 {arch.model_type or arch.kind}("
+                "专家层、潜在注意力、滑动窗口、并行块或额外的归一化层)"
+            ),
+            hint_zh=(
+                "`fitbench estimate` 可以估算它;若 torch 后端能构建,请用 --backend torch 运行,否则只做估算"
+            ),
         )
     if arch.kind == "encoder":
         return (

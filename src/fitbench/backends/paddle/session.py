@@ -60,7 +60,12 @@ def parse_device(device: str) -> tuple[str, int | None]:
     kind, _, index = text.partition(":")
     if kind in ("cuda", "gpu") and (not index or index.isdigit()):
         return "gpu", int(index) if index else 0
-    raise FitbenchError(f"unknown device '{device}'", "use cpu, cuda or cuda:N")
+    raise FitbenchError(
+        f"unknown device '{device}'",
+        "use cpu, cuda or cuda:N",
+        message_zh=f"未知的设备 '{device}'",
+        hint_zh="请使用 cpu、cuda 或 cuda:N",
+    )
 
 
 def check_gpu(index: int) -> None:
@@ -69,11 +74,19 @@ def check_gpu(index: int) -> None:
         raise FitbenchError(
             "this PaddlePaddle build has no CUDA support",
             "install the paddlepaddle-gpu 3.3 wheel from PaddlePaddle's own index, or use --device cpu",
+            message_zh="当前 PaddlePaddle 构建不支持 CUDA",
+            hint_zh="请从 PaddlePaddle 官方源安装 paddlepaddle-gpu 3.3 wheel,或使用 --device cpu",
         )
     count = paddle.device.cuda.device_count()
     if index >= count:
         hint = "use --device cuda:0" if count else "check the driver with nvidia-smi, or use --device cpu"
-        raise FitbenchError(f"no GPU cuda:{index} (PaddlePaddle sees {count})", hint)
+        hint_zh = "请使用 --device cuda:0" if count else "请用 nvidia-smi 检查驱动,或使用 --device cpu"
+        raise FitbenchError(
+            f"no GPU cuda:{index} (PaddlePaddle sees {count})",
+            hint,
+            message_zh=f"没有 GPU cuda:{index}(PaddlePaddle 检测到 {count} 块)",
+            hint_zh=hint_zh,
+        )
 
 
 def select_device(device: str) -> tuple[str, int | None]:
@@ -145,6 +158,8 @@ def plan_precision(
         raise FitbenchError(
             f"the paddle backend does not run {p.name} weights",
             "use --backend torch, or `fitbench estimate` for quantized memory and speed",
+            message_zh=f"paddle 后端不能运行 {p.name} 权重",
+            hint_zh="请使用 --backend torch,或用 `fitbench estimate` 估算量化后的显存与速度",
         )
     if exec_mode == ExecMode.TUNED:
         if capability is not None:
@@ -286,7 +301,12 @@ def make_optimizer(
         return paddle.optimizer.Momentum(
             learning_rate=LEARNING_RATE, momentum=0.9, parameters=parameters, use_multi_tensor=multi_tensor
         )
-    raise FitbenchError(f"the paddle backend has no optimizer '{name}'", "use adam, adamw, sgd or momentum")
+    raise FitbenchError(
+        f"the paddle backend has no optimizer '{name}'",
+        "use adam, adamw, sgd or momentum",
+        message_zh=f"paddle 后端没有优化器 '{name}'",
+        hint_zh="请使用 adam、adamw、sgd 或 momentum",
+    )
 
 
 def optimizer_note(name: str, optimizer: paddle.optimizer.Optimizer, *, multi_tensor: bool) -> str:
@@ -394,6 +414,8 @@ class PaddleSession(Session):
             raise FitbenchError(
                 "this PaddlePaddle build has no paddle.distributed.fleet.utils.recompute",
                 "run without --checkpointing",
+                message_zh="当前 PaddlePaddle 构建没有 paddle.distributed.fleet.utils.recompute",
+                hint_zh="去掉 --checkpointing 运行",
             )
         warn: list[str] = list(self.plan.notes)
         framework_warnings: list[str] = []

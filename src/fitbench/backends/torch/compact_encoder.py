@@ -46,6 +46,8 @@ def check_bert_layout(arch: TransformerArch) -> None:
         raise FitbenchError(
             f"--exec tuned builds BERT-style encoders; this one has {'; '.join(problems)}",
             "use --exec default for this model",
+            message_zh=f"--exec tuned 只构建 BERT 式编码器;这个模型有 {';'.join(problems)}",
+            hint_zh="这个模型请使用 --exec default",
         )
 
 

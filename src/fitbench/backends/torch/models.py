@@ -300,11 +300,16 @@ class FirstToken(nn.Module):
         return hidden_states[:, 0]
 
 
-def _unsupported(what: str, arch: TransformerArch) -> FitbenchError:
+def _unsupported(what: str, arch: TransformerArch, what_zh: str) -> FitbenchError:
     return FitbenchError(
         f"the torch backend cannot build this {arch.kind} ({what})",
         "`fitbench estimate` covers it; `fitbench run` builds BERT-style encoders and "
         "Llama/Qwen2/GPT-2/Mistral/Mixtral-style decoders",
+        message_zh=f"torch 后端无法构建这个 {arch.kind}({what_zh})",
+        hint_zh=(
+            "`fitbench estimate` 可以估算它;`fitbench run` 能构建 BERT "
+            "式编码器和 Llama/Qwen2/GPT-2/Mistral/Mixtral 式解码器"
+        ),
     )
 
 
@@ -312,13 +317,23 @@ def bert_config(arch: TransformerArch, *, attention: str) -> Any:
     from transformers import BertConfig
 
     if arch.mlp != "gelu" or arch.norm != "layernorm" or arch.position != "learned":
-        raise _unsupported(f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}", arch)
+        raise _unsupported(
+            f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}",
+            arch,
+            f"mlp {arch.mlp}、norm {arch.norm}、position {arch.position}",
+        )
     if arch.extra_params or arch.norms_per_layer != 2 or arch.qk_norm != "none" or arch.patch_size:
-        raise _unsupported("relative-position tables, extra norms or patch embeddings (DeBERTa, ViT)", arch)
+        raise _unsupported(
+            "relative-position tables, extra norms or patch embeddings (DeBERTa, ViT)",
+            arch,
+            "相对位置表、额外的归一化层或 patch 嵌入(DeBERTa、ViT)",
+        )
     if not (arch.qkv_bias and arch.out_bias and arch.mlp_bias):
-        raise _unsupported("linear layers without bias", arch)
+        raise _unsupported("linear layers without bias", arch, "没有偏置的线性层")
     if arch.kv_heads != arch.num_heads or arch.dim_head * arch.num_heads != arch.hidden_size:
-        raise _unsupported("grouped-query attention or a custom head size", arch)
+        raise _unsupported(
+            "grouped-query attention or a custom head size", arch, "分组查询注意力或自定义的注意力头维度"
+        )
     config = BertConfig(
         vocab_size=arch.vocab_size,
         hidden_size=arch.hidden_size,
@@ -373,7 +388,11 @@ def decoder_config(arch: TransformerArch, *, attention: str) -> Any:
         and not arch.extra_params
     )
     if not plain:
-        raise _unsupported("latent attention, query/key norms, parallel blocks or extra norms", arch)
+        raise _unsupported(
+            "latent attention, query/key norms, parallel blocks or extra norms",
+            arch,
+            "潜在注意力、query/key 归一化、并行块或额外的归一化层",
+        )
     if arch.is_moe or arch.sliding_layers:
         return _mixtral_or_mistral_config(arch, attention=attention)
     if arch.mlp == "swiglu" and arch.norm == "rmsnorm" and arch.position == "rotary":
@@ -393,15 +412,21 @@ def decoder_config(arch: TransformerArch, *, attention: str) -> Any:
             )
         elif arch.qkv_bias and not arch.out_bias and not arch.mlp_bias:
             if arch.dim_head * arch.num_heads != arch.hidden_size:
-                raise _unsupported("Qwen2-style biases with a custom head size", arch)
+                raise _unsupported(
+                    "Qwen2-style biases with a custom head size", arch, "Qwen2 式偏置加自定义的注意力头维度"
+                )
             config = transformers.Qwen2Config(**common)
         else:
-            raise _unsupported("an output-projection bias without q/k/v biases", arch)
+            raise _unsupported(
+                "an output-projection bias without q/k/v biases", arch, "有输出投影偏置却没有 q/k/v 偏置"
+            )
     elif arch.mlp == "gelu" and arch.norm == "layernorm" and arch.position == "learned":
         if not (arch.qkv_bias and arch.out_bias and arch.mlp_bias):
-            raise _unsupported("a GPT-style decoder without biases", arch)
+            raise _unsupported("a GPT-style decoder without biases", arch, "没有偏置的 GPT 式解码器")
         if arch.kv_heads != arch.num_heads or arch.dim_head * arch.num_heads != arch.hidden_size:
-            raise _unsupported("a GPT-style decoder with grouped-query attention", arch)
+            raise _unsupported(
+                "a GPT-style decoder with grouped-query attention", arch, "使用分组查询注意力的 GPT 式解码器"
+            )
         config = transformers.GPT2Config(
             vocab_size=arch.vocab_size,
             n_positions=arch.max_positions,
@@ -412,7 +437,11 @@ def decoder_config(arch: TransformerArch, *, attention: str) -> Any:
             tie_word_embeddings=arch.tie_embeddings,
         )
     else:
-        raise _unsupported(f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}", arch)
+        raise _unsupported(
+            f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}",
+            arch,
+            f"mlp {arch.mlp}、norm {arch.norm}、position {arch.position}",
+        )
     config._attn_implementation = attention
     return config
 
@@ -423,15 +452,25 @@ def _mixtral_or_mistral_config(arch: TransformerArch, *, attention: str) -> Any:
     import transformers
 
     if not (arch.mlp == "swiglu" and arch.norm == "rmsnorm" and arch.position == "rotary"):
-        raise _unsupported(f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}", arch)
+        raise _unsupported(
+            f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}",
+            arch,
+            f"mlp {arch.mlp}、norm {arch.norm}、position {arch.position}",
+        )
     if arch.qkv_bias or arch.out_bias or arch.mlp_bias:
-        raise _unsupported("biases in a sliding-window or mixture-of-experts decoder", arch)
+        raise _unsupported(
+            "biases in a sliding-window or mixture-of-experts decoder",
+            arch,
+            "滑动窗口或混合专家解码器中的偏置",
+        )
     if arch.sliding_layers not in (0, arch.num_layers):
-        raise _unsupported("sliding windows on some layers only", arch)
+        raise _unsupported("sliding windows on some layers only", arch, "只有部分层使用滑动窗口")
     if arch.is_moe and (
         arch.shared_intermediate_size or arch.dense_layers or arch.moe_every != 1 or arch.expert_score_bias
     ):
-        raise _unsupported("shared experts or dense layers between expert layers", arch)
+        raise _unsupported(
+            "shared experts or dense layers between expert layers", arch, "共享专家,或专家层之间的稠密层"
+        )
     common = dict(
         vocab_size=arch.vocab_size,
         hidden_size=arch.hidden_size,

@@ -41,6 +41,7 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
 FAN_IN_FAN_OUT = ("gpt2",)
 
 QLORA_HINT = "pip install bitsandbytes; `fitbench estimate --peft qlora` covers it"
+QLORA_HINT_ZH = "pip install bitsandbytes;`fitbench estimate --peft qlora` 可以估算它"
 
 
 def _import_peft() -> Any:
@@ -50,6 +51,8 @@ def _import_peft() -> Any:
         raise FitbenchError(
             "LoRA measurement needs the peft library",
             "pip install 'fitbench[peft]'; `fitbench estimate --peft lora` covers it",
+            message_zh="LoRA 实测需要 peft 库",
+            hint_zh="pip install 'fitbench[peft]';`fitbench estimate --peft lora` 可以估算它",
         ) from exc
     return peft
 
@@ -70,6 +73,8 @@ def target_modules(model_type: str, targets: str) -> list[str]:
         raise FitbenchError(
             f"LoRA measurement has no target list for '{model_type or 'this'}' models",
             f"it covers {covered}; `fitbench estimate --peft` covers others",
+            message_zh=f"LoRA 实测没有 '{model_type or 'this'}' 模型的目标模块列表",
+            hint_zh=f"已覆盖:{covered};其他模型可用 `fitbench estimate --peft` 估算",
         )
     table = TARGET_MODULES[model_type]
     names = list(table["attention"])
@@ -104,7 +109,10 @@ def apply_lora(model: nn.Module, workload: Workload) -> nn.Module:
     `quantize_for_qlora` returns: peft then uses its bitsandbytes-aware LoRA layers.
     """
     if workload.peft is None:
-        raise FitbenchError("apply_lora needs a workload with --peft lora or qlora")
+        raise FitbenchError(
+            "apply_lora needs a workload with --peft lora or qlora",
+            message_zh="apply_lora 需要带 --peft lora 或 qlora 的工作负载",
+        )
     peft = _import_peft()
     config = lora_config(model, workload)
     with warnings.catch_warnings():
@@ -157,10 +165,20 @@ def quantize_for_qlora(
     try:
         import bitsandbytes as bnb
     except Exception as exc:
-        raise FitbenchError("QLoRA measurement needs bitsandbytes (CUDA)", QLORA_HINT) from exc
+        raise FitbenchError(
+            "QLoRA measurement needs bitsandbytes (CUDA)",
+            QLORA_HINT,
+            message_zh="QLoRA 实测需要 bitsandbytes(CUDA)",
+            hint_zh=QLORA_HINT_ZH,
+        ) from exc
     device = torch.device(device)
     if device.type != "cuda":
-        raise FitbenchError("QLoRA measurement needs bitsandbytes (CUDA)", QLORA_HINT)
+        raise FitbenchError(
+            "QLoRA measurement needs bitsandbytes (CUDA)",
+            QLORA_HINT,
+            message_zh="QLoRA 实测需要 bitsandbytes(CUDA)",
+            hint_zh=QLORA_HINT_ZH,
+        )
     from fitbench.backends.torch.quant import build_quantized
 
     model, notes = build_quantized(workload, bits=4, device=device)

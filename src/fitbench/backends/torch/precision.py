@@ -122,16 +122,25 @@ def _quantized_plan(info: Precision, device: torch.device, *, training: bool) ->
     """int8 / int4 weights through bitsandbytes: inference on a CUDA GPU only."""
     key = info.name
     if training:
-        raise FitbenchError(f"precision '{key}' is for inference only", "use --mode infer")
+        raise FitbenchError(
+            f"precision '{key}' is for inference only",
+            "use --mode infer",
+            message_zh=f"精度 '{key}' 只用于推理",
+            hint_zh="请使用 --mode infer",
+        )
     if importlib.util.find_spec("bitsandbytes") is None:
         raise FitbenchError(
             "int8/int4 measurement needs bitsandbytes",
             "pip install bitsandbytes (CUDA only); `fitbench estimate` covers it",
+            message_zh="int8/int4 实测需要 bitsandbytes",
+            hint_zh="pip install bitsandbytes(仅支持 CUDA);`fitbench estimate` 可以估算它",
         )
     if device.type != "cuda":
         raise FitbenchError(
             "int8/int4 measurement needs a CUDA GPU",
             "run with --device cuda; `fitbench estimate` covers it",
+            message_zh="int8/int4 实测需要 CUDA GPU",
+            hint_zh="请使用 --device cuda 运行;`fitbench estimate` 可以估算它",
         )
     return PrecisionPlan(requested=key, in_effect=key, param_dtype=torch.float16, quant_bits=info.quant_bits)
 

@@ -106,10 +106,15 @@ def build_quantized(
         raise FitbenchError(
             "int8/int4 measurement needs a working bitsandbytes",
             f"pip install bitsandbytes (CUDA only) — import failed: {type(exc).__name__}",
+            message_zh="int8/int4 实测需要可用的 bitsandbytes",
+            hint_zh=f"pip install bitsandbytes(仅支持 CUDA)— 导入失败:{type(exc).__name__}",
         ) from exc
     if workload.is_resnet:
         raise FitbenchError(
-            "int8/int4 measurement covers transformer models", "use fp16 or bf16 for a ResNet"
+            "int8/int4 measurement covers transformer models",
+            "use fp16 or bf16 for a ResNet",
+            message_zh="int8/int4 实测只支持 transformer 模型",
+            hint_zh="ResNet 请使用 fp16 或 bf16",
         )
     model, notes = build_model(workload, device=torch.device("meta"), dtype=torch.float16)
     for module_name, module in list(model.named_modules()):

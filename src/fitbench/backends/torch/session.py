@@ -61,23 +61,36 @@ def resolve_device(device: str) -> torch.device:
     try:
         dev = torch.device(device)
     except RuntimeError as exc:
-        raise FitbenchError(f"unknown device '{device}'", "use cpu, cuda or cuda:N") from exc
+        raise FitbenchError(
+            f"unknown device '{device}'",
+            "use cpu, cuda or cuda:N",
+            message_zh=f"未知的设备 '{device}'",
+            hint_zh="请使用 cpu、cuda 或 cuda:N",
+        ) from exc
     if dev.type == "cpu":
         return dev
     if dev.type != "cuda":
         raise FitbenchError(
-            f"the torch backend measures on cpu or cuda, not '{device}'", "use cpu, cuda or cuda:N"
+            f"the torch backend measures on cpu or cuda, not '{device}'",
+            "use cpu, cuda or cuda:N",
+            message_zh=f"torch 后端只能在 cpu 或 cuda 上实测,不支持 '{device}'",
+            hint_zh="请使用 cpu、cuda 或 cuda:N",
         )
     if not torch.cuda.is_available():
         build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
         raise FitbenchError(
-            f"no CUDA GPU found (torch {torch.__version__}, {build}, sees none)", "use --device cpu"
+            f"no CUDA GPU found (torch {torch.__version__}, {build}, sees none)",
+            "use --device cpu",
+            message_zh=f"没有找到 CUDA GPU(torch {torch.__version__},{build},未检测到任何 GPU)",
+            hint_zh="请使用 --device cpu",
         )
     index = 0 if dev.index is None else dev.index
     if index >= torch.cuda.device_count():
         raise FitbenchError(
             f"no CUDA device {index}: torch sees {torch.cuda.device_count()}",
             f"use --device cuda:0 … cuda:{torch.cuda.device_count() - 1}",
+            message_zh=f"没有 CUDA 设备 {index}:torch 检测到 {torch.cuda.device_count()} 块",
+            hint_zh=f"请使用 --device cuda:0 … cuda:{torch.cuda.device_count() - 1}",
         )
     return torch.device("cuda", index)
 

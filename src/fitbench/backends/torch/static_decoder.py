@@ -105,9 +105,18 @@ class DecoderShape:
                 f"--exec tuned generates with Llama-style decoders (SwiGLU, RMSNorm, rotary); this one has "
                 f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}",
                 "use --exec default for this model",
+                message_zh=(
+                    "--exec tuned 只用 Llama 式解码器(SwiGLU、RMSNorm、旋转位置编码)"
+                    f"生成;这个模型是 mlp {arch.mlp}、norm {arch.norm}、position "
+                    f"{arch.position}"
+                ),
+                hint_zh="这个模型请使用 --exec default",
             )
         if arch.dim_head % 2:
-            raise FitbenchError(f"rotary positions need an even head size, got {arch.dim_head}")
+            raise FitbenchError(
+                f"rotary positions need an even head size, got {arch.dim_head}",
+                message_zh=f"旋转位置编码需要偶数的注意力头维度,实际为 {arch.dim_head}",
+            )
         return cls(
             vocab=arch.vocab_size,
             hidden=arch.hidden_size,
@@ -493,6 +502,10 @@ class StaticKVGenerator:
                 f"the static KV cache holds {self.length} positions; {self._host_pos} are used and "
                 f"{steps} more were asked",
                 "build the session for the prompt and new-token counts it runs",
+                message_zh=(
+                    f"静态 KV 缓存只能容纳 {self.length} 个位置;已用 {self._host_pos} 个,又请求了 {steps} 个"
+                ),
+                hint_zh="按实际运行的提示词与新 token 数量构建会话",
             )
         for _ in range(steps):
             if self.graph is not None:

@@ -105,6 +105,8 @@ def choose_precision(workload: Workload, device: torch.device) -> TunedPrecision
         raise FitbenchError(
             f"--exec tuned runs fp32, AMP, fp16 and bf16 models, not {info.name} weights",
             "use --exec default for bitsandbytes int8/int4",
+            message_zh=f"--exec tuned 运行 fp32、AMP、fp16 和 bf16 模型,不支持 {info.name} 权重",
+            hint_zh="bitsandbytes int8/int4 请使用 --exec default",
         )
     # Which precision: the rule fitbench.estimate.execution states for the estimator too.
     target = tuned_precision(workload, Framework.TORCH, bf16=device.type == "cpu" or native_bf16(device))
@@ -464,6 +466,8 @@ def generation_precision(workload: Workload, device: torch.device) -> tuple[str,
         raise FitbenchError(
             f"--exec tuned generates with fp16, bf16 or fp32 weights, not {info.name}",
             "use --exec default for bitsandbytes int8/int4",
+            message_zh=f"--exec tuned 只用 fp16、bf16 或 fp32 权重生成,不支持 {info.name}",
+            hint_zh="bitsandbytes int8/int4 请使用 --exec default",
         )
     warnings: list[str] = []
     # Which weights: the rule fitbench.estimate.execution states for the estimator too.
@@ -603,7 +607,12 @@ def open_generate_session(workload: Workload, options: RunOptions, device: torch
 def open_tuned(workload: Workload, options: RunOptions) -> Session:
     """Session factory of `--exec tuned` (registered below)."""
     if workload.peft:
-        raise FitbenchError("--exec tuned does not measure LoRA/QLoRA fine-tuning", "use --exec default")
+        raise FitbenchError(
+            "--exec tuned does not measure LoRA/QLoRA fine-tuning",
+            "use --exec default",
+            message_zh="--exec tuned 不实测 LoRA/QLoRA 微调",
+            hint_zh="请使用 --exec default",
+        )
     device = open_device(options.device)
     if workload.is_generation:
         return open_generate_session(workload, options, device)
