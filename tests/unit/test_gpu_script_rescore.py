@@ -78,3 +78,51 @@ def test_decode_rate_from_step_stamps_and_from_whole_calls() -> None:
     assert serving_gpu.decode_tps(8, 64, {"decode_step_seconds": 0.004}) == pytest.approx(2000)
     assert serving_gpu.decode_tps(1, 11, {"seconds": 1.5, "prefill_seconds": 0.5}) == pytest.approx(10)
     assert serving_gpu.decode_tps(1, 11, {"error": "x"}) is None
+
+
+models_gpu = _load("models_gpu")
+quant_gpu = _load("quant_gpu")
+MODEL_RUNS = sorted(RESULTS.glob("models-h200-2026-12-03*.json"))
+QUANT_RUNS = sorted(RESULTS.glob("quant-h200-2026-12-03*.json"))
+
+
+def test_models_runs_pool_across_files_and_score_the_median_run() -> None:
+    assert len(MODEL_RUNS) == 3
+    out = models_gpu.rescore(MODEL_RUNS)
+    by_label = {p["label"]: p for p in out["points"]}
+    qwen = by_label["gqa qwen2.5-1.5b"]
+    speeds = qwen["decode_tokens_per_second_runs"]
+    assert len(qwen["runs"]) == 3 and speeds == sorted(speeds)
+    # the stored runs have no decode step: their decode tok/s is the figure, and the median is scored
+    assert qwen["measurement"]["decode_tokens_per_second"] == pytest.approx(speeds[1])
+    assert qwen["errors"]["decode_speed"] == pytest.approx(
+        qwen["estimate"]["tokens_per_second"] / speeds[1] - 1
+    )
+    assert qwen["decode_spread"] == pytest.approx(speeds[-1] / speeds[0] - 1)
+
+
+def test_models_decode_speed_prefers_the_differenced_step() -> None:
+    w = models_gpu.Workload.from_dict(json.loads(MODEL_RUNS[0].read_text())["points"][0]["workload"])
+    m = {"decode_step_seconds": 0.02, "decode_seconds": 1.0, "decode_tokens_per_second": 1.0}
+    assert models_gpu.decode_tokens_per_second(m, w) == pytest.approx(w.batch_size / 0.02)
+    assert models_gpu.decode_tokens_per_second({"decode_tokens_per_second": 7.0}, w) == 7.0
+
+
+def test_quant_runs_pool_by_model_and_rescore_with_todays_estimate() -> None:
+    rows = [r for f in QUANT_RUNS for r in json.loads(f.read_text())["rows"]]
+    pooled = {r["model"]: r for r in quant_gpu.pool(rows, "h200")}
+    llama = pooled["llama3-8b"]
+    assert llama["runs"] == 2
+    slow, fast = llama["decode_tokens_per_second_runs"]
+    assert slow <= fast and llama["measured"]["decode_tokens_per_second"] == slow
+    w = quant_gpu.workload_for("llama3-8b", 1, 50, 100)
+    est = quant_gpu.fitbench_estimate(w, "h200")["tokens_per_second"]
+    assert llama["estimate"]["tokens_per_second"] == est
+    assert llama["error"]["decode_tokens_per_second"] == pytest.approx(est / slow - 1)
+
+
+def test_quant_decode_step_and_child_arguments() -> None:
+    row = {"batch": 4, "measured": {"decode_step_seconds": 0.025, "decode_tokens_per_second": 1.0}}
+    assert quant_gpu.decode_tps(row) == pytest.approx(160.0)
+    argv = ["--model", "tiny", "--repeat", "3", "--out=x.json", "--device", "cpu"]
+    assert quant_gpu.strip(argv, "--repeat", "--out") == ["--model", "tiny", "--device", "cpu"]

@@ -20,6 +20,7 @@ block code (GPT-2, GPT-NeoX, Falcon, latent attention) take the same parts by th
 from __future__ import annotations
 
 from fitbench.workloads.arch import TransformerArch
+from fitbench.workloads.workload import Workload
 
 # One decoder layer, attention side: two RMSNorms (8 calls each: to, pow, mean, add, rsqrt, mul,
 # to, mul), q/k/v/o projections, the view/transpose/reshape/contiguous of the heads, the cache's
@@ -113,3 +114,25 @@ def fixed_calls(arch: TransformerArch, context: int) -> int:
 def decode_step_calls(arch: TransformerArch, context: int) -> int:
     """Host operations (Python-level torch calls) of one decode step of `generate`."""
     return layers_calls(arch, context) + fixed_calls(arch, context)
+
+
+def fp8_linear_calls(workload: Workload) -> int:
+    """fp8 Linear layers one decode step runs, each its own kernel launch from Python.
+
+    transformers' FP8Linear (integrations/finegrained_fp8.py) multiplies an fp8 block-scaled
+    weight through a Triton kernel (the finegrained-fp8 matmul, activation quantisation fused;
+    DeepGEMM where installed): every quantized attention, dense-MLP, shared-expert, router and
+    head matrix is one such call a layer. Routed experts run as two grouped launches a MoE layer
+    (the stacked gate/up and the down projection), whatever the experts a step reaches. Other
+    weight formats and 16-bit weights: none (their Linear is the one call layer_calls counts)."""
+    from fitbench.estimate.weights import quantized_matrices
+
+    fmt = workload.weight_format
+    if fmt is None or fmt.method != "fp8" or not isinstance(workload.arch, TransformerArch):
+        return 0
+    mats = quantized_matrices(workload)
+    calls = sum(m.copies for m in mats if not m.name.startswith("experts."))
+    if any(m.copies for m in mats if m.name.startswith("experts.")):
+        arch = workload.arch
+        calls += 2 * sum(1 for i in range(arch.num_layers) if arch.is_moe_layer(i))
+    return calls

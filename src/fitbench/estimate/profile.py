@@ -61,6 +61,9 @@ class Profile:
     kv_growth_stale_share: float = 0.0
     autocast_cache_share: float = 1.0
     cast_host_share: float = 1.0  # an autocast cast's host cost / host_seconds_per_op
+    # Host time of one fp8 Linear in an eager decode step (its Triton launch), in Python-level
+    # torch calls (generate_host_seconds_per_op); 1.0: as a 16-bit Linear's F.linear.
+    fp8_linear_host_calls: float = 1.0
     decode_memory_efficiency: float | None = None  # None: the decode step streams like any kernel
     # Bandwidth share of PyTorch's native NCHW batch-norm kernels (estimate/resnet_cost.py);
     # None: memory_efficiency.

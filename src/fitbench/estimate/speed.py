@@ -327,6 +327,9 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     # (generate_ops: the layers, the model's fixed part and the generate loop), in place of the
     # kernels' per-kernel operation counts; autocast's C++ casts stay with the kernels.
     host_k = [dataclasses.replace(k, ops=0.0) for k in decode_k]
+    # An fp8 Linear launches its own kernel from Python (a Triton launch in transformers'
+    # FP8Linear), which costs the host more than the one call layer_calls counts for it.
+    fp8_extra = generate_ops.fp8_linear_calls(workload) * (profile.fp8_linear_host_calls - 1.0)
     # The decode step's weight stream has its own bandwidth share (profiles.toml:
     # decode_memory_efficiency), where the mode runs kernels of its own for it.
     decode = time_kernels(
@@ -335,7 +338,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         gpu,
         profile,
         host_seconds_per_op=profile.generate_host_seconds_per_op,
-        fixed_ops=float(generate_ops.decode_step_calls(arch, mean_context)),
+        fixed_ops=float(generate_ops.decode_step_calls(arch, mean_context)) + fp8_extra,
         memory_efficiency=profile.decode_efficiency,
     )
     # The bandwidth roofline: every weight byte and the KV cache read once per step at the
