@@ -19,6 +19,7 @@ block code (GPT-2, GPT-NeoX, Falcon, latent attention) take the same parts by th
 
 from __future__ import annotations
 
+from fitbench.estimate.weights import quantized_matrices
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -125,8 +126,6 @@ def fp8_linear_calls(workload: Workload) -> int:
     head matrix is one such call a layer. Routed experts run as two grouped launches a MoE layer
     (the stacked gate/up and the down projection), whatever the experts a step reaches. Other
     weight formats and 16-bit weights: none (their Linear is the one call layer_calls counts)."""
-    from fitbench.estimate.weights import quantized_matrices
-
     fmt = workload.weight_format
     if fmt is None or fmt.method != "fp8" or not isinstance(workload.arch, TransformerArch):
         return 0
