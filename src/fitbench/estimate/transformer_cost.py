@@ -645,4 +645,57 @@ def forward_kernels(
                     cast_ops=(3.0 * arch.pooler + 2.0) if dt.amp else 0.0,
                 )
             )
+    if workload.is_training and kv_len is None and with_head:
+        ks.extend(_training_step_traffic(workload, arch, dt, tokens, a))
+    return ks
+
+
+def _training_step_traffic(
+    workload: Workload, arch: TransformerArch, dt: ActivationDtypes, tokens: int, a: float
+) -> list[Kernel]:
+    """Memory-bound work of a training step that no layer kernel carries.
+
+    The language-model loss (transformers' ForCausalLMLoss): 16-bit logits are copied to FP32
+    (read 2 + write 4 bytes a logit), log_softmax reads them three times and writes once (16),
+    its backward reads the gradient and the output and writes (12), the logits' gradient is
+    zero-filled (4) and cast back to 16 bit (6). The lm_head GEMM's roofline hides these bytes;
+    on an H200 the Llama-3.2-1B AMP step spent 5.1 ms in them (benchmarks/results/
+    gpu-gap-analysis-2026-12-03.md). Encoders' classifiers have a few labels: nothing to count.
+
+    Autocast's weight casts: every GEMM weight is read in FP32 and written in 16 bit once a
+    forward (4 + 2 bytes a parameter), and its 16-bit gradient is read and written to the FP32
+    `.grad` once a backward (2 + 4; frozen PEFT weights have none); the host side of these casts
+    is in the layers' cast_ops.
+    """
+    ks = []
+    if arch.kind == "decoder":
+        logits = tokens * arch.vocab_size
+        cast = 6.0 if a < 4 else 0.0  # FP32 logits need no copy either way
+        ks.append(
+            Kernel(
+                name="lm_loss",
+                kind="memory",
+                flops=0.0,
+                bytes=logits * (cast + 16.0),
+                backward_bytes=logits * (cast + 16.0),
+                ops=0.0,  # issued inside the loss call, whose host cost the head already counts
+                launches=3.0,
+            )
+        )
+    if dt.amp:
+        untied_embedding = 0 if arch.tie_embeddings else arch.vocab_size * arch.hidden_size
+        positions = arch.max_positions * arch.hidden_size if arch.position == "learned" else 0
+        cast_params = workload.param_count() - untied_embedding - positions
+        casts = sum(_autocast_casts(arch, n) - input_casts(n) for n, _, _ in block_gemms(arch))
+        ks.append(
+            Kernel(
+                name="weight_casts",
+                kind="memory",
+                flops=0.0,
+                bytes=cast_params * 6.0,
+                backward_bytes=0.0 if workload.peft else cast_params * 6.0,  # frozen: no weight gradient
+                ops=0.0,
+                launches=float(casts * arch.num_layers),
+            )
+        )
     return ks
