@@ -18,6 +18,7 @@ from fitbench.records.sections import (
     DIAGNOSIS_KEYS,
     Diagnosis,
     DistributedLayout,
+    MaxBatchCheck,
     MaxBatchSearch,
     SearchProbe,
 )
@@ -114,6 +115,42 @@ def test_sections_stored_by_an_older_or_newer_fitbench_load_and_keep_their_keys(
     assert Diagnosis.from_dict(diagnosis).to_dict() == diagnosis
     # Built in code, every documented key is written.
     assert tuple(Diagnosis(reason="r").to_dict()) == DIAGNOSIS_KEYS
+
+
+def test_a_max_batch_check_writes_the_documented_keys_in_order() -> None:
+    from fitbench.measure.search import Probe, search
+    from fitbench.measure.search_bounds import SearchBounds
+
+    def probe(batch: int) -> Probe:
+        if batch <= 5:
+            return Probe(batch_size=batch, status="ok", peak_memory_bytes=batch * 1000)
+        return Probe(batch_size=batch, status="oom", error="out of memory")
+
+    result = search(probe, start=2, limit=64)
+    bounds = SearchBounds(
+        start=2, limit=64, uncapped_start=40, capped="host_ram", memory_bytes=8, budget_bytes=2
+    )
+    check = MaxBatchCheck(
+        estimated=40,
+        search=MaxBatchSearch.from_dict(result.to_dict()),
+        capped=bounds.capped,
+        uncapped_start=bounds.uncapped_start,
+        memory_bytes=bounds.memory_bytes,
+        budget_bytes=bounds.budget_bytes,
+        comparable=False,
+        not_comparable=("cpu",),
+    )
+    # The block `fitbench run --json` has always written: the search's keys between the estimate's
+    # largest batch and the bounds, then whether the two compare.
+    expected = {
+        "estimated": 40,
+        **result.to_dict(),
+        **bounds.to_dict(),
+        "comparable": False,
+        "not_comparable": ["cpu"],
+    }
+    assert json.dumps(check.to_dict()) == json.dumps(expected)
+    assert check.search.max_batch == 5 and check.search.first_oom == 6 and check.capped == "host_ram"
 
 
 # ---------------------------------------------------------------------- EstimateSummary
