@@ -13,7 +13,13 @@ from fitbench.catalog import get_gpu
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import estimate
 from fitbench.records.measurement import MEASUREMENT_KEYS, Measurement
-from fitbench.records.run import RUN_RECORD_SCHEMA, EstimateSummary, RunRecord, migrate_payload
+from fitbench.records.run import (
+    RUN_RECORD_SCHEMA,
+    EstimateSummary,
+    RunRecord,
+    WorkloadView,
+    migrate_payload,
+)
 from fitbench.records.sections import (
     DIAGNOSIS_KEYS,
     Diagnosis,
@@ -198,6 +204,15 @@ def test_an_unversioned_payload_is_migrated() -> None:
         record.workload == {"name": "llm-6b"} and record.estimate is None and record.error_vs_estimate == {}
     )
     assert "schema_version" not in old  # the input is left alone
+    # The workload is read by attribute; an old row's missing fields are None.
+    view = record.workload_view
+    assert view == WorkloadView(name="llm-6b") and view.new_tokens is None and not view.is_generation
+    stored = {"name": "llm-1b", "precision": "bf16", "batch_size": 4, "new_tokens": 32, "tiny": 1}
+    stored |= {"family": "decoder", "mode": "infer", "arch": {"layers": 2}, "seq_len": 64}
+    typed = RunRecord.from_dict({"command": "run", "workload": stored})
+    assert typed.workload_view.new_tokens == 32 and typed.workload_view.batch_size == 4
+    assert typed.tiny and typed.is_generation and typed.workload_name == "llm-1b"
+    assert typed.to_dict()["workload"] == stored  # the mapping is written back as it was stored
     generation = {
         "workload": {"family": "decoder", "mode": "infer"},
         "measurement": {"tokens_per_second": 5.0},
