@@ -48,6 +48,7 @@ def _one_error_line(proc, code: int = 2) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", _params())
 def test_every_bad_input_is_one_chinese_line(row, tmp_path: Path) -> None:
     if row.slow:

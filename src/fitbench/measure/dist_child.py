@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.backends.base import Backend, RunOptions, Session
-from fitbench.core.names import Strategy
+from fitbench.core.names import Framework, Strategy
 from fitbench.errors import FitbenchError
 from fitbench.measure.child import Measurement, write_json_atomic
 from fitbench.measure.distributed import unsupported
@@ -282,7 +282,7 @@ class DistributedBackend:
         problem = unsupported(workload, self.inner.name, options.device, options.exec_mode)
         if problem is not None:
             raise problem
-        torch_side = self.inner.name == "torch"
+        torch_side = self.inner.name == Framework.TORCH
         self.group_backend = _torch_init(options.device, self.timeout_s) if torch_side else _paddle_init()
         session = self.inner.open(workload, options)
         info: dict[str, Any] = {
@@ -300,7 +300,7 @@ class DistributedBackend:
         return session
 
     def finish(self) -> None:
-        if self.inner.name == "torch" and self.group_backend is not None:
+        if self.inner.name == Framework.TORCH and self.group_backend is not None:
             _torch_finish()
 
 

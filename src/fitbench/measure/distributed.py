@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.backends.base import RunOptions
-from fitbench.core.names import ExecMode, Strategy
+from fitbench.core.names import ExecMode, Framework, Strategy
 from fitbench.errors import FitbenchError
 from fitbench.estimate.distributed import data_parallel_degree, global_batch_size
 from fitbench.measure.runner import (
@@ -60,7 +60,7 @@ from fitbench.workloads.workload import Workload
 # Always in the ranks' environment on GPU hosts: no NVLink SHARP / multicast buffers (they
 # need fabric-manager support that shared machines may lack, and change NCCL's memory).
 GPU_HOST_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-LAUNCHERS = {"torch": "torch.distributed.run", "paddle": "paddle.distributed.launch"}
+LAUNCHERS = {Framework.TORCH: "torch.distributed.run", Framework.PADDLE: "paddle.distributed.launch"}
 # After a timeout the launcher gets SIGTERM (it stops its ranks), then SIGKILL after this long.
 LAUNCHER_GRACE_S = 15.0
 STATUS_ORDER = ("oom", "error", "timeout")
@@ -129,7 +129,7 @@ def unsupported(
                 "--strategy ddp 或 fsdp-full-shard"
             ),
         )
-    if backend_name == "torch" and strategy in (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3):
+    if backend_name == Framework.TORCH and strategy in (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3):
         return FitbenchError(
             f"--strategy {strategy} is DeepSpeed's ZeRO: fitbench run does not launch it",
             "measure PyTorch's own sharding with --strategy fsdp-shard-grad-op or "
@@ -183,7 +183,7 @@ def launcher_command(
 ) -> list[str]:
     """The launcher's command line: N ranks of fitbench.measure.dist_child, no restarts."""
     child = ["-m", "fitbench.measure.dist_child", str(request_path)]
-    if backend_name == "torch":
+    if backend_name == Framework.TORCH:
         return [
             sys.executable,
             "-m",
