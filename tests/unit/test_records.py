@@ -13,11 +13,18 @@ from fitbench.catalog import get_gpu
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import estimate
 from fitbench.records.measurement import MEASUREMENT_KEYS, Measurement
-from fitbench.records.run import RUN_RECORD_SCHEMA, EstimateSummary, RunRecord, migrate_payload
+from fitbench.records.run import (
+    RUN_RECORD_SCHEMA,
+    EstimateSummary,
+    RunRecord,
+    WorkloadView,
+    migrate_payload,
+)
 from fitbench.records.sections import (
     DIAGNOSIS_KEYS,
     Diagnosis,
     DistributedLayout,
+    MaxBatchCheck,
     MaxBatchSearch,
     SearchProbe,
 )
@@ -116,6 +123,42 @@ def test_sections_stored_by_an_older_or_newer_fitbench_load_and_keep_their_keys(
     assert tuple(Diagnosis(reason="r").to_dict()) == DIAGNOSIS_KEYS
 
 
+def test_a_max_batch_check_writes_the_documented_keys_in_order() -> None:
+    from fitbench.measure.search import Probe, search
+    from fitbench.measure.search_bounds import SearchBounds
+
+    def probe(batch: int) -> Probe:
+        if batch <= 5:
+            return Probe(batch_size=batch, status="ok", peak_memory_bytes=batch * 1000)
+        return Probe(batch_size=batch, status="oom", error="out of memory")
+
+    result = search(probe, start=2, limit=64)
+    bounds = SearchBounds(
+        start=2, limit=64, uncapped_start=40, capped="host_ram", memory_bytes=8, budget_bytes=2
+    )
+    check = MaxBatchCheck(
+        estimated=40,
+        search=MaxBatchSearch.from_dict(result.to_dict()),
+        capped=bounds.capped,
+        uncapped_start=bounds.uncapped_start,
+        memory_bytes=bounds.memory_bytes,
+        budget_bytes=bounds.budget_bytes,
+        comparable=False,
+        not_comparable=("cpu",),
+    )
+    # The block `fitbench run --json` has always written: the search's keys between the estimate's
+    # largest batch and the bounds, then whether the two compare.
+    expected = {
+        "estimated": 40,
+        **result.to_dict(),
+        **bounds.to_dict(),
+        "comparable": False,
+        "not_comparable": ["cpu"],
+    }
+    assert json.dumps(check.to_dict()) == json.dumps(expected)
+    assert check.search.max_batch == 5 and check.search.first_oom == 6 and check.capped == "host_ram"
+
+
 # ---------------------------------------------------------------------- EstimateSummary
 
 
@@ -161,6 +204,15 @@ def test_an_unversioned_payload_is_migrated() -> None:
         record.workload == {"name": "llm-6b"} and record.estimate is None and record.error_vs_estimate == {}
     )
     assert "schema_version" not in old  # the input is left alone
+    # The workload is read by attribute; an old row's missing fields are None.
+    view = record.workload_view
+    assert view == WorkloadView(name="llm-6b") and view.new_tokens is None and not view.is_generation
+    stored = {"name": "llm-1b", "precision": "bf16", "batch_size": 4, "new_tokens": 32, "tiny": 1}
+    stored |= {"family": "decoder", "mode": "infer", "arch": {"layers": 2}, "seq_len": 64}
+    typed = RunRecord.from_dict({"command": "run", "workload": stored})
+    assert typed.workload_view.new_tokens == 32 and typed.workload_view.batch_size == 4
+    assert typed.tiny and typed.is_generation and typed.workload_name == "llm-1b"
+    assert typed.to_dict()["workload"] == stored  # the mapping is written back as it was stored
     generation = {
         "workload": {"family": "decoder", "mode": "infer"},
         "measurement": {"tokens_per_second": 5.0},

@@ -63,7 +63,7 @@ def _details(history: Any, run_id: str) -> dict[str, Any]:
     m = record.measurement
     generation = record.is_generation and m is not None
     return {
-        "precision_requested": record.workload.get("precision"),
+        "precision_requested": record.workload_view.precision,
         "precision_in_effect": m.precision_in_effect if m is not None else None,
         "decode_tokens_per_second": m.decode_tokens_per_second if generation and m else None,
         "end_to_end_tokens_per_second": m.tokens_per_second if generation and m else None,

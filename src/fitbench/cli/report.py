@@ -40,7 +40,7 @@ from fitbench.cli.common import add_command, add_db_arg, add_lang_arg, positive_
 from fitbench.core.names import FRAMEWORKS
 from fitbench.errors import FitbenchError
 from fitbench.records.measurement import Measurement
-from fitbench.records.run import RunRecord
+from fitbench.records.run import RunRecord, WorkloadView
 from fitbench.results.agreement import max_batch_not_comparable
 
 DEFAULT_HTML = "fitbench-report.html"
@@ -112,8 +112,8 @@ def _estimates_for(
     catalog = record.catalog_estimates
     if isinstance(catalog, Mapping) and isinstance(catalog.get("estimates"), Mapping):
         return dict(catalog.get("workload") or {}), list(catalog["estimates"].values()), False
-    workload = dict(record.workload)
-    if not workload.get("arch"):
+    workload, view = dict(record.workload), record.workload_view
+    if not view.arch:
         return None, [], False
     from fitbench.catalog import resolve_gpus
     from fitbench.estimate.api import estimate
@@ -123,8 +123,8 @@ def _estimates_for(
     try:
         # A tiny run stands for its preset: estimate the real job at the brief's settings, at the
         # precision the run chose when it was not the tiny variant's own (`run --tiny --precision`).
-        if workload.get("tiny"):
-            name, precision = str(workload.get("name")), workload.get("precision")
+        if view.tiny:
+            name, precision = str(view.name), view.precision
             chosen = precision if precision != get_workload(name, tiny=True).precision else None
             w = get_workload(name, precision=chosen)
         else:
@@ -148,7 +148,8 @@ def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any
     if est is None or m is None:
         return []
     generation = r.is_generation
-    new = r.workload.get("new_tokens")
+    w = r.workload_view
+    new = w.new_tokens
     decode, search = m.decode_seconds, m.max_batch_search
     measured_step = (decode / new if decode is not None and new else None) if generation else m.step_seconds
     measured = {
@@ -178,8 +179,8 @@ def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any
             {
                 "run_id": r.run_id,
                 "created_at": r.created_at,
-                "workload": r.workload.get("name"),
-                "precision": r.workload.get("precision"),
+                "workload": w.name,
+                "precision": w.precision,
                 "gpu": est.gpu_name or est.gpu,
                 "device_name": m.device_name,
                 "metric": metric,
@@ -193,31 +194,31 @@ def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any
     return rows
 
 
-def _precision_ran(w: Mapping[str, Any], m: Measurement | None, lang: str = "en") -> str | None:
+def _precision_ran(w: WorkloadView, m: Measurement | None, lang: str = "en") -> str | None:
     """What a stored run really ran (the CPU's amp-bf16 for amp-fp16, Paddle CPU's fp32), the
     request beside it where they differ."""
     from fitbench.advise.text import precision_shown
 
     ran = m.precision_in_effect if m is not None else None
-    return precision_shown(w.get("precision"), ran, lang) if (ran or w.get("precision")) else None
+    return precision_shown(w.precision, ran, lang) if (ran or w.precision) else None
 
 
 def history_point(record: RunRecord | Mapping[str, Any], lang: str = "en") -> dict[str, Any] | None:
     """One run as a point of the history chart (None for a run without a measurement)."""
     r = _typed(record)
-    m, w = r.measurement, r.workload
+    m, w = r.measurement, r.workload_view
     if m is None:
         return None
     device = m.device_name or m.device or "?"
     precision = _precision_ran(w, m, lang)
     tiny = f" · {t('cell.tiny_word', lang)}" if r.tiny else ""
-    series = f"{w.get('name')} · {precision} · {device}{tiny}"
+    series = f"{w.name} · {precision} · {device}{tiny}"
     return {
         "run_id": r.run_id,
         "created_at": r.created_at,
-        "workload": w.get("name"),
+        "workload": w.name,
         "precision": precision,
-        "precision_requested": w.get("precision"),
+        "precision_requested": w.precision,
         "device": device,
         "tiny": r.tiny,
         "status": m.status,
@@ -233,7 +234,7 @@ def history_point(record: RunRecord | Mapping[str, Any], lang: str = "en") -> di
 def run_row(record: RunRecord | Mapping[str, Any], lang: str = "en") -> dict[str, Any]:
     """The runs table of the report: one line per stored run."""
     r = _typed(record)
-    m, w, est = r.measurement, r.workload, r.estimate
+    m, w, est = r.measurement, r.workload_view, r.estimate
     generation = r.is_generation
     return {
         "run_id": r.run_id,
@@ -241,8 +242,8 @@ def run_row(record: RunRecord | Mapping[str, Any], lang: str = "en") -> dict[str
         "command": r.command,
         "workload": r.workload_name,
         "precision": _precision_ran(w, m, lang),
-        "precision_requested": w.get("precision"),
-        "batch_size": w.get("batch_size"),
+        "precision_requested": w.precision,
+        "batch_size": w.batch_size,
         "tiny": r.tiny,
         "generation": generation,
         "backend": m.backend if m else None,
@@ -295,7 +296,7 @@ def scenarios_from_records(
     for record in records:
         r = _typed(record)
         workload = dict(r.workload)
-        if not workload.get("name"):
+        if not r.workload_view.name:
             continue
         key = str(r.scenario or scenario_key(workload))
         if key in seen:

@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fitbench.advise.i18n import measurement_text, resolve_lang, status_label, t
 from fitbench.backends import framework_of
@@ -39,9 +39,14 @@ from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
 from fitbench.records.measurement import Measurement
 from fitbench.records.run import RunRecord
+from fitbench.records.sections import MaxBatchCheck, MaxBatchSearch
 from fitbench.results.agreement import error_vs_estimate, max_batch_not_comparable, not_comparable
 from fitbench.results.assemble import assemble_run_record
 from fitbench.workloads.workload import Workload
+
+if TYPE_CHECKING:
+    from fitbench.measure.search import SearchResult
+    from fitbench.measure.search_bounds import SearchBounds
 
 # `fitbench check` takes the error computation from here.
 __all__ = ["error_vs_estimate", "register", "run_command"]
@@ -291,7 +296,7 @@ class RunOutcome:
 
     record: RunRecord
     workload: Workload
-    max_batch: dict[str, Any] | None = None
+    max_batch: MaxBatchCheck | None = None
     notes: tuple[str, ...] = ()
     comparable: bool | None = None
     not_comparable: tuple[str, ...] = ()
@@ -315,7 +320,7 @@ class RunOutcome:
             "run_id": r.run_id,
         }
         if self.max_batch is not None:
-            out["max_batch"] = self.max_batch
+            out["max_batch"] = self.max_batch.to_dict()
         if self.notes:
             out["notes"] = list(self.notes)
         out["comparable"] = self.comparable
@@ -494,10 +499,11 @@ def _run_one(
                 or measurement_text(m.error or "the measurement failed", "zh"),
                 hint_zh=m.extra.get("hint_zh"),
             )
-        search = None
+        searched = None
         if args.max_batch and m.is_verdict:
-            search = _max_batch(workload, plan.backend, plan.options, est, args, progress)
-            m = m.with_values(max_batch_search=search)
+            searched = _max_batch(workload, plan.backend, plan.options, est, args, progress)
+            result, bounds = searched
+            m = m.with_values(max_batch_search={**result.to_dict(), **bounds.to_dict()})
     m = name_rates(m, workload)
     record = assemble_run_record(command="run", workload=workload, estimate=est, measurement=m, gpu=plan.gpu)
     record = dataclasses.replace(record, run_id=store.add(record))
@@ -505,25 +511,32 @@ def _run_one(
     return RunOutcome(
         record=record,
         workload=workload,
-        max_batch=_max_batch_block(est, m, search),
+        max_batch=_max_batch_check(est, m, searched),
         notes=tuple(note_text(n, lang) for n in (plan.gpu_note, est_note) if n),
         comparable=None if est is None else not reasons,
         not_comparable=tuple(reasons),
     )
 
 
-def _max_batch_block(est: Any, m: Measurement, search: dict[str, Any] | None) -> dict[str, Any] | None:
+def _max_batch_check(
+    est: Any, m: Measurement, searched: tuple[SearchResult, SearchBounds] | None
+) -> MaxBatchCheck | None:
     """The search's result beside the estimate's largest batch, and whether the two compare
-    (`comparable` null without an estimate; `not_comparable` the reasons when they do not)."""
-    if search is None:
+    (`comparable` None without an estimate; `not_comparable` the reasons when they do not)."""
+    if searched is None:
         return None
+    result, bounds = searched
     reasons = max_batch_not_comparable(m) if est is not None else []
-    return {
-        "estimated": est.max_batch_size if est is not None else None,
-        **search,
-        "comparable": None if est is None else not reasons,
-        "not_comparable": reasons,
-    }
+    return MaxBatchCheck(
+        estimated=est.max_batch_size if est is not None else None,
+        search=MaxBatchSearch.from_dict(result.to_dict()),
+        capped=bounds.capped,
+        uncapped_start=bounds.uncapped_start,
+        memory_bytes=bounds.memory_bytes,
+        budget_bytes=bounds.budget_bytes,
+        comparable=None if est is None else not reasons,
+        not_comparable=tuple(reasons),
+    )
 
 
 def _compare_precisions(outcomes: list[RunOutcome]) -> list[RunOutcome]:
@@ -558,7 +571,7 @@ def _measure(workload: Workload, backend: str, options: Any, args: argparse.Name
 
 def _max_batch(
     workload: Workload, backend: str, options: Any, est: Any, args: argparse.Namespace, progress: Any
-) -> dict[str, Any]:
+) -> tuple[SearchResult, SearchBounds]:
     """Search the largest batch from bounds sized for this device's memory (measure.search_bounds)."""
     from fitbench.measure.search import find_max_batch
     from fitbench.measure.search_bounds import local_memory, search_bounds
@@ -591,7 +604,7 @@ def _max_batch(
         timeout_s=args.timeout,
         progress=progress,
     )
-    return {**result.to_dict(), **bounds.to_dict()}
+    return result, bounds
 
 
 # -- human output ---------------------------------------------------------------------------------
@@ -806,16 +819,16 @@ def _count_rows(o: RunOutcome, lang: str) -> list[Row]:
         estimated = f"{e.params:,}" if e and e.params else ""
         rows.append(_row(t("run.row.params", lang), f"{m.params:,}", estimated))
     mb = o.max_batch
-    if mb:
-        found = mb.get("max_batch")
+    if mb is not None:
+        found = mb.search.max_batch
         if found is None:
             text = t("run.cell.none_fits", lang)
         else:
-            text = t("run.cell.limit", lang, n=found) if mb.get("reached_limit") else str(found)
-        estimated = str(mb["estimated"]) if mb.get("estimated") else ""
+            text = t("run.cell.limit", lang, n=found) if mb.search.reached_limit else str(found)
+        estimated = str(mb.estimated) if mb.estimated else ""
         error = o.record.error_vs_estimate.get("max_batch")
         row = _row(t("run.row.max_batch", lang), text, estimated, error)
-        if mb.get("not_comparable"):
+        if mb.not_comparable:
             row[3] = t("run.cell.not_comparable", lang)
         rows.append(row)
     return rows
@@ -847,36 +860,36 @@ def _footer_lines(o: RunOutcome, lang: str) -> list[str]:
         lines.append("  " + t("run.not_comparable", lang, reasons=reasons))
     lines += ["  " + t("run.note", lang, note=note) for note in o.notes]
     lines += _max_batch_lines(o.max_batch, lang)
-    if o.max_batch and o.max_batch.get("stopped"):
-        why = measurement_text(str(o.max_batch["stopped"]), lang)
+    if o.max_batch is not None and o.max_batch.search.stopped:
+        why = measurement_text(o.max_batch.search.stopped, lang)
         lines.append("  " + t("run.search_stopped", lang, why=why))
     if o.record.run_id:
         lines.append("  " + t("run.run_id", lang, run_id=o.record.run_id))
     return lines
 
 
-def _max_batch_lines(mb: dict[str, Any] | None, lang: str) -> list[str]:
+def _max_batch_lines(mb: MaxBatchCheck | None, lang: str) -> list[str]:
     """Why the search was capped, and why its result does not compare with the estimate."""
     from fitbench.core.units import format_bytes
     from fitbench.measure.search_bounds import HOST_RAM_SHARE
 
-    if not mb:
+    if mb is None:
         return []
     lines = []
-    if mb.get("capped"):
+    if mb.capped:
         capped = t(
-            f"run.search_capped.{mb['capped']}",
+            f"run.search_capped.{mb.capped}",
             lang,
-            start=mb.get("start"),
-            limit=mb.get("limit"),
-            uncapped=mb.get("uncapped_start"),
-            available=format_bytes(mb.get("memory_bytes")),
+            start=mb.search.start,
+            limit=mb.search.limit,
+            uncapped=mb.uncapped_start,
+            available=format_bytes(mb.memory_bytes),
             share=f"{HOST_RAM_SHARE:.0%}",
         )
         lines.append("  " + capped)
-    if mb.get("not_comparable"):
+    if mb.not_comparable:
         sep = t("run.reason.sep", lang)
-        reasons = sep.join(t(f"run.max_batch_reason.{k}", lang) for k in mb["not_comparable"])
+        reasons = sep.join(t(f"run.max_batch_reason.{k}", lang) for k in mb.not_comparable)
         lines.append("  " + t("run.max_batch_not_comparable", lang, reasons=reasons))
     return lines
 

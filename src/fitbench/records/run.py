@@ -32,7 +32,14 @@ from fitbench.errors import FitbenchError
 from fitbench.records.measurement import Measurement, ordered, plain
 from fitbench.records.sections import Diagnosis
 
-__all__ = ["RUN_RECORD_SCHEMA", "EstimateSummary", "RunRecord", "migrate_payload", "payload_version"]
+__all__ = [
+    "RUN_RECORD_SCHEMA",
+    "EstimateSummary",
+    "RunRecord",
+    "WorkloadView",
+    "migrate_payload",
+    "payload_version",
+]
 
 RUN_RECORD_SCHEMA = 1
 
@@ -96,7 +103,37 @@ _ESTIMATE_FIELDS = tuple(
     f.name for f in dataclasses.fields(EstimateSummary) if f.name not in ("extra", "order")
 )
 
+
 # RunRecord's keys: always written, and written only when the record has them.
+@dataclass(frozen=True, kw_only=True)
+class WorkloadView:
+    """The fields of a stored workload that reports and the CLI read, by attribute.
+
+    The record keeps its workload as the mapping it was stored with (written back unchanged); this
+    view reads the few keys the readers need from it, each None where an older row lacks it, the
+    value as it was stored otherwise.
+    """
+
+    name: str | None = None
+    precision: str | None = None
+    batch_size: int | None = None
+    new_tokens: int | None = None
+    family: str | None = None
+    mode: str | None = None
+    arch: Any = None
+    tiny: bool = False
+
+    @classmethod
+    def from_mapping(cls, workload: Mapping[str, Any]) -> WorkloadView:
+        names = [f.name for f in dataclasses.fields(cls) if f.name != "tiny"]
+        return cls(**{k: workload.get(k) for k in names}, tiny=bool(workload.get("tiny")))
+
+    @property
+    def is_generation(self) -> bool:
+        """A decoder's generation (`run --mode infer`): its step is one decoded token."""
+        return self.family == "decoder" and self.mode == "infer"
+
+
 _RECORD_KEYS = ("command", "workload", "estimate", "measurement", "environment", "error_vs_estimate")
 _RECORD_OPTIONAL = ("diagnosis", "scenario", "catalog_estimates", "advice", "run_id", "created_at")
 
@@ -128,17 +165,22 @@ class RunRecord:
     # ------------------------------------------------------------------ reading
 
     @property
+    def workload_view(self) -> WorkloadView:
+        """The stored workload's fields by attribute (None where an older row lacks one)."""
+        return WorkloadView.from_mapping(self.workload)
+
+    @property
     def workload_name(self) -> str | None:
-        name = self.workload.get("name")
+        name = self.workload_view.name
         return None if name is None else str(name)
 
     @property
     def is_generation(self) -> bool:
-        return self.workload.get("family") == "decoder" and self.workload.get("mode") == "infer"
+        return self.workload_view.is_generation
 
     @property
     def tiny(self) -> bool:
-        return bool(self.workload.get("tiny"))
+        return self.workload_view.tiny
 
     @property
     def status(self) -> str | None:

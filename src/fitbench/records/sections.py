@@ -18,7 +18,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-__all__ = ["DIAGNOSIS_KEYS", "Diagnosis", "DistributedLayout", "MaxBatchSearch", "SearchProbe"]
+__all__ = [
+    "DIAGNOSIS_KEYS",
+    "Diagnosis",
+    "DistributedLayout",
+    "MaxBatchCheck",
+    "MaxBatchSearch",
+    "SearchProbe",
+]
 
 _S = TypeVar("_S")
 
@@ -136,6 +143,41 @@ class MaxBatchSearch:
 
     def to_dict(self) -> dict[str, Any]:
         return _to_dict(self, _SEARCH_FIELDS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaxBatchCheck:
+    """The max-batch search beside the estimate's largest batch (`fitbench run --json`'s `max_batch`).
+
+    Built once by the run command, read by its terminal report and written as JSON: `search` what
+    the search found; `capped` the memory that set its bounds (`host_ram`, `device_memory`, None
+    when the estimate's `uncapped_start` stood), `memory_bytes` what that memory holds and
+    `budget_bytes` the share of it the memory model was asked to fit; `comparable` None without an
+    estimate, else whether the two compare (`not_comparable` the reasons when they do not).
+    """
+
+    estimated: int | None
+    search: MaxBatchSearch
+    capped: str | None = None
+    uncapped_start: int | None = None
+    memory_bytes: int | None = None
+    budget_bytes: int | None = None
+    comparable: bool | None = None
+    not_comparable: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The search's keys between the estimate's largest batch and the bounds, as the README
+        documents them."""
+        return {
+            "estimated": self.estimated,
+            **self.search.to_dict(),
+            "capped": self.capped,
+            "uncapped_start": self.uncapped_start,
+            "memory_bytes": self.memory_bytes,
+            "budget_bytes": self.budget_bytes,
+            "comparable": self.comparable,
+            "not_comparable": list(self.not_comparable),
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
