@@ -450,8 +450,9 @@ class Measurement:
         self.m["one_token_generate_seconds"] = one
         self.m["generate_call_overhead_seconds"] = one - prefill
         step = (full - one) / (new_tokens - 1)
-        if step > 0:
-            self.m["decode_step_seconds"] = step
+        # a key that comes and goes with timing noise would change the JSON's shape: a difference
+        # lost in the noise (t(n) <= t(1) on a tiny model) is recorded as not measured
+        self.m["decode_step_seconds"] = step if step > 0 else None
 
     # -- memory -----------------------------------------------------------------------------------
     def _collect_memory(self) -> None:
