@@ -138,6 +138,7 @@ def test_a_child_that_ends_on_its_own_takes_its_group_with_it(tmp_path: Path) ->
         _cleanup(grandchild)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["group", "session"])
 def test_a_child_stopped_at_its_timeout_takes_its_tree_with_it(tmp_path: Path, where: str) -> None:
     code, timed_out, grandchild = _run_child(tmp_path, PARENT_OF_ONE, where, "sleep", timeout=1.5)
@@ -204,6 +205,7 @@ def test_a_grace_period_lets_a_child_end_on_sigterm() -> None:
     proc.stdout.close()  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_a_child_that_ignores_sigterm_is_killed_after_the_grace_period() -> None:
     proc = _start(ON_SIGTERM, "ignore")
     _first_line_pid(proc)
@@ -277,6 +279,7 @@ HARNESS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("when", ["early", "late"])
 def test_a_rank_exits_when_its_launcher_is_killed(when: str) -> None:
     out = subprocess.run([sys.executable, "-c", HARNESS, when], capture_output=True, text=True, timeout=60)

@@ -352,6 +352,7 @@ def test_child_crash_is_an_error_with_the_signal(capsys):
     assert m["child_exit_code"] == -9
 
 
+@pytest.mark.slow
 def test_hung_child_is_stopped_at_the_timeout(capsys):
     started = time.monotonic()
     rc, data, _ = run_cli(
