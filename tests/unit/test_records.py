@@ -212,6 +212,9 @@ def test_an_unversioned_payload_is_migrated() -> None:
     typed = RunRecord.from_dict({"command": "run", "workload": stored})
     assert typed.workload_view.new_tokens == 32 and typed.workload_view.batch_size == 4
     assert typed.tiny and typed.is_generation and typed.workload_name == "llm-1b"
+    described = WorkloadView.from_mapping({"name": "bert-base", "params": 110_000_000, "description": "BERT"})
+    assert (described.params, described.description) == (110_000_000, "BERT")
+    assert WorkloadView.from_mapping(described) is described  # a view already read is kept
     assert typed.to_dict()["workload"] == stored  # the mapping is written back as it was stored
     generation = {
         "workload": {"family": "decoder", "mode": "infer"},

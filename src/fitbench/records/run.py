@@ -121,10 +121,14 @@ class WorkloadView:
     family: str | None = None
     mode: str | None = None
     arch: Any = None
+    params: int | None = None
+    description: str | None = None
     tiny: bool = False
 
     @classmethod
-    def from_mapping(cls, workload: Mapping[str, Any]) -> WorkloadView:
+    def from_mapping(cls, workload: Mapping[str, Any] | WorkloadView) -> WorkloadView:
+        if isinstance(workload, WorkloadView):
+            return workload
         names = [f.name for f in dataclasses.fields(cls) if f.name != "tiny"]
         return cls(**{k: workload.get(k) for k in names}, tiny=bool(workload.get("tiny")))
 
