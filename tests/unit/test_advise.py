@@ -13,10 +13,19 @@ import pytest
 from fitbench.advise.fixes import bottleneck_advice, largest_batch, what_would_make_it_fit
 from fitbench.advise.guide import MEMORY_CLASSES_GB, guide_bands, memory_class, size_guide
 from fitbench.advise.ranking import cheapest_comfortable, rank_catalog, throughput
-from fitbench.advise.text import bottleneck_line, cheapest_line, fix_lines, guide_lines
+from fitbench.advise.text import (
+    bottleneck_line,
+    cheapest_line,
+    fix_lines,
+    guide_lines,
+    measured_speed_text,
+    speed_text,
+)
 from fitbench.catalog import get_gpu, load_catalog
 from fitbench.estimate.api import estimate
 from fitbench.estimate.verdict import FITS, OOM, VERDICT_ORDER
+from fitbench.records.measurement import Measurement
+from fitbench.records.run import EstimateSummary, WorkloadView
 from fitbench.workloads.presets import get_workload
 
 # ----------------------------------------------------------------------------- ranking
@@ -335,3 +344,22 @@ def test_one_concrete_suggestion_per_bottleneck():
     compute = bottleneck_advice(estimate(get_workload("bert-base-imdb"), get_gpu("rtx-3060-12gb")))
     assert (compute.bottleneck, compute.suggestion) == ("compute", "amp")
     assert "amp-bf16" in bottleneck_line(compute, "en") and "混合精度" in bottleneck_line(compute, "zh")
+
+
+@pytest.mark.parametrize("name", ["bert-base-imdb", "llm-6b"])
+def test_speed_text_reads_the_same_figures_from_an_estimate_its_json_and_its_summary(name):
+    e = estimate(get_workload(name), get_gpu("rtx-4090"))
+    shown = speed_text(e)
+    assert shown == speed_text(e.to_dict()) == speed_text(EstimateSummary.from_estimate(e))
+    assert ("tok/s" in shown) == (name == "llm-6b")
+
+
+def test_measured_speed_text_reads_the_workload_or_its_stored_view_alike():
+    m = Measurement(status="ok", step_seconds=0.5, epoch_seconds=900.0, tokens_per_second=12.0)
+    for name, tiny in (("bert-base-imdb", False), ("llm-6b", False), ("bert-base-imdb", True)):
+        w = get_workload(name, tiny=tiny)
+        view = WorkloadView.from_mapping(w.to_dict())
+        assert measured_speed_text(m, w) == measured_speed_text(m, view)
+    assert "tok/s" in measured_speed_text(m, WorkloadView(family="decoder", mode="infer"))
+    # A tiny run's epoch says nothing about the real model: its step time is shown instead.
+    assert measured_speed_text(m, WorkloadView(tiny=True)) != measured_speed_text(m, WorkloadView())

@@ -18,6 +18,8 @@ from fitbench.core.gpu import GpuSpec
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.estimate.api import Estimate
 from fitbench.records.measurement import Measurement
+from fitbench.records.run import EstimateSummary, WorkloadView
+from fitbench.workloads.workload import Workload
 
 __all__ = [
     "advice_item",
@@ -37,27 +39,36 @@ def _ratio(x: float | None) -> str:
     return "-" if x is None else (f"{x:.2f}" if x < 10 else f"{x:.0f}")
 
 
-def speed_text(est: Mapping[str, Any] | Estimate, lang: str = "en") -> str:
+def speed_text(est: Mapping[str, Any] | Estimate | EstimateSummary, lang: str = "en") -> str:
     """Tokens per second for generation, time per epoch for training with a dataset, else per step."""
-    e = est.to_dict() if isinstance(est, Estimate) else est
-    if e.get("prompt_tokens") is not None or (e.get("family") == "decoder" and e.get("mode") == "infer"):
-        tps = e.get("tokens_per_second")
+    e = _summary(est)
+    if e.prompt_tokens is not None or (e.family == "decoder" and e.mode == "infer"):
+        tps = e.tokens_per_second
         if tps is None:  # an oom estimate's JSON has no speed; the would-be one is kept apart
-            tps = e.get("tokens_per_second_if_it_fit")
+            tps = e.tokens_per_second_if_it_fit
         return t("rate.decode", lang, rate=format_rate(tps, "tok/s"))
-    if e.get("epoch_seconds") is not None:
-        return t("unit.per_epoch", lang, time=format_seconds(e["epoch_seconds"]))
-    return t("unit.per_step", lang, time=format_seconds(e.get("step_seconds")))
+    if e.epoch_seconds is not None:
+        return t("unit.per_epoch", lang, time=format_seconds(e.epoch_seconds))
+    return t("unit.per_step", lang, time=format_seconds(e.step_seconds))
 
 
-def measured_speed_text(m: Measurement, workload: Mapping[str, Any], lang: str = "en") -> str:
+def _summary(est: Mapping[str, Any] | Estimate | EstimateSummary) -> EstimateSummary:
+    """The estimate's figures by attribute, from an Estimate, its JSON (a stored or catalog estimate)
+    or a summary already read."""
+    if isinstance(est, Estimate):
+        return EstimateSummary.from_estimate(est)
+    return EstimateSummary.from_dict(est)
+
+
+def measured_speed_text(m: Measurement, workload: WorkloadView | Workload, lang: str = "en") -> str:
     """The measurement's speed in the same unit as speed_text; tiny runs show the step time, since an
-    epoch of a tiny model says nothing about the real one. `workload` is the stored workload's JSON."""
-    if workload.get("family") == "decoder" and workload.get("mode") == "infer":
+    epoch of a tiny model says nothing about the real one. `workload` is the workload that ran: a
+    stored one's view (`RunRecord.workload_view`) or the Workload itself."""
+    if workload.is_generation:
         if m.decode_tokens_per_second is not None:
             return t("rate.decode", lang, rate=format_rate(m.decode_tokens_per_second, "tok/s"))
         return t("rate.end_to_end", lang, rate=format_rate(m.tokens_per_second, "tok/s"))
-    if m.epoch_seconds is not None and not workload.get("tiny"):
+    if m.epoch_seconds is not None and not workload.tiny:
         return t("unit.per_epoch", lang, time=format_seconds(m.epoch_seconds))
     return t("unit.per_step", lang, time=format_seconds(m.step_seconds))
 

@@ -207,7 +207,7 @@ def _machine_cell(result: ScenarioResult, machine: Machine, lang: str, colour: b
         meas = "-"
     elif m.completed and result.measured_workload is not None:
         w = result.measured_workload
-        meas = f"{status_label('ok', lang)} · {measured_speed_text(m, w.to_dict(), lang)}"
+        meas = f"{status_label('ok', lang)} · {measured_speed_text(m, w, lang)}"
         ran = m.precision_in_effect
         if ran and ran != result.workload.precision:
             # The row is named after the scenario's precision; say what this machine really ran.

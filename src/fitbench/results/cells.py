@@ -91,7 +91,7 @@ def format_metric(unit: str, value: Any) -> str:
 
 def estimate_speed(e: EstimateSummary, lang: str) -> str:
     """An estimate's speed; none for a job that does not fit (a speed there would mislead)."""
-    return "-" if e.verdict == "oom" else speed_text(e.to_dict(), lang)
+    return "-" if e.verdict == "oom" else speed_text(e, lang)
 
 
 def run_speed(r: RunRow | HistoryPoint) -> str:
