@@ -537,10 +537,10 @@ def _measured_cell(s: ReportScenario, lang: str) -> str:
         return "-"
     status = m.status
     out = _chip(status, status_label(status, lang))
-    w = s.measured_workload or {}
+    w = s.measured_view
     if m.completed:
         text = measured_speed_text(m, w, lang)
-        if w.get("tiny"):
+        if w.tiny:
             text = t("cell.tiny", lang, text=text)
         device = m.device_name or m.device or ""
         out += f'<span class="speed">{_e(text)}</span><span class="speed">{_e(device)}</span>'
@@ -620,8 +620,8 @@ def _scenario_section(n: int, s: ReportScenario, lang: str) -> str:
         out.append(_table(ESTIMATE_COLUMNS.headers(lang), rows, numeric=ESTIMATE_COLUMNS.numeric))
     m = s.measurement
     if m is not None:
-        w = s.measured_workload or {}
-        title = t("report.measured", lang) + (" · " + t("check.variant_tiny", lang) if w.get("tiny") else "")
+        w = s.measured_view
+        title = t("report.measured", lang) + (" · " + t("check.variant_tiny", lang) if w.tiny else "")
         rows = [
             [
                 _chip(m.status, status_label(m.status, lang)),

@@ -66,9 +66,9 @@ def _measured(s: ReportScenario, lang: str) -> str:
         return "-"
     if not m.completed:
         return status_label(m.status, lang)
-    w = s.measured_workload or {}
+    w = s.measured_view
     text = f"{status_label('ok', lang)}, {measured_speed_text(m, w, lang)}"
-    return t("cell.tiny", lang, text=text) if w.get("tiny") else text
+    return t("cell.tiny", lang, text=text) if w.tiny else text
 
 
 def render_markdown(model: ReportModel | Mapping[str, Any]) -> str:

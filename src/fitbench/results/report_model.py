@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from fitbench.records.measurement import Measurement, plain
-from fitbench.records.run import EstimateSummary
+from fitbench.records.run import EstimateSummary, WorkloadView
 
 __all__ = [
     "REPORT_SCHEMA",
@@ -82,9 +82,13 @@ class ReportScenario:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
+    def measured_view(self) -> WorkloadView:
+        """The measured workload's fields by attribute (all None where nothing was measured)."""
+        return WorkloadView.from_mapping(self.measured_workload or {})
+
+    @property
     def measured_generation(self) -> bool:
-        w = self.measured_workload or {}
-        return w.get("family") == "decoder" and w.get("mode") == "infer"
+        return self.measured_view.is_generation
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ReportScenario:
