@@ -100,9 +100,10 @@ def _typed(record: RunRecord | Mapping[str, Any]) -> RunRecord:
     return RunRecord.from_dict(record)
 
 
-def scenario_key(workload: Mapping[str, Any]) -> str:
+def scenario_key(workload: WorkloadView | Mapping[str, Any]) -> str:
     """'bert-base-imdb · amp-fp16': a workload at one precision is one scenario of a report."""
-    return f"{workload.get('name')} · {workload.get('precision')}"
+    w = WorkloadView.from_mapping(workload)
+    return f"{w.name} · {w.precision}"
 
 
 def _estimates_for(
@@ -295,26 +296,27 @@ def scenarios_from_records(
     seen: dict[str, dict[str, Any]] = {}
     for record in records:
         r = _typed(record)
-        workload = dict(r.workload)
-        if not r.workload_view.name:
+        view = r.workload_view
+        if not view.name:
             continue
-        key = str(r.scenario or scenario_key(workload))
+        key = str(r.scenario or scenario_key(view))
         if key in seen:
             continue
         est_workload, ests, now = _estimates_for(r, cards)
         m = r.measurement
-        shown = est_workload or workload
+        # The scenario is shown as the workload its estimates describe, the run's own where none do.
+        shown = WorkloadView.from_mapping(est_workload) if est_workload else view
         seen[key] = {
             "key": key,
-            "workload": shown.get("name"),
+            "workload": shown.name,
             "title": scenario_key(shown),
-            "precision": shown.get("precision"),
-            "params": shown.get("params"),
-            "description": shown.get("description"),
+            "precision": shown.precision,
+            "params": shown.params,
+            "description": shown.description,
             "estimates": ests,
             "estimated_now": now,
             "measurement": m.to_dict() if m is not None else None,
-            "measured_workload": workload if m is not None else None,
+            "measured_workload": dict(r.workload) if m is not None else None,
             "advice": advice_entries(r.advice or [], lang),
         }
     return list(reversed(seen.values()))
