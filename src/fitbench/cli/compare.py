@@ -54,6 +54,11 @@ def _value(m: Measurement | None, key: str) -> Any:
     return getattr(m, key) if m is not None else None
 
 
+def _shown(value: Any) -> str:
+    """A workload field as the table shows it: '-' where the run's stored workload lacks it."""
+    return "-" if value is None else str(value)
+
+
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -83,8 +88,8 @@ def compare_command(args: argparse.Namespace) -> int:
 
     table: list[list[str]] = []
     for key in CONTEXT:
-        wa, wb = a.workload.get(key, "-"), b.workload.get(key, "-")
-        table.append([t(f"compare.{key}", lang), str(wa), str(wb), ""])
+        wa, wb = _shown(getattr(a.workload_view, key)), _shown(getattr(b.workload_view, key))
+        table.append([t(f"compare.{key}", lang), wa, wb, ""])
     for key in DETAILS:
         va, vb = _value(a.measurement, key) or "-", _value(b.measurement, key) or "-"
         if key == "status":
