@@ -22,6 +22,7 @@ from fitbench.results.agreement import error_vs_estimate
 from fitbench.results.history import History
 from fitbench.results.report_html import PART_COLOURS, render_html
 from fitbench.results.report_markdown import render_markdown
+from fitbench.results.report_model import ReportModel
 from fitbench.workloads.presets import get_workload
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "wbr", "source", "area", "base", "embed", "track"}
@@ -317,3 +318,20 @@ def test_an_unknown_report_section_is_refused_and_unknown_row_fields_kept(record
         ReportModel.from_dict({**_model(records), "chartz": []})
     row = RunRow.from_dict({"run_id": "ab", "scenario_note": "kept"})
     assert row.extra == {"scenario_note": "kept"} and row.to_dict()["scenario_note"] == "kept"
+
+
+def test_a_scenario_reads_its_workloads_by_attribute_and_marks_a_tiny_measurement() -> None:
+    w = get_workload("bert-base-imdb", tiny=True)
+    measurement = {"status": "ok", "step_seconds": 0.25, "epoch_seconds": 600.0}
+    record = {"command": "run", "workload": w.to_dict(), "measurement": measurement}
+    (scenario,) = scenarios_from_records([record], ["rtx-4090"])
+    # A tiny run stands for its preset: the scenario is named after the real workload's fields.
+    real = get_workload("bert-base-imdb")
+    assert (scenario["workload"], scenario["params"]) == (real.name, real.param_count())
+    assert scenario["title"] == f"{real.name} · {real.precision}"
+    model = ReportModel.from_dict(build_model(lang="en", scenarios=[scenario], records=[record]))
+    (typed,) = model.scenarios
+    assert typed.measured_view.tiny and not typed.measured_generation
+    # The tiny run's epoch says nothing about the real model: its step time is shown, marked tiny.
+    table = render_markdown(model)
+    assert "ok, 250.0 ms/step (tiny: smoke test)" in table and "10.0 min/epoch" not in table
