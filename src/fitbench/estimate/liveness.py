@@ -8,7 +8,11 @@ of segments >= i already exist (gradients are set to None between steps, PyTorch
 runs once every N micro-batches, so from the second micro-batch on every gradient is alive
 through the forward and the whole backward. The optimizer step is the other candidate: every
 gradient plus the optimizer's scratch, with activations gone. The parts are those of whichever
-moment is larger, so they describe a real instant, not a sum of maxima.
+moment is larger, so they describe a real instant, not a sum of maxima. "Larger" is judged by
+what the breakdown reports for the moment: its parts plus the allocator's fragmentation share of
+its dynamic part (everything but autocast's copies); judged on the parts alone, a moment with
+more copies and fewer gradients could win and report less, so a larger batch could read a
+smaller peak.
 
 Why one walk for every model: full training and LoRA differ only in their segments and in the
 dtype of each segment's gradients (FP32 adapters beside a 16-bit classifier copy), so both pass
@@ -32,9 +36,11 @@ def _backward_moment(
     checkpointing: bool,
     grad_accum: int,
     gradients: bool,
+    fragmentation: float = 0.0,
 ) -> tuple[float, dict[str, float]]:
-    """(total, parts) of the largest moment of forward+backward; with `gradients` False the
-    gradients are left out of the comparison (the parts still say which exist then)."""
+    """(total, parts) of the largest moment of forward+backward, totals with the fragmentation
+    share of their dynamic part; with `gradients` False the gradients are left out of the
+    comparison (the parts still say which exist then)."""
     prefix_act: list[float] = []
     prefix_cast: list[float] = []
     acts_before = casts_before = 0.0  # of segments < i (checkpointed blocks: their inputs only)
@@ -55,8 +61,8 @@ def _backward_moment(
             # Accumulating: the previous micro-batches' gradients exist through this backward.
             grads_after = all_grads
         acts = prefix_act[i] + seg.saved_bytes
-        total = acts + prefix_cast[i] + seg.cast_params * cast_bytes + seg.transient_bytes
-        total += grads_after if gradients else 0.0
+        dynamic = acts + seg.transient_bytes + (grads_after if gradients else 0.0)
+        total = dynamic * (1.0 + fragmentation) + prefix_cast[i] + seg.cast_params * cast_bytes
         if total > best_total:
             best_total = total
             best = {
@@ -87,14 +93,21 @@ def step_peak(
     checkpointing: bool,
     grad_accum: int,
     optimizer_scratch: float,
+    fragmentation: float = 0.0,
 ) -> tuple[str, dict[str, float]]:
     """(phase, parts) of the larger of the backward walk's largest moment ('backward') and the
-    optimizer step ('optimizer': every gradient and the optimizer's scratch)."""
+    optimizer step ('optimizer': every gradient and the optimizer's scratch), each judged with
+    the `fragmentation` share the breakdown adds to its dynamic part."""
     best_total, best = _backward_moment(
-        segments, cast_bytes=cast_bytes, checkpointing=checkpointing, grad_accum=grad_accum, gradients=True
+        segments,
+        cast_bytes=cast_bytes,
+        checkpointing=checkpointing,
+        grad_accum=grad_accum,
+        gradients=True,
+        fragmentation=fragmentation,
     )
     all_grads = sum(seg.params * grad_b for seg, grad_b in segments)
-    if all_grads + optimizer_scratch > best_total:
+    if (all_grads + optimizer_scratch) * (1.0 + fragmentation) > best_total:
         return "optimizer", {
             "activations": 0.0,
             "amp_weight_copies": 0.0,

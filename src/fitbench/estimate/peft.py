@@ -306,15 +306,17 @@ def peft_segments(workload: Workload) -> list[GradedSegment]:
     return segs
 
 
-def step_peak(workload: Workload) -> tuple[str, dict[str, float]]:
+def step_peak(workload: Workload, fragmentation: float = 0.0) -> tuple[str, dict[str, float]]:
     """The largest moment of forward+backward or of the optimizer step (liveness.step_peak),
-    over the PEFT segments with their own gradient dtypes."""
+    over the PEFT segments with their own gradient dtypes, judged with the breakdown's
+    `fragmentation` share."""
     return liveness.step_peak(
         peft_segments(workload),
         cast_bytes=workload.precision_info.cast_cache_bytes,
         checkpointing=workload.checkpointing,
         grad_accum=workload.grad_accum,
         optimizer_scratch=optimizer_scratch_bytes(workload),
+        fragmentation=fragmentation,
     )
 
 
@@ -370,7 +372,7 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
     head = head_trainable_params(workload)
     parts["adapter_weights"] = trainable_bytes(workload)
     parts["optimizer_state"] = optimizer_state_bytes(workload)
-    phase, dynamic = step_peak(workload)
+    phase, dynamic = step_peak(workload, profile.fragmentation)
     parts.update(dynamic)
     parts["dequant_workspace"] = dequant_workspace_bytes(workload)
     dynamic_total = parts["activations"] + parts["temporaries"] + parts["gradients"]

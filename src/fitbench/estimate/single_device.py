@@ -59,8 +59,9 @@ def activation_peak(workload: Workload, framework: str) -> dict[str, float]:
     )
 
 
-def step_peak(workload: Workload, framework: str) -> tuple[str, dict[str, float]]:
-    """The larger of the backward walk's largest moment and the optimizer step, as parts."""
+def step_peak(workload: Workload, framework: str, fragmentation: float = 0.0) -> tuple[str, dict[str, float]]:
+    """The larger of the backward walk's largest moment and the optimizer step, as parts, judged
+    with the allocator's `fragmentation` share that the breakdown adds (liveness.step_peak)."""
     _, _, scratch = optimizer_bytes(workload, framework)
     return liveness.step_peak(
         graded_segments(workload, framework),
@@ -68,6 +69,7 @@ def step_peak(workload: Workload, framework: str) -> tuple[str, dict[str, float]
         checkpointing=workload.checkpointing,
         grad_accum=workload.grad_accum,
         optimizer_scratch=scratch,
+        fragmentation=fragmentation,
     )
 
 
@@ -84,7 +86,7 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
         state, master, _ = optimizer_bytes(workload, framework)
         parts["optimizer_state"] = state
         parts["master_weights"] = master
-        phase, dynamic = step_peak(workload, framework)
+        phase, dynamic = step_peak(workload, framework, _fragmentation_share(workload, profile))
         parts.update(dynamic)
         details["gradients_total"] = int(workload.param_count() * p.grad_bytes)
     elif workload.is_generation:
@@ -104,8 +106,7 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
         parts["temporaries"] = module.inference_transient_bytes(workload)
     dynamic_total = parts["activations"] + parts["temporaries"] + parts["kv_cache"] + parts["gradients"]
     parts["workspace"] = profile.workspace_bytes
-    fragmentation = profile.fragmentation_cnn if workload.is_resnet else profile.fragmentation
-    parts["fragmentation"] = fragmentation * dynamic_total
+    parts["fragmentation"] = _fragmentation_share(workload, profile) * dynamic_total
     if workload.is_generation:
         outgrown = transformer_cost.outgrown_cache_bytes(workload, profile.kv_growth_stale_share)
         parts["fragmentation"] += outgrown
@@ -113,3 +114,8 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
             details["outgrown_kv_cache_blocks"] = int(outgrown)
     parts["cuda_context"] = profile.context_bytes
     return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)
+
+
+def _fragmentation_share(workload: Workload, profile: Profile) -> float:
+    """The caching allocator's reserved-over-allocated excess for this model family."""
+    return profile.fragmentation_cnn if workload.is_resnet else profile.fragmentation
