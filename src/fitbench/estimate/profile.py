@@ -51,6 +51,13 @@ class Profile:
     # A memory-bound kernel's fixed GPU time (launch, ramp-up, tail) beside its bytes at the
     # streaming bandwidth; independent of the card's bandwidth.
     kernel_fixed_seconds: float = 0.0
+    # The same for a generation's decode step, where a mode runs kernels of its own for it
+    # (torch.tuned's fused or compiled kernels, whose launches the eager operation counts do not
+    # follow); None: kernel_fixed_seconds.
+    decode_kernel_fixed_seconds: float | None = None
+    # A convolution pass's fixed GPU time per launch (forward, data and weight gradients) beside
+    # its FLOPs at conv_efficiency: pipeline fill, epilogue and the last wave's tail.
+    conv_fixed_seconds: float = 0.0
     host_seconds_per_op: float
     generate_host_seconds_per_op: float
     context_bytes: int
@@ -76,8 +83,17 @@ class Profile:
         own = self.decode_memory_efficiency
         return self.memory_efficiency if own is None else own
 
+    @property
+    def decode_fixed_seconds(self) -> float:
+        """The fixed GPU time of a decode-step kernel's launch (the mode's own where it has one)."""
+        own = self.decode_kernel_fixed_seconds
+        return self.kernel_fixed_seconds if own is None else own
+
     def in_force(self, key: str) -> float:
-        """The value the estimator uses for `key` (an absent decode share is memory_efficiency)."""
+        """The value the estimator uses for `key` (an absent decode share is memory_efficiency, an
+        absent decode fixed time kernel_fixed_seconds)."""
+        if key == "decode_kernel_fixed_seconds":
+            return self.decode_fixed_seconds
         return self.decode_efficiency if key == "decode_memory_efficiency" else getattr(self, key)
 
     def to_dict(self) -> dict[str, object]:

@@ -9,6 +9,8 @@ image, the max-pool output and its int64 indices.
 
 from __future__ import annotations
 
+import dataclasses
+
 from fitbench.core.names import ExecMode, Framework
 from fitbench.estimate.dtypes import activation_dtypes
 from fitbench.estimate.profile import Profile, get_profile
@@ -33,12 +35,14 @@ LAYOUT_ELEMENT_BYTES = 4.0
 # that these kernels reach, from the kernel time by class of ResNet-50 steps on an H200
 # (benchmarks/results/conv-layout-h200-2026-12-03.json) over the bytes counted here: cuDNN's batch
 # norm on NCHW tensors 2.06-2.14 TB/s (FP32 rows), on channels-last 3.42-3.67 TB/s, PyTorch's
-# native channels-last kernels 1.67-1.78 TB/s (AMP-bf16 rows), the layout conversions 1.32-2.04
-# TB/s (median 1.8). Plain elementwise kernels (ReLU, adds, the optimizer) stream at the
-# profile's memory_efficiency. Counted as the same share of streaming on every card.
+# native channels-last kernels 1.86-1.90 TB/s (AMP-bf16 rows, beside the profile's
+# kernel_fixed_seconds for each of their 212 launches a step: _batch_norm_launches; 1.67-1.78
+# TB/s with the launches inside), the layout conversions 1.32-2.04 TB/s (median 1.8). Plain
+# elementwise kernels (ReLU, adds, the optimizer) stream at the profile's memory_efficiency.
+# Counted as the same share of streaming on every card.
 CUDNN_BN_NCHW_SHARE = 0.50
 CUDNN_BN_NHWC_SHARE = 0.83
-NATIVE_BN_CHANNELS_LAST_SHARE = 0.41
+NATIVE_BN_CHANNELS_LAST_SHARE = 0.45
 LAYOUT_SHARE = 0.43
 
 
@@ -141,6 +145,7 @@ def forward_kernels(
     convs = arch.convs(size)
     last_conv = ".conv3" if arch.block == "bottleneck" else ".conv2"
     bn_eff = _batch_norm_efficiency(workload, profile, channels_last)
+    bn_launches = _batch_norm_launches(workload, profile, channels_last)
     ks: list[Kernel] = []
     for i, conv in enumerate(convs):
         out = b * conv.out_channels * conv.out_hw**2
@@ -148,15 +153,22 @@ def forward_kernels(
         # Autocast casts each convolution's weight (batch norm keeps the 16-bit activations, so
         # only the stem's FP32 image is cast as an input).
         casts = (2.0 if i == 0 else 1.0) if p.amp else 0.0
+        weights = conv.in_channels * conv.out_channels * conv.kernel**2
         ks.append(
             Kernel(
                 name=conv.name,
                 kind="conv",
                 flops=2.0 * b * conv.macs_per_sample(),
-                bytes=(inp + out) * a + conv.in_channels * conv.out_channels * conv.kernel**2 * w_bytes,
+                bytes=(inp + out) * a + weights * w_bytes,
                 cast_ops=casts,
+                # backward: the data and the weight gradient, each its own kernel; the stem's
+                # image takes no gradient
+                backward_launches=1.0 if i == 0 else 2.0,
             )
         )
+        if p.amp and framework == Framework.TORCH:
+            image = b * arch.in_channels * size * size if i == 0 else 0
+            ks.append(_cast_kernel(conv.name, weights, image=image))
         if framework != Framework.TORCH:
             ks += _paddle_memory_kernels(conv, out, a, conv.name.endswith(last_conv))
             continue
@@ -170,6 +182,8 @@ def forward_kernels(
                 bytes=(BN_TRAIN_FORWARD_PASSES if training else BN_INFERENCE_PASSES) * out * a,
                 backward_bytes=BN_BACKWARD_PASSES * out * a,
                 memory_efficiency=bn_eff,
+                launches=bn_launches[0] if training else 1.0,
+                backward_launches=bn_launches[1],
             )
         )
         if conv.name.endswith(last_conv):
@@ -208,7 +222,30 @@ def forward_kernels(
             cast_ops=2.0 if p.amp else 0.0,  # weight and bias
         )
     )
+    if p.amp and framework == Framework.TORCH:
+        fc_params = arch.feature_dim * arch.num_classes + arch.num_classes
+        ks.append(dataclasses.replace(_cast_kernel("fc", fc_params), launches=2.0, backward_launches=2.0))
     return ks
+
+
+def _cast_kernel(name: str, params: int, *, image: int = 0) -> Kernel:
+    """Autocast's 16-bit copy of one layer's FP32 weights, made every forward (the cast cache
+    lives for one autocast region, and the tuned mode runs without it), and in backward the copy
+    of its gradient back to FP32 (ToCopyBackward): each reads 4 and writes 2 bytes an element, or
+    the reverse, in a kernel of its own. The stem also casts the FP32 image (one more launch, no
+    gradient). The eager AMP ResNet-50 steps of conv-layout-h200-2026-12-03.json spent 0.32-0.36 ms
+    a step in these copies at every batch and image size. Their host cost is the layer's
+    (Kernel.cast_ops), so they carry no operations of their own."""
+    return Kernel(
+        name=name + ".cast",
+        kind="memory",
+        flops=0.0,
+        bytes=(params + image) * (4.0 + 2.0),
+        backward_bytes=params * (2.0 + 4.0),
+        ops=0.0,
+        launches=2.0 if image else 1.0,
+        backward_launches=1.0,
+    )
 
 
 def _batch_norm_efficiency(workload: Workload, profile: Profile, channels_last: bool) -> float | None:
@@ -228,6 +265,18 @@ def _batch_norm_efficiency(workload: Workload, profile: Profile, channels_last: 
     if batch_norm_backend(workload) == "native":
         return NATIVE_BN_CHANNELS_LAST_SHARE if channels_last else profile.bn_native_nchw_efficiency
     return CUDNN_BN_NHWC_SHARE if channels_last else CUDNN_BN_NCHW_SHARE
+
+
+def _batch_norm_launches(workload: Workload, profile: Profile, channels_last: bool) -> tuple[float, float]:
+    """Kernels one training batch norm launches forward and backward, by the implementation that
+    runs (the kernel names of the H200 profiles in conv-layout-h200-2026-12-03.json): PyTorch's
+    native kernels collect the statistics and normalise in two (batch_norm_collect_statistics* and
+    batch_norm_transform_input*), and in backward reduce and write the input gradient in two on
+    channels-last tensors (backward_reduce / backward_elemt_channels_last) and in one on NCHW
+    (batch_norm_backward_kernel); cuDNN's do each pass in one (bn_fw_tr_*, bn_bw_*)."""
+    if profile.framework == Framework.TORCH and batch_norm_backend(workload) == "native":
+        return 2.0, 2.0 if channels_last else 1.0
+    return 1.0, 1.0
 
 
 def _layout_kernel(conv: ConvLayer, inp: float, out: float, *, stem: bool) -> Kernel:

@@ -52,7 +52,11 @@ class Kernel:
     memory_efficiency  the share of the card's streaming bandwidth this kernel reaches where it
            is not the profile's memory_efficiency (batch norm, cuDNN's layout conversions)
     launches  GPU kernels one instance launches, each paying the profile's kernel_fixed_seconds
-           where the instance is memory-bound; None: its framework operations (at least one)
+           where the instance is memory-bound (a convolution: conv_fixed_seconds); None: its
+           framework operations (at least one)
+    backward_launches  GPU kernels its backward launches where they differ from the forward's
+           (a convolution's data and weight gradients, batch norm's reduction and input gradient);
+           None: as many as the forward
     """
 
     name: str
@@ -67,6 +71,7 @@ class Kernel:
     backward_bytes: float | None = None
     memory_efficiency: float | None = None
     launches: float | None = None
+    backward_launches: float | None = None
 
     @property
     def kernel_launches(self) -> float:

@@ -145,7 +145,12 @@ def time_kernels(
     fixed_ops: float = 0.0,
     overlap_loss: float | None = None,
     memory_efficiency: float | None = None,
+    kernel_fixed_seconds: float | None = None,
 ) -> Timing:
+    """The step of `kernels`: GPU time by roofline per kernel, host time, and their overlap.
+    `memory_efficiency` and `kernel_fixed_seconds` replace the profile's for memory-bound kernels
+    that run code of the mode's own (a generation's decode step)."""
+    fixed = profile.kernel_fixed_seconds if kernel_fixed_seconds is None else kernel_fixed_seconds
     eff = {
         "matmul": profile.matmul_efficiency,
         "conv": profile.conv_efficiency,
@@ -168,12 +173,16 @@ def time_kernels(
             share = conv_efficiency(profile, gpu, rate) if k.kind == "conv" else eff.get(k.kind, 1.0)
             peak = gpu.peak(rate) * share
             t_compute = k.flops / peak
+            if k.kind == "conv":
+                # Each convolution pass also pays a fixed time per launch (pipeline fill, epilogue,
+                # the last wave's tail), which dominates the small convolutions of small images.
+                t_compute += k.kernel_launches * profile.conv_fixed_seconds
         own = None if k.memory_efficiency is None else own_share(k.memory_efficiency, gpu)
         share = (base_mem_eff if own is None else own) * format_share
         t_memory = kernel_bytes / (stream * share)
         if k.kind == "memory":
             # A memory-bound kernel: its bytes at the streaming rate plus a fixed cost per launch.
-            t_memory += k.kernel_launches * profile.kernel_fixed_seconds
+            t_memory += k.kernel_launches * fixed
         t = max(t_compute, t_memory, profile.kernel_floor_seconds)
         if t == profile.kernel_floor_seconds and t > max(t_compute, t_memory):
             floor += t * k.count
@@ -220,7 +229,7 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
                 ops=k.ops * BACKWARD_HOST_SHARE,
                 cast_ops=k.cast_ops,
                 memory_efficiency=k.memory_efficiency,
-                launches=k.kernel_launches,
+                launches=k.kernel_launches if k.backward_launches is None else k.backward_launches,
             )
         )
     return out
@@ -262,10 +271,10 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
     ]
 
 
-def training_step(
-    workload: Workload, gpu: GpuSpec, profile: Profile, *, channels_last: bool | None = None
-) -> Timing:
-    """One training step; `channels_last` overrides a ResNet's memory format (None: the mode's)."""
+def training_kernels(
+    workload: Workload, profile: Profile, *, channels_last: bool | None = None
+) -> list[Kernel]:
+    """The kernels of one training step: forward, backward, optimizer (and recomputation)."""
     if workload.is_resnet:
         fwd = resnet_cost.forward_kernels(workload, profile, channels_last=channels_last)
     else:
@@ -273,6 +282,19 @@ def training_step(
     kernels = fwd + _backward(fwd) + optimizer_kernels(workload, profile.framework)
     if workload.checkpointing:
         kernels += fwd  # recomputation of the forward pass during backward
+    return kernels
+
+
+def kernel_launches(kernels: list[Kernel]) -> float:
+    """GPU kernels launched by `kernels` (each instance's launches times its count)."""
+    return sum(k.kernel_launches * k.count for k in kernels)
+
+
+def training_step(
+    workload: Workload, gpu: GpuSpec, profile: Profile, *, channels_last: bool | None = None
+) -> Timing:
+    """One training step; `channels_last` overrides a ResNet's memory format (None: the mode's)."""
+    kernels = training_kernels(workload, profile, channels_last=channels_last)
     return time_kernels(
         kernels,
         workload,
@@ -312,6 +334,9 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     assert isinstance(arch, TransformerArch)
     b, prompt, new = workload.batch_size, workload.prompt_tokens or 1, workload.new_tokens or 1
     prefill_k = transformer_cost.forward_kernels(workload, b, prompt)
+    # The prefill's memory-bound work, over a few hundred tokens mostly its GEMMs' weight reads,
+    # streams at the decode step's share (decode_memory_efficiency: what the mode's weight reads
+    # reach, where it has its own); its small kernels keep the mode's fixed time per launch.
     prefill = time_kernels(
         prefill_k,
         workload,
@@ -319,6 +344,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         profile,
         host_seconds_per_op=profile.host_seconds_per_op,
         fixed_ops=GENERATE_FIXED_OPS_PER_TOKEN,
+        memory_efficiency=profile.decode_efficiency,
     )
     # A decode step at the mean context length of the generation.
     mean_context = prompt + math.ceil(new / 2)
@@ -330,8 +356,9 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     # An fp8 Linear launches its own kernel from Python (a Triton launch in transformers'
     # FP8Linear), which costs the host more than the one call layer_calls counts for it.
     fp8_extra = generate_ops.fp8_linear_calls(workload) * (profile.fp8_linear_host_calls - 1.0)
-    # The decode step's weight stream has its own bandwidth share (profiles.toml:
-    # decode_memory_efficiency), where the mode runs kernels of its own for it.
+    # The decode step has its own bandwidth share and fixed time per launch (profiles.toml:
+    # decode_memory_efficiency, decode_kernel_fixed_seconds), where the mode runs kernels of its
+    # own for it.
     decode = time_kernels(
         host_k,
         workload,
@@ -340,6 +367,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         host_seconds_per_op=profile.generate_host_seconds_per_op,
         fixed_ops=float(generate_ops.decode_step_calls(arch, mean_context)) + fp8_extra,
         memory_efficiency=profile.decode_efficiency,
+        kernel_fixed_seconds=profile.decode_fixed_seconds,
     )
     # The bandwidth roofline: every weight byte and the KV cache read once per step at the
     # datasheet bandwidth — no implementation decodes faster than this.
