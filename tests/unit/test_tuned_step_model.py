@@ -116,7 +116,9 @@ def test_decode_keeps_its_own_fixed_time_while_training_pays_the_eager_one() -> 
     assert DEFAULT.in_force("decode_kernel_fixed_seconds") == DEFAULT.kernel_fixed_seconds
     more = dataclasses.replace(TUNED, kernel_fixed_seconds=2 * TUNED.kernel_fixed_seconds)
     llm = workload_as_run(get_workload("llm-6b"), "tuned", H200)
-    assert speed.generation(llm, H200, more).decode.seconds == speed.generation(llm, H200, TUNED).decode.seconds
+    assert (
+        speed.generation(llm, H200, more).decode.seconds == speed.generation(llm, H200, TUNED).decode.seconds
+    )
     w = _tuned_resnet()
     assert speed.training_step(w, H200, more).seconds > 1.2 * speed.training_step(w, H200, TUNED).seconds
 
