@@ -135,3 +135,26 @@ def test_stored_tuned_resnet_and_decode_are_within_twenty_percent() -> None:
     # The breakdown adds up to the step (no host in a replayed graph).
     parts = resnet["compute_seconds"] + resnet["memory_seconds"] + resnet["floor_seconds"]
     assert parts == pytest.approx(resnet["step_seconds"]) and resnet["host_seconds"] == 0.0
+
+
+def test_attention_share_falls_below_head_dim_128_in_the_tuned_table_only() -> None:
+    """Stored eager H200 profiles: fused attention at 0.22-0.23 of the peak at head_dim 64, 0.38
+    at 128. The tuned table follows the head dimension; the default keeps its flat share."""
+    bert = get_workload("bert-base-imdb", precision="amp-bf16")  # 12 heads of 64
+    llm = get_workload("llm-6b")  # 32 heads of 128
+    assert speed.attention_share(TUNED, bert) == pytest.approx(0.225, abs=0.005)
+    assert speed.attention_share(TUNED, llm) == pytest.approx(TUNED.attention_efficiency)
+    assert (
+        speed.attention_share(DEFAULT, bert)
+        == speed.attention_share(DEFAULT, llm)
+        == DEFAULT.attention_efficiency
+    )
+    # The BERT step's attention kernels take the longer for it, by the share's ratio.
+    w = workload_as_run(bert, "tuned", H200)
+    attention = [k for k in speed.training_kernels(w, TUNED) if k.kind == "attention"]
+    flat = dataclasses.replace(TUNED, attention_head_dim_exponent=0.0)
+    ratio = (
+        speed.time_kernels(attention, w, H200, TUNED, host_seconds_per_op=0.0).gpu_seconds
+        / speed.time_kernels(attention, w, H200, flat, host_seconds_per_op=0.0).gpu_seconds
+    )
+    assert ratio == pytest.approx(TUNED.attention_efficiency / 0.225, rel=0.03)

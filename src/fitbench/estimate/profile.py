@@ -58,6 +58,9 @@ class Profile:
     # A convolution pass's fixed GPU time per launch (forward, data and weight gradients) beside
     # its FLOPs at conv_efficiency: pipeline fill, epilogue and the last wave's tail.
     conv_fixed_seconds: float = 0.0
+    # Fused attention's share of the peak falls with the head dimension below 128:
+    # attention_efficiency x (head_dim / 128) ** this (estimate/speed.py attention_share); 0: flat.
+    attention_head_dim_exponent: float = 0.0
     host_seconds_per_op: float
     generate_host_seconds_per_op: float
     context_bytes: int

@@ -135,6 +135,29 @@ def conv_efficiency(profile: Profile, gpu: GpuSpec, rate: str) -> float:
     return max(share, min(max(share, profile.matmul_efficiency), fed))
 
 
+# The head dimension fused attention's measured share refers to (attention_share).
+ATTENTION_REFERENCE_HEAD_DIM = 128
+
+
+def attention_share(profile: Profile, workload: Workload) -> float:
+    """Fused attention's share of the peak for `workload`'s head dimension.
+
+    Per pair of query and key a fused attention kernel does 4 x head_dim FLOPs of matrix products
+    (QK^T, PV) and one exponential, and the exponentials run on the SMs' special-function units
+    at a small fraction of the tensor-core rate (FlashAttention-3: 3.9 of 989 TFLOP/s on an H100):
+    at head_dim 64 they, the softmax bookkeeping and the smaller tiles weigh twice what they do at
+    128. `profile.attention_efficiency` is the share at head_dim 128 and above; below it the share
+    falls as (head_dim / 128) ** attention_head_dim_exponent (0: the same share at every head
+    dimension)."""
+    share = profile.attention_efficiency
+    arch = workload.arch
+    exponent = profile.attention_head_dim_exponent
+    if not exponent or not isinstance(arch, TransformerArch):
+        return share
+    head_dim = arch.head_dim or arch.hidden_size // arch.num_heads
+    return share * min(1.0, head_dim / ATTENTION_REFERENCE_HEAD_DIM) ** exponent
+
+
 def time_kernels(
     kernels: list[Kernel],
     workload: Workload,
@@ -154,7 +177,7 @@ def time_kernels(
     eff = {
         "matmul": profile.matmul_efficiency,
         "conv": profile.conv_efficiency,
-        "attention": profile.attention_efficiency,
+        "attention": attention_share(profile, workload),
     }
     fmt = workload.weight_format
     base_mem_eff = profile.memory_efficiency if memory_efficiency is None else memory_efficiency
