@@ -100,7 +100,6 @@ def _estimate(workload: Any, gpu_id: str | None) -> dict[str, Any] | None:
 
 def profile_step(spec: str, *, device: str, tiny: bool, steps: int, gpu_id: str | None) -> dict[str, Any]:
     """One tuned training workload: step time, kernel classes a step, the estimate beside it."""
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
     from fitbench.backends import get_backend
@@ -123,19 +122,25 @@ def profile_step(spec: str, *, device: str, tiny: bool, steps: int, gpu_id: str 
         step_seconds = (time.perf_counter() - t0) / steps
         cuda = device.startswith("cuda")
         profiled = max(1, min(steps, 5))
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        activities = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
 
         def kernels_of(step: Any) -> list[tuple[str, float]]:
+            """(name, microseconds) of every kernel in `profiled` steps (on the CPU: top-level ops).
+            On CUDA only device activity is recorded, so every averaged key is a kernel, a memcpy
+            or a memset (as conv_layout.py and decode_attention.py read them on the H200); each
+            contributes its count of entries at its mean duration."""
             with profile(activities=activities) as prof:
                 for _ in range(profiled):
                     step()
                 session.sync()
-            return [
-                (e.name, e.device_time_total if cuda else e.cpu_time_total)
-                for e in prof.events()
-                if (cuda and e.device_type == torch.autograd.DeviceType.CUDA)
-                or (not cuda and e.name.startswith("aten::") and e.cpu_parent is None)
-            ]
+            if not cuda:
+                return [(e.name, e.cpu_time_total) for e in prof.events() if e.cpu_parent is None]
+            out: list[tuple[str, float]] = []
+            for e in prof.key_averages():
+                us = getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0)) or 0.0
+                if us > 0 and e.count:
+                    out += [(e.key, us / e.count)] * e.count
+            return out
 
         kernels = kernels_of(session.step)
         profiled_what = "graph replays" if session.notes.get("cuda_graph") else "eager steps"
