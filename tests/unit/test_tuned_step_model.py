@@ -158,3 +158,30 @@ def test_attention_share_falls_below_head_dim_128_in_the_tuned_table_only() -> N
         / speed.time_kernels(attention, w, H200, flat, host_seconds_per_op=0.0).gpu_seconds
     )
     assert ratio == pytest.approx(TUNED.attention_efficiency / 0.225, rel=0.03)
+
+
+def test_bias_gradients_are_reductions_of_their_own_in_backward_only() -> None:
+    """BERT's biased Linears each sum their output gradient over the tokens in backward (the eager
+    BERT-large profile: 147 reductions a step at 0.31 of streaming); Llama's Linears have no bias,
+    frozen PEFT bases take no gradient, inference no backward."""
+    from fitbench.estimate import transformer_cost
+
+    bert = get_workload("bert-base-imdb", precision="amp-bf16")
+    kernels = speed.training_kernels(bert, TUNED)
+    forward = [k for k in kernels if k.name == "bias_gradients"]
+    backward = [k for k in kernels if k.name == "bias_gradients.backward"]
+    assert len(forward) == len(backward) == 1
+    tokens = bert.batch_size * bert.seq_len
+    h, f = bert.arch.hidden_size, bert.arch.intermediate_size
+    assert backward[0].bytes == 12 * tokens * (3 * h + h + f + h) * 2  # 16-bit gradients, 12 layers
+    assert backward[0].kernel_launches == 12 * 6
+    # The forward half costs nothing; the backward half its bytes at the share plus its launches.
+    alone = speed.time_kernels(forward, bert, H200, TUNED, host_seconds_per_op=0.0)
+    assert alone.gpu_seconds == 0.0
+    back = speed.time_kernels(backward, bert, H200, TUNED, host_seconds_per_op=0.0).gpu_seconds
+    stream = H200.stream_bandwidth_bytes_s * transformer_cost.BIAS_GRADIENT_SHARE
+    assert back == pytest.approx(backward[0].bytes / stream + 72 * TUNED.kernel_fixed_seconds)
+    llm = get_workload("llm-6b", mode="train", batch_size=1, seq_len=512)
+    assert not [k for k in speed.training_kernels(llm, TUNED) if "bias" in k.name]
+    lora = get_workload("bert-base-imdb", peft="lora")
+    assert not [k for k in transformer_cost.forward_kernels(lora, 2, 128) if "bias" in k.name]

@@ -186,6 +186,8 @@ def time_kernels(
     compute = memory = floor = 0.0
     flops = nbytes = ops = casts = 0.0
     for k in kernels:
+        if not (k.flops or k.bytes or k.dequant_bytes or k.kernel_launches):
+            continue  # a pass that launches nothing (a bias gradient's forward) takes no time
         t_compute = 0.0
         # fp8 / int8 weights with quantized activations use those tensor cores where the card
         # has them (GpuSpec.has_rate); elsewhere they are expanded to 16 bit first.

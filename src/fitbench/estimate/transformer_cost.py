@@ -422,13 +422,17 @@ def _autocast_casts(arch: TransformerArch, name: str) -> int:
     models (tests/backends/test_autocast_casts.py).
     Weights are cast again every forward in training (the cast cache lives for one autocast
     region); the cost is the host's, the bytes are in the elementwise and matmul kernels."""
-    bias = {
+    return 1 + int(_has_bias(arch, name)) + input_casts(name)
+
+
+def _has_bias(arch: TransformerArch, name: str) -> bool:
+    """Whether a block's Linear `name` has a bias."""
+    return {
         "q_proj": arch.qkv_bias,
         "k_proj": arch.qkv_bias,
         "v_proj": arch.qkv_bias,
         "o_proj": arch.out_bias,
     }.get(name, arch.mlp_bias)
-    return 1 + int(bias) + input_casts(name)
 
 
 def input_casts(name: str) -> int:
@@ -650,6 +654,45 @@ def forward_kernels(
     return ks
 
 
+# Share of the card's streaming bandwidth that a bias gradient's reduction reaches: PyTorch sums
+# the output gradient [tokens, out] over its tokens in a strided reduce_kernel, one a biased
+# Linear. The eager BERT-large AMP-fp16 step on an H200 (seq 512, b16; benchmarks/results/
+# profile-bert-large-amp-train-h200-2026-12-03.txt) spent 3.09 ms a step in its 147 aten::sum
+# calls, which read 3.62 GB of 16-bit gradients: 2.72 ms beside the profile's 2.5 us a launch,
+# 1.33 TB/s, 0.31 of the H200's streaming 4.22 TB/s.
+BIAS_GRADIENT_SHARE = 0.31
+
+
+def _bias_gradient_kernels(workload: Workload, arch: TransformerArch, tokens: int, a: float) -> list[Kernel]:
+    """The bias gradients of the blocks' Linears in backward (nothing in forward): each reads the
+    output gradient once (tokens x out_features at the activation width) in a reduction of its
+    own. Frozen PEFT bases take no bias gradient."""
+    if workload.peft:
+        return []
+    read = launches = 0.0
+    attention_names = {name for name, _, _ in arch.attention_linears()}
+    for name, _, fout in block_gemms(arch):
+        count = arch.num_layers if name in attention_names else arch.dense_mlp_layers
+        if _has_bias(arch, name) and count:
+            read += count * tokens * fout * a
+            launches += count
+    if not launches:
+        return []
+    return [
+        Kernel(
+            name="bias_gradients",
+            kind="memory",
+            flops=0.0,
+            bytes=0.0,
+            backward_bytes=read,
+            ops=0.0,  # issued by the Linears' backward nodes, whose host cost is counted
+            launches=0.0,
+            backward_launches=launches,
+            memory_efficiency=BIAS_GRADIENT_SHARE,
+        )
+    ]
+
+
 def _training_step_traffic(
     workload: Workload, arch: TransformerArch, dt: ActivationDtypes, tokens: int, a: float
 ) -> list[Kernel]:
@@ -682,6 +725,7 @@ def _training_step_traffic(
                 launches=3.0,
             )
         )
+    ks += _bias_gradient_kernels(workload, arch, tokens, a)
     if dt.amp:
         untied_embedding = 0 if arch.tie_embeddings else arch.vocab_size * arch.hidden_size
         positions = arch.max_positions * arch.hidden_size if arch.position == "learned" else 0
