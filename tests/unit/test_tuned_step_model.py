@@ -185,3 +185,26 @@ def test_bias_gradients_are_reductions_of_their_own_in_backward_only() -> None:
     assert not [k for k in speed.training_kernels(llm, TUNED) if "bias" in k.name]
     lora = get_workload("bert-base-imdb", peft="lora")
     assert not [k for k in transformer_cost.forward_kernels(lora, 2, 128) if "bias" in k.name]
+
+
+def test_layer_norms_run_kernels_of_their_own_at_their_measured_share() -> None:
+    """A block's two LayerNorms (BERT, GPT-2, ViT) leave the elementwise lump: 2 launches forward,
+    4 backward (input gradient, gamma/beta reduction), at 0.50 of streaming (the eager BERT-large
+    profile); their host operations move with them, so the host time is unchanged. RMSNorm
+    models (Llama) keep HF's elementwise RMSNorm in the lump."""
+    from fitbench.estimate import transformer_cost
+
+    bert = get_workload("bert-base-imdb", precision="amp-bf16")
+    arch, tokens = bert.arch, bert.batch_size * bert.seq_len
+    kernels = transformer_cost.forward_kernels(bert, bert.batch_size, bert.seq_len)
+    ln = next(k for k in kernels if k.name == "layer_norm")
+    ew = next(k for k in kernels if k.name == "elementwise")
+    assert (ln.count, ln.kernel_launches, ln.backward_launches) == (arch.num_layers, 2.0, 4.0)
+    assert ln.memory_efficiency == transformer_cost.LAYER_NORM_SHARE
+    assert ln.bytes == tokens * 2 * 2 * arch.hidden_size * 4  # FP32 rows under autocast
+    dt = transformer_cost.activation_dtypes(bert, dropout=True)
+    lump_bytes, lump_ops = transformer_cost._elementwise_bytes_per_token(arch, dt)
+    assert ln.ops + ew.ops == lump_ops
+    assert ln.bytes + ew.bytes == pytest.approx(tokens * lump_bytes)
+    llm = get_workload("llm-6b", mode="train", batch_size=1, seq_len=512)
+    assert not [k for k in transformer_cost.forward_kernels(llm, 1, 512) if k.name == "layer_norm"]

@@ -594,6 +594,23 @@ def forward_kernels(
         )
     )
     ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt)
+    if arch.norm == "layernorm":
+        # The two LayerNorms of a block run kernels of their own (see LAYER_NORM_SHARE).
+        ln_bytes, ln_ops = 2 * 2 * arch.hidden_size * dt.res, 2
+        ew_bytes, ew_ops = ew_bytes - ln_bytes, ew_ops - ln_ops
+        ks.append(
+            Kernel(
+                name="layer_norm",
+                kind="memory",
+                flops=0.0,
+                bytes=tokens * ln_bytes,
+                count=L,
+                ops=ln_ops,
+                launches=2.0,
+                backward_launches=4.0,  # the input gradient, and gamma's and beta's reduction
+                memory_efficiency=LAYER_NORM_SHARE,
+            )
+        )
     ks.append(
         Kernel(
             name="elementwise",
@@ -654,6 +671,14 @@ def forward_kernels(
     return ks
 
 
+# Share of the card's streaming bandwidth that PyTorch's LayerNorm kernels reach on a block's
+# [tokens, hidden] rows (vectorized_layer_norm forward; backward its input-gradient kernel and
+# GammaBetaBackward): the eager BERT-large AMP-fp16 step on an H200 (benchmarks/results/
+# profile-bert-large-amp-train-h200-2026-12-03.txt) spent 4.91 ms a step in its 48 block
+# LayerNorms forward and backward for the 9.66 GB counted here (read and write the FP32 rows
+# forward, twice that backward): 4.55 ms beside 2.5 us for each of their 144 launches, 2.12 TB/s,
+# 0.50 of the H200's streaming 4.22 TB/s.
+LAYER_NORM_SHARE = 0.50
 # Share of the card's streaming bandwidth that a bias gradient's reduction reaches: PyTorch sums
 # the output gradient [tokens, out] over its tokens in a strided reduce_kernel, one a biased
 # Linear. The eager BERT-large AMP-fp16 step on an H200 (seq 512, b16; benchmarks/results/
