@@ -97,6 +97,7 @@ OPTIONAL_KEYS = (
     "max_batch_search",
     "end_to_end_tokens_per_second",
     "decode_step_seconds",
+    "host_probe_seconds",
 )
 
 
@@ -158,6 +159,8 @@ class Measurement:
     end_to_end_tokens_per_second: float | None = None
     # A generation's median decode step (n-token less one-token generation over n - 1), where recorded.
     decode_step_seconds: float | None = None
+    # Seconds of one round of the host-speed probe on the run's device, where taken.
+    host_probe_seconds: float | None = None
     # Keys this class does not name, kept as they came.
     extra: Mapping[str, Any] = field(default_factory=dict)
     # The optional keys the source had (written back even where None).
@@ -180,6 +183,20 @@ class Measurement:
     def is_verdict(self) -> bool:
         """ok or oom: the run answered the question (out of memory is an answer, not a failure)."""
         return self.status in ("ok", "oom")
+
+    def decode_step(self, new_tokens: int | None) -> float | None:
+        """Seconds of one decode step of a generation (one token per sequence).
+
+        The child's `decode_step_seconds` where it recorded one: the difference of an n-token and
+        a one-token generation over n - 1, medians both, so it holds the decode steps alone and
+        not the generate call's once-per-call work, and host noise in one sample does not move it.
+        Older records have only `decode_seconds` (a generation less a separately timed prefill),
+        which is spread over the `new_tokens` instead.
+        """
+        if self.decode_step_seconds:
+            return self.decode_step_seconds
+        decode, new = self.decode_seconds, new_tokens or 0
+        return decode / new if decode and new else None
 
     # ------------------------------------------------------------------ changing
 
