@@ -23,6 +23,8 @@ RUN_KEYS = {
     "measurement",
     "error_vs_estimate",
     "diagnosis",
+    "host_speed_ratio",
+    "estimate_reference_host",
     "run_id",
     "comparable",
     "not_comparable",
