@@ -161,6 +161,10 @@ def test_measured_speed_prefers_the_differenced_decode_step() -> None:
     new = {**old, "decode_step_seconds": 0.025}
     step, tokens = measured_speed(new, w)
     assert step == pytest.approx(0.025) and tokens == pytest.approx(4 / 0.025)
+    # The speed sentence beside an estimate (check, reports) shows that rate too.
+    from fitbench.advise.text import measured_speed_text
+
+    assert "160 tok/s" in measured_speed_text(Measurement.from_dict(new), w)
     # calibrate reads the same step (one helper: Measurement.decode_step)
     assert calibrate._measured_step(Measurement.from_dict(new), w) == pytest.approx(0.025)
     assert calibrate._measured_step(Measurement.from_dict(old), w) == pytest.approx(0.03)

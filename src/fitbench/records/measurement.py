@@ -198,6 +198,14 @@ class Measurement:
         decode, new = self.decode_seconds, new_tokens or 0
         return decode / new if decode and new else None
 
+    def decode_rate(self, batch_size: int | None) -> float | None:
+        """Decode tokens/s of one decode step: batch / decode_step_seconds where the child recorded
+        the differenced step, else its decode_tokens_per_second (which spreads the generate call's
+        once-per-call work over the tokens)."""
+        if self.decode_step_seconds and batch_size:
+            return batch_size / self.decode_step_seconds
+        return self.decode_tokens_per_second
+
     # ------------------------------------------------------------------ changing
 
     def with_values(self, **values: Any) -> Measurement:

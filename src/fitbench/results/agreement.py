@@ -63,16 +63,11 @@ def measured_speed(
     m: Measurement | Mapping[str, Any], workload: Workload | WorkloadView
 ) -> tuple[float | None, float | None]:
     """(step seconds, tokens/s) comparable with the estimator's: for generation one decode step
-    (one token per sequence, Measurement.decode_step) and the decode rate of that step (batch /
-    decode_step_seconds where the child recorded it, else its decode_tokens_per_second, which
-    spreads the generate call's once-per-call work over the tokens), otherwise the
-    training/inference step."""
+    (one token per sequence, Measurement.decode_step) and the decode rate of that step
+    (Measurement.decode_rate), otherwise the training/inference step."""
     m = Measurement.from_dict(m)
     if workload.is_generation:
-        step, batch = m.decode_step(workload.new_tokens), workload.batch_size
-        if m.decode_step_seconds and batch:
-            return step, batch / m.decode_step_seconds
-        return step, m.decode_tokens_per_second
+        return m.decode_step(workload.new_tokens), m.decode_rate(workload.batch_size)
     return m.step_seconds, m.tokens_per_second
 
 
