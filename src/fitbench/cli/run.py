@@ -265,7 +265,7 @@ def name_rates(m: Measurement, workload: Workload) -> Measurement:
 def _speed_key(m: Measurement, workload: Workload) -> float | None:
     """A 'higher is faster' figure for speed-ups."""
     if workload.is_generation:
-        return m.decode_tokens_per_second or m.tokens_per_second
+        return m.decode_rate(workload.batch_size) or m.tokens_per_second
     return 1.0 / m.step_seconds if m.step_seconds else None
 
 
