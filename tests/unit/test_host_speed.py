@@ -222,3 +222,27 @@ def test_fitbench_run_says_the_estimate_is_for_this_host() -> None:
     assert outcome.to_dict()["host_speed_ratio"] == pytest.approx(0.8)
     # The decode row shows the rate the error is taken of: batch / decode_step_seconds.
     assert "33.3 tok/s" in en
+
+
+def test_calibration_keeps_the_probe_round_of_the_hosts_it_fitted() -> None:
+    result = ROOT / "benchmarks" / "results" / "accuracy-h200-2026-12-02.json"
+    gpu_id, points = calibrate.points_from_result_file(result)
+    rounds = [40e-6 + 1e-6 * i for i in range(len(points))]
+    probed = [(w, m.with_values(host_probe_seconds=r)) for (w, m), r in zip(points, rounds, strict=True)]
+    fit = calibrate.fit_profile(probed, get_gpu(gpu_id), BASE)
+    assert "host_seconds_per_op" in fit.values
+    used = fit.evidence["host_probe_reference_seconds"]
+    assert len(used) == len(fit.evidence["host_seconds_per_op"]) + len(
+        fit.evidence.get("generate_host_seconds_per_op", [])
+    )
+    assert fit.values["host_probe_reference_seconds"] == pytest.approx(sorted(used)[len(used) // 2], rel=0.05)
+    # One host point without a probe: the fitted host times' round is not known.
+    partly = list(probed)
+    host_point = next(
+        i
+        for i, (w, m) in enumerate(points)
+        if calibrate._ratio_key(estimate(w, H200).bottleneck, w) in HOST_TIME_KEYS
+    )
+    partly[host_point] = points[host_point]
+    fit = calibrate.fit_profile(partly, get_gpu(gpu_id), BASE)
+    assert "host_seconds_per_op" in fit.values and "host_probe_reference_seconds" not in fit.values

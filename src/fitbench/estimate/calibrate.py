@@ -97,11 +97,13 @@ def fit_profile(points: Sequence[tuple[Workload, MeasurementLike]], gpu: GpuSpec
             for key in keys:
                 values[key] = base.in_force(key) / scale
                 evidence[key] = ratios[bottleneck]
-    if probes and any(key in values for key in HOST_TIME_KEYS):
+    rounds = [p for p in probes if p is not None]
+    if rounds and len(rounds) == len(probes) and any(key in values for key in HOST_TIME_KEYS):
         # The fitted host times describe the hosts of these points: their probe round is the
-        # reference a later run's own round rescales them by (profile.host_scaled_profile).
-        values["host_probe_reference_seconds"] = statistics.median(probes)
-        evidence["host_probe_reference_seconds"] = probes
+        # reference a later run's own round rescales them by (profile.host_scaled_profile). Known
+        # only where every such point probed its host; else the fit leaves the reference out.
+        values["host_probe_reference_seconds"] = statistics.median(rounds)
+        evidence["host_probe_reference_seconds"] = rounds
     if contexts:
         values["context_bytes"] = int(statistics.median(contexts))
         evidence["context_bytes"] = contexts
@@ -113,13 +115,13 @@ def fit_profile(points: Sequence[tuple[Workload, MeasurementLike]], gpu: GpuSpec
 
 def _evidence(
     points: Sequence[tuple[Workload, MeasurementLike]], gpu: GpuSpec, base: Profile
-) -> tuple[dict[str, list[float]], list[float], list[float]]:
+) -> tuple[dict[str, list[float]], list[float], list[float | None]]:
     """Measured / estimated step time per bottleneck (the constant each one scales), the CUDA
-    context sizes the measurements show, and the host probe rounds of the points that measure
-    a host time."""
+    context sizes the measurements show, and the host probe round of each point that measures a
+    host time (None where it has none)."""
     ratios: dict[str, list[float]] = {}
     contexts: list[float] = []
-    probes: list[float] = []
+    probes: list[float | None] = []
     for workload, stored in points:
         m = Measurement.from_dict(stored)
         if not m.completed:
@@ -129,8 +131,9 @@ def _evidence(
         key = _ratio_key(est.bottleneck, workload)
         if measured and est.step_seconds and key is not None:
             ratios.setdefault(key, []).append(measured / est.step_seconds)
-            if key in HOST_TIME_KEYS and m.on_gpu and m.host_probe_seconds and m.host_probe_seconds > 0:
-                probes.append(m.host_probe_seconds)
+            if key in HOST_TIME_KEYS:
+                probe = m.host_probe_seconds
+                probes.append(probe if m.on_gpu and probe and probe > 0 else None)
         nvml, reserved = m.nvml_process_peak_bytes, m.peak_reserved_bytes
         if nvml and reserved and nvml > reserved:
             contexts.append(float(nvml - reserved))
