@@ -100,8 +100,10 @@ def estimate_for_host(
     host_scaled_profile); `reference` is the reference host's estimate when the caller has it."""
     m = Measurement.from_dict(m)
     profile = get_profile(framework, exec_mode)
-    at_reference = reference or estimate(
-        workload, gpu, framework=framework, exec_mode=exec_mode, profile=profile
+    at_reference = (
+        estimate(workload, gpu, framework=framework, exec_mode=exec_mode, profile=profile)
+        if reference is None
+        else reference
     )
     ratio = host_speed_ratio(profile, m.host_probe_seconds, m.device)
     if ratio is None:
