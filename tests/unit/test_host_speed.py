@@ -246,3 +246,28 @@ def test_calibration_keeps_the_probe_round_of_the_hosts_it_fitted() -> None:
     partly[host_point] = points[host_point]
     fit = calibrate.fit_profile(partly, get_gpu(gpu_id), BASE)
     assert "host_seconds_per_op" in fit.values and "host_probe_reference_seconds" not in fit.values
+
+
+def test_report_rows_carry_the_host_ratio_on_speed_rows_only() -> None:
+    from fitbench.cli.report import comparison_rows
+
+    w = get_workload("resnet50-cifar10")
+    m = _measurement(step_seconds=0.030, peak_memory_bytes=2_000_000_000, host_probe_seconds=1.5 * REF)
+    host = estimate_for_host(w, H200, m)
+    assert host.reference is not None
+    record = assemble_run_record(
+        command="run",
+        workload=w,
+        estimate=host.estimate,
+        measurement=m,
+        gpu=H200,
+        reference_estimate=host.reference,
+        host_speed_ratio=host.host_speed_ratio,
+    )
+    rows = {r["metric"]: r for r in comparison_rows(RunRecord.from_dict(record.to_dict()))}
+    assert rows["step_seconds"]["host_speed_ratio"] == pytest.approx(1.5)
+    assert rows["step_seconds"]["estimated_reference_host"] == pytest.approx(host.reference.step_seconds)
+    assert rows["step_seconds"]["estimated"] == pytest.approx(host.estimate.step_seconds)
+    assert "host_speed_ratio" not in rows["peak_memory"]
+    cell = estimated_cell(ComparisonRow.from_dict(rows["step_seconds"]), "en")
+    assert "1.50x" in cell and "reference host" in cell
