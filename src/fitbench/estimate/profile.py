@@ -68,8 +68,9 @@ class Profile:
     # Bandwidth share of PyTorch's native NCHW batch-norm kernels (estimate/resnet_cost.py);
     # None: memory_efficiency.
     bn_native_nchw_efficiency: float | None = None
-    # Seconds of one host-speed probe round (measure/child.py) on the machines whose host the
-    # host constants describe; None: not known, so a run's own probe cannot rescale them.
+    # One host-speed probe round (fitbench.backends.torch.host_probe) on the machines the host
+    # constants were fitted on, in seconds; None: unknown. A measurement records its own round as
+    # host_probe_seconds, so that an estimate can be held against it at that host's speed.
     host_probe_reference_seconds: float | None = None
     provenance: str = ""
 
