@@ -59,3 +59,27 @@ def test_convolutions_keep_their_own_model() -> None:
         kernels, w, dataclasses.replace(l4, gemm_flops={}), DEFAULT, host_seconds_per_op=0.0
     ).gpu_seconds
     assert with_rate == pytest.approx(without)
+
+
+def test_the_benchmark_summary_is_the_catalog_statistic() -> None:
+    """benchmarks/gemm_rate.py reports the mean of the 8192 and 10240 runs per precision, and its
+    share of the peak: what gemm_tflops holds and gemm_share computes."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    import gemm_rate
+
+    rows = [
+        {"precision": "fp32", "n": 8192, "tflops": 10.66},
+        {"precision": "fp32", "n": 10240, "tflops": 11.11},
+        {"precision": "bf16", "n": 8192, "tflops": 59.40},
+        {"precision": "bf16", "n": 10240, "tflops": 56.90},
+    ]
+    l4 = get_gpu("l4")
+    peaks = {p: l4.peak(p) / 1e12 for p in gemm_rate.PRECISIONS}
+    summary = gemm_rate.summarise(rows, peaks)
+    assert set(summary) == {"fp32", "bf16"}
+    assert summary["fp32"]["tflops"] == pytest.approx(l4.gemm_flops["fp32"] / 1e12, abs=0.01)
+    assert summary["fp32"]["share_of_peak"] == pytest.approx(l4.gemm_share("fp32"), abs=0.001)
+    assert gemm_rate.summarise(rows, None)["bf16"]["share_of_peak"] is None
