@@ -83,3 +83,19 @@ def test_the_benchmark_summary_is_the_catalog_statistic() -> None:
     assert summary["fp32"]["tflops"] == pytest.approx(l4.gemm_flops["fp32"] / 1e12, abs=0.01)
     assert summary["fp32"]["share_of_peak"] == pytest.approx(l4.gemm_share("fp32"), abs=0.001)
     assert gemm_rate.summarise(rows, None)["bf16"]["share_of_peak"] is None
+
+
+def test_the_estimate_states_the_rate_it_took() -> None:
+    """A card with a published GEMM rate says so in the estimate's assumptions; the reference card
+    and a card without one say nothing about it."""
+    from fitbench.estimate.api import estimate
+
+    w = get_workload("bert-base-imdb", precision="fp32")
+    lines = estimate(w, get_gpu("l4")).assumptions
+    said = [a for a in lines if "sustained GEMM rate" in a]
+    assert said == [
+        "FP32 matmuls at L4's published sustained GEMM rate: 0.36 of its datasheet peak, "
+        "0.47x the share on the H200 the efficiencies were measured on"
+    ]
+    for card in ("h200", "b200"):
+        assert not [a for a in estimate(w, get_gpu(card)).assumptions if "sustained GEMM" in a]
