@@ -65,6 +65,10 @@ MEASUREMENT_KEYS = {
     "decode_seconds",
     "decode_tokens_per_second",
     "environment",
+    # optional in a stored record, but every measurement fitbench makes now has them
+    "host_probe_seconds",
+    "host_probe_parts",
+    "host_probe_drift",
 }
 # A completed run in a child process adds these.
 COMPLETED_KEYS = {

@@ -730,6 +730,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "building model, compiling and capturing CUDA graphs",
         "zh": "正在构建模型、编译并捕获 CUDA Graph",
     },
+    "progress.timing the host": {"en": "timing the host", "zh": "正在测量主机速度"},
     "progress.warm-up": {"en": "warm-up", "zh": "预热"},
     "progress.prefill": {"en": "prefill", "zh": "预填充"},
     "progress.measuring": {"en": "measuring", "zh": "计时中"},

@@ -68,6 +68,10 @@ class Profile:
     # Bandwidth share of PyTorch's native NCHW batch-norm kernels (estimate/resnet_cost.py);
     # None: memory_efficiency.
     bn_native_nchw_efficiency: float | None = None
+    # One host-speed probe round (fitbench.backends.torch.host_probe) on the machines the host
+    # constants were fitted on, in seconds; None: unknown. A measurement records its own round as
+    # host_probe_seconds, so that an estimate can be held against it at that host's speed.
+    host_probe_reference_seconds: float | None = None
     provenance: str = ""
 
     @property

@@ -97,6 +97,11 @@ OPTIONAL_KEYS = (
     "max_batch_search",
     "end_to_end_tokens_per_second",
     "decode_step_seconds",
+    # The host's speed (fitbench.measure.host_speed): every measurement fitbench makes now has
+    # them, null where not measured; a stored record from before them keeps its keys.
+    "host_probe_seconds",
+    "host_probe_parts",
+    "host_probe_drift",
 )
 
 
@@ -143,6 +148,8 @@ class Measurement:
     prefill_seconds: float | None = None
     decode_seconds: float | None = None
     decode_tokens_per_second: float | None = None
+    # This host's speed, timed in the measuring process (fitbench.measure.host_speed): one probe
+    # round in seconds, its calls' seconds per call, and the after / before ratio of two rounds.
     environment: Mapping[str, Any] = field(default_factory=dict)
     # OPTIONAL_KEYS
     error_type: str | None = None
@@ -158,6 +165,11 @@ class Measurement:
     end_to_end_tokens_per_second: float | None = None
     # A generation's median decode step (n-token less one-token generation over n - 1), where recorded.
     decode_step_seconds: float | None = None
+    # This host's speed, timed in the measuring process (fitbench.measure.host_speed): one probe
+    # round in seconds, its calls' seconds per call, and the after / before ratio of two rounds.
+    host_probe_seconds: float | None = None
+    host_probe_parts: Mapping[str, float] | None = None
+    host_probe_drift: float | None = None
     # Keys this class does not name, kept as they came.
     extra: Mapping[str, Any] = field(default_factory=dict)
     # The optional keys the source had (written back even where None).
