@@ -372,6 +372,9 @@ def test_published_gemm_rates_show_what_the_datasheet_hides():
     assert get_gpu("l4").gemm_share("fp32") < 0.4
     for card in ("rtx-3090", "rtx-4090", "rtx-3060-12gb"):
         assert 0.6 < get_gpu(card).gemm_share("fp32") < 0.7
+    geforce = [s for s in SPECS if s.id.startswith("rtx-") and s.gemm_flops]
+    assert len(geforce) >= 6
+    assert all(s.gemm_share("fp32") < 0.75 for s in geforce)  # FP32 lanes shared with INT32
     assert get_gpu("a100-80gb").gemm_share("fp32") > 0.95
     assert 0.75 < get_gpu("h200").gemm_share("fp32") < 0.8
     assert get_gpu("t4").gemm_share("tf32") == get_gpu("t4").gemm_share("fp32")  # no TF32: its FP32
