@@ -44,7 +44,7 @@ class GpuSpec:
                          (FLOP/s, published measurements named in gemm_source): below the datasheet
                          peak where the card holds a lower clock under load (a 72 W L4 runs an FP32
                          GEMM at ~0.36 of its boost-clock peak) or its FP32 lanes are shared with
-                         INT32 (GeForce Ampere and Ada: ~0.66-0.69), above it where the card boosts
+                         INT32 (GeForce Ampere, Ada, Blackwell: 0.58-0.70), above it where the card boosts
                          past the datasheet clock (GeForce tensor rates). Empty where none is published.
     """
 

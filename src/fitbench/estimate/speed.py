@@ -119,9 +119,9 @@ def gemm_rate_factor(gpu: GpuSpec, rate: str) -> float:
     The profile's matmul and attention efficiencies are shares of the peak measured on the
     reference card (an H200, whose large torch.mm reaches 0.77-0.80 of its peak at every
     precision). Another card's share differs for reasons a datasheet does not show: a 72 W L4
-    holds a GEMM far below its boost clock (0.36 of its FP32 peak, 0.48 of BF16), GeForce Ampere
-    and Ada issue FP32 FMAs on lanes shared with INT32 (0.64-0.69 of FP32 peak) but boost their
-    tensor cores past the datasheet clock (0.95-1.08), an A100's FP32 runs at 0.98. The card's
+    holds a GEMM far below its boost clock (0.36 of its FP32 peak, 0.48 of BF16), GeForce Ampere,
+    Ada and Blackwell issue FP32 FMAs on lanes shared with INT32 (0.58-0.70 of FP32 peak) but run
+    their tensor cores near or past the datasheet clock (0.91-1.13), an A100's FP32 runs at 0.98. The card's
     GEMMs therefore run at the profile's share times this ratio. A rate the reference has no
     measurement for compares with the mean of its measured shares. cuDNN's convolutions keep
     their own model (conv_efficiency): these measurements are of cuBLAS."""
