@@ -15,13 +15,12 @@ One probe round is the sum of the four calls' median seconds per call; profiles.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-
-from fitbench.measure.timing import summarize
 
 # Calls per timed loop and timed loops per call: a round takes ~0.1 s on an H200 host.
 PROBE_CALLS = 500
@@ -51,7 +50,7 @@ def host_seconds(fn: Callable[[], object], sync: Callable[[], None], *, calls: i
             fn()
         per_call.append((time.perf_counter() - t0) / calls)
     sync()
-    return summarize(per_call).median
+    return statistics.median(per_call)
 
 
 def probe_inputs(device: str | torch.device) -> tuple[torch.Tensor, torch.nn.Linear]:
