@@ -518,6 +518,7 @@ def combine_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "decode_tokens_per_second": r["measurement"].get("decode_tokens_per_second"),
             "nvml_process_peak_bytes": r["measurement"].get("nvml_process_peak_bytes"),
             "peak_reserved_bytes": r["measurement"].get("peak_reserved_bytes"),
+            "host_probe_seconds": r["measurement"].get("host_probe_seconds"),
             "wall_seconds": r.get("wall_seconds"),
         }
         for r in runs

@@ -30,7 +30,7 @@ from fitbench.catalog import get_gpu
 from fitbench.core.gpu import GpuSpec
 from fitbench.estimate.api import estimate
 from fitbench.estimate.calibrate import EFFICIENCY_KEYS, fit_profile
-from fitbench.estimate.profile import Profile, get_profile
+from fitbench.estimate.profile import Profile, get_profile, host_scaled_profile, host_speed_ratio
 from fitbench.results.agreement import measured_speed, relative_error
 from fitbench.workloads.hf_config import workload_from_config
 from fitbench.workloads.presets import get_workload
@@ -105,17 +105,37 @@ def in_sample() -> list[Sample]:
 def errors(sample: Sample, profile: Profile | None = None) -> dict[str, float | None]:
     """Relative errors (estimate - measured) / measured of peak memory (NVML) and speed, with
     `profile` or the built-in one (never a calibrated user profile: the scores must not depend
-    on the machine that computes them)."""
+    on the machine that computes them).
+
+    The speed is scored for the run's own host where its measurement probed it: `profile` first,
+    then its host times scaled by the sample's probe round (host_scaled_profile), as `fitbench
+    run` holds a run against its estimate. `speed_reference_host` is the error at the profile's
+    host, `speed_own_host` the one at the run's host (None without a probe); `speed` is the
+    latter where there is one, so a stored file without a probe scores as it always did.
+    """
     gpu = get_gpu(sample.gpu_id)
     w, m = sample.workload, sample.measurement
-    est = estimate(w, gpu, profile=profile or get_profile("torch", "default", use_user=False))
+    base = profile or get_profile("torch", "default", use_user=False)
+    est = estimate(w, gpu, profile=base)
+    at_reference = _speed_error(est, m, w)
+    own = None
+    probe, device = m.get("host_probe_seconds"), m.get("device")
+    if host_speed_ratio(base, probe, device) is not None:
+        own = _speed_error(estimate(w, gpu, profile=host_scaled_profile(base, probe, device)), m, w)
+    return {
+        "peak": relative_error(est.peak_memory_bytes, m.get("nvml_process_peak_bytes")),
+        "speed": at_reference if own is None else own,
+        "speed_reference_host": at_reference,
+        "speed_own_host": own,
+    }
+
+
+def _speed_error(est: Any, m: dict[str, Any], w: Workload) -> float | None:
+    """The speed error of `est`: decode tokens/s for generation, else the step time."""
     step, tokens = measured_speed(m, w)
-    speed = (
-        relative_error(est.tokens_per_second, tokens)
-        if w.is_generation
-        else relative_error(est.step_seconds, step)
-    )
-    return {"peak": relative_error(est.peak_memory_bytes, m.get("nvml_process_peak_bytes")), "speed": speed}
+    if w.is_generation:
+        return relative_error(est.tokens_per_second, tokens)
+    return relative_error(est.step_seconds, step)
 
 
 def fitted(train: list[Sample], gpu: GpuSpec, base: Profile) -> tuple[Profile, list[str]]:
@@ -314,9 +334,16 @@ def markdown_report(
             part = [r for r in rows if name in ("all", r["family"])]
             if part:
                 lines.append(_new_line(name, part))
-        lines += ["", "| point | peak err | speed err | speed err after recalibration |", "|---|---|---|---|"]
         lines += [
-            f"| {r['label']} | {pct(r['peak'])} | {pct(r['speed'])} | {pct(r['speed_after'])} |" for r in rows
+            "",
+            "| point | peak err | speed err at the reference host | speed err at the run's own host "
+            "| speed err after recalibration |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['label']} | {pct(r['peak'])} | {pct(r['speed_reference_host'])} "
+            f"| {pct(r['speed_own_host'])} | {pct(r['speed_after'])} |"
+            for r in rows
         ]
         lines.append("")
     ho = held_out(samples)

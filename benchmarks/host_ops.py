@@ -3,7 +3,9 @@
 The speed model charges `host_seconds_per_op` for every framework operation that Python issues
 (fitted on whole host-bound steps) and a share of it, `cast_host_share`, for each cast that
 autocast issues from C++ inside another operation (profiles.toml). This script measures the
-parts on the local device with tiny tensors, so the GPU keeps up and only the host is timed:
+parts on the local device with tiny tensors, so the GPU keeps up and only the host is timed
+(the timing and the first four calls are `fitbench run`'s host-speed probe,
+fitbench/backends/torch/host_probe.py, whose round is their sum):
 
   python-level ops   F.linear with autograd recording, an nn.Linear module call, torch.add,
                      a view: each goes through Python's argument parsing and the dispatcher
@@ -23,45 +25,24 @@ import argparse
 import datetime as dt
 import json
 import platform
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from fitbench.estimate.profile import get_profile
-from fitbench.measure.timing import summarize
 
 RESULTS = Path(__file__).with_name("results")
-
-
-def host_seconds(fn: Callable[[], object], sync: Callable[[], None], *, calls: int, repeats: int) -> float:
-    """Median host seconds per call of `fn` over `repeats` loops of `calls` calls, timed on the
-    host alone (the device is synchronised before each loop, not inside it)."""
-    for _ in range(calls // 10):  # warm-up: allocator blocks, autocast state, lazy inits
-        fn()
-    sync()
-    per_call = []
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        per_call.append((time.perf_counter() - t0) / calls)
-    sync()
-    return summarize(per_call).median
 
 
 def measure(device: str, *, calls: int, repeats: int) -> dict[str, float]:
     import torch
     import torch.nn.functional as F
 
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    low = torch.bfloat16
-    x = torch.randn(8, 64, device=device)
-    linear = torch.nn.Linear(64, 64, device=device)
-    w, b = linear.weight, linear.bias  # leaf parameters: autograd records every call
+    from fitbench.backends.torch.host_probe import device_sync, host_seconds, probe_calls, probe_inputs
 
-    def plain() -> object:
-        return F.linear(x, w, b)
+    sync = device_sync(device)
+    low = torch.bfloat16
+    x, linear = probe_inputs(device)
+    w, b = linear.weight, linear.bias  # leaf parameters: autograd records every call
+    probe = probe_calls(x, linear)  # the four calls of fitbench run's host-speed probe
 
     x16 = x.to(low)
     w16, b16 = (t.detach().to(low).requires_grad_() for t in (w, b))
@@ -77,16 +58,16 @@ def measure(device: str, *, calls: int, repeats: int) -> dict[str, float]:
         with torch.autocast(device.split(":")[0], dtype=low, cache_enabled=False):
             return x
 
-    y = torch.randn(8, 64, device=device)
-    t = {
-        "F.linear (autograd on)": host_seconds(plain, sync, calls=calls, repeats=repeats),
-        "F.linear on 16-bit copies": host_seconds(plain_low, sync, calls=calls, repeats=repeats),
-        "nn.Linear module call": host_seconds(lambda: linear(x), sync, calls=calls, repeats=repeats),
-        "torch.add": host_seconds(lambda: torch.add(x, y), sync, calls=calls, repeats=repeats),
-        "Tensor.view": host_seconds(lambda: x.view(64, 8), sync, calls=calls, repeats=repeats),
-        "autocast context alone": host_seconds(autocast_empty, sync, calls=calls, repeats=repeats),
-        "F.linear under autocast": host_seconds(autocast_linear, sync, calls=calls, repeats=repeats),
+    ops = {
+        "F.linear (autograd on)": probe["F.linear (autograd on)"],
+        "F.linear on 16-bit copies": plain_low,
+        "nn.Linear module call": probe["nn.Linear module call"],
+        "torch.add": probe["torch.add"],
+        "Tensor.view": probe["Tensor.view"],
+        "autocast context alone": autocast_empty,
+        "F.linear under autocast": autocast_linear,
     }
+    t = {name: host_seconds(fn, sync, calls=calls, repeats=repeats) for name, fn in ops.items()}
     casts = t["F.linear under autocast"] - t["autocast context alone"] - t["F.linear on 16-bit copies"]
     t["one autocast cast (from C++)"] = casts / 3
     return t
@@ -104,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from fitbench.backends.torch.host_probe import PROBE_NAMES
+
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error("no CUDA device: pass --device cpu")
     times = measure(args.device, calls=args.calls, repeats=args.repeats)
@@ -119,6 +102,13 @@ def main(argv: list[str] | None = None) -> int:
         f"one autocast cast / host_seconds_per_op = {cast / per_op:.3f} "
         f"(profile cast_host_share: {profile.cast_host_share})"
     )
+    probe_round = sum(times[name] for name in PROBE_NAMES)
+    reference = profile.host_probe_reference_seconds
+    print(
+        f"host-speed probe round (the first four summed, as fitbench run records host_probe_seconds): "
+        f"{probe_round * 1e6:.2f} us"
+        + (f" (profile host_probe_reference_seconds: {reference * 1e6:.2f} us)" if reference else "")
+    )
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor() or "cpu"
     result = {
         "benchmark": "host_ops",
@@ -132,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         "host_seconds": times,
         "host_seconds_per_op": per_op,
         "cast_share": cast / per_op,
+        "host_probe_round_seconds": probe_round,
     }
     args.out.mkdir(parents=True, exist_ok=True)
     tag = "h200" if "H200" in name else args.device.split(":")[0]

@@ -110,9 +110,6 @@ def tiny(config: dict[str, Any]) -> dict[str, Any]:
 def decode_tokens_per_second(m: dict[str, Any], workload: Workload) -> float | None:
     """Decode tok/s of a measurement: batch / decode_step_seconds where the record has the
     differenced step, else the child's decode_tokens_per_second (older records)."""
-    step = m.get("decode_step_seconds")
-    if step:
-        return workload.batch_size / step
     return measured_speed(m, workload)[1]
 
 

@@ -251,6 +251,9 @@ def build(workload: Workload, device: Any, path: str) -> Any:
 def measure(workload: Workload, device_name: str, path: str, repeats: int) -> dict[str, Any]:
     import torch
 
+    from fitbench.backends.torch.host_probe import probe
+    from fitbench.measure.host_speed import host_probe_fields
+
     device = torch.device(device_name)
     cuda = device.type == "cuda"
     if path == "auto":
@@ -293,6 +296,7 @@ def measure(workload: Workload, device_name: str, path: str, repeats: int) -> di
         assert out.shape[1] == prompt + n
         return time.perf_counter() - t0
 
+    probe_before = probe(device)  # this host's speed, as fitbench run's child records it
     generate(new)  # warm-up: Triton compilation, cuBLAS handles, allocator blocks
     sampler = None
     if cuda:  # the GEMV check's bf16 expansion stays cached otherwise (reserved, not in use)
@@ -306,6 +310,7 @@ def measure(workload: Workload, device_name: str, path: str, repeats: int) -> di
     first = [generate(1) for _ in range(repeats)]
     if sampler is not None:
         sampler.stop()
+    probe_after = probe(device)
     t_full, t_first = statistics.median(full), statistics.median(first)
     # One decode step by differencing, as fitbench run's child records decode_step_seconds: the
     # one-token call holds the prefill and generate's per-call work, so neither is in the step.
@@ -319,6 +324,7 @@ def measure(workload: Workload, device_name: str, path: str, repeats: int) -> di
         "prefill_seconds": t_first,
         "decode_step_seconds": step,
         "decode_tokens_per_second": b / step if step else None,
+        **host_probe_fields(probe_before, probe_after),
     }
     if cuda:
         result["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()

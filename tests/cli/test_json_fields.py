@@ -23,6 +23,8 @@ RUN_KEYS = {
     "measurement",
     "error_vs_estimate",
     "diagnosis",
+    "host_speed_ratio",
+    "estimate_reference_host",
     "run_id",
     "comparable",
     "not_comparable",
@@ -65,6 +67,10 @@ MEASUREMENT_KEYS = {
     "decode_seconds",
     "decode_tokens_per_second",
     "environment",
+    # optional in a stored record, but every measurement fitbench makes now has them
+    "host_probe_seconds",
+    "host_probe_parts",
+    "host_probe_drift",
 }
 # A completed run in a child process adds these.
 COMPLETED_KEYS = {

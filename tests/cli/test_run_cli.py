@@ -84,6 +84,12 @@ def test_tiny_scenario_end_to_end_lands_in_history(capsys, tmp_path, name):
     assert m["peak_memory_source"] == "rss"
     assert m["memory_after_load_bytes"] > 0 and m["load_seconds"] > 0
     assert m["environment"]["torch"] and m["environment"]["python"] and m["environment"]["hostname"]
+    # The host's speed, timed in this process before and after the timed work (a CPU is a host too).
+    parts = m["host_probe_parts"]
+    assert set(parts) == {"F.linear (autograd on)", "nn.Linear module call", "torch.add", "Tensor.view"}
+    assert all(math.isfinite(v) and v > 0 for v in parts.values())
+    assert m["host_probe_seconds"] == pytest.approx(sum(parts.values()))
+    assert math.isfinite(m["host_probe_drift"]) and m["host_probe_drift"] > 0
     if workload.is_generation:
         tokens = workload.batch_size * workload.new_tokens
         assert m["tokens_per_second"] == pytest.approx(tokens / m["step_seconds"])

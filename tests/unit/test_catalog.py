@@ -15,8 +15,10 @@ from fitbench.catalog import (
     PEAK_KEYS,
     get_gpu,
     gpu_to_dict,
+    gpu_to_row,
     load_catalog,
     resolve_gpus,
+    row_to_toml,
 )
 from fitbench.catalog.detect import LocalGpu, detect_local_gpus, match_catalog, nvml_available, spec_for_local
 from fitbench.core.units import GB, TB, TFLOPS, GiB, MiB
@@ -340,11 +342,42 @@ def test_loader_converts_units(tmp_path):
         ((_row(gid="Card_A"),), "lowercase"),
         ((_row(extra="price_usd = 100"),), "price_date"),
         ((_row(), _row()), "twice"),
+        ((_row(extra="gemm_tflops = { fp32 = 50 }"),), "gemm_source"),
+        ((_row(extra='gemm_source = "a measurement"'),), "without gemm_tflops"),
+        ((_row(extra='gemm_tflops = { fp8 = 300 }\ngemm_source = "x"'),), "takes fp32"),
+        ((_row(extra='gemm_tflops = { fp32 = 5 }\ngemm_source = "x"'),), "20-130 %"),
     ],
 )
 def test_loader_rejects_broken_rows(tmp_path, rows, problem):
     with pytest.raises(ValueError, match=problem):
         load_catalog(_write(tmp_path, *rows))
+
+
+def test_gemm_rates_read_back_and_give_the_share_of_the_peak(tmp_path):
+    extra = 'gemm_tflops = { fp32 = 52.42, fp16 = 156.19 }\ngemm_source = "torch.mm, for the test"'
+    card = load_catalog(_write(tmp_path, _row(extra=extra)))["card-a"]
+    assert card.gemm_flops == {"fp32": 52.42e12, "fp16": 156.19e12}
+    assert card.gemm_share("fp32") == pytest.approx(52.42 / 82.6)
+    assert card.gemm_share("bf16") is None  # nothing published for it
+    row = gpu_to_row(card)
+    assert row["gemm_tflops"] == {"fp32": 52.42, "fp16": 156.19}
+    assert row["gemm_source"] == "torch.mm, for the test"
+    again = _write(tmp_path, row_to_toml(row).replace("[[gpu]]", "\n[[gpu]]"))
+    assert load_catalog(again)["card-a"] == card
+
+
+def test_published_gemm_rates_show_what_the_datasheet_hides():
+    """The 72 W L4 sustains about a third of its FP32 peak in a long GEMM; GeForce Ampere and Ada
+    two thirds (FP32 lanes shared with INT32); the A100 nearly all of it; the H200 reference ~0.77."""
+    assert get_gpu("l4").gemm_share("fp32") < 0.4
+    for card in ("rtx-3090", "rtx-4090", "rtx-3060-12gb"):
+        assert 0.6 < get_gpu(card).gemm_share("fp32") < 0.7
+    geforce = [s for s in SPECS if s.id.startswith("rtx-") and s.gemm_flops]
+    assert len(geforce) >= 6
+    assert all(s.gemm_share("fp32") < 0.75 for s in geforce)  # FP32 lanes shared with INT32
+    assert get_gpu("a100-80gb").gemm_share("fp32") > 0.95
+    assert 0.75 < get_gpu("h200").gemm_share("fp32") < 0.8
+    assert get_gpu("t4").gemm_share("tf32") == get_gpu("t4").gemm_share("fp32")  # no TF32: its FP32
 
 
 # ----------------------------------------------------------------------------- local detection

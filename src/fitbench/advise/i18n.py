@@ -188,6 +188,11 @@ MESSAGES: dict[str, dict[str, str]] = {
     },
     "run.cell.not_comparable": {"en": "not comparable", "zh": "不可对照"},
     "report.not_comparable": {"en": "not comparable: {reasons}", "zh": "不可对照:{reasons}"},
+    "report.host_estimate": {
+        "en": "{estimate} for this machine's host (host {ratio}x the reference's time per operation; "
+        "reference host: {reference})",
+        "zh": "{estimate},按本机的主机计(本机主机每个操作耗时为参考主机的 {ratio} 倍;按参考主机:{reference})",
+    },
     "run.search_capped.host_ram": {
         "en": "max-batch search capped at batch {limit} (from {start}, not {uncapped}): a CPU run may "
         "fill at most {share} of the {available} of RAM available, a larger probe would be killed by "
@@ -709,6 +714,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "{name} 不在型号目录中:没有估算(可加 --gpu ID 指定一块相近的显卡)",
     },
     "run.note.no_estimate": {"en": "no estimate: {reason}", "zh": "没有估算:{reason}"},
+    "run.host_estimate": {
+        "en": "estimate for this machine's host (host {ratio}x the reference's time per operation); "
+        "at the reference host: {reference} ({error})",
+        "zh": "估算按本机的主机计(本机主机每个操作耗时为参考主机的 {ratio} 倍);"
+        "按参考主机:{reference}(误差 {error})",
+    },
     "run.compare": {
         "en": "{precision} vs {baseline}: peak memory {memory}, speed-up {speedup}",
         "zh": "{precision} 对比 {baseline}:峰值显存 {memory},加速比 {speedup}",
@@ -730,6 +741,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "building model, compiling and capturing CUDA graphs",
         "zh": "正在构建模型、编译并捕获 CUDA Graph",
     },
+    "progress.timing the host": {"en": "timing the host", "zh": "正在测量主机速度"},
     "progress.warm-up": {"en": "warm-up", "zh": "预热"},
     "progress.prefill": {"en": "prefill", "zh": "预填充"},
     "progress.measuring": {"en": "measuring", "zh": "计时中"},

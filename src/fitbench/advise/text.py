@@ -65,8 +65,9 @@ def measured_speed_text(m: Measurement, workload: WorkloadView | Workload, lang:
     epoch of a tiny model says nothing about the real one. `workload` is the workload that ran: a
     stored one's view (`RunRecord.workload_view`) or the Workload itself."""
     if workload.is_generation:
-        if m.decode_tokens_per_second is not None:
-            return t("rate.decode", lang, rate=format_rate(m.decode_tokens_per_second, "tok/s"))
+        rate = m.decode_rate(workload.batch_size)  # the rate the estimate is held against
+        if rate is not None:
+            return t("rate.decode", lang, rate=format_rate(rate, "tok/s"))
         return t("rate.end_to_end", lang, rate=format_rate(m.tokens_per_second, "tok/s"))
     if m.epoch_seconds is not None and not workload.tiny:
         return t("unit.per_epoch", lang, time=format_seconds(m.epoch_seconds))

@@ -112,6 +112,11 @@ class Backend(Protocol):
             hint_zh="去掉 --emulate 运行,或使用 --backend torch",
         )
 
+    def host_probe(self, device: str) -> dict[str, float] | None:
+        """One round of the host-speed probe on `device`: {call name: host seconds per call}
+        (fitbench.measure.host_speed); None where the backend has no probe (optional)."""
+        return None
+
     @abstractmethod
     def param_count(self, workload: Workload) -> int:
         """Parameters of the model this backend builds (checked against the estimator in tests)."""

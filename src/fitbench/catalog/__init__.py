@@ -97,6 +97,8 @@ _OPTIONAL = frozenset(
         "notes",
         "memory_type",
         "sm_count",
+        "gemm_tflops",
+        "gemm_source",
     }
 )
 ROW_KEYS = _REQUIRED | _OPTIONAL
@@ -233,6 +235,7 @@ def _row_to_spec(row: Mapping[str, Any], default_reserved_mib: float, where: str
     if "fp8" in peak and row["architecture"] in _NO_FP8:
         raise ValueError(f"{where}: {row['architecture']} cards have no FP8 tensor cores; drop fp8")
 
+    gemm = _gemm_flops(row, peak, where)
     memory_type = row.get("memory_type", "")
     if memory_type and memory_type not in STREAM_EFFICIENCY:
         raise ValueError(f"{where}: memory_type must be one of {', '.join(sorted(STREAM_EFFICIENCY))}")
@@ -272,7 +275,35 @@ def _row_to_spec(row: Mapping[str, Any], default_reserved_mib: float, where: str
         source=row["source"],
         aliases=tuple(aliases),
         notes=row.get("notes", ""),
+        gemm_flops=gemm,
+        gemm_source=row.get("gemm_source", ""),
     )
+
+
+def _gemm_flops(row: Mapping[str, Any], peak: Mapping[str, float], where: str) -> dict[str, float]:
+    """The published sustained GEMM rates (gemm_tflops) in FLOP/s: only for precisions the row has
+    a peak for, with their source, and within a plausible band of that peak (a measurement
+    half a card's peak or less is a power limit; one well above it is a typo)."""
+    gemm = row.get("gemm_tflops")
+    if gemm is None:
+        if "gemm_source" in row:
+            raise ValueError(f"{where}: gemm_source without gemm_tflops")
+        return {}
+    if not isinstance(gemm, dict) or not gemm or not set(gemm) <= set(PRECISION_KEYS):
+        raise ValueError(f"{where}: gemm_tflops takes fp32, tf32, fp16 and bf16 rates")
+    if not str(row.get("gemm_source", "")).strip():
+        raise ValueError(f"{where}: gemm_tflops needs gemm_source (where the rates were published)")
+    out = {}
+    for key in PRECISION_KEYS:
+        if key not in gemm:
+            continue
+        if key not in peak:
+            raise ValueError(f"{where}: gemm_tflops has {key} but tflops has no {key} peak")
+        value = _number(gemm, key, where) * TFLOPS
+        if not 0.2 * peak[key] <= value <= 1.3 * peak[key]:
+            raise ValueError(f"{where}: gemm_tflops {key} is not within 20-130 % of its peak")
+        out[key] = value
+    return out
 
 
 # ----------------------------------------------------------------------------- lookup
@@ -464,6 +495,11 @@ def gpu_to_row(spec: GpuSpec) -> dict[str, Any]:
     row |= {"measured": spec.measured, "source": spec.source, "aliases": list(spec.aliases)}
     if spec.notes:
         row["notes"] = spec.notes
+    if spec.gemm_flops:
+        row["gemm_tflops"] = {
+            k: _plain(spec.gemm_flops[k] / TFLOPS) for k in PRECISION_KEYS if k in spec.gemm_flops
+        }
+        row["gemm_source"] = spec.gemm_source
     return row
 
 

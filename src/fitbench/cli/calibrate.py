@@ -82,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
         print(t("calibrate.fitted", lang, gpu=gpu.name, backend=args.backend, exec_mode=args.exec_mode))
         for key, value in fit.values.items():
             points = t("calibrate.points", lang, n=len(fit.evidence.get(key, [])))
-            print(f"  {key:30s} {base.in_force(key):>12.4g} -> {value:.4g}  ({points})")
+            before = base.in_force(key)
+            shown = "-" if before is None else f"{before:.4g}"
+            print(f"  {key:30s} {shown:>12s} -> {value:.4g}  ({points})")
         if not fit.values:
             print("  " + t("calibrate.nothing", lang))
     if not args.dry_run and fit.values:

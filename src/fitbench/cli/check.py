@@ -155,11 +155,25 @@ def _measure(result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, 
 def _record(result: ScenarioResult, machine: Machine, framework: str, exec_mode: str) -> dict[str, Any]:
     """The history record: the same shape as `fitbench run`'s, plus the catalog estimates of the
     scenario at the brief's settings (so that `fitbench report` can draw them later)."""
+    from fitbench.results.agreement import estimate_for_host
     from fitbench.results.assemble import assemble_run_record
 
     w = result.measured_workload
     assert w is not None and result.measurement is not None
     local = result.estimates.get(machine.spec.id) if (machine.spec and not w.tiny) else None
+    # Held against this machine's host where the run probed it (results.agreement).
+    host = (
+        estimate_for_host(
+            result.workload,
+            machine.spec,
+            result.measurement,
+            framework=framework,
+            exec_mode=exec_mode,
+            reference=local,
+        )
+        if local is not None and machine.spec is not None
+        else None
+    )
     catalog = {
         "workload": result.workload.to_dict(),
         "framework": framework,
@@ -169,10 +183,12 @@ def _record(result: ScenarioResult, machine: Machine, framework: str, exec_mode:
     record = assemble_run_record(
         command="check",
         workload=w,
-        estimate=local,
+        estimate=host.estimate if host is not None else None,
         measurement=result.measurement,
         gpu=machine.spec,
         with_diagnosis=False,
+        reference_estimate=host.reference if host is not None else None,
+        host_speed_ratio=host.host_speed_ratio if host is not None else None,
         scenario=result.key,
         catalog_estimates=catalog,
         advice=result.advice,
@@ -199,6 +215,12 @@ def _machine_cell(result: ScenarioResult, machine: Machine, lang: str, colour: b
     from fitbench.advise.text import measured_speed_text
 
     local = result.estimates.get(machine.spec.id) if machine.spec else None
+    record = result.record or {}
+    if record.get("host_speed_ratio") is not None and record.get("estimate"):
+        # The measured run's estimate is for this machine's host (cli/check.py _record).
+        from fitbench.records.run import EstimateSummary
+
+        local = EstimateSummary.from_dict(record["estimate"])
     est = _cell(local, lang, colour) if local is not None else "-"
     m = result.measurement
     if result.skipped:

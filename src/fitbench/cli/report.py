@@ -14,7 +14,9 @@ Report model (every value JSON-ready):
     comparisons    [{run_id, created_at, workload, precision, gpu, device_name, metric, unit,
                    estimated, measured, error, not_comparable}]: error null and not_comparable the
                    reasons where the figure cannot be held against the estimate (a largest batch
-                   found on the CPU); not_comparable empty otherwise
+                   found on the CPU); not_comparable empty otherwise; a speed row whose
+                   estimate is for the run's own host adds host_speed_ratio and
+                   estimated_reference_host
     history        [{run_id, created_at, workload, precision, device, tiny, status, peak_memory_bytes,
                    step_seconds, tokens_per_second, samples_per_second, series}]
     runs           [{run_id, created_at, command, workload, precision, device, status, ...}]
@@ -41,7 +43,7 @@ from fitbench.core.names import FRAMEWORKS
 from fitbench.errors import FitbenchError
 from fitbench.records.measurement import Measurement
 from fitbench.records.run import RunRecord, WorkloadView
-from fitbench.results.agreement import max_batch_not_comparable
+from fitbench.results.agreement import max_batch_not_comparable, measured_speed
 
 DEFAULT_HTML = "fitbench-report.html"
 DEFAULT_LAST = 10
@@ -142,25 +144,23 @@ def _estimates_for(
     return w.to_dict(), ests, True
 
 
+# The comparison rows whose estimate follows the host's speed (the rest are memory and counts).
+HOST_SCALED = ("step_seconds", "tokens_per_second")
+
+
 def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any]]:
     """Estimate beside measurement for each metric whose error the run recorded."""
     r = _typed(record)
     est, m = r.estimate, r.measurement
     if est is None or m is None:
         return []
-    generation = r.is_generation
     w = r.workload_view
-    new = w.new_tokens
-    decode, search = m.decode_seconds, m.max_batch_search
-    measured_step = (decode / new if decode is not None and new else None) if generation else m.step_seconds
+    search = m.max_batch_search
+    measured_step, measured_tokens = measured_speed(m, w)
     measured = {
         "peak_memory": (est.peak_memory_bytes, m.peak_memory_bytes, "bytes"),
         "step_seconds": (est.step_seconds, measured_step, "seconds"),
-        "tokens_per_second": (
-            est.tokens_per_second,
-            m.decode_tokens_per_second if generation else m.tokens_per_second,
-            "tok/s",
-        ),
+        "tokens_per_second": (est.tokens_per_second, measured_tokens, "tok/s"),
         "prefill_seconds": (est.prefill_seconds, m.prefill_seconds, "seconds"),
         "max_batch": (est.max_batch_size, search.max_batch if search is not None else None, "count"),
     }
@@ -176,6 +176,13 @@ def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any
         if (error is None and not reasons) or metric not in measured:
             continue
         estimated, value, unit = measured[metric]
+        # A speed estimated for the run's own host: the ratio and the reference host's figure.
+        host = {}
+        if metric in HOST_SCALED and r.host_speed_ratio is not None and r.estimate_reference_host:
+            host = {
+                "host_speed_ratio": r.host_speed_ratio,
+                "estimated_reference_host": r.estimate_reference_host.get(metric),
+            }
         rows.append(
             {
                 "run_id": r.run_id,
@@ -190,6 +197,7 @@ def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any
                 "measured": value,
                 "error": error,
                 "not_comparable": reasons,
+                **host,
             }
         )
     return rows

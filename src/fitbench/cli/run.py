@@ -40,7 +40,14 @@ from fitbench.errors import FitbenchError
 from fitbench.records.measurement import Measurement
 from fitbench.records.run import RunRecord
 from fitbench.records.sections import MaxBatchCheck, MaxBatchSearch
-from fitbench.results.agreement import error_vs_estimate, max_batch_not_comparable, not_comparable
+from fitbench.results.agreement import (
+    HostEstimate,
+    error_vs_estimate,
+    estimate_for_host,
+    max_batch_not_comparable,
+    measured_speed,
+    not_comparable,
+)
 from fitbench.results.assemble import assemble_run_record
 from fitbench.workloads.workload import Workload
 
@@ -258,7 +265,7 @@ def name_rates(m: Measurement, workload: Workload) -> Measurement:
 def _speed_key(m: Measurement, workload: Workload) -> float | None:
     """A 'higher is faster' figure for speed-ups."""
     if workload.is_generation:
-        return m.decode_tokens_per_second or m.tokens_per_second
+        return m.decode_rate(workload.batch_size) or m.tokens_per_second
     return 1.0 / m.step_seconds if m.step_seconds else None
 
 
@@ -317,6 +324,10 @@ class RunOutcome:
             "measurement": self.measurement.to_dict(),
             "error_vs_estimate": dict(r.error_vs_estimate),
             "diagnosis": r.diagnosis.to_dict() if r.diagnosis is not None else None,
+            "host_speed_ratio": r.host_speed_ratio,
+            "estimate_reference_host": (
+                dict(r.estimate_reference_host) if r.estimate_reference_host is not None else None
+            ),
             "run_id": r.run_id,
         }
         if self.max_batch is not None:
@@ -505,7 +516,16 @@ def _run_one(
             result, bounds = searched
             m = m.with_values(max_batch_search={**result.to_dict(), **bounds.to_dict()})
     m = name_rates(m, workload)
-    record = assemble_run_record(command="run", workload=workload, estimate=est, measurement=m, gpu=plan.gpu)
+    host = _host_estimate(workload, plan, args.exec_mode, est, m)
+    record = assemble_run_record(
+        command="run",
+        workload=workload,
+        estimate=host.estimate if host is not None else None,
+        measurement=m,
+        gpu=plan.gpu,
+        reference_estimate=host.reference if host is not None else None,
+        host_speed_ratio=host.host_speed_ratio if host is not None else None,
+    )
     record = dataclasses.replace(record, run_id=store.add(record))
     reasons = not_comparable(est, m, workload)
     return RunOutcome(
@@ -515,6 +535,18 @@ def _run_one(
         notes=tuple(note_text(n, lang) for n in (plan.gpu_note, est_note) if n),
         comparable=None if est is None else not reasons,
         not_comparable=tuple(reasons),
+    )
+
+
+def _host_estimate(
+    workload: Workload, plan: RunPlan, exec_mode: str, est: Any, m: Measurement
+) -> HostEstimate | None:
+    """The estimate for the host that measured `m` (the one made before the run, for the reference
+    host, where the run has no probe); None without an estimate."""
+    if est is None or plan.gpu is None:
+        return None
+    return estimate_for_host(
+        workload, plan.gpu, m, framework=framework_of(plan.backend), exec_mode=exec_mode, reference=est
     )
 
 
@@ -755,7 +787,7 @@ def _generation_rows(o: RunOutcome, lang: str) -> list[Row]:
         ),
         _row(
             t("run.row.decode", lang),
-            format_rate(m.decode_tokens_per_second, "tok/s"),
+            format_rate(measured_speed(m, o.workload)[1], "tok/s"),
             _estimated(o, format_rate(e.tokens_per_second if e else None, "tok/s")),
             errors.get("tokens_per_second"),
         ),
@@ -855,6 +887,9 @@ def _footer_lines(o: RunOutcome, lang: str) -> list[str]:
         "  " + t("run.warning", lang, warning=measurement_text(warning, lang))
         for warning in o.measurement.warnings
     ]
+    host_line = _host_line(o, lang)
+    if host_line:
+        lines.append("  " + host_line)
     if o.not_comparable:
         reasons = t("run.reason.sep", lang).join(t(f"run.reason.{k}", lang) for k in o.not_comparable)
         lines.append("  " + t("run.not_comparable", lang, reasons=reasons))
@@ -866,6 +901,20 @@ def _footer_lines(o: RunOutcome, lang: str) -> list[str]:
     if o.record.run_id:
         lines.append("  " + t("run.run_id", lang, run_id=o.record.run_id))
     return lines
+
+
+def _host_line(o: RunOutcome, lang: str) -> str | None:
+    """That the estimate is for this machine's host, and the reference host's figure beside it."""
+    r = o.record
+    ratio, ref = r.host_speed_ratio, r.estimate_reference_host
+    if ratio is None or ref is None:
+        return None
+    errors = ref.get("error_vs_estimate") or {}
+    if o.workload.is_generation:
+        figure, error = format_rate(ref.get("tokens_per_second"), "tok/s"), errors.get("tokens_per_second")
+    else:
+        figure, error = format_seconds(ref.get("step_seconds")), errors.get("step_seconds")
+    return t("run.host_estimate", lang, ratio=f"{ratio:.2f}", reference=figure, error=_pct(error) or "-")
 
 
 def _max_batch_lines(mb: MaxBatchCheck | None, lang: str) -> list[str]:

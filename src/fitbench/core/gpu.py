@@ -40,6 +40,12 @@ class GpuSpec:
                          one GPU; each with its source and date (YYYY-MM)
     measured             False where fitbench has never measured the card's framework path (its
                          efficiencies come from other hardware): the estimate is arithmetic only
+    gemm_flops           the rate a large torch.mm really sustains on the card, per precision
+                         (FLOP/s, published measurements named in gemm_source): below the datasheet
+                         peak where the card holds a lower clock under load (a 72 W L4 runs an FP32
+                         GEMM at ~0.36 of its boost-clock peak) or its FP32 lanes are shared with
+                         INT32 (GeForce Ampere, Ada, Blackwell: 0.58-0.70), above it where the card boosts
+                         past the datasheet clock (GeForce tensor rates). Empty where none is published.
     """
 
     id: str
@@ -67,6 +73,8 @@ class GpuSpec:
     source: str = ""
     aliases: tuple[str, ...] = field(default_factory=tuple)
     notes: str = ""
+    gemm_flops: dict[str, float] = field(default_factory=dict)
+    gemm_source: str = ""
 
     @property
     def stream_efficiency(self) -> float:
@@ -82,6 +90,13 @@ class GpuSpec:
         """Whether the card has tensor cores of this type (catalog rows list 'fp8' and 'int8'
         dense rates only for cards that have them: Ada, Hopper, Blackwell for fp8)."""
         return compute in self.peak_flops
+
+    def gemm_share(self, compute: str) -> float | None:
+        """The published sustained GEMM rate over the dense peak that `peak(compute)` gives, or
+        None where no rate is published for it (a rate the card lacks is its FP32 one, as in peak)."""
+        key = compute if compute in self.peak_flops else "fp32"
+        measured = self.gemm_flops.get(key)
+        return None if measured is None else measured / self.peak_flops[key]
 
     def peak(self, compute: str) -> float:
         """Dense peak FLOP/s for a compute precision; a rate the card lacks falls back to FP32.

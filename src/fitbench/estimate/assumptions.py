@@ -13,6 +13,7 @@ from fitbench.core.units import GiB
 from fitbench.estimate import distributed, peft
 from fitbench.estimate.optimizer import optimizer_step_scratch
 from fitbench.estimate.profile import Profile
+from fitbench.estimate.speed import OWN_SHARE_REFERENCE_GPU, gemm_rate_factor
 from fitbench.estimate.transformer_cost import arch_assumptions
 from fitbench.estimate.verdict import TIGHT_MARGIN
 from fitbench.workloads.workload import Workload
@@ -112,6 +113,15 @@ def card_assumptions(workload: Workload, gpu: GpuSpec, framework: str) -> list[s
         lines.append(
             f"fp32: matmuls at {gpu.name}'s FP32 peak, not its TF32 tensor cores: PyTorch leaves TF32 off "
             "for matmuls by default (cuDNN convolutions use it); `--precision tf32` estimates it on"
+        )
+    compute = workload.precision_info.compute
+    share = gpu.gemm_share(compute)
+    if share is not None and gpu.id != OWN_SHARE_REFERENCE_GPU:
+        key = compute if compute in gpu.peak_flops else "fp32"
+        lines.append(
+            f"{key.upper()} matmuls at {gpu.name}'s published sustained GEMM rate: {share:.2f} of its "
+            f"datasheet peak, {gemm_rate_factor(gpu, compute):.2f}x the share on the H200 the "
+            "efficiencies were measured on"
         )
     if not gpu.measured:
         lines.append(

@@ -7,6 +7,7 @@ Each constant is fitted only from the measurements that it governs, so the fit s
   memory_efficiency              steps the estimate calls memory-bound (not decode steps)
   decode_memory_efficiency       generation decode steps the estimate calls memory-bound
   context_bytes                  NVML process memory minus the allocator's reservation
+  host_probe_reference_seconds   the median host probe round of the points that fitted a host time
 A constant scales by the median ratio of measured to estimated time over its points (one
 multiplicative step: the governed term dominates those points by construction). Constants
 with no governing point keep their value. The result is written as a user profile
@@ -28,7 +29,7 @@ from fitbench.catalog import get_gpu
 from fitbench.core.gpu import GpuSpec
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import estimate
-from fitbench.estimate.profile import Profile, forget_loaded, get_profile, user_profile_path
+from fitbench.estimate.profile import HOST_TIME_KEYS, Profile, forget_loaded, get_profile, user_profile_path
 from fitbench.records.measurement import Measurement
 from fitbench.workloads.workload import Workload
 
@@ -47,6 +48,7 @@ BOUNDS = {
     "host_seconds_per_op": (1e-7, 1e-3),
     "generate_host_seconds_per_op": (1e-7, 1e-3),
     "context_bytes": (0, 8 << 30),
+    "host_probe_reference_seconds": (1e-7, 1e-2),
 }
 
 
@@ -73,28 +75,17 @@ MeasurementLike = Measurement | Mapping[str, Any]
 
 
 def _measured_step(m: Measurement, workload: Workload) -> float | None:
-    """Seconds of one step comparable with the estimate's step_seconds (a decode step for generation).
-
-    A decode step is the child's `decode_step_seconds` where it recorded one: the difference of an
-    n-token and a one-token generation over n - 1, medians both, so it holds the decode steps alone
-    and not the generate call's once-per-call work, and host noise in one sample does not move it.
-    Older records have only `decode_seconds` (a generation less a separately timed prefill), which
-    is spread over the new tokens instead.
-    """
-    if workload.is_generation:
-        if m.decode_step_seconds:
-            return m.decode_step_seconds
-        decode, new = m.decode_seconds, workload.new_tokens or 0
-        return decode / new if decode and new else None
-    return m.step_seconds
+    """Seconds of one step comparable with the estimate's step_seconds (a decode step for
+    generation: Measurement.decode_step)."""
+    return m.decode_step(workload.new_tokens) if workload.is_generation else m.step_seconds
 
 
 def fit_profile(points: Sequence[tuple[Workload, MeasurementLike]], gpu: GpuSpec, base: Profile) -> Fit:
     """Fit `base`'s constants to (workload, measurement) pairs measured on `gpu`."""
-    ratios, contexts = _evidence(points, gpu, base)
+    ratios, contexts, probes = _evidence(points, gpu, base)
     values: dict[str, float] = {}
     evidence: dict[str, list[float]] = {}
-    for key in ("host_seconds_per_op", "generate_host_seconds_per_op"):
+    for key in HOST_TIME_KEYS:
         # A mode without host cost (tuned: CUDA graphs) has none to scale: a step it estimates
         # as launch-floor-bound measures no constant fitted here.
         if ratios.get(key) and base.in_force(key) > 0:
@@ -106,6 +97,13 @@ def fit_profile(points: Sequence[tuple[Workload, MeasurementLike]], gpu: GpuSpec
             for key in keys:
                 values[key] = base.in_force(key) / scale
                 evidence[key] = ratios[bottleneck]
+    rounds = [p for p in probes if p is not None]
+    if rounds and len(rounds) == len(probes) and any(key in values for key in HOST_TIME_KEYS):
+        # The fitted host times describe the hosts of these points: their probe round is the
+        # reference a later run's own round rescales them by (profile.host_scaled_profile). Known
+        # only where every such point probed its host; else the fit leaves the reference out.
+        values["host_probe_reference_seconds"] = statistics.median(rounds)
+        evidence["host_probe_reference_seconds"] = rounds
     if contexts:
         values["context_bytes"] = int(statistics.median(contexts))
         evidence["context_bytes"] = contexts
@@ -117,11 +115,13 @@ def fit_profile(points: Sequence[tuple[Workload, MeasurementLike]], gpu: GpuSpec
 
 def _evidence(
     points: Sequence[tuple[Workload, MeasurementLike]], gpu: GpuSpec, base: Profile
-) -> tuple[dict[str, list[float]], list[float]]:
-    """Measured / estimated step time per bottleneck (the constant each one scales), and the
-    CUDA context sizes the measurements show."""
+) -> tuple[dict[str, list[float]], list[float], list[float | None]]:
+    """Measured / estimated step time per bottleneck (the constant each one scales), the CUDA
+    context sizes the measurements show, and the host probe round of each point that measures a
+    host time (None where it has none)."""
     ratios: dict[str, list[float]] = {}
     contexts: list[float] = []
+    probes: list[float | None] = []
     for workload, stored in points:
         m = Measurement.from_dict(stored)
         if not m.completed:
@@ -131,10 +131,13 @@ def _evidence(
         key = _ratio_key(est.bottleneck, workload)
         if measured and est.step_seconds and key is not None:
             ratios.setdefault(key, []).append(measured / est.step_seconds)
+            if key in HOST_TIME_KEYS:
+                probe = m.host_probe_seconds
+                probes.append(probe if m.on_gpu and probe and probe > 0 else None)
         nvml, reserved = m.nvml_process_peak_bytes, m.peak_reserved_bytes
         if nvml and reserved and nvml > reserved:
             contexts.append(float(nvml - reserved))
-    return ratios, contexts
+    return ratios, contexts, probes
 
 
 def _ratio_key(bottleneck: str, workload: Workload) -> str | None:

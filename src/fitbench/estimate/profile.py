@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cache
 from pathlib import Path
 
@@ -78,6 +78,10 @@ class Profile:
     # Bandwidth share of PyTorch's native NCHW batch-norm kernels (estimate/resnet_cost.py);
     # None: memory_efficiency.
     bn_native_nchw_efficiency: float | None = None
+    # One host-speed probe round (fitbench.backends.torch.host_probe) on the machines the host
+    # constants were fitted on, in seconds; None: unknown. A measurement records its own round as
+    # host_probe_seconds, so that an estimate can be held against it at that host's speed.
+    host_probe_reference_seconds: float | None = None
     provenance: str = ""
 
     @property
@@ -101,6 +105,47 @@ class Profile:
 
     def to_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+# The profile's host times: seconds the host spends per framework operation. Everything else in a
+# host cost is counted in these units (cast_host_share is a share of an operation,
+# fp8_linear_host_calls a number of calls), so it follows them; the rest is GPU time and memory.
+HOST_TIME_KEYS = ("host_seconds_per_op", "generate_host_seconds_per_op")
+
+
+def host_speed_ratio(profile: Profile, host_probe_seconds: float | None, device: str | None) -> float | None:
+    """This host's time per operation over the reference host's: a run's probe round over the
+    profile's `host_probe_reference_seconds` (1.2: this host takes 20 % longer an operation).
+
+    None where it cannot be told: either figure missing or not positive, or the probe ran on a
+    device other than CUDA. The reference round launched CUDA kernels, so the ratio measures the
+    host that launches them; a CPU run's probe does the tiny operations' arithmetic on the same
+    cores that compute the whole step, so its round says how fast that CPU computes, not how
+    fast a host feeds a GPU (and a CPU measurement is not held against a GPU estimate anyway).
+    """
+    reference = profile.host_probe_reference_seconds
+    if not str(device or "").startswith("cuda"):
+        return None
+    if not reference or reference <= 0 or not host_probe_seconds or host_probe_seconds <= 0:
+        return None
+    return host_probe_seconds / reference
+
+
+def host_scaled_profile(
+    profile: Profile, host_probe_seconds: float | None, device: str | None = "cuda"
+) -> Profile:
+    """`profile` for a host whose probe round took `host_probe_seconds`: every host time
+    (HOST_TIME_KEYS) times host_speed_ratio, the GPU constants as they are.
+
+    Why: eager steps that are host-bound take operations x host time per operation, and the host
+    is part of the machine like the GPU: the constants were fitted on one host, a run on another
+    CPU launches the same operations faster or slower. Unchanged where the ratio cannot be told
+    (host_speed_ratio: no probe, no reference, or a probe not on a CUDA device).
+    """
+    ratio = host_speed_ratio(profile, host_probe_seconds, device)
+    if ratio is None:
+        return profile
+    return replace(profile, **{key: getattr(profile, key) * ratio for key in HOST_TIME_KEYS})
 
 
 def user_profile_path() -> Path:
@@ -165,7 +210,12 @@ def get_profile(framework: str = "torch", exec_mode: str = "default", *, use_use
         # A calibration of the mode itself wins over one of the table it shares.
         if isinstance(user, dict) and exec_mode in user:
             table_mode, note = exec_mode, ""
-        values.update(_checked(user, table_mode, path))
+        mine = _checked(user, table_mode, path)
+        if any(k in mine for k in HOST_TIME_KEYS) and "host_probe_reference_seconds" not in mine:
+            # Host times fitted on this machine without its probe round: the built-in round is
+            # another host's, and rescaling by it would count this host's speed twice.
+            values.pop("host_probe_reference_seconds", None)
+        values.update(mine)
     if note:
         values["provenance"] = f"{note}: {values.get('provenance') or 'profiles.toml'}"
     allowed = {f.name for f in fields(Profile)} - {"framework", "exec_mode"}

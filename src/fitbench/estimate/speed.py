@@ -111,6 +111,33 @@ def own_share(share: float, gpu: GpuSpec) -> float:
     return min(1.0, per_sm * gpu.sm_count / gpu.stream_bandwidth_bytes_s)
 
 
+def gemm_rate_factor(gpu: GpuSpec, rate: str) -> float:
+    """How much faster (or slower) than the reference card, relative to its datasheet peak, `gpu`
+    runs a cuBLAS GEMM at `rate`: its published sustained GEMM share (GpuSpec.gemm_share) over the
+    reference card's, where the card has one; 1 otherwise.
+
+    The profile's matmul and attention efficiencies are shares of the peak measured on the
+    reference card (an H200, whose large torch.mm reaches 0.77-0.80 of its peak at every
+    precision). Another card's share differs for reasons a datasheet does not show: a 72 W L4
+    holds a GEMM far below its boost clock (0.36 of its FP32 peak, 0.48 of BF16), GeForce Ampere,
+    Ada and Blackwell issue FP32 FMAs on lanes shared with INT32 (0.58-0.70 of FP32 peak) but run
+    their tensor cores near or past the datasheet clock (0.91-1.13), an A100's FP32 runs at 0.98. The card's
+    GEMMs therefore run at the profile's share times this ratio. A rate the reference has no
+    measurement for compares with the mean of its measured shares. cuDNN's convolutions keep
+    their own model (conv_efficiency): these measurements are of cuBLAS."""
+    card = gpu.gemm_share(rate)
+    if card is None:
+        return 1.0
+    ref = get_gpu(OWN_SHARE_REFERENCE_GPU)
+    base = ref.gemm_share(rate)
+    if base is None:
+        shares = [s for k in ref.gemm_flops if (s := ref.gemm_share(k)) is not None]
+        if not shares:
+            return 1.0
+        base = sum(shares) / len(shares)
+    return card / base
+
+
 def conv_efficiency(profile: Profile, gpu: GpuSpec, rate: str) -> float:
     """The share of `gpu`'s dense peak at `rate` that cuDNN's implicit-GEMM convolutions reach.
 
@@ -195,7 +222,10 @@ def time_kernels(
         kernel_bytes = k.bytes + (0.0 if native else k.dequant_bytes)
         if k.flops:
             rate = k.compute if native else _compute_precision(k.kind, workload)
-            share = conv_efficiency(profile, gpu, rate) if k.kind == "conv" else eff.get(k.kind, 1.0)
+            if k.kind == "conv":
+                share = conv_efficiency(profile, gpu, rate)
+            else:
+                share = eff.get(k.kind, 1.0) * gemm_rate_factor(gpu, rate)
             peak = gpu.peak(rate) * share
             t_compute = k.flops / peak
             if k.kind == "conv":

@@ -32,6 +32,7 @@ from fitbench.core.host import cpu_model
 from fitbench.core.names import ExecMode
 from fitbench.errors import FitbenchError
 from fitbench.measure import nvml
+from fitbench.measure.host_speed import host_probe_fields
 from fitbench.measure.runner import empty_measurement
 from fitbench.measure.timing import SampleStats, summarize
 from fitbench.workloads.workload import Workload
@@ -243,12 +244,29 @@ class Measurement:
         m["load_seconds"] = time.perf_counter() - t0
         m["memory_after_load_bytes"] = self._memory_now()
         m["memory_after_load_allocated_bytes"] = (self.session.memory() or {}).get("allocated")
+        before = self._host_probe("before")
 
         self.phase = "generate" if w.is_generation else "step"
         if w.is_generation:
             self._generation()
         else:
             self._steps()
+        if before is not None:
+            m.update(host_probe_fields(before, self._host_probe("after")))
+
+    def _host_probe(self, when: str) -> dict[str, float] | None:
+        """One round of the backend's host-speed probe (fitbench.measure.host_speed), recorded at
+        once so that a run that fails later still has it; a probe that fails is a warning, not a
+        failed measurement. Taken outside the timed loops and before warm-up resets the peaks."""
+        self.events.emit("timing the host")
+        try:
+            parts = self.backend.host_probe(self.options.device)
+        except Exception as exc:
+            self.m["warnings"].append(f"the host-speed probe ({when}) failed: {_first_line(exc)}")
+            return None
+        if parts and when == "before":
+            self.m.update(host_probe_fields(parts))
+        return parts or None
 
     def _measure_context(self, info: dict[str, Any]) -> None:
         """CUDA context size: process memory right after device init, minus what the allocator holds."""

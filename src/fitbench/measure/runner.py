@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.backends.base import RunOptions
+from fitbench.measure.host_speed import HOST_PROBE_KEYS
 from fitbench.records.measurement import MEASUREMENT_KEYS
 from fitbench.workloads.workload import Workload
 
@@ -75,6 +76,7 @@ def empty_measurement(workload: Workload, backend_name: str, options: RunOptions
         sample_unit=workload.sample_unit,
         environment={},
     )
+    out.update(dict.fromkeys(HOST_PROBE_KEYS))  # null until the child's probe says otherwise
     return out
 
 

@@ -97,6 +97,11 @@ OPTIONAL_KEYS = (
     "max_batch_search",
     "end_to_end_tokens_per_second",
     "decode_step_seconds",
+    # The host's speed (fitbench.measure.host_speed): every measurement fitbench makes now has
+    # them, null where not measured; a stored record from before them keeps its keys.
+    "host_probe_seconds",
+    "host_probe_parts",
+    "host_probe_drift",
 )
 
 
@@ -143,6 +148,8 @@ class Measurement:
     prefill_seconds: float | None = None
     decode_seconds: float | None = None
     decode_tokens_per_second: float | None = None
+    # This host's speed, timed in the measuring process (fitbench.measure.host_speed): one probe
+    # round in seconds, its calls' seconds per call, and the after / before ratio of two rounds.
     environment: Mapping[str, Any] = field(default_factory=dict)
     # OPTIONAL_KEYS
     error_type: str | None = None
@@ -158,6 +165,11 @@ class Measurement:
     end_to_end_tokens_per_second: float | None = None
     # A generation's median decode step (n-token less one-token generation over n - 1), where recorded.
     decode_step_seconds: float | None = None
+    # This host's speed, timed in the measuring process (fitbench.measure.host_speed): one probe
+    # round in seconds, its calls' seconds per call, and the after / before ratio of two rounds.
+    host_probe_seconds: float | None = None
+    host_probe_parts: Mapping[str, float] | None = None
+    host_probe_drift: float | None = None
     # Keys this class does not name, kept as they came.
     extra: Mapping[str, Any] = field(default_factory=dict)
     # The optional keys the source had (written back even where None).
@@ -180,6 +192,28 @@ class Measurement:
     def is_verdict(self) -> bool:
         """ok or oom: the run answered the question (out of memory is an answer, not a failure)."""
         return self.status in ("ok", "oom")
+
+    def decode_step(self, new_tokens: int | None) -> float | None:
+        """Seconds of one decode step of a generation (one token per sequence).
+
+        The child's `decode_step_seconds` where it recorded one: the difference of an n-token and
+        a one-token generation over n - 1, medians both, so it holds the decode steps alone and
+        not the generate call's once-per-call work, and host noise in one sample does not move it.
+        Older records have only `decode_seconds` (a generation less a separately timed prefill),
+        which is spread over the `new_tokens` instead.
+        """
+        if self.decode_step_seconds:
+            return self.decode_step_seconds
+        decode, new = self.decode_seconds, new_tokens or 0
+        return decode / new if decode and new else None
+
+    def decode_rate(self, batch_size: int | None) -> float | None:
+        """Decode tokens/s of one decode step: batch / decode_step_seconds where the child recorded
+        the differenced step, else its decode_tokens_per_second (which spreads the generate call's
+        once-per-call work over the tokens)."""
+        if self.decode_step_seconds and batch_size:
+            return batch_size / self.decode_step_seconds
+        return self.decode_tokens_per_second
 
     # ------------------------------------------------------------------ changing
 

@@ -139,7 +139,16 @@ class WorkloadView:
 
 
 _RECORD_KEYS = ("command", "workload", "estimate", "measurement", "environment", "error_vs_estimate")
-_RECORD_OPTIONAL = ("diagnosis", "scenario", "catalog_estimates", "advice", "run_id", "created_at")
+_RECORD_OPTIONAL = (
+    "diagnosis",
+    "host_speed_ratio",
+    "estimate_reference_host",
+    "scenario",
+    "catalog_estimates",
+    "advice",
+    "run_id",
+    "created_at",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +165,10 @@ class RunRecord:
     environment: Mapping[str, Any] = field(default_factory=dict)
     error_vs_estimate: Mapping[str, float | None] = field(default_factory=dict)
     diagnosis: Diagnosis | None = None
+    # The estimate is for the run's own host where it probed it: its probe round over the
+    # reference host's, and the reference host's speed figures with their errors.
+    host_speed_ratio: float | None = None
+    estimate_reference_host: Mapping[str, Any] | None = None
     # `fitbench check`: the scenario, the catalog's estimates of it, the advice given.
     scenario: str | None = None
     catalog_estimates: Mapping[str, Any] | None = None

@@ -3,22 +3,34 @@
 error = (estimate - measured) / measured: +0.10 means the estimate is 10 % high. Only a completed
 run on a CUDA device is held against a GPU estimate; for generation the step is one decode step
 (one token per sequence) and the token rate the decode rate, the units the estimator predicts.
+
+The estimate held against a run is for the run's own host where the run probed it
+(`estimate_for_host`): the host is part of the machine like the GPU, and an eager step that is
+host-bound takes operations x this host's time per operation, not the reference host's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from fitbench.core.gpu import GpuSpec
+from fitbench.estimate.api import Estimate, estimate
+from fitbench.estimate.profile import get_profile, host_scaled_profile, host_speed_ratio
 from fitbench.records.measurement import Measurement
+from fitbench.records.run import WorkloadView
 from fitbench.workloads.workload import Workload
 
 __all__ = [
     "EstimatedFigures",
+    "HostEstimate",
     "error_vs_estimate",
+    "estimate_for_host",
     "max_batch_not_comparable",
     "measured_speed",
     "not_comparable",
+    "reference_host_figures",
     "relative_error",
 ]
 
@@ -48,16 +60,77 @@ def relative_error(estimated: float | None, measured: float | None) -> float | N
 
 
 def measured_speed(
-    m: Measurement | Mapping[str, Any], workload: Workload
+    m: Measurement | Mapping[str, Any], workload: Workload | WorkloadView
 ) -> tuple[float | None, float | None]:
     """(step seconds, tokens/s) comparable with the estimator's: for generation one decode step
-    (one token per sequence) and decode throughput, otherwise the training/inference step."""
+    (one token per sequence, Measurement.decode_step) and the decode rate of that step
+    (Measurement.decode_rate), otherwise the training/inference step."""
     m = Measurement.from_dict(m)
     if workload.is_generation:
-        new = workload.new_tokens or 0
-        step = m.decode_seconds / new if m.decode_seconds is not None and new else None
-        return step, m.decode_tokens_per_second
+        return m.decode_step(workload.new_tokens), m.decode_rate(workload.batch_size)
     return m.step_seconds, m.tokens_per_second
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostEstimate:
+    """The estimate a measurement is held against, for the host it ran on.
+
+    estimate          for this run's host: the profile's host times scaled by host_speed_ratio
+                      (the reference host's estimate where the run has no usable probe)
+    reference         the estimate at the reference host (the machines the constants were
+                      fitted on), where it differs: None when host_speed_ratio is None
+    host_speed_ratio  this host's probe round over the reference's (1.2: 20 % slower an operation)
+    """
+
+    estimate: Estimate
+    reference: Estimate | None = None
+    host_speed_ratio: float | None = None
+
+
+def estimate_for_host(
+    workload: Workload,
+    gpu: GpuSpec,
+    m: Measurement | Mapping[str, Any],
+    *,
+    framework: str = "torch",
+    exec_mode: str = "default",
+    reference: Estimate | None = None,
+) -> HostEstimate:
+    """`workload` on `gpu` estimated for the host that measured `m` (fitbench.estimate.profile.
+    host_scaled_profile); `reference` is the reference host's estimate when the caller has it."""
+    m = Measurement.from_dict(m)
+    profile = get_profile(framework, exec_mode)
+    at_reference = (
+        estimate(workload, gpu, framework=framework, exec_mode=exec_mode, profile=profile)
+        if reference is None
+        else reference
+    )
+    ratio = host_speed_ratio(profile, m.host_probe_seconds, m.device)
+    if ratio is None:
+        return HostEstimate(estimate=at_reference)
+    here = estimate(
+        workload,
+        gpu,
+        framework=framework,
+        exec_mode=exec_mode,
+        profile=host_scaled_profile(profile, m.host_probe_seconds, m.device),
+    )
+    return HostEstimate(estimate=here, reference=at_reference, host_speed_ratio=ratio)
+
+
+def reference_host_figures(
+    reference: EstimatedFigures | None, m: Measurement | Mapping[str, Any], workload: Workload
+) -> dict[str, Any] | None:
+    """The reference host's speed figures and their errors against `m` (JSON
+    `estimate_reference_host`); None without a reference estimate."""
+    if reference is None:
+        return None
+    errors = error_vs_estimate(reference, m, workload)
+    return {
+        "step_seconds": reference.step_seconds,
+        "tokens_per_second": reference.tokens_per_second,
+        "error_vs_estimate": {k: errors[k] for k in ("step_seconds", "tokens_per_second")},
+    }
 
 
 def not_comparable(est: EstimatedFigures | None, m: Measurement, workload: Workload) -> list[str]:

@@ -15,7 +15,7 @@ from fitbench.advise.i18n import t
 from fitbench.advise.text import speed_text
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.records.run import EstimateSummary
-from fitbench.results.report_model import HistoryPoint, ReportScenario, RunRow
+from fitbench.results.report_model import ComparisonRow, HistoryPoint, ReportScenario, RunRow
 
 __all__ = [
     "COMPARISON_COLUMNS",
@@ -87,6 +87,21 @@ def format_metric(unit: str, value: Any) -> str:
     if unit == "tok/s":
         return format_rate(value, "tok/s")
     return f"{value:g}"
+
+
+def estimated_cell(row: ComparisonRow, lang: str) -> str:
+    """A comparison row's estimate; for a speed estimated for the run's own host, the host ratio
+    and the reference host's figure beside it."""
+    text = format_metric(row.unit, row.estimated)
+    if row.host_speed_ratio is None:
+        return text
+    return t(
+        "report.host_estimate",
+        lang,
+        estimate=text,
+        ratio=f"{row.host_speed_ratio:.2f}",
+        reference=format_metric(row.unit, row.estimated_reference_host),
+    )
 
 
 def estimate_speed(e: EstimateSummary, lang: str) -> str:

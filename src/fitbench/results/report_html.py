@@ -31,6 +31,7 @@ from fitbench.results.cells import (
     RUN_COLUMNS,
     environment_items,
     estimate_speed,
+    estimated_cell,
     format_metric,
     report_cards,
     run_speed,
@@ -678,7 +679,7 @@ def _comparison_section(model: ReportModel, lang: str) -> str:
                 _e(r.precision),
                 _e(short_gpu(r.device_name or r.gpu)),
                 _e(t("metric." + str(r.metric), lang)),
-                _e(format_metric(r.unit, r.estimated)),
+                _e(estimated_cell(r, lang)),
                 _e(format_metric(r.unit, r.measured)),
                 _error_cell(r, lang),
             ]

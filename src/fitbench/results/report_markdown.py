@@ -29,6 +29,7 @@ from fitbench.results.cells import (
     RUN_COLUMNS,
     environment_items,
     estimate_speed,
+    estimated_cell,
     format_metric,
     report_cards,
     run_speed,
@@ -201,7 +202,7 @@ def _comparison_section(model: ReportModel, lang: str) -> list[str]:
             r.precision,
             short_gpu(r.device_name or r.gpu),
             t("metric." + r.metric, lang),
-            format_metric(r.unit, r.estimated),
+            estimated_cell(r, lang),
             format_metric(r.unit, r.measured),
             _error_cell(r.error, r.not_comparable, lang),
         ]

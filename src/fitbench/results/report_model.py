@@ -133,6 +133,10 @@ class ComparisonRow:
     measured: float | None = None
     error: float | None = 0.0  # None where the figure is not comparable
     not_comparable: tuple[str, ...] = ()  # why (fitbench.results.agreement.max_batch_not_comparable)
+    # A speed estimated for the run's own host: its time per operation over the reference host's,
+    # and the estimate at the reference host (None: the estimate is the reference host's).
+    host_speed_ratio: float | None = None
+    estimated_reference_host: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -140,7 +144,12 @@ class ComparisonRow:
         return _row(cls, data, not_comparable=tuple(data.get("not_comparable") or ()))
 
     def to_dict(self) -> dict[str, Any]:
-        return _row_dict(self)
+        """The row's JSON; the host keys only on a row that has them (comparison_rows)."""
+        out = _row_dict(self)
+        if self.host_speed_ratio is None:
+            out.pop("host_speed_ratio")
+            out.pop("estimated_reference_host")
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)

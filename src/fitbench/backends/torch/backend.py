@@ -142,5 +142,10 @@ class TorchBackend(Backend):
     def is_oom(self, exc: BaseException) -> bool:
         return is_oom(exc)
 
+    def host_probe(self, device: str) -> dict[str, float] | None:
+        from fitbench.backends.torch.host_probe import probe
+
+        return probe(resolve_device(device))
+
     def param_count(self, workload: Workload) -> int:
         return meta_param_count(workload)
