@@ -15,6 +15,8 @@ import pytest
 from english_leaks import english_leaks
 from test_bad_inputs import BAD_INPUTS, RUN_ID, _params, digest, final_parenthesised, fitbench_cli
 
+from fitbench.cli.main import SUBCOMMANDS
+
 ZH = {"LANG": "zh_CN.UTF-8", "LC_ALL": "", "LC_MESSAGES": ""}
 EN = {"LANG": "C.UTF-8", "LC_ALL": "", "LC_MESSAGES": ""}
 # Text that is a value, not fitbench's prose: what the operating system, SQLite, JSON or a pickle
@@ -174,3 +176,23 @@ def test_a_refused_file_is_left_as_it_was_in_chinese_too(tmp_path: Path) -> None
     line = _one_error_line(fitbench_cli(["history", "--db", str(db)], tmp_path, ZH))
     assert "不是 fitbench 历史记录" in line, line
     assert digest(db) == before
+
+
+# -- a bad --lang, on every command that takes it ---------------------------------------------------------
+# What each command needs besides --lang to get past argparse (its positionals).
+_LANG_ARGS = {"estimate": ["llm-6b"], "run": ["llm-6b", "--tiny"], "compare": ["1", "2"]}
+
+
+@pytest.mark.parametrize("command", list(SUBCOMMANDS))
+@pytest.mark.parametrize("value", ["fr", "", "english"])
+def test_a_bad_lang_is_refused_on_every_command_in_both_languages(
+    command: str, value: str, tmp_path: Path
+) -> None:
+    argv = [command, *_LANG_ARGS.get(command, []), f"--lang={value}"]
+    if command in ("check", "run", "report", "history", "compare"):
+        argv += ["--db", str(tmp_path / "h.sqlite")]
+    en = _one_error_line(fitbench_cli(argv, tmp_path, EN))
+    assert en == f"fitbench: error: unknown language '{value}' (use --lang en or --lang zh)", en
+    zh = _one_error_line(fitbench_cli(argv, tmp_path, ZH))
+    assert zh == f"fitbench: 错误: 未知的语言 '{value}' (请使用 --lang en 或 --lang zh)", zh
+    assert not (tmp_path / "h.sqlite").exists()  # refused before the command did anything

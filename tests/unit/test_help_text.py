@@ -99,7 +99,8 @@ def test_a_value_the_english_carries_is_carried_into_the_chinese() -> None:
         (["--help"], {"LC_MESSAGES": "zh_CN.UTF-8"}, "zh"),
         (["run", "--help", "--lang", "en"], {"LANG": "zh_CN.UTF-8"}, "en"),
         (["--help"], {"LANG": "C.UTF-8"}, "en"),
-        (["--help", "--lang", "fr"], {"LANG": "zh_CN.UTF-8"}, "en"),  # the command says what is wrong
+        (["--help", "--lang", "fr"], {"LANG": "zh_CN.UTF-8"}, "zh"),  # a bad value: the locale
+        (["--help", "--lang", "fr"], {"LANG": "C.UTF-8"}, "en"),
     ],
 )
 def test_the_help_language_is_read_from_the_line_then_the_locale(argv, environ, lang) -> None:

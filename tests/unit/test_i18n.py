@@ -89,6 +89,21 @@ def test_an_unknown_language_is_a_one_line_error():
         resolve_lang("fr", {})
 
 
+@pytest.mark.parametrize("arg", ["", " ", "english", "zhx", "chinese", "enzh", "fr_FR.UTF-8"])
+def test_a_value_that_only_starts_like_a_language_is_refused_not_read_from_the_locale(arg):
+    with pytest.raises(FitbenchError) as err:
+        resolve_lang(arg, {"LANG": "zh_CN.UTF-8"})
+    assert err.value.text("en")[1] == "use --lang en or --lang zh"
+    assert err.value.text("zh")[1] == "请使用 --lang en 或 --lang zh"
+
+
+@pytest.mark.parametrize(
+    ("arg", "expected"), [("zh_CN.UTF-8", "zh"), ("en-US", "en"), ("ZH_tw", "zh"), ("en@x", "en")]
+)
+def test_a_locale_of_either_language_is_a_language(arg, expected):
+    assert resolve_lang(arg, {}) == expected
+
+
 def test_parameter_counts_read_naturally():
     assert format_params(109_483_778, "en") == "109M"
     assert format_params(6_738_415_616, "en") == "6.7B"

@@ -992,14 +992,20 @@ MESSAGES: dict[str, dict[str, str]] = {
 }
 
 
+# `--lang` values: en or zh, alone or as a locale (a region, an encoding or a modifier after it).
+_LANG_VALUE = re.compile(r"^(en|zh)(?:[-_.@].*)?$", re.IGNORECASE)
+
+
 def resolve_lang(lang: str | None = None, environ: Mapping[str, str] | None = None) -> str:
-    """`lang` when given (en or zh), else zh when the locale variables say Chinese, else en."""
-    if lang:
-        key = lang.strip().lower().replace("_", "-")
-        if key.startswith("zh"):
-            return "zh"
-        if key.startswith("en"):
-            return "en"
+    """`lang` when given (en or zh), else zh when the locale variables say Chinese, else en.
+
+    A given value is a language, not a hint: `en`, `zh` or a locale of one (`zh_CN.UTF-8`, `en-US`).
+    Anything else, an empty `--lang=` included, is an error rather than a silent fall back to the
+    locale, so that a typo never quietly answers in a language the user did not ask for."""
+    if lang is not None:
+        match = _LANG_VALUE.match(lang.strip())
+        if match:
+            return match[1].lower()
         from fitbench.errors import FitbenchError
 
         raise FitbenchError(

@@ -812,9 +812,9 @@ def localize(
 
 
 def requested_lang(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> str:
-    """The language of the help, before argparse runs: `--lang X` (or `--lang=X`) on the line, else the
-    locale. A value that is neither en nor zh gives English help; the command itself then says
-    what is wrong with it."""
+    """The language of the help and the errors, before argparse runs: `--lang X` (or `--lang=X`) on the
+    line, else the locale. A value that is neither en nor zh gives the locale's language: main then
+    refuses the value in the language the reader's machine speaks."""
     from fitbench.advise.i18n import resolve_lang
     from fitbench.errors import FitbenchError
 
@@ -827,7 +827,7 @@ def requested_lang(argv: Sequence[str], environ: Mapping[str, str] | None = None
     try:
         return resolve_lang(value, environ)
     except FitbenchError:
-        return "en"
+        return resolve_lang(None, environ)
 
 
 def display_width(text: str) -> int:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from fitbench import __version__
+from fitbench.advise.i18n import resolve_lang
 from fitbench.cli.common import add_lang_arg
 from fitbench.cli.help_text import requested_lang
 from fitbench.errors import FitbenchError, close_match_hint, did_you_mean, one_line
@@ -251,6 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser(only, lang)
         _set_lang(parser, lang)
         args = parser.parse_args(argv)
+        if getattr(args, "lang", None) is not None:
+            # Every command takes --lang: refuse a bad value here, once, before any command's work.
+            resolve_lang(args.lang)
         if getattr(args, "func", None) is None:
             parser.print_help()
             return 2
