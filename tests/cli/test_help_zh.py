@@ -27,7 +27,7 @@ def _values() -> list[str]:
     values = []
     for entry in HELP.values():
         in_json = False
-        for line in entry["zh"].splitlines():
+        for line in entry.splitlines():
             if line.strip().startswith("fitbench"):
                 values.append(re.split(r"\s{2,}", line.strip())[0])
             in_json = bool(line.strip()) and (in_json or line.startswith("JSON"))

@@ -8,11 +8,15 @@ its translation, keeps its English in the Chinese parser, and this test names it
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import re
+from functools import cache
+from pathlib import Path
 
 import pytest
 
-from fitbench.cli.help_text import HELP, localize, option_key, requested_lang, translate, wrap
+from fitbench.cli.help_text import HELP, VALUES, localize, option_key, requested_lang, translate, wrap
 from fitbench.cli.main import SUBCOMMANDS, build_parser
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -62,31 +66,77 @@ def test_the_english_parser_is_left_as_written() -> None:
     assert not any(CJK.search(text) for text in _texts(_command_parser(parser, "estimate")).values())
 
 
-def test_no_entry_outlives_the_argument_it_translates() -> None:
-    used: set[str] = set()
+@cache
+def _english() -> dict[str, set[str]]:
+    """The English texts each HELP entry replaces, over every command's parser."""
+    used: dict[str, set[str]] = {}
     localize(build_parser(None), "zh", used=used)  # every command's parser
-    assert sorted(set(HELP) - used) == []
+    return used
+
+
+def test_no_entry_outlives_the_argument_it_translates() -> None:
+    assert sorted(set(HELP) - set(_english())) == []
 
 
 @pytest.mark.parametrize("key", sorted(HELP))
 def test_each_entry_keeps_its_flags_and_values(key: str) -> None:
-    entry = HELP[key]
-    assert CJK.search(entry["zh"]), key
-    assert set(FLAG.findall(entry["en"])) <= set(FLAG.findall(entry["zh"])), key
-    assert set(re.findall(r"\{([a-z_]+)\}", entry["en"])) == set(re.findall(r"\{([a-z_]+)\}", entry["zh"]))
-    # Example command lines stay exactly as written.
-    commands = [line.split("  ")[0].strip() for line in entry["en"].splitlines() if "fitbench " in line]
-    for command in commands:
-        if command.startswith("fitbench"):
-            assert command in entry["zh"], (key, command)
+    zh = HELP[key]
+    assert CJK.search(zh), key
+    for english in _english()[key]:
+        assert set(FLAG.findall(english)) <= set(FLAG.findall(zh)), key
+        # Example command lines stay exactly as written.
+        commands = [line.split("  ")[0].strip() for line in english.splitlines() if "fitbench " in line]
+        for command in commands:
+            if command.startswith("fitbench"):
+                assert command in zh, (key, command)
+    # Each `{name}` is a value VALUES fills in: none is left for the reader to see.
+    values = VALUES[key]() if key in VALUES else {}
+    assert set(re.findall(r"\{([a-z_]+)\}", zh)) == set(values), key
+    for value in values.values():
+        assert all(value in english for english in _english()[key]), (key, value)
 
 
 def test_a_value_the_english_carries_is_carried_into_the_chinese() -> None:
-    assert translate(["check.--timeout"], "stop one measurement after S seconds (default 45)", "zh") == (
-        "单次实测超过 S 秒即停止(默认 45)"
+    english = "stop one measurement after S seconds (default 600)"
+    assert translate(["check.--timeout"], english, "zh") == "单次实测超过 S 秒即停止(默认 600)"
+    assert translate(["estimate.--gpu"], "catalog GPU", "zh").endswith(
+        "默认:rtx-3060-12gb, rtx-4090, a100-40gb, h100-sxm"
     )
-    # An English text the table does not hold (a changed help) stays as written.
-    assert translate(["check.--timeout"], "stop after S seconds", "zh") == "stop after S seconds"
+    # A help the table has no entry for stays as written.
+    assert translate(["check.--no-such-option"], "stop after S seconds", "zh") == "stop after S seconds"
+
+
+# -- the English each entry translates, pinned: a changed English help must not ship a stale Chinese --------
+FINGERPRINTS = Path(__file__).parent / "data" / "help_english.json"
+
+
+def fingerprints(english: dict[str, set[str]]) -> dict[str, str]:
+    """Per entry, a short digest of the English texts it replaces (the text itself lives once, in the
+    parser's module)."""
+    return {
+        key: hashlib.sha256("\0".join(sorted(texts)).encode()).hexdigest()[:12]
+        for key, texts in sorted(english.items())
+    }
+
+
+def test_the_english_each_entry_translates_is_the_english_it_was_written_for() -> None:
+    pinned = json.loads(FINGERPRINTS.read_text(encoding="utf-8"))
+    now = fingerprints(_english())
+    moved = sorted(k for k in now.keys() | pinned.keys() if now.get(k) != pinned.get(k))
+    assert moved == [], (
+        f"the English of {moved} changed: update the Chinese in fitbench.cli.help_text.HELP, then "
+        f"`PYTHONPATH=src python tests/unit/test_help_text.py` rewrites {FINGERPRINTS.name}"
+    )
+
+
+def test_the_fingerprint_moves_with_the_english() -> None:
+    parser = build_parser("report")
+    sub = _command_parser(parser, "report")
+    before = _english()["report.--last"]
+    next(a for a in sub._actions if "--last" in a.option_strings).help = "the N newest runs (default 20)"
+    used: dict[str, set[str]] = {}
+    localize(parser, "zh", used=used)
+    assert fingerprints({"k": used["report.--last"]}) != fingerprints({"k": before})
 
 
 @pytest.mark.parametrize(
@@ -108,9 +158,14 @@ def test_the_help_language_is_read_from_the_line_then_the_locale(argv, environ, 
 
 
 def test_chinese_help_wraps_by_display_width_and_keeps_values_whole() -> None:
-    text = HELP["*.--weights"]["zh"]
+    text = HELP["*.--weights"]
     lines = wrap(text, 40)
     assert len(lines) > 1
     assert all(sum(2 if CJK.match(ch) else 1 for ch in line) <= 40 for line in lines)
     assert "gptq[-8bit][-g64]" in "\n".join(lines)
     assert not any(line.startswith((",", ";", ":", "、", ")")) for line in lines)
+
+
+if __name__ == "__main__":  # rewrite the fingerprints once the Chinese is checked
+    text = json.dumps(fingerprints(_english()), indent=1, sort_keys=True)
+    FINGERPRINTS.write_text(text + "\n", encoding="utf-8")
