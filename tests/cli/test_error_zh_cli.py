@@ -98,6 +98,34 @@ def test_a_bad_config_file_in_a_chinese_locale(tmp_path: Path) -> None:
     assert en.startswith(f"fitbench: error: {cfg}: the config has no 'model_type' (fitbench reads "), en
 
 
+@pytest.mark.parametrize(
+    ("extra", "en", "zh"),
+    [
+        (  # config.json itself: the file, then the key; the raise's own fix
+            {"hidden_size": "big"},
+            "'hidden_size' must be a whole number, got the string 'big' (write sizes as JSON numbers, "
+            "without quotes)",
+            "'hidden_size' 必须是整数,实际为 字符串 'big' (尺寸请写成 JSON 数字,不要加引号)",
+        ),
+        (  # its quantization_config: the file, the block, then the key; the block's default fix
+            {"quantization_config": {"quant_method": "gptq", "bits": "four"}},
+            "quantization_config 'bits' must be a whole number, got the string 'four' (fix the value, "
+            "or pass --weights NAME to override it)",
+            "quantization_config 'bits' 必须是整数,实际为 the string 'four' "
+            "(请修正该值,或传入 --weights NAME 覆盖它)",
+        ),
+    ],
+)
+def test_a_bad_value_in_a_config_names_the_file_and_the_part(extra, en: str, zh: str, tmp_path: Path) -> None:
+    from test_bad_inputs import LLAMA_KEYS
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({**LLAMA_KEYS, **extra}), encoding="utf-8")
+    argv = ["estimate", "--config", str(cfg)]
+    assert _one_error_line(fitbench_cli(argv, tmp_path, EN)) == f"fitbench: error: {cfg}: {en}"
+    assert _one_error_line(fitbench_cli(argv, tmp_path, ZH)) == f"fitbench: 错误: {cfg}:{zh}"
+
+
 def test_lang_en_wins_over_a_chinese_locale(tmp_path: Path) -> None:
     line = _one_error_line(fitbench_cli(["estimate", "llm-6b", "--batch", "0", "--lang", "en"], tmp_path, ZH))
     assert line.startswith("fitbench estimate: error: argument --batch/--batch-size: must be 1 or more"), line

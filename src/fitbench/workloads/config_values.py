@@ -7,7 +7,6 @@ thousands of digits or a whole nested object), so the message stays one line.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from typing import Any
 
 from fitbench.errors import FitbenchError
@@ -37,12 +36,16 @@ def show(value: Any, lang: str = "en") -> str:
     return type(value).__name__
 
 
-class ConfigValues(ABC):
-    """Typed access to one config dict; subclasses say how an error names the file."""
+class ConfigValues:
+    """Typed access to one config dict. Every error names the file (`source`), then what part of it
+    the reader reads (`part`: "quantization_config " for that block, nothing for config.json itself);
+    `default_hint` (English, Chinese) is the fix an error gets when its raise gives none."""
 
     data: dict[str, Any]
+    source: str
+    part: str = ""
+    default_hint: tuple[str, str] | None = None
 
-    @abstractmethod
     def error(
         self,
         message: str,
@@ -52,6 +55,14 @@ class ConfigValues(ABC):
         hint_zh: str | None = None,
     ) -> FitbenchError:
         """The one-line error for a bad value of this config (`message_zh`, `hint_zh`: the Chinese)."""
+        if not hint and self.default_hint:
+            hint, hint_zh = self.default_hint[0], hint_zh or self.default_hint[1]
+        return FitbenchError(
+            f"{self.source}: {self.part}{message}",
+            hint,
+            message_zh=f"{self.source}:{self.part}{message_zh}" if message_zh else None,
+            hint_zh=hint_zh,
+        )
 
     def flag(self, key: str, default: bool) -> bool:
         value = self.data.get(key)

@@ -80,21 +80,6 @@ class _Reader(ConfigValues):
         self.source = source
         self.model_type = model_type
 
-    def error(
-        self,
-        message: str,
-        hint: str | None = None,
-        *,
-        message_zh: str | None = None,
-        hint_zh: str | None = None,
-    ) -> FitbenchError:
-        return FitbenchError(
-            f"{self.source}: {message}",
-            hint,
-            message_zh=f"{self.source}:{message_zh}" if message_zh else None,
-            hint_zh=hint_zh,
-        )
-
     def lookup(self, keys: tuple[str, ...]) -> tuple[str, Any]:
         """The first of `keys` present with a non-null value (aliases of one size), else _MISSING."""
         for key in keys:

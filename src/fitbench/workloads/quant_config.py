@@ -33,24 +33,15 @@ DTYPES = {
 class _Q(ConfigValues):
     """Typed access to one quantization_config; errors name the file and the key."""
 
+    part = "quantization_config "
+    default_hint = (
+        "fix the value, or pass --weights NAME to override it",
+        "请修正该值,或传入 --weights NAME 覆盖它",
+    )
+
     def __init__(self, data: dict[str, Any], source: str) -> None:
         self.data = data
         self.source = source
-
-    def error(
-        self,
-        message: str,
-        hint: str | None = None,
-        *,
-        message_zh: str | None = None,
-        hint_zh: str | None = None,
-    ) -> FitbenchError:
-        return FitbenchError(
-            f"{self.source}: quantization_config {message}",
-            hint or "fix the value, or pass --weights NAME to override it",
-            message_zh=f"{self.source}:quantization_config {message_zh}" if message_zh else None,
-            hint_zh=hint_zh or (None if hint else "请修正该值,或传入 --weights NAME 覆盖它"),
-        )
 
     def get(self, *keys: str) -> tuple[str, Any]:
         for key in keys:
