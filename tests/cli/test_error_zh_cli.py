@@ -111,7 +111,7 @@ def test_a_bad_config_file_in_a_chinese_locale(tmp_path: Path) -> None:
             {"quantization_config": {"quant_method": "gptq", "bits": "four"}},
             "quantization_config 'bits' must be a whole number, got the string 'four' (fix the value, "
             "or pass --weights NAME to override it)",
-            "quantization_config 'bits' 必须是整数,实际为 the string 'four' "
+            "quantization_config 'bits' 必须是整数,实际为 字符串 'four' "
             "(请修正该值,或传入 --weights NAME 覆盖它)",
         ),
     ],

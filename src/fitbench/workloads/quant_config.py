@@ -13,7 +13,7 @@ from typing import Any
 
 from fitbench.core.quant import WeightFormat, make_grouped
 from fitbench.errors import FitbenchError, did_you_mean
-from fitbench.workloads.config_values import ConfigValues
+from fitbench.workloads.config_values import ConfigValues, show
 
 METHODS = ("gptq", "awq", "bitsandbytes", "fp8", "fbgemm_fp8", "compressed-tensors")
 MAX_GROUP = 1 << 20
@@ -64,14 +64,9 @@ class _Q(ConfigValues):
                 raise self.error(f"needs '{key}'", message_zh=f"需要 '{key}'")
             return default
         if isinstance(value, bool) or not isinstance(value, int):
-            shown = (
-                f"the string {value!r}"
-                if isinstance(value, str)
-                else (repr(value) if isinstance(value, float) else type(value).__name__)
-            )
             raise self.error(
-                f"'{key}' must be a whole number, got {shown[:60]}",
-                message_zh=f"'{key}' 必须是整数,实际为 {shown[:60]}",
+                f"'{key}' must be a whole number, got {show(value)}",
+                message_zh=f"'{key}' 必须是整数,实际为 {show(value, 'zh')}",
             )
         if allowed is not None and value not in allowed:
             raise self.error(
