@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from english_leaks import english_leaks
-from test_bad_inputs import BAD_INPUTS, RUN_ID, _params, digest, final_parenthesised, fitbench_cli
+from test_bad_inputs import BAD_INPUTS, RUN_ID, SRC_DIR, _params, digest, final_parenthesised, fitbench_cli
 
 from fitbench.cli.main import SUBCOMMANDS
 
@@ -224,3 +224,24 @@ def test_a_bad_lang_is_refused_on_every_command_in_both_languages(
     zh = _one_error_line(fitbench_cli(argv, tmp_path, ZH))
     assert zh == f"fitbench: 错误: 未知的语言 '{value}' (请使用 --lang en 或 --lang zh)", zh
     assert not (tmp_path / "h.sqlite").exists()  # refused before the command did anything
+
+
+@pytest.mark.parametrize("model", ["qwen2-57b-a14b-instruct", "qwen3-30b-a3b"])
+def test_a_qwen_moe_with_dense_layers_listed_is_refused(model: str, tmp_path: Path) -> None:
+    bundled = Path(SRC_DIR, "fitbench", "workloads", "models", f"{model}.json")
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({**json.loads(bundled.read_text())["config"], "mlp_only_layers": [0]}))
+    argv = ["estimate", "--config", str(cfg)]
+    en = _one_error_line(fitbench_cli(argv, tmp_path, EN))
+    assert en == f"fitbench: error: {cfg}: 'mlp_only_layers' is not supported (remove it or leave it empty)"
+    zh = _one_error_line(fitbench_cli(argv, tmp_path, ZH))
+    assert zh == f"fitbench: 错误: {cfg}:不支持 'mlp_only_layers' (请删除它或留空)"
+
+
+@pytest.mark.parametrize("serve", [[], ["--serve"]])
+def test_no_gpu_selected_is_refused_by_the_estimate_and_the_serving_estimate(serve, tmp_path: Path) -> None:
+    argv = ["estimate", "llm-6b", "--gpu", "", *serve]
+    en = _one_error_line(fitbench_cli(argv, tmp_path, EN))
+    assert en == "fitbench: error: no GPU selected (pass --gpu ID or --gpu all)"
+    zh = _one_error_line(fitbench_cli(argv, tmp_path, ZH))
+    assert zh == "fitbench: 错误: 没有选择 GPU (请传入 --gpu ID 或 --gpu all)"

@@ -24,6 +24,7 @@ from fitbench.cli.common import (
     print_json,
     workload_from_args,
 )
+from fitbench.core.gpu import GpuSpec
 from fitbench.core.names import FRAMEWORKS
 from fitbench.core.units import format_bytes, format_rate, format_seconds
 from fitbench.errors import FitbenchError
@@ -134,8 +135,8 @@ def _fraction(text: str) -> float:
 SERVE_ONLY = ("context", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "block_size")
 
 
-def estimates_for(args: argparse.Namespace) -> list[Estimate]:
-    workload = workload_from_args(args)
+def selected_gpus(args: argparse.Namespace) -> list[GpuSpec]:
+    """The cards of --gpu and --gpu-spec (the default cards where neither is given); none is an error."""
     gpus = resolve_gpus(args.gpu or ([] if args.gpu_spec else list(DEFAULT_GPUS)), args.gpu_spec or ())
     if not gpus:
         raise FitbenchError(
@@ -144,6 +145,12 @@ def estimates_for(args: argparse.Namespace) -> list[Estimate]:
             message_zh="没有选择 GPU",
             hint_zh="请传入 --gpu ID 或 --gpu all",
         )
+    return gpus
+
+
+def estimates_for(args: argparse.Namespace) -> list[Estimate]:
+    workload = workload_from_args(args)
+    gpus = selected_gpus(args)
     return [estimate(workload, gpu, framework=args.framework, exec_mode=args.exec_mode) for gpu in gpus]
 
 
@@ -242,14 +249,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from fitbench.estimate.serving import ServeConfig, serving_estimate
 
     workload = workload_from_args(args)
-    gpus = resolve_gpus(args.gpu or ([] if args.gpu_spec else list(DEFAULT_GPUS)), args.gpu_spec or ())
-    if not gpus:
-        raise FitbenchError(
-            "no GPU selected",
-            "pass --gpu ID or --gpu all",
-            message_zh="没有选择 GPU",
-            hint_zh="请传入 --gpu ID 或 --gpu all",
-        )
+    gpus = selected_gpus(args)
     config = ServeConfig(**{k: getattr(args, k) for k in SERVE_ONLY if getattr(args, k) is not None})
     results = [serving_estimate(workload, gpu, config, framework=args.framework) for gpu in gpus]
     if args.json:

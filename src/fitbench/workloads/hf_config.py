@@ -709,9 +709,9 @@ def _mixtral(r: _Reader) -> TransformerArch:
     return _decoder(r, max_positions=131072, bias=None, sliding="all", **moe)
 
 
-def _qwen2_moe(r: _Reader) -> TransformerArch:
-    """Qwen1.5/Qwen2-MoE: routed experts of `moe_intermediate_size` plus one shared expert of
-    `shared_expert_intermediate_size` with a sigmoid gate, every `decoder_sparse_step`-th layer."""
+def _refuse_mlp_only_layers(r: _Reader) -> None:
+    """Qwen MoE configs may list layers that keep a dense MLP; the estimate lays out every
+    `decoder_sparse_step`-th layer as MoE and cannot honour such a list."""
     if r.data.get("mlp_only_layers"):
         raise r.error(
             "'mlp_only_layers' is not supported",
@@ -719,6 +719,12 @@ def _qwen2_moe(r: _Reader) -> TransformerArch:
             message_zh="不支持 'mlp_only_layers'",
             hint_zh="请删除它或留空",
         )
+
+
+def _qwen2_moe(r: _Reader) -> TransformerArch:
+    """Qwen1.5/Qwen2-MoE: routed experts of `moe_intermediate_size` plus one shared expert of
+    `shared_expert_intermediate_size` with a sigmoid gate, every `decoder_sparse_step`-th layer."""
+    _refuse_mlp_only_layers(r)
     moe = _experts(
         r,
         count=("num_experts",),
@@ -733,13 +739,7 @@ def _qwen2_moe(r: _Reader) -> TransformerArch:
 
 def _qwen3_moe(r: _Reader) -> TransformerArch:
     """Qwen3-MoE: Qwen3 attention (query/key norms), routed experts only."""
-    if r.data.get("mlp_only_layers"):
-        raise r.error(
-            "'mlp_only_layers' is not supported",
-            "remove it or leave it empty",
-            message_zh="不支持 'mlp_only_layers'",
-            hint_zh="请删除它或留空",
-        )
+    _refuse_mlp_only_layers(r)
     moe = _experts(
         r,
         count=("num_experts",),
