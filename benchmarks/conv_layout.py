@@ -83,10 +83,11 @@ def score(data: dict[str, Any], gpu_id: str = "h200") -> list[dict[str, Any]]:
     return rows
 
 
-def kernel_class(name: str) -> str:
-    """The class of a CUDA kernel, from its (lower-cased) name; 'other' when none matches."""
+def kernel_class(name: str, classes: tuple[tuple[str, tuple[str, ...]], ...] = CLASSES) -> str:
+    """The class of a CUDA kernel, from its (lower-cased) name and `classes` (name fragments, first
+    match wins); 'other' when none matches."""
     low = name.lower()
-    for cls, keys in CLASSES:
+    for cls, keys in classes:
         if any(k in low for k in keys):
             return cls
     return "other"

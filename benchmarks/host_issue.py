@@ -54,20 +54,24 @@ from fitbench.estimate import timing
 from fitbench.estimate.profile import get_profile
 from fitbench.workloads.workload import Workload
 
-QWEN_LORA = {
-    "mode": "train",
-    "precision": "bf16",
-    "peft": "lora",
-    "lora_rank": 8,
-    "batch_size": 2,
-    "seq_len": 2048,
-}
+
+def _held_out_lora(rank: int, checkpointing: bool) -> tuple[str, dict[str, Any]]:
+    """accuracy.py's held-out LoRA point of `rank`, with or without checkpointing (its own spec)."""
+    return next(
+        (source, fields)
+        for source, fields in accuracy.HOLDOUT
+        if fields.get("peft") == "lora"
+        and fields.get("lora_rank") == rank
+        and bool(fields.get("checkpointing")) == checkpointing
+    )
+
+
 # label -> (accuracy.py source, overrides): the LoRA points of its held-out set and the host-bound
 # points host_seconds_per_op was fitted on (profiles.toml).
 WORKLOADS: dict[str, tuple[str, dict[str, Any]]] = {
-    "qwen-lora-r8": ("qwen2.5-1.5b.json", QWEN_LORA),
-    "qwen-lora-r8-ckpt": ("qwen2.5-1.5b.json", {**QWEN_LORA, "checkpointing": True}),
-    "qwen-lora-r256": ("qwen2.5-1.5b.json", {**QWEN_LORA, "lora_rank": 256}),
+    "qwen-lora-r8": _held_out_lora(8, False),
+    "qwen-lora-r8-ckpt": _held_out_lora(8, True),
+    "qwen-lora-r256": _held_out_lora(256, False),
     "resnet50-b64": ("resnet50-cifar10", {"batch_size": 64}),
     "bert-b2-s128": ("bert-base-imdb", {"batch_size": 2, "seq_len": 128, "precision": "fp32"}),
 }

@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import conv_layout  # benchmarks/ on the path: the kernel-name matcher
+
 # Kernel classes by name fragment, first match wins (lower-case names).
 CLASSES = (
     ("optimizer", ("adam", "fused_sgd", "multi_tensor_apply")),
@@ -56,11 +58,8 @@ BINS_US = (2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 
 
 def kernel_class(name: str) -> str:
-    low = name.lower()
-    for cls, keys in CLASSES:
-        if any(k in low for k in keys):
-            return cls
-    return "other"
+    """The class of a kernel by this script's table (conv_layout's matcher, its own classes)."""
+    return conv_layout.kernel_class(name, CLASSES)
 
 
 def histogram(durations_us: list[float]) -> dict[str, int]:
