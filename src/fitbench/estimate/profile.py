@@ -82,6 +82,9 @@ class Profile:
     # constants were fitted on, in seconds; None: unknown. A measurement records its own round as
     # host_probe_seconds, so that an estimate can be held against it at that host's speed.
     host_probe_reference_seconds: float | None = None
+    # The transformers release whose `generate` the decode counts follow (estimate/generate_ops.py
+    # CallCounts: what a decode step issues changed between releases); None: the newest counted.
+    transformers_version: str | None = None
     provenance: str = ""
 
     @property
@@ -238,7 +241,7 @@ def _checked(modes: object, exec_mode: str, path: Path) -> dict[str, object]:
             hint_zh=hint_zh,
         )
     for key, value in table.items():
-        if key == "provenance":
+        if key == "provenance" or (key == "transformers_version" and isinstance(value, str)):
             continue
         number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
         if not number or value < 0 or (key in _EFFICIENCIES and value == 0):
