@@ -71,6 +71,9 @@ class Profile:
     kv_growth_stale_share: float = 0.0
     autocast_cache_share: float = 1.0
     cast_host_share: float = 1.0  # an autocast cast's host cost / host_seconds_per_op
+    # A LoRA adapter's operation (its two rank-r Linears, the casts, dropout, scaling and add
+    # around them, and their backward nodes) / host_seconds_per_op.
+    adapter_host_share: float = 1.0
     # Host time of one fp8 Linear in an eager decode step (its Triton launch), in Python-level
     # torch calls (generate_host_seconds_per_op); 1.0: as a 16-bit Linear's F.linear.
     fp8_linear_host_calls: float = 1.0
@@ -111,7 +114,7 @@ class Profile:
 
 
 # The profile's host times: seconds the host spends per framework operation. Everything else in a
-# host cost is counted in these units (cast_host_share is a share of an operation,
+# host cost is counted in these units (cast_host_share and adapter_host_share are shares of an operation,
 # fp8_linear_host_calls a number of calls), so it follows them; the rest is GPU time and memory.
 HOST_TIME_KEYS = ("host_seconds_per_op", "generate_host_seconds_per_op")
 
