@@ -39,6 +39,8 @@ from fitbench.core.units import format_rate, format_seconds
 from fitbench.estimate.api import estimate
 from fitbench.estimate.execution import precision_as_run
 from fitbench.measure.runner import measure
+from fitbench.records.measurement import Measurement
+from fitbench.records.run import EstimateSummary
 from fitbench.results.table import render_table
 from fitbench.workloads.presets import get_workload
 from fitbench.workloads.workload import Workload
@@ -153,7 +155,8 @@ def run_scenario(
         est = None
         if gpu is not None:
             est = estimate(ran, gpu, framework="torch", exec_mode=mode).to_dict()
-        diag = diagnose(m, est, gpu)
+        summary = EstimateSummary.from_dict(est) if est is not None else None
+        diag = diagnose(Measurement.from_dict(m), summary, gpu).to_dict()
         value, unit = headline(m, workload)
         roof, roof_unit = roofline(ran, est, gpu)
         out["runs"][mode] = {
