@@ -30,10 +30,6 @@ from fitbench.workloads.workload import Workload
 # Host operations outside the model per training step: zero_grad, loss, backward start,
 # optimizer bookkeeping (grouping tensors by device and dtype), GradScaler.
 STEP_FIXED_OPS = 30.0
-# Hugging Face generate's work outside the model around the prefill: logits processors, argmax,
-# concatenation of the new token, stopping criteria, cache bookkeeping. (A decode step's host
-# operations are counted whole by estimate/generate_ops.py.)
-GENERATE_FIXED_OPS_PER_TOKEN = 40.0
 # Host cost of a backward node relative to its forward operation: autograd runs backward nodes
 # from C++ without the Python module calls, hooks and argument parsing of the forward pass.
 BACKWARD_HOST_SHARE = 0.5
@@ -365,15 +361,8 @@ def inference_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing
         fwd = resnet_cost.forward_kernels(workload, profile)
     else:
         fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
-    # A forward under inference_mode records no autograd graph: its operations cost the host
-    # inference_host_share of a training step's (profiles.toml).
     return time_kernels(
-        fwd,
-        workload,
-        gpu,
-        profile,
-        host_seconds_per_op=profile.host_seconds_per_op * profile.inference_host_share,
-        fixed_ops=5.0,
+        fwd, workload, gpu, profile, host_seconds_per_op=profile.host_seconds_per_op, fixed_ops=5.0
     )
 
 
@@ -391,36 +380,44 @@ class GenerationTiming:
     _batch: int = 1
 
 
+def _fp8_extra_calls(workload: Workload, profile: Profile) -> float:
+    """Host calls an fp8 forward adds: each fp8 Linear launches its own kernel from Python (a
+    Triton launch in transformers' FP8Linear), which costs the host more than the one call
+    generate_ops' layer count gives it."""
+    return generate_ops.fp8_linear_calls(workload) * (profile.fp8_linear_host_calls - 1.0)
+
+
 def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> GenerationTiming:
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
     b, prompt, new = workload.batch_size, workload.prompt_tokens or 1, workload.new_tokens or 1
     prefill_k = transformer_cost.forward_kernels(workload, b, prompt)
-    # The prefill's memory-bound work, over a few hundred tokens mostly its GEMMs' weight reads,
-    # streams at the decode step's share (decode_memory_efficiency: what the mode's weight reads
-    # reach, where it has its own); its small kernels keep the mode's fixed time per launch.
+    release = profile.transformers_version
+    # The prefill is the same forward code and loop iteration as a decode step, over the whole
+    # prompt: the host issues the decode step's Python-level calls (generate_ops, at the prompt's
+    # context), each at the generation's cost per call, while its kernels are the prompt's. Its
+    # memory-bound work, over a few hundred tokens mostly its GEMMs' weight reads, streams at the
+    # decode step's share (decode_memory_efficiency: what the mode's weight reads reach, where it
+    # has its own); its small kernels keep the mode's fixed time per launch.
     prefill = time_kernels(
-        prefill_k,
+        [dataclasses.replace(k, ops=0.0) for k in prefill_k],
         workload,
         gpu,
         profile,
-        host_seconds_per_op=profile.host_seconds_per_op,
-        fixed_ops=GENERATE_FIXED_OPS_PER_TOKEN,
+        host_seconds_per_op=profile.generate_host_seconds_per_op,
+        fixed_ops=float(generate_ops.decode_step_calls(arch, prompt, release))
+        + _fp8_extra_calls(workload, profile),
         memory_efficiency=profile.decode_efficiency,
     )
     # A decode step at the mean context length of the generation.
     mean_context = prompt + math.ceil(new / 2)
     decode_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=mean_context)
-    release = profile.transformers_version
     if generate_ops.repeats_kv(arch, mean_context, release):
         decode_k.append(transformer_cost.repeated_kv_kernel(workload, b, mean_context))
     # The host issues the Python-level torch calls of the decode step as transformers issues them
     # (generate_ops: the layers, the model's fixed part and the generate loop), in place of the
     # kernels' per-kernel operation counts; autocast's C++ casts stay with the kernels.
     host_k = [dataclasses.replace(k, ops=0.0) for k in decode_k]
-    # An fp8 Linear launches its own kernel from Python (a Triton launch in transformers'
-    # FP8Linear), which costs the host more than the one call layer_calls counts for it.
-    fp8_extra = generate_ops.fp8_linear_calls(workload) * (profile.fp8_linear_host_calls - 1.0)
     # The decode step has its own bandwidth share and fixed time per launch (profiles.toml:
     # decode_memory_efficiency, decode_kernel_fixed_seconds), where the mode runs kernels of its
     # own for it.
@@ -430,7 +427,8 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         gpu,
         profile,
         host_seconds_per_op=profile.generate_host_seconds_per_op,
-        fixed_ops=float(generate_ops.decode_step_calls(arch, mean_context, release)) + fp8_extra,
+        fixed_ops=float(generate_ops.decode_step_calls(arch, mean_context, release))
+        + _fp8_extra_calls(workload, profile),
         memory_efficiency=profile.decode_efficiency,
         kernel_fixed_seconds=profile.decode_fixed_seconds,
     )
