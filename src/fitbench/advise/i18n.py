@@ -748,6 +748,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     "progress.generating": {"en": "generating", "zh": "生成中"},
     "progress.unit.steps": {"en": "steps", "zh": "步"},
     "progress.unit.generations": {"en": "generations", "zh": "次生成"},
+    "progress.unit.calls": {"en": "calls", "zh": "次调用"},
+    "progress.one-token generation": {"en": "one-token generation", "zh": "单 token 生成"},
     "progress.timed_seconds": {
         "en": "{seconds}/{min_seconds} s timed",
         "zh": "已计时 {seconds}/{min_seconds} 秒",

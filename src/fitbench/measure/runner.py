@@ -26,6 +26,7 @@ from typing import Any
 
 from fitbench.backends.base import RunOptions
 from fitbench.measure.host_speed import HOST_PROBE_KEYS
+from fitbench.measure.timing import MIN_WINDOWS, TARGET_SPREAD
 from fitbench.records.measurement import MEASUREMENT_KEYS
 from fitbench.workloads.workload import Workload
 
@@ -61,6 +62,15 @@ def default_warmup(workload: Workload) -> int:
     return 1 if workload.is_generation else 3
 
 
+def default_spread_budget(min_seconds: float) -> float:
+    """Seconds a timed figure may take while its windows repeat to settle: twice its min_seconds.
+
+    A stable figure stops after its first windows, which together take min_seconds (no slower
+    than one timed loop of min_seconds); an unstable one repeats for at most as long again.
+    """
+    return 2 * min_seconds
+
+
 def empty_measurement(workload: Workload, backend_name: str, options: RunOptions) -> dict[str, Any]:
     """The measurement skeleton: every key present, unknown figures None."""
     out: dict[str, Any] = dict.fromkeys(MEASUREMENT_KEYS)
@@ -90,7 +100,10 @@ def build_request(
     warmup: int,
     max_seconds: float,
     workdir: Path,
+    target_spread: float = TARGET_SPREAD,
+    spread_budget_seconds: float | None = None,
 ) -> dict[str, Any]:
+    budget = default_spread_budget(min_seconds) if spread_budget_seconds is None else spread_budget_seconds
     return {
         "workload": workload.to_dict(),
         "backend": backend_name,
@@ -99,6 +112,9 @@ def build_request(
         "min_seconds": min_seconds,
         "warmup": warmup,
         "max_seconds": max_seconds,
+        "target_spread": target_spread,
+        "min_windows": MIN_WINDOWS,
+        "spread_budget_seconds": budget,
         "result_path": str(workdir / "result.json"),
         "progress_path": str(workdir / "progress.jsonl"),
     }
@@ -413,8 +429,14 @@ def measure(
     warmup: int | None = None,
     max_seconds: float | None = None,
     progress: ProgressFn | None = None,
+    target_spread: float = TARGET_SPREAD,
+    spread_budget_s: float | None = None,
 ) -> dict[str, Any]:
     """Measure `workload` through backend `backend_name` in a fresh child process.
+
+    Every timed figure is taken over short windows repeated until they agree within
+    `target_spread` or `spread_budget_s` seconds (default: twice `min_seconds`) run out
+    (fitbench.measure.timing.repeat_until_stable); its `spreads` entry says which.
 
     Returns the measurement dict (see MEASUREMENT_KEYS) whatever happens: status "ok", "oom"
     (a verdict, not a failure), "error" (message in "error", traceback tail in "traceback"),
@@ -425,8 +447,8 @@ def measure(
     seconds = default_min_seconds(workload, options.device) if min_seconds is None else float(min_seconds)
     warm = default_warmup(workload) if warmup is None else int(warmup)
     budget = max(DEFAULT_MAX_SECONDS, 2 * seconds) if max_seconds is None else float(max_seconds)
-    if steps < 1 or seconds < 0 or warm < 0 or timeout <= 0:
-        raise ValueError("min_steps must be >= 1, min_seconds and warmup >= 0, timeout > 0")
+    if steps < 1 or seconds < 0 or warm < 0 or timeout <= 0 or target_spread <= 0:
+        raise ValueError("min_steps must be >= 1, min_seconds and warmup >= 0, timeout and target_spread > 0")
 
     base = empty_measurement(workload, backend_name, options)
     with tempfile.TemporaryDirectory(prefix="fitbench-run-") as tmp:
@@ -440,6 +462,8 @@ def measure(
             warmup=warm,
             max_seconds=budget,
             workdir=workdir,
+            target_spread=target_spread,
+            spread_budget_seconds=spread_budget_s,
         )
         request_path = workdir / "request.json"
         request_path.write_text(json.dumps(request))
