@@ -131,14 +131,16 @@ def _measure(result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, 
         )
     )
     started = time.monotonic()
+    min_seconds = plan.min_seconds(args.min_seconds, w)
     with Progress(enabled=should_show(args.progress), label=result.key, lang=lang) as progress:
         m = measure(
             w,
             machine.backend,
             RunOptions(device=machine.device, exec_mode=plan.exec_mode),
             timeout_s=args.timeout or DEFAULT_TIMEOUT_S,
-            min_seconds=plan.min_seconds(args.min_seconds, w),
+            min_seconds=min_seconds,
             progress=progress,
+            spread_budget_s=plan.spread_budget(min_seconds, w),
         )
     result.measurement = Measurement.from_dict(m)
     _say(
@@ -241,6 +243,19 @@ def _machine_cell(result: ScenarioResult, machine: Machine, lang: str, colour: b
     return f"{est} | {meas}"
 
 
+def _spread_lines(results: list[ScenarioResult], lang: str) -> list[str]:
+    """One line for each measured figure that did not settle within its time budget."""
+    from fitbench.advise.text import spread_sentences
+
+    lines = []
+    for r in results:
+        m, w = r.measurement, r.measured_workload
+        if m is None or w is None or not m.completed:
+            continue
+        lines.extend(f"  {r.key}: {sentence}" for sentence in spread_sentences(m, w, lang))
+    return lines
+
+
 def format_check(
     results: list[ScenarioResult],
     machine: Machine,
@@ -279,6 +294,7 @@ def format_check(
     ]
     for r in results:
         out.extend("  " + line for line in r.lines)
+    out.extend(_spread_lines(results, lang))
     if no_gpu:
         out += ["", *no_gpu]
     out.append("")
