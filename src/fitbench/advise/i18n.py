@@ -766,6 +766,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "progress.unit.steps": {"en": "steps", "zh": "步"},
     "progress.unit.generations": {"en": "generations", "zh": "次生成"},
     "progress.unit.calls": {"en": "calls", "zh": "次调用"},
+    "progress.waiting for its turn": {"en": "waiting for its turn", "zh": "等待轮到它"},
     "progress.one-token generation": {"en": "one-token generation", "zh": "单 token 生成"},
     "progress.timed_seconds": {
         "en": "{seconds}/{min_seconds} s timed",

@@ -69,6 +69,15 @@ class CheckPlan:
             return GPU_MIN_SECONDS
         return requested
 
+    @property
+    def start_ahead(self) -> bool:
+        """Whether each measurement's child is started while the one before it runs, to import its
+        framework meanwhile (fitbench.measure.runner.Launch): on a GPU, where those imports are
+        seconds of a few-second measurement and the host has cores to spare, and the child waits
+        before touching the device. Not on a CPU, where the imports would compete with the
+        measurement for the same cores."""
+        return self.measuring and self.machine.device != "cpu"
+
     def spread_budget(self, min_seconds: float | None, workload: Workload) -> float | None:
         """Seconds one timed figure may take repeating its windows: GPU_SPREAD_BUDGET_S at full
         size (never less than the timed seconds asked for), the runner's default (twice the timed

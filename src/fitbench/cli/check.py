@@ -111,10 +111,30 @@ def _say(text: str) -> None:
     print(f"fitbench: {text}", file=sys.stderr, flush=True)
 
 
-def _measure(result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, lang: str) -> None:
+def _launch(result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, *, held: bool) -> Any:
+    """Start the child that measures `result`'s workload (fitbench.measure.runner.Launch); `held`:
+    it imports and then waits for its turn."""
     from fitbench.backends.base import RunOptions
+    from fitbench.measure.runner import Launch
+
+    w = result.measured_workload
+    assert w is not None and plan.machine.backend is not None
+    min_seconds = plan.min_seconds(args.min_seconds, w)
+    return Launch(
+        w,
+        plan.machine.backend,
+        RunOptions(device=plan.machine.device, exec_mode=plan.exec_mode),
+        held=held,
+        timeout_s=args.timeout or DEFAULT_TIMEOUT_S,
+        min_seconds=min_seconds,
+        spread_budget_s=plan.spread_budget(min_seconds, w),
+    )
+
+
+def _measure(
+    result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, lang: str, launch: Any
+) -> None:
     from fitbench.measure.progress import Progress, should_show
-    from fitbench.measure.runner import measure
 
     machine = plan.machine
     w = result.measured_workload
@@ -131,17 +151,8 @@ def _measure(result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, 
         )
     )
     started = time.monotonic()
-    min_seconds = plan.min_seconds(args.min_seconds, w)
     with Progress(enabled=should_show(args.progress), label=result.key, lang=lang) as progress:
-        m = measure(
-            w,
-            machine.backend,
-            RunOptions(device=machine.device, exec_mode=plan.exec_mode),
-            timeout_s=args.timeout or DEFAULT_TIMEOUT_S,
-            min_seconds=min_seconds,
-            progress=progress,
-            spread_budget_s=plan.spread_budget(min_seconds, w),
-        )
+        m = launch.result(progress)
     result.measurement = Measurement.from_dict(m)
     _say(
         t(
@@ -363,19 +374,30 @@ def _run_scenarios(
     """Every scenario estimated and advised; measured and stored where the plan says so. Returns the
     results, the history's latest records (for the report) and the history's path."""
     store = HistoryStore(args.db, enabled=plan.measuring and not args.no_history)
-    results: list[ScenarioResult] = []
+    results = [
+        run_scenario(plan, key, full, measured, lang)
+        for key, full, measured in scenario_workloads(plan.tiny, plan.machine.device)
+    ]
+    queue = [r for r in results if r.to_measure]
+    ahead: dict[int, Any] = {}  # id(result) -> its child, started ahead and waiting for its turn
     try:
-        for key, full, measured in scenario_workloads(plan.tiny, plan.machine.device):
-            result = run_scenario(plan, key, full, measured, lang)
+        for result in results:
             if result.skipped == "estimated-oom":
                 _say_skipped(result, plan, lang)
             elif result.to_measure:
-                _measure(result, plan, args, lang)
+                launch = ahead.pop(id(result), None) or _launch(result, plan, args, held=False)
+                following = queue[queue.index(result) + 1 :]
+                if plan.start_ahead and following:
+                    # The next scenario's imports overlap this one's start-up (CheckPlan.start_ahead).
+                    ahead[id(following[0])] = _launch(following[0], plan, args, held=True)
+                with launch:
+                    _measure(result, plan, args, lang, launch)
                 result.record = _record(result, plan.machine, plan.framework, plan.exec_mode)
                 result.run_id = store.add(result.record)
-            results.append(result)
         return results, store.last(HISTORY_IN_REPORT), store.path
     finally:
+        for waiting in ahead.values():
+            waiting.close()
         store.close()
 
 

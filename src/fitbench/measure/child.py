@@ -47,6 +47,7 @@ from fitbench.workloads.workload import Workload
 
 PREFILL_CALLS = 5  # prefill calls a timed window (a prefill is short: its windows are counted in calls)
 PROGRESS_INTERVAL_S = 0.2
+GO_POLL_S = 0.005  # how often a child started ahead looks for its go file
 
 
 # -- small helpers -----------------------------------------------------------------------------
@@ -214,6 +215,9 @@ class Measurement:
         self.events.emit("importing framework")
         self.backend = get_backend(self.backend_name)
         m["framework_version"] = self.backend.version()
+        self.events.emit("importing model libraries")
+        self.backend.prepare(w, self.options)  # imports (no device): kept out of load_seconds
+        self._wait_for_go()
 
         if self.cuda_index is not None:
             self.device_baseline = nvml.device_used(self.cuda_index)
@@ -244,9 +248,6 @@ class Measurement:
             self.backend.limit_memory(self.options.device, allocator)
             m["memory_limit_bytes"] = limit
 
-        self.events.emit("importing model libraries")
-        self.backend.prepare(w, self.options)  # imports kept out of load_seconds
-
         self.phase = "build"
         # Tuned sessions compile and capture while they open (up to a minute): say so, or it looks hung.
         tuned = self.options.exec_mode == ExecMode.TUNED
@@ -266,6 +267,17 @@ class Measurement:
             self._steps()
         if before is not None:
             m.update(host_probe_fields(before, self._host_probe("after")))
+
+    def _wait_for_go(self) -> None:
+        """A child started ahead of its turn (fitbench.measure.runner.Launch) waits here, its
+        imports done and the device untouched, until the parent writes the go file: the
+        measurement before it has then ended, and this one has the device to itself."""
+        go = self.request.get("go_path")
+        if not go:
+            return
+        self.events.emit("waiting for its turn")
+        while not os.path.exists(go):
+            time.sleep(GO_POLL_S)
 
     def _host_probe(self, when: str) -> dict[str, float] | None:
         """One round of the backend's host-speed probe (fitbench.measure.host_speed), recorded at
