@@ -45,6 +45,11 @@ class CheckPlan:
                  machine without one ('brief')
     measuring    a backend is installed and --estimate-only is off
     tiny         the tiny variants are measured (always on a CPU)
+    start_ahead  each measurement's child is started while the one before it runs, to import its
+                 framework meanwhile, and waits before it touches the device
+                 (fitbench.measure.runner.Launch); the size guide is computed meanwhile too. On a
+                 GPU, where those imports are seconds of a few-second measurement and the host has
+                 cores to spare; not on a CPU, where they would compete with the measurement.
     """
 
     machine: Machine
@@ -56,6 +61,7 @@ class CheckPlan:
     estimate_only: bool
     measuring: bool
     tiny: bool
+    start_ahead: bool = False
 
     @property
     def estimated_cards(self) -> tuple[GpuSpec, ...]:
@@ -68,15 +74,6 @@ class CheckPlan:
         if requested is None and not workload.tiny:
             return GPU_MIN_SECONDS
         return requested
-
-    @property
-    def start_ahead(self) -> bool:
-        """Whether each measurement's child is started while the one before it runs, to import its
-        framework meanwhile (fitbench.measure.runner.Launch): on a GPU, where those imports are
-        seconds of a few-second measurement and the host has cores to spare, and the child waits
-        before touching the device. Not on a CPU, where the imports would compete with the
-        measurement for the same cores."""
-        return self.measuring and self.machine.device != "cpu"
 
     def spread_budget(self, min_seconds: float | None, workload: Workload) -> float | None:
         """Seconds one timed figure may take repeating its windows: GPU_SPREAD_BUDGET_S at full
@@ -101,6 +98,7 @@ def plan_check(
         target, kind = machine.spec, "local"
     else:
         target, kind = get_gpu(BRIEF_GPUS[0]), ("unknown" if machine.gpus else "brief")
+    measuring = not estimate_only and machine.backend is not None
     return CheckPlan(
         machine=machine,
         framework=framework_of(machine.backend) if machine.backend else "torch",
@@ -109,8 +107,9 @@ def plan_check(
         target=target,
         target_kind=kind,
         estimate_only=estimate_only,
-        measuring=not estimate_only and machine.backend is not None,
+        measuring=measuring,
         tiny=machine.device == "cpu" or tiny,
+        start_ahead=measuring and machine.device != "cpu",
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from fitbench.advise.i18n import resolve_lang, status_label, t
@@ -329,11 +330,16 @@ def check_command(args: argparse.Namespace) -> int:
         machine, cards, exec_mode=args.exec_mode, estimate_only=args.estimate_only, tiny=args.tiny
     )
     advice_head = t(f"advice.target_{plan.target_kind}", lang, gpu=plan.target.name)
+    guide_rows: Future[Any] | None = None
+    if plan.start_ahead:
+        # The size guide is seconds of estimates that need no measurement: computed while the
+        # scenarios measure on the GPU (on a CPU it would compete with the measurement).
+        guide_rows = ThreadPoolExecutor(max_workers=1).submit(size_guide, plan.framework)
     results, history_records, history_path = _run_scenarios(plan, args, lang)
     no_gpu_lines, no_gpu = (
         no_gpu_advice(results, lang, machine.backend is not None) if not machine.gpus else ([], None)
     )
-    rows = size_guide(plan.framework)
+    rows = guide_rows.result() if guide_rows is not None else size_guide(plan.framework)
     guide = guide_lines(rows, lang)
     machine_dict = machine.to_dict(measured=plan.measuring, tiny=plan.tiny and plan.measuring)
     report_path = None
