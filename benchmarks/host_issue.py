@@ -35,6 +35,7 @@ machines).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import statistics
@@ -50,7 +51,7 @@ import accuracy  # benchmarks/ on the path: the measured points' own workload bu
 from fitbench.backends import get_backend
 from fitbench.backends.base import RunOptions
 from fitbench.catalog import get_gpu
-from fitbench.estimate import timing
+from fitbench.estimate import peft_speed, speed, timing, transformer_cost
 from fitbench.estimate.profile import get_profile
 from fitbench.workloads.workload import Workload
 
@@ -75,6 +76,34 @@ WORKLOADS: dict[str, tuple[str, dict[str, Any]]] = {
     "resnet50-b64": ("resnet50-cifar10", {"batch_size": 64}),
     "bert-b2-s128": ("bert-base-imdb", {"batch_size": 2, "seq_len": 128, "precision": "fp32"}),
 }
+# Host-bound LoRA steps of models outside the held-out set (short sequences: the GPU finishes
+# well before the host), with the same model trained in full beside them: what the adapters'
+# operations cost the host, to be fitted here and scored on the held-out Qwen2.5 points.
+_LLAMA_1B = {"mode": "train", "precision": "bf16", "optimizer": "adamw", "batch_size": 1, "seq_len": 256}
+CALIBRATION: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama1b-full": ("llama-3.2-1b.json", _LLAMA_1B),
+    "llama1b-lora-r16": ("llama-3.2-1b.json", {**_LLAMA_1B, "peft": "lora", "lora_rank": 16}),
+    "llama1b-lora-r16-ckpt": (
+        "llama-3.2-1b.json",
+        {**_LLAMA_1B, "peft": "lora", "lora_rank": 16, "checkpointing": True},
+    ),
+    "gpt2m-lora-r8": (
+        "gpt2-medium.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "batch_size": 1,
+            "seq_len": 256,
+            "peft": "lora",
+            "lora_rank": 8,
+        },
+    ),
+    "bert-lora-r8": (
+        "bert-base-imdb",
+        {"batch_size": 2, "seq_len": 128, "precision": "bf16", "peft": "lora", "lora_rank": 8},
+    ),
+}
+WORKLOADS.update(CALIBRATION)
 WARMUP = 3
 # The workload's fields a row records (as built: --tiny shrinks the model and the sizes).
 FIELDS = ("batch_size", "seq_len", "image_size", "precision", "peft", "lora_rank", "checkpointing")
@@ -169,6 +198,72 @@ def table_row(row: dict[str, Any], *, head: bool) -> str:
     return "\n".join([names, "-" * len(names), line] if head else [line])
 
 
+def host_split_ms(w: Workload) -> dict[str, float]:
+    """The estimator's host milliseconds of a LoRA step by part: the frozen base (forward,
+    input-gradient backward, recomputation, the step's fixed operations), the adapters at a full
+    operation each (adapter_host_share 1), and the optimizer."""
+    profile = dataclasses.replace(get_profile("torch", "default"), adapter_host_share=1.0)
+    gpu = get_gpu("h200")
+    fwd = transformer_cost.forward_kernels(w, w.batch_size, w.seq_len or 1)
+    base = fwd + peft_speed._frozen_backward(fwd) + (fwd if w.checkpointing else [])
+    lora_fwd, lora_bwd = peft_speed.lora_kernels(w)
+    adapters = lora_fwd + lora_bwd + (lora_fwd if w.checkpointing else [])
+    fp32 = w if w.precision_info.amp else dataclasses.replace(w, precision="fp32")
+
+    def host(kernels: list[Any], job: Workload, fixed: float = 0.0) -> float:
+        t = speed.time_kernels(
+            kernels, job, gpu, profile, host_seconds_per_op=profile.host_seconds_per_op, fixed_ops=fixed
+        )
+        return 1e3 * t.host_seconds
+
+    return {
+        "base": host(base, w, speed.STEP_FIXED_OPS),
+        "adapters": host(adapters, fp32),
+        "optimizer": host(peft_speed.optimizer_kernels(w), fp32),
+    }
+
+
+def print_adapter_share(result: dict[str, Any]) -> int:
+    """The adapters' host share that each calibration LoRA step of `result` implies.
+
+    A host-bound step issues in its host time (drain near zero), so per step
+    issue / machine = base + share x adapters + optimizer, where `machine` is this process's
+    host speed against the estimate, read off the full-model reference steps it also issued
+    (ResNet-50 and BERT-base: issue / estimated host, averaged). Calibration workloads only: the
+    held-out Qwen2.5 points are printed for comparison and never enter the median."""
+    rows = {r["label"]: r for r in result["rows"]}
+    refs = [
+        rows[x]["issue_ms"] / rows[x]["est_host_ms"] for x in ("resnet50-b64", "bert-b2-s128") if x in rows
+    ]
+    if not refs:
+        print("no reference step (resnet50-b64, bert-b2-s128) in the file")
+        return 1
+    machine = statistics.fmean(refs)
+    listed = ", ".join(f"{r:.2f}" for r in refs)
+    print(f"machine: {machine:.2f} x the estimated host (reference steps: {listed})")
+    print(f"{'workload':24} {'issue':>7} {'base':>7} {'adapt':>7} {'opt':>5} {'share':>6}")
+    shares = []
+    for label, (source, overrides) in WORKLOADS.items():
+        if label not in rows or overrides.get("peft") != "lora":
+            continue
+        w, _ = accuracy.build_workload(source, overrides)
+        part = host_split_ms(w)
+        issue = rows[label]["issue_ms"] / machine
+        share = (issue - part["base"] - part["optimizer"]) / part["adapters"]
+        held_out = label not in CALIBRATION
+        if not held_out:
+            shares.append(share)
+        print(
+            f"{label:24} {issue:7.1f} {part['base']:7.1f} {part['adapters']:7.1f} {part['optimizer']:5.1f} "
+            f"{share:6.2f}{'  (held out: not fitted)' if held_out else ''}"
+        )
+    if shares:
+        print(
+            f"adapter_host_share: median {statistics.median(shares):.2f} over {len(shares)} calibration steps"
+        )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -180,7 +275,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=10, help=f"timed steps (after {WARMUP} warm-up steps)")
     parser.add_argument("--tiny", action="store_true", help="each workload on a toy model (a CPU smoke test)")
     parser.add_argument("--out", type=Path, help="JSON, rewritten after every workload")
+    parser.add_argument(
+        "--adapter-share",
+        type=Path,
+        metavar="FILE",
+        help="from a stored result: the LoRA adapters' host share per calibration workload (no GPU)",
+    )
     args = parser.parse_args(argv)
+    if args.adapter_share:
+        return print_adapter_share(json.loads(args.adapter_share.read_text()))
     labels = args.workloads.split(",")
     unknown = [x for x in labels if x not in WORKLOADS]
     if unknown:

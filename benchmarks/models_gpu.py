@@ -35,7 +35,7 @@ from fitbench.backends.base import RunOptions
 from fitbench.catalog import get_gpu
 from fitbench.estimate.api import estimate
 from fitbench.measure.runner import measure
-from fitbench.results.agreement import measured_speed, relative_error
+from fitbench.results.agreement import estimate_for_host, measured_speed, relative_error
 from fitbench.results.table import render_table
 from fitbench.workloads.hf_config import workload_from_data
 from fitbench.workloads.workload import Workload
@@ -141,6 +141,11 @@ def score(point: dict[str, Any], gpu_id: str) -> dict[str, Any]:
                 est.peak_memory_bytes - est.breakdown["cuda_context"], m.get("peak_reserved_bytes")
             ),
             "decode_speed": relative_error(est.tokens_per_second, tokens),
+            # the estimate for the host (its probe round) and transformers release the run had
+            "decode_speed_own_host": relative_error(
+                estimate_for_host(workload, get_gpu(gpu_id), m, reference=est).estimate.tokens_per_second,
+                tokens,
+            ),
         },
     )
 
@@ -233,12 +238,13 @@ def print_table(points: list[dict[str, Any]]) -> None:
                 f"{e['tokens_per_second']:.1f}" if e.get("tokens_per_second") else "-",
                 f"{tokens:.1f}" if tokens else "-",
                 pct(err.get("decode_speed")),
+                pct(err.get("decode_speed_own_host")),
                 spread(p),
             ]
         )
     headers = ["case", "status", "runs", "est peak", "NVML peak", "err", "reserved", "err"]
-    headers += ["est tok/s", "tok/s", "err", "runs' tok/s"]
-    print(render_table(headers, rows, align="lllrrrrrrrrr"))
+    headers += ["est tok/s", "tok/s", "err", "own host", "runs' tok/s"]
+    print(render_table(headers, rows, align="lllrrrrrrrrrr"))
 
 
 def main(argv: list[str] | None = None) -> int:

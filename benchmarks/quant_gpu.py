@@ -449,12 +449,15 @@ def pool(rows: list[dict[str, Any]], gpu_id: str) -> list[dict[str, Any]]:
         ranked = sorted(runs, key=lambda r: decode_tps(r) or 0.0)
         mid = dict(ranked[(len(ranked) - 1) // 2])
         m = dict(mid["measured"], decode_tokens_per_second=decode_tps(mid))
-        est = fitbench_estimate(workload_for(model, batch, prompt, new), gpu_id)
+        workload = workload_for(model, batch, prompt, new)
+        est = fitbench_estimate(workload, gpu_id)
         speeds = [decode_tps(r) for r in ranked]
+        error = compare(m, est)
+        error["decode_tokens_per_second_own_host"] = own_host_error(workload, gpu_id, m)
         mid.update(
             measured=m,
             estimate=est,
-            error=compare(m, est),
+            error=error,
             runs=len(runs),
             decode_tokens_per_second_runs=speeds,
             fp8_linear_host_calls_runs=[r["measured"].get("fp8_linear_host_calls") for r in ranked],
@@ -463,10 +466,25 @@ def pool(rows: list[dict[str, Any]], gpu_id: str) -> list[dict[str, Any]]:
     return pooled
 
 
+def own_host_error(workload: Workload, gpu_id: str, m: dict[str, Any]) -> float | None:
+    """Decode speed error against the estimate for the host that ran `m` (its probe round; None
+    for runs without one), as `fitbench run` holds a measurement."""
+    from fitbench.catalog import get_gpu
+    from fitbench.results.agreement import estimate_for_host
+
+    tokens = m.get("decode_tokens_per_second")
+    if not tokens or not m.get("host_probe_seconds"):
+        return None
+    record = {"status": "ok", "device": "cuda", "host_probe_seconds": m["host_probe_seconds"]}
+    here = estimate_for_host(workload, get_gpu(gpu_id), record).estimate
+    return here.tokens_per_second / tokens - 1
+
+
 def print_rows(rows: list[dict[str, Any]]) -> None:
     header = (
         f"{'model':<10} {'path':<8} {'runs':>4} {'weights GiB':>11} {'est':>7} {'peak GiB':>9} {'est':>7} "
-        f"{'tok/s':>8} {'est':>8} {'err peak':>9} {'err tok/s':>9}  {'runs tok/s':<16} {'fp8/bf16 host':>13}"
+        f"{'tok/s':>8} {'est':>8} {'err peak':>9} {'err tok/s':>9} {'own host':>9}  {'runs tok/s':<16} "
+        f"{'fp8/bf16 host':>13}"
     )
     print(header)
     print("-" * len(header))
@@ -482,7 +500,8 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
             f"{e['weights_bytes'] / gib:>7.2f} {peak / gib:>9.2f} {e['peak_memory_bytes'] / gib:>7.2f} "
             f"{m['decode_tokens_per_second'] or 0:>8.1f} "
             f"{e['tokens_per_second']:>8.1f} {fmt_pct(err['peak']):>9} "
-            f"{fmt_pct(err['decode_tokens_per_second']):>9}  {spread:<16} "
+            f"{fmt_pct(err['decode_tokens_per_second']):>9} "
+            f"{fmt_pct(err.get('decode_tokens_per_second_own_host')):>9}  {spread:<16} "
             f"{'-' if ratio is None else f'{ratio:.2f}':>13}"
         )
 

@@ -32,3 +32,19 @@ def test_host_issue_times_a_tiny_lora_step_and_writes_its_estimate(tmp_path: Pat
     assert row["sync_warnings"] is None
     assert row["est_host_ms"] > 0 and row["est_gpu_ms"] > 0
     assert row["probe_round_s"] > 0
+
+
+def test_the_profiles_adapter_share_is_the_stored_calibration_fit(capsys) -> None:
+    """profiles.toml's adapter_host_share is what --adapter-share reads off the committed H200 file,
+    from the calibration workloads only (the held-out Qwen2.5 LoRA points are printed, not fitted)."""
+    from fitbench.estimate.profile import get_profile
+
+    stored = ROOT / "benchmarks" / "results" / "host-issue-h200-2026-12-03-calibration.json"
+    assert host_issue.main(["--adapter-share", str(stored)]) == 0
+    out = capsys.readouterr().out
+    fitted = float(out.split("adapter_host_share: median ")[1].split()[0])
+    assert fitted == pytest.approx(
+        get_profile("torch", "default", use_user=False).adapter_host_share, abs=0.005
+    )
+    assert "over 4 calibration steps" in out
+    assert out.count("(held out: not fitted)") == 3

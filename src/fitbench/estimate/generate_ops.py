@@ -19,51 +19,118 @@ block code (GPT-2, GPT-NeoX, Falcon, latent attention) take the same parts by th
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from fitbench.estimate.weights import quantized_matrices
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
 # One decoder layer, attention side: two RMSNorms (8 calls each: to, pow, mean, add, rsqrt, mul,
 # to, mul), q/k/v/o projections, the view/transpose/reshape/contiguous of the heads, the cache's
-# two concatenations, SDPA and the two residual adds: 36 calls.
-ATTENTION_BLOCK_CALLS = 36
+# two concatenations, SDPA and the two residual adds: 35 calls (transformers >= 5.23 reshapes
+# SDPA's output once more, undoing its query packing: 36).
+ATTENTION_BLOCK_CALLS = 35
 # Rotary embedding on queries and keys: cos/sin unsqueeze, and per tensor x*cos, the two halves,
 # neg, cat, *sin, add (apply_rotary_pos_emb, rotate_half).
 ROTARY_CALLS = 16
 # One RMSNorm (the per-head query and key norms of Qwen3 / Gemma-3 are one each).
 RMSNORM_CALLS = 8
-# A sliding-window layer's cache keeps only its window: two slices on update while the context
-# is shorter than the window, and a third call (the mask's window reshape) once it has reached it.
+# A sliding-window layer's cache keeps only its window: two slices on update.
 SLIDING_LAYER_CALLS = 2
-SLIDING_FULL_LAYER_CALLS = 3
 # SwiGLU MLP: gate, up, down projections, the activation and the product; GELU MLP: two and one.
 MLP_CALLS = {"swiglu": 5, "gelu": 3}
-# transformers 5's default experts path (integrations/moe.py, `grouped_mm`): router linear,
-# softmax, top-k, renormalisation, the sort of token-expert pairs, histc/cumsum offsets, gathers,
-# two grouped matmuls, chunk, activation, weighting and the scatter back, plus the reshapes of the
-# sparse block: 40 calls whatever the number of experts a step reaches. That includes the top-k
-# renormalisation (sum, float, in-place division: Mixtral, and checkpoints with norm_topk_prob);
-# a router without it issues 3 calls fewer, which the estimate does not distinguish.
-MOE_BLOCK_CALLS = 40
 # Qwen-MoE's shared expert gate: linear, sigmoid, product; the shared expert's output is cast
 # and added to the routed one: two calls.
 SHARED_GATE_CALLS = 3
 SHARED_EXPERT_ADD_CALLS = 2
-# Per step outside the layers, the model's and the generate loop's: the embedding, cache
-# position and rotary cos/sin, the causal-mask check (one device sync), final norm and head, then
-# greedy search's logits processors (min_new_tokens), argmax, end-of-sequence stopping criteria,
-# the unfinished-sequence bookkeeping, the concatenations of input_ids and the attention mask
-# and prepare_inputs_for_generation's slices: 65 calls.
-FIXED_CALLS = 65
-# A model whose every layer slides builds no full causal mask: two calls fewer. A sliding-window
-# mask that cannot be skipped (the context has reached the window) evaluates the padding and
-# window mask functions on index tensors every step: 19 calls more. (Hybrid models are taken as
-# the full mask plus the window's, not counted here.)
+# A model whose every layer slides builds no full causal mask: two calls fewer.
 ALL_SLIDING_SAVES = 2
-SLIDING_MASK_CALLS = 19
-# Families whose model builds a sliding-window mask beside the causal one every step even with no
-# sliding layer (transformers 5's Qwen2-MoE): 21 calls, counted with no window set.
-UNUSED_SLIDING_MASK = {"qwen2-moe": 21}
+# The first transformers release whose SDPA path folds a single query's heads onto the key/value
+# heads under a mask (integrations/sdpa_attention.py `pack_gqa`) instead of copying keys and
+# values to every query head (`repeat_kv`).
+PACK_GQA_SINCE = (5, 23)
+
+
+@dataclass(frozen=True)
+class CallCounts:
+    """The parts of a decode step's count that differ between transformers releases.
+
+    Two sets, each counted on real tiny models (tests/unit/test_generate_ops.py runs against the
+    installed release; benchmarks/results/generate-ops-transformers-5.17.txt holds the 5.17
+    run): the releases before PACK_GQA_SINCE (verified on 5.17, the H200 reference stack) and
+    from it on (verified on 5.24). A release in between takes the set of its side of the
+    boundary, which the SDPA change fixes exactly and the rest approximately."""
+
+    # Calls of a layer's attention block, at ATTENTION_BLOCK_CALLS plus this (output reshape).
+    attention_extra: int
+    # A GQA layer attending through a materialised mask (a reached sliding window): repeat_kv's
+    # index, expand and reshape for keys and values (6) before 5.23; pack_gqa's reshape (1) after.
+    masked_gqa: int
+    # transformers' default experts path (integrations/moe.py, `grouped_mm`): router linear,
+    # softmax, top-k, renormalisation, the sort of token-expert pairs, histc/cumsum offsets,
+    # gathers, two grouped matmuls, chunk, activation, weighting and the scatter back, plus the
+    # reshapes of the sparse block, whatever the number of experts a step reaches (Mixtral's
+    # renormalised top-k; a router without it issues 3 calls fewer, not distinguished).
+    moe_block: int
+    # Per step outside the layers, the model's and the generate loop's: the embedding, cache
+    # position and rotary cos/sin, the causal-mask check (one device sync), final norm and head,
+    # then greedy search's logits processors (min_new_tokens), argmax, end-of-sequence stopping
+    # criteria, the unfinished-sequence bookkeeping, the concatenations of input_ids and the
+    # attention mask and prepare_inputs_for_generation's slices. 5.17's rotary embedding runs its
+    # product under a disabled autocast (a matmul, expand, float, transpose and two grad-mode
+    # switches) and its loop keeps one more mask concatenation: 12 calls more.
+    fixed: int
+    # A sliding-window mask that cannot be skipped (the context has reached the window): the
+    # padding and window mask functions evaluated on index tensors every step.
+    sliding_mask: int
+    # Calls a family adds outside the layers (5.17's Qwen2/Qwen3: three more casts).
+    family_fixed: dict[str, int]
+    # Families whose model builds a sliding-window mask beside the causal one every step even
+    # with no sliding layer (Qwen2-MoE), counted with no window set.
+    unused_sliding_mask: dict[str, int]
+
+
+BEFORE_PACK_GQA = CallCounts(
+    attention_extra=0,
+    masked_gqa=6,
+    moe_block=46,
+    fixed=77,
+    sliding_mask=24,
+    family_fixed={"qwen2": 3, "qwen3": 3},
+    unused_sliding_mask={"qwen2-moe": 31},
+)
+FROM_PACK_GQA = CallCounts(
+    attention_extra=1,
+    masked_gqa=1,
+    moe_block=40,
+    fixed=65,
+    sliding_mask=19,
+    family_fixed={},
+    unused_sliding_mask={"qwen2-moe": 21},
+)
+
+
+def release(version: str | None) -> tuple[int, int] | None:
+    """(major, minor) of a transformers version string ("5.17.0", "5.23.0.dev0"); None when it
+    is missing or does not start with two numbers."""
+    match = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def call_counts(transformers: str | None) -> CallCounts:
+    """The count set of a transformers release; an unknown or missing one counts as the newest."""
+    known = release(transformers)
+    return FROM_PACK_GQA if known is None or known >= PACK_GQA_SINCE else BEFORE_PACK_GQA
+
+
+def repeats_kv(arch: TransformerArch, context: int, transformers: str | None) -> bool:
+    """Whether a decode step copies keys and values to every query head on its sliding layers:
+    the window's mask is materialised (window_reached), the layers group query heads (GQA), and
+    the release predates pack_gqa. SDPA's fused kernels take no GQA with a mask; the copy writes
+    the window's keys and values for every query head, and the attention reads them all."""
+    grouped = arch.num_kv_heads is not None and arch.num_kv_heads < arch.num_heads
+    return grouped and window_reached(arch, context) and call_counts(transformers) is BEFORE_PACK_GQA
 
 
 def window_reached(arch: TransformerArch, context: int) -> bool:
@@ -71,17 +138,28 @@ def window_reached(arch: TransformerArch, context: int) -> bool:
     return bool(arch.sliding_layers) and arch.sliding_window is not None and context >= arch.sliding_window
 
 
-def layer_calls(arch: TransformerArch, *, moe: bool, sliding: bool, window_full: bool = False) -> int:
+def layer_calls(
+    arch: TransformerArch,
+    *,
+    moe: bool,
+    sliding: bool,
+    window_full: bool = False,
+    transformers: str | None = None,
+) -> int:
     """Python-level torch calls of one decoder layer in a decode step."""
-    calls = ATTENTION_BLOCK_CALLS
+    counts = call_counts(transformers)
+    calls = ATTENTION_BLOCK_CALLS + counts.attention_extra
     if arch.position == "rotary":
         calls += ROTARY_CALLS
     if arch.qk_norm != "none":
         calls += 2 * RMSNORM_CALLS
     if sliding:
-        calls += SLIDING_FULL_LAYER_CALLS if window_full else SLIDING_LAYER_CALLS
+        calls += SLIDING_LAYER_CALLS
+        grouped = arch.num_kv_heads is not None and arch.num_kv_heads < arch.num_heads
+        if window_full and grouped:
+            calls += counts.masked_gqa
     if moe:
-        calls += MOE_BLOCK_CALLS
+        calls += counts.moe_block
         if arch.shared_intermediate_size:
             calls += MLP_CALLS[arch.mlp] + SHARED_EXPERT_ADD_CALLS
             calls += SHARED_GATE_CALLS if arch.shared_expert_gate else 0
@@ -90,31 +168,35 @@ def layer_calls(arch: TransformerArch, *, moe: bool, sliding: bool, window_full:
     return calls
 
 
-def layers_calls(arch: TransformerArch, context: int) -> int:
+def layers_calls(arch: TransformerArch, context: int, transformers: str | None = None) -> int:
     """Calls of all layers of one decode step: dense and MoE layers, sliding and full."""
     full = window_reached(arch, context)
     total = 0
     for i in range(arch.num_layers):
         sliding = i < arch.sliding_layers
-        total += layer_calls(arch, moe=arch.is_moe_layer(i), sliding=sliding, window_full=full)
+        total += layer_calls(
+            arch, moe=arch.is_moe_layer(i), sliding=sliding, window_full=full, transformers=transformers
+        )
     return total
 
 
-def fixed_calls(arch: TransformerArch, context: int) -> int:
+def fixed_calls(arch: TransformerArch, context: int, transformers: str | None = None) -> int:
     """Calls of one decode step outside the layers, at `context` tokens already cached."""
-    calls = FIXED_CALLS
+    counts = call_counts(transformers)
+    calls = counts.fixed + counts.family_fixed.get(arch.model_type, 0)
     if arch.sliding_layers == arch.num_layers:
         calls -= ALL_SLIDING_SAVES
     if window_reached(arch, context):
-        calls += SLIDING_MASK_CALLS
+        calls += counts.sliding_mask
     if not arch.sliding_layers:
-        calls += UNUSED_SLIDING_MASK.get(arch.model_type, 0)
+        calls += counts.unused_sliding_mask.get(arch.model_type, 0)
     return calls
 
 
-def decode_step_calls(arch: TransformerArch, context: int) -> int:
-    """Host operations (Python-level torch calls) of one decode step of `generate`."""
-    return layers_calls(arch, context) + fixed_calls(arch, context)
+def decode_step_calls(arch: TransformerArch, context: int, transformers: str | None = None) -> int:
+    """Host operations (Python-level torch calls) of one decode step of `generate` under the
+    given transformers release (None: the newest counted)."""
+    return layers_calls(arch, context, transformers) + fixed_calls(arch, context, transformers)
 
 
 def fp8_linear_calls(workload: Workload) -> int:

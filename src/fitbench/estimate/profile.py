@@ -71,6 +71,9 @@ class Profile:
     kv_growth_stale_share: float = 0.0
     autocast_cache_share: float = 1.0
     cast_host_share: float = 1.0  # an autocast cast's host cost / host_seconds_per_op
+    # A LoRA adapter's operation (its two rank-r Linears, the casts, dropout, scaling and add
+    # around them, and their backward nodes) / host_seconds_per_op.
+    adapter_host_share: float = 1.0
     # Host time of one fp8 Linear in an eager decode step (its Triton launch), in Python-level
     # torch calls (generate_host_seconds_per_op); 1.0: as a 16-bit Linear's F.linear.
     fp8_linear_host_calls: float = 1.0
@@ -82,6 +85,9 @@ class Profile:
     # constants were fitted on, in seconds; None: unknown. A measurement records its own round as
     # host_probe_seconds, so that an estimate can be held against it at that host's speed.
     host_probe_reference_seconds: float | None = None
+    # The transformers release whose `generate` the decode counts follow (estimate/generate_ops.py
+    # CallCounts: what a decode step issues changed between releases); None: the newest counted.
+    transformers_version: str | None = None
     provenance: str = ""
 
     @property
@@ -108,7 +114,7 @@ class Profile:
 
 
 # The profile's host times: seconds the host spends per framework operation. Everything else in a
-# host cost is counted in these units (cast_host_share is a share of an operation,
+# host cost is counted in these units (cast_host_share and adapter_host_share are shares of an operation,
 # fp8_linear_host_calls a number of calls), so it follows them; the rest is GPU time and memory.
 HOST_TIME_KEYS = ("host_seconds_per_op", "generate_host_seconds_per_op")
 
@@ -238,7 +244,7 @@ def _checked(modes: object, exec_mode: str, path: Path) -> dict[str, object]:
             hint_zh=hint_zh,
         )
     for key, value in table.items():
-        if key == "provenance":
+        if key == "provenance" or (key == "transformers_version" and isinstance(value, str)):
             continue
         number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
         if not number or value < 0 or (key in _EFFICIENCIES and value == 0):

@@ -404,6 +404,9 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     # A decode step at the mean context length of the generation.
     mean_context = prompt + math.ceil(new / 2)
     decode_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=mean_context)
+    release = profile.transformers_version
+    if generate_ops.repeats_kv(arch, mean_context, release):
+        decode_k.append(transformer_cost.repeated_kv_kernel(workload, b, mean_context))
     # The host issues the Python-level torch calls of the decode step as transformers issues them
     # (generate_ops: the layers, the model's fixed part and the generate loop), in place of the
     # kernels' per-kernel operation counts; autocast's C++ casts stay with the kernels.
@@ -420,7 +423,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         gpu,
         profile,
         host_seconds_per_op=profile.generate_host_seconds_per_op,
-        fixed_ops=float(generate_ops.decode_step_calls(arch, mean_context)) + fp8_extra,
+        fixed_ops=float(generate_ops.decode_step_calls(arch, mean_context, release)) + fp8_extra,
         memory_efficiency=profile.decode_efficiency,
         kernel_fixed_seconds=profile.decode_fixed_seconds,
     )

@@ -688,6 +688,29 @@ LAYER_NORM_SHARE = 0.50
 BIAS_GRADIENT_SHARE = 0.31
 
 
+def repeated_kv_kernel(workload: Workload, batch: int, context: int) -> Kernel:
+    """The copies of keys and values to every query head on the sliding layers of a decode step
+    (generate_ops.repeats_kv says when transformers makes them).
+
+    transformers' repeat_kv expands each layer's K and V from its key/value heads to its query
+    heads and reshapes them into new tensors: two copies a layer reading the window's cache and
+    writing it once per query head; the attention then reads the expanded tensors instead of the
+    cache. Per layer: the read, the write and the attention's extra read, 2x the expanded bytes."""
+    arch = _arch(workload)
+    a = activation_dtypes(workload, dropout=False).act
+    window = min(context, arch.sliding_window or context)
+    expanded = arch.kv_elements_per_token() * arch.num_heads / (arch.num_kv_heads or arch.num_heads)
+    return Kernel(
+        name="repeat_kv",
+        kind="memory",
+        flops=0.0,
+        bytes=2.0 * batch * window * expanded * a,
+        count=arch.sliding_layers,
+        ops=0.0,
+        launches=2.0,
+    )
+
+
 def _bias_gradient_kernels(workload: Workload, arch: TransformerArch, tokens: int, a: float) -> list[Kernel]:
     """The bias gradients of the blocks' Linears in backward (nothing in forward): each reads the
     output gradient once (tokens x out_features at the activation width) in a reduction of its

@@ -12,12 +12,12 @@ host-bound takes operations x this host's time per operation, not the reference 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from fitbench.core.gpu import GpuSpec
 from fitbench.estimate.api import Estimate, estimate
-from fitbench.estimate.profile import get_profile, host_scaled_profile, host_speed_ratio
+from fitbench.estimate.profile import Profile, get_profile, host_scaled_profile, host_speed_ratio
 from fitbench.records.measurement import Measurement
 from fitbench.records.run import WorkloadView
 from fitbench.workloads.workload import Workload
@@ -113,9 +113,19 @@ def estimate_for_host(
         gpu,
         framework=framework,
         exec_mode=exec_mode,
-        profile=host_scaled_profile(profile, m.host_probe_seconds, m.device),
+        profile=host_scaled_profile(with_release(profile, m), m.host_probe_seconds, m.device),
     )
     return HostEstimate(estimate=here, reference=at_reference, host_speed_ratio=ratio)
+
+
+def with_release(profile: Profile, m: Measurement) -> Profile:
+    """`profile` following the transformers release the measurement ran with, where the profile
+    counts a release at all (profiles.toml transformers_version: the decode step's calls and its
+    copies of keys and values changed between releases)."""
+    ran = m.environment.get("transformers") if m.environment else None
+    if profile.transformers_version is None or not isinstance(ran, str) or not ran:
+        return profile
+    return replace(profile, transformers_version=ran)
 
 
 def reference_host_figures(
