@@ -40,4 +40,7 @@ def test_the_decode_step_is_also_measured_by_differencing(tmp_path):
         assert "decode_step_seconds" in m["spreads"]
     else:
         assert m["decode_step_seconds"] is None and "decode_step_seconds" not in m["spreads"]
-    assert m["decode_seconds"] == pytest.approx(m["step_seconds"] - m["prefill_seconds"])
+    if m["step_seconds"] > m["prefill_seconds"]:
+        assert m["decode_seconds"] == pytest.approx(m["step_seconds"] - m["prefill_seconds"])
+    else:  # the same rule, for a generation lost in the noise of a busy CPU
+        assert m["decode_seconds"] is None and any("not measurably slower" in x for x in m["warnings"])

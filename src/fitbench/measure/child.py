@@ -45,7 +45,9 @@ from fitbench.measure.timing import (
 )
 from fitbench.workloads.workload import Workload
 
-PREFILL_CALLS = 5  # prefill calls a timed window (a prefill is short: its windows are counted in calls)
+# Prefill calls a timed window: a prefill is short, so its windows are counted in calls, and a
+# stable prefill costs six calls, a small part of one generation.
+PREFILL_CALLS = 2
 PROGRESS_INTERVAL_S = 0.2
 GO_POLL_S = 0.005  # how often a child started ahead looks for its go file
 
@@ -340,15 +342,22 @@ class Measurement:
         return None if reserved is None else reserved + (self.context_bytes or 0)
 
     # -- timed loops ----------------------------------------------------------------------------
-    def _window_plan(self, min_calls: int) -> tuple[int, int, float]:
-        """(windows used, calls a window, seconds a window): the timed bounds split into windows.
+    def _window_plan(self, min_calls: int) -> tuple[int, Any, float]:
+        """(windows used, calls of window i, seconds a window): the timed bounds split into windows.
 
         min_steps and min_seconds bound the figure's samples as before; they are split over
-        `min_windows` windows so that a stable figure costs what one timed loop of those bounds
-        did. A run asked for fewer steps than windows gets that many windows of one step.
+        `min_windows` windows (10 steps as 4, 3 and 3; 3 s as three of 1 s) so that a stable
+        figure costs what one timed loop of those bounds did. A repeated window takes the calls
+        of the window it follows in that cycle. A run asked for fewer steps than windows gets that
+        many windows of one step.
         """
         windows = max(1, min(self.min_windows, min_calls))
-        return windows, math.ceil(min_calls / windows), self.min_seconds / windows
+        base, extra = divmod(min_calls, windows)
+
+        def calls(index: int) -> int:
+            return base + (1 if index % windows < extra else 0)
+
+        return windows, calls, self.min_seconds / windows
 
     def _window(self, once: Any, calls: int, seconds: float, progress: Any) -> list[float]:
         """Time `once()` until `calls` calls and `seconds` both hold, or the wall limit comes."""
@@ -463,7 +472,7 @@ class Measurement:
         windows: list[list[float]] = []
 
         def window() -> dict[str, float | None]:
-            windows.append(self._window(session.step, calls, seconds, progress))
+            windows.append(self._window(session.step, calls(len(windows)), seconds, progress))
             return {"step_seconds": percentile(windows[-1], 50)}
 
         series = self._series(window)
@@ -501,7 +510,7 @@ class Measurement:
         self.windows_used, calls, seconds = self._window_plan(self.min_steps)
         self.deadline = time.perf_counter() + self.max_seconds
 
-        # Prefill: short calls, windows of a few each.
+        # Prefill: short calls, windows of PREFILL_CALLS each.
         prefills: list[list[float]] = []
         prefill_progress = self._counter("prefill", "calls", timed=False)
 
@@ -519,7 +528,7 @@ class Measurement:
         progress = self._counter("generating", "generations")
 
         def generation_window() -> dict[str, float | None]:
-            fulls.append(self._window(generate_once, calls, seconds, progress))
+            fulls.append(self._window(generate_once, calls(len(fulls)), seconds, progress))
             full = percentile(fulls[-1], 50)
             values: dict[str, float | None] = {"step_seconds": full}
             ones.append(self._one_token(generate) if new_tokens >= 2 else None)
