@@ -169,7 +169,7 @@ def test_children_start_ahead_on_a_gpu_only_and_figures_get_the_check_budget():
 
 @pytest.mark.slow
 def test_check_measures_every_scenario_through_children_started_ahead(tmp_path):
-    """The GPU path of `fitbench check` (each child started while the one before it runs, then
+    """The GPU path of `fitbench check` (every child started at once, the later ones held, then
     released in turn), on the CPU through the fake backend: every scenario measured, in order,
     each with its figures' spreads."""
     import argparse

@@ -45,11 +45,12 @@ class CheckPlan:
                  machine without one ('brief')
     measuring    a backend is installed and --estimate-only is off
     tiny         the tiny variants are measured (always on a CPU)
-    start_ahead  each measurement's child is started while the one before it runs, to import its
-                 framework meanwhile, and waits before it touches the device
-                 (fitbench.measure.runner.Launch); the size guide is computed meanwhile too. On a
-                 GPU, where those imports are seconds of a few-second measurement and the host has
-                 cores to spare; not on a CPU, where they would compete with the measurement.
+    start_ahead  every measurement's child is started at once: each imports its framework and
+                 model libraries together with the first one's start-up, then waits for its turn
+                 before it touches the device (fitbench.measure.runner.Launch); the size guide is
+                 computed meanwhile too. On a GPU, where those imports are seconds of a few-second
+                 measurement and the host has cores to spare; not on a CPU, where they would
+                 compete with the measurement.
     """
 
     machine: Machine

@@ -384,18 +384,19 @@ def _run_scenarios(
         run_scenario(plan, key, full, measured, lang)
         for key, full, measured in scenario_workloads(plan.tiny, plan.machine.device)
     ]
-    queue = [r for r in results if r.to_measure]
     ahead: dict[int, Any] = {}  # id(result) -> its child, started ahead and waiting for its turn
     try:
+        if plan.start_ahead:
+            # Every child starts now and imports at once, while the first one also starts up: by
+            # the time the first one times its steps, the others wait, idle (CheckPlan.start_ahead).
+            queue = [r for r in results if r.to_measure]
+            for i, result in enumerate(queue):
+                ahead[id(result)] = _launch(result, plan, args, held=i > 0)
         for result in results:
             if result.skipped == "estimated-oom":
                 _say_skipped(result, plan, lang)
             elif result.to_measure:
                 launch = ahead.pop(id(result), None) or _launch(result, plan, args, held=False)
-                following = queue[queue.index(result) + 1 :]
-                if plan.start_ahead and following:
-                    # The next scenario's imports overlap this one's start-up (CheckPlan.start_ahead).
-                    ahead[id(following[0])] = _launch(following[0], plan, args, held=True)
                 with launch:
                     _measure(result, plan, args, lang, launch)
                 result.record = _record(result, plan.machine, plan.framework, plan.exec_mode)

@@ -49,7 +49,7 @@ from fitbench.workloads.workload import Workload
 # stable prefill costs six calls, a small part of one generation.
 PREFILL_CALLS = 2
 PROGRESS_INTERVAL_S = 0.2
-GO_POLL_S = 0.005  # how often a child started ahead looks for its go file
+GO_POLL_S = 0.01  # how often a child started ahead looks for its go file
 
 
 # -- small helpers -----------------------------------------------------------------------------

@@ -444,10 +444,10 @@ class Launch:
 
     Started `held`, the child imports its framework and the model libraries (seconds of Python
     that need no device) and then waits, touching no GPU, until `result()` releases it: a caller
-    measuring several workloads in a row (`fitbench check`) starts the next one's child while the
-    current one runs, and the imports are done by the time it is its turn. The measuring itself
-    starts only at the release, after the previous child has ended, so each still has the device
-    (and its memory readings) to itself. Use as a context manager: leaving it stops a child that
+    measuring several workloads in a row (`fitbench check`) starts their children together, and
+    the imports are done by the time each one's turn comes. The measuring itself starts only at
+    the release, after the previous child has ended, so each still has the device (and its memory
+    readings) to itself. Use as a context manager: leaving it stops a child that
     was never released or has not ended.
     """
 
