@@ -2,8 +2,8 @@
 
 Runs in a fresh process started by fitbench.measure.runner, so its peaks are its own. It drives
 a backend only through the Session contract (fitbench.backends.base): build, warm up, time
-steps until both a step count and a duration are reached, read memory several ways, and write
-one JSON result. Every exception becomes a status: the framework's out-of-memory error is
+steps in short windows, repeated until the latest ones agree (fitbench.measure.timing), read
+memory several ways, and write one JSON result. Every exception becomes a status: the framework's out-of-memory error is
 "oom" (a verdict: this batch does not fit), anything else "error" with the traceback's tail.
 
 Progress events go to a JSON-lines file the parent polls; the result goes to the path named in

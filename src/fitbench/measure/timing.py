@@ -2,7 +2,9 @@
 
 The child process keeps every step time it measured; everything shown to the user (median step
 time, p90, throughput) is derived from those samples here, so two reports of the same run can
-never disagree about what "the step time" was.
+never disagree about what "the step time" was. How long to time is decided here too: short
+windows repeated until a figure's spread is below 5 % or its budget is spent
+(repeat_until_stable), the loop the child runs for every timed figure.
 """
 
 from __future__ import annotations
