@@ -104,14 +104,27 @@ CALIBRATION: dict[str, tuple[str, dict[str, Any]]] = {
     ),
 }
 WORKLOADS.update(CALIBRATION)
+# Host-bound forward passes under torch.inference_mode (no autograd recording, no backward):
+# what an inference operation costs the host against a training step's, in the same process.
+INFERENCE: dict[str, tuple[str, dict[str, Any]]] = {
+    "resnet50-infer-b8": ("resnet50-cifar10", {"mode": "infer", "batch_size": 8}),
+    "bert-infer-b1-s128": (
+        "bert-base-imdb",
+        {"mode": "infer", "batch_size": 1, "seq_len": 128, "precision": "fp32"},
+    ),
+}
+WORKLOADS.update(INFERENCE)
 WARMUP = 3
 # The workload's fields a row records (as built: --tiny shrinks the model and the sizes).
 FIELDS = ("batch_size", "seq_len", "image_size", "precision", "peft", "lora_rank", "checkpointing")
 
 
 def estimated(w: Workload) -> dict[str, float]:
-    """The estimator's host, GPU and step milliseconds for `w` on an H200 (default profile)."""
-    t = timing.one_device_step(w, get_gpu("h200"), get_profile("torch", "default"))
+    """The estimator's host, GPU and step milliseconds for `w` on an H200 (default profile; a
+    forward pass at a full operation each, inference_host_share 1, so that the file's rows give
+    the share directly)."""
+    profile = dataclasses.replace(get_profile("torch", "default"), inference_host_share=1.0)
+    t = timing.one_device_step(w, get_gpu("h200"), profile)
     return {
         "est_host_ms": 1e3 * t.host_seconds,
         "est_gpu_ms": 1e3 * t.gpu_seconds,
@@ -261,6 +274,15 @@ def print_adapter_share(result: dict[str, Any]) -> int:
         print(
             f"adapter_host_share: median {statistics.median(shares):.2f} over {len(shares)} calibration steps"
         )
+    inference = []
+    for label in INFERENCE:
+        if label in rows:
+            issued, counted = rows[label]["issue_ms"] / machine, rows[label]["est_host_ms"]
+            inference.append(issued / counted)
+            print(f"{label:24} {issued:7.1f} ms issued, {counted:7.1f} counted: {issued / counted:.2f}")
+    if inference:
+        mean = statistics.fmean(inference)
+        print(f"inference_host_share: mean {mean:.2f} over {len(inference)} forward passes")
     return 0
 
 

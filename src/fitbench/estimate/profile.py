@@ -74,6 +74,9 @@ class Profile:
     # A LoRA adapter's operation (its two rank-r Linears, the casts, dropout, scaling and add
     # around them, and their backward nodes) / host_seconds_per_op.
     adapter_host_share: float = 1.0
+    # A forward operation under torch.inference_mode (classification inference, a generation's
+    # prefill) / host_seconds_per_op, which was fitted on training steps.
+    inference_host_share: float = 1.0
     # Host time of one fp8 Linear in an eager decode step (its Triton launch), in Python-level
     # torch calls (generate_host_seconds_per_op); 1.0: as a 16-bit Linear's F.linear.
     fp8_linear_host_calls: float = 1.0

@@ -365,8 +365,15 @@ def inference_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing
         fwd = resnet_cost.forward_kernels(workload, profile)
     else:
         fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
+    # A forward under inference_mode records no autograd graph: its operations cost the host
+    # inference_host_share of a training step's (profiles.toml).
     return time_kernels(
-        fwd, workload, gpu, profile, host_seconds_per_op=profile.host_seconds_per_op, fixed_ops=5.0
+        fwd,
+        workload,
+        gpu,
+        profile,
+        host_seconds_per_op=profile.host_seconds_per_op * profile.inference_host_share,
+        fixed_ops=5.0,
     )
 
 
