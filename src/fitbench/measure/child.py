@@ -3,8 +3,9 @@
 Runs in a fresh process started by fitbench.measure.runner, so its peaks are its own. It drives
 a backend only through the Session contract (fitbench.backends.base): build, warm up, time
 steps in short windows, repeated until the latest ones agree (fitbench.measure.timing), read
-memory several ways, and write one JSON result. Every exception becomes a status: the framework's out-of-memory error is
-"oom" (a verdict: this batch does not fit), anything else "error" with the traceback's tail.
+memory several ways, and write one JSON result. Every exception becomes a status: the
+framework's out-of-memory error is "oom" (a verdict: this batch does not fit), anything else
+"error" with the traceback's tail.
 
 Progress events go to a JSON-lines file the parent polls; the result goes to the path named in
 the request, written atomically so the parent never reads half a file.
