@@ -32,6 +32,15 @@ def test_the_decode_step_is_also_measured_by_differencing(tmp_path):
     one = m["one_token_generate_seconds"]
     assert len(m["step_samples_seconds"]) >= 2
     assert m["generate_call_overhead_seconds"] == pytest.approx(one - m["prefill_seconds"])
-    # 15 decode steps separate a 16-token generation from a one-token one
-    assert m["decode_step_seconds"] == pytest.approx((m["step_seconds"] - one) / 15)
-    assert m["decode_seconds"] == pytest.approx(m["step_seconds"] - m["prefill_seconds"])
+    # 15 decode steps separate a 16-token generation from a one-token one; on a busy CPU the
+    # difference of a tiny model can be lost in the noise, and is then recorded as not measured
+    difference = (m["step_seconds"] - one) / 15
+    if difference > 0:
+        assert m["decode_step_seconds"] == pytest.approx(difference)
+        assert "decode_step_seconds" in m["spreads"]
+    else:
+        assert m["decode_step_seconds"] is None and "decode_step_seconds" not in m["spreads"]
+    if m["step_seconds"] > m["prefill_seconds"]:
+        assert m["decode_seconds"] == pytest.approx(m["step_seconds"] - m["prefill_seconds"])
+    else:  # the same rule, for a generation lost in the noise of a busy CPU
+        assert m["decode_seconds"] is None and any("not measurably slower" in x for x in m["warnings"])

@@ -83,6 +83,8 @@ COMPLETED_KEYS = {
     "step_seconds_min",
     "warmup_peak_allocated_bytes",
     "warmup_peak_reserved_bytes",
+    "spreads",
+    "spread_target",
 }
 # Generation adds its second token rate and the prefill's samples.
 GENERATION_KEYS = {

@@ -11,7 +11,7 @@ import pytest
 from fitbench.catalog import BRIEF_GPUS, get_gpu
 from fitbench.catalog.detect import LocalGpu
 from fitbench.check.machine import Machine
-from fitbench.check.plan import GPU_MIN_SECONDS, plan_check, run_scenario
+from fitbench.check.plan import GPU_MIN_SECONDS, GPU_SPREAD_BUDGET_S, plan_check, run_scenario
 from fitbench.check.result import ScenarioResult
 from fitbench.check.scenarios import CPU_AMP, SCENARIOS, scenario_workloads
 from fitbench.errors import FitbenchError
@@ -152,3 +152,40 @@ def test_only_a_run_that_ended_without_an_answer_fails_the_check(status, failed)
         measurement=None if status is None else Measurement(status=status),
     )
     assert result.failed is failed
+
+
+def test_children_start_ahead_on_a_gpu_only_and_figures_get_the_check_budget():
+    gpu = plan_check(gpu_machine(), CARDS, exec_mode="default", estimate_only=False, tiny=False)
+    cpu = plan_check(CPU_MACHINE, CARDS, exec_mode="default", estimate_only=False, tiny=False)
+    only = plan_check(gpu_machine(), CARDS, exec_mode="default", estimate_only=True, tiny=False)
+    assert gpu.start_ahead and not cpu.start_ahead and not only.start_ahead
+    full, tiny = get_workload("bert-base-imdb"), get_workload("bert-base-imdb", tiny=True)
+    assert gpu.spread_budget(GPU_MIN_SECONDS, full) == GPU_SPREAD_BUDGET_S
+    assert gpu.spread_budget(10.0, full) == 10.0  # never less than the timed seconds asked for
+    assert gpu.spread_budget(None, tiny) is None  # the runner's own: twice the timed seconds
+    # the check's timing fits its promise: three windows a figure, a budget that repeats them
+    assert GPU_MIN_SECONDS < GPU_SPREAD_BUDGET_S <= 2 * GPU_MIN_SECONDS
+
+
+@pytest.mark.slow
+def test_check_measures_every_scenario_through_children_started_ahead(tmp_path):
+    """The GPU path of `fitbench check` (every child started at once, the later ones held, then
+    released in turn), on the CPU through the fake backend: every scenario measured, in order,
+    each with its figures' spreads."""
+    import argparse
+    import dataclasses
+
+    from fitbench.cli.check import _run_scenarios
+
+    plan = dataclasses.replace(
+        plan_check(CPU_MACHINE, CARDS, exec_mode="default", estimate_only=False, tiny=False),
+        start_ahead=True,
+    )
+    args = argparse.Namespace(
+        db=str(tmp_path / "h.sqlite"), no_history=True, timeout=120.0, min_seconds=0.05, progress=False
+    )
+    results, _, _ = _run_scenarios(plan, args, "en")
+    assert [r.key for r in results] == [key for key, _, _ in scenario_workloads(True, "cpu")]
+    for r in results:
+        assert r.measurement is not None and r.measurement.status == "ok", r.measurement
+        assert r.measurement.spread_of("step_seconds") is not None

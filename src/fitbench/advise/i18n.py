@@ -61,6 +61,23 @@ MESSAGES: dict[str, dict[str, str]] = {
     "bottleneck.memory-capacity": {"en": "memory capacity (OOM)", "zh": "显存容量(OOM)"},
     "rate.decode": {"en": "decode {rate}", "zh": "解码 {rate}"},
     "rate.end_to_end": {"en": "end-to-end {rate}", "zh": "端到端 {rate}"},
+    # -- a timed figure's spread over its repeated windows (fitbench.measure.timing) ------------
+    "spread.stable": {"en": "±{pct}", "zh": "±{pct}"},
+    "spread.unstable": {"en": "±{pct}, unstable", "zh": "±{pct},不稳定"},
+    "spread.figure.step_seconds": {"en": "The step time", "zh": "单步耗时"},
+    "spread.figure.generate_seconds": {"en": "The generate call's time", "zh": "每次生成的耗时"},
+    "spread.figure.prefill_seconds": {"en": "The prefill time", "zh": "预填充耗时"},
+    "spread.figure.decode_step_seconds": {"en": "The decode step", "zh": "解码单步耗时"},
+    "spread.not_settled": {
+        "en": "{figure} is unstable: after {run} timed windows its last {windows} were still {pct} apart "
+        "(the target is under {target}); read it as ±{pct}.",
+        "zh": "{figure}不稳定:重复 {run} 个计时窗口后,最后 {windows} 个窗口仍相差 {pct}"
+        "(目标是 {target} 以内),请按 ±{pct} 看待。",
+    },
+    "spread.one_window": {
+        "en": "{figure} was timed in one window: its spread is not known.",
+        "zh": "{figure}只计时了一个窗口,无法得知其波动。",
+    },
     # -- install ------------------------------------------------------------------------------------
     "install.no_framework": {
         "en": "no framework installed to measure with (this install only estimates)",
@@ -748,6 +765,9 @@ MESSAGES: dict[str, dict[str, str]] = {
     "progress.generating": {"en": "generating", "zh": "生成中"},
     "progress.unit.steps": {"en": "steps", "zh": "步"},
     "progress.unit.generations": {"en": "generations", "zh": "次生成"},
+    "progress.unit.calls": {"en": "calls", "zh": "次调用"},
+    "progress.waiting for its turn": {"en": "waiting for its turn", "zh": "等待轮到它"},
+    "progress.one-token generation": {"en": "one-token generation", "zh": "单 token 生成"},
     "progress.timed_seconds": {
         "en": "{seconds}/{min_seconds} s timed",
         "zh": "已计时 {seconds}/{min_seconds} 秒",

@@ -31,8 +31,15 @@ __all__ = [
     "offload_line",
     "precision_shown",
     "smallest_line",
+    "speed_figure",
     "speed_text",
+    "spread_sentences",
+    "spread_text",
 ]
+
+# The timed figures a measurement records a spread for (fitbench.measure.timing), in the order
+# their sentences are shown.
+SPREAD_FIGURES = ("step_seconds", "prefill_seconds", "decode_step_seconds")
 
 
 def _ratio(x: float | None) -> str:
@@ -61,17 +68,76 @@ def _summary(est: Mapping[str, Any] | Estimate | EstimateSummary) -> EstimateSum
 
 
 def measured_speed_text(m: Measurement, workload: WorkloadView | Workload, lang: str = "en") -> str:
-    """The measurement's speed in the same unit as speed_text; tiny runs show the step time, since an
-    epoch of a tiny model says nothing about the real one. `workload` is the workload that ran: a
-    stored one's view (`RunRecord.workload_view`) or the Workload itself."""
+    """The measurement's speed in the same unit as speed_text, with its spread where the run took
+    one ("±1.8 %"); tiny runs show the step time, since an epoch of a tiny model says nothing about
+    the real one. `workload` is the workload that ran: a stored one's view
+    (`RunRecord.workload_view`) or the Workload itself."""
     if workload.is_generation:
         rate = m.decode_rate(workload.batch_size)  # the rate the estimate is held against
         if rate is not None:
-            return t("rate.decode", lang, rate=format_rate(rate, "tok/s"))
-        return t("rate.end_to_end", lang, rate=format_rate(m.tokens_per_second, "tok/s"))
-    if m.epoch_seconds is not None and not workload.tiny:
-        return t("unit.per_epoch", lang, time=format_seconds(m.epoch_seconds))
-    return t("unit.per_step", lang, time=format_seconds(m.step_seconds))
+            text = t("rate.decode", lang, rate=format_rate(rate, "tok/s"))
+        else:
+            text = t("rate.end_to_end", lang, rate=format_rate(m.tokens_per_second, "tok/s"))
+    elif m.epoch_seconds is not None and not workload.tiny:
+        text = t("unit.per_epoch", lang, time=format_seconds(m.epoch_seconds))
+    else:
+        text = t("unit.per_step", lang, time=format_seconds(m.step_seconds))
+    spread = spread_text(m, speed_figure(m, workload), lang)
+    return f"{text} {spread}" if spread else text
+
+
+def speed_figure(m: Measurement, workload: WorkloadView | Workload) -> str:
+    """The timed figure a measurement's speed comes from, whose spread it carries: a generation's
+    decode step where the run recorded the differenced one (else the generate call), a training
+    or inference step otherwise (throughput and epoch time are the step time's inverse and
+    multiple)."""
+    if workload.is_generation and m.decode_step_seconds and m.decode_rate(workload.batch_size):
+        return "decode_step_seconds"
+    return "step_seconds"
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction * 100:.1f} %"
+
+
+def spread_text(m: Measurement, figure: str, lang: str = "en") -> str:
+    """A timed figure's spread as shown beside it: "±1.8 %", or "±9.9 %, unstable" where its
+    windows did not agree within the target; "" where the run recorded none (an older record,
+    a distributed run, one window). Throughputs and epoch times carry their step's spread."""
+    entry = m.spread_of(figure)
+    if entry is None or entry.get("spread") is None:
+        return ""
+    key = "spread.stable" if entry.get("stable") else "spread.unstable"
+    return t(key, lang, pct=_percent(float(entry["spread"])))
+
+
+def spread_sentences(m: Measurement, workload: WorkloadView | Workload, lang: str = "en") -> list[str]:
+    """One sentence for each timed figure that did not settle (its windows' spread stayed at or
+    above the target until its time budget ran out) or was timed in one window only."""
+    out = []
+    target = _percent(m.spread_target) if m.spread_target is not None else "?"
+    for figure in SPREAD_FIGURES:
+        entry = m.spread_of(figure)
+        if entry is None or entry.get("stable"):
+            continue
+        name_key = "generate_seconds" if figure == "step_seconds" and workload.is_generation else figure
+        name = t(f"spread.figure.{name_key}", lang)
+        if entry.get("spread") is None:
+            if entry.get("windows") == 1:
+                out.append(t("spread.one_window", lang, figure=name))
+            continue
+        out.append(
+            t(
+                "spread.not_settled",
+                lang,
+                figure=name,
+                run=entry.get("windows_run") or entry.get("windows"),
+                windows=entry.get("windows"),
+                pct=_percent(float(entry["spread"])),
+                target=target,
+            )
+        )
+    return out
 
 
 def precision_shown(asked: str | None, ran: str | None, lang: str = "en") -> str:

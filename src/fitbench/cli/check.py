@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from fitbench.advise.i18n import resolve_lang, status_label, t
@@ -111,10 +112,30 @@ def _say(text: str) -> None:
     print(f"fitbench: {text}", file=sys.stderr, flush=True)
 
 
-def _measure(result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, lang: str) -> None:
+def _launch(result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, *, held: bool) -> Any:
+    """Start the child that measures `result`'s workload (fitbench.measure.runner.Launch); `held`:
+    it imports and then waits for its turn."""
     from fitbench.backends.base import RunOptions
+    from fitbench.measure.runner import Launch
+
+    w = result.measured_workload
+    assert w is not None and plan.machine.backend is not None
+    min_seconds = plan.min_seconds(args.min_seconds, w)
+    return Launch(
+        w,
+        plan.machine.backend,
+        RunOptions(device=plan.machine.device, exec_mode=plan.exec_mode),
+        held=held,
+        timeout_s=args.timeout or DEFAULT_TIMEOUT_S,
+        min_seconds=min_seconds,
+        spread_budget_s=plan.spread_budget(min_seconds, w),
+    )
+
+
+def _measure(
+    result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, lang: str, launch: Any
+) -> None:
     from fitbench.measure.progress import Progress, should_show
-    from fitbench.measure.runner import measure
 
     machine = plan.machine
     w = result.measured_workload
@@ -132,14 +153,7 @@ def _measure(result: ScenarioResult, plan: CheckPlan, args: argparse.Namespace, 
     )
     started = time.monotonic()
     with Progress(enabled=should_show(args.progress), label=result.key, lang=lang) as progress:
-        m = measure(
-            w,
-            machine.backend,
-            RunOptions(device=machine.device, exec_mode=plan.exec_mode),
-            timeout_s=args.timeout or DEFAULT_TIMEOUT_S,
-            min_seconds=plan.min_seconds(args.min_seconds, w),
-            progress=progress,
-        )
+        m = launch.result(progress)
     result.measurement = Measurement.from_dict(m)
     _say(
         t(
@@ -241,6 +255,19 @@ def _machine_cell(result: ScenarioResult, machine: Machine, lang: str, colour: b
     return f"{est} | {meas}"
 
 
+def _spread_lines(results: list[ScenarioResult], lang: str) -> list[str]:
+    """One line for each measured figure that did not settle within its time budget."""
+    from fitbench.advise.text import spread_sentences
+
+    lines = []
+    for r in results:
+        m, w = r.measurement, r.measured_workload
+        if m is None or w is None or not m.completed:
+            continue
+        lines.extend(f"  {r.key}: {sentence}" for sentence in spread_sentences(m, w, lang))
+    return lines
+
+
 def format_check(
     results: list[ScenarioResult],
     machine: Machine,
@@ -279,6 +306,7 @@ def format_check(
     ]
     for r in results:
         out.extend("  " + line for line in r.lines)
+    out.extend(_spread_lines(results, lang))
     if no_gpu:
         out += ["", *no_gpu]
     out.append("")
@@ -302,11 +330,16 @@ def check_command(args: argparse.Namespace) -> int:
         machine, cards, exec_mode=args.exec_mode, estimate_only=args.estimate_only, tiny=args.tiny
     )
     advice_head = t(f"advice.target_{plan.target_kind}", lang, gpu=plan.target.name)
+    guide_rows: Future[Any] | None = None
+    if plan.start_ahead:
+        # The size guide is seconds of estimates that need no measurement: computed while the
+        # scenarios measure on the GPU (on a CPU it would compete with the measurement).
+        guide_rows = ThreadPoolExecutor(max_workers=1).submit(size_guide, plan.framework)
     results, history_records, history_path = _run_scenarios(plan, args, lang)
     no_gpu_lines, no_gpu = (
         no_gpu_advice(results, lang, machine.backend is not None) if not machine.gpus else ([], None)
     )
-    rows = size_guide(plan.framework)
+    rows = guide_rows.result() if guide_rows is not None else size_guide(plan.framework)
     guide = guide_lines(rows, lang)
     machine_dict = machine.to_dict(measured=plan.measuring, tiny=plan.tiny and plan.measuring)
     report_path = None
@@ -347,19 +380,31 @@ def _run_scenarios(
     """Every scenario estimated and advised; measured and stored where the plan says so. Returns the
     results, the history's latest records (for the report) and the history's path."""
     store = HistoryStore(args.db, enabled=plan.measuring and not args.no_history)
-    results: list[ScenarioResult] = []
+    results = [
+        run_scenario(plan, key, full, measured, lang)
+        for key, full, measured in scenario_workloads(plan.tiny, plan.machine.device)
+    ]
+    ahead: dict[int, Any] = {}  # id(result) -> its child, started ahead and waiting for its turn
     try:
-        for key, full, measured in scenario_workloads(plan.tiny, plan.machine.device):
-            result = run_scenario(plan, key, full, measured, lang)
+        if plan.start_ahead:
+            # Every child starts now and imports at once, while the first one also starts up: by
+            # the time the first one times its steps, the others wait, idle (CheckPlan.start_ahead).
+            queue = [r for r in results if r.to_measure]
+            for i, result in enumerate(queue):
+                ahead[id(result)] = _launch(result, plan, args, held=i > 0)
+        for result in results:
             if result.skipped == "estimated-oom":
                 _say_skipped(result, plan, lang)
             elif result.to_measure:
-                _measure(result, plan, args, lang)
+                launch = ahead.pop(id(result), None) or _launch(result, plan, args, held=False)
+                with launch:
+                    _measure(result, plan, args, lang, launch)
                 result.record = _record(result, plan.machine, plan.framework, plan.exec_mode)
                 result.run_id = store.add(result.record)
-            results.append(result)
         return results, store.last(HISTORY_IN_REPORT), store.path
     finally:
+        for waiting in ahead.values():
+            waiting.close()
         store.close()
 
 

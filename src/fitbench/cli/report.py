@@ -148,6 +148,25 @@ def _estimates_for(
 HOST_SCALED = ("step_seconds", "tokens_per_second")
 
 
+# The compared metrics that carry a timed figure's spread: the speed ones take the spread of the
+# figure the measured speed comes from (fitbench.advise.text.speed_figure), prefill its own.
+SPREAD_METRICS = ("step_seconds", "tokens_per_second", "prefill_seconds")
+SPREAD_OF_METRIC = {"prefill_seconds": "prefill_seconds"}
+
+
+def _metric_spread(m: Measurement, w: WorkloadView, metric: str) -> dict[str, Any]:
+    """A compared metric's spread over the run's timed windows ({spread, spread_stable}), {} where
+    the metric is not a timed figure or the run took no spread."""
+    from fitbench.advise.text import speed_figure
+
+    if metric not in SPREAD_METRICS:
+        return {}
+    entry = m.spread_of(SPREAD_OF_METRIC.get(metric) or speed_figure(m, w))
+    if entry is None or entry.get("spread") is None:
+        return {}
+    return {"spread": entry["spread"], "spread_stable": bool(entry.get("stable"))}
+
+
 def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any]]:
     """Estimate beside measurement for each metric whose error the run recorded."""
     r = _typed(record)
@@ -183,6 +202,7 @@ def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any
                 "host_speed_ratio": r.host_speed_ratio,
                 "estimated_reference_host": r.estimate_reference_host.get(metric),
             }
+        spread = _metric_spread(m, w, metric)
         rows.append(
             {
                 "run_id": r.run_id,
@@ -198,6 +218,7 @@ def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any
                 "error": error,
                 "not_comparable": reasons,
                 **host,
+                **spread,
             }
         )
     return rows

@@ -776,18 +776,22 @@ def _memory_rows(o: RunOutcome, lang: str) -> list[Row]:
 
 
 def _generation_rows(o: RunOutcome, lang: str) -> list[Row]:
+    from fitbench.advise.text import speed_figure
+
     m, e, errors = o.measurement, o.record.estimate, o.record.error_vs_estimate
     return [
         _row(t("run.row.memory_after_load", lang), format_bytes(m.memory_after_load_bytes)),
         _row(
             t("run.row.prefill", lang),
-            format_seconds(m.prefill_seconds),
+            _with_spread(format_seconds(m.prefill_seconds), m, "prefill_seconds", lang),
             _estimated(o, format_seconds(e.prefill_seconds if e else None)),
             errors.get("prefill_seconds"),
         ),
         _row(
             t("run.row.decode", lang),
-            format_rate(measured_speed(m, o.workload)[1], "tok/s"),
+            _with_spread(
+                format_rate(measured_speed(m, o.workload)[1], "tok/s"), m, speed_figure(m, o.workload), lang
+            ),
             _estimated(o, format_rate(e.tokens_per_second if e else None, "tok/s")),
             errors.get("tokens_per_second"),
         ),
@@ -797,15 +801,23 @@ def _generation_rows(o: RunOutcome, lang: str) -> list[Row]:
                 "run.cell.per_generate",
                 lang,
                 rate=format_rate(m.tokens_per_second, "tok/s"),
-                time=format_seconds(m.step_seconds),
+                time=_with_spread(format_seconds(m.step_seconds), m, "step_seconds", lang),
             ),
         ),
     ]
 
 
+def _with_spread(text: str, m: Measurement, figure: str, lang: str) -> str:
+    """A measured figure with its spread beside it ("12.3 ms ±1.8 %"), where the run took one."""
+    from fitbench.advise.text import spread_text
+
+    spread = spread_text(m, figure, lang)
+    return f"{text} {spread}" if spread and text != "-" else text
+
+
 def _step_rows(o: RunOutcome, lang: str) -> list[Row]:
     m, e, errors, w = o.measurement, o.record.estimate, o.record.error_vs_estimate, o.workload
-    step = format_seconds(m.step_seconds)
+    step = _with_spread(format_seconds(m.step_seconds), m, "step_seconds", lang)
     if m.steps:
         step = t("run.cell.steps", lang, time=step, p90=format_seconds(m.step_seconds_p90), steps=m.steps)
     unit = _speed_unit(w)
@@ -878,6 +890,7 @@ def _table(rows: list[Row], est_head: str | None, lang: str) -> str:
 
 def _footer_lines(o: RunOutcome, lang: str) -> list[str]:
     from fitbench.advise.diagnosis import format_diagnosis
+    from fitbench.advise.text import spread_sentences
 
     lines = []
     diagnosis_line = format_diagnosis(o.record.diagnosis, lang)
@@ -887,6 +900,7 @@ def _footer_lines(o: RunOutcome, lang: str) -> list[str]:
         "  " + t("run.warning", lang, warning=measurement_text(warning, lang))
         for warning in o.measurement.warnings
     ]
+    lines += ["  " + sentence for sentence in spread_sentences(o.measurement, o.workload, lang)]
     host_line = _host_line(o, lang)
     if host_line:
         lines.append("  " + host_line)

@@ -2,9 +2,10 @@
 
 Runs in a fresh process started by fitbench.measure.runner, so its peaks are its own. It drives
 a backend only through the Session contract (fitbench.backends.base): build, warm up, time
-steps until both a step count and a duration are reached, read memory several ways, and write
-one JSON result. Every exception becomes a status: the framework's out-of-memory error is
-"oom" (a verdict: this batch does not fit), anything else "error" with the traceback's tail.
+steps in short windows, repeated until the latest ones agree (fitbench.measure.timing), read
+memory several ways, and write one JSON result. Every exception becomes a status: the
+framework's out-of-memory error is "oom" (a verdict: this batch does not fit), anything else
+"error" with the traceback's tail.
 
 Progress events go to a JSON-lines file the parent polls; the result goes to the path named in
 the request, written atomically so the parent never reads half a file.
@@ -34,12 +35,22 @@ from fitbench.errors import FitbenchError
 from fitbench.measure import nvml
 from fitbench.measure.host_speed import host_probe_fields
 from fitbench.measure.runner import empty_measurement
-from fitbench.measure.timing import SampleStats, summarize
+from fitbench.measure.timing import (
+    MIN_WINDOWS,
+    TARGET_SPREAD,
+    SampleStats,
+    WindowSeries,
+    percentile,
+    repeat_until_stable,
+    summarize,
+)
 from fitbench.workloads.workload import Workload
 
-PREFILL_SAMPLES = 5
-ONE_TOKEN_SAMPLES = 3  # one-token generations, for the differenced decode step
+# Prefill calls a timed window: a prefill is short, so its windows are counted in calls, and a
+# stable prefill costs six calls, a small part of one generation.
+PREFILL_CALLS = 2
 PROGRESS_INTERVAL_S = 0.2
+GO_POLL_S = 0.01  # how often a child started ahead looks for its go file
 
 
 # -- small helpers -----------------------------------------------------------------------------
@@ -134,6 +145,12 @@ class Measurement:
         self.min_seconds = float(request["min_seconds"])
         self.warmup = int(request["warmup"])
         self.max_seconds = float(request["max_seconds"])
+        # Spread: timed windows repeated until they agree within target_spread, for spread_budget s.
+        self.target_spread = float(request.get("target_spread", TARGET_SPREAD))
+        self.min_windows = int(request.get("min_windows", MIN_WINDOWS))
+        self.spread_budget = float(request.get("spread_budget_seconds", 2 * self.min_seconds))
+        self.windows_used = self.min_windows
+        self.deadline = math.inf
         self.events = Events(request.get("progress_path"))
         self.m = empty_measurement(self.workload, self.backend_name, self.options)
         self.m["warmup_steps"] = self.warmup
@@ -201,6 +218,9 @@ class Measurement:
         self.events.emit("importing framework")
         self.backend = get_backend(self.backend_name)
         m["framework_version"] = self.backend.version()
+        self.events.emit("importing model libraries")
+        self.backend.prepare(w, self.options)  # imports (no device): kept out of load_seconds
+        self._wait_for_go()
 
         if self.cuda_index is not None:
             self.device_baseline = nvml.device_used(self.cuda_index)
@@ -231,9 +251,6 @@ class Measurement:
             self.backend.limit_memory(self.options.device, allocator)
             m["memory_limit_bytes"] = limit
 
-        self.events.emit("importing model libraries")
-        self.backend.prepare(w, self.options)  # imports kept out of load_seconds
-
         self.phase = "build"
         # Tuned sessions compile and capture while they open (up to a minute): say so, or it looks hung.
         tuned = self.options.exec_mode == ExecMode.TUNED
@@ -253,6 +270,17 @@ class Measurement:
             self._steps()
         if before is not None:
             m.update(host_probe_fields(before, self._host_probe("after")))
+
+    def _wait_for_go(self) -> None:
+        """A child started ahead of its turn (fitbench.measure.runner.Launch) waits here, its
+        imports done and the device untouched, until the parent writes the go file: the
+        measurement before it has then ended, and this one has the device to itself."""
+        go = self.request.get("go_path")
+        if not go:
+            return
+        self.events.emit("waiting for its turn")
+        while not os.path.exists(go):
+            time.sleep(GO_POLL_S)
 
     def _host_probe(self, when: str) -> dict[str, float] | None:
         """One round of the backend's host-speed probe (fitbench.measure.host_speed), recorded at
@@ -315,8 +343,25 @@ class Measurement:
         return None if reserved is None else reserved + (self.context_bytes or 0)
 
     # -- timed loops ----------------------------------------------------------------------------
-    def _timed(self, once: Any, label: str, unit: str) -> list[float]:
-        """Time `once()` until min_steps and min_seconds both hold (or the wall budget ends)."""
+    def _window_plan(self, min_calls: int) -> tuple[int, Any, float]:
+        """(windows used, calls of window i, seconds a window): the timed bounds split into windows.
+
+        min_steps and min_seconds bound the figure's samples as before; they are split over
+        `min_windows` windows (10 steps as 4, 3 and 3; 3 s as three of 1 s) so that a stable
+        figure costs what one timed loop of those bounds did. A repeated window takes the calls
+        of the window it follows in that cycle. A run asked for fewer steps than windows gets that
+        many windows of one step.
+        """
+        windows = max(1, min(self.min_windows, min_calls))
+        base, extra = divmod(min_calls, windows)
+
+        def calls(index: int) -> int:
+            return base + (1 if index % windows < extra else 0)
+
+        return windows, calls, self.min_seconds / windows
+
+    def _window(self, once: Any, calls: int, seconds: float, progress: Any) -> list[float]:
+        """Time `once()` until `calls` calls and `seconds` both hold, or the wall limit comes."""
         assert self.session is not None
         samples: list[float] = []
         start = time.perf_counter()
@@ -324,19 +369,47 @@ class Measurement:
             t0 = time.perf_counter()
             once()
             self.session.sync()
-            samples.append(time.perf_counter() - t0)
-            elapsed = time.perf_counter() - start
-            self._emit_timed(label, unit, len(samples), elapsed)
-            if len(samples) >= self.min_steps and elapsed >= self.min_seconds:
+            now = time.perf_counter()
+            samples.append(now - t0)
+            progress(1)
+            if len(samples) >= calls and now - start >= seconds:
                 break
-            if elapsed >= self.max_seconds:
-                if len(samples) < self.min_steps:
-                    self.m["warnings"].append(
-                        f"stopped after {len(samples)} of {self.min_steps} steps: "
-                        f"the {self.max_seconds:.0f} s budget of the timed loop ran out"
-                    )
+            if now >= self.deadline:
                 break
         return samples
+
+    def _series(self, window: Any) -> WindowSeries:
+        """Repeat `window` until its figures settle (fitbench.measure.timing.repeat_until_stable)."""
+        return repeat_until_stable(
+            window,
+            budget_seconds=self.spread_budget,
+            target=self.target_spread,
+            min_windows=self.windows_used,
+            deadline=self.deadline,
+        )
+
+    def _counter(self, label: str, unit: str, *, timed: bool = True) -> Any:
+        """A progress callback counting a series' calls across its windows (`timed`: against
+        min_steps and min_seconds, as `_emit_timed` shows them; else a plain count)."""
+        state = {"count": 0, "start": time.perf_counter()}
+
+        def progress(n: int) -> None:
+            state["count"] += n
+            if timed:
+                self._emit_timed(label, unit, state["count"], time.perf_counter() - state["start"])
+            else:
+                self.events.emit(label, step=state["count"], unit=unit, throttle=True)
+
+        return progress
+
+    def _record_spreads(self, series: WindowSeries) -> None:
+        """Record each figure's spread under the figure's own name (`spreads`: name -> spread,
+        stable, windows, windows_run) and the target it was held to."""
+        spreads = self.m.get("spreads") or {}
+        for name, fs in series.spreads().items():
+            spreads[name] = fs.to_dict()
+        self.m["spreads"] = spreads
+        self.m["spread_target"] = self.target_spread
 
     def _emit_timed(self, label: str, unit: str, count: int, elapsed: float) -> None:
         """Progress of a timed loop against the bound that keeps it going: the step count until
@@ -357,11 +430,15 @@ class Measurement:
             throttle=True,
         )
 
-    def _timed_stats(self, once: Any, label: str, unit: str) -> SampleStats:
-        """Time `once()` as `_timed` does and record the step samples with their statistics: a
-        training step and a whole generate call are reported under the same names."""
-        samples = self._timed(once, label, unit)
+    def _record_steps(self, samples: list[float]) -> SampleStats:
+        """Record the step samples with their statistics: a training step and a whole generate
+        call are reported under the same names."""
         stats = summarize(samples)
+        if stats.count < self.min_steps:
+            self.m["warnings"].append(
+                f"stopped after {stats.count} of {self.min_steps} steps: "
+                f"the {self.max_seconds:.0f} s budget of the timed loop ran out"
+            )
         self.m.update(
             steps=stats.count,
             step_seconds=stats.median,
@@ -390,7 +467,18 @@ class Measurement:
         session, w, m = self.session, self.workload, self.m
         assert session is not None
         self._warm(session.step)
-        stats = self._timed_stats(session.step, "measuring", "steps")
+        self.windows_used, calls, seconds = self._window_plan(self.min_steps)
+        self.deadline = time.perf_counter() + self.max_seconds
+        progress = self._counter("measuring", "steps")
+        windows: list[list[float]] = []
+
+        def window() -> dict[str, float | None]:
+            windows.append(self._window(session.step, calls(len(windows)), seconds, progress))
+            return {"step_seconds": percentile(windows[-1], 50)}
+
+        series = self._series(window)
+        stats = self._record_steps([x for one in windows[-series.used :] for x in one])
+        self._record_spreads(series)
         m["samples_per_second"] = w.batch_size / stats.median
         if not w.is_resnet and w.seq_len:
             m["tokens_per_second"] = w.batch_size * w.seq_len / stats.median
@@ -416,17 +504,48 @@ class Measurement:
         def generate_once() -> None:
             generate(new_tokens)
 
-        self._warm(generate_once)
-        prefill_samples: list[float] = []
-        for i in range(PREFILL_SAMPLES):
-            self.events.emit("prefill", step=i + 1, of=PREFILL_SAMPLES)
-            t0 = time.perf_counter()
+        def prefill_once() -> None:
             session.prefill()
-            session.sync()
-            prefill_samples.append(time.perf_counter() - t0)
-        stats = self._timed_stats(generate_once, "generating", "generations")
+
+        self._warm(generate_once)
+        self.windows_used, calls, seconds = self._window_plan(self.min_steps)
+        self.deadline = time.perf_counter() + self.max_seconds
+
+        # Prefill: short calls, windows of PREFILL_CALLS each.
+        prefills: list[list[float]] = []
+        prefill_progress = self._counter("prefill", "calls", timed=False)
+
+        def prefill_window() -> dict[str, float | None]:
+            prefills.append(self._window(prefill_once, PREFILL_CALLS, 0.0, prefill_progress))
+            return {"prefill_seconds": percentile(prefills[-1], 50)}
+
+        prefill_series = self._series(prefill_window)
+        prefill_samples = [x for one in prefills[-prefill_series.used :] for x in one]
         prefill = summarize(prefill_samples)
-        self._decode_step(generate, new_tokens, stats.median, prefill.median)
+
+        # Generations: each window's n-token calls, then one one-token call for the decode step.
+        fulls: list[list[float]] = []
+        ones: list[float | None] = []
+        progress = self._counter("generating", "generations")
+
+        def generation_window() -> dict[str, float | None]:
+            fulls.append(self._window(generate_once, calls(len(fulls)), seconds, progress))
+            full = percentile(fulls[-1], 50)
+            values: dict[str, float | None] = {"step_seconds": full}
+            ones.append(self._one_token(generate) if new_tokens >= 2 else None)
+            if ones[-1] is not None:
+                values["decode_step_seconds"] = (full - ones[-1]) / (new_tokens - 1)
+            return values
+
+        series = self._series(generation_window)
+        stats = self._record_steps([x for one in fulls[-series.used :] for x in one])
+        kept_ones = [x for x in ones[-series.used :] if x is not None]
+        if kept_ones:
+            self._decode_step(new_tokens, stats.median, prefill.median, percentile(kept_ones, 50))
+        self._record_spreads(prefill_series)
+        self._record_spreads(series)
+        if m.get("decode_step_seconds") is None:
+            m["spreads"].pop("decode_step_seconds", None)
         tokens = w.batch_size * new_tokens
         m.update(prefill_seconds=prefill.median, prefill_samples_seconds=prefill_samples)
         m["tokens_per_second"] = tokens / stats.median  # end to end: prefill + decode
@@ -442,7 +561,16 @@ class Measurement:
                 "generation was not measurably slower than prefill; decode speed not derived"
             )
 
-    def _decode_step(self, generate: Any, new_tokens: int, full: float, prefill: float) -> None:
+    def _one_token(self, generate: Any) -> float:
+        """One timed one-token generation: the prefill and the generate call's once-per-call work."""
+        assert self.session is not None
+        self.events.emit("one-token generation")
+        t0 = time.perf_counter()
+        generate(1)
+        self.session.sync()
+        return time.perf_counter() - t0
+
+    def _decode_step(self, new_tokens: int, full: float, prefill: float, one: float) -> None:
         """One decode step, by differencing: (t(n) - t(1)) / (n - 1), t(k) a k-token generation.
 
         decode_seconds (a generation less a separately timed prefill) also holds what the
@@ -451,20 +579,9 @@ class Measurement:
         lowers decode tok/s below the rate of the decode steps themselves, which is what a
         standalone loop times and what an estimate of one decode step predicts. A one-token
         generation holds the prefill and that per-call work and no decode step, so the
-        difference is the steps alone; both figures are recorded.
+        difference is the steps alone; both figures are recorded. Each timed window ends with one
+        one-token generation; `one` is their median over the windows used.
         """
-        session = self.session
-        assert session is not None
-        if new_tokens < 2:
-            return
-        samples: list[float] = []
-        for i in range(ONE_TOKEN_SAMPLES):
-            self.events.emit("one-token generation", step=i + 1, of=ONE_TOKEN_SAMPLES)
-            t0 = time.perf_counter()
-            generate(1)
-            session.sync()
-            samples.append(time.perf_counter() - t0)
-        one = summarize(samples).median
         self.m["one_token_generate_seconds"] = one
         self.m["generate_call_overhead_seconds"] = one - prefill
         step = (full - one) / (new_tokens - 1)

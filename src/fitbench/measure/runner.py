@@ -26,6 +26,7 @@ from typing import Any
 
 from fitbench.backends.base import RunOptions
 from fitbench.measure.host_speed import HOST_PROBE_KEYS
+from fitbench.measure.timing import MIN_WINDOWS, TARGET_SPREAD
 from fitbench.records.measurement import MEASUREMENT_KEYS
 from fitbench.workloads.workload import Workload
 
@@ -61,6 +62,15 @@ def default_warmup(workload: Workload) -> int:
     return 1 if workload.is_generation else 3
 
 
+def default_spread_budget(min_seconds: float) -> float:
+    """Seconds a timed figure may take while its windows repeat to settle: twice its min_seconds.
+
+    A stable figure stops after its first windows, which together take min_seconds (no slower
+    than one timed loop of min_seconds); an unstable one repeats for at most as long again.
+    """
+    return 2 * min_seconds
+
+
 def empty_measurement(workload: Workload, backend_name: str, options: RunOptions) -> dict[str, Any]:
     """The measurement skeleton: every key present, unknown figures None."""
     out: dict[str, Any] = dict.fromkeys(MEASUREMENT_KEYS)
@@ -90,7 +100,11 @@ def build_request(
     warmup: int,
     max_seconds: float,
     workdir: Path,
+    target_spread: float = TARGET_SPREAD,
+    spread_budget_seconds: float | None = None,
+    go_path: Path | None = None,
 ) -> dict[str, Any]:
+    budget = default_spread_budget(min_seconds) if spread_budget_seconds is None else spread_budget_seconds
     return {
         "workload": workload.to_dict(),
         "backend": backend_name,
@@ -99,8 +113,13 @@ def build_request(
         "min_seconds": min_seconds,
         "warmup": warmup,
         "max_seconds": max_seconds,
+        "target_spread": target_spread,
+        "min_windows": MIN_WINDOWS,
+        "spread_budget_seconds": budget,
         "result_path": str(workdir / "result.json"),
         "progress_path": str(workdir / "progress.jsonl"),
+        # Set: the child imports, then waits for this file before it touches the device (Launch).
+        "go_path": str(go_path) if go_path is not None else None,
     }
 
 
@@ -354,6 +373,54 @@ def exit_text(returncode: int) -> str:
     return f"exit code {returncode}"
 
 
+def spawn_child(command: list[str], *, workdir: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start `command` in its own session and process group (Ctrl-C reaches only this process,
+    which then stops it all), dying with this process; its output goes to workdir/stdout.txt
+    and stderr.txt."""
+    with (workdir / "stdout.txt").open("wb") as out, (workdir / "stderr.txt").open("wb") as err:
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            env=env,
+            start_new_session=True,
+            preexec_fn=dies_with_parent(),  # the child dies with us, even on SIGKILL
+        )
+
+
+def await_child(
+    proc: subprocess.Popen[bytes],
+    *,
+    timeout: float,
+    reader: ProgressReader,
+    stop: Callable[[subprocess.Popen[bytes]], None] = kill_group,
+) -> tuple[int, bool, float]:
+    """Wait for a started child to end, for `timeout` seconds from now at most: (exit code, timed
+    out, wall seconds of the wait). `reader` relays its progress meanwhile. On a timeout, or any
+    exception here (Ctrl-C included, which then propagates), `stop` ends it; when it ends on its
+    own, kill_group removes whatever it left running in its group."""
+    started = time.monotonic()
+    timed_out = False
+    try:
+        while not _child_ended(proc):
+            reader.poll()
+            if time.monotonic() - started > timeout:
+                timed_out = True
+                stop(proc)
+                break
+            time.sleep(POLL_S)
+        if not timed_out:
+            kill_group(proc)  # it ended on its own: what it started (a compile worker) goes too
+    except BaseException:
+        stop(proc)
+        raise
+    reader.poll()
+    # None only for a child stuck in the kernel past every wait, with SIGKILL pending.
+    returncode = KILLED_RETURNCODE if proc.returncode is None else proc.returncode
+    return returncode, timed_out, time.monotonic() - started
+
+
 def run_child(
     command: list[str],
     *,
@@ -365,41 +432,130 @@ def run_child(
 ) -> tuple[int, bool, float]:
     """Run `command` to its end or for `timeout` seconds: (exit code, timed out, wall seconds).
 
-    The process gets its own process group (Ctrl-C reaches only this process, which then stops
-    it all) and dies with this process; its output goes to workdir/stdout.txt and stderr.txt;
-    `reader` relays its progress meanwhile. On a timeout, or any exception here (Ctrl-C
-    included, which then propagates), `stop` ends it; when it ends on its own, kill_group
-    removes whatever it left running in its group.
+    spawn_child, then await_child: its own process group, dying with this process, output in
+    workdir, progress through `reader`, stopped by `stop` on a timeout or an exception here.
     """
-    started = time.monotonic()
-    timed_out = False
-    with (workdir / "stdout.txt").open("wb") as out, (workdir / "stderr.txt").open("wb") as err:
-        proc = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            env=env,
-            start_new_session=True,
-            preexec_fn=dies_with_parent(),  # the child dies with us, even on SIGKILL
+    proc = spawn_child(command, workdir=workdir, env=env)
+    return await_child(proc, timeout=timeout, reader=reader, stop=stop)
+
+
+class Launch:
+    """One measurement's child process, started, and its result once it ends.
+
+    Started `held`, the child imports its framework and the model libraries (seconds of Python
+    that need no device) and then waits, touching no GPU, until `result()` releases it: a caller
+    measuring several workloads in a row (`fitbench check`) starts their children together, and
+    the imports are done by the time each one's turn comes. The measuring itself starts only at
+    the release, after the previous child has ended, so each still has the device (and its memory
+    readings) to itself. Use as a context manager: leaving it stops a child that
+    was never released or has not ended.
+    """
+
+    def __init__(
+        self,
+        workload: Workload,
+        backend_name: str,
+        options: RunOptions,
+        *,
+        held: bool = False,
+        timeout_s: float | None = None,
+        min_steps: int | None = None,
+        min_seconds: float | None = None,
+        warmup: int | None = None,
+        max_seconds: float | None = None,
+        target_spread: float = TARGET_SPREAD,
+        spread_budget_s: float | None = None,
+    ) -> None:
+        self.timeout = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
+        steps = default_min_steps(workload) if min_steps is None else int(min_steps)
+        seconds = default_min_seconds(workload, options.device) if min_seconds is None else float(min_seconds)
+        warm = default_warmup(workload) if warmup is None else int(warmup)
+        budget = max(DEFAULT_MAX_SECONDS, 2 * seconds) if max_seconds is None else float(max_seconds)
+        if steps < 1 or seconds < 0 or warm < 0 or self.timeout <= 0 or target_spread <= 0:
+            raise ValueError(
+                "min_steps must be >= 1, min_seconds and warmup >= 0, timeout and target_spread > 0"
+            )
+        self.base = empty_measurement(workload, backend_name, options)
+        self._tmp = tempfile.TemporaryDirectory(prefix="fitbench-run-")
+        self.workdir = Path(self._tmp.name)
+        self.go_path = self.workdir / "go" if held else None
+        self.request = build_request(
+            workload,
+            backend_name,
+            options,
+            min_steps=steps,
+            min_seconds=seconds,
+            warmup=warm,
+            max_seconds=budget,
+            workdir=self.workdir,
+            target_spread=target_spread,
+            spread_budget_seconds=spread_budget_s,
+            go_path=self.go_path,
         )
-        try:
-            while not _child_ended(proc):
-                reader.poll()
-                if time.monotonic() - started > timeout:
-                    timed_out = True
-                    stop(proc)
-                    break
-                time.sleep(POLL_S)
-            if not timed_out:
-                kill_group(proc)  # it ended on its own: what it started (a compile worker) goes too
-        except BaseException:
-            stop(proc)
-            raise
-    reader.poll()
-    # None only for a child stuck in the kernel past every wait, with SIGKILL pending.
-    returncode = KILLED_RETURNCODE if proc.returncode is None else proc.returncode
-    return returncode, timed_out, time.monotonic() - started
+        request_path = self.workdir / "request.json"
+        request_path.write_text(json.dumps(self.request))
+        self.proc: subprocess.Popen[bytes] | None = spawn_child(
+            [sys.executable, "-m", "fitbench.measure.child", str(request_path)],
+            workdir=self.workdir,
+            env=child_env(),
+        )
+
+    def __enter__(self) -> Launch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the child if it still runs (never released, or interrupted) and remove its files."""
+        if self.proc is not None and not _child_ended(self.proc):
+            kill_group(self.proc)
+        self.proc = None
+        self._tmp.cleanup()
+
+    def result(self, progress: ProgressFn | None = None) -> dict[str, Any]:
+        """Release the child (when held), wait for it, and return its measurement dict."""
+        proc = self.proc
+        if proc is None:
+            raise RuntimeError("this measurement's child was closed")
+        if self.go_path is not None:
+            self.go_path.write_text("go")
+        reader = ProgressReader(Path(self.request["progress_path"]), progress)
+        returncode, timed_out, wall = await_child(proc, timeout=self.timeout, reader=reader)
+        self.proc = None
+        return self._collect(returncode, timed_out, wall, reader)
+
+    def _collect(
+        self, returncode: int, timed_out: bool, wall: float, reader: ProgressReader
+    ) -> dict[str, Any]:
+        result_path = Path(self.request["result_path"])
+        result: dict[str, Any] | None = None
+        if result_path.is_file():
+            with contextlib.suppress(ValueError, OSError):
+                loaded = json.loads(result_path.read_text())
+                result = loaded if isinstance(loaded, dict) else None
+
+        out_dict = dict(self.base)
+        if result is not None:
+            out_dict.update(result)
+        elif timed_out:
+            phase = reader.last.get("phase", "starting")
+            out_dict.update(
+                status="timeout",
+                error=f"no result within {self.timeout:g} s (phase: {phase}); the child was stopped",
+            )
+        else:
+            out_dict.update(
+                status="error",
+                error=f"the measuring process ended without a result ({exit_text(returncode)})",
+            )
+        if out_dict.get("status") != "ok":
+            tail = tail_text(self.workdir / "stderr.txt")
+            if tail:
+                out_dict["stderr_tail"] = tail
+        out_dict["child_exit_code"] = returncode
+        out_dict["wall_seconds"] = round(wall, 3)
+        return out_dict
 
 
 def measure(
@@ -413,72 +569,31 @@ def measure(
     warmup: int | None = None,
     max_seconds: float | None = None,
     progress: ProgressFn | None = None,
+    target_spread: float = TARGET_SPREAD,
+    spread_budget_s: float | None = None,
 ) -> dict[str, Any]:
     """Measure `workload` through backend `backend_name` in a fresh child process.
+
+    Every timed figure is taken over short windows repeated until they agree within
+    `target_spread` or `spread_budget_s` seconds (default: twice `min_seconds`) run out
+    (fitbench.measure.timing.repeat_until_stable); its `spreads` entry says which.
 
     Returns the measurement dict (see MEASUREMENT_KEYS) whatever happens: status "ok", "oom"
     (a verdict, not a failure), "error" (message in "error", traceback tail in "traceback"),
     or "timeout". KeyboardInterrupt kills the child and propagates.
     """
-    timeout = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
-    steps = default_min_steps(workload) if min_steps is None else int(min_steps)
-    seconds = default_min_seconds(workload, options.device) if min_seconds is None else float(min_seconds)
-    warm = default_warmup(workload) if warmup is None else int(warmup)
-    budget = max(DEFAULT_MAX_SECONDS, 2 * seconds) if max_seconds is None else float(max_seconds)
-    if steps < 1 or seconds < 0 or warm < 0 or timeout <= 0:
-        raise ValueError("min_steps must be >= 1, min_seconds and warmup >= 0, timeout > 0")
-
-    base = empty_measurement(workload, backend_name, options)
-    with tempfile.TemporaryDirectory(prefix="fitbench-run-") as tmp:
-        workdir = Path(tmp)
-        request = build_request(
-            workload,
-            backend_name,
-            options,
-            min_steps=steps,
-            min_seconds=seconds,
-            warmup=warm,
-            max_seconds=budget,
-            workdir=workdir,
-        )
-        request_path = workdir / "request.json"
-        request_path.write_text(json.dumps(request))
-        stderr_path = workdir / "stderr.txt"
-        reader = ProgressReader(Path(request["progress_path"]), progress)
-        if progress is not None:
-            progress({"phase": "starting child"})
-        returncode, timed_out, wall = run_child(
-            [sys.executable, "-m", "fitbench.measure.child", str(request_path)],
-            workdir=workdir,
-            env=child_env(),
-            timeout=timeout,
-            reader=reader,
-        )
-        result_path = Path(request["result_path"])
-        result: dict[str, Any] | None = None
-        if result_path.is_file():
-            with contextlib.suppress(ValueError, OSError):
-                loaded = json.loads(result_path.read_text())
-                result = loaded if isinstance(loaded, dict) else None
-
-        out_dict = dict(base)
-        if result is not None:
-            out_dict.update(result)
-        elif timed_out:
-            phase = reader.last.get("phase", "starting")
-            out_dict.update(
-                status="timeout",
-                error=f"no result within {timeout:g} s (phase: {phase}); the child was stopped",
-            )
-        else:
-            out_dict.update(
-                status="error",
-                error=f"the measuring process ended without a result ({exit_text(returncode)})",
-            )
-        if out_dict.get("status") != "ok":
-            tail = tail_text(stderr_path)
-            if tail:
-                out_dict["stderr_tail"] = tail
-        out_dict["child_exit_code"] = returncode
-        out_dict["wall_seconds"] = round(wall, 3)
-        return out_dict
+    if progress is not None:
+        progress({"phase": "starting child"})
+    with Launch(
+        workload,
+        backend_name,
+        options,
+        timeout_s=timeout_s,
+        min_steps=min_steps,
+        min_seconds=min_seconds,
+        warmup=warmup,
+        max_seconds=max_seconds,
+        target_spread=target_spread,
+        spread_budget_s=spread_budget_s,
+    ) as launch:
+        return launch.result(progress)

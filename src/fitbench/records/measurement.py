@@ -102,6 +102,10 @@ OPTIONAL_KEYS = (
     "host_probe_seconds",
     "host_probe_parts",
     "host_probe_drift",
+    # Each timed figure's spread over its repeated windows (fitbench.measure.timing): figure name
+    # -> {spread, stable, windows, windows_run}, and the spread a figure had to stay below.
+    "spreads",
+    "spread_target",
 )
 
 
@@ -170,6 +174,11 @@ class Measurement:
     host_probe_seconds: float | None = None
     host_probe_parts: Mapping[str, float] | None = None
     host_probe_drift: float | None = None
+    # Each timed figure's spread: figure name (step_seconds, prefill_seconds, decode_step_seconds)
+    # -> {"spread": (max - min) / median of its windows, "stable": below spread_target, "windows",
+    # "windows_run"}; None in records from before spreads were taken.
+    spreads: Mapping[str, Mapping[str, Any]] | None = None
+    spread_target: float | None = None
     # Keys this class does not name, kept as they came.
     extra: Mapping[str, Any] = field(default_factory=dict)
     # The optional keys the source had (written back even where None).
@@ -206,6 +215,12 @@ class Measurement:
             return self.decode_step_seconds
         decode, new = self.decode_seconds, new_tokens or 0
         return decode / new if decode and new else None
+
+    def spread_of(self, figure: str) -> Mapping[str, Any] | None:
+        """The recorded spread of one timed figure ({spread, stable, windows, windows_run}), None
+        where the run did not take one (an older record, a distributed run, a figure not timed)."""
+        entry = (self.spreads or {}).get(figure)
+        return entry if isinstance(entry, Mapping) else None
 
     def decode_rate(self, batch_size: int | None) -> float | None:
         """Decode tokens/s of one decode step: batch / decode_step_seconds where the child recorded

@@ -104,6 +104,16 @@ def estimated_cell(row: ComparisonRow, lang: str) -> str:
     )
 
 
+def measured_cell(row: ComparisonRow, lang: str) -> str:
+    """A comparison row's measured figure, with its spread over the run's timed windows beside it
+    where the run took one ("12.3 ms ±1.8 %", "±9.9 %, unstable")."""
+    text = format_metric(row.unit, row.measured)
+    if row.spread is None or row.measured is None:
+        return text
+    key = "spread.stable" if row.spread_stable else "spread.unstable"
+    return f"{text} {t(key, lang, pct=f'{row.spread * 100:.1f} %')}"
+
+
 def estimate_speed(e: EstimateSummary, lang: str) -> str:
     """An estimate's speed; none for a job that does not fit (a speed there would mislead)."""
     return "-" if e.verdict == "oom" else speed_text(e, lang)

@@ -21,8 +21,9 @@ from importlib import resources
 from typing import Any
 
 from fitbench.advise.i18n import part_label, preset_description, status_label, t, verdict_label
-from fitbench.advise.text import measured_speed_text
+from fitbench.advise.text import measured_speed_text, spread_sentences, spread_text
 from fitbench.core.units import GiB, format_bytes, format_rate, format_seconds
+from fitbench.records.measurement import Measurement
 from fitbench.records.run import EstimateSummary
 from fitbench.results.cells import (
     COMPARISON_COLUMNS,
@@ -32,7 +33,7 @@ from fitbench.results.cells import (
     environment_items,
     estimate_speed,
     estimated_cell,
-    format_metric,
+    measured_cell,
     report_cards,
     run_speed,
     short_gpu,
@@ -629,7 +630,7 @@ def _scenario_section(n: int, s: ReportScenario, lang: str) -> str:
                 _e(f"{m.backend or ''} {m.framework_version or ''}".strip()),
                 _e(m.device_name or m.device),
                 _e(format_bytes(m.peak_memory_bytes)),
-                _e(format_seconds(m.step_seconds)),
+                _e(_step_with_spread(m, lang)),
                 _e(measured_speed_text(m, w, lang) if m.completed else "-"),
             ]
         ]
@@ -648,11 +649,21 @@ def _scenario_section(n: int, s: ReportScenario, lang: str) -> str:
                 numeric=(3, 4),
             )
         )
+        if m.completed:
+            # A measured figure whose windows did not settle, in words (fitbench.measure.timing).
+            out.extend(f'<p class="note">{_e(x)}</p>' for x in spread_sentences(m, w, lang))
     if s.advice:
         items = "".join(_advice_item(a) for a in s.advice)
         out.append(f'<h3>{_e(t("report.advice", lang))}</h3><ul class="advice">{items}</ul>')
     out.append("</section>")
     return "\n".join(out)
+
+
+def _step_with_spread(m: Measurement, lang: str) -> str:
+    """The measured step time with its spread beside it, where the run took one."""
+    text = format_seconds(m.step_seconds)
+    spread = spread_text(m, "step_seconds", lang)
+    return f"{text} {spread}" if spread and m.step_seconds is not None else text
 
 
 def _advice_item(entry: str | AdviceEntry) -> str:
@@ -680,7 +691,7 @@ def _comparison_section(model: ReportModel, lang: str) -> str:
                 _e(short_gpu(r.device_name or r.gpu)),
                 _e(t("metric." + str(r.metric), lang)),
                 _e(estimated_cell(r, lang)),
-                _e(format_metric(r.unit, r.measured)),
+                _e(measured_cell(r, lang)),
                 _error_cell(r, lang),
             ]
             for r in rows

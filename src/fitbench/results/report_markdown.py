@@ -30,7 +30,7 @@ from fitbench.results.cells import (
     environment_items,
     estimate_speed,
     estimated_cell,
-    format_metric,
+    measured_cell,
     report_cards,
     run_speed,
     short_gpu,
@@ -203,7 +203,7 @@ def _comparison_section(model: ReportModel, lang: str) -> list[str]:
             short_gpu(r.device_name or r.gpu),
             t("metric." + r.metric, lang),
             estimated_cell(r, lang),
-            format_metric(r.unit, r.measured),
+            measured_cell(r, lang),
             _error_cell(r.error, r.not_comparable, lang),
         ]
         for r in model.comparisons

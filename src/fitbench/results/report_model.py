@@ -137,6 +137,10 @@ class ComparisonRow:
     # and the estimate at the reference host (None: the estimate is the reference host's).
     host_speed_ratio: float | None = None
     estimated_reference_host: float | None = None
+    # The measured figure's spread over its timed windows and whether it settled (None: the run
+    # took none, as before spreads were recorded).
+    spread: float | None = None
+    spread_stable: bool | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -149,6 +153,9 @@ class ComparisonRow:
         if self.host_speed_ratio is None:
             out.pop("host_speed_ratio")
             out.pop("estimated_reference_host")
+        if self.spread is None:
+            out.pop("spread")
+            out.pop("spread_stable")
         return out
 
 
