@@ -522,6 +522,22 @@ def _weight_traffic(
     return read, dequant, compute
 
 
+# Eager attention's passes over its (batch, heads, queries, keys) scores in a forward, as the
+# Hugging Face and NVIDIA DLE BERT / GPT-2 code runs them: QK^T written, the scaling (a multiply
+# or a division: read and write), the mask (an add or a where: read and write), softmax (read and
+# write) and the read of the probabilities by the product with V. With attention dropout in
+# training, PyTorch's fused dropout reads and writes them once more and writes a one-byte mask.
+# tests/unit/test_eager_attention_passes.py counts them in real models.
+EAGER_SCORE_PASSES = 8
+EAGER_DROPOUT_PASSES = 2
+
+
+def eager_score_bytes(dt: ActivationDtypes) -> float:
+    """Bytes eager attention moves per score element in a forward."""
+    passes = EAGER_SCORE_PASSES + (EAGER_DROPOUT_PASSES if dt.mask else 0)
+    return passes * dt.act + dt.mask
+
+
 def forward_kernels(
     workload: Workload, batch: int, seq: int, *, kv_len: int | None = None, with_head: bool = True
 ) -> list[Kernel]:
@@ -579,7 +595,7 @@ def forward_kernels(
     )
     attn_bytes = tokens * (arch.q_dim + arch.attn_out_dim) * a + batch * cache_context * cache_read
     if workload.attention == "eager" and kv_len is None:
-        attn_bytes += batch * arch.num_heads * seq * context * (4 * a + 1)
+        attn_bytes += batch * arch.num_heads * seq * context * eager_score_bytes(dt)
     ks.append(
         Kernel(
             name="attention",

@@ -1,0 +1,79 @@
+"""Eager attention's traffic over its scores (transformer_cost.eager_score_bytes) equals what the
+real Hugging Face BERT and GPT-2 eager attention moves in a forward: every ATen operation that
+reads or writes a (batch x heads) x queries x keys tensor is counted by its bytes, views aside,
+on tiny models on the CPU, with a padded batch (its mask is added, as in real data)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+from fitbench.estimate.dtypes import ActivationDtypes  # noqa: E402
+from fitbench.estimate.transformer_cost import eager_score_bytes  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+B, S, HEADS = 2, 40, 4  # no other tensor of the block has B*HEADS*S*S elements
+VIEWS = {
+    "view",
+    "_unsafe_view",
+    "expand",
+    "reshape",
+    "transpose",
+    "t",
+    "detach",
+    "alias",
+    "as_strided",
+    "slice",
+}
+
+
+class ScoreTraffic(TorchDispatchMode):
+    """Bytes read and written by ATen operations on score-sized tensors (B*HEADS*S*S elements)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func.__name__.split(".")[0] in VIEWS:
+            return out
+        tensors = [x for x in args if isinstance(x, torch.Tensor)]
+        tensors += [
+            x for x in (out if isinstance(out, tuple | list) else [out]) if isinstance(x, torch.Tensor)
+        ]
+        self.bytes += sum(t.numel() * t.element_size() for t in tensors if t.numel() == B * HEADS * S * S)
+        return out
+
+
+def forward_score_bytes(model, **inputs) -> float:
+    model.config._attn_implementation = "eager"
+    mask = torch.ones(B, S, dtype=torch.long)
+    mask[0, -5:] = 0  # one padded sequence: the mask is materialised and added
+    counter = ScoreTraffic()
+    with torch.no_grad(), counter:
+        model(input_ids=torch.randint(0, 100, (B, S)), attention_mask=mask, **inputs)
+    return counter.bytes / (B * HEADS * S * S)
+
+
+def test_bert_and_gpt2_eager_forward_move_what_the_estimate_counts() -> None:
+    from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
+
+    fp32_inference = ActivationDtypes(act=4, res=4, mask=0, amp=False)
+    bert = BertModel(
+        BertConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=HEADS, intermediate_size=128)
+    )
+    gpt2 = GPT2Model(GPT2Config(n_embd=64, n_layer=1, n_head=HEADS, n_positions=64))
+    for model in (bert.eval(), gpt2.eval()):
+        assert forward_score_bytes(model) == eager_score_bytes(fp32_inference), type(model).__name__
+
+
+def test_training_adds_dropouts_passes_and_its_mask() -> None:
+    train = ActivationDtypes(act=4, res=4, mask=1, amp=False)
+    infer = ActivationDtypes(act=4, res=4, mask=0, amp=False)
+    assert eager_score_bytes(train) == eager_score_bytes(infer) + 2 * 4 + 1
