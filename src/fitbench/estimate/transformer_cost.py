@@ -538,6 +538,32 @@ def eager_score_bytes(dt: ActivationDtypes) -> float:
     return passes * dt.act + dt.mask
 
 
+def dense_score_factor(workload: Workload, seq: int) -> float:
+    """How many times the causal (and windowed) attention FLOPs a forward over `seq` tokens
+    really computes, layer mean.
+
+    Eager attention multiplies every query by every key (torch.matmul knows no mask) and masks
+    afterwards; SDPA given a materialised mask (a sliding window the sequence outgrows, whose
+    mask transformers builds) runs a kernel that takes the mask as data and skips no block. Both
+    compute the whole seq x seq square, where the estimate's causal count is half of it and its
+    windowed count half of the window's band. Fused attention without a mask (causal flash)
+    computes what the count says: 1."""
+    arch = _arch(workload)
+    if arch.kind != "decoder" and workload.attention != "eager":
+        return 1.0
+    windowed = arch.attended_tokens(seq) if arch.sliding_layers else float(seq)
+    counted = (0.5 if arch.kind == "decoder" else 1.0) * windowed
+    if workload.attention == "eager":
+        return seq / counted
+    window = arch.sliding_window
+    if not arch.sliding_layers or window is None or seq <= window:
+        return 1.0
+    # sliding layers: the whole square; full layers: causal flash, half of it
+    full = arch.num_layers - arch.sliding_layers
+    computed = (arch.sliding_layers * seq + full * 0.5 * seq) / arch.num_layers
+    return computed / counted
+
+
 def forward_kernels(
     workload: Workload, batch: int, seq: int, *, kv_len: int | None = None, with_head: bool = True
 ) -> list[Kernel]:
@@ -586,6 +612,8 @@ def forward_kernels(
     else:
         attn_flops = 4.0 * tokens * seen * arch.q_dim
     attn_flops *= 0.5 if causal and kv_len is None else 1.0
+    if kv_len is None and not arch.is_mla:
+        attn_flops *= dense_score_factor(workload, seq)
     cache_context = arch.cached_tokens(context) / L if arch.sliding_layers else context  # read per step
     # a quantized cache is read at its own size while decoding; a prefill attends to fresh K/V
     cache_read = (
