@@ -116,6 +116,8 @@ DIAGNOSIS_KEYS = {
     "memory_seconds",
     "roofline_seconds",
     "times_roofline",
+    "model_flops_per_step",
+    "mfu",
     "estimate_host_seconds",
     "estimate_gpu_seconds",
     "bottleneck",

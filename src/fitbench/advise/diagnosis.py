@@ -31,6 +31,7 @@ from fitbench.core.gpu import GpuSpec
 from fitbench.core.names import ExecMode
 from fitbench.core.precision import get_precision
 from fitbench.errors import FitbenchError
+from fitbench.estimate.model_flops import peak_class
 from fitbench.records.measurement import Measurement
 from fitbench.records.sections import DIAGNOSIS_KEYS, Diagnosis
 
@@ -69,6 +70,8 @@ class EstimatedWork(Protocol):
     @property
     def flops_per_step(self) -> float | None: ...
     @property
+    def model_flops_per_step(self) -> float | None: ...
+    @property
     def bytes_per_step(self) -> float | None: ...
     @property
     def host_seconds(self) -> float | None: ...
@@ -84,13 +87,7 @@ def _unavailable(reason: str, *, gpu: str | None = None, basis: str | None = Non
 
 def compute_class(precision: str, family: str) -> str:
     """The datasheet peak a precision runs at; FP32 convolutions use TF32 (cuDNN's default in PyTorch)."""
-    try:
-        compute = get_precision(precision).compute
-    except FitbenchError:
-        compute = "fp32"
-    if compute == "fp32" and family == "resnet":
-        return "tf32"
-    return compute
+    return peak_class(precision, family)
 
 
 def _measured_step(m: Measurement, est: EstimatedWork) -> tuple[float | None, str]:
@@ -164,6 +161,8 @@ def _diagnosis(
     """The diagnosis of a completed GPU run with a measured time and work to divide by it."""
     peak = gpu.peak(compute)
     bandwidth = gpu.bandwidth_bytes_s
+    # Training only: the step's useful FLOPs (no recomputation; estimate/model_flops.py).
+    model_flops = float(estimate.model_flops_per_step or 0.0)
     compute_s = flops / peak
     memory_s = nbytes / bandwidth
     roofline = max(compute_s, memory_s)
@@ -204,6 +203,8 @@ def _diagnosis(
         memory_seconds=memory_s,
         roofline_seconds=roofline,
         times_roofline=seconds / roofline if roofline > 0 else None,
+        model_flops_per_step=model_flops,
+        mfu=model_flops / seconds / peak if model_flops else None,
         estimate_host_seconds=host,
         estimate_gpu_seconds=gpu_s,
         bottleneck=bottleneck,

@@ -689,6 +689,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "run.row.throughput": {"en": "throughput", "zh": "吞吐量"},
     "run.row.tokens": {"en": "tokens", "zh": "token 速度"},
     "run.row.epoch": {"en": "epoch", "zh": "每轮"},
+    "run.row.mfu": {"en": "MFU (model FLOPs / peak)", "zh": "MFU(模型 FLOPs / 峰值)"},
     "run.row.epoch_smoke": {"en": "epoch (smoke test)", "zh": "每轮(冒烟测试)"},
     "run.row.params": {"en": "parameters", "zh": "参数量"},
     "run.row.max_batch": {"en": "max batch", "zh": "最大批大小"},

@@ -844,6 +844,8 @@ def _step_rows(o: RunOutcome, lang: str) -> list[Row]:
                 errors.get("tokens_per_second"),
             )
         )
+    if w.is_training:
+        rows.append(_mfu_row(o, lang))
     if m.epoch_seconds is not None:
         rows.append(
             _row(
@@ -853,6 +855,19 @@ def _step_rows(o: RunOutcome, lang: str) -> list[Row]:
             )
         )
     return rows
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.1f} %"
+
+
+def _mfu_row(o: RunOutcome, lang: str) -> Row:
+    """Model FLOPs utilization of a training step: the estimate's model FLOPs over the measured
+    step time and the card's dense peak (the diagnosis's `mfu`: a GPU run against its estimate),
+    beside the estimated one."""
+    d, e = o.record.diagnosis, o.record.estimate
+    measured = d.mfu if d is not None and d.available else None
+    return _row(t("run.row.mfu", lang), _share(measured), _estimated(o, _share(e.mfu if e else None)))
 
 
 def _count_rows(o: RunOutcome, lang: str) -> list[Row]:

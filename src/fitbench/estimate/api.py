@@ -20,6 +20,7 @@ from fitbench.estimate.distributed import global_batch_size
 from fitbench.estimate.execution import workload_as_run
 from fitbench.estimate.limits import max_batch_size, max_context_tokens
 from fitbench.estimate.memory import memory_breakdown
+from fitbench.estimate.model_flops import mfu, model_flops_per_step
 from fitbench.estimate.profile import Profile, get_profile
 from fitbench.estimate.timing import generation, step_timing
 from fitbench.estimate.verdict import verdict
@@ -48,6 +49,8 @@ class Estimate:
     bottleneck: str
     flops_per_step: float
     bytes_per_step: float
+    model_flops_per_step: float | None
+    mfu: float | None
     gpu_seconds: float
     host_seconds: float
     assumptions: tuple[str, ...] = field(default_factory=tuple)
@@ -144,6 +147,8 @@ class Estimate:
             "bottleneck": self.bottleneck,
             "limited_by": self.limited_by,
             "flops_per_step": self.flops_per_step,
+            "model_flops_per_step": self.model_flops_per_step,
+            "mfu": self.mfu,
             "bytes_per_step": self.bytes_per_step,
             "gpu_seconds": self.gpu_seconds,
             "host_seconds": self.host_seconds,
@@ -194,6 +199,7 @@ def estimate(
             epoch_s = step_s * math.ceil(workload.dataset_size / global_batch)
         if workload.family == "decoder":
             tps = sps * (workload.seq_len or 1)
+    model_flops = model_flops_per_step(workload, profile)
     return Estimate(
         workload=workload,
         gpu=gpu,
@@ -212,6 +218,8 @@ def estimate(
         bottleneck=timing.bottleneck,
         flops_per_step=timing.flops,
         bytes_per_step=timing.bytes,
+        model_flops_per_step=model_flops,
+        mfu=mfu(model_flops, step_s, gpu, workload.precision, workload.family) if model_flops else None,
         gpu_seconds=timing.gpu_seconds,
         host_seconds=timing.host_seconds,
         assumptions=tuple(assumptions),

@@ -93,6 +93,20 @@ class EstimateSummary:
         known["breakdown"] = dict(known.get("breakdown") or {})
         return cls(**known, extra=extra, order=tuple(data))
 
+    @property
+    def model_flops_per_step(self) -> float | None:
+        """Training: the step's useful FLOPs (fitbench.estimate.model_flops), from the estimate's
+        JSON; None in records written before estimates had them. Read, not a field, so an older
+        record is written back without the key."""
+        value = self.extra.get("model_flops_per_step")
+        return float(value) if value is not None else None
+
+    @property
+    def mfu(self) -> float | None:
+        """Training: the estimate's model FLOPs utilization (None where the record lacks it)."""
+        value = self.extra.get("mfu")
+        return float(value) if value is not None else None
+
     def to_dict(self) -> dict[str, Any]:
         out = {name: plain(getattr(self, name)) for name in _ESTIMATE_FIELDS}
         out.update(self.extra)

@@ -207,6 +207,8 @@ class Diagnosis:
     memory_seconds: float | None = None
     roofline_seconds: float | None = None
     times_roofline: float | None = None
+    model_flops_per_step: float | None = None
+    mfu: float | None = None
     estimate_host_seconds: float | None = None
     estimate_gpu_seconds: float | None = None
     bottleneck: str | None = None
