@@ -294,7 +294,77 @@ def test_tuned_runs_through_the_runner_on_a_cpu(name):
         assert m["steps"] >= 10 and m["samples_per_second"] > 0
 
 
-def test_unsupported_workloads_are_one_clear_error():
-    lora = Workload(name="x", arch=TINY_LLAMA, mode="train", seq_len=16, peft="lora")
-    with pytest.raises(FitbenchError, match="LoRA"):
-        BACKEND.open(lora, TUNED_CPU)
+def test_qlora_is_one_clear_error_in_both_languages():
+    qlora = Workload(name="x", arch=TINY_LLAMA, mode="train", seq_len=16, peft="qlora")
+    with pytest.raises(FitbenchError, match="QLoRA") as info:
+        BACKEND.open(qlora, TUNED_CPU)
+    message_zh, hint_zh = info.value.text("zh")
+    assert "QLoRA" in message_zh and "不实测" in message_zh and "--peft lora" in hint_zh
+
+
+# -- LoRA in the tuned mode ------------------------------------------------------------------------
+def _lora(name: str, **overrides):
+    base = {"mode": "train", "seq_len": 32, "batch_size": 2, "precision": "fp32", "peft": "lora"}
+    return get_workload(name, tiny=True, **{**base, **overrides})
+
+
+def _no_dropout(model) -> None:
+    """Dropout off (LoRA's 0.05, BERT's 0.1): two sessions draw different masks, not different math."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+
+
+@pytest.mark.parametrize("name", ["llm-6b", "bert-base-imdb"])
+def test_tuned_lora_step_computes_the_default_paths_loss_and_trains_only_the_adapters(name):
+    workload = _lora(name)
+    default = BACKEND.open(workload, RunOptions(device="cpu", exec_mode="default"))
+    tuned = BACKEND.open(workload, TUNED_CPU)
+    # The same model: base weights and the adapters' initialisation (one seed, one build order).
+    named_default = dict(default.model.named_parameters())
+    named_tuned = dict(tuned.model.named_parameters())
+    assert named_default.keys() == named_tuned.keys()
+    assert all(torch.equal(named_default[n], p) for n, p in named_tuned.items())
+    _no_dropout(default.model)
+    _no_dropout(tuned.model)
+    batch = {k: v.clone() for k, v in tuned.static.items()}
+    ids = batch["input_ids"]
+    default_batch = {**batch, "attention_mask": torch.ones_like(ids)}
+    with torch.no_grad():
+        fp32 = default._loss(default_batch)  # the default path as it runs here: FP32
+        with torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=False):
+            bf16 = default._loss(default_batch)  # the default path under tuned's autocast
+    frozen = {n: p.detach().clone() for n, p in tuned.model.named_parameters() if not p.requires_grad}
+    adapters = {n: p.detach().clone() for n, p in tuned.model.named_parameters() if p.requires_grad}
+    loss = tuned._body()  # the tuned step (forward, loss, backward, fused AdamW): its loss
+    # Same math in the same precision: the loss agrees to float rounding (the default path's
+    # loss is transformers' own, the tuned one F.cross_entropy over upcast logits).
+    assert loss.item() == pytest.approx(bf16.item(), rel=1e-4)
+    # Against the FP32 default: bf16 autocast's rounding, within 0.1 % on these tiny models.
+    assert loss.item() == pytest.approx(fp32.item(), rel=1e-3)
+    tuned._before_capture()
+    tuned._body()  # a second step: B starts at zero, so A's gradient is zero until B has moved
+    after = dict(tuned.model.named_parameters())
+    assert frozen and all(torch.equal(after[n], p) for n, p in frozen.items())
+    assert all(after[n].grad is None for n in frozen)
+    changed = {n for n, p in adapters.items() if not torch.equal(after[n].detach(), p)}
+    assert any(".lora_A." in n for n in changed) and any(".lora_B." in n for n in changed)
+    # The fused optimizer holds the trainable parameters only.
+    held = [p for g in tuned.optimizer.param_groups for p in g["params"]]
+    assert len(held) == len(adapters) and all(p.requires_grad for p in held)
+    notes = tuned.notes
+    assert "fused" in notes["optimizer"] and notes["precision_in_effect"] == "amp-bf16"
+    assert notes["peft"]["trainable_params"] == sum(p.numel() for p in adapters.values())
+    assert notes["params"] == workload.param_count()  # the base model, as the default path counts it
+    assert "attention_mask" not in tuned.static
+
+
+def test_tuned_lora_with_checkpointing_trains_the_adapters():
+    workload = _lora("llm-6b", checkpointing=True)
+    session = BACKEND.open(workload, TUNED_CPU)
+    assert any(getattr(m, "gradient_checkpointing", False) for m in session.model.modules())
+    before = {n: p.detach().clone() for n, p in session.model.named_parameters() if p.requires_grad}
+    session.step()
+    session.step()
+    after = dict(session.model.named_parameters())
+    assert any(not torch.equal(after[n].detach(), p) for n, p in before.items() if ".lora_B." in n)

@@ -12,7 +12,13 @@ training and classification inference (ResNet, BERT-style encoders, decoders tra
     with a warning: the precision in effect is recorded honestly); pure fp16/bf16 stay;
   * channels-last memory format for ResNets; cudnn.benchmark; TF32 for what stays in FP32;
   * SDPA attention without a padding mask (flash kernels: synthetic data has no padding);
-  * fused optimizers (Adam/AdamW `fused=True, capturable=True`);
+  * fused optimizers (Adam/AdamW `fused=True, capturable=True`), over the trainable parameters
+    only;
+  * LoRA (`--peft lora`): the model the default path adapts (transformers' decoder with SDPA, or
+    transformers' BERT with SDPA for an encoder: peft needs a transformers model), wrapped by
+    peft exactly as the default path does (peft_support.apply_lora), then the same recipe: bf16
+    autocast, fused AdamW over the adapters (and an encoder's classifier), the whole step in one
+    CUDA graph. QLoRA is refused: bitsandbytes' 4-bit layers are not the tuned recipe's;
   * static input buffers, a warm-up on a side stream, then forward + backward + optimizer.step()
     captured in ONE CUDA graph (PyTorch's "whole-network capture" recipe) and replayed per step.
     If capture fails with dropout in the model, it is retried with dropout off; if it still
@@ -51,7 +57,7 @@ from fitbench.backends.base import RunOptions, Session
 from fitbench.backends.torch.backend import is_oom
 from fitbench.backends.torch.compact_encoder import CompactEncoder, build_compact_encoder
 from fitbench.backends.torch.data import batch_source, prompt_ids
-from fitbench.backends.torch.models import build_decoder, build_resnet, count_parameters
+from fitbench.backends.torch.models import build_decoder, build_encoder, build_resnet, count_parameters
 from fitbench.backends.torch.precision import PrecisionPlan, plan_precision, set_math_flags, tf32_flags
 from fitbench.backends.torch.session import (
     LEARNING_RATES,
@@ -176,7 +182,11 @@ def _build(workload: Workload, device: torch.device, dtype: torch.dtype) -> tupl
         notes["memory_format"] = "channels_last"
         return model, notes
     assert isinstance(arch, TransformerArch)
-    if arch.kind == "encoder":
+    if arch.kind == "encoder" and workload.peft:
+        # peft adapts transformers models by their module names: BERT itself, with SDPA
+        model, notes = build_encoder(arch, attention="sdpa", device=device, dtype=dtype)
+        notes["attention"] = "sdpa without a mask (flash kernel; attention dropout inside it)"
+    elif arch.kind == "encoder":
         model = build_compact_encoder(arch, device=device, dtype=dtype)
         notes: dict[str, Any] = {
             "model_source": "fitbench CompactEncoder (BERT layout, stacked q/k/v, random init)",
@@ -213,6 +223,14 @@ def _encoder_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Ten
     return F.cross_entropy(logits.float(), batch["labels"])
 
 
+def _hf_encoder_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    # transformers' BERT under peft (LoRA): keyword arguments, no mask (flash-eligible SDPA).
+    logits = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"]).logits
+    if logits.shape[-1] == 1:
+        return F.mse_loss(logits.squeeze(-1).float(), batch["labels"].float())
+    return F.cross_entropy(logits.float(), batch["labels"])
+
+
 def _causal_lm_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     ids = batch["input_ids"]
     logits = model(input_ids=ids, use_cache=False).logits
@@ -222,7 +240,9 @@ def _causal_lm_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.T
 def _loss_fn(workload: Workload) -> LossFn:
     if workload.is_resnet:
         return _resnet_loss(workload.checkpointing)
-    return _encoder_loss if workload.family == "encoder" else _causal_lm_loss
+    if workload.family == "encoder":
+        return _hf_encoder_loss if workload.peft else _encoder_loss
+    return _causal_lm_loss
 
 
 def _forward(workload: Workload, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -432,7 +452,12 @@ def open_step_session(workload: Workload, options: RunOptions, device: torch.dev
     math = fast_math(device)
     torch.manual_seed(options.seed)
     model, notes = _build(workload, device, plan.param_dtype)
-    params = count_parameters(model)
+    params = count_parameters(model)  # the base model, before any adapters
+    if workload.peft:
+        from fitbench.backends.torch.peft_support import apply_lora, lora_summary
+
+        model = apply_lora(model, workload)  # what the default path runs, adapters and all
+        notes["peft"] = lora_summary(model)
     warnings = [*choice.warnings, *notes.pop("warnings", [])]
     warn_param_mismatch(warnings, params, workload)
     if device.type != "cuda":
@@ -606,12 +631,14 @@ def open_generate_session(workload: Workload, options: RunOptions, device: torch
 # -- the exec mode ---------------------------------------------------------------------------------
 def open_tuned(workload: Workload, options: RunOptions) -> Session:
     """Session factory of `--exec tuned` (registered below)."""
-    if workload.peft:
+    if workload.peft == "qlora":
         raise FitbenchError(
-            "--exec tuned does not measure LoRA/QLoRA fine-tuning",
-            "use --exec default",
-            message_zh="--exec tuned 不实测 LoRA/QLoRA 微调",
-            hint_zh="请使用 --exec default",
+            "--exec tuned does not measure QLoRA: bitsandbytes' 4-bit layers dequantize outside "
+            "the tuned step (no bf16 autocast recipe, no CUDA graph)",
+            "use --exec default for QLoRA, or --peft lora with --exec tuned",
+            message_zh="--exec tuned 不实测 QLoRA:bitsandbytes 的 4 位层在调优步骤之外反量化"
+            "(没有 bf16 autocast 方案,也没有 CUDA 图)",
+            hint_zh="QLoRA 请使用 --exec default,或在 --exec tuned 下使用 --peft lora",
         )
     device = open_device(options.device)
     if workload.is_generation:
