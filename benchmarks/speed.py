@@ -6,6 +6,14 @@ child process per measurement, as `fitbench run` does):
     resnet50-cifar10   ResNet-50 training, CIFAR-10 shapes, batch 128        (images/s)
     bert-base-imdb     BERT-base fine-tuning, seq 512, batch 16, AMP         (step time)
     llm-6b             6.7B Llama-style decoder, FP16, batch 1, 50 + 100     (decode tokens/s)
+    llama-1b-train     Llama-3.2-1B full fine-tune, seq 2048, batch 8,       (step time, MFU)
+                       amp-bf16, AdamW
+    llama-1b-lora      the same with LoRA rank 16 on attention and MLP       (step time, MFU)
+
+Training rows carry MFU (model FLOPs utilization: the step's model FLOPs, without recomputation,
+over the step time and the card's dense peak at the precision in effect; fitbench.estimate.
+model_flops), measured and estimated. The two Llama-3.2-1B rows are the bundled model's config
+(`fitbench models`); with --tiny they run the tiny Llama preset with the same settings at seq 64.
 
 Each scenario runs with `--exec default` and `--exec tuned`, next to the estimator's tuned
 prediction and the roofline (the step's FLOPs at the dense peak or its bytes at the datasheet
@@ -15,6 +23,7 @@ versions, machine) goes to benchmarks/results/speed-<gpu>-<date>.json.
 
     python benchmarks/speed.py                      # the local GPU, about 3 minutes
     python benchmarks/speed.py --only llm-6b        # one scenario
+    python benchmarks/speed.py --only llama-1b-train --only llama-1b-lora   # decoder training
     python benchmarks/speed.py --cpu --tiny         # tiny models on the CPU: checks the script
 """
 
@@ -42,6 +51,7 @@ from fitbench.measure.runner import measure
 from fitbench.records.measurement import Measurement
 from fitbench.records.run import EstimateSummary
 from fitbench.results.table import render_table
+from fitbench.workloads import library
 from fitbench.workloads.presets import get_workload
 from fitbench.workloads.workload import Workload
 
@@ -53,7 +63,7 @@ TIMEOUT_S = 300.0
 class Target:
     """A goal for the tuned run on a real GPU: `metric` compared with `value`."""
 
-    metric: str  # samples_per_second | step_seconds | decode_tokens_per_second
+    metric: str  # samples_per_second | step_seconds | decode_tokens_per_second | mfu (the diagnosis's)
     at_least: bool  # True: measured >= value; False: measured <= value
     value: float
     text: str
@@ -61,9 +71,35 @@ class Target:
 
 @dataclass(frozen=True, kw_only=True)
 class Scenario:
+    """A preset by `name` with `overrides`, or a bundled model (`model`, `fitbench models`) with
+    them; a bundled model's tiny variant is the tiny preset `tiny_preset` with the same overrides
+    and `tiny_overrides` on top (bundled models have no tiny variant of their own)."""
+
     name: str
     overrides: dict[str, Any] = field(default_factory=dict)
     target: Target | None = None
+    model: str | None = None
+    tiny_preset: str = "llm-6b"
+    tiny_overrides: dict[str, Any] = field(default_factory=dict)
+
+    def workload(self, *, tiny: bool) -> Workload:
+        if self.model is None:
+            return get_workload(self.name, tiny=tiny, **self.overrides)
+        if tiny:
+            asked = {**self.overrides, **self.tiny_overrides}
+            return get_workload(self.tiny_preset, tiny=True).with_overrides(**asked)
+        return library.workload_for_model(self.model, **self.overrides)
+
+
+# A 1B-class decoder trained at seq 2048: batch 8 takes ~80 GiB of the H200's 140 (estimate).
+LLAMA_1B_TRAIN = {
+    "mode": "train",
+    "seq_len": 2048,
+    "batch_size": 8,
+    "precision": "amp-bf16",
+    "optimizer": "adamw",
+}
+TINY_TRAIN = {"seq_len": 64, "batch_size": 2}
 
 
 SCENARIOS = (
@@ -79,6 +115,19 @@ SCENARIOS = (
     Scenario(
         name="llm-6b",
         target=Target(metric="decode_tokens_per_second", at_least=True, value=250, text=">= 250 tokens/s"),
+    ),
+    Scenario(
+        name="llama-1b-train",
+        model="llama-3.2-1b-instruct",
+        overrides=LLAMA_1B_TRAIN,
+        tiny_overrides=TINY_TRAIN,
+        target=Target(metric="mfu", at_least=True, value=0.45, text=">= 45 % MFU"),
+    ),
+    Scenario(
+        name="llama-1b-lora",
+        model="llama-3.2-1b-instruct",
+        overrides={**LLAMA_1B_TRAIN, "peft": "lora", "lora_rank": 16, "lora_targets": "attention-mlp"},
+        tiny_overrides=TINY_TRAIN,
     ),
 )
 
@@ -133,7 +182,7 @@ def roofline(workload: Workload, est: dict[str, Any] | None, gpu: GpuSpec | None
 def run_scenario(
     scenario: Scenario, *, tiny: bool, device: str, gpu: GpuSpec | None, min_seconds: float | None
 ) -> dict[str, Any]:
-    workload = get_workload(scenario.name, tiny=tiny, **scenario.overrides)
+    workload = scenario.workload(tiny=tiny)
     out: dict[str, Any] = {
         "scenario": scenario.name,
         "tiny": tiny,
@@ -168,6 +217,8 @@ def run_scenario(
             "estimate_headline": headline_from_estimate(est, workload),
             "roofline": roof,
             "roofline_unit": roof_unit,
+            "mfu": diag.get("mfu"),
+            "estimate_mfu": est.get("mfu") if est is not None else None,
             "measurement": m,
             "estimate": est,
             "diagnosis": diag,
@@ -178,7 +229,7 @@ def run_scenario(
     out["speedup"] = speedup(default, tuned, workload)
     target = scenario.target
     if target is not None:
-        value = tuned.get(target.metric) if tuned.get("status") == "ok" else None
+        value = target_value(target, out["runs"]["tuned"])
         judged = not tiny and device.startswith("cuda")
         met = None
         if judged and value is not None:
@@ -191,6 +242,15 @@ def run_scenario(
             "judged": judged,
         }
     return out
+
+
+def target_value(target: Target, run: dict[str, Any]) -> float | None:
+    """The tuned run's figure a target judges: a measurement's, or the diagnosis's MFU."""
+    if run["status"] != "ok":
+        return None
+    if target.metric == "mfu":
+        return run["mfu"]
+    return run["measurement"].get(target.metric)
 
 
 def headline_from_estimate(est: dict[str, Any] | None, workload: Workload) -> float | None:
@@ -241,6 +301,8 @@ def table(results: list[dict[str, Any]]) -> str:
                     _fmt(run["estimate_headline"], run["headline_unit"]),
                     _fmt(run["roofline"], run["roofline_unit"] or run["headline_unit"]),
                     of_roof,
+                    _share(run.get("mfu")),
+                    _share(run.get("estimate_mfu")),
                     diag.get("bottleneck") or "",
                 ]
             )
@@ -252,9 +314,25 @@ def table(results: list[dict[str, Any]]) -> str:
             verdict = {True: "met", False: "NOT met", None: "not measured"}[target["met"]]
             extra.append(f"target {target['goal']}: {verdict}")
         if extra:
-            rows.append(["", "", "", "; ".join(extra), "", "", "", ""])
-    head = ["scenario", "exec", "precision", "measured", "estimate", "roofline", "of roofline", "bottleneck"]
-    return render_table(head, rows, align="lllrrrrl")
+            rows.append(["", "", "", "; ".join(extra), "", "", "", "", "", ""])
+    head = [
+        "scenario",
+        "exec",
+        "precision",
+        "measured",
+        "estimate",
+        "roofline",
+        "of roofline",
+        "MFU",
+        "est. MFU",
+        "bottleneck",
+    ]
+    return render_table(head, rows, align="lllrrrrrrl")
+
+
+def _share(value: float | None) -> str:
+    """MFU as a percentage; '-' where there is none (not training, a CPU run, no estimate)."""
+    return "-" if value is None else f"{value:.1%}"
 
 
 def environment(results: list[dict[str, Any]]) -> dict[str, Any]:
