@@ -26,6 +26,7 @@ from fitbench.estimate.api import estimate
 from fitbench.estimate.verdict import FITS, OOM, VERDICT_ORDER
 from fitbench.records.measurement import Measurement
 from fitbench.records.run import EstimateSummary, WorkloadView
+from fitbench.workloads import library
 from fitbench.workloads.presets import get_workload
 
 # ----------------------------------------------------------------------------- ranking
@@ -344,6 +345,22 @@ def test_one_concrete_suggestion_per_bottleneck():
     compute = bottleneck_advice(estimate(get_workload("bert-base-imdb"), get_gpu("rtx-3060-12gb")))
     assert (compute.bottleneck, compute.suggestion) == ("compute", "amp")
     assert "amp-bf16" in bottleneck_line(compute, "en") and "混合精度" in bottleneck_line(compute, "zh")
+
+
+def test_a_host_bound_lora_step_is_offered_the_tuned_mode_and_qlora_is_not():
+    def advice(peft):
+        w = library.workload_for_model(
+            "llama-3.2-1b-instruct", mode="train", seq_len=256, batch_size=1, precision="amp-bf16", peft=peft
+        )
+        est = estimate(w, get_gpu("h200"))
+        assert est.bottleneck == "overhead"
+        return bottleneck_advice(est)
+
+    lora = advice("lora")
+    assert lora.suggestion == "tuned" and lora.alternative.exec_mode == "tuned"
+    qlora = advice("qlora")  # --exec tuned refuses QLoRA: a larger batch instead
+    assert qlora.suggestion != "tuned"
+    assert qlora.alternative is None or qlora.alternative.exec_mode == "default"
 
 
 @pytest.mark.parametrize("name", ["bert-base-imdb", "llm-6b"])

@@ -439,7 +439,8 @@ def _targeted_changes(est: Estimate) -> list[tuple[str, dict[str, Any], str, dic
     w, gpu, mode = est.workload, est.gpu, est.exec_mode
     out: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = []
     if est.bottleneck == "overhead":
-        if mode == ExecMode.DEFAULT:
+        # the tuned mode runs LoRA but not QLoRA (backends/torch/tuned.py): not a change to offer
+        if mode == ExecMode.DEFAULT and w.peft != "qlora":
             out.append(("tuned", {}, "tuned", {"exec_mode": "tuned"}))
         bigger = min(est.max_batch_size, w.batch_size * 4)
         if bigger > w.batch_size:
