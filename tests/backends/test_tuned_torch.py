@@ -293,15 +293,25 @@ def _loss_and_grads(session, forward) -> tuple[torch.Tensor, list[torch.Tensor]]
     return loss.detach(), [p.grad.detach().clone() for p in session.model.parameters()]
 
 
+COMPILED_TRAINING = {
+    "resnet50-cifar10": {},
+    "bert-base-imdb": {},
+    "llm-6b": {"mode": "train", "seq_len": 64, "batch_size": 2, "precision": "amp-bf16"},  # an LM, trained
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["resnet50-cifar10", "bert-base-imdb"])
+@pytest.mark.parametrize("name", list(COMPILED_TRAINING))
 def test_the_compiled_step_computes_the_eager_steps_loss_and_gradients(name):
     """The compiled forward (dynamo's trace and AOT autograd's backward, as inductor gets them on a
     GPU; run by "aot_eager" here, since inductor's C++ code generation takes minutes on this CPU)
-    gives the uncompiled step's loss and every gradient, on the same weights and batch, within
-    rtol 1e-4 / atol 1e-5 (the same aten ops under bf16 autocast; decompositions may reorder sums)."""
+    gives the uncompiled step's loss and every gradient, on the same weights and batch: the loss
+    within rtol 1e-4 / atol 1e-5, each gradient within 2^-6 of its largest element (two bf16
+    roundings: under bf16 autocast AOT autograd's decompositions round at other points; the
+    Llama's gradients differ by up to 0.7 % of their scale, ResNet's and BERT's not at all)."""
     torch._dynamo.reset()
-    workload = get_workload(name, tiny=True)
+    workload = get_workload(name, tiny=True, **COMPILED_TRAINING[name])
+    assert workload.is_training
     session = open_step_session(workload, TUNED_CPU, CPU, compile_backend="aot_eager")
     notes = session.notes
     assert notes["compiled_step"] is True and session.compiled
@@ -314,7 +324,7 @@ def test_the_compiled_step_computes_the_eager_steps_loss_and_gradients(name):
     torch.testing.assert_close(compiled_loss, eager_loss, rtol=1e-4, atol=1e-5)
     assert len(compiled_grads) == len(eager_grads) == len(list(session.model.parameters()))
     for got, want in zip(compiled_grads, eager_grads, strict=True):
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+        assert (got - want).abs().max() <= 2**-6 * want.abs().max()
     assert any(g.abs().sum() > 0 for g in eager_grads)
     # and the step itself (forward, backward, fused optimizer) still moves the weights
     before = [p.detach().clone() for p in session.model.parameters()]
