@@ -17,12 +17,13 @@ as `fitbench run` does):
 For each: step time, samples/s (and tokens/s for transformers), peak memory, load and compile
 seconds, the speed-up of the compiled step, and the share of the dense bf16 peak that the
 estimator's FLOPs of the step reach (MFU). Every number, with the full measurements, goes to one
-JSON file: benchmarks/results/compiled-step-<gpu>-<date>.json. With --profile each variant is
-also opened in this process and profiled (benchmarks/tuned_profile.py's kernel classes: the
-profile behind each gain; about 3-4 more minutes on an H200, the compiles repeated).
+JSON file, benchmarks/results/compiled-step-<gpu>-<date>.json (rewritten after each scenario, so
+a run stopped midway keeps what it measured). With --profile each variant is also opened in this
+process and profiled (benchmarks/tuned_profile.py's kernel classes: the profile behind each gain;
+about 3-5 more minutes on an H200, the compiles repeated); --profile-only does that alone.
 
     PYTHONPATH=src python benchmarks/compiled_step.py                       # ~5-7 min on an H200
-    PYTHONPATH=src python benchmarks/compiled_step.py --profile             # + kernel classes
+    PYTHONPATH=src python benchmarks/compiled_step.py --profile-only        # kernel classes, ~3-5 min
     PYTHONPATH=src python benchmarks/compiled_step.py --only bert-base-imdb --autotune
     PYTHONPATH=src python benchmarks/compiled_step.py --cpu --tiny --out /tmp/cs   # smoke test
 
@@ -365,6 +366,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="also profile each variant's kernels in-process"
     )
+    parser.add_argument(
+        "--profile-only",
+        action="store_true",
+        help="profile without the runner's measurements (a second invocation that fits a time limit)",
+    )
     parser.add_argument("--profile-steps", type=int, default=20, help="timed replays before each profile")
     parser.add_argument(
         "--min-seconds",
@@ -381,32 +387,94 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: {note}", file=sys.stderr)
     chosen = [s for s in SCENARIOS if not args.only or s.name in args.only]
     variants = [UNCOMPILED, COMPILED, *([AUTOTUNED] if args.autotune else [])]
+    gpu_slug = "cpu" if device == "cpu" else (gpu.id if gpu is not None else speed.slug(device))
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = output_path(args.out, gpu_slug)
     started = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
+    results: list[dict[str, Any]] = []
+    settings = {
+        "tiny": args.tiny,
+        "min_seconds": args.min_seconds,
+        "timeout_s": TIMEOUT_S,
+        "variants": [v.name for v in variants],
+        "profile": args.profile or args.profile_only,
+        "measured": not args.profile_only,
+        "mfu": "estimator's flops_per_step (fitbench.estimate, tuned) / step_seconds / the card's dense "
+        "peak of the precision that ran",
+    }
+
+    def save() -> None:
+        """The record so far (rewritten after each scenario: a run stopped midway keeps its rows)."""
+        record = {
+            "benchmark": "compiled_step",
+            "fitbench_version": fitbench.__version__,
+            "command": " ".join(
+                ["python", "benchmarks/compiled_step.py", *(sys.argv[1:] if argv is None else argv)]
+            ),
+            "started_utc": started.isoformat(timespec="seconds"),
+            "finished_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "elapsed_seconds": round(time.perf_counter() - t0, 1),
+            "machine": {
+                "hostname": socket.gethostname(),
+                "platform": platform.platform(),
+                "python": platform.python_version(),
+                "device": device,
+                "device_name": _device_name(results),
+            },
+            "versions": speed.environment(results),
+            "gpu": {"id": gpu.id, "name": gpu.name, "peak_flops": dict(gpu.peak_flops)}
+            if gpu is not None
+            else None,
+            "settings": settings,
+            "scenarios": results,
+        }
+        path.write_text(json.dumps(record, indent=1, default=str) + "\n")
+
     counter, total = [0], len(chosen) * len(variants)
-    results = [
-        run_scenario(
-            s,
-            variants,
-            tiny=args.tiny,
-            device=device,
-            gpu=gpu,
-            min_seconds=args.min_seconds,
-            counter=counter,
-            total=total,
-        )
-        for s in chosen
-    ]
-    measured_s = time.perf_counter() - t0
-    print(table(results))
-    if args.profile:
+    for s in chosen:
+        if args.profile_only:
+            workload = s.build(args.tiny)
+            results.append(
+                {
+                    "scenario": s.name,
+                    "text": s.text,
+                    "tiny": args.tiny,
+                    "workload": workload.to_dict(),
+                    "runs": {},
+                }
+            )
+        else:
+            results.append(
+                run_scenario(
+                    s,
+                    variants,
+                    tiny=args.tiny,
+                    device=device,
+                    gpu=gpu,
+                    min_seconds=args.min_seconds,
+                    counter=counter,
+                    total=total,
+                )
+            )
+        save()
+    if not args.profile_only:
+        print(table(results))
+        print(f"measurements: {(time.perf_counter() - t0) / 60:.1f} min", file=sys.stderr)
+    if args.profile or args.profile_only:
         for s, r in zip(chosen, results, strict=True):
             r["profile"] = profile_scenario(
                 s, variants, tiny=args.tiny, device=device, steps=args.profile_steps
             )
             print(profile_table(s.name, r["profile"]))
+            save()
+    save()
+    print(f"wrote {path} ({(time.perf_counter() - t0) / 60:.1f} min)")
+    return 0 if all(run["status"] == "ok" for r in results for run in r["runs"].values()) else 1
 
-    device_name = next(
+
+def _device_name(results: list[dict[str, Any]]) -> str | None:
+    return next(
         (
             run["measurement"].get("device_name")
             for r in results
@@ -415,45 +483,6 @@ def main(argv: list[str] | None = None) -> int:
         ),
         None,
     )
-    gpu_slug = (
-        "cpu" if device == "cpu" else (gpu.id if gpu is not None else speed.slug(device_name or device))
-    )
-    record = {
-        "benchmark": "compiled_step",
-        "fitbench_version": fitbench.__version__,
-        "command": " ".join(
-            ["python", "benchmarks/compiled_step.py", *(sys.argv[1:] if argv is None else argv)]
-        ),
-        "started_utc": started.isoformat(timespec="seconds"),
-        "finished_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "measured_seconds": round(measured_s, 1),
-        "machine": {
-            "hostname": socket.gethostname(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "device": device,
-            "device_name": device_name,
-        },
-        "versions": speed.environment(results),
-        "gpu": {"id": gpu.id, "name": gpu.name, "peak_flops": dict(gpu.peak_flops)}
-        if gpu is not None
-        else None,
-        "settings": {
-            "tiny": args.tiny,
-            "min_seconds": args.min_seconds,
-            "timeout_s": TIMEOUT_S,
-            "variants": [v.name for v in variants],
-            "profile": args.profile,
-            "mfu": "estimator's flops_per_step (fitbench.estimate, tuned) / step_seconds / the card's dense "
-            "peak of the precision that ran",
-        },
-        "scenarios": results,
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = output_path(args.out, gpu_slug)
-    path.write_text(json.dumps(record, indent=1, default=str) + "\n")
-    print(f"wrote {path} (measurements {measured_s / 60:.1f} min)")
-    return 0 if all(run["status"] == "ok" for r in results for run in r["runs"].values()) else 1
 
 
 if __name__ == "__main__":

@@ -42,3 +42,19 @@ def test_compiled_step_measures_both_variants_and_writes_one_json(tmp_path: Path
     assert all(p["kernel_seconds"] > 0 and p["by_class"] for p in profile.values())
     out = capsys.readouterr().out
     assert "compiled (fell back)" in out and "kernel time / launches a step" in out
+
+
+@pytest.mark.slow
+def test_profile_only_profiles_both_variants_without_measuring(tmp_path: Path) -> None:
+    argv = ["--cpu", "--tiny", "--only", "resnet50-cifar10", "--profile-only", "--profile-steps", "2"]
+    assert compiled_step.main([*argv, "--out", str(tmp_path)]) == 0
+    (written,) = tmp_path.glob("compiled-step-cpu-*.json")
+    record = json.loads(written.read_text())
+    assert record["settings"]["measured"] is False
+    (scenario,) = record["scenarios"]
+    assert scenario["runs"] == {}
+    assert {name: p["compiled_step"] for name, p in scenario["profile"].items()} == {
+        "uncompiled": False,
+        "compiled": False,  # on a CPU --compile falls back
+    }
+    assert all(p["launches"] > 0 and p["step_seconds"] > 0 for p in scenario["profile"].values())
