@@ -99,17 +99,27 @@ def _estimate(workload: Any, gpu_id: str | None) -> dict[str, Any] | None:
 
 def profile_step(spec: str, *, device: str, tiny: bool, steps: int, gpu_id: str | None) -> dict[str, Any]:
     """One tuned training workload: step time, kernel classes a step, the estimate beside it."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from fitbench.backends import get_backend
     from fitbench.backends.base import RunOptions
     from fitbench.workloads.presets import get_workload
 
     name, _, precision = spec.partition(":")
     workload = get_workload(name, tiny=tiny, precision=precision or None)
+    options = RunOptions(device=device, exec_mode="tuned")
+    return profile_workload(workload, options, label=spec, steps=steps, gpu_id=gpu_id)
+
+
+def profile_workload(
+    workload: Any, options: Any, *, label: str, steps: int, gpu_id: str | None
+) -> dict[str, Any]:
+    """profile_step for any workload and RunOptions (benchmarks/compiled_step.py: --compile)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from fitbench.backends import get_backend
+
+    device = options.device
     backend = get_backend("torch")
     backend.device_info(device)
-    session = backend.open(workload, RunOptions(device=device, exec_mode="tuned"))
+    session = backend.open(workload, options)
     try:
         for _ in range(5):
             session.step()
@@ -148,6 +158,10 @@ def profile_step(spec: str, *, device: str, tiny: bool, steps: int, gpu_id: str 
             kernels = kernels_of(session._eager_step)
             profiled_what = "eager steps of the captured body (the profiler saw no kernels in the graph)"
         notes = session.notes
+        # The graph's output after every replay above (the loss when training): a sanity figure
+        # for two variants of one step (compiled or not) started from the same seed and batch.
+        out = getattr(session, "static_out", None)
+        last_output = float(out.float().mean()) if out is not None else None
     finally:
         session.close()
     by_class: dict[str, dict[str, float]] = {}
@@ -160,16 +174,24 @@ def profile_step(spec: str, *, device: str, tiny: bool, steps: int, gpu_id: str 
     for kname, us in kernels:
         top[kname[:140]] = top.get(kname[:140], 0.0) + us * 1e-6 / profiled
     kernel_seconds = sum(c["seconds"] for c in by_class.values())
+    # Kernels torch.compile generated (inductor names its Triton kernels triton_*), across classes.
+    generated = [us for kname, us in kernels if kname.startswith("triton_")]
     return {
-        "workload": spec,
+        "workload": label,
         "batch_size": workload.batch_size,
         "precision_in_effect": notes.get("precision_in_effect"),
         "cuda_graph": notes.get("cuda_graph"),
+        "compiled_step": notes.get("compiled_step"),
         "profiled": profiled_what,
         "step_seconds": step_seconds,
         "kernel_seconds": kernel_seconds,
         "gap_seconds": step_seconds - kernel_seconds,
         "launches": len(kernels) / profiled,
+        "generated_kernels": {
+            "seconds": sum(generated) * 1e-6 / profiled,
+            "launches": len(generated) / profiled,
+        },
+        "last_output_mean": last_output,
         "median_kernel_us": statistics.median(durations) if durations else None,
         "by_class": dict(sorted(by_class.items(), key=lambda kv: -kv[1]["seconds"])),
         "duration_histogram_per_step": {k: v / profiled for k, v in histogram(durations).items()},

@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from fitbench.advise.i18n import measurement_text  # noqa: E402
 from fitbench.backends import get_backend  # noqa: E402
 from fitbench.backends.base import RunOptions  # noqa: E402
 from fitbench.backends.torch.models import count_parameters  # noqa: E402
@@ -24,9 +25,11 @@ from fitbench.backends.torch.static_decoder import (  # noqa: E402
     rotary_tables,
 )
 from fitbench.backends.torch.tuned import (  # noqa: E402
+    COMPILE_UNAVAILABLE,
     CPU_NO_GRAPHS,
     choose_precision,
     generation_precision,
+    open_step_session,
 )
 from fitbench.errors import FitbenchError  # noqa: E402
 from fitbench.measure.runner import measure  # noqa: E402
@@ -268,6 +271,146 @@ def test_tuned_generation_session_produces_the_reference_tokens():
     assert session.notes["decode_includes_prefill"] is False
     assert session.notes["decode_steps_per_call"] == 5
     assert session.notes["params"] == workload.param_count()
+
+
+# -- the compiled step (--compile) --------------------------------------------------------------------
+CPU = torch.device("cpu")
+
+
+def _dropout_off(model: torch.nn.Module) -> None:
+    """The compact encoder keeps its dropout probability as a float on each module."""
+    for module in model.modules():
+        if isinstance(getattr(module, "dropout", None), float):
+            module.dropout = 0.0
+        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+            module.p = 0.0
+
+
+def _loss_and_grads(session, forward) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    session.optimizer.zero_grad(set_to_none=True)
+    loss = forward()
+    loss.backward()
+    return loss.detach(), [p.grad.detach().clone() for p in session.model.parameters()]
+
+
+COMPILED_TRAINING = {
+    "resnet50-cifar10": {},
+    "bert-base-imdb": {},
+    "llm-6b": {"mode": "train", "seq_len": 64, "batch_size": 2, "precision": "amp-bf16"},  # an LM, trained
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(COMPILED_TRAINING))
+def test_the_compiled_step_computes_the_eager_steps_loss_and_gradients(name):
+    """The compiled forward (dynamo's trace and AOT autograd's backward, as inductor gets them on a
+    GPU; run by "aot_eager" here, since inductor's C++ code generation takes minutes on this CPU)
+    gives the uncompiled step's loss and every gradient, on the same weights and batch: the loss
+    within rtol 1e-4 / atol 1e-5, each gradient within 2^-6 of its largest element (two bf16
+    roundings: under bf16 autocast AOT autograd's decompositions round at other points; the
+    Llama's gradients differ by up to 0.7 % of their scale, ResNet's and BERT's not at all)."""
+    torch._dynamo.reset()
+    workload = get_workload(name, tiny=True, **COMPILED_TRAINING[name])
+    assert workload.is_training
+    session = open_step_session(workload, TUNED_CPU, CPU, compile_backend="aot_eager")
+    notes = session.notes
+    assert notes["compiled_step"] is True and session.compiled
+    assert notes["compile_seconds"] > 0 and notes["compile_mode"] == "default"
+    assert session._forward_fn is not session._eager_forward
+    _dropout_off(session.model)  # random masks would differ; a changed probability recompiles
+    compiled_loss, compiled_grads = _loss_and_grads(session, session._forward_fn)
+    eager_loss, eager_grads = _loss_and_grads(session, session._eager_forward)
+    assert torch.isfinite(eager_loss) and eager_loss > 0
+    torch.testing.assert_close(compiled_loss, eager_loss, rtol=1e-4, atol=1e-5)
+    assert len(compiled_grads) == len(eager_grads) == len(list(session.model.parameters()))
+    for got, want in zip(compiled_grads, eager_grads, strict=True):
+        assert (got - want).abs().max() <= 2**-6 * want.abs().max()
+    assert any(g.abs().sum() > 0 for g in eager_grads)
+    # and the step itself (forward, backward, fused optimizer) still moves the weights
+    before = [p.detach().clone() for p in session.model.parameters()]
+    session.step()
+    assert any(
+        not torch.equal(b, a.detach()) for b, a in zip(before, session.model.parameters(), strict=True)
+    )
+
+
+@pytest.mark.slow
+def test_a_compiled_inference_step_returns_the_eager_logits():
+    torch._dynamo.reset()
+    workload = get_workload("bert-base-imdb", tiny=True, mode="infer")
+    session = open_step_session(workload, TUNED_CPU, CPU, compile_backend="aot_eager")
+    assert session.notes["compiled_step"] is True
+    torch.testing.assert_close(session._forward_fn(), session._eager_forward(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_failed_compile_runs_the_uncompiled_step_and_says_why():
+    torch._dynamo.reset()
+
+    def no_code_generator(graph_module, example_inputs):
+        raise RuntimeError("no code generator here")
+
+    workload = get_workload("resnet50-cifar10", tiny=True)
+    session = open_step_session(workload, TUNED_CPU, CPU, compile_backend=no_code_generator)
+    notes = session.notes
+    assert notes["compiled_step"] is False and "compile_seconds" not in notes
+    (warning,) = [w for w in notes["warnings"] if w.startswith("torch.compile of the step failed")]
+    assert "no code generator here" in warning and warning.endswith("; the uncompiled step ran")
+    assert "未编译" in measurement_text(warning, "zh")  # a pattern of advise.i18n recognises it
+    assert session._forward_fn is session._eager_forward
+    assert all(p.grad is None for p in session.model.parameters())  # the failed step left none behind
+    before = [p.detach().clone() for p in session.model.parameters()]
+    session.step()
+    assert any(
+        not torch.equal(b, a.detach()) for b, a in zip(before, session.model.parameters(), strict=True)
+    )
+
+
+def test_a_compiled_step_that_cannot_be_captured_falls_back_to_the_uncompiled_graph():
+    """capture()'s order on a GPU, with capture itself stood in for (CUDA graphs need CUDA): the
+    compiled step first; when its capture fails, the uncompiled step is captured, and a warning says so."""
+    torch._dynamo.reset()
+    session = open_step_session(
+        get_workload("bert-base-imdb", tiny=True, mode="infer"), TUNED_CPU, CPU, compile_backend="aot_eager"
+    )
+    attempts: list[bool] = []
+
+    def capture_stand_in() -> str | None:
+        attempts.append(session.compiled)
+        if session.compiled:
+            return "RuntimeError: operation not permitted when stream is capturing"
+        session.graph = object()  # what a successful capture leaves
+        return None
+
+    session._try_capture = capture_stand_in
+    session.use_graph = True
+    session.notes["warnings"].clear()
+    session.capture()
+    notes = session.notes
+    assert attempts == [True, False]
+    assert notes["compiled_step"] is False and notes["cuda_graph"] is True and "compile_seconds" not in notes
+    assert session._forward_fn is session._eager_forward
+    (warning,) = notes["warnings"]
+    assert warning.startswith("CUDA graph capture of the compiled step failed (RuntimeError: operation")
+    assert warning.endswith("fell back to the uncompiled step")
+    assert "未编译" in measurement_text(warning, "zh")
+    session.graph = None
+
+
+def test_compile_on_a_cpu_warns_and_runs_uncompiled():
+    options = RunOptions(device="cpu", exec_mode="tuned", compile_step=True)
+    session = BACKEND.open(get_workload("resnet50-cifar10", tiny=True), options)
+    assert COMPILE_UNAVAILABLE in session.notes["warnings"]
+    assert session.notes["compiled_step"] is False
+    session.step()
+    # without the option: no warning, and the notes still say the step was not compiled
+    plain = BACKEND.open(get_workload("resnet50-cifar10", tiny=True), TUNED_CPU)
+    assert COMPILE_UNAVAILABLE not in plain.notes["warnings"] and plain.notes["compiled_step"] is False
+
+
+def test_an_unknown_compile_mode_is_one_clear_error():
+    options = RunOptions(device="cpu", exec_mode="tuned", compile_step=True, extra={"compile_mode": "fast"})
+    with pytest.raises(FitbenchError, match="unknown compile mode 'fast'"):
+        BACKEND.open(get_workload("resnet50-cifar10", tiny=True), options)
 
 
 # -- through the runner (fresh child processes, as `fitbench run --exec tuned` does) ------------------

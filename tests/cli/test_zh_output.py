@@ -201,7 +201,8 @@ def test_compare_and_both_reports_in_chinese_print_no_english(tmp_path: Path) ->
 @pytest.mark.slow
 @pytest.mark.torch
 def test_a_real_tuned_run_warns_in_chinese(tmp_path: Path) -> None:
-    """PyTorch on the CPU, tuned: the backend's own warnings (no CUDA graphs, the precision it chose)."""
+    """PyTorch on the CPU, tuned: the backend's own warnings (no CUDA graphs, the precision it chose,
+    --compile that needs a GPU)."""
     argv = (
         "run",
         "bert-base-imdb",
@@ -221,7 +222,9 @@ def test_a_real_tuned_run_warns_in_chinese(tmp_path: Path) -> None:
         "--warmup",
         "1",
         "--no-history",
+        "--compile",
     )
     out = cli(*argv, "--lang", "zh", home=tmp_path, timeout=300)
     assert "警告:CUDA Graph 需要 CUDA 设备" in out.stdout
+    assert "--compile 需要带 Triton 的 CUDA 设备" in out.stdout  # --compile reached the child
     assert _leaks(out) == []

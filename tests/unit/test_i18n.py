@@ -172,6 +172,7 @@ def test_each_measurement_warning_and_failure_is_recognised_and_said_in_chinese(
 @pytest.mark.torch
 def test_the_torch_backends_warnings_match_their_patterns():
     from fitbench.advise.i18n import measurement_text
-    from fitbench.backends.torch.tuned import CPU_NO_GRAPHS
+    from fitbench.backends.torch.tuned import COMPILE_UNAVAILABLE, CPU_NO_GRAPHS
 
     assert CJK.search(measurement_text(CPU_NO_GRAPHS, "zh"))
+    assert CJK.search(measurement_text(COMPILE_UNAVAILABLE, "zh"))

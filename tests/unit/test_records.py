@@ -251,6 +251,10 @@ def test_error_vs_estimate_of_a_training_step() -> None:
     errors = error_vs_estimate(_summary(), m, w)
     assert errors == pytest.approx({"peak_memory": 0.10, "step_seconds": -0.10, "tokens_per_second": 0.25})
     assert relative_error(1.0, 0) is None and not_comparable(_summary(), m, w) == []
+    # A compiled tuned step is not the step the estimate counts; an uncompiled one is.
+    compiled = m.with_values(backend_notes={"compiled_step": True, "compile_seconds": 41.0})
+    assert not_comparable(_summary(), compiled, w) == ["compiled"]
+    assert not_comparable(_summary(), m.with_values(backend_notes={"compiled_step": False}), w) == []
 
 
 def test_error_vs_estimate_of_generation_uses_one_decode_step() -> None:

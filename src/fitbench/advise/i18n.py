@@ -194,6 +194,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "allocator, autotuning) are timed",
         "zh": "没有预热步骤(--warmup 0):前几步的启动开销(首批内核、显存分配器、自动调优)被计入耗时",
     },
+    "run.reason.compiled": {
+        "en": "the step ran compiled (--compile), while the estimate counts the uncompiled step's kernels",
+        "zh": "步骤以编译方式运行(--compile),而估算按未编译步骤的内核计算",
+    },
     "run.reason.sep": {"en": "; ", "zh": ";"},
     "run.max_batch_not_comparable": {
         "en": "max batch not comparable with the estimate: {reasons}.",
@@ -847,6 +851,22 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "CUDA graph capture failed ({why}); decode steps ran eagerly",
         "zh": "CUDA Graph 捕获失败({why});解码步骤已按 eager 方式运行",
     },
+    "warn.compile_failed": {
+        "en": "torch.compile of the step failed ({why}); the uncompiled step ran",
+        "zh": "torch.compile 编译步骤失败({why});已运行未编译的步骤",
+    },
+    "warn.compile_capture_failed": {
+        "en": "CUDA graph capture of the compiled step failed ({why}); fell back to the uncompiled step",
+        "zh": "编译后步骤的 CUDA Graph 捕获失败({why});已回退到未编译的步骤",
+    },
+    "warn.compile_unavailable": {
+        "en": "--compile needs a CUDA device with Triton (torch.compile's inductor); the step ran uncompiled",
+        "zh": "--compile 需要带 Triton 的 CUDA 设备(torch.compile 的 inductor);已运行未编译的步骤",
+    },
+    "warn.compile_decode_failed": {
+        "en": "torch.compile of the decode step failed ({why}); the eager step was captured",
+        "zh": "torch.compile 编译解码步骤失败({why});已捕获 eager 步骤",
+    },
     "fail.timeout": {
         "en": "no result within {seconds} s (phase: {phase}); the child was stopped",
         "zh": "{seconds} 秒内没有结果(阶段:{phase});已停止子进程",
@@ -1104,6 +1124,13 @@ MEASUREMENT_PATTERNS: dict[str, re.Pattern[str]] = {
         "warn.fused_not_used": r"fused decode kernels not used \((?P<why>.*)\)",
         "warn.capture_failed": r"CUDA graph capture failed \((?P<why>.*)\); the tuned step ran eagerly",
         "warn.capture_failed_decode": r"CUDA graph capture failed \((?P<why>.*)\); decode steps ran eagerly",
+        "warn.compile_failed": r"torch\.compile of the step failed \((?P<why>.*)\); the uncompiled step ran",
+        "warn.compile_capture_failed": r"CUDA graph capture of the compiled step failed \((?P<why>.*)\); "
+        r"fell back to the uncompiled step",
+        "warn.compile_unavailable": r"--compile needs a CUDA device with Triton "
+        r"\(torch\.compile's inductor\); the step ran uncompiled",
+        "warn.compile_decode_failed": r"torch\.compile of the decode step failed \((?P<why>.*)\); the eager "
+        r"step was captured",
         "fail.timeout": r"no result within (?P<seconds>[\d.e+]+) s \(phase: (?P<phase>[^)]*)\); the child "
         r"was stopped",
         "fail.no_result_killed": r"the measuring process ended without a result \(killed by "

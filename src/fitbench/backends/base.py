@@ -25,6 +25,13 @@ class RunOptions:
     data        path to a local dataset (CIFAR-10 pickle folder/tar.gz, aclImdb/), None = synthetic
     memory_limit_bytes  cap the process's device memory (context included) to emulate a smaller
                 card on a bigger one: what fits under the cap fits on that card
+    compile_step  tuned training / classification steps: torch.compile (inductor) the forward and
+                loss before the CUDA graph is captured (CUDA with Triton; elsewhere, and on any
+                failure, the uncompiled step runs and a warning says so). Off by default: the
+                estimator does not model the kernels compilation fuses. Generation's decode step
+                is compiled (or fused) whatever this says.
+    extra       backend-specific settings (e.g. "tokenizer"; "compile_mode": torch.compile's mode
+                for compile_step, default "default")
     """
 
     device: str = "cpu"
@@ -32,6 +39,7 @@ class RunOptions:
     data: str | None = None
     memory_limit_bytes: int | None = None
     seed: int = 0
+    compile_step: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

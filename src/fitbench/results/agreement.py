@@ -149,6 +149,8 @@ def not_comparable(est: EstimatedFigures | None, m: Measurement, workload: Workl
     cpu        measured on the CPU, the estimate is for a GPU
     tiny       the tiny variant ran: a smoke test of the pipeline, not the real job
     first_run  no untimed warm-up steps: start-up (first kernels, the allocator, autotuning) is timed
+    compiled   the tuned step ran compiled (--compile): the estimate counts the uncompiled step's
+               kernels, so the error would measure the fusion too
     """
     if est is None or not m.completed:
         return []
@@ -159,6 +161,8 @@ def not_comparable(est: EstimatedFigures | None, m: Measurement, workload: Workl
         reasons.append("tiny")
     if m.warmup_steps == 0:
         reasons.append("first_run")
+    if (m.backend_notes or {}).get("compiled_step") is True and not workload.is_generation:
+        reasons.append("compiled")
     return reasons
 
 

@@ -25,6 +25,14 @@ training and classification inference (ResNet, BERT-style encoders, decoders tra
     fails, the step runs eagerly; either way a warning says so.
   * GPUs without native bf16 run amp-fp16 with a GradScaler and no graph (the scaler's
     inf check reads a value on the host, which a graph cannot contain).
+  * with RunOptions.compile_step (`--compile`), on CUDA with Triton: the forward and loss (and
+    so, through AOT autograd, the backward) compiled by torch.compile (inductor, a mode without
+    its own CUDA graphs: fitbench captures the step itself) before warm-up and capture; the
+    optimizer step stays the fused eager kernel. Fusing the small kernels around the GEMMs and
+    convolutions (LayerNorm, residual adds, bias gradients, autocast's casts, batch norm's
+    elementwise work) is what it buys. If compiling, or capturing the compiled step, fails,
+    the uncompiled step is captured as without the option, and a warning says why. Off by
+    default: the estimator counts the uncompiled step's kernels.
 
 generation (Llama-style decoders)
   * fitbench's own StaticDecoder (fused QKV and gate/up weights) with a preallocated KV cache;
@@ -72,7 +80,7 @@ from fitbench.backends.torch.session import (
     precision_notes,
     warn_param_mismatch,
 )
-from fitbench.backends.torch.static_decoder import StaticDecoder, StaticKVGenerator
+from fitbench.backends.torch.static_decoder import StaticDecoder, StaticKVGenerator, _summary
 from fitbench.core.names import Framework
 from fitbench.errors import FitbenchError
 from fitbench.estimate.execution import tuned_precision
@@ -84,6 +92,15 @@ CPU_NO_GRAPHS = "CUDA graphs need a CUDA device; ran eagerly"
 #: that stays on the device, so no step copies inputs (with --data each step refills it).
 RESIDENT_STATIC = "one batch resident on the device in static buffers (no copy per step)"
 GRAPH_WARMUP_STEPS = 3  # eager steps on the side stream before capture (PyTorch's recipe uses 3)
+#: torch.compile modes compile_step accepts (RunOptions.extra["compile_mode"]): none of them adds
+#: inductor's own CUDA graphs, which would nest inside the graph fitbench captures.
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+COMPILE_UNAVAILABLE = (
+    "--compile needs a CUDA device with Triton (torch.compile's inductor); the step ran uncompiled"
+)
+
+#: what torch.compile is given as its backend: "inductor", or a name / callable (tests: "aot_eager")
+CompileBackend = str | Callable[..., Any]
 
 
 # -- precision ------------------------------------------------------------------------------------
@@ -245,12 +262,6 @@ def _loss_fn(workload: Workload) -> LossFn:
     return _causal_lm_loss
 
 
-def _forward(workload: Workload, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    if workload.is_resnet:
-        return model(batch["pixel_values"])
-    return model(batch["input_ids"], batch["token_type_ids"])
-
-
 # -- training and classification inference -----------------------------------------------------
 class GraphedStepSession(TorchSession):
     """A step over static buffers, replayed from one CUDA graph when capture succeeds.
@@ -259,7 +270,14 @@ class GraphedStepSession(TorchSession):
     `_before_capture()` (e.g. clear gradients so the captured backward allocates them).
     """
 
-    def __init__(self, *, use_graph: bool, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        use_graph: bool,
+        compile_backend: CompileBackend | None = None,
+        compile_mode: str = "default",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         w, dev = self.workload, self.device
         data = batch_source(w, self.options, dev, self.plan.input_dtype)
@@ -294,17 +312,69 @@ class GraphedStepSession(TorchSession):
         self.graph: torch.cuda.CUDAGraph | None = None
         self.use_graph = use_graph
         self.static_out: torch.Tensor | None = None
+        self.compile_backend = compile_backend
+        self.compile_mode = compile_mode
+        self.compiled = False
+        self.compile_seconds: float | None = None
+        # The forward part of the step (what torch.compile covers); set by each subclass.
+        self._eager_forward: Callable[[], torch.Tensor] | None = None
+        self._forward_fn: Callable[[], torch.Tensor] | None = None
 
     # hooks
     @abstractmethod
     def _body(self) -> torch.Tensor:
         """The step's work (forward, and backward and update when training): what is captured."""
 
+    @abstractmethod
+    def _make_forward(self) -> Callable[[], torch.Tensor]:
+        """The forward part of the step as a closure over the model and the static buffers (not
+        a bound method: torch.compile then guards on a few tensors, not on the session)."""
+
+    def _use_forward(self) -> None:
+        """Called at the end of each subclass's __init__: the eager forward is the step's first."""
+        self._eager_forward = self._forward_fn = self._make_forward()
+
+    def _forward(self) -> torch.Tensor:
+        assert self._forward_fn is not None, "subclasses call _use_forward() in __init__"
+        return self._forward_fn()
+
     def _before_capture(self) -> None:
         """Called before warm-up steps and before capture."""
 
     def _after_failed_capture(self) -> None:
         """Undo what a failed capture left behind (e.g. gradients in the graph's pool)."""
+
+    # compile
+    def _compile(self) -> str | None:
+        """Route the forward through torch.compile and compile it by running one real step (the
+        backward compiles at its first call too); None when that worked, else why not (the
+        eager forward stays). An OOM is raised: it is a verdict."""
+        started = time.perf_counter()
+        assert self._eager_forward is not None and self.compile_backend is not None
+        mode = {"mode": self.compile_mode} if self.compile_backend == "inductor" else {}
+        try:
+            self._forward_fn = torch.compile(
+                self._eager_forward, backend=self.compile_backend, dynamic=False, **mode
+            )
+            self._before_capture()
+            self._body()
+            self.sync()
+        except Exception as exc:
+            if is_oom(exc):
+                raise
+            self._uncompile()
+            return _summary(exc)
+        self.compiled = True
+        self.compile_seconds = time.perf_counter() - started
+        return None
+
+    def _uncompile(self) -> None:
+        """Back to the eager forward; dynamo's caches (and what they hold) are dropped."""
+        self._forward_fn = self._eager_forward
+        self.compiled = False
+        self.compile_seconds = None
+        self._after_failed_capture()
+        torch._dynamo.reset()
 
     # capture
     def _try_capture(self) -> str | None:
@@ -337,10 +407,36 @@ class GraphedStepSession(TorchSession):
         return None
 
     def capture(self) -> None:
-        """Capture the step, with dropout off if it must, or fall back to eager with a warning."""
-        if not self.use_graph:
-            return
-        started = time.perf_counter()
+        """Compile the forward when asked; capture the step (the compiled one, else the uncompiled
+        one, with dropout off if it must), or fall back to eager; a warning says each fallback."""
+        warnings = self.notes["warnings"]
+        if self.compile_backend is not None:
+            why = self._compile()
+            if why is not None:
+                warnings.append(f"torch.compile of the step failed ({why}); the uncompiled step ran")
+        if self.use_graph:
+            started = time.perf_counter()
+            if self.compiled:
+                why = self._try_capture()
+                if why is not None:
+                    self._uncompile()
+                    warnings.append(
+                        f"CUDA graph capture of the compiled step failed ({why}); "
+                        "fell back to the uncompiled step"
+                    )
+            if self.graph is None:
+                self._capture_uncompiled()
+            self.notes["cuda_graph"] = self.graph is not None
+            self.notes["capture_seconds"] = round(time.perf_counter() - started, 3)
+        self.notes["compiled_step"] = self.compiled
+        self.notes.pop("compile_mode", None)
+        self.notes.pop("compile_seconds", None)
+        if self.compiled and self.compile_seconds is not None:
+            self.notes["compile_mode"] = self.compile_mode
+            self.notes["compile_seconds"] = round(self.compile_seconds, 3)
+
+    def _capture_uncompiled(self) -> None:
+        """Capture the step, with dropout off if it must, or leave it eager with a warning."""
         why = self._try_capture()
         dropouts = _dropouts_on(self.model) if why is not None else []
         if dropouts:
@@ -359,8 +455,6 @@ class GraphedStepSession(TorchSession):
                 why = f"{why}; with dropout off: {retry}"
         if self.graph is None:
             self.notes["warnings"].append(f"CUDA graph capture failed ({why}); the tuned step ran eagerly")
-        self.notes["cuda_graph"] = self.graph is not None
-        self.notes["capture_seconds"] = round(time.perf_counter() - started, 3)
 
     def step(self) -> None:
         if self._refill is not None:
@@ -413,10 +507,19 @@ class TunedTrainSession(GraphedStepSession):
             grad_scaler=self.scaler is not None,
             checkpointing=w.checkpointing,
         )
+        self._use_forward()
+
+    def _make_forward(self) -> Callable[[], torch.Tensor]:
+        model, batch, loss, plan, device = self.model, self.static, self.loss, self.plan, self.device
+
+        def forward_and_loss() -> torch.Tensor:
+            with autocast(plan, device):
+                return loss(model, batch)
+
+        return forward_and_loss
 
     def _body(self) -> torch.Tensor:
-        with autocast(self.plan, self.device):
-            loss = self.loss(self.model, self.static)
+        loss = self._forward()
         # A scaler is never inside a graph (use_graph is off with a scaler).
         backward_and_step(loss, self.optimizer, self.scaler)
         return loss.detach()
@@ -440,13 +543,55 @@ class TunedInferSession(GraphedStepSession):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.model.eval()
+        self._use_forward()
+
+    def _make_forward(self) -> Callable[[], torch.Tensor]:
+        model, batch, plan, device = self.model, self.static, self.plan, self.device
+        resnet = self.workload.is_resnet
+
+        def forward() -> torch.Tensor:
+            with torch.no_grad(), autocast(plan, device):
+                if resnet:
+                    return model(batch["pixel_values"])
+                return model(batch["input_ids"], batch["token_type_ids"])
+
+        return forward
 
     def _body(self) -> torch.Tensor:
-        with torch.no_grad(), autocast(self.plan, self.device):
-            return _forward(self.workload, self.model, self.static)
+        return self._forward()
 
 
-def open_step_session(workload: Workload, options: RunOptions, device: torch.device) -> Session:
+def step_compiler(options: RunOptions, device: torch.device) -> tuple[CompileBackend | None, str, str | None]:
+    """(torch.compile backend for the step or None, its mode, a warning when --compile cannot be
+    honoured here): inductor on CUDA with Triton; elsewhere the step stays uncompiled."""
+    mode = str((options.extra or {}).get("compile_mode") or "default")
+    if mode not in COMPILE_MODES:
+        raise FitbenchError(
+            f"unknown compile mode '{mode}'",
+            f"use one of {', '.join(COMPILE_MODES)}",
+            message_zh=f"未知的编译模式 '{mode}'",
+            hint_zh=f"请使用以下之一:{'、'.join(COMPILE_MODES)}",
+        )
+    if not options.compile_step:
+        return None, mode, None
+    if not inductor_available(device):
+        return None, mode, COMPILE_UNAVAILABLE
+    return "inductor", mode, None
+
+
+def open_step_session(
+    workload: Workload,
+    options: RunOptions,
+    device: torch.device,
+    *,
+    compile_backend: CompileBackend | None = None,
+) -> Session:
+    """The tuned training / classification session, captured. `compile_backend` overrides the
+    choice of step_compiler (tests compile on a CPU with "aot_eager": dynamo and AOT autograd's
+    trace, run eagerly)."""
+    backend, mode, why_not = step_compiler(options, device)
+    if compile_backend is not None:
+        backend, why_not = compile_backend, None
     choice = choose_precision(workload, device)
     plan = choice.plan
     math = fast_math(device)
@@ -462,6 +607,8 @@ def open_step_session(workload: Workload, options: RunOptions, device: torch.dev
     warn_param_mismatch(warnings, params, workload)
     if device.type != "cuda":
         warnings.append(CPU_NO_GRAPHS)
+    if why_not is not None:
+        warnings.append(why_not)
     notes.update(precision_notes(plan, params=params, warnings=warnings), cuda_graph=False)
     if math:
         notes["math_flags"] = math
@@ -475,6 +622,8 @@ def open_step_session(workload: Workload, options: RunOptions, device: torch.dev
         model=model,
         notes=notes,
         use_graph=device.type == "cuda" and choice.graph_allowed,
+        compile_backend=backend,
+        compile_mode=mode,
     )
     session.capture()
     return session
