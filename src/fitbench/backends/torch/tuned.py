@@ -12,6 +12,9 @@ training and classification inference (ResNet, BERT-style encoders, decoders tra
     with a warning: the precision in effect is recorded honestly); pure fp16/bf16 stay;
   * channels-last memory format for ResNets; cudnn.benchmark; TF32 for what stays in FP32;
   * SDPA attention without a padding mask (flash kernels: synthetic data has no padding);
+    decoders call it with `is_causal` and no mask at all (causal_sdpa: transformers would
+    otherwise build the full causal mask under CUDA-graph capture, and the kernel would compute
+    the whole score square);
   * fused optimizers (Adam/AdamW `fused=True, capturable=True`), over the trainable parameters
     only;
   * LoRA (`--peft lora`): the model the default path adapts (transformers' decoder with SDPA, or
@@ -63,6 +66,7 @@ from torch import nn
 
 from fitbench.backends.base import RunOptions, Session
 from fitbench.backends.torch.backend import is_oom
+from fitbench.backends.torch.causal_sdpa import use_causal_sdpa
 from fitbench.backends.torch.compact_encoder import CompactEncoder, build_compact_encoder
 from fitbench.backends.torch.data import batch_source, prompt_ids
 from fitbench.backends.torch.models import build_decoder, build_encoder, build_resnet, count_parameters
@@ -211,6 +215,12 @@ def _build(workload: Workload, device: torch.device, dtype: torch.dtype) -> tupl
         }
     else:
         model, notes = build_decoder(arch, attention="sdpa", device=device, dtype=dtype)
+        why_not = use_causal_sdpa(model, sliding_layers=arch.sliding_layers)
+        notes["attention"] = (
+            "causal sdpa without a mask (is_causal: half the score square)"
+            if why_not is None
+            else f"sdpa with transformers' mask ({why_not})"
+        )
     if workload.attention != "fused":
         notes.setdefault("warnings", []).append(
             "tuned uses fused SDPA attention; the workload asked for eager attention"
