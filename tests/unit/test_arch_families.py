@@ -171,6 +171,16 @@ TINY: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 130,
         "type_vocab_size": 1,
     },
+    "camembert": {
+        "model_type": "camembert",
+        "vocab_size": 1000,
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 96,
+        "max_position_embeddings": 130,
+        "type_vocab_size": 1,
+    },
     "deberta-v2": {
         "model_type": "deberta-v2",
         "vocab_size": 1000,

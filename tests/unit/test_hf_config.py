@@ -372,6 +372,7 @@ def test_roberta_keeps_its_positions_and_single_token_type() -> None:
     assert isinstance(arch, TransformerArch)
     assert (arch.kind, arch.max_positions, arch.type_vocab_size) == ("encoder", 514, 1)
     assert arch.model_type == "roberta"
+    assert (arch.position_offset, arch.usable_positions) == (2, 512)  # pad_token_id 1, plus one
 
 
 def test_encoder_labels_from_num_labels_then_id2label_then_two() -> None:
@@ -733,6 +734,7 @@ TINY_CONFIGS = [
         "roberta", "seq-cls", {**_ENC, "type_vocab_size": 1, "max_position_embeddings": 42}, id="roberta"
     ),
     pytest.param("xlm-roberta", "seq-cls", _ENC, id="xlm-roberta"),
+    pytest.param("camembert", "seq-cls", {**_ENC, "type_vocab_size": 1}, id="camembert"),
     pytest.param("electra", "seq-cls", {**_ENC, "embedding_size": 32}, id="electra"),
     pytest.param(
         "distilbert",

@@ -269,5 +269,10 @@ def test_report_rows_carry_the_host_ratio_on_speed_rows_only() -> None:
     assert rows["step_seconds"]["estimated_reference_host"] == pytest.approx(host.reference.step_seconds)
     assert rows["step_seconds"]["estimated"] == pytest.approx(host.estimate.step_seconds)
     assert "host_speed_ratio" not in rows["peak_memory"]
+    # MFU follows the step: this host's estimate beside it, the reference host's as its own
+    assert rows["mfu"]["estimated"] == pytest.approx(host.estimate.mfu)
+    assert rows["mfu"]["host_speed_ratio"] == pytest.approx(1.5)
+    assert rows["mfu"]["estimated_reference_host"] == pytest.approx(host.reference.mfu)
+    assert host.reference.mfu != pytest.approx(host.estimate.mfu)
     cell = estimated_cell(ComparisonRow.from_dict(rows["step_seconds"]), "en")
     assert "1.50x" in cell and "reference host" in cell

@@ -12,7 +12,9 @@ Report model (every value JSON-ready):
                    dict per card], estimated_now, measurement | None, measured_workload | None,
                    advice: [sentence]}]
     comparisons    [{run_id, created_at, workload, precision, gpu, device_name, metric, unit,
-                   estimated, measured, error, not_comparable}]: error null and not_comparable the
+                   estimated, measured, error, not_comparable}]: metric peak_memory, step_seconds,
+                   tokens_per_second, mfu (a GPU training run: the estimate's and the
+                   diagnosis's, unit ratio), prefill_seconds or max_batch; error null and not_comparable the
                    reasons where the figure cannot be held against the estimate (a largest batch
                    found on the CPU); not_comparable empty otherwise; a speed row whose
                    estimate is for the run's own host adds host_speed_ratio and
@@ -43,7 +45,7 @@ from fitbench.core.names import FRAMEWORKS
 from fitbench.errors import FitbenchError
 from fitbench.records.measurement import Measurement
 from fitbench.records.run import RunRecord, WorkloadView
-from fitbench.results.agreement import max_batch_not_comparable, measured_speed
+from fitbench.results.agreement import max_batch_not_comparable, measured_speed, relative_error
 
 DEFAULT_HTML = "fitbench-report.html"
 DEFAULT_LAST = 10
@@ -145,7 +147,14 @@ def _estimates_for(
 
 
 # The comparison rows whose estimate follows the host's speed (the rest are memory and counts).
-HOST_SCALED = ("step_seconds", "tokens_per_second")
+HOST_SCALED = ("step_seconds", "tokens_per_second", "mfu")
+
+
+def _reference_mfu(mfu: float | None, step: float | None, reference_step: float | None) -> float | None:
+    """The estimated MFU at the reference host: the same model FLOPs and peak over its step."""
+    if mfu is None or not step or not reference_step:
+        return None
+    return mfu * step / reference_step
 
 
 # The compared metrics that carry a timed figure's spread: the speed ones take the spread of the
@@ -167,8 +176,16 @@ def _metric_spread(m: Measurement, w: WorkloadView, metric: str) -> dict[str, An
     return {"spread": entry["spread"], "spread_stable": bool(entry.get("stable"))}
 
 
+def measured_mfu(record: RunRecord) -> float | None:
+    """The run's model FLOPs utilization: its diagnosis's `mfu` (the estimate's model FLOPs over
+    the measured step and the card's dense peak), which only a GPU training run has."""
+    d = record.diagnosis
+    return d.mfu if d is not None and d.available else None
+
+
 def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Estimate beside measurement for each metric whose error the run recorded."""
+    """Estimate beside measurement for each metric whose error the run recorded, and the model
+    FLOPs utilization after the speeds where the run measured one and the estimate has one."""
     r = _typed(record)
     est, m = r.estimate, r.measurement
     if est is None or m is None:
@@ -176,31 +193,41 @@ def comparison_rows(record: RunRecord | Mapping[str, Any]) -> list[dict[str, Any
     w = r.workload_view
     search = m.max_batch_search
     measured_step, measured_tokens = measured_speed(m, w)
+    mfu = measured_mfu(r)
     measured = {
         "peak_memory": (est.peak_memory_bytes, m.peak_memory_bytes, "bytes"),
         "step_seconds": (est.step_seconds, measured_step, "seconds"),
         "tokens_per_second": (est.tokens_per_second, measured_tokens, "tok/s"),
+        "mfu": (est.mfu, mfu, "ratio"),
         "prefill_seconds": (est.prefill_seconds, m.prefill_seconds, "seconds"),
         "max_batch": (est.max_batch_size, search.max_batch if search is not None else None, "count"),
     }
     errors = dict(r.error_vs_estimate)
+    if mfu is not None and est.mfu is not None:
+        errors["mfu"] = relative_error(est.mfu, mfu)
     # Decided from the measurement, not the stored error: older records kept a number for a
     # largest batch found on the CPU.
     max_batch_reasons = max_batch_not_comparable(m)
     if max_batch_reasons:
         errors["max_batch"] = None
     rows = []
-    for metric, error in errors.items():
+    for metric in (k for k in measured if k in errors):  # memory, the speeds and MFU, prefill, batch
+        error = errors[metric]
         reasons = max_batch_reasons if metric == "max_batch" else []
-        if (error is None and not reasons) or metric not in measured:
+        if error is None and not reasons:
             continue
         estimated, value, unit = measured[metric]
         # A speed estimated for the run's own host: the ratio and the reference host's figure.
         host = {}
         if metric in HOST_SCALED and r.host_speed_ratio is not None and r.estimate_reference_host:
+            reference = r.estimate_reference_host
             host = {
                 "host_speed_ratio": r.host_speed_ratio,
-                "estimated_reference_host": r.estimate_reference_host.get(metric),
+                "estimated_reference_host": (
+                    _reference_mfu(est.mfu, est.step_seconds, reference.get("step_seconds"))
+                    if metric == "mfu"
+                    else reference.get(metric)
+                ),
             }
         spread = _metric_spread(m, w, metric)
         rows.append(

@@ -27,11 +27,12 @@ def max_context_tokens(workload: Workload, gpu: GpuSpec, profile: Profile) -> in
     """The longest sequence that fits at the workload's batch: prompt plus new tokens for
     generation (the prompt grows, the new tokens stay; fewer if they alone do not fit), the
     sequence length for training and classification; None for a ResNet. Found by bisection on
-    the memory model, like the largest batch, and capped at the model's positions."""
+    the memory model, like the largest batch, and capped at the positions a token can use
+    (RoBERTa's 514-row table holds 512: `usable_positions`)."""
     arch = workload.arch
     if not isinstance(arch, TransformerArch):
         return None
-    cap = min(arch.max_positions, LIMITS["seq_len"])
+    cap = min(arch.usable_positions, LIMITS["seq_len"])
     usable = gpu.usable_bytes
     if workload.is_generation:
         new = workload.new_tokens or 1

@@ -20,12 +20,16 @@ from fitbench.results.report_model import ComparisonRow, HistoryPoint, ReportSce
 __all__ = [
     "COMPARISON_COLUMNS",
     "ESTIMATE_COLUMNS",
+    "ESTIMATE_COLUMNS_MFU",
     "GUIDE_COLUMNS",
     "RUN_COLUMNS",
     "Columns",
     "environment_items",
+    "estimate_columns",
+    "estimate_mfu",
     "estimate_speed",
     "format_metric",
+    "format_share",
     "report_cards",
     "run_speed",
     "short_gpu",
@@ -46,10 +50,15 @@ class Columns:
         return [t(f"col.{key}", lang) for key in self.keys]
 
 
-# A scenario's estimate on each card.
+# A scenario's estimate on each card; with the estimated MFU beside the speed where an estimate
+# has one (training), and without a column of dashes where none does (inference, generation).
 ESTIMATE_COLUMNS = Columns(
     keys=("card", "verdict", "peak", "usable", "max_batch", "speed", "bottleneck"),
     numeric=(2, 3, 4, 5),
+)
+ESTIMATE_COLUMNS_MFU = Columns(
+    keys=("card", "verdict", "peak", "usable", "max_batch", "speed", "mfu", "bottleneck"),
+    numeric=(2, 3, 4, 5, 6),
 )
 # Each measured metric of a run against its estimate.
 COMPARISON_COLUMNS = Columns(
@@ -77,9 +86,12 @@ def short_gpu(name: str | None) -> str:
 
 
 def format_metric(unit: str, value: Any) -> str:
-    """An estimate-vs-measurement value in its unit ('bytes', 'seconds', 'tok/s' or a count)."""
+    """An estimate-vs-measurement value in its unit ('bytes', 'seconds', 'tok/s', 'ratio' shown as
+    a percentage, or a count)."""
     if not isinstance(value, int | float):
         return "-"
+    if unit == "ratio":
+        return format_share(value)
     if unit == "bytes":
         return format_bytes(value)
     if unit == "seconds":
@@ -112,6 +124,21 @@ def measured_cell(row: ComparisonRow, lang: str) -> str:
         return text
     key = "spread.stable" if row.spread_stable else "spread.unstable"
     return f"{text} {t(key, lang, pct=f'{row.spread * 100:.1f} %')}"
+
+
+def format_share(value: float | None) -> str:
+    """A fraction as a percentage ('41.2 %'), as `fitbench run` writes MFU."""
+    return "-" if value is None else f"{value * 100:.1f} %"
+
+
+def estimate_columns(estimates: Iterable[EstimateSummary]) -> Columns:
+    """The estimate table's columns: an MFU column only where some estimate has an MFU."""
+    return ESTIMATE_COLUMNS_MFU if any(e.mfu is not None for e in estimates) else ESTIMATE_COLUMNS
+
+
+def estimate_mfu(e: EstimateSummary) -> str:
+    """An estimate's model FLOPs utilization; none for a job that does not fit, as its speed."""
+    return "-" if e.verdict == "oom" else format_share(e.mfu)
 
 
 def estimate_speed(e: EstimateSummary, lang: str) -> str:

@@ -27,10 +27,12 @@ from fitbench.records.measurement import Measurement
 from fitbench.records.run import EstimateSummary
 from fitbench.results.cells import (
     COMPARISON_COLUMNS,
-    ESTIMATE_COLUMNS,
+    ESTIMATE_COLUMNS_MFU,
     GUIDE_COLUMNS,
     RUN_COLUMNS,
     environment_items,
+    estimate_columns,
+    estimate_mfu,
     estimate_speed,
     estimated_cell,
     measured_cell,
@@ -606,6 +608,8 @@ def _scenario_section(n: int, s: ReportScenario, lang: str) -> str:
             f"{legend}</ul></figcaption></figure>"
         )
         out.append(f"<figure>{speed_chart(f'spd{n}', s, lang)}</figure>")
+        columns = estimate_columns(ests)
+        with_mfu = columns is ESTIMATE_COLUMNS_MFU
         rows = []
         for e in ests:
             rows.append(
@@ -616,10 +620,11 @@ def _scenario_section(n: int, s: ReportScenario, lang: str) -> str:
                     _e(format_bytes(e.usable_memory_bytes)),
                     _e(e.max_batch_size),
                     _e(estimate_speed(e, lang)),
+                    *([_e(estimate_mfu(e))] if with_mfu else []),
                     _e(bottleneck_label(e.bottleneck, lang)),
                 ]
             )
-        out.append(_table(ESTIMATE_COLUMNS.headers(lang), rows, numeric=ESTIMATE_COLUMNS.numeric))
+        out.append(_table(columns.headers(lang), rows, numeric=columns.numeric))
     m = s.measurement
     if m is not None:
         w = s.measured_view

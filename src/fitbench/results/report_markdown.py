@@ -24,10 +24,12 @@ from fitbench.core.units import format_bytes
 from fitbench.records.run import EstimateSummary
 from fitbench.results.cells import (
     COMPARISON_COLUMNS,
-    ESTIMATE_COLUMNS,
+    ESTIMATE_COLUMNS_MFU,
     GUIDE_COLUMNS,
     RUN_COLUMNS,
     environment_items,
+    estimate_columns,
+    estimate_mfu,
     estimate_speed,
     estimated_cell,
     measured_cell,
@@ -155,8 +157,10 @@ def _scenario_section(s: ReportScenario, lang: str) -> list[str]:
 
 
 def _estimate_table(estimates: Sequence[EstimateSummary], lang: str) -> str:
+    columns = estimate_columns(estimates)
+    with_mfu = columns is ESTIMATE_COLUMNS_MFU
     return _table(
-        ESTIMATE_COLUMNS.headers(lang),
+        columns.headers(lang),
         [
             [
                 short_gpu(e.gpu_name),
@@ -165,11 +169,12 @@ def _estimate_table(estimates: Sequence[EstimateSummary], lang: str) -> str:
                 format_bytes(e.usable_memory_bytes),
                 e.max_batch_size,
                 estimate_speed(e, lang),
+                *([estimate_mfu(e)] if with_mfu else []),
                 bottleneck_label(e.bottleneck, lang),
             ]
             for e in estimates
         ],
-        numeric=ESTIMATE_COLUMNS.numeric,
+        numeric=columns.numeric,
     )
 
 

@@ -219,6 +219,9 @@ class TransformerArch:
                     or 'full' (over all heads: OLMo-2, OLMoE)
     lm_head_bias    GPT-J's LM head has a bias
     extra_params    parameters outside the modelled parts (DeBERTa's relative-position table)
+    position_offset learned position rows before the first a token uses: RoBERTa numbers
+                    positions from pad_token_id + 1, so its 514 rows hold 512 tokens
+                    (`usable_positions`); the table is still `max_positions` rows
 
     Mixture of experts (num_experts > 0): layers from `dense_layers` on, every `moe_every`-th,
     replace the MLP by `num_experts` SwiGLU experts of width `expert_intermediate_size` of which
@@ -249,6 +252,7 @@ class TransformerArch:
     num_kv_heads: int | None = None
     head_dim: int | None = None
     max_positions: int = 2048
+    position_offset: int = 0
     type_vocab_size: int = 0
     num_labels: int = 2
     mlp: str = "gelu"
@@ -374,6 +378,7 @@ class TransformerArch:
             "qk_nope_head_dim",
             "v_head_dim",
             "sliding_layers",
+            "position_offset",
         ):
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -381,6 +386,16 @@ class TransformerArch:
                     f"{field_name} must be a whole number >= 0, got {value!r}",
                     message_zh=f"{field_name} 必须是 >= 0 的整数,实际为 {value!r}",
                 )
+        if self.position_offset and self.position_offset >= self.max_positions:
+            raise FitbenchError(
+                f"a position offset of {self.position_offset} leaves none of the "
+                f"{self.max_positions} positions for tokens",
+                "check pad_token_id against max_position_embeddings",
+                message_zh=(
+                    f"位置偏移 {self.position_offset} 使 {self.max_positions} 个位置中没有一个留给 token"
+                ),
+                hint_zh="请核对 pad_token_id 与 max_position_embeddings",
+            )
 
     def _check_experts(self) -> None:
         """A mixture of experts routes each token to some of its experts, of a known width."""
@@ -411,6 +426,13 @@ class TransformerArch:
                     f"{self.num_layers} 层不匹配"
                 ),
             )
+
+    @property
+    def usable_positions(self) -> int:
+        """The longest sequence the position table numbers: `max_positions` less the rows
+        before the first used one (RoBERTa: 514 - 2 = 512). The sequence checks and the
+        longest-context search cap here; parameter counts keep every row."""
+        return self.max_positions - self.position_offset
 
     @property
     def kv_heads(self) -> int:

@@ -37,7 +37,19 @@ MAX_SIZE = 1 << 24
 MAX_POSITIONS = 1 << 30
 MAX_STAGE_BLOCKS = 1 << 12  # ResNet blocks in one stage (ResNet-152 has 36)
 
-ENCODER_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "distilbert", "deberta-v2", "vit")
+ENCODER_TYPES = (
+    "bert",
+    "roberta",
+    "xlm-roberta",
+    "camembert",
+    "electra",
+    "distilbert",
+    "deberta-v2",
+    "vit",
+)
+# Encoders whose embeddings number positions from pad_token_id + 1 (transformers'
+# create_position_ids_from_input_ids): their first pad_token_id + 1 rows are never a token's.
+PADDING_OFFSET_TYPES = ("roberta", "xlm-roberta", "camembert")
 DECODER_TYPES = (
     "llama",
     "yi",
@@ -188,12 +200,14 @@ def _transformer(r: _Reader, **fields: Any) -> TransformerArch:
 
 # -- encoders -----------------------------------------------------------------------------------
 def _bert_like(r: _Reader) -> TransformerArch:
-    """BERT, RoBERTa, XLM-RoBERTa and ELECTRA share BertModel's layout and key names.
+    """BERT, RoBERTa, XLM-RoBERTa, CamemBERT and ELECTRA share BertModel's layout and key names.
 
     RoBERTa's classification head (dense + out_proj) and ELECTRA's have exactly the parameters of
     BERT's pooler + classifier, so `pooler=True` counts all of them right. ELECTRA's factorised
     embeddings (`embedding_size` smaller than `hidden_size`, plus a projection) are counted at
-    `hidden_size`: TransformerArch has no separate embedding width.
+    `hidden_size`: TransformerArch has no separate embedding width. The RoBERTa family numbers
+    positions from pad_token_id + 1 (1 in RobertaConfig when the file leaves it out), so
+    roberta-base's 514 rows hold 512 tokens: the offset becomes `position_offset`.
     """
     r.require(
         "vocab_size",
@@ -214,6 +228,11 @@ def _bert_like(r: _Reader) -> TransformerArch:
         num_heads=r.int("num_attention_heads"),
         intermediate_size=r.int("intermediate_size"),
         max_positions=r.int("max_position_embeddings", maximum=MAX_POSITIONS),
+        position_offset=(
+            r.int("pad_token_id", default=1, minimum=0, maximum=MAX_POSITIONS) + 1
+            if r.model_type in PADDING_OFFSET_TYPES
+            else 0
+        ),
         type_vocab_size=r.int("type_vocab_size", default=2, minimum=0),
         num_labels=r.num_labels(),
     )
@@ -893,7 +912,7 @@ def _int_list(r: _Reader, key: str, *, maximum: int = MAX_SIZE) -> list[int]:
 
 
 _READERS: dict[str, Callable[[_Reader], TransformerArch | ResNetArch]] = {
-    **{t: _bert_like for t in ("bert", "roberta", "xlm-roberta", "electra")},
+    **{t: _bert_like for t in ("bert", "roberta", "xlm-roberta", "camembert", "electra")},
     "distilbert": _distilbert,
     "deberta-v2": _deberta_v2,
     "vit": _vit,
@@ -1105,7 +1124,7 @@ def _defaults(arch: TransformerArch | ResNetArch, mode: str) -> dict[str, Any]:
         return {
             "mode": "train",
             "batch_size": 16,
-            "seq_len": min(512, arch.max_positions),
+            "seq_len": min(512, arch.usable_positions),
             "precision": "fp32",
             "optimizer": "adamw",
         }

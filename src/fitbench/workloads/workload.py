@@ -243,7 +243,7 @@ class Workload:
                 hint_zh="请使用 --mode infer,或用 fp32/amp-fp16/amp-bf16/fp16/bf16 训练",
             )
         if isinstance(self.arch, TransformerArch) and self.arch.position == "learned":
-            longest, most = self.tokens_per_sequence, self.arch.max_positions
+            longest, most = self.tokens_per_sequence, self.arch.usable_positions
             if longest > most:
                 if self.is_generation:
                     what = f"prompt and new tokens ({self.prompt_tokens} + {self.new_tokens} = {longest})"
@@ -253,10 +253,15 @@ class Workload:
                 else:
                     what, hint = f"sequence of {longest} tokens", f"use --seq-len {most} or less"
                     what_zh, hint_zh = f"{longest} 个 token 的序列", f"请使用不超过 {most} 的 --seq-len"
+                why = why_zh = ""
+                if self.arch.position_offset:  # RoBERTa: positions start after the padding index
+                    rows, offset = self.arch.max_positions, self.arch.position_offset
+                    why = f" ({rows} position embeddings less {offset} reserved by the padding offset)"
+                    why_zh = f"({rows} 个位置嵌入减去填充偏移保留的 {offset} 个)"
                 raise FitbenchError(
-                    f"{what} is longer than the model's {most} positions",
+                    f"{what} is longer than the model's {most} positions{why}",
                     hint,
-                    message_zh=f"{what_zh}超过了模型的 {most} 个位置",
+                    message_zh=f"{what_zh}超过了模型的 {most} 个位置{why_zh}",
                     hint_zh=hint_zh,
                 )
 
