@@ -1,0 +1,160 @@
+"""Which scaled-dot-product-attention backend trains fastest, per shape.
+
+PyTorch's `F.scaled_dot_product_attention` picks a backend by a fixed priority (on Hopper with
+PyTorch 2.11: cuDNN's fused attention first when it accepts the inputs, then FlashAttention-2,
+then the memory-efficient kernel, then math). The tuned training step of a decoder spends a
+large share of its time there: Llama-3.2-1B at seq 2048 batch 4 on an H200 spent 29.6 ms of a
+206 ms step in cuDNN's SDPA forward and backward (benchmarks/results/compiled-step-*-profile),
+130 TFLOP/s at head dimension 64. This script times forward + backward of each backend that
+accepts a shape (CUDA events, median of repeated runs after warm-up) and prints the achieved
+TFLOP/s (causal: half the score square), so that the tuned mode can choose by measurement and
+the estimator's attention share can be checked per head dimension.
+
+    PYTHONPATH=src python benchmarks/sdpa_backends.py                 # ~1 min on an H200
+    PYTHONPATH=src python benchmarks/sdpa_backends.py --cpu --tiny    # smoke test (math only)
+
+Writes benchmarks/results/sdpa-backends-<gpu>-<date>.json (or --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+# (name, batch, heads, kv_heads, seq, head_dim, causal, padding mask)
+SHAPES = [
+    ("llama-3.2-1b b4 s2048", 4, 32, 8, 2048, 64, True, False),
+    ("llama-3.2-1b b8 s2048", 8, 32, 8, 2048, 64, True, False),
+    ("llama-3-8b b2 s2048", 2, 32, 8, 2048, 128, True, False),
+    ("qwen2.5-1.5b b2 s2048", 2, 12, 2, 2048, 128, True, False),
+    ("bert-base b16 s512 (no mask)", 16, 12, 12, 512, 64, False, False),
+    ("bert-base b16 s512 (padding mask)", 16, 12, 12, 512, 64, False, True),
+]
+TINY = [("tiny", 2, 4, 2, 64, 16, True, False), ("tiny mask", 2, 4, 4, 32, 16, False, True)]
+
+
+def _flops(b: int, h: int, s: int, d: int, causal: bool) -> float:
+    """Forward + backward FLOPs of attention: QK^T and PV forward (4 b h s^2 d), backward 2.5x
+    (FlashAttention's recompute of the scores); causal does half."""
+    fwd = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+    return fwd * 3.5
+
+
+def _time(fn: Any, torch: Any, device: str, repeats: int) -> float:
+    """Median seconds of `fn` (CUDA events on a GPU, perf_counter on a CPU)."""
+    import time
+
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        if device.startswith("cuda"):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure(shape: tuple, device: str, repeats: int) -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    name, b, h, kvh, s, d, causal, masked = shape
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    q = torch.randn(b, h, s, d, device=device, dtype=dtype, requires_grad=True)
+    # keys and values expanded to every query head, as transformers does before SDPA for GQA
+    k0 = torch.randn(b, kvh, s, d, device=device, dtype=dtype, requires_grad=True)
+    v0 = torch.randn(b, kvh, s, d, device=device, dtype=dtype, requires_grad=True)
+    mask = None
+    if masked:  # a padding mask as BERT's extended mask: every row sees the first 3/4 of the keys
+        mask = torch.zeros(b, 1, 1, s, device=device, dtype=dtype)
+        mask[..., (3 * s) // 4 :] = torch.finfo(dtype).min
+    grad = torch.randn(b, h, s, d, device=device, dtype=dtype)
+    out: dict[str, Any] = {
+        "shape": name,
+        "batch": b,
+        "heads": h,
+        "kv_heads": kvh,
+        "seq": s,
+        "head_dim": d,
+        "causal": causal,
+        "padding_mask": masked,
+        "backends": {},
+    }
+    backends = {
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "math": SDPBackend.MATH,
+    }
+
+    def step(chosen: list) -> None:
+        with sdpa_kernel(chosen):
+            k = k0.repeat_interleave(h // kvh, dim=1)
+            v = v0.repeat_interleave(h // kvh, dim=1)
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+            o.backward(grad)
+
+    for label, backend in [("default", None), *backends.items()]:
+        chosen = list(backends.values()) if backend is None else [backend]
+        try:
+            seconds = _time(lambda chosen=chosen: step(chosen), torch, device, repeats)
+        except RuntimeError as exc:  # the backend does not take this shape / mask / card
+            out["backends"][label] = {"error": str(exc).splitlines()[0][:160]}
+            continue
+        out["backends"][label] = {
+            "seconds": seconds,
+            "tflops": _flops(b, h, s, d, causal) / seconds / 1e12,
+        }
+    return out
+
+
+LABELS = ("default", "cudnn", "flash", "efficient", "math")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu", action="store_true")
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    import torch
+
+    device = "cpu" if args.cpu else "cuda"
+    gpu = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    rows = [measure(shape, device, args.repeats) for shape in (TINY if args.tiny else SHAPES)]
+    print(f"{'shape':38s} " + " ".join(f"{b:>16s}" for b in LABELS))
+    for r in rows:
+        cells = []
+        for label in LABELS:
+            m = r["backends"].get(label, {})
+            cells.append(
+                f"{m['seconds'] * 1e3:7.3f} ms {m['tflops']:4.0f}T" if "seconds" in m else f"{'-':>16s}"
+            )
+        print(f"{r['shape']:38s} " + " ".join(f"{c:>16s}" for c in cells))
+    slug = gpu.lower().replace("nvidia ", "").split()[0] if device == "cuda" else "cpu"
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"sdpa-backends-{slug}-{dt.date.today().isoformat()}.json"
+    record = {"benchmark": "sdpa_backends", "gpu": gpu, "torch": torch.__version__, "rows": rows}
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
