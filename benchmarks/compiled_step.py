@@ -1,4 +1,5 @@
-"""The tuned step compiled (`fitbench run --exec tuned --compile`) against the uncompiled one.
+"""The tuned step compiled (`fitbench run --exec tuned`, its default on a CUDA GPU with Triton)
+against the uncompiled one (`--no-compile`).
 
 `--exec tuned` captures forward + backward + optimizer step in one CUDA graph, which removes the
 host but keeps every eager kernel: on an H200 BERT-base (seq 512, b16) spends ~12 of its ~19.5 ms
@@ -29,6 +30,8 @@ about 3-5 more minutes on an H200, the compiles repeated); --profile-only does t
 
 On a CPU --compile cannot run (inductor's GPU code needs CUDA with Triton): the compiled rows
 say so in their warnings and run the uncompiled step, which is what the smoke test checks.
+Both variants name their choice (compile_step False or True), never the default (None), so the
+rows keep their meaning whatever `fitbench run` defaults to.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ the most device (or CPU) time. Use it when a measurement is far from its rooflin
     python benchmarks/profile_step.py resnet50-cifar10 --tiny --device cpu      # a smoke test
     python benchmarks/profile_step.py --holdout "lora_rank=8 batch=2"   # a point of accuracy.py's sets
 
-With --trace DIR it also writes a Chrome trace (open it in chrome://tracing or Perfetto).
+With --trace DIR it also writes a Chrome trace (open it in chrome://tracing or Perfetto). A tuned
+training or classification step compiles as `fitbench run --exec tuned` does (on a CUDA GPU with
+Triton); --no-compile profiles the uncompiled step.
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, dest="batch_size")
     parser.add_argument("--exec", dest="exec_mode", default="default", choices=("default", "tuned"))
     parser.add_argument("--device", default="cuda")
+    parser.add_argument(
+        "--compile",
+        dest="compile_step",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="tuned: compile the step (default: as fitbench run, on where inductor can)",
+    )
     parser.add_argument("--steps", type=int, default=5, help="profiled steps (after 3 warm-up steps)")
     parser.add_argument("--rows", type=int, default=25, help="rows of the operator table")
     parser.add_argument("--trace", type=Path, help="folder for a Chrome trace")
@@ -54,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     backend = get_backend("torch")
     backend.device_info(args.device)
-    session = backend.open(workload, RunOptions(device=args.device, exec_mode=args.exec_mode))
+    options = RunOptions(device=args.device, exec_mode=args.exec_mode, compile_step=args.compile_step)
+    session = backend.open(workload, options)
     once = session.step
     if workload.is_generation and not session.notes.get("decode_includes_prefill"):
 

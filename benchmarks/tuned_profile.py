@@ -22,9 +22,13 @@ most (ResNet-50 at 32 px, ~620 launches a step) and BERT's missing time can be p
     python benchmarks/tuned_profile.py --out benchmarks/results/tuned-profile-h200-DATE.json
     python benchmarks/tuned_profile.py --device cpu --tiny --out /tmp/tuned-profile.json  # smoke test
 
+The step is opened with `fitbench run --exec tuned`'s compile default: on a CUDA GPU with Triton
+it is compiled (torch.compile, inductor) before capture, 30-45 s a workload; `--no-compile`
+profiles the uncompiled step's eager kernels instead (each row's `compiled_step` says which ran).
+
 On an H200 the whole script takes about 1-2 minutes (two session captures, ~40 convolution
-shapes). --only step|convs runs one part; --workload NAME[:PRECISION] (repeatable) picks the
-step workloads (default: resnet50-cifar10 and bert-base-imdb:amp-bf16).
+shapes), plus the compiles. --only step|convs runs one part; --workload NAME[:PRECISION]
+(repeatable) picks the step workloads (default: resnet50-cifar10 and bert-base-imdb:amp-bf16).
 """
 
 from __future__ import annotations
@@ -97,14 +101,17 @@ def _estimate(workload: Any, gpu_id: str | None) -> dict[str, Any] | None:
     }
 
 
-def profile_step(spec: str, *, device: str, tiny: bool, steps: int, gpu_id: str | None) -> dict[str, Any]:
-    """One tuned training workload: step time, kernel classes a step, the estimate beside it."""
+def profile_step(
+    spec: str, *, device: str, tiny: bool, steps: int, gpu_id: str | None, compile_step: bool | None = None
+) -> dict[str, Any]:
+    """One tuned training workload: step time, kernel classes a step, the estimate beside it
+    (`compile_step` as RunOptions takes it: None compiles where inductor can)."""
     from fitbench.backends.base import RunOptions
     from fitbench.workloads.presets import get_workload
 
     name, _, precision = spec.partition(":")
     workload = get_workload(name, tiny=tiny, precision=precision or None)
-    options = RunOptions(device=device, exec_mode="tuned")
+    options = RunOptions(device=device, exec_mode="tuned", compile_step=compile_step)
     return profile_workload(workload, options, label=spec, steps=steps, gpu_id=gpu_id)
 
 
@@ -334,6 +341,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=20, help="convs: calls inside one timed graph")
     ap.add_argument("--gpu", default=None, help="catalog card for the estimate (default: h200 on CUDA)")
     ap.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    ap.add_argument(
+        "--compile",
+        dest="compile_step",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="step: compile before capture (default: as fitbench run --exec tuned, on where inductor can)",
+    )
     args = ap.parse_args(argv)
 
     import torch
@@ -354,7 +368,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "step"):
         out["steps"] = []
         for spec in args.workload or DEFAULT_WORKLOADS:
-            row = profile_step(spec, device=args.device, tiny=args.tiny, steps=args.steps, gpu_id=gpu_id)
+            row = profile_step(
+                spec,
+                device=args.device,
+                tiny=args.tiny,
+                steps=args.steps,
+                gpu_id=gpu_id,
+                compile_step=args.compile_step,
+            )
             out["steps"].append(row)
             est = row["estimate"] or {}
             est_ms = est.get("step_seconds", float("nan")) * 1e3

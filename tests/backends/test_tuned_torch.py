@@ -402,9 +402,64 @@ def test_compile_on_a_cpu_warns_and_runs_uncompiled():
     assert COMPILE_UNAVAILABLE in session.notes["warnings"]
     assert session.notes["compiled_step"] is False
     session.step()
-    # without the option: no warning, and the notes still say the step was not compiled
-    plain = BACKEND.open(get_workload("resnet50-cifar10", tiny=True), TUNED_CPU)
-    assert COMPILE_UNAVAILABLE not in plain.notes["warnings"] and plain.notes["compiled_step"] is False
+
+
+@pytest.mark.parametrize("compile_step", [None, False], ids=["default", "no-compile"])
+def test_the_default_and_no_compile_run_uncompiled_on_a_cpu_without_a_warning(compile_step):
+    """The default (None) compiles where inductor can; on a CPU it cannot, and nobody asked for it:
+    the uncompiled step runs, and no warning says so (the notes still do)."""
+    options = RunOptions(device="cpu", exec_mode="tuned", compile_step=compile_step)
+    assert RunOptions(device="cpu", exec_mode="tuned").compile_step is None  # the default
+    session = BACKEND.open(get_workload("resnet50-cifar10", tiny=True), options)
+    assert session.notes["compiled_step"] is False and "compile_seconds" not in session.notes
+    assert COMPILE_UNAVAILABLE not in session.notes["warnings"]
+    assert not any("compile" in w for w in session.notes["warnings"])
+    session.step()
+
+
+@pytest.mark.parametrize(
+    ("compile_step", "inductor", "expected"),
+    [
+        (None, True, ("inductor", None)),  # the default on a GPU with Triton: compiled
+        (True, True, ("inductor", None)),
+        (False, True, (None, None)),  # --no-compile
+        (None, False, (None, None)),  # the default where inductor cannot: silently uncompiled
+        (True, False, (None, COMPILE_UNAVAILABLE)),  # asked for and impossible: said
+        (False, False, (None, None)),
+    ],
+)
+def test_step_compiler_resolves_the_default_to_inductor_where_it_can(
+    monkeypatch, compile_step, inductor, expected
+):
+    from fitbench.backends.torch import tuned
+
+    monkeypatch.setattr(tuned, "inductor_available", lambda device: inductor)
+    options = RunOptions(device="cuda", exec_mode="tuned", compile_step=compile_step)
+    backend, mode, warning = tuned.step_compiler(options, torch.device("cuda"))
+    assert (backend, warning) == expected and mode == "default"
+
+
+def test_the_compile_choice_reaches_the_child_process_as_given(tmp_path):
+    """The runner hands RunOptions to a fresh child as JSON: None (the default) must stay None, not
+    become False (never compile) or True (warn on a CPU)."""
+    import json
+
+    from fitbench.measure.runner import build_request
+
+    workload = get_workload("resnet50-cifar10", tiny=True)
+    for compile_step in (None, True, False):
+        options = RunOptions(device="cpu", exec_mode="tuned", compile_step=compile_step)
+        request = build_request(
+            workload,
+            "torch",
+            options,
+            min_steps=1,
+            min_seconds=0.0,
+            warmup=1,
+            max_seconds=1.0,
+            workdir=tmp_path,
+        )
+        assert RunOptions(**json.loads(json.dumps(request))["options"]) == options
 
 
 def test_an_unknown_compile_mode_is_one_clear_error():
@@ -425,6 +480,8 @@ def test_tuned_runs_through_the_runner_on_a_cpu(name):
     assert m["exec_mode"] == "tuned"
     assert CPU_NO_GRAPHS in m["warnings"]
     assert m["backend_notes"]["cuda_graph"] is False
+    # the default compile choice (None) reached the child: nothing compiled, nothing to warn of
+    assert m["backend_notes"]["compiled_step"] is False and COMPILE_UNAVAILABLE not in m["warnings"]
     assert m["params"] == workload.param_count()
     if workload.is_generation:
         assert m["precision_in_effect"] == "fp32"

@@ -213,6 +213,9 @@ def test_check_tuned_measures_with_the_tuned_code(capsys, tmp_path):
     for s in data["scenarios"]:
         m = s["measurement"]
         assert m["status"] == "ok" and m["exec_mode"] == "tuned", (s["key"], m.get("error"))
+        # check compiles by default where inductor can; on this CPU it cannot, and says nothing
+        assert m["backend_notes"]["compiled_step"] is False
+        assert not any("--compile" in w for w in m["warnings"]), m["warnings"]
     with History.open(db) as history:
         stored = history.last_runs(10)
     assert {r["catalog_estimates"]["exec_mode"] for r in stored} == {"tuned"}

@@ -382,6 +382,21 @@ def test_hung_child_is_stopped_at_the_timeout(capsys):
 
 
 @pytest.mark.skipif(bool(nvml.device_count()), reason="needs a machine without an NVIDIA GPU")
+@pytest.mark.parametrize(
+    ("flags", "expected"), [((), None), (("--compile",), True), (("--no-compile",), False)]
+)
+def test_compile_defaults_to_the_modes_choice_and_either_flag_is_passed_on(flags, expected):
+    """No flag leaves the choice to the tuned mode (None: compiled where inductor can); --compile
+    asks for it (a warning where it cannot), --no-compile measures the uncompiled step."""
+    from fitbench.cli import run
+    from fitbench.cli.main import build_parser
+
+    argv = ["run", "resnet50-cifar10", "--tiny", "--backend", "fake", "--device", "cpu", "--exec", "tuned"]
+    args = build_parser("run").parse_args([*argv, *flags])
+    assert args.compile_step is expected
+    assert run._plan(args, "en").options.compile_step is expected
+
+
 def test_cuda_without_a_gpu_is_one_line(capsys):
     rc, _, err = run_cli(
         capsys, "run", "resnet50-cifar10", "--tiny", "--device", "cuda", "--no-history", "--backend", "fake"

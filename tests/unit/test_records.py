@@ -251,10 +251,42 @@ def test_error_vs_estimate_of_a_training_step() -> None:
     errors = error_vs_estimate(_summary(), m, w)
     assert errors == pytest.approx({"peak_memory": 0.10, "step_seconds": -0.10, "tokens_per_second": 0.25})
     assert relative_error(1.0, 0) is None and not_comparable(_summary(), m, w) == []
-    # A compiled tuned step is not the step the estimate counts; an uncompiled one is.
-    compiled = m.with_values(backend_notes={"compiled_step": True, "compile_seconds": 41.0})
-    assert not_comparable(_summary(), compiled, w) == ["compiled"]
-    assert not_comparable(_summary(), m.with_values(backend_notes={"compiled_step": False}), w) == []
+
+
+@pytest.mark.parametrize("name", ["bert-base-imdb", "resnet50-cifar10"])
+def test_an_uncompiled_tuned_step_on_a_gpu_is_not_the_step_the_estimate_counts(name: str) -> None:
+    w = get_workload(name)
+    m = Measurement.from_dict(
+        _measurement(
+            device="cuda:0", exec_mode="tuned", backend="torch", peak_memory_bytes=100, step_seconds=1.0
+        )
+    )
+    compiled = m.with_values(
+        backend_notes={"compiled_step": True, "compile_seconds": 41.0, "cuda_graph": True}
+    )
+    uncompiled = m.with_values(backend_notes={"compiled_step": False, "cuda_graph": True})
+    # The estimate models the compiled tuned step: that one compares, --no-compile's does not.
+    assert not_comparable(_summary(), compiled, w) == []
+    assert not_comparable(_summary(), uncompiled, w) == ["uncompiled"]
+    # Records without the note (the default mode, paddle, older runs) are not judged by it.
+    assert not_comparable(_summary(), m, w) == []
+    assert not_comparable(_summary(), m.with_values(backend_notes={"cuda_graph": True}), w) == []
+    # On the CPU nothing compiles and `cpu` already says why; other reasons still add up.
+    on_cpu = uncompiled.with_values(device="cpu")
+    assert not_comparable(_summary(), on_cpu, w) == ["cpu"]
+    assert not_comparable(_summary(), uncompiled.with_values(warmup_steps=0), w) == [
+        "first_run",
+        "uncompiled",
+    ]
+
+
+def test_generation_is_comparable_whether_or_not_its_notes_say_compiled() -> None:
+    w = get_workload("llm-6b")
+    m = Measurement.from_dict(
+        _measurement(device="cuda", exec_mode="tuned", decode_seconds=1.0, decode_tokens_per_second=10.0)
+    )
+    for compiled in (True, False):
+        assert not_comparable(_summary(), m.with_values(backend_notes={"compiled_step": compiled}), w) == []
 
 
 def test_error_vs_estimate_of_generation_uses_one_decode_step() -> None:

@@ -16,9 +16,12 @@ import speed  # noqa: E402
 
 
 @pytest.mark.slow
-def test_speed_runs_default_and_tuned_with_an_estimate_and_a_diagnosis(tmp_path: Path) -> None:
+def test_speed_runs_default_and_tuned_with_an_estimate_and_a_diagnosis(tmp_path: Path, capsys) -> None:
     argv = ["--cpu", "--tiny", "--gpu", "h200", "--only", "resnet50-cifar10", "--min-seconds", "0.2"]
     assert speed.main([*argv, "--out", str(tmp_path)]) == 0
+    # The tuned run takes the mode's compile default: compiled on a GPU with Triton; on this CPU
+    # uncompiled, without a --compile warning, and the table says which.
+    assert "tuned step uncompiled" in capsys.readouterr().out
     (written,) = tmp_path.glob("speed-*.json")
     (scenario,) = json.loads(written.read_text())["scenarios"]
     for mode in ("default", "tuned"):
@@ -28,6 +31,10 @@ def test_speed_runs_default_and_tuned_with_an_estimate_and_a_diagnosis(tmp_path:
         assert run["estimate_headline"] > 0 and run["roofline"] > 0
         # a CPU run against a GPU's estimate: the diagnosis says why it has no verdict
         assert run["diagnosis"]["available"] is False and run["diagnosis"]["reason"]
+    tuned = scenario["runs"]["tuned"]
+    assert scenario["tuned_step_compiled"] is False and tuned["compiled_step"] is False
+    assert tuned["compile_seconds"] is None and scenario["runs"]["default"]["compiled_step"] is None
+    assert not any("--compile" in w for w in tuned["measurement"]["warnings"])
 
 
 @pytest.mark.slow

@@ -194,9 +194,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "allocator, autotuning) are timed",
         "zh": "没有预热步骤(--warmup 0):前几步的启动开销(首批内核、显存分配器、自动调优)被计入耗时",
     },
-    "run.reason.compiled": {
-        "en": "the step ran compiled (--compile), while the estimate counts the uncompiled step's kernels",
-        "zh": "步骤以编译方式运行(--compile),而估算按未编译步骤的内核计算",
+    "run.reason.uncompiled": {
+        "en": "the step ran uncompiled (--no-compile, no Triton, or compiling failed), while the "
+        "estimate counts the compiled step's fused kernels",
+        "zh": "步骤未经编译运行(--no-compile、没有 Triton 或编译失败),而估算按编译后步骤的融合内核计算",
     },
     "run.reason.sep": {"en": "; ", "zh": ";"},
     "run.max_batch_not_comparable": {

@@ -26,10 +26,15 @@ class RunOptions:
     memory_limit_bytes  cap the process's device memory (context included) to emulate a smaller
                 card on a bigger one: what fits under the cap fits on that card
     compile_step  tuned training / classification steps: torch.compile (inductor) the forward and
-                loss before the CUDA graph is captured (CUDA with Triton; elsewhere, and on any
-                failure, the uncompiled step runs and a warning says so). Off by default: the
-                estimator does not model the kernels compilation fuses. Generation's decode step
-                is compiled (or fused) whatever this says.
+                loss before the CUDA graph is captured. None (the default) = the mode's default:
+                compiled where inductor can (CUDA with Triton), silently uncompiled where it
+                cannot (a CPU: nothing was asked). True = asked for: where it cannot, the
+                uncompiled step runs and a warning says so. False = the uncompiled step. On by
+                default because it is what the best code does on a GPU (an H200: ResNet-50,
+                BERT-base and Llama 3.2 1B training steps 1.3-1.4x faster for 30-45 s of compiling
+                once per run) and the estimator models the compiled step. On any failure the
+                uncompiled step runs with a warning. Generation's decode step is compiled (or
+                fused) whatever this says.
     extra       backend-specific settings (e.g. "tokenizer"; "compile_mode": torch.compile's mode
                 for compile_step, default "default")
     """
@@ -39,7 +44,7 @@ class RunOptions:
     data: str | None = None
     memory_limit_bytes: int | None = None
     seed: int = 0
-    compile_step: bool = False
+    compile_step: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -158,9 +158,10 @@ error_vs_estimate = (estimate - measured) / measured:+0.10 表示估算偏高 10
     "run.--device": "cpu、cuda 或 cuda:N(默认:发现 GPU 时为 cuda)",
     "run.--gpu": "与哪块目录 GPU 的估算对比(默认:本机的 GPU)",
     "run.--compile": (
-        "配合 --exec tuned(PyTorch,带 Triton 的 CUDA):在捕获 CUDA Graph 之前用 torch.compile(inductor)"
+        "配合 --exec tuned(PyTorch):在捕获 CUDA Graph 之前用 torch.compile(inductor)"
         "编译训练或推理步骤的前向和损失,融合其中的小内核;每次运行一次性耗时数十秒;失败时回退到未编译的步骤并给出警告"
-        "(默认:关闭,即估算所建模的步骤;生成任务无论如何都会编译其解码步骤)"
+        "(默认:在带 Triton 的 CUDA GPU 上配合 --exec tuned 时开启,即估算所建模的步骤;"
+        "--no-compile 实测未编译的 CUDA Graph 步骤;生成任务无论如何都会编译其解码步骤)"
     ),
     "run.--emulate": (
         "把设备显存限制为某块目录显卡(或 --gpu-spec 写法描述的显卡)的可用显存:"

@@ -91,11 +91,12 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         "--compile",
         dest="compile_step",
         action=argparse.BooleanOptionalAction,
-        default=False,
-        help="with --exec tuned (PyTorch, CUDA with Triton): torch.compile the training or inference "
-        "step's forward and loss (inductor) before the CUDA graph is captured, fusing its small "
-        "kernels; tens of seconds once per run; falls back to the uncompiled step with a warning "
-        "(default: off, the step the estimate models; generation compiles its decode step either way)",
+        default=None,
+        help="with --exec tuned (PyTorch): torch.compile the training or inference step's forward "
+        "and loss (inductor) before the CUDA graph is captured, fusing its small kernels; tens of "
+        "seconds once per run; falls back to the uncompiled step with a warning (default: on with "
+        "--exec tuned on a CUDA GPU with Triton, the step the estimate models; --no-compile measures "
+        "the uncompiled CUDA-graph step; generation compiles its decode step either way)",
     )
     run.add_argument(
         "--gpu", metavar="ID", help="catalog GPU whose estimate to compare with (default: this machine's GPU)"
@@ -384,9 +385,9 @@ def refuse_compile_without_tuned_torch(exec_mode: str, backend: str) -> None:
     if exec_mode != "tuned":
         raise FitbenchError(
             "--compile compiles the tuned step",
-            "add --exec tuned, or drop --compile",
+            "add --exec tuned (which compiles by default on a CUDA GPU), or drop --compile",
             message_zh="--compile 编译的是 tuned 步骤",
-            hint_zh="请加上 --exec tuned,或去掉 --compile",
+            hint_zh="请加上 --exec tuned(在 CUDA GPU 上默认即编译),或去掉 --compile",
         )
     if framework_of(backend) == "paddle":
         raise FitbenchError(
@@ -477,7 +478,7 @@ def _plan(args: argparse.Namespace, lang: str) -> RunPlan:
         exec_mode=args.exec_mode,
         data=str(Path(args.data).resolve()) if args.data else None,
         memory_limit_bytes=limit,
-        compile_step=bool(args.compile_step),
+        compile_step=args.compile_step,
     )
     return RunPlan(
         workloads=workloads, backend=backend, device=device, gpu=gpu, gpu_note=gpu_note, options=options

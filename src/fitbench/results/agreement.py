@@ -149,8 +149,12 @@ def not_comparable(est: EstimatedFigures | None, m: Measurement, workload: Workl
     cpu        measured on the CPU, the estimate is for a GPU
     tiny       the tiny variant ran: a smoke test of the pipeline, not the real job
     first_run  no untimed warm-up steps: start-up (first kernels, the allocator, autotuning) is timed
-    compiled   the tuned step ran compiled (--compile): the estimate counts the uncompiled step's
-               kernels, so the error would measure the fusion too
+    uncompiled the tuned PyTorch training / classification step ran on a GPU uncompiled
+               (--no-compile, no Triton, or compiling failed: backend_notes compiled_step false):
+               the estimate counts the compiled step's fused kernels, so the error would measure
+               the missing fusion too. Not said on a CPU, where `cpu` already says why and nothing
+               compiles; not for generation, whose decode step is compiled (or fused) either way;
+               not for records without the note (other backends and modes, older records).
     """
     if est is None or not m.completed:
         return []
@@ -161,8 +165,8 @@ def not_comparable(est: EstimatedFigures | None, m: Measurement, workload: Workl
         reasons.append("tiny")
     if m.warmup_steps == 0:
         reasons.append("first_run")
-    if (m.backend_notes or {}).get("compiled_step") is True and not workload.is_generation:
-        reasons.append("compiled")
+    if m.on_gpu and not workload.is_generation and (m.backend_notes or {}).get("compiled_step") is False:
+        reasons.append("uncompiled")
     return reasons
 
 

@@ -28,14 +28,17 @@ training and classification inference (ResNet, BERT-style encoders, decoders tra
     fails, the step runs eagerly; either way a warning says so.
   * GPUs without native bf16 run amp-fp16 with a GradScaler and no graph (the scaler's
     inf check reads a value on the host, which a graph cannot contain).
-  * with RunOptions.compile_step (`--compile`), on CUDA with Triton: the forward and loss (and
-    so, through AOT autograd, the backward) compiled by torch.compile (inductor, a mode without
-    its own CUDA graphs: fitbench captures the step itself) before warm-up and capture; the
-    optimizer step stays the fused eager kernel. Fusing the small kernels around the GEMMs and
-    convolutions (LayerNorm, residual adds, bias gradients, autocast's casts, batch norm's
-    elementwise work) is what it buys. If compiling, or capturing the compiled step, fails,
-    the uncompiled step is captured as without the option, and a warning says why. Off by
-    default: the estimator counts the uncompiled step's kernels.
+  * on CUDA with Triton, by default (RunOptions.compile_step None or True; `--no-compile` turns
+    it off): the forward and loss (and so, through AOT autograd, the backward) compiled by
+    torch.compile (inductor, a mode without its own CUDA graphs: fitbench captures the step
+    itself) before warm-up and capture; the optimizer step stays the fused eager kernel. Fusing
+    the small kernels around the GEMMs and convolutions (LayerNorm, residual adds, bias
+    gradients, autocast's casts, batch norm's elementwise work) is what it buys: on an H200 the
+    ResNet-50, BERT-base and Llama 3.2 1B training steps ran 1.3-1.4x faster, for 30-45 s of
+    compiling once per run, so it is what the best code does and what the estimator models.
+    If compiling, or capturing the compiled step, fails, the uncompiled step is captured, and a
+    warning says why. Where inductor cannot run (a CPU, CUDA without Triton) the step stays
+    uncompiled, with a warning only when `--compile` asked for it.
 
 generation (Llama-style decoders)
   * fitbench's own StaticDecoder (fused QKV and gate/up weights) with a preallocated KV cache;
@@ -573,7 +576,9 @@ class TunedInferSession(GraphedStepSession):
 
 def step_compiler(options: RunOptions, device: torch.device) -> tuple[CompileBackend | None, str, str | None]:
     """(torch.compile backend for the step or None, its mode, a warning when --compile cannot be
-    honoured here): inductor on CUDA with Triton; elsewhere the step stays uncompiled."""
+    honoured here): inductor on CUDA with Triton unless compile_step is False; elsewhere the step
+    stays uncompiled, with a warning only where compile_step is True (asked for: None, the
+    default, asked for nothing)."""
     mode = str((options.extra or {}).get("compile_mode") or "default")
     if mode not in COMPILE_MODES:
         raise FitbenchError(
@@ -582,10 +587,10 @@ def step_compiler(options: RunOptions, device: torch.device) -> tuple[CompileBac
             message_zh=f"未知的编译模式 '{mode}'",
             hint_zh=f"请使用以下之一:{'、'.join(COMPILE_MODES)}",
         )
-    if not options.compile_step:
+    if options.compile_step is False:
         return None, mode, None
     if not inductor_available(device):
-        return None, mode, COMPILE_UNAVAILABLE
+        return None, mode, COMPILE_UNAVAILABLE if options.compile_step else None
     return "inductor", mode, None
 
 
