@@ -9,7 +9,10 @@ compute-bound, memory-bound and floor-bound kernel time, host time. No framework
     python benchmarks/tuned_accuracy.py --json FILE     # the same rows as JSON
 
 Sources (benchmarks/results):
-  speed-h200-*.json            benchmarks/speed.py's tuned runs (ResNet-50 CIFAR, BERT-base, 6.7B decode)
+  speed-h200-*.json            benchmarks/speed.py's tuned runs (ResNet-50 CIFAR, BERT-base, 6.7B decode);
+                               training steps only where they ran compiled (the tuned estimate's step)
+  compiled-step-h200-*.json    benchmarks/compiled_step.py's compiled tuned steps (ResNet-50, BERT-base,
+                               Llama-3.2-1B)
   decode-kernels-h200-*.json   the 6.7B token with the torch.compile'd step of cuBLAS GEMVs at batch 1
                                (the path tuned takes above batch 1; at batch 1 it runs fused kernels)
   serving-h200-*.json          transformers' generate with a static cache (compiled forward, but
@@ -65,6 +68,8 @@ def speed_points(path: Path) -> list[Point]:
         if m.get("status") != "ok" or run.get("headline") is None:
             continue
         w = _workload_from(s["workload"], m.get("precision_in_effect"))
+        if not w.is_generation and (m.get("backend_notes") or {}).get("compiled_step") is not True:
+            continue  # an uncompiled tuned step: the tuned estimate counts the compiled one
         out.append(
             Point(
                 label=f"{s['scenario']} b{w.batch_size}",
@@ -84,6 +89,27 @@ def speed_points(path: Path) -> list[Point]:
                     unit="s/prefill",
                 )
             )
+    return out
+
+
+def compiled_step_points(path: Path) -> list[Point]:
+    """The compiled variants of one benchmarks/compiled_step.py result file (step seconds)."""
+    data = json.loads(path.read_text())
+    out = []
+    for s in data["scenarios"]:
+        run = s.get("runs", {}).get("compiled") or {}
+        if run.get("status") != "ok" or not run.get("compiled_step") or not run.get("step_seconds"):
+            continue
+        w = Workload.from_dict(s["workload"]).replace(precision=run["precision_in_effect"])
+        out.append(
+            Point(
+                label=f"{s['scenario']} b{w.batch_size} compiled",
+                source=path.name,
+                workload=w,
+                measured=float(run["step_seconds"]),
+                unit="s/step",
+            )
+        )
     return out
 
 
@@ -133,6 +159,8 @@ def stored_points(folder: Path = RESULTS) -> list[Point]:
     points: list[Point] = []
     for path in sorted(folder.glob("speed-h200-*.json")):
         points += speed_points(path)
+    for path in sorted(folder.glob("compiled-step-h200-*.json")):
+        points += compiled_step_points(path)
     for path in sorted(folder.glob("decode-kernels-h200-*.json")):
         points += decode_kernel_points(path)
     for path in sorted(folder.glob("serving-h200-*.json")):

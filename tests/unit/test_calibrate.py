@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -85,20 +86,30 @@ def test_tuned_profile_fits_from_speed_benchmark_tuned_runs(capsys: pytest.Captu
     out = json.loads(capsys.readouterr().out)
     fit = out["fit"]
     assert fit["exec_mode"] == "tuned" and out["kept"] is False
-    # Tuned steps have no host overhead to fit; each training point fits the shares of the class
-    # that bounds it in the estimate (ResNet-50 at 32 px: memory, the fixed time of its ~460 small
-    # memory-bound launches; BERT: memory or compute, near the line), the decode point the share
-    # of the decode step's own kernels.
+    # Tuned steps have no host overhead to fit. The stored training steps ran uncompiled, while
+    # the tuned profile estimates the compiled step (fuses_pointwise): they fit nothing, and the
+    # decode point fits the share of the decode step's own kernels.
     assert "host_seconds_per_op" not in fit["values"]
-    assert 0.05 < fit["values"]["memory_efficiency"] < 1.0
-    evidence = fit["evidence"]
-    assert len(evidence["memory_efficiency"]) + len(evidence.get("matmul_efficiency", [])) == 2
+    assert "memory_efficiency" not in fit["values"] and "matmul_efficiency" not in fit["values"]
     assert len(fit["evidence"]["decode_memory_efficiency"]) == 1
-    # With the small kernels' fixed time counted apart, the stored runs ask little of the shares:
-    # the bandwidth shares move by less than 20 % (they moved 0.85 -> 0.58 when one share held all).
     tuned_profile = get_profile("torch", "tuned", use_user=False)
-    for key in ("memory_efficiency", "decode_memory_efficiency"):
-        assert fit["values"][key] == pytest.approx(tuned_profile.in_force(key), rel=0.20), key
+    key = "decode_memory_efficiency"
+    assert fit["values"][key] == pytest.approx(tuned_profile.in_force(key), rel=0.20)
+
+
+def test_an_uncompiled_tuned_training_step_fits_nothing_but_a_compiled_one_does() -> None:
+    """The same stored tuned ResNet step, once as it ran (uncompiled) and once marked compiled:
+    only the compiled one is evidence for the tuned profile's constants."""
+    _, tuned = calibrate.points_from_result_file(SPEED, "tuned")
+    resnet = [(w, m) for w, m in tuned if w.is_resnet]
+    assert resnet and resnet[0][1].backend_notes.get("compiled_step") is not True
+    base = get_profile("torch", "tuned", use_user=False)
+    gpu = get_gpu("h200")
+    speed_keys = {"memory_efficiency", "matmul_efficiency", "conv_efficiency", "kernel_fixed_seconds"}
+    assert not speed_keys & set(calibrate.fit_profile(resnet, gpu, base).values)
+    w, m = resnet[0]
+    compiled = dataclasses.replace(m, backend_notes={**m.backend_notes, "compiled_step": True})
+    assert speed_keys & set(calibrate.fit_profile([(w, compiled)], gpu, base).values)
 
 
 def test_decode_efficiency_governs_decode_steps_only() -> None:

@@ -113,6 +113,15 @@ def fit_profile(points: Sequence[tuple[Workload, MeasurementLike]], gpu: GpuSpec
     return Fit(framework=base.framework, exec_mode=base.exec_mode, values=values, evidence=evidence)
 
 
+def _ran_uncompiled(m: Measurement, workload: Workload, base: Profile) -> bool:
+    """Whether a training or classification step of a mode that compiles it (Profile.
+    fuses_pointwise) ran uncompiled (`--no-compile`, a failed compile, or a record older than
+    the compiled step): its time measures other kernels than the profile's estimate counts."""
+    if not base.fuses_pointwise or workload.is_generation:
+        return False
+    return (m.backend_notes or {}).get("compiled_step") is not True
+
+
 def _evidence(
     points: Sequence[tuple[Workload, MeasurementLike]], gpu: GpuSpec, base: Profile
 ) -> tuple[dict[str, list[float]], list[float], list[float | None]]:
@@ -127,6 +136,8 @@ def _evidence(
         if not m.completed:
             continue
         measured = _measured_step(m, workload)
+        if _ran_uncompiled(m, workload, base):
+            measured = None  # its step is not the compiled one the profile's mode is estimated as
         est = estimate(workload, gpu, framework=base.framework, exec_mode=base.exec_mode, profile=base)
         key = _ratio_key(est.bottleneck, workload)
         if measured and est.step_seconds and key is not None:

@@ -38,6 +38,7 @@ from fitbench.estimate.speed import (
     OPTIMIZER_PASSES,
     STEP_FIXED_OPS,
     Timing,
+    as_compiled,
     overlapped_seconds,
     time_kernels,
 )
@@ -234,7 +235,9 @@ def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
     optimizer over the trainable parameters only.
     """
     adapted_arch(workload)
-    fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
+    fwd = as_compiled(
+        transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1), profile
+    )
     base = fwd + _frozen_backward(fwd)
     passes = 2
     if workload.checkpointing:

@@ -88,6 +88,10 @@ class Profile:
     # The transformers release whose `generate` the decode counts follow (estimate/generate_ops.py
     # CallCounts: what a decode step issues changed between releases); None: the newest counted.
     transformers_version: str | None = None
+    # Whether the mode's training and classification steps are compiled (torch.compile with
+    # inductor), which fuses each chain of pointwise work into one kernel: the estimate then
+    # times each kernel's `fused` form (estimate/segments.py Kernel.fused).
+    fuses_pointwise: bool = False
     provenance: str = ""
 
     @property

@@ -57,6 +57,10 @@ class Kernel:
     backward_launches  GPU kernels its backward launches where they differ from the forward's
            (a convolution's data and weight gradients, batch norm's reduction and input gradient);
            None: as many as the forward
+    fused  what this work becomes in a step a compiler fuses (torch.compile's inductor in torch's
+           tuned mode: Profile.fuses_pointwise): a chain of pointwise passes becomes one kernel
+           that reads the chain's inputs and writes its outputs once; None: unchanged (GEMMs,
+           convolutions, attention, the optimizer stay the libraries' own kernels)
     """
 
     name: str
@@ -72,6 +76,7 @@ class Kernel:
     memory_efficiency: float | None = None
     launches: float | None = None
     backward_launches: float | None = None
+    fused: Kernel | None = None
 
     @property
     def kernel_launches(self) -> float:

@@ -322,6 +322,15 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
     ]
 
 
+def as_compiled(kernels: list[Kernel], profile: Profile) -> list[Kernel]:
+    """The forward kernels as the profile's mode runs them: each in its fused form where the mode
+    compiles the step (Profile.fuses_pointwise; Kernel.fused), else unchanged. Backward and
+    recomputation follow the forward's forms, as AOT autograd compiles the backward with it."""
+    if not profile.fuses_pointwise:
+        return kernels
+    return [k if k.fused is None else k.fused for k in kernels]
+
+
 def training_kernels(
     workload: Workload, profile: Profile, *, channels_last: bool | None = None
 ) -> list[Kernel]:
@@ -330,6 +339,7 @@ def training_kernels(
         fwd = resnet_cost.forward_kernels(workload, profile, channels_last=channels_last)
     else:
         fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
+    fwd = as_compiled(fwd, profile)
     kernels = fwd + _backward(fwd) + optimizer_kernels(workload, profile.framework)
     if workload.checkpointing:
         kernels += fwd  # recomputation of the forward pass during backward
@@ -361,6 +371,7 @@ def inference_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing
         fwd = resnet_cost.forward_kernels(workload, profile)
     else:
         fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
+    fwd = as_compiled(fwd, profile)
     return time_kernels(
         fwd, workload, gpu, profile, host_seconds_per_op=profile.host_seconds_per_op, fixed_ops=5.0
     )

@@ -482,6 +482,33 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
     return norms + act + adds + dropout + rotary + casts, ops
 
 
+def fused_pointwise_bytes_per_token(
+    arch: TransformerArch, dt: ActivationDtypes
+) -> tuple[float, float, float]:
+    """(norm regions' bytes, the other regions' bytes, the other regions' kernels) of one block's
+    forward per token when a compiler fuses its pointwise work (torch.compile's inductor).
+
+    A fused region reads its inputs and writes its outputs once, whatever it computes inside:
+    * each of the block's two norms, with the residual add before it and the dropout on the
+      branch it adds: read the branch output (16-bit) and the residual stream, write the new
+      residual stream, the norm's output at the width the next Linear reads (autocast's cast
+      folds in: one 16-bit copy whatever the number of Linears it feeds) and the dropout mask;
+    * rotary positions: read and write q and k;
+    * the MLP activation: SwiGLU reads gate and up and writes their product, GELU reads and
+      writes its input (the Linear's bias is in the GEMM's epilogue).
+    The inductor kernels of the compiled steps (benchmarks/results/compiled-step-profile-h200-
+    2026-12-04.json) are these regions: `triton_*_fused_add_native_dropout_native_layer_norm_*`,
+    `*_fused_mul_silu_*`, and no elementwise kernel beside them.
+    """
+    h, f = arch.hidden_size, arch.intermediate_size
+    norm_out = dt.act if dt.amp else dt.res
+    norms = 2 * h * (dt.act + 2 * dt.res + norm_out + dt.mask)
+    act = 3 * f * dt.act if arch.mlp == "swiglu" else 2 * f * dt.act
+    rotary = 2 * (arch.q_dim + arch.kv_dim) * dt.act if arch.position == "rotary" else 0.0
+    regions = 1.0 + (1.0 if rotary else 0.0)
+    return float(norms), float(act + rotary), regions
+
+
 def _quantized_counts(workload: Workload) -> dict[str, tuple[int, int]]:
     """Per matrix name, (copies the weight format stores quantized, copies in the model); empty
     when the weights are not quantized."""
@@ -638,6 +665,7 @@ def forward_kernels(
         )
     )
     ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt)
+    norm_fused, rest_fused, rest_regions = fused_pointwise_bytes_per_token(arch, dt)
     if arch.norm == "layernorm":
         # The two LayerNorms of a block run kernels of their own (see LAYER_NORM_SHARE).
         ln_bytes, ln_ops = 2 * 2 * arch.hidden_size * dt.res, 2
@@ -653,6 +681,16 @@ def forward_kernels(
                 launches=2.0,
                 backward_launches=4.0,  # the input gradient, and gamma's and beta's reduction
                 memory_efficiency=LAYER_NORM_SHARE,
+                fused=Kernel(
+                    name="layer_norm",
+                    kind="memory",
+                    flops=0.0,
+                    bytes=tokens * norm_fused,
+                    count=L,
+                    ops=ln_ops,
+                    launches=2.0,
+                    backward_launches=4.0,
+                ),
             )
         )
     ks.append(
@@ -664,6 +702,15 @@ def forward_kernels(
             count=L,
             ops=ew_ops,
             launches=_elementwise_launches(arch, dt, ew_ops),
+            fused=Kernel(
+                name="elementwise",
+                kind="memory",
+                flops=0.0,
+                bytes=tokens * (rest_fused + (norm_fused if arch.norm != "layernorm" else 0.0)),
+                count=L,
+                ops=ew_ops,
+                launches=rest_regions + (2.0 if arch.norm != "layernorm" else 0.0),
+            ),
         )
     )
     emb_rows = arch.hidden_size * dt.res  # FP32 tables under autocast, 16-bit in pure half
@@ -815,6 +862,18 @@ def _training_step_traffic(
                 backward_bytes=logits * (cast + 16.0),
                 ops=0.0,  # issued inside the loss call, whose host cost the head already counts
                 launches=3.0,
+                # compiled: the upcast folds into one reduction that reads the logits twice (the
+                # max, then the sum of exponentials), and the backward reads them once more and
+                # writes their gradient at the logits' width
+                fused=Kernel(
+                    name="lm_loss",
+                    kind="memory",
+                    flops=0.0,
+                    bytes=logits * 2.0 * a,
+                    backward_bytes=logits * 2.0 * a,
+                    ops=0.0,
+                    launches=1.0,
+                ),
             )
         )
     ks += _bias_gradient_kernels(workload, arch, tokens, a)
