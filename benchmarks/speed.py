@@ -392,11 +392,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: {note}", file=sys.stderr)
     chosen = [s for s in SCENARIOS if not args.only or s.name in args.only]
     started = dt.datetime.now(dt.UTC)
-    results = [
-        run_scenario(s, tiny=args.tiny, device=device, gpu=gpu, min_seconds=args.min_seconds) for s in chosen
-    ]
+    results: list[dict[str, Any]] = []
+    path: Path | None = None
+    for scenario in chosen:
+        results.append(
+            run_scenario(scenario, tiny=args.tiny, device=device, gpu=gpu, min_seconds=args.min_seconds)
+        )
+        # rewritten after each scenario: a run stopped midway keeps the rows it measured
+        path = _write_record(args, results, device=device, gpu=gpu, started=started, path=path)
     print(table(results))
+    print(f"\nwrote {path}")
+    failed = [r["scenario"] for r in results for run in r["runs"].values() if run["status"] != "ok"]
+    return 1 if failed else 0
 
+
+def _write_record(
+    args: argparse.Namespace,
+    results: list[dict[str, Any]],
+    *,
+    device: str,
+    gpu: GpuSpec | None,
+    started: dt.datetime,
+    path: Path | None,
+) -> Path:
+    """Write the JSON record of the scenarios measured so far to `path` (None: a new file); its path."""
     device_name = next(
         (
             run["measurement"].get("device_name")
@@ -433,11 +452,9 @@ def main(argv: list[str] | None = None) -> int:
         "scenarios": results,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    path = output_path(args.out, gpu_slug)
+    path = path or output_path(args.out, gpu_slug)
     path.write_text(json.dumps(record, indent=1, default=str) + "\n")
-    print(f"\nwrote {path}")
-    failed = [r["scenario"] for r in results for run in r["runs"].values() if run["status"] != "ok"]
-    return 1 if failed else 0
+    return path
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ compiled-step-profile-h200-2026-12-04.json).
 The tuned step's batches are synthetic and unpadded, so the mask is known to be plain causal.
 This registers an attention implementation with transformers' AttentionInterface that is its
 own SDPA function called without a mask (so `is_causal` follows the module, as for the default
-path's eager step); an implementation unknown to the mask registry makes transformers skip
-building the mask at all. Sliding-window layers need their band mask and are left alone.
+path's eager step), and a mask function that builds none (newer releases skip the mask of an
+implementation the mask registry does not know; older ones look it up). Sliding-window layers
+need their band mask and are left alone.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ def _causal_sdpa(module: Any, query: Any, key: Any, value: Any, attention_mask: 
     return sdpa_attention_forward(module, query, key, value, None, **kwargs)
 
 
+def _no_mask(*args: Any, **kwargs: Any) -> None:
+    """The mask function of CAUSAL_SDPA: none (the attention is causal by `is_causal`)."""
+    return None
+
+
 def use_causal_sdpa(model: Any, *, sliding_layers: int) -> str | None:
     """Switch a transformers decoder to mask-free causal SDPA; the reason it was not, or None.
 
@@ -42,6 +48,12 @@ def use_causal_sdpa(model: Any, *, sliding_layers: int) -> str | None:
     except ImportError:
         return "this transformers has no AttentionInterface"
     AttentionInterface.register(CAUSAL_SDPA, _causal_sdpa)
+    try:  # releases that look every implementation up in the mask registry: build no mask
+        from transformers import AttentionMaskInterface
+
+        AttentionMaskInterface.register(CAUSAL_SDPA, _no_mask)
+    except ImportError:
+        pass
     setter = getattr(model, "set_attn_implementation", None)
     if setter is not None:
         setter(CAUSAL_SDPA)
