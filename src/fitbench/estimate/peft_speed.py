@@ -105,7 +105,7 @@ def _frozen_backward(forward: list[Kernel]) -> list[Kernel]:
     return out
 
 
-def lora_kernels(workload: Workload) -> tuple[list[Kernel], list[Kernel]]:
+def lora_kernels(workload: Workload, *, fused: bool = False) -> tuple[list[Kernel], list[Kernel]]:
     """(forward, backward) kernels of the adapter branches over one step's tokens.
 
     Forward per adapted Linear: A (2*T*in*r FLOPs), B (2*T*r*out) and the elementwise passes:
@@ -113,6 +113,11 @@ def lora_kernels(workload: Workload) -> tuple[list[Kernel], list[Kernel]]:
     the scaling, the add into the base output and its cast back. Backward: A and B each compute
     an input and a weight gradient (2x), elementwise about 2x the bytes; the host issues
     LORA_BACKWARD_SHARE of a forward operation per operation (the nodes autograd executes).
+
+    `fused` (a compiled step: Profile.fuses_pointwise): the passes before A become one kernel
+    that reads the input and writes the dropped FP32 copy A reads and its mask, and the passes
+    after B one that reads B's output and the base output and writes their sum at the
+    activation width.
     """
     arch = adapted_arch(workload)
     dt = activation_dtypes(workload, dropout=arch.kind == "encoder")
@@ -142,17 +147,21 @@ def lora_kernels(workload: Workload) -> tuple[list[Kernel], list[Kernel]]:
                 count=L,
             )
         )
-        cast_in = fin * (a + 4) if a != 4 else 0.0
-        dropout = fin * (4 + 4 + mask)
-        out = fout * (4 + 4) + fout * (a + 4 + 4) + fout * (4 + a)  # scale, add, cast back
+        if fused:
+            before, after = fin * (a + 4 + mask), fout * (lb + 2 * a)
+        else:
+            cast_in = fin * (a + 4) if a != 4 else 0.0
+            before = cast_in + fin * (4 + 4 + mask)  # the cast, dropout
+            after = fout * (4 + 4) + fout * (a + 4 + 4) + fout * (4 + a)  # scale, add, cast back
         fwd.append(
             Kernel(
                 name=f"lora.{name}.elementwise",
                 kind="memory",
                 flops=0.0,
-                bytes=tokens * (cast_in + dropout + out),
+                bytes=tokens * (before + after),
                 count=L,
                 ops=LORA_ELEMENTWISE_OPS,
+                launches=2.0 if fused else None,
             )
         )
     bwd = [
@@ -252,7 +261,7 @@ def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
         host_seconds_per_op=profile.host_seconds_per_op,
         fixed_ops=STEP_FIXED_OPS,
     )
-    lora_fwd, lora_bwd = lora_kernels(workload)
+    lora_fwd, lora_bwd = lora_kernels(workload, fused=profile.fuses_pointwise)
     adapters = lora_fwd + lora_bwd + (lora_fwd if workload.checkpointing else [])
     fp32 = workload if workload.precision_info.amp else dataclasses.replace(workload, precision="fp32")
     # The adapters' operations cost the host a share of a reference operation (profiles.toml
