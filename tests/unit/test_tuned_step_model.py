@@ -227,3 +227,13 @@ def test_layer_norms_run_kernels_of_their_own_at_their_measured_share() -> None:
     assert ln.bytes + ew.bytes == pytest.approx(tokens * lump_bytes)
     llm = get_workload("llm-6b", mode="train", batch_size=1, seq_len=512)
     assert not [k for k in transformer_cost.forward_kernels(llm, 1, 512) if k.name == "layer_norm"]
+
+
+def test_every_compiled_tuned_training_row_of_the_stored_speed_run_is_within_twenty_percent() -> None:
+    """speed.py's H200 run of 2026-12-04 (tuned steps compiled, decoders causal SDPA): ResNet-50
+    CIFAR, BERT-base, Llama-3.2-1B full fine-tune and LoRA r16, each against today's estimate."""
+    points = tuned_accuracy.speed_points(RESULTS / "speed-h200-2026-12-04.json")
+    training = [p for p in points if not p.workload.is_generation]
+    assert {p.workload.peft for p in training} == {None, "lora"} and len(training) == 4
+    for row in map(tuned_accuracy.score, training):
+        assert abs(row["error"]) <= 0.20, (row["label"], row["error"])
