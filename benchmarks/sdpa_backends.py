@@ -27,16 +27,22 @@ from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-# (name, batch, heads, kv_heads, seq, head_dim, causal, padding mask)
+# (name, batch, heads, kv_heads, seq, head_dim, causal, padding mask, dropout)
 SHAPES = [
-    ("llama-3.2-1b b4 s2048", 4, 32, 8, 2048, 64, True, False),
-    ("llama-3.2-1b b8 s2048", 8, 32, 8, 2048, 64, True, False),
-    ("llama-3-8b b2 s2048", 2, 32, 8, 2048, 128, True, False),
-    ("qwen2.5-1.5b b2 s2048", 2, 12, 2, 2048, 128, True, False),
-    ("bert-base b16 s512 (no mask)", 16, 12, 12, 512, 64, False, False),
-    ("bert-base b16 s512 (padding mask)", 16, 12, 12, 512, 64, False, True),
+    ("llama-3.2-1b b4 s2048", 4, 32, 8, 2048, 64, True, False, 0.0),
+    ("llama-3.2-1b b8 s2048", 8, 32, 8, 2048, 64, True, False, 0.0),
+    ("llama-3-8b b2 s2048", 2, 32, 8, 2048, 128, True, False, 0.0),
+    ("qwen2.5-1.5b b8 s1024", 8, 12, 2, 1024, 128, True, False, 0.0),
+    ("bert-base b16 s512 (no mask)", 16, 12, 12, 512, 64, False, False, 0.1),
+    ("bert-base b16 s512 (no dropout)", 16, 12, 12, 512, 64, False, False, 0.0),
+    ("bert-base b16 s512 (padding mask)", 16, 12, 12, 512, 64, False, True, 0.1),
+    ("roberta-base b32 s256", 32, 12, 12, 256, 64, False, False, 0.1),
 ]
-TINY = [("tiny", 2, 4, 2, 64, 16, True, False), ("tiny mask", 2, 4, 4, 32, 16, False, True)]
+TINY = [
+    ("tiny", 2, 4, 2, 64, 16, True, False, 0.0),
+    ("tiny mask", 2, 4, 4, 32, 16, False, True, 0.1),
+]
+GRAPH_CALLS = 10  # forward + backward passes captured per graph replay
 
 
 def _flops(b: int, h: int, s: int, d: int, causal: bool) -> float:
@@ -68,12 +74,38 @@ def _time(fn: Any, torch: Any, device: str, repeats: int) -> float:
     return statistics.median(times)
 
 
+def _time_graph(fn: Any, torch: Any, replays: int = 5) -> float:
+    """Median seconds of one `fn` replayed from a CUDA graph of GRAPH_CALLS calls (warmed up on a
+    side stream first, as capture requires)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(GRAPH_CALLS):
+            fn()
+    for _ in range(3):
+        graph.replay()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / GRAPH_CALLS)
+    return statistics.median(times)
+
+
 def measure(shape: tuple, device: str, repeats: int) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    name, b, h, kvh, s, d, causal, masked = shape
+    name, b, h, kvh, s, d, causal, masked, dropout = shape
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     q = torch.randn(b, h, s, d, device=device, dtype=dtype, requires_grad=True)
     # keys and values expanded to every query head, as transformers does before SDPA for GQA
@@ -93,6 +125,8 @@ def measure(shape: tuple, device: str, repeats: int) -> dict[str, Any]:
         "head_dim": d,
         "causal": causal,
         "padding_mask": masked,
+        "dropout": dropout,
+        "timing": "cuda graph" if device.startswith("cuda") else "eager",
         "backends": {},
     }
     backends = {
@@ -106,13 +140,16 @@ def measure(shape: tuple, device: str, repeats: int) -> dict[str, Any]:
         with sdpa_kernel(chosen):
             k = k0.repeat_interleave(h // kvh, dim=1)
             v = v0.repeat_interleave(h // kvh, dim=1)
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
-            o.backward(grad)
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout)
+            torch.autograd.backward(o, grad)
 
     for label, backend in [("default", None), *backends.items()]:
         chosen = list(backends.values()) if backend is None else [backend]
         try:
-            seconds = _time(lambda chosen=chosen: step(chosen), torch, device, repeats)
+            if device.startswith("cuda"):
+                seconds = _time_graph(lambda chosen=chosen: step(chosen), torch)
+            else:
+                seconds = _time(lambda chosen=chosen: step(chosen), torch, device, repeats)
         except RuntimeError as exc:  # the backend does not take this shape / mask / card
             out["backends"][label] = {"error": str(exc).splitlines()[0][:160]}
             continue
