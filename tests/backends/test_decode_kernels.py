@@ -23,6 +23,7 @@ import torch.nn.functional as F  # noqa: E402
 from fitbench.backends.torch import decode_kernels as dk  # noqa: E402
 from fitbench.backends.torch.fused_decode import FusedDecodeStep, unsupported_reason  # noqa: E402
 from fitbench.backends.torch.static_decoder import (  # noqa: E402
+    FUSED_MAX_BATCH,
     RMS_EPS,
     StaticDecoder,
     StaticKVGenerator,
@@ -354,3 +355,7 @@ def test_fused_step_needs_a_power_of_two_head_size():
 
 def test_the_rms_eps_of_the_kernels_is_the_decoder_s():
     assert dk.RMS_EPS_DEFAULT == RMS_EPS
+
+
+def test_the_tuned_session_knows_the_batches_the_kernels_run():
+    assert dk.MAX_BATCH == FUSED_MAX_BATCH

@@ -1,4 +1,4 @@
-"""Fused Triton kernels for one batch-1 decode step of a Llama-style decoder.
+"""Fused Triton kernels for one decode step of a Llama-style decoder, for 1 to 32 sequences.
 
 Why fitbench has kernels of its own: at batch 1 a decode step is a stream of weight bytes
 (13.2 GB per token for a 6.7B FP16 model) cut into ~430 kernels by PyTorch's operators, even
@@ -25,6 +25,17 @@ kernel, and each weight byte is read exactly once) and accumulates BLOCK_N x BLO
 products in FP32 registers, reducing them once at the end. Pairs of row blocks are the unit
 because two of the kernels need pairs (gate with up, a rotary dimension with its partner half a
 head away); the plain GEMV takes two adjacent blocks.
+
+A batch of B > 1 sequences (all at the same position: the static generator's prompts have one
+length) runs the same five kernels a layer with batched tiles (`_*_rows_kernel`): a program reads
+its 2 * BLOCK_N weight rows once and multiplies them with all B activation rows by tl.dot (B
+padded to 16 or 32 rows, masked), so weight bytes per step do not grow with B; every epilogue
+(RMSNorm scale from each row's own sum of squares, bias, rotary, cache stores, SwiGLU, residual
+add) is per row, and attention is one program per (query head, sequence). The tensor cores'
+padded rows are free in a kernel bound by the weight stream; per-row FP32 accumulation, as at
+batch 1, would need B x BLOCK_N x BLOCK_K registers. Batch 1 keeps its GEMV kernels (tuned on an
+H200; a [1, K] activation runs them), whose FP32 products of x * g differ in rounding from the
+batched tiles' 16-bit operands.
 
 On a machine without CUDA the kernels are defined under Triton's interpreter, which runs them
 on CPU tensors with NumPy: that is how the tests check them against PyTorch's operators.
@@ -437,7 +448,7 @@ def _rows(
     ok,
     K: tl.constexpr,
     eps,
-    BATCH: tl.constexpr,
+    BATCH,
     ROWS_PAD: tl.constexpr,
     NORM: tl.constexpr,
     HAS_BIAS: tl.constexpr,
@@ -504,7 +515,7 @@ def _linear_rows_kernel(
     N,
     K: tl.constexpr,
     eps,
-    BATCH: tl.constexpr,
+    BATCH,
     ROWS_PAD: tl.constexpr,
     NORM: tl.constexpr,
     RESIDUAL: tl.constexpr,
@@ -553,7 +564,7 @@ def _swiglu_rows_kernel(
     FFN,
     K: tl.constexpr,
     eps,
-    BATCH: tl.constexpr,
+    BATCH,
     ROWS_PAD: tl.constexpr,
     NORM: tl.constexpr,
     HAS_BIAS: tl.constexpr,
@@ -611,7 +622,7 @@ def _qkv_rope_rows_kernel(
     KV_HEADS,
     CACHE_LEN,
     HEAD_DIM: tl.constexpr,
-    BATCH: tl.constexpr,
+    BATCH,
     ROWS_PAD: tl.constexpr,
     NORM: tl.constexpr,
     HAS_BIAS: tl.constexpr,
@@ -730,9 +741,9 @@ def _batch(x: torch.Tensor) -> int:
     return x.shape[0]
 
 
-def _dot_precision(weight: torch.Tensor) -> str:
+def _dot_precision(weight: torch.Tensor) -> str | None:
     """FP32 weights multiply in full FP32 (no TF32 rounding); 16-bit ones in their own type."""
-    return "ieee" if weight.dtype == torch.float32 else "tf32"
+    return "ieee" if weight.dtype == torch.float32 else None
 
 
 def linear(
