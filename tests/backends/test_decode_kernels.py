@@ -11,7 +11,9 @@ supports, at batch 1 and at batch 3.
 
 from __future__ import annotations
 
+import importlib.util
 import math
+from pathlib import Path
 
 import pytest
 
@@ -359,3 +361,15 @@ def test_the_rms_eps_of_the_kernels_is_the_decoder_s():
 
 def test_the_tuned_session_knows_the_batches_the_kernels_run():
     assert dk.MAX_BATCH == FUSED_MAX_BATCH
+
+
+def test_the_benchmark_s_smoke_mode_checks_the_kernels_on_this_machine(capsys):
+    """benchmarks/decode_kernels.py --smoke: tiny shapes at batch 3 (here under the interpreter)."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "decode_kernels.py"
+    spec = importlib.util.spec_from_file_location("decode_kernels_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--smoke", "--batch", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "(ok)" in out and "b3   fused generation == eager generation (8 tokens a sequence): True" in out
