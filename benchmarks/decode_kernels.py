@@ -73,16 +73,16 @@ SWEEP = [  # batch 1: the GEMV tiles (2 * block_n rows a program, FP32 FMA accum
 SWEEP_BATCHED = [  # batches 2..32: the tl.dot tiles (2 * block_n >= 16 rows)
     dk.GemvConfig(block_n=bn, block_k=bk, num_warps=w, num_stages=st)
     for bn, bk, w, st in [
+        (8, 128, 4, 6),
         (8, 256, 4, 4),
-        (8, 512, 4, 3),
         (16, 128, 4, 4),
+        (16, 128, 4, 6),
         (16, 256, 4, 3),
         (16, 256, 4, 4),
-        (16, 512, 4, 3),
         (16, 256, 8, 4),
         (32, 128, 4, 4),
+        (32, 128, 8, 4),
         (32, 256, 4, 3),
-        (32, 256, 8, 3),
         (64, 128, 8, 3),
     ]
 ]
