@@ -39,7 +39,8 @@ GEMV_CONFIGS: dict[str, GemvConfig] = {
 }
 # Batched tiles (2..32 sequences), by the padded activation rows of decode_kernels.rows_pad (16:
 # batches 2-16; 32: 17-32). Not yet swept on a GPU (benchmarks/decode_kernels.py --batch sweeps
-# them): chosen from the kernels' two limits. A program re-reads the B activation rows per weight
+# them; benchmarks/decode_kernels_sm90.py checks that each compiles for sm_90 without spills and
+# with its weight loads in the asynchronous pipeline): chosen from the kernels' two limits. A program re-reads the B activation rows per weight
 # tile (B / (2 * block_n) of the weight bytes, from L2), so tiles are taller than batch 1's; but
 # without split-K a GEMV with 4096 outputs has 4096 / (2 * block_n) programs, and below ~one per SM
 # the stream starves, so o and down stop at 32 rows (128 programs) while qkv, gate_up and the head,
