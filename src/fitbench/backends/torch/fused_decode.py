@@ -40,11 +40,16 @@ GEMV_CONFIGS: dict[str, GemvConfig] = {
 # Batched tiles (2..32 sequences), by the padded activation rows of decode_kernels.rows_pad (16:
 # batches 2-16; 32: 17-32). Not yet swept on a GPU (benchmarks/decode_kernels.py --batch sweeps
 # them; benchmarks/decode_kernels_sm90.py checks that each compiles for sm_90 without spills and
-# with its weight loads in the asynchronous pipeline): chosen from the kernels' two limits. A program re-reads the B activation rows per weight
-# tile (B / (2 * block_n) of the weight bytes, from L2), so tiles are taller than batch 1's; but
-# without split-K a GEMV with 4096 outputs has 4096 / (2 * block_n) programs, and below ~one per SM
-# the stream starves, so o and down stop at 32 rows (128 programs) while qkv, gate_up and the head,
-# which have many more rows, go to 64 where B reaches 32. tl.dot needs 2 * block_n >= 16.
+# with its weight loads in the asynchronous pipeline). Chosen from the kernels' two limits:
+# * a program re-reads the B activation rows for its weight tile (B / (2 * block_n) of the weight
+#   bytes, from L2), so the tiles are taller than batch 1's;
+# * without split-K a GEMV has N / (2 * block_n) programs, and below about one per SM the stream
+#   starves: o and down (4096 outputs) stop at 32 rows (128 programs), and so does qkv (a GQA
+#   model's 48 heads x 2 tiles of 64 rows would be 96 programs); gate_up and the head, with many
+#   more rows, take 64 where B passes 16.
+# At B = 32 and 32 rows the activation re-reads equal the weight bytes; if the sweep shows o and
+# down bound by L2 there, split-K with an in-kernel reduction is the next step. tl.dot needs
+# 2 * block_n >= 16.
 BATCHED_GEMV_CONFIGS: dict[int, dict[str, GemvConfig]] = {
     16: {
         "qkv": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
