@@ -18,6 +18,7 @@ from fitbench.catalog import get_gpu
 from fitbench.estimate import resnet_cost, speed
 from fitbench.estimate.execution import workload_as_run
 from fitbench.estimate.profile import get_profile
+from fitbench.workloads.library import workload_for_model
 from fitbench.workloads.presets import get_workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,6 +122,38 @@ def test_decode_keeps_its_own_fixed_time_while_training_pays_the_eager_one() -> 
     )
     w = _tuned_resnet()
     assert speed.training_step(w, H200, more).seconds > 1.2 * speed.training_step(w, H200, TUNED).seconds
+
+
+@pytest.mark.parametrize("model", ["llm-6b", "mistral-7b-instruct-v0.3"])
+def test_tuned_decode_reads_weights_once_and_kv_per_sequence_up_to_the_fused_batch(model) -> None:
+    """Batches 1 to 32 decode through fitbench's fused kernels (decode_fused_max_batch): the
+    weights are read once a step whatever the batch, each sequence's KV at its real context, and
+    the pointwise work moves no bytes of its own. Above 32 the compiled step runs: its pointwise
+    chains are kernels of their own (Kernel.fused)."""
+    assert TUNED.decode_fused_max_batch == 32 and DEFAULT.decode_fused_max_batch == 0
+
+    def decode(batch: int):
+        base = get_workload(model, batch_size=batch) if model == "llm-6b" else None
+        base = base or workload_for_model(model, batch_size=batch)
+        w = workload_as_run(base, "tuned", H200)
+        return w, speed.generation(w, H200, TUNED).decode
+
+    w1, one = decode(1)
+    arch = w1.arch
+    context = (w1.prompt_tokens or 1) + (w1.new_tokens or 1) // 2
+    kv_per_sequence = arch.num_layers * arch.kv_elements_per_token() * 2 * context  # 16-bit cache
+    for batch in (8, 32):
+        _, step = decode(batch)
+        # weights once, KV per sequence, plus the activations the kernels read and write (5-7 MB a
+        # sequence for these 7B models: below 10 MB)
+        more = step.bytes - one.bytes
+        assert (batch - 1) * kv_per_sequence < more < (batch - 1) * (kv_per_sequence + 10e6)
+        assert more < 0.05 * one.bytes * (batch - 1)  # not the weights again
+    _, fused32 = decode(32)
+    _, compiled33 = decode(33)
+    assert compiled33.bytes - fused32.bytes > 2 * kv_per_sequence  # the pointwise kernels' traffic
+    kernels = speed.decode_as_run(speed.transformer_cost.forward_kernels(w1, 1, 1, kv_len=150), 1, TUNED)
+    assert not {"elementwise", "layer_norm"} & {k.name for k in kernels}
 
 
 def test_stored_compiled_steps_and_decode_are_within_twenty_percent() -> None:

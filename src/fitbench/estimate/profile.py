@@ -55,6 +55,11 @@ class Profile:
     # (torch.tuned's fused or compiled kernels, whose launches the eager operation counts do not
     # follow); None: kernel_fixed_seconds.
     decode_kernel_fixed_seconds: float | None = None
+    # The largest batch whose decode step runs the mode's own fused kernels, with the pointwise
+    # work (norms, rotary, cache stores, residual adds, the activation) inside the weight GEMVs
+    # (torch.tuned: backends/torch/fused_decode.py); 0: none. Larger batches run the mode's other
+    # decode step (compiled where fuses_pointwise).
+    decode_fused_max_batch: int = 0
     # A convolution pass's fixed GPU time per launch (forward, data and weight gradients) beside
     # its FLOPs at conv_efficiency: pipeline fill, epilogue and the last wave's tail.
     conv_fixed_seconds: float = 0.0

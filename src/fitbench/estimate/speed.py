@@ -398,6 +398,26 @@ def _fp8_extra_calls(workload: Workload, profile: Profile) -> float:
     return generate_ops.fp8_linear_calls(workload) * (profile.fp8_linear_host_calls - 1.0)
 
 
+# The pointwise kernels of a block (estimate/transformer_cost.py forward_kernels).
+_POINTWISE = ("elementwise", "layer_norm")
+
+
+def decode_as_run(kernels: list[Kernel], batch: int, profile: Profile) -> list[Kernel]:
+    """A decode step's kernels as the mode runs them at this batch.
+
+    Up to the profile's decode_fused_max_batch the mode runs its own fused kernels (torch.tuned:
+    backends/torch/fused_decode.py): the block's pointwise work (norms, rotary, the cache stores,
+    residual adds, the activation) rides inside the weight GEMVs, which read their inputs and write
+    their outputs once (the GEMMs' own activation bytes), so it moves no bytes and launches nothing
+    of its own. Weights stay read once per step and the KV cache once per sequence, as counted.
+    Above that batch a compiled step (Profile.fuses_pointwise) runs each pointwise chain as one
+    kernel (Kernel.fused, as_compiled), and an eager one runs them as counted.
+    """
+    if batch > profile.decode_fused_max_batch:
+        return as_compiled(kernels, profile)
+    return [k for k in kernels if k.name not in _POINTWISE]
+
+
 def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> GenerationTiming:
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
@@ -425,6 +445,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     decode_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=mean_context)
     if generate_ops.repeats_kv(arch, mean_context, release):
         decode_k.append(transformer_cost.repeated_kv_kernel(workload, b, mean_context))
+    decode_k = decode_as_run(decode_k, b, profile)
     # The host issues the Python-level torch calls of the decode step as transformers issues them
     # (generate_ops: the layers, the model's fixed part and the generate loop), in place of the
     # kernels' per-kernel operation counts; autocast's C++ casts stay with the kernels.

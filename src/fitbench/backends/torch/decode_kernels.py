@@ -1,4 +1,4 @@
-"""Fused Triton kernels for one batch-1 decode step of a Llama-style decoder.
+"""Fused Triton kernels for one decode step of a Llama-style decoder, for 1 to 32 sequences.
 
 Why fitbench has kernels of its own: at batch 1 a decode step is a stream of weight bytes
 (13.2 GB per token for a 6.7B FP16 model) cut into ~430 kernels by PyTorch's operators, even
@@ -25,6 +25,17 @@ kernel, and each weight byte is read exactly once) and accumulates BLOCK_N x BLO
 products in FP32 registers, reducing them once at the end. Pairs of row blocks are the unit
 because two of the kernels need pairs (gate with up, a rotary dimension with its partner half a
 head away); the plain GEMV takes two adjacent blocks.
+
+A batch of B > 1 sequences (all at the same position: the static generator's prompts have one
+length) runs the same five kernels a layer with batched tiles (`_*_rows_kernel`): a program reads
+its 2 * BLOCK_N weight rows once and multiplies them with all B activation rows by tl.dot (B
+padded to 16 or 32 rows, masked), so weight bytes per step do not grow with B; every epilogue
+(RMSNorm scale from each row's own sum of squares, bias, rotary, cache stores, SwiGLU, residual
+add) is per row, and attention is one program per (query head, sequence). The tensor cores'
+padded rows are free in a kernel bound by the weight stream; per-row FP32 accumulation, as at
+batch 1, would need B x BLOCK_N x BLOCK_K registers. Batch 1 keeps its GEMV kernels (tuned on an
+H200; a [1, K] activation runs them), whose FP32 products of x * g differ in rounding from the
+batched tiles' 16-bit operands.
 
 On a machine without CUDA the kernels are defined under Triton's interpreter, which runs them
 on CPU tensors with NumPy: that is how the tests check them against PyTorch's operators.
@@ -330,23 +341,28 @@ def _decode_attention_kernel(
     v_cache_ptr,
     out_ptr,
     pos_ptr,
+    HEADS,
+    KV_HEADS,
     GROUPS,
     sm_scale,
     CACHE_LEN: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_L: tl.constexpr,
 ):
-    """softmax(q . K[0..pos] * scale) @ V[0..pos] for one query head (online softmax over slots).
+    """softmax(q . K[0..pos] * scale) @ V[0..pos] for one query head of one sequence (online
+    softmax over slots); program (h, r) is query head h of sequence r.
 
     The loop runs over the whole cache with a compile-time bound; the blocks past `pos` are
     fully masked, so their loads are predicated off and move no bytes.
     """
     head = tl.program_id(0)
-    kv_head = head // GROUPS
+    seq = tl.program_id(1)
+    kv_head = seq * KV_HEADS + head // GROUPS
     dims = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + head * HEAD_DIM + dims).to(tl.float32) * sm_scale
-    k_base = k_cache_ptr + kv_head * CACHE_LEN * HEAD_DIM
-    v_base = v_cache_ptr + kv_head * CACHE_LEN * HEAD_DIM
+    q_row = (seq * HEADS + head) * HEAD_DIM
+    q = tl.load(q_ptr + q_row + dims).to(tl.float32) * sm_scale
+    k_base = k_cache_ptr + kv_head.to(tl.int64) * CACHE_LEN * HEAD_DIM
+    v_base = v_cache_ptr + kv_head.to(tl.int64) * CACHE_LEN * HEAD_DIM
     visible = tl.load(pos_ptr) + 1
     best = tl.full((), float("-inf"), tl.float32)
     total = tl.zeros((), dtype=tl.float32)
@@ -365,7 +381,303 @@ def _decode_attention_kernel(
         acc = acc * shrink + tl.sum(weights[:, None] * v, axis=0)
         best = new_best
     out = acc / total
-    tl.store(out_ptr + head * HEAD_DIM + dims, out.to(out_ptr.dtype.element_ty))
+    tl.store(out_ptr + q_row + dims, out.to(out_ptr.dtype.element_ty))
+
+
+# -- batches of B sequences -------------------------------------------------------------------------
+# B > 1 sequences share one position (the static generator's prompts have one length), so a step
+# is B activation rows against the same weights. Each program reads its tile of weight rows once
+# and applies it to all B rows with tl.dot: the activations are a [ROWS_PAD, BLOCK_K] tile (B rows
+# padded to at least 16, the padding masked: its loads move no bytes) against the weight tile's
+# transpose [BLOCK_K, 2 * BLOCK_N]. The kernel stays bound by the weight stream, so the tensor
+# cores' wasted padded rows cost nothing, and registers hold only the [ROWS_PAD, 2 * BLOCK_N]
+# FP32 accumulator (per-row FMA accumulation would need B x BLOCK_N x BLOCK_K registers).
+#
+# A program's 2 * BLOCK_N weight rows are one tile: two kernels need rows in pairs (gate with up,
+# a rotary dimension with its partner half a head away), so their tiles interleave the pairs
+# (row 2j is a, row 2j + 1 is b) and the epilogue splits the accumulator's columns into a and b.
+# Every program re-reads the B activation rows (from L2): B / (2 * BLOCK_N) activation bytes per
+# weight byte, which is why the batched tiles are taller than batch 1's, and why the GEMVs with
+# 4096 outputs stop at 32 rows (128 programs: about one per SM of an H100 / H200).
+
+
+@triton.jit
+def _rows_step(
+    acc,
+    squares,
+    x_tile,
+    w_tile,
+    g_ptr,
+    ks,
+    K: tl.constexpr,
+    x_ok,
+    w_ok,
+    MASK_K: tl.constexpr,
+    MASK_N: tl.constexpr,
+    NORM: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """One BLOCK_K step of _rows_dot: acc [ROWS_PAD, 2 * BLOCK_N] += x @ W^T (x * g with a norm)."""
+    if MASK_K:
+        k_ok = ks < K
+        x = tl.load(x_tile + ks[None, :], mask=x_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
+        w = tl.load(w_tile + ks[None, :], mask=w_ok[:, None] & k_ok[None, :], other=0.0)
+        if NORM:
+            squares += tl.sum(x * x, axis=1)
+            x = x * tl.load(g_ptr + ks, mask=k_ok, other=0.0).to(tl.float32)[None, :]
+    else:
+        x = tl.load(x_tile + ks[None, :], mask=x_ok[:, None], other=0.0).to(tl.float32)
+        if MASK_N:
+            w = tl.load(w_tile + ks[None, :], mask=w_ok[:, None], other=0.0)
+        else:
+            w = tl.load(w_tile + ks[None, :])
+        if NORM:
+            squares += tl.sum(x * x, axis=1)
+            x = x * tl.load(g_ptr + ks).to(tl.float32)[None, :]
+    acc = tl.dot(x.to(w.dtype), tl.trans(w), acc, input_precision=PRECISION)
+    return acc, squares
+
+
+@triton.jit
+def _rows(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    g_ptr,
+    rows,
+    ok,
+    K: tl.constexpr,
+    eps,
+    BATCH,
+    ROWS_PAD: tl.constexpr,
+    NORM: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    TILE: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """rms_norm(x[r], g) @ W[rows]^T [+ b[rows]] for every activation row r < BATCH: FP32
+    [ROWS_PAD, TILE] (rows r >= BATCH are zeros; the caller masks them).
+
+    The RMSNorm scale 1 / RMS(x[r]) is one number per activation row, applied to that row's
+    finished dot products (each row's own sum of squares over K).
+    """
+    K_FULL: tl.constexpr = (K // BLOCK_K) * BLOCK_K
+    offs_k = tl.arange(0, BLOCK_K)
+    seqs = tl.arange(0, ROWS_PAD)
+    x_ok = seqs < BATCH
+    x_tile = x_ptr + seqs[:, None] * K
+    w_tile = w_ptr + rows[:, None].to(tl.int64) * K
+    acc = tl.zeros((ROWS_PAD, TILE), dtype=tl.float32)
+    squares = tl.zeros((ROWS_PAD,), dtype=tl.float32)
+    for k0 in range(0, K_FULL, BLOCK_K):
+        acc, squares = _rows_step(
+            acc, squares, x_tile, w_tile, g_ptr, k0 + offs_k, K, x_ok, ok, False, not EVEN_N, NORM, PRECISION
+        )
+    if K_FULL < K:
+        acc, squares = _rows_step(
+            acc,
+            squares,
+            x_tile,
+            w_tile,
+            g_ptr,
+            K_FULL + offs_k,
+            K,
+            x_ok,
+            ok,
+            True,
+            not EVEN_N,
+            NORM,
+            PRECISION,
+        )
+    if NORM:
+        acc = acc * (1.0 / tl.sqrt(squares / K + eps))[:, None]
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + rows, mask=ok, other=0.0).to(tl.float32)[None, :]
+    return acc
+
+
+@triton.jit
+def _pairs(acc, ROWS_PAD: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Interleaved columns (a0, b0, a1, b1, ...) of a [ROWS_PAD, 2 * BLOCK_N] tile as a and b."""
+    return tl.split(tl.reshape(acc, (ROWS_PAD, BLOCK_N, 2)))
+
+
+@triton.jit
+def _linear_rows_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    g_ptr,
+    res_ptr,
+    out_ptr,
+    N,
+    K: tl.constexpr,
+    eps,
+    BATCH,
+    ROWS_PAD: tl.constexpr,
+    NORM: tl.constexpr,
+    RESIDUAL: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """out[r] = [res[r] +] W @ norm(x[r]) [+ b] for 2 * BLOCK_N rows of W and every row r."""
+    rows = tl.program_id(0) * 2 * BLOCK_N + tl.arange(0, 2 * BLOCK_N)
+    ok = rows < N
+    y = _rows(
+        x_ptr,
+        w_ptr,
+        b_ptr,
+        g_ptr,
+        rows,
+        ok,
+        K,
+        eps,
+        BATCH,
+        ROWS_PAD,
+        NORM,
+        HAS_BIAS,
+        2 * BLOCK_N,
+        BLOCK_K,
+        EVEN_N,
+        PRECISION,
+    )
+    seqs = tl.arange(0, ROWS_PAD)
+    where = seqs[:, None] * N + rows[None, :]
+    mask = (seqs < BATCH)[:, None] & ok[None, :]
+    if RESIDUAL:
+        y += tl.load(res_ptr + where, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + where, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _swiglu_rows_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    g_ptr,
+    out_ptr,
+    FFN,
+    K: tl.constexpr,
+    eps,
+    BATCH,
+    ROWS_PAD: tl.constexpr,
+    NORM: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """out[r, i] = silu(gate_i . norm(x[r])) * (up_i . norm(x[r])) for BLOCK_N values of i."""
+    first = tl.program_id(0) * BLOCK_N
+    tile = tl.arange(0, 2 * BLOCK_N)
+    pair = first + tile // 2
+    rows = pair + (tile % 2) * FFN  # gate row i, then up row i
+    y = _rows(
+        x_ptr,
+        w_ptr,
+        b_ptr,
+        g_ptr,
+        rows,
+        pair < FFN,
+        K,
+        eps,
+        BATCH,
+        ROWS_PAD,
+        NORM,
+        HAS_BIAS,
+        2 * BLOCK_N,
+        BLOCK_K,
+        EVEN_N,
+        PRECISION,
+    )
+    gate, up = _pairs(y, ROWS_PAD, BLOCK_N)
+    h = gate / (1.0 + tl.exp(-gate)) * up
+    cols = first + tl.arange(0, BLOCK_N)
+    seqs = tl.arange(0, ROWS_PAD)
+    mask = (seqs < BATCH)[:, None] & (cols < FFN)[None, :]
+    tl.store(out_ptr + seqs[:, None] * FFN + cols[None, :], h.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _qkv_rope_rows_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    g_ptr,
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    cos_ptr,
+    sin_ptr,
+    pos_ptr,
+    K: tl.constexpr,
+    eps,
+    HEADS,
+    KV_HEADS,
+    CACHE_LEN,
+    HEAD_DIM: tl.constexpr,
+    BATCH,
+    ROWS_PAD: tl.constexpr,
+    NORM: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """_qkv_rope_kernel for every sequence r < BATCH: program (h, j) as there; q into q[r]
+    [HEADS * HEAD_DIM], k and v into slot `pos` of sequence r's cache ([BATCH, KV_HEADS,
+    CACHE_LEN, HEAD_DIM]). All sequences are at the same position, so one angle serves them all.
+    """
+    HALF: tl.constexpr = HEAD_DIM // 2
+    head = tl.program_id(0)
+    tile = tl.arange(0, 2 * BLOCK_N)
+    pair = tl.program_id(1) * BLOCK_N + tile // 2
+    rows = head * HEAD_DIM + pair + (tile % 2) * HALF  # dimension i, then its partner i + HALF
+    y = _rows(
+        x_ptr,
+        w_ptr,
+        b_ptr,
+        g_ptr,
+        rows,
+        pair < HALF,
+        K,
+        eps,
+        BATCH,
+        ROWS_PAD,
+        NORM,
+        HAS_BIAS,
+        2 * BLOCK_N,
+        BLOCK_K,
+        EVEN_N,
+        PRECISION,
+    )
+    a, b = _pairs(y, ROWS_PAD, BLOCK_N)
+    dims = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    ok = dims < HALF
+    pos = tl.load(pos_ptr)
+    if head < HEADS + KV_HEADS:  # rotary, as _qkv_rope_kernel
+        cos = tl.load(cos_ptr + pos * HEAD_DIM + dims, mask=ok, other=1.0)[None, :]
+        sin = tl.load(sin_ptr + pos * HEAD_DIM + dims, mask=ok, other=0.0)[None, :]
+        a, b = a * cos - b * sin, b * cos + a * sin
+    seqs = tl.arange(0, ROWS_PAD)[:, None]
+    mask = (seqs < BATCH) & ok[None, :]
+    if head < HEADS:
+        dest = q_ptr + seqs * (HEADS * HEAD_DIM) + head * HEAD_DIM + dims[None, :]
+    elif head < HEADS + KV_HEADS:
+        slot = (seqs * KV_HEADS + head - HEADS) * CACHE_LEN + pos
+        dest = k_cache_ptr + slot.to(tl.int64) * HEAD_DIM + dims[None, :]
+    else:
+        slot = (seqs * KV_HEADS + head - HEADS - KV_HEADS) * CACHE_LEN + pos
+        dest = v_cache_ptr + slot.to(tl.int64) * HEAD_DIM + dims[None, :]
+    tl.store(dest, a.to(dest.dtype.element_ty), mask=mask)
+    tl.store(dest + HALF, b.to(dest.dtype.element_ty), mask=mask)
 
 
 # -- launch configuration ---------------------------------------------------------------------------
@@ -380,6 +692,8 @@ class GemvConfig:
 
 
 DEFAULT_CONFIG = GemvConfig()
+MIN_DOT = 16  # tl.dot's smallest M, N and K on NVIDIA GPUs (older Tritons): rows and tiles pad up to it
+MAX_BATCH = 32  # the batched tiles' accumulator [rows padded, 2 * block_n]; see rows_pad
 
 
 def _pow2_at_most(limit: int, cap: int) -> int:
@@ -387,11 +701,22 @@ def _pow2_at_most(limit: int, cap: int) -> int:
     return 1 << max(0, int(math.log2(max(1, min(limit, cap)))))
 
 
-def _fit(config: GemvConfig, rows: int, k: int, rows_per_program: int = 1) -> tuple[int, int, bool]:
+def rows_pad(batch: int) -> int:
+    """Activation rows a batched tile holds: the batch rounded up to a power of two, at least 16."""
+    return max(MIN_DOT, 1 << max(0, (batch - 1).bit_length()))
+
+
+def _fit(
+    config: GemvConfig, rows: int, k: int, rows_per_program: int = 1, *, batched: bool = False
+) -> tuple[int, int, bool]:
     """block_n and block_k shrunk for small shapes (tiny models), and whether the programs'
-    rows cover `rows` exactly (no row masks)."""
+    rows cover `rows` exactly (no row masks). Batched tiles keep tl.dot's minimum (2 * block_n
+    and block_k at least 16), masking what the shape does not fill."""
     block_n = _pow2_at_most(rows, config.block_n)
     block_k = _pow2_at_most(k, config.block_k)
+    if batched:
+        block_n = max(block_n, MIN_DOT // 2)
+        block_k = max(block_k, MIN_DOT)
     return block_n, block_k, rows % (block_n * rows_per_program) == 0
 
 
@@ -405,6 +730,22 @@ def _launch_kwargs(num_warps: int, num_stages: int | None = None) -> dict[str, i
     return tuning
 
 
+def _batch(x: torch.Tensor) -> int:
+    """Sequences in an activation: x [K] is one, x [B, K] is B (contiguous rows)."""
+    if x.dim() == 1:
+        return 1
+    if x.dim() != 2 or not x.is_contiguous():
+        raise ValueError(f"activations must be [K] or contiguous [batch, K], got {tuple(x.shape)}")
+    if x.shape[0] > MAX_BATCH:
+        raise ValueError(f"the decode kernels run up to {MAX_BATCH} sequences, not {x.shape[0]}")
+    return x.shape[0]
+
+
+def _dot_precision(weight: torch.Tensor) -> str | None:
+    """FP32 weights multiply in full FP32 (no TF32 rounding); 16-bit ones in their own type."""
+    return "ieee" if weight.dtype == torch.float32 else None
+
+
 def linear(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -416,15 +757,16 @@ def linear(
     eps: float = RMS_EPS_DEFAULT,
     config: GemvConfig = DEFAULT_CONFIG,
 ) -> torch.Tensor:
-    """out = [residual +] weight @ rms_norm(x, norm_weight) [+ bias], x of one token [K].
+    """out = [residual +] weight @ rms_norm(x, norm_weight) [+ bias] for x [K] (one token) or
+    x [B, K] (one token of each of B sequences; out and residual then [B, N]).
 
     `residual` may be `out` itself (an in-place residual add: each element is read and written by
-    the same program). `out` may be FP32 (logits) while the weights are 16-bit.
+    the same program). `out` may be FP32 (logits) while the weights are 16-bit. One sequence runs
+    the batch-1 GEMV (_linear_kernel), more the batched tile (_linear_rows_kernel).
     """
     n, k = weight.shape
-    block_n, block_k, even_n = _fit(config, n, k, rows_per_program=2)
-    grid = (triton.cdiv(n, 2 * block_n),)
-    _linear_kernel[grid](
+    batch = _batch(x)
+    common = (
         x,
         weight,
         bias if bias is not None else weight,
@@ -434,12 +776,29 @@ def linear(
         n,
         k,
         eps,
-        NORM=norm_weight is not None,
-        RESIDUAL=residual is not None,
-        HAS_BIAS=bias is not None,
+    )
+    flags = {"NORM": norm_weight is not None, "RESIDUAL": residual is not None, "HAS_BIAS": bias is not None}
+    if batch == 1:
+        block_n, block_k, even_n = _fit(config, n, k, rows_per_program=2)
+        _linear_kernel[(triton.cdiv(n, 2 * block_n),)](
+            *common,
+            **flags,
+            BLOCK_N=block_n,
+            BLOCK_K=block_k,
+            EVEN_N=even_n,
+            **_launch_kwargs(config.num_warps, config.num_stages),
+        )
+        return out
+    block_n, block_k, even_n = _fit(config, n, k, rows_per_program=2, batched=True)
+    _linear_rows_kernel[(triton.cdiv(n, 2 * block_n),)](
+        *common,
+        BATCH=batch,
+        ROWS_PAD=rows_pad(batch),
+        **flags,
         BLOCK_N=block_n,
         BLOCK_K=block_k,
         EVEN_N=even_n,
+        PRECISION=_dot_precision(weight),
         **_launch_kwargs(config.num_warps, config.num_stages),
     )
     return out
@@ -455,11 +814,12 @@ def swiglu(
     eps: float = RMS_EPS_DEFAULT,
     config: GemvConfig = DEFAULT_CONFIG,
 ) -> torch.Tensor:
-    """out [ffn] = silu(gate @ rms_norm(x)) * (up @ rms_norm(x)), weight = gate [ffn, K] over up."""
+    """out [ffn] = silu(gate @ rms_norm(x)) * (up @ rms_norm(x)), weight = gate [ffn, K] over up;
+    x [B, K] and out [B, ffn] for B sequences."""
     two_ffn, k = weight.shape
     ffn = two_ffn // 2
-    block_n, block_k, even_n = _fit(config, ffn, k)
-    _swiglu_kernel[(triton.cdiv(ffn, block_n),)](
+    batch = _batch(x)
+    common = (
         x,
         weight,
         bias if bias is not None else weight,
@@ -468,11 +828,29 @@ def swiglu(
         ffn,
         k,
         eps,
-        NORM=norm_weight is not None,
-        HAS_BIAS=bias is not None,
+    )
+    flags = {"NORM": norm_weight is not None, "HAS_BIAS": bias is not None}
+    if batch == 1:
+        block_n, block_k, even_n = _fit(config, ffn, k)
+        _swiglu_kernel[(triton.cdiv(ffn, block_n),)](
+            *common,
+            **flags,
+            BLOCK_N=block_n,
+            BLOCK_K=block_k,
+            EVEN_N=even_n,
+            **_launch_kwargs(config.num_warps, config.num_stages),
+        )
+        return out
+    block_n, block_k, even_n = _fit(config, ffn, k, batched=True)
+    _swiglu_rows_kernel[(triton.cdiv(ffn, block_n),)](
+        *common,
+        BATCH=batch,
+        ROWS_PAD=rows_pad(batch),
+        **flags,
         BLOCK_N=block_n,
         BLOCK_K=block_k,
         EVEN_N=even_n,
+        PRECISION=_dot_precision(weight),
         **_launch_kwargs(config.num_warps, config.num_stages),
     )
     return out
@@ -496,18 +874,21 @@ def qkv_rope(
     eps: float = RMS_EPS_DEFAULT,
     config: GemvConfig = DEFAULT_CONFIG,
 ) -> None:
-    """q/k/v of one token; rotary on q and k at `pos`; k and v stored in cache slot `pos`.
+    """q/k/v of one token per sequence; rotary on q and k at `pos`; k and v stored in cache
+    slot `pos`.
 
-    k_cache / v_cache [kv_heads, cache_len, head_dim] (contiguous, batch 1); cos / sin
-    [cache_len, head_dim] FP32 (transformers' Llama layout: the angle table repeats per half).
+    x [K] or [B, K]; q_out [B * heads * head_dim] in any shape; k_cache / v_cache [B, kv_heads,
+    cache_len, head_dim] (contiguous; [kv_heads, cache_len, head_dim] for one sequence); cos /
+    sin [cache_len, head_dim] FP32 (transformers' Llama layout: the angle table repeats per half).
     """
     if head_dim % 2:
         raise ValueError("rotary positions need an even head size")
     half = head_dim // 2
     k = weight.shape[1]
-    block_n, block_k, even_n = _fit(config, half, k)
-    grid = (heads + 2 * kv_heads, triton.cdiv(half, block_n))
-    _qkv_rope_kernel[grid](
+    batch = _batch(x)
+    if k_cache.numel() % batch or not (k_cache.is_contiguous() and v_cache.is_contiguous()):
+        raise ValueError("the caches must be contiguous [batch, kv_heads, cache_len, head_dim]")
+    common = (
         x,
         weight,
         bias if bias is not None else weight,
@@ -523,12 +904,29 @@ def qkv_rope(
         heads,
         kv_heads,
         k_cache.shape[-2],
-        HEAD_DIM=head_dim,
-        NORM=norm_weight is not None,
-        HAS_BIAS=bias is not None,
+    )
+    flags = {"HEAD_DIM": head_dim, "NORM": norm_weight is not None, "HAS_BIAS": bias is not None}
+    if batch == 1:
+        block_n, block_k, even_n = _fit(config, half, k)
+        _qkv_rope_kernel[(heads + 2 * kv_heads, triton.cdiv(half, block_n))](
+            *common,
+            **flags,
+            BLOCK_N=block_n,
+            BLOCK_K=block_k,
+            EVEN_N=even_n,
+            **_launch_kwargs(config.num_warps, config.num_stages),
+        )
+        return
+    block_n, block_k, even_n = _fit(config, half, k, batched=True)
+    _qkv_rope_rows_kernel[(heads + 2 * kv_heads, triton.cdiv(half, block_n))](
+        *common,
+        **flags,
+        BATCH=batch,
+        ROWS_PAD=rows_pad(batch),
         BLOCK_N=block_n,
         BLOCK_K=block_k,
         EVEN_N=even_n,
+        PRECISION=_dot_precision(weight),
         **_launch_kwargs(config.num_warps, config.num_stages),
     )
 
@@ -545,20 +943,29 @@ def decode_attention(
     block_l: int = 64,
     num_warps: int = 4,
 ) -> torch.Tensor:
-    """Attention of one token's query heads over cache slots 0..pos (inclusive), batch 1.
+    """Attention of one token's query heads over cache slots 0..pos (inclusive), per sequence.
 
-    q and out [heads * head_dim]; caches [kv_heads, cache_len, head_dim]. Query head h reads
-    kv head h // (heads / kv_heads), as grouped-query attention does.
+    q and out [B * heads * head_dim] in any shape; caches [B, kv_heads, cache_len, head_dim]
+    (or [kv_heads, cache_len, head_dim] for one sequence), contiguous. Query head h reads kv
+    head h // (heads / kv_heads), as grouped-query attention does; one program per (head, sequence).
     """
     head_dim = k_cache.shape[-1]
     if head_dim & (head_dim - 1):
         raise ValueError(f"the decode attention kernel needs a power-of-two head size, got {head_dim}")
-    _decode_attention_kernel[(heads,)](
+    batch = q.numel() // (heads * head_dim)
+    if (
+        q.numel() != batch * heads * head_dim
+        or k_cache.numel() != batch * kv_heads * k_cache.shape[-2] * head_dim
+    ):
+        raise ValueError("q, out and the caches must hold the same number of sequences")
+    _decode_attention_kernel[(heads, batch)](
         q,
         k_cache,
         v_cache,
         out,
         pos,
+        heads,
+        kv_heads,
         heads // kv_heads,
         1.0 / math.sqrt(head_dim),
         CACHE_LEN=k_cache.shape[-2],

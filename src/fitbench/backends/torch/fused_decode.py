@@ -1,13 +1,16 @@
-"""The batch-1 decode step of a StaticKVGenerator as fitbench's fused Triton kernels.
+"""The decode step of a StaticKVGenerator as fitbench's fused Triton kernels, batch 1 to 32.
 
-Same inputs, outputs and in-place state as StaticKVGenerator._step (the token at `pos` in, the
-next token into `token` and `tokens`, `pos` advanced, K/V written into the cache), but each
-layer is five kernels instead of a dozen-odd (see decode_kernels for what each fuses). Nothing
-reads a value back to the host, so the step is captured in a CUDA graph like the other one.
+Same inputs, outputs and in-place state as StaticKVGenerator._step (each sequence's token at
+`pos` in, the next token per sequence into `token` and `tokens`, `pos` advanced, K/V written
+into each sequence's cache), but each layer is five kernels instead of a dozen-odd (see
+decode_kernels for what each fuses). Nothing reads a value back to the host, so the step is
+captured in a CUDA graph like the other one.
 
-Batch 1 only: that is where decode is a pure stream of weight bytes and launch overheads are
-the gap to the bandwidth roofline; at larger batches the GEMMs are matrix products, which
-cuBLAS (through the compiled step) already does well.
+Every batch reads each weight byte once per step: at batch 1 the GEMV kernels, at 2..32 the
+batched tiles (tl.dot of all sequences' activations against one read of the weight tile), so a
+step of B sequences costs about a batch-1 step plus B sequences' KV reads. Above 32 the compiled
+step of cuBLAS GEMMs stays (the batched tiles' accumulator and the activation re-reads grow with
+B, and the tile defaults below were chosen up to 32).
 """
 
 from __future__ import annotations
@@ -34,14 +37,49 @@ GEMV_CONFIGS: dict[str, GemvConfig] = {
     "down": GemvConfig(block_n=4, block_k=1024, num_warps=4, num_stages=4),
     "head": GemvConfig(block_n=4, block_k=1024, num_warps=4, num_stages=2),
 }
+# Batched tiles (2..32 sequences), by the padded activation rows of decode_kernels.rows_pad (16:
+# batches 2-16; 32: 17-32). Not yet swept on a GPU (benchmarks/decode_kernels.py --batch sweeps
+# them; benchmarks/decode_kernels_sm90.py checks that each compiles for sm_90 without spills and
+# with its weight loads in the asynchronous pipeline). Chosen from the kernels' two limits:
+# * a program re-reads the B activation rows for its weight tile (B / (2 * block_n) of the weight
+#   bytes, from L2), so the tiles are taller than batch 1's;
+# * without split-K a GEMV has N / (2 * block_n) programs, and below about one per SM the stream
+#   starves: o and down (4096 outputs) stop at 32 rows (128 programs), and so does qkv (a GQA
+#   model's 48 heads x 2 tiles of 64 rows would be 96 programs); gate_up and the head, with many
+#   more rows, take 64 where B passes 16.
+# At B = 32 and 32 rows the activation re-reads equal the weight bytes; if the sweep shows o and
+# down bound by L2 there, split-K with an in-kernel reduction is the next step. tl.dot needs
+# 2 * block_n >= 16.
+BATCHED_GEMV_CONFIGS: dict[int, dict[str, GemvConfig]] = {
+    16: {
+        "qkv": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
+        "o": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
+        "gate_up": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
+        "down": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
+        "head": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
+    },
+    32: {
+        "qkv": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
+        "o": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
+        "gate_up": GemvConfig(block_n=32, block_k=128, num_warps=4, num_stages=4),
+        "down": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
+        "head": GemvConfig(block_n=32, block_k=128, num_warps=4, num_stages=4),
+    },
+}
 ATTENTION_BLOCK = 64  # cache slots per step of the attention loop
+MAX_BATCH = kernels.MAX_BATCH
+
+
+def configs_for(batch: int) -> dict[str, GemvConfig]:
+    """The tile configuration of each projection at this batch."""
+    return dict(GEMV_CONFIGS) if batch == 1 else dict(BATCHED_GEMV_CONFIGS[kernels.rows_pad(batch)])
 
 
 def unsupported_reason(generator: StaticKVGenerator) -> str | None:
     """Why the fused step cannot run this generator (None: it can)."""
     s = generator.model.shape
-    if generator.batch != 1:
-        return f"the fused decode kernels run batch 1, not {generator.batch}"
+    if not 1 <= generator.batch <= MAX_BATCH:
+        return f"the fused decode kernels run batches 1 to {MAX_BATCH}, not {generator.batch}"
     if s.head_dim & (s.head_dim - 1):
         return f"the fused decode attention needs a power-of-two head size, not {s.head_dim}"
     if generator.device.type != "cuda" and not kernels.INTERPRETED:
@@ -50,7 +88,11 @@ def unsupported_reason(generator: StaticKVGenerator) -> str | None:
 
 
 class FusedDecodeStep:
-    """Callable decode step over a generator's weights, cache and state (static buffers)."""
+    """Callable decode step over a generator's weights, cache and state (static buffers).
+
+    `configs` overrides the tile configuration of some projections (qkv, o, gate_up, down,
+    head) at this generator's batch.
+    """
 
     def __init__(
         self,
@@ -63,23 +105,22 @@ class FusedDecodeStep:
         if why is not None:
             raise ValueError(why)
         self.g = generator
-        self.configs = {**GEMV_CONFIGS, **(configs or {})}
+        b = generator.batch
+        self.configs = {**configs_for(b), **(configs or {})}
         self.eps = eps
         s, device, dtype = generator.model.shape, generator.device, generator.dtype
-        self.x = torch.empty(s.hidden, device=device, dtype=dtype)  # the residual stream
-        self.q = torch.empty(s.q_dim, device=device, dtype=dtype)
-        self.attn = torch.empty(s.q_dim, device=device, dtype=dtype)
-        self.h = torch.empty(s.ffn, device=device, dtype=dtype)
-        self.logits = torch.empty(s.vocab, device=device, dtype=torch.float32)
-        # Batch 0 of each cache tensor: [kv_heads, max_len, head_dim], contiguous.
-        self.k_caches = [k[0] for k in generator.keys]
-        self.v_caches = [v[0] for v in generator.values]
+        # One row per sequence; a batch of one ([1, K]) runs the batch-1 GEMV kernels.
+        self.x = torch.empty(b, s.hidden, device=device, dtype=dtype)  # the residual stream
+        self.q = torch.empty(b, s.q_dim, device=device, dtype=dtype)
+        self.attn = torch.empty(b, s.q_dim, device=device, dtype=dtype)
+        self.h = torch.empty(b, s.ffn, device=device, dtype=dtype)
+        self.logits = torch.empty(b, s.vocab, device=device, dtype=torch.float32)
 
     def __call__(self) -> None:
         g, m, s, c = self.g, self.g.model, self.g.model.shape, self.configs
-        torch.index_select(m.embed, 0, g.token, out=self.x.view(1, -1))
+        torch.index_select(m.embed, 0, g.token, out=self.x)
         for i, layer in enumerate(m.layers):
-            k_cache, v_cache = self.k_caches[i], self.v_caches[i]
+            k_cache, v_cache = g.keys[i], g.values[i]  # [batch, kv_heads, max_len, head_dim]
             kernels.qkv_rope(
                 self.x,
                 layer.wqkv,
@@ -119,7 +160,7 @@ class FusedDecodeStep:
             )
             kernels.linear(self.h, layer.w_down, self.x, bias=layer.b_down, residual=self.x, config=c["down"])
         kernels.linear(self.x, m.head_weight, self.logits, norm_weight=m.norm, eps=self.eps, config=c["head"])
-        nxt = self.logits.argmax().view(1)
+        nxt = self.logits.argmax(dim=-1)  # [batch]: the greedy token of each sequence
         g.token.copy_(nxt)
         g.pos.add_(1)
-        g.tokens.index_copy_(1, g.pos, nxt.view(1, 1))
+        g.tokens.index_copy_(1, g.pos, nxt.unsqueeze(1))

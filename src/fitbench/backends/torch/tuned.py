@@ -44,11 +44,12 @@ generation (Llama-style decoders)
   * fitbench's own StaticDecoder (fused QKV and gate/up weights) with a preallocated KV cache;
     prefill through causal SDPA, then each decode step replayed from one captured CUDA graph
     that also picks the next token (greedy) and feeds it back;
-  * on CUDA with Triton, at batch 1 the decode step is fitbench's fused Triton kernels (five a
-    layer: RMSNorm, rotary and the cache stores ride along with the weight GEMVs; see
-    decode_kernels); at larger batches, or if those fail, the step is compiled (torch.compile,
-    inductor) before capture, which fuses its small kernels (~30 s once per run). Either way the
-    setup time is reported as compile_seconds.
+  * on CUDA with Triton, at batches 1 to 32 the decode step is fitbench's fused Triton kernels
+    (five a layer: RMSNorm, rotary and the cache stores ride along with the weight GEMVs, each
+    weight byte read once per step for the whole batch; see decode_kernels); at larger batches,
+    or if those fail, the step is compiled (torch.compile, inductor) before capture, which fuses
+    its small kernels (~30 s once per run). Either way the setup time is reported as
+    compile_seconds.
 
 On a CPU there are no CUDA graphs: the same code runs eagerly, and a warning says so.
 """
@@ -87,7 +88,7 @@ from fitbench.backends.torch.session import (
     precision_notes,
     warn_param_mismatch,
 )
-from fitbench.backends.torch.static_decoder import StaticDecoder, StaticKVGenerator, _summary
+from fitbench.backends.torch.static_decoder import FUSED_MAX_BATCH, StaticDecoder, StaticKVGenerator, _summary
 from fitbench.core.names import Framework
 from fitbench.errors import FitbenchError
 from fitbench.estimate.execution import tuned_precision
@@ -738,7 +739,7 @@ def open_generate_session(workload: Workload, options: RunOptions, device: torch
                 warnings.append(
                     f"torch.compile of the decode step failed ({why}); the eager step was captured"
                 )
-            if workload.batch_size == 1:  # the batch the fused kernels are for: say why they did not run
+            if workload.batch_size <= FUSED_MAX_BATCH:  # batches the fused kernels are for: say why not
                 warnings.append(f"fused decode kernels not used ({why_not_fused})")
     generator.capture(prompt)
     if generator.capture_error is not None:
