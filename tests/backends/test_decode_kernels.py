@@ -362,8 +362,18 @@ def test_the_rms_eps_of_the_kernels_is_the_decoder_s():
     assert dk.RMS_EPS_DEFAULT == RMS_EPS
 
 
-def test_the_tuned_session_knows_the_batches_the_kernels_run():
-    assert dk.MAX_BATCH == FUSED_MAX_BATCH
+def test_the_tuned_session_and_the_estimate_agree_on_the_decode_step_that_runs():
+    """The tuned mode runs the fused kernels up to FUSED_MAX_BATCH (within what they take) and the
+    compiled static-cache step above; the estimator's torch.tuned profile times the same steps."""
+    from fitbench.backends.torch.static_decoder import CACHE_ALIGN, GRAPH_WARMUP_STEPS
+    from fitbench.estimate.profile import get_profile
+    from fitbench.estimate.speed import STATIC_CACHE_WARMUP_SLOTS
+
+    tuned = get_profile("torch", "tuned", use_user=False)
+    assert 1 <= FUSED_MAX_BATCH <= dk.MAX_BATCH
+    assert tuned.decode_fused_max_batch == FUSED_MAX_BATCH
+    assert tuned.decode_cache_align == CACHE_ALIGN
+    assert STATIC_CACHE_WARMUP_SLOTS == GRAPH_WARMUP_STEPS
 
 
 def test_the_benchmark_s_smoke_mode_checks_the_kernels_on_this_machine(capsys):

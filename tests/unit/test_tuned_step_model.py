@@ -125,12 +125,14 @@ def test_decode_keeps_its_own_fixed_time_while_training_pays_the_eager_one() -> 
 
 
 @pytest.mark.parametrize("model", ["llm-6b", "mistral-7b-instruct-v0.3"])
-def test_tuned_decode_reads_weights_once_and_kv_per_sequence_up_to_the_fused_batch(model) -> None:
-    """Batches 1 to 32 decode through fitbench's fused kernels (decode_fused_max_batch): the
-    weights are read once a step whatever the batch, each sequence's KV at its real context, and
-    the pointwise work moves no bytes of its own. Above 32 the compiled step runs: its pointwise
-    chains are kernels of their own (Kernel.fused)."""
-    assert TUNED.decode_fused_max_batch == 32 and DEFAULT.decode_fused_max_batch == 0
+def test_tuned_decode_reads_weights_once_and_the_kv_its_step_attends_over(model) -> None:
+    """Batch 1 decodes through fitbench's fused kernels (decode_fused_max_batch 1): no pointwise
+    kernels of its own, each sequence's KV at its real context. Larger batches run the compiled
+    static-cache step: weights still once a step, but its attention reads every slot of the cache
+    (prompt + new tokens + warm-up, rounded up to 64), its pointwise chains are kernels of their
+    own, and its GEMMs stream at cuBLAS's share (decode_compiled_memory_efficiency)."""
+    assert TUNED.decode_fused_max_batch == 1 and DEFAULT.decode_fused_max_batch == 0
+    assert TUNED.decode_compiled_memory_efficiency < TUNED.decode_memory_efficiency
 
     def decode(batch: int):
         base = get_workload(model, batch_size=batch) if model == "llm-6b" else None
@@ -140,20 +142,32 @@ def test_tuned_decode_reads_weights_once_and_kv_per_sequence_up_to_the_fused_bat
 
     w1, one = decode(1)
     arch = w1.arch
-    context = (w1.prompt_tokens or 1) + (w1.new_tokens or 1) // 2
-    kv_per_sequence = arch.num_layers * arch.kv_elements_per_token() * 2 * context  # 16-bit cache
-    for batch in (8, 32):
-        _, step = decode(batch)
-        # weights once, KV per sequence, plus the activations the kernels read and write (5-7 MB a
-        # sequence for these 7B models: below 10 MB)
-        more = step.bytes - one.bytes
-        assert (batch - 1) * kv_per_sequence < more < (batch - 1) * (kv_per_sequence + 10e6)
-        assert more < 0.05 * one.bytes * (batch - 1)  # not the weights again
-    _, fused32 = decode(32)
-    _, compiled33 = decode(33)
-    assert compiled33.bytes - fused32.bytes > 2 * kv_per_sequence  # the pointwise kernels' traffic
+    prompt, new = (w1.prompt_tokens or 1), (w1.new_tokens or 1)
+    per_slot = arch.num_layers * arch.kv_elements_per_token() * 2  # 16-bit cache, bytes a slot
+    slots = speed.static_cache_slots(prompt, new, 8, TUNED)
+    assert slots is not None and slots % 64 == 0 and prompt + new < slots <= prompt + new + 64 + 3
+    assert speed.static_cache_slots(prompt, new, 1, TUNED) is None  # the fused step reads 0..pos
+    _, two = decode(2)
+    _, eight = decode(8)
+    more = eight.bytes - two.bytes  # six more sequences: their whole caches and activations
+    assert 6 * per_slot * slots < more < 6 * (per_slot * slots + 30e6)
+    assert more < 0.05 * one.bytes * 6  # not the weights again
+    # the compiled step's own pointwise kernels and cache reads: more bytes than the fused step
+    context = prompt + new // 2
+    assert two.bytes - one.bytes > per_slot * (2 * slots - context)
+    cublas_share = TUNED.decode_compiled_memory_efficiency / TUNED.decode_memory_efficiency
+    assert two.seconds > one.seconds / cublas_share
     kernels = speed.decode_as_run(speed.transformer_cost.forward_kernels(w1, 1, 1, kv_len=150), 1, TUNED)
     assert not {"elementwise", "layer_norm"} & {k.name for k in kernels}
+
+
+def test_the_roofline_counts_the_real_context_whatever_the_step_reads() -> None:
+    """The bandwidth roofline is what no implementation beats: weights once and each sequence's
+    real KV, not the padded static cache the compiled step attends over."""
+    w = workload_as_run(get_workload("llm-6b", batch_size=8), "tuned", H200)
+    tuned = speed.generation(w, H200, TUNED)
+    default = speed.generation(w, H200, DEFAULT)
+    assert tuned.roofline_tokens_per_second == pytest.approx(default.roofline_tokens_per_second)
 
 
 def test_stored_compiled_steps_and_decode_are_within_twenty_percent() -> None:

@@ -19,6 +19,7 @@ _EFFICIENCIES = (
     "attention_efficiency",
     "memory_efficiency",
     "decode_memory_efficiency",
+    "decode_compiled_memory_efficiency",
     "bn_native_nchw_efficiency",
 )
 # Execution modes a framework runs with another mode's table, and why. Paddle's `tuned` changes
@@ -60,6 +61,14 @@ class Profile:
     # (torch.tuned: backends/torch/fused_decode.py); 0: none. Larger batches run the mode's other
     # decode step (compiled where fuses_pointwise).
     decode_fused_max_batch: int = 0
+    # The mode's other decode step, above decode_fused_max_batch where that is not 0 (torch.tuned:
+    # the compiled static-cache step of cuBLAS GEMMs): its bandwidth share (None: the decode
+    # share), and the alignment its static KV cache's length is rounded up to, the slots its
+    # attention reads every step whatever the position (0: the real context). Its small kernels
+    # keep kernel_fixed_seconds: they are not the fused kernels decode_kernel_fixed_seconds
+    # describes.
+    decode_compiled_memory_efficiency: float | None = None
+    decode_cache_align: int = 0
     # A convolution pass's fixed GPU time per launch (forward, data and weight gradients) beside
     # its FLOPs at conv_efficiency: pipeline fill, epilogue and the last wave's tail.
     conv_fixed_seconds: float = 0.0
@@ -110,6 +119,24 @@ class Profile:
         """The fixed GPU time of a decode-step kernel's launch (the mode's own where it has one)."""
         own = self.decode_kernel_fixed_seconds
         return self.kernel_fixed_seconds if own is None else own
+
+    def runs_other_decode_step(self, batch: int) -> bool:
+        """Whether a decode step of `batch` sequences runs the mode's other step (above the batches
+        its fused kernels take), not the fused one."""
+        return 0 < self.decode_fused_max_batch < batch
+
+    def decode_step_efficiency(self, batch: int) -> float:
+        """The bandwidth share of a decode step of `batch` sequences, as the mode runs it."""
+        own = self.decode_compiled_memory_efficiency
+        if own is not None and self.runs_other_decode_step(batch):
+            return own
+        return self.decode_efficiency
+
+    def decode_step_fixed_seconds(self, batch: int) -> float:
+        """The fixed GPU time of a launch in a decode step of `batch` sequences, as the mode runs it."""
+        if self.runs_other_decode_step(batch):
+            return self.kernel_fixed_seconds
+        return self.decode_fixed_seconds
 
     def in_force(self, key: str) -> float:
         """The value the estimator uses for `key` (an absent decode share is memory_efficiency, an

@@ -418,6 +418,22 @@ def decode_as_run(kernels: list[Kernel], batch: int, profile: Profile) -> list[K
     return [k for k in kernels if k.name not in _POINTWISE]
 
 
+# Decode steps a static-cache generator runs before its graph is captured, into slots of its cache
+# (backends/torch/static_decoder.py GRAPH_WARMUP_STEPS): the cache is that much longer.
+STATIC_CACHE_WARMUP_SLOTS = 3
+
+
+def static_cache_slots(prompt: int, new: int, batch: int, profile: Profile) -> int | None:
+    """The KV slots a decode step attends over where the mode's step reads its whole static cache
+    (masked past the position: the compiled static-cache step above the fused batches), else None
+    (the real context). The cache holds the prompt, the new tokens and the warm-up steps, rounded
+    up to the mode's alignment (backends/torch/static_decoder.py cache_length)."""
+    align = profile.decode_cache_align
+    if not align or not profile.runs_other_decode_step(batch):
+        return None
+    return align * math.ceil((prompt + new + STATIC_CACHE_WARMUP_SLOTS) / align)
+
+
 def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> GenerationTiming:
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
@@ -440,16 +456,21 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         + _fp8_extra_calls(workload, profile),
         memory_efficiency=profile.decode_efficiency,
     )
-    # A decode step at the mean context length of the generation.
+    # A decode step at the mean context length of the generation; its attention reads that many
+    # slots, or the whole static cache where the mode's step attends over all of it.
     mean_context = prompt + math.ceil(new / 2)
     decode_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=mean_context)
     if generate_ops.repeats_kv(arch, mean_context, release):
         decode_k.append(transformer_cost.repeated_kv_kernel(workload, b, mean_context))
-    decode_k = decode_as_run(decode_k, b, profile)
+    read_k = decode_k
+    slots = static_cache_slots(prompt, new, b, profile)
+    if slots is not None:
+        read_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=slots)
+    read_k = decode_as_run(read_k, b, profile)
     # The host issues the Python-level torch calls of the decode step as transformers issues them
     # (generate_ops: the layers, the model's fixed part and the generate loop), in place of the
     # kernels' per-kernel operation counts; autocast's C++ casts stay with the kernels.
-    host_k = [dataclasses.replace(k, ops=0.0) for k in decode_k]
+    host_k = [dataclasses.replace(k, ops=0.0) for k in read_k]
     # The decode step has its own bandwidth share and fixed time per launch (profiles.toml:
     # decode_memory_efficiency, decode_kernel_fixed_seconds), where the mode runs kernels of its
     # own for it.
@@ -461,11 +482,11 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         host_seconds_per_op=profile.generate_host_seconds_per_op,
         fixed_ops=float(generate_ops.decode_step_calls(arch, mean_context, release))
         + _fp8_extra_calls(workload, profile),
-        memory_efficiency=profile.decode_efficiency,
-        kernel_fixed_seconds=profile.decode_fixed_seconds,
+        memory_efficiency=profile.decode_step_efficiency(b),
+        kernel_fixed_seconds=profile.decode_step_fixed_seconds(b),
     )
-    # The bandwidth roofline: every weight byte and the KV cache read once per step at the
-    # datasheet bandwidth — no implementation decodes faster than this.
+    # The bandwidth roofline: every weight byte and the KV cache (its real context) read once per
+    # step at the datasheet bandwidth — no implementation decodes faster than this.
     min_bytes = sum(k.bytes * k.count for k in decode_k if k.kind in ("matmul", "attention"))
     roof = b * gpu.bandwidth_bytes_s / min_bytes if min_bytes else 0.0
     return GenerationTiming(prefill=prefill, decode=decode, roofline_tokens_per_second=roof, _batch=b)

@@ -11,6 +11,12 @@ batched tiles (tl.dot of all sequences' activations against one read of the weig
 step of B sequences costs about a batch-1 step plus B sequences' KV reads. Above 32 the compiled
 step of cuBLAS GEMMs stays (the batched tiles' accumulator and the activation re-reads grow with
 B, and the tile defaults below were chosen up to 32).
+
+Measured on an H200 (benchmarks/results/decode-kernels-batched-h200-2026-12-04.json), the batched
+tiles are correct but slow: the GEMVs with RMSNorm folded in (qkv, gate_up, the head) read
+weights at 1.2-2.4 TB/s against cuBLAS's 3.6-4.1, while the plain ones (o, down) beat cuBLAS
+(2.8 and 3.5 TB/s against 2.5 and 3.2); a 6.7B b8 step took 8.72 ms against the compiled step's
+4.63. The tuned mode therefore runs them at batch 1 only (static_decoder.FUSED_MAX_BATCH).
 """
 
 from __future__ import annotations

@@ -32,12 +32,13 @@ the four weight GEMVs of a layer take ~80 % of the token and the rest is a dozen
 (RMSNorm, SiLU-and-multiply, cache stores) of a few microseconds each; inductor fuses those,
 and the graph then replays the fused step.
 
-At batches 1 to 32 on CUDA, `use_fused_kernels` replaces the step with fitbench's fused Triton
-kernels instead (fused_decode: five kernels a layer, each weight byte read once per step for all
-the sequences, without split-K; attention reads only slots 0..pos of each sequence's cache); the
-compiled step stays for larger batches and as the fallback. All sequences of a batch share one
-position (`pos` is one number: the prompts have one length), which is what lets those kernels
-apply one rotary angle and one cache slot to every sequence.
+On CUDA, `use_fused_kernels` replaces the step with fitbench's fused Triton kernels instead
+(fused_decode: five kernels a layer, each weight byte read once per step for all the sequences,
+without split-K; attention reads only slots 0..pos of each sequence's cache). They take batches
+1 to 32, but the tuned mode uses them at batch 1 only (FUSED_MAX_BATCH: above it the compiled
+step was faster on an H200); the compiled step runs larger batches and is the fallback. All
+sequences of a batch share one position (`pos` is one number: the prompts have one length),
+which is what lets those kernels apply one rotary angle and one cache slot to every sequence.
 
 Weights are created directly on the device in the target dtype and drawn from N(0, 0.02)
 (norm scales 1, biases 0): random values, not zeros, so kernels see realistic data.
@@ -64,9 +65,13 @@ ROPE_THETA = 10000.0  # Llama / Llama-2; the value changes no speed
 RMS_EPS = 1e-6  # transformers' LlamaConfig default
 CACHE_ALIGN = 64  # cache length rounded up: aligned attention-mask rows, no padding kernels
 GRAPH_WARMUP_STEPS = 3  # eager decode steps before capture (kernel selection, cuBLAS handles)
-# The batches the fused decode kernels run (decode_kernels.MAX_BATCH, which imports Triton; a test
-# holds the two equal).
-FUSED_MAX_BATCH = 32
+# The batches the tuned decode runs through the fused kernels. They take 1 to decode_kernels.
+# MAX_BATCH (32), but above batch 1 their tl.dot tiles ran at half the speed of the compiled step
+# of cuBLAS GEMMs on an H200 (benchmarks/results/decode-kernels-batched-h200-2026-12-04.json: the
+# 6.7B b8 step 8.72 ms against 4.63): the compiled step decodes batches 2 and up, and
+# `benchmarks/decode_kernels.py --batch` measures the batched kernels. The estimator's torch.tuned
+# decode_fused_max_batch is this number (a test holds them equal).
+FUSED_MAX_BATCH = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -388,9 +393,9 @@ class StaticKVGenerator:
         """Route decode steps through fitbench's fused Triton kernels (fused_decode); None when
         that worked, else why not (the current step stays).
 
-        Batches 1 to FUSED_MAX_BATCH. Compiles the kernels by running one real step; results equal
-        the eager step's up to floating-point rounding (FP32 accumulation, RMSNorm folded into the
-        GEMVs). Call before capture().
+        Batches 1 to 32 (the tuned mode asks at batch 1: FUSED_MAX_BATCH). Compiles the kernels by
+        running one real step; results equal the eager step's up to floating-point rounding (FP32
+        accumulation, RMSNorm folded into the GEMVs). Call before capture().
         """
         started = time.perf_counter()
         try:

@@ -44,12 +44,13 @@ generation (Llama-style decoders)
   * fitbench's own StaticDecoder (fused QKV and gate/up weights) with a preallocated KV cache;
     prefill through causal SDPA, then each decode step replayed from one captured CUDA graph
     that also picks the next token (greedy) and feeds it back;
-  * on CUDA with Triton, at batches 1 to 32 the decode step is fitbench's fused Triton kernels
-    (five a layer: RMSNorm, rotary and the cache stores ride along with the weight GEMVs, each
-    weight byte read once per step for the whole batch; see decode_kernels); at larger batches,
-    or if those fail, the step is compiled (torch.compile, inductor) before capture, which fuses
-    its small kernels (~30 s once per run). Either way the setup time is reported as
-    compile_seconds.
+  * on CUDA with Triton, at batch 1 (FUSED_MAX_BATCH) the decode step is fitbench's fused Triton
+    kernels (five a layer: RMSNorm, rotary and the cache stores ride along with the weight GEMVs,
+    each weight byte read once per step; see decode_kernels; they also take batches up to 32,
+    which `benchmarks/decode_kernels.py --batch` measures, but there ran at half the compiled
+    step's speed); at larger batches, or if those fail, the step is compiled (torch.compile,
+    inductor) before capture, which fuses its small kernels (~30 s once per run). Either way the
+    setup time is reported as compile_seconds.
 
 On a CPU there are no CUDA graphs: the same code runs eagerly, and a warning says so.
 """
@@ -730,7 +731,8 @@ def open_generate_session(workload: Workload, options: RunOptions, device: torch
     prompt = prompt_ids(workload, device, options.seed)
     compiled = fused = False
     if inductor_available(device):  # CUDA with Triton: fitbench's fused kernels, else torch.compile
-        why_not_fused = generator.use_fused_kernels(prompt)
+        fused_batch = workload.batch_size <= FUSED_MAX_BATCH  # where they are the faster step
+        why_not_fused = generator.use_fused_kernels(prompt) if fused_batch else ""
         fused = why_not_fused is None
         if not fused:
             why = generator.compile_step(prompt)
@@ -739,7 +741,7 @@ def open_generate_session(workload: Workload, options: RunOptions, device: torch
                 warnings.append(
                     f"torch.compile of the decode step failed ({why}); the eager step was captured"
                 )
-            if workload.batch_size <= FUSED_MAX_BATCH:  # batches the fused kernels are for: say why not
+            if why_not_fused:  # batches the fused kernels are meant for: say why they did not run
                 warnings.append(f"fused decode kernels not used ({why_not_fused})")
     generator.capture(prompt)
     if generator.capture_error is not None:
