@@ -158,3 +158,21 @@ def test_decode_fit_uses_the_recorded_decode_step(tmp_path: Path, capsys: pytest
     new = _decode_evidence(newer, capsys)
     assert len(old) == len(new) == 1
     assert new[0] == pytest.approx(old[0] / 2)
+
+
+def test_a_batched_tuned_decode_fits_the_compiled_step_share_not_the_fused_one() -> None:
+    """Tuned decode runs above batch 1 ran the compiled static-cache step (its cuBLAS GEMMs), so
+    they are evidence for decode_compiled_memory_efficiency only; the stored H200 runs (b2-b32)
+    fit it close to the value derived from the kernels' own timings, which estimates them."""
+    runs = json.loads((RESULT.parent / "decode-batch-h200-2026-12-04.json").read_text())["runs"]
+    points = [(Workload.from_dict(r["workload"]), r["measurement"]) for r in runs.values()]
+    assert {w.batch_size for w, _ in points} == {2, 4, 16, 32}
+    assert all(
+        m["backend_notes"]["compiled_step"] and not m["backend_notes"]["fused_kernels"] for _, m in points
+    )
+    base = get_profile("torch", "tuned", use_user=False)
+    fit = calibrate.fit_profile(points, get_gpu("h200"), base)
+    assert "decode_memory_efficiency" not in fit.values
+    fitted = fit.values["decode_compiled_memory_efficiency"]
+    assert fitted == pytest.approx(base.decode_compiled_memory_efficiency, rel=0.05)
+    assert len(fit.evidence["decode_compiled_memory_efficiency"]) == 4

@@ -6,6 +6,8 @@ Each constant is fitted only from the measurements that it governs, so the fit s
   matmul/conv/attention_efficiency  steps the estimate calls compute-bound
   memory_efficiency              steps the estimate calls memory-bound (not decode steps)
   decode_memory_efficiency       generation decode steps the estimate calls memory-bound
+  decode_compiled_memory_efficiency  the same, at batches a mode decodes with its other step
+                                 (torch.tuned: the compiled step above batch 1)
   context_bytes                  NVML process memory minus the allocator's reservation
   host_probe_reference_seconds   the median host probe round of the points that fitted a host time
 A constant scales by the median ratio of measured to estimated time over its points (one
@@ -37,6 +39,8 @@ EFFICIENCY_KEYS = {
     "compute": ("matmul_efficiency", "conv_efficiency", "attention_efficiency"),
     "memory": ("memory_efficiency",),
     "decode": ("decode_memory_efficiency",),
+    # decode steps of a batch the mode runs with its other (compiled) decode step
+    "decode_compiled": ("decode_compiled_memory_efficiency",),
 }
 # Fitted values outside these bounds mean a broken measurement, not a machine.
 BOUNDS = {
@@ -45,6 +49,7 @@ BOUNDS = {
     "attention_efficiency": (0.05, 1.0),
     "memory_efficiency": (0.05, 1.0),
     "decode_memory_efficiency": (0.05, 1.0),
+    "decode_compiled_memory_efficiency": (0.05, 1.0),
     "host_seconds_per_op": (1e-7, 1e-3),
     "generate_host_seconds_per_op": (1e-7, 1e-3),
     "context_bytes": (0, 8 << 30),
@@ -139,7 +144,7 @@ def _evidence(
         if _ran_uncompiled(m, workload, base):
             measured = None  # its step is not the compiled one the profile's mode is estimated as
         est = estimate(workload, gpu, framework=base.framework, exec_mode=base.exec_mode, profile=base)
-        key = _ratio_key(est.bottleneck, workload)
+        key = _ratio_key(est.bottleneck, workload, base)
         if measured and est.step_seconds and key is not None:
             ratios.setdefault(key, []).append(measured / est.step_seconds)
             if key in HOST_TIME_KEYS:
@@ -151,11 +156,16 @@ def _evidence(
     return ratios, contexts, probes
 
 
-def _ratio_key(bottleneck: str, workload: Workload) -> str | None:
-    """Which constant a step limited by `bottleneck` measures (None: none that is fitted)."""
+def _ratio_key(bottleneck: str, workload: Workload, base: Profile | None = None) -> str | None:
+    """Which constant a step limited by `bottleneck` measures (None: none that is fitted). A
+    memory-bound decode step of a batch that `base` runs with its other decode step (torch.tuned:
+    the compiled one above batch 1) measures that step's share, not the fused kernels'."""
     if bottleneck == "overhead":
         return "generate_host_seconds_per_op" if workload.is_generation else "host_seconds_per_op"
     if bottleneck == "memory" and workload.is_generation:
+        other = base is not None and base.decode_compiled_memory_efficiency is not None
+        if other and base.runs_other_decode_step(workload.batch_size):
+            return "decode_compiled"
         return "decode"
     return bottleneck if bottleneck in EFFICIENCY_KEYS else None
 
