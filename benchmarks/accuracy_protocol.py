@@ -251,6 +251,8 @@ def score_public(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
         w = public_workload(p)
         mode = p.get("exec_mode", "default")
         profile = get_profile("torch", mode, use_user=False)
+        if mode == "tuned":  # published engines (gpt-fast, NeMo, TensorRT-LLM): paged KV caches
+            profile = profile.as_engine()
         est = estimate(w, get_gpu(p["card"]), exec_mode=mode, profile=profile)
         value = float(p["value"])
         estimated = _public_figure(est, w, p["metric"])

@@ -152,3 +152,21 @@ def test_bad_serving_inputs_are_one_line_errors() -> None:
 def test_weights_given_by_a_log_replace_fitbenchs_count() -> None:
     plan = memory_plan(_llama(), _gpu("h100-sxm"), ServeConfig(), weights_bytes=int(20 * GiB))
     assert plan.weights_bytes == int(20 * GiB)
+
+
+def test_an_engine_decodes_the_real_context_not_a_padded_static_cache() -> None:
+    """vLLM's paged cache holds each request's real context: serving times its decode steps with
+    the tuned profile as an engine (Profile.as_engine), not with the padded static cache that
+    fitbench's own compiled decode step attends over."""
+    from fitbench.estimate import speed as timing
+    from fitbench.estimate.profile import get_profile
+
+    tuned = get_profile("torch", "tuned", use_user=False)
+    engine = tuned.as_engine()
+    assert tuned.decode_cache_align > 0 and engine.decode_cache_align == 0
+    assert engine.decode_compiled_memory_efficiency == tuned.decode_compiled_memory_efficiency
+    w = get_workload("llm-6b", batch_size=16, prompt_tokens=128, new_tokens=2048)
+    h200 = resolve_gpus(["h200"])[0]
+    own = timing.generation(w, h200, tuned).decode
+    served = timing.generation(w, h200, engine).decode
+    assert served.bytes < own.bytes and served.seconds < own.seconds

@@ -138,6 +138,12 @@ class Profile:
             return self.kernel_fixed_seconds
         return self.decode_fixed_seconds
 
+    def as_engine(self) -> Profile:
+        """This profile as a serving engine decodes with it (vLLM, SGLang, TensorRT-LLM): their
+        paged KV caches hold each sequence's real context, so a decode step reads that, not a
+        padded static cache (decode_cache_align 0)."""
+        return replace(self, decode_cache_align=0)
+
     def in_force(self, key: str) -> float:
         """The value the estimator uses for `key` (an absent decode share is memory_efficiency, an
         absent decode fixed time kernel_fixed_seconds)."""

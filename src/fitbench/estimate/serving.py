@@ -324,7 +324,7 @@ def _tp_of(workload: Workload) -> int:
 
 def _generation(workload: Workload, gpu: GpuSpec, framework: str) -> speed.GenerationTiming:
     """Prefill and decode with the tuned profile (tensor-parallel when the workload is)."""
-    return timing.generation(workload, gpu, get_profile(framework, "tuned"))
+    return timing.generation(workload, gpu, get_profile(framework, "tuned").as_engine())
 
 
 def decode_point(workload: Workload, gpu: GpuSpec, c: int, kv_len: int, framework: str) -> ConcurrencyPoint:

@@ -44,32 +44,32 @@ GEMV_CONFIGS: dict[str, GemvConfig] = {
     "head": GemvConfig(block_n=4, block_k=1024, num_warps=4, num_stages=2),
 }
 # Batched tiles (2..32 sequences), by the padded activation rows of decode_kernels.rows_pad (16:
-# batches 2-16; 32: 17-32). Not yet swept on a GPU (benchmarks/decode_kernels.py --batch sweeps
-# them; benchmarks/decode_kernels_sm90.py checks that each compiles for sm_90 without spills and
-# with its weight loads in the asynchronous pipeline). Chosen from the kernels' two limits:
+# batches 2-16; 32: 17-32): the fastest of `benchmarks/decode_kernels.py --batch 2,8,32 --quick`'s
+# sweep on an H200 (decode-kernels-batched-h200-2026-12-04.json; weight bytes read per second at
+# b8: qkv 1.83, o 2.80, gate_up 2.18, down 3.47, head 2.44 TB/s, against cuBLAS's 3.65, 2.46,
+# 4.07, 3.22, 4.02). The tuned mode does not run them (static_decoder.FUSED_MAX_BATCH): the
+# kernels with RMSNorm folded in fall far behind cuBLAS. benchmarks/decode_kernels_sm90.py checks
+# that each compiles for sm_90 without spills and with its weight loads in the asynchronous
+# pipeline. What bounds them:
 # * a program re-reads the B activation rows for its weight tile (B / (2 * block_n) of the weight
 #   bytes, from L2), so the tiles are taller than batch 1's;
 # * without split-K a GEMV has N / (2 * block_n) programs, and below about one per SM the stream
-#   starves: o and down (4096 outputs) stop at 32 rows (128 programs), and so does qkv (a GQA
-#   model's 48 heads x 2 tiles of 64 rows would be 96 programs); gate_up and the head, with many
-#   more rows, take 64 where B passes 16.
-# At B = 32 and 32 rows the activation re-reads equal the weight bytes; if the sweep shows o and
-# down bound by L2 there, split-K with an in-kernel reduction is the next step. tl.dot needs
-# 2 * block_n >= 16.
+#   starves: o and down (4096 outputs) stop at 32 rows (128 programs).
+# tl.dot needs 2 * block_n >= 16.
 BATCHED_GEMV_CONFIGS: dict[int, dict[str, GemvConfig]] = {
     16: {
-        "qkv": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
-        "o": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
-        "gate_up": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
+        "qkv": GemvConfig(block_n=32, block_k=256, num_warps=4, num_stages=3),
+        "o": GemvConfig(block_n=16, block_k=128, num_warps=4, num_stages=6),
+        "gate_up": GemvConfig(block_n=32, block_k=256, num_warps=4, num_stages=3),
         "down": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
-        "head": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
+        "head": GemvConfig(block_n=32, block_k=256, num_warps=4, num_stages=3),
     },
     32: {
-        "qkv": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
+        "qkv": GemvConfig(block_n=32, block_k=256, num_warps=4, num_stages=3),
         "o": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
-        "gate_up": GemvConfig(block_n=32, block_k=128, num_warps=4, num_stages=4),
+        "gate_up": GemvConfig(block_n=32, block_k=256, num_warps=4, num_stages=3),
         "down": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
-        "head": GemvConfig(block_n=32, block_k=128, num_warps=4, num_stages=4),
+        "head": GemvConfig(block_n=32, block_k=256, num_warps=4, num_stages=3),
     },
 }
 ATTENTION_BLOCK = 64  # cache slots per step of the attention loop
