@@ -101,7 +101,7 @@ def main() -> None:
 
         if not gpu_id:
             found = detect_local_gpus()
-            gpu_id = found[0].id if found else None
+            gpu_id = found[0].catalog_id if found else None
         if gpu_id:
             card = get_gpu(gpu_id)
             peaks = {p: card.peak(p) / 1e12 for p in PRECISIONS}

@@ -72,6 +72,9 @@ class Profile:
     # A convolution pass's fixed GPU time per launch (forward, data and weight gradients) beside
     # its FLOPs at conv_efficiency: pipeline fill, epilogue and the last wave's tail.
     conv_fixed_seconds: float = 0.0
+    # A GEMM's fixed GPU time per launch beside its FLOPs at matmul_efficiency: the pipeline's fill
+    # and drain and the epilogue, which a short GEMM cannot amortize.
+    matmul_fixed_seconds: float = 0.0
     # Fused attention's share of the peak falls with the head dimension below 128:
     # attention_efficiency x (head_dim / 128) ** this (estimate/speed.py attention_share); 0: flat.
     attention_head_dim_exponent: float = 0.0

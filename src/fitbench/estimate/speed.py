@@ -228,6 +228,8 @@ def time_kernels(
                 # Each convolution pass also pays a fixed time per launch (pipeline fill, epilogue,
                 # the last wave's tail), which dominates the small convolutions of small images.
                 t_compute += k.kernel_launches * profile.conv_fixed_seconds
+            elif k.kind == "matmul":
+                t_compute += k.kernel_launches * profile.matmul_fixed_seconds
         own = None if k.memory_efficiency is None else own_share(k.memory_efficiency, gpu)
         share = (base_mem_eff if own is None else own) * format_share
         t_memory = kernel_bytes / (stream * share)
