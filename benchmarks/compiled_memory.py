@@ -12,6 +12,7 @@ capture; after capture a CUDA graph's replays allocate nothing, so the timed pha
 peak and the warm-up's reserved peak are printed alongside.
 
     PYTHONPATH=src python benchmarks/compiled_memory.py
+    PYTHONPATH=src python benchmarks/compiled_memory.py --results DIR   # e.g. a fresh compiled_step.py run
 """
 
 from __future__ import annotations
@@ -103,7 +104,12 @@ def table(data: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    print(table(rows()))
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=RESULTS, help="folder of the stored result files")
+    args = parser.parse_args(argv)
+    print(table(rows(args.results)))
     return 0
 
 
