@@ -27,6 +27,7 @@ about 3-5 more minutes on an H200, the compiles repeated); --profile-only does t
     PYTHONPATH=src python benchmarks/compiled_step.py --profile-only        # kernel classes, ~3-5 min
     PYTHONPATH=src python benchmarks/compiled_step.py --only bert-base-imdb --autotune
     PYTHONPATH=src python benchmarks/compiled_step.py --cpu --tiny --out /tmp/cs   # smoke test
+    PYTHONPATH=src python benchmarks/compiled_step.py --compiled-only --out DIR   # peaks, ~3-4 min
 
 On a CPU --compile cannot run (inductor's GPU code needs CUDA with Triton): the compiled rows
 say so in their warnings and run the uncompiled step, which is what the smoke test checks.
@@ -215,7 +216,7 @@ def run_scenario(
         for warning in row["warnings"]:
             if "compile" in warning:
                 print(f"    warning: {warning}", file=sys.stderr, flush=True)
-    base = out["runs"][UNCOMPILED.name]
+    base = out["runs"].get(UNCOMPILED.name) or {"step_seconds": None}  # --compiled-only: none
     for name, row in out["runs"].items():
         if name != UNCOMPILED.name:
             row["speedup"] = (
@@ -374,6 +375,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="profile without the runner's measurements (a second invocation that fits a time limit)",
     )
+    parser.add_argument(
+        "--compiled-only",
+        action="store_true",
+        help="measure the compiled variant only (its peaks; no speed-up), ~3-4 min on an H200",
+    )
     parser.add_argument("--profile-steps", type=int, default=20, help="timed replays before each profile")
     parser.add_argument(
         "--min-seconds",
@@ -389,7 +395,11 @@ def main(argv: list[str] | None = None) -> int:
     if note:
         print(f"note: {note}", file=sys.stderr)
     chosen = [s for s in SCENARIOS if not args.only or s.name in args.only]
-    variants = [UNCOMPILED, COMPILED, *([AUTOTUNED] if args.autotune else [])]
+    variants = [
+        *([] if args.compiled_only else [UNCOMPILED]),
+        COMPILED,
+        *([AUTOTUNED] if args.autotune else []),
+    ]
     gpu_slug = "cpu" if device == "cpu" else (gpu.id if gpu is not None else speed.slug(device))
     args.out.mkdir(parents=True, exist_ok=True)
     path = output_path(args.out, gpu_slug)

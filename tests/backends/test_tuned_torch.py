@@ -568,3 +568,36 @@ def test_tuned_lora_with_checkpointing_trains_the_adapters():
     session.step()
     after = dict(session.model.named_parameters())
     assert any(not torch.equal(after[n].detach(), p) for n, p in before.items() if ".lora_B." in n)
+
+
+@pytest.mark.slow
+def test_the_compile_hands_its_memory_back_before_capture():
+    """After the first compiled step the session collects garbage (and on CUDA empties the
+    allocator's cache) before warm-up and capture: a full collection runs from
+    `_release_compile_memory`, called from `_compile` once the compiled step has run (other full
+    collections, dynamo's own, do not count: the callers on the stack are checked)."""
+    import gc
+    import sys
+
+    torch._dynamo.reset()
+    callers: list[tuple[str, ...]] = []
+
+    def seen(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2:
+            frame, names = sys._getframe(1), []
+            while frame is not None:
+                names.append(frame.f_code.co_name)
+                frame = frame.f_back
+            callers.append(tuple(names))
+
+    gc.callbacks.append(seen)
+    try:
+        workload = get_workload("bert-base-imdb", tiny=True, mode="train", batch_size=2, seq_len=16)
+        session = open_step_session(workload, TUNED_CPU, CPU, compile_backend="aot_eager")
+    finally:
+        gc.callbacks.remove(seen)
+    assert session.compiled
+    released = [names for names in callers if "_release_compile_memory" in names]
+    assert released and all("_compile" in names for names in released)
+    session._release_compile_memory()  # CPU: gc only, no CUDA call
+    session.step()

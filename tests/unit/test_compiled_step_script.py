@@ -58,3 +58,16 @@ def test_profile_only_profiles_both_variants_without_measuring(tmp_path: Path) -
         "compiled": False,  # on a CPU --compile falls back
     }
     assert all(p["launches"] > 0 and p["step_seconds"] > 0 for p in scenario["profile"].values())
+
+
+@pytest.mark.slow
+def test_compiled_only_measures_the_compiled_variant_alone(tmp_path: Path) -> None:
+    argv = ["--cpu", "--tiny", "--gpu", "h200", "--only", "bert-base-imdb", "--min-seconds", "0.2"]
+    assert compiled_step.main([*argv, "--compiled-only", "--out", str(tmp_path)]) == 0
+    (written,) = tmp_path.glob("compiled-step-cpu-*.json")
+    record = json.loads(written.read_text())
+    assert record["settings"]["variants"] == ["compiled"]
+    (scenario,) = record["scenarios"]
+    assert list(scenario["runs"]) == ["compiled"]
+    run = scenario["runs"]["compiled"]
+    assert run["status"] == "ok" and run["peak_memory_bytes"] > 0 and run["speedup"] is None

@@ -234,9 +234,42 @@ def lora_saved_bytes_per_token(workload: Workload, dt: ActivationDtypes) -> floa
     return sum(fin * (b.lora + mask) + r * b.lora for _, fin, _ in lora_linears(workload))
 
 
-def peft_segments(workload: Workload) -> list[GradedSegment]:
+def compiled_frozen_layer_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
+    """Bytes per token one frozen block of the compiled step saves (AOT autograd's min-cut
+    partitioner, checked on the CPU by benchmarks/compiled_saved.py), adapters left out.
+
+    Frozen Linears keep no input and frozen norms only what their input gradient needs (their
+    input and FP32 rstd: transformer_cost.compiled_norm_saved_bytes_per_token); attention keeps
+    Q, K, V, SDPA's output and log-sum-exp (the output projection is frozen: no contiguous copy);
+    SwiGLU keeps gate and up (SiLU and the product are recomputed), GELU its input; BERT's hidden
+    dropouts their bool masks.
+    """
+    h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
+    norms = 2 * transformer_cost.compiled_norm_saved_bytes_per_token(h, dt)
+    attention = (q + 2 * kv) * dt.act + q * dt.act + arch.num_heads * 4
+    mlp = (2 if arch.mlp == "swiglu" else 1) * f * dt.act
+    masks = 2 * h * dt.mask if arch.kind == "encoder" else 0.0
+    return norms + attention + mlp + masks
+
+
+def layer_saved_bytes_per_token(workload: Workload, *, compiled: bool = False) -> float:
+    """Bytes per token one adapted block saves: the frozen block's share (what full training saves
+    less what only weight gradients need, or the compiled step's own count) plus the adapters'."""
+    arch = adapted_arch(workload)
+    dt = activation_dtypes(workload, dropout=arch.kind == "encoder")
+    s = workload.seq_len or workload.tokens_per_sequence
+    if compiled and workload.attention == "fused":
+        frozen = compiled_frozen_layer_bytes_per_token(arch, dt)
+    else:
+        full = transformer_cost.layer_saved_bytes_per_token(arch, dt, s, workload.attention)
+        frozen = full - frozen_savings_per_token(arch, dt)
+    return frozen + lora_saved_bytes_per_token(workload, dt)
+
+
+def peft_segments(workload: Workload, *, compiled: bool = False) -> list[GradedSegment]:
     """Segments in forward order, each with the bytes per element of its trainable parameters'
-    gradients (FP32 adapters; the classifier copy in the base dtype)."""
+    gradients (FP32 adapters; the classifier copy in the base dtype). `compiled`: the step
+    torch.compile runs (the tuned profile's), which saves what AOT autograd's partitioner keeps."""
     arch = adapted_arch(workload)
     b = peft_bytes(workload)
     dropout = arch.kind == "encoder"
@@ -245,8 +278,7 @@ def peft_segments(workload: Workload) -> list[GradedSegment]:
     s = workload.seq_len or workload.tokens_per_sequence
     tokens = batch * s
     h, v = arch.hidden_size, arch.vocab_size
-    full = transformer_cost.layer_saved_bytes_per_token(arch, dt, s, workload.attention)
-    per_token = full - frozen_savings_per_token(arch, dt) + lora_saved_bytes_per_token(workload, dt)
+    per_token = layer_saved_bytes_per_token(workload, compiled=compiled)
     # The embeddings are frozen and their output needs no gradient: nothing is saved there, and
     # a decoder's first RMSNorm (whose input needs no gradient either) saves nothing.
     first_norm = 4 * h if (arch.kind == "decoder" and arch.norm == "rmsnorm") else 0
@@ -289,6 +321,9 @@ def peft_segments(workload: Workload) -> list[GradedSegment]:
         # the frozen LM head keeps no input.
         head_saved = tokens * (4 * h + v * 4)
         head_transient = tokens * v * (4 + 4 + dt.act)
+        if compiled:
+            head = transformer_cost.compiled_head_bytes_per_token(arch, dt, frozen=True)
+            head_saved, head_transient = tokens * head[0], tokens * head[1]
         head_cast = (v * h if not arch.tie_embeddings else 0) if dt.amp else 0
     segs.append(
         (
@@ -306,12 +341,14 @@ def peft_segments(workload: Workload) -> list[GradedSegment]:
     return segs
 
 
-def step_peak(workload: Workload, fragmentation: float = 0.0) -> tuple[str, dict[str, float]]:
+def step_peak(
+    workload: Workload, fragmentation: float = 0.0, *, compiled: bool = False
+) -> tuple[str, dict[str, float]]:
     """The largest moment of forward+backward or of the optimizer step (liveness.step_peak),
     over the PEFT segments with their own gradient dtypes, judged with the breakdown's
     `fragmentation` share."""
     return liveness.step_peak(
-        peft_segments(workload),
+        peft_segments(workload, compiled=compiled),
         cast_bytes=workload.precision_info.cast_cache_bytes,
         checkpointing=workload.checkpointing,
         grad_accum=workload.grad_accum,
@@ -372,7 +409,8 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
     head = head_trainable_params(workload)
     parts["adapter_weights"] = trainable_bytes(workload)
     parts["optimizer_state"] = optimizer_state_bytes(workload)
-    phase, dynamic = step_peak(workload, profile.fragmentation)
+    compiled = transformer_cost.compiled_step(workload, profile)
+    phase, dynamic = step_peak(workload, profile.fragmentation, compiled=compiled)
     parts.update(dynamic)
     parts["dequant_workspace"] = dequant_workspace_bytes(workload)
     dynamic_total = parts["activations"] + parts["temporaries"] + parts["gradients"]

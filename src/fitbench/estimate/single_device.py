@@ -19,11 +19,12 @@ from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
 
-def training_segments(workload: Workload, framework: str) -> list[Segment]:
-    """The segments of a training step in forward order, as the model's cost module counts them."""
+def training_segments(workload: Workload, framework: str, *, compiled: bool = False) -> list[Segment]:
+    """The segments of a training step in forward order, as the model's cost module counts them
+    (`compiled`: a transformer's compiled step, transformer_cost.compiled_step)."""
     if workload.is_resnet:
         return resnet_cost.training_segments(workload, framework)
-    return transformer_cost.training_segments(workload)
+    return transformer_cost.training_segments(workload, compiled=compiled)
 
 
 def autocast_copy_bytes(workload: Workload, framework: str) -> float:
@@ -42,10 +43,10 @@ def autocast_copy_bytes(workload: Workload, framework: str) -> float:
     return sum(seg.cast_params for seg in training_segments(workload, framework)) * cast_b
 
 
-def graded_segments(workload: Workload, framework: str) -> list[GradedSegment]:
+def graded_segments(workload: Workload, framework: str, *, compiled: bool = False) -> list[GradedSegment]:
     """The segments of a full-parameter step, each with the precision's gradient bytes."""
     grad_b = workload.precision_info.grad_bytes
-    return [(seg, grad_b) for seg in training_segments(workload, framework)]
+    return [(seg, grad_b) for seg in training_segments(workload, framework, compiled=compiled)]
 
 
 def activation_peak(workload: Workload, framework: str) -> dict[str, float]:
@@ -59,12 +60,14 @@ def activation_peak(workload: Workload, framework: str) -> dict[str, float]:
     )
 
 
-def step_peak(workload: Workload, framework: str, fragmentation: float = 0.0) -> tuple[str, dict[str, float]]:
+def step_peak(
+    workload: Workload, framework: str, fragmentation: float = 0.0, *, compiled: bool = False
+) -> tuple[str, dict[str, float]]:
     """The larger of the backward walk's largest moment and the optimizer step, as parts, judged
     with the allocator's `fragmentation` share that the breakdown adds (liveness.step_peak)."""
     _, _, scratch = optimizer_bytes(workload, framework)
     return liveness.step_peak(
-        graded_segments(workload, framework),
+        graded_segments(workload, framework, compiled=compiled),
         cast_bytes=workload.precision_info.cast_cache_bytes,
         checkpointing=workload.checkpointing,
         grad_accum=workload.grad_accum,
@@ -86,7 +89,9 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
         state, master, _ = optimizer_bytes(workload, framework)
         parts["optimizer_state"] = state
         parts["master_weights"] = master
-        phase, dynamic = step_peak(workload, framework, _fragmentation_share(workload, profile))
+        compiled = transformer_cost.compiled_step(workload, profile)
+        share = _fragmentation_share(workload, profile)
+        phase, dynamic = step_peak(workload, framework, share, compiled=compiled)
         parts.update(dynamic)
         details["gradients_total"] = int(workload.param_count() * p.grad_bytes)
     elif workload.is_generation:

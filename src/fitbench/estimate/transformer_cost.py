@@ -11,6 +11,7 @@ saves in the Hugging Face implementations the backends run.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from fitbench.core.quant import kv_cache_element_bytes, kv_cache_scale_bytes_per_head, matrix_total_bytes
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
@@ -20,10 +21,21 @@ from fitbench.estimate.weights import checkpoint_weight_bytes, quantized_matrice
 from fitbench.workloads.arch import TransformerArch, expected_distinct_experts
 from fitbench.workloads.workload import Workload
 
+if TYPE_CHECKING:
+    from fitbench.estimate.profile import Profile
+
 
 def _arch(workload: Workload) -> TransformerArch:
     assert isinstance(workload.arch, TransformerArch)
     return workload.arch
+
+
+def compiled_step(workload: Workload, profile: Profile) -> bool:
+    """Whether the step's memory is the compiled step's: a transformer's training step under a
+    profile that compiles it (torch's tuned mode: Profile.fuses_pointwise). Its time is modelled
+    compiled through Kernel.fused; its saved activations through compiled_layer_saved_bytes_per_
+    token. ResNets keep the eager count (their compiled saves are not measured)."""
+    return profile.fuses_pointwise and workload.is_training and not workload.is_resnet
 
 
 def rms_saved_bytes_per_token(h: int, dt: ActivationDtypes) -> int:
@@ -59,8 +71,7 @@ def layer_saved_bytes_per_token(
     arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str
 ) -> float:
     """Bytes one block saves for backward, per token of the batch."""
-    h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
-    heads = arch.num_heads
+    h, f = arch.hidden_size, arch.intermediate_size
     if arch.kind == "encoder":
         # Post-LN BERT block with dropout after attention probabilities, attention output and MLP.
         qkv_in = dt.linear_input(h, 3)  # Q, K, V Linear inputs
@@ -81,17 +92,56 @@ def layer_saved_bytes_per_token(
             mlp = n_mlp * f * dt.act
         masks = 0.0
     # Q, K, V as attention inputs (rotary outputs for decoders), repeated for GQA in eager.
+    attn = _attention_saved_bytes_per_token(arch, dt, seq, attention)
+    return qkv_in + attn + masks + norms + mlp_in + mlp
+
+
+def compiled_norm_saved_bytes_per_token(h: int, dt: ActivationDtypes) -> int:
+    """One norm of the compiled step: its input (or normalised output, the same size) at the
+    residual stream's dtype and one FP32 statistic per row (rstd), whatever its weight needs:
+    the partitioner recomputes the FP32 upcast, the scaling and the 16-bit cast from those."""
+    return h * dt.res + 4
+
+
+def compiled_layer_saved_bytes_per_token(
+    arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str
+) -> float:
+    """Bytes one block of the compiled step (torch.compile: AOT autograd with inductor's min-cut
+    partitioner) saves for backward, per token of the batch.
+
+    What the partitioner keeps, checked tensor by tensor on the CPU (benchmarks/compiled_saved.py):
+      * one 16-bit copy of each shared Linear input: autocast's casts of one tensor for q, k and v
+        (or gate and up) are the same op, merged into one (eager autograd keeps one per Linear);
+      * each norm's input at the residual's dtype plus its FP32 rstd (compiled_norm_saved_bytes_
+        per_token), not the normalised FP32 copy as well;
+      * the MLP's matmul outputs, not what pointwise work makes of them: SwiGLU keeps gate, up and
+        their product (down's input) and recomputes SiLU(gate); GELU keeps fc1's output and GELU's
+        output (fc2's input), Python GELU included (its chain fuses like any other);
+      * attention as in eager (Q, K, V, SDPA's output and its contiguous copy, log-sum-exp), and
+        BERT's two hidden dropouts as bool masks.
+    """
+    h, f = arch.hidden_size, arch.intermediate_size
+    linear_inputs = 2 * dt.linear_input(h, 1)  # q/k/v's input, the MLP's input
+    norms = 2 * compiled_norm_saved_bytes_per_token(h, dt)
+    mlp = (3 if arch.mlp == "swiglu" else 2) * f * dt.act
+    masks = 2 * h * dt.mask if arch.kind == "encoder" else 0.0
+    return linear_inputs + norms + mlp + masks + _attention_saved_bytes_per_token(arch, dt, seq, attention)
+
+
+def _attention_saved_bytes_per_token(
+    arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str
+) -> float:
+    """Q, K, V as attention inputs and what attention keeps for its backward (eager and compiled alike)."""
+    q, kv, heads = arch.q_dim, arch.kv_dim, arch.num_heads
     kv_saved = 2 * kv if attention == "fused" else 2 * q
     qkv_out = (q + kv_saved) * dt.act
     if attention == "fused":
         # SDPA output and its contiguous (b, s, h) copy for the output projection; log-sum-exp.
-        core = 2 * q * dt.act + heads * 4
-    else:
-        # probs (softmax in FP32 under autocast), dropout mask, dropped probs as matmul input.
-        softmax = 4 if dt.amp else dt.act
-        dropped = dt.act if dt.mask else 0
-        core = q * dt.act + heads * seq * (softmax + dt.mask + dropped)
-    return qkv_in + qkv_out + core + masks + norms + mlp_in + mlp
+        return qkv_out + 2 * q * dt.act + heads * 4
+    # probs (softmax in FP32 under autocast), dropout mask, dropped probs as matmul input.
+    softmax = 4 if dt.amp else dt.act
+    dropped = dt.act if dt.mask else 0
+    return qkv_out + q * dt.act + heads * seq * (softmax + dt.mask + dropped)
 
 
 def layer_input_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
@@ -109,7 +159,12 @@ def layer_transient_bytes_per_token(
     return max(mlp, attn)
 
 
-def training_segments(workload: Workload, *, dropout: bool | None = None) -> list[Segment]:
+def training_segments(
+    workload: Workload, *, dropout: bool | None = None, compiled: bool = False
+) -> list[Segment]:
+    """The step's segments in forward order; `compiled`: the step torch.compile runs (the tuned
+    profile's, Profile.fuses_pointwise), whose blocks and LM loss save what AOT autograd's
+    partitioner keeps (compiled_layer_saved_bytes_per_token, compiled_head_bytes_per_token)."""
     arch = _arch(workload)
     if dropout is None:
         dropout = arch.kind == "encoder"
@@ -126,7 +181,8 @@ def training_segments(workload: Workload, *, dropout: bool | None = None) -> lis
             name="embeddings", saved_bytes=tokens * emb_saved, input_bytes=0.0, params=arch.embedding_params()
         )
     )
-    per_layer = layer_saved_bytes_per_token(arch, dt, s, workload.attention) * tokens
+    layer_count = compiled_layer_saved_bytes_per_token if compiled else layer_saved_bytes_per_token
+    per_layer = layer_count(arch, dt, s, workload.attention) * tokens
     per_input = layer_input_bytes_per_token(arch, dt) * tokens
     per_transient = layer_transient_bytes_per_token(arch, dt, s, workload.attention) * tokens
     cast = arch.linear_params_per_layer() if dt.amp else 0
@@ -151,6 +207,9 @@ def training_segments(workload: Workload, *, dropout: bool | None = None) -> lis
         # in backward the FP32 and 16-bit logits gradients exist together.
         head_saved = tokens * (rms_saved_bytes_per_token(h, dt) + h * dt.act + v * 4)
         head_transient = tokens * v * (4 + 4 + dt.act)
+        if compiled:
+            saved, transient = compiled_head_bytes_per_token(arch, dt, frozen=False)
+            head_saved, head_transient = tokens * saved, tokens * transient
         # The LM head's matmul runs under autocast whether its weight is its own or the tied
         # embedding's: either way a 16-bit copy of [vocab, hidden] is cast and cached.
         head_cast = v * h if dt.amp else 0
@@ -165,6 +224,24 @@ def training_segments(workload: Workload, *, dropout: bool | None = None) -> lis
         )
     )
     return segs
+
+
+def compiled_head_bytes_per_token(
+    arch: TransformerArch, dt: ActivationDtypes, *, frozen: bool
+) -> tuple[float, float]:
+    """(saved, transient) bytes per token of a decoder's final norm, LM head and loss, compiled.
+
+    The partitioner keeps the final norm's input and rstd, the LM head's 16-bit input (unless the
+    head is frozen) and the 16-bit logits with two FP32 numbers per row (the max and the log of
+    the sum: log_softmax's statistics); the FP32 logits and log_softmax's output are recomputed
+    in backward. There one fused kernel turns the saved logits and statistics into the 16-bit
+    logits gradient the head's matmul reads: the only vocabulary-wide temporary, where eager
+    autograd holds the FP32 and 16-bit gradients together.
+    """
+    h, v = arch.hidden_size, arch.vocab_size
+    head_input = 0 if frozen else h * dt.act
+    saved = compiled_norm_saved_bytes_per_token(h, dt) + head_input + v * dt.act + 2 * 4
+    return saved, v * dt.act
 
 
 def inference_transient_bytes(workload: Workload) -> float:
