@@ -17,15 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
-from typing import Any
+
+import graph_timing  # benchmarks/ on the path: the CUDA-graph timer
 
 HIDDEN = (768, 1024, 2048, 4096)
 TOKENS = (2048, 8192, 32768)
 TINY_HIDDEN = (32,)
 TINY_TOKENS = (64,)
-GRAPH_CALLS = 20
+GRAPH_CALLS = 20  # GEMMs captured per graph replay
+REPLAYS = 5  # timed replays; their median is the figure
 
 
 def layer_gemms(hidden: int, tokens: int) -> list[tuple[str, int, int, int]]:
@@ -42,35 +43,6 @@ def layer_gemms(hidden: int, tokens: int) -> list[tuple[str, int, int, int]]:
         out.append((f"{proj} dgrad", tokens, k, n))
         out.append((f"{proj} wgrad", n, k, tokens))
     return out
-
-
-def _time(torch: Any, fn: Any, device: str) -> float:
-    """Seconds of one call: replayed from a CUDA graph of GRAPH_CALLS calls on a GPU."""
-    if device == "cpu":
-        fn()
-        started = time.perf_counter()
-        fn()
-        return time.perf_counter() - started
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(GRAPH_CALLS):
-            fn()
-    graph.replay()
-    times = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / GRAPH_CALLS)
-    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                 a = torch.randn(m, k, device=device, dtype=dtype)
                 b = torch.randn(k, n, device=device, dtype=dtype)
                 c = torch.empty(m, n, device=device, dtype=dtype)
-                seconds = _time(torch, lambda a=a, b=b, c=c: torch.mm(a, b, out=c), device)
+                mm = lambda a=a, b=b, c=c: torch.mm(a, b, out=c)  # noqa: E731
+                seconds = statistics.median(graph_timing.replay_seconds(mm, device, GRAPH_CALLS, REPLAYS))
                 tflops = 2.0 * m * n * k / seconds / 1e12
                 row = {
                     "hidden": hidden,

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import conv_layout  # benchmarks/ on the path: the kernel-name matcher
+import graph_timing  # benchmarks/ on the path: the CUDA-graph timer
 
 # Kernel classes by name fragment, first match wins (lower-case names).
 CLASSES = (
@@ -208,37 +209,9 @@ def profile_workload(
 
 
 def _time_in_graph(fn: Any, device: str, repeats: int) -> float:
-    """Seconds of one call of `fn`: on CUDA, a graph of `repeats` calls replayed and timed with
-    events (no host in it, as in the tuned step); on the CPU, wall time."""
-    import torch
-
-    if not device.startswith("cuda"):
-        fn()
-        t0 = time.perf_counter()
-        for _ in range(repeats):
-            fn()
-        return (time.perf_counter() - t0) / repeats
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(repeats):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = float("inf")
-    for _ in range(3):
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        best = min(best, start.elapsed_time(end) * 1e-3 / repeats)
-    return best
+    """Seconds of one call of `fn`: the fastest of three timings of a CUDA graph of `repeats`
+    calls (graph_timing.replay_seconds; on the CPU, wall time)."""
+    return min(graph_timing.replay_seconds(fn, device, repeats, 3))
 
 
 def time_convs(*, device: str, tiny: bool, batch: int, image: int, repeats: int) -> dict[str, Any]:

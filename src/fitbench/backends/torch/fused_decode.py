@@ -56,21 +56,17 @@ GEMV_CONFIGS: dict[str, GemvConfig] = {
 # * without split-K a GEMV has N / (2 * block_n) programs, and below about one per SM the stream
 #   starves: o and down (4096 outputs) stop at 32 rows (128 programs).
 # tl.dot needs 2 * block_n >= 16.
+_TALL = GemvConfig(block_n=32, block_k=256, num_warps=4, num_stages=3)  # qkv, gate_up, head
+_SHORT = GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4)  # o and down (4096 rows)
 BATCHED_GEMV_CONFIGS: dict[int, dict[str, GemvConfig]] = {
     16: {
-        "qkv": GemvConfig(block_n=32, block_k=256, num_warps=4, num_stages=3),
+        "qkv": _TALL,
         "o": GemvConfig(block_n=16, block_k=128, num_warps=4, num_stages=6),
-        "gate_up": GemvConfig(block_n=32, block_k=256, num_warps=4, num_stages=3),
-        "down": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
-        "head": GemvConfig(block_n=32, block_k=256, num_warps=4, num_stages=3),
+        "gate_up": _TALL,
+        "down": _SHORT,
+        "head": _TALL,
     },
-    32: {
-        "qkv": GemvConfig(block_n=32, block_k=256, num_warps=4, num_stages=3),
-        "o": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
-        "gate_up": GemvConfig(block_n=32, block_k=256, num_warps=4, num_stages=3),
-        "down": GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4),
-        "head": GemvConfig(block_n=32, block_k=256, num_warps=4, num_stages=3),
-    },
+    32: {"qkv": _TALL, "o": _SHORT, "gate_up": _TALL, "down": _SHORT, "head": _TALL},
 }
 ATTENTION_BLOCK = 64  # cache slots per step of the attention loop
 MAX_BATCH = kernels.MAX_BATCH
