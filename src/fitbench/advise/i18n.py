@@ -854,6 +854,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "CUDA graph capture failed ({why}); decode steps ran eagerly",
         "zh": "CUDA Graph 捕获失败({why});解码步骤已按 eager 方式运行",
     },
+    "warn.capture_failed_prefill": {
+        "en": "CUDA graph capture of the prefill failed ({why}); the prefill ran eagerly",
+        "zh": "预填充的 CUDA Graph 捕获失败({why});预填充已按 eager 方式运行",
+    },
     "warn.compile_failed": {
         "en": "torch.compile of the step failed ({why}); the uncompiled step ran",
         "zh": "torch.compile 编译步骤失败({why});已运行未编译的步骤",
@@ -1127,6 +1131,8 @@ MEASUREMENT_PATTERNS: dict[str, re.Pattern[str]] = {
         "warn.fused_not_used": r"fused decode kernels not used \((?P<why>.*)\)",
         "warn.capture_failed": r"CUDA graph capture failed \((?P<why>.*)\); the tuned step ran eagerly",
         "warn.capture_failed_decode": r"CUDA graph capture failed \((?P<why>.*)\); decode steps ran eagerly",
+        "warn.capture_failed_prefill": r"CUDA graph capture of the prefill failed \((?P<why>.*)\); "
+        r"the prefill ran eagerly",
         "warn.compile_failed": r"torch\.compile of the step failed \((?P<why>.*)\); the uncompiled step ran",
         "warn.compile_capture_failed": r"CUDA graph capture of the compiled step failed \((?P<why>.*)\); "
         r"fell back to the uncompiled step",

@@ -43,8 +43,10 @@ training and classification inference (ResNet, BERT-style encoders, decoders tra
 
 generation (Llama-style decoders)
   * fitbench's own StaticDecoder (fused QKV and gate/up weights) with a preallocated KV cache;
-    prefill through causal SDPA, then each decode step replayed from one captured CUDA graph
-    that also picks the next token (greedy) and feeds it back;
+    prefill through causal SDPA, replayed from a CUDA graph of its own (the prompt's shape is
+    static: the host does not issue its ~1,000 kernels one by one), then each decode step
+    replayed from one captured CUDA graph that also picks the next token (greedy) and feeds it
+    back;
   * on CUDA with Triton, at batch 1 (FUSED_MAX_BATCH) the decode step is fitbench's fused Triton
     kernels (five a layer: RMSNorm, rotary and the cache stores ride along with the weight GEMVs,
     each weight byte read once per step; see decode_kernels; they also take batches up to 32,
@@ -701,7 +703,7 @@ def inductor_available(device: torch.device) -> bool:
 
 
 class TunedGenerateSession(TorchSession):
-    """Prefill through SDPA, then decode steps replayed from one CUDA graph (see static_decoder)."""
+    """Prefill through SDPA and decode steps, each replayed from a CUDA graph (see static_decoder)."""
 
     def __init__(self, *, generator: StaticKVGenerator, prompt: torch.Tensor, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -761,6 +763,11 @@ def open_generate_session(workload: Workload, options: RunOptions, device: torch
     generator.capture(prompt)
     if generator.capture_error is not None:
         warnings.append(f"CUDA graph capture failed ({generator.capture_error}); decode steps ran eagerly")
+    if generator.prefill_capture_error is not None:
+        warnings.append(
+            f"CUDA graph capture of the prefill failed ({generator.prefill_capture_error}); "
+            "the prefill ran eagerly"
+        )
     notes: dict[str, Any] = {
         "precision_in_effect": in_effect,
         "warnings": warnings,
@@ -776,6 +783,7 @@ def open_generate_session(workload: Workload, options: RunOptions, device: torch
                 if generator.graph is not None
                 else "decode steps run eagerly"
             )
+            + ("; the prefill replayed from a CUDA graph" if generator.prefill_graph is not None else "")
         ),
         "compiled_step": compiled,
         "fused_kernels": fused,
@@ -785,6 +793,7 @@ def open_generate_session(workload: Workload, options: RunOptions, device: torch
         "kv_cache_bytes": generator.cache_bytes,
         "data_source": "random prompt token ids",
         "cuda_graph": generator.graph is not None,
+        "prefill_cuda_graph": generator.prefill_graph is not None,
         "attention": "sdpa (causal prefill); "
         + ("fused decode attention over the static cache" if fused else "masked static-cache decode"),
     }
