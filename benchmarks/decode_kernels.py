@@ -17,6 +17,8 @@ Three parts, one run (a CUDA GPU with Triton), for each batch of --batch (sequen
     python benchmarks/decode_kernels.py                      # everything at batch 1 (~3 min on an H200)
     python benchmarks/decode_kernels.py --batch 2,8,32       # the batched kernels, three batches
     python benchmarks/decode_kernels.py --skip-sweep         # correctness and the whole token only
+    python benchmarks/decode_kernels.py --attention-sweep --batch 1,4   # attention: one walk a head
+                                                             # against flash-decoding splits
     python benchmarks/decode_kernels.py --smoke              # tiny shapes, correctness only (a CPU
                                                              # runs it under Triton's interpreter)
 
@@ -358,6 +360,64 @@ def attention_time(batch: int, length: int = 192, pos: int = 149) -> float:
     )
 
 
+# Cache lengths of the attention sweep: static caches of 50..4,000-token prompts (cache_length
+# rounds up to 64), below and above ATTENTION_SPLIT_MIN_SLOTS.
+SWEEP_CACHE_LENGTHS = (192, 256, 320, 576, 1088, 2112, 4160)
+
+
+def _attention_at(kv_heads: int, batch: int, length: int, sms: int) -> dict[str, Any]:
+    """One attention sweep row: one walk a head against the chosen splits at one cache length."""
+    s, hd = LLAMA_7B, LLAMA_7B.dim_head
+    pos = length - 40
+    shape = (batch, kv_heads, length, hd)
+    caches = [
+        (torch.randn(shape, device="cuda", dtype=DTYPE), torch.randn(shape, device="cuda", dtype=DTYPE))
+        for _ in range(COPIES)
+    ]
+    q = torch.randn(batch, s.num_heads * hd, device="cuda", dtype=DTYPE)
+    p = torch.tensor([pos], device="cuda")
+    kv_bytes = 2 * batch * kv_heads * (pos + 1) * hd * 2
+    auto, _ = dk.attention_splits(length, s.num_heads * batch, sms, 64)
+    row: dict[str, Any] = {"kv_heads": kv_heads, "batch": batch, "cache_len": length, "splits": auto}
+    outs = {}
+    for label, splits in (("one_walk", 1), ("chosen", None)):
+        out = torch.empty_like(q)
+
+        def attend(
+            kv: tuple[torch.Tensor, torch.Tensor], out: torch.Tensor = out, splits: int | None = splits
+        ) -> None:
+            dk.decode_attention(
+                q, kv[0], kv[1], out, pos=p, heads=s.num_heads, kv_heads=kv_heads, splits=splits
+            )
+
+        row[f"{label}_us"] = 1e6 * graph_time([functools.partial(attend, kv) for kv in caches])
+        row[f"{label}_TBps"] = kv_bytes / row[f"{label}_us"] / 1e6
+        attend(caches[0])
+        outs[label] = out.float()
+    row["rel_difference"] = rel(outs["chosen"], outs["one_walk"])
+    return row
+
+
+def attention_sweep(batches: list[int]) -> list[dict[str, Any]]:
+    """The attention kernel at each cache length, one walk a head (splits=1) against the chosen
+    splits (flash-decoding), for the 6.7B model (32 heads) and a GQA layout of it (8 kv heads):
+    microseconds and the KV bytes read per second (slots 0..pos, pos 40 before the end)."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows: list[dict[str, Any]] = []
+    for kv_heads in (LLAMA_7B.kv_heads, 8):
+        for batch in batches:
+            for length in SWEEP_CACHE_LENGTHS:
+                row = _attention_at(kv_heads, batch, length, sms)
+                rows.append(row)
+                print(
+                    f"  kv_heads {kv_heads:>2} b{batch:<2} cache {length:>5}: "
+                    f"one walk {row['one_walk_us']:7.1f} us ({row['one_walk_TBps']:.2f} TB/s) | "
+                    f"{row['splits']} splits {row['chosen_us']:7.1f} us ({row['chosen_TBps']:.2f} TB/s) | "
+                    f"rel diff {row['rel_difference']:.1e}"
+                )
+    return rows
+
+
 def whole_token(
     best: dict[str, dk.GemvConfig], batch: int, prompt_tokens: int = 50, new_tokens: int = 100
 ) -> dict[str, Any]:
@@ -540,6 +600,11 @@ def main(argv: list[str] | None = None) -> int:
         "--smoke", action="store_true", help="tiny shapes, correctness only (CPU: interpreter)"
     )
     parser.add_argument("--only", default="qkv,o,gate_up,down,head", help="GEMVs to sweep")
+    parser.add_argument(
+        "--attention-sweep",
+        action="store_true",
+        help="only the attention kernel: one walk against flash-decoding splits over cache lengths",
+    )
     parser.add_argument("--json", help="write every figure here")
     args = parser.parse_args(argv)
     batches = [int(b) for b in args.batch.split(",")]
@@ -562,6 +627,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{report['device']}  torch {report['torch']}  triton {report['triton']}  "
         f"copy {report['copy_TBps']:.2f} TB/s (read + write)"
     )
+    if args.attention_sweep:
+        report["attention_sweep"] = attention_sweep(batches)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(report, fh, indent=1)
+        return 0
     report["batches"] = []
     for batch in batches:
         report["batches"].append(run_batch(batch, args, report["copy_TBps"]))

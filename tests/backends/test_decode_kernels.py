@@ -189,10 +189,11 @@ def test_qkv_rope_rotates_q_and_k_and_stores_k_and_v_at_pos(heads, kv_heads, hea
     assert torch.equal(v_cache[:, :, others], v_before[:, :, others])
 
 
+@pytest.mark.parametrize("splits", [1, 3])  # 3: slots 0-15, 16-31, 32-39, merged (flash-decoding)
 @pytest.mark.parametrize("batch", BATCHES)
 @pytest.mark.parametrize(("heads", "kv_heads"), [(4, 4), (4, 2), (6, 1)])
 @pytest.mark.parametrize("pos", [0, 7, 39])
-def test_decode_attention_sees_slots_up_to_pos_only(heads, kv_heads, pos, batch):
+def test_decode_attention_sees_slots_up_to_pos_only(heads, kv_heads, pos, batch, splits):
     head_dim, length, b = 16, 40, batch or 1  # 40 slots: the last block of 16 is partly outside the cache
     q = _randn(*_rows(batch, heads * head_dim), seed=21)
     k_cache = _randn(b, kv_heads, length, head_dim, seed=22)
@@ -209,6 +210,7 @@ def test_decode_attention_sees_slots_up_to_pos_only(heads, kv_heads, pos, batch)
             heads=heads,
             kv_heads=kv_heads,
             block_l=16,
+            splits=splits,
         )
         return out
 
@@ -222,6 +224,16 @@ def test_decode_attention_sees_slots_up_to_pos_only(heads, kv_heads, pos, batch)
     # What lies beyond pos must not matter: change it and get the same answer.
     k_cache[:, :, pos + 1 :] = 1e4
     assert torch.equal(attend(), out)
+
+
+def test_a_long_cache_is_split_for_enough_programs_and_a_short_one_is_walked_once():
+    # a 7B model at batch 1 on an H200: 32 heads, 132 SMs
+    assert dk.attention_splits(192, 32, 132, 64) == (1, 192)  # at or below the threshold: one walk
+    splits, split_len = dk.attention_splits(576, 32, 132, 64)
+    assert split_len % 64 == 0 and splits * split_len >= 576 > (splits - 1) * split_len
+    assert splits * 32 >= dk.ATTENTION_PROGRAMS_PER_SM * 132 or split_len == 64
+    assert dk.attention_splits(32768, 1, 132, 64)[0] == dk.MAX_ATTENTION_SPLITS
+    assert dk.attention_splits(4096, 32 * 32, 132, 64) == (1, 4096)  # enough programs already
 
 
 def test_decode_attention_refuses_a_head_size_that_is_not_a_power_of_two():
@@ -280,6 +292,23 @@ def test_fused_step_generates_what_the_full_forward_generates(arch):
     gen.prefill(prompt)
     gen.decode(8)
     assert torch.equal(gen.generated(), reference_greedy(model, prompt, 8).cpu())
+
+
+@pytest.mark.slow
+def test_fused_step_over_a_split_cache_generates_what_the_full_forward_generates():
+    """A prompt long enough that the cache passes ATTENTION_SPLIT_MIN_SLOTS: every step's attention
+    runs as splits and a merge (flash-decoding), and the tokens stay the reference's."""
+    model = _model(SMALL_GQA)
+    prompt_tokens = dk.ATTENTION_SPLIT_MIN_SLOTS + 10
+    prompt = torch.randint(3, SMALL_GQA.vocab_size, (1, prompt_tokens), generator=_gen(4)).to(DEVICE)
+    gen = StaticKVGenerator(model, batch=1, prompt_tokens=prompt_tokens, new_tokens=4, use_graph=False)
+    assert gen.length > dk.ATTENTION_SPLIT_MIN_SLOTS
+    splits, _ = dk.attention_splits(gen.length, SMALL_GQA.num_heads, dk._sm_count(torch.device(DEVICE)), 64)
+    assert splits > 1  # the attention of every decode step runs as splits and a merge
+    assert gen.use_fused_kernels(prompt) is None
+    gen.prefill(prompt)
+    gen.decode(4)
+    assert torch.equal(gen.generated(), reference_greedy(model, prompt, 4).cpu())
 
 
 @pytest.mark.slow

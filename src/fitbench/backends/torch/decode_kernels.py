@@ -11,7 +11,8 @@ that is not a weight read rides along with one:
   qkv_rope      RMSNorm folded into the GEMV (its scale 1 / RMS(x) is one number for the whole
                 token, applied to the finished dot products), bias, rotary positions on q and
                 k, k and v written into the cache at the current position, q into a buffer
-  attention     one program per query head, online softmax over the cache slots 0..pos
+  attention     one program per query head, online softmax over the cache slots 0..pos (a
+                long cache is cut into splits run side by side and merged: flash-decoding)
   linear        o-projection with the residual add in its epilogue (x += W_o @ attn)
   swiglu        RMSNorm folded in, gate and up rows of one program side by side, silu(g) * u
   linear        down-projection with the residual add (x += W_down @ h)
@@ -340,6 +341,8 @@ def _decode_attention_kernel(
     k_cache_ptr,
     v_cache_ptr,
     out_ptr,
+    part_acc_ptr,
+    part_stats_ptr,
     pos_ptr,
     HEADS,
     KV_HEADS,
@@ -348,15 +351,22 @@ def _decode_attention_kernel(
     CACHE_LEN: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_L: tl.constexpr,
+    SPLIT_LEN: tl.constexpr,
+    SPLITS: tl.constexpr,
 ):
     """softmax(q . K[0..pos] * scale) @ V[0..pos] for one query head of one sequence (online
-    softmax over slots); program (h, r) is query head h of sequence r.
+    softmax over slots); program (h, r, c) is query head h of sequence r over split c, slots
+    c * SPLIT_LEN .. (c + 1) * SPLIT_LEN - 1.
 
-    The loop runs over the whole cache with a compile-time bound; the blocks past `pos` are
-    fully masked, so their loads are predicated off and move no bytes.
+    With one split (SPLIT_LEN covers the cache) the program writes the normalised output. With
+    several (flash-decoding) it leaves its unnormalised sum of weighted values, its running
+    maximum and its sum of weights for _decode_attention_combine_kernel; a split wholly past
+    `pos` leaves (0, -inf, 0). The loop has a compile-time bound; blocks past `pos` are fully
+    masked, so their loads are predicated off and move no bytes.
     """
     head = tl.program_id(0)
     seq = tl.program_id(1)
+    split = tl.program_id(2)
     kv_head = seq * KV_HEADS + head // GROUPS
     dims = tl.arange(0, HEAD_DIM)
     q_row = (seq * HEADS + head) * HEAD_DIM
@@ -367,21 +377,55 @@ def _decode_attention_kernel(
     best = tl.full((), float("-inf"), tl.float32)
     total = tl.zeros((), dtype=tl.float32)
     acc = tl.zeros((HEAD_DIM,), dtype=tl.float32)
-    for start in range(0, CACHE_LEN, BLOCK_L):
-        slots = start + tl.arange(0, BLOCK_L)
-        seen = slots < visible
+    for start in range(0, SPLIT_LEN, BLOCK_L):
+        slots = split * SPLIT_LEN + start + tl.arange(0, BLOCK_L)
+        seen = (slots < visible) & (slots < CACHE_LEN)
         offsets = slots[:, None] * HEAD_DIM + dims[None, :]
         k = tl.load(k_base + offsets, mask=seen[:, None], other=0.0).to(tl.float32)
         scores = tl.where(seen, tl.sum(k * q[None, :], axis=1), float("-inf"))
         new_best = tl.maximum(best, tl.max(scores, axis=0))
-        weights = tl.exp(scores - new_best)
-        shrink = tl.exp(best - new_best)
+        # Nothing seen yet (a split past pos): subtract 0, not -inf, so exp gives 0, never NaN.
+        anchor = tl.where(new_best == float("-inf"), 0.0, new_best)
+        weights = tl.exp(scores - anchor)
+        shrink = tl.exp(best - anchor)
         v = tl.load(v_base + offsets, mask=seen[:, None], other=0.0).to(tl.float32)
         total = total * shrink + tl.sum(weights, axis=0)
         acc = acc * shrink + tl.sum(weights[:, None] * v, axis=0)
         best = new_best
-    out = acc / total
-    tl.store(out_ptr + q_row + dims, out.to(out_ptr.dtype.element_ty))
+    if SPLITS == 1:
+        out = acc / total
+        tl.store(out_ptr + q_row + dims, out.to(out_ptr.dtype.element_ty))
+    else:
+        part = (seq * HEADS + head) * SPLITS + split
+        tl.store(part_acc_ptr + part * HEAD_DIM + dims, acc)
+        tl.store(part_stats_ptr + part * 2, best)
+        tl.store(part_stats_ptr + part * 2 + 1, total)
+
+
+@triton.jit
+def _decode_attention_combine_kernel(
+    part_acc_ptr,
+    part_stats_ptr,
+    out_ptr,
+    HEADS,
+    HEAD_DIM: tl.constexpr,
+    SPLITS: tl.constexpr,
+    SPLITS_PAD: tl.constexpr,
+):
+    """The splits of one query head of one sequence merged: each split's sums rescaled to the
+    largest maximum (split 0 always holds slot 0, so that maximum is finite), then normalised."""
+    head = tl.program_id(0)
+    seq = tl.program_id(1)
+    dims = tl.arange(0, HEAD_DIM)
+    splits = tl.arange(0, SPLITS_PAD)
+    real = splits < SPLITS
+    parts = (seq * HEADS + head) * SPLITS + splits
+    best = tl.load(part_stats_ptr + parts * 2, mask=real, other=float("-inf"))
+    total = tl.load(part_stats_ptr + parts * 2 + 1, mask=real, other=0.0)
+    acc = tl.load(part_acc_ptr + parts[:, None] * HEAD_DIM + dims[None, :], mask=real[:, None], other=0.0)
+    scale = tl.exp(best - tl.max(best, axis=0))
+    out = tl.sum(scale[:, None] * acc, axis=0) / tl.sum(scale * total, axis=0)
+    tl.store(out_ptr + (seq * HEADS + head) * HEAD_DIM + dims, out.to(out_ptr.dtype.element_ty))
 
 
 # -- batches of B sequences -------------------------------------------------------------------------
@@ -931,6 +975,34 @@ def qkv_rope(
     )
 
 
+# Flash-decoding: a cache longer than this many slots is cut into splits whose programs run side by
+# side, then merged. Below it one program a head walks the cache (no second launch, no partial
+# sums): a short walk is cheaper than the merge kernel's launch.
+ATTENTION_SPLIT_MIN_SLOTS = 256
+# Splits are sized so that a step launches at least this many programs per SM (heads x sequences x
+# splits), and are never more than MAX_ATTENTION_SPLITS (the merge holds them all in registers).
+ATTENTION_PROGRAMS_PER_SM = 2
+MAX_ATTENTION_SPLITS = 64
+
+
+def attention_splits(cache_len: int, programs: int, sm_count: int, block_l: int) -> tuple[int, int]:
+    """(splits, slots per split) of a cache of `cache_len` slots for `programs` (head, sequence)
+    pairs on `sm_count` SMs: (1, cache_len) at or below ATTENTION_SPLIT_MIN_SLOTS, else enough
+    splits for ATTENTION_PROGRAMS_PER_SM programs per SM, each a whole number of blocks."""
+    if cache_len <= ATTENTION_SPLIT_MIN_SLOTS:
+        return 1, cache_len
+    want = min(MAX_ATTENTION_SPLITS, max(1, math.ceil(ATTENTION_PROGRAMS_PER_SM * sm_count / programs)))
+    split_len = block_l * math.ceil(cache_len / (block_l * want))
+    return math.ceil(cache_len / split_len), split_len
+
+
+def _sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of the device (the CPU interpreter: a small GPU's 8)."""
+    if device.type != "cuda":
+        return 8
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def decode_attention(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -942,12 +1014,18 @@ def decode_attention(
     kv_heads: int,
     block_l: int = 64,
     num_warps: int = 4,
+    splits: int | None = None,
 ) -> torch.Tensor:
     """Attention of one token's query heads over cache slots 0..pos (inclusive), per sequence.
 
     q and out [B * heads * head_dim] in any shape; caches [B, kv_heads, cache_len, head_dim]
     (or [kv_heads, cache_len, head_dim] for one sequence), contiguous. Query head h reads kv
-    head h // (heads / kv_heads), as grouped-query attention does; one program per (head, sequence).
+    head h // (heads / kv_heads), as grouped-query attention does. One program per (head,
+    sequence) walks a short cache; a long one is cut into splits run side by side and merged
+    (flash-decoding: at batch 1 a 7B model has 32 heads for an H200's 132 SMs, and one program's
+    walk over 500 slots is a chain of dependent loads). `splits` forces a count (1: one walk);
+    None chooses by attention_splits. The splits' partial sums are allocated per call (inside a
+    captured graph, once, from its pool).
     """
     head_dim = k_cache.shape[-1]
     if head_dim & (head_dim - 1):
@@ -958,19 +1036,46 @@ def decode_attention(
         or k_cache.numel() != batch * kv_heads * k_cache.shape[-2] * head_dim
     ):
         raise ValueError("q, out and the caches must hold the same number of sequences")
-    _decode_attention_kernel[(heads, batch)](
+    cache_len = k_cache.shape[-2]
+    if splits is None:
+        splits, split_len = attention_splits(cache_len, heads * batch, _sm_count(q.device), block_l)
+    else:
+        splits = max(1, min(int(splits), math.ceil(cache_len / block_l)))
+        split_len = block_l * math.ceil(cache_len / (block_l * splits))
+        splits = math.ceil(cache_len / split_len)
+    scale = 1.0 / math.sqrt(head_dim)
+    # One split: the kernel writes `out` and never touches the partial sums (out stands in).
+    part_acc = out if splits == 1 else q.new_empty(batch * heads * splits * head_dim, dtype=torch.float32)
+    part_stats = out if splits == 1 else q.new_empty(batch * heads * splits * 2, dtype=torch.float32)
+    _decode_attention_kernel[(heads, batch, splits)](
         q,
         k_cache,
         v_cache,
         out,
+        part_acc,
+        part_stats,
         pos,
         heads,
         kv_heads,
         heads // kv_heads,
-        1.0 / math.sqrt(head_dim),
-        CACHE_LEN=k_cache.shape[-2],
+        scale,
+        CACHE_LEN=cache_len,
         HEAD_DIM=head_dim,
         BLOCK_L=block_l,
+        SPLIT_LEN=split_len,
+        SPLITS=splits,
+        **_launch_kwargs(num_warps),
+    )
+    if splits == 1:
+        return out
+    _decode_attention_combine_kernel[(heads, batch)](
+        part_acc,
+        part_stats,
+        out,
+        heads,
+        HEAD_DIM=head_dim,
+        SPLITS=splits,
+        SPLITS_PAD=triton.next_power_of_2(splits),
         **_launch_kwargs(num_warps),
     )
     return out
