@@ -7,21 +7,25 @@ beyond its modes that change the kernels it generates; this script measures a fe
 same step, so fitbench's default can be chosen from data:
 
     baseline             inductor's defaults (what fitbench runs today)
+    combo_kernels        combo_kernels: independent small kernels fused side by side into one
     coordinate_descent   coordinate_descent_tuning: each generated Triton kernel's block sizes
                          tuned by coordinate descent while compiling (longer compiles)
-    combo_kernels        combo_kernels: independent small kernels fused side by side into one
     both                 the two together
 
-Each set is applied with `torch._inductor.config.patch(options)` around the whole life of one
-tuned session, opened in this process as tuned_profile.py opens it (the compile and the capture
-happen while it opens). Then warm-up replays, --windows timed windows of --steps replays (a CUDA
-sync around each; the median window is the step time, max - min over the median its spread), the
-loss the graph returned at its last replay (so a set that changes the numbers shows: every set
-compiled and graphed runs the same number of updates from the same seed and batch; one that fell
-back to the uncompiled step runs one fewer, its compile step), the compile seconds and the
-session's notes (compiled_step, cuda_graph, warnings). The session is closed, then
+Each set is applied with `torch._inductor.config.patch(options)` around the whole life of one tuned
+session, opened in this process as tuned_profile.py opens it (the compile and the capture happen
+while it opens). Then warm-up replays, --windows timed windows of --steps replays (a CUDA sync
+around each; the median window is the step time, max - min over the median its spread; without
+--steps a window holds as many replays as fill 0.25 s, chosen on the scenario's first set and kept
+for its other sets), the loss the graph returned at its last replay (so a set that changes the
+numbers shows: every set compiled and graphed runs the same number of updates from the same seed
+and batch; one that fell back to the uncompiled step runs one fewer, its compile step), the compile
+seconds and the session's notes (compiled_step, cuda_graph, warnings). The session is closed, then
 torch._dynamo.reset() and the allocator's cache emptied before the next set. A set that raises
-keeps its one-line error in its row and the run goes on.
+keeps its one-line error in its row and the run goes on. Sets run in turn, each on every scenario
+(so a run cut short has the same sets of each); --budget-s starts no set that would end past that
+many seconds (1.5x the scenario's longest set so far, 90 s before any), its row says skipped, and
+the table is still printed.
 
 Every set compiles from scratch: inductor's FX-graph cache, AOT autograd's cache and the local
 autotuning cache are turned off for each set and the loaded kernel modules dropped after it
@@ -33,8 +37,8 @@ The rows go to benchmarks/results/inductor-options-<gpu>-<date>.json, rewritten 
 (a run stopped midway keeps what it measured), and a table is printed: step ms, spread, samples/s,
 speed-up against baseline, compile seconds, loss, whether the step was compiled and graphed.
 
-    PYTHONPATH=src python benchmarks/inductor_options.py --out DIR               # ~6-9 min on an H200
-    PYTHONPATH=src python benchmarks/inductor_options.py --only bert-base-imdb    # ~3-4 min
+    PYTHONPATH=src python benchmarks/inductor_options.py --out DIR --budget-s 540   # ~6-9 min, H200
+    PYTHONPATH=src python benchmarks/inductor_options.py --only bert-base-imdb       # ~3-5 min
     PYTHONPATH=src python benchmarks/inductor_options.py --sets 'autotune_pw={"max_autotune_pointwise": true}'
     PYTHONPATH=src python benchmarks/inductor_options.py --only-sets baseline,combo_kernels
     PYTHONPATH=src python benchmarks/inductor_options.py --cpu --tiny --out /tmp/io   # smoke test
@@ -50,6 +54,7 @@ import contextlib
 import datetime as dt
 import gc
 import json
+import math
 import platform
 import socket
 import statistics
@@ -66,15 +71,18 @@ from fitbench.results.table import render_table
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_SCENARIOS = ("resnet50-cifar10", "bert-base-imdb")
+#: in the order they run (the quick compiles first: a --budget-s cut drops the slow ones)
 DEFAULT_SETS: dict[str, dict[str, Any]] = {
     "baseline": {},
-    "coordinate_descent": {"coordinate_descent_tuning": True},
     "combo_kernels": {"combo_kernels": True},
+    "coordinate_descent": {"coordinate_descent_tuning": True},
     "both": {"coordinate_descent_tuning": True, "combo_kernels": True},
 }
 #: inductor settings that only cache work between compiles (turned off per set unless --keep-caches)
 FRESH_INDUCTOR = {"fx_graph_cache": False, "autotune_local_cache": False}
 FRESH_FUNCTORCH = {"enable_autograd_cache": False}
+WINDOW_SECONDS = 0.25  # a timed window without --steps (ResNet-50 b128 at 32 px: ~2.6 ms a step)
+FIRST_SET_GUESS_S = 90.0  # --budget-s: what a scenario's first set is taken to need (compile ~30-60 s)
 
 
 # -- the option sets ---------------------------------------------------------------------------------
@@ -165,12 +173,27 @@ def read_loss(session: Any) -> tuple[float | None, str | None]:
     return None, None
 
 
-def time_windows(session: Any, *, warmup: int, steps: int, windows: int) -> list[float]:
-    """Seconds a step in each of `windows` windows of `steps` steps, after `warmup` steps (a device
-    sync before and after each window)."""
-    for _ in range(warmup):
+def steps_for_window(session: Any, *, warmup: int, window_s: float) -> int:
+    """Steps a timed window holds so that it lasts about `window_s` (from the warm-up, timed with
+    a device sync before and after; 5 to 1000)."""
+    session.sync()
+    t0 = time.perf_counter()
+    for _ in range(max(warmup, 1)):
         session.step()
     session.sync()
+    per_step = (time.perf_counter() - t0) / max(warmup, 1)
+    return int(min(max(math.ceil(window_s / max(per_step, 1e-6)), 5), 1000))
+
+
+def time_windows(session: Any, *, warmup: int, steps: int | None, windows: int) -> tuple[int, list[float]]:
+    """(steps a window, seconds a step in each of `windows` windows), after `warmup` steps (a device
+    sync before and after each window). `steps` None: as many as fill WINDOW_SECONDS."""
+    if steps is None:
+        steps = steps_for_window(session, warmup=warmup, window_s=WINDOW_SECONDS)
+    else:
+        for _ in range(warmup):
+            session.step()
+        session.sync()
     out = []
     for _ in range(windows):
         t0 = time.perf_counter()
@@ -178,7 +201,7 @@ def time_windows(session: Any, *, warmup: int, steps: int, windows: int) -> list
             session.step()
         session.sync()
         out.append((time.perf_counter() - t0) / steps)
-    return out
+    return steps, out
 
 
 def measure_set(
@@ -188,11 +211,12 @@ def measure_set(
     *,
     device: str,
     warmup: int,
-    steps: int,
+    steps: int | None,
     windows: int,
     fresh: bool,
 ) -> dict[str, Any]:
-    """One option set on one workload: the row (status ok, oom or error; never raises)."""
+    """One option set on one workload: the row (status ok, oom or error; never raises). `steps`
+    None: the window's steps are chosen from the warm-up (the row's steps_per_window)."""
     import torch
 
     from fitbench.backends import get_backend
@@ -206,7 +230,8 @@ def measure_set(
         with patched(options, fresh=fresh):
             session = backend.open(workload, RunOptions(device=device, exec_mode="tuned", compile_step=True))
             row["open_seconds"] = time.perf_counter() - started
-            windows_s = time_windows(session, warmup=warmup, steps=steps, windows=windows)
+            steps, windows_s = time_windows(session, warmup=warmup, steps=steps, windows=windows)
+            row["steps_per_window"] = steps
             row["loss"], row["loss_from"] = read_loss(session)
             notes = session.notes
         step = statistics.median(windows_s)
@@ -250,6 +275,29 @@ def add_speedups(rows: list[dict[str, Any]]) -> None:
         loss, base_loss = r.get("loss"), b.get("loss")
         r["speedup"] = base_step / step if base_step and step else None
         r["loss_delta"] = loss - base_loss if loss is not None and base_loss is not None else None
+
+
+BUDGET_SKIP = "not started: the --budget-s time would have run out"
+
+
+def fits_budget(rows: list[dict[str, Any]], scenario: str, budget_s: float | None, elapsed_s: float) -> bool:
+    """Whether one more set of `scenario` should start: no budget, or the elapsed time plus 1.5x the
+    longest set of that scenario so far (FIRST_SET_GUESS_S before any) stays within it."""
+    if not budget_s:
+        return True
+    walls = [r["wall_seconds"] for r in rows if r["scenario"] == scenario and r.get("wall_seconds")]
+    expected = 1.5 * max(walls) if walls else FIRST_SET_GUESS_S
+    return elapsed_s + expected <= budget_s
+
+
+def _said(row: dict[str, Any]) -> str:
+    if row["status"] != "ok":
+        return f"{row['status']}: {row['error']}"
+    return (
+        f"{row['step_seconds'] * 1e3:.3f} ms a step (spread {row['spread']:.1%}, {row['steps_per_window']} "
+        f"steps a window), compiled {row['compiled_step']}, graph {row['cuda_graph']}, "
+        f"compile {row['compile_seconds']} s, loss {row['loss']}"
+    )
 
 
 # -- output -----------------------------------------------------------------------------------------
@@ -349,7 +397,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only-sets", default=None, help="comma-separated set names to run (default: all)")
     parser.add_argument("--warmup", type=int, default=10, help="replays before timing (default 10)")
-    parser.add_argument("--steps", type=int, default=20, help="replays a timed window (default 20)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help=f"replays a timed window (default: as many as fill {WINDOW_SECONDS} s, chosen on a scenario's "
+        "first set and kept for the others)",
+    )
     parser.add_argument(
         "--windows", type=int, default=5, help="timed windows; the median is kept (default 5)"
     )
@@ -358,13 +412,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave inductor's compile caches on (compile seconds then vary)",
     )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="start no set that would end past this many seconds from the start (its row says skipped)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON result")
     args = parser.parse_args(argv)
     try:
         sets = option_sets(args.sets, args.only_sets)
     except ValueError as exc:
         parser.error(str(exc))
-    if min(args.steps, args.windows) < 1 or args.warmup < 0:
+    if (args.steps is not None and args.steps < 1) or args.windows < 1 or args.warmup < 0:
         parser.error("--steps and --windows must be at least 1, --warmup at least 0")
 
     device = args.device or ("cpu" if args.cpu else "cuda")
@@ -409,7 +469,9 @@ def main(argv: list[str] | None = None) -> int:
                 "tiny": args.tiny,
                 "warmup": args.warmup,
                 "steps": args.steps,
+                "window_seconds_without_steps": WINDOW_SECONDS,
                 "windows": args.windows,
+                "budget_s": args.budget_s,
                 "sets": sets,
                 "fresh_caches": not args.keep_caches,
                 "exec": "tuned, compile_step=True (inductor, mode default), one CUDA graph",
@@ -421,35 +483,36 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(json.dumps(record, indent=1, default=str) + "\n")
 
     total, n = len(chosen) * len(sets), 0
-    for scenario in chosen:
-        workload = scenario.build(args.tiny)
-        workloads[scenario.name] = workload.to_dict()
-        for name, options in sets.items():
+    built = {s.name: s.build(args.tiny) for s in chosen}
+    workloads.update({name: w.to_dict() for name, w in built.items()})
+    steps_for: dict[str, int | None] = {s.name: args.steps for s in chosen}
+    for name, options in sets.items():  # each set on every scenario, then the next set
+        for scenario in chosen:
             n += 1
             label = f"[{n}/{total}] {scenario.name} {name} {json.dumps(options)}"
-            print(f"  {label} ...", file=sys.stderr, flush=True)
-            row = measure_set(
-                workload,
-                name,
-                options,
-                device=device,
-                warmup=args.warmup,
-                steps=args.steps,
-                windows=args.windows,
-                fresh=not args.keep_caches,
-            )
+            if not fits_budget(rows, scenario.name, args.budget_s, time.perf_counter() - t0):
+                row = {"set": name, "options": dict(options), "status": "skipped", "error": BUDGET_SKIP}
+                print(f"  {label}: skipped ({BUDGET_SKIP})", file=sys.stderr, flush=True)
+            else:
+                print(f"  {label} ...", file=sys.stderr, flush=True)
+                row = measure_set(
+                    built[scenario.name],
+                    name,
+                    options,
+                    device=device,
+                    warmup=args.warmup,
+                    steps=steps_for[scenario.name],
+                    windows=args.windows,
+                    fresh=not args.keep_caches,
+                )
+                # Every later set of the scenario runs as many steps: the losses stay comparable.
+                steps_for[scenario.name] = steps_for[scenario.name] or row.get("steps_per_window")
+                print(f"  {label}: {_said(row)} ({row['wall_seconds']:.0f} s)", file=sys.stderr, flush=True)
             rows.append({"scenario": scenario.name, "tiny": args.tiny, **row})
             add_speedups(rows)
             save()
-            said = (
-                f"{row['step_seconds'] * 1e3:.3f} ms a step (spread {row['spread']:.1%}), compiled "
-                f"{row['compiled_step']}, graph {row['cuda_graph']}, compile {row['compile_seconds']} s, "
-                f"loss {row['loss']}"
-                if row["status"] == "ok"
-                else f"{row['status']}: {row['error']}"
-            )
-            print(f"  {label}: {said} ({row['wall_seconds']:.0f} s)", file=sys.stderr, flush=True)
-    print(table(rows))
+    order = [sc.name for sc in chosen]
+    print(table(sorted(rows, key=lambda r: order.index(r["scenario"]))))  # stable: sets in run order
     print(f"wrote {path} ({(time.perf_counter() - t0) / 60:.1f} min)")
     return 0 if all(r["status"] == "ok" for r in rows) else 1
 

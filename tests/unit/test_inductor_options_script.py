@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from fitbench.backends.torch.tuned import COMPILE_UNAVAILABLE  # noqa: E402
 
 def test_option_sets_add_override_and_pick_by_name() -> None:
     sets = inductor_options.option_sets([], None)
-    assert list(sets) == ["baseline", "coordinate_descent", "combo_kernels", "both"]
+    assert list(sets) == ["baseline", "combo_kernels", "coordinate_descent", "both"]
     assert sets["baseline"] == {} and sets["both"] == {
         "coordinate_descent_tuning": True,
         "combo_kernels": True,
@@ -96,3 +97,38 @@ def test_tiny_cpu_run_writes_a_row_per_set_and_keeps_a_failing_sets_error(tmp_pa
     assert bad["status"] == "error" and "no_such_setting" in bad["error"] and bad["speedup"] is None
     out = capsys.readouterr().out
     assert "vs baseline" in out and "errors:" in out and "no_such_setting" in out
+
+
+class _SleepySession:
+    """A step of known length (10 ms of sleep) in the two calls time_windows makes."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def step(self) -> None:
+        self.steps += 1
+        time.sleep(0.01)
+
+    def sync(self) -> None:
+        pass
+
+
+def test_windows_fill_their_time_without_steps_and_run_exactly_steps_with_them() -> None:
+    session = _SleepySession()
+    steps, windows = inductor_options.time_windows(session, warmup=3, steps=None, windows=2)
+    # ~0.25 s of 10 ms steps (sleep overshoots a little, never undershoots)
+    assert 5 <= steps <= inductor_options.WINDOW_SECONDS / 0.01 + 1
+    assert len(windows) == 2 and all(w >= 0.01 for w in windows)
+    assert session.steps == 3 + 2 * steps
+    session = _SleepySession()
+    assert inductor_options.time_windows(session, warmup=1, steps=4, windows=3)[0] == 4
+    assert session.steps == 1 + 3 * 4
+
+
+def test_budget_starts_no_set_that_would_end_past_it() -> None:
+    rows = [{"scenario": "a", "wall_seconds": 100.0}, {"scenario": "b", "wall_seconds": 10.0}]
+    fits = inductor_options.fits_budget
+    assert fits(rows, "a", None, 1e6)  # no budget
+    assert fits(rows, "a", 400.0, 250.0) and not fits(rows, "a", 400.0, 251.0)  # 1.5 x 100 s
+    assert fits(rows, "b", 400.0, 385.0)
+    assert not fits(rows, "c", 400.0, 400.0 - inductor_options.FIRST_SET_GUESS_S + 1)
