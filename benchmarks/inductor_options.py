@@ -225,28 +225,22 @@ def measure_set(
     backend = get_backend("torch")
     row: dict[str, Any] = {"set": name, "options": dict(options), "status": "ok", "error": None}
     session = None
+    notes: dict[str, Any] = {}
     started = time.perf_counter()
     try:
         with patched(options, fresh=fresh):
             session = backend.open(workload, RunOptions(device=device, exec_mode="tuned", compile_step=True))
+            notes = dict(session.notes)  # what compiled and what was captured, kept if timing fails
             row["open_seconds"] = time.perf_counter() - started
             steps, windows_s = time_windows(session, warmup=warmup, steps=steps, windows=windows)
             row["steps_per_window"] = steps
             row["loss"], row["loss_from"] = read_loss(session)
-            notes = session.notes
         step = statistics.median(windows_s)
         row.update(
             step_seconds=step,
             window_seconds=windows_s,
             spread=(max(windows_s) - min(windows_s)) / step,
             samples_per_second=workload.batch_size / step,
-            compiled_step=notes.get("compiled_step"),
-            compile_mode=notes.get("compile_mode"),
-            cuda_graph=notes.get("cuda_graph"),
-            compile_seconds=notes.get("compile_seconds"),
-            capture_seconds=notes.get("capture_seconds"),
-            precision_in_effect=notes.get("precision_in_effect"),
-            warnings=list(notes.get("warnings") or []),
         )
     except Exception as exc:  # the set's error is its row; the run goes on
         row.update(status="oom" if backend.is_oom(exc) else "error", error=_one_line(exc))
@@ -261,7 +255,16 @@ def measure_set(
         gc.collect()
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
-    row["wall_seconds"] = time.perf_counter() - started
+    row.update(
+        compiled_step=notes.get("compiled_step"),
+        compile_mode=notes.get("compile_mode"),
+        cuda_graph=notes.get("cuda_graph"),
+        compile_seconds=notes.get("compile_seconds"),
+        capture_seconds=notes.get("capture_seconds"),
+        precision_in_effect=notes.get("precision_in_effect"),
+        warnings=list(notes.get("warnings") or []),
+        wall_seconds=time.perf_counter() - started,
+    )
     return row
 
 
