@@ -37,11 +37,18 @@ The rows go to benchmarks/results/inductor-options-<gpu>-<date>.json, rewritten 
 (a run stopped midway keeps what it measured), and a table is printed: step ms, spread, samples/s,
 speed-up against baseline, compile seconds, loss, whether the step was compiled and graphed.
 
-    PYTHONPATH=src python benchmarks/inductor_options.py --out DIR --budget-s 540   # ~6-9 min, H200
-    PYTHONPATH=src python benchmarks/inductor_options.py --only bert-base-imdb       # ~3-5 min
-    PYTHONPATH=src python benchmarks/inductor_options.py --sets 'autotune_pw={"max_autotune_pointwise": true}'
+    PYTHONPATH=src python benchmarks/inductor_options.py --only resnet50-cifar10 --budget-s 560
+    PYTHONPATH=src python benchmarks/inductor_options.py --only bert-base-imdb --budget-s 560
+    PYTHONPATH=src python benchmarks/inductor_options.py --budget-s 560     # both scenarios, one call
     PYTHONPATH=src python benchmarks/inductor_options.py --only-sets baseline,combo_kernels
     PYTHONPATH=src python benchmarks/inductor_options.py --cpu --tiny --out /tmp/io   # smoke test
+
+On an H200 a set takes about its compile (ResNet-50 ~45-60 s, BERT-base ~30 s from a cold cache;
+coordinate descent adds to it, by a third to double in PyTorch's and others' reports) plus ~15 s:
+one scenario ~4-6 min, both ~8-11 min, which is why --budget-s exists. Settings inside a group
+are named with a dot: e.g. --sets 'cd_rblock={"coordinate_descent_tuning": true,
+"triton.persistent_reductions": false}' (a persistent reduction's RBLOCK is fixed, so coordinate
+descent cannot tune it; PyTorch's own coordinate-descent experiments turned them off).
 
 On a CPU the step is not compiled (inductor's GPU code needs CUDA with Triton): the rows say so
 (compiled False, the warning kept), which is what the smoke test checks: the wiring.
@@ -433,7 +440,10 @@ def main(argv: list[str] | None = None) -> int:
     device = args.device or ("cpu" if args.cpu else "cuda")
     gpu, note = speed.local_gpu(args.gpu, device)
     if note:
-        print(f"note: {note}", file=sys.stderr)
+        from fitbench.advise.i18n import t
+
+        params = {k: v for k, v in note.items() if k != "key"}
+        print(f"note: {t(note['key'], 'en', **params)}", file=sys.stderr)
     from fitbench.backends import get_backend
 
     info = get_backend("torch").device_info(device)
