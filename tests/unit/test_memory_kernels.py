@@ -3,6 +3,7 @@ own shares measured on the H200 carried to other cards by their SMs. Pure estima
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import tomllib
@@ -95,3 +96,25 @@ def test_memory_kernels_script_fits_and_models_without_a_gpu() -> None:
     assert memory_kernels.modelled_seconds("bn_like", 2e9, "h200") > model
     assert memory_kernels.modelled_seconds("copy", 2e9, None) is None
     assert memory_kernels.sizes(tiny=False)[0] == 1 << 10 and memory_kernels.sizes(tiny=False)[-1] == 1 << 30
+
+
+def test_memory_kernels_script_runs_a_subset_with_the_read_kernel_on_a_cpu(tmp_path: Path) -> None:
+    """--kernels read,copy on the CPU: read moves its tensor's bytes once, copy twice, each size's
+    row and each kernel's fit are written; an unknown kernel name is refused."""
+    pytest.importorskip("torch")
+    out = tmp_path / "mk.json"
+    memory_kernels.main(["--device", "cpu", "--tiny", "--kernels", "copy,read", "--out", str(out)])
+    record = json.loads(out.read_text())
+    assert record["environment"]["kernels"] == ["read", "copy"]  # in the script's order
+    rows = record["rows"]
+    assert {r["kernel"] for r in rows} == {"read", "copy"}
+    assert len(rows) == 2 * len(memory_kernels.sizes(tiny=True))
+    for r in rows:
+        passes = 1 if r["kernel"] == "read" else 2
+        assert r["bytes_moved"] == passes * r["bytes_per_tensor"]
+        assert r["seconds"] > 0 and r["gb_s"] > 0
+        assert r["kernels_per_call"] is None  # counted on CUDA only
+    assert set(record["fits"]) == {"read", "copy"}
+    assert memory_kernels.PASSES["read"] == 1 and memory_kernels.KERNELS[0] == "read"
+    with pytest.raises(SystemExit):
+        memory_kernels.main(["--device", "cpu", "--tiny", "--kernels", "reed", "--out", str(out)])
