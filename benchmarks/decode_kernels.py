@@ -362,7 +362,7 @@ def attention_time(batch: int, length: int = 192, pos: int = 149) -> float:
 
 # Cache lengths of the attention sweep: static caches of 50..4,000-token prompts (cache_length
 # rounds up to 64), below and above ATTENTION_SPLIT_MIN_SLOTS.
-SWEEP_CACHE_LENGTHS = (192, 256, 320, 576, 1088, 2112, 4160)
+SWEEP_CACHE_LENGTHS = (64, 128, 192, 256, 320, 576, 1088, 2112, 4160)
 
 
 def _attention_at(kv_heads: int, batch: int, length: int, sms: int) -> dict[str, Any]:
@@ -378,9 +378,17 @@ def _attention_at(kv_heads: int, batch: int, length: int, sms: int) -> dict[str,
     p = torch.tensor([pos], device="cuda")
     kv_bytes = 2 * batch * kv_heads * (pos + 1) * hd * 2
     auto, _ = dk.attention_splits(length, s.num_heads * batch, sms, 64)
-    row: dict[str, Any] = {"kv_heads": kv_heads, "batch": batch, "cache_len": length, "splits": auto}
+    # What the splits would be with no threshold (a cache of more than one block is split).
+    unlimited, _ = dk.attention_splits(length, s.num_heads * batch, sms, 64, min_slots=64)
+    row: dict[str, Any] = {
+        "kv_heads": kv_heads,
+        "batch": batch,
+        "cache_len": length,
+        "splits": auto,
+        "splits_without_threshold": unlimited,
+    }
     outs = {}
-    for label, splits in (("one_walk", 1), ("chosen", None)):
+    for label, splits in (("one_walk", 1), ("chosen", None), ("without_threshold", unlimited)):
         out = torch.empty_like(q)
 
         def attend(
@@ -413,6 +421,7 @@ def attention_sweep(batches: list[int]) -> list[dict[str, Any]]:
                     f"  kv_heads {kv_heads:>2} b{batch:<2} cache {length:>5}: "
                     f"one walk {row['one_walk_us']:7.1f} us ({row['one_walk_TBps']:.2f} TB/s) | "
                     f"{row['splits']} splits {row['chosen_us']:7.1f} us ({row['chosen_TBps']:.2f} TB/s) | "
+                    f"{row['splits_without_threshold']} splits {row['without_threshold_us']:7.1f} us | "
                     f"rel diff {row['rel_difference']:.1e}"
                 )
     return rows

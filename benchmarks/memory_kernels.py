@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
 
         if not gpu_id:
             found = detect_local_gpus()
-            gpu_id = found[0].id if found else None
+            gpu_id = found[0].catalog_id if found else None
         datasheet = get_gpu(gpu_id).bandwidth_bytes_s / 1e9 if gpu_id else None
     rows = []
     for kernel in kernels:

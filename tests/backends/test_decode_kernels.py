@@ -228,7 +228,9 @@ def test_decode_attention_sees_slots_up_to_pos_only(heads, kv_heads, pos, batch,
 
 def test_a_long_cache_is_split_for_enough_programs_and_a_short_one_is_walked_once():
     # a 7B model at batch 1 on an H200: 32 heads, 132 SMs
-    assert dk.attention_splits(192, 32, 132, 64) == (1, 192)  # at or below the threshold: one walk
+    assert dk.attention_splits(64, 32, 132, 64) == (1, 64)  # one block: one walk
+    assert dk.attention_splits(192, 32, 132, 64, min_slots=256) == (1, 192)  # at or below the threshold
+    assert dk.attention_splits(192, 32, 132, 64) == (3, 64)  # a 50-token prompt's cache: three splits
     splits, split_len = dk.attention_splits(576, 32, 132, 64)
     assert split_len % 64 == 0 and splits * split_len >= 576 > (splits - 1) * split_len
     assert splits * 32 >= dk.ATTENTION_PROGRAMS_PER_SM * 132 or split_len == 64
@@ -373,7 +375,7 @@ def test_fused_step_runs_batches_up_to_its_tiles_and_says_why_not_beyond():
     gen.prefill(prompt)
     gen.decode(2)  # the eager step stayed
     assert not isinstance(gen._step, FusedDecodeStep)
-    assert torch.equal(gen.generated(), reference_greedy(model, prompt.cpu(), 2))
+    assert torch.equal(gen.generated(), reference_greedy(model, prompt, 2).cpu())
     for ok in (1, 2, dk.MAX_BATCH):
         small = StaticKVGenerator(model, batch=ok, prompt_tokens=4, new_tokens=4, use_graph=False)
         assert unsupported_reason(small) is None

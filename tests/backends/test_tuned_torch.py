@@ -159,6 +159,16 @@ def test_the_captured_prefill_and_decode_generate_what_the_full_forward_generate
         assert torch.equal(gen.generated(), reference_greedy(model, prompt, 12).cpu())
 
 
+def test_inductor_gets_the_mode_s_settings_and_fitbench_s_options():
+    from fitbench.backends.torch.tuned import INDUCTOR_OPTIONS, compile_settings
+
+    assert compile_settings("inductor", "default") == {"options": INDUCTOR_OPTIONS}
+    autotune = compile_settings("inductor", "max-autotune-no-cudagraphs")["options"]
+    assert autotune["max_autotune"] is True and autotune["combo_kernels"] is True
+    assert "triton.cudagraphs" not in autotune or autotune["triton.cudagraphs"] is False
+    assert compile_settings("aot_eager", "default") == {}
+
+
 def test_the_cache_has_the_documented_layout_and_bounds():
     model = _model(TINY_LLAMA)
     gen = StaticKVGenerator(model, batch=2, prompt_tokens=16, new_tokens=8, use_graph=False)

@@ -975,21 +975,26 @@ def qkv_rope(
     )
 
 
-# Flash-decoding: a cache longer than this many slots is cut into splits whose programs run side by
-# side, then merged. Below it one program a head walks the cache (no second launch, no partial
-# sums): a short walk is cheaper than the merge kernel's launch.
-ATTENTION_SPLIT_MIN_SLOTS = 256
+# Flash-decoding: a cache longer than this many slots (one block of the loop) is cut into splits
+# whose programs run side by side, then merged; one block is walked by one program a head (no
+# merge kernel). On an H200 a 7B model's 32 heads at batch 1 took 8.2 us a walk over a 192-slot
+# cache and 4.8 us in three splits with the merge, 5.1 / 4.5 us at 128 slots, 33.9 / 8.3 us at 576
+# (benchmarks/decode_kernels.py --attention-sweep; decode-attention-splits-h200-2026-12-04.json).
+ATTENTION_SPLIT_MIN_SLOTS = 64
 # Splits are sized so that a step launches at least this many programs per SM (heads x sequences x
 # splits), and are never more than MAX_ATTENTION_SPLITS (the merge holds them all in registers).
 ATTENTION_PROGRAMS_PER_SM = 2
 MAX_ATTENTION_SPLITS = 64
 
 
-def attention_splits(cache_len: int, programs: int, sm_count: int, block_l: int) -> tuple[int, int]:
+def attention_splits(
+    cache_len: int, programs: int, sm_count: int, block_l: int, *, min_slots: int | None = None
+) -> tuple[int, int]:
     """(splits, slots per split) of a cache of `cache_len` slots for `programs` (head, sequence)
-    pairs on `sm_count` SMs: (1, cache_len) at or below ATTENTION_SPLIT_MIN_SLOTS, else enough
-    splits for ATTENTION_PROGRAMS_PER_SM programs per SM, each a whole number of blocks."""
-    if cache_len <= ATTENTION_SPLIT_MIN_SLOTS:
+    pairs on `sm_count` SMs: (1, cache_len) at or below `min_slots` (ATTENTION_SPLIT_MIN_SLOTS),
+    else enough splits for ATTENTION_PROGRAMS_PER_SM programs per SM, each a whole number of
+    blocks."""
+    if cache_len <= (ATTENTION_SPLIT_MIN_SLOTS if min_slots is None else min_slots):
         return 1, cache_len
     want = min(MAX_ATTENTION_SPLITS, max(1, math.ceil(ATTENTION_PROGRAMS_PER_SM * sm_count / programs)))
     split_len = block_l * math.ceil(cache_len / (block_l * want))
