@@ -110,6 +110,25 @@ def test_autocast_weight_copies_are_gpu_kernels_without_host_operations() -> Non
     assert sum(k.bytes for k in casts) == pytest.approx(2 * 6 * amp.param_count(), rel=0.01)
 
 
+def test_combo_kernels_launch_the_compiled_casts_side_by_side() -> None:
+    """The tuned step compiles with inductor's combo kernels (combo_kernel_group): the per-layer
+    casts, independent of each other, go out that many to a launch, with every byte still moved;
+    the uncompiled step launches each on its own."""
+    amp = get_workload("resnet50-cifar10", precision="amp-bf16")
+    assert TUNED.combo_kernel_group == 8 and DEFAULT.combo_kernel_group == 0
+
+    def casts(profile):
+        return [k for k in speed.training_kernels(amp, profile) if ".cast" in k.name]
+
+    eager = dataclasses.replace(TUNED, fuses_pointwise=False)
+    assert speed.kernel_launches(casts(eager)) == 53 + 1 + 2 + 53 + 2
+    assert speed.kernel_launches(casts(TUNED)) == pytest.approx((53 + 1 + 2 + 53 + 2) / 8)
+    assert sum(k.bytes * k.count for k in casts(TUNED)) == sum(k.bytes * k.count for k in casts(eager))
+    compiled = speed.training_step(amp, H200, TUNED)
+    without = speed.training_step(amp, H200, dataclasses.replace(TUNED, combo_kernel_group=0))
+    assert compiled.seconds < without.seconds
+
+
 def test_decode_keeps_its_own_fixed_time_while_training_pays_the_eager_one() -> None:
     """The tuned decode step runs fused or compiled kernels (decode_kernel_fixed_seconds, 0): the
     fixed time of the graph-replayed eager kernels moves training, not decoding."""

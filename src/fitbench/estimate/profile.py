@@ -109,6 +109,9 @@ class Profile:
     # inductor), which fuses each chain of pointwise work into one kernel: the estimate then
     # times each kernel's `fused` form (estimate/segments.py Kernel.fused).
     fuses_pointwise: bool = False
+    # Where it compiles: how many independent kernels inductor's combo kernels launch as one (the
+    # per-layer weight casts of a ResNet step; estimate/resnet_cost.py); 0: no combo kernels.
+    combo_kernel_group: int = 0
     provenance: str = ""
 
     @property

@@ -168,7 +168,7 @@ def forward_kernels(
         )
         if p.amp and framework == Framework.TORCH:
             image = b * arch.in_channels * size * size if i == 0 else 0
-            ks.append(_cast_kernel(conv.name, weights, image=image))
+            ks.append(_cast_kernel(conv.name, weights, profile, image=image))
         if framework != Framework.TORCH:
             ks += _paddle_memory_kernels(conv, out, a, conv.name.endswith(last_conv))
             continue
@@ -229,7 +229,7 @@ def forward_kernels(
     )
     if p.amp and framework == Framework.TORCH:
         fc_params = arch.feature_dim * arch.num_classes + arch.num_classes
-        ks.append(dataclasses.replace(_cast_kernel("fc", fc_params), launches=2.0, backward_launches=2.0))
+        ks.append(_cast_kernel("fc", fc_params, profile, tensors=2))  # weight and bias
     return ks
 
 
@@ -283,24 +283,38 @@ def _fused_batch_norm(name: str, tensor_bytes: float, *, training: bool, relu: b
     )
 
 
-def _cast_kernel(name: str, params: int, *, image: int = 0) -> Kernel:
+def _cast_kernel(name: str, params: int, profile: Profile, *, image: int = 0, tensors: int = 1) -> Kernel:
     """Autocast's 16-bit copy of one layer's FP32 weights, made every forward (the cast cache
     lives for one autocast region, and the tuned mode runs without it), and in backward the copy
     of its gradient back to FP32 (ToCopyBackward): each reads 4 and writes 2 bytes an element, or
-    the reverse, in a kernel of its own. The stem also casts the FP32 image (one more launch, no
-    gradient). The eager AMP ResNet-50 steps of conv-layout-h200-2026-12-03.json spent 0.32-0.36 ms
-    a step in these copies at every batch and image size. Their host cost is the layer's
-    (Kernel.cast_ops), so they carry no operations of their own."""
-    return Kernel(
+    the reverse, in a kernel of its own per tensor (`tensors`: the weight, and a bias where the
+    layer has one). The stem also casts the FP32 image (one more launch, no gradient). The eager
+    AMP ResNet-50 steps of conv-layout-h200-2026-12-03.json spent 0.32-0.36 ms a step in these
+    copies at every batch and image size. Their host cost is the layer's (Kernel.cast_ops), so
+    they carry no operations of their own.
+
+    Compiled with combo kernels (Profile.combo_kernel_group), the casts of different layers depend
+    on nothing but their weights (and, in backward, their gradients), so inductor launches them
+    side by side, up to that many in one kernel: the fused form keeps the bytes and takes that
+    share of the launches."""
+    launches = float(tensors) + (1.0 if image else 0.0)
+    kernel = Kernel(
         name=name + ".cast",
         kind="memory",
         flops=0.0,
         bytes=(params + image) * (4.0 + 2.0),
         backward_bytes=params * (2.0 + 4.0),
         ops=0.0,
-        launches=2.0 if image else 1.0,
-        backward_launches=1.0,
+        launches=launches,
+        backward_launches=float(tensors),
     )
+    group = profile.combo_kernel_group
+    if group > 1:
+        kernel = dataclasses.replace(
+            kernel,
+            fused=dataclasses.replace(kernel, launches=launches / group, backward_launches=tensors / group),
+        )
+    return kernel
 
 
 def _batch_norm_efficiency(workload: Workload, profile: Profile, channels_last: bool) -> float | None:
