@@ -365,8 +365,14 @@ def attention_time(batch: int, length: int = 192, pos: int = 149) -> float:
 SWEEP_CACHE_LENGTHS = (64, 128, 192, 256, 320, 576, 1088, 2112, 4160)
 
 
+# Programs per SM the attention sweep also tries (decode_kernels.ATTENTION_PROGRAMS_PER_SM is the
+# default's): more splits, shorter walks, a larger merge.
+SWEEP_PROGRAMS_PER_SM = (4, 8)
+
+
 def _attention_at(kv_heads: int, batch: int, length: int, sms: int) -> dict[str, Any]:
-    """One attention sweep row: one walk a head against the chosen splits at one cache length."""
+    """One attention sweep row at one cache length: one walk a head, the chosen splits, the
+    splits with no length threshold, and the splits for SWEEP_PROGRAMS_PER_SM programs per SM."""
     s, hd = LLAMA_7B, LLAMA_7B.dim_head
     pos = length - 40
     shape = (batch, kv_heads, length, hd)
@@ -377,9 +383,10 @@ def _attention_at(kv_heads: int, batch: int, length: int, sms: int) -> dict[str,
     q = torch.randn(batch, s.num_heads * hd, device="cuda", dtype=DTYPE)
     p = torch.tensor([pos], device="cuda")
     kv_bytes = 2 * batch * kv_heads * (pos + 1) * hd * 2
-    auto, _ = dk.attention_splits(length, s.num_heads * batch, sms, 64)
+    programs = s.num_heads * batch
+    auto, _ = dk.attention_splits(length, programs, sms, 64)
     # What the splits would be with no threshold (a cache of more than one block is split).
-    unlimited, _ = dk.attention_splits(length, s.num_heads * batch, sms, 64, min_slots=64)
+    unlimited, _ = dk.attention_splits(length, programs, sms, 64, min_slots=64)
     row: dict[str, Any] = {
         "kv_heads": kv_heads,
         "batch": batch,
@@ -387,8 +394,17 @@ def _attention_at(kv_heads: int, batch: int, length: int, sms: int) -> dict[str,
         "splits": auto,
         "splits_without_threshold": unlimited,
     }
+    variants: list[tuple[str, int | None]] = [
+        ("one_walk", 1),
+        ("chosen", None),
+        ("without_threshold", unlimited),
+    ]
+    for per_sm in SWEEP_PROGRAMS_PER_SM:
+        n, _ = dk.attention_splits(length, programs, sms, 64, programs_per_sm=per_sm)
+        row[f"splits_{per_sm}_per_sm"] = n
+        variants.append((f"per_sm_{per_sm}", n))
     outs = {}
-    for label, splits in (("one_walk", 1), ("chosen", None), ("without_threshold", unlimited)):
+    for label, splits in variants:
         out = torch.empty_like(q)
 
         def attend(
@@ -402,7 +418,7 @@ def _attention_at(kv_heads: int, batch: int, length: int, sms: int) -> dict[str,
         row[f"{label}_TBps"] = kv_bytes / row[f"{label}_us"] / 1e6
         attend(caches[0])
         outs[label] = out.float()
-    row["rel_difference"] = rel(outs["chosen"], outs["one_walk"])
+    row["rel_difference"] = max(rel(outs[label], outs["one_walk"]) for label, _ in variants)
     return row
 
 
@@ -422,7 +438,11 @@ def attention_sweep(batches: list[int]) -> list[dict[str, Any]]:
                     f"one walk {row['one_walk_us']:7.1f} us ({row['one_walk_TBps']:.2f} TB/s) | "
                     f"{row['splits']} splits {row['chosen_us']:7.1f} us ({row['chosen_TBps']:.2f} TB/s) | "
                     f"{row['splits_without_threshold']} splits {row['without_threshold_us']:7.1f} us | "
-                    f"rel diff {row['rel_difference']:.1e}"
+                    + " | ".join(
+                        f"{row[f'splits_{n}_per_sm']} splits {row[f'per_sm_{n}_us']:6.1f} us"
+                        for n in SWEEP_PROGRAMS_PER_SM
+                    )
+                    + f" | rel diff {row['rel_difference']:.1e}"
                 )
     return rows
 

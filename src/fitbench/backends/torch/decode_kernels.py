@@ -988,15 +988,22 @@ MAX_ATTENTION_SPLITS = 64
 
 
 def attention_splits(
-    cache_len: int, programs: int, sm_count: int, block_l: int, *, min_slots: int | None = None
+    cache_len: int,
+    programs: int,
+    sm_count: int,
+    block_l: int,
+    *,
+    min_slots: int | None = None,
+    programs_per_sm: int | None = None,
 ) -> tuple[int, int]:
     """(splits, slots per split) of a cache of `cache_len` slots for `programs` (head, sequence)
     pairs on `sm_count` SMs: (1, cache_len) at or below `min_slots` (ATTENTION_SPLIT_MIN_SLOTS),
-    else enough splits for ATTENTION_PROGRAMS_PER_SM programs per SM, each a whole number of
-    blocks."""
+    else enough splits for `programs_per_sm` (ATTENTION_PROGRAMS_PER_SM) programs per SM, each a
+    whole number of blocks."""
     if cache_len <= (ATTENTION_SPLIT_MIN_SLOTS if min_slots is None else min_slots):
         return 1, cache_len
-    want = min(MAX_ATTENTION_SPLITS, max(1, math.ceil(ATTENTION_PROGRAMS_PER_SM * sm_count / programs)))
+    per_sm = ATTENTION_PROGRAMS_PER_SM if programs_per_sm is None else programs_per_sm
+    want = min(MAX_ATTENTION_SPLITS, max(1, math.ceil(per_sm * sm_count / programs)))
     split_len = block_l * math.ceil(cache_len / (block_l * want))
     return math.ceil(cache_len / split_len), split_len
 
