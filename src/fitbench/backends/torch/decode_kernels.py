@@ -63,6 +63,79 @@ RMS_EPS_DEFAULT = 1e-6
 INTERPRETED = bool(triton.knobs.runtime.interpret)
 
 
+# -- epilogues ----------------------------------------------------------------------------------------
+# What a kernel does with its finished dot products, shared by the batch-1 GEMVs and the batched
+# tiles. Triton inlines @triton.jit helpers, so a kernel compiles as if these lines stood in it.
+# The batch-1 kernels pass vectors [BLOCK_N]; the batched ones pass tiles [ROWS_PAD, BLOCK_N] (a
+# row per sequence), against which a vector of per-column values (bias, cos, sin) broadcasts.
+
+
+@triton.jit
+def _rms_scale(squares, K: tl.constexpr, eps):
+    """The RMSNorm scale 1 / RMS(x) from sum(x^2) over K (one number per activation row)."""
+    return 1.0 / tl.sqrt(squares / K + eps)
+
+
+@triton.jit
+def _add_loaded(y, ptr, offsets, mask):
+    """y + ptr[offsets] in FP32 (a bias or the residual), masked elements adding nothing."""
+    return y + tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _store(dest, y, mask):
+    """Store FP32 y at dest in dest's element type."""
+    tl.store(dest, y.to(dest.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _silu_mul(gate, up):
+    """SwiGLU: silu(gate) * up."""
+    return gate / (1.0 + tl.exp(-gate)) * up
+
+
+@triton.jit
+def _rotate(a, b, cos_ptr, sin_ptr, pos, dims, ok, HEAD_DIM: tl.constexpr):
+    """Rotary positions on the pairs (a, b) = (dimension i, i + HEAD_DIM / 2) for i in dims, at
+    angle-table row `pos` (transformers' Llama halves: cos and sin repeat per half)."""
+    cos = tl.load(cos_ptr + pos * HEAD_DIM + dims, mask=ok, other=1.0)
+    sin = tl.load(sin_ptr + pos * HEAD_DIM + dims, mask=ok, other=0.0)
+    return a * cos - b * sin, b * cos + a * sin
+
+
+@triton.jit
+def _qkv_dest(
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    pos,
+    head,
+    q_head,
+    kv_head,
+    dims,
+    HEADS,
+    KV_HEADS,
+    CACHE_LEN,
+    HEAD_DIM: tl.constexpr,
+):
+    """Where dimensions `dims` of program head `head` go (their partners i + HEAD_DIM / 2 at
+    + HEAD_DIM / 2): a query head's into q row q_head, a key or value head's into cache slot
+    `pos` of cache row kv_head - HEADS (keys) or kv_head - HEADS - KV_HEADS (values).
+
+    One sequence passes q_head = kv_head = head; sequence r of a batch passes q_head =
+    r * HEADS + head and kv_head = r * KV_HEADS + head (its cache rows follow sequence r - 1's).
+    """
+    if head < HEADS:
+        dest = q_ptr + q_head * HEAD_DIM + dims
+    elif head < HEADS + KV_HEADS:
+        slot = (kv_head - HEADS) * CACHE_LEN + pos
+        dest = k_cache_ptr + slot.to(tl.int64) * HEAD_DIM + dims
+    else:
+        slot = (kv_head - HEADS - KV_HEADS) * CACHE_LEN + pos
+        dest = v_cache_ptr + slot.to(tl.int64) * HEAD_DIM + dims
+    return dest
+
+
 @triton.jit
 def _accumulate(
     acc_a,
@@ -184,11 +257,11 @@ def _paired_rows(
         x_ptr, w_ptr, g_ptr, rows_a, rows_b, ok_a, ok_b, K, NORM, BLOCK_N, BLOCK_K, EVEN_N
     )
     if NORM:
-        scale = 1.0 / tl.sqrt(squares / K + eps)
+        scale = _rms_scale(squares, K, eps)
         a, b = a * scale, b * scale
     if HAS_BIAS:
-        a += tl.load(b_ptr + rows_a, mask=ok_a, other=0.0).to(tl.float32)
-        b += tl.load(b_ptr + rows_b, mask=ok_b, other=0.0).to(tl.float32)
+        a = _add_loaded(a, b_ptr, rows_a, ok_a)
+        b = _add_loaded(b, b_ptr, rows_b, ok_b)
     return a, b
 
 
@@ -233,10 +306,10 @@ def _linear_kernel(
         EVEN_N,
     )
     if RESIDUAL:
-        y_a += tl.load(res_ptr + rows_a, mask=ok_a, other=0.0).to(tl.float32)
-        y_b += tl.load(res_ptr + rows_b, mask=ok_b, other=0.0).to(tl.float32)
-    tl.store(out_ptr + rows_a, y_a.to(out_ptr.dtype.element_ty), mask=ok_a)
-    tl.store(out_ptr + rows_b, y_b.to(out_ptr.dtype.element_ty), mask=ok_b)
+        y_a = _add_loaded(y_a, res_ptr, rows_a, ok_a)
+        y_b = _add_loaded(y_b, res_ptr, rows_b, ok_b)
+    _store(out_ptr + rows_a, y_a, ok_a)
+    _store(out_ptr + rows_b, y_b, ok_b)
 
 
 @triton.jit
@@ -276,8 +349,8 @@ def _swiglu_kernel(
         BLOCK_K,
         EVEN_N,
     )
-    y = gate / (1.0 + tl.exp(-gate)) * up
-    tl.store(out_ptr + gate_rows, y.to(out_ptr.dtype.element_ty), mask=ok)
+    y = _silu_mul(gate, up)
+    _store(out_ptr + gate_rows, y, ok)
 
 
 @triton.jit
@@ -321,18 +394,13 @@ def _qkv_rope_kernel(
         x_ptr, w_ptr, b_ptr, g_ptr, rows_a, rows_b, ok, ok, K, eps, NORM, HAS_BIAS, BLOCK_N, BLOCK_K, EVEN_N
     )
     pos = tl.load(pos_ptr)
-    if head < HEADS + KV_HEADS:  # rotary (transformers' Llama halves: cos and sin repeat per half)
-        cos = tl.load(cos_ptr + pos * HEAD_DIM + dims, mask=ok, other=1.0)
-        sin = tl.load(sin_ptr + pos * HEAD_DIM + dims, mask=ok, other=0.0)
-        a, b = a * cos - b * sin, b * cos + a * sin
-    if head < HEADS:
-        dest = q_ptr + head * HEAD_DIM + dims
-    elif head < HEADS + KV_HEADS:
-        dest = k_cache_ptr + ((head - HEADS) * CACHE_LEN + pos) * HEAD_DIM + dims
-    else:
-        dest = v_cache_ptr + ((head - HEADS - KV_HEADS) * CACHE_LEN + pos) * HEAD_DIM + dims
-    tl.store(dest, a.to(dest.dtype.element_ty), mask=ok)
-    tl.store(dest + HALF, b.to(dest.dtype.element_ty), mask=ok)
+    if head < HEADS + KV_HEADS:  # queries and keys
+        a, b = _rotate(a, b, cos_ptr, sin_ptr, pos, dims, ok, HEAD_DIM)
+    dest = _qkv_dest(
+        q_ptr, k_cache_ptr, v_cache_ptr, pos, head, head, head, dims, HEADS, KV_HEADS, CACHE_LEN, HEAD_DIM
+    )
+    _store(dest, a, ok)
+    _store(dest + HALF, b, ok)
 
 
 @triton.jit
@@ -536,9 +604,9 @@ def _rows(
             PRECISION,
         )
     if NORM:
-        acc = acc * (1.0 / tl.sqrt(squares / K + eps))[:, None]
+        acc = acc * _rms_scale(squares, K, eps)[:, None]
     if HAS_BIAS:
-        acc += tl.load(b_ptr + rows, mask=ok, other=0.0).to(tl.float32)[None, :]
+        acc = _add_loaded(acc, b_ptr, rows, ok)
     return acc
 
 
@@ -594,8 +662,8 @@ def _linear_rows_kernel(
     where = seqs[:, None] * N + rows[None, :]
     mask = (seqs < BATCH)[:, None] & ok[None, :]
     if RESIDUAL:
-        y += tl.load(res_ptr + where, mask=mask, other=0.0).to(tl.float32)
-    tl.store(out_ptr + where, y.to(out_ptr.dtype.element_ty), mask=mask)
+        y = _add_loaded(y, res_ptr, where, mask)
+    _store(out_ptr + where, y, mask)
 
 
 @triton.jit
@@ -641,11 +709,11 @@ def _swiglu_rows_kernel(
         PRECISION,
     )
     gate, up = _pairs(y, ROWS_PAD, BLOCK_N)
-    h = gate / (1.0 + tl.exp(-gate)) * up
+    h = _silu_mul(gate, up)
     cols = first + tl.arange(0, BLOCK_N)
     seqs = tl.arange(0, ROWS_PAD)
     mask = (seqs < BATCH)[:, None] & (cols < FFN)[None, :]
-    tl.store(out_ptr + seqs[:, None] * FFN + cols[None, :], h.to(out_ptr.dtype.element_ty), mask=mask)
+    _store(out_ptr + seqs[:, None] * FFN + cols[None, :], h, mask)
 
 
 @triton.jit
@@ -706,22 +774,27 @@ def _qkv_rope_rows_kernel(
     dims = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     ok = dims < HALF
     pos = tl.load(pos_ptr)
-    if head < HEADS + KV_HEADS:  # rotary, as _qkv_rope_kernel
-        cos = tl.load(cos_ptr + pos * HEAD_DIM + dims, mask=ok, other=1.0)[None, :]
-        sin = tl.load(sin_ptr + pos * HEAD_DIM + dims, mask=ok, other=0.0)[None, :]
-        a, b = a * cos - b * sin, b * cos + a * sin
+    if head < HEADS + KV_HEADS:  # queries and keys
+        a, b = _rotate(a, b, cos_ptr, sin_ptr, pos, dims, ok, HEAD_DIM)
     seqs = tl.arange(0, ROWS_PAD)[:, None]
     mask = (seqs < BATCH) & ok[None, :]
-    if head < HEADS:
-        dest = q_ptr + seqs * (HEADS * HEAD_DIM) + head * HEAD_DIM + dims[None, :]
-    elif head < HEADS + KV_HEADS:
-        slot = (seqs * KV_HEADS + head - HEADS) * CACHE_LEN + pos
-        dest = k_cache_ptr + slot.to(tl.int64) * HEAD_DIM + dims[None, :]
-    else:
-        slot = (seqs * KV_HEADS + head - HEADS - KV_HEADS) * CACHE_LEN + pos
-        dest = v_cache_ptr + slot.to(tl.int64) * HEAD_DIM + dims[None, :]
-    tl.store(dest, a.to(dest.dtype.element_ty), mask=mask)
-    tl.store(dest + HALF, b.to(dest.dtype.element_ty), mask=mask)
+    q_head, kv_head = seqs * HEADS + head, seqs * KV_HEADS + head
+    dest = _qkv_dest(
+        q_ptr,
+        k_cache_ptr,
+        v_cache_ptr,
+        pos,
+        head,
+        q_head,
+        kv_head,
+        dims,
+        HEADS,
+        KV_HEADS,
+        CACHE_LEN,
+        HEAD_DIM,
+    )
+    _store(dest, a, mask)
+    _store(dest + HALF, b, mask)
 
 
 # -- launch configuration ---------------------------------------------------------------------------
