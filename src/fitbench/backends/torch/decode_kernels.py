@@ -47,7 +47,9 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -863,6 +865,35 @@ def _dot_precision(weight: torch.Tensor) -> str | None:
     return "ieee" if weight.dtype == torch.float32 else None
 
 
+def _launch_gemv(
+    kernels: tuple[Any, Any],
+    grid: Callable[[int], tuple[int, ...]],
+    args: tuple[Any, ...],
+    flags: dict[str, Any],
+    *,
+    batch: int,
+    weight: torch.Tensor,
+    rows: int,
+    rows_per_program: int = 1,
+    config: GemvConfig,
+) -> None:
+    """Launch a GEMV kernel pair (batch-1 kernel, batched tile): the first for one sequence, the
+    second for more, which also takes the batch, its padded rows and the tl.dot precision.
+
+    The tiles are fitted (_fit) to the weight's K and to `rows`, what one grid axis covers in
+    rows_per_program blocks of block_n a program (N, the FFN width, half a head); grid(block_n)
+    is the launch grid.
+    """
+    single, tile = kernels
+    batched = batch > 1
+    block_n, block_k, even_n = _fit(config, rows, weight.shape[1], rows_per_program, batched=batched)
+    meta = {"BLOCK_N": block_n, "BLOCK_K": block_k, "EVEN_N": even_n}
+    if batched:
+        meta |= {"BATCH": batch, "ROWS_PAD": rows_pad(batch), "PRECISION": _dot_precision(weight)}
+    kernel = tile if batched else single
+    kernel[grid(block_n)](*args, **flags, **meta, **_launch_kwargs(config.num_warps, config.num_stages))
+
+
 def linear(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -895,28 +926,16 @@ def linear(
         eps,
     )
     flags = {"NORM": norm_weight is not None, "RESIDUAL": residual is not None, "HAS_BIAS": bias is not None}
-    if batch == 1:
-        block_n, block_k, even_n = _fit(config, n, k, rows_per_program=2)
-        _linear_kernel[(triton.cdiv(n, 2 * block_n),)](
-            *common,
-            **flags,
-            BLOCK_N=block_n,
-            BLOCK_K=block_k,
-            EVEN_N=even_n,
-            **_launch_kwargs(config.num_warps, config.num_stages),
-        )
-        return out
-    block_n, block_k, even_n = _fit(config, n, k, rows_per_program=2, batched=True)
-    _linear_rows_kernel[(triton.cdiv(n, 2 * block_n),)](
-        *common,
-        BATCH=batch,
-        ROWS_PAD=rows_pad(batch),
-        **flags,
-        BLOCK_N=block_n,
-        BLOCK_K=block_k,
-        EVEN_N=even_n,
-        PRECISION=_dot_precision(weight),
-        **_launch_kwargs(config.num_warps, config.num_stages),
+    _launch_gemv(
+        (_linear_kernel, _linear_rows_kernel),
+        lambda block_n: (triton.cdiv(n, 2 * block_n),),
+        common,
+        flags,
+        batch=batch,
+        weight=weight,
+        rows=n,
+        rows_per_program=2,
+        config=config,
     )
     return out
 
@@ -947,28 +966,15 @@ def swiglu(
         eps,
     )
     flags = {"NORM": norm_weight is not None, "HAS_BIAS": bias is not None}
-    if batch == 1:
-        block_n, block_k, even_n = _fit(config, ffn, k)
-        _swiglu_kernel[(triton.cdiv(ffn, block_n),)](
-            *common,
-            **flags,
-            BLOCK_N=block_n,
-            BLOCK_K=block_k,
-            EVEN_N=even_n,
-            **_launch_kwargs(config.num_warps, config.num_stages),
-        )
-        return out
-    block_n, block_k, even_n = _fit(config, ffn, k, batched=True)
-    _swiglu_rows_kernel[(triton.cdiv(ffn, block_n),)](
-        *common,
-        BATCH=batch,
-        ROWS_PAD=rows_pad(batch),
-        **flags,
-        BLOCK_N=block_n,
-        BLOCK_K=block_k,
-        EVEN_N=even_n,
-        PRECISION=_dot_precision(weight),
-        **_launch_kwargs(config.num_warps, config.num_stages),
+    _launch_gemv(
+        (_swiglu_kernel, _swiglu_rows_kernel),
+        lambda block_n: (triton.cdiv(ffn, block_n),),
+        common,
+        flags,
+        batch=batch,
+        weight=weight,
+        rows=ffn,
+        config=config,
     )
     return out
 
@@ -1023,28 +1029,15 @@ def qkv_rope(
         k_cache.shape[-2],
     )
     flags = {"HEAD_DIM": head_dim, "NORM": norm_weight is not None, "HAS_BIAS": bias is not None}
-    if batch == 1:
-        block_n, block_k, even_n = _fit(config, half, k)
-        _qkv_rope_kernel[(heads + 2 * kv_heads, triton.cdiv(half, block_n))](
-            *common,
-            **flags,
-            BLOCK_N=block_n,
-            BLOCK_K=block_k,
-            EVEN_N=even_n,
-            **_launch_kwargs(config.num_warps, config.num_stages),
-        )
-        return
-    block_n, block_k, even_n = _fit(config, half, k, batched=True)
-    _qkv_rope_rows_kernel[(heads + 2 * kv_heads, triton.cdiv(half, block_n))](
-        *common,
-        **flags,
-        BATCH=batch,
-        ROWS_PAD=rows_pad(batch),
-        BLOCK_N=block_n,
-        BLOCK_K=block_k,
-        EVEN_N=even_n,
-        PRECISION=_dot_precision(weight),
-        **_launch_kwargs(config.num_warps, config.num_stages),
+    _launch_gemv(
+        (_qkv_rope_kernel, _qkv_rope_rows_kernel),
+        lambda block_n: (heads + 2 * kv_heads, triton.cdiv(half, block_n)),
+        common,
+        flags,
+        batch=batch,
+        weight=weight,
+        rows=half,
+        config=config,
     )
 
 
