@@ -868,30 +868,46 @@ def _dot_precision(weight: torch.Tensor) -> str | None:
 def _launch_gemv(
     kernels: tuple[Any, Any],
     grid: Callable[[int], tuple[int, ...]],
-    args: tuple[Any, ...],
-    flags: dict[str, Any],
-    *,
-    batch: int,
+    x: torch.Tensor,
     weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    norm_weight: torch.Tensor | None,
+    args: tuple[Any, ...],
+    *,
     rows: int,
     rows_per_program: int = 1,
     config: GemvConfig,
+    **flags: Any,
 ) -> None:
     """Launch a GEMV kernel pair (batch-1 kernel, batched tile): the first for one sequence, the
     second for more, which also takes the batch, its padded rows and the tl.dot precision.
 
-    The tiles are fitted (_fit) to the weight's K and to `rows`, what one grid axis covers in
-    rows_per_program blocks of block_n a program (N, the FFN width, half a head); grid(block_n)
-    is the launch grid.
+    Both take x, the weight, the bias and the RMSNorm weight first (an absent one as a tensor
+    they never read, with HAS_BIAS / NORM False), then `args`, then the constexprs `flags` by
+    name. The tiles are fitted (_fit) to the weight's K and to `rows`, what one grid axis covers
+    in rows_per_program blocks of block_n a program (N, the FFN width, half a head);
+    grid(block_n) is the launch grid.
     """
     single, tile = kernels
+    batch = _batch(x)
     batched = batch > 1
     block_n, block_k, even_n = _fit(config, rows, weight.shape[1], rows_per_program, batched=batched)
     meta = {"BLOCK_N": block_n, "BLOCK_K": block_k, "EVEN_N": even_n}
     if batched:
         meta |= {"BATCH": batch, "ROWS_PAD": rows_pad(batch), "PRECISION": _dot_precision(weight)}
     kernel = tile if batched else single
-    kernel[grid(block_n)](*args, **flags, **meta, **_launch_kwargs(config.num_warps, config.num_stages))
+    kernel[grid(block_n)](
+        x,
+        weight,
+        bias if bias is not None else weight,
+        norm_weight if norm_weight is not None else x,
+        *args,
+        NORM=norm_weight is not None,
+        HAS_BIAS=bias is not None,
+        **flags,
+        **meta,
+        **_launch_kwargs(config.num_warps, config.num_stages),
+    )
 
 
 def linear(
@@ -913,29 +929,18 @@ def linear(
     the batch-1 GEMV (_linear_kernel), more the batched tile (_linear_rows_kernel).
     """
     n, k = weight.shape
-    batch = _batch(x)
-    common = (
-        x,
-        weight,
-        bias if bias is not None else weight,
-        norm_weight if norm_weight is not None else x,
-        residual if residual is not None else out,
-        out,
-        n,
-        k,
-        eps,
-    )
-    flags = {"NORM": norm_weight is not None, "RESIDUAL": residual is not None, "HAS_BIAS": bias is not None}
     _launch_gemv(
         (_linear_kernel, _linear_rows_kernel),
         lambda block_n: (triton.cdiv(n, 2 * block_n),),
-        common,
-        flags,
-        batch=batch,
-        weight=weight,
+        x,
+        weight,
+        bias,
+        norm_weight,
+        (residual if residual is not None else out, out, n, k, eps),
         rows=n,
         rows_per_program=2,
         config=config,
+        RESIDUAL=residual is not None,
     )
     return out
 
@@ -954,25 +959,14 @@ def swiglu(
     x [B, K] and out [B, ffn] for B sequences."""
     two_ffn, k = weight.shape
     ffn = two_ffn // 2
-    batch = _batch(x)
-    common = (
-        x,
-        weight,
-        bias if bias is not None else weight,
-        norm_weight if norm_weight is not None else x,
-        out,
-        ffn,
-        k,
-        eps,
-    )
-    flags = {"NORM": norm_weight is not None, "HAS_BIAS": bias is not None}
     _launch_gemv(
         (_swiglu_kernel, _swiglu_rows_kernel),
         lambda block_n: (triton.cdiv(ffn, block_n),),
-        common,
-        flags,
-        batch=batch,
-        weight=weight,
+        x,
+        weight,
+        bias,
+        norm_weight,
+        (out, ffn, k, eps),
         rows=ffn,
         config=config,
     )
@@ -1011,33 +1005,17 @@ def qkv_rope(
     batch = _batch(x)
     if k_cache.numel() % batch or not (k_cache.is_contiguous() and v_cache.is_contiguous()):
         raise ValueError("the caches must be contiguous [batch, kv_heads, cache_len, head_dim]")
-    common = (
-        x,
-        weight,
-        bias if bias is not None else weight,
-        norm_weight if norm_weight is not None else x,
-        q_out,
-        k_cache,
-        v_cache,
-        cos,
-        sin,
-        pos,
-        k,
-        eps,
-        heads,
-        kv_heads,
-        k_cache.shape[-2],
-    )
-    flags = {"HEAD_DIM": head_dim, "NORM": norm_weight is not None, "HAS_BIAS": bias is not None}
     _launch_gemv(
         (_qkv_rope_kernel, _qkv_rope_rows_kernel),
         lambda block_n: (heads + 2 * kv_heads, triton.cdiv(half, block_n)),
-        common,
-        flags,
-        batch=batch,
-        weight=weight,
+        x,
+        weight,
+        bias,
+        norm_weight,
+        (q_out, k_cache, v_cache, cos, sin, pos, k, eps, heads, kv_heads, k_cache.shape[-2]),
         rows=half,
         config=config,
+        HEAD_DIM=head_dim,
     )
 
 
