@@ -38,6 +38,12 @@ batch 1, would need B x BLOCK_N x BLOCK_K registers. Batch 1 keeps its GEMV kern
 H200; a [1, K] activation runs them), whose FP32 products of x * g differ in rounding from the
 batched tiles' 16-bit operands.
 
+The two kinds differ in their main loops and in how a program's rows are laid out; their
+epilogues are shared. Each step (RMSNorm scale, bias or residual add, rotary, where q, k and v
+go, SwiGLU, the store) is one @triton.jit helper that both call, on [BLOCK_N] vectors at batch 1
+and on [rows, BLOCK_N] tiles batched; Triton inlines it, so a kernel compiles as if its lines
+stood in place. One launcher (_launch_gemv) picks the kernel by the activation's rows.
+
 On a machine without CUDA the kernels are defined under Triton's interpreter, which runs them
 on CPU tensors with NumPy: that is how the tests check them against PyTorch's operators.
 """
