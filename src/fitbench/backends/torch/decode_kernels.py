@@ -71,7 +71,7 @@ RMS_EPS_DEFAULT = 1e-6
 INTERPRETED = bool(triton.knobs.runtime.interpret)
 
 
-# -- epilogues ----------------------------------------------------------------------------------------
+# -- epilogues ---------------------------------------------------------------------------------------
 # What a kernel does with its finished dot products, shared by the batch-1 GEMVs and the batched
 # tiles. Triton inlines @triton.jit helpers, so a kernel compiles as if these lines stood in it.
 # The batch-1 kernels pass vectors [BLOCK_N]; the batched ones pass tiles [ROWS_PAD, BLOCK_N] (a
@@ -132,6 +132,8 @@ def _qkv_dest(
 
     One sequence passes q_head = kv_head = head; sequence r of a batch passes q_head =
     r * HEADS + head and kv_head = r * KV_HEADS + head (its cache rows follow sequence r - 1's).
+    A cache slot's element offset is 64-bit: a batch's caches can pass 2^31 elements (with the
+    generator's int64 `pos` the slot is 64-bit already and the cast changes nothing).
     """
     if head < HEADS:
         dest = q_ptr + q_head * HEAD_DIM + dims
