@@ -176,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         "k_cache_ptr": "*fp16",
         "v_cache_ptr": "*fp16",
         "out_ptr": "*fp16",
+        "part_acc_ptr": "*fp16",  # one split: decode_attention passes `out`, which is never read
+        "part_stats_ptr": "*fp16",
         "pos_ptr": "*i64",
         "HEADS": "i32",
         "KV_HEADS": "i32",
@@ -184,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         "CACHE_LEN": 192,
         "HEAD_DIM": LLAMA_7B.dim_head,
         "BLOCK_L": 64,
+        "SPLIT_LEN": 192,
+        "SPLITS": 1,
     }
     r = compile_kernel(dk._decode_attention_kernel, attention, None)
     print(f"attention (cache 192): {r['registers']} regs, {r['stack_bytes']} B spilled")

@@ -38,6 +38,12 @@ batch 1, would need B x BLOCK_N x BLOCK_K registers. Batch 1 keeps its GEMV kern
 H200; a [1, K] activation runs them), whose FP32 products of x * g differ in rounding from the
 batched tiles' 16-bit operands.
 
+The two kinds differ in their main loops and in how a program's rows are laid out; their
+epilogues are shared. Each step (RMSNorm scale, bias or residual add, rotary, where q, k and v
+go, SwiGLU, the store) is one @triton.jit helper that both call, on [BLOCK_N] vectors at batch 1
+and on [rows, BLOCK_N] tiles batched; Triton inlines it, so a kernel compiles as if its lines
+stood in place. One launcher (_launch_gemv) picks the kernel by the activation's rows.
+
 On a machine without CUDA the kernels are defined under Triton's interpreter, which runs them
 on CPU tensors with NumPy: that is how the tests check them against PyTorch's operators.
 """
@@ -47,7 +53,9 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -61,6 +69,81 @@ import triton.language as tl
 
 RMS_EPS_DEFAULT = 1e-6
 INTERPRETED = bool(triton.knobs.runtime.interpret)
+
+
+# -- epilogues ---------------------------------------------------------------------------------------
+# What a kernel does with its finished dot products, shared by the batch-1 GEMVs and the batched
+# tiles. Triton inlines @triton.jit helpers, so a kernel compiles as if these lines stood in it.
+# The batch-1 kernels pass vectors [BLOCK_N]; the batched ones pass tiles [ROWS_PAD, BLOCK_N] (a
+# row per sequence), against which a vector of per-column values (bias, cos, sin) broadcasts.
+
+
+@triton.jit
+def _rms_scale(squares, K: tl.constexpr, eps):
+    """The RMSNorm scale 1 / RMS(x) from sum(x^2) over K (one number per activation row)."""
+    return 1.0 / tl.sqrt(squares / K + eps)
+
+
+@triton.jit
+def _add_loaded(y, ptr, offsets, mask):
+    """y + ptr[offsets] in FP32 (a bias or the residual), masked elements adding nothing."""
+    return y + tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _store(dest, y, mask):
+    """Store FP32 y at dest in dest's element type."""
+    tl.store(dest, y.to(dest.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _silu_mul(gate, up):
+    """SwiGLU: silu(gate) * up."""
+    return gate / (1.0 + tl.exp(-gate)) * up
+
+
+@triton.jit
+def _rotate(a, b, cos_ptr, sin_ptr, pos, dims, ok, HEAD_DIM: tl.constexpr):
+    """Rotary positions on the pairs (a, b) = (dimension i, i + HEAD_DIM / 2) for i in dims, at
+    angle-table row `pos` (transformers' Llama halves: cos and sin repeat per half)."""
+    cos = tl.load(cos_ptr + pos * HEAD_DIM + dims, mask=ok, other=1.0)
+    sin = tl.load(sin_ptr + pos * HEAD_DIM + dims, mask=ok, other=0.0)
+    return a * cos - b * sin, b * cos + a * sin
+
+
+@triton.jit
+def _qkv_dest(
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    pos,
+    head,
+    q_head,
+    kv_head,
+    dims,
+    HEADS,
+    KV_HEADS,
+    CACHE_LEN,
+    HEAD_DIM: tl.constexpr,
+):
+    """Where dimensions `dims` of program head `head` go (their partners i + HEAD_DIM / 2 at
+    + HEAD_DIM / 2): a query head's into q row q_head, a key or value head's into cache slot
+    `pos` of cache row kv_head - HEADS (keys) or kv_head - HEADS - KV_HEADS (values).
+
+    One sequence passes q_head = kv_head = head; sequence r of a batch passes q_head =
+    r * HEADS + head and kv_head = r * KV_HEADS + head (its cache rows follow sequence r - 1's).
+    A cache slot's element offset is 64-bit: a batch's caches can pass 2^31 elements (with the
+    generator's int64 `pos` the slot is 64-bit already and the cast changes nothing).
+    """
+    if head < HEADS:
+        dest = q_ptr + q_head * HEAD_DIM + dims
+    elif head < HEADS + KV_HEADS:
+        slot = (kv_head - HEADS) * CACHE_LEN + pos
+        dest = k_cache_ptr + slot.to(tl.int64) * HEAD_DIM + dims
+    else:
+        slot = (kv_head - HEADS - KV_HEADS) * CACHE_LEN + pos
+        dest = v_cache_ptr + slot.to(tl.int64) * HEAD_DIM + dims
+    return dest
 
 
 @triton.jit
@@ -184,11 +267,11 @@ def _paired_rows(
         x_ptr, w_ptr, g_ptr, rows_a, rows_b, ok_a, ok_b, K, NORM, BLOCK_N, BLOCK_K, EVEN_N
     )
     if NORM:
-        scale = 1.0 / tl.sqrt(squares / K + eps)
+        scale = _rms_scale(squares, K, eps)
         a, b = a * scale, b * scale
     if HAS_BIAS:
-        a += tl.load(b_ptr + rows_a, mask=ok_a, other=0.0).to(tl.float32)
-        b += tl.load(b_ptr + rows_b, mask=ok_b, other=0.0).to(tl.float32)
+        a = _add_loaded(a, b_ptr, rows_a, ok_a)
+        b = _add_loaded(b, b_ptr, rows_b, ok_b)
     return a, b
 
 
@@ -233,10 +316,10 @@ def _linear_kernel(
         EVEN_N,
     )
     if RESIDUAL:
-        y_a += tl.load(res_ptr + rows_a, mask=ok_a, other=0.0).to(tl.float32)
-        y_b += tl.load(res_ptr + rows_b, mask=ok_b, other=0.0).to(tl.float32)
-    tl.store(out_ptr + rows_a, y_a.to(out_ptr.dtype.element_ty), mask=ok_a)
-    tl.store(out_ptr + rows_b, y_b.to(out_ptr.dtype.element_ty), mask=ok_b)
+        y_a = _add_loaded(y_a, res_ptr, rows_a, ok_a)
+        y_b = _add_loaded(y_b, res_ptr, rows_b, ok_b)
+    _store(out_ptr + rows_a, y_a, ok_a)
+    _store(out_ptr + rows_b, y_b, ok_b)
 
 
 @triton.jit
@@ -276,8 +359,8 @@ def _swiglu_kernel(
         BLOCK_K,
         EVEN_N,
     )
-    y = gate / (1.0 + tl.exp(-gate)) * up
-    tl.store(out_ptr + gate_rows, y.to(out_ptr.dtype.element_ty), mask=ok)
+    y = _silu_mul(gate, up)
+    _store(out_ptr + gate_rows, y, ok)
 
 
 @triton.jit
@@ -321,18 +404,13 @@ def _qkv_rope_kernel(
         x_ptr, w_ptr, b_ptr, g_ptr, rows_a, rows_b, ok, ok, K, eps, NORM, HAS_BIAS, BLOCK_N, BLOCK_K, EVEN_N
     )
     pos = tl.load(pos_ptr)
-    if head < HEADS + KV_HEADS:  # rotary (transformers' Llama halves: cos and sin repeat per half)
-        cos = tl.load(cos_ptr + pos * HEAD_DIM + dims, mask=ok, other=1.0)
-        sin = tl.load(sin_ptr + pos * HEAD_DIM + dims, mask=ok, other=0.0)
-        a, b = a * cos - b * sin, b * cos + a * sin
-    if head < HEADS:
-        dest = q_ptr + head * HEAD_DIM + dims
-    elif head < HEADS + KV_HEADS:
-        dest = k_cache_ptr + ((head - HEADS) * CACHE_LEN + pos) * HEAD_DIM + dims
-    else:
-        dest = v_cache_ptr + ((head - HEADS - KV_HEADS) * CACHE_LEN + pos) * HEAD_DIM + dims
-    tl.store(dest, a.to(dest.dtype.element_ty), mask=ok)
-    tl.store(dest + HALF, b.to(dest.dtype.element_ty), mask=ok)
+    if head < HEADS + KV_HEADS:  # queries and keys
+        a, b = _rotate(a, b, cos_ptr, sin_ptr, pos, dims, ok, HEAD_DIM)
+    dest = _qkv_dest(
+        q_ptr, k_cache_ptr, v_cache_ptr, pos, head, head, head, dims, HEADS, KV_HEADS, CACHE_LEN, HEAD_DIM
+    )
+    _store(dest, a, ok)
+    _store(dest + HALF, b, ok)
 
 
 @triton.jit
@@ -536,9 +614,9 @@ def _rows(
             PRECISION,
         )
     if NORM:
-        acc = acc * (1.0 / tl.sqrt(squares / K + eps))[:, None]
+        acc = acc * _rms_scale(squares, K, eps)[:, None]
     if HAS_BIAS:
-        acc += tl.load(b_ptr + rows, mask=ok, other=0.0).to(tl.float32)[None, :]
+        acc = _add_loaded(acc, b_ptr, rows, ok)
     return acc
 
 
@@ -594,8 +672,8 @@ def _linear_rows_kernel(
     where = seqs[:, None] * N + rows[None, :]
     mask = (seqs < BATCH)[:, None] & ok[None, :]
     if RESIDUAL:
-        y += tl.load(res_ptr + where, mask=mask, other=0.0).to(tl.float32)
-    tl.store(out_ptr + where, y.to(out_ptr.dtype.element_ty), mask=mask)
+        y = _add_loaded(y, res_ptr, where, mask)
+    _store(out_ptr + where, y, mask)
 
 
 @triton.jit
@@ -641,11 +719,11 @@ def _swiglu_rows_kernel(
         PRECISION,
     )
     gate, up = _pairs(y, ROWS_PAD, BLOCK_N)
-    h = gate / (1.0 + tl.exp(-gate)) * up
+    h = _silu_mul(gate, up)
     cols = first + tl.arange(0, BLOCK_N)
     seqs = tl.arange(0, ROWS_PAD)
     mask = (seqs < BATCH)[:, None] & (cols < FFN)[None, :]
-    tl.store(out_ptr + seqs[:, None] * FFN + cols[None, :], h.to(out_ptr.dtype.element_ty), mask=mask)
+    _store(out_ptr + seqs[:, None] * FFN + cols[None, :], h, mask)
 
 
 @triton.jit
@@ -706,22 +784,27 @@ def _qkv_rope_rows_kernel(
     dims = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     ok = dims < HALF
     pos = tl.load(pos_ptr)
-    if head < HEADS + KV_HEADS:  # rotary, as _qkv_rope_kernel
-        cos = tl.load(cos_ptr + pos * HEAD_DIM + dims, mask=ok, other=1.0)[None, :]
-        sin = tl.load(sin_ptr + pos * HEAD_DIM + dims, mask=ok, other=0.0)[None, :]
-        a, b = a * cos - b * sin, b * cos + a * sin
+    if head < HEADS + KV_HEADS:  # queries and keys
+        a, b = _rotate(a, b, cos_ptr, sin_ptr, pos, dims, ok, HEAD_DIM)
     seqs = tl.arange(0, ROWS_PAD)[:, None]
     mask = (seqs < BATCH) & ok[None, :]
-    if head < HEADS:
-        dest = q_ptr + seqs * (HEADS * HEAD_DIM) + head * HEAD_DIM + dims[None, :]
-    elif head < HEADS + KV_HEADS:
-        slot = (seqs * KV_HEADS + head - HEADS) * CACHE_LEN + pos
-        dest = k_cache_ptr + slot.to(tl.int64) * HEAD_DIM + dims[None, :]
-    else:
-        slot = (seqs * KV_HEADS + head - HEADS - KV_HEADS) * CACHE_LEN + pos
-        dest = v_cache_ptr + slot.to(tl.int64) * HEAD_DIM + dims[None, :]
-    tl.store(dest, a.to(dest.dtype.element_ty), mask=mask)
-    tl.store(dest + HALF, b.to(dest.dtype.element_ty), mask=mask)
+    q_head, kv_head = seqs * HEADS + head, seqs * KV_HEADS + head
+    dest = _qkv_dest(
+        q_ptr,
+        k_cache_ptr,
+        v_cache_ptr,
+        pos,
+        head,
+        q_head,
+        kv_head,
+        dims,
+        HEADS,
+        KV_HEADS,
+        CACHE_LEN,
+        HEAD_DIM,
+    )
+    _store(dest, a, mask)
+    _store(dest + HALF, b, mask)
 
 
 # -- launch configuration ---------------------------------------------------------------------------
@@ -790,6 +873,51 @@ def _dot_precision(weight: torch.Tensor) -> str | None:
     return "ieee" if weight.dtype == torch.float32 else None
 
 
+def _launch_gemv(
+    kernels: tuple[Any, Any],
+    grid: Callable[[int], tuple[int, ...]],
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    norm_weight: torch.Tensor | None,
+    args: tuple[Any, ...],
+    *,
+    rows: int,
+    rows_per_program: int = 1,
+    config: GemvConfig,
+    **flags: Any,
+) -> None:
+    """Launch a GEMV kernel pair (batch-1 kernel, batched tile): the first for one sequence, the
+    second for more, which also takes the batch, its padded rows and the tl.dot precision.
+
+    Both take x, the weight, the bias and the RMSNorm weight first (an absent one as a tensor
+    they never read, with HAS_BIAS / NORM False), then `args`, then the constexprs `flags` by
+    name. The tiles are fitted (_fit) to the weight's K and to `rows`, what one grid axis covers
+    in rows_per_program blocks of block_n a program (N, the FFN width, half a head);
+    grid(block_n) is the launch grid.
+    """
+    single, tile = kernels
+    batch = _batch(x)
+    batched = batch > 1
+    block_n, block_k, even_n = _fit(config, rows, weight.shape[1], rows_per_program, batched=batched)
+    meta = {"BLOCK_N": block_n, "BLOCK_K": block_k, "EVEN_N": even_n}
+    if batched:
+        meta |= {"BATCH": batch, "ROWS_PAD": rows_pad(batch), "PRECISION": _dot_precision(weight)}
+    kernel = tile if batched else single
+    kernel[grid(block_n)](
+        x,
+        weight,
+        bias if bias is not None else weight,
+        norm_weight if norm_weight is not None else x,
+        *args,
+        NORM=norm_weight is not None,
+        HAS_BIAS=bias is not None,
+        **flags,
+        **meta,
+        **_launch_kwargs(config.num_warps, config.num_stages),
+    )
+
+
 def linear(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -809,41 +937,18 @@ def linear(
     the batch-1 GEMV (_linear_kernel), more the batched tile (_linear_rows_kernel).
     """
     n, k = weight.shape
-    batch = _batch(x)
-    common = (
+    _launch_gemv(
+        (_linear_kernel, _linear_rows_kernel),
+        lambda block_n: (triton.cdiv(n, 2 * block_n),),
         x,
         weight,
-        bias if bias is not None else weight,
-        norm_weight if norm_weight is not None else x,
-        residual if residual is not None else out,
-        out,
-        n,
-        k,
-        eps,
-    )
-    flags = {"NORM": norm_weight is not None, "RESIDUAL": residual is not None, "HAS_BIAS": bias is not None}
-    if batch == 1:
-        block_n, block_k, even_n = _fit(config, n, k, rows_per_program=2)
-        _linear_kernel[(triton.cdiv(n, 2 * block_n),)](
-            *common,
-            **flags,
-            BLOCK_N=block_n,
-            BLOCK_K=block_k,
-            EVEN_N=even_n,
-            **_launch_kwargs(config.num_warps, config.num_stages),
-        )
-        return out
-    block_n, block_k, even_n = _fit(config, n, k, rows_per_program=2, batched=True)
-    _linear_rows_kernel[(triton.cdiv(n, 2 * block_n),)](
-        *common,
-        BATCH=batch,
-        ROWS_PAD=rows_pad(batch),
-        **flags,
-        BLOCK_N=block_n,
-        BLOCK_K=block_k,
-        EVEN_N=even_n,
-        PRECISION=_dot_precision(weight),
-        **_launch_kwargs(config.num_warps, config.num_stages),
+        bias,
+        norm_weight,
+        (residual if residual is not None else out, out, n, k, eps),
+        rows=n,
+        rows_per_program=2,
+        config=config,
+        RESIDUAL=residual is not None,
     )
     return out
 
@@ -862,40 +967,16 @@ def swiglu(
     x [B, K] and out [B, ffn] for B sequences."""
     two_ffn, k = weight.shape
     ffn = two_ffn // 2
-    batch = _batch(x)
-    common = (
+    _launch_gemv(
+        (_swiglu_kernel, _swiglu_rows_kernel),
+        lambda block_n: (triton.cdiv(ffn, block_n),),
         x,
         weight,
-        bias if bias is not None else weight,
-        norm_weight if norm_weight is not None else x,
-        out,
-        ffn,
-        k,
-        eps,
-    )
-    flags = {"NORM": norm_weight is not None, "HAS_BIAS": bias is not None}
-    if batch == 1:
-        block_n, block_k, even_n = _fit(config, ffn, k)
-        _swiglu_kernel[(triton.cdiv(ffn, block_n),)](
-            *common,
-            **flags,
-            BLOCK_N=block_n,
-            BLOCK_K=block_k,
-            EVEN_N=even_n,
-            **_launch_kwargs(config.num_warps, config.num_stages),
-        )
-        return out
-    block_n, block_k, even_n = _fit(config, ffn, k, batched=True)
-    _swiglu_rows_kernel[(triton.cdiv(ffn, block_n),)](
-        *common,
-        BATCH=batch,
-        ROWS_PAD=rows_pad(batch),
-        **flags,
-        BLOCK_N=block_n,
-        BLOCK_K=block_k,
-        EVEN_N=even_n,
-        PRECISION=_dot_precision(weight),
-        **_launch_kwargs(config.num_warps, config.num_stages),
+        bias,
+        norm_weight,
+        (out, ffn, k, eps),
+        rows=ffn,
+        config=config,
     )
     return out
 
@@ -932,46 +1013,17 @@ def qkv_rope(
     batch = _batch(x)
     if k_cache.numel() % batch or not (k_cache.is_contiguous() and v_cache.is_contiguous()):
         raise ValueError("the caches must be contiguous [batch, kv_heads, cache_len, head_dim]")
-    common = (
+    _launch_gemv(
+        (_qkv_rope_kernel, _qkv_rope_rows_kernel),
+        lambda block_n: (heads + 2 * kv_heads, triton.cdiv(half, block_n)),
         x,
         weight,
-        bias if bias is not None else weight,
-        norm_weight if norm_weight is not None else x,
-        q_out,
-        k_cache,
-        v_cache,
-        cos,
-        sin,
-        pos,
-        k,
-        eps,
-        heads,
-        kv_heads,
-        k_cache.shape[-2],
-    )
-    flags = {"HEAD_DIM": head_dim, "NORM": norm_weight is not None, "HAS_BIAS": bias is not None}
-    if batch == 1:
-        block_n, block_k, even_n = _fit(config, half, k)
-        _qkv_rope_kernel[(heads + 2 * kv_heads, triton.cdiv(half, block_n))](
-            *common,
-            **flags,
-            BLOCK_N=block_n,
-            BLOCK_K=block_k,
-            EVEN_N=even_n,
-            **_launch_kwargs(config.num_warps, config.num_stages),
-        )
-        return
-    block_n, block_k, even_n = _fit(config, half, k, batched=True)
-    _qkv_rope_rows_kernel[(heads + 2 * kv_heads, triton.cdiv(half, block_n))](
-        *common,
-        **flags,
-        BATCH=batch,
-        ROWS_PAD=rows_pad(batch),
-        BLOCK_N=block_n,
-        BLOCK_K=block_k,
-        EVEN_N=even_n,
-        PRECISION=_dot_precision(weight),
-        **_launch_kwargs(config.num_warps, config.num_stages),
+        bias,
+        norm_weight,
+        (q_out, k_cache, v_cache, cos, sin, pos, k, eps, heads, kv_heads, k_cache.shape[-2]),
+        rows=half,
+        config=config,
+        HEAD_DIM=head_dim,
     )
 
 
