@@ -69,6 +69,10 @@ class Profile:
     # describes.
     decode_compiled_memory_efficiency: float | None = None
     decode_cache_align: int = 0
+    # The share of the streaming bandwidth the mode's own fused decode attention reaches on what
+    # it reads (each query head its kv head's K and V), in two launches of kernel_fixed_seconds
+    # (estimate/speed.py fused_attention); None: attention streams like the step's other kernels.
+    decode_fused_attention_efficiency: float | None = None
     # A convolution pass's fixed GPU time per launch (forward, data and weight gradients) beside
     # its FLOPs at conv_efficiency: pipeline fill, epilogue and the last wave's tail.
     conv_fixed_seconds: float = 0.0
@@ -147,8 +151,9 @@ class Profile:
     def as_engine(self) -> Profile:
         """This profile as a serving engine decodes with it (vLLM, SGLang, TensorRT-LLM): their
         paged KV caches hold each sequence's real context, so a decode step reads that, not a
-        padded static cache (decode_cache_align 0)."""
-        return replace(self, decode_cache_align=0)
+        padded static cache (decode_cache_align 0), through their own attention kernels, which
+        read a GQA group's K and V once (no decode_fused_attention_efficiency)."""
+        return replace(self, decode_cache_align=0, decode_fused_attention_efficiency=None)
 
     def in_force(self, key: str) -> float:
         """The value the estimator uses for `key` (an absent decode share is memory_efficiency, an

@@ -54,6 +54,9 @@ class Kernel:
     launches  GPU kernels one instance launches, each paying the profile's kernel_fixed_seconds
            where the instance is memory-bound (a convolution: conv_fixed_seconds); None: its
            framework operations (at least one)
+    fixed_seconds  the fixed GPU time of each of its launches where it is not the step's (a kernel
+           of the mode's own in a step whose other kernels carry theirs inside their share:
+           torch.tuned's fused decode attention); None: the step's
     backward_launches  GPU kernels its backward launches where they differ from the forward's
            (a convolution's data and weight gradients, batch norm's reduction and input gradient);
            None: as many as the forward
@@ -77,6 +80,7 @@ class Kernel:
     launches: float | None = None
     backward_launches: float | None = None
     fused: Kernel | None = None
+    fixed_seconds: float | None = None
 
     @property
     def kernel_launches(self) -> float:

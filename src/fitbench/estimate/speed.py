@@ -235,7 +235,7 @@ def time_kernels(
         t_memory = kernel_bytes / (stream * share)
         if k.kind == "memory":
             # A memory-bound kernel: its bytes at the streaming rate plus a fixed cost per launch.
-            t_memory += k.kernel_launches * fixed
+            t_memory += k.kernel_launches * (fixed if k.fixed_seconds is None else k.fixed_seconds)
         t = max(t_compute, t_memory, profile.kernel_floor_seconds)
         if t == profile.kernel_floor_seconds and t > max(t_compute, t_memory):
             floor += t * k.count
@@ -404,20 +404,42 @@ def _fp8_extra_calls(workload: Workload, profile: Profile) -> float:
 _POINTWISE = ("elementwise", "layer_norm")
 
 
-def decode_as_run(kernels: list[Kernel], batch: int, profile: Profile) -> list[Kernel]:
+def decode_as_run(kernels: list[Kernel], batch: int, profile: Profile, *, groups: int = 1) -> list[Kernel]:
     """A decode step's kernels as the mode runs them at this batch.
 
     Up to the profile's decode_fused_max_batch the mode runs its own fused kernels (torch.tuned:
     backends/torch/fused_decode.py): the block's pointwise work (norms, rotary, the cache stores,
     residual adds, the activation) rides inside the weight GEMVs, which read their inputs and write
     their outputs once (the GEMMs' own activation bytes), so it moves no bytes and launches nothing
-    of its own. Weights stay read once per step and the KV cache once per sequence, as counted.
-    Above that batch a compiled step (Profile.fuses_pointwise) runs each pointwise chain as one
-    kernel (Kernel.fused, as_compiled), and an eager one runs them as counted.
+    of its own. Weights stay read once per step, as counted. Its attention is its own kernel where
+    the profile describes it (decode_fused_attention_efficiency, fused_attention): every query head
+    reads its kv head's K and V (`groups` query heads a kv head), in two launches. Above that batch
+    a compiled step (Profile.fuses_pointwise) runs each pointwise chain as one kernel
+    (Kernel.fused, as_compiled), and an eager one runs them as counted.
     """
     if batch > profile.decode_fused_max_batch:
         return as_compiled(kernels, profile)
-    return [k for k in kernels if k.name not in _POINTWISE]
+    return [fused_attention(k, profile, groups) for k in kernels if k.name not in _POINTWISE]
+
+
+def fused_attention(kernel: Kernel, profile: Profile, groups: int) -> Kernel:
+    """An attention kernel of the decode step as the mode's own fused kernel runs it
+    (backends/torch/decode_kernels.py decode_attention), where the profile describes one: each of
+    the `groups` query heads of a kv head reads that head's K and V itself (the group shares them
+    only through L2), at the kernel's own share of the streaming bandwidth, in two launches (the
+    splits of the cache side by side, then their merge: flash-decoding) at the profile's
+    kernel_fixed_seconds each. Other kernels, and profiles without one, pass unchanged."""
+    share = profile.decode_fused_attention_efficiency
+    if kernel.kind != "attention" or share is None:
+        return kernel
+    return dataclasses.replace(
+        kernel,
+        kind="memory",
+        bytes=kernel.bytes * groups,
+        memory_efficiency=share,
+        launches=2.0,
+        fixed_seconds=profile.kernel_fixed_seconds,
+    )
 
 
 # Decode steps a static-cache generator runs before its graph is captured, into slots of its cache
@@ -468,7 +490,8 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     slots = static_cache_slots(prompt, new, b, profile)
     if slots is not None:
         read_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=slots)
-    read_k = decode_as_run(read_k, b, profile)
+    groups = max(1, arch.num_heads // arch.kv_heads)
+    read_k = decode_as_run(read_k, b, profile, groups=groups)
     # The host issues the Python-level torch calls of the decode step as transformers issues them
     # (generate_ops: the layers, the model's fixed part and the generate loop), in place of the
     # kernels' per-kernel operation counts; autocast's C++ casts stay with the kernels.
