@@ -40,8 +40,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import platform
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -49,7 +47,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import fitbench
 import speed  # benchmarks/ on the path: the local card and the precision tuned ran
 from fitbench.advise.diagnosis import compute_class
 from fitbench.backends.base import RunOptions
@@ -420,21 +417,14 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:
         """The record so far (rewritten after each scenario: a run stopped midway keeps its rows)."""
         record = {
-            "benchmark": "compiled_step",
-            "fitbench_version": fitbench.__version__,
-            "command": " ".join(
-                ["python", "benchmarks/compiled_step.py", *(sys.argv[1:] if argv is None else argv)]
+            **speed.run_header(
+                "compiled_step",
+                argv,
+                started=started,
+                t0=t0,
+                device=device,
+                device_name=_device_name(results),
             ),
-            "started_utc": started.isoformat(timespec="seconds"),
-            "finished_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "elapsed_seconds": round(time.perf_counter() - t0, 1),
-            "machine": {
-                "hostname": socket.gethostname(),
-                "platform": platform.platform(),
-                "python": platform.python_version(),
-                "device": device,
-                "device_name": _device_name(results),
-            },
             "versions": speed.environment(results),
             "gpu": {"id": gpu.id, "name": gpu.name, "peak_flops": dict(gpu.peak_flops)}
             if gpu is not None

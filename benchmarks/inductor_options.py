@@ -62,8 +62,6 @@ import datetime as dt
 import gc
 import json
 import math
-import platform
-import socket
 import statistics
 import sys
 import time
@@ -462,20 +460,9 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:
         """The record so far (rewritten after each row: a run stopped midway keeps its rows)."""
         record = {
-            "benchmark": "inductor_options",
-            "command": " ".join(
-                ["python", "benchmarks/inductor_options.py", *(sys.argv[1:] if argv is None else argv)]
+            **speed.run_header(
+                "inductor_options", argv, started=started, t0=t0, device=device, device_name=info.get("name")
             ),
-            "started_utc": started.isoformat(timespec="seconds"),
-            "finished_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "elapsed_seconds": round(time.perf_counter() - t0, 1),
-            "machine": {
-                "hostname": socket.gethostname(),
-                "platform": platform.platform(),
-                "python": platform.python_version(),
-                "device": device,
-                "device_name": info.get("name"),
-            },
             "versions": _versions(),
             "gpu": gpu.id if gpu is not None else None,
             "settings": {

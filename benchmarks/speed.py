@@ -41,6 +41,7 @@ import platform
 import re
 import socket
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -361,6 +362,36 @@ def environment(results: list[dict[str, Any]]) -> dict[str, Any]:
             if env:
                 return env
     return {}
+
+
+def run_header(
+    benchmark: str,
+    argv: list[str] | None,
+    *,
+    started: dt.datetime,
+    t0: float,
+    device: str,
+    device_name: str | None,
+) -> dict[str, Any]:
+    """The head of a benchmark's JSON record (compiled_step.py, inductor_options.py): which script
+    with which arguments, when, for how long, on which machine."""
+    return {
+        "benchmark": benchmark,
+        "fitbench_version": fitbench.__version__,
+        "command": " ".join(
+            ["python", f"benchmarks/{benchmark}.py", *(sys.argv[1:] if argv is None else argv)]
+        ),
+        "started_utc": started.isoformat(timespec="seconds"),
+        "finished_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "elapsed_seconds": round(time.perf_counter() - t0, 1),
+        "machine": {
+            "hostname": socket.gethostname(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "device": device,
+            "device_name": device_name,
+        },
+    }
 
 
 def output_path(folder: Path, gpu_slug: str) -> Path:
