@@ -46,6 +46,7 @@ Weights are created directly on the device in the target dtype and drawn from N(
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -530,7 +531,11 @@ class StaticKVGenerator:
         """Record the prefill over `prompt_ids` in its own graph (its own memory pool: nothing
         it allocates outlives a replay, its results land in the static cache and token buffers).
         One eager prefill on the capture stream first, as for the decode step; on failure the
-        prefill stays eager and `prefill_capture_error` says why."""
+        prefill stays eager and `prefill_capture_error` says why.
+
+        The eager prefills' activations go back to the driver before capture: the graph's pool
+        cannot reuse the blocks they leave cached in the allocator, so without this a long prompt
+        at a large batch would hold its activations twice (cached, and in the pool)."""
         self.prompt_ids.copy_(prompt)
         graph = torch.cuda.CUDAGraph()
         try:
@@ -538,6 +543,8 @@ class StaticKVGenerator:
                 self._prefill(self.prompt_ids)
             torch.cuda.current_stream(self.device).wait_stream(stream)
             torch.cuda.synchronize(self.device)
+            gc.collect()
+            torch.cuda.empty_cache()
             with torch.cuda.graph(graph, stream=stream):
                 self._prefill(self.prompt_ids)
             torch.cuda.synchronize(self.device)
