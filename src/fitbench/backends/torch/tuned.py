@@ -113,7 +113,14 @@ COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 #: (seq 512, b16) 14.95 -> 14.82 ms, and both compiled faster (59 -> 32 s, 27 -> 19 s), the losses
 #: unchanged (benchmarks/inductor_options.py; inductor-options-h200-2026-12-04.json). Coordinate
 #: descent tuning was no faster and compiled 3x longer.
-INDUCTOR_OPTIONS: dict[str, Any] = {"combo_kernels": True}
+#: fallback_random leaves dropout to aten's kernel, which draws four numbers per Philox call, where
+#: inductor's fused kernels draw each with a Philox call of its own (tl.rand, ten rounds of 32-bit
+#: multiplies per element): inside BERT's fused dropout + residual + LayerNorm kernel that doubled
+#: its time (43.5 against 21.6 us a site without dropout; benchmarks/dropout_norm.py), and the
+#: BERT-base step went 15.06 -> 14.54 ms and 15.02 -> 14.52 ms in two runs
+#: (inductor-options-h200-2026-12-04-random.json). Dropout stays aten's own kernel, drawing from
+#: the same generator as the uncompiled step; steps without dropout (ResNet, decoders) draw nothing.
+INDUCTOR_OPTIONS: dict[str, Any] = {"combo_kernels": True, "fallback_random": True}
 COMPILE_UNAVAILABLE = (
     "--compile needs a CUDA device with Triton (torch.compile's inductor); the step ran uncompiled"
 )
