@@ -160,12 +160,21 @@ def test_the_captured_prefill_and_decode_generate_what_the_full_forward_generate
 
 
 def test_inductor_gets_the_mode_s_settings_and_fitbench_s_options():
+    from fitbench.backends.torch.compact_encoder import build_compact_encoder
     from fitbench.backends.torch.tuned import INDUCTOR_OPTIONS, compile_settings
 
     assert compile_settings("inductor", "default") == {"options": INDUCTOR_OPTIONS}
     autotune = compile_settings("inductor", "max-autotune-no-cudagraphs")["options"]
     assert autotune["max_autotune"] is True and autotune["combo_kernels"] is True
-    assert autotune["fallback_random"] is True  # dropout drawn by aten, four numbers per Philox call
+    assert "fallback_random" not in autotune  # inductor draws LoRA's and other models' dropout
+    # The BERT-style encoder's dropouts are drawn by aten's kernel (four numbers per Philox call).
+    arch = get_workload("bert-base-imdb", tiny=True).arch
+    encoder = build_compact_encoder(arch, device=torch.device("cpu"), dtype=torch.float32)
+    assert compile_settings("inductor", "default", encoder)["options"] == {
+        **INDUCTOR_OPTIONS,
+        "fallback_random": True,
+    }
+    assert compile_settings("inductor", "default", torch.nn.Linear(2, 2)) == {"options": INDUCTOR_OPTIONS}
     assert "triton.cudagraphs" not in autotune or autotune["triton.cudagraphs"] is False
     assert compile_settings("aot_eager", "default") == {}
 

@@ -113,14 +113,17 @@ COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 #: (seq 512, b16) 14.95 -> 14.82 ms, and both compiled faster (59 -> 32 s, 27 -> 19 s), the losses
 #: unchanged (benchmarks/inductor_options.py; inductor-options-h200-2026-12-04.json). Coordinate
 #: descent tuning was no faster and compiled 3x longer.
+INDUCTOR_OPTIONS: dict[str, Any] = {"combo_kernels": True}
+#: ... and for the BERT-style encoder (CompactEncoder), whose dropouts feed its residual LayerNorms:
 #: fallback_random leaves dropout to aten's kernel, which draws four numbers per Philox call, where
-#: inductor's fused kernels draw each with a Philox call of its own (tl.rand, ten rounds of 32-bit
-#: multiplies per element): inside BERT's fused dropout + residual + LayerNorm kernel that doubled
-#: its time (43.5 against 21.6 us a site without dropout; benchmarks/dropout_norm.py), and the
-#: BERT-base step went 15.06 -> 14.54 ms and 15.02 -> 14.52 ms in two runs
-#: (inductor-options-h200-2026-12-04-random.json). Dropout stays aten's own kernel, drawing from
-#: the same generator as the uncompiled step; steps without dropout (ResNet, decoders) draw nothing.
-INDUCTOR_OPTIONS: dict[str, Any] = {"combo_kernels": True, "fallback_random": True}
+#: inductor draws each with a Philox call of its own (tl.rand, ten rounds of 32-bit multiplies per
+#: element) inside the fused dropout + residual + LayerNorm kernel, doubling its time (43.5 against
+#: 21.6 us a site without dropout; benchmarks/dropout_norm.py). The BERT-base step went
+#: 15.06 -> 14.54 and 15.02 -> 14.52 ms in two runs (inductor-options-h200-2026-12-04-random.json,
+#: -autotune.json), speed.py's 14.9 -> 14.5 ms. Where dropout feeds a GEMM instead (LoRA's adapter
+#: inputs) inductor's fused draw is the cheaper one: the Llama-3.2-1B LoRA step went 218 -> 232 ms
+#: with fallback_random (speed-h200-2026-12-04-run3.json), so other models keep inductor's.
+ENCODER_INDUCTOR_OPTIONS: dict[str, Any] = {"fallback_random": True}
 COMPILE_UNAVAILABLE = (
     "--compile needs a CUDA device with Triton (torch.compile's inductor); the step ran uncompiled"
 )
@@ -388,7 +391,7 @@ class GraphedStepSession(TorchSession):
                 self._eager_forward,
                 backend=self.compile_backend,
                 dynamic=False,
-                **compile_settings(self.compile_backend, self.compile_mode),
+                **compile_settings(self.compile_backend, self.compile_mode, self.model),
             )
             self._before_capture()
             self._body()
@@ -609,15 +612,19 @@ class TunedInferSession(GraphedStepSession):
         return self._forward()
 
 
-def compile_settings(backend: CompileBackend, mode: str) -> dict[str, Any]:
-    """torch.compile's keyword arguments for the step: inductor gets the mode's settings plus
-    INDUCTOR_OPTIONS (torch.compile takes a mode or options, not both, so the mode is spelled out
-    as its options); another backend (the tests' aot_eager) gets none."""
+def compile_settings(backend: CompileBackend, mode: str, model: nn.Module | None = None) -> dict[str, Any]:
+    """torch.compile's keyword arguments for the step of `model`: inductor gets the mode's settings
+    plus INDUCTOR_OPTIONS, and ENCODER_INDUCTOR_OPTIONS for a CompactEncoder (torch.compile takes a
+    mode or options, not both, so the mode is spelled out as its options); another backend (the
+    tests' aot_eager) gets none."""
     if backend != "inductor":
         return {}
     import torch._inductor
 
-    return {"options": {**torch._inductor.list_mode_options(mode), **INDUCTOR_OPTIONS}}
+    options = {**torch._inductor.list_mode_options(mode), **INDUCTOR_OPTIONS}
+    if isinstance(model, CompactEncoder):
+        options.update(ENCODER_INDUCTOR_OPTIONS)
+    return {"options": options}
 
 
 def step_compiler(options: RunOptions, device: torch.device) -> tuple[CompileBackend | None, str, str | None]:
