@@ -251,7 +251,8 @@ def test_compiling_removes_the_pointwise_passes_not_the_gemms() -> None:
     eager_t = speed.training_step(w, H200, eager)
     assert fused_t.flops == pytest.approx(eager_t.flops)
     assert fused_t.compute_seconds == pytest.approx(eager_t.compute_seconds, rel=0.05)
-    assert fused_t.memory_seconds < 0.6 * eager_t.memory_seconds
+    # (the encoder's hidden dropouts stay aten's own kernels, ENCODER_INDUCTOR_OPTIONS: 0.61)
+    assert fused_t.memory_seconds < 0.65 * eager_t.memory_seconds
     assert fused_t.bytes < 0.8 * eager_t.bytes
     assert DEFAULT.fuses_pointwise is False and TUNED.fuses_pointwise is True
 
@@ -374,3 +375,30 @@ def test_gemm_launch_time_describes_the_stored_h200_gemm_shapes() -> None:
     with_launch = speed.time_kernels([gemm], w, H200, TUNED, host_seconds_per_op=0.0).gpu_seconds
     without = speed.time_kernels([gemm], w, H200, no_launch, host_seconds_per_op=0.0).gpu_seconds
     assert with_launch - without == pytest.approx(gemm.kernel_launches * gemm.count * fixed, rel=1e-6)
+
+
+def test_the_encoder_s_aten_dropout_adds_its_own_kernels_to_the_fused_forward_only() -> None:
+    """The tuned BERT-style encoder compiles with aten's dropout (fallback_random): each hidden
+    dropout is a kernel of its own before its norm region (read the branch, write the dropped copy
+    and the mask), its backward stays fused; a LoRA-adapted encoder keeps inductor's fused draw."""
+    from fitbench.estimate.dtypes import activation_dtypes
+    from fitbench.estimate.transformer_cost import forward_kernels, fused_pointwise_bytes_per_token
+
+    w = workload_as_run(get_workload("bert-base-imdb", precision="amp-bf16"), "tuned", H200)
+    arch = w.arch
+    dt = activation_dtypes(w, dropout=True)
+    inside, inside_k, _, _ = fused_pointwise_bytes_per_token(arch, dt)
+    apart, apart_k, _, _ = fused_pointwise_bytes_per_token(arch, dt, aten_dropout=True)
+    h = arch.hidden_size
+    assert (inside_k, apart_k) == (2.0, 4.0)
+    assert apart - inside == pytest.approx(2 * h * 2 * dt.act)  # the dropped copy written and read
+
+    def layer_norm(workload):
+        (k,) = [k for k in forward_kernels(workload, 16, 512) if k.name == "layer_norm"]
+        return k.fused
+
+    plain = layer_norm(w)
+    assert plain.kernel_launches == 4.0 and plain.bytes == pytest.approx(16 * 512 * apart)
+    assert plain.backward_bytes == pytest.approx(2 * 16 * 512 * inside)
+    lora = layer_norm(w.replace(peft="lora"))
+    assert lora.kernel_launches == 2.0 and lora.bytes == pytest.approx(16 * 512 * inside)

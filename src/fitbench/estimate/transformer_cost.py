@@ -560,10 +560,10 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
 
 
 def fused_pointwise_bytes_per_token(
-    arch: TransformerArch, dt: ActivationDtypes
-) -> tuple[float, float, float]:
-    """(norm regions' bytes, the other regions' bytes, the other regions' kernels) of one block's
-    forward per token when a compiler fuses its pointwise work (torch.compile's inductor).
+    arch: TransformerArch, dt: ActivationDtypes, *, aten_dropout: bool = False
+) -> tuple[float, float, float, float]:
+    """(norm regions' bytes, their kernels, the other regions' bytes, their kernels) of one
+    block's forward per token when a compiler fuses its pointwise work (torch.compile's inductor).
 
     A fused region reads its inputs and writes its outputs once, whatever it computes inside:
     * each of the block's two norms, with the residual add before it and the dropout on the
@@ -576,14 +576,24 @@ def fused_pointwise_bytes_per_token(
     The inductor kernels of the compiled steps (benchmarks/results/compiled-step-profile-h200-
     2026-12-04.json) are these regions: `triton_*_fused_add_native_dropout_native_layer_norm_*`,
     `*_fused_mul_silu_*`, and no elementwise kernel beside them.
+
+    With `aten_dropout` (the tuned BERT-style encoder compiles with inductor's fallback_random:
+    backends/torch/tuned.py ENCODER_INDUCTOR_OPTIONS) each hidden dropout is aten's own kernel
+    before its norm region: it reads the branch output and writes the dropped copy and the mask,
+    which the norm region then reads in place of the branch output (one more kernel per norm).
     """
     h, f = arch.hidden_size, arch.intermediate_size
     norm_out = dt.act if dt.amp else dt.res
-    norms = 2 * h * (dt.act + 2 * dt.res + norm_out + dt.mask)
+    separate = aten_dropout and dt.mask > 0
+    norms = 2 * h * (dt.act + 2 * dt.res + norm_out + (0 if separate else dt.mask))
+    norm_regions = 2.0
+    if separate:
+        norms += 2 * h * (2 * dt.act + dt.mask)
+        norm_regions += 2.0
     act = 3 * f * dt.act if arch.mlp == "swiglu" else 2 * f * dt.act
     rotary = 2 * (arch.q_dim + arch.kv_dim) * dt.act if arch.position == "rotary" else 0.0
     regions = 1.0 + (1.0 if rotary else 0.0)
-    return float(norms), float(act + rotary), regions
+    return float(norms), norm_regions, float(act + rotary), regions
 
 
 def _quantized_counts(workload: Workload) -> dict[str, tuple[int, int]]:
@@ -742,7 +752,14 @@ def forward_kernels(
         )
     )
     ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt)
-    norm_fused, rest_fused, rest_regions = fused_pointwise_bytes_per_token(arch, dt)
+    # The tuned mode compiles BERT-style encoders (not LoRA-adapted ones) with aten's dropout.
+    aten_dropout = arch.kind == "encoder" and arch.norm == "layernorm" and not workload.peft
+    norm_fused, norm_regions, rest_fused, rest_regions = fused_pointwise_bytes_per_token(
+        arch, dt, aten_dropout=aten_dropout
+    )
+    # Their backward is inductor's either way (the dropout's gradient is a multiply by the saved
+    # mask, fused into the norm's backward): twice the forward of the regions with dropout inside.
+    norm_fused_backward = 2.0 * fused_pointwise_bytes_per_token(arch, dt)[0]
     if arch.norm == "layernorm":
         # The two LayerNorms of a block run kernels of their own (see LAYER_NORM_SHARE).
         ln_bytes, ln_ops = 2 * 2 * arch.hidden_size * dt.res, 2
@@ -765,7 +782,8 @@ def forward_kernels(
                     bytes=tokens * norm_fused,
                     count=L,
                     ops=ln_ops,
-                    launches=2.0,
+                    launches=norm_regions,
+                    backward_bytes=tokens * norm_fused_backward,
                     backward_launches=4.0,
                 ),
             )
@@ -786,7 +804,7 @@ def forward_kernels(
                 bytes=tokens * (rest_fused + (norm_fused if arch.norm != "layernorm" else 0.0)),
                 count=L,
                 ops=ew_ops,
-                launches=rest_regions + (2.0 if arch.norm != "layernorm" else 0.0),
+                launches=rest_regions + (norm_regions if arch.norm != "layernorm" else 0.0),
             ),
         )
     )
