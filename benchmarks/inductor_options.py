@@ -6,11 +6,15 @@ backward and optimizer step in one CUDA graph (backends/torch/tuned.py). Inducto
 beyond its modes that change the kernels it generates; this script measures a few of them on the
 same step, so fitbench's default can be chosen from data:
 
-    baseline             inductor's defaults (what fitbench runs today)
+    baseline             what fitbench runs today: inductor's defaults plus its own options
     combo_kernels        combo_kernels: independent small kernels fused side by side into one
     coordinate_descent   coordinate_descent_tuning: each generated Triton kernel's block sizes
                          tuned by coordinate descent while compiling (longer compiles)
     both                 the two together
+
+fitbench's own options (tuned.py INDUCTOR_OPTIONS: combo_kernels; ENCODER_INDUCTOR_OPTIONS for the
+BERT-style encoder: fallback_random) go to torch.compile, whose options win over a set's patch of
+the same setting: a set can add settings, not turn those off (change the constants to compare).
 
 Each set is applied with `torch._inductor.config.patch(options)` around the whole life of one tuned
 session, opened in this process as tuned_profile.py opens it (the compile and the capture happen
