@@ -46,7 +46,6 @@ Weights are created directly on the device in the target dtype and drawn from N(
 
 from __future__ import annotations
 
-import gc
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -58,6 +57,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fitbench.backends.torch.backend import is_oom
+from fitbench.backends.torch.session import release_cached_blocks
 from fitbench.errors import FitbenchError
 from fitbench.workloads.arch import TransformerArch
 
@@ -543,8 +543,7 @@ class StaticKVGenerator:
                 self._prefill(self.prompt_ids)
             torch.cuda.current_stream(self.device).wait_stream(stream)
             torch.cuda.synchronize(self.device)
-            gc.collect()
-            torch.cuda.empty_cache()
+            release_cached_blocks(self.device)
             with torch.cuda.graph(graph, stream=stream):
                 self._prefill(self.prompt_ids)
             torch.cuda.synchronize(self.device)

@@ -61,7 +61,6 @@ On a CPU there are no CUDA graphs: the same code runs eagerly, and a warning say
 from __future__ import annotations
 
 import contextlib
-import gc
 import time
 from abc import abstractmethod
 from collections.abc import Callable
@@ -90,6 +89,7 @@ from fitbench.backends.torch.session import (
     note_input_pipeline,
     open_device,
     precision_notes,
+    release_cached_blocks,
     warn_param_mismatch,
 )
 from fitbench.backends.torch.static_decoder import FUSED_MAX_BATCH, StaticDecoder, StaticKVGenerator, _summary
@@ -415,9 +415,7 @@ class GraphedStepSession(TorchSession):
         (on an H200 the reserved peak was 1.3-2x the allocated one) and the step's graph pool comes
         on top. Collected and emptied here, the whole-process peak is the step's, not the
         compiler's. A no-op for memory on a CPU (gc only)."""
-        gc.collect()
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
+        release_cached_blocks(self.device)
 
     def _uncompile(self) -> None:
         """Back to the eager forward; dynamo's caches (and what they hold) are dropped."""
@@ -442,8 +440,7 @@ class GraphedStepSession(TorchSession):
             torch.cuda.synchronize(dev)
             self._before_capture()
             # The warm-up's activations go back to the driver: the graph gets its own pool.
-            gc.collect()
-            torch.cuda.empty_cache()
+            release_cached_blocks(dev)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, stream=stream):
                 out = self._body()
