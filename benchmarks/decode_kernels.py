@@ -447,8 +447,15 @@ def attention_sweep(batches: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
+TOKEN_MODES = ("compiled", "fused", "fused-best")
+
+
 def whole_token(
-    best: dict[str, dk.GemvConfig], batch: int, prompt_tokens: int = 50, new_tokens: int = 100
+    best: dict[str, dk.GemvConfig],
+    batch: int,
+    prompt_tokens: int = 50,
+    new_tokens: int = 100,
+    modes: tuple[str, ...] = TOKEN_MODES,
 ) -> dict[str, Any]:
     torch.manual_seed(0)
     model = StaticDecoder(LLAMA_7B, device="cuda", dtype=DTYPE)
@@ -460,7 +467,7 @@ def whole_token(
     result: dict[str, Any] = {"batch": batch, "weight_bytes": weight_bytes, "kv_bytes_per_step": kv_bytes}
     generated = {}
     first_logits = {}
-    for mode in ("compiled", "fused", "fused-best"):
+    for mode in modes:
         if mode == "fused-best" and not best:
             continue
         gen = StaticKVGenerator(
@@ -595,12 +602,12 @@ def run_batch(batch: int, args: argparse.Namespace, copy_tbps: float) -> dict[st
     best = best_configs(report.get("sweep", []))
     report["best_configs"] = {name: dataclasses.asdict(cfg) for name, cfg in best.items()}
     if not args.skip_token:
-        tok = whole_token(best, batch)
+        tok = whole_token(best, batch, modes=tuple(args.token_modes.split(",")))
         step_bytes = tok["weight_bytes"] + tok["kv_bytes_per_step"]
         tok["roofline_step_ms_at_copy_rate"] = step_bytes / (copy_tbps * 1e12) * 1e3
         report["token"] = tok
         parts = []
-        for mode in ("compiled", "fused", "fused-best"):
+        for mode in TOKEN_MODES:
             r = tok.get(mode)
             if r is None:
                 continue
@@ -629,6 +636,11 @@ def main(argv: list[str] | None = None) -> int:
         "--smoke", action="store_true", help="tiny shapes, correctness only (CPU: interpreter)"
     )
     parser.add_argument("--only", default="qkv,o,gate_up,down,head", help="GEMVs to sweep")
+    parser.add_argument(
+        "--token-modes",
+        default=",".join(TOKEN_MODES),
+        help="whole-token steps to time (the compiled one compiles for ~1 min a batch)",
+    )
     parser.add_argument(
         "--attention-sweep",
         action="store_true",

@@ -17,6 +17,10 @@ tiles are correct but slow: the GEMVs with RMSNorm folded in (qkv, gate_up, the 
 weights at 1.2-2.4 TB/s against cuBLAS's 3.6-4.1, while the plain ones (o, down) beat cuBLAS
 (2.8 and 3.5 TB/s against 2.5 and 3.2); a 6.7B b8 step took 8.72 ms against the compiled step's
 4.63. The tuned mode therefore runs them at batch 1 only (static_decoder.FUSED_MAX_BATCH).
+Tiles for 2-8 sequences that multiply by FP32 FMAs, as batch 1 does, with a [rows, 2 * block_n,
+block_k] accumulator, were tried and are not kept: 2.0-2.75 TB/s at b2, 0.9-1.0 at b8, and a 6.7B
+step of 5.58 / 7.32 / 14.28 ms at b2 / b4 / b8 (decode-kernels-fma-trial-h200-2026-12-04.json);
+their 3-D product converts a layout through shared memory at every step.
 """
 
 from __future__ import annotations
