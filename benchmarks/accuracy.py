@@ -13,6 +13,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --merge A.json B.json --merge-out C.json   # pool the runs of files
     python benchmarks/accuracy.py --set holdout      # points the fit never saw (about 8 minutes)
     python benchmarks/accuracy.py --set holdout --dry-run       # its points and estimated time
+    python benchmarks/accuracy.py --set inference   # host-bound classification inference (~3 min)
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -301,7 +302,22 @@ HOLDOUT: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
-SETS = {"matrix": MATRIX, "holdout": HOLDOUT}
+# Classification forward passes at small batches (eval mode under torch.inference_mode), where
+# the host's issue time decides the step: no autograd records a node, so an operation costs the
+# host less than a training step's (host_seconds_per_op) does. ResNet-50 FP32 batch 1 is the one
+# point its constant (infer_host_seconds_per_op) is fitted on; the others score it.
+INFERENCE: list[tuple[str, dict[str, Any]]] = [
+    ("resnet50-imagenet", {"mode": "infer", "precision": "fp32", "batch_size": 1}),
+    ("resnet50-imagenet", {"mode": "infer", "precision": "fp32", "batch_size": 8}),
+    ("resnet50-imagenet", {"mode": "infer", "precision": "amp-fp16", "batch_size": 1}),
+    ("resnet50-imagenet", {"mode": "infer", "precision": "amp-bf16", "batch_size": 32}),
+    ("resnet-18.json", {"mode": "infer", "precision": "fp32", "batch_size": 1, "image_size": 224}),
+    ("resnet-101.json", {"mode": "infer", "precision": "fp32", "batch_size": 1, "image_size": 224}),
+    ("bert-base-imdb", {"mode": "infer", "precision": "fp32", "batch_size": 1, "seq_len": 128}),
+    ("bert-base-imdb", {"mode": "infer", "precision": "amp-fp16", "batch_size": 4, "seq_len": 128}),
+    ("bert-large-uncased.json", {"mode": "infer", "precision": "fp16", "batch_size": 1, "seq_len": 128}),
+]
+SETS = {"matrix": MATRIX, "holdout": HOLDOUT, "inference": INFERENCE}
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
 # build, memory probes): ResNet-50 7.5 s, BERT (transformers imported) 11 s, HF generate of the
@@ -717,8 +733,8 @@ def main(argv: list[str] | None = None) -> int:
         dest="point_set",
         choices=sorted(SETS),
         default="matrix",
-        help="matrix (the points the built-in profile was fitted on, default) or holdout "
-        "(points it never saw)",
+        help="matrix (the points the built-in profile was fitted on, default), holdout "
+        "(points it never saw) or inference (small-batch classification forward passes)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(

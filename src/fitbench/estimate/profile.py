@@ -95,6 +95,10 @@ class Profile:
     # A LoRA adapter's operation (its two rank-r Linears, the casts, dropout, scaling and add
     # around them, and their backward nodes) / host_seconds_per_op.
     adapter_host_share: float = 1.0
+    # A classification forward pass's operation in inference mode (torch.inference_mode, Paddle's
+    # no_grad: no autograd node recorded, no tensors saved for a backward) / host_seconds_per_op,
+    # which training steps measure.
+    inference_host_share: float = 1.0
     # Host time of one fp8 Linear in an eager decode step (its Triton launch), in Python-level
     # torch calls (generate_host_seconds_per_op); 1.0: as a 16-bit Linear's F.linear.
     fp8_linear_host_calls: float = 1.0
@@ -167,8 +171,9 @@ class Profile:
 
 
 # The profile's host times: seconds the host spends per framework operation. Everything else in a
-# host cost is counted in these units (cast_host_share and adapter_host_share are shares of an operation,
-# fp8_linear_host_calls a number of calls), so it follows them; the rest is GPU time and memory.
+# host cost is counted in these units (cast_host_share, adapter_host_share and inference_host_share
+# are shares of an operation, fp8_linear_host_calls a number of calls), so it follows them; the
+# rest is GPU time and memory.
 HOST_TIME_KEYS = ("host_seconds_per_op", "generate_host_seconds_per_op")
 
 

@@ -374,9 +374,9 @@ def inference_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing
     else:
         fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
     fwd = as_compiled(fwd, profile)
-    return time_kernels(
-        fwd, workload, gpu, profile, host_seconds_per_op=profile.host_seconds_per_op, fixed_ops=5.0
-    )
+    # Inference mode records no autograd node: an operation costs the host a share of a training one.
+    host_per_op = profile.host_seconds_per_op * profile.inference_host_share
+    return time_kernels(fwd, workload, gpu, profile, host_seconds_per_op=host_per_op, fixed_ops=5.0)
 
 
 @dataclass(frozen=True, kw_only=True)
