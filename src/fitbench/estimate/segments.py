@@ -44,7 +44,8 @@ class Kernel:
            weights and inputs): each costs the host only the dispatcher, an allocation and a
            launch, the profile's cast_host_share of an operation
     compute   a tensor-core type the matmul uses where the card has it ('fp8', 'int8' for
-           quantized weights with quantized activations); '' for the precision's own
+           quantized weights with quantized activations), or 'fp32' for the FP32 arithmetic of a
+           memory-bound kernel on the CUDA cores (GELU's erf); '' for the precision's own
     dequant_bytes  traffic of expanding quantized weights to 16 bit before a 16-bit GEMM (write
            the copy, read it back), paid where `compute` is not available on the card
     backward_bytes  bytes its backward moves where the family module counts them (batch norm,
@@ -60,6 +61,8 @@ class Kernel:
     backward_launches  GPU kernels its backward launches where they differ from the forward's
            (a convolution's data and weight gradients, batch norm's reduction and input gradient);
            None: as many as the forward
+    backward_flops  floating-point operations its backward does where the family module counts
+           them (GELU's derivative); None: the kind's multiple of `flops` (estimate/speed.py _backward)
     fused  what this work becomes in a step a compiler fuses (torch.compile's inductor in torch's
            tuned mode: Profile.fuses_pointwise): a chain of pointwise passes becomes one kernel
            that reads the chain's inputs and writes its outputs once; None: unchanged (GEMMs,
@@ -79,6 +82,7 @@ class Kernel:
     memory_efficiency: float | None = None
     launches: float | None = None
     backward_launches: float | None = None
+    backward_flops: float | None = None
     fused: Kernel | None = None
     fixed_seconds: float | None = None
 

@@ -220,6 +220,10 @@ def time_kernels(
             rate = k.compute if native else _compute_precision(k.kind, workload)
             if k.kind == "conv":
                 share = conv_efficiency(profile, gpu, rate)
+            elif k.kind == "memory":
+                # A memory kernel's own arithmetic (GELU's erf) at the datasheet FP32 rate: its
+                # per-element cost was measured against the H200's (transformer_cost).
+                share = 1.0
             else:
                 share = eff.get(k.kind, 1.0) * gemm_rate_factor(gpu, rate)
             peak = gpu.peak(rate) * share
@@ -266,7 +270,7 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
     """Backward of each forward kernel: matmuls and convolutions do two products (input and
     weight gradients); fused attention about 2.5x its forward (it recomputes the scores);
     elementwise work reads and writes about twice as much, unless the family module counted its
-    backward traffic (Kernel.backward_bytes). Each node costs the host
+    backward traffic (Kernel.backward_bytes, Kernel.backward_flops). Each node costs the host
     BACKWARD_HOST_SHARE of its forward operation; each autocast cast has a cast back of its
     gradient (ToCopyBackward), as many casts as the forward."""
     out = []
@@ -276,7 +280,10 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
             Kernel(
                 name=k.name + ".backward",
                 kind=k.kind,
-                flops=k.flops * factor,
+                flops=k.flops * factor if k.backward_flops is None else k.backward_flops,
+                # A memory kernel's arithmetic stays on the cores its forward used; a quantized
+                # matmul's gradients are 16-bit products of the dequantized weights.
+                compute=k.compute if k.kind == "memory" else "",
                 bytes=k.bytes * 2.0 if k.backward_bytes is None else k.backward_bytes,
                 count=k.count,
                 ops=k.ops * BACKWARD_HOST_SHARE,

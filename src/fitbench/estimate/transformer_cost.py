@@ -11,6 +11,7 @@ saves in the Hugging Face implementations the backends run.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fitbench.core.quant import kv_cache_element_bytes, kv_cache_scale_bytes_per_head, matrix_total_bytes
@@ -678,6 +679,80 @@ def dense_score_factor(workload: Workload, seq: int) -> float:
     return computed / counted
 
 
+def _pointwise_kernels(
+    workload: Workload, arch: TransformerArch, dt: ActivationDtypes, tokens: int
+) -> list[Kernel]:
+    """A block's kernels beside its GEMMs and attention: the LayerNorms (where the block has
+    them), the exact GELU, and the rest of its elementwise work; each with its compiled form."""
+    L = arch.num_layers
+    ks: list[Kernel] = []
+    ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt)
+    # The tuned mode compiles BERT-style encoders (not LoRA-adapted ones) with aten's dropout.
+    aten_dropout = arch.kind == "encoder" and arch.norm == "layernorm" and not workload.peft
+    norm_fused, norm_regions, rest_fused, rest_regions = fused_pointwise_bytes_per_token(
+        arch, dt, aten_dropout=aten_dropout
+    )
+    # Their backward is inductor's either way (the dropout's gradient is a multiply by the saved
+    # mask, fused into the norm's backward): twice the forward of the regions with dropout inside.
+    norm_fused_backward = 2.0 * fused_pointwise_bytes_per_token(arch, dt)[0]
+    if arch.norm == "layernorm":
+        # The two LayerNorms of a block run kernels of their own (see LAYER_NORM_SHARE).
+        ln_bytes, ln_ops = 2 * 2 * arch.hidden_size * dt.res, 2
+        ew_bytes, ew_ops = ew_bytes - ln_bytes, ew_ops - ln_ops
+        ks.append(
+            Kernel(
+                name="layer_norm",
+                kind="memory",
+                flops=0.0,
+                bytes=tokens * ln_bytes,
+                count=L,
+                ops=ln_ops,
+                launches=2.0,
+                backward_launches=4.0,  # the input gradient, and gamma's and beta's reduction
+                memory_efficiency=LAYER_NORM_SHARE,
+                fused=Kernel(
+                    name="layer_norm",
+                    kind="memory",
+                    flops=0.0,
+                    bytes=tokens * norm_fused,
+                    count=L,
+                    ops=ln_ops,
+                    launches=norm_regions,
+                    backward_bytes=tokens * norm_fused_backward,
+                    backward_launches=4.0,
+                ),
+            )
+        )
+    ew_launches = _elementwise_launches(arch, dt, ew_ops)
+    if erf_gelu(arch):
+        # The GELU is a kernel of its own whose FP32 arithmetic can outlast its bytes.
+        gelu = gelu_kernel(arch, dt, tokens)
+        ks.append(gelu)
+        ew_bytes, ew_ops, ew_launches = ew_bytes - gelu.bytes / tokens, ew_ops - 1, ew_launches - 1
+        rest_fused, rest_regions = rest_fused - gelu.bytes / tokens, rest_regions - 1
+    ks.append(
+        Kernel(
+            name="elementwise",
+            kind="memory",
+            flops=0.0,
+            bytes=tokens * ew_bytes,
+            count=L,
+            ops=ew_ops,
+            launches=ew_launches,
+            fused=Kernel(
+                name="elementwise",
+                kind="memory",
+                flops=0.0,
+                bytes=tokens * (rest_fused + (norm_fused if arch.norm != "layernorm" else 0.0)),
+                count=L,
+                ops=ew_ops,
+                launches=rest_regions + (norm_regions if arch.norm != "layernorm" else 0.0),
+            ),
+        )
+    )
+    return ks
+
+
 def forward_kernels(
     workload: Workload, batch: int, seq: int, *, kv_len: int | None = None, with_head: bool = True
 ) -> list[Kernel]:
@@ -751,63 +826,7 @@ def forward_kernels(
             cast_ops=2.0 if dt.amp and workload.attention == "eager" else 0.0,
         )
     )
-    ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt)
-    # The tuned mode compiles BERT-style encoders (not LoRA-adapted ones) with aten's dropout.
-    aten_dropout = arch.kind == "encoder" and arch.norm == "layernorm" and not workload.peft
-    norm_fused, norm_regions, rest_fused, rest_regions = fused_pointwise_bytes_per_token(
-        arch, dt, aten_dropout=aten_dropout
-    )
-    # Their backward is inductor's either way (the dropout's gradient is a multiply by the saved
-    # mask, fused into the norm's backward): twice the forward of the regions with dropout inside.
-    norm_fused_backward = 2.0 * fused_pointwise_bytes_per_token(arch, dt)[0]
-    if arch.norm == "layernorm":
-        # The two LayerNorms of a block run kernels of their own (see LAYER_NORM_SHARE).
-        ln_bytes, ln_ops = 2 * 2 * arch.hidden_size * dt.res, 2
-        ew_bytes, ew_ops = ew_bytes - ln_bytes, ew_ops - ln_ops
-        ks.append(
-            Kernel(
-                name="layer_norm",
-                kind="memory",
-                flops=0.0,
-                bytes=tokens * ln_bytes,
-                count=L,
-                ops=ln_ops,
-                launches=2.0,
-                backward_launches=4.0,  # the input gradient, and gamma's and beta's reduction
-                memory_efficiency=LAYER_NORM_SHARE,
-                fused=Kernel(
-                    name="layer_norm",
-                    kind="memory",
-                    flops=0.0,
-                    bytes=tokens * norm_fused,
-                    count=L,
-                    ops=ln_ops,
-                    launches=norm_regions,
-                    backward_bytes=tokens * norm_fused_backward,
-                    backward_launches=4.0,
-                ),
-            )
-        )
-    ks.append(
-        Kernel(
-            name="elementwise",
-            kind="memory",
-            flops=0.0,
-            bytes=tokens * ew_bytes,
-            count=L,
-            ops=ew_ops,
-            launches=_elementwise_launches(arch, dt, ew_ops),
-            fused=Kernel(
-                name="elementwise",
-                kind="memory",
-                flops=0.0,
-                bytes=tokens * (rest_fused + (norm_fused if arch.norm != "layernorm" else 0.0)),
-                count=L,
-                ops=ew_ops,
-                launches=rest_regions + (norm_regions if arch.norm != "layernorm" else 0.0),
-            ),
-        )
-    )
+    ks.extend(_pointwise_kernels(workload, arch, dt, tokens))
     emb_rows = arch.hidden_size * dt.res  # FP32 tables under autocast, 16-bit in pure half
     ks.append(
         Kernel(
@@ -855,6 +874,46 @@ def forward_kernels(
     if workload.is_training and kv_len is None and with_head:
         ks.extend(_training_step_traffic(workload, arch, dt, tokens, a))
     return ks
+
+
+# FP32 operations per element of an exact (erf) GELU, counting an FMA as two as the datasheet FP32
+# peak does: its arithmetic (erff and the conversions around it) runs on the CUDA cores and can
+# take longer than its bytes. On an H200 (67 TFLOP/s FP32, 4.22 TB/s streaming) PyTorch's GELU
+# took 189.7 us for a [32768, 4096] FP16 tensor (benchmarks/results/profile-bert-large-fp16-
+# infer-b64-h200-2026-12-04.txt; its 537 MB stream in 127 us): 95 operations an element; its
+# gelu_backward 61.0 us for [8192, 4096] (profile-bert-large-amp-train-h200-2026-12-03.txt; 201 MB,
+# 48 us): 122. inductor's fused GELU in the tuned BERT step computes the same erf (39.3 and 55.6 us
+# for [8192, 3072] BF16 forward and backward, compiled-step-profile-h200-2026-12-04-bert.json: 105
+# and 148). On a card whose FP32 rate is lower against its bandwidth (an A100: 19.5 TFLOP/s for
+# 2 TB/s) the GELU is compute-bound by more; GeForce cards stay bandwidth-bound.
+GELU_FLOPS_PER_ELEMENT = 95.0
+GELU_BACKWARD_FLOPS_PER_ELEMENT = 122.0
+
+
+def erf_gelu(arch: TransformerArch) -> bool:
+    """Whether the block's MLP activation is one exact-GELU kernel (BERT, ViT, GPT-NeoX, Falcon):
+    a GELU MLP whose activation transformers does not write in Python (gpt2_python_gelu)."""
+    return arch.mlp == "gelu" and not gpt2_python_gelu(arch)
+
+
+def gelu_kernel(arch: TransformerArch, dt: ActivationDtypes, tokens: int) -> Kernel:
+    """A block's GELU over the MLP width: reads fc1's output and writes its own (16-bit under
+    autocast), GELU_FLOPS_PER_ELEMENT on the FP32 cores; backward reads the gradient and the input
+    and writes the input gradient at GELU_BACKWARD_FLOPS_PER_ELEMENT. Compiled, it is inductor's
+    pointwise region of the same reads, writes and erf."""
+    elements = float(tokens * arch.intermediate_size)
+    kernel = Kernel(
+        name="gelu",
+        kind="memory",
+        flops=elements * GELU_FLOPS_PER_ELEMENT,
+        bytes=2.0 * elements * dt.act,
+        count=arch.num_layers,
+        ops=1.0,
+        launches=1.0,
+        compute="fp32",
+        backward_flops=elements * GELU_BACKWARD_FLOPS_PER_ELEMENT,
+    )
+    return replace(kernel, fused=kernel)
 
 
 # Share of the card's streaming bandwidth that PyTorch's LayerNorm kernels reach on a block's
