@@ -305,7 +305,8 @@ HOLDOUT: list[tuple[str, dict[str, Any]]] = [
 # Classification forward passes at small batches (eval mode under torch.inference_mode), where
 # the host's issue time decides the step: no autograd records a node, so an operation costs the
 # host less than a training step's (host_seconds_per_op) does. ResNet-50 FP32 batch 1 is the one
-# point its constant (infer_host_seconds_per_op) is fitted on; the others score it.
+# point its constant (inference_host_share: benchmarks/inference_host.py) is fitted on; the
+# others score it.
 INFERENCE: list[tuple[str, dict[str, Any]]] = [
     ("resnet50-imagenet", {"mode": "infer", "precision": "fp32", "batch_size": 1}),
     ("resnet50-imagenet", {"mode": "infer", "precision": "fp32", "batch_size": 8}),
