@@ -319,13 +319,19 @@ def test_layer_norms_run_kernels_of_their_own_at_their_measured_share() -> None:
     kernels = transformer_cost.forward_kernels(bert, bert.batch_size, bert.seq_len)
     ln = next(k for k in kernels if k.name == "layer_norm")
     ew = next(k for k in kernels if k.name == "elementwise")
+    gelu = next(k for k in kernels if k.name == "gelu")  # a kernel of its own (test_gelu_cost.py)
     assert (ln.count, ln.kernel_launches, ln.backward_launches) == (arch.num_layers, 2.0, 4.0)
     assert ln.memory_efficiency == transformer_cost.LAYER_NORM_SHARE
     assert ln.bytes == tokens * 2 * 2 * arch.hidden_size * 4  # FP32 rows under autocast
     dt = transformer_cost.activation_dtypes(bert, dropout=True)
     lump_bytes, lump_ops = transformer_cost._elementwise_bytes_per_token(arch, dt)
-    assert ln.ops + ew.ops == lump_ops
-    assert ln.bytes + ew.bytes == pytest.approx(tokens * lump_bytes)
+    assert ln.ops + ew.ops + gelu.ops == lump_ops
+    assert ln.bytes + ew.bytes + gelu.bytes == pytest.approx(tokens * lump_bytes)
+    # Pure 16-bit rows (no autocast to run the norm in FP32) stream at their own, lower share.
+    half = get_workload("bert-base-imdb", mode="infer", precision="fp16")
+    half_ln = next(k for k in transformer_cost.forward_kernels(half, 16, 512) if k.name == "layer_norm")
+    assert half_ln.memory_efficiency == transformer_cost.LAYER_NORM_SHARE_16BIT
+    assert half_ln.memory_efficiency < transformer_cost.LAYER_NORM_SHARE
     llm = get_workload("llm-6b", mode="train", batch_size=1, seq_len=512)
     assert not [k for k in transformer_cost.forward_kernels(llm, 1, 512) if k.name == "layer_norm"]
 
