@@ -925,17 +925,20 @@ def gelu_kernel(arch: TransformerArch, dt: ActivationDtypes, tokens: int) -> Ker
 # 0.50 of the H200's streaming 4.22 TB/s.
 LAYER_NORM_SHARE = 0.50
 # The same kernels on 16-bit rows (pure FP16 / BF16, where autocast does not run the norm in FP32):
-# each thread still loads four elements a step (vectorized_layer_norm's vec_size), half the bytes
-# in flight, so they stream slower. The BERT-large FP16 inference step on an H200 (b64 seq 512,
-# benchmarks/results/profile-bert-large-fp16-infer-b64-h200-2026-12-04.txt) spent 88.4 us in each
-# of its 49 forward LayerNorms over [32768, 1024] FP16 rows (134 MB): 1.52 TB/s, 0.36 of
-# streaming; the FP32 rows of the training profile above ran their forward at 0.54.
+# each thread still loads four elements a step (PyTorch's aten/src/ATen/native/cuda/
+# layer_norm_kernel.cu: vec_size = 4 for every dtype), half the bytes in flight, so they stream
+# slower. The BERT-large FP16 inference step on an H200 (b64 seq 512, benchmarks/results/
+# profile-bert-large-fp16-infer-b64-h200-2026-12-04.txt) spent 88.4 us in each of its 49 forward
+# LayerNorms over [32768, 1024] FP16 rows (134 MB): 1.52 TB/s, 0.36 of streaming; the FP32 rows
+# of the training profile above ran their forward at 0.54.
 LAYER_NORM_SHARE_16BIT = 0.36
 
 
 def layer_norm_share(dt: ActivationDtypes) -> float:
     """The streaming share of PyTorch's LayerNorm kernels on rows of the residual stream's width."""
     return LAYER_NORM_SHARE_16BIT if dt.res == 2 else LAYER_NORM_SHARE
+
+
 # Share of the card's streaming bandwidth that a bias gradient's reduction reaches: PyTorch sums
 # the output gradient [tokens, out] over its tokens in a strided reduce_kernel, one a biased
 # Linear. The eager BERT-large AMP-fp16 step on an H200 (seq 512, b16; benchmarks/results/
