@@ -94,3 +94,13 @@ def test_the_compiled_step_times_the_same_gelu() -> None:
     compiled = {k.name: k for k in speed.training_kernels(w, TUNED)}
     assert compiled["gelu"].flops == _kernels("bert-base-imdb", precision="amp-bf16")["gelu"].flops
     assert compiled["gelu.backward"].compute == "fp32"
+
+
+def test_the_fused_decode_step_carries_the_gelu_inside_its_gemvs_as_before() -> None:
+    tuned = get_profile("torch", "tuned", use_user=False)
+    w = workload_for_model("falcon-7b", mode="infer", batch_size=1)
+    kernels = transformer_cost.forward_kernels(w, 1, 1, kv_len=64)
+    assert "gelu" in {k.name for k in kernels}
+    assert not {"gelu", "elementwise", "layer_norm"} & {
+        k.name for k in speed.decode_as_run(kernels, 1, tuned)
+    }

@@ -408,7 +408,7 @@ def _fp8_extra_calls(workload: Workload, profile: Profile) -> float:
 
 
 # The pointwise kernels of a block (estimate/transformer_cost.py forward_kernels).
-_POINTWISE = ("elementwise", "layer_norm")
+_POINTWISE = ("elementwise", "layer_norm", "gelu")
 
 
 def decode_as_run(kernels: list[Kernel], batch: int, profile: Profile, *, groups: int = 1) -> list[Kernel]:
