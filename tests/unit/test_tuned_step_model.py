@@ -160,6 +160,22 @@ def test_the_fused_decode_attention_reads_k_and_v_once_per_query_head() -> None:
     assert tokens[1] < 0.9 * tokens[0]
 
 
+def test_the_fused_decode_attention_moves_each_query_and_output_once() -> None:
+    """Only the K and V reads repeat for each query head of a group: the queries in and the
+    output out are one head's each (transformer_cost.attention_query_bytes)."""
+    gqa = get_workload("llm-6b")
+    gqa = dataclasses.replace(gqa, arch=dataclasses.replace(gqa.arch, num_kv_heads=8))
+    attention = next(
+        k for k in transformer_cost.forward_kernels(gqa, 1, 1, kv_len=100) if k.kind == "attention"
+    )
+    queries = transformer_cost.attention_query_bytes(gqa, 1)
+    assert queries == (gqa.arch.q_dim + gqa.arch.attn_out_dim) * 2  # FP16 queries and outputs
+    (fused,) = speed.decode_as_run([attention], 1, TUNED, groups=4, query_bytes=queries)
+    assert fused.bytes == pytest.approx((attention.bytes - queries) * 4 + queries)
+    (engine,) = speed.decode_as_run([attention], 1, TUNED.as_engine(), groups=4, query_bytes=queries)
+    assert engine.bytes == attention.bytes
+
+
 def test_decode_keeps_its_own_fixed_time_while_training_pays_the_eager_one() -> None:
     """The tuned decode step runs fused or compiled kernels (decode_kernel_fixed_seconds, 0): the
     fixed time of the graph-replayed eager kernels moves training, and of decoding only the fused

@@ -411,7 +411,9 @@ def _fp8_extra_calls(workload: Workload, profile: Profile) -> float:
 _POINTWISE = ("elementwise", "layer_norm", "gelu")
 
 
-def decode_as_run(kernels: list[Kernel], batch: int, profile: Profile, *, groups: int = 1) -> list[Kernel]:
+def decode_as_run(
+    kernels: list[Kernel], batch: int, profile: Profile, *, groups: int = 1, query_bytes: float = 0.0
+) -> list[Kernel]:
     """A decode step's kernels as the mode runs them at this batch.
 
     Up to the profile's decode_fused_max_batch the mode runs its own fused kernels (torch.tuned:
@@ -420,21 +422,23 @@ def decode_as_run(kernels: list[Kernel], batch: int, profile: Profile, *, groups
     their outputs once (the GEMMs' own activation bytes), so it moves no bytes and launches nothing
     of its own. Weights stay read once per step, as counted. Its attention is its own kernel where
     the profile describes it (decode_fused_attention_efficiency, fused_attention): every query head
-    reads its kv head's K and V (`groups` query heads a kv head), in two launches. Above that batch
+    reads its kv head's K and V (`groups` query heads a kv head; `query_bytes`, the queries and
+    the output, once), in two launches. Above that batch
     a compiled step (Profile.fuses_pointwise) runs each pointwise chain as one kernel
     (Kernel.fused, as_compiled), and an eager one runs them as counted.
     """
     if batch > profile.decode_fused_max_batch:
         return as_compiled(kernels, profile)
-    return [fused_attention(k, profile, groups) for k in kernels if k.name not in _POINTWISE]
+    return [fused_attention(k, profile, groups, query_bytes) for k in kernels if k.name not in _POINTWISE]
 
 
-def fused_attention(kernel: Kernel, profile: Profile, groups: int) -> Kernel:
+def fused_attention(kernel: Kernel, profile: Profile, groups: int, query_bytes: float = 0.0) -> Kernel:
     """An attention kernel of the decode step as the mode's own fused kernel runs it
     (backends/torch/decode_kernels.py decode_attention), where the profile describes one: each of
     the `groups` query heads of a kv head reads that head's K and V itself (the group shares them
-    only through L2), at the kernel's own share of the streaming bandwidth, in two launches (the
-    splits of the cache side by side, then their merge: flash-decoding) at the profile's
+    only through L2), while each query and output moves once (`query_bytes` of the kernel's
+    bytes), at the kernel's own share of the streaming bandwidth, in two launches (the splits of
+    the cache side by side, then their merge: flash-decoding) at the profile's
     kernel_fixed_seconds each. Other kernels, and profiles without one, pass unchanged."""
     share = profile.decode_fused_attention_efficiency
     if kernel.kind != "attention" or share is None:
@@ -442,7 +446,7 @@ def fused_attention(kernel: Kernel, profile: Profile, groups: int) -> Kernel:
     return dataclasses.replace(
         kernel,
         kind="memory",
-        bytes=kernel.bytes * groups,
+        bytes=(kernel.bytes - query_bytes) * groups + query_bytes,
         memory_efficiency=share,
         launches=2.0,
         fixed_seconds=profile.kernel_fixed_seconds,
@@ -498,7 +502,9 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     if slots is not None:
         read_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=slots)
     groups = max(1, arch.num_heads // arch.kv_heads)
-    read_k = decode_as_run(read_k, b, profile, groups=groups)
+    read_k = decode_as_run(
+        read_k, b, profile, groups=groups, query_bytes=transformer_cost.attention_query_bytes(workload, b)
+    )
     # The host issues the Python-level torch calls of the decode step as transformers issues them
     # (generate_ops: the layers, the model's fixed part and the generate loop), in place of the
     # kernels' per-kernel operation counts; autocast's C++ casts stay with the kernels.

@@ -753,6 +753,14 @@ def _pointwise_kernels(
     return ks
 
 
+def attention_query_bytes(workload: Workload, tokens: int) -> float:
+    """The bytes an attention kernel reads and writes for its `tokens` queries: the queries in,
+    the output out (the keys and values it reads are the cache's, counted apart)."""
+    arch = _arch(workload)
+    a = activation_dtypes(workload, dropout=(arch.kind == "encoder")).act
+    return float(tokens * (arch.q_dim + arch.attn_out_dim) * a)
+
+
 def forward_kernels(
     workload: Workload, batch: int, seq: int, *, kv_len: int | None = None, with_head: bool = True
 ) -> list[Kernel]:
@@ -810,7 +818,7 @@ def forward_kernels(
         if workload.kv_cache and kv_len is not None
         else arch.kv_elements_per_token() * a
     )
-    attn_bytes = tokens * (arch.q_dim + arch.attn_out_dim) * a + batch * cache_context * cache_read
+    attn_bytes = attention_query_bytes(workload, tokens) + batch * cache_context * cache_read
     if workload.attention == "eager" and kv_len is None:
         attn_bytes += batch * arch.num_heads * seq * context * eager_score_bytes(dt)
     ks.append(
