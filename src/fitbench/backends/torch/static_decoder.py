@@ -510,19 +510,8 @@ class StaticKVGenerator:
                 self._step()
         torch.cuda.current_stream(self.device).wait_stream(stream)
         torch.cuda.synchronize(self.device)
-        graph = torch.cuda.CUDAGraph()
-        try:
-            with torch.cuda.graph(graph, stream=stream):
-                self._step()
-            torch.cuda.synchronize(self.device)
-        except Exception as exc:
-            if is_oom(exc):
-                raise
-            # Decode still works eagerly (the same step, one launch per kernel); say why.
-            self.capture_error = _summary(exc)
-            torch.cuda.synchronize(self.device)
-        else:
-            self.graph = graph
+        # On failure decode still works eagerly (the same step, one launch per kernel); say why.
+        self.graph, self.capture_error = self._record(self._step, stream)
         self._capture_prefill(prompt, stream)
         self.capture_seconds = time.perf_counter() - started
         self.prefill(prompt)  # the warm-up moved the position; start clean
@@ -537,23 +526,41 @@ class StaticKVGenerator:
         cannot reuse the blocks they leave cached in the allocator, so without this a long prompt
         at a large batch would hold its activations twice (cached, and in the pool)."""
         self.prompt_ids.copy_(prompt)
-        graph = torch.cuda.CUDAGraph()
-        try:
+
+        def warm_then_prefill() -> None:
             with torch.cuda.stream(stream):
                 self._prefill(self.prompt_ids)
             torch.cuda.current_stream(self.device).wait_stream(stream)
             torch.cuda.synchronize(self.device)
             release_cached_blocks(self.device)
+
+        self.prefill_graph, self.prefill_capture_error = self._record(
+            lambda: self._prefill(self.prompt_ids), stream, before=warm_then_prefill
+        )
+
+    def _record(
+        self,
+        fn: Callable[[], None],
+        stream: torch.cuda.Stream,
+        *,
+        before: Callable[[], None] | None = None,
+    ) -> tuple[torch.cuda.CUDAGraph | None, str | None]:
+        """`fn` captured on `stream` into a new CUDA graph (after `before`, run eagerly): (graph,
+        None), or (None, why) where the warm-up or the capture failed for a reason other than
+        memory (an out-of-memory error propagates: it is the run's verdict)."""
+        graph = torch.cuda.CUDAGraph()
+        try:
+            if before is not None:
+                before()
             with torch.cuda.graph(graph, stream=stream):
-                self._prefill(self.prompt_ids)
+                fn()
             torch.cuda.synchronize(self.device)
         except Exception as exc:
             if is_oom(exc):
                 raise
-            self.prefill_capture_error = _summary(exc)
             torch.cuda.synchronize(self.device)
-        else:
-            self.prefill_graph = graph
+            return None, _summary(exc)
+        return graph, None
 
     @torch.no_grad()
     def decode(self, new_tokens: int) -> None:
