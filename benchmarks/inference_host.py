@@ -101,13 +101,12 @@ def main(argv: list[str] | None = None) -> int:
         if p["label"] == FIT_POINT:
             continue
         w = Workload.from_dict(p["workload"])
-        runs = runs_of(p)
-        steps = sorted(runs, key=lambda r: r["step_seconds"])
-        median_run = steps[len(steps) // 2]
-        step, probe = median_run["step_seconds"], median_run.get("host_probe_seconds")
+        # The point's measurement is its median-speed run already (accuracy.py combine_repeats).
+        m = p["measurement"]
+        step, probe = m["step_seconds"], m.get("host_probe_seconds")
         row = {
             "point": p["label"],
-            "runs": len(runs),
+            "runs": len(runs_of(p)),
             "measured_step_seconds": step,
             "host_probe_seconds": probe,
             "error_fitted_own_host": rate_error(estimated_step(w, profile, fitted, probe), step),
