@@ -16,10 +16,12 @@ CUDA graph of repeats, forward alone and forward + backward, for:
     bits+draw   bits, with the draw (torch.randint, int16, one aten kernel per step for every
                 site) counted at one site's share
     align       inductor with align_random_eager (aten's Philox layout), where this torch has it
+    fitbench    fitbench's fused operator (backends/torch/dropout_layer_norm: two Triton kernels,
+                a hashed mask regenerated in the backward), as the tuned encoder runs it
 
 Beside them the same site's bytes at the streaming rate of a copy measured here, and the GELU of
-the MLP (8192 x 3072 bf16) forward and backward against a copy of its bytes. Seconds and GB/s go to
-one JSON file.
+the MLP (8192 x 3072 bf16) forward and backward against a copy of its bytes, compiled from F.gelu
+(libdevice's erf) and from fitbench's erf_gelu (A&S 7.1.26). Seconds and GB/s go to one JSON file.
 
 On an H200 (torch 2.11; dropout-norm-h200-2026-12-04.json) a site's forward took 21.6 us without
 dropout and 43.5 us with inductor's; the 16-bit draw itself ran at 0.83 TB/s (15 us a site), so
@@ -74,6 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--replays", type=int, default=7)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--fused-configs",
+        default="",
+        metavar="F_ROWS:F_WARPS:B_ROWS:B_PER_SM:B_WARPS:B_STAGES,...",
+        help="also time fitbench's operator with these launch settings (norm_kernels' FORWARD_ROWS, "
+        "FORWARD_WARPS, BACKWARD_ROWS, BACKWARD_PROGRAMS_PER_SM, BACKWARD_WARPS, BACKWARD_STAGES)",
+    )
+    parser.add_argument("--only-fused", action="store_true", help="time fitbench's operator alone")
     args = parser.parse_args(argv)
     device = args.device
     cuda = device.startswith("cuda")
@@ -122,9 +132,20 @@ def main(argv: list[str] | None = None) -> int:
         return f_bits(x, y, w, b, bits)
 
     variants["bits+draw"] = bits_and_draw
+    from fitbench.backends.torch.dropout_layer_norm import dropout_add_layer_norm
+
+    seed = torch.zeros((), device=device, dtype=torch.int64)
+
+    def site_fused() -> Any:
+        return dropout_add_layer_norm(x, y, w, b, seed=seed, site=1, p=P, eps=EPS)
+
+    variants["fitbench"] = site_fused
     if has_align:
         f_align = compiled(site, align_random_eager=True)
         variants["align"] = lambda: f_align(x, y, w, b, P)
+    if args.only_fused:
+        variants = {"fitbench": site_fused}
+    configs = [c for c in args.fused_configs.split(",") if c]
 
     rows: list[dict[str, Any]] = []
 
@@ -146,25 +167,29 @@ def main(argv: list[str] | None = None) -> int:
         timed(f"{name} forward+backward", fwd_bwd, site_bytes(tokens, hidden, backward=True))
         x.grad = y.grad = w.grad = b.grad = None
 
-    draw_all = torch.empty(SITES * tokens * hidden, device=device, dtype=torch.int16)
-    timed(
-        f"draw int16 for {SITES} sites",
-        lambda: draw_all.random_(-(1 << 15), 1 << 15),
-        2 * draw_all.numel(),
-    )
-    # the MLP's GELU (exact, erf), bf16 in and out, as autocast runs it
-    h = torch.randn(tokens, inter, device=device, dtype=torch.bfloat16, requires_grad=True)
-    gh = torch.randn(tokens, inter, device=device, dtype=torch.bfloat16)
-    f_gelu = compiled(lambda t: F.gelu(t))
-    timed("gelu forward", lambda: f_gelu(h), 2 * 2 * h.numel())
+    from fitbench.backends.torch import norm_kernels
 
-    def gelu_fwd_bwd() -> None:
-        f_gelu(h).backward(gh)
+    names = ("FORWARD_ROWS", "FORWARD_WARPS", "BACKWARD_ROWS", "BACKWARD_PROGRAMS_PER_SM")
+    names += ("BACKWARD_WARPS", "BACKWARD_STAGES")
+    defaults = {n: getattr(norm_kernels, n) for n in names}
+    for config in configs:
+        for n, value in zip(names, config.split(":"), strict=True):
+            setattr(norm_kernels, n, int(value))
 
-    timed("gelu forward+backward", gelu_fwd_bwd, 2 * 2 * h.numel() + 3 * 2 * h.numel())
-    h2 = torch.empty_like(h)
-    timed("copy (gelu tensor)", lambda: h2.copy_(h.detach()), 2 * 2 * h.numel())
+        def fused_fwd_bwd() -> None:
+            out32, out16 = site_fused()
+            torch.autograd.backward((out32, out16), (g32, g16))
 
+        timed(f"fitbench[{config}] forward", site_fused, site_bytes(tokens, hidden, backward=False))
+        timed(
+            f"fitbench[{config}] forward+backward", fused_fwd_bwd, site_bytes(tokens, hidden, backward=True)
+        )
+        x.grad = y.grad = w.grad = b.grad = None
+    for n, value in defaults.items():
+        setattr(norm_kernels, n, value)
+
+    if not args.only_fused:
+        _time_draw_and_gelu(timed, device, tokens, hidden, inter)
     record = {
         "benchmark": "dropout_norm",
         "date": dt.date.today().isoformat(),
@@ -180,6 +205,40 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0
+
+
+def _time_draw_and_gelu(timed: Any, device: str, tokens: int, hidden: int, inter: int) -> None:
+    """The int16 draw for every site, and the MLP's GELU (F.gelu and erf_gelu) against a copy."""
+    import torch
+    import torch.nn.functional as F
+
+    from fitbench.backends.torch.erf_gelu import erf_gelu
+
+    cuda = device.startswith("cuda")
+
+    def compiled(fn: Any) -> Any:
+        return torch.compile(fn) if cuda else fn
+
+    draw_all = torch.empty(SITES * tokens * hidden, device=device, dtype=torch.int16)
+    timed(
+        f"draw int16 for {SITES} sites",
+        lambda: draw_all.random_(-(1 << 15), 1 << 15),
+        2 * draw_all.numel(),
+    )
+    # the MLP's GELU (exact, erf), bf16 in and out, as autocast runs it
+    h = torch.randn(tokens, inter, device=device, dtype=torch.bfloat16, requires_grad=True)
+    gh = torch.randn(tokens, inter, device=device, dtype=torch.bfloat16)
+    for label, gelu in (("gelu", F.gelu), ("erf_gelu", erf_gelu)):
+        f_gelu = compiled(lambda t, gelu=gelu: gelu(t))
+        timed(f"{label} forward", lambda f_gelu=f_gelu: f_gelu(h), 2 * 2 * h.numel())
+
+        def gelu_fwd_bwd(f_gelu: Any = f_gelu) -> None:
+            f_gelu(h).backward(gh)
+
+        timed(f"{label} forward+backward", gelu_fwd_bwd, 2 * 2 * h.numel() + 3 * 2 * h.numel())
+        h.grad = None
+    h2 = torch.empty_like(h)
+    timed("copy (gelu tensor)", lambda: h2.copy_(h.detach()), 2 * 2 * h.numel())
 
 
 if __name__ == "__main__":

@@ -131,11 +131,25 @@ def option_sets(added: list[str], only: str | None) -> dict[str, dict[str, Any]]
 @contextlib.contextmanager
 def patched(options: dict[str, Any], *, fresh: bool) -> Iterator[None]:
     """torch._inductor.config patched with `options` (an unknown setting raises), and with `fresh`
-    the compile caches off (those of this torch that exist)."""
+    the compile caches off (those of this torch that exist). A setting named with its module,
+    "fitbench.<module path>.<NAME>", patches that fitbench constant instead (e.g.
+    "fitbench.backends.torch.compact_encoder.FUSED_RESIDUAL_NORM": false compares the tuned
+    encoder's unfused residual sites)."""
+    import importlib
+    from unittest import mock
+
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
 
+    ours = {k: v for k, v in options.items() if k.startswith("fitbench.")}
+    options = {k: v for k, v in options.items() if k not in ours}
     with contextlib.ExitStack() as stack:
+        for name, value in ours.items():
+            module, _, attribute = name.rpartition(".")
+            target = importlib.import_module(module)
+            if not hasattr(target, attribute):
+                raise AttributeError(f"{module} has no setting {attribute}")
+            stack.enter_context(mock.patch.object(target, attribute, value))
         if fresh:
             stack.enter_context(
                 inductor_config.patch(

@@ -131,10 +131,64 @@ def test_checkpointing_gives_the_same_gradients():
     for flag in (False, True):
         ours.zero_grad()
         ours.checkpointing = flag
-        torch.manual_seed(5)
+        torch.manual_seed(5)  # the embeddings' dropout
+        ours.dropout_seed.fill_(41)  # the residual sites' masks (the forward makes it 42)
         ours(ids).sum().backward()
         grads.append(ours.layers[1].up.weight.grad.clone())
     assert torch.allclose(grads[0], grads[1], atol=1e-6)
+
+
+def _dropout_off(model: CompactEncoder) -> None:
+    model.dropout = 0.0
+    for layer in model.layers:
+        layer.dropout = 0.0
+
+
+def test_fused_residual_sites_and_erf_gelu_match_the_unfused_layers(monkeypatch) -> None:
+    """The fused operator and the A&S GELU change how, not what: with dropout off the logits and
+    every gradient equal those of F.dropout + nn.LayerNorm + F.gelu layers (the fused model
+    compiled, aot_eager on a CPU, so that erf_gelu runs: uncompiled it is F.gelu)."""
+    import fitbench.backends.torch.compact_encoder as ce
+
+    fused, _ = _pair(TINY_BERT)
+    monkeypatch.setattr(ce, "FUSED_RESIDUAL_NORM", False)
+    monkeypatch.setattr(ce, "CHEAP_ERF_GELU", False)
+    plain = CompactEncoder(TINY_BERT)
+    plain.load_state_dict(fused.state_dict())
+    assert all(layer.fused_norm for layer in fused.layers) and not any(
+        layer.fused_norm for layer in plain.layers
+    )
+    ids = torch.randint(0, TINY_BERT.vocab_size, (2, 9), generator=torch.Generator().manual_seed(8))
+    compiled = torch.compile(fused, backend="aot_eager")
+    for model, run in ((fused, compiled), (plain, plain)):
+        model.train()
+        _dropout_off(model)
+        run(ids).square().sum().backward()
+    torch.testing.assert_close(compiled(ids), plain(ids), rtol=1e-5, atol=1e-6)
+    for (name, a), (_, b) in zip(fused.named_parameters(), plain.named_parameters(), strict=True):
+        # the word embeddings' gradient sums rows in an order that differs with the thread count
+        scale = b.grad.abs().max().item()
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5 * scale, msg=name)
+
+
+def test_each_training_step_draws_new_residual_masks() -> None:
+    ours, _ = _pair(TINY_BERT)
+    ours.train()
+    ids = torch.randint(0, TINY_BERT.vocab_size, (2, 9), generator=torch.Generator().manual_seed(3))
+    before = int(ours.dropout_seed)
+    torch.manual_seed(0)  # the same embedding and attention dropouts (PyTorch's generator) each time
+    a = ours(ids)
+    torch.manual_seed(0)
+    b = ours(ids)
+    assert int(ours.dropout_seed) == before + 2
+    assert not torch.allclose(a, b)
+    ours.dropout_seed.fill_(before)  # the same counter gives the same masks
+    torch.manual_seed(0)
+    torch.testing.assert_close(ours(ids), a)
+    ours.eval()
+    with torch.no_grad():
+        ours(ids)
+    assert int(ours.dropout_seed) == before + 1  # evaluation draws nothing
 
 
 def test_a_decoder_is_one_clear_error():

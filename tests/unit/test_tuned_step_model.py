@@ -399,28 +399,32 @@ def test_gemm_launch_time_describes_the_stored_h200_gemm_shapes() -> None:
     assert with_launch - without == pytest.approx(gemm.kernel_launches * gemm.count * fixed, rel=1e-6)
 
 
-def test_the_encoder_s_aten_dropout_adds_its_own_kernels_to_the_fused_forward_only() -> None:
-    """The tuned BERT-style encoder compiles with aten's dropout (fallback_random): each hidden
-    dropout is a kernel of its own before its norm region (read the branch, write the dropped copy
-    and the mask), its backward stays fused; a LoRA-adapted encoder keeps inductor's fused draw."""
+def test_the_tuned_encoder_s_residual_sites_move_what_fitbench_s_operator_moves() -> None:
+    """The tuned BERT-style encoder runs each residual site as fitbench's fused operator: forward
+    reads y (bf16) and x (fp32) and writes s (fp32), out (fp32) and out's bf16 copy (16 bytes an
+    element), backward the same count, with three kernels a site (the row kernel and two column
+    sums); a LoRA-adapted encoder (transformers' BERT) keeps inductor's region, mask inside, and
+    a backward of twice its forward."""
     from fitbench.estimate.dtypes import activation_dtypes
     from fitbench.estimate.transformer_cost import forward_kernels, fused_pointwise_bytes_per_token
 
     w = workload_as_run(get_workload("bert-base-imdb", precision="amp-bf16"), "tuned", H200)
     arch = w.arch
     dt = activation_dtypes(w, dropout=True)
+    h, tokens = arch.hidden_size, 16 * 512
     inside, inside_k, _, _ = fused_pointwise_bytes_per_token(arch, dt)
-    apart, apart_k, _, _ = fused_pointwise_bytes_per_token(arch, dt, aten_dropout=True)
-    h = arch.hidden_size
-    assert (inside_k, apart_k) == (2.0, 4.0)
-    assert apart - inside == pytest.approx(2 * h * 2 * dt.act)  # the dropped copy written and read
+    ours, ours_k, _, _ = fused_pointwise_bytes_per_token(arch, dt, fused_residual_norm=True)
+    assert (inside_k, ours_k) == (2.0, 2.0)
+    assert ours == pytest.approx(2 * h * 16)  # two sites, 16 bytes an element under bf16 autocast
+    assert inside == pytest.approx(2 * h * (2 + 4 + 4 + 2 + 1))  # y, x in; x, bf16 copy, mask out
 
     def layer_norm(workload):
         (k,) = [k for k in forward_kernels(workload, 16, 512) if k.name == "layer_norm"]
         return k.fused
 
     plain = layer_norm(w)
-    assert plain.kernel_launches == 4.0 and plain.bytes == pytest.approx(16 * 512 * apart)
-    assert plain.backward_bytes == pytest.approx(2 * 16 * 512 * inside)
+    assert plain.kernel_launches == 2.0 and plain.bytes == pytest.approx(tokens * ours)
+    assert plain.backward_bytes == pytest.approx(tokens * ours) and plain.backward_launches == 6.0
     lora = layer_norm(w.replace(peft="lora"))
-    assert lora.kernel_launches == 2.0 and lora.bytes == pytest.approx(16 * 512 * inside)
+    assert lora.kernel_launches == 2.0 and lora.bytes == pytest.approx(tokens * inside)
+    assert lora.backward_bytes == pytest.approx(2 * tokens * inside) and lora.backward_launches == 4.0

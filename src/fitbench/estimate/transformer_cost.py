@@ -561,7 +561,7 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
 
 
 def fused_pointwise_bytes_per_token(
-    arch: TransformerArch, dt: ActivationDtypes, *, aten_dropout: bool = False
+    arch: TransformerArch, dt: ActivationDtypes, *, fused_residual_norm: bool = False
 ) -> tuple[float, float, float, float]:
     """(norm regions' bytes, their kernels, the other regions' bytes, their kernels) of one
     block's forward per token when a compiler fuses its pointwise work (torch.compile's inductor).
@@ -578,23 +578,46 @@ def fused_pointwise_bytes_per_token(
     2026-12-04.json) are these regions: `triton_*_fused_add_native_dropout_native_layer_norm_*`,
     `*_fused_mul_silu_*`, and no elementwise kernel beside them.
 
-    With `aten_dropout` (the tuned BERT-style encoder compiles with inductor's fallback_random:
-    backends/torch/tuned.py ENCODER_INDUCTOR_OPTIONS) each hidden dropout is aten's own kernel
-    before its norm region: it reads the branch output and writes the dropped copy and the mask,
-    which the norm region then reads in place of the branch output (one more kernel per norm).
+    With `fused_residual_norm` (the tuned BERT-style encoder: fitbench's own operator,
+    backends/torch/dropout_layer_norm) a norm site is one kernel that reads the branch output and
+    the residual stream and writes the FP32 sum s = x + dropout(y) for its backward, the new
+    residual stream and its 16-bit copy; no mask is stored (the backward hashes it again).
+    `fused_norm_backward_bytes_per_token` gives its backward.
     """
     h, f = arch.hidden_size, arch.intermediate_size
     norm_out = dt.act if dt.amp else dt.res
-    separate = aten_dropout and dt.mask > 0
-    norms = 2 * h * (dt.act + 2 * dt.res + norm_out + (0 if separate else dt.mask))
-    norm_regions = 2.0
-    if separate:
-        norms += 2 * h * (2 * dt.act + dt.mask)
-        norm_regions += 2.0
+    if fused_residual_norm:
+        norms = 2 * h * _residual_site_bytes(dt)
+    else:
+        norms = 2 * h * (dt.act + 2 * dt.res + norm_out + dt.mask)
     act = 3 * f * dt.act if arch.mlp == "swiglu" else 2 * f * dt.act
     rotary = 2 * (arch.q_dim + arch.kv_dim) * dt.act if arch.position == "rotary" else 0.0
     regions = 1.0 + (1.0 if rotary else 0.0)
-    return float(norms), norm_regions, float(act + rotary), regions
+    return float(norms), 2.0, float(act + rotary), regions
+
+
+#: the FP32 sum x + dropout(y) fitbench's residual-site operator keeps for its backward
+RESIDUAL_SITE_SAVED_BYTES = 4
+#: its backward's kernels per site: the row kernel, then the weight's and the bias's column sums
+RESIDUAL_SITE_BACKWARD_KERNELS = 3
+
+
+def _residual_site_bytes(dt: ActivationDtypes) -> float:
+    """Bytes per element of one direction of fitbench's residual-site operator: forward reads y
+    (16-bit) and x (residual) and writes s, out (residual) and out's 16-bit copy; backward reads
+    the two outputs' gradients and s and writes x's and y's gradients: the same count."""
+    return 2 * dt.act + 2 * dt.res + RESIDUAL_SITE_SAVED_BYTES
+
+
+def fused_norm_backward_bytes_per_token(
+    arch: TransformerArch, dt: ActivationDtypes, *, fused_residual_norm: bool
+) -> float:
+    """A block's two norm sites' backward bytes per token, compiled: inductor's fused backward moves
+    about twice its forward region (the gradients in and out, the saved input and mask); fitbench's
+    operator moves what `_residual_site_bytes` counts."""
+    if fused_residual_norm:
+        return 2 * arch.hidden_size * _residual_site_bytes(dt)
+    return 2.0 * fused_pointwise_bytes_per_token(arch, dt)[0]
 
 
 def _quantized_counts(workload: Workload) -> dict[str, tuple[int, int]]:
@@ -687,14 +710,13 @@ def _pointwise_kernels(
     L = arch.num_layers
     ks: list[Kernel] = []
     ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt)
-    # The tuned mode compiles BERT-style encoders (not LoRA-adapted ones) with aten's dropout.
-    aten_dropout = arch.kind == "encoder" and arch.norm == "layernorm" and not workload.peft
+    # The tuned mode's BERT-style encoders (not LoRA-adapted ones: those are transformers' BERT)
+    # run their residual sites as fitbench's fused operator.
+    residual_op = arch.kind == "encoder" and arch.norm == "layernorm" and not workload.peft
     norm_fused, norm_regions, rest_fused, rest_regions = fused_pointwise_bytes_per_token(
-        arch, dt, aten_dropout=aten_dropout
+        arch, dt, fused_residual_norm=residual_op
     )
-    # Their backward is inductor's either way (the dropout's gradient is a multiply by the saved
-    # mask, fused into the norm's backward): twice the forward of the regions with dropout inside.
-    norm_fused_backward = 2.0 * fused_pointwise_bytes_per_token(arch, dt)[0]
+    norm_fused_backward = fused_norm_backward_bytes_per_token(arch, dt, fused_residual_norm=residual_op)
     if arch.norm == "layernorm":
         # The two LayerNorms of a block run kernels of their own (see LAYER_NORM_SHARE).
         ln_bytes, ln_ops = 2 * 2 * arch.hidden_size * dt.res, 2
@@ -719,7 +741,7 @@ def _pointwise_kernels(
                     ops=ln_ops,
                     launches=norm_regions,
                     backward_bytes=tokens * norm_fused_backward,
-                    backward_launches=4.0,
+                    backward_launches=2.0 * RESIDUAL_SITE_BACKWARD_KERNELS if residual_op else 4.0,
                 ),
             )
         )

@@ -14,6 +14,15 @@ changes no count): word, position and token-type embeddings with LayerNorm; per 
 post-norm attention block and a post-norm GELU MLP; a tanh pooler on the first token (or the
 first token itself when the architecture has no pooler); dropout and a linear classifier.
 Dropout rates follow BertConfig's defaults (0.1 for hidden states and attention probabilities).
+
+Each layer's two residual sites, LayerNorm(x + dropout(y)), are one fused operator
+(dropout_layer_norm: fitbench's Triton kernels on CUDA, a hashed dropout mask regenerated in the
+backward, the normalised output in fp32 for the residual stream and in 16 bits for the next
+matmul). Its mask's seed is a step counter on the device (`dropout_seed`), which each training
+forward increments, so a captured step draws new masks at every replay. FUSED_RESIDUAL_NORM =
+False builds the unfused layers (F.dropout then nn.LayerNorm) that benchmarks compare against.
+The MLP's exact GELU, when compiled, takes its erf from a cheaper formula (erf_gelu;
+CHEAP_ERF_GELU = False: F.gelu; uncompiled it is F.gelu either way).
 """
 
 from __future__ import annotations
@@ -23,12 +32,18 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from fitbench.backends.torch.dropout_layer_norm import dropout_add_layer_norm
+from fitbench.backends.torch.erf_gelu import erf_gelu
 from fitbench.backends.torch.models import init_transformer_weights_
 from fitbench.errors import FitbenchError
 from fitbench.workloads.arch import TransformerArch
 
 LAYER_NORM_EPS = 1e-12  # BertConfig.layer_norm_eps
 DROPOUT = 0.1  # BertConfig.hidden_dropout_prob and attention_probs_dropout_prob
+#: build layers whose residual sites are the fused operator (False: F.dropout + nn.LayerNorm)
+FUSED_RESIDUAL_NORM = True
+#: build layers whose GELU takes erf from A&S 7.1.26 (erf_gelu; False: F.gelu and libdevice's erf)
+CHEAP_ERF_GELU = True
 
 
 def check_bert_layout(arch: TransformerArch) -> None:
@@ -52,13 +67,19 @@ def check_bert_layout(arch: TransformerArch) -> None:
 
 
 class EncoderLayer(nn.Module):
-    """Post-norm block: x = LN(x + drop(attn(x))); x = LN(x + drop(W2 gelu(W1 x)))."""
+    """Post-norm block: x = LN(x + drop(attn(x))); x = LN(x + drop(W2 gelu(W1 x))).
 
-    def __init__(self, arch: TransformerArch, dropout: float) -> None:
+    forward(x, x_low, seed) takes the residual stream and, when the previous site produced it,
+    its 16-bit copy for the matmuls; it returns both (x_low None from the unfused sites)."""
+
+    def __init__(self, arch: TransformerArch, dropout: float, *, index: int = 0) -> None:
         super().__init__()
         h = arch.hidden_size
         self.heads = arch.num_heads
         self.dropout = dropout
+        self.fused_norm = FUSED_RESIDUAL_NORM
+        self.gelu = erf_gelu if CHEAP_ERF_GELU else F.gelu
+        self.sites = (2 * index + 1, 2 * index + 2)  # this layer's two masks per step
         self.qkv = nn.Linear(h, 3 * h)
         self.out = nn.Linear(h, h)
         self.attn_norm = nn.LayerNorm(h, eps=LAYER_NORM_EPS)
@@ -66,15 +87,28 @@ class EncoderLayer(nn.Module):
         self.down = nn.Linear(arch.intermediate_size, h)
         self.mlp_norm = nn.LayerNorm(h, eps=LAYER_NORM_EPS)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, x_low: torch.Tensor | None, seed: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         b, t, h = x.shape
         p = self.dropout if self.training else 0.0
-        q, k, v = self.qkv(x).view(b, t, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        inputs = x if x_low is None else x_low
+        q, k, v = self.qkv(inputs).view(b, t, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
         attn = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
         attn = attn.transpose(1, 2).reshape(b, t, h)
-        x = self.attn_norm(x + F.dropout(self.out(attn), p, self.training))
-        y = self.down(F.gelu(self.up(x)))
-        return self.mlp_norm(x + F.dropout(y, p, self.training))
+        x, x_low = self._residual(self.attn_norm, x, self.out(attn), seed, self.sites[0], p)
+        # erf_gelu pays where a compiler fuses its operators into one kernel; run one by one (the
+        # uncompiled step, a CPU) they would be a dozen passes over the MLP's widest tensor.
+        gelu = self.gelu if torch.compiler.is_compiling() else F.gelu
+        y = self.down(gelu(self.up(x if x_low is None else x_low)))
+        return self._residual(self.mlp_norm, x, y, seed, self.sites[1], p)
+
+    def _residual(
+        self, norm: nn.LayerNorm, x: torch.Tensor, y: torch.Tensor, seed: torch.Tensor, site: int, p: float
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if not self.fused_norm:
+            return norm(x + F.dropout(y, p, self.training)), None
+        return dropout_add_layer_norm(x, y, norm.weight, norm.bias, seed=seed, site=site, p=p, eps=norm.eps)
 
 
 class CompactEncoder(nn.Module):
@@ -90,7 +124,9 @@ class CompactEncoder(nn.Module):
         self.position = nn.Embedding(arch.max_positions, h)
         self.token_type = nn.Embedding(max(arch.type_vocab_size, 1), h)
         self.embed_norm = nn.LayerNorm(h, eps=LAYER_NORM_EPS)
-        self.layers = nn.ModuleList(EncoderLayer(arch, dropout) for _ in range(arch.num_layers))
+        self.layers = nn.ModuleList(EncoderLayer(arch, dropout, index=i) for i in range(arch.num_layers))
+        # the fused residual sites' mask seed: a step counter on the model's device (not saved)
+        self.register_buffer("dropout_seed", torch.randint(0, 2**31, (), dtype=torch.int64), persistent=False)
         self.pooler = nn.Linear(h, h) if arch.pooler else None
         self.classifier = nn.Linear(h, max(arch.num_labels, 1))
 
@@ -101,11 +137,14 @@ class CompactEncoder(nn.Module):
         segments = self.token_type.weight[0] if token_type_ids is None else self.token_type(token_type_ids)
         x = self.word(input_ids) + self.position(positions) + segments
         x = F.dropout(self.embed_norm(x), self.dropout if self.training else 0.0, self.training)
+        if self.training:
+            self.dropout_seed.add_(1)  # new masks every step (and every replay of a captured one)
+        x_low = None
         for layer in self.layers:
             if self.checkpointing and self.training:
-                x = checkpoint(layer, x, use_reentrant=False)
+                x, x_low = checkpoint(layer, x, x_low, self.dropout_seed, use_reentrant=False)
             else:
-                x = layer(x)
+                x, x_low = layer(x, x_low, self.dropout_seed)
         first = x[:, 0]
         pooled = first if self.pooler is None else torch.tanh(self.pooler(first))
         pooled = F.dropout(pooled, self.dropout if self.training else 0.0, self.training)

@@ -123,6 +123,10 @@ INDUCTOR_OPTIONS: dict[str, Any] = {"combo_kernels": True}
 #: -autotune.json), speed.py's 14.9 -> 14.5 ms. Where dropout feeds a GEMM instead (LoRA's adapter
 #: inputs) inductor's fused draw is the cheaper one: the Llama-3.2-1B LoRA step went 218 -> 232 ms
 #: with fallback_random (speed-h200-2026-12-04-run3.json), so other models keep inductor's.
+#: Since then the encoder's 24 layer sites are fitbench's own operator (compact_encoder,
+#: dropout_layer_norm: a hashed mask inside the kernels; 14.44 -> 14.01 ms with the cheaper-erf
+#: GELU, inductor-options-h200-2026-12-04-residual-norm.json); the option still covers the
+#: embeddings' and the classifier's dropouts.
 ENCODER_INDUCTOR_OPTIONS: dict[str, Any] = {"fallback_random": True}
 COMPILE_UNAVAILABLE = (
     "--compile needs a CUDA device with Triton (torch.compile's inductor); the step ran uncompiled"
