@@ -90,6 +90,10 @@ class Profile:
     fragmentation_cnn: float
     overlap_loss: float
     kv_growth_stale_share: float = 0.0
+    # Whether the mode's generation grows each layer's 16-bit K and V by concatenation every decode
+    # step (transformers' DynamicCache, fitbench's Paddle decoder), copying the whole cache beside
+    # the attention's read (transformer_cost.cache_append_kernel); False: written in place.
+    kv_cache_concat: bool = False
     autocast_cache_share: float = 1.0
     cast_host_share: float = 1.0  # an autocast cast's host cost / host_seconds_per_op
     # A LoRA adapter's operation (its two rank-r Linears, the casts, dropout, scaling and add
@@ -156,8 +160,11 @@ class Profile:
         """This profile as a serving engine decodes with it (vLLM, SGLang, TensorRT-LLM): their
         paged KV caches hold each sequence's real context, so a decode step reads that, not a
         padded static cache (decode_cache_align 0), through their own attention kernels, which
-        read a GQA group's K and V once (no decode_fused_attention_efficiency)."""
-        return replace(self, decode_cache_align=0, decode_fused_attention_efficiency=None)
+        read a GQA group's K and V once (no decode_fused_attention_efficiency), and write each new
+        token in place (no kv_cache_concat)."""
+        return replace(
+            self, decode_cache_align=0, decode_fused_attention_efficiency=None, kv_cache_concat=False
+        )
 
     def in_force(self, key: str) -> float:
         """The value the estimator uses for `key` (an absent decode share is memory_efficiency, an

@@ -498,6 +498,9 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     if generate_ops.repeats_kv(arch, mean_context, release):
         decode_k.append(transformer_cost.repeated_kv_kernel(workload, b, mean_context))
     read_k = decode_k
+    if profile.kv_cache_concat and workload.kv_cache is None:
+        # the 16-bit cache grown by torch.cat / paddle.concat: read and written again each step
+        read_k = [*decode_k, transformer_cost.cache_append_kernel(workload, b, mean_context)]
     slots = static_cache_slots(prompt, new, b, profile)
     if slots is not None:
         read_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=slots)

@@ -1001,6 +1001,28 @@ def repeated_kv_kernel(workload: Workload, batch: int, context: int) -> Kernel:
     )
 
 
+def cache_append_kernel(workload: Workload, batch: int, context: int) -> Kernel:
+    """Each layer's keys and values grown by the decode step's token by concatenation.
+
+    transformers' DynamicCache (cache_utils.DynamicLayer.update: `self.keys = torch.cat([self.keys,
+    key_states], dim=-2)`, the same for the values) and fitbench's Paddle decoder replace every
+    layer's K and V by a copy one token longer at each step: the whole cache read and written
+    again beside the attention's read of it (a sliding layer's full window: the same count as
+    the attention's). Two copies a layer; their Python calls are in the decode step's counted
+    calls (generate_ops), so none here. A static or paged cache writes the new token in place."""
+    arch = _arch(workload)
+    per_layer = arch.cached_tokens(context) / arch.num_layers if arch.sliding_layers else float(context)
+    return Kernel(
+        name="kv_append",
+        kind="memory",
+        flops=0.0,
+        bytes=2.0 * batch * per_layer * kv_bytes_per_token_layer(workload),
+        count=arch.num_layers,
+        ops=0.0,
+        launches=2.0,
+    )
+
+
 def _bias_gradient_kernels(workload: Workload, arch: TransformerArch, tokens: int, a: float) -> list[Kernel]:
     """The bias gradients of the blocks' Linears in backward (nothing in forward): each reads the
     output gradient once (tokens x out_features at the activation width) in a reduction of its
