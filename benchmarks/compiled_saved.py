@@ -149,7 +149,13 @@ def estimator_counts(workload: Any) -> dict[str, float]:
     else:
         dt_ = activation_dtypes(workload, dropout=arch.kind == "encoder")
         eager = transformer_cost.layer_saved_bytes_per_token(arch, dt_, s, workload.attention)
-        compiled = transformer_cost.compiled_layer_saved_bytes_per_token(arch, dt_, s, workload.attention)
+        compiled = transformer_cost.compiled_layer_saved_bytes_per_token(
+            arch,
+            dt_,
+            s,
+            workload.attention,
+            fused_residual_norm=transformer_cost.runs_residual_site_operator(workload),
+        )
     return {"eager": eager, "compiled": compiled}
 
 

@@ -104,8 +104,21 @@ def compiled_norm_saved_bytes_per_token(h: int, dt: ActivationDtypes) -> int:
     return h * dt.res + 4
 
 
+def runs_residual_site_operator(workload: Workload) -> bool:
+    """Whether the workload's compiled (tuned) step runs fitbench's residual-site operator: the
+    tuned mode's BERT-style encoders do (backends/torch/compact_encoder); LoRA-adapted ones are
+    transformers' BERT, and decoders are pre-norm."""
+    arch = _arch(workload)
+    return arch.kind == "encoder" and arch.norm == "layernorm" and not workload.peft
+
+
 def compiled_layer_saved_bytes_per_token(
-    arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str
+    arch: TransformerArch,
+    dt: ActivationDtypes,
+    seq: int,
+    attention: str,
+    *,
+    fused_residual_norm: bool = False,
 ) -> float:
     """Bytes one block of the compiled step (torch.compile: AOT autograd with inductor's min-cut
     partitioner) saves for backward, per token of the batch.
@@ -120,12 +133,19 @@ def compiled_layer_saved_bytes_per_token(
         output (fc2's input), Python GELU included (its chain fuses like any other);
       * attention as in eager (Q, K, V, SDPA's output and its contiguous copy, log-sum-exp), and
         BERT's two hidden dropouts as bool masks.
+    With `fused_residual_norm` (the tuned BERT-style encoder's sites are fitbench's operator,
+    backends/torch/dropout_layer_norm) each site keeps its FP32 sum x + dropout(y) and two FP32
+    statistics a row (mean, rstd), and no mask: the backward hashes it again.
     """
     h, f = arch.hidden_size, arch.intermediate_size
     linear_inputs = 2 * dt.linear_input(h, 1)  # q/k/v's input, the MLP's input
-    norms = 2 * compiled_norm_saved_bytes_per_token(h, dt)
+    if fused_residual_norm:
+        norms = 2 * (h * RESIDUAL_SITE_SAVED_BYTES + 2 * 4)
+        masks = 0.0
+    else:
+        norms = 2 * compiled_norm_saved_bytes_per_token(h, dt)
+        masks = 2 * h * dt.mask if arch.kind == "encoder" else 0.0
     mlp = (3 if arch.mlp == "swiglu" else 2) * f * dt.act
-    masks = 2 * h * dt.mask if arch.kind == "encoder" else 0.0
     return linear_inputs + norms + mlp + masks + _attention_saved_bytes_per_token(arch, dt, seq, attention)
 
 
@@ -182,8 +202,12 @@ def training_segments(
             name="embeddings", saved_bytes=tokens * emb_saved, input_bytes=0.0, params=arch.embedding_params()
         )
     )
-    layer_count = compiled_layer_saved_bytes_per_token if compiled else layer_saved_bytes_per_token
-    per_layer = layer_count(arch, dt, s, workload.attention) * tokens
+    if compiled:
+        per_layer = tokens * compiled_layer_saved_bytes_per_token(
+            arch, dt, s, workload.attention, fused_residual_norm=runs_residual_site_operator(workload)
+        )
+    else:
+        per_layer = layer_saved_bytes_per_token(arch, dt, s, workload.attention) * tokens
     per_input = layer_input_bytes_per_token(arch, dt) * tokens
     per_transient = layer_transient_bytes_per_token(arch, dt, s, workload.attention) * tokens
     cast = arch.linear_params_per_layer() if dt.amp else 0
@@ -710,9 +734,7 @@ def _pointwise_kernels(
     L = arch.num_layers
     ks: list[Kernel] = []
     ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt)
-    # The tuned mode's BERT-style encoders (not LoRA-adapted ones: those are transformers' BERT)
-    # run their residual sites as fitbench's fused operator.
-    residual_op = arch.kind == "encoder" and arch.norm == "layernorm" and not workload.peft
+    residual_op = runs_residual_site_operator(workload)
     norm_fused, norm_regions, rest_fused, rest_regions = fused_pointwise_bytes_per_token(
         arch, dt, fused_residual_norm=residual_op
     )
