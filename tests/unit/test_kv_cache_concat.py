@@ -80,3 +80,16 @@ def test_a_quantized_cache_is_not_counted_as_a_16_bit_copy() -> None:
     default = get_profile("torch", "default", use_user=False)
     off = dataclasses.replace(default, kv_cache_concat=False)
     assert speed.generation(w, H200, default).decode.bytes == speed.generation(w, H200, off).decode.bytes
+
+
+def test_the_estimate_says_so_where_it_counts_the_copy() -> None:
+    from fitbench.estimate.assumptions import estimate_assumptions
+
+    w = _gpu_bound_generation()
+    default = get_profile("torch", "default", use_user=False)
+    tuned = get_profile("torch", "tuned", use_user=False)
+    said = [line for line in estimate_assumptions(w, w.precision, H200, default) if "concatenation" in line]
+    assert len(said) == 1 and "read and written once more" in said[0]
+    assert not [
+        line for line in estimate_assumptions(w, w.precision, H200, tuned) if "grows every layer" in line
+    ]

@@ -95,6 +95,12 @@ def estimate_assumptions(workload: Workload, requested: str, gpu: GpuSpec, profi
         assumptions.extend(training_assumptions(workload, framework))
     if not workload.is_resnet:
         assumptions.extend(arch_assumptions(workload))
+    if workload.is_generation and profile.kv_cache_concat and workload.kv_cache is None:
+        assumptions.append(
+            "generation: each decode step grows every layer's K and V by concatenation (transformers' "
+            "DynamicCache, or Paddle's concat), so the whole cache is read and written once more beside "
+            "the attention's read"
+        )
     if workload.peft:
         assumptions.extend(peft.assumptions(workload))
     if workload.gpus > 1:
