@@ -1,10 +1,10 @@
 """LayerNorm(x + dropout(y)) as one operator: a post-norm encoder's residual site.
 
 The tuned BERT-style encoder (compact_encoder) calls `dropout_add_layer_norm` at each of its
-layers' two residual sites. On CUDA it runs fitbench's two Triton kernels (norm_kernels: one
-forward, one backward, the dropout mask a counter-based hash regenerated in the backward); on
-other devices the same arithmetic in PyTorch operators (`reference`), with the same mask bit for
-bit, so a CPU run and the tests see what the GPU computes.
+layers' two residual sites. On CUDA with Triton it runs fitbench's two Triton kernels
+(norm_kernels: one forward, one backward, the dropout mask a counter-based hash regenerated in
+the backward); elsewhere the same arithmetic in PyTorch operators (`reference`), with the same
+mask bit for bit, so a CPU run and the tests see what the GPU computes.
 
 It is a torch.library custom operator with its own autograd formula, so torch.compile keeps it
 whole (inductor would otherwise split the LayerNorm backward into a row kernel and column
@@ -15,6 +15,9 @@ kernel of its own); their gradients meet inside the backward kernel.
 """
 
 from __future__ import annotations
+
+import functools
+from types import ModuleType
 
 import torch
 
@@ -105,6 +108,17 @@ def reference_backward(
     return ds.to(x_dtype), dy.to(y_dtype, copy=True), dweight, g.sum(0).to(weight.dtype)
 
 
+@functools.cache
+def _kernels() -> ModuleType | None:
+    """norm_kernels where Triton imports (CUDA machines without it run the reference: the same
+    numbers, in PyTorch's operators)."""
+    try:
+        from fitbench.backends.torch import norm_kernels
+    except ImportError:
+        return None
+    return norm_kernels
+
+
 @torch.library.custom_op("fitbench::dropout_add_layer_norm", mutates_args=())
 def _forward_op(
     x: torch.Tensor,
@@ -116,10 +130,9 @@ def _forward_op(
     p: float,
     eps: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    if x.is_cuda:
-        from fitbench.backends.torch import norm_kernels
-
-        return norm_kernels.forward(x, y, weight, bias, seed, site, p, eps)
+    kernels = _kernels() if x.is_cuda else None
+    if kernels is not None:
+        return kernels.forward(x, y, weight, bias, seed, site, p, eps)
     return reference(x, y, weight, bias, seed, site, p, eps)
 
 
@@ -150,10 +163,9 @@ def _backward_op(
     x_dtype: torch.dtype,
     y_dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    if s.is_cuda:
-        from fitbench.backends.torch import norm_kernels
-
-        return norm_kernels.backward(dout, dout_low, s, weight, mean, rstd, seed, site, p, x_dtype, y_dtype)
+    kernels = _kernels() if s.is_cuda else None
+    if kernels is not None:
+        return kernels.backward(dout, dout_low, s, weight, mean, rstd, seed, site, p, x_dtype, y_dtype)
     return reference_backward(dout, dout_low, s, weight, mean, rstd, seed, site, p, x_dtype, y_dtype)
 
 
