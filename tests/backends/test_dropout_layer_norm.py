@@ -138,7 +138,7 @@ def test_the_operator_gradients_match_autograd_of_the_explicit_formula(p: float)
 
 def test_opcheck_passes_for_the_custom_operators() -> None:
     x, y, w, b = _inputs(6, 32, torch.bfloat16, seed=2)
-    args = (x, y, w.requires_grad_(), b.requires_grad_(), torch.tensor(1, device=DEVICE), 2, 0.1, EPS)
+    args = (x, y, w.requires_grad_(), b.requires_grad_(), torch.tensor(1, device=DEVICE), 2, 0.1, EPS, True)
     torch.library.opcheck(
         dln._forward_op, args, test_utils=("test_schema", "test_autograd_registration", "test_faketensor")
     )
@@ -158,6 +158,20 @@ def test_the_operator_compiles_whole_and_gives_the_eager_numbers() -> None:
     torch.compile(site, backend="aot_eager", fullgraph=True)(*twins).backward()
     for ours, theirs in zip(leaves, twins, strict=True):
         torch.testing.assert_close(ours.grad, theirs.grad)
+
+
+def test_inference_writes_no_sum_and_the_same_outputs() -> None:
+    x, y, w, b = _inputs(10, 48, torch.bfloat16, seed=3)
+    seed = torch.tensor(5, device=DEVICE)
+    with_sum = nk.forward(x, y, w, b, seed, 1, 0.0, EPS, True)
+    without = nk.forward(x, y, w, b, seed, 1, 0.0, EPS, False)
+    assert with_sum[2].shape == x.shape and without[2].numel() == 0
+    for a, c in zip(with_sum[:2] + with_sum[3:], without[:2] + without[3:], strict=True):
+        assert torch.equal(a, c)
+    with torch.no_grad():
+        out, out_low = dln.dropout_add_layer_norm(x, y, w, b, seed=seed, site=1, p=0.0, eps=EPS)
+    torch.testing.assert_close(out, with_sum[0])
+    torch.testing.assert_close(out_low, with_sum[1])
 
 
 def test_shapes_beyond_two_dimensions_normalise_the_last() -> None:

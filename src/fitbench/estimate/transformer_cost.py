@@ -106,10 +106,10 @@ def compiled_norm_saved_bytes_per_token(h: int, dt: ActivationDtypes) -> int:
 
 def runs_residual_site_operator(workload: Workload) -> bool:
     """Whether the workload's compiled (tuned) step runs fitbench's residual-site operator: the
-    tuned mode's BERT-style encoders do (backends/torch/compact_encoder); LoRA-adapted ones are
-    transformers' BERT, and decoders are pre-norm."""
+    tuned mode's BERT-style text encoders do (backends/torch/compact_encoder); LoRA-adapted ones
+    are transformers' BERT, vision transformers (patches) and decoders are pre-norm."""
     arch = _arch(workload)
-    return arch.kind == "encoder" and arch.norm == "layernorm" and not workload.peft
+    return arch.kind == "encoder" and arch.norm == "layernorm" and not arch.patch_size and not workload.peft
 
 
 def compiled_layer_saved_bytes_per_token(
@@ -585,7 +585,7 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
 
 
 def fused_pointwise_bytes_per_token(
-    arch: TransformerArch, dt: ActivationDtypes, *, fused_residual_norm: bool = False
+    arch: TransformerArch, dt: ActivationDtypes, *, fused_residual_norm: bool = False, training: bool = True
 ) -> tuple[float, float, float, float]:
     """(norm regions' bytes, their kernels, the other regions' bytes, their kernels) of one
     block's forward per token when a compiler fuses its pointwise work (torch.compile's inductor).
@@ -605,13 +605,14 @@ def fused_pointwise_bytes_per_token(
     With `fused_residual_norm` (the tuned BERT-style encoder: fitbench's own operator,
     backends/torch/dropout_layer_norm) a norm site is one kernel that reads the branch output and
     the residual stream and writes the FP32 sum s = x + dropout(y) for its backward, the new
-    residual stream and its 16-bit copy; no mask is stored (the backward hashes it again).
+    residual stream and its 16-bit copy (the sum only when `training`: nothing needs it in
+    inference); no mask is stored (the backward hashes it again).
     `fused_norm_backward_bytes_per_token` gives its backward.
     """
     h, f = arch.hidden_size, arch.intermediate_size
     norm_out = dt.act if dt.amp else dt.res
     if fused_residual_norm:
-        norms = 2 * h * _residual_site_bytes(dt)
+        norms = 2 * h * _residual_site_bytes(dt, saves_sum=training)
     else:
         norms = 2 * h * (dt.act + 2 * dt.res + norm_out + dt.mask)
     act = 3 * f * dt.act if arch.mlp == "swiglu" else 2 * f * dt.act
@@ -626,11 +627,12 @@ RESIDUAL_SITE_SAVED_BYTES = 4
 RESIDUAL_SITE_BACKWARD_KERNELS = 3
 
 
-def _residual_site_bytes(dt: ActivationDtypes) -> float:
+def _residual_site_bytes(dt: ActivationDtypes, *, saves_sum: bool = True) -> float:
     """Bytes per element of one direction of fitbench's residual-site operator: forward reads y
-    (16-bit) and x (residual) and writes s, out (residual) and out's 16-bit copy; backward reads
-    the two outputs' gradients and s and writes x's and y's gradients: the same count."""
-    return 2 * dt.act + 2 * dt.res + RESIDUAL_SITE_SAVED_BYTES
+    (16-bit) and x (residual) and writes out (residual), out's 16-bit copy and, for a backward,
+    s; backward reads the two outputs' gradients and s and writes x's and y's gradients: the
+    same count."""
+    return 2 * dt.act + 2 * dt.res + (RESIDUAL_SITE_SAVED_BYTES if saves_sum else 0)
 
 
 def fused_norm_backward_bytes_per_token(
@@ -736,7 +738,7 @@ def _pointwise_kernels(
     ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt)
     residual_op = runs_residual_site_operator(workload)
     norm_fused, norm_regions, rest_fused, rest_regions = fused_pointwise_bytes_per_token(
-        arch, dt, fused_residual_norm=residual_op
+        arch, dt, fused_residual_norm=residual_op, training=workload.is_training
     )
     norm_fused_backward = fused_norm_backward_bytes_per_token(arch, dt, fused_residual_norm=residual_op)
     if arch.norm == "layernorm":

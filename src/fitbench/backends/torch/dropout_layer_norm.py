@@ -66,8 +66,10 @@ def reference(
     site: int,
     p: float,
     eps: float,
+    keep_sum: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The forward in PyTorch operators: (out, out in y's dtype, s, mean, 1/std), fp32 arithmetic."""
+    """The forward in PyTorch operators: (out, out in y's dtype, s, mean, 1/std), fp32 arithmetic;
+    s empty unless `keep_sum`."""
     y32 = y.float()
     if p > 0:
         keep = dropout_keep_reference(seed, site, tuple(x.shape), p)
@@ -76,7 +78,8 @@ def reference(
     mean = s.mean(-1)
     rstd = torch.rsqrt(s.var(-1, unbiased=False) + eps)
     out = (s - mean[:, None]) * rstd[:, None] * weight.float() + bias.float()
-    return out.to(x.dtype), out.to(y.dtype, copy=True), s, mean, rstd  # two tensors, never aliases
+    kept = s if keep_sum else s.new_empty(0)
+    return out.to(x.dtype), out.to(y.dtype, copy=True), kept, mean, rstd  # two tensors, never aliases
 
 
 def reference_backward(
@@ -129,21 +132,22 @@ def _forward_op(
     site: int,
     p: float,
     eps: float,
+    keep_sum: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     kernels = _kernels() if x.is_cuda else None
     if kernels is not None:
-        return kernels.forward(x, y, weight, bias, seed, site, p, eps)
-    return reference(x, y, weight, bias, seed, site, p, eps)
+        return kernels.forward(x, y, weight, bias, seed, site, p, eps, keep_sum)
+    return reference(x, y, weight, bias, seed, site, p, eps, keep_sum)
 
 
 @_forward_op.register_fake
-def _(x, y, weight, bias, seed, site, p, eps):  # type: ignore[no-untyped-def]
+def _(x, y, weight, bias, seed, site, p, eps, keep_sum):  # type: ignore[no-untyped-def]
     rows = x.shape[0]
     stats = x.new_empty(rows, dtype=torch.float32)
     return (
         torch.empty_like(x),
         torch.empty_like(y),
-        x.new_empty(x.shape, dtype=torch.float32),
+        x.new_empty(x.shape if keep_sum else (0,), dtype=torch.float32),
         stats,
         torch.empty_like(stats),
     )
@@ -180,7 +184,7 @@ def _(dout, dout_low, s, weight, mean, rstd, seed, site, p, x_dtype, y_dtype):  
 
 
 def _setup_context(ctx, inputs, output) -> None:  # type: ignore[no-untyped-def]
-    x, y, weight, _bias, seed, site, p, _eps = inputs
+    x, y, weight, _bias, seed, site, p, _eps, _keep_sum = inputs
     _out, _out_low, s, mean, rstd = output
     ctx.save_for_backward(s, weight, mean, rstd, seed)
     # s, mean and rstd are outputs only to be saved: no zero gradients made for them (nor for an
@@ -197,7 +201,7 @@ def _backward(ctx, dout, dout_low, _ds, _dmean, _drstd):  # type: ignore[no-unty
     dx, dy, dweight, dbias = _backward_op(
         dout, dout_low, s, weight, mean, rstd, seed, ctx.site, ctx.p, ctx.x_dtype, ctx.y_dtype
     )
-    return dx, dy, dweight, dbias, None, None, None, None
+    return dx, dy, dweight, dbias, None, None, None, None, None
 
 
 _forward_op.register_autograd(_backward, setup_context=_setup_context)
@@ -218,10 +222,12 @@ def dropout_add_layer_norm(
 
     `seed` is a one-element int64 device tensor (the step counter) and `site` an integer told
     apart per call site: together they choose the mask, so a site's mask changes every step and
-    two sites of one step never share one. p = 0 is no dropout (evaluation).
+    two sites of one step never share one. p = 0 is no dropout (evaluation). Without autograd
+    (inference) the FP32 sum kept for the backward is not written.
     """
     shape = x.shape
     hidden = shape[-1]
+    keep_sum = torch.is_grad_enabled() and any(t.requires_grad for t in (x, y, weight, bias))
     out, out_low, *_ = _forward_op(
         x.reshape(-1, hidden).contiguous(),
         y.reshape(-1, hidden).contiguous(),
@@ -231,5 +237,6 @@ def dropout_add_layer_norm(
         site,
         float(p),
         float(eps),
+        keep_sum,
     )
     return out.view(shape), out_low.view(shape)

@@ -102,6 +102,7 @@ def _forward_kernel(
     scale,
     eps,
     DROPOUT: tl.constexpr,
+    STORE_SUM: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
@@ -122,7 +123,8 @@ def _forward_kernel(
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     out = centred * rstd[:, None] * w[None, :] + b[None, :]
-    tl.store(s_ptr + offsets, s, mask=ok)
+    if STORE_SUM:
+        tl.store(s_ptr + offsets, s, mask=ok)
     tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=ok)
     tl.store(out_low_ptr + offsets, out.to(out_low_ptr.dtype.element_ty), mask=ok)
     tl.store(mean_ptr + rows, mean, mask=row_ok)
@@ -214,19 +216,22 @@ def forward(
     site: int,
     p: float,
     eps: float,
+    keep_sum: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(out, out in y's dtype, s = x + dropout(y), mean, 1/std) for 2-D contiguous x and y."""
+    """(out, out in y's dtype, s = x + dropout(y), mean, 1/std) for 2-D contiguous x and y; s is
+    empty unless `keep_sum` (a backward will need it)."""
     n_rows, n_cols = x.shape
     out = torch.empty_like(x)
     out_low = torch.empty_like(y)
-    s = torch.empty(x.shape, device=x.device, dtype=torch.float32)
+    s = torch.empty(x.shape if keep_sum else (0,), device=x.device, dtype=torch.float32)
     mean = torch.empty(n_rows, device=x.device, dtype=torch.float32)
     rstd = torch.empty_like(mean)
     block_n = _block_n(n_cols)
     _forward_kernel[(triton.cdiv(n_rows, FORWARD_ROWS),)](
         x, y, weight, bias, s, out, out_low, mean, rstd, seed,
         n_rows, n_cols, site, keep_threshold(p), 1.0 / (1.0 - p) if p > 0 else 1.0, eps,
-        DROPOUT=p > 0, BLOCK_M=FORWARD_ROWS, BLOCK_N=block_n, num_warps=_warps(FORWARD_WARPS, block_n),
+        DROPOUT=p > 0, STORE_SUM=keep_sum, BLOCK_M=FORWARD_ROWS, BLOCK_N=block_n,
+        num_warps=_warps(FORWARD_WARPS, block_n),
     )  # fmt: skip
     return out, out_low, s, mean, rstd
 
