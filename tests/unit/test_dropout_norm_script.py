@@ -45,3 +45,23 @@ def test_a_tiny_cpu_run_writes_every_variant(tmp_path: Path) -> None:
     assert "gelu forward+backward" in names and any(n.startswith("draw int16") for n in names)
     assert all(row["seconds"] > 0 and row["bytes"] > 0 for row in record["rows"])
     assert record["shape"]["keep_from"] == dropout_norm.KEEP_FROM
+
+
+def test_fitbench_s_operator_counts_its_own_bytes() -> None:
+    # 16 bytes an element each way (no mask; the FP32 sum for the backward)
+    assert dropout_norm.fused_site_bytes(8192, 768, backward=False) == 8192 * 768 * 16
+    assert dropout_norm.fused_site_bytes(8192, 768, backward=True) == 8192 * 768 * 32
+
+
+@pytest.mark.slow
+def test_only_fused_times_each_launch_setting_and_puts_the_defaults_back(tmp_path: Path) -> None:
+    from fitbench.backends.torch import norm_kernels
+
+    before = (norm_kernels.FORWARD_ROWS, norm_kernels.BACKWARD_ROWS, norm_kernels.BACKWARD_STAGES)
+    out = tmp_path / "fused.json"
+    argv = ["--device", "cpu", "--tiny", "--calls", "1", "--replays", "1", "--only-fused"]
+    assert dropout_norm.main([*argv, "--fused-configs", "2:4:2:8:4:1", "--out", str(out)]) == 0
+    names = [row["variant"] for row in json.loads(out.read_text())["rows"]]
+    assert "fitbench forward+backward" in names and "fitbench[2:4:2:8:4:1] forward+backward" in names
+    assert not any(n.startswith(("inductor", "gelu", "draw")) for n in names)
+    assert before == (norm_kernels.FORWARD_ROWS, norm_kernels.BACKWARD_ROWS, norm_kernels.BACKWARD_STAGES)

@@ -56,6 +56,24 @@ def test_patch_applies_the_settings_restores_them_and_refuses_unknown_ones() -> 
         pass
 
 
+def test_a_setting_named_with_its_fitbench_module_patches_that_constant() -> None:
+    import torch._inductor.config as inductor_config
+
+    from fitbench.backends.torch import compact_encoder
+
+    name = "fitbench.backends.torch.compact_encoder.FUSED_RESIDUAL_NORM"
+    combo = inductor_config.combo_kernels
+    with inductor_options.patched({name: False, "combo_kernels": not combo}, fresh=False):
+        assert compact_encoder.FUSED_RESIDUAL_NORM is False
+        assert inductor_config.combo_kernels is (not combo)
+    assert compact_encoder.FUSED_RESIDUAL_NORM is True and inductor_config.combo_kernels is combo
+    with (
+        pytest.raises(AttributeError),
+        inductor_options.patched({"fitbench.backends.torch.compact_encoder.NO_SUCH": 1}, fresh=False),
+    ):
+        pass
+
+
 def test_speedups_and_loss_deltas_are_against_each_scenarios_baseline() -> None:
     rows = [
         {"scenario": "a", "set": "baseline", "step_seconds": 0.02, "loss": 1.0},
