@@ -93,3 +93,13 @@ def test_the_estimate_says_so_where_it_counts_the_copy() -> None:
     assert not [
         line for line in estimate_assumptions(w, w.precision, H200, tuned) if "grows every layer" in line
     ]
+
+
+def test_naming_the_compute_dtype_as_the_cache_dtype_still_counts_the_copy() -> None:
+    w = _gpu_bound_generation()
+    named = w.replace(kv_cache=w.kv_cache_dtype)
+    default = get_profile("torch", "default", use_user=False)
+    assert speed.copies_cache_each_step(named, default) and speed.copies_cache_each_step(w, default)
+    assert (
+        speed.generation(named, H200, default).decode.bytes == speed.generation(w, H200, default).decode.bytes
+    )

@@ -13,7 +13,7 @@ from fitbench.core.units import GiB
 from fitbench.estimate import distributed, peft
 from fitbench.estimate.optimizer import optimizer_step_scratch
 from fitbench.estimate.profile import Profile
-from fitbench.estimate.speed import OWN_SHARE_REFERENCE_GPU, gemm_rate_factor
+from fitbench.estimate.speed import OWN_SHARE_REFERENCE_GPU, copies_cache_each_step, gemm_rate_factor
 from fitbench.estimate.transformer_cost import arch_assumptions
 from fitbench.estimate.verdict import TIGHT_MARGIN
 from fitbench.workloads.workload import Workload
@@ -95,7 +95,7 @@ def estimate_assumptions(workload: Workload, requested: str, gpu: GpuSpec, profi
         assumptions.extend(training_assumptions(workload, framework))
     if not workload.is_resnet:
         assumptions.extend(arch_assumptions(workload))
-    if workload.is_generation and profile.kv_cache_concat and workload.kv_cache is None:
+    if workload.is_generation and copies_cache_each_step(workload, profile):
         assumptions.append(
             "generation: each decode step grows every layer's K and V by concatenation (transformers' "
             "DynamicCache, or Paddle's concat), so the whole cache is read and written once more beside "

@@ -458,6 +458,13 @@ def fused_attention(kernel: Kernel, profile: Profile, groups: int, query_bytes: 
 STATIC_CACHE_WARMUP_SLOTS = 3
 
 
+def copies_cache_each_step(workload: Workload, profile: Profile) -> bool:
+    """Whether a decode step reads and writes the whole KV cache again: the mode grows it by
+    concatenation (Profile.kv_cache_concat) and it holds plain tensors of the compute dtype
+    (--kv-cache naming that dtype changes nothing; an 8-bit cache is another runtime's)."""
+    return profile.kv_cache_concat and workload.kv_cache_dtype in ("fp16", "bf16", "fp32")
+
+
 def static_cache_slots(prompt: int, new: int, batch: int, profile: Profile) -> int | None:
     """The KV slots a decode step attends over where the mode's step reads its whole static cache
     (masked past the position: the compiled static-cache step above the fused batches), else None
@@ -498,8 +505,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     if generate_ops.repeats_kv(arch, mean_context, release):
         decode_k.append(transformer_cost.repeated_kv_kernel(workload, b, mean_context))
     read_k = decode_k
-    if profile.kv_cache_concat and workload.kv_cache is None:
-        # the 16-bit cache grown by torch.cat / paddle.concat: read and written again each step
+    if copies_cache_each_step(workload, profile):
         read_k = [*decode_k, transformer_cost.cache_append_kernel(workload, b, mean_context)]
     slots = static_cache_slots(prompt, new, b, profile)
     if slots is not None:

@@ -140,7 +140,7 @@ def compiled_layer_saved_bytes_per_token(
     h, f = arch.hidden_size, arch.intermediate_size
     linear_inputs = 2 * dt.linear_input(h, 1)  # q/k/v's input, the MLP's input
     if fused_residual_norm:
-        norms = 2 * (h * RESIDUAL_SITE_SAVED_BYTES + 2 * 4)
+        norms = 2 * (h * RESIDUAL_SITE_SAVED_BYTES + RESIDUAL_SITE_ROW_STATS_BYTES)
         masks = 0.0
     else:
         norms = 2 * compiled_norm_saved_bytes_per_token(h, dt)
@@ -621,8 +621,10 @@ def fused_pointwise_bytes_per_token(
     return float(norms), 2.0, float(act + rotary), regions
 
 
-#: the FP32 sum x + dropout(y) fitbench's residual-site operator keeps for its backward
+#: the FP32 sum x + dropout(y) fitbench's residual-site operator keeps for its backward (an
+#: element), and its FP32 mean and 1/std (a row)
 RESIDUAL_SITE_SAVED_BYTES = 4
+RESIDUAL_SITE_ROW_STATS_BYTES = 2 * 4
 #: its backward's kernels per site: the row kernel, then the weight's and the bias's column sums
 RESIDUAL_SITE_BACKWARD_KERNELS = 3
 

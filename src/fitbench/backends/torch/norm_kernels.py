@@ -52,14 +52,13 @@ from fitbench.backends.torch.dropout_layer_norm import keep_threshold
 #: --fused-configs (dropout-norm-h200-2026-12-04-configs*.json: one row an iteration in the
 #: backward, pipelined, ran its forward + backward in 112-122 us against 154-187 us for tiles of
 #: 2-16 rows). Rows a forward program normalises side by side (a [rows, hidden] tile) and its warps
-#: (None: 8 for rows of 1024 columns or more, else 4)
 FORWARD_ROWS = 4
-FORWARD_WARPS: int | None = 8
+FORWARD_WARPS = 8
 #: rows a backward program handles per iteration, the programs per streaming multiprocessor (which
 #: sets how many iterations a program makes), its warps, and the loop's software-pipeline stages
 BACKWARD_ROWS = 1
 BACKWARD_PROGRAMS_PER_SM = 4
-BACKWARD_WARPS: int | None = 4
+BACKWARD_WARPS = 4
 BACKWARD_STAGES = 3
 
 
@@ -197,10 +196,6 @@ def _block_n(n_cols: int) -> int:
     return triton.next_power_of_2(n_cols)
 
 
-def _warps(setting: int | None, block_n: int) -> int:
-    return setting if setting is not None else (8 if block_n >= 1024 else 4)
-
-
 def _programs(device: torch.device, n_rows: int) -> int:
     # the interpreter (CPU): a few programs, each looping over several row blocks
     sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
@@ -231,7 +226,7 @@ def forward(
         x, y, weight, bias, s, out, out_low, mean, rstd, seed,
         n_rows, n_cols, site, keep_threshold(p), 1.0 / (1.0 - p) if p > 0 else 1.0, eps,
         DROPOUT=p > 0, STORE_SUM=keep_sum, BLOCK_M=FORWARD_ROWS, BLOCK_N=block_n,
-        num_warps=_warps(FORWARD_WARPS, block_n),
+        num_warps=FORWARD_WARPS,
     )  # fmt: skip
     return out, out_low, s, mean, rstd
 
@@ -266,6 +261,6 @@ def backward(
         n_rows, n_cols, site, keep_threshold(p), 1.0 / (1.0 - p) if p > 0 else 1.0,
         HAS_DOUT=dout is not None, HAS_DOUT_LOW=dout_low is not None, DROPOUT=p > 0,
         ROWS_PER_PROGRAM=rows_per_program, STAGES=BACKWARD_STAGES, BLOCK_M=BACKWARD_ROWS, BLOCK_N=block_n,
-        num_warps=_warps(BACKWARD_WARPS, block_n),
+        num_warps=BACKWARD_WARPS,
     )  # fmt: skip
     return dx, dy, parts[0].sum(-1).to(weight.dtype), parts[1].sum(-1).to(weight.dtype)
