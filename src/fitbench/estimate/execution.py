@@ -15,6 +15,9 @@ The rule is written once, in `tuned_precision`, and the backends ask it:
 
 An estimate compared with a tuned measurement must describe that workload, not the requested
 one, or the comparison measures the precision change instead of the estimator.
+
+The attention kernel follows the same rule (`attention_as_run`): a fused-attention request on a
+model transformers builds without SDPA runs its eager attention.
 """
 
 from __future__ import annotations
@@ -82,12 +85,31 @@ def optimizer_impl_as_run(workload: Workload, exec_mode: str, framework: str = "
     return workload.optimizer_impl
 
 
+# transformers model types built without SDPA (`_supports_sdpa = False`): Gemma-2 soft-caps its
+# attention scores (tanh), which SDPA cannot do, so transformers runs its eager attention there
+# (scores materialized per layer) unless flash-attention 2 is installed, which fitbench does not use.
+EAGER_ONLY_MODEL_TYPES = ("gemma2",)
+
+
+def attention_as_run(workload: Workload, framework: str = "torch") -> str:
+    """The attention implementation PyTorch runs `workload` with: eager where transformers has no
+    fused kernel for the model (EAGER_ONLY_MODEL_TYPES), else the requested one. The torch
+    backend builds with this same answer (backends/torch/models.attention_impl)."""
+    model_type = getattr(workload.arch, "model_type", "").lower().replace("-", "_")
+    if framework == Framework.TORCH and model_type in EAGER_ONLY_MODEL_TYPES:
+        return "eager"
+    return workload.attention
+
+
 def workload_as_run(
     workload: Workload, exec_mode: str, gpu: GpuSpec | None, framework: str = "torch"
 ) -> Workload:
-    """`workload` with the precision and optimizer implementation `exec_mode` really uses on `gpu`."""
+    """`workload` with the precision, optimizer implementation and attention `exec_mode` really
+    uses on `gpu`."""
     precision = precision_as_run(workload, exec_mode, gpu, framework)
     impl = optimizer_impl_as_run(workload, exec_mode, framework)
-    if precision == workload.precision and impl == workload.optimizer_impl:
+    attention = attention_as_run(workload, framework)
+    as_asked = (workload.precision, workload.optimizer_impl, workload.attention)
+    if (precision, impl, attention) == as_asked:
         return workload
-    return workload.replace(precision=precision, optimizer_impl=impl)
+    return workload.replace(precision=precision, optimizer_impl=impl, attention=attention)

@@ -5,8 +5,9 @@ compact definition that matches torchvision module for module (Bottleneck/BasicB
 the 3x3 conv, batch norm after every conv, downsample = conv1x1 + BN, adaptive average pool,
 fc), so tiny and custom-width variants have the same structure and exact parameter count.
 Transformers come from Hugging Face configs built from the architecture's numbers: BERT for
-encoders, Llama (or Qwen2 / GPT-2 where the biases or norms say so) for decoders, random
-weights, never a download.
+encoders; for decoders the family's own class where its blocks are not Llama's
+(family_configs.py: Qwen3, Gemma-2/3, DeepSeek, ...), else Llama (or Qwen2 / GPT-2 / Mistral /
+Mixtral where the biases, norms, windows or experts say so); random weights, never a download.
 
 Large models are built directly in their target dtype on their target device: no FP32 copy
 first, no framework weight initialisation (slow on a CPU for billions of parameters); the
@@ -23,7 +24,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from fitbench.backends.torch.family_configs import family_config, family_key
+from fitbench.core.names import Framework
 from fitbench.errors import FitbenchError
+from fitbench.estimate.execution import attention_as_run
 from fitbench.workloads.arch import RESNET_LAYERS, ResNetArch, TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -131,7 +135,9 @@ def _build_transformer(
 
 
 def attention_impl(workload: Workload) -> str:
-    return "sdpa" if workload.attention == "fused" else "eager"
+    """transformers' attn_implementation for `workload`: SDPA for fused attention, except where
+    the model has none (estimate.execution.attention_as_run, the rule the estimate follows)."""
+    return "sdpa" if attention_as_run(workload, Framework.TORCH) == "fused" else "eager"
 
 
 # -- ResNet ----------------------------------------------------------------------------------------
@@ -303,12 +309,16 @@ class FirstToken(nn.Module):
 def _unsupported(what: str, arch: TransformerArch, what_zh: str) -> FitbenchError:
     return FitbenchError(
         f"the torch backend cannot build this {arch.kind} ({what})",
-        "`fitbench estimate` covers it; `fitbench run` builds BERT-style encoders and "
-        "Llama/Qwen2/GPT-2/Mistral/Mixtral-style decoders",
+        "`fitbench estimate` covers it; `fitbench run` builds BERT-style encoders, "
+        "Llama/Qwen2/GPT-2/Mistral/Mixtral-style decoders and the families of "
+        "backends/torch/family_configs.py (Qwen3, Gemma-2/3, OLMo, GPT-NeoX, GPT-J, Falcon, "
+        "Qwen-MoE, OLMoE, ERNIE-4.5-MoE, DeepSeek-V2/V3)",
         message_zh=f"torch 后端无法构建这个 {arch.kind}({what_zh})",
         hint_zh=(
             "`fitbench estimate` 可以估算它;`fitbench run` 能构建 BERT "
-            "式编码器和 Llama/Qwen2/GPT-2/Mistral/Mixtral 式解码器"
+            "式编码器、Llama/Qwen2/GPT-2/Mistral/Mixtral 式解码器,以及 "
+            "backends/torch/family_configs.py 中的系列(Qwen3、Gemma-2/3、OLMo、GPT-NeoX、GPT-J、"
+            "Falcon、Qwen-MoE、OLMoE、ERNIE-4.5-MoE、DeepSeek-V2/V3)"
         ),
     )
 
@@ -376,9 +386,13 @@ def build_encoder(
 
 # -- decoder -------------------------------------------------------------------------------------
 def decoder_config(arch: TransformerArch, *, attention: str) -> Any:
-    """A transformers config describing exactly this decoder: Llama, Qwen2 or GPT-2."""
+    """A transformers config describing exactly this decoder: its own family's where
+    family_configs has one (query/key norms, post norms, parallel blocks, latent attention,
+    shared experts), else Llama, Qwen2, GPT-2, Mistral or Mixtral."""
     import transformers
 
+    if family_key(arch) is not None:
+        return family_config(arch, attention=attention)
     plain = (
         arch.norms_per_layer == 2
         and arch.qk_norm == "none"

@@ -31,9 +31,13 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
         "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
         "mlp": ("gate_proj", "up_proj", "down_proj"),
     },
-    "qwen2": {
-        "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
-        "mlp": ("gate_proj", "up_proj", "down_proj"),
+    # the dense families backends/torch/family_configs.py builds with Llama's module names
+    **{
+        model_type: {
+            "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+            "mlp": ("gate_proj", "up_proj", "down_proj"),
+        }
+        for model_type in ("qwen2", "qwen3", "gemma2", "gemma3_text", "olmo", "olmo2")
     },
     # GPT-2's Conv1D layers store the weight transposed (fan_in_fan_out) and fuse q, k, v in c_attn.
     "gpt2": {"attention": ("c_attn", "attn.c_proj"), "mlp": ("c_fc", "mlp.c_proj")},

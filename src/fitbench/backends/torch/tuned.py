@@ -761,9 +761,28 @@ class TunedGenerateSession(TorchSession):
         super().close()
 
 
+def refuse_beyond_window(workload: Workload) -> None:
+    """The StaticDecoder attends to every cached token: the same as a sliding window only while
+    each sequence fits in the window, so a longer one is refused, not measured as another model."""
+    arch = workload.arch
+    assert isinstance(arch, TransformerArch)
+    window = arch.sliding_window if arch.sliding_layers else None
+    if window is not None and workload.tokens_per_sequence > window:
+        raise FitbenchError(
+            f"--exec tuned attends to every cached token; this model's {arch.sliding_layers} "
+            f"sliding-window layers see only the last {window}, fewer than the "
+            f"{workload.tokens_per_sequence} tokens of each sequence here",
+            f"use --exec default, or keep prompt + new tokens within {window}",
+            message_zh=f"--exec tuned 会关注所有缓存的 token;这个模型的 {arch.sliding_layers} 个滑动窗口层"
+            f"只看最后 {window} 个,少于这里每条序列的 {workload.tokens_per_sequence} 个 token",
+            hint_zh=f"请使用 --exec default,或让提示词加新 token 不超过 {window}",
+        )
+
+
 def open_generate_session(workload: Workload, options: RunOptions, device: torch.device) -> Session:
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
+    refuse_beyond_window(workload)
     in_effect, dtype, warnings = generation_precision(workload, device)
     torch.manual_seed(options.seed)
     model = StaticDecoder(arch, device=device, dtype=dtype)

@@ -1,0 +1,307 @@
+"""transformers configs for the decoder families whose blocks are not Llama's.
+
+`models.decoder_config` writes Llama, Qwen2, GPT-2, Mistral and Mixtral configs from an
+architecture's numbers. The families here differ in what a block holds (query/key norms, post
+norms, parameter-free norms, parallel attention and MLP, latent attention, shared experts), so a
+Llama config would build another model than the one estimated. Each is built through its own
+transformers class instead, chosen by the architecture's `model_type` (the config.json's), from
+the same numbers the estimator reads: what `fitbench run` measures is what transformers itself
+would load for that checkpoint, random weights instead of the real ones.
+
+Each builder returns the keyword arguments of the family's config class; `family_config` adds
+the class and the attention implementation. The parameter counts of every library model of
+these families equal the estimator's (tests/backends/test_family_configs.py), which is how a
+mistake in a builder shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fitbench.errors import FitbenchError
+from fitbench.workloads.arch import TransformerArch
+
+
+def _common(arch: TransformerArch, *, ffn: int | None = None) -> dict[str, Any]:
+    """The sizes every Llama-descended config names the same way."""
+    return dict(
+        vocab_size=arch.vocab_size,
+        hidden_size=arch.hidden_size,
+        intermediate_size=arch.intermediate_size if ffn is None else ffn,
+        num_hidden_layers=arch.num_layers,
+        num_attention_heads=arch.num_heads,
+        num_key_value_heads=arch.kv_heads,
+        max_position_embeddings=arch.max_positions,
+        tie_word_embeddings=arch.tie_embeddings,
+    )
+
+
+def layer_types(arch: TransformerArch, period: int) -> list[str] | None:
+    """Which layers attend to a window: `arch.sliding_layers` of them, in the family's pattern
+    (every layer but each `period`-th; period 1: the first `sliding_layers`). The estimate counts
+    the sliding layers, not their places, so any placement with that count is the same model."""
+    if not arch.sliding_layers:
+        return None
+    if period > 1:
+        types = [
+            "full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(arch.num_layers)
+        ]
+        if types.count("sliding_attention") == arch.sliding_layers:
+            return types
+    return [
+        "sliding_attention" if i < arch.sliding_layers else "full_attention" for i in range(arch.num_layers)
+    ]
+
+
+def _windows(arch: TransformerArch, period: int) -> dict[str, Any]:
+    types = layer_types(arch, period)
+    if types is None:
+        return {"sliding_window": None}
+    return {"sliding_window": arch.sliding_window, "layer_types": types}
+
+
+def _shared_experts(arch: TransformerArch) -> int:
+    """Shared experts as a count of routed-expert widths (DeepSeek, ERNIE-4.5)."""
+    width = arch.expert_intermediate_size
+    if arch.shared_intermediate_size % width:
+        raise _cannot(arch, "a shared-expert width that is not a whole number of experts")
+    return arch.shared_intermediate_size // width
+
+
+def _cannot(arch: TransformerArch, what: str) -> FitbenchError:
+    return FitbenchError(
+        f"the torch backend cannot build this {arch.model_type} decoder ({what})",
+        "`fitbench estimate` covers it",
+        message_zh=f"torch 后端无法构建这个 {arch.model_type} 解码器({what})",
+        hint_zh="`fitbench estimate` 可以估算它",
+    )
+
+
+def _require(arch: TransformerArch, condition: bool, what: str) -> None:
+    if not condition:
+        raise _cannot(arch, what)
+
+
+def _same_attention_bias(arch: TransformerArch) -> bool:
+    """One `attention_bias` switch covers q, k, v and o in these families."""
+    return arch.qkv_bias == arch.out_bias
+
+
+# -- dense families ------------------------------------------------------------------------------
+def _qwen3(arch: TransformerArch) -> dict[str, Any]:
+    _require(arch, _same_attention_bias(arch) and not arch.mlp_bias, "biases Qwen3 does not have")
+    types = layer_types(arch, 1)
+    return dict(
+        _common(arch),
+        head_dim=arch.dim_head,
+        attention_bias=arch.qkv_bias,
+        use_sliding_window=types is not None,
+        **_windows(arch, 1),
+    )
+
+
+def _gemma(period: int) -> Callable[[TransformerArch], dict[str, Any]]:
+    """Gemma-2 (every other layer local: period 2) and Gemma-3 (five of six: period 6)."""
+
+    def build(arch: TransformerArch) -> dict[str, Any]:
+        _require(arch, _same_attention_bias(arch) and not arch.mlp_bias, "biases Gemma does not have")
+        return dict(
+            _common(arch), head_dim=arch.dim_head, attention_bias=arch.qkv_bias, **_windows(arch, period)
+        )
+
+    return build
+
+
+def _olmo(arch: TransformerArch) -> dict[str, Any]:
+    _require(arch, _same_attention_bias(arch) and not arch.mlp_bias, "biases OLMo does not have")
+    _require(arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size")
+    return dict(_common(arch), attention_bias=arch.qkv_bias)
+
+
+def _glm4(arch: TransformerArch) -> dict[str, Any]:
+    _require(arch, not arch.out_bias and not arch.mlp_bias, "biases GLM-4 does not have")
+    return dict(_common(arch), head_dim=arch.dim_head, attention_bias=arch.qkv_bias)
+
+
+# -- parallel blocks -----------------------------------------------------------------------------
+def _gpt_neox(arch: TransformerArch) -> dict[str, Any]:
+    _require(arch, _same_attention_bias(arch) and arch.mlp_bias, "biases GPT-NeoX does not have")
+    _require(arch, arch.kv_heads == arch.num_heads, "grouped-query attention")
+    return dict(
+        vocab_size=arch.vocab_size,
+        hidden_size=arch.hidden_size,
+        intermediate_size=arch.intermediate_size,
+        num_hidden_layers=arch.num_layers,
+        num_attention_heads=arch.num_heads,
+        max_position_embeddings=arch.max_positions,
+        tie_word_embeddings=arch.tie_embeddings,
+        use_parallel_residual=arch.parallel_block,
+        attention_bias=arch.qkv_bias,
+    )
+
+
+def _gptj(arch: TransformerArch) -> dict[str, Any]:
+    _require(arch, arch.kv_heads == arch.num_heads, "grouped-query attention")
+    return dict(
+        vocab_size=arch.vocab_size,
+        n_positions=arch.max_positions,
+        n_embd=arch.hidden_size,
+        n_layer=arch.num_layers,
+        n_head=arch.num_heads,
+        n_inner=arch.intermediate_size,
+        rotary_dim=min(64, arch.dim_head),
+        tie_word_embeddings=arch.tie_embeddings,
+    )
+
+
+def _falcon(arch: TransformerArch) -> dict[str, Any]:
+    _require(arch, arch.qkv_bias == arch.out_bias == arch.mlp_bias, "biases on some layers only")
+    new_architecture = arch.norms_per_layer == 2 or arch.kv_heads not in (1, arch.num_heads)
+    return dict(
+        vocab_size=arch.vocab_size,
+        hidden_size=arch.hidden_size,
+        num_hidden_layers=arch.num_layers,
+        num_attention_heads=arch.num_heads,
+        num_kv_heads=arch.kv_heads,
+        new_decoder_architecture=new_architecture,
+        num_ln_in_parallel_attn=arch.norms_per_layer if new_architecture else None,
+        multi_query=arch.kv_heads == 1,
+        parallel_attn=arch.parallel_block,
+        bias=arch.qkv_bias,
+        alibi=arch.position == "relative",
+        ffn_hidden_size=arch.intermediate_size,
+        max_position_embeddings=arch.max_positions,
+        tie_word_embeddings=arch.tie_embeddings,
+    )
+
+
+# -- experts -------------------------------------------------------------------------------------
+def _qwen2_moe(arch: TransformerArch) -> dict[str, Any]:
+    _require(arch, arch.dense_layers == 0, "dense layers before the experts")
+    return dict(
+        _common(arch),
+        moe_intermediate_size=arch.expert_intermediate_size,
+        shared_expert_intermediate_size=arch.shared_intermediate_size,
+        num_experts=arch.num_experts,
+        num_experts_per_tok=arch.experts_per_token,
+        decoder_sparse_step=arch.moe_every,
+        mlp_only_layers=[],
+        qkv_bias=arch.qkv_bias,
+        use_sliding_window=arch.sliding_layers > 0,
+        **_windows(arch, 1),
+    )
+
+
+def _qwen3_moe(arch: TransformerArch) -> dict[str, Any]:
+    _require(
+        arch, arch.dense_layers == 0 and not arch.shared_intermediate_size, "dense layers or shared experts"
+    )
+    return dict(
+        _qwen3(arch),
+        moe_intermediate_size=arch.expert_intermediate_size,
+        num_experts=arch.num_experts,
+        num_experts_per_tok=arch.experts_per_token,
+        decoder_sparse_step=arch.moe_every,
+        mlp_only_layers=[],
+    )
+
+
+def _olmoe(arch: TransformerArch) -> dict[str, Any]:
+    _require(arch, arch.dense_layers == 0 and arch.moe_every == 1, "dense layers between the experts")
+    return dict(
+        _olmo(arch),
+        intermediate_size=arch.expert_intermediate_size,
+        num_experts=arch.num_experts,
+        num_experts_per_tok=arch.experts_per_token,
+    )
+
+
+def _ernie45_moe(arch: TransformerArch) -> dict[str, Any]:
+    _require(arch, arch.qkv_bias == arch.out_bias == arch.mlp_bias, "biases on some layers only")
+    return dict(
+        _common(arch),
+        head_dim=arch.dim_head,
+        use_bias=arch.qkv_bias,
+        moe_intermediate_size=arch.expert_intermediate_size,
+        moe_k=arch.experts_per_token,
+        moe_num_experts=arch.num_experts,
+        moe_num_shared_experts=_shared_experts(arch),
+        moe_layer_start_index=arch.dense_layers,
+        moe_layer_end_index=-1,
+        moe_layer_interval=arch.moe_every,
+    )
+
+
+def _deepseek(arch: TransformerArch) -> dict[str, Any]:
+    """DeepSeek-V2/V3: latent attention, routed and shared experts after the dense layers. One
+    routing group (n_group = topk_group = 1): group-limited routing picks which experts run, not
+    how many, and any expert count divides into one group."""
+    _require(arch, arch.moe_every == 1, "dense layers between the experts")
+    _require(arch, not (arch.qkv_bias or arch.out_bias or arch.mlp_bias), "biases DeepSeek does not have")
+    return dict(
+        _common(arch),
+        moe_intermediate_size=arch.expert_intermediate_size,
+        n_routed_experts=arch.num_experts,
+        n_shared_experts=_shared_experts(arch),
+        num_experts_per_tok=arch.experts_per_token,
+        first_k_dense_replace=arch.dense_layers,
+        n_group=1,
+        topk_group=1,
+        topk_method="greedy",
+        q_lora_rank=arch.q_lora_rank or None,
+        kv_lora_rank=arch.kv_lora_rank,
+        qk_rope_head_dim=arch.qk_rope_head_dim,
+        qk_nope_head_dim=arch.qk_nope_head_dim,
+        v_head_dim=arch.v_head_dim,
+        head_dim=arch.qk_rope_head_dim,
+        attention_bias=False,
+    )
+
+
+# model_type (as config.json spells it, and as hf_config keeps it on the architecture) -> the
+# transformers model_type to build and the builder of its config's keyword arguments.
+FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
+    "qwen3": ("qwen3", _qwen3),
+    "qwen3_moe": ("qwen3_moe", _qwen3_moe),
+    "gemma2": ("gemma2", _gemma(2)),
+    "gemma3_text": ("gemma3_text", _gemma(6)),
+    "gemma3": ("gemma3_text", _gemma(6)),
+    "olmo": ("olmo", _olmo),
+    "olmo2": ("olmo2", _olmo),
+    "olmoe": ("olmoe", _olmoe),
+    "glm4": ("glm4", _glm4),
+    "gpt_neox": ("gpt_neox", _gpt_neox),
+    "gptj": ("gptj", _gptj),
+    "falcon": ("falcon", _falcon),
+    "qwen2_moe": ("qwen2_moe", _qwen2_moe),
+    "ernie4_5_moe": ("ernie4_5_moe", _ernie45_moe),
+    "deepseek_v2": ("deepseek_v2", _deepseek),
+    "deepseek_v3": ("deepseek_v3", _deepseek),
+}
+
+
+def family_key(arch: TransformerArch) -> str | None:
+    """The FAMILIES key of this decoder, or None where the Llama-style configs describe it."""
+    key = arch.model_type.lower().replace("-", "_")
+    return key if key in FAMILIES else None
+
+
+def family_config(arch: TransformerArch, *, attention: str) -> Any:
+    """The transformers config of `arch`'s own family (see FAMILIES)."""
+    import transformers
+
+    key = family_key(arch)
+    if key is None:
+        raise _cannot(arch, "no family builder")
+    model_type, build = FAMILIES[key]
+    if model_type not in transformers.CONFIG_MAPPING:
+        raise FitbenchError(
+            f"transformers {transformers.__version__} has no '{model_type}' models",
+            "upgrade transformers (pip install -U transformers) to measure this family",
+            message_zh=f"transformers {transformers.__version__} 没有 '{model_type}' 模型",
+            hint_zh="请升级 transformers(pip install -U transformers)后再实测这个系列",
+        )
+    config = transformers.CONFIG_MAPPING[model_type](**build(arch))
+    config._attn_implementation = attention
+    return config

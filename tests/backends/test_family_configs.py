@@ -1,0 +1,165 @@
+"""The torch backend builds each decoder family through its own transformers class.
+
+Qwen3 (query/key norms), Gemma-2/3 (post norms, local layers), OLMo (parameter-free norms),
+OLMo-2, GLM-4, GPT-NeoX / GPT-J / Falcon (parallel blocks), Qwen2-MoE / Qwen3-MoE / OLMoE /
+ERNIE-4.5-MoE (experts) and DeepSeek-V2/V3 (latent attention, shared experts): at real size on
+the meta device their parameters are the estimator's to the last one, and tiny variants of the
+same configs generate and train on the CPU.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from fitbench.backends import get_backend  # noqa: E402
+from fitbench.backends.base import RunOptions  # noqa: E402
+from fitbench.backends.torch.family_configs import FAMILIES, family_key, layer_types  # noqa: E402
+from fitbench.backends.torch.models import attention_impl, build_model, count_parameters  # noqa: E402
+from fitbench.errors import FitbenchError  # noqa: E402
+from fitbench.estimate.execution import attention_as_run, workload_as_run  # noqa: E402
+from fitbench.workloads import library  # noqa: E402
+from fitbench.workloads.hf_config import workload_from_data  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+FAMILY_MODELS = sorted(
+    name
+    for name, model in library.models().items()
+    if family_key(library.workload_for_model(name, weights="none").arch) is not None
+)
+
+# Small sizes under each family's own key names; keys a config does not have are not added.
+TINY_SIZES = {
+    "hidden_size": 64,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_kv_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": 512,
+    "head_dim": 16,
+    "max_position_embeddings": 512,
+    "sliding_window": 24,
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 32,
+    "num_experts": 4,
+    "n_routed_experts": 4,
+    "moe_num_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_k": 2,
+    "first_k_dense_replace": 1,
+    "moe_layer_start_index": 1,
+    "kv_lora_rank": 32,
+    "q_lora_rank": 48,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 16,
+    "v_head_dim": 16,
+    "n_embd": 64,
+    "n_layer": 3,
+    "n_head": 4,
+    "n_inner": 128,
+    "rotary_dim": 8,
+}
+
+
+def tiny_config(name: str) -> dict:
+    config = dict(library.get_model(name).config)
+    config.pop("quantization_config", None)
+    return {key: TINY_SIZES.get(key, value) for key, value in config.items()}
+
+
+def tiny_workload(name: str, **overrides: object):
+    config = tiny_config(name)
+    return workload_from_data(config, name=f"tiny-{name}", source="test", precision="fp32", **overrides)
+
+
+def test_every_family_has_a_library_model() -> None:
+    covered = {family_key(library.workload_for_model(n, weights="none").arch) for n in FAMILY_MODELS}
+    assert covered >= set(FAMILIES) - {"gemma3", "glm4"}
+
+
+@pytest.mark.parametrize("name", FAMILY_MODELS)
+def test_real_size_counts_match_on_meta(name: str) -> None:
+    workload = library.workload_for_model(name, weights="none")
+    model, notes = build_model(workload, device="meta")
+    assert count_parameters(model) == workload.param_count()
+    assert type(model.config).model_type == FAMILIES[family_key(workload.arch)][0]
+    assert notes["model_source"].startswith("transformers ")
+
+
+@pytest.mark.parametrize("name", FAMILY_MODELS)
+def test_tiny_variants_generate_and_train_on_the_cpu(name: str) -> None:
+    backend = get_backend("torch")
+    for overrides in (
+        {"mode": "infer", "batch_size": 2, "prompt_tokens": 20, "new_tokens": 4},
+        {"mode": "train", "batch_size": 2, "seq_len": 16},
+    ):
+        workload = tiny_workload(name, **overrides)
+        session = backend.open(workload, RunOptions(device="cpu"))
+        try:
+            assert session.notes["params"] == workload.param_count()
+            session.step()
+            session.sync()
+        finally:
+            session.close()
+
+
+def test_sliding_layers_keep_the_counted_number_in_the_family_pattern() -> None:
+    arch = library.workload_for_model("gemma-3-1b-it").arch
+    types = layer_types(arch, 6)
+    assert types is not None and types.count("sliding_attention") == arch.sliding_layers
+    assert types[5] == "full_attention" and types[0] == "sliding_attention"
+    model, _ = build_model(library.workload_for_model("gemma-2-2b-it"), device="meta")
+    gemma2 = library.workload_for_model("gemma-2-2b-it").arch
+    assert model.config.layer_types.count("sliding_attention") == gemma2.sliding_layers
+
+
+def test_gemma2_runs_eager_attention_and_the_estimate_says_so() -> None:
+    workload = library.workload_for_model("gemma-2-2b-it")
+    assert workload.attention == "fused"
+    assert attention_as_run(workload) == "eager" and attention_impl(workload) == "eager"
+    assert workload_as_run(workload, "default", None).attention == "eager"
+    assert attention_as_run(workload, "paddle") == "fused"
+    qwen3 = library.workload_for_model("qwen3-0.6b")
+    assert attention_impl(qwen3) == "sdpa" and workload_as_run(qwen3, "default", None) is qwen3
+
+
+def test_lora_adapters_on_a_new_family_match_the_estimate() -> None:
+    pytest.importorskip("peft")
+    from fitbench.backends.torch.peft_support import apply_lora
+    from fitbench.estimate import peft
+
+    workload = tiny_workload("qwen3-0.6b", mode="train", batch_size=2, seq_len=16, peft="lora", lora_rank=4)
+    model, _ = build_model(workload, device="cpu", dtype=torch.float32)
+    model = apply_lora(model, workload)
+    assert model.get_nb_trainable_parameters()[0] == peft.trainable_param_count(workload)
+
+
+@pytest.mark.parametrize(
+    ("name", "what"),
+    [
+        ("qwen3-0.6b", "query/key norms"),
+        ("olmoe-1b-7b", "experts"),
+        ("deepseek-v2-lite-chat", "latent attention"),
+    ],
+)
+def test_tuned_generation_refuses_blocks_it_does_not_implement(name: str, what: str) -> None:
+    workload = tiny_workload(name, mode="infer", batch_size=1, prompt_tokens=8, new_tokens=2)
+    with pytest.raises(FitbenchError, match=what) as err:
+        get_backend("torch").open(workload, RunOptions(device="cpu", exec_mode="tuned"))
+    assert "--exec default" in err.value.hint
+
+
+def test_tuned_generation_refuses_sequences_longer_than_the_window() -> None:
+    config = {**tiny_config("mistral-7b-v0.1")}
+    workload = workload_from_data(
+        config, name="tiny", source="test", precision="fp32", batch_size=1, prompt_tokens=20, new_tokens=8
+    )
+    with pytest.raises(FitbenchError, match="sliding-window"):
+        get_backend("torch").open(workload, RunOptions(device="cpu", exec_mode="tuned"))
+    short = workload.replace(prompt_tokens=10, new_tokens=4)
+    session = get_backend("torch").open(short, RunOptions(device="cpu", exec_mode="tuned"))
+    session.close()
