@@ -101,6 +101,13 @@ def estimate_assumptions(workload: Workload, requested: str, gpu: GpuSpec, profi
             "DynamicCache, or Paddle's concat), so the whole cache is read and written once more beside "
             "the attention's read"
         )
+    arch = workload.arch
+    if workload.is_generation and getattr(arch, "is_mla", False) and profile.expands_latent_cache:
+        assumptions.append(
+            "generation: each decode step re-expands every layer's whole cached latent through "
+            "kv_b_proj into per-head keys and values and attends over those (transformers' expand_kv); "
+            "MLA-aware engines read the latent only"
+        )
     if workload.peft:
         assumptions.extend(peft.assumptions(workload))
     if workload.gpus > 1:

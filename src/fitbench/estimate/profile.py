@@ -94,6 +94,10 @@ class Profile:
     # step (transformers' DynamicCache, fitbench's Paddle decoder), copying the whole cache beside
     # the attention's read (transformer_cost.cache_append_kernel); False: written in place.
     kv_cache_concat: bool = False
+    # Whether the mode's latent-attention decode step re-expands each layer's whole cached latent
+    # through kv_b_proj into per-head keys and values (transformers' DeepSeek-V2/V3 code:
+    # transformer_cost.latent_expansion_kernels); False: MLA-aware kernels read the latent only.
+    expands_latent_cache: bool = False
     autocast_cache_share: float = 1.0
     cast_host_share: float = 1.0  # an autocast cast's host cost / host_seconds_per_op
     # A LoRA adapter's operation (its two rank-r Linears, the casts, dropout, scaling and add
@@ -161,9 +165,14 @@ class Profile:
         paged KV caches hold each sequence's real context, so a decode step reads that, not a
         padded static cache (decode_cache_align 0), through their own attention kernels, which
         read a GQA group's K and V once (no decode_fused_attention_efficiency), and write each new
-        token in place (no kv_cache_concat)."""
+        token in place (no kv_cache_concat), and attend over a latent cache without expanding it
+        (no expands_latent_cache)."""
         return replace(
-            self, decode_cache_align=0, decode_fused_attention_efficiency=None, kv_cache_concat=False
+            self,
+            decode_cache_align=0,
+            decode_fused_attention_efficiency=None,
+            kv_cache_concat=False,
+            expands_latent_cache=False,
         )
 
     def in_force(self, key: str) -> float:

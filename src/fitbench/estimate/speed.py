@@ -507,6 +507,8 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     read_k = decode_k
     if copies_cache_each_step(workload, profile):
         read_k = [*decode_k, transformer_cost.cache_append_kernel(workload, b, mean_context)]
+    if arch.is_mla and profile.expands_latent_cache:
+        read_k = [*read_k, *transformer_cost.latent_expansion_kernels(workload, b, mean_context)]
     slots = static_cache_slots(prompt, new, b, profile)
     if slots is not None:
         read_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=slots)

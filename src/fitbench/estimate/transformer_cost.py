@@ -345,12 +345,10 @@ def arch_assumptions(workload: Workload) -> list[str]:
             f"{distinct:.1f} distinct experts a layer, E*(1-(1-k/E)^tokens) with uniform routing"
         )
     if arch.is_mla:
-        full = 2 * arch.kv_dim
         lines.append(
             f"latent attention: the cache keeps the {arch.kv_lora_rank}-wide latent and the "
-            f"{arch.qk_rope_head_dim}-wide rotary key per token and layer, as MLA-aware runtimes (vLLM, "
-            f"SGLang) do; transformers' DeepSeek code caches decompressed K and V ({full} values, "
-            f"{full / arch.kv_elements_per_token():.0f}x more)"
+            f"{arch.qk_rope_head_dim}-wide rotary key per token and layer, as transformers (5.17 on) "
+            "and MLA-aware runtimes (vLLM, SGLang) do"
         )
     if arch.sliding_layers and arch.sliding_window:
         lines.append(
@@ -1047,6 +1045,47 @@ def cache_append_kernel(workload: Workload, batch: int, context: int) -> Kernel:
         ops=0.0,
         launches=2.0,
     )
+
+
+def latent_expansion_kernels(workload: Workload, batch: int, context: int) -> list[Kernel]:
+    """A decode step's re-expansion of each layer's whole cached latent (latent attention, as
+    transformers runs it: Profile.expands_latent_cache).
+
+    transformers' DeepSeek-V2/V3 attention (5.17 and later) caches the compressed latent and
+    the rotary key, then at every step `expand_kv` passes all `context` cached latents through
+    kv_b_proj (a GEMM of kv_lora_rank -> heads x (qk_nope + v) per cached token), assembles
+    each head's key in a new tensor (two copies: the non-rotary part and the broadcast rotary
+    key) and attends over the expanded keys and values, where MLA-aware runtimes fold kv_b_proj
+    into the query and the output and read only the latent. Per layer: the GEMM over the
+    context, then the copies (read and write of heads x qk_head_dim a token) and the
+    attention's read of the expanded K and V beyond the latent it is counted with."""
+    arch = _arch(workload)
+    a = activation_dtypes(workload, dropout=False).act
+    tokens = batch * context
+    heads = arch.num_heads
+    kv_out = heads * (arch.qk_nope_head_dim + arch.v_head_dim)
+    key_width = heads * (arch.qk_nope_head_dim + arch.qk_rope_head_dim)
+    expanded = key_width + heads * arch.v_head_dim
+    w_bytes = 2 if workload.precision_info.amp else workload.precision_info.weight_bytes
+    return [
+        Kernel(
+            name="kv_b_proj_context",
+            kind="matmul",
+            flops=2.0 * tokens * arch.kv_lora_rank * kv_out,
+            bytes=tokens * (arch.kv_lora_rank + kv_out) * a + arch.kv_lora_rank * kv_out * w_bytes,
+            count=arch.num_layers,
+            ops=0.0,
+        ),
+        Kernel(
+            name="latent_keys",
+            kind="memory",
+            flops=0.0,
+            bytes=tokens * (2.0 * key_width + expanded - arch.kv_elements_per_token()) * a,
+            count=arch.num_layers,
+            ops=0.0,
+            launches=2.0,
+        ),
+    ]
 
 
 def _bias_gradient_kernels(workload: Workload, arch: TransformerArch, tokens: int, a: float) -> list[Kernel]:
