@@ -14,6 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from tiny_families import tiny_config, tiny_workload  # noqa: E402
+
 from fitbench.backends import get_backend  # noqa: E402
 from fitbench.backends.base import RunOptions  # noqa: E402
 from fitbench.backends.torch.family_configs import FAMILIES, family_key, layer_types  # noqa: E402
@@ -30,50 +32,6 @@ FAMILY_MODELS = sorted(
     for name, model in library.models().items()
     if family_key(library.workload_for_model(name, weights="none").arch) is not None
 )
-
-# Small sizes under each family's own key names; keys a config does not have are not added.
-TINY_SIZES = {
-    "hidden_size": 64,
-    "num_hidden_layers": 3,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "num_kv_heads": 2,
-    "intermediate_size": 128,
-    "vocab_size": 512,
-    "head_dim": 16,
-    "max_position_embeddings": 512,
-    "sliding_window": 24,
-    "moe_intermediate_size": 32,
-    "shared_expert_intermediate_size": 32,
-    "num_experts": 4,
-    "n_routed_experts": 4,
-    "moe_num_experts": 4,
-    "num_experts_per_tok": 2,
-    "moe_k": 2,
-    "first_k_dense_replace": 1,
-    "moe_layer_start_index": 1,
-    "kv_lora_rank": 32,
-    "q_lora_rank": 48,
-    "qk_rope_head_dim": 8,
-    "qk_nope_head_dim": 16,
-    "v_head_dim": 16,
-    "n_embd": 64,
-    "n_layer": 3,
-    "n_head": 4,
-    "n_inner": 128,
-    "rotary_dim": 8,
-}
-
-
-def tiny_config(name: str) -> dict:
-    config = dict(library.get_model(name).config)
-    config.pop("quantization_config", None)
-    return {key: TINY_SIZES.get(key, value) for key, value in config.items()}
-
-
-def tiny_workload(name: str, **overrides: object):
-    config = tiny_config(name)
-    return workload_from_data(config, name=f"tiny-{name}", source="test", precision="fp32", **overrides)
 
 
 def test_every_family_has_a_library_model() -> None:

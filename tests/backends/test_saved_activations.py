@@ -155,3 +155,69 @@ def test_gpt2_python_gelu_saves_five_tensors() -> None:
     assert measured == pytest.approx(estimated_bytes(w, dropout=False), rel=0.06)
     fused_gelu = 3 * w.arch.intermediate_size * 4 * w.batch_size * w.seq_len * w.arch.num_layers
     assert measured > 1.1 * (estimated_bytes(w, dropout=False) - fused_gelu)  # two tensors: far off
+
+
+# -- the decoder families transformers builds its own way (backends/torch/family_configs.py) ------
+# Tiny variants of the bundled configs. FP32 everywhere: query/key norms (Qwen3, Gemma-3, OLMo-2),
+# Gemma's FP32 norms, four norms a block and soft-capping (Gemma-2, eager: transformers has no SDPA
+# for it), parallel blocks and fused q/k/v (GPT-NeoX, Falcon-7B, whose multi-query SDPA call takes
+# the math path), GPT-J's Python GELU, and experts (Mixtral, OLMoE, Qwen-MoE, ERNIE-4.5). Under
+# autocast the families whose casts the CPU's autocast makes as CUDA's does (Python RMSNorms,
+# the experts' FP32 grouped GEMMs); GPT-J's and GPT-NeoX's AMP runs differ on the CPU (pow, the
+# layer norms), and DeepSeek's latent attention (query/key heads wider than the values') takes
+# SDPA's math path on the CPU only, so neither is compared here.
+FP32_FAMILIES = [
+    "qwen3-0.6b",
+    "gemma-2-2b-it",
+    "gemma-3-1b-it",
+    "olmo-7b",
+    "olmo-2-7b",
+    "gpt-neox-20b",
+    "gpt-j-6b",
+    "falcon-7b",
+    "phi-3-mini-4k-instruct",
+    "mixtral-8x7b-instruct",
+    "olmoe-1b-7b",
+    "qwen3-30b-a3b",
+    "qwen2-57b-a14b-instruct",
+    "ernie-4.5-21b-a3b",
+]
+AMP_FAMILIES = [
+    "qwen3-0.6b",
+    "gemma-3-1b-it",
+    "olmo-2-7b",
+    "falcon-7b",
+    "mixtral-8x7b-instruct",
+    "olmoe-1b-7b",
+    "qwen3-30b-a3b",
+    "qwen2-57b-a14b-instruct",
+    "ernie-4.5-21b-a3b",
+]
+
+
+def _family(name: str, precision: str) -> Any:
+    from tiny_families import tiny_workload
+
+    from fitbench.estimate.execution import workload_as_run
+
+    w = tiny_workload(name, mode="train", batch_size=2, seq_len=64, precision=precision)
+    return workload_as_run(w, "default", None)
+
+
+@pytest.mark.parametrize(
+    ("name", "precision"),
+    [(n, "fp32") for n in FP32_FAMILIES] + [(n, "amp-bf16") for n in AMP_FAMILIES],
+)
+def test_decoder_families_save_what_the_estimate_counts(name: str, precision: str) -> None:
+    w = _family(name, precision)
+    assert saved_bytes(w, dropout=False) == pytest.approx(estimated_bytes(w, dropout=False), rel=0.07)
+
+
+def test_routed_experts_keep_fp32_activations_under_autocast() -> None:
+    """transformers' grouped experts run in the weights' dtype (FP32 master weights), so autocast
+    saves about as much for an MoE block as FP32 does, where a dense block saves far less."""
+    moe = [saved_bytes(_family("olmoe-1b-7b", p), dropout=False) for p in ("fp32", "amp-bf16")]
+    dense = [saved_bytes(_family("qwen3-0.6b", p), dropout=False) for p in ("fp32", "amp-bf16")]
+    assert moe[1] > 0.95 * moe[0] and dense[1] < 0.9 * dense[0]
+    est = [estimated_bytes(_family("olmoe-1b-7b", p), dropout=False) for p in ("fp32", "amp-bf16")]
+    assert est[1] > 0.95 * est[0]

@@ -17,7 +17,8 @@ An estimate compared with a tuned measurement must describe that workload, not t
 one, or the comparison measures the precision change instead of the estimator.
 
 The attention kernel follows the same rule (`attention_as_run`): a fused-attention request on a
-model transformers builds without SDPA runs its eager attention.
+model transformers builds without SDPA (or whose SDPA call only its math path takes) runs as
+eager attention.
 """
 
 from __future__ import annotations
@@ -93,12 +94,31 @@ EAGER_ONLY_MODEL_TYPES = ("gemma2",)
 
 def attention_as_run(workload: Workload, framework: str = "torch") -> str:
     """The attention implementation PyTorch runs `workload` with: eager where transformers has no
-    fused kernel for the model (EAGER_ONLY_MODEL_TYPES), else the requested one. The torch
-    backend builds with this same answer (backends/torch/models.attention_impl)."""
-    model_type = getattr(workload.arch, "model_type", "").lower().replace("-", "_")
-    if framework == Framework.TORCH and model_type in EAGER_ONLY_MODEL_TYPES:
+    fused kernel for the model (EAGER_ONLY_MODEL_TYPES, which the torch backend builds eager:
+    backends/torch/models.attention_impl) or where SDPA can only take its math path, which
+    keeps what eager attention keeps; else the requested one."""
+    arch = workload.arch
+    if framework == Framework.TORCH and (transformers_lacks_sdpa(arch) or _sdpa_math_only(arch)):
         return "eager"
     return workload.attention
+
+
+def transformers_lacks_sdpa(arch: object) -> bool:
+    """Whether transformers refuses SDPA for this model (EAGER_ONLY_MODEL_TYPES): the torch
+    backend then asks for its eager attention."""
+    return getattr(arch, "model_type", "").lower().replace("-", "_") in EAGER_ONLY_MODEL_TYPES
+
+
+def _sdpa_math_only(arch: object) -> bool:
+    """Falcon's first layout (multi-query, one norm a block: Falcon-7B) hands SDPA one key/value
+    head against all the query heads without enable_gqa; SDPA's fused kernels take equal head
+    counts only, so it runs its math path, which materializes the scores like eager attention.
+    The new layout (Falcon-40B/180B) expands the keys and values to every head first."""
+    return (
+        getattr(arch, "model_type", "") == "falcon"
+        and getattr(arch, "norms_per_layer", 2) == 1
+        and getattr(arch, "kv_heads", 0) < getattr(arch, "num_heads", 0)
+    )
 
 
 def workload_as_run(

@@ -46,9 +46,10 @@ def rms_saved_bytes_per_token(h: int, dt: ActivationDtypes) -> int:
 
 
 def gpt2_python_gelu(arch: TransformerArch) -> bool:
-    """GPT-2's layout (GELU MLP, LayerNorm, learned positions): transformers builds it with
-    `activation_function="gelu_new"`, NewGELUActivation, which is Python, not one kernel."""
-    return arch.kind == "decoder" and arch.mlp == "gelu" and arch.position == "learned"
+    """GPT-2's layout (GELU MLP, LayerNorm, learned positions) and GPT-J: transformers builds them
+    with `activation_function="gelu_new"`, NewGELUActivation, which is Python, not one kernel."""
+    gptj = arch.model_type.replace("-", "_") == "gptj"
+    return arch.kind == "decoder" and arch.mlp == "gelu" and (arch.position == "learned" or gptj)
 
 
 def python_gelu_saved_bytes(dt: ActivationDtypes) -> int:
@@ -68,10 +69,114 @@ def python_gelu_bytes(dt: ActivationDtypes) -> int:
     return 76 if dt.amp else 18 * dt.act
 
 
-def layer_saved_bytes_per_token(
-    arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str
+# Families whose q, k and v are slices of one fused projection's output (query_key_value,
+# qkv_proj) and whose rotary embedding makes new query and key tensors: the value stays a view of
+# the fused output, so what attention saves for it keeps the whole fused tensor alive.
+FUSED_QKV_VIEW_TYPES = ("gpt_neox", "falcon", "phi3")
+
+
+def fused_qkv_view(arch: TransformerArch) -> bool:
+    return arch.position == "rotary" and arch.model_type.replace("-", "_") in FUSED_QKV_VIEW_TYPES
+
+
+def gemma_norms(arch: TransformerArch) -> bool:
+    """Gemma's RMSNorm (and OLMo-2's) computes in FP32 to the end: it saves the FP32 input and the
+    FP32 normalised tensor (8 bytes an element) whatever the activations' dtype, where Llama's
+    casts the normalised tensor back before its weight."""
+    return arch.model_type.replace("-", "_") in ("gemma", "gemma2", "gemma3_text", "gemma3", "olmo2")
+
+
+def norm_saved_bytes_per_token(
+    arch: TransformerArch, dt: ActivationDtypes, width: int, input_bytes: float
 ) -> float:
-    """Bytes one block saves for backward, per token of the batch."""
+    """One norm over `width` elements a token whose input is `input_bytes` an element: an RMSNorm
+    with a weight keeps its FP32 input and its normalised tensor (Llama: at the input's width,
+    rms_saved_bytes_per_token; Gemma, OLMo-2: FP32, gemma_norms), a LayerNorm its input (its
+    per-row statistics are negligible)."""
+    if arch.norm != "rmsnorm":
+        return width * input_bytes
+    return width * (8 if gemma_norms(arch) else 4 + input_bytes)
+
+
+def qk_norm_saved_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
+    """Qwen3 / Gemma-3 (per head) and OLMo-2 (over all heads) normalise queries and keys after
+    their projections: two RMSNorms over q_dim and kv_dim at the activations' width."""
+    if arch.qk_norm == "none":
+        return 0.0
+    return norm_saved_bytes_per_token(arch, dt, arch.q_dim + arch.kv_dim, dt.act)
+
+
+# Gemma-2 soft-caps its attention scores and its logits, cap * tanh(x / cap): autograd keeps
+# tanh's output, one more score matrix a head (eager attention) and one more logits tensor.
+SOFTCAPPED_MODEL_TYPES = ("gemma2",)
+
+
+def softcapped(arch: TransformerArch) -> bool:
+    return arch.model_type.replace("-", "_") in SOFTCAPPED_MODEL_TYPES
+
+
+def experts_in_weight_dtype(dt: ActivationDtypes) -> bool:
+    """Whether routed experts run in their weights' dtype rather than autocast's: under autocast.
+
+    transformers 5 runs routed experts through torch's grouped_mm (integrations/moe.py), which
+    autocast does not cover; it casts the gathered input to the weights' dtype instead. Under
+    AMP the weights are the FP32 master weights, so the experts' GEMMs run in FP32 (at the FP32
+    rate; PyTorch leaves TF32 off for matmuls), their activations are FP32, and autocast makes
+    no 16-bit copies of them. fitbench's Paddle backend builds no experts; Paddle estimates
+    follow the same count."""
+    return dt.amp
+
+
+def autocast_params_at(arch: TransformerArch, i: int) -> int:
+    """Weights autocast copies to 16 bit in block i: its Linears' matrices, routed experts left
+    out (experts_in_weight_dtype): the router and the shared experts are Linears."""
+    if not arch.is_moe_layer(i):
+        return _dense_block_linear_params(arch)
+    h, mats = arch.hidden_size, (3 if arch.mlp == "swiglu" else 2)
+    attn = sum(fin * fout for _, fin, fout in arch.attention_linears())
+    gate = h if arch.shared_expert_gate else 0
+    return attn + h * arch.num_experts + mats * h * arch.shared_intermediate_size + gate
+
+
+def _dense_block_linear_params(arch: TransformerArch) -> int:
+    """A dense block's matrices (every block of a dense model, DeepSeek's first layers)."""
+    attn = sum(fin * fout for _, fin, fout in arch.attention_linears())
+    return attn + (3 if arch.mlp == "swiglu" else 2) * arch.hidden_size * arch.intermediate_size
+
+
+def moe_mlp_saved_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
+    """What one mixture-of-experts MLP saves for backward, per token (transformers 5's grouped_mm
+    experts, integrations/moe.py, checked tensor by tensor on the CPU).
+
+    The router: its Linear's input, the FP32 softmax, the top-k indices (int64) and the
+    renormalisation's operands. Each of the k routed copies of the token: the gathered input,
+    the expert's gate, activation, up and product (as a dense SwiGLU keeps), the expert's output
+    (kept by the routing-weight multiply), the weight and the gather index. The routed tensors
+    are in the experts' weights' dtype (experts_in_weight_dtype): FP32 under autocast. Shared
+    experts save as a dense MLP of their width, with Qwen2-MoE's gate (its input, the sigmoid,
+    the gated output)."""
+    h, k, fe = arch.hidden_size, arch.experts_per_token, arch.expert_intermediate_size
+    swiglu = arch.mlp == "swiglu"
+    e = 4 if experts_in_weight_dtype(dt) else dt.act
+    # The norm's output feeds the router, the shared experts' Linears and their gate: one saved
+    # tensor without autocast, a 16-bit copy for each under it (ActivationDtypes.linear_input).
+    consumers = 1
+    shared = 0.0
+    if arch.shared_intermediate_size:
+        consumers += 2 if swiglu else 1
+        shared = (4 if swiglu else 2) * arch.shared_intermediate_size * dt.act
+        if arch.shared_expert_gate:
+            consumers += 1
+            shared += h * dt.act + 4
+    router = 4 * arch.num_experts + 12 * k + 4
+    routed = k * (e * (2 * h + (4 if swiglu else 2) * fe) + 4 + 8)
+    return dt.linear_input(h, consumers) + router + routed + shared
+
+
+def layer_saved_bytes_per_token(
+    arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str, *, moe: bool = False
+) -> float:
+    """Bytes one block saves for backward, per token of the batch (`moe`: a block with experts)."""
     h, f = arch.hidden_size, arch.intermediate_size
     if arch.kind == "encoder":
         # Post-LN BERT block with dropout after attention probabilities, attention output and MLP.
@@ -83,10 +188,17 @@ def layer_saved_bytes_per_token(
     else:
         # Pre-norm Llama block: the inputs of q/k/v and of the MLP's first matrices are the
         # (FP32 or 16-bit) norm outputs, and each norm saves what rms_saved_bytes_per_token says.
+        # A parallel block's attention and MLP read one norm output: without autocast one saved
+        # tensor serves both. Norms: each block's own number (Gemma-2/3 and GLM-4 add post-norms),
+        # plus the query/key norms.
         qkv_in = dt.linear_input(h, 3)
-        mlp_in = dt.linear_input(h, 2)
-        norms = 2 * rms_saved_bytes_per_token(h, dt) if arch.norm == "rmsnorm" else 2 * h * dt.res
-        if gpt2_python_gelu(arch):
+        mlp_consumers = 2 if arch.mlp == "swiglu" else 1
+        mlp_in = 0.0 if arch.parallel_block and not dt.amp else dt.linear_input(h, mlp_consumers)
+        norms = arch.norms_per_layer * norm_saved_bytes_per_token(arch, dt, h, dt.res)
+        norms += qk_norm_saved_bytes_per_token(arch, dt)
+        if moe:
+            mlp_in, mlp = 0.0, moe_mlp_saved_bytes_per_token(arch, dt)
+        elif gpt2_python_gelu(arch):
             mlp = f * python_gelu_saved_bytes(dt)
         else:
             n_mlp = 4 if arch.mlp == "swiglu" else 2  # gate, SiLU(gate), up, product | fc1, GELU
@@ -156,13 +268,17 @@ def _attention_saved_bytes_per_token(
     q, kv, heads = arch.q_dim, arch.kv_dim, arch.num_heads
     kv_saved = 2 * kv if attention == "fused" else 2 * q
     qkv_out = (q + kv_saved) * dt.act
+    if fused_qkv_view(arch):
+        qkv_out += (q + kv) * dt.act
     if attention == "fused":
         # SDPA output and its contiguous (b, s, h) copy for the output projection; log-sum-exp.
         return qkv_out + 2 * q * dt.act + heads * 4
-    # probs (softmax in FP32 under autocast), dropout mask, dropped probs as matmul input.
+    # probs (softmax in FP32 under autocast), dropout mask, dropped probs as matmul input; a
+    # soft-capped model's tanh output (the 16-bit or FP32 scores).
     softmax = 4 if dt.amp else dt.act
     dropped = dt.act if dt.mask else 0
-    return qkv_out + q * dt.act + heads * seq * (softmax + dt.mask + dropped)
+    capped = dt.act if softcapped(arch) else 0
+    return qkv_out + q * dt.act + heads * seq * (softmax + dt.mask + dropped + capped)
 
 
 def layer_input_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
@@ -206,16 +322,18 @@ def training_segments(
         per_layer = tokens * compiled_layer_saved_bytes_per_token(
             arch, dt, s, workload.attention, fused_residual_norm=runs_residual_site_operator(workload)
         )
+        moe_layer = per_layer
     else:
         per_layer = layer_saved_bytes_per_token(arch, dt, s, workload.attention) * tokens
+        moe_layer = layer_saved_bytes_per_token(arch, dt, s, workload.attention, moe=True) * tokens
     per_input = layer_input_bytes_per_token(arch, dt) * tokens
     per_transient = layer_transient_bytes_per_token(arch, dt, s, workload.attention) * tokens
-    cast = arch.linear_params_per_layer() if dt.amp else 0
     for i in range(arch.num_layers):
+        cast = autocast_params_at(arch, i) if dt.amp else 0
         segs.append(
             Segment(
                 name=f"layer{i}",
-                saved_bytes=per_layer,
+                saved_bytes=moe_layer if arch.is_moe_layer(i) else per_layer,
                 input_bytes=per_input,
                 params=arch.layer_params_at(i),
                 cast_params=cast,
@@ -230,7 +348,12 @@ def training_segments(
     else:
         # Final norm, lm_head input, and log_softmax of the FP32 logits kept for the loss;
         # in backward the FP32 and 16-bit logits gradients exist together.
-        head_saved = tokens * (rms_saved_bytes_per_token(h, dt) + h * dt.act + v * 4)
+        head_saved = tokens * (
+            norm_saved_bytes_per_token(arch, dt, h, dt.res)
+            + h * dt.act
+            + v * 4
+            + (v * dt.act if softcapped(arch) else 0)
+        )
         head_transient = tokens * v * (4 + 4 + dt.act)
         if compiled:
             saved, transient = compiled_head_bytes_per_token(arch, dt, frozen=False)
@@ -466,6 +589,12 @@ def expert_kernels(
 
     r_read, r_dq, r_compute = weights("router")
     e_read, e_dq, e_compute = weights("experts")
+    e_act, e_casts = act_bytes, 2.0 if amp else 0.0
+    if amp and traffic is None:
+        # experts_in_weight_dtype: the FP32 master weights read as they are, FP32 activations,
+        # the FP32 rate; one cast of the gathered input, no autocast copies of the weights.
+        e_read *= 4 / w_bytes
+        e_act, e_casts, e_compute = 4.0, 1.0, "fp32"
     ks = [
         Kernel(
             name="router",
@@ -483,10 +612,10 @@ def expert_kernels(
             name="experts",
             kind="matmul",
             flops=2.0 * tokens * k * mats * h * fe,
-            bytes=tokens * k * mats * (h + fe) * act_bytes + distinct * e_read,
+            bytes=tokens * k * mats * (h + fe) * e_act + distinct * e_read,
             count=n,
             ops=15.0,
-            cast_ops=2.0 if amp else 0.0,  # the stacked gate_up and down weights
+            cast_ops=e_casts,
             compute=e_compute,
             dequant_bytes=distinct * e_dq,
         ),

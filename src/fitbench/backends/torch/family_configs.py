@@ -119,6 +119,14 @@ def _olmo(arch: TransformerArch) -> dict[str, Any]:
     return dict(_common(arch), attention_bias=arch.qkv_bias)
 
 
+def _phi3(arch: TransformerArch) -> dict[str, Any]:
+    """Phi-3: one fused qkv_proj and one gate_up_proj, which change no count but what autograd
+    keeps (the value is a view of the fused output) and how many kernels run."""
+    _require(arch, not (arch.qkv_bias or arch.out_bias or arch.mlp_bias), "biases Phi-3 does not have")
+    _require(arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size")
+    return dict(_common(arch), pad_token_id=None, **_windows(arch, 1))
+
+
 def _glm4(arch: TransformerArch) -> dict[str, Any]:
     _require(arch, not arch.out_bias and not arch.mlp_bias, "biases GLM-4 does not have")
     return dict(_common(arch), head_dim=arch.dim_head, attention_bias=arch.qkv_bias)
@@ -271,6 +279,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "olmo2": ("olmo2", _olmo),
     "olmoe": ("olmoe", _olmoe),
     "glm4": ("glm4", _glm4),
+    "phi3": ("phi3", _phi3),
     "gpt_neox": ("gpt_neox", _gpt_neox),
     "gptj": ("gptj", _gptj),
     "falcon": ("falcon", _falcon),

@@ -25,9 +25,8 @@ import torch
 from torch import nn
 
 from fitbench.backends.torch.family_configs import family_config, family_key
-from fitbench.core.names import Framework
 from fitbench.errors import FitbenchError
-from fitbench.estimate.execution import attention_as_run
+from fitbench.estimate.execution import transformers_lacks_sdpa
 from fitbench.workloads.arch import RESNET_LAYERS, ResNetArch, TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -136,8 +135,9 @@ def _build_transformer(
 
 def attention_impl(workload: Workload) -> str:
     """transformers' attn_implementation for `workload`: SDPA for fused attention, except where
-    the model has none (estimate.execution.attention_as_run, the rule the estimate follows)."""
-    return "sdpa" if attention_as_run(workload, Framework.TORCH) == "fused" else "eager"
+    the model has none (estimate.execution.transformers_lacks_sdpa, which the estimate's
+    attention_as_run follows too)."""
+    return "sdpa" if workload.attention == "fused" and not transformers_lacks_sdpa(workload.arch) else "eager"
 
 
 # -- ResNet ----------------------------------------------------------------------------------------
