@@ -85,12 +85,18 @@ def test_gemma2_runs_eager_attention_and_the_estimate_says_so() -> None:
     assert attention_impl(qwen3) == "sdpa" and workload_as_run(qwen3, "default", None) is qwen3
 
 
-def test_lora_adapters_on_a_new_family_match_the_estimate() -> None:
+@pytest.mark.parametrize(
+    "name", ["qwen3-0.6b", "gemma-2-2b-it", "gemma-3-1b-it", "olmo-7b", "olmo-2-7b", "phi-3-mini-4k-instruct"]
+)
+@pytest.mark.parametrize("targets", ["attention", "attention-mlp"])
+def test_lora_adapters_on_the_dense_families_match_the_estimate(name: str, targets: str) -> None:
     pytest.importorskip("peft")
     from fitbench.backends.torch.peft_support import apply_lora
     from fitbench.estimate import peft
 
-    workload = tiny_workload("qwen3-0.6b", mode="train", batch_size=2, seq_len=16, peft="lora", lora_rank=4)
+    workload = tiny_workload(
+        name, mode="train", batch_size=2, seq_len=16, peft="lora", lora_rank=4, lora_targets=targets
+    )
     model, _ = build_model(workload, device="cpu", dtype=torch.float32)
     model = apply_lora(model, workload)
     assert model.get_nb_trainable_parameters()[0] == peft.trainable_param_count(workload)

@@ -39,6 +39,9 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
         }
         for model_type in ("qwen2", "qwen3", "gemma2", "gemma3_text", "olmo", "olmo2")
     },
+    # Phi-3 fuses q, k, v in qkv_proj and gate, up in gate_up_proj (estimate/peft.py FUSED_QKV,
+    # FUSED_GATE_UP adapt each fused matrix once).
+    "phi3": {"attention": ("qkv_proj", "o_proj"), "mlp": ("gate_up_proj", "down_proj")},
     # GPT-2's Conv1D layers store the weight transposed (fan_in_fan_out) and fuse q, k, v in c_attn.
     "gpt2": {"attention": ("c_attn", "attn.c_proj"), "mlp": ("c_fc", "mlp.c_proj")},
 }
