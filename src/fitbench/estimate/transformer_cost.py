@@ -467,6 +467,11 @@ def arch_assumptions(workload: Workload) -> list[str]:
             f"({arch.active_param_count():,} active params); a step of {tokens} tokens reads "
             f"{distinct:.1f} distinct experts a layer, E*(1-(1-k/E)^tokens) with uniform routing"
         )
+    if arch.is_moe and workload.precision_info.amp and workload.weight_format is None:
+        lines.append(
+            "experts under autocast: transformers' grouped experts are not autocast-enabled and run in "
+            "their FP32 master weights' dtype (FP32 GEMMs and activations, no 16-bit copies of them)"
+        )
     if arch.is_mla:
         lines.append(
             f"latent attention: the cache keeps the {arch.kv_lora_rank}-wide latent and the "
@@ -561,6 +566,7 @@ def expert_kernels(
     *,
     amp: bool,
     traffic: Traffic | None = None,
+    fp32_experts: bool = False,
 ) -> list[Kernel]:
     """The router, routed experts and shared experts of the MoE blocks, for `tokens` tokens.
 
@@ -572,7 +578,8 @@ def expert_kernels(
     Framework operations follow transformers 5's default `grouped_mm` experts path
     (integrations/moe.py): the router's linear, softmax, top-k and renormalisation (7), then one
     sort, gathers, a histogram, two grouped matmuls, the activation and the weighted scatter
-    (15) whatever the number of experts hit.
+    (15) whatever the number of experts hit. `fp32_experts` (experts_in_weight_dtype, unquantized
+    weights): the routed experts read their FP32 weights and run FP32 GEMMs on FP32 activations.
     """
     h, fe, k = arch.hidden_size, arch.expert_intermediate_size, arch.experts_per_token
     mats = 3 if arch.mlp == "swiglu" else 2
@@ -590,7 +597,7 @@ def expert_kernels(
     r_read, r_dq, r_compute = weights("router")
     e_read, e_dq, e_compute = weights("experts")
     e_act, e_casts = act_bytes, 2.0 if amp else 0.0
-    if amp and traffic is None:
+    if fp32_experts:
         # experts_in_weight_dtype: the FP32 master weights read as they are, FP32 activations,
         # the FP32 rate; one cast of the gathered input, no autocast copies of the weights.
         e_read *= 4 / w_bytes
@@ -974,7 +981,10 @@ def forward_kernels(
         def traffic(name: str, fin: int, fout: int) -> tuple[float, float, str]:
             return _weight_traffic(workload, quantized, name, fin, fout, w_bytes, kv_len)
 
-        ks.extend(expert_kernels(arch, tokens, a, w_bytes, amp=dt.amp, traffic=traffic))
+        fp32_experts = experts_in_weight_dtype(dt) and workload.weight_format is None
+        ks.extend(
+            expert_kernels(arch, tokens, a, w_bytes, amp=dt.amp, traffic=traffic, fp32_experts=fp32_experts)
+        )
     causal = arch.kind == "decoder"
     # Keys each query sees: the context, or the window on sliding-window layers (layer mean).
     seen = arch.attended_tokens(context) if arch.sliding_layers else context

@@ -1,0 +1,62 @@
+"""Routed experts under autocast, as transformers runs them: grouped_mm is not autocast-enabled
+and transformers casts the gathered input to the experts' weights' dtype, so with FP32 master
+weights (AMP) the expert GEMMs are FP32 GEMMs on FP32 activations, and autocast keeps no 16-bit
+copy of the expert weights. Pure 16-bit and quantized weights are unaffected."""
+
+from __future__ import annotations
+
+import pytest
+
+from fitbench.catalog import get_gpu
+from fitbench.estimate import transformer_cost
+from fitbench.estimate.api import estimate
+from fitbench.workloads import library
+
+H200 = get_gpu("h200")
+
+
+def _olmoe(precision: str, **overrides: object):
+    w = library.workload_for_model("olmoe-1b-7b")
+    return w.replace(mode="train", precision=precision, batch_size=4, seq_len=2048, **overrides)
+
+
+def _experts(workload) -> transformer_cost.Kernel:
+    kernels = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len)
+    return next(k for k in kernels if k.name == "experts")
+
+
+def test_amp_experts_are_fp32_gemms_on_fp32_weights_and_activations() -> None:
+    amp, half = _experts(_olmoe("amp-bf16")), _experts(_olmoe("bf16"))
+    assert amp.compute == "fp32" and half.compute == ""
+    assert amp.flops == half.flops
+    arch = _olmoe("bf16").arch
+    tokens, k, h, fe = 4 * 2048, arch.experts_per_token, arch.hidden_size, arch.expert_intermediate_size
+    weights = arch.num_experts * 3 * h * fe  # a 8k-token step reaches every expert
+    assert amp.bytes == pytest.approx(tokens * k * 3 * (h + fe) * 4 + weights * 4, rel=1e-3)
+    assert half.bytes == pytest.approx(tokens * k * 3 * (h + fe) * 2 + weights * 2, rel=1e-3)
+
+
+def test_autocast_copies_leave_the_routed_experts_out() -> None:
+    arch = _olmoe("amp-bf16").arch
+    attn = sum(fin * fout for _, fin, fout in arch.attention_linears())
+    assert transformer_cost.autocast_params_at(arch, 0) == attn + arch.hidden_size * arch.num_experts
+    dense = library.workload_for_model("qwen3-0.6b").arch
+    assert transformer_cost.autocast_params_at(dense, 0) == dense.linear_params_per_layer()
+
+
+def test_an_amp_moe_step_is_slower_than_a_bf16_one_on_fp32_experts() -> None:
+    amp = estimate(_olmoe("amp-bf16"), H200)
+    half = estimate(_olmoe("bf16"), H200)
+    assert amp.step_seconds > 2 * half.step_seconds
+    assert amp.bottleneck == "compute"
+    assert any("not autocast-enabled" in line for line in amp.assumptions)
+    assert not any("not autocast-enabled" in line for line in half.assumptions)
+
+
+def test_fp32_experts_need_autocast() -> None:
+    """FP32 training reads FP32 weights anyway (no switch to make); pure 16-bit runs 16-bit."""
+    fp32 = _experts(_olmoe("fp32"))
+    assert fp32.compute == "" and fp32.cast_ops == 0.0
+    assert transformer_cost.experts_in_weight_dtype(
+        transformer_cost.activation_dtypes(_olmoe("amp-fp16"), dropout=False)
+    )
