@@ -115,6 +115,21 @@ def softcapped(arch: TransformerArch) -> bool:
     return arch.model_type.replace("-", "_") in SOFTCAPPED_MODEL_TYPES
 
 
+def moe_transient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
+    """The largest moment of an MoE block's forward without autograd, per token (transformers 5's
+    grouped_mm experts; tests/backends/test_family_transients.py measures it on the CPU): each
+    of the k routed copies holds its gathered input while the expert's gate_up output (2 x the
+    expert width), its activation and their product (one width each) exist, in the experts'
+    dtype; the router's FP32 logits and softmax; the residual stream's tensors as a dense block
+    has them. Shared experts run after the routed ones, as a dense MLP of their width."""
+    h, k, fe = arch.hidden_size, arch.experts_per_token, arch.expert_intermediate_size
+    e = 4 if experts_in_weight_dtype(dt) else dt.act
+    stream = 4 * h * dt.res
+    routed = k * (h + 4 * fe) * e + 8 * arch.num_experts + stream
+    shared = 3 * arch.shared_intermediate_size * dt.act + stream + h * dt.act
+    return max(routed, shared)
+
+
 def experts_in_weight_dtype(dt: ActivationDtypes) -> bool:
     """Whether routed experts run in their weights' dtype rather than autocast's: under autocast.
 
@@ -399,6 +414,8 @@ def inference_transient_bytes(workload: Workload) -> float:
     s = workload.seq_len or workload.prompt_tokens or 1
     tokens = workload.batch_size * s
     per_token = 3 * arch.intermediate_size * dt.act + 4 * arch.hidden_size * dt.res
+    if arch.is_moe:
+        per_token = max(per_token if arch.dense_mlp_layers else 0.0, moe_transient_bytes_per_token(arch, dt))
     if workload.attention == "eager":
         per_token = max(per_token, 2 * arch.num_heads * s * 4)
     logits = workload.batch_size * arch.vocab_size * 4 * 2 if arch.kind == "decoder" else 0
