@@ -34,6 +34,9 @@ def test_amp_experts_are_fp32_gemms_on_fp32_weights_and_activations() -> None:
     weights = arch.num_experts * 3 * h * fe  # a 8k-token step reaches every expert
     assert amp.bytes == pytest.approx(tokens * k * 3 * (h + fe) * 4 + weights * 4, rel=1e-3)
     assert half.bytes == pytest.approx(tokens * k * 3 * (h + fe) * 2 + weights * 2, rel=1e-3)
+    # FP32 takes grouped_mm's fallback: an mm per expert with tokens for each grouped product
+    assert amp.kernel_launches == pytest.approx(13 + 2 * arch.num_experts, rel=1e-3)
+    assert half.kernel_launches == 15
 
 
 def test_autocast_copies_leave_the_routed_experts_out() -> None:

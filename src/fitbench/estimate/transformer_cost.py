@@ -487,7 +487,9 @@ def arch_assumptions(workload: Workload) -> list[str]:
     if arch.is_moe and workload.precision_info.amp and workload.weight_format is None:
         lines.append(
             "experts under autocast: transformers' grouped experts are not autocast-enabled and run in "
-            "their FP32 master weights' dtype (FP32 GEMMs and activations, no 16-bit copies of them)"
+            "their FP32 master weights' dtype (FP32 GEMMs and activations, no 16-bit copies of them), "
+            "through grouped_mm's FP32 fallback: one mm per expert with tokens, and a host-GPU "
+            "synchronisation per grouped product that the estimate does not count"
         )
     if arch.is_mla:
         lines.append(
@@ -613,12 +615,17 @@ def expert_kernels(
 
     r_read, r_dq, r_compute = weights("router")
     e_read, e_dq, e_compute = weights("experts")
-    e_act, e_casts = act_bytes, 2.0 if amp else 0.0
+    e_act, e_casts, e_launches = act_bytes, 2.0 if amp else 0.0, None
     if fp32_experts:
         # experts_in_weight_dtype: the FP32 master weights read as they are, FP32 activations,
         # the FP32 rate; one cast of the gathered input, no autocast copies of the weights.
+        # grouped_mm's fast path takes bf16 only: FP32 runs its fallback, one mm per expert that
+        # has tokens, issued from C++ (a dispatch each, like autocast's casts) for each of the
+        # two grouped products, in place of the two grouped kernels.
         e_read *= 4 / w_bytes
-        e_act, e_casts, e_compute = 4.0, 1.0, "fp32"
+        e_act, e_compute = 4.0, "fp32"
+        e_casts = 1.0 + 2.0 * distinct
+        e_launches = 15.0 - 2.0 + 2.0 * distinct
     ks = [
         Kernel(
             name="router",
@@ -642,6 +649,7 @@ def expert_kernels(
             cast_ops=e_casts,
             compute=e_compute,
             dequant_bytes=distinct * e_dq,
+            launches=e_launches,
         ),
     ]
     if arch.shared_intermediate_size:
