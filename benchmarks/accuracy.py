@@ -14,6 +14,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set holdout      # points the fit never saw (about 8 minutes)
     python benchmarks/accuracy.py --set holdout --dry-run       # its points and estimated time
     python benchmarks/accuracy.py --set inference   # host-bound classification inference (~3 min)
+    python benchmarks/accuracy.py --set families    # the decoder families' own mechanisms (held out)
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -45,6 +46,7 @@ from fitbench.estimate.api import estimate
 from fitbench.measure.runner import measure
 from fitbench.measure.search import find_max_batch
 from fitbench.results.agreement import measured_speed, relative_error
+from fitbench.workloads import library
 from fitbench.workloads.arch import ResNetArch
 from fitbench.workloads.hf_config import workload_from_config
 from fitbench.workloads.presets import TINY_RESNET, get_workload
@@ -318,7 +320,88 @@ INFERENCE: list[tuple[str, dict[str, Any]]] = [
     ("bert-base-imdb", {"mode": "infer", "precision": "amp-fp16", "batch_size": 4, "seq_len": 128}),
     ("bert-large-uncased.json", {"mode": "infer", "precision": "fp16", "batch_size": 1, "seq_len": 128}),
 ]
-SETS = {"matrix": MATRIX, "holdout": HOLDOUT, "inference": INFERENCE}
+# The decoder families transformers builds its own way (backends/torch/family_configs.py), none
+# of them in any fit: the mechanisms the estimator took from transformers' code and checked on
+# the CPU (tests/backends/test_saved_activations.py, test_family_transients.py,
+# tests/unit/test_latent_expansion.py, test_moe_autocast.py) measured on a GPU. Bundled models
+# (`fitbench models`), depth cut where the full model would not train on one card.
+FAMILIES: list[tuple[str, dict[str, Any]]] = [
+    # query/key norms
+    (
+        "qwen3-0.6b",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 8, "seq_len": 1024},
+    ),
+    # eager attention (no SDPA), soft-capped scores and logits, four FP32 norms a block
+    (
+        "gemma-2-2b-it",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 2, "seq_len": 1024},
+    ),
+    (
+        "gemma-3-1b-it",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 4, "seq_len": 1024},
+    ),
+    # parallel blocks, fused q/k/v kept alive through the value's view
+    (
+        "gpt-neox-20b",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "batch_size": 4,
+            "seq_len": 1024,
+            "num_layers": 6,
+        },
+    ),
+    (
+        "phi-3-mini-4k-instruct",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "batch_size": 4,
+            "seq_len": 1024,
+            "num_layers": 12,
+        },
+    ),
+    # routed experts under autocast: FP32 grouped_mm fallback, FP32 activations, no 16-bit copies
+    (
+        "olmoe-1b-7b",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "batch_size": 4,
+            "seq_len": 1024,
+            "num_layers": 4,
+        },
+    ),
+    (
+        "olmoe-1b-7b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 4,
+            "seq_len": 1024,
+            "num_layers": 4,
+        },
+    ),
+    (
+        "olmoe-1b-7b",
+        {"mode": "infer", "precision": "bf16", "batch_size": 8, "prompt_tokens": 2048, "new_tokens": 64},
+    ),
+    # latent attention: the cached latent re-expanded through kv_b_proj at every decode step
+    (
+        "deepseek-v2-lite-chat",
+        {"mode": "infer", "precision": "bf16", "batch_size": 8, "prompt_tokens": 4096, "new_tokens": 64},
+    ),
+    # multi-query SDPA on the math path
+    (
+        "falcon-7b",
+        {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 2048, "new_tokens": 64},
+    ),
+]
+SETS = {"matrix": MATRIX, "holdout": HOLDOUT, "inference": INFERENCE, "families": FAMILIES}
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
 # build, memory probes): ResNet-50 7.5 s, BERT (transformers imported) 11 s, HF generate of the
@@ -359,10 +442,16 @@ def build_workload(
     unapplied = {k: overrides.pop(k) for k in OPTIONAL_FIELDS if k in overrides and k not in known}
     if name.endswith(".json"):
         workload = workload_from_config(protocol.CONFIGS / name, **overrides)
+    elif library.find(name) is not None:
+        workload = library.workload_for_model(name, **overrides)
     else:
         workload = get_workload(name, tiny=tiny, **({} if tiny else overrides))
     if layers:
-        workload = dataclasses.replace(workload, arch=dataclasses.replace(workload.arch, num_layers=layers))
+        arch = workload.arch
+        # the same share of sliding-window layers in the shorter stack
+        sliding = round(getattr(arch, "sliding_layers", 0) * layers / arch.num_layers)
+        cut = dataclasses.replace(arch, num_layers=layers, **({"sliding_layers": sliding} if sliding else {}))
+        workload = dataclasses.replace(workload, arch=cut)
     return (shrink(workload) if smoke else workload), unapplied
 
 
