@@ -127,3 +127,15 @@ def test_tuned_generation_refuses_sequences_longer_than_the_window() -> None:
     short = workload.replace(prompt_tokens=10, new_tokens=4)
     session = get_backend("torch").open(short, RunOptions(device="cpu", exec_mode="tuned"))
     session.close()
+
+
+def test_a_tuned_generation_estimate_says_the_run_refuses_the_model() -> None:
+    from fitbench.catalog import get_gpu
+    from fitbench.estimate.api import estimate
+
+    gpu = get_gpu("h200")
+    moe = library.workload_for_model("olmoe-1b-7b").replace(mode="infer", batch_size=1)
+    lines = estimate(moe, gpu, exec_mode="tuned").assumptions
+    assert any("refuses this one (experts, query/key norms)" in line for line in lines)
+    dense = library.workload_for_model("qwen2.5-0.5b-instruct").replace(mode="infer", batch_size=1)
+    assert not any("refuses" in line for line in estimate(dense, gpu, exec_mode="tuned").assumptions)

@@ -11,6 +11,7 @@ from fitbench.core.gpu import GpuSpec
 from fitbench.core.names import Framework
 from fitbench.core.units import GiB
 from fitbench.estimate import distributed, peft
+from fitbench.estimate.execution import tuned_generation_gaps
 from fitbench.estimate.optimizer import optimizer_step_scratch
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.speed import OWN_SHARE_REFERENCE_GPU, copies_cache_each_step, gemm_rate_factor
@@ -102,6 +103,12 @@ def estimate_assumptions(workload: Workload, requested: str, gpu: GpuSpec, profi
             "the attention's read"
         )
     arch = workload.arch
+    gaps = tuned_generation_gaps(arch) if framework == Framework.TORCH and exec_mode == "tuned" else ""
+    if workload.is_generation and gaps:
+        assumptions.append(
+            f"torch tuned generation runs dense Llama-style decoders and refuses this one ({gaps}): "
+            "this is the tuned kernels' arithmetic for a model `fitbench run --exec tuned` will not measure"
+        )
     if workload.is_generation and getattr(arch, "is_mla", False) and profile.expands_latent_cache:
         assumptions.append(
             "generation: each decode step re-expands every layer's whole cached latent through "

@@ -133,3 +133,25 @@ def workload_as_run(
     if (precision, impl, attention) == as_asked:
         return workload
     return workload.replace(precision=precision, optimizer_impl=impl, attention=attention)
+
+
+def tuned_generation_gaps(arch: object, lang: str = "en") -> str:
+    """What of a decoder's blocks PyTorch's tuned generator (backends/torch/static_decoder.py:
+    one RMSNorm before attention and one before a dense SwiGLU MLP) would leave out, named; ''
+    when nothing is. Its session refuses such a model, and an estimate of the tuned mode says
+    so. Sliding windows are not among them: within the window full causal attention is the
+    same (backends/torch/tuned.refuse_beyond_window refuses longer sequences)."""
+    norms = getattr(arch, "norms_per_layer", 2)
+    parts = [
+        (getattr(arch, "is_moe", False), "experts", "专家层"),
+        (getattr(arch, "is_mla", False), "latent attention", "潜在注意力"),
+        (getattr(arch, "qk_norm", "none") != "none", "query/key norms", "query/key 归一化"),
+        (norms != 2, f"{norms} norms a block", f"每块 {norms} 个归一化层"),
+        (getattr(arch, "parallel_block", False), "parallel attention and MLP", "并行的注意力与 MLP"),
+        (
+            getattr(arch, "lm_head_bias", False) or bool(getattr(arch, "extra_params", 0)),
+            "extra parameters",
+            "额外参数",
+        ),
+    ]
+    return (", " if lang == "en" else "、").join(en if lang == "en" else zh for hit, en, zh in parts if hit)

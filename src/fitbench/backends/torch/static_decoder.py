@@ -59,6 +59,7 @@ from torch import nn
 from fitbench.backends.torch.backend import is_oom
 from fitbench.backends.torch.session import release_cached_blocks
 from fitbench.errors import FitbenchError
+from fitbench.estimate.execution import tuned_generation_gaps
 from fitbench.workloads.arch import TransformerArch
 
 INIT_STD = 0.02
@@ -124,14 +125,12 @@ class DecoderShape:
                 ),
                 hint_zh="这个模型请使用 --exec default",
             )
-        other = _blocks_beyond_llama(arch)
+        other, other_zh = tuned_generation_gaps(arch), tuned_generation_gaps(arch, "zh")
         if other:
             raise FitbenchError(
                 f"--exec tuned generates with dense Llama-style decoders; this one has {other}",
                 "use --exec default for this model (transformers builds it as its family does)",
-                message_zh=(
-                    f"--exec tuned 只用稠密的 Llama 式解码器生成;这个模型有{_blocks_beyond_llama(arch, 'zh')}"
-                ),
+                message_zh=(f"--exec tuned 只用稠密的 Llama 式解码器生成;这个模型有{other_zh}"),
                 hint_zh="这个模型请使用 --exec default(transformers 按其系列构建)",
             )
         if arch.dim_head % 2:
@@ -152,23 +151,6 @@ class DecoderShape:
             mlp_bias=arch.mlp_bias,
             tie_embeddings=arch.tie_embeddings,
         )
-
-
-def _blocks_beyond_llama(arch: TransformerArch, lang: str = "en") -> str:
-    """What of `arch`'s blocks the StaticDecoder (one RMSNorm before attention and one before a
-    dense SwiGLU MLP) would leave out, named; '' when nothing is. Sliding windows are not among
-    them: within the window full causal attention is the same (tuned.open_generate_session
-    refuses longer sequences)."""
-    norms = arch.norms_per_layer
-    parts = [
-        (arch.is_moe, "experts", "专家层"),
-        (arch.is_mla, "latent attention", "潜在注意力"),
-        (arch.qk_norm != "none", "query/key norms", "query/key 归一化"),
-        (arch.norms_per_layer != 2, f"{norms} norms a block", f"每块 {norms} 个归一化层"),
-        (arch.parallel_block, "parallel attention and MLP", "并行的注意力与 MLP"),
-        (arch.lm_head_bias or bool(arch.extra_params), "extra parameters", "额外参数"),
-    ]
-    return (", " if lang == "en" else "、").join(en if lang == "en" else zh for hit, en, zh in parts if hit)
 
 
 def _weight(shape: tuple[int, ...], device: torch.device, dtype: torch.dtype, fill: str) -> nn.Parameter:
