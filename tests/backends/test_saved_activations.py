@@ -163,8 +163,9 @@ def test_gpt2_python_gelu_saves_five_tensors() -> None:
 # for it), parallel blocks and fused q/k/v (GPT-NeoX, Falcon-7B, whose multi-query SDPA call takes
 # the math path), GPT-J's Python GELU, and experts (Mixtral, OLMoE, Qwen-MoE, ERNIE-4.5). Under
 # autocast the families whose casts the CPU's autocast makes as CUDA's does (Python RMSNorms,
-# the experts' FP32 grouped GEMMs); GPT-J's and GPT-NeoX's AMP runs differ on the CPU (pow, the
-# layer norms), and DeepSeek's latent attention (query/key heads wider than the values') takes
+# the experts' FP32 grouped GEMMs, fused projections casting their input once, eager attention's
+# FP32 softmax beside the 16-bit probabilities its matmul saves); GPT-J's AMP run differs on the
+# CPU (autocast leaves pow in 16 bits there), and DeepSeek's latent attention (query/key heads wider than the values') takes
 # SDPA's math path on the CPU only, so neither is compared here.
 FP32_FAMILIES = [
     "qwen3-0.6b",
@@ -184,7 +185,10 @@ FP32_FAMILIES = [
 ]
 AMP_FAMILIES = [
     "qwen3-0.6b",
+    "gemma-2-2b-it",
     "gemma-3-1b-it",
+    "gpt-neox-20b",
+    "phi-3-mini-4k-instruct",
     "olmo-2-7b",
     "falcon-7b",
     "mixtral-8x7b-instruct",
@@ -221,3 +225,11 @@ def test_routed_experts_keep_fp32_activations_under_autocast() -> None:
     assert moe[1] > 0.95 * moe[0] and dense[1] < 0.9 * dense[0]
     est = [estimated_bytes(_family("olmoe-1b-7b", p), dropout=False) for p in ("fp32", "amp-bf16")]
     assert est[1] > 0.95 * est[0]
+
+
+def test_eager_attention_under_autocast_keeps_fp32_and_16_bit_probabilities() -> None:
+    """Without dropout, eager attention's softmax keeps its FP32 output and the matmul with V keeps
+    the 16-bit cast of it: six bytes a score under autocast, four in FP32 (one tensor)."""
+    for precision in ("amp-bf16", "fp32"):
+        w = _family("llama-3.2-1b-instruct", precision).replace(attention="eager")
+        assert saved_bytes(w, dropout=False) == pytest.approx(estimated_bytes(w, dropout=False), rel=0.07)

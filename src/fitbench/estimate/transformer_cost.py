@@ -75,6 +75,19 @@ def python_gelu_bytes(dt: ActivationDtypes) -> int:
 FUSED_QKV_VIEW_TYPES = ("gpt_neox", "falcon", "phi3")
 
 
+def fused_projections(arch: TransformerArch) -> tuple[bool, bool]:
+    """Whether the model transformers builds projects q, k, v with one Linear (GPT-2's c_attn,
+    GPT-NeoX's and Falcon's query_key_value, Phi-3's qkv_proj) and gate and up with one (Phi-3,
+    GLM-4): under autocast each Linear casts its input once, so a fused one saves one 16-bit
+    copy where three (or two) separate ones save their own."""
+    model_type = arch.model_type.replace("-", "_")
+    gpt2_like = (
+        not model_type and arch.kind == "decoder" and arch.mlp == "gelu" and arch.position == "learned"
+    )
+    qkv = model_type in ("gpt2", "gpt_neox", "falcon", "phi3") or gpt2_like
+    return qkv, model_type in ("phi3", "glm4")
+
+
 def fused_qkv_view(arch: TransformerArch) -> bool:
     return arch.position == "rotary" and arch.model_type.replace("-", "_") in FUSED_QKV_VIEW_TYPES
 
@@ -206,8 +219,8 @@ def layer_saved_bytes_per_token(
         # A parallel block's attention and MLP read one norm output: without autocast one saved
         # tensor serves both. Norms: each block's own number (Gemma-2/3 and GLM-4 add post-norms),
         # plus the query/key norms.
-        qkv_in = dt.linear_input(h, 3)
-        mlp_consumers = 2 if arch.mlp == "swiglu" else 1
+        qkv_in = dt.linear_input(h, 1 if fused_projections(arch)[0] else 3)
+        mlp_consumers = 2 if arch.mlp == "swiglu" and not fused_projections(arch)[1] else 1
         mlp_in = 0.0 if arch.parallel_block and not dt.amp else dt.linear_input(h, mlp_consumers)
         norms = arch.norms_per_layer * norm_saved_bytes_per_token(arch, dt, h, dt.res)
         norms += qk_norm_saved_bytes_per_token(arch, dt)
@@ -288,10 +301,11 @@ def _attention_saved_bytes_per_token(
     if attention == "fused":
         # SDPA output and its contiguous (b, s, h) copy for the output projection; log-sum-exp.
         return qkv_out + 2 * q * dt.act + heads * 4
-    # probs (softmax in FP32 under autocast), dropout mask, dropped probs as matmul input; a
-    # soft-capped model's tanh output (the 16-bit or FP32 scores).
+    # probs (softmax in FP32 under autocast), dropout mask, the matmul's own input (the dropped
+    # probs, or under autocast their 16-bit cast); a soft-capped model's tanh output (the 16-bit
+    # or FP32 scores).
     softmax = 4 if dt.amp else dt.act
-    dropped = dt.act if dt.mask else 0
+    dropped = dt.act if (dt.mask or dt.amp) else 0
     capped = dt.act if softcapped(arch) else 0
     return qkv_out + q * dt.act + heads * seq * (softmax + dt.mask + dropped + capped)
 
