@@ -165,8 +165,8 @@ def test_gpt2_python_gelu_saves_five_tensors() -> None:
 # autocast the families whose casts the CPU's autocast makes as CUDA's does (Python RMSNorms,
 # the experts' FP32 grouped GEMMs, fused projections casting their input once, eager attention's
 # FP32 softmax beside the 16-bit probabilities its matmul saves); GPT-J's AMP run differs on the
-# CPU (autocast leaves pow in 16 bits there), and DeepSeek's latent attention (query/key heads wider than the values') takes
-# SDPA's math path on the CPU only, so neither is compared here.
+# CPU (autocast leaves pow in 16 bits there), and DeepSeek's latent attention (query/key heads
+# wider than the values') takes SDPA's math path on the CPU only, so neither is compared here.
 FP32_FAMILIES = [
     "qwen3-0.6b",
     "gemma-2-2b-it",
