@@ -81,6 +81,11 @@ def test_gemma2_runs_eager_attention_and_the_estimate_says_so() -> None:
     assert attention_as_run(workload) == "eager" and attention_impl(workload) == "eager"
     assert workload_as_run(workload, "default", None).attention == "eager"
     assert attention_as_run(workload, "paddle") == "fused"
+    from fitbench.catalog import get_gpu
+    from fitbench.estimate.api import estimate
+
+    lines = estimate(workload, get_gpu("h200")).assumptions
+    assert any(line.startswith("attention: eager where fused was asked") for line in lines)
     qwen3 = library.workload_for_model("qwen3-0.6b")
     assert attention_impl(qwen3) == "sdpa" and workload_as_run(qwen3, "default", None) is qwen3
 

@@ -177,10 +177,16 @@ def estimate(
     # Checked once, here, against fitbench.core.names; kept as plain text in the Estimate.
     framework, exec_mode = names.framework(framework).value, names.exec_mode(exec_mode).value
     profile = profile or get_profile(framework, exec_mode)
-    requested = workload.precision
+    requested, requested_attention = workload.precision, workload.attention
     workload = workload_as_run(workload, exec_mode, gpu, framework)
     mem = memory_breakdown(workload, profile)
     assumptions = estimate_assumptions(workload, requested, gpu, profile)
+    if workload.attention != requested_attention:
+        assumptions.insert(
+            3,
+            f"attention: {workload.attention} where {requested_attention} was asked: transformers has no "
+            "SDPA for this model, or its SDPA call takes the math path (estimate/execution.attention_as_run)",
+        )
     step_s = epoch_s = sps = tps = prefill_s = roof = None
     if workload.is_generation:
         gen = generation(workload, gpu, profile)

@@ -99,9 +99,7 @@ def gemma_norms(arch: TransformerArch) -> bool:
     return arch.model_type.replace("-", "_") in ("gemma", "gemma2", "gemma3_text", "gemma3", "olmo2")
 
 
-def norm_saved_bytes_per_token(
-    arch: TransformerArch, dt: ActivationDtypes, width: int, input_bytes: float
-) -> float:
+def norm_saved_bytes_per_token(arch: TransformerArch, width: int, input_bytes: float) -> float:
     """One norm over `width` elements a token whose input is `input_bytes` an element: an RMSNorm
     with a weight keeps its FP32 input and its normalised tensor (Llama: at the input's width,
     rms_saved_bytes_per_token; Gemma, OLMo-2: FP32, gemma_norms), a LayerNorm its input (its
@@ -116,7 +114,7 @@ def qk_norm_saved_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -
     their projections: two RMSNorms over q_dim and kv_dim at the activations' width."""
     if arch.qk_norm == "none":
         return 0.0
-    return norm_saved_bytes_per_token(arch, dt, arch.q_dim + arch.kv_dim, dt.act)
+    return norm_saved_bytes_per_token(arch, arch.q_dim + arch.kv_dim, dt.act)
 
 
 # Gemma-2 soft-caps its attention scores and its logits, cap * tanh(x / cap): autograd keeps
@@ -216,13 +214,19 @@ def layer_saved_bytes_per_token(
     else:
         # Pre-norm Llama block: the inputs of q/k/v and of the MLP's first matrices are the
         # (FP32 or 16-bit) norm outputs, and each norm saves what rms_saved_bytes_per_token says.
-        # A parallel block's attention and MLP read one norm output: without autocast one saved
-        # tensor serves both. Norms: each block's own number (Gemma-2/3 and GLM-4 add post-norms),
-        # plus the query/key norms.
-        qkv_in = dt.linear_input(h, 1 if fused_projections(arch)[0] else 3)
-        mlp_consumers = 2 if arch.mlp == "swiglu" and not fused_projections(arch)[1] else 1
-        mlp_in = 0.0 if arch.parallel_block and not dt.amp else dt.linear_input(h, mlp_consumers)
-        norms = arch.norms_per_layer * norm_saved_bytes_per_token(arch, dt, h, dt.res)
+        # Norms: each block's own number (Gemma-2/3 and GLM-4 add post-norms), plus the query/key
+        # norms. A parallel block's norms all read the block's input, one saved tensor (GPT-NeoX's
+        # two LayerNorms); with one norm (GPT-J, Falcon-7B) attention and MLP also read one norm
+        # output, which without autocast is one saved tensor for both.
+        fused_qkv, fused_gate_up = fused_projections(arch)
+        qkv_in = dt.linear_input(h, 1 if fused_qkv else 3)
+        mlp_consumers = 2 if arch.mlp == "swiglu" and not fused_gate_up else 1
+        one_norm_output = arch.parallel_block and arch.norms_per_layer == 1 and not dt.amp
+        mlp_in = 0.0 if one_norm_output else dt.linear_input(h, mlp_consumers)
+        if arch.parallel_block and arch.norm != "rmsnorm":
+            norms = h * dt.res  # the LayerNorms' shared input
+        else:
+            norms = arch.norms_per_layer * norm_saved_bytes_per_token(arch, h, dt.res)
         norms += qk_norm_saved_bytes_per_token(arch, dt)
         if moe:
             mlp_in, mlp = 0.0, moe_mlp_saved_bytes_per_token(arch, dt)
@@ -378,7 +382,7 @@ def training_segments(
         # Final norm, lm_head input, and log_softmax of the FP32 logits kept for the loss;
         # in backward the FP32 and 16-bit logits gradients exist together.
         head_saved = tokens * (
-            norm_saved_bytes_per_token(arch, dt, h, dt.res)
+            norm_saved_bytes_per_token(arch, h, dt.res)
             + h * dt.act
             + v * 4
             + (v * dt.act if softcapped(arch) else 0)
