@@ -55,6 +55,7 @@ from fitbench.backends import get_backend
 from fitbench.backends.base import RunOptions
 from fitbench.estimate import peft, transformer_cost
 from fitbench.estimate.dtypes import activation_dtypes
+from fitbench.workloads import library
 from fitbench.workloads.presets import get_workload
 
 CASES: dict[str, dict[str, Any]] = {
@@ -62,6 +63,22 @@ CASES: dict[str, dict[str, Any]] = {
     "bert-lora": {"name": "bert-base-imdb", "batch_size": 4, "seq_len": 64, "peft": "lora"},
     "llama": {"name": "llm-6b", "batch_size": 4, "seq_len": 64},
     "llama-lora": {"name": "llm-6b", "batch_size": 4, "seq_len": 64, "peft": "lora"},
+    # a bundled mixture of experts at toy sizes (TOY_MOE): transformers' grouped experts, FP32
+    # weights under autocast, so its fallback operator; batch 3 so no expert count passes for it
+    "olmoe": {"model": "olmoe-1b-7b", "batch_size": 3, "seq_len": 64},
+}
+# The toy sizes of a bundled model case (its family's layout: norms, experts, routing).
+TOY_MOE = {
+    "vocab_size": 1000,
+    "hidden_size": 64,
+    "num_heads": 4,
+    "num_kv_heads": None,
+    "head_dim": None,
+    "intermediate_size": 128,
+    "expert_intermediate_size": 128,
+    "num_experts": 4,
+    "experts_per_token": 2,
+    "max_positions": 256,
 }
 
 
@@ -85,6 +102,9 @@ def sdpa_without_dropout() -> Iterator[None]:
 
 def workload_for(case: str, layers: int) -> Any:
     spec = dict(CASES[case])
+    if "model" in spec:
+        w = library.workload_for_model(spec.pop("model"), mode="train", precision="amp-bf16", **spec)
+        return w.replace(arch=dataclasses.replace(w.arch, num_layers=layers, **TOY_MOE))
     name = spec.pop("name")
     w = get_workload(name, tiny=True, mode="train", precision="amp-bf16", **spec)
     return w.replace(arch=dataclasses.replace(w.arch, num_layers=layers))
@@ -132,7 +152,10 @@ def measure_saved(workload: Any) -> list[dict[str, Any]]:
         # tokens. The rest are parameters and autocast's 16-bit weight copies, which the
         # estimator counts apart (Segment.cast_params), and a few scalars.
         b, s = workload.batch_size, workload.seq_len
-        kept = [x for x in saved if x["shape"] and x["shape"][0] in (b, b * s, b * (s - 1))]
+        rows = {b, b * s, b * (s - 1)}
+        if workload.arch.is_moe:  # the routed copies: k per token
+            rows.add(b * s * workload.arch.experts_per_token)
+        kept = [x for x in saved if x["shape"] and x["shape"][0] in rows]
         return kept
     finally:
         torch._dynamo.reset()
@@ -148,13 +171,16 @@ def estimator_counts(workload: Any) -> dict[str, float]:
         compiled = peft.layer_saved_bytes_per_token(workload, compiled=True)
     else:
         dt_ = activation_dtypes(workload, dropout=arch.kind == "encoder")
-        eager = transformer_cost.layer_saved_bytes_per_token(arch, dt_, s, workload.attention)
+        eager = transformer_cost.layer_saved_bytes_per_token(
+            arch, dt_, s, workload.attention, moe=arch.is_moe
+        )
         compiled = transformer_cost.compiled_layer_saved_bytes_per_token(
             arch,
             dt_,
             s,
             workload.attention,
             fused_residual_norm=transformer_cost.runs_residual_site_operator(workload),
+            moe=arch.is_moe,
         )
     return {"eager": eager, "compiled": compiled}
 

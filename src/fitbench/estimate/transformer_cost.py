@@ -170,7 +170,9 @@ def _dense_block_linear_params(arch: TransformerArch) -> int:
     return attn + (3 if arch.mlp == "swiglu" else 2) * arch.hidden_size * arch.intermediate_size
 
 
-def moe_mlp_saved_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
+def moe_mlp_saved_bytes_per_token(
+    arch: TransformerArch, dt: ActivationDtypes, *, compiled: bool = False
+) -> float:
     """What one mixture-of-experts MLP saves for backward, per token (transformers 5's grouped_mm
     experts, integrations/moe.py, checked tensor by tensor on the CPU).
 
@@ -180,9 +182,12 @@ def moe_mlp_saved_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -
     (kept by the routing-weight multiply), the weight and the gather index. The routed tensors
     are in the experts' weights' dtype (experts_in_weight_dtype): FP32 under autocast. Shared
     experts save as a dense MLP of their width, with Qwen2-MoE's gate (its input, the sigmoid,
-    the gated output)."""
+    the gated output). `compiled` (the tuned step, benchmarks/compiled_saved.py): inductor's
+    partitioner keeps each expert's gate_up output and product and recomputes the activation,
+    three tensors of the expert width where eager keeps four."""
     h, k, fe = arch.hidden_size, arch.experts_per_token, arch.expert_intermediate_size
     swiglu = arch.mlp == "swiglu"
+    widths = (3 if compiled else 4) if swiglu else 2
     e = 4 if experts_in_weight_dtype(dt) else dt.act
     # The norm's output feeds the router, the shared experts' Linears and their gate: one saved
     # tensor without autocast, a 16-bit copy for each under it (ActivationDtypes.linear_input).
@@ -190,12 +195,12 @@ def moe_mlp_saved_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -
     shared = 0.0
     if arch.shared_intermediate_size:
         consumers += 2 if swiglu else 1
-        shared = (4 if swiglu else 2) * arch.shared_intermediate_size * dt.act
+        shared = widths * arch.shared_intermediate_size * dt.act
         if arch.shared_expert_gate:
             consumers += 1
             shared += h * dt.act + 4
     router = 4 * arch.num_experts + 12 * k + 4
-    routed = k * (e * (2 * h + (4 if swiglu else 2) * fe) + 4 + 8)
+    routed = k * (e * (2 * h + widths * fe) + 4 + 8)
     return dt.linear_input(h, consumers) + router + routed + shared
 
 
@@ -263,6 +268,7 @@ def compiled_layer_saved_bytes_per_token(
     attention: str,
     *,
     fused_residual_norm: bool = False,
+    moe: bool = False,
 ) -> float:
     """Bytes one block of the compiled step (torch.compile: AOT autograd with inductor's min-cut
     partitioner) saves for backward, per token of the batch.
@@ -290,6 +296,10 @@ def compiled_layer_saved_bytes_per_token(
         norms = 2 * compiled_norm_saved_bytes_per_token(h, dt)
         masks = 2 * h * dt.mask if arch.kind == "encoder" else 0.0
     mlp = (3 if arch.mlp == "swiglu" else 2) * f * dt.act
+    if moe:
+        # transformers' grouped experts with FP32 weights take its opaque fallback operator under
+        # dynamo, in FP32: their routed copies as moe_mlp_saved_bytes_per_token(compiled=True).
+        linear_inputs, mlp = dt.linear_input(h, 1), moe_mlp_saved_bytes_per_token(arch, dt, compiled=True)
     return linear_inputs + norms + mlp + masks + _attention_saved_bytes_per_token(arch, dt, seq, attention)
 
 
@@ -355,7 +365,7 @@ def training_segments(
         per_layer = tokens * compiled_layer_saved_bytes_per_token(
             arch, dt, s, workload.attention, fused_residual_norm=runs_residual_site_operator(workload)
         )
-        moe_layer = per_layer
+        moe_layer = tokens * compiled_layer_saved_bytes_per_token(arch, dt, s, workload.attention, moe=True)
     else:
         per_layer = layer_saved_bytes_per_token(arch, dt, s, workload.attention) * tokens
         moe_layer = layer_saved_bytes_per_token(arch, dt, s, workload.attention, moe=True) * tokens
