@@ -63,23 +63,23 @@ CASES: dict[str, dict[str, Any]] = {
     "bert-lora": {"name": "bert-base-imdb", "batch_size": 4, "seq_len": 64, "peft": "lora"},
     "llama": {"name": "llm-6b", "batch_size": 4, "seq_len": 64},
     "llama-lora": {"name": "llm-6b", "batch_size": 4, "seq_len": 64, "peft": "lora"},
-    # a bundled mixture of experts at toy sizes (TOY_MOE): transformers' grouped experts, FP32
+    # a bundled mixture of experts at toy sizes (TOY, TOY_EXPERTS): transformers' grouped experts, FP32
     # weights under autocast, so its fallback operator; batch 3 so no expert count passes for it
     "olmoe": {"model": "olmoe-1b-7b", "batch_size": 3, "seq_len": 64},
+    # query/key norms (per head)
+    "qwen3": {"model": "qwen3-0.6b", "batch_size": 3, "seq_len": 64},
 }
 # The toy sizes of a bundled model case (its family's layout: norms, experts, routing).
-TOY_MOE = {
+TOY = {
     "vocab_size": 1000,
     "hidden_size": 64,
     "num_heads": 4,
     "num_kv_heads": None,
     "head_dim": None,
     "intermediate_size": 128,
-    "expert_intermediate_size": 128,
-    "num_experts": 4,
-    "experts_per_token": 2,
     "max_positions": 256,
 }
+TOY_EXPERTS = {"expert_intermediate_size": 128, "num_experts": 4, "experts_per_token": 2}
 
 
 @contextlib.contextmanager
@@ -104,7 +104,8 @@ def workload_for(case: str, layers: int) -> Any:
     spec = dict(CASES[case])
     if "model" in spec:
         w = library.workload_for_model(spec.pop("model"), mode="train", precision="amp-bf16", **spec)
-        return w.replace(arch=dataclasses.replace(w.arch, num_layers=layers, **TOY_MOE))
+        toy = {**TOY, **(TOY_EXPERTS if w.arch.is_moe else {})}
+        return w.replace(arch=dataclasses.replace(w.arch, num_layers=layers, **toy))
     name = spec.pop("name")
     w = get_workload(name, tiny=True, mode="train", precision="amp-bf16", **spec)
     return w.replace(arch=dataclasses.replace(w.arch, num_layers=layers))

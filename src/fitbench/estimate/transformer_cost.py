@@ -253,6 +253,16 @@ def compiled_norm_saved_bytes_per_token(h: int, dt: ActivationDtypes) -> int:
     return h * dt.res + 4
 
 
+def compiled_qk_norm_saved_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> int:
+    """The query/key norms of the compiled step: each keeps its 16-bit input and one FP32 rstd a
+    row (a head's, or the token's for OLMo-2's norm over all heads), as compiled_norm_saved_bytes_
+    per_token does for the block's norms."""
+    if arch.qk_norm == "none":
+        return 0
+    rows = arch.num_heads + arch.kv_heads if arch.qk_norm == "head" else 2
+    return (arch.q_dim + arch.kv_dim) * dt.act + 4 * rows
+
+
 def runs_residual_site_operator(workload: Workload) -> bool:
     """Whether the workload's compiled (tuned) step runs fitbench's residual-site operator: the
     tuned mode's BERT-style text encoders do (backends/torch/compact_encoder); LoRA-adapted ones
@@ -293,7 +303,8 @@ def compiled_layer_saved_bytes_per_token(
         norms = 2 * (h * RESIDUAL_SITE_SAVED_BYTES + RESIDUAL_SITE_ROW_STATS_BYTES)
         masks = 0.0
     else:
-        norms = 2 * compiled_norm_saved_bytes_per_token(h, dt)
+        norms = arch.norms_per_layer * compiled_norm_saved_bytes_per_token(h, dt)
+        norms += compiled_qk_norm_saved_bytes_per_token(arch, dt)
         masks = 2 * h * dt.mask if arch.kind == "encoder" else 0.0
     mlp = (3 if arch.mlp == "swiglu" else 2) * f * dt.act
     if moe:
