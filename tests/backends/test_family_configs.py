@@ -144,3 +144,14 @@ def test_a_tuned_generation_estimate_says_the_run_refuses_the_model() -> None:
     assert any("refuses this one (experts, query/key norms)" in line for line in lines)
     dense = library.workload_for_model("qwen2.5-0.5b-instruct").replace(mode="infer", batch_size=1)
     assert not any("refuses" in line for line in estimate(dense, gpu, exec_mode="tuned").assumptions)
+
+
+def test_a_layout_the_family_cannot_express_is_one_clear_error_in_both_languages() -> None:
+    import dataclasses
+
+    arch = library.workload_for_model("qwen3-0.6b").arch
+    workload = library.workload_for_model("qwen3-0.6b").replace(arch=dataclasses.replace(arch, mlp_bias=True))
+    with pytest.raises(FitbenchError) as err:
+        build_model(workload, device="meta")
+    assert "cannot build this qwen3 decoder (biases Qwen3 does not have)" in err.value.message
+    assert "Qwen3 没有的偏置" in err.value.message_zh

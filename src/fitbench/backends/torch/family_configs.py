@@ -23,12 +23,12 @@ from fitbench.errors import FitbenchError
 from fitbench.workloads.arch import TransformerArch
 
 
-def _common(arch: TransformerArch, *, ffn: int | None = None) -> dict[str, Any]:
+def _common(arch: TransformerArch) -> dict[str, Any]:
     """The sizes every Llama-descended config names the same way."""
     return dict(
         vocab_size=arch.vocab_size,
         hidden_size=arch.hidden_size,
-        intermediate_size=arch.intermediate_size if ffn is None else ffn,
+        intermediate_size=arch.intermediate_size,
         num_hidden_layers=arch.num_layers,
         num_attention_heads=arch.num_heads,
         num_key_value_heads=arch.kv_heads,
@@ -65,22 +65,26 @@ def _shared_experts(arch: TransformerArch) -> int:
     """Shared experts as a count of routed-expert widths (DeepSeek, ERNIE-4.5)."""
     width = arch.expert_intermediate_size
     if arch.shared_intermediate_size % width:
-        raise _cannot(arch, "a shared-expert width that is not a whole number of experts")
+        raise _cannot(
+            arch,
+            "a shared-expert width that is not a whole number of experts",
+            "共享专家的宽度不是专家宽度的整数倍",
+        )
     return arch.shared_intermediate_size // width
 
 
-def _cannot(arch: TransformerArch, what: str) -> FitbenchError:
+def _cannot(arch: TransformerArch, what: str, what_zh: str) -> FitbenchError:
     return FitbenchError(
         f"the torch backend cannot build this {arch.model_type} decoder ({what})",
         "`fitbench estimate` covers it",
-        message_zh=f"torch 后端无法构建这个 {arch.model_type} 解码器({what})",
+        message_zh=f"torch 后端无法构建这个 {arch.model_type} 解码器({what_zh})",
         hint_zh="`fitbench estimate` 可以估算它",
     )
 
 
-def _require(arch: TransformerArch, condition: bool, what: str) -> None:
+def _require(arch: TransformerArch, condition: bool, what: str, what_zh: str) -> None:
     if not condition:
-        raise _cannot(arch, what)
+        raise _cannot(arch, what, what_zh)
 
 
 def _same_attention_bias(arch: TransformerArch) -> bool:
@@ -90,7 +94,12 @@ def _same_attention_bias(arch: TransformerArch) -> bool:
 
 # -- dense families ------------------------------------------------------------------------------
 def _qwen3(arch: TransformerArch) -> dict[str, Any]:
-    _require(arch, _same_attention_bias(arch) and not arch.mlp_bias, "biases Qwen3 does not have")
+    _require(
+        arch,
+        _same_attention_bias(arch) and not arch.mlp_bias,
+        "biases Qwen3 does not have",
+        "Qwen3 没有的偏置",
+    )
     types = layer_types(arch, 1)
     return dict(
         _common(arch),
@@ -105,7 +114,12 @@ def _gemma(period: int) -> Callable[[TransformerArch], dict[str, Any]]:
     """Gemma-2 (every other layer local: period 2) and Gemma-3 (five of six: period 6)."""
 
     def build(arch: TransformerArch) -> dict[str, Any]:
-        _require(arch, _same_attention_bias(arch) and not arch.mlp_bias, "biases Gemma does not have")
+        _require(
+            arch,
+            _same_attention_bias(arch) and not arch.mlp_bias,
+            "biases Gemma does not have",
+            "Gemma 没有的偏置",
+        )
         return dict(
             _common(arch), head_dim=arch.dim_head, attention_bias=arch.qkv_bias, **_windows(arch, period)
         )
@@ -114,28 +128,44 @@ def _gemma(period: int) -> Callable[[TransformerArch], dict[str, Any]]:
 
 
 def _olmo(arch: TransformerArch) -> dict[str, Any]:
-    _require(arch, _same_attention_bias(arch) and not arch.mlp_bias, "biases OLMo does not have")
-    _require(arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size")
+    _require(
+        arch, _same_attention_bias(arch) and not arch.mlp_bias, "biases OLMo does not have", "OLMo 没有的偏置"
+    )
+    _require(
+        arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size", "自定义的注意力头维度"
+    )
     return dict(_common(arch), attention_bias=arch.qkv_bias)
 
 
 def _phi3(arch: TransformerArch) -> dict[str, Any]:
     """Phi-3: one fused qkv_proj and one gate_up_proj, which change no count but what autograd
     keeps (the value is a view of the fused output) and how many kernels run."""
-    _require(arch, not (arch.qkv_bias or arch.out_bias or arch.mlp_bias), "biases Phi-3 does not have")
-    _require(arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size")
+    _require(
+        arch,
+        not (arch.qkv_bias or arch.out_bias or arch.mlp_bias),
+        "biases Phi-3 does not have",
+        "Phi-3 没有的偏置",
+    )
+    _require(
+        arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size", "自定义的注意力头维度"
+    )
     return dict(_common(arch), pad_token_id=None, **_windows(arch, 1))
 
 
 def _glm4(arch: TransformerArch) -> dict[str, Any]:
-    _require(arch, not arch.out_bias and not arch.mlp_bias, "biases GLM-4 does not have")
+    _require(arch, not arch.out_bias and not arch.mlp_bias, "biases GLM-4 does not have", "GLM-4 没有的偏置")
     return dict(_common(arch), head_dim=arch.dim_head, attention_bias=arch.qkv_bias)
 
 
 # -- parallel blocks -----------------------------------------------------------------------------
 def _gpt_neox(arch: TransformerArch) -> dict[str, Any]:
-    _require(arch, _same_attention_bias(arch) and arch.mlp_bias, "biases GPT-NeoX does not have")
-    _require(arch, arch.kv_heads == arch.num_heads, "grouped-query attention")
+    _require(
+        arch,
+        _same_attention_bias(arch) and arch.mlp_bias,
+        "biases GPT-NeoX does not have",
+        "GPT-NeoX 没有的偏置",
+    )
+    _require(arch, arch.kv_heads == arch.num_heads, "grouped-query attention", "分组查询注意力")
     return dict(
         vocab_size=arch.vocab_size,
         hidden_size=arch.hidden_size,
@@ -150,7 +180,7 @@ def _gpt_neox(arch: TransformerArch) -> dict[str, Any]:
 
 
 def _gptj(arch: TransformerArch) -> dict[str, Any]:
-    _require(arch, arch.kv_heads == arch.num_heads, "grouped-query attention")
+    _require(arch, arch.kv_heads == arch.num_heads, "grouped-query attention", "分组查询注意力")
     return dict(
         vocab_size=arch.vocab_size,
         n_positions=arch.max_positions,
@@ -164,7 +194,12 @@ def _gptj(arch: TransformerArch) -> dict[str, Any]:
 
 
 def _falcon(arch: TransformerArch) -> dict[str, Any]:
-    _require(arch, arch.qkv_bias == arch.out_bias == arch.mlp_bias, "biases on some layers only")
+    _require(
+        arch,
+        arch.qkv_bias == arch.out_bias == arch.mlp_bias,
+        "biases on some layers only",
+        "只有部分层有偏置",
+    )
     new_architecture = arch.norms_per_layer == 2 or arch.kv_heads not in (1, arch.num_heads)
     return dict(
         vocab_size=arch.vocab_size,
@@ -186,7 +221,7 @@ def _falcon(arch: TransformerArch) -> dict[str, Any]:
 
 # -- experts -------------------------------------------------------------------------------------
 def _qwen2_moe(arch: TransformerArch) -> dict[str, Any]:
-    _require(arch, arch.dense_layers == 0, "dense layers before the experts")
+    _require(arch, arch.dense_layers == 0, "dense layers before the experts", "专家层之前的稠密层")
     return dict(
         _common(arch),
         moe_intermediate_size=arch.expert_intermediate_size,
@@ -202,9 +237,8 @@ def _qwen2_moe(arch: TransformerArch) -> dict[str, Any]:
 
 
 def _qwen3_moe(arch: TransformerArch) -> dict[str, Any]:
-    _require(
-        arch, arch.dense_layers == 0 and not arch.shared_intermediate_size, "dense layers or shared experts"
-    )
+    no_dense = arch.dense_layers == 0 and not arch.shared_intermediate_size
+    _require(arch, no_dense, "dense layers or shared experts", "稠密层或共享专家")
     return dict(
         _qwen3(arch),
         moe_intermediate_size=arch.expert_intermediate_size,
@@ -216,7 +250,12 @@ def _qwen3_moe(arch: TransformerArch) -> dict[str, Any]:
 
 
 def _olmoe(arch: TransformerArch) -> dict[str, Any]:
-    _require(arch, arch.dense_layers == 0 and arch.moe_every == 1, "dense layers between the experts")
+    _require(
+        arch,
+        arch.dense_layers == 0 and arch.moe_every == 1,
+        "dense layers between the experts",
+        "专家层之间的稠密层",
+    )
     return dict(
         _olmo(arch),
         intermediate_size=arch.expert_intermediate_size,
@@ -226,7 +265,12 @@ def _olmoe(arch: TransformerArch) -> dict[str, Any]:
 
 
 def _ernie45_moe(arch: TransformerArch) -> dict[str, Any]:
-    _require(arch, arch.qkv_bias == arch.out_bias == arch.mlp_bias, "biases on some layers only")
+    _require(
+        arch,
+        arch.qkv_bias == arch.out_bias == arch.mlp_bias,
+        "biases on some layers only",
+        "只有部分层有偏置",
+    )
     return dict(
         _common(arch),
         head_dim=arch.dim_head,
@@ -245,8 +289,13 @@ def _deepseek(arch: TransformerArch) -> dict[str, Any]:
     """DeepSeek-V2/V3: latent attention, routed and shared experts after the dense layers. One
     routing group (n_group = topk_group = 1): group-limited routing picks which experts run, not
     how many, and any expert count divides into one group."""
-    _require(arch, arch.moe_every == 1, "dense layers between the experts")
-    _require(arch, not (arch.qkv_bias or arch.out_bias or arch.mlp_bias), "biases DeepSeek does not have")
+    _require(arch, arch.moe_every == 1, "dense layers between the experts", "专家层之间的稠密层")
+    _require(
+        arch,
+        not (arch.qkv_bias or arch.out_bias or arch.mlp_bias),
+        "biases DeepSeek does not have",
+        "DeepSeek 没有的偏置",
+    )
     return dict(
         _common(arch),
         moe_intermediate_size=arch.expert_intermediate_size,
@@ -302,7 +351,7 @@ def family_config(arch: TransformerArch, *, attention: str) -> Any:
 
     key = family_key(arch)
     if key is None:
-        raise _cannot(arch, "no family builder")
+        raise _cannot(arch, "no family builder", "没有该系列的构建方法")
     model_type, build = FAMILIES[key]
     if model_type not in transformers.CONFIG_MAPPING:
         raise FitbenchError(
