@@ -7,6 +7,7 @@ that the requested precision was not in effect.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import pickle
@@ -723,3 +724,44 @@ def test_synthetic_inputs_hold_only_what_each_model_reads():
     generator = BACKEND.open(tiny("llm-6b"), CPU)
     w = generator.workload
     assert generator.batches.next()["input_ids"].shape == [w.batch_size, w.prompt_tokens]
+
+
+# -- layouts beyond Llama's: query/key norms, four norms a block -----------------------------------
+QK_HEAD = dataclasses.replace(TINY_LLAMA, qk_norm="head", model_type="qwen3")
+QK_FULL = dataclasses.replace(TINY_LLAMA, qk_norm="full", model_type="olmo2")
+FOUR_NORMS = dataclasses.replace(TINY_LLAMA, norms_per_layer=4, model_type="glm4")
+
+
+@pytest.mark.parametrize("arch", [QK_HEAD, QK_FULL, FOUR_NORMS], ids=["qk-head", "qk-full", "four-norms"])
+def test_norm_layouts_count_like_the_estimator_train_and_decode(arch):
+    model, _ = models.build_model(arch)
+    assert models.trainable_param_count(model) == arch.param_count() > TINY_LLAMA.param_count()
+    workload = tiny("llm-6b", mode="train", seq_len=16).replace(arch=arch)
+    session = BACKEND.open(workload, CPU)
+    before = trainable_values(session)
+    session.step()
+    session.sync()
+    assert all(not np.array_equal(a, b) for a, b in zip(before, trainable_values(session), strict=True))
+    paddle.seed(3)
+    model.eval()
+    ids = paddle.randint(0, arch.vocab_size, [2, 10])
+    with paddle.no_grad():
+        full = model(ids).numpy()
+        caches = model.new_cache()
+        model(ids[:, :8], caches, start=0)
+        steps = [model(ids[:, i : i + 1], caches, start=i, last_only=True).numpy()[:, 0] for i in (8, 9)]
+    np.testing.assert_allclose(np.stack(steps, axis=1), full[:, 8:], atol=1e-5)
+
+
+def test_query_key_norms_change_the_attention():
+    """The norms are applied: with a weight of 2 on every query element the scores change."""
+    paddle.seed(0)
+    model, _ = models.build_model(QK_HEAD)
+    model.eval()
+    ids = paddle.randint(0, QK_HEAD.vocab_size, [1, 6])
+    with paddle.no_grad():
+        before = model(ids).numpy()
+        for layer in model.body.layers:
+            layer.attn.q_norm.weight.set_value(paddle.full_like(layer.attn.q_norm.weight, 2.0))
+        after = model(ids).numpy()
+    assert not np.allclose(before, after)

@@ -179,6 +179,12 @@ class Attention(nn.Layer):
         self.k_proj = nn.Linear(h, arch.kv_dim, bias_attr=qkv_bias)
         self.v_proj = nn.Linear(h, arch.kv_dim, bias_attr=qkv_bias)
         self.o_proj = nn.Linear(arch.q_dim, h, bias_attr=None if arch.out_bias else False)
+        # Query/key norms: per head (Qwen3, Gemma-3) or over all heads (OLMo-2, OLMoE).
+        self.qk_norm = arch.qk_norm
+        if arch.qk_norm == "head":
+            self.q_norm, self.k_norm = RMSNorm(arch.dim_head), RMSNorm(arch.dim_head)
+        elif arch.qk_norm == "full":
+            self.q_norm, self.k_norm = RMSNorm(arch.q_dim), RMSNorm(arch.kv_dim)
         self.dropout = dropout
         self.impl = "eager"
 
@@ -191,9 +197,14 @@ class Attention(nn.Layer):
         cache: list[paddle.Tensor] | None = None,
     ) -> paddle.Tensor:
         b, s = x.shape[0], x.shape[1]
-        q = self.q_proj(x).reshape([b, s, self.num_heads, self.head_dim])
-        k = self.k_proj(x).reshape([b, s, self.kv_heads, self.head_dim])
+        q, k = self.q_proj(x), self.k_proj(x)
+        if self.qk_norm == "full":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.reshape([b, s, self.num_heads, self.head_dim])
+        k = k.reshape([b, s, self.kv_heads, self.head_dim])
         v = self.v_proj(x).reshape([b, s, self.kv_heads, self.head_dim])
+        if self.qk_norm == "head":
+            q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:
             cos, sin = rope
             q = q * cos.astype(q.dtype) + rotate_half(q) * sin.astype(q.dtype)
@@ -268,7 +279,9 @@ class MLP(nn.Layer):
 
 
 class Block(nn.Layer):
-    """One layer: post-LN for encoders (BERT), pre-norm for decoders (Llama, GPT-2)."""
+    """One layer: post-LN for encoders (BERT), pre-norm for decoders (Llama, GPT-2); four norms a
+    block (Gemma-2/3, GLM-4) also normalise the attention's and the MLP's outputs before their
+    residual adds."""
 
     def __init__(self, arch: TransformerArch, dropout: float) -> None:
         super().__init__()
@@ -277,6 +290,9 @@ class Block(nn.Layer):
         self.mlp = MLP(arch)
         self.norm1 = make_norm(arch)
         self.norm2 = make_norm(arch)
+        four = arch.norms_per_layer == 4
+        self.attn_out_norm = make_norm(arch) if four else None
+        self.mlp_out_norm = make_norm(arch) if four else None
         self.dropout = nn.Dropout(dropout)
 
     def forward(
@@ -290,8 +306,10 @@ class Block(nn.Layer):
         if self.post_norm:
             x = self.norm1(x + self.dropout(self.attn(x, mask, causal, rope, cache)))
             return self.norm2(x + self.dropout(self.mlp(x)))
-        x = x + self.attn(self.norm1(x), mask, causal, rope, cache)
-        return x + self.mlp(self.norm2(x))
+        a = self.attn(self.norm1(x), mask, causal, rope, cache)
+        x = x + (a if self.attn_out_norm is None else self.attn_out_norm(a))
+        m = self.mlp(self.norm2(x))
+        return x + (m if self.mlp_out_norm is None else self.mlp_out_norm(m))
 
 
 class TransformerBody(nn.Layer):
@@ -424,8 +442,7 @@ def build_transformer(arch: TransformerArch, *, checkpointing: bool = False) -> 
         or arch.is_mla
         or arch.sliding_layers
         or arch.parallel_block
-        or arch.qk_norm != "none"
-        or arch.norms_per_layer != 2
+        or arch.norms_per_layer not in (2, 4)
         or arch.extra_params
         or arch.lm_head_bias
         or arch.norm == "nonparametric"
@@ -434,12 +451,12 @@ def build_transformer(arch: TransformerArch, *, checkpointing: bool = False) -> 
     ):
         raise FitbenchError(
             f"the paddle backend cannot build this {arch.model_type or arch.kind} (experts, "
-            "latent attention, sliding windows, parallel blocks or extra norms)",
+            "latent attention, sliding windows, parallel blocks or other norm layouts)",
             "`fitbench estimate` covers it; run it with --backend torch where the torch "
             "backend builds it, or estimate only",
             message_zh=(
                 f"paddle 后端无法构建这个 {arch.model_type or arch.kind}("
-                "专家层、潜在注意力、滑动窗口、并行块或额外的归一化层)"
+                "专家层、潜在注意力、滑动窗口、并行块或其他归一化布局)"
             ),
             hint_zh=(
                 "`fitbench estimate` 可以估算它;若 torch 后端能构建,请用 --backend torch 运行,否则只做估算"
