@@ -9,13 +9,15 @@ same configs generate and train on the CPU.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tiny_families import tiny_config, tiny_workload  # noqa: E402
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from fitbench.backends import get_backend  # noqa: E402
 from fitbench.backends.base import RunOptions  # noqa: E402
 from fitbench.backends.torch.family_configs import FAMILIES, family_key, layer_types  # noqa: E402
@@ -24,6 +26,7 @@ from fitbench.errors import FitbenchError  # noqa: E402
 from fitbench.estimate.execution import attention_as_run, workload_as_run  # noqa: E402
 from fitbench.workloads import library  # noqa: E402
 from fitbench.workloads.hf_config import workload_from_data  # noqa: E402
+from tiny_families import tiny_config, tiny_workload  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

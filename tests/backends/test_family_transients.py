@@ -5,16 +5,19 @@ copies of each token, each with its expert's gate_up output, activation and prod
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tiny_families import tiny_workload  # noqa: E402
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from fitbench.backends.torch.live_tensors import LiveTensors  # noqa: E402
 from fitbench.backends.torch.models import build_model  # noqa: E402
 from fitbench.estimate import transformer_cost  # noqa: E402
+from tiny_families import tiny_workload  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

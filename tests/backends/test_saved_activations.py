@@ -25,17 +25,18 @@ What the CPU does differently, and what is compared instead:
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from torch import nn  # noqa: E402
-
-from fitbench.backends.torch.models import build_model, resnet_forward  # noqa: E402
-from fitbench.estimate import resnet_cost, transformer_cost  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import family_saved  # noqa: E402
+from family_saved import estimated_bytes, family_workload, saved_bytes  # noqa: E402
+from fitbench.estimate import transformer_cost  # noqa: E402
 from fitbench.workloads.presets import get_workload  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -46,58 +47,6 @@ SHAPES = {
     "llm-6b": {"batch_size": 2, "seq_len": 64, "mode": "train"},
 }
 TOLERANCE = {"resnet50-cifar10": 0.02, "bert-base-imdb": 0.05, "llm-6b": 0.05}
-
-
-def saved_bytes(workload: Any, *, dropout: bool = True) -> int:
-    """Bytes of the distinct storages autograd saves in one forward of the backend's model."""
-    torch.manual_seed(0)
-    model, _ = build_model(workload, device="cpu")
-    model.train()
-    if not dropout:
-        for m in model.modules():
-            if isinstance(m, nn.Dropout):
-                m.p = 0.0
-    owned = {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers())}
-    seen: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        ptr = t.untyped_storage().data_ptr()
-        if ptr not in owned:
-            seen[ptr] = t.untyped_storage().nbytes()
-        return t
-
-    g = torch.Generator().manual_seed(1)
-    b = workload.batch_size
-    amp = workload.precision_info.amp
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast:
-        if workload.is_resnet:
-            x = torch.randn(b, 3, workload.image_size, workload.image_size, generator=g)
-            logits = resnet_forward(model, x, checkpointing=False)
-            loss = nn.functional.cross_entropy(logits, torch.randint(0, 10, (b,), generator=g))
-        else:
-            ids = torch.randint(0, workload.arch.vocab_size, (b, workload.seq_len), generator=g)
-            if workload.family == "encoder":
-                loss = model(
-                    input_ids=ids,
-                    attention_mask=torch.ones_like(ids),
-                    token_type_ids=torch.zeros_like(ids),
-                    labels=torch.randint(0, 2, (b,), generator=g),
-                ).loss
-            else:
-                loss = model(input_ids=ids, labels=ids, use_cache=False).loss
-    loss.backward()
-    return sum(seen.values())
-
-
-def estimated_bytes(workload: Any, *, dropout: bool | None = None) -> float:
-    """The estimator's saved activations plus the autocast weight copies autograd keeps."""
-    if workload.is_resnet:
-        segs = resnet_cost.training_segments(workload, "torch")
-    else:
-        segs = transformer_cost.training_segments(workload, dropout=dropout)
-    casts = sum(s.cast_params for s in segs) * workload.precision_info.cast_cache_bytes
-    return sum(s.saved_bytes for s in segs) + casts
 
 
 @pytest.mark.parametrize("precision", ["fp32", "amp-bf16"])
@@ -166,64 +115,29 @@ def test_gpt2_python_gelu_saves_five_tensors() -> None:
 # the experts' FP32 grouped GEMMs, fused projections casting their input once, eager attention's
 # FP32 softmax beside the 16-bit probabilities its matmul saves); GPT-J's AMP run differs on the
 # CPU (autocast leaves pow in 16 bits there), and DeepSeek's latent attention (query/key heads
-# wider than the values') takes SDPA's math path on the CPU only, so neither is compared here.
-FP32_FAMILIES = [
-    "qwen3-0.6b",
-    "gemma-2-2b-it",
-    "gemma-3-1b-it",
-    "olmo-7b",
-    "olmo-2-7b",
-    "gpt-neox-20b",
-    "gpt-j-6b",
-    "falcon-7b",
-    "phi-3-mini-4k-instruct",
-    "mixtral-8x7b-instruct",
-    "olmoe-1b-7b",
-    "qwen3-30b-a3b",
-    "qwen2-57b-a14b-instruct",
-    "ernie-4.5-21b-a3b",
-]
-AMP_FAMILIES = [
-    "qwen3-0.6b",
-    "gemma-2-2b-it",
-    "gemma-3-1b-it",
-    "gpt-neox-20b",
-    "phi-3-mini-4k-instruct",
-    "olmo-2-7b",
-    "falcon-7b",
-    "mixtral-8x7b-instruct",
-    "olmoe-1b-7b",
-    "qwen3-30b-a3b",
-    "qwen2-57b-a14b-instruct",
-    "ernie-4.5-21b-a3b",
+# wider than the values') takes SDPA's math path on the CPU only, so neither is compared here:
+# the rows of benchmarks/family_saved.py but its NOT_A_CHECK ones.
+FAMILY_ROWS = [
+    (name, precision)
+    for name in family_saved.MODELS
+    for precision in ("fp32", "amp-bf16")
+    if (name, precision) not in family_saved.NOT_A_CHECK
 ]
 
 
-def _family(name: str, precision: str) -> Any:
-    from tiny_families import tiny_workload
-
-    from fitbench.estimate.execution import workload_as_run
-
-    w = tiny_workload(name, mode="train", batch_size=2, seq_len=64, precision=precision)
-    return workload_as_run(w, "default", None)
-
-
-@pytest.mark.parametrize(
-    ("name", "precision"),
-    [(n, "fp32") for n in FP32_FAMILIES] + [(n, "amp-bf16") for n in AMP_FAMILIES],
-)
+@pytest.mark.parametrize(("name", "precision"), FAMILY_ROWS)
 def test_decoder_families_save_what_the_estimate_counts(name: str, precision: str) -> None:
-    w = _family(name, precision)
+    w = family_workload(name, precision)
     assert saved_bytes(w, dropout=False) == pytest.approx(estimated_bytes(w, dropout=False), rel=0.07)
 
 
 def test_routed_experts_keep_fp32_activations_under_autocast() -> None:
     """transformers' grouped experts run in the weights' dtype (FP32 master weights), so autocast
     saves about as much for an MoE block as FP32 does, where a dense block saves far less."""
-    moe = [saved_bytes(_family("olmoe-1b-7b", p), dropout=False) for p in ("fp32", "amp-bf16")]
-    dense = [saved_bytes(_family("qwen3-0.6b", p), dropout=False) for p in ("fp32", "amp-bf16")]
+    moe = [saved_bytes(family_workload("olmoe-1b-7b", p), dropout=False) for p in ("fp32", "amp-bf16")]
+    dense = [saved_bytes(family_workload("qwen3-0.6b", p), dropout=False) for p in ("fp32", "amp-bf16")]
     assert moe[1] > 0.95 * moe[0] and dense[1] < 0.9 * dense[0]
-    est = [estimated_bytes(_family("olmoe-1b-7b", p), dropout=False) for p in ("fp32", "amp-bf16")]
+    est = [estimated_bytes(family_workload("olmoe-1b-7b", p), dropout=False) for p in ("fp32", "amp-bf16")]
     assert est[1] > 0.95 * est[0]
 
 
@@ -231,5 +145,5 @@ def test_eager_attention_under_autocast_keeps_fp32_and_16_bit_probabilities() ->
     """Without dropout, eager attention's softmax keeps its FP32 output and the matmul with V keeps
     the 16-bit cast of it: six bytes a score under autocast, four in FP32 (one tensor)."""
     for precision in ("amp-bf16", "fp32"):
-        w = _family("llama-3.2-1b-instruct", precision).replace(attention="eager")
+        w = family_workload("llama-3.2-1b-instruct", precision).replace(attention="eager")
         assert saved_bytes(w, dropout=False) == pytest.approx(estimated_bytes(w, dropout=False), rel=0.07)

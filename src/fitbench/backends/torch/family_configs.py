@@ -23,7 +23,7 @@ from fitbench.errors import FitbenchError
 from fitbench.workloads.arch import TransformerArch
 
 
-def _common(arch: TransformerArch) -> dict[str, Any]:
+def llama_sizes(arch: TransformerArch) -> dict[str, Any]:
     """The sizes every Llama-descended config names the same way."""
     return dict(
         vocab_size=arch.vocab_size,
@@ -33,6 +33,19 @@ def _common(arch: TransformerArch) -> dict[str, Any]:
         num_attention_heads=arch.num_heads,
         num_key_value_heads=arch.kv_heads,
         max_position_embeddings=arch.max_positions,
+        tie_word_embeddings=arch.tie_embeddings,
+    )
+
+
+def gpt2_sizes(arch: TransformerArch) -> dict[str, Any]:
+    """The sizes in GPT-2's spelling, which GPT-J's config keeps."""
+    return dict(
+        vocab_size=arch.vocab_size,
+        n_positions=arch.max_positions,
+        n_embd=arch.hidden_size,
+        n_layer=arch.num_layers,
+        n_head=arch.num_heads,
+        n_inner=arch.intermediate_size,
         tie_word_embeddings=arch.tie_embeddings,
     )
 
@@ -87,6 +100,12 @@ def _require(arch: TransformerArch, condition: bool, what: str, what_zh: str) ->
         raise _cannot(arch, what, what_zh)
 
 
+def _require_uniform_biases(arch: TransformerArch) -> None:
+    """Families with one bias switch for every Linear (Falcon's `bias`, ERNIE's `use_bias`)."""
+    uniform = arch.qkv_bias == arch.out_bias == arch.mlp_bias
+    _require(arch, uniform, "biases on some layers only", "只有部分层有偏置")
+
+
 def _same_attention_bias(arch: TransformerArch) -> bool:
     """One `attention_bias` switch covers q, k, v and o in these families."""
     return arch.qkv_bias == arch.out_bias
@@ -102,7 +121,7 @@ def _qwen3(arch: TransformerArch) -> dict[str, Any]:
     )
     types = layer_types(arch, 1)
     return dict(
-        _common(arch),
+        llama_sizes(arch),
         head_dim=arch.dim_head,
         attention_bias=arch.qkv_bias,
         use_sliding_window=types is not None,
@@ -121,7 +140,7 @@ def _gemma(period: int) -> Callable[[TransformerArch], dict[str, Any]]:
             "Gemma 没有的偏置",
         )
         return dict(
-            _common(arch), head_dim=arch.dim_head, attention_bias=arch.qkv_bias, **_windows(arch, period)
+            llama_sizes(arch), head_dim=arch.dim_head, attention_bias=arch.qkv_bias, **_windows(arch, period)
         )
 
     return build
@@ -134,7 +153,7 @@ def _olmo(arch: TransformerArch) -> dict[str, Any]:
     _require(
         arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size", "自定义的注意力头维度"
     )
-    return dict(_common(arch), attention_bias=arch.qkv_bias)
+    return dict(llama_sizes(arch), attention_bias=arch.qkv_bias)
 
 
 def _phi3(arch: TransformerArch) -> dict[str, Any]:
@@ -149,12 +168,12 @@ def _phi3(arch: TransformerArch) -> dict[str, Any]:
     _require(
         arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size", "自定义的注意力头维度"
     )
-    return dict(_common(arch), pad_token_id=None, **_windows(arch, 1))
+    return dict(llama_sizes(arch), pad_token_id=None, **_windows(arch, 1))
 
 
 def _glm4(arch: TransformerArch) -> dict[str, Any]:
     _require(arch, not arch.out_bias and not arch.mlp_bias, "biases GLM-4 does not have", "GLM-4 没有的偏置")
-    return dict(_common(arch), head_dim=arch.dim_head, attention_bias=arch.qkv_bias)
+    return dict(llama_sizes(arch), head_dim=arch.dim_head, attention_bias=arch.qkv_bias)
 
 
 # -- parallel blocks -----------------------------------------------------------------------------
@@ -166,40 +185,16 @@ def _gpt_neox(arch: TransformerArch) -> dict[str, Any]:
         "GPT-NeoX 没有的偏置",
     )
     _require(arch, arch.kv_heads == arch.num_heads, "grouped-query attention", "分组查询注意力")
-    return dict(
-        vocab_size=arch.vocab_size,
-        hidden_size=arch.hidden_size,
-        intermediate_size=arch.intermediate_size,
-        num_hidden_layers=arch.num_layers,
-        num_attention_heads=arch.num_heads,
-        max_position_embeddings=arch.max_positions,
-        tie_word_embeddings=arch.tie_embeddings,
-        use_parallel_residual=arch.parallel_block,
-        attention_bias=arch.qkv_bias,
-    )
+    return dict(llama_sizes(arch), use_parallel_residual=arch.parallel_block, attention_bias=arch.qkv_bias)
 
 
 def _gptj(arch: TransformerArch) -> dict[str, Any]:
     _require(arch, arch.kv_heads == arch.num_heads, "grouped-query attention", "分组查询注意力")
-    return dict(
-        vocab_size=arch.vocab_size,
-        n_positions=arch.max_positions,
-        n_embd=arch.hidden_size,
-        n_layer=arch.num_layers,
-        n_head=arch.num_heads,
-        n_inner=arch.intermediate_size,
-        rotary_dim=min(64, arch.dim_head),
-        tie_word_embeddings=arch.tie_embeddings,
-    )
+    return dict(gpt2_sizes(arch), rotary_dim=min(64, arch.dim_head))
 
 
 def _falcon(arch: TransformerArch) -> dict[str, Any]:
-    _require(
-        arch,
-        arch.qkv_bias == arch.out_bias == arch.mlp_bias,
-        "biases on some layers only",
-        "只有部分层有偏置",
-    )
+    _require_uniform_biases(arch)
     new_architecture = arch.norms_per_layer == 2 or arch.kv_heads not in (1, arch.num_heads)
     return dict(
         vocab_size=arch.vocab_size,
@@ -223,7 +218,7 @@ def _falcon(arch: TransformerArch) -> dict[str, Any]:
 def _qwen2_moe(arch: TransformerArch) -> dict[str, Any]:
     _require(arch, arch.dense_layers == 0, "dense layers before the experts", "专家层之前的稠密层")
     return dict(
-        _common(arch),
+        llama_sizes(arch),
         moe_intermediate_size=arch.expert_intermediate_size,
         shared_expert_intermediate_size=arch.shared_intermediate_size,
         num_experts=arch.num_experts,
@@ -265,14 +260,9 @@ def _olmoe(arch: TransformerArch) -> dict[str, Any]:
 
 
 def _ernie45_moe(arch: TransformerArch) -> dict[str, Any]:
-    _require(
-        arch,
-        arch.qkv_bias == arch.out_bias == arch.mlp_bias,
-        "biases on some layers only",
-        "只有部分层有偏置",
-    )
+    _require_uniform_biases(arch)
     return dict(
-        _common(arch),
+        llama_sizes(arch),
         head_dim=arch.dim_head,
         use_bias=arch.qkv_bias,
         moe_intermediate_size=arch.expert_intermediate_size,
@@ -297,7 +287,7 @@ def _deepseek(arch: TransformerArch) -> dict[str, Any]:
         "DeepSeek 没有的偏置",
     )
     return dict(
-        _common(arch),
+        llama_sizes(arch),
         moe_intermediate_size=arch.expert_intermediate_size,
         n_routed_experts=arch.num_experts,
         n_shared_experts=_shared_experts(arch),

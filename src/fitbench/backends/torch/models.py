@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from fitbench.backends.torch.family_configs import family_config, family_key
+from fitbench.backends.torch.family_configs import family_config, family_key, gpt2_sizes, llama_sizes
 from fitbench.errors import FitbenchError
 from fitbench.estimate.execution import transformers_lacks_sdpa
 from fitbench.workloads.arch import RESNET_LAYERS, ResNetArch, TransformerArch
@@ -410,16 +410,7 @@ def decoder_config(arch: TransformerArch, *, attention: str) -> Any:
     if arch.is_moe or arch.sliding_layers:
         return _mixtral_or_mistral_config(arch, attention=attention)
     if arch.mlp == "swiglu" and arch.norm == "rmsnorm" and arch.position == "rotary":
-        common = dict(
-            vocab_size=arch.vocab_size,
-            hidden_size=arch.hidden_size,
-            intermediate_size=arch.intermediate_size,
-            num_hidden_layers=arch.num_layers,
-            num_attention_heads=arch.num_heads,
-            num_key_value_heads=arch.kv_heads,
-            max_position_embeddings=arch.max_positions,
-            tie_word_embeddings=arch.tie_embeddings,
-        )
+        common = llama_sizes(arch)
         if arch.qkv_bias == arch.out_bias:
             config = transformers.LlamaConfig(
                 head_dim=arch.dim_head, attention_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias, **common
@@ -441,15 +432,7 @@ def decoder_config(arch: TransformerArch, *, attention: str) -> Any:
             raise _unsupported(
                 "a GPT-style decoder with grouped-query attention", arch, "使用分组查询注意力的 GPT 式解码器"
             )
-        config = transformers.GPT2Config(
-            vocab_size=arch.vocab_size,
-            n_positions=arch.max_positions,
-            n_embd=arch.hidden_size,
-            n_layer=arch.num_layers,
-            n_head=arch.num_heads,
-            n_inner=arch.intermediate_size,
-            tie_word_embeddings=arch.tie_embeddings,
-        )
+        config = transformers.GPT2Config(**gpt2_sizes(arch))
     else:
         raise _unsupported(
             f"mlp {arch.mlp}, norm {arch.norm}, position {arch.position}",

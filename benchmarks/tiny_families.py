@@ -1,4 +1,4 @@
-"""Tiny variants of the bundled models' configs, for tests that build them on the CPU.
+"""Tiny variants of the bundled models' configs, for the scripts and tests that build them on a CPU.
 
 Each size key a config has is replaced by a small value (keys it does not have are not added), so
 a tiny model keeps its family's layout (norms, experts, latent attention, windows) at a size that
