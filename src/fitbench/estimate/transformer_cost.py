@@ -122,6 +122,12 @@ def qk_norm_saved_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -
 SOFTCAPPED_MODEL_TYPES = ("gemma2",)
 
 
+# cap * tanh(x / cap): three pointwise operations (divide, tanh, multiply), each reading and
+# writing the tensor once.
+SOFTCAP_OPS = 3.0
+SOFTCAP_PASSES = 2 * 3
+
+
 def softcapped(arch: TransformerArch) -> bool:
     return arch.model_type.replace("-", "_") in SOFTCAPPED_MODEL_TYPES
 
@@ -1068,8 +1074,10 @@ def forward_kernels(
         else arch.kv_elements_per_token() * a
     )
     attn_bytes = attention_query_bytes(workload, tokens) + batch * cache_context * cache_read
+    capping = softcapped(arch) and workload.attention == "eager"
     if workload.attention == "eager" and kv_len is None:
-        attn_bytes += batch * arch.num_heads * seq * context * eager_score_bytes(dt)
+        per_score = eager_score_bytes(dt) + (SOFTCAP_PASSES * dt.act if capping else 0)
+        attn_bytes += batch * arch.num_heads * seq * context * per_score
     ks.append(
         Kernel(
             name="attention",
@@ -1077,7 +1085,7 @@ def forward_kernels(
             flops=attn_flops,
             bytes=attn_bytes,
             count=L,
-            ops=1.0 if workload.attention == "fused" else 5.0,
+            ops=1.0 if workload.attention == "fused" else 5.0 + (SOFTCAP_OPS if capping else 0.0),
             # eager attention under autocast: the scores up to FP32 for softmax, the probabilities
             # back to 16 bit for the product with V
             cast_ops=2.0 if dt.amp and workload.attention == "eager" else 0.0,
@@ -1102,16 +1110,17 @@ def forward_kernels(
             head_w, head_dq, head_compute = _weight_traffic(
                 workload, quantized, "lm_head", h, v, w_bytes, kv_len
             )
+            capped = SOFTCAP_PASSES * a if softcapped(arch) else 0.0
             ks.append(
                 Kernel(
                     name="lm_head",
                     kind="matmul",
                     flops=2.0 * head_tokens * arch.hidden_size * arch.vocab_size,
-                    bytes=head_w + head_tokens * arch.vocab_size * (a + 4),
+                    bytes=head_w + head_tokens * arch.vocab_size * (a + 4 + capped),
                     compute=head_compute,
                     dequant_bytes=head_dq,
                     count=1,
-                    ops=3.0,
+                    ops=3.0 + (SOFTCAP_OPS if softcapped(arch) else 0.0),
                     cast_ops=(1.0 + input_casts("lm_head")) if dt.amp else 0.0,  # weight, final norm output
                 )
             )
