@@ -158,3 +158,22 @@ def test_a_layout_the_family_cannot_express_is_one_clear_error_in_both_languages
         build_model(workload, device="meta")
     assert "cannot build this qwen3 decoder (biases Qwen3 does not have)" in err.value.message
     assert "Qwen3 没有的偏置" in err.value.message_zh
+
+
+@pytest.mark.parametrize(
+    ("name", "attention"),
+    [
+        ("gemma-2-2b-it", "eager (transformers has no SDPA for this model)"),
+        ("falcon-7b", "sdpa with transformers' mask (its attention calls SDPA itself"),
+        ("qwen3-0.6b", "causal sdpa without a mask"),
+    ],
+)
+def test_tuned_training_builds_each_family_with_the_attention_it_has(name: str, attention: str) -> None:
+    workload = tiny_workload(name, mode="train", batch_size=2, seq_len=16, precision="amp-bf16")
+    session = get_backend("torch").open(workload, RunOptions(device="cpu", exec_mode="tuned"))
+    try:
+        assert session.notes["attention"].startswith(attention)
+        session.step()
+        session.sync()
+    finally:
+        session.close()

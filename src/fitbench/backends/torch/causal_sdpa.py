@@ -36,6 +36,11 @@ def _no_mask(*args: Any, **kwargs: Any) -> None:
     return None
 
 
+# transformers models whose attention tests `_attn_implementation == "sdpa"` and calls SDPA
+# itself: any other implementation name sends them down their eager branch.
+OWN_SDPA_CALL_TYPES = ("falcon",)
+
+
 def use_causal_sdpa(model: Any, *, sliding_layers: int) -> str | None:
     """Switch a transformers decoder to mask-free causal SDPA; the reason it was not, or None.
 
@@ -43,6 +48,8 @@ def use_causal_sdpa(model: Any, *, sliding_layers: int) -> str | None:
     layers; a transformers without AttentionInterface keeps its SDPA."""
     if sliding_layers:
         return "sliding-window layers need their mask"
+    if getattr(getattr(model, "config", None), "model_type", "") in OWN_SDPA_CALL_TYPES:
+        return "its attention calls SDPA itself, not through transformers' AttentionInterface"
     try:
         from transformers import AttentionInterface
     except ImportError:

@@ -95,7 +95,7 @@ from fitbench.backends.torch.session import (
 from fitbench.backends.torch.static_decoder import FUSED_MAX_BATCH, StaticDecoder, StaticKVGenerator, _summary
 from fitbench.core.names import Framework
 from fitbench.errors import FitbenchError
-from fitbench.estimate.execution import tuned_precision
+from fitbench.estimate.execution import transformers_lacks_sdpa, tuned_precision
 from fitbench.workloads.arch import ResNetArch, TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -242,6 +242,12 @@ def _build(workload: Workload, device: torch.device, dtype: torch.dtype) -> tupl
             "model_source": "fitbench CompactEncoder (BERT layout, stacked q/k/v, random init)",
             "attention": "sdpa without a mask (flash kernel; attention dropout inside it)",
         }
+    elif transformers_lacks_sdpa(arch):
+        # Gemma-2: transformers builds no SDPA for it (its soft-capped scores), so eager attention
+        # is the fastest it has, as the estimate assumes (estimate/execution.attention_as_run).
+        model, notes = build_decoder(arch, attention="eager", device=device, dtype=dtype)
+        notes["attention"] = "eager (transformers has no SDPA for this model)"
+        return model, notes
     else:
         model, notes = build_decoder(arch, attention="sdpa", device=device, dtype=dtype)
         why_not = use_causal_sdpa(model, sliding_layers=arch.sliding_layers)
