@@ -316,20 +316,27 @@ def test_half_generation_on_cpu_keeps_fp32_weights_and_says_why(precision, dtype
     ]
 
 
-def test_kv_cache_decoding_matches_a_full_forward():
+def assert_cached_decoding_matches_a_full_forward(model, vocab_size: int, prompt: int = 8, total: int = 12):
+    """A prefill of `prompt` tokens then one-token steps through the KV cache give the logits of
+    one forward over all `total` tokens."""
     paddle.seed(3)
-    model, _ = models.build_model(TINY_LLAMA)
     model.eval()
-    ids = paddle.randint(0, TINY_LLAMA.vocab_size, [2, 12])
+    ids = paddle.randint(0, vocab_size, [2, total])
     with paddle.no_grad():
         full = model(ids).numpy()
         caches = model.new_cache()
-        prefill = model(ids[:, :8], caches, start=0).numpy()
+        prefill = model(ids[:, :prompt], caches, start=0).numpy()
         steps = [
-            model(ids[:, i : i + 1], caches, start=i, last_only=True).numpy()[:, 0] for i in range(8, 12)
+            model(ids[:, i : i + 1], caches, start=i, last_only=True).numpy()[:, 0]
+            for i in range(prompt, total)
         ]
-    np.testing.assert_allclose(prefill, full[:, :8], atol=1e-5)
-    np.testing.assert_allclose(np.stack(steps, axis=1), full[:, 8:], atol=1e-5)
+    np.testing.assert_allclose(prefill, full[:, :prompt], atol=1e-5)
+    np.testing.assert_allclose(np.stack(steps, axis=1), full[:, prompt:], atol=1e-5)
+
+
+def test_kv_cache_decoding_matches_a_full_forward():
+    model, _ = models.build_model(TINY_LLAMA)
+    assert_cached_decoding_matches_a_full_forward(model, TINY_LLAMA.vocab_size)
 
 
 @pytest.mark.parametrize("arch", [TINY_LLAMA, TINY_BERT], ids=["causal-gqa", "encoder-padding-mask"])
@@ -742,15 +749,7 @@ def test_norm_layouts_count_like_the_estimator_train_and_decode(arch):
     session.step()
     session.sync()
     assert all(not np.array_equal(a, b) for a, b in zip(before, trainable_values(session), strict=True))
-    paddle.seed(3)
-    model.eval()
-    ids = paddle.randint(0, arch.vocab_size, [2, 10])
-    with paddle.no_grad():
-        full = model(ids).numpy()
-        caches = model.new_cache()
-        model(ids[:, :8], caches, start=0)
-        steps = [model(ids[:, i : i + 1], caches, start=i, last_only=True).numpy()[:, 0] for i in (8, 9)]
-    np.testing.assert_allclose(np.stack(steps, axis=1), full[:, 8:], atol=1e-5)
+    assert_cached_decoding_matches_a_full_forward(model, arch.vocab_size, total=10)
 
 
 def test_query_key_norms_change_the_attention():

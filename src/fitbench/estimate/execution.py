@@ -106,7 +106,7 @@ def attention_as_run(workload: Workload, framework: str = "torch") -> str:
 def transformers_lacks_sdpa(arch: object) -> bool:
     """Whether transformers refuses SDPA for this model (EAGER_ONLY_MODEL_TYPES): the torch
     backend then asks for its eager attention."""
-    return getattr(arch, "model_type", "").lower().replace("-", "_") in EAGER_ONLY_MODEL_TYPES
+    return getattr(arch, "transformers_type", "") in EAGER_ONLY_MODEL_TYPES
 
 
 def _sdpa_math_only(arch: object) -> bool:
@@ -115,7 +115,7 @@ def _sdpa_math_only(arch: object) -> bool:
     counts only, so it runs its math path, which materializes the scores like eager attention.
     The new layout (Falcon-40B/180B) expands the keys and values to every head first."""
     return (
-        getattr(arch, "model_type", "") == "falcon"
+        getattr(arch, "transformers_type", "") == "falcon"
         and getattr(arch, "norms_per_layer", 2) == 1
         and getattr(arch, "kv_heads", 0) < getattr(arch, "num_heads", 0)
     )

@@ -48,7 +48,7 @@ def rms_saved_bytes_per_token(h: int, dt: ActivationDtypes) -> int:
 def gpt2_python_gelu(arch: TransformerArch) -> bool:
     """GPT-2's layout (GELU MLP, LayerNorm, learned positions) and GPT-J: transformers builds them
     with `activation_function="gelu_new"`, NewGELUActivation, which is Python, not one kernel."""
-    gptj = arch.model_type.replace("-", "_") == "gptj"
+    gptj = arch.transformers_type == "gptj"
     return arch.kind == "decoder" and arch.mlp == "gelu" and (arch.position == "learned" or gptj)
 
 
@@ -80,7 +80,7 @@ def fused_projections(arch: TransformerArch) -> tuple[bool, bool]:
     GPT-NeoX's and Falcon's query_key_value, Phi-3's qkv_proj) and gate and up with one (Phi-3,
     GLM-4): under autocast each Linear casts its input once, so a fused one saves one 16-bit
     copy where three (or two) separate ones save their own."""
-    model_type = arch.model_type.replace("-", "_")
+    model_type = arch.transformers_type
     gpt2_like = (
         not model_type and arch.kind == "decoder" and arch.mlp == "gelu" and arch.position == "learned"
     )
@@ -89,14 +89,14 @@ def fused_projections(arch: TransformerArch) -> tuple[bool, bool]:
 
 
 def fused_qkv_view(arch: TransformerArch) -> bool:
-    return arch.position == "rotary" and arch.model_type.replace("-", "_") in FUSED_QKV_VIEW_TYPES
+    return arch.position == "rotary" and arch.transformers_type in FUSED_QKV_VIEW_TYPES
 
 
 def gemma_norms(arch: TransformerArch) -> bool:
     """Gemma's RMSNorm (and OLMo-2's) computes in FP32 to the end: it saves the FP32 input and the
     FP32 normalised tensor (8 bytes an element) whatever the activations' dtype, where Llama's
     casts the normalised tensor back before its weight."""
-    return arch.model_type.replace("-", "_") in ("gemma", "gemma2", "gemma3_text", "gemma3", "olmo2")
+    return arch.transformers_type in ("gemma", "gemma2", "gemma3_text", "gemma3", "olmo2")
 
 
 def norm_saved_bytes_per_token(arch: TransformerArch, width: int, input_bytes: float) -> float:
@@ -129,7 +129,7 @@ SOFTCAP_PASSES = 2 * 3
 
 
 def softcapped(arch: TransformerArch) -> bool:
-    return arch.model_type.replace("-", "_") in SOFTCAPPED_MODEL_TYPES
+    return arch.transformers_type in SOFTCAPPED_MODEL_TYPES
 
 
 def moe_transient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:

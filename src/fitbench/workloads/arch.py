@@ -435,6 +435,13 @@ class TransformerArch:
         return self.max_positions - self.position_offset
 
     @property
+    def transformers_type(self) -> str:
+        """model_type as transformers spells it (hf_config keeps the config's with dashes): the
+        key the family rules (estimate/transformer_cost, estimate/execution,
+        backends/torch/family_configs) look up."""
+        return self.model_type.lower().replace("-", "_")
+
+    @property
     def kv_heads(self) -> int:
         return self.num_kv_heads if self.num_kv_heads is not None else self.num_heads
 

@@ -331,7 +331,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
 
 def family_key(arch: TransformerArch) -> str | None:
     """The FAMILIES key of this decoder, or None where the Llama-style configs describe it."""
-    key = arch.model_type.lower().replace("-", "_")
+    key = arch.transformers_type
     return key if key in FAMILIES else None
 
 
