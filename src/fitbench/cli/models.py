@@ -73,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
                 "published_params": m.published_params,
                 "experts_per_token": arch.experts_per_token or None,
                 "num_experts": arch.num_experts or None,
+                "vision_params": arch.vision_params or None,
+                "vision_tower": arch.vision_tower or None,
                 "sliding_window": arch.sliding_window,
                 "kv_cache_elements_per_token_layer": arch.kv_elements_per_token(),
                 "weights": weights,

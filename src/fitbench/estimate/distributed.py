@@ -277,6 +277,7 @@ def _tp_generic(arch: TransformerArch) -> bool:
         or arch.norms_per_layer != 2
         or bool(arch.patch_size)
         or bool(arch.extra_params)
+        or bool(arch.vision_params)
     )
 
 

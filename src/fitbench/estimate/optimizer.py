@@ -108,7 +108,7 @@ def optimizer_step_scratch(workload: Workload, framework: str) -> int:
     if workload.optimizer_impl == "for-loop":
         sizes = [0, *param_sizes_in_order(workload)]
         return max(prev + 2 * cur for prev, cur in pairwise(sizes)) * state_bytes
-    return workload.param_count() * state_bytes
+    return workload.trained_param_count() * state_bytes
 
 
 def optimizer_bytes(workload: Workload, framework: str) -> tuple[int, int, int]:
@@ -120,7 +120,7 @@ def optimizer_bytes(workload: Workload, framework: str) -> tuple[int, int, int]:
     """
     if not workload.is_training:
         return 0, 0, 0
-    params = workload.param_count()
+    params = workload.trained_param_count()
     states = OPTIMIZER_STATES[workload.optimizer]
     state_bytes = optimizer_element_bytes(workload, framework)
     master = 4 * params if master_weights_kept(workload, framework) else 0

@@ -197,14 +197,20 @@ def memory_plan(
     tp: int = 1,
     total_bytes: int | None = None,
     weights_bytes: int | None = None,
+    activation_bytes: int | None = None,
 ) -> MemoryPlan:
     """The engine's budget on one GPU. `total_bytes` defaults to the total CUDA reports for the
-    card (the catalog's usable memory); `weights_bytes` to fitbench's count of the weights (a
-    check against a log passes the logged figures to test the parts separately)."""
+    card (the catalog's usable memory); `weights_bytes` to fitbench's count of the weights and
+    `activation_bytes` to its profile-run peak (a check against a log passes the logged figures
+    to test the parts separately)."""
     total = int(total_bytes if total_bytes is not None else gpu.usable_bytes)
     tokens, seqs = config.batch_defaults(total, gpu)
     weights = int(weights_bytes if weights_bytes is not None else _weights_per_gpu(workload, tp))
-    activation = profile_peak_bytes(workload, tokens, seqs, tp)
+    activation = (
+        int(activation_bytes)
+        if activation_bytes is not None
+        else profile_peak_bytes(workload, tokens, seqs, tp)
+    )
     non_torch = NON_TORCH_BYTES + (NCCL_BYTES if tp > 1 else 0)
     cudagraph = CUDAGRAPH_BYTES if config.engine == "v1" else 0
     requested = int(config.gpu_memory_utilization * total)

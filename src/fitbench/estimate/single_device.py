@@ -93,7 +93,7 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
         share = _fragmentation_share(workload, profile)
         phase, dynamic = step_peak(workload, framework, share, compiled=compiled)
         parts.update(dynamic)
-        details["gradients_total"] = int(workload.param_count() * p.grad_bytes)
+        details["gradients_total"] = int(workload.trained_param_count() * p.grad_bytes)
     elif workload.is_generation:
         phase = "generate"
         parts["kv_cache"] = transformer_cost.kv_cache_bytes(workload)

@@ -536,6 +536,12 @@ def arch_assumptions(workload: Workload) -> list[str]:
             "through grouped_mm's FP32 fallback: one mm per expert with tokens, and a host-GPU "
             "synchronisation per grouped product that the estimate does not count"
         )
+    if arch.vision_params:
+        lines.append(
+            f"multimodal checkpoint: the {arch.vision_tower} vision tower and its projector "
+            f"({arch.vision_params:,} params) are loaded beside the language model and counted in the "
+            "weights; text prompts do not run them, and an image's tokens would lengthen the prompt"
+        )
     if arch.is_mla:
         lines.append(
             f"latent attention: the cache keeps the {arch.kv_lora_rank}-wide latent and the "
@@ -1378,7 +1384,7 @@ def _training_step_traffic(
     if dt.amp:
         untied_embedding = 0 if arch.tie_embeddings else arch.vocab_size * arch.hidden_size
         positions = arch.max_positions * arch.hidden_size if arch.position == "learned" else 0
-        cast_params = workload.param_count() - untied_embedding - positions
+        cast_params = workload.trained_param_count() - untied_embedding - positions
         casts = sum(_autocast_casts(arch, n) - input_casts(n) for n, _, _ in block_gemms(arch))
         ks.append(
             Kernel(

@@ -239,6 +239,11 @@ class TransformerArch:
     `num_channels` image projected by a convolution, plus a class token; `max_positions` is the
     patch count + 1; pre-norm blocks with a final LayerNorm and a classifier on the class token.
 
+    Multimodal checkpoints (vision_params > 0): the language model these fields describe, plus
+    the `vision_params` of a `vision_tower` encoder and its projector that transformers loads
+    with it (workloads/multimodal.py). They are weights in memory; text prompts never run them,
+    so they are outside the active parameters and every kernel.
+
     Sliding windows: `sliding_layers` of the layers attend to the last `sliding_window` tokens
     only (all of Mistral-7B v0.1's, every other of Gemma-2's, five of six of Gemma-3's).
     """
@@ -286,6 +291,8 @@ class TransformerArch:
     sliding_layers: int = 0
     patch_size: int = 0
     num_channels: int = 3
+    vision_params: int = 0
+    vision_tower: str = ""
 
     def __post_init__(self) -> None:
         self._check_counts()
@@ -379,6 +386,7 @@ class TransformerArch:
             "v_head_dim",
             "sliding_layers",
             "position_offset",
+            "vision_params",
         ):
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -661,10 +669,16 @@ class TransformerArch:
         return final_norm + lm_head + (self.vocab_size if self.lm_head_bias else 0)
 
     def param_count(self) -> int:
+        """Every parameter the checkpoint loads (a multimodal one's vision tower included)."""
+        return self.language_param_count() + self.vision_params
+
+    def language_param_count(self) -> int:
+        """The language (or encoder) model's parameters: what `fitbench run` builds and trains."""
         return self.embedding_params() + self.layers_params() + self.head_params() + self.extra_params
 
     def active_param_count(self) -> int:
-        """Parameters one token runs through: every shared part plus top-k experts per MoE layer."""
+        """Parameters one token runs through: every shared part plus top-k experts per MoE layer
+        (a vision tower is not run by text)."""
         outside = self.embedding_params() + self.head_params() + self.extra_params
         return outside + self.layers_params(active=True)
 

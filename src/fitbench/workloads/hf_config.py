@@ -17,24 +17,22 @@ divide, an unknown model type) raises ``FitbenchError`` naming the file and the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fitbench.errors import FitbenchError, close_match_hint
 from fitbench.workloads.arch import RESNET_LAYERS, ResNetArch, TransformerArch
-from fitbench.workloads.config_values import ConfigValues, show
+from fitbench.workloads.config_reader import MAX_POSITIONS, MAX_SIZE, ConfigReader
+from fitbench.workloads.config_values import show
+from fitbench.workloads.multimodal import WRAPPERS, text_config
 from fitbench.workloads.quant_config import config_storage
 from fitbench.workloads.workload import DECODER_TRAIN_SEQ_LEN, Workload
 
 CONFIG_NAME = "config.json"
 
-# Sizes past these are typos, not models (the largest real vocabularies are ~1M tokens and the
-# widest layers ~64k); they also keep later arithmetic on sane numbers.
-MAX_SIZE = 1 << 24
-MAX_POSITIONS = 1 << 30
 MAX_STAGE_BLOCKS = 1 << 12  # ResNet blocks in one stage (ResNet-152 has 36)
 
 ENCODER_TYPES = (
@@ -75,112 +73,17 @@ DECODER_TYPES = (
     "chatglm",
 )
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "ernie4_5_moe", "deepseek_v2", "deepseek_v3")
-SUPPORTED_MODEL_TYPES = (*ENCODER_TYPES, *DECODER_TYPES, *MOE_TYPES, "resnet")
+# Multimodal files whose language model is read, with their vision tower counted (multimodal.py).
+MULTIMODAL_TYPES = ("gemma3", "llava", "llava-next", "mistral3", "qwen2-vl", "qwen2-5-vl")
+SUPPORTED_MODEL_TYPES = tuple(
+    dict.fromkeys((*ENCODER_TYPES, *DECODER_TYPES, *MOE_TYPES, *MULTIMODAL_TYPES, "resnet"))
+)
 # Families fitbench knows but cannot estimate yet, with the reason a user reads.
 NOT_YET = {"chatglm-6b": "the first ChatGLM-6B layout is not supported"}
 NOT_YET_ZH = {"chatglm-6b": "不支持最早的 ChatGLM-6B 结构"}
 
-_MISSING = object()
 
-
-# -- reading keys with one-line errors ----------------------------------------------------------
-class _Reader(ConfigValues):
-    """Typed access to one config dict; every problem becomes a FitbenchError naming the file."""
-
-    def __init__(self, data: dict[str, Any], source: str, model_type: str) -> None:
-        self.data = data
-        self.source = source
-        self.model_type = model_type
-
-    def lookup(self, keys: tuple[str, ...]) -> tuple[str, Any]:
-        """The first of `keys` present with a non-null value (aliases of one size), else _MISSING."""
-        for key in keys:
-            value = self.data.get(key)
-            if value is not None:
-                return key, value
-        return keys[0], _MISSING
-
-    def require(self, *specs: str | tuple[str, ...]) -> None:
-        """Name every missing required key at once, so one edit fixes the file."""
-        missing: list[tuple[str, ...]] = []
-        for spec in specs:
-            keys = (spec,) if isinstance(spec, str) else spec
-            if self.lookup(keys)[1] is _MISSING:
-                # the two usual spellings (more aliases are accepted than named)
-                missing.append(tuple(f"'{k}'" for k in keys[:2]))
-        if missing:
-            raise self.error(
-                f"'{self.model_type}' configs need {', '.join(' or '.join(m) for m in missing)}",
-                "add the missing keys, or use the model's original config.json",
-                message_zh=f"'{self.model_type}' 配置需要 {'、'.join(' 或 '.join(m) for m in missing)}",
-                hint_zh="请补上缺少的键,或使用模型原始的 config.json",
-            )
-
-    def int(self, *keys: str, default: Any = _MISSING, minimum: int = 1, maximum: int = MAX_SIZE) -> int:
-        key, value = self.lookup(keys)
-        if value is _MISSING:
-            if default is _MISSING:
-                raise self.error(
-                    f"'{self.model_type}' configs need '{key}'",
-                    "add it to the file",
-                    message_zh=f"'{self.model_type}' 配置需要 '{key}'",
-                    hint_zh="请把它加到文件中",
-                )
-            return default
-        return self.check_int(key, value, minimum=minimum, maximum=maximum)
-
-    def check_int(self, key: str, value: Any, *, minimum: int = 1, maximum: int = MAX_SIZE) -> int:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.error(
-                f"'{key}' must be a whole number, got {show(value)}",
-                "write sizes as JSON numbers, without quotes",
-                message_zh=f"'{key}' 必须是整数,实际为 {show(value, 'zh')}",
-                hint_zh="尺寸请写成 JSON 数字,不要加引号",
-            )
-        if isinstance(value, float):
-            if not math.isfinite(value) or not value.is_integer():
-                raise self.error(
-                    f"'{key}' must be a whole number, got {show(value)}",
-                    message_zh=f"'{key}' 必须是整数,实际为 {show(value, 'zh')}",
-                )
-            value = int(value)
-        if value < minimum:
-            raise self.error(
-                f"'{key}' must be at least {minimum}, got {show(value)}",
-                message_zh=f"'{key}' 至少为 {minimum},实际为 {show(value, 'zh')}",
-            )
-        if value > maximum:
-            raise self.error(
-                f"'{key}' is {show(value)}, beyond any real model",
-                f"use at most {maximum}",
-                message_zh=f"'{key}' 为 {show(value, 'zh')},超出了任何真实模型",
-                hint_zh=f"请使用不超过 {maximum} 的值",
-            )
-        return value
-
-    def num_labels(self) -> int:
-        """`num_labels`, else the size of `id2label`, else transformers' default of 2."""
-        if self.data.get("num_labels") is not None:
-            return self.int("num_labels")
-        id2label = self.data.get("id2label")
-        if id2label is None:
-            return 2
-        if not isinstance(id2label, dict):
-            raise self.error(
-                f"'id2label' must be an object mapping ids to labels, got {show(id2label)}",
-                message_zh=f"'id2label' 必须是从 id 到标签的映射对象,实际为 {show(id2label, 'zh')}",
-            )
-        if not id2label:
-            raise self.error(
-                "'id2label' is empty",
-                "a classifier needs at least one label",
-                message_zh="'id2label' 为空",
-                hint_zh="分类器至少需要一个标签",
-            )
-        return len(id2label)
-
-
-def _transformer(r: _Reader, **fields: Any) -> TransformerArch:
+def _transformer(r: ConfigReader, **fields: Any) -> TransformerArch:
     """Build the arch, re-raising its own validation errors with the file name in front.
 
     A key-value head count equal to the head count, or a head size equal to hidden / heads,
@@ -199,7 +102,7 @@ def _transformer(r: _Reader, **fields: Any) -> TransformerArch:
 
 
 # -- encoders -----------------------------------------------------------------------------------
-def _bert_like(r: _Reader) -> TransformerArch:
+def _bert_like(r: ConfigReader) -> TransformerArch:
     """BERT, RoBERTa, XLM-RoBERTa, CamemBERT and ELECTRA share BertModel's layout and key names.
 
     RoBERTa's classification head (dense + out_proj) and ELECTRA's have exactly the parameters of
@@ -238,7 +141,7 @@ def _bert_like(r: _Reader) -> TransformerArch:
     )
 
 
-def _distilbert(r: _Reader) -> TransformerArch:
+def _distilbert(r: ConfigReader) -> TransformerArch:
     """DistilBERT: BERT without token types, under its own names; its pre_classifier is a pooler."""
     keys = (
         ("vocab_size",),
@@ -263,7 +166,7 @@ def _distilbert(r: _Reader) -> TransformerArch:
     )
 
 
-def _deberta_v2(r: _Reader) -> TransformerArch:
+def _deberta_v2(r: ConfigReader) -> TransformerArch:
     """DeBERTa-v2/v3: BERT's blocks with disentangled attention. Absolute positions only with
     `position_biased_input`; a relative-position table (2 x buckets or 2 x max_relative_positions
     rows, with a LayerNorm under `norm_rel_ebd: layer_norm`) and, without `share_att_key`, the
@@ -320,7 +223,7 @@ def _deberta_v2(r: _Reader) -> TransformerArch:
     )
 
 
-def _vit(r: _Reader) -> TransformerArch:
+def _vit(r: ConfigReader) -> TransformerArch:
     """ViT for image classification: an encoder over (image_size / patch_size)^2 patches plus a
     class token, pre-norm blocks (two LayerNorms each, as BERT's), q/k/v bias by `qkv_bias`, a
     final LayerNorm and a classifier without pooler (ViTForImageClassification). Its tokens are
@@ -363,7 +266,7 @@ POSITIONS = ("max_position_embeddings", "n_positions", "seq_length", "max_sequen
 MAX_LAYERS = 1 << 12  # the deepest published decoders have ~120 blocks
 
 
-def _sliding(r: _Reader, num_layers: int, rule: str) -> dict[str, Any]:
+def _sliding(r: ConfigReader, num_layers: int, rule: str) -> dict[str, Any]:
     """Sliding-window layers: an explicit `layer_types` list wins, else the family's rule.
 
     rule: 'all' (Mistral, Mixtral, Phi-3 when `sliding_window` is set), 'alternate' (Gemma-2:
@@ -402,7 +305,7 @@ def _sliding(r: _Reader, num_layers: int, rule: str) -> dict[str, Any]:
 
 
 def _decoder(
-    r: _Reader,
+    r: ConfigReader,
     *,
     tie: bool = False,
     max_positions: int = 2048,
@@ -453,39 +356,39 @@ def _decoder(
     return _transformer(r, **fields)
 
 
-def _llama(r: _Reader) -> TransformerArch:
+def _llama(r: ConfigReader) -> TransformerArch:
     """Llama 2/3 and Yi (RMSNorm, SwiGLU, rotary, optional GQA; biases by `attention_bias`)."""
     return _decoder(r)
 
 
-def _mistral(r: _Reader) -> TransformerArch:
+def _mistral(r: ConfigReader) -> TransformerArch:
     """Mistral: Llama without biases; `sliding_window` (v0.1: 4096) on every layer."""
     return _decoder(r, max_positions=131072, bias=None, sliding="all")
 
 
-def _qwen2(r: _Reader) -> TransformerArch:
+def _qwen2(r: ConfigReader) -> TransformerArch:
     """Qwen2/2.5: q/k/v projections with bias, o_proj without; sliding only with use_sliding_window."""
     return _decoder(r, max_positions=32768, bias=None, qkv_bias=True, sliding="qwen2")
 
 
-def _qwen3(r: _Reader) -> TransformerArch:
+def _qwen3(r: ConfigReader) -> TransformerArch:
     """Qwen3: no q/k/v bias (`attention_bias`), an RMSNorm of head_dim on queries and on keys."""
     return _decoder(r, max_positions=32768, head_dim=128, mlp_bias=False, qk_norm="head", sliding="qwen2")
 
 
-def _gemma(r: _Reader) -> TransformerArch:
+def _gemma(r: ConfigReader) -> TransformerArch:
     """Gemma: gated GELU MLP (three matrices like SwiGLU), head_dim 256 by default, tied embeddings."""
     return _decoder(r, tie=True, max_positions=8192, head_dim=256, mlp_bias=False)
 
 
-def _gemma2(r: _Reader) -> TransformerArch:
+def _gemma2(r: ConfigReader) -> TransformerArch:
     """Gemma-2: Gemma with post-attention and post-MLP norms (four a block), every other layer local."""
     return _decoder(
         r, tie=True, max_positions=8192, head_dim=256, mlp_bias=False, norms_per_layer=4, sliding="alternate"
     )
 
 
-def _gemma3(r: _Reader) -> TransformerArch:
+def _gemma3(r: ConfigReader) -> TransformerArch:
     """Gemma-3 text: Gemma-2 plus query/key norms; five of six layers local. A multimodal config
     (`gemma3` with `text_config`) is read for its language model only."""
     return _decoder(
@@ -500,43 +403,43 @@ def _gemma3(r: _Reader) -> TransformerArch:
     )
 
 
-def _phi3(r: _Reader) -> TransformerArch:
+def _phi3(r: ConfigReader) -> TransformerArch:
     """Phi-3 fuses qkv_proj and gate_up_proj, which changes no count; `sliding_window` on every layer."""
     return _decoder(r, max_positions=4096, bias=None, sliding="all")
 
 
-def _olmo(r: _Reader) -> TransformerArch:
+def _olmo(r: ConfigReader) -> TransformerArch:
     """OLMo (first version): LayerNorms without weights, no biases (`attention_bias`)."""
     return _decoder(r, norm="nonparametric", mlp_bias=False)
 
 
-def _olmo2(r: _Reader) -> TransformerArch:
+def _olmo2(r: ConfigReader) -> TransformerArch:
     """OLMo-2: post-norms (two a block) and RMSNorms over all query and key heads."""
     return _decoder(r, max_positions=4096, mlp_bias=False, qk_norm="full")
 
 
-def _ernie45(r: _Reader) -> TransformerArch:
+def _ernie45(r: ConfigReader) -> TransformerArch:
     """ERNIE 4.5 (dense): Llama layout, head_dim 128 by default; `use_bias` switches the blocks' biases."""
     return _decoder(r, tie=True, max_positions=131072, bias="use_bias", head_dim=128)
 
 
-def _internlm2(r: _Reader) -> TransformerArch:
+def _internlm2(r: ConfigReader) -> TransformerArch:
     """InternLM2 (custom code): fused GQA `wqkv`, `wo`, w1/w2/w3 SwiGLU; `bias` switches biases."""
     return _decoder(r, max_positions=2048, bias="bias")
 
 
-def _baichuan(r: _Reader) -> TransformerArch:
+def _baichuan(r: ConfigReader) -> TransformerArch:
     """Baichuan/Baichuan2 (custom code): fused W_pack without bias, SwiGLU, RMSNorm, untied NormHead
     (ALiBi positions in the 13B models: no parameters either way)."""
     return _decoder(r, max_positions=4096, bias=None)
 
 
-def _glm(r: _Reader) -> TransformerArch:
+def _glm(r: ConfigReader) -> TransformerArch:
     """GLM-4 in transformers (`glm`): fused gate_up, q/k/v with bias (`attention_bias`, default on)."""
     return _decoder(r, max_positions=131072, bias=None, qkv_bias=r.flag("attention_bias", True), head_dim=128)
 
 
-def _glm4(r: _Reader) -> TransformerArch:
+def _glm4(r: ConfigReader) -> TransformerArch:
     """GLM-4-0414 (`glm4`): `glm` with post-attention and post-MLP norms."""
     return _decoder(
         r,
@@ -548,7 +451,7 @@ def _glm4(r: _Reader) -> TransformerArch:
     )
 
 
-def _gpt2(r: _Reader) -> TransformerArch:
+def _gpt2(r: ConfigReader) -> TransformerArch:
     """GPT-2: learned positions, LayerNorm, GELU MLP, biases everywhere, tied LM head.
 
     Its Conv1D layers are transposed Linears with the same parameter counts.
@@ -583,7 +486,7 @@ def _gpt2(r: _Reader) -> TransformerArch:
     )
 
 
-def _gptj(r: _Reader) -> TransformerArch:
+def _gptj(r: ConfigReader) -> TransformerArch:
     """GPT-J: attention and MLP in parallel after one LayerNorm, rotary, q/k/v/out without bias,
     a GELU MLP with biases (n_inner, default 4 x n_embd), an untied LM head with a bias."""
     r.require(VOCAB, HIDDEN, LAYERS, HEADS)
@@ -603,7 +506,7 @@ def _gptj(r: _Reader) -> TransformerArch:
     )
 
 
-def _gpt_neox(r: _Reader) -> TransformerArch:
+def _gpt_neox(r: ConfigReader) -> TransformerArch:
     """GPT-NeoX/Pythia: two LayerNorms, parallel residual (`use_parallel_residual`), biases
     everywhere (`attention_bias`, default on), rotary, untied `embed_out`."""
     bias = r.flag("attention_bias", True)
@@ -619,7 +522,7 @@ def _gpt_neox(r: _Reader) -> TransformerArch:
     )
 
 
-def _falcon(r: _Reader) -> TransformerArch:
+def _falcon(r: ConfigReader) -> TransformerArch:
     """Falcon: parallel attention and MLP (one LayerNorm; two with `new_decoder_architecture`),
     multi-query (`multi_query`) or `num_kv_heads` groups, GELU MLP of 4 x hidden, `bias` switch,
     tied LM head."""
@@ -644,7 +547,7 @@ def _falcon(r: _Reader) -> TransformerArch:
     )
 
 
-def _chatglm(r: _Reader) -> TransformerArch:
+def _chatglm(r: ConfigReader) -> TransformerArch:
     """ChatGLM2/ChatGLM3/GLM-4 (`model_type: chatglm`, custom code).
 
     One fused query_key_value projection (bias with `add_qkv_bias`) of multi-query groups,
@@ -697,7 +600,7 @@ def _chatglm(r: _Reader) -> TransformerArch:
 
 # -- mixture of experts -------------------------------------------------------------------------
 def _experts(
-    r: _Reader,
+    r: ConfigReader,
     *,
     count: tuple[str, ...],
     top_k: tuple[str, ...],
@@ -720,7 +623,7 @@ def _experts(
     )
 
 
-def _mixtral(r: _Reader) -> TransformerArch:
+def _mixtral(r: ConfigReader) -> TransformerArch:
     """Mixtral: every MLP is `num_local_experts` SwiGLU experts of `intermediate_size`, top-k routed."""
     moe = _experts(
         r, count=("num_local_experts",), top_k=("num_experts_per_tok",), width=("intermediate_size",)
@@ -728,7 +631,7 @@ def _mixtral(r: _Reader) -> TransformerArch:
     return _decoder(r, max_positions=131072, bias=None, sliding="all", **moe)
 
 
-def _refuse_mlp_only_layers(r: _Reader) -> None:
+def _refuse_mlp_only_layers(r: ConfigReader) -> None:
     """Qwen MoE configs may list layers that keep a dense MLP; the estimate lays out every
     `decoder_sparse_step`-th layer as MoE and cannot honour such a list."""
     if r.data.get("mlp_only_layers"):
@@ -740,7 +643,7 @@ def _refuse_mlp_only_layers(r: _Reader) -> None:
         )
 
 
-def _qwen2_moe(r: _Reader) -> TransformerArch:
+def _qwen2_moe(r: ConfigReader) -> TransformerArch:
     """Qwen1.5/Qwen2-MoE: routed experts of `moe_intermediate_size` plus one shared expert of
     `shared_expert_intermediate_size` with a sigmoid gate, every `decoder_sparse_step`-th layer."""
     _refuse_mlp_only_layers(r)
@@ -756,7 +659,7 @@ def _qwen2_moe(r: _Reader) -> TransformerArch:
     return _decoder(r, max_positions=32768, bias=None, qkv_bias=True, sliding="qwen2", **moe)
 
 
-def _qwen3_moe(r: _Reader) -> TransformerArch:
+def _qwen3_moe(r: ConfigReader) -> TransformerArch:
     """Qwen3-MoE: Qwen3 attention (query/key norms), routed experts only."""
     _refuse_mlp_only_layers(r)
     moe = _experts(
@@ -771,13 +674,13 @@ def _qwen3_moe(r: _Reader) -> TransformerArch:
     )
 
 
-def _olmoe(r: _Reader) -> TransformerArch:
+def _olmoe(r: ConfigReader) -> TransformerArch:
     """OLMoE: experts of `intermediate_size`, RMSNorms over all query and key heads."""
     moe = _experts(r, count=("num_experts",), top_k=("num_experts_per_tok",), width=("intermediate_size",))
     return _decoder(r, max_positions=4096, mlp_bias=False, qk_norm="full", **moe)
 
 
-def _ernie45_moe(r: _Reader) -> TransformerArch:
+def _ernie45_moe(r: ConfigReader) -> TransformerArch:
     """ERNIE-4.5 MoE: experts from `moe_layer_start_index`, every `moe_layer_interval`-th layer,
     plus `moe_num_shared_experts` shared ones; a per-expert score-correction parameter."""
     width = r.int("moe_intermediate_size")
@@ -805,7 +708,7 @@ def _ernie45_moe(r: _Reader) -> TransformerArch:
     )
 
 
-def _deepseek(r: _Reader) -> TransformerArch:
+def _deepseek(r: ConfigReader) -> TransformerArch:
     """DeepSeek-V2/V3: multi-head latent attention and routed plus shared experts after
     `first_k_dense_replace` dense layers (every layer after them, as transformers builds it)."""
     r.require("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
@@ -835,7 +738,7 @@ def _deepseek(r: _Reader) -> TransformerArch:
 
 
 # -- ResNet -------------------------------------------------------------------------------------
-def _resnet(r: _Reader) -> ResNetArch:
+def _resnet(r: ConfigReader) -> ResNetArch:
     """HF ResNetConfig -> ResNetArch (torchvision layout, which ResNetForImageClassification shares).
 
     fitbench's ResNet has four stages whose widths double from `base_width * expansion`, and a
@@ -899,7 +802,7 @@ def _resnet(r: _Reader) -> ResNetArch:
         raise r.error(exc.message, exc.hint, message_zh=exc.message_zh, hint_zh=exc.hint_zh) from None
 
 
-def _int_list(r: _Reader, key: str, *, maximum: int = MAX_SIZE) -> list[int]:
+def _int_list(r: ConfigReader, key: str, *, maximum: int = MAX_SIZE) -> list[int]:
     value = r.data[key]
     if not isinstance(value, list) or len(value) != 4:
         raise r.error(
@@ -911,7 +814,7 @@ def _int_list(r: _Reader, key: str, *, maximum: int = MAX_SIZE) -> list[int]:
     return [r.check_int(f"{key}[{i}]", v, maximum=maximum) for i, v in enumerate(value)]
 
 
-_READERS: dict[str, Callable[[_Reader], TransformerArch | ResNetArch]] = {
+_READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     **{t: _bert_like for t in ("bert", "roberta", "xlm-roberta", "camembert", "electra")},
     "distilbert": _distilbert,
     "deberta-v2": _deberta_v2,
@@ -977,10 +880,14 @@ def arch_from_hf_config(data: dict[str, Any], *, source: str = "config") -> Tran
             message_zh=f"{source}:'model_type' 必须是字符串,实际为 {show(raw, 'zh')}",
         )
     model_type = raw.strip().lower().replace("_", "-")
-    if model_type == "gemma3" and isinstance(data.get("text_config"), dict):
-        # A multimodal Gemma-3: its language model (the vision tower is not counted).
-        data = {**data["text_config"], "model_type": "gemma3_text"}
-        model_type = "gemma3-text"
+    vision: tuple[int, str] | None = None
+    if model_type.replace("-", "_") in WRAPPERS and (
+        data.get("vision_config") is not None or data.get("text_config") is not None
+    ):
+        # A multimodal checkpoint: its language model, with the vision tower's weights beside it.
+        data, vision_params, vision_type = text_config(data, source, model_type.replace("-", "_"))
+        vision = (vision_params, vision_type)
+        model_type = data["model_type"].lower().replace("_", "-")
     if model_type in NOT_YET:
         raise FitbenchError(
             f"{source}: {NOT_YET[model_type]}",
@@ -1008,7 +915,10 @@ def arch_from_hf_config(data: dict[str, Any], *, source: str = "config") -> Tran
                 "'llama'"
             ),
         )
-    return _READERS[model_type](_Reader(data, source, model_type))
+    arch = _READERS[model_type](ConfigReader(data, source, model_type))
+    if vision is not None and isinstance(arch, TransformerArch):
+        arch = dataclasses.replace(arch, vision_params=vision[0], vision_tower=vision[1])
+    return arch
 
 
 def _config_file(path: str | Path) -> Path:
@@ -1213,4 +1123,5 @@ def arch_label(arch: TransformerArch | ResNetArch) -> str:
         if arch.layers is None:
             return f"ResNet-{arch.depth}"
         return f"ResNet ({arch.block} blocks {'-'.join(map(str, arch.layers))})"
-    return arch.model_type or arch.kind
+    label = arch.model_type or arch.kind
+    return f"{label}+vision" if arch.vision_params else label

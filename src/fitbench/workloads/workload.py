@@ -368,6 +368,14 @@ class Workload:
     def param_count(self) -> int:
         return self.arch.param_count()
 
+    def trained_param_count(self) -> int:
+        """Parameters a full fine-tune gives gradients: all of them, except a multimodal
+        checkpoint's vision tower, which text batches never reach (its grads stay None, so torch
+        optimizers create no state for it either)."""
+        if isinstance(self.arch, TransformerArch):
+            return self.arch.language_param_count()
+        return self.arch.param_count()
+
     def active_param_count(self) -> int:
         """Parameters a token runs through (the total, except for mixture-of-experts models)."""
         if isinstance(self.arch, TransformerArch):

@@ -1,0 +1,216 @@
+"""Multimodal checkpoints: the language model inside, and the vision tower loaded beside it.
+
+Why: Gemma-3 (4B and up), Qwen2-VL/Qwen2.5-VL, Mistral-Small-3.1 and LLaVA ship one
+config.json for a `...ForConditionalGeneration` model: a language model under `text_config`
+(Qwen-VL: at the top level in older files) and a vision encoder under `vision_config`.
+transformers loads both, so the weights in memory are the language model's plus the vision
+tower's and projector's (vision_tower.py counts those). Text generation and fine-tuning run
+the language model only, which is what the estimate times; the tower is memory.
+
+Sub-configs are saved as differences from their config class's defaults (a Gemma-3
+`text_config` has no vocab_size; a LLaVA one often no hidden_size), so each wrapper fills in
+the defaults of the transformers class it names before the family reader sees the keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fitbench.workloads.config_reader import ConfigReader
+from fitbench.workloads.config_values import show
+from fitbench.workloads.vision_tower import TOWERS, VISION_DEFAULTS
+
+# Defaults of the text config classes a wrapper's text_config is read against (transformers 5:
+# LlamaConfig, MistralConfig, Qwen2Config, Gemma3TextConfig, Qwen2VLTextConfig). Only the keys
+# the readers use; tests/unit/test_multimodal.py checks them against the classes.
+TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {
+        "vocab_size": 32000,
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 2048,
+        "tie_word_embeddings": False,
+    },
+    "mistral": {
+        "vocab_size": 32000,
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 131072,
+        "sliding_window": 4096,
+        "tie_word_embeddings": False,
+    },
+    "qwen2": {
+        "vocab_size": 151936,
+        "hidden_size": 4096,
+        "intermediate_size": 22016,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 32768,
+        "max_window_layers": 28,
+        "tie_word_embeddings": False,
+    },
+    "qwen2_vl_text": {
+        "vocab_size": 152064,
+        "hidden_size": 8192,
+        "intermediate_size": 29568,
+        "num_hidden_layers": 80,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 32768,
+        "max_window_layers": 80,
+        "tie_word_embeddings": False,
+    },
+    "gemma3_text": {
+        "vocab_size": 262208,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
+        "sliding_window": 4096,
+        "tie_word_embeddings": True,
+    },
+}
+# Text model types the Qwen-VL families write, read as the Qwen2 family with their own defaults.
+TEXT_ALIASES = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2"}
+
+
+def _gemma3_projector(vision: ConfigReader, text_hidden: int) -> int:
+    """Gemma3MultiModalProjector: a (vision, text) projection matrix and an RMSNorm of the
+    vision width."""
+    h = vision.int("hidden_size")
+    return h * text_hidden + h
+
+
+def _feature_layers(outer: ConfigReader) -> int:
+    """Vision layers whose outputs are concatenated into the projector (a list of layers)."""
+    layers = outer.data.get("vision_feature_layer")
+    return len(layers) if isinstance(layers, list) and layers else 1
+
+
+def _llava_projector(vision: ConfigReader, text_hidden: int, outer: ConfigReader) -> int:
+    """LlavaMultiModalProjector: vision width (times feature layers) to text, then text to text,
+    biased by `multimodal_projector_bias` (default true)."""
+    bias = outer.flag("multimodal_projector_bias", True)
+    into = vision.int("hidden_size") * _feature_layers(outer)
+    return into * text_hidden + text_hidden * text_hidden + (2 * text_hidden if bias else 0)
+
+
+def _llava_next_projector(vision: ConfigReader, text_hidden: int, outer: ConfigReader) -> int:
+    """LLaVA's projector plus LLaVA-NeXT's learned `image_newline` of the text width."""
+    return _llava_projector(vision, text_hidden, outer) + text_hidden
+
+
+def _mistral3_projector(vision: ConfigReader, text_hidden: int, outer: ConfigReader) -> int:
+    """Mistral3MultiModalProjector: an RMSNorm, the patch merger's unbiased Linear over
+    spatial_merge_size^2 patches, then vision to text and text to text (biased by
+    `multimodal_projector_bias`, default false)."""
+    h = vision.int("hidden_size")
+    merge = outer.int("spatial_merge_size", default=2)
+    bias = outer.flag("multimodal_projector_bias", False)
+    into = h * _feature_layers(outer)
+    return (
+        h
+        + h * merge * merge * h
+        + into * text_hidden
+        + text_hidden * text_hidden
+        + (2 * text_hidden if bias else 0)
+    )
+
+
+@dataclass(frozen=True)
+class Wrapper:
+    """One multimodal family: where its text keys live, its default text and vision types, and
+    the projector transformers builds between them (None: the tower's merger is the projector)."""
+
+    text_type: str
+    vision_type: str
+    projector: Callable[[ConfigReader, int, ConfigReader], int] | None
+    flat_text: bool = False  # older files keep the text keys at the top level (Qwen-VL)
+    vision_type_fixed: bool = False  # the tower is the family's own, whatever vision model_type says
+    tie_default: bool = False  # the outer config class's tie_word_embeddings default
+
+
+WRAPPERS: dict[str, Wrapper] = {
+    "gemma3": Wrapper(
+        "gemma3_text", "siglip_vision_model", lambda v, h, o: _gemma3_projector(v, h), tie_default=True
+    ),
+    "llava": Wrapper("llama", "clip_vision_model", _llava_projector),
+    "llava_next": Wrapper("llama", "clip_vision_model", _llava_next_projector),
+    "mistral3": Wrapper("mistral", "pixtral", _mistral3_projector, tie_default=True),
+    "qwen2_vl": Wrapper("qwen2_vl_text", "qwen2_vl", None, flat_text=True, vision_type_fixed=True),
+    "qwen2_5_vl": Wrapper("qwen2_vl_text", "qwen2_5_vl", None, flat_text=True, vision_type_fixed=True),
+}
+# The config keys that are not the language model's (a flat Qwen-VL file's top level).
+_OUTER_ONLY = ("model_type", "text_config", "vision_config", "architectures", "quantization_config")
+
+
+def _sub_config(outer: ConfigReader, key: str) -> dict[str, Any]:
+    value = outer.data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise outer.error(
+            f"'{key}' must be an object, got {show(value)}",
+            message_zh=f"'{key}' 必须是对象,实际为 {show(value, 'zh')}",
+        )
+    return value
+
+
+def text_config(data: dict[str, Any], source: str, model_type: str) -> tuple[dict[str, Any], int, str]:
+    """The language model's config (defaults filled in, model_type set to its family), the vision
+    tower's and projector's parameters, and the vision tower's type, for a multimodal file of
+    `model_type` (a WRAPPERS key, as transformers spells it)."""
+    wrapper = WRAPPERS[model_type]
+    outer = ConfigReader(data, source, model_type)
+    nested = _sub_config(outer, "text_config")
+    flat = {k: v for k, v in data.items() if k not in _OUTER_ONLY} if wrapper.flat_text else {}
+    inner_type = nested.get("model_type") or wrapper.text_type
+    if not isinstance(inner_type, str):
+        raise outer.error(
+            f"'text_config.model_type' must be a string, got {show(inner_type)}",
+            message_zh=f"'text_config.model_type' 必须是字符串,实际为 {show(inner_type, 'zh')}",
+        )
+    inner_type = inner_type.strip().lower().replace("-", "_")
+    text = {**TEXT_DEFAULTS.get(inner_type, {}), **flat, **nested}
+    # transformers 5 ties the LM head by the outer config's key, its class default when the file
+    # has none (Mistral3Config and Gemma3Config: true), and forwards a true one that older files
+    # kept inside text_config (LlavaConfig, Qwen2VLConfig)
+    tie = outer.flag("tie_word_embeddings", wrapper.tie_default)
+    text["tie_word_embeddings"] = tie or ConfigReader(nested, source, inner_type).flag(
+        "tie_word_embeddings", False
+    )
+    text["model_type"] = TEXT_ALIASES.get(inner_type, inner_type)
+
+    vision_data = _sub_config(outer, "vision_config")
+    vision_type = wrapper.vision_type
+    if not wrapper.vision_type_fixed and isinstance(vision_data.get("model_type"), str):
+        vision_type = vision_data["model_type"]
+    if vision_type not in TOWERS:
+        raise outer.error(
+            f"the vision tower '{vision_type}' is not supported",
+            f"fitbench counts {', '.join(TOWERS)} towers; remove 'vision_config' and set 'model_type' "
+            "to the language model's to estimate it alone",
+            message_zh=f"不支持视觉塔 '{vision_type}'",
+            hint_zh=(
+                f"fitbench 能计算 {'、'.join(TOWERS)} 视觉塔;若只估算语言模型,请删除 'vision_config' "
+                "并把 'model_type' 设为语言模型的类型"
+            ),
+        )
+    vision = ConfigReader(
+        {**VISION_DEFAULTS[vision_type], **vision_data}, source, f"{model_type} vision_config"
+    )
+    params = TOWERS[vision_type](vision)
+    if wrapper.projector is not None:
+        text_reader = ConfigReader(text, source, inner_type)
+        params += wrapper.projector(vision, text_reader.int("hidden_size", "n_embd", "d_model"), outer)
+    return text, params, vision_type

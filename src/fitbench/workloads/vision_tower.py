@@ -1,0 +1,146 @@
+"""Parameter counts of the vision towers and projectors that multimodal checkpoints load.
+
+Why: a Gemma-3, Qwen2.5-VL, Mistral-Small-3.1 or LLaVA checkpoint is loaded whole by
+transformers (`...ForConditionalGeneration`): the vision encoder and the projector that maps
+its patches into the language model sit in GPU memory next to the language model even when
+every prompt is text. They are 0.3-0.7B parameters, 2-10 % of the weights, so a memory
+estimate that skipped them would call a tight card roomy. Their compute is not modelled (a
+text prompt never runs them); `multimodal.py` says so in the estimate's assumptions.
+
+Each counter follows the module tree transformers 5 builds for the family, with the defaults of
+its config class filling keys a checkpoint leaves out (sub-configs are saved as differences
+from those defaults); `tests/unit/test_multimodal.py` checks every one against the real
+classes built on the meta device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fitbench.workloads.config_reader import ConfigReader
+
+# Defaults of the vision config classes (transformers 5: SiglipVisionConfig, CLIPVisionConfig,
+# PixtralVisionConfig, Qwen2VLVisionConfig, Qwen2_5_VLVisionConfig).
+VISION_DEFAULTS: dict[str, dict[str, Any]] = {
+    "siglip_vision_model": {
+        "hidden_size": 768,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 12,
+        "image_size": 224,
+        "patch_size": 16,
+        "num_channels": 3,
+        "vision_use_head": True,
+    },
+    "clip_vision_model": {
+        "hidden_size": 768,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 12,
+        "image_size": 224,
+        "patch_size": 32,
+        "num_channels": 3,
+    },
+    "pixtral": {
+        "hidden_size": 1024,
+        "intermediate_size": 4096,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "head_dim": 64,
+        "patch_size": 16,
+        "num_channels": 3,
+    },
+    "qwen2_vl": {
+        "depth": 32,
+        "embed_dim": 1280,
+        "hidden_size": 3584,
+        "mlp_ratio": 4,
+        "in_channels": 3,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+    },
+    "qwen2_5_vl": {
+        "depth": 32,
+        "hidden_size": 3584,
+        "intermediate_size": 3420,
+        "out_hidden_size": 3584,
+        "in_channels": 3,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+    },
+}
+
+
+def _encoder_layer(h: int, f: int) -> int:
+    """A SigLIP/CLIP encoder layer: two LayerNorms, q/k/v/out with biases, a two-matrix MLP."""
+    return 2 * 2 * h + (4 * h * h + 4 * h) + (2 * h * f + f + h)
+
+
+def siglip_params(v: ConfigReader) -> int:
+    """SiglipVisionModel: a biased patch convolution, one learned position per patch, the
+    layers, a final LayerNorm and (with `vision_use_head`) the attention-pooling head."""
+    h, f = v.int("hidden_size"), v.int("intermediate_size")
+    patch, image, channels = v.int("patch_size"), v.int("image_size"), v.int("num_channels")
+    embeddings = channels * patch * patch * h + h + (image // patch) ** 2 * h
+    total = embeddings + v.int("num_hidden_layers") * _encoder_layer(h, f) + 2 * h
+    if v.flag("vision_use_head", True):
+        # probe, nn.MultiheadAttention (in_proj 3h x h with bias, out_proj), LayerNorm, MLP
+        total += h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (2 * h * f + f + h)
+    return total
+
+
+def clip_params(v: ConfigReader) -> int:
+    """CLIPVisionModel: a class token, an unbiased patch convolution, positions for every patch
+    and the class token, pre- and post-LayerNorms around the layers (all of them are loaded,
+    even where LLaVA reads the second-to-last layer's output)."""
+    h, f = v.int("hidden_size"), v.int("intermediate_size")
+    patch, image, channels = v.int("patch_size"), v.int("image_size"), v.int("num_channels")
+    embeddings = h + channels * patch * patch * h + ((image // patch) ** 2 + 1) * h
+    return embeddings + 2 * h + v.int("num_hidden_layers") * _encoder_layer(h, f) + 2 * h
+
+
+def pixtral_params(v: ConfigReader) -> int:
+    """PixtralVisionModel: an unbiased patch convolution, an RMSNorm, then Llama-like layers
+    (two RMSNorms, unbiased q/k/v/o of heads x head_dim, SwiGLU); rotary positions."""
+    h, f = v.int("hidden_size"), v.int("intermediate_size")
+    q = v.int("num_attention_heads") * v.int("head_dim")
+    patch, channels = v.int("patch_size"), v.int("num_channels")
+    layer = 2 * h + (4 * h * q) + 3 * h * f
+    return channels * patch * patch * h + h + v.int("num_hidden_layers") * layer
+
+
+def _qwen_patch_embed(v: ConfigReader, width: int) -> int:
+    """Qwen-VL's Conv3d over temporal_patch_size frames of patch_size squares, no bias."""
+    patch = v.int("patch_size")
+    return v.int("in_channels", "in_chans") * v.int("temporal_patch_size") * patch * patch * width
+
+
+def qwen2_vl_params(v: ConfigReader) -> int:
+    """Qwen2-VL's vision transformer: LayerNorms, fused qkv and proj with biases, a GELU MLP of
+    mlp_ratio x embed_dim, and the PatchMerger (LayerNorm, two Linears over 2x2 patches)."""
+    e, out = v.int("embed_dim"), v.int("hidden_size")
+    f = e * v.int("mlp_ratio")
+    layer = 2 * 2 * e + (3 * e * e + 3 * e) + (e * e + e) + (2 * e * f + f + e)
+    merged = e * v.int("spatial_merge_size") ** 2
+    merger = 2 * e + (merged * merged + merged) + (merged * out + out)
+    return _qwen_patch_embed(v, e) + v.int("depth") * layer + merger
+
+
+def qwen2_5_vl_params(v: ConfigReader) -> int:
+    """Qwen2.5-VL's vision transformer: RMSNorms, fused qkv and proj with biases, a biased SwiGLU,
+    and the merger (RMSNorm, two Linears over 2x2 patches to the language model's width)."""
+    e, f, out = v.int("hidden_size"), v.int("intermediate_size"), v.int("out_hidden_size")
+    layer = 2 * e + (3 * e * e + 3 * e) + (e * e + e) + (3 * e * f + 2 * f + e)
+    merged = e * v.int("spatial_merge_size") ** 2
+    merger = e + (merged * merged + merged) + (merged * out + out)
+    return _qwen_patch_embed(v, e) + v.int("depth") * layer + merger
+
+
+TOWERS: dict[str, Callable[[ConfigReader], int]] = {
+    "siglip_vision_model": siglip_params,
+    "clip_vision_model": clip_params,
+    "pixtral": pixtral_params,
+    "qwen2_vl": qwen2_vl_params,
+    "qwen2_5_vl": qwen2_5_vl_params,
+}

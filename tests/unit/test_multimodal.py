@@ -1,0 +1,189 @@
+"""Multimodal checkpoints: the language model is read, and the vision tower transformers loads
+beside it is counted exactly (weights), but never trained or run by text.
+
+The counts are checked against the real `...ForConditionalGeneration` classes built on the meta
+device from full-size configs in the shapes the Hub files have (tests/unit/data/multimodal), and
+the no-gradient rule against a tiny real Gemma-3 trained on text.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fitbench.catalog import get_gpu
+from fitbench.errors import FitbenchError
+from fitbench.estimate.api import estimate
+from fitbench.workloads.arch import TransformerArch
+from fitbench.workloads.hf_config import arch_from_hf_config, workload_from_data
+from fitbench.workloads.multimodal import TEXT_DEFAULTS, WRAPPERS
+from fitbench.workloads.vision_tower import VISION_DEFAULTS
+
+DATA = Path(__file__).parent / "data" / "multimodal"
+FILES = sorted(p.name for p in DATA.glob("*.json"))
+
+
+def _config(name: str) -> dict[str, Any]:
+    return json.loads((DATA / name).read_text(encoding="utf-8"))
+
+
+def _arch(data: dict[str, Any]) -> TransformerArch:
+    arch = arch_from_hf_config(data, source="config.json")
+    assert isinstance(arch, TransformerArch)
+    return arch
+
+
+def test_every_wrapper_has_a_file() -> None:
+    types = {_config(name)["model_type"] for name in FILES}
+    assert types == set(WRAPPERS)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_count_equals_the_model_transformers_builds(name: str) -> None:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    data = _config(name)
+    config = transformers.AutoConfig.for_model(**data)
+    with torch.device("meta"):
+        model = getattr(transformers, data["architectures"][0])._from_config(config)
+    params = dict(model.named_parameters())
+    language = sum(p.numel() for n, p in params.items() if "language_model" in n or n.startswith("lm_head"))
+    arch = _arch(data)
+    assert arch.param_count() == sum(p.numel() for p in params.values())
+    assert arch.language_param_count() == language
+    assert arch.vision_params == arch.param_count() - language > 0
+
+
+@pytest.mark.parametrize("model_type", sorted(VISION_DEFAULTS))
+def test_vision_defaults_are_the_config_classes(model_type: str) -> None:
+    transformers = pytest.importorskip("transformers")
+    names = {
+        "siglip_vision_model": "SiglipVisionConfig",
+        "clip_vision_model": "CLIPVisionConfig",
+        "pixtral": "PixtralVisionConfig",
+        "qwen2_vl": "Qwen2VLVisionConfig",
+        "qwen2_5_vl": "Qwen2_5_VLVisionConfig",
+    }
+    config = getattr(transformers, names[model_type])()
+    for key, value in VISION_DEFAULTS[model_type].items():
+        assert getattr(config, key) == value, key
+
+
+@pytest.mark.parametrize("model_type", sorted(TEXT_DEFAULTS))
+def test_text_defaults_are_the_config_classes(model_type: str) -> None:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.CONFIG_MAPPING[model_type]()
+    for key, value in TEXT_DEFAULTS[model_type].items():
+        # Qwen2VLTextConfig leaves tying to the outer config (multimodal.text_config reads it there)
+        assert getattr(config, key, False) == value, key
+
+
+def test_a_gemma3_text_config_without_vocab_size_takes_the_class_default() -> None:
+    arch = _arch(_config("gemma-3-4b-it.json"))
+    assert arch.vocab_size == 262208 and arch.tie_embeddings
+    assert arch.qk_norm == "head" and arch.norms_per_layer == 4
+    assert arch.sliding_layers == 34 - 34 // 6 and arch.sliding_window == 1024
+
+
+def test_flat_qwen_vl_reads_the_top_level_text_keys() -> None:
+    data = _config("qwen2.5-vl-7b-instruct.json")
+    arch = _arch(data)
+    assert (arch.hidden_size, arch.num_layers, arch.kv_heads) == (3584, 28, 4)
+    assert arch.qkv_bias and not arch.out_bias and arch.model_type == "qwen2"
+    assert arch.sliding_layers == 0  # use_sliding_window false
+
+
+def test_tower_weights_are_memory_but_not_speed() -> None:
+    """The same language model with and without its tower: weights grow by the tower's bytes,
+    the decode speed and the active parameters do not move."""
+    data = _config("gemma-3-4b-it.json")
+    with_tower = workload_from_data(data, name="gemma-3-4b", source="config.json")
+    text_only = workload_from_data(
+        {**data["text_config"], "vocab_size": 262208, "model_type": "gemma3_text"},
+        name="gemma-3-4b-text",
+        source="config.json",
+    )
+    arch = with_tower.arch
+    assert isinstance(arch, TransformerArch)
+    assert text_only.param_count() == arch.language_param_count()
+    assert with_tower.active_param_count() == text_only.active_param_count()
+    a, b = estimate(with_tower, get_gpu("h100-sxm")), estimate(text_only, get_gpu("h100-sxm"))
+    assert a.breakdown["weights"] - b.breakdown["weights"] == pytest.approx(2 * arch.vision_params, rel=1e-6)
+    assert a.tokens_per_second == pytest.approx(b.tokens_per_second, rel=1e-9)
+    assert any("vision tower" in line for line in a.assumptions)
+
+
+def test_fine_tuning_keeps_no_gradients_or_state_for_the_tower() -> None:
+    data = _config("gemma-3-4b-it.json")
+    train = workload_from_data(
+        data, name="gemma-3-4b", source="config.json", mode="train", precision="amp-bf16"
+    )
+    arch = train.arch
+    assert isinstance(arch, TransformerArch)
+    e = estimate(train, get_gpu("h100-sxm"))
+    assert e.breakdown["optimizer_state"] == 2 * 4 * arch.language_param_count()
+
+
+def test_text_batches_leave_the_real_tower_without_gradients() -> None:
+    """The mechanism behind trained_param_count, on a tiny real Gemma-3: a text-only step gives
+    no parameter of the tower a gradient, and AdamW then keeps state only for the rest."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    data = {
+        "model_type": "gemma3",
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "text_config": {
+            "model_type": "gemma3_text",
+            "vocab_size": 300,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 16,
+            "sliding_window": 8,
+        },
+        "vision_config": {
+            "model_type": "siglip_vision_model",
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "image_size": 28,
+            "patch_size": 14,
+            "vision_use_head": False,
+        },
+        "mm_tokens_per_image": 4,
+        "image_token_index": 299,
+        "boi_token_index": 297,
+        "eoi_token_index": 298,
+    }
+    torch.manual_seed(0)
+    model = transformers.Gemma3ForConditionalGeneration(transformers.AutoConfig.for_model(**data))
+    arch = _arch(data)
+    assert sum(p.numel() for p in model.parameters()) == arch.param_count()
+    ids = torch.randint(0, 290, (2, 12))
+    model(input_ids=ids, labels=ids).loss.backward()
+    optim = torch.optim.AdamW(model.parameters())
+    optim.step()
+    with_grad = sum(p.numel() for p in model.parameters() if p.grad is not None)
+    with_state = sum(p.numel() for p in model.parameters() if optim.state.get(p))
+    assert with_grad == with_state == arch.language_param_count()
+
+
+def test_an_unknown_vision_tower_is_one_clear_error() -> None:
+    data = _config("llava-1.5-7b-hf.json")
+    data["vision_config"] = {**data["vision_config"], "model_type": "intern_vit_6b"}
+    with pytest.raises(FitbenchError) as exc:
+        arch_from_hf_config(data, source="config.json")
+    assert "intern_vit_6b" in exc.value.message and "model_type" in (exc.value.hint or "")
+    assert exc.value.message_zh and "intern_vit_6b" in exc.value.message_zh
+
+
+def test_a_wrapper_with_a_bad_sub_config_names_it() -> None:
+    data = {**_config("gemma-3-4b-it.json"), "vision_config": [1, 2]}
+    with pytest.raises(FitbenchError, match="'vision_config' must be an object"):
+        arch_from_hf_config(data, source="config.json")
