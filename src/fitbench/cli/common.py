@@ -220,7 +220,7 @@ def add_workload_args(
         "--weights",
         metavar="FORMAT",
         help="quantized weight storage: int8, nf4[-dq], fp4[-dq], gptq[-8bit][-g64], awq, "
-        "fp8[-channel|-tensor], q8_0, q6_k, q5_k_m, q4_k_m, q4_0, q3_k_m, q2_k; "
+        "fp8[-channel|-tensor], mxfp4, q8_0, q6_k, q5_k_m, q4_k_m, q4_0, q3_k_m, q2_k; "
         "none ignores a config's quantization_config",
     )
     group.add_argument(

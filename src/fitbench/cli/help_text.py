@@ -98,7 +98,7 @@ JSON:{"estimates": [{gpu, workload, precision, batch_size, verdict, peak_memory_
     "*.--seq-len": "序列长度(Transformer)",
     "*.--image-size": "图像边长,高 = 宽(ResNet)",
     "*.--weights": (
-        "量化权重格式:int8、nf4[-dq]、fp4[-dq]、gptq[-8bit][-g64]、awq、fp8[-channel|-tensor]、q8_0、"
+        "量化权重格式:int8、nf4[-dq]、fp4[-dq]、gptq[-8bit][-g64]、awq、fp8[-channel|-tensor]、mxfp4、q8_0、"
         "q6_k、q5_k_m、q4_k_m、q4_0、q3_k_m、q2_k;none 表示忽略配置中的 quantization_config"
     ),
     "*.--kv-cache": "生成时 KV 缓存的数据类型:fp16、bf16、fp8 或 int8(默认:与计算精度相同)",

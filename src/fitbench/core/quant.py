@@ -26,6 +26,9 @@ Layouts counted (tensor shapes as the libraries register them):
 * fp8 e4m3 (transformers `FP8Linear`, DeepSeek-V3's `weight_block_size` [128, 128]):
   weight float8_e4m3fn [out, in] and weight_scale_inv fp32 [ceil(out / 128), ceil(in / 128)];
   per-channel (fbgemm_fp8, compressed-tensors "channel"): fp32 [out, 1]; per-tensor: one fp32.
+* MXFP4 (OCP microscaling, transformers' Mxfp4 quantizer as gpt-oss ships it): `*_blocks`
+  uint8 [.., in / 32, 16] (two e2m1 values a byte) and `*_scales` uint8 [.., in / 32] (one e8m0
+  exponent per 32 values): 4.25 bits a weight.
 * GGUF types (llama.cpp): published bits per weight, see GGUF_BPW.
 """
 
@@ -70,7 +73,7 @@ KV_CACHE_DTYPES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1, "int8": 1}
 class WeightFormat:
     """How the quantized Linear layers of a model are stored and computed.
 
-    method        bnb-int8 | bnb-4bit | gptq | awq | compressed-int | fp8 | gguf
+    method        bnb-int8 | bnb-4bit | gptq | awq | compressed-int | fp8 | mxfp4 | gguf
     bits          bits of each stored value (GGUF: the type's published bits per weight,
                   scales included)
     group_size    input columns sharing one scale; -1: one per output row over all inputs
@@ -120,6 +123,8 @@ class WeightFormat:
                 else f"block {self.block[0]}x{self.block[1]}"
             )
             return f"fp8 e4m3 ({scales} scales)"
+        if self.method == "mxfp4":
+            return "MXFP4 (4-bit e2m1 values, one e8m0 scale per 32)"
         if self.method == "bnb-int8":
             return "bitsandbytes int8 (LLM.int8)"
         if self.method == "bnb-4bit":
@@ -164,6 +169,11 @@ def _fp8_bytes(fmt: WeightFormat, fin: int, fout: int) -> tuple[int, int]:
     else:
         scales = _ceil(fout, fmt.block[0]) * _ceil(fin, fmt.block[1])
     return fin * fout, 4 * scales
+
+
+def _mxfp4_bytes(fmt: WeightFormat, fin: int, fout: int) -> tuple[int, int]:
+    blocks = _ceil(fin, 32) * fout
+    return 16 * blocks, blocks
 
 
 def _groups(fmt: WeightFormat, fin: int) -> int:
@@ -227,6 +237,7 @@ _MATRIX_BYTES = {
     "gptq": _gptq_bytes,
     "awq": _awq_bytes,
     "compressed-int": _compressed_int_bytes,
+    "mxfp4": _mxfp4_bytes,
 }
 
 
@@ -258,6 +269,7 @@ WEIGHT_NAMES = (
     "fp8",
     "fp8-channel",
     "fp8-tensor",
+    "mxfp4",
     *GGUF_BPW,
 )
 _GROUPED = re.compile(r"^(gptq|awq)(?:-(\d+)bit)?(?:-g(\d+|all))?$")
@@ -265,7 +277,7 @@ _GROUPED = re.compile(r"^(gptq|awq)(?:-(\d+)bit)?(?:-g(\d+|all))?$")
 
 def parse_weights(text: str) -> WeightFormat | None:
     """A `--weights` name: none, int8, nf4[-dq], fp4[-dq], gptq[-Nbit][-gG|-gall], awq[-gG],
-    fp8 (128x128 blocks), fp8-channel, fp8-tensor, or a GGUF type (q8_0 ... q2_k).
+    fp8 (128x128 blocks), fp8-channel, fp8-tensor, mxfp4, or a GGUF type (q8_0 ... q2_k).
     'none' (None) keeps the weights in the precision's own dtype."""
     key = text.strip().lower().replace("_", "-") if isinstance(text, str) else ""
     gguf_key = key.replace("-", "_")
@@ -287,6 +299,8 @@ def parse_weights(text: str) -> WeightFormat | None:
     if key in ("fp8", "fp8-block", "fp8-channel", "fp8-tensor"):
         block = {"fp8-channel": (0, 0), "fp8-tensor": None}.get(key, (128, 128))
         return WeightFormat(method="fp8", bits=8, block=block, scale_bytes=4, compute="fp8", label=key)
+    if key == "mxfp4":
+        return WeightFormat(method="mxfp4", bits=4.25, group_size=32, scale_bytes=1, label="mxfp4")
     if gguf_key in GGUF_BPW:
         return WeightFormat(method="gguf", bits=GGUF_BPW[gguf_key], quantize_head=True, label=gguf_key)
     match = _GROUPED.match(key)

@@ -89,7 +89,8 @@ def optimizer_impl_as_run(workload: Workload, exec_mode: str, framework: str = "
 # transformers model types built without SDPA (`_supports_sdpa = False`): Gemma-2 soft-caps its
 # attention scores (tanh), which SDPA cannot do, so transformers runs its eager attention there
 # (scores materialized per layer) unless flash-attention 2 is installed, which fitbench does not use.
-EAGER_ONLY_MODEL_TYPES = ("gemma2",)
+# gpt-oss adds a learned sink logit to every softmax row, which SDPA has no input for: eager too.
+EAGER_ONLY_MODEL_TYPES = ("gemma2", "gpt_oss")
 
 
 def attention_as_run(workload: Workload, framework: str = "torch") -> str:

@@ -127,6 +127,21 @@ SOFTCAPPED_MODEL_TYPES = ("gemma2",)
 SOFTCAP_OPS = 3.0
 SOFTCAP_PASSES = 2 * 3
 
+# gpt-oss's eager attention with sinks (models/gpt_oss/modeling_gpt_oss.py): the sink logits
+# expanded and concatenated to the scores (a new [.., keys + 1] tensor: read, write), the row max
+# (read) subtracted (read, write) before the softmax, whose output is sliced back to the keys (a
+# view). Three more operations (beside the views) and five more passes over the scores; autograd
+# keeps only the softmax output, as without sinks. The concatenated copy is one more score matrix
+# at once.
+SINK_OPS = 3.0
+SINK_PASSES = 5
+
+# Operations a family's experts add to the grouped_mm path (transformers 5's
+# use_experts_implementation, counted with a dispatch mode on tiny models): gpt-oss adds its two
+# expert biases, a clamped gate (two clamps, a sigmoid, two more multiplies, an add) and two more
+# index operations, 27 against OLMoE's 17 beside views.
+EXPERT_EXTRA_OPS = {"gpt_oss": 10.0}
+
 
 def softcapped(arch: TransformerArch) -> bool:
     return arch.transformers_type in SOFTCAPPED_MODEL_TYPES
@@ -462,7 +477,10 @@ def inference_transient_bytes(workload: Workload) -> float:
     if arch.is_moe:
         per_token = max(per_token if arch.dense_mlp_layers else 0.0, moe_transient_bytes_per_token(arch, dt))
     if workload.attention == "eager":
-        per_token = max(per_token, 2 * arch.num_heads * s * 4)
+        # the scores, their FP32 softmax and its cast back; with sinks (gpt-oss) the scores, the
+        # concatenated copy and the max-subtracted one, all in the scores' dtype
+        per_score = 3 * dt.act if arch.attention_sinks else 2 * 4
+        per_token = max(per_token, arch.num_heads * s * per_score)
     logits = workload.batch_size * arch.vocab_size * 4 * 2 if arch.kind == "decoder" else 0
     return tokens * per_token + logits
 
@@ -512,29 +530,50 @@ def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
     return workload.batch_size * arch.cached_tokens(t, prompt) * per_layer_token
 
 
+def _expert_assumptions(workload: Workload, arch: TransformerArch) -> list[str]:
+    """The mixture-of-experts lines of arch_assumptions: routing, and how transformers runs the
+    experts (grouped_mm's FP32 fallback under autocast, MXFP4 kernels)."""
+    if not arch.is_moe:
+        return []
+    tokens = workload.batch_size * (1 if workload.is_generation else workload.seq_len or 1)
+    distinct = expected_distinct_experts(arch.num_experts, arch.experts_per_token, tokens)
+    shared = " plus the shared experts" if arch.shared_intermediate_size else ""
+    lines = [
+        f"mixture of experts: memory holds all {arch.num_experts} experts of {arch.moe_layers} layers "
+        f"({arch.param_count():,} params); each token runs {arch.experts_per_token}{shared} "
+        f"({arch.active_param_count():,} active params); a step of {tokens} tokens reads "
+        f"{distinct:.1f} distinct experts a layer, E*(1-(1-k/E)^tokens) with uniform routing"
+    ]
+    fmt = workload.weight_format
+    if fmt is not None and fmt.method == "mxfp4":
+        lines.append(
+            "MXFP4 experts: transformers keeps them packed and runs its triton kernels (matmul_ogs) "
+            "where `kernels` and triton >= 3.4 are installed on a CUDA card of capability 7.5 or "
+            "newer; without them it dequantizes the checkpoint to bf16 (estimate that with "
+            "--weights none)"
+        )
+    if workload.precision_info.amp and fmt is None:
+        lines.append(
+            "experts under autocast: transformers' grouped experts are not autocast-enabled and run in "
+            "their FP32 master weights' dtype (FP32 GEMMs and activations, no 16-bit copies of them), "
+            "through grouped_mm's FP32 fallback: one mm per expert with tokens, and a host-GPU "
+            "synchronisation per grouped product that the estimate does not count"
+        )
+    return lines
+
+
 def arch_assumptions(workload: Workload) -> list[str]:
     """One line per architecture feature whose modelling a reader should know (experts, latent
     attention, sliding windows, exact checkpoint bytes)."""
     arch = workload.arch
     if not isinstance(arch, TransformerArch):
         return []
-    lines = []
-    if arch.is_moe:
-        tokens = workload.batch_size * (1 if workload.is_generation else workload.seq_len or 1)
-        distinct = expected_distinct_experts(arch.num_experts, arch.experts_per_token, tokens)
-        shared = " plus the shared experts" if arch.shared_intermediate_size else ""
+    lines = _expert_assumptions(workload, arch)
+    if arch.attention_sinks:
         lines.append(
-            f"mixture of experts: memory holds all {arch.num_experts} experts of {arch.moe_layers} layers "
-            f"({arch.param_count():,} params); each token runs {arch.experts_per_token}{shared} "
-            f"({arch.active_param_count():,} active params); a step of {tokens} tokens reads "
-            f"{distinct:.1f} distinct experts a layer, E*(1-(1-k/E)^tokens) with uniform routing"
-        )
-    if arch.is_moe and workload.precision_info.amp and workload.weight_format is None:
-        lines.append(
-            "experts under autocast: transformers' grouped experts are not autocast-enabled and run in "
-            "their FP32 master weights' dtype (FP32 GEMMs and activations, no 16-bit copies of them), "
-            "through grouped_mm's FP32 fallback: one mm per expert with tokens, and a host-GPU "
-            "synchronisation per grouped product that the estimate does not count"
+            "attention sinks: one learned logit per head joins every softmax row; SDPA has no input "
+            "for it, so transformers runs eager attention, concatenating the sink column to the "
+            "scores and subtracting the row maximum before the softmax"
         )
     if arch.vision_params:
         lines.append(
@@ -650,6 +689,7 @@ def expert_kernels(
     sort, gathers, a histogram, two grouped matmuls, the activation and the weighted scatter
     (15) whatever the number of experts hit. `fp32_experts` (experts_in_weight_dtype, unquantized
     weights): the routed experts read their FP32 weights and run FP32 GEMMs on FP32 activations.
+    Families with more pointwise work around the grouped products add EXPERT_EXTRA_OPS.
     """
     h, fe, k = arch.hidden_size, arch.expert_intermediate_size, arch.experts_per_token
     mats = 3 if arch.mlp == "swiglu" else 2
@@ -667,6 +707,7 @@ def expert_kernels(
     r_read, r_dq, r_compute = weights("router")
     e_read, e_dq, e_compute = weights("experts")
     e_act, e_casts, e_launches = act_bytes, 2.0 if amp else 0.0, None
+    e_ops = 15.0 + EXPERT_EXTRA_OPS.get(arch.transformers_type, 0.0)
     if fp32_experts:
         # experts_in_weight_dtype: the FP32 master weights read as they are, FP32 activations,
         # the FP32 rate; one cast of the gathered input, no autocast copies of the weights.
@@ -676,7 +717,7 @@ def expert_kernels(
         e_read *= 4 / w_bytes
         e_act, e_compute = 4.0, "fp32"
         e_casts = 1.0 + 2.0 * distinct
-        e_launches = 15.0 - 2.0 + 2.0 * distinct
+        e_launches = e_ops - 2.0 + 2.0 * distinct
     ks = [
         Kernel(
             name="router",
@@ -696,7 +737,7 @@ def expert_kernels(
             flops=2.0 * tokens * k * mats * h * fe,
             bytes=tokens * k * mats * (h + fe) * e_act + distinct * e_read,
             count=n,
-            ops=15.0,
+            ops=e_ops,
             cast_ops=e_casts,
             compute=e_compute,
             dequant_bytes=distinct * e_dq,
@@ -1059,7 +1100,15 @@ def forward_kernels(
 
         fp32_experts = experts_in_weight_dtype(dt) and workload.weight_format is None
         ks.extend(
-            expert_kernels(arch, tokens, a, w_bytes, amp=dt.amp, traffic=traffic, fp32_experts=fp32_experts)
+            expert_kernels(
+                arch,
+                tokens,
+                a,
+                w_bytes,
+                amp=dt.amp,
+                traffic=traffic,
+                fp32_experts=fp32_experts,
+            )
         )
     causal = arch.kind == "decoder"
     # Keys each query sees: the context, or the window on sliding-window layers (layer mean).
@@ -1081,8 +1130,14 @@ def forward_kernels(
     )
     attn_bytes = attention_query_bytes(workload, tokens) + batch * cache_context * cache_read
     capping = softcapped(arch) and workload.attention == "eager"
+    sinks = arch.attention_sinks and workload.attention == "eager"
+    extra_ops = (SOFTCAP_OPS if capping else 0.0) + (SINK_OPS if sinks else 0.0)
     if workload.attention == "eager" and kv_len is None:
-        per_score = eager_score_bytes(dt) + (SOFTCAP_PASSES * dt.act if capping else 0)
+        per_score = (
+            eager_score_bytes(dt)
+            + (SOFTCAP_PASSES * dt.act if capping else 0)
+            + (SINK_PASSES * dt.act if sinks else 0)
+        )
         attn_bytes += batch * arch.num_heads * seq * context * per_score
     ks.append(
         Kernel(
@@ -1091,7 +1146,7 @@ def forward_kernels(
             flops=attn_flops,
             bytes=attn_bytes,
             count=L,
-            ops=1.0 if workload.attention == "fused" else 5.0 + (SOFTCAP_OPS if capping else 0.0),
+            ops=1.0 if workload.attention == "fused" else 5.0 + extra_ops,
             # eager attention under autocast: the scores up to FP32 for softmax, the probabilities
             # back to 16 bit for the product with V
             cast_ops=2.0 if dt.amp and workload.attention == "eager" else 0.0,

@@ -8,6 +8,7 @@ matrix shapes (matrices.py) and the formats' layouts (core.quant).
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -99,7 +100,11 @@ def kept_in_16_bit(entry: str, layer: int, paths: list[str]) -> bool:
     `paths`) unquantized, matching module names as transformers does, by dotted parts:
     'mlp' or 'self_attn' (a whole part), 'down_proj' (that matrix everywhere), 'mlp.gate' (the
     router, not gate_proj), 'model.layers.3.mlp.down_proj' (one layer's; 'layers.3' all of
-    it), and compressed-tensors' 're:' regular expressions against 'model.layers.N.<path>'."""
+    it), compressed-tensors' 're:' regular expressions against 'model.layers.N.<path>', and
+    wildcards ('model.layers.*.self_attn', gpt-oss's) against that name and its parents."""
+    if "*" in entry and not entry.startswith("re:"):
+        names = [f"model.layers.{layer}.{path}" for path in paths]
+        return any(fnmatch.fnmatchcase(n, entry) or fnmatch.fnmatchcase(n, entry + ".*") for n in names)
     if entry.startswith("re:"):
         try:
             pattern = re.compile(entry[3:])

@@ -227,7 +227,10 @@ class TransformerArch:
     replace the MLP by `num_experts` SwiGLU experts of width `expert_intermediate_size` of which
     `experts_per_token` run per token, a router Linear(hidden, experts), and shared experts of
     total width `shared_intermediate_size` that every token runs (with Qwen2-MoE's one-output
-    `shared_expert_gate`; `expert_score_bias`: ERNIE-4.5's per-expert score correction).
+    `shared_expert_gate`; `expert_score_bias`: ERNIE-4.5's per-expert score correction;
+    `router_bias`: gpt-oss's biased router). Experts carry biases where `mlp_bias` says (gpt-oss).
+    `attention_sinks`: one learned logit per head that every softmax also normalises over
+    (gpt-oss), a parameter per head and layer.
     Dense layers keep `intermediate_size`.
 
     Multi-head latent attention (kv_lora_rank > 0, DeepSeek-V2/V3): queries through an optional
@@ -282,6 +285,8 @@ class TransformerArch:
     dense_layers: int = 0
     moe_every: int = 1
     expert_score_bias: bool = False
+    router_bias: bool = False
+    attention_sinks: bool = False
     q_lora_rank: int = 0
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
@@ -577,7 +582,8 @@ class TransformerArch:
             "head": 2 * self.norm_params(self.dim_head),
             "full": self.norm_params(self.q_dim) + self.norm_params(self.kv_dim),
         }[self.qk_norm]
-        return weights + biases + qk
+        sinks = self.num_heads if self.attention_sinks else 0
+        return weights + biases + qk + sinks
 
     def _ffn_params(self, f: int) -> int:
         h = self.hidden_size
@@ -596,7 +602,7 @@ class TransformerArch:
         shared = self._ffn_params(self.shared_intermediate_size) if self.shared_intermediate_size else 0
         gate = h if self.shared_expert_gate else 0
         bias = self.num_experts if self.expert_score_bias else 0  # ERNIE-4.5's e_score_correction_bias
-        router = h * self.num_experts
+        router = h * self.num_experts + (self.num_experts if self.router_bias else 0)
         return n * self._ffn_params(self.expert_intermediate_size) + router + shared + gate + bias
 
     def layer_params_at(self, i: int, *, active: bool = False) -> int:

@@ -72,7 +72,17 @@ DECODER_TYPES = (
     "falcon",
     "chatglm",
 )
-MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "ernie4_5_moe", "deepseek_v2", "deepseek_v3")
+MOE_TYPES = (
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "olmoe",
+    "ernie4_5_moe",
+    "deepseek_v2",
+    "deepseek_v3",
+    "glm4_moe",
+    "gpt_oss",
+)
 # Multimodal files whose language model is read, with their vision tower counted (multimodal.py).
 MULTIMODAL_TYPES = ("gemma3", "llava", "llava-next", "mistral3", "qwen2-vl", "qwen2-5-vl")
 SUPPORTED_MODEL_TYPES = tuple(
@@ -737,6 +747,58 @@ def _deepseek(r: ConfigReader) -> TransformerArch:
     )
 
 
+def _glm4_moe(r: ConfigReader) -> TransformerArch:
+    """GLM-4.5/4.6 (`glm4_moe`): GQA attention (q/k/v biases by `attention_bias`, o without, optional
+    `use_qk_norm` of head_dim), `first_k_dense_replace` dense layers, then routed experts of
+    `moe_intermediate_size` plus `n_shared_experts` shared ones. The checkpoint's multi-token
+    prediction layer (`num_nextn_predict_layers`) is not built by transformers and not counted."""
+    width = r.int("moe_intermediate_size", default=1408)
+    moe = _experts(
+        r,
+        count=("n_routed_experts",),
+        top_k=("num_experts_per_tok",),
+        width=("moe_intermediate_size",),
+        shared=width * r.int("n_shared_experts", default=1, minimum=0),
+        dense_layers=r.int("first_k_dense_replace", default=1, minimum=0),
+    )
+    return _decoder(
+        r,
+        max_positions=131072,
+        bias=None,
+        qkv_bias=r.flag("attention_bias", False),
+        out_bias=False,
+        mlp_bias=False,
+        qk_norm="head" if r.flag("use_qk_norm", False) else "none",
+        **moe,
+    )
+
+
+def _gpt_oss(r: ConfigReader) -> TransformerArch:
+    """gpt-oss: GQA attention with biases on q/k/v/o and a learned sink logit per head, every
+    other layer a `sliding_window` (128) local one, and in every layer `num_local_experts`
+    SwiGLU experts of `intermediate_size` with biases (gate_up_proj_bias, down_proj_bias) behind
+    a biased top-k router. Its quantization_config (MXFP4 experts) is read by quant_config."""
+    moe = _experts(
+        r,
+        count=("num_local_experts",),
+        top_k=("num_experts_per_tok", "experts_per_token"),
+        width=("intermediate_size",),
+        router_bias=True,
+    )
+    return _decoder(
+        r,
+        max_positions=131072,
+        head_dim=64,
+        bias="attention_bias",
+        qkv_bias=r.flag("attention_bias", True),
+        out_bias=r.flag("attention_bias", True),
+        mlp_bias=True,
+        attention_sinks=True,
+        sliding="alternate",
+        **moe,
+    )
+
+
 # -- ResNet -------------------------------------------------------------------------------------
 def _resnet(r: ConfigReader) -> ResNetArch:
     """HF ResNetConfig -> ResNetArch (torchvision layout, which ResNetForImageClassification shares).
@@ -848,6 +910,8 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "ernie4-5-moe": _ernie45_moe,
     "deepseek-v2": _deepseek,
     "deepseek-v3": _deepseek,
+    "glm4-moe": _glm4_moe,
+    "gpt-oss": _gpt_oss,
     "resnet": _resnet,
 }
 

@@ -15,7 +15,7 @@ from fitbench.core.quant import WeightFormat, make_grouped
 from fitbench.errors import FitbenchError, did_you_mean
 from fitbench.workloads.config_values import ConfigValues, show
 
-METHODS = ("gptq", "awq", "bitsandbytes", "fp8", "fbgemm_fp8", "compressed-tensors")
+METHODS = ("gptq", "awq", "bitsandbytes", "fp8", "fbgemm_fp8", "compressed-tensors", "mxfp4")
 MAX_GROUP = 1 << 20
 # config.json torch_dtype (transformers <= 4) or dtype (transformers 5) -> precision name
 DTYPES = {
@@ -165,6 +165,7 @@ def weight_format_from_config(data: dict[str, Any], source: str) -> tuple[Weight
         "fp8": _fp8,
         "fbgemm_fp8": _fbgemm_fp8,
         "compressed-tensors": _compressed,
+        "mxfp4": _mxfp4,
     }[method]
     return reader(q)
 
@@ -275,6 +276,22 @@ def _fbgemm_fp8(q: _Q) -> tuple[WeightFormat, None]:
         compute="fp8",
         skip=skip,
         label="fp8-channel",
+        source="quantization_config",
+    ), None
+
+
+def _mxfp4(q: _Q) -> tuple[WeightFormat, None]:
+    """MXFP4 (gpt-oss): the experts in 4-bit microscaled blocks, the modules in
+    `modules_to_not_convert` (attention, router, embeddings, LM head) in 16 bit. transformers keeps
+    them packed where its MXFP4 kernels run (CUDA capability >= 7.5 with triton and `kernels`);
+    vLLM and llama.cpp read them packed too."""
+    return WeightFormat(
+        method="mxfp4",
+        bits=4.25,
+        group_size=32,
+        scale_bytes=1,
+        skip=q.names("modules_to_not_convert"),
+        label="mxfp4",
         source="quantization_config",
     ), None
 

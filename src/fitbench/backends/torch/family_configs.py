@@ -306,6 +306,48 @@ def _deepseek(arch: TransformerArch) -> dict[str, Any]:
     )
 
 
+def _glm4_moe(arch: TransformerArch) -> dict[str, Any]:
+    """GLM-4.5: GQA attention with query/key biases and optional query/key norms, dense layers,
+    then routed plus shared experts (one routing group, as for DeepSeek)."""
+    _require(arch, arch.moe_every == 1, "dense layers between the experts", "专家层之间的稠密层")
+    _require(arch, not (arch.out_bias or arch.mlp_bias), "biases GLM-4.5 does not have", "GLM-4.5 没有的偏置")
+    return dict(
+        llama_sizes(arch),
+        head_dim=arch.dim_head,
+        attention_bias=arch.qkv_bias,
+        use_qk_norm=arch.qk_norm == "head",
+        moe_intermediate_size=arch.expert_intermediate_size,
+        n_routed_experts=arch.num_experts,
+        n_shared_experts=_shared_experts(arch),
+        num_experts_per_tok=arch.experts_per_token,
+        first_k_dense_replace=arch.dense_layers,
+        n_group=1,
+        topk_group=1,
+    )
+
+
+def _gpt_oss(arch: TransformerArch) -> dict[str, Any]:
+    """gpt-oss: biased GQA attention with sinks, every other layer windowed, biased experts in
+    every layer behind a biased router (bf16 experts: the checkpoint's MXFP4 is not built)."""
+    _require(arch, arch.moe_every == 1 and arch.dense_layers == 0, "dense layers", "稠密层")
+    _require(
+        arch,
+        _same_attention_bias(arch) and arch.mlp_bias,
+        "biases gpt-oss does not have",
+        "gpt-oss 没有的偏置",
+    )
+    _require(arch, not arch.shared_intermediate_size, "shared experts", "共享专家")
+    return dict(
+        llama_sizes(arch),
+        intermediate_size=arch.expert_intermediate_size,
+        head_dim=arch.dim_head,
+        attention_bias=arch.qkv_bias,
+        num_local_experts=arch.num_experts,
+        num_experts_per_tok=arch.experts_per_token,
+        **_windows(arch, 2),
+    )
+
+
 # model_type (as config.json spells it, and as hf_config keeps it on the architecture) -> the
 # transformers model_type to build and the builder of its config's keyword arguments.
 FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
@@ -326,6 +368,8 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "ernie4_5_moe": ("ernie4_5_moe", _ernie45_moe),
     "deepseek_v2": ("deepseek_v2", _deepseek),
     "deepseek_v3": ("deepseek_v3", _deepseek),
+    "glm4_moe": ("glm4_moe", _glm4_moe),
+    "gpt_oss": ("gpt_oss", _gpt_oss),
 }
 
 

@@ -511,7 +511,27 @@ def build_decoder(
     )
     if getattr(model, "generation_config", None) is not None and model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = 0
+    if arch.vision_params:
+        add_vision_tower_stand_in(model, arch, notes)
     return model, notes
+
+
+def add_vision_tower_stand_in(model: nn.Module, arch: TransformerArch, notes: dict[str, Any]) -> None:
+    """A multimodal checkpoint's vision tower as one frozen tensor of its parameters.
+
+    transformers loads the tower with the language model (AutoModelForCausalLM maps Gemma-3 to
+    Gemma3ForConditionalGeneration), so its weights take memory on the card; text never runs
+    it, and a text fine-tune gives it no gradient, so AdamW keeps no state for it
+    (tests/unit/test_multimodal.py checks that on a real tiny Gemma-3). A frozen parameter of
+    the same element count, in the model's dtype and on its device, is exactly that: the
+    measured memory and parameter count include it, and no step touches it.
+    """
+    reference = next(model.parameters())
+    stand_in = nn.Parameter(
+        torch.empty(arch.vision_params, dtype=reference.dtype, device=reference.device), requires_grad=False
+    )
+    model.register_parameter("vision_tower_stand_in", stand_in)
+    notes["vision_tower"] = f"{arch.vision_tower}: a frozen stand-in of its {arch.vision_params:,} parameters"
 
 
 # -- entry points ----------------------------------------------------------------------------------
