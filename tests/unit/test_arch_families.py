@@ -172,6 +172,16 @@ TINY: dict[str, dict[str, Any]] = {
         "num_experts_per_tok": 2,
         "sliding_window": 32,
     },
+    "llama4_text": {
+        **BASE,
+        "model_type": "llama4_text",
+        "head_dim": 16,
+        "intermediate_size_mlp": 128,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 2,
+        "attention_chunk_size": 32,
+    },
     "bert": {
         "model_type": "bert",
         "vocab_size": 1000,

@@ -142,3 +142,43 @@ def test_glm45_layout() -> None:
     assert arch.shared_intermediate_size == arch.expert_intermediate_size
     air = library.workload_for_model("glm-4.5-air").arch
     assert air.qk_norm == "none" and air.dense_layers == 1 and air.num_experts == 128
+
+
+def test_llama4_moe_does_every_experts_work_as_the_estimate_counts() -> None:
+    """transformers' Llama4TextMoe repeats the tokens for every expert: FlopCounterMode on a tiny
+    real block counts E experts' work for top-1 routing, which the estimate's kernels equal when
+    the mode runs that code, and k experts' when an engine routes."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from fitbench.backends.torch.models import build_model
+
+    w = tiny_workload("llama-4-scout-17b-16e-instruct", weights="none")
+    arch = w.arch
+    model, _ = build_model(w, device="cpu")
+    block = next(layer.feed_forward for layer in model.model.layers if layer.is_moe_layer)
+    tokens = 24
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        block(torch.randn(1, tokens, arch.hidden_size))
+    measured = counter.get_total_flops()
+
+    def estimated(all_experts: bool) -> float:
+        kernels = transformer_cost.expert_kernels(arch, tokens, 2.0, 2.0, amp=False, all_experts=all_experts)
+        return sum(k.flops for k in kernels)
+
+    assert measured == pytest.approx(estimated(True), rel=1e-9)
+    assert arch.num_experts > arch.experts_per_token
+    assert estimated(False) < measured / 2
+
+
+def test_llama4_decode_reads_every_expert_in_pytorch_but_not_in_an_engine() -> None:
+    from fitbench.estimate.profile import get_profile
+    from fitbench.estimate.speed import generation
+
+    w = library.workload_for_model("llama-4-scout-17b-16e-instruct").replace(weights=parse_weights("nf4"))
+    h200 = get_gpu("h200")
+    torch_decode = generation(w, h200, get_profile("torch", "default")).decode.seconds
+    engine_decode = generation(w, h200, get_profile("torch", "tuned").as_engine()).decode.seconds
+    assert torch_decode > 2 * engine_decode
+    assert any("all 16 experts" in line for line in estimate(w, h200).assumptions)

@@ -60,6 +60,7 @@ def test_fp32_experts_need_autocast() -> None:
     """FP32 training reads FP32 weights anyway (no switch to make); pure 16-bit runs 16-bit."""
     fp32 = _experts(_olmoe("fp32"))
     assert fp32.compute == "" and fp32.cast_ops == 0.0
+    amp = _olmoe("amp-fp16")
     assert transformer_cost.experts_in_weight_dtype(
-        transformer_cost.activation_dtypes(_olmoe("amp-fp16"), dropout=False)
+        amp.arch, transformer_cost.activation_dtypes(amp, dropout=False)
     )

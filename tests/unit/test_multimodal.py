@@ -64,6 +64,7 @@ def test_vision_defaults_are_the_config_classes(model_type: str) -> None:
         "siglip_vision_model": "SiglipVisionConfig",
         "clip_vision_model": "CLIPVisionConfig",
         "pixtral": "PixtralVisionConfig",
+        "llama4_vision_model": "Llama4VisionConfig",
         "qwen2_vl": "Qwen2VLVisionConfig",
         "qwen2_5_vl": "Qwen2_5_VLVisionConfig",
     }

@@ -245,7 +245,10 @@ def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
     """
     adapted_arch(workload)
     fwd = as_compiled(
-        transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1), profile
+        transformer_cost.forward_kernels(
+            workload, workload.batch_size, workload.seq_len or 1, all_experts=profile.runs_all_experts
+        ),
+        profile,
     )
     base = fwd + _frozen_backward(fwd)
     passes = 2

@@ -98,6 +98,10 @@ class Profile:
     # through kv_b_proj into per-head keys and values (transformers' DeepSeek-V2/V3 code:
     # transformer_cost.latent_expansion_kernels); False: MLA-aware kernels read the latent only.
     expands_latent_cache: bool = False
+    # Whether the mode runs every expert on every token in the families whose transformers code
+    # does (transformer_cost.ALL_EXPERT_TYPES: Llama-4's repeat + bmm); False: the routed top-k
+    # only, as engines' fused MoE kernels do.
+    runs_all_experts: bool = False
     autocast_cache_share: float = 1.0
     cast_host_share: float = 1.0  # an autocast cast's host cost / host_seconds_per_op
     # A LoRA adapter's operation (its two rank-r Linears, the casts, dropout, scaling and add
@@ -165,14 +169,15 @@ class Profile:
         paged KV caches hold each sequence's real context, so a decode step reads that, not a
         padded static cache (decode_cache_align 0), through their own attention kernels, which
         read a GQA group's K and V once (no decode_fused_attention_efficiency), and write each new
-        token in place (no kv_cache_concat), and attend over a latent cache without expanding it
-        (no expands_latent_cache)."""
+        token in place (no kv_cache_concat), attend over a latent cache without expanding it
+        (no expands_latent_cache), and run each token's routed experts only (no runs_all_experts)."""
         return replace(
             self,
             decode_cache_align=0,
             decode_fused_attention_efficiency=None,
             kv_cache_concat=False,
             expands_latent_cache=False,
+            runs_all_experts=False,
         )
 
     def in_force(self, key: str) -> float:

@@ -347,7 +347,9 @@ def training_kernels(
     if workload.is_resnet:
         fwd = resnet_cost.forward_kernels(workload, profile, channels_last=channels_last)
     else:
-        fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
+        fwd = transformer_cost.forward_kernels(
+            workload, workload.batch_size, workload.seq_len or 1, all_experts=profile.runs_all_experts
+        )
     fwd = as_compiled(fwd, profile)
     kernels = fwd + _backward(fwd) + optimizer_kernels(workload, profile.framework)
     if workload.checkpointing:
@@ -379,7 +381,9 @@ def inference_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing
     if workload.is_resnet:
         fwd = resnet_cost.forward_kernels(workload, profile)
     else:
-        fwd = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
+        fwd = transformer_cost.forward_kernels(
+            workload, workload.batch_size, workload.seq_len or 1, all_experts=profile.runs_all_experts
+        )
     fwd = as_compiled(fwd, profile)
     # Inference mode records no autograd node: an operation costs the host a share of a training one.
     host_per_op = profile.host_seconds_per_op * profile.inference_host_share
@@ -480,7 +484,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
     b, prompt, new = workload.batch_size, workload.prompt_tokens or 1, workload.new_tokens or 1
-    prefill_k = transformer_cost.forward_kernels(workload, b, prompt)
+    prefill_k = transformer_cost.forward_kernels(workload, b, prompt, all_experts=profile.runs_all_experts)
     release = profile.transformers_version
     # The prefill is the same forward code and loop iteration as a decode step, over the whole
     # prompt: the host issues the decode step's Python-level calls (generate_ops, at the prompt's
@@ -501,7 +505,9 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     # A decode step at the mean context length of the generation; its attention reads that many
     # slots, or the whole static cache where the mode's step attends over all of it.
     mean_context = prompt + math.ceil(new / 2)
-    decode_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=mean_context)
+    decode_k = transformer_cost.forward_kernels(
+        workload, b, 1, kv_len=mean_context, all_experts=profile.runs_all_experts
+    )
     if generate_ops.repeats_kv(arch, mean_context, release):
         decode_k.append(transformer_cost.repeated_kv_kernel(workload, b, mean_context))
     read_k = decode_k
@@ -511,7 +517,9 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         read_k = [*read_k, *transformer_cost.latent_expansion_kernels(workload, b, mean_context)]
     slots = static_cache_slots(prompt, new, b, profile)
     if slots is not None:
-        read_k = transformer_cost.forward_kernels(workload, b, 1, kv_len=slots)
+        read_k = transformer_cost.forward_kernels(
+            workload, b, 1, kv_len=slots, all_experts=profile.runs_all_experts
+        )
     groups = max(1, arch.num_heads // arch.kv_heads)
     read_k = decode_as_run(
         read_k, b, profile, groups=groups, query_bytes=transformer_cost.attention_query_bytes(workload, b)

@@ -142,6 +142,26 @@ SINK_PASSES = 5
 # index operations, 27 against OLMoE's 17 beside views.
 EXPERT_EXTRA_OPS = {"gpt_oss": 10.0}
 
+# transformers families whose MoE block runs every expert on every token: Llama-4's
+# Llama4TextMoe repeats the tokens once per expert, scales each copy by its sigmoid router score
+# (zero for the experts not chosen) and runs two batched matmuls over all experts, so a step does
+# E experts' work and reads every expert's weights however few tokens it has. A mode's profile
+# says whether it runs that code (Profile.runs_all_experts; engines route).
+ALL_EXPERT_TYPES = ("llama4_text",)
+# Llama4TextMoe's operations beside the shared expert: the repeat, the score multiply, two views,
+# two bmm, the chunk, the activation, its product, the sum over experts and the add.
+ALL_EXPERT_OPS = 10.0
+# and its router's: the linear, top-k, full_like, scatter_, the FP32 sigmoid and its cast back
+ALL_EXPERT_ROUTER_OPS = 6.0
+
+
+def routed_copies(arch: TransformerArch, *, all_experts: bool = True) -> int:
+    """Copies of each token an MoE block's experts work on: every expert where the family's code
+    runs them all (ALL_EXPERT_TYPES, `all_experts`: the mode runs that code), else the top-k."""
+    if all_experts and arch.transformers_type in ALL_EXPERT_TYPES:
+        return arch.num_experts
+    return arch.experts_per_token
+
 
 def softcapped(arch: TransformerArch) -> bool:
     return arch.transformers_type in SOFTCAPPED_MODEL_TYPES
@@ -154,15 +174,15 @@ def moe_transient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -
     expert width), its activation and their product (one width each) exist, in the experts'
     dtype; the router's FP32 logits and softmax; the residual stream's tensors as a dense block
     has them. Shared experts run after the routed ones, as a dense MLP of their width."""
-    h, k, fe = arch.hidden_size, arch.experts_per_token, arch.expert_intermediate_size
-    e = 4 if experts_in_weight_dtype(dt) else dt.act
+    h, k, fe = arch.hidden_size, routed_copies(arch), arch.expert_intermediate_size
+    e = 4 if experts_in_weight_dtype(arch, dt) else dt.act
     stream = 4 * h * dt.res
     routed = k * (h + 4 * fe) * e + 8 * arch.num_experts + stream
     shared = 3 * arch.shared_intermediate_size * dt.act + stream + h * dt.act
     return max(routed, shared)
 
 
-def experts_in_weight_dtype(dt: ActivationDtypes) -> bool:
+def experts_in_weight_dtype(arch: TransformerArch, dt: ActivationDtypes) -> bool:
     """Whether routed experts run in their weights' dtype rather than autocast's: under autocast.
 
     transformers 5 runs routed experts through torch's grouped_mm (integrations/moe.py), which
@@ -170,8 +190,9 @@ def experts_in_weight_dtype(dt: ActivationDtypes) -> bool:
     AMP the weights are the FP32 master weights, so the experts' GEMMs run in FP32 (at the FP32
     rate; PyTorch leaves TF32 off for matmuls), their activations are FP32, and autocast makes
     no 16-bit copies of them. fitbench's Paddle backend builds no experts; Paddle estimates
-    follow the same count."""
-    return dt.amp
+    follow the same count. Llama-4's experts (ALL_EXPERT_TYPES) are batched matmuls, which
+    autocast covers: 16-bit there, from cached 16-bit copies of the expert weights."""
+    return dt.amp and arch.transformers_type not in ALL_EXPERT_TYPES
 
 
 def autocast_params_at(arch: TransformerArch, i: int) -> int:
@@ -182,7 +203,9 @@ def autocast_params_at(arch: TransformerArch, i: int) -> int:
     h, mats = arch.hidden_size, (3 if arch.mlp == "swiglu" else 2)
     attn = sum(fin * fout for _, fin, fout in arch.attention_linears())
     gate = h if arch.shared_expert_gate else 0
-    return attn + h * arch.num_experts + mats * h * arch.shared_intermediate_size + gate
+    routed = mats * h * arch.num_experts * arch.expert_intermediate_size
+    experts = routed if arch.transformers_type in ALL_EXPERT_TYPES else 0  # bmm: autocast-enabled
+    return attn + h * arch.num_experts + mats * h * arch.shared_intermediate_size + gate + experts
 
 
 def _dense_block_linear_params(arch: TransformerArch) -> int:
@@ -206,10 +229,10 @@ def moe_mlp_saved_bytes_per_token(
     the gated output). `compiled` (the tuned step, benchmarks/compiled_saved.py): inductor's
     partitioner keeps each expert's gate_up output and product and recomputes the activation,
     three tensors of the expert width where eager keeps four."""
-    h, k, fe = arch.hidden_size, arch.experts_per_token, arch.expert_intermediate_size
+    h, k, fe = arch.hidden_size, routed_copies(arch), arch.expert_intermediate_size
     swiglu = arch.mlp == "swiglu"
     widths = (3 if compiled else 4) if swiglu else 2
-    e = 4 if experts_in_weight_dtype(dt) else dt.act
+    e = 4 if experts_in_weight_dtype(arch, dt) else dt.act
     # The norm's output feeds the router, the shared experts' Linears and their gate: one saved
     # tensor without autocast, a 16-bit copy for each under it (ActivationDtypes.linear_input).
     consumers = 1
@@ -544,6 +567,13 @@ def _expert_assumptions(workload: Workload, arch: TransformerArch) -> list[str]:
         f"({arch.active_param_count():,} active params); a step of {tokens} tokens reads "
         f"{distinct:.1f} distinct experts a layer, E*(1-(1-k/E)^tokens) with uniform routing"
     ]
+    if arch.transformers_type in ALL_EXPERT_TYPES:
+        lines.append(
+            f"experts as transformers runs Llama-4: every token through all {arch.num_experts} experts "
+            "(the tokens repeated per expert and scaled by their router scores, zero where not "
+            "chosen, then two batched matmuls), so PyTorch's modes do and read every expert's work "
+            "each step; serving engines (--serve) run the routed ones only"
+        )
     fmt = workload.weight_format
     if fmt is not None and fmt.method == "mxfp4":
         lines.append(
@@ -676,6 +706,7 @@ def expert_kernels(
     amp: bool,
     traffic: Traffic | None = None,
     fp32_experts: bool = False,
+    all_experts: bool = False,
 ) -> list[Kernel]:
     """The router, routed experts and shared experts of the MoE blocks, for `tokens` tokens.
 
@@ -690,8 +721,12 @@ def expert_kernels(
     (15) whatever the number of experts hit. `fp32_experts` (experts_in_weight_dtype, unquantized
     weights): the routed experts read their FP32 weights and run FP32 GEMMs on FP32 activations.
     Families with more pointwise work around the grouped products add EXPERT_EXTRA_OPS.
+    `all_experts` (the mode runs transformers' code): ALL_EXPERT_TYPES do every expert's work on
+    every token and read every expert, plus the repeated, score-scaled copies of the tokens.
     """
-    h, fe, k = arch.hidden_size, arch.expert_intermediate_size, arch.experts_per_token
+    h, fe = arch.hidden_size, arch.expert_intermediate_size
+    k = routed_copies(arch, all_experts=all_experts)
+    dense = k == arch.num_experts and arch.transformers_type in ALL_EXPERT_TYPES
     mats = 3 if arch.mlp == "swiglu" else 2
     n = arch.moe_layers
     distinct = expected_distinct_experts(arch.num_experts, k, tokens)
@@ -708,6 +743,10 @@ def expert_kernels(
     e_read, e_dq, e_compute = weights("experts")
     e_act, e_casts, e_launches = act_bytes, 2.0 if amp else 0.0, None
     e_ops = 15.0 + EXPERT_EXTRA_OPS.get(arch.transformers_type, 0.0)
+    r_ops, copies = 7.0, 0.0
+    if dense:
+        # the repeat (write), the score multiply (read, write): three passes over the copies
+        e_ops, r_ops, copies = ALL_EXPERT_OPS, ALL_EXPERT_ROUTER_OPS, 3.0 * tokens * k * h * act_bytes
     if fp32_experts:
         # experts_in_weight_dtype: the FP32 master weights read as they are, FP32 activations,
         # the FP32 rate; one cast of the gathered input, no autocast copies of the weights.
@@ -725,7 +764,7 @@ def expert_kernels(
             flops=2.0 * tokens * h * arch.num_experts,
             bytes=tokens * (h + arch.num_experts) * act_bytes + r_read,
             count=n,
-            ops=7.0,
+            ops=r_ops,
             cast_ops=2.0 if amp else 0.0,
             compute=r_compute,
             dequant_bytes=r_dq,
@@ -735,7 +774,7 @@ def expert_kernels(
             name="experts",
             kind="matmul",
             flops=2.0 * tokens * k * mats * h * fe,
-            bytes=tokens * k * mats * (h + fe) * e_act + distinct * e_read,
+            bytes=tokens * k * mats * (h + fe) * e_act + distinct * e_read + copies,
             count=n,
             ops=e_ops,
             cast_ops=e_casts,
@@ -1061,9 +1100,16 @@ def attention_query_bytes(workload: Workload, tokens: int) -> float:
 
 
 def forward_kernels(
-    workload: Workload, batch: int, seq: int, *, kv_len: int | None = None, with_head: bool = True
+    workload: Workload,
+    batch: int,
+    seq: int,
+    *,
+    kv_len: int | None = None,
+    with_head: bool = True,
+    all_experts: bool = False,
 ) -> list[Kernel]:
-    """Kernels of one forward pass over batch x seq new tokens (kv_len > seq while decoding)."""
+    """Kernels of one forward pass over batch x seq new tokens (kv_len > seq while decoding);
+    `all_experts`: the mode runs transformers' MoE code (Profile.runs_all_experts)."""
     arch = _arch(workload)
     dt = activation_dtypes(workload, dropout=(arch.kind == "encoder"))
     p = workload.precision_info
@@ -1098,7 +1144,7 @@ def forward_kernels(
         def traffic(name: str, fin: int, fout: int) -> tuple[float, float, str]:
             return _weight_traffic(workload, quantized, name, fin, fout, w_bytes, kv_len)
 
-        fp32_experts = experts_in_weight_dtype(dt) and workload.weight_format is None
+        fp32_experts = experts_in_weight_dtype(arch, dt) and workload.weight_format is None
         ks.extend(
             expert_kernels(
                 arch,
@@ -1108,6 +1154,7 @@ def forward_kernels(
                 amp=dt.amp,
                 traffic=traffic,
                 fp32_experts=fp32_experts,
+                all_experts=all_experts,
             )
         )
     causal = arch.kind == "decoder"

@@ -82,9 +82,10 @@ MOE_TYPES = (
     "deepseek_v3",
     "glm4_moe",
     "gpt_oss",
+    "llama4_text",
 )
 # Multimodal files whose language model is read, with their vision tower counted (multimodal.py).
-MULTIMODAL_TYPES = ("gemma3", "llava", "llava-next", "mistral3", "qwen2-vl", "qwen2-5-vl")
+MULTIMODAL_TYPES = ("gemma3", "llama4", "llava", "llava-next", "mistral3", "qwen2-vl", "qwen2-5-vl")
 SUPPORTED_MODEL_TYPES = tuple(
     dict.fromkeys((*ENCODER_TYPES, *DECODER_TYPES, *MOE_TYPES, *MULTIMODAL_TYPES, "resnet"))
 )
@@ -799,6 +800,54 @@ def _gpt_oss(r: ConfigReader) -> TransformerArch:
     )
 
 
+def _llama4_text(r: ConfigReader) -> TransformerArch:
+    """Llama-4 text (`llama4_text`): GQA attention (biases by `attention_bias`; parameter-free L2
+    query/key norms), MoE layers every `interleave_moe_layer_step`-th from the step's own index
+    (an explicit `moe_layers` list must follow that rule), each `num_local_experts` experts of
+    `intermediate_size` plus one shared expert of the same width behind an unbiased router;
+    dense layers of `intermediate_size_mlp`. Three of four layers (`no_rope_layers`, or
+    `layer_types`' chunked_attention) attend within `attention_chunk_size`-token chunks, held as
+    a window of that size."""
+    r.require(VOCAB, HIDDEN, LAYERS, HEADS)
+    layers = r.int(*LAYERS, maximum=MAX_LAYERS)
+    step = r.int("interleave_moe_layer_step", default=1)
+    listed = r.data.get("moe_layers")
+    if listed is not None and listed != list(range(step - 1, layers, step)):
+        raise r.error(
+            "a 'moe_layers' list other than every interleave_moe_layer_step-th layer is not supported",
+            "leave 'moe_layers' out, or list every step-th layer",
+            message_zh="不支持与 interleave_moe_layer_step 间隔不一致的 'moe_layers' 列表",
+            hint_zh="请去掉 'moe_layers',或按间隔列出每一层",
+        )
+    width = r.int("intermediate_size", default=8192)
+    moe = _experts(
+        r,
+        count=("num_local_experts",),
+        top_k=("num_experts_per_tok",),
+        width=("intermediate_size",),
+        shared=width,
+        every=step,
+    )
+    chunk = r.int("attention_chunk_size", default=8192, maximum=MAX_POSITIONS)
+    types = r.data.get("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        chunked = sum(t == "chunked_attention" for t in types)
+    else:
+        rope = r.data.get("no_rope_layers")
+        interval = r.int("no_rope_layer_interval", default=4)
+        chunked = sum(rope) if isinstance(rope, list) and rope else layers - layers // interval
+    window = {"sliding_window": chunk, "sliding_layers": chunked} if chunk and chunked else {}
+    return _decoder(
+        r,
+        max_positions=131072,
+        head_dim=128,
+        intermediate_size=r.int("intermediate_size_mlp", default=16384),
+        mlp_bias=False,
+        **window,
+        **moe,
+    )
+
+
 # -- ResNet -------------------------------------------------------------------------------------
 def _resnet(r: ConfigReader) -> ResNetArch:
     """HF ResNetConfig -> ResNetArch (torchvision layout, which ResNetForImageClassification shares).
@@ -912,6 +961,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "deepseek-v3": _deepseek,
     "glm4-moe": _glm4_moe,
     "gpt-oss": _gpt_oss,
+    "llama4-text": _llama4_text,
     "resnet": _resnet,
 }
 

@@ -67,6 +67,22 @@ TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_window_layers": 80,
         "tie_word_embeddings": False,
     },
+    "llama4_text": {
+        "vocab_size": 202048,
+        "hidden_size": 5120,
+        "intermediate_size": 8192,
+        "intermediate_size_mlp": 16384,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+        "num_local_experts": 16,
+        "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 1,
+        "attention_chunk_size": 8192,
+        "tie_word_embeddings": False,
+    },
     "gemma3_text": {
         "vocab_size": 262208,
         "hidden_size": 2304,
@@ -89,6 +105,11 @@ def _gemma3_projector(vision: ConfigReader, text_hidden: int) -> int:
     vision width."""
     h = vision.int("hidden_size")
     return h * text_hidden + h
+
+
+def _llama4_projector(vision: ConfigReader, text_hidden: int, outer: ConfigReader) -> int:
+    """Llama4MultiModalProjector: one unbiased Linear from vision_output_dim to the text width."""
+    return vision.int("vision_output_dim", default=7680) * text_hidden
 
 
 def _feature_layers(outer: ConfigReader) -> int:
@@ -144,6 +165,7 @@ WRAPPERS: dict[str, Wrapper] = {
     "gemma3": Wrapper(
         "gemma3_text", "siglip_vision_model", lambda v, h, o: _gemma3_projector(v, h), tie_default=True
     ),
+    "llama4": Wrapper("llama4_text", "llama4_vision_model", _llama4_projector, vision_type_fixed=True),
     "llava": Wrapper("llama", "clip_vision_model", _llava_projector),
     "llava_next": Wrapper("llama", "clip_vision_model", _llava_next_projector),
     "mistral3": Wrapper("mistral", "pixtral", _mistral3_projector, tie_default=True),

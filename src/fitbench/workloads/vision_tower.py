@@ -49,6 +49,16 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
         "patch_size": 16,
         "num_channels": 3,
     },
+    "llama4_vision_model": {
+        "hidden_size": 768,
+        "intermediate_size": 5632,
+        "num_hidden_layers": 34,
+        "image_size": 448,
+        "patch_size": 14,
+        "num_channels": 3,
+        "projector_input_dim": 4096,
+        "projector_output_dim": 4096,
+    },
     "qwen2_vl": {
         "depth": 32,
         "embed_dim": 1280,
@@ -110,6 +120,17 @@ def pixtral_params(v: ConfigReader) -> int:
     return channels * patch * patch * h + h + v.int("num_hidden_layers") * layer
 
 
+def llama4_vision_params(v: ConfigReader) -> int:
+    """Llama4VisionModel: an unbiased linear over unfolded patches, a class token, positions for
+    every patch and the class token, LayerNorms before and after CLIP-like layers, and the pixel
+    shuffle adapter's two unbiased Linears."""
+    h, f = v.int("hidden_size"), v.int("intermediate_size")
+    patch, image, channels = v.int("patch_size"), v.int("image_size"), v.int("num_channels")
+    embeddings = channels * patch * patch * h + h + ((image // patch) ** 2 + 1) * h
+    adapter = f * v.int("projector_input_dim") + v.int("projector_output_dim") ** 2
+    return embeddings + 2 * 2 * h + v.int("num_hidden_layers") * _encoder_layer(h, f) + adapter
+
+
 def _qwen_patch_embed(v: ConfigReader, width: int) -> int:
     """Qwen-VL's Conv3d over temporal_patch_size frames of patch_size squares, no bias."""
     patch = v.int("patch_size")
@@ -141,6 +162,7 @@ TOWERS: dict[str, Callable[[ConfigReader], int]] = {
     "siglip_vision_model": siglip_params,
     "clip_vision_model": clip_params,
     "pixtral": pixtral_params,
+    "llama4_vision_model": llama4_vision_params,
     "qwen2_vl": qwen2_vl_params,
     "qwen2_5_vl": qwen2_5_vl_params,
 }

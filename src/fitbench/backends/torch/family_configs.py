@@ -348,6 +348,39 @@ def _gpt_oss(arch: TransformerArch) -> dict[str, Any]:
     )
 
 
+def _llama4_text(arch: TransformerArch) -> dict[str, Any]:
+    """Llama-4 text: MoE every `moe_every`-th layer (routed experts plus one shared expert of their
+    width), dense layers of `intermediate_size`, chunked attention on the window layers (every
+    fourth layer global, the family's pattern when the count matches)."""
+    _require(
+        arch,
+        arch.shared_intermediate_size == arch.expert_intermediate_size and arch.dense_layers == 0,
+        "a shared expert of another width, or leading dense layers",
+        "宽度不同的共享专家,或前置稠密层",
+    )
+    _require(
+        arch,
+        _same_attention_bias(arch) and not arch.mlp_bias,
+        "biases Llama-4 does not have",
+        "Llama-4 没有的偏置",
+    )
+    types = layer_types(arch, 4)
+    chunked = [t == "sliding_attention" for t in types] if types else [False] * arch.num_layers
+    return dict(
+        llama_sizes(arch),
+        intermediate_size=arch.expert_intermediate_size,
+        intermediate_size_mlp=arch.intermediate_size,
+        head_dim=arch.dim_head,
+        attention_bias=arch.qkv_bias,
+        num_local_experts=arch.num_experts,
+        num_experts_per_tok=arch.experts_per_token,
+        interleave_moe_layer_step=arch.moe_every,
+        attention_chunk_size=arch.sliding_window if types else None,
+        no_rope_layers=[int(c) for c in chunked] if types else [1] * arch.num_layers,
+        layer_types=["chunked_attention" if c else "full_attention" for c in chunked],
+    )
+
+
 # model_type (as config.json spells it, and as hf_config keeps it on the architecture) -> the
 # transformers model_type to build and the builder of its config's keyword arguments.
 FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
@@ -370,6 +403,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "deepseek_v3": ("deepseek_v3", _deepseek),
     "glm4_moe": ("glm4_moe", _glm4_moe),
     "gpt_oss": ("gpt_oss", _gpt_oss),
+    "llama4_text": ("llama4_text", _llama4_text),
 }
 
 
