@@ -85,7 +85,17 @@ MOE_TYPES = (
     "llama4_text",
 )
 # Multimodal files whose language model is read, with their vision tower counted (multimodal.py).
-MULTIMODAL_TYPES = ("gemma3", "llama4", "llava", "llava-next", "mistral3", "qwen2-vl", "qwen2-5-vl")
+MULTIMODAL_TYPES = (
+    "gemma3",
+    "llama4",
+    "llava",
+    "llava-next",
+    "mistral3",
+    "qwen2-vl",
+    "qwen2-5-vl",
+    "qwen3-vl",
+    "qwen3-vl-moe",
+)
 SUPPORTED_MODEL_TYPES = tuple(
     dict.fromkeys((*ENCODER_TYPES, *DECODER_TYPES, *MOE_TYPES, *MULTIMODAL_TYPES, "resnet"))
 )

@@ -83,6 +83,31 @@ TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
         "attention_chunk_size": 8192,
         "tie_word_embeddings": False,
     },
+    "qwen3_vl_text": {
+        "vocab_size": 151936,
+        "hidden_size": 4096,
+        "intermediate_size": 22016,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "head_dim": 128,
+        "max_position_embeddings": 128000,
+        "tie_word_embeddings": False,
+    },
+    "qwen3_vl_moe_text": {
+        "vocab_size": 151936,
+        "hidden_size": 2048,
+        "intermediate_size": 5632,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "max_position_embeddings": 128000,
+        "moe_intermediate_size": 1408,
+        "num_experts_per_tok": 4,
+        "num_experts": 60,
+        "decoder_sparse_step": 1,
+        "tie_word_embeddings": True,
+    },
     "gemma3_text": {
         "vocab_size": 262208,
         "hidden_size": 2304,
@@ -97,7 +122,12 @@ TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
     },
 }
 # Text model types the Qwen-VL families write, read as the Qwen2 family with their own defaults.
-TEXT_ALIASES = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2"}
+TEXT_ALIASES = {
+    "qwen2_vl_text": "qwen2",
+    "qwen2_5_vl_text": "qwen2",
+    "qwen3_vl_text": "qwen3",
+    "qwen3_vl_moe_text": "qwen3_moe",
+}
 
 
 def _gemma3_projector(vision: ConfigReader, text_hidden: int) -> int:
@@ -159,6 +189,7 @@ class Wrapper:
     flat_text: bool = False  # older files keep the text keys at the top level (Qwen-VL)
     vision_type_fixed: bool = False  # the tower is the family's own, whatever vision model_type says
     tie_default: bool = False  # the outer config class's tie_word_embeddings default
+    forwards_text_tie: bool = False  # the outer class takes a true tie_word_embeddings from text_config
 
 
 WRAPPERS: dict[str, Wrapper] = {
@@ -166,11 +197,17 @@ WRAPPERS: dict[str, Wrapper] = {
         "gemma3_text", "siglip_vision_model", lambda v, h, o: _gemma3_projector(v, h), tie_default=True
     ),
     "llama4": Wrapper("llama4_text", "llama4_vision_model", _llama4_projector, vision_type_fixed=True),
-    "llava": Wrapper("llama", "clip_vision_model", _llava_projector),
+    "llava": Wrapper("llama", "clip_vision_model", _llava_projector, forwards_text_tie=True),
     "llava_next": Wrapper("llama", "clip_vision_model", _llava_next_projector),
     "mistral3": Wrapper("mistral", "pixtral", _mistral3_projector, tie_default=True),
-    "qwen2_vl": Wrapper("qwen2_vl_text", "qwen2_vl", None, flat_text=True, vision_type_fixed=True),
-    "qwen2_5_vl": Wrapper("qwen2_vl_text", "qwen2_5_vl", None, flat_text=True, vision_type_fixed=True),
+    "qwen2_vl": Wrapper(
+        "qwen2_vl_text", "qwen2_vl", None, flat_text=True, vision_type_fixed=True, forwards_text_tie=True
+    ),
+    "qwen2_5_vl": Wrapper(
+        "qwen2_vl_text", "qwen2_5_vl", None, flat_text=True, vision_type_fixed=True, forwards_text_tie=True
+    ),
+    "qwen3_vl": Wrapper("qwen3_vl_text", "qwen3_vl", None, vision_type_fixed=True),
+    "qwen3_vl_moe": Wrapper("qwen3_vl_moe_text", "qwen3_vl", None, vision_type_fixed=True),
 }
 # The config keys that are not the language model's (a flat Qwen-VL file's top level).
 _OUTER_ONLY = ("model_type", "text_config", "vision_config", "architectures", "quantization_config")
@@ -205,12 +242,11 @@ def text_config(data: dict[str, Any], source: str, model_type: str) -> tuple[dic
     inner_type = inner_type.strip().lower().replace("-", "_")
     text = {**TEXT_DEFAULTS.get(inner_type, {}), **flat, **nested}
     # transformers 5 ties the LM head by the outer config's key, its class default when the file
-    # has none (Mistral3Config and Gemma3Config: true), and forwards a true one that older files
-    # kept inside text_config (LlavaConfig, Qwen2VLConfig)
+    # has none (Mistral3Config and Gemma3Config: true), and some classes forward a true one that
+    # older files kept inside text_config (LlavaConfig, Qwen2VLConfig)
     tie = outer.flag("tie_word_embeddings", wrapper.tie_default)
-    text["tie_word_embeddings"] = tie or ConfigReader(nested, source, inner_type).flag(
-        "tie_word_embeddings", False
-    )
+    inner_tie = ConfigReader(nested, source, inner_type).flag("tie_word_embeddings", False)
+    text["tie_word_embeddings"] = tie or (wrapper.forwards_text_tie and inner_tie)
     text["model_type"] = TEXT_ALIASES.get(inner_type, inner_type)
 
     vision_data = _sub_config(outer, "vision_config")

@@ -79,6 +79,18 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
         "spatial_merge_size": 2,
         "temporal_patch_size": 2,
     },
+    "qwen3_vl": {
+        "depth": 27,
+        "hidden_size": 1152,
+        "intermediate_size": 4304,
+        "out_hidden_size": 3584,
+        "in_channels": 3,
+        "patch_size": 16,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "num_position_embeddings": 2304,
+        "deepstack_visual_indexes": [8, 16, 24],
+    },
 }
 
 
@@ -158,6 +170,21 @@ def qwen2_5_vl_params(v: ConfigReader) -> int:
     return _qwen_patch_embed(v, e) + v.int("depth") * layer + merger
 
 
+def qwen3_vl_params(v: ConfigReader) -> int:
+    """Qwen3-VL's vision transformer: a biased Conv3d patch embedding, a learned position grid,
+    LayerNorm blocks with biased qkv/proj and a biased GELU MLP, the merger (LayerNorm, two
+    Linears over 2x2 patches to the language model's width) and one more merger per deepstack
+    layer, each normalising the merged patches."""
+    e, f, out = v.int("hidden_size"), v.int("intermediate_size"), v.int("out_hidden_size")
+    layer = 2 * 2 * e + (3 * e * e + 3 * e) + (e * e + e) + (2 * e * f + f + e)
+    merged = e * v.int("spatial_merge_size") ** 2
+    linears = (merged * merged + merged) + (merged * out + out)
+    deepstack = v.data.get("deepstack_visual_indexes")
+    extra = len(deepstack) if isinstance(deepstack, list | tuple) else 0
+    embed = _qwen_patch_embed(v, e) + e + v.int("num_position_embeddings") * e
+    return embed + v.int("depth") * layer + (2 * e + linears) + extra * (2 * merged + linears)
+
+
 TOWERS: dict[str, Callable[[ConfigReader], int]] = {
     "siglip_vision_model": siglip_params,
     "clip_vision_model": clip_params,
@@ -165,4 +192,5 @@ TOWERS: dict[str, Callable[[ConfigReader], int]] = {
     "llama4_vision_model": llama4_vision_params,
     "qwen2_vl": qwen2_vl_params,
     "qwen2_5_vl": qwen2_5_vl_params,
+    "qwen3_vl": qwen3_vl_params,
 }
