@@ -130,3 +130,13 @@ def test_offload_verdict_and_fail_if_ladder(capsys: pytest.CaptureFixture[str]) 
     capsys.readouterr()
     assert main([*args, "--offload"]) == 0
     assert "layers on the GPU" in capsys.readouterr().out
+
+
+def test_lang_before_the_command_is_the_commands(capsys) -> None:
+    """The usage line puts --lang before COMMAND: `fitbench --lang zh estimate ...` speaks Chinese
+    (it was taken as `check` with stray arguments), and --lang=VALUE works too."""
+    assert main(["--lang", "zh", "estimate", "llm-6b", "--gpu", "h100-sxm"]) == 0
+    out = capsys.readouterr().out
+    assert "参数" in out and "parameters" not in out
+    assert main(["--lang=en", "estimate", "llm-6b", "--gpu", "h100-sxm"]) == 0
+    assert "parameters" in capsys.readouterr().out

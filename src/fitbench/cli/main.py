@@ -233,11 +233,24 @@ def error_line(exc: FitbenchError, command: str | None, lang: str) -> str:
     return f"fitbench: error: {message} ({hint or where + ' shows the options'})"
 
 
+def _command_first(argv: list[str]) -> list[str]:
+    """`fitbench --lang zh estimate ...` as `fitbench estimate --lang zh ...`: the usage line puts
+    --lang before the command, and every command takes it, so a leading --lang moves behind the
+    command that follows it. A line without a command after it stays `check`'s."""
+    i = 0
+    while i < len(argv) and (argv[i] == "--lang" or argv[i].startswith("--lang=")):
+        i += 1 if "=" in argv[i] else 2
+    if 0 < i < len(argv) and argv[i] in SUBCOMMANDS:
+        return [argv[i], *argv[:i], *argv[i + 1 :]]
+    return argv
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("FITBENCH_DEBUG") == "1"
     # --debug is accepted anywhere on the line (`fitbench estimate llm-6b --debug`), not only first.
     argv = [a for a in argv if a != "--debug"]
+    argv = _command_first(argv)
     # Build only the chosen subcommand's parser: importing every subcommand would cost startup time.
     # The command comes first; a line that starts with an option is `check`'s (`fitbench --lang zh`:
     # "zh" is the option's value, not a command).

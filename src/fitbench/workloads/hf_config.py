@@ -64,6 +64,11 @@ DECODER_TYPES = (
     "ernie4_5",
     "internlm2",
     "baichuan",
+    "granite",
+    "smollm3",
+    "starcoder2",
+    "cohere",
+    "cohere2",
     "glm",
     "glm4",
     "gpt2",
@@ -74,6 +79,7 @@ DECODER_TYPES = (
 )
 MOE_TYPES = (
     "mixtral",
+    "phimoe",
     "qwen2_moe",
     "qwen3_moe",
     "olmoe",
@@ -291,7 +297,8 @@ def _sliding(r: ConfigReader, num_layers: int, rule: str) -> dict[str, Any]:
     """Sliding-window layers: an explicit `layer_types` list wins, else the family's rule.
 
     rule: 'all' (Mistral, Mixtral, Phi-3 when `sliding_window` is set), 'alternate' (Gemma-2:
-    even layers), 'pattern' (Gemma-3: all but every `sliding_window_pattern`-th, default 6),
+    even layers), 'pattern' (Gemma-3: all but every `sliding_window_pattern`-th, default 6;
+    'pattern4': default 4, Cohere2),
     'qwen2' (layers from `max_window_layers` on, only with `use_sliding_window`), 'none'.
     """
     if rule == "qwen2" and not r.flag("use_sliding_window", False):
@@ -317,8 +324,8 @@ def _sliding(r: ConfigReader, num_layers: int, rule: str) -> dict[str, Any]:
         count = num_layers
     elif rule == "alternate":
         count = (num_layers + 1) // 2
-    elif rule == "pattern":
-        pattern = r.int("sliding_window_pattern", default=6)
+    elif rule in ("pattern", "pattern4"):
+        pattern = r.int("sliding_window_pattern", default=6 if rule == "pattern" else 4)
         count = num_layers - num_layers // pattern
     else:  # qwen2
         count = max(num_layers - r.int("max_window_layers", default=28, minimum=0), 0)
@@ -442,6 +449,54 @@ def _olmo2(r: ConfigReader) -> TransformerArch:
 def _ernie45(r: ConfigReader) -> TransformerArch:
     """ERNIE 4.5 (dense): Llama layout, head_dim 128 by default; `use_bias` switches the blocks' biases."""
     return _decoder(r, tie=True, max_positions=131072, bias="use_bias", head_dim=128)
+
+
+def _granite(r: ConfigReader) -> TransformerArch:
+    """Granite 3: Llama's layout (its embedding, residual, attention and logits multipliers are
+    scalars, not parameters); biases by `attention_bias` and `mlp_bias`."""
+    return _decoder(r)
+
+
+def _smollm3(r: ConfigReader) -> TransformerArch:
+    """SmolLM3: Llama's layout with tied embeddings by default (its NoPE layers drop the rotary
+    embedding, which has no parameters)."""
+    return _decoder(r, tie=True, max_positions=32768)
+
+
+def _starcoder2(r: ConfigReader) -> TransformerArch:
+    """StarCoder2: GQA attention and a two-matrix GELU MLP (c_fc, c_proj), LayerNorms with
+    biases, every Linear biased by `use_bias` (default on), tied embeddings; `sliding_window` on
+    every layer where set."""
+    bias = r.flag("use_bias", True)
+    return _decoder(
+        r,
+        tie=True,
+        max_positions=4096,
+        bias=None,
+        qkv_bias=bias,
+        out_bias=bias,
+        mlp_bias=bias,
+        mlp="gelu",
+        norm="layernorm",
+        sliding="all",
+    )
+
+
+def _cohere(r: ConfigReader) -> TransformerArch:
+    """Command-R (`cohere`) and Command-R7B / Command A (`cohere2`): attention and MLP in parallel
+    after one LayerNorm without bias (a weight only, counted as an RMSNorm's), biases by
+    `attention_bias`, tied embeddings; `use_qk_norm` adds such norms over every query and key
+    head (Command-R+); cohere2 attends to a window in three of four layers (`layer_types`)."""
+    return _decoder(
+        r,
+        tie=True,
+        max_positions=8192,
+        mlp_bias=False,
+        norms_per_layer=1,
+        parallel_block=True,
+        qk_norm="full" if r.flag("use_qk_norm", False) else "none",
+        sliding="pattern4" if r.model_type == "cohere2" else "none",
+    )
 
 
 def _internlm2(r: ConfigReader) -> TransformerArch:
@@ -641,6 +696,23 @@ def _experts(
         dense_layers=dense_layers,
         moe_every=every,
         **more,
+    )
+
+
+def _phimoe(r: ConfigReader) -> TransformerArch:
+    """Phi-3.5-MoE (`phimoe`): Mixtral's experts and router, q/k/v/o biases by `attention_bias`,
+    LayerNorms with biases, an LM head biased by `lm_head_bias`."""
+    moe = _experts(
+        r, count=("num_local_experts",), top_k=("num_experts_per_tok",), width=("intermediate_size",)
+    )
+    return _decoder(
+        r,
+        max_positions=131072,
+        mlp_bias=False,
+        norm="layernorm",
+        lm_head_bias=r.flag("lm_head_bias", False),
+        sliding="all",
+        **moe,
     )
 
 
@@ -954,6 +1026,11 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "olmo2": _olmo2,
     "ernie4-5": _ernie45,
     "internlm2": _internlm2,
+    "granite": _granite,
+    "smollm3": _smollm3,
+    "starcoder2": _starcoder2,
+    "cohere": _cohere,
+    "cohere2": _cohere,
     "baichuan": _baichuan,
     "glm": _glm,
     "glm4": _glm4,
@@ -963,6 +1040,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "falcon": _falcon,
     "chatglm": _chatglm,
     "mixtral": _mixtral,
+    "phimoe": _phimoe,
     "qwen2-moe": _qwen2_moe,
     "qwen3-moe": _qwen3_moe,
     "olmoe": _olmoe,
