@@ -15,6 +15,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set holdout --dry-run       # its points and estimated time
     python benchmarks/accuracy.py --set inference   # host-bound classification inference (~3 min)
     python benchmarks/accuracy.py --set families    # the decoder families' own mechanisms (held out)
+    python benchmarks/accuracy.py --set recent      # gpt-oss, Llama-4, multimodal towers, GLM-4.5
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -401,7 +402,60 @@ FAMILIES: list[tuple[str, dict[str, Any]]] = [
         {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 2048, "new_tokens": 64},
     ),
 ]
-SETS = {"matrix": MATRIX, "holdout": HOLDOUT, "inference": INFERENCE, "families": FAMILIES}
+# The families and checkpoints read since (none in any fit either): gpt-oss's eager attention with
+# sinks and gated experts (bf16: transformers dequantizes MXFP4 without its `kernels` package),
+# Llama-4's every-expert MoE and chunked layers (depth cut; its vision tower held as a frozen
+# stand-in), multimodal checkpoints' towers in memory, GLM-4.5's dense-then-MoE layers.
+RECENT: list[tuple[str, dict[str, Any]]] = [
+    (
+        "gpt-oss-20b",
+        {
+            "mode": "infer",
+            "precision": "bf16",
+            "weights": "none",
+            "batch_size": 4,
+            "prompt_tokens": 1024,
+            "new_tokens": 64,
+        },
+    ),
+    (
+        "llama-4-scout-17b-16e-instruct",
+        {
+            "mode": "infer",
+            "precision": "bf16",
+            "batch_size": 8,
+            "prompt_tokens": 1024,
+            "new_tokens": 32,
+            "num_layers": 6,
+        },
+    ),
+    (
+        "gemma-3-4b-it",
+        {"mode": "infer", "precision": "bf16", "batch_size": 8, "prompt_tokens": 2048, "new_tokens": 64},
+    ),
+    (
+        "qwen2.5-vl-7b-instruct",
+        {"mode": "infer", "precision": "bf16", "batch_size": 8, "prompt_tokens": 2048, "new_tokens": 64},
+    ),
+    (
+        "glm-4.5-air",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 4,
+            "seq_len": 1024,
+            "num_layers": 3,
+        },
+    ),
+]
+SETS = {
+    "matrix": MATRIX,
+    "holdout": HOLDOUT,
+    "inference": INFERENCE,
+    "families": FAMILIES,
+    "recent": RECENT,
+}
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
 # build, memory probes): ResNet-50 7.5 s, BERT (transformers imported) 11 s, HF generate of the
