@@ -582,7 +582,7 @@ def _expert_assumptions(workload: Workload, arch: TransformerArch) -> list[str]:
             "newer; without them it dequantizes the checkpoint to bf16 (estimate that with "
             "--weights none)"
         )
-    if workload.precision_info.amp and fmt is None:
+    if workload.precision_info.amp and fmt is None and arch.transformers_type not in ALL_EXPERT_TYPES:
         lines.append(
             "experts under autocast: transformers' grouped experts are not autocast-enabled and run in "
             "their FP32 master weights' dtype (FP32 GEMMs and activations, no 16-bit copies of them), "

@@ -95,12 +95,12 @@ MULTIMODAL_TYPES = (
     "gemma3",
     "llama4",
     "llava",
-    "llava-next",
+    "llava_next",
     "mistral3",
-    "qwen2-vl",
-    "qwen2-5-vl",
-    "qwen3-vl",
-    "qwen3-vl-moe",
+    "qwen2_vl",
+    "qwen2_5_vl",
+    "qwen3_vl",
+    "qwen3_vl_moe",
 )
 SUPPORTED_MODEL_TYPES = tuple(
     dict.fromkeys((*ENCODER_TYPES, *DECODER_TYPES, *MOE_TYPES, *MULTIMODAL_TYPES, "resnet"))
@@ -418,7 +418,7 @@ def _gemma2(r: ConfigReader) -> TransformerArch:
 
 def _gemma3(r: ConfigReader) -> TransformerArch:
     """Gemma-3 text: Gemma-2 plus query/key norms; five of six layers local. A multimodal config
-    (`gemma3` with `text_config`) is read for its language model only."""
+    (`gemma3` with `text_config`) is read by multimodal.py: this language model plus its tower."""
     return _decoder(
         r,
         tie=True,

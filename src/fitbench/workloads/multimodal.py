@@ -1,6 +1,6 @@
 """Multimodal checkpoints: the language model inside, and the vision tower loaded beside it.
 
-Why: Gemma-3 (4B and up), Qwen2-VL/Qwen2.5-VL, Mistral-Small-3.1 and LLaVA ship one
+Why: Gemma-3 (4B and up), Llama-4, Qwen2-VL/Qwen2.5-VL/Qwen3-VL, Mistral-Small-3.1 and LLaVA ship one
 config.json for a `...ForConditionalGeneration` model: a language model under `text_config`
 (Qwen-VL: at the top level in older files) and a vision encoder under `vision_config`.
 transformers loads both, so the weights in memory are the language model's plus the vision
@@ -23,8 +23,8 @@ from fitbench.workloads.config_values import show
 from fitbench.workloads.vision_tower import TOWERS, VISION_DEFAULTS
 
 # Defaults of the text config classes a wrapper's text_config is read against (transformers 5:
-# LlamaConfig, MistralConfig, Qwen2Config, Gemma3TextConfig, Qwen2VLTextConfig). Only the keys
-# the readers use; tests/unit/test_multimodal.py checks them against the classes.
+# LlamaConfig, MistralConfig, Qwen2Config, the Qwen-VL, Llama-4 and Gemma-3 text configs). Only
+# the keys the readers use; tests/unit/test_multimodal.py checks them against the classes.
 TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {
         "vocab_size": 32000,
@@ -57,6 +57,17 @@ TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
     },
     "qwen2_vl_text": {
+        "vocab_size": 152064,
+        "hidden_size": 8192,
+        "intermediate_size": 29568,
+        "num_hidden_layers": 80,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 32768,
+        "max_window_layers": 80,
+        "tie_word_embeddings": False,
+    },
+    "qwen2_5_vl_text": {
         "vocab_size": 152064,
         "hidden_size": 8192,
         "intermediate_size": 29568,
@@ -121,7 +132,8 @@ TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
     },
 }
-# Text model types the Qwen-VL families write, read as the Qwen2 family with their own defaults.
+# Text model types the Qwen-VL families write, read as the Qwen2/Qwen3 families with their own
+# defaults.
 TEXT_ALIASES = {
     "qwen2_vl_text": "qwen2",
     "qwen2_5_vl_text": "qwen2",
@@ -130,7 +142,7 @@ TEXT_ALIASES = {
 }
 
 
-def _gemma3_projector(vision: ConfigReader, text_hidden: int) -> int:
+def _gemma3_projector(vision: ConfigReader, text_hidden: int, outer: ConfigReader) -> int:
     """Gemma3MultiModalProjector: a (vision, text) projection matrix and an RMSNorm of the
     vision width."""
     h = vision.int("hidden_size")
@@ -193,9 +205,7 @@ class Wrapper:
 
 
 WRAPPERS: dict[str, Wrapper] = {
-    "gemma3": Wrapper(
-        "gemma3_text", "siglip_vision_model", lambda v, h, o: _gemma3_projector(v, h), tie_default=True
-    ),
+    "gemma3": Wrapper("gemma3_text", "siglip_vision_model", _gemma3_projector, tie_default=True),
     "llama4": Wrapper("llama4_text", "llama4_vision_model", _llama4_projector, vision_type_fixed=True),
     "llava": Wrapper("llama", "clip_vision_model", _llava_projector, forwards_text_tie=True),
     "llava_next": Wrapper("llama", "clip_vision_model", _llava_next_projector),
