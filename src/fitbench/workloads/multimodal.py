@@ -67,17 +67,6 @@ TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_window_layers": 80,
         "tie_word_embeddings": False,
     },
-    "qwen2_5_vl_text": {
-        "vocab_size": 152064,
-        "hidden_size": 8192,
-        "intermediate_size": 29568,
-        "num_hidden_layers": 80,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 8,
-        "max_position_embeddings": 32768,
-        "max_window_layers": 80,
-        "tie_word_embeddings": False,
-    },
     "llama4_text": {
         "vocab_size": 202048,
         "hidden_size": 5120,
@@ -132,6 +121,8 @@ TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
     },
 }
+# Qwen2_5_VLTextConfig keeps Qwen2VLTextConfig's defaults (the test checks both classes).
+TEXT_DEFAULTS["qwen2_5_vl_text"] = TEXT_DEFAULTS["qwen2_vl_text"]
 # Text model types the Qwen-VL families write, read as the Qwen2/Qwen3 families with their own
 # defaults.
 TEXT_ALIASES = {
