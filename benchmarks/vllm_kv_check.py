@@ -104,20 +104,20 @@ def compare(line: dict[str, Any]) -> dict[str, Any]:
         )
         total = int(line["total_gib"] * GiB) if "total_gib" in line else None
         plan = memory_plan(w, gpu, config, tp=tp, total_bytes=total)
-        predicted = plan.num_blocks * plan.block_size * per_token
+        predicted = plan.kv_tokens * per_token
         row["weights_error"] = plan.weights_bytes / (obs["weights_gib"] * GiB) - 1
         peak = profile_peak_bytes(w, line["max_num_batched_tokens"], line["max_num_seqs"], tp)
         row["activation_error"] = peak / (obs["activation_gib"] * GiB) - 1
         # The plan again with the logged weights and peak: the budget arithmetic alone.
         logged = int(obs["weights_gib"] * GiB)
         parts = memory_plan(w, gpu, config, tp=tp, total_bytes=total, weights_bytes=logged)
-        row["kv_error_given_weights"] = (parts.num_blocks * parts.block_size * per_token) / observed - 1
+        row["kv_error_given_weights"] = (parts.kv_tokens * per_token) / observed - 1
         # fitbench's weights with the logged activation peak: what a vision-language line is held
         # to, since its profile run encodes images (not modelled)
         seen = memory_plan(
             w, gpu, config, tp=tp, total_bytes=total, activation_bytes=int(obs["activation_gib"] * GiB)
         )
-        row["kv_error_given_activation"] = (seen.num_blocks * seen.block_size * per_token) / observed - 1
+        row["kv_error_given_activation"] = (seen.kv_tokens * per_token) / observed - 1
     row["observed_tokens"] = observed / per_token
     row["predicted_tokens"] = predicted / per_token
     row["kv_error"] = predicted / observed - 1

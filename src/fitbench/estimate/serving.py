@@ -17,7 +17,8 @@ this module:
 6. the rest is the KV cache: blocks of block_size tokens, each holding K and V of every layer
    (vllm/v1/core/kv_cache_utils.py: num_blocks = available // page bytes of all layers;
    "GPU KV cache size" = num_blocks x block_size; "Maximum concurrency for L tokens per request"
-   = num_blocks / ceil(L / block_size)).
+   = num_blocks / ceil(L / block_size)); a model with window layers shares the pool between
+   groups of layers, each window group holding only what its window can read (kv_groups.py).
 
 SGLang (mem_fraction_static) splits the same pool the same way with a different share; the
 arithmetic is the same once the share is given as --gpu-memory-utilization.
@@ -42,6 +43,7 @@ from fitbench.core.units import GiB
 from fitbench.errors import FitbenchError
 from fitbench.estimate import speed, timing, transformer_cost
 from fitbench.estimate.distributed import tp_weight_bytes
+from fitbench.estimate.kv_groups import KvGroups, kv_groups
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.weights import weight_bytes
 from fitbench.workloads.arch import TransformerArch
@@ -141,14 +143,21 @@ class MemoryPlan:
     num_blocks: int
     profile_tokens: int
     max_num_seqs: int
+    groups: KvGroups | None = None  # vLLM's hybrid KV groups of a model with window layers
 
     @property
     def kv_tokens(self) -> int:
-        return self.num_blocks * self.block_size
+        """vLLM's "GPU KV cache size": the blocks, split evenly over the KV groups, in tokens."""
+        groups = self.groups.groups if self.groups else 1
+        return self.num_blocks // groups * self.block_size
 
     def max_concurrency(self, tokens: int) -> float:
         """Sequences of `tokens` tokens the pool holds at once (vLLM's 'Maximum concurrency')."""
-        return self.num_blocks / math.ceil(tokens / self.block_size) if tokens else 0.0
+        if not tokens:
+            return 0.0
+        if self.groups is None:
+            return self.num_blocks / math.ceil(tokens / self.block_size)
+        return self.num_blocks / self.groups.blocks_per_request(tokens, self.block_size, self.profile_tokens)
 
 
 def _serving_workload(workload: Workload, gpu: GpuSpec) -> Workload:
@@ -216,7 +225,12 @@ def memory_plan(
     requested = int(config.gpu_memory_utilization * total)
     kv = requested - weights - activation - non_torch - cudagraph
     per_token = transformer_cost.kv_cache_bytes_per_token(workload, tp=tp)
-    blocks = max(0, int(kv // (per_token * config.block_size)))
+    arch = workload.arch
+    assert isinstance(arch, TransformerArch)
+    groups = kv_groups(arch, config.engine)
+    # one block holds block_size tokens of every layer, or of one group's layers (kv_groups.py)
+    block_layers = groups.layers_per_group / arch.num_layers if groups else 1.0
+    blocks = max(0, int(kv // (per_token * block_layers * config.block_size)))
     return MemoryPlan(
         total_bytes=total,
         requested_bytes=requested,
@@ -230,6 +244,7 @@ def memory_plan(
         num_blocks=blocks,
         profile_tokens=tokens,
         max_num_seqs=seqs,
+        groups=groups,
     )
 
 
