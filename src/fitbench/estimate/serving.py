@@ -420,6 +420,15 @@ def serving_estimate(
         "tokens, decoding at its mean cache length",
         "time to first token: the prompt's prefill and one decode step, with the engine otherwise idle",
     )
+    g = plan.groups
+    if g is not None:
+        kind = "local-chunk" if g.chunked else "sliding-window"
+        assumptions += (
+            f"hybrid KV cache (vLLM V1's default since 0.10): {g.full_groups} full and {g.window_groups} "
+            f"{kind} groups of {g.layers_per_group} layers share the blocks; a {kind} group keeps "
+            f"{g.window} tokens plus one batch of a request (vLLM's --disable-hybrid-kv-cache-manager, or "
+            "its V0 engine, holds every layer for the whole request)",
+        )
     return ServingEstimate(
         workload=w,
         gpu=gpu,
