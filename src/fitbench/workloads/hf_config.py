@@ -106,8 +106,35 @@ SUPPORTED_MODEL_TYPES = tuple(
     dict.fromkeys((*ENCODER_TYPES, *DECODER_TYPES, *MOE_TYPES, *MULTIMODAL_TYPES, "resnet"))
 )
 # Families fitbench knows but cannot estimate yet, with the reason a user reads.
-NOT_YET = {"chatglm-6b": "the first ChatGLM-6B layout is not supported"}
-NOT_YET_ZH = {"chatglm-6b": "不支持最早的 ChatGLM-6B 结构"}
+# Families whose names sit close to a supported one but whose blocks are another kind: reading
+# them as the near name would count the wrong model, so they get their reason, not a "did you
+# mean" (the key is model_type with dashes, as arch_from_hf_config compares it).
+_LINEAR = "mixes linear-attention layers (a fixed recurrent state, no KV cache) with attention layers"
+_LINEAR_ZH = "混合了线性注意力层(固定的循环状态,没有 KV 缓存)与注意力层"
+_SPARSE = "adds a sparse-attention indexer to latent attention"
+_SPARSE_ZH = "在潜在注意力上加入了稀疏注意力索引器"
+_PER_LAYER = "has per-layer input embeddings and layers that share another layer's KV cache"
+_PER_LAYER_ZH = "带有逐层输入嵌入,且部分层共享其他层的 KV 缓存"
+NOT_YET = {
+    "chatglm-6b": "the first ChatGLM-6B layout is not supported",
+    "qwen3-next": f"Qwen3-Next {_LINEAR}; fitbench does not model those yet",
+    "qwen3-5": f"Qwen3.5 {_LINEAR}; fitbench does not model those yet",
+    "qwen3-5-moe": f"Qwen3.5-MoE {_LINEAR}; fitbench does not model those yet",
+    "kimi-linear": f"Kimi-Linear {_LINEAR}; fitbench does not model those yet",
+    "deepseek-v32": f"DeepSeek-V3.2 {_SPARSE}; fitbench does not model it yet",
+    "gemma3n": f"Gemma-3n {_PER_LAYER}; fitbench does not model those yet",
+    "gemma4": f"Gemma 4 {_PER_LAYER}; fitbench does not model those yet",
+}
+NOT_YET_ZH = {
+    "chatglm-6b": "不支持最早的 ChatGLM-6B 结构",
+    "qwen3-next": f"Qwen3-Next {_LINEAR_ZH};fitbench 尚未对其建模",
+    "qwen3-5": f"Qwen3.5 {_LINEAR_ZH};fitbench 尚未对其建模",
+    "qwen3-5-moe": f"Qwen3.5-MoE {_LINEAR_ZH};fitbench 尚未对其建模",
+    "kimi-linear": f"Kimi-Linear {_LINEAR_ZH};fitbench 尚未对其建模",
+    "deepseek-v32": f"DeepSeek-V3.2 {_SPARSE_ZH};fitbench 尚未对其建模",
+    "gemma3n": f"Gemma-3n {_PER_LAYER_ZH};fitbench 尚未对其建模",
+    "gemma4": f"Gemma 4 {_PER_LAYER_ZH};fitbench 尚未对其建模",
+}
 
 
 def _transformer(r: ConfigReader, **fields: Any) -> TransformerArch:
