@@ -190,3 +190,22 @@ def test_a_wrapper_with_a_bad_sub_config_names_it() -> None:
     data = {**_config("gemma-3-4b-it.json"), "vision_config": [1, 2]}
     with pytest.raises(FitbenchError, match="'vision_config' must be an object"):
         arch_from_hf_config(data, source="config.json")
+
+
+def test_offload_places_the_tower_with_the_embeddings() -> None:
+    """device_map="auto" walks the modules in order, and a multimodal model's vision tower and
+    projector come first: their bytes join the embeddings', not the decoder layers'."""
+    from fitbench.estimate.offload import module_bytes
+
+    data = _config("gemma-3-4b-it.json")
+    with_tower = workload_from_data(data, name="gemma-3-4b", source="config.json")
+    text_only = workload_from_data(
+        {**data["text_config"], "vocab_size": 262208, "model_type": "gemma3_text"},
+        name="t",
+        source="config.json",
+    )
+    arch = with_tower.arch
+    assert isinstance(arch, TransformerArch)
+    (embed, layer, head), (embed0, layer0, head0) = module_bytes(with_tower), module_bytes(text_only)
+    assert embed - embed0 == pytest.approx(2 * arch.vision_params)
+    assert layer == pytest.approx(layer0) and head == pytest.approx(head0)

@@ -195,13 +195,15 @@ def host_link(gpu: GpuSpec) -> tuple[str, float]:
 
 def module_bytes(workload: Workload) -> tuple[float, float, float]:
     """(embeddings, one decoder layer, final norm + LM head) in bytes as stored. Quantized
-    models keep embeddings and head in 16 bit (weights.weight_bytes); the layers take the rest."""
+    models keep embeddings and head in 16 bit (weights.weight_bytes); the layers take the rest.
+    A multimodal checkpoint's vision tower and projector come first in its module order, so
+    device_map places them with the embeddings."""
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
     p = workload.precision_info
     weights, scales = weight_bytes(workload)
     per = 2 if workload.weight_format is not None else p.weight_bytes
-    embed = arch.embedding_params() * per
+    embed = (arch.embedding_params() + arch.vision_params) * per
     head = arch.head_params() * per
     layer = (weights + scales - embed - head) / arch.num_layers
     return embed, layer, head
