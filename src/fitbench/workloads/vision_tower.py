@@ -1,11 +1,11 @@
 """Parameter counts of the vision towers and projectors that multimodal checkpoints load.
 
-Why: a Gemma-3, Qwen2.5-VL, Mistral-Small-3.1 or LLaVA checkpoint is loaded whole by
+Why: a Gemma-3, Llama-4, Qwen-VL, Mistral-Small-3.1 or LLaVA checkpoint is loaded whole by
 transformers (`...ForConditionalGeneration`): the vision encoder and the projector that maps
 its patches into the language model sit in GPU memory next to the language model even when
-every prompt is text. They are 0.3-0.7B parameters, 2-10 % of the weights, so a memory
+every prompt is text. They are 0.3-0.9B parameters, 1-10 % of the weights, so a memory
 estimate that skipped them would call a tight card roomy. Their compute is not modelled (a
-text prompt never runs them); `multimodal.py` says so in the estimate's assumptions.
+text prompt never runs them); the estimate's assumptions say so (transformer_cost).
 
 Each counter follows the module tree transformers 5 builds for the family, with the defaults of
 its config class filling keys a checkpoint leaves out (sub-configs are saved as differences
@@ -21,7 +21,7 @@ from typing import Any
 from fitbench.workloads.config_reader import ConfigReader
 
 # Defaults of the vision config classes (transformers 5: SiglipVisionConfig, CLIPVisionConfig,
-# PixtralVisionConfig, Qwen2VLVisionConfig, Qwen2_5_VLVisionConfig).
+# PixtralVisionConfig, Llama4VisionConfig and the Qwen2-VL, Qwen2.5-VL and Qwen3-VL ones).
 VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "siglip_vision_model": {
         "hidden_size": 768,
