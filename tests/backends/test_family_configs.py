@@ -1,8 +1,9 @@
 """The torch backend builds each decoder family through its own transformers class.
 
 Qwen3 (query/key norms), Gemma-2/3 (post norms, local layers), OLMo (parameter-free norms),
-OLMo-2, GLM-4, GPT-NeoX / GPT-J / Falcon (parallel blocks), Qwen2-MoE / Qwen3-MoE / OLMoE /
-ERNIE-4.5-MoE (experts) and DeepSeek-V2/V3 (latent attention, shared experts): at real size on
+OLMo-2, GLM-4, GPT-NeoX / GPT-J / Falcon / Command-R (parallel blocks), StarCoder2, Qwen2-MoE /
+Qwen3-MoE / OLMoE / ERNIE-4.5-MoE / GLM-4.5 / gpt-oss / Llama-4 / Phi-3.5-MoE (experts) and
+DeepSeek-V2/V3 (latent attention, shared experts): at real size on
 the meta device their parameters are the estimator's to the last one, and tiny variants of the
 same configs generate and train on the CPU.
 """

@@ -381,6 +381,65 @@ def _llama4_text(arch: TransformerArch) -> dict[str, Any]:
     )
 
 
+def _phimoe(arch: TransformerArch) -> dict[str, Any]:
+    """Phi-3.5-MoE: Mixtral's experts with LayerNorms, q/k/v/o biases and an LM head bias."""
+    _require(
+        arch,
+        arch.norm == "layernorm" and not arch.mlp_bias,
+        "another norm or MLP biases",
+        "其他归一化或 MLP 偏置",
+    )
+    _require(
+        arch, _same_attention_bias(arch), "biases on some attention layers only", "只有部分注意力层有偏置"
+    )
+    return dict(
+        llama_sizes(arch),
+        head_dim=arch.dim_head,
+        attention_bias=arch.qkv_bias,
+        lm_head_bias=arch.lm_head_bias,
+        num_local_experts=arch.num_experts,
+        num_experts_per_tok=arch.experts_per_token,
+        sliding_window=arch.sliding_window if arch.sliding_layers else None,
+    )
+
+
+def _starcoder2(arch: TransformerArch) -> dict[str, Any]:
+    """StarCoder2: one `use_bias` switch for every Linear, windows on every layer where set."""
+    _require_uniform_biases(arch)
+    _require(
+        arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size", "自定义的注意力头维度"
+    )
+    _require(
+        arch,
+        arch.sliding_layers in (0, arch.num_layers),
+        "windows on some layers only",
+        "只有部分层使用滑动窗口",
+    )
+    return dict(
+        llama_sizes(arch),
+        use_bias=arch.qkv_bias,
+        sliding_window=arch.sliding_window if arch.sliding_layers else None,
+    )
+
+
+def _cohere(period: int) -> Callable[[TransformerArch], dict[str, Any]]:
+    """Command-R (no windows) and Command-R7B (`cohere2`: three of four layers windowed)."""
+
+    def build(arch: TransformerArch) -> dict[str, Any]:
+        _require(
+            arch,
+            _same_attention_bias(arch) and not arch.mlp_bias,
+            "biases Cohere does not have",
+            "Cohere 没有的偏置",
+        )
+        fields = dict(llama_sizes(arch), attention_bias=arch.qkv_bias, use_qk_norm=arch.qk_norm == "full")
+        if period:
+            fields.update(head_dim=arch.dim_head, **_windows(arch, period))
+        return fields
+
+    return build
+
+
 # model_type (as config.json spells it, and as hf_config keeps it on the architecture) -> the
 # transformers model_type to build and the builder of its config's keyword arguments.
 FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
@@ -404,6 +463,10 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "glm4_moe": ("glm4_moe", _glm4_moe),
     "gpt_oss": ("gpt_oss", _gpt_oss),
     "llama4_text": ("llama4_text", _llama4_text),
+    "phimoe": ("phimoe", _phimoe),
+    "starcoder2": ("starcoder2", _starcoder2),
+    "cohere": ("cohere", _cohere(0)),
+    "cohere2": ("cohere2", _cohere(4)),
 }
 
 

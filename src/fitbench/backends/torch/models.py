@@ -312,13 +312,15 @@ def _unsupported(what: str, arch: TransformerArch, what_zh: str) -> FitbenchErro
         "`fitbench estimate` covers it; `fitbench run` builds BERT-style encoders, "
         "Llama/Qwen2/GPT-2/Mistral/Mixtral-style decoders and the families of "
         "backends/torch/family_configs.py (Qwen3, Gemma-2/3, OLMo, GPT-NeoX, GPT-J, Falcon, "
-        "Qwen-MoE, OLMoE, ERNIE-4.5-MoE, DeepSeek-V2/V3, GLM-4.5, gpt-oss, Llama-4)",
+        "Qwen-MoE, OLMoE, ERNIE-4.5-MoE, DeepSeek-V2/V3, GLM-4.5, gpt-oss, Llama-4, Phi-3.5-MoE, "
+        "StarCoder2, Command-R)",
         message_zh=f"torch 后端无法构建这个 {arch.kind}({what_zh})",
         hint_zh=(
             "`fitbench estimate` 可以估算它;`fitbench run` 能构建 BERT "
             "式编码器、Llama/Qwen2/GPT-2/Mistral/Mixtral 式解码器,以及 "
             "backends/torch/family_configs.py 中的系列(Qwen3、Gemma-2/3、OLMo、GPT-NeoX、GPT-J、"
-            "Falcon、Qwen-MoE、OLMoE、ERNIE-4.5-MoE、DeepSeek-V2/V3、GLM-4.5、gpt-oss、Llama-4)"
+            "Falcon、Qwen-MoE、OLMoE、ERNIE-4.5-MoE、DeepSeek-V2/V3、GLM-4.5、gpt-oss、Llama-4、"
+            "Phi-3.5-MoE、StarCoder2、Command-R)"
         ),
     )
 
