@@ -21,6 +21,7 @@ from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.hf_config import arch_from_hf_config, workload_from_data
 from fitbench.workloads.multimodal import TEXT_DEFAULTS, WRAPPERS
 from fitbench.workloads.vision_tower import VISION_DEFAULTS
+from fitbench.workloads.workload import Workload
 
 DATA = Path(__file__).parent / "data" / "multimodal"
 FILES = sorted(p.name for p in DATA.glob("*.json"))
@@ -99,16 +100,19 @@ def test_flat_qwen_vl_reads_the_top_level_text_keys() -> None:
     assert arch.sliding_layers == 0  # use_sliding_window false
 
 
+def _gemma3_4b_with_and_without_tower() -> tuple[Workload, Workload]:
+    """Gemma-3-4B as its multimodal file describes it, and its text_config alone (the class's
+    vocab_size written in)."""
+    data = _config("gemma-3-4b-it.json")
+    with_tower = workload_from_data(data, name="gemma-3-4b", source="config.json")
+    text = {**data["text_config"], "vocab_size": 262208, "model_type": "gemma3_text"}
+    return with_tower, workload_from_data(text, name="gemma-3-4b-text", source="config.json")
+
+
 def test_tower_weights_are_memory_but_not_speed() -> None:
     """The same language model with and without its tower: weights grow by the tower's bytes,
     the decode speed and the active parameters do not move."""
-    data = _config("gemma-3-4b-it.json")
-    with_tower = workload_from_data(data, name="gemma-3-4b", source="config.json")
-    text_only = workload_from_data(
-        {**data["text_config"], "vocab_size": 262208, "model_type": "gemma3_text"},
-        name="gemma-3-4b-text",
-        source="config.json",
-    )
+    with_tower, text_only = _gemma3_4b_with_and_without_tower()
     arch = with_tower.arch
     assert isinstance(arch, TransformerArch)
     assert text_only.param_count() == arch.language_param_count()
@@ -197,13 +201,7 @@ def test_offload_places_the_tower_with_the_embeddings() -> None:
     projector come first: their bytes join the embeddings', not the decoder layers'."""
     from fitbench.estimate.offload import module_bytes
 
-    data = _config("gemma-3-4b-it.json")
-    with_tower = workload_from_data(data, name="gemma-3-4b", source="config.json")
-    text_only = workload_from_data(
-        {**data["text_config"], "vocab_size": 262208, "model_type": "gemma3_text"},
-        name="t",
-        source="config.json",
-    )
+    with_tower, text_only = _gemma3_4b_with_and_without_tower()
     arch = with_tower.arch
     assert isinstance(arch, TransformerArch)
     (embed, layer, head), (embed0, layer0, head0) = module_bytes(with_tower), module_bytes(text_only)
