@@ -172,6 +172,21 @@ TINY: dict[str, dict[str, Any]] = {
         "num_experts_per_tok": 2,
         "sliding_window": 32,
     },
+    "mistral4": {
+        **BASE,
+        "model_type": "mistral4",
+        "num_key_value_heads": 4,
+        "moe_intermediate_size": 32,
+        "n_routed_experts": 8,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 2,
+        "first_k_dense_replace": 1,
+        "q_lora_rank": 48,
+        "kv_lora_rank": 32,
+        "qk_rope_head_dim": 8,
+        "qk_nope_head_dim": 16,
+        "v_head_dim": 16,
+    },
     "granite": {**BASE, "model_type": "granite", "attention_bias": True, "mlp_bias": True},
     "smollm3": {**BASE, "model_type": "smollm3", "pad_token_id": 0},
     "starcoder2": {**BASE, "model_type": "starcoder2", "sliding_window": 32},
@@ -285,8 +300,11 @@ def _hf_count(config: dict[str, Any], arch: TransformerArch) -> int:
             model = transformers.AutoModelForImageClassification.from_config(hf_config)
         elif arch.kind == "encoder":
             model = transformers.AutoModelForSequenceClassification.from_config(hf_config)
-        else:
+        elif type(hf_config) in transformers.MODEL_FOR_CAUSAL_LM_MAPPING:
             model = transformers.AutoModelForCausalLM.from_config(hf_config)
+        else:  # a text family the auto class does not list (Mistral 4: inside Mistral3's wrapper)
+            name = type(hf_config).__name__.removesuffix("Config") + "ForCausalLM"
+            model = getattr(transformers, name)(hf_config)
     return sum(p.numel() for p in model.parameters())
 
 

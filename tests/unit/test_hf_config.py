@@ -639,6 +639,7 @@ def test_first_chatglm_layout_is_refused_with_a_reason() -> None:
         ("qwen3_next", "linear-attention"),
         ("gemma4", "per-layer input embeddings"),
         ("deepseek_v32", "sparse-attention indexer"),
+        ("mistral_large4", "sparse-attention indexer"),
     ],
 )
 def test_a_newer_family_near_a_supported_name_gets_its_reason_not_a_guess(model_type: str, why: str) -> None:

@@ -86,6 +86,7 @@ MOE_TYPES = (
     "ernie4_5_moe",
     "deepseek_v2",
     "deepseek_v3",
+    "mistral4",
     "glm4_moe",
     "gpt_oss",
     "llama4_text",
@@ -122,6 +123,8 @@ NOT_YET = {
     "qwen3-5-moe": f"Qwen3.5-MoE {_LINEAR}; fitbench does not model those yet",
     "kimi-linear": f"Kimi-Linear {_LINEAR}; fitbench does not model those yet",
     "deepseek-v32": f"DeepSeek-V3.2 {_SPARSE}; fitbench does not model it yet",
+    "mistral-large4": f"Mistral Large 4 {_SPARSE}; fitbench does not model it yet",
+    "mistral-large4-text": f"Mistral Large 4 {_SPARSE}; fitbench does not model it yet",
     "gemma3n": f"Gemma-3n {_PER_LAYER}; fitbench does not model those yet",
     "gemma4": f"Gemma 4 {_PER_LAYER}; fitbench does not model those yet",
 }
@@ -132,6 +135,8 @@ NOT_YET_ZH = {
     "qwen3-5-moe": f"Qwen3.5-MoE {_LINEAR_ZH};fitbench 尚未对其建模",
     "kimi-linear": f"Kimi-Linear {_LINEAR_ZH};fitbench 尚未对其建模",
     "deepseek-v32": f"DeepSeek-V3.2 {_SPARSE_ZH};fitbench 尚未对其建模",
+    "mistral-large4": f"Mistral Large 4 {_SPARSE_ZH};fitbench 尚未对其建模",
+    "mistral-large4-text": f"Mistral Large 4 {_SPARSE_ZH};fitbench 尚未对其建模",
     "gemma3n": f"Gemma-3n {_PER_LAYER_ZH};fitbench 尚未对其建模",
     "gemma4": f"Gemma 4 {_PER_LAYER_ZH};fitbench 尚未对其建模",
 }
@@ -829,8 +834,9 @@ def _ernie45_moe(r: ConfigReader) -> TransformerArch:
 
 
 def _deepseek(r: ConfigReader) -> TransformerArch:
-    """DeepSeek-V2/V3: multi-head latent attention and routed plus shared experts after
-    `first_k_dense_replace` dense layers (every layer after them, as transformers builds it)."""
+    """DeepSeek-V2/V3 and Mistral 4 (`mistral4`, the same blocks): multi-head latent attention
+    and routed plus shared experts after `first_k_dense_replace` dense layers (every layer after
+    them, as transformers builds it)."""
     r.require("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
     width = r.int("moe_intermediate_size")
     moe = _experts(
@@ -1074,6 +1080,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "ernie4-5-moe": _ernie45_moe,
     "deepseek-v2": _deepseek,
     "deepseek-v3": _deepseek,
+    "mistral4": _deepseek,
     "glm4-moe": _glm4_moe,
     "gpt-oss": _gpt_oss,
     "llama4-text": _llama4_text,
