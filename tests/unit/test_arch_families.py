@@ -187,6 +187,13 @@ TINY: dict[str, dict[str, Any]] = {
         "qk_nope_head_dim": 16,
         "v_head_dim": 16,
     },
+    "minimax_m2": {
+        **BASE,
+        "model_type": "minimax_m2",
+        "head_dim": 16,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+    },
     "granite": {**BASE, "model_type": "granite", "attention_bias": True, "mlp_bias": True},
     "smollm3": {**BASE, "model_type": "smollm3", "pad_token_id": 0},
     "starcoder2": {**BASE, "model_type": "starcoder2", "sliding_window": 32},

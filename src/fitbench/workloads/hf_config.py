@@ -83,6 +83,7 @@ MOE_TYPES = (
     "qwen2_moe",
     "qwen3_moe",
     "olmoe",
+    "minimax_m2",
     "ernie4_5_moe",
     "deepseek_v2",
     "deepseek_v3",
@@ -805,6 +806,16 @@ def _olmoe(r: ConfigReader) -> TransformerArch:
     return _decoder(r, max_positions=4096, mlp_bias=False, qk_norm="full", **moe)
 
 
+def _minimax_m2(r: ConfigReader) -> TransformerArch:
+    """MiniMax-M2: GQA attention with RMSNorms over all query and all key heads, every layer
+    `num_local_experts` experts of `intermediate_size` behind an unbiased router (its score
+    correction is a buffer, not a parameter)."""
+    moe = _experts(
+        r, count=("num_local_experts",), top_k=("num_experts_per_tok",), width=("intermediate_size",)
+    )
+    return _decoder(r, max_positions=196608, head_dim=128, bias=None, mlp_bias=False, qk_norm="full", **moe)
+
+
 def _ernie45_moe(r: ConfigReader) -> TransformerArch:
     """ERNIE-4.5 MoE: experts from `moe_layer_start_index`, every `moe_layer_interval`-th layer,
     plus `moe_num_shared_experts` shared ones; a per-expert score-correction parameter."""
@@ -1077,6 +1088,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "qwen2-moe": _qwen2_moe,
     "qwen3-moe": _qwen3_moe,
     "olmoe": _olmoe,
+    "minimax-m2": _minimax_m2,
     "ernie4-5-moe": _ernie45_moe,
     "deepseek-v2": _deepseek,
     "deepseek-v3": _deepseek,

@@ -381,6 +381,30 @@ def _llama4_text(arch: TransformerArch) -> dict[str, Any]:
     )
 
 
+def _minimax_m2(arch: TransformerArch) -> dict[str, Any]:
+    """MiniMax-M2: query/key norms over all heads, routed experts in every layer, no biases."""
+    _require(arch, arch.qk_norm == "full", "no query/key norms", "没有 query/key 归一化")
+    _require(
+        arch,
+        arch.dense_layers == 0 and arch.moe_every == 1 and not arch.shared_intermediate_size,
+        "dense layers or shared experts",
+        "稠密层或共享专家",
+    )
+    _require(
+        arch,
+        not (arch.qkv_bias or arch.out_bias or arch.mlp_bias),
+        "biases MiniMax-M2 does not have",
+        "MiniMax-M2 没有的偏置",
+    )
+    return dict(
+        llama_sizes(arch),
+        intermediate_size=arch.expert_intermediate_size,
+        head_dim=arch.dim_head,
+        num_local_experts=arch.num_experts,
+        num_experts_per_tok=arch.experts_per_token,
+    )
+
+
 def _phimoe(arch: TransformerArch) -> dict[str, Any]:
     """Phi-3.5-MoE: Mixtral's experts with LayerNorms, q/k/v/o biases and an LM head bias."""
     _require(
@@ -464,6 +488,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "gpt_oss": ("gpt_oss", _gpt_oss),
     "llama4_text": ("llama4_text", _llama4_text),
     "phimoe": ("phimoe", _phimoe),
+    "minimax_m2": ("minimax_m2", _minimax_m2),
     "starcoder2": ("starcoder2", _starcoder2),
     "cohere": ("cohere", _cohere(0)),
     "cohere2": ("cohere2", _cohere(4)),
