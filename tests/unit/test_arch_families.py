@@ -323,6 +323,32 @@ def test_count_equals_transformers_model(name: str) -> None:
     assert arch.param_count() == _hf_count(TINY[name], arch)
 
 
+@pytest.mark.parametrize("model_type", ["deepseek_v2", "deepseek_v3", "mistral4"])
+def test_latent_attention_keys_left_out_take_the_class_defaults(model_type: str) -> None:
+    """transformers saves a config as its differences from the class defaults: a file without
+    q_lora_rank, n_shared_experts or first_k_dense_replace means the class's values (DeepSeek-V3:
+    1536, 1 and 3), not none of them."""
+    config = {
+        "model_type": model_type,
+        "vocab_size": 1000,
+        "hidden_size": 64,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "intermediate_size": 96,
+        "moe_intermediate_size": 32,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "kv_lora_rank": 32,
+        "qk_rope_head_dim": 8,
+        "qk_nope_head_dim": 16,
+        "v_head_dim": 16,
+    }
+    arch = arch_from_hf_config(config)
+    assert isinstance(arch, TransformerArch)
+    assert arch.q_lora_rank > 0
+    assert arch.param_count() == _hf_count(config, arch)
+
+
 def test_tiny_configs_cover_every_family_in_transformers() -> None:
     from fitbench.workloads.hf_config import MOE_TYPES
 

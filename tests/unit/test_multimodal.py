@@ -207,3 +207,22 @@ def test_offload_places_the_tower_with_the_embeddings() -> None:
     (embed, layer, head), (embed0, layer0, head0) = module_bytes(with_tower), module_bytes(text_only)
     assert embed - embed0 == pytest.approx(2 * arch.vision_params)
     assert layer == pytest.approx(layer0) and head == pytest.approx(head0)
+
+
+def test_a_mistral3_file_with_a_sparse_mistral4_text_config_counts_as_transformers_builds_it() -> None:
+    """Mistral 4 inside Mistral3's wrapper, its text_config saved as differences from
+    Mistral4Config: every size it leaves out takes the class default, as transformers does."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    data = {
+        "model_type": "mistral3",
+        "architectures": ["Mistral3ForConditionalGeneration"],
+        "text_config": {"model_type": "mistral4", "num_hidden_layers": 2},
+        "vision_config": {"model_type": "pixtral", "num_hidden_layers": 1},
+    }
+    config = transformers.AutoConfig.for_model(**data)
+    with torch.device("meta"):
+        model = transformers.Mistral3ForConditionalGeneration(config)
+    arch = _arch(data)
+    assert arch.param_count() == sum(p.numel() for p in model.parameters())
+    assert (arch.q_lora_rank, arch.kv_lora_rank, arch.num_experts) == (1024, 256, 128)

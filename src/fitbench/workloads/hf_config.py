@@ -844,24 +844,38 @@ def _ernie45_moe(r: ConfigReader) -> TransformerArch:
     )
 
 
+# The class defaults (DeepseekV2Config, DeepseekV3Config, Mistral4Config) of the latent-attention
+# keys a file may leave out, since transformers saves a config as its differences from them:
+# (q_lora_rank, n_shared_experts, first_k_dense_replace, max_position_embeddings).
+MLA_CLASS_DEFAULTS = {
+    "deepseek-v2": (1536, 2, 0, 2048),
+    "deepseek-v3": (1536, 1, 3, 4096),
+    "mistral4": (1024, 1, 0, 1048576),
+}
+
+
 def _deepseek(r: ConfigReader) -> TransformerArch:
     """DeepSeek-V2/V3 and Mistral 4 (`mistral4`, the same blocks): multi-head latent attention
     and routed plus shared experts after `first_k_dense_replace` dense layers (every layer after
-    them, as transformers builds it)."""
+    them, as transformers builds it). A key the file leaves out takes its class's default
+    (MLA_CLASS_DEFAULTS); an explicit null `q_lora_rank` means no query compression
+    (DeepSeek-V2-Lite)."""
     r.require("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+    q_default, shared_default, dense_default, positions = MLA_CLASS_DEFAULTS[r.model_type]
     width = r.int("moe_intermediate_size")
     moe = _experts(
         r,
         count=("n_routed_experts",),
         top_k=("num_experts_per_tok",),
         width=("moe_intermediate_size",),
-        shared=width * r.int("n_shared_experts", default=0, minimum=0),
-        dense_layers=r.int("first_k_dense_replace", default=0, minimum=0),
+        shared=width * r.int("n_shared_experts", default=shared_default, minimum=0),
+        dense_layers=r.int("first_k_dense_replace", default=dense_default, minimum=0),
     )
-    q_lora = r.int("q_lora_rank", default=0, minimum=0)
+    explicit_null = "q_lora_rank" in r.data and r.data["q_lora_rank"] is None
+    q_lora = 0 if explicit_null else r.int("q_lora_rank", default=q_default, minimum=0)
     return _decoder(
         r,
-        max_positions=4096,
+        max_positions=positions,
         num_kv_heads=None,
         head_dim=None,
         q_lora_rank=q_lora,
