@@ -11,8 +11,7 @@ from typing import Any
 
 from fitbench.workloads import library
 from fitbench.workloads.hf_config import workload_from_data
-from fitbench.workloads.multimodal import TEXT_DEFAULTS, WRAPPERS
-from fitbench.workloads.vision_tower import VISION_DEFAULTS
+from fitbench.workloads.multimodal import WRAPPERS, with_class_defaults
 from fitbench.workloads.workload import Workload
 
 # Small sizes under each family's own key names; keys a config does not have are not added.
@@ -64,26 +63,13 @@ def _shrunk(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _with_defaults(config: dict[str, Any]) -> dict[str, Any]:
-    """A multimodal config with its sub-configs' class defaults written in, so that the sizes a
-    saved sub-config leaves out (a LLaVA text_config's hidden_size) are shrunk too."""
-    wrapper = WRAPPERS.get(str(config.get("model_type", "")))
-    if wrapper is None:
-        return config
-    out = dict(config)
-    text = dict(config.get("text_config") or {})
-    if "text_config" in config or not wrapper.flat_text:
-        out["text_config"] = {**TEXT_DEFAULTS.get(text.get("model_type", wrapper.text_type), {}), **text}
-    vision = dict(config.get("vision_config") or {})
-    kind = wrapper.vision_type if wrapper.vision_type_fixed else vision.get("model_type", wrapper.vision_type)
-    out["vision_config"] = {**VISION_DEFAULTS.get(kind, {}), **vision}
-    return out
-
-
 def tiny_config(name: str) -> dict[str, Any]:
     config = dict(library.get_model(name).config)
     config.pop("quantization_config", None)
-    return _shrunk(_with_defaults(config))
+    model_type = str(config.get("model_type", ""))
+    if model_type in WRAPPERS:  # the sizes a saved sub-config leaves out are shrunk too
+        config = with_class_defaults(config, name, model_type)
+    return _shrunk(config)
 
 
 def tiny_workload(name: str, **overrides: Any) -> Workload:

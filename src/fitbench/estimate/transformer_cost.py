@@ -155,10 +155,15 @@ ALL_EXPERT_OPS = 10.0
 ALL_EXPERT_ROUTER_OPS = 6.0
 
 
+def runs_every_expert(arch: TransformerArch) -> bool:
+    """Whether transformers' code for this family runs every expert on every token (ALL_EXPERT_TYPES)."""
+    return arch.transformers_type in ALL_EXPERT_TYPES
+
+
 def routed_copies(arch: TransformerArch, *, all_experts: bool = True) -> int:
     """Copies of each token an MoE block's experts work on: every expert where the family's code
     runs them all (ALL_EXPERT_TYPES, `all_experts`: the mode runs that code), else the top-k."""
-    if all_experts and arch.transformers_type in ALL_EXPERT_TYPES:
+    if all_experts and runs_every_expert(arch):
         return arch.num_experts
     return arch.experts_per_token
 
@@ -192,7 +197,7 @@ def experts_in_weight_dtype(arch: TransformerArch, dt: ActivationDtypes) -> bool
     no 16-bit copies of them. fitbench's Paddle backend builds no experts; Paddle estimates
     follow the same count. Llama-4's experts (ALL_EXPERT_TYPES) are batched matmuls, which
     autocast covers: 16-bit there, from cached 16-bit copies of the expert weights."""
-    return dt.amp and arch.transformers_type not in ALL_EXPERT_TYPES
+    return dt.amp and not runs_every_expert(arch)
 
 
 def autocast_params_at(arch: TransformerArch, i: int) -> int:
@@ -204,7 +209,7 @@ def autocast_params_at(arch: TransformerArch, i: int) -> int:
     attn = sum(fin * fout for _, fin, fout in arch.attention_linears())
     gate = h if arch.shared_expert_gate else 0
     routed = mats * h * arch.num_experts * arch.expert_intermediate_size
-    experts = routed if arch.transformers_type in ALL_EXPERT_TYPES else 0  # bmm: autocast-enabled
+    experts = routed if runs_every_expert(arch) else 0  # bmm: autocast-enabled
     return attn + h * arch.num_experts + mats * h * arch.shared_intermediate_size + gate + experts
 
 
@@ -567,7 +572,7 @@ def _expert_assumptions(workload: Workload, arch: TransformerArch) -> list[str]:
         f"({arch.active_param_count():,} active params); a step of {tokens} tokens reads "
         f"{distinct:.1f} distinct experts a layer, E*(1-(1-k/E)^tokens) with uniform routing"
     ]
-    if arch.transformers_type in ALL_EXPERT_TYPES:
+    if runs_every_expert(arch):
         lines.append(
             f"experts as transformers runs Llama-4: every token through all {arch.num_experts} experts "
             "(the tokens repeated per expert and scaled by their router scores, zero where not "
@@ -582,7 +587,7 @@ def _expert_assumptions(workload: Workload, arch: TransformerArch) -> list[str]:
             "newer; without them it dequantizes the checkpoint to bf16 (estimate that with "
             "--weights none)"
         )
-    if workload.precision_info.amp and fmt is None and arch.transformers_type not in ALL_EXPERT_TYPES:
+    if workload.precision_info.amp and fmt is None and not runs_every_expert(arch):
         lines.append(
             "experts under autocast: transformers' grouped experts are not autocast-enabled and run in "
             "their FP32 master weights' dtype (FP32 GEMMs and activations, no 16-bit copies of them), "
@@ -726,7 +731,7 @@ def expert_kernels(
     """
     h, fe = arch.hidden_size, arch.expert_intermediate_size
     k = routed_copies(arch, all_experts=all_experts)
-    dense = k == arch.num_experts and arch.transformers_type in ALL_EXPERT_TYPES
+    dense = k == arch.num_experts and runs_every_expert(arch)
     mats = 3 if arch.mlp == "swiglu" else 2
     n = arch.moe_layers
     distinct = expected_distinct_experts(arch.num_experts, k, tokens)

@@ -844,6 +844,25 @@ def _ernie45_moe(r: ConfigReader) -> TransformerArch:
     )
 
 
+def _routed_and_shared_experts(
+    r: ConfigReader, *, shared: int, dense: int, width: int | None = None
+) -> dict[str, Any]:
+    """DeepSeek's expert keys, which GLM-4.5 and Mistral 4 keep: `n_routed_experts` of
+    `moe_intermediate_size`, `n_shared_experts` shared ones of the same width, after
+    `first_k_dense_replace` dense layers (`shared`, `dense`, `width`: the class's defaults)."""
+    expert = (
+        r.int("moe_intermediate_size") if width is None else r.int("moe_intermediate_size", default=width)
+    )
+    return _experts(
+        r,
+        count=("n_routed_experts",),
+        top_k=("num_experts_per_tok",),
+        width=("moe_intermediate_size",),
+        shared=expert * r.int("n_shared_experts", default=shared, minimum=0),
+        dense_layers=r.int("first_k_dense_replace", default=dense, minimum=0),
+    )
+
+
 # The class defaults (DeepseekV2Config, DeepseekV3Config, Mistral4Config) of the latent-attention
 # keys a file may leave out, since transformers saves a config as its differences from them:
 # (q_lora_rank, n_shared_experts, first_k_dense_replace, max_position_embeddings).
@@ -862,15 +881,7 @@ def _deepseek(r: ConfigReader) -> TransformerArch:
     (DeepSeek-V2-Lite)."""
     r.require("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
     q_default, shared_default, dense_default, positions = MLA_CLASS_DEFAULTS[r.model_type]
-    width = r.int("moe_intermediate_size")
-    moe = _experts(
-        r,
-        count=("n_routed_experts",),
-        top_k=("num_experts_per_tok",),
-        width=("moe_intermediate_size",),
-        shared=width * r.int("n_shared_experts", default=shared_default, minimum=0),
-        dense_layers=r.int("first_k_dense_replace", default=dense_default, minimum=0),
-    )
+    moe = _routed_and_shared_experts(r, shared=shared_default, dense=dense_default)
     explicit_null = "q_lora_rank" in r.data and r.data["q_lora_rank"] is None
     q_lora = 0 if explicit_null else r.int("q_lora_rank", default=q_default, minimum=0)
     return _decoder(
@@ -893,15 +904,7 @@ def _glm4_moe(r: ConfigReader) -> TransformerArch:
     `use_qk_norm` of head_dim), `first_k_dense_replace` dense layers, then routed experts of
     `moe_intermediate_size` plus `n_shared_experts` shared ones. The checkpoint's multi-token
     prediction layer (`num_nextn_predict_layers`) is not built by transformers and not counted."""
-    width = r.int("moe_intermediate_size", default=1408)
-    moe = _experts(
-        r,
-        count=("n_routed_experts",),
-        top_k=("num_experts_per_tok",),
-        width=("moe_intermediate_size",),
-        shared=width * r.int("n_shared_experts", default=1, minimum=0),
-        dense_layers=r.int("first_k_dense_replace", default=1, minimum=0),
-    )
+    moe = _routed_and_shared_experts(r, shared=1, dense=1, width=1408)
     return _decoder(
         r,
         max_positions=131072,

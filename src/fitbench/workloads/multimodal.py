@@ -246,31 +246,20 @@ def _sub_config(outer: ConfigReader, key: str) -> dict[str, Any]:
     return value
 
 
-def text_config(data: dict[str, Any], source: str, model_type: str) -> tuple[dict[str, Any], int, str]:
-    """The language model's config (defaults filled in, model_type set to its family), the vision
-    tower's and projector's parameters, and the vision tower's type, for a multimodal file of
-    `model_type` (a WRAPPERS key, as transformers spells it)."""
-    wrapper = WRAPPERS[model_type]
-    outer = ConfigReader(data, source, model_type)
-    nested = _sub_config(outer, "text_config")
-    flat = {k: v for k, v in data.items() if k not in _OUTER_ONLY} if wrapper.flat_text else {}
+def _text_type(outer: ConfigReader, wrapper: Wrapper, nested: dict[str, Any]) -> str:
+    """The language model's type: text_config's model_type, else the wrapper's, as transformers
+    spells it."""
     inner_type = nested.get("model_type") or wrapper.text_type
     if not isinstance(inner_type, str):
         raise outer.error(
             f"'text_config.model_type' must be a string, got {show(inner_type)}",
             message_zh=f"'text_config.model_type' 必须是字符串,实际为 {show(inner_type, 'zh')}",
         )
-    inner_type = inner_type.strip().lower().replace("-", "_")
-    text = {**TEXT_DEFAULTS.get(inner_type, {}), **flat, **nested}
-    # transformers 5 ties the LM head by the outer config's key, its class default when the file
-    # has none (Mistral3Config and Gemma3Config: true), and some classes forward a true one that
-    # older files kept inside text_config (LlavaConfig, Qwen2VLConfig)
-    tie = outer.flag("tie_word_embeddings", wrapper.tie_default)
-    inner_tie = ConfigReader(nested, source, inner_type).flag("tie_word_embeddings", False)
-    text["tie_word_embeddings"] = tie or (wrapper.forwards_text_tie and inner_tie)
-    text["model_type"] = TEXT_ALIASES.get(inner_type, inner_type)
+    return inner_type.strip().lower().replace("-", "_")
 
-    vision_data = _sub_config(outer, "vision_config")
+
+def _vision_type(outer: ConfigReader, wrapper: Wrapper, vision_data: dict[str, Any]) -> str:
+    """The tower's type (vision_config's model_type where the family takes several), one of TOWERS."""
     vision_type = wrapper.vision_type
     if not wrapper.vision_type_fixed and isinstance(vision_data.get("model_type"), str):
         vision_type = vision_data["model_type"]
@@ -285,9 +274,45 @@ def text_config(data: dict[str, Any], source: str, model_type: str) -> tuple[dic
                 "并把 'model_type' 设为语言模型的类型"
             ),
         )
-    vision = ConfigReader(
-        {**VISION_DEFAULTS[vision_type], **vision_data}, source, f"{model_type} vision_config"
-    )
+    return vision_type
+
+
+def with_class_defaults(data: dict[str, Any], source: str, model_type: str) -> dict[str, Any]:
+    """The file with its sub-configs' class defaults written in (text_config where the file nests
+    one, or the family always does; vision_config always): what transformers reads, key by key.
+    text_config below and the tiny test variants (benchmarks/tiny_families.py) start from it."""
+    wrapper = WRAPPERS[model_type]
+    outer = ConfigReader(data, source, model_type)
+    nested = _sub_config(outer, "text_config")
+    vision_data = _sub_config(outer, "vision_config")
+    out = dict(data)
+    if nested or not wrapper.flat_text:
+        out["text_config"] = {**TEXT_DEFAULTS.get(_text_type(outer, wrapper, nested), {}), **nested}
+    out["vision_config"] = {**VISION_DEFAULTS[_vision_type(outer, wrapper, vision_data)], **vision_data}
+    return out
+
+
+def text_config(data: dict[str, Any], source: str, model_type: str) -> tuple[dict[str, Any], int, str]:
+    """The language model's config (defaults filled in, model_type set to its family), the vision
+    tower's and projector's parameters, and the vision tower's type, for a multimodal file of
+    `model_type` (a WRAPPERS key, as transformers spells it)."""
+    wrapper = WRAPPERS[model_type]
+    outer = ConfigReader(data, source, model_type)
+    nested = _sub_config(outer, "text_config")
+    inner_type = _text_type(outer, wrapper, nested)
+    filled = with_class_defaults(data, source, model_type)
+    flat = {k: v for k, v in data.items() if k not in _OUTER_ONLY} if wrapper.flat_text else {}
+    text = {**TEXT_DEFAULTS.get(inner_type, {}), **flat, **filled.get("text_config", {})}
+    # transformers 5 ties the LM head by the outer config's key, its class default when the file
+    # has none (Mistral3Config and Gemma3Config: true), and some classes forward a true one that
+    # older files kept inside text_config (LlavaConfig, Qwen2VLConfig)
+    tie = outer.flag("tie_word_embeddings", wrapper.tie_default)
+    inner_tie = ConfigReader(nested, source, inner_type).flag("tie_word_embeddings", False)
+    text["tie_word_embeddings"] = tie or (wrapper.forwards_text_tie and inner_tie)
+    text["model_type"] = TEXT_ALIASES.get(inner_type, inner_type)
+
+    vision_type = _vision_type(outer, wrapper, _sub_config(outer, "vision_config"))
+    vision = ConfigReader(filled["vision_config"], source, f"{model_type} vision_config")
     params = TOWERS[vision_type](vision)
     if wrapper.projector is not None:
         text_reader = ConfigReader(text, source, inner_type)
