@@ -5,8 +5,8 @@ Each run is its own process, as a user's would be (`fitbench run MODEL --exec tu
 whether the fused decode kernels ran (backend_notes.fused_kernels), the decode step, tokens per
 second over the batch, their share of the estimate's bandwidth roofline (weights once a step plus
 every sequence's KV at the generation's mean context, at the datasheet bandwidth), the estimate,
-and any warning. Batches above static_decoder.FUSED_MAX_BATCH (1) run the compiled step, as
-`fitbench run` does; `benchmarks/decode_kernels.py --batch` times the batched fused kernels.
+and any warning. Batches above static_decoder.FUSED_MAX_BATCH (32) run the compiled step, as
+`fitbench run` does; `benchmarks/decode_kernels.py --batch` times the fused and compiled steps.
 
     python benchmarks/decode_batches.py llm-6b:2,8,32 mistral-7b-instruct-v0.3:16 --out results/
 """

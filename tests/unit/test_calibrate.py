@@ -161,9 +161,10 @@ def test_decode_fit_uses_the_recorded_decode_step(tmp_path: Path, capsys: pytest
 
 
 def test_a_batched_tuned_decode_fits_the_compiled_step_share_not_the_fused_one() -> None:
-    """Tuned decode runs above batch 1 ran the compiled static-cache step (its cuBLAS GEMMs), so
-    they are evidence for decode_compiled_memory_efficiency only; the stored H200 runs (b2-b32)
-    fit it close to the value derived from the kernels' own timings, which estimates them."""
+    """These tuned decode runs (b2-b32, from before the fused kernels took batches above 1) ran
+    the compiled static-cache step (its cuBLAS GEMMs), as their records say, so they are evidence
+    for decode_compiled_memory_efficiency only, estimated as that step; the stored H200 runs fit
+    it close to the value derived from the kernels' own timings, which estimates them."""
     runs = json.loads((RESULT.parent / "decode-batch-h200-2026-12-04.json").read_text())["runs"]
     points = [(Workload.from_dict(r["workload"]), r["measurement"]) for r in runs.values()]
     assert {w.batch_size for w, _ in points} == {2, 4, 16, 32}

@@ -7,7 +7,10 @@ Each constant is fitted only from the measurements that it governs, so the fit s
   memory_efficiency              steps the estimate calls memory-bound (not decode steps)
   decode_memory_efficiency       generation decode steps the estimate calls memory-bound
   decode_compiled_memory_efficiency  the same, at batches a mode decodes with its other step
-                                 (torch.tuned: the compiled step above batch 1)
+                                 (torch.tuned: the compiled step above batch 32, or where a run's
+                                 record says that step ran)
+  decode_fused_batched_memory_efficiency  the same, at 2 sequences up to the batches the mode's
+                                 fused kernels take (torch.tuned: their batched tiles)
   context_bytes                  NVML process memory minus the allocator's reservation
   host_probe_reference_seconds   the median host probe round of the points that fitted a host time
 A constant scales by the median ratio of measured to estimated time over its points (one
@@ -23,7 +26,7 @@ import json
 import statistics
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,8 @@ EFFICIENCY_KEYS = {
     "decode": ("decode_memory_efficiency",),
     # decode steps of a batch the mode runs with its other (compiled) decode step
     "decode_compiled": ("decode_compiled_memory_efficiency",),
+    # decode steps of 2 or more sequences through the mode's fused kernels (batched tiles)
+    "decode_fused_batched": ("decode_fused_batched_memory_efficiency",),
 }
 # Fitted values outside these bounds mean a broken measurement, not a machine.
 BOUNDS = {
@@ -50,6 +55,7 @@ BOUNDS = {
     "memory_efficiency": (0.05, 1.0),
     "decode_memory_efficiency": (0.05, 1.0),
     "decode_compiled_memory_efficiency": (0.05, 1.0),
+    "decode_fused_batched_memory_efficiency": (0.05, 1.0),
     "host_seconds_per_op": (1e-7, 1e-3),
     "generate_host_seconds_per_op": (1e-7, 1e-3),
     "context_bytes": (0, 8 << 30),
@@ -143,8 +149,9 @@ def _evidence(
         measured = _measured_step(m, workload)
         if _ran_uncompiled(m, workload, base):
             measured = None  # its step is not the compiled one the profile's mode is estimated as
-        est = estimate(workload, gpu, framework=base.framework, exec_mode=base.exec_mode, profile=base)
-        key = _ratio_key(est.bottleneck, workload, base)
+        as_run = _profile_as_run(m, workload, base)
+        est = estimate(workload, gpu, framework=base.framework, exec_mode=base.exec_mode, profile=as_run)
+        key = _ratio_key(est.bottleneck, workload, as_run)
         if measured and est.step_seconds and key is not None:
             ratios.setdefault(key, []).append(measured / est.step_seconds)
             if key in HOST_TIME_KEYS:
@@ -156,16 +163,33 @@ def _evidence(
     return ratios, contexts, probes
 
 
+def _profile_as_run(m: Measurement, workload: Workload, base: Profile) -> Profile:
+    """`base` with the decode step the run's record says ran: a batch the mode's fused kernels
+    take, decoded by the compiled step instead (a record from before the fused kernels took
+    batches above 1, or their fallback), is estimated, and measures a share, as that step."""
+    notes = m.backend_notes or {}
+    batch = workload.batch_size
+    took_other = notes.get("fused_kernels") is False and notes.get("compiled_step") is True
+    if workload.is_generation and took_other and 1 < batch <= base.decode_fused_max_batch:
+        return replace(base, decode_fused_max_batch=1)
+    return base
+
+
 def _ratio_key(bottleneck: str, workload: Workload, base: Profile | None = None) -> str | None:
     """Which constant a step limited by `bottleneck` measures (None: none that is fitted). A
     memory-bound decode step of a batch that `base` runs with its other decode step (torch.tuned:
-    the compiled one above batch 1) measures that step's share, not the fused kernels'."""
+    the compiled one above batch 32) measures that step's share, and one of 2 or more sequences
+    through its fused kernels their batched tiles' share, not the batch-1 GEMVs'."""
     if bottleneck == "overhead":
         return "generate_host_seconds_per_op" if workload.is_generation else "host_seconds_per_op"
     if bottleneck == "memory" and workload.is_generation:
-        other = base is not None and base.decode_compiled_memory_efficiency is not None
-        if other and base.runs_other_decode_step(workload.batch_size):
+        batch = workload.batch_size
+        compiled = base is not None and base.decode_compiled_memory_efficiency is not None
+        if compiled and base.runs_other_decode_step(batch):
             return "decode_compiled"
+        batched = base is not None and base.decode_fused_batched_memory_efficiency is not None
+        if batched and 1 < batch <= base.decode_fused_max_batch:
+            return "decode_fused_batched"
         return "decode"
     return bottleneck if bottleneck in EFFICIENCY_KEYS else None
 

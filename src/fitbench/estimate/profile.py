@@ -20,6 +20,7 @@ _EFFICIENCIES = (
     "memory_efficiency",
     "decode_memory_efficiency",
     "decode_compiled_memory_efficiency",
+    "decode_fused_batched_memory_efficiency",
     "bn_native_nchw_efficiency",
 )
 # Execution modes a framework runs with another mode's table, and why. Paddle's `tuned` changes
@@ -69,6 +70,10 @@ class Profile:
     # describes.
     decode_compiled_memory_efficiency: float | None = None
     decode_cache_align: int = 0
+    # The fused step's bandwidth share at 2..decode_fused_max_batch sequences, where batched tiles
+    # (tl.dot of every sequence's activations against one read of the weight tile) replace the
+    # batch-1 GEMVs; None: the decode share.
+    decode_fused_batched_memory_efficiency: float | None = None
     # The share of the streaming bandwidth the mode's own fused decode attention reaches on what
     # it reads (each query head its kv head's K and V), in two launches of kernel_fixed_seconds
     # (estimate/speed.py fused_attention); None: attention streams like the step's other kernels.
@@ -156,6 +161,9 @@ class Profile:
         own = self.decode_compiled_memory_efficiency
         if own is not None and self.runs_other_decode_step(batch):
             return own
+        batched = self.decode_fused_batched_memory_efficiency
+        if batched is not None and 1 < batch <= self.decode_fused_max_batch:
+            return batched
         return self.decode_efficiency
 
     def decode_step_fixed_seconds(self, batch: int) -> float:
@@ -182,10 +190,14 @@ class Profile:
 
     def in_force(self, key: str) -> float:
         """The value the estimator uses for `key` (an absent decode share is memory_efficiency, an
-        absent decode fixed time kernel_fixed_seconds)."""
+        absent decode fixed time kernel_fixed_seconds, an absent batched fused share the decode
+        share)."""
         if key == "decode_kernel_fixed_seconds":
             return self.decode_fixed_seconds
-        return self.decode_efficiency if key == "decode_memory_efficiency" else getattr(self, key)
+        absent = getattr(self, key, 0.0) is None
+        if key == "decode_memory_efficiency" or (key == "decode_fused_batched_memory_efficiency" and absent):
+            return self.decode_efficiency
+        return getattr(self, key)
 
     def to_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

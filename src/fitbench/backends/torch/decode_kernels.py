@@ -30,7 +30,8 @@ head away); the plain GEMV takes two adjacent blocks.
 A batch of B > 1 sequences (all at the same position: the static generator's prompts have one
 length) runs the same five kernels a layer with batched tiles (`_*_rows_kernel`): a program reads
 its 2 * BLOCK_N weight rows once and multiplies them with all B activation rows by tl.dot (B
-padded to 16 or 32 rows, masked), so weight bytes per step do not grow with B; every epilogue
+padded to 16 or 32 rows, masked; the weight tile is the product's first operand, so 64 or 128
+weight rows reach Hopper's wgmma), so weight bytes per step do not grow with B; every epilogue
 (RMSNorm scale from each row's own sum of squares, bias, rotary, cache stores, SwiGLU, residual
 add) is per row, and attention is one program per (query head, sequence). The tensor cores'
 padded rows are free in a kernel bound by the weight stream; per-row FP32 accumulation, as at
@@ -509,11 +510,14 @@ def _decode_attention_combine_kernel(
 # -- batches of B sequences -------------------------------------------------------------------------
 # B > 1 sequences share one position (the static generator's prompts have one length), so a step
 # is B activation rows against the same weights. Each program reads its tile of weight rows once
-# and applies it to all B rows with tl.dot: the activations are a [ROWS_PAD, BLOCK_K] tile (B rows
-# padded to at least 16, the padding masked: its loads move no bytes) against the weight tile's
-# transpose [BLOCK_K, 2 * BLOCK_N]. The kernel stays bound by the weight stream, so the tensor
-# cores' wasted padded rows cost nothing, and registers hold only the [ROWS_PAD, 2 * BLOCK_N]
-# FP32 accumulator (per-row FMA accumulation would need B x BLOCK_N x BLOCK_K registers).
+# and applies it to all B rows with tl.dot: the weight tile [2 * BLOCK_N, BLOCK_K] against the
+# activations' transpose [BLOCK_K, ROWS_PAD] (B rows padded to at least 16, the padding masked:
+# its loads move no bytes). The kernel stays bound by the weight stream, so the tensor cores'
+# wasted padded columns cost nothing, and registers hold only the [2 * BLOCK_N, ROWS_PAD] FP32
+# accumulator (per-row FMA accumulation would need B x BLOCK_N x BLOCK_K registers). With the
+# activations as the first operand instead (M = ROWS_PAD = 16 or 32, below wgmma's 64), the
+# tiles that fold an RMSNorm in read weights at a third to a half of the rate
+# (benchmarks/decode_tiles.py).
 #
 # A program's 2 * BLOCK_N weight rows are one tile: two kernels need rows in pairs (gate with up,
 # a rotary dimension with its partner half a head away), so their tiles interleave the pairs
@@ -539,24 +543,32 @@ def _rows_step(
     NORM: tl.constexpr,
     PRECISION: tl.constexpr,
 ):
-    """One BLOCK_K step of _rows_dot: acc [ROWS_PAD, 2 * BLOCK_N] += x @ W^T (x * g with a norm)."""
+    """One BLOCK_K step of _rows: acc [TILE, ROWS_PAD] += W @ x^T (x * g with a norm).
+
+    The weight tile is tl.dot's first operand and the activations its second, so the M of the
+    product is the weight rows (64 or 128 reach Hopper's wgmma, which needs M >= 64) and the
+    loads feed the tensor cores without detours; only a norm puts arithmetic (x * g) between
+    the activation load and the dot. The sum of squares comes from the same loaded tile.
+    """
     if MASK_K:
         k_ok = ks < K
-        x = tl.load(x_tile + ks[None, :], mask=x_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
+        x = tl.load(x_tile + ks[None, :], mask=x_ok[:, None] & k_ok[None, :], other=0.0)
         w = tl.load(w_tile + ks[None, :], mask=w_ok[:, None] & k_ok[None, :], other=0.0)
         if NORM:
-            squares += tl.sum(x * x, axis=1)
-            x = x * tl.load(g_ptr + ks, mask=k_ok, other=0.0).to(tl.float32)[None, :]
+            xf = x.to(tl.float32)
+            squares += tl.sum(xf * xf, axis=1)
+            x = xf * tl.load(g_ptr + ks, mask=k_ok, other=0.0).to(tl.float32)[None, :]
     else:
-        x = tl.load(x_tile + ks[None, :], mask=x_ok[:, None], other=0.0).to(tl.float32)
+        x = tl.load(x_tile + ks[None, :], mask=x_ok[:, None], other=0.0)
         if MASK_N:
             w = tl.load(w_tile + ks[None, :], mask=w_ok[:, None], other=0.0)
         else:
             w = tl.load(w_tile + ks[None, :])
         if NORM:
-            squares += tl.sum(x * x, axis=1)
-            x = x * tl.load(g_ptr + ks).to(tl.float32)[None, :]
-    acc = tl.dot(x.to(w.dtype), tl.trans(w), acc, input_precision=PRECISION)
+            xf = x.to(tl.float32)
+            squares += tl.sum(xf * xf, axis=1)
+            x = xf * tl.load(g_ptr + ks).to(tl.float32)[None, :]
+    acc = tl.dot(w, tl.trans(x.to(w.dtype)), acc, input_precision=PRECISION)
     return acc, squares
 
 
@@ -582,8 +594,10 @@ def _rows(
     """rms_norm(x[r], g) @ W[rows]^T [+ b[rows]] for every activation row r < BATCH: FP32
     [ROWS_PAD, TILE] (rows r >= BATCH are zeros; the caller masks them).
 
-    The RMSNorm scale 1 / RMS(x[r]) is one number per activation row, applied to that row's
-    finished dot products (each row's own sum of squares over K).
+    Accumulated as its transpose [TILE, ROWS_PAD] (see _rows_step) and turned once at the end,
+    so the epilogues see a row per sequence. The RMSNorm scale 1 / RMS(x[r]) is one number per
+    activation row, applied to that row's finished dot products (each row's own sum of squares
+    over K).
     """
     K_FULL: tl.constexpr = (K // BLOCK_K) * BLOCK_K
     offs_k = tl.arange(0, BLOCK_K)
@@ -591,7 +605,7 @@ def _rows(
     x_ok = seqs < BATCH
     x_tile = x_ptr + seqs[:, None] * K
     w_tile = w_ptr + rows[:, None].to(tl.int64) * K
-    acc = tl.zeros((ROWS_PAD, TILE), dtype=tl.float32)
+    acc = tl.zeros((TILE, ROWS_PAD), dtype=tl.float32)
     squares = tl.zeros((ROWS_PAD,), dtype=tl.float32)
     for k0 in range(0, K_FULL, BLOCK_K):
         acc, squares = _rows_step(
@@ -613,6 +627,7 @@ def _rows(
             NORM,
             PRECISION,
         )
+    acc = tl.trans(acc)
     if NORM:
         acc = acc * _rms_scale(squares, K, eps)[:, None]
     if HAS_BIAS:

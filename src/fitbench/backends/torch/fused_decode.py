@@ -12,15 +12,17 @@ step of B sequences costs about a batch-1 step plus B sequences' KV reads. Above
 step of cuBLAS GEMMs stays (the batched tiles' accumulator and the activation re-reads grow with
 B, and the tile defaults below were chosen up to 32).
 
-Measured on an H200 (benchmarks/results/decode-kernels-batched-h200-2026-12-04.json), the batched
-tiles are correct but slow: the GEMVs with RMSNorm folded in (qkv, gate_up, the head) read
-weights at 1.2-2.4 TB/s against cuBLAS's 3.6-4.1, while the plain ones (o, down) beat cuBLAS
-(2.8 and 3.5 TB/s against 2.5 and 3.2); a 6.7B b8 step took 8.72 ms against the compiled step's
-4.63. The tuned mode therefore runs them at batch 1 only (static_decoder.FUSED_MAX_BATCH).
-Tiles for 2-8 sequences that multiply by FP32 FMAs, as batch 1 does, with a [rows, 2 * block_n,
-block_k] accumulator, were tried and are not kept: 2.0-2.75 TB/s at b2, 0.9-1.0 at b8, and a 6.7B
-step of 5.58 / 7.32 / 14.28 ms at b2 / b4 / b8 (decode-kernels-fma-trial-h200-2026-12-04.json);
-their 3-D product converts a layout through shared memory at every step.
+Measured on an H200, the first batched tiles (x @ W^T: the activations as tl.dot's first
+operand) were correct but slow where RMSNorm was folded in (qkv, gate_up, the head: 1.2-2.4 TB/s
+against cuBLAS's 3.6-4.1, decode-kernels-batched-h200-2026-12-04.json); benchmarks/decode_tiles.py
+traced that to the layout, and the tiles now accumulate W @ x^T (3.5-4.1 TB/s, ahead of cuBLAS
+on every projection; decode-tiles-h200-2026-12-05.json). A 6.7B step then took 3.89 / 4.07 /
+5.04 ms at b2 / b8 / b32 against the compiled step's 4.41 / 4.61 / 5.46, so the tuned mode runs
+them at every batch they take (static_decoder.FUSED_MAX_BATCH). Tiles for 2-8 sequences that
+multiply by FP32 FMAs, as batch 1 does, with a [rows, 2 * block_n, block_k] accumulator, were
+tried and are not kept: 2.0-2.75 TB/s at b2, 0.9-1.0 at b8, and a 6.7B step of 5.58 / 7.32 /
+14.28 ms at b2 / b4 / b8 (decode-kernels-fma-trial-h200-2026-12-04.json); their 3-D product
+converts a layout through shared memory at every step.
 """
 
 from __future__ import annotations
@@ -48,30 +50,27 @@ GEMV_CONFIGS: dict[str, GemvConfig] = {
     "head": GemvConfig(block_n=4, block_k=1024, num_warps=4, num_stages=2),
 }
 # Batched tiles (2..32 sequences), by the padded activation rows of decode_kernels.rows_pad (16:
-# batches 2-16; 32: 17-32): the fastest of `benchmarks/decode_kernels.py --batch 2,8,32 --quick`'s
-# sweep on an H200 (decode-kernels-batched-h200-2026-12-04.json; weight bytes read per second at
-# b8: qkv 1.83, o 2.80, gate_up 2.18, down 3.47, head 2.44 TB/s, against cuBLAS's 3.65, 2.46,
-# 4.07, 3.22, 4.02). The tuned mode does not run them (static_decoder.FUSED_MAX_BATCH): the
-# kernels with RMSNorm folded in fall far behind cuBLAS. benchmarks/decode_kernels_sm90.py checks
-# that each compiles for sm_90 without spills and with its weight loads in the asynchronous
-# pipeline. What bounds them:
+# batches 2-16; 32: 17-32). The tiles accumulate W @ x^T (the weight tile is tl.dot's first
+# operand: 64 or 128 rows reach Hopper's wgmma), and the sizes are the fastest of
+# benchmarks/decode_tiles.py's sweep on an H200 (decode-tiles-h200-2026-12-05.json, weight bytes
+# read per second at b2 / b32: qkv 3.71 / 3.50, o 2.84 / 2.57, gate_up 3.81 / 3.55, down
+# 3.52 / 3.41, head 4.07 / 3.89 TB/s, with the norm folded in where the step folds one, against
+# cuBLAS's 3.61 / 3.47, 2.49 / 2.46, 4.00 / 3.90, 3.26 / 3.07, 4.00 / 3.89). The same sizes won
+# at both buckets. The layout before (x @ W^T, the activations as the first operand) read
+# 1.2-2.4 TB/s where a norm was folded in: its per-step sum of squares and x * g sat between
+# the loads and an M = 16 product. benchmarks/decode_kernels_sm90.py checks that each compiles
+# for sm_90 without spills and with its weight loads in the asynchronous pipeline. What bounds
+# them:
 # * a program re-reads the B activation rows for its weight tile (B / (2 * block_n) of the weight
-#   bytes, from L2), so the tiles are taller than batch 1's;
+#   bytes, from L2);
 # * without split-K a GEMV has N / (2 * block_n) programs, and below about one per SM the stream
-#   starves: o and down (4096 outputs) stop at 32 rows (128 programs).
+#   starves: o and down (4096 outputs) stop at 32 rows (128 programs), below wgmma's 64.
 # tl.dot needs 2 * block_n >= 16.
-_TALL = GemvConfig(block_n=32, block_k=256, num_warps=4, num_stages=3)  # qkv, gate_up, head
+_TALL = GemvConfig(block_n=64, block_k=128, num_warps=8, num_stages=4)  # qkv, head
+_WIDE = GemvConfig(block_n=64, block_k=64, num_warps=4, num_stages=5)  # gate_up
 _SHORT = GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=4)  # o and down (4096 rows)
-BATCHED_GEMV_CONFIGS: dict[int, dict[str, GemvConfig]] = {
-    16: {
-        "qkv": _TALL,
-        "o": GemvConfig(block_n=16, block_k=128, num_warps=4, num_stages=6),
-        "gate_up": _TALL,
-        "down": _SHORT,
-        "head": _TALL,
-    },
-    32: {"qkv": _TALL, "o": _SHORT, "gate_up": _TALL, "down": _SHORT, "head": _TALL},
-}
+_BATCHED = {"qkv": _TALL, "o": _SHORT, "gate_up": _WIDE, "down": _SHORT, "head": _TALL}
+BATCHED_GEMV_CONFIGS: dict[int, dict[str, GemvConfig]] = {16: dict(_BATCHED), 32: dict(_BATCHED)}
 ATTENTION_BLOCK = 64  # cache slots per step of the attention loop
 MAX_BATCH = kernels.MAX_BATCH
 

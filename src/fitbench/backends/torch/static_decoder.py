@@ -35,8 +35,7 @@ and the graph then replays the fused step.
 On CUDA, `use_fused_kernels` replaces the step with fitbench's fused Triton kernels instead
 (fused_decode: five kernels a layer, each weight byte read once per step for all the sequences,
 without split-K; attention reads only slots 0..pos of each sequence's cache). They take batches
-1 to 32, but the tuned mode uses them at batch 1 only (FUSED_MAX_BATCH: above it the compiled
-step was faster on an H200); the compiled step runs larger batches and is the fallback. All
+1 to 32 (FUSED_MAX_BATCH); the compiled step runs larger batches and is the fallback. All
 sequences of a batch share one position (`pos` is one number: the prompts have one length),
 which is what lets those kernels apply one rotary angle and one cache slot to every sequence.
 
@@ -67,13 +66,13 @@ ROPE_THETA = 10000.0  # Llama / Llama-2; the value changes no speed
 RMS_EPS = 1e-6  # transformers' LlamaConfig default
 CACHE_ALIGN = 64  # cache length rounded up: aligned attention-mask rows, no padding kernels
 GRAPH_WARMUP_STEPS = 3  # eager decode steps before capture (kernel selection, cuBLAS handles)
-# The batches the tuned decode runs through the fused kernels. They take 1 to decode_kernels.
-# MAX_BATCH (32), but above batch 1 their tl.dot tiles ran at half the speed of the compiled step
-# of cuBLAS GEMMs on an H200 (benchmarks/results/decode-kernels-batched-h200-2026-12-04.json: the
-# 6.7B b8 step 8.72 ms against 4.63): the compiled step decodes batches 2 and up, and
-# `benchmarks/decode_kernels.py --batch` measures the batched kernels. The estimator's torch.tuned
-# decode_fused_max_batch is this number (a test holds them equal).
-FUSED_MAX_BATCH = 1
+# The batches the tuned decode runs through the fused kernels: all they take (decode_kernels.
+# MAX_BATCH). On an H200 the 6.7B model's fused step took 3.89 / 4.07 / 5.04 ms at b2 / b8 / b32
+# against the compiled step's 4.41 / 4.61 / 5.46 (benchmarks/decode_kernels.py --batch 2,8,32,
+# decode-fused-swap-h200-2026-12-05.json); before their tiles took the weights as tl.dot's first
+# operand they ran at half the compiled step's speed and only batch 1 used them. The estimator's
+# torch.tuned decode_fused_max_batch is this number (a test holds them equal).
+FUSED_MAX_BATCH = 32
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -412,7 +411,7 @@ class StaticKVGenerator:
         """Route decode steps through fitbench's fused Triton kernels (fused_decode); None when
         that worked, else why not (the current step stays).
 
-        Batches 1 to 32 (the tuned mode asks at batch 1: FUSED_MAX_BATCH). Compiles the kernels by
+        Batches 1 to 32 (FUSED_MAX_BATCH, all the tuned mode asks for). Compiles the kernels by
         running one real step; results equal the eager step's up to floating-point rounding (FP32
         accumulation, RMSNorm folded into the GEMVs). Call before capture().
         """

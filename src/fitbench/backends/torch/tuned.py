@@ -47,11 +47,10 @@ generation (Llama-style decoders)
     static: the host does not issue its ~1,000 kernels one by one), then each decode step
     replayed from one captured CUDA graph that also picks the next token (greedy) and feeds it
     back;
-  * on CUDA with Triton, at batch 1 (FUSED_MAX_BATCH) the decode step is fitbench's fused Triton
-    kernels (five a layer: RMSNorm, rotary and the cache stores ride along with the weight GEMVs,
-    each weight byte read once per step; see decode_kernels; they also take batches up to 32,
-    which `benchmarks/decode_kernels.py --batch` measures, but there ran at half the compiled
-    step's speed); at larger batches, or if those fail, the step is compiled (torch.compile,
+  * on CUDA with Triton, at batches 1 to 32 (FUSED_MAX_BATCH) the decode step is fitbench's fused
+    Triton kernels (five a layer: RMSNorm, rotary and the cache stores ride along with the weight
+    GEMVs or batched tiles, each weight byte read once per step for all the sequences; see
+    decode_kernels); at larger batches, or if those fail, the step is compiled (torch.compile,
     inductor) before capture, which fuses its small kernels (~30 s once per run). Either way the
     setup time is reported as compile_seconds.
 
