@@ -53,11 +53,16 @@ TINY_SIZES = {
 
 
 def _shrunk(config: dict[str, Any]) -> dict[str, Any]:
-    """Every size key replaced, in nested sub-configs too (a multimodal file's text_config and
+    """Every size key replaced (a null one stays null: DeepSeek-V2-Lite's q_lora_rank means no
+    query compression), in nested sub-configs too (a multimodal file's text_config and
     vision_config); a per-layer `layer_types` list is dropped, so the family's own rule lays out
     the windows of the fewer layers."""
     return {
-        key: _shrunk(value) if isinstance(value, dict) else TINY_SIZES.get(key, value)
+        key: _shrunk(value)
+        if isinstance(value, dict)
+        else value
+        if value is None
+        else TINY_SIZES.get(key, value)
         for key, value in config.items()
         if key != "layer_types"
     }

@@ -9,12 +9,15 @@ issues zero (a view's metadata), one, or several of them (an RMSNorm's `.to`), a
 the host time per decode layer divided by Python calls came out the same for dense and MoE
 layers (9.9-10.2 us) where per aten op it did not (8.8 and 11.9 us).
 
-The counts follow transformers 5's Llama-family modelling code (Llama, Mistral, Qwen2/3,
+The parts follow transformers 5's Llama-family modelling code (Llama, Mistral, Qwen2/3,
 Mixtral, Qwen-MoE) with the dynamic cache and SDPA attention, and its `generate` loop with
 greedy search, `min_new_tokens` and an end-of-sequence token; tests/unit/test_generate_ops.py
 counts the real tiny models with a TorchFunctionMode and requires equality. Families with other
-block code (GPT-2, GPT-NeoX, Falcon, latent attention) take the same parts by their shape
-(norms, rotary, MLP kind), which is an approximation of a few calls a layer.
+block code (Falcon's fused QKV split, Gemma-2's eager attention with soft-capping, DeepSeek's
+latent attention, gpt-oss's sinks and router...) issue more or fewer calls than their parts:
+`CallCounts.family_layer` / `family_moe_layer` / `family_fixed` hold the difference, counted
+the same way on a tiny model of every family of the model library
+(benchmarks/generate_ops_families.py). A family counted nowhere takes its parts alone.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ MLP_CALLS = {"swiglu": 5, "gelu": 3}
 # and added to the routed one: two calls.
 SHARED_GATE_CALLS = 3
 SHARED_EXPERT_ADD_CALLS = 2
+# Latent attention's query compression (q_lora_rank > 0: DeepSeek-V2/V3): a down-projection,
+# its RMSNorm and an up-projection where other layers have one query projection.
+LATENT_QUERY_LORA_CALLS = RMSNORM_CALLS + 1
 # A model whose every layer slides builds no full causal mask: two calls fewer.
 ALL_SLIDING_SAVES = 2
 # The first transformers release whose SDPA path folds a single query's heads onto the key/value
@@ -84,8 +90,14 @@ class CallCounts:
     # A sliding-window mask that cannot be skipped (the context has reached the window): the
     # padding and window mask functions evaluated on index tensors every step.
     sliding_mask: int
-    # Calls a family adds outside the layers (5.17's Qwen2/Qwen3: three more casts).
+    # Calls a family adds outside the layers (5.17's Qwen2/Qwen3: three more casts), and to each
+    # of its dense and MoE layers beyond their parts (benchmarks/generate_ops_families.py, whose
+    # output for each release is benchmarks/results/generate-ops-families-transformers-*.txt).
+    # Qwen2-MoE is left to its parts: its router issues three calls fewer without norm_topk_prob
+    # (the 57B checkpoint) than with it, which the arch does not record.
     family_fixed: dict[str, int]
+    family_layer: dict[str, int]
+    family_moe_layer: dict[str, int]
     # Families whose model builds a sliding-window mask beside the causal one every step even
     # with no sliding layer (Qwen2-MoE), counted with no window set.
     unused_sliding_mask: dict[str, int]
@@ -97,7 +109,57 @@ BEFORE_PACK_GQA = CallCounts(
     moe_block=46,
     fixed=77,
     sliding_mask=24,
-    family_fixed={"qwen2": 3, "qwen3": 3},
+    family_fixed={
+        "qwen2": 3,
+        "qwen3": 3,
+        "cohere": 7,
+        "cohere2": 18,
+        "deepseek-v2": -3,
+        "ernie4-5": 1,
+        "ernie4-5-moe": 1,
+        "falcon": 4,
+        "gemma2": 52,
+        "gemma3-text": -1,
+        "gpt-neox": -6,
+        "gpt-oss": 44,
+        "gpt2": -14,
+        "llama4-text": 13,
+        "olmo": -4,
+        "olmo2": 1,
+        "phi3": 3,
+        "phimoe": 3,
+        "starcoder2": -3,
+    },
+    family_layer={
+        "cohere": 2,
+        "cohere2": 2,
+        "deepseek-v2": 19,
+        "deepseek-v3": 24,
+        "ernie4-5": 12,
+        "ernie4-5-moe": 12,
+        "falcon": -13,
+        "gemma2": 41,
+        "gemma3-text": 28,
+        "glm4-moe": 6,
+        "gpt-neox": -11,
+        "gpt2": 10,
+        "olmo": -8,
+        "olmo2": 2,
+        "phi3": 9,
+        "starcoder2": -12,
+    },
+    family_moe_layer={
+        "deepseek-v2": 18,
+        "deepseek-v3": 40,
+        "ernie4-5-moe": 17,
+        "glm4-moe": 22,
+        "gpt-oss": 26,
+        "llama4-text": -10,
+        "minimax-m2": 9,
+        "olmoe": -2,
+        "phimoe": 5,
+        "qwen3-moe": -2,
+    },
     unused_sliding_mask={"qwen2-moe": 31},
 )
 FROM_PACK_GQA = CallCounts(
@@ -106,7 +168,57 @@ FROM_PACK_GQA = CallCounts(
     moe_block=40,
     fixed=65,
     sliding_mask=19,
-    family_fixed={},
+    family_fixed={
+        "cohere": 5,
+        "cohere2": 11,
+        "deepseek-v2": -4,
+        "ernie4-5": -2,
+        "ernie4-5-moe": -2,
+        "falcon": 2,
+        "gemma2": 40,
+        "gemma3-text": -1,
+        "gpt-neox": -6,
+        "gpt-oss": 32,
+        "gpt2": -10,
+        "gptj": -14,
+        "llama4-text": -11,
+        "olmo": -7,
+        "olmo2": -2,
+        "phi3": 3,
+        "phimoe": 2,
+        "starcoder2": -3,
+    },
+    family_layer={
+        "cohere": 2,
+        "cohere2": 2,
+        "deepseek-v2": 19,
+        "deepseek-v3": 24,
+        "ernie4-5": 12,
+        "ernie4-5-moe": 12,
+        "falcon": -14,
+        "gemma2": 40,
+        "gemma3-text": 28,
+        "glm4-moe": 6,
+        "gpt-neox": -11,
+        "gpt2": 10,
+        "gptj": 8,
+        "olmo": -8,
+        "olmo2": 2,
+        "phi3": 9,
+        "starcoder2": -12,
+    },
+    family_moe_layer={
+        "deepseek-v2": 18,
+        "deepseek-v3": 40,
+        "ernie4-5-moe": 17,
+        "glm4-moe": 22,
+        "gpt-oss": 25,
+        "llama4-text": -4,
+        "minimax-m2": 9,
+        "olmoe": -2,
+        "phimoe": 5,
+        "qwen3-moe": -2,
+    },
     unused_sliding_mask={"qwen2-moe": 21},
 )
 
@@ -153,6 +265,9 @@ def layer_calls(
         calls += ROTARY_CALLS
     if arch.qk_norm != "none":
         calls += 2 * RMSNORM_CALLS
+    if arch.q_lora_rank:
+        calls += LATENT_QUERY_LORA_CALLS
+    calls += (counts.family_moe_layer if moe else counts.family_layer).get(arch.model_type, 0)
     if sliding:
         calls += SLIDING_LAYER_CALLS
         grouped = arch.num_kv_heads is not None and arch.num_kv_heads < arch.num_heads
