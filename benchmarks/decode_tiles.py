@@ -31,13 +31,16 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import statistics
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from fitbench.backends.torch import decode_kernels as dk  # sets up Triton's interpreter off CUDA
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from decode_kernels import graph_time, rel
 
 triton = dk.triton
 tl = dk.tl
@@ -45,8 +48,6 @@ tl = dk.tl
 DTYPE = torch.float16
 EPS = 1e-6
 COPIES = 6
-LAUNCHES = 40
-REPLAYS = 7
 SHAPES = {
     "qkv": (12288, 4096),
     "o": (4096, 4096),
@@ -157,10 +158,6 @@ def reference(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, mode: str) -> t
     return (xd * (gd if mode == "gamma" else 1.0)) @ wd.T * scale
 
 
-def rel(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return ((out.double() - ref.double()).norm() / ref.norm()).item()
-
-
 def check(n: int, k: int, batch: int, tile: tuple, mode: str, device: str) -> float:
     """Relative error of one variant against float64 on fresh random inputs (NaN-poisoned output)."""
     x = torch.randn(batch, k, device=device, dtype=DTYPE)
@@ -169,32 +166,6 @@ def check(n: int, k: int, batch: int, tile: tuple, mode: str, device: str) -> fl
     out = torch.full((batch, n), float("nan"), device=device, dtype=DTYPE)
     launch(x, w, g, out, tile, mode)
     return rel(out, reference(x, w, g, mode))
-
-
-def graph_time(fns: list[Any]) -> float:
-    """Median seconds a call over a captured graph of LAUNCHES calls cycling through fns."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for fn in fns:
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        for i in range(LAUNCHES):
-            fns[i % len(fns)]()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(REPLAYS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / LAUNCHES)
-    return statistics.median(times)
 
 
 def sweep(batches: tuple[int, ...]) -> list[dict[str, Any]]:

@@ -12,6 +12,8 @@ benchmarks/results/generate-ops-transformers-5.17.txt.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,10 +21,13 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from torch.overrides import TorchFunctionMode  # noqa: E402
-
 from fitbench.estimate import generate_ops  # noqa: E402
 from fitbench.workloads.hf_config import arch_from_hf_config  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+# The counting itself (a TorchFunctionMode over one decode forward, and over generate) is the
+# family script's: benchmarks/generate_ops_families.py.
+from generate_ops_families import forward_calls, generate_calls  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -60,17 +65,6 @@ BATCH, PROMPT = 2, 16
 TOLERANCE = {"qwen2-moe (shared expert)": 1}
 
 
-class CallCounter(TorchFunctionMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") != "__get__":
-            self.calls += 1
-        return func(*args, **(kwargs or {}))
-
-
 def build(fields: dict[str, Any], layers: int) -> Any:
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -78,27 +72,6 @@ def build(fields: dict[str, Any], layers: int) -> Any:
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
     return AutoModelForCausalLM.from_config(cfg).eval()
-
-
-def forward_calls(model: Any) -> int:
-    from transformers import DynamicCache
-
-    ids = torch.randint(3, 512, (BATCH, PROMPT))
-    cache = DynamicCache(config=model.config)
-    nxt, mask, pos = ids[:, -1:], torch.ones(BATCH, PROMPT + 1, dtype=torch.long), torch.tensor([PROMPT])
-    with torch.no_grad():
-        model(ids, past_key_values=cache, use_cache=True)
-        with CallCounter() as counter:
-            model(nxt, past_key_values=cache, attention_mask=mask, cache_position=pos, use_cache=True)
-    return counter.calls
-
-
-def generate_calls(model: Any, new: int) -> int:
-    ids = torch.randint(3, 512, (BATCH, PROMPT))
-    mask = torch.ones_like(ids)
-    with torch.no_grad(), CallCounter() as counter:
-        model.generate(ids, attention_mask=mask, max_new_tokens=new, min_new_tokens=new, do_sample=False)
-    return counter.calls
 
 
 @pytest.mark.slow
