@@ -8,6 +8,7 @@ the most device (or CPU) time. Use it when a measurement is far from its rooflin
     python benchmarks/profile_step.py llm-6b --exec tuned --steps 2
     python benchmarks/profile_step.py resnet50-cifar10 --tiny --device cpu      # a smoke test
     python benchmarks/profile_step.py --holdout "lora_rank=8 batch=2"   # a point of accuracy.py's sets
+    python benchmarks/profile_step.py --holdout falcon-7b --steps 1     # any set's (families here)
 
 With --trace DIR it also writes a Chrome trace (open it in chrome://tracing or Perfetto). A tuned
 training or classification step compiles as `fitbench run --exec tuned` does (on a CUDA GPU with
@@ -50,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=5, help="profiled steps (after 3 warm-up steps)")
     parser.add_argument("--rows", type=int, default=25, help="rows of the operator table")
     parser.add_argument("--trace", type=Path, help="folder for a Chrome trace")
+    parser.add_argument(
+        "--sort",
+        choices=("device", "host"),
+        default="device",
+        help="order the table by device time (default) or by host time (a host-bound step)",
+    )
     args = parser.parse_args(argv)
 
     from torch.profiler import ProfilerActivity, profile
@@ -83,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             once()
         session.sync()
     wall = (time.perf_counter() - t0) / args.steps
-    sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    sort = "self_cuda_time_total" if cuda and args.sort == "device" else "self_cpu_time_total"
     print(
         f"{workload.name} {args.exec_mode} {workload.precision} batch {workload.batch_size}: "
         f"{wall * 1e3:.2f} ms per step over {args.steps} profiled steps"
@@ -99,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _point(text: str) -> Workload | None:
-    """The workload of the first holdout or matrix point of accuracy.py whose label contains text."""
+    """The workload of the first point of accuracy.py's sets whose label contains text."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import accuracy
 
-    for name, overrides in accuracy.HOLDOUT + accuracy.MATRIX:
+    for name, overrides in (point for points in accuracy.SETS.values() for point in points):
         if text in accuracy.label(name, overrides):
             return accuracy.build_workload(name, overrides)[0]
     return None
