@@ -94,6 +94,21 @@ def test_gemma2_runs_eager_attention_and_the_estimate_says_so() -> None:
     assert attention_impl(qwen3) == "sdpa" and workload_as_run(qwen3, "default", None) is qwen3
 
 
+def test_gpt_j_asks_for_sdpa_only_where_the_installed_transformers_builds_it() -> None:
+    """transformers builds GPT-J with SDPA from 5.24 on (5.17-5.23 raise when asked): the torch
+    backend asks for what the installed release builds, and the model builds with it."""
+    from fitbench.estimate.execution import transformers_lacks_sdpa
+
+    workload = tiny_workload("gpt-j-6b", mode="infer", batch_size=1, prompt_tokens=8, new_tokens=2)
+    arch = workload.arch
+    assert transformers_lacks_sdpa(arch, "5.17.0") and transformers_lacks_sdpa(arch, "5.23.1")
+    assert not transformers_lacks_sdpa(arch, "5.24.0") and not transformers_lacks_sdpa(arch, None)
+    installed = transformers_lacks_sdpa(arch, transformers.__version__)
+    assert attention_impl(workload) == ("eager" if installed else "sdpa")
+    _, notes = build_model(workload, device="cpu", dtype=torch.float32)
+    assert notes["attn_implementation"] == attention_impl(workload)
+
+
 @pytest.mark.parametrize(
     "name", ["qwen3-0.6b", "gemma-2-2b-it", "gemma-3-1b-it", "olmo-7b", "olmo-2-7b", "phi-3-mini-4k-instruct"]
 )

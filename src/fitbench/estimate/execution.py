@@ -26,6 +26,7 @@ from __future__ import annotations
 from fitbench.core import names
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.names import ExecMode, Framework
+from fitbench.estimate import generate_ops
 from fitbench.workloads.workload import Workload
 
 AUTOCAST_REQUESTS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
@@ -91,6 +92,11 @@ def optimizer_impl_as_run(workload: Workload, exec_mode: str, framework: str = "
 # (scores materialized per layer) unless flash-attention 2 is installed, which fitbench does not use.
 # gpt-oss adds a learned sink logit to every softmax row, which SDPA has no input for: eager too.
 EAGER_ONLY_MODEL_TYPES = ("gemma2", "gpt_oss")
+# Model types transformers builds with SDPA only from a release on; before it, asking for SDPA
+# raises, and the torch backend asks for eager attention. GPT-J's attention went through
+# transformers' attention interface in 5.24 (5.17-5.23 refuse SDPA; checked in the releases'
+# modeling_gptj.py). The estimate, which knows no installed release, takes the newest.
+SDPA_SINCE = {"gptj": (5, 24)}
 
 
 def attention_as_run(workload: Workload, framework: str = "torch") -> str:
@@ -104,10 +110,16 @@ def attention_as_run(workload: Workload, framework: str = "torch") -> str:
     return workload.attention
 
 
-def transformers_lacks_sdpa(arch: object) -> bool:
-    """Whether transformers refuses SDPA for this model (EAGER_ONLY_MODEL_TYPES): the torch
-    backend then asks for its eager attention."""
-    return getattr(arch, "transformers_type", "") in EAGER_ONLY_MODEL_TYPES
+def transformers_lacks_sdpa(arch: object, transformers: str | None = None) -> bool:
+    """Whether transformers refuses SDPA for this model (EAGER_ONLY_MODEL_TYPES, or a model type
+    of SDPA_SINCE under an older `transformers` release; None: the newest): the torch backend
+    then asks for its eager attention."""
+    kind = getattr(arch, "transformers_type", "")
+    if kind in EAGER_ONLY_MODEL_TYPES:
+        return True
+    since = SDPA_SINCE.get(kind)
+    known = generate_ops.release(transformers)
+    return since is not None and known is not None and known < since
 
 
 def _sdpa_math_only(arch: object) -> bool:

@@ -135,9 +135,19 @@ def _build_transformer(
 
 def attention_impl(workload: Workload) -> str:
     """transformers' attn_implementation for `workload`: SDPA for fused attention, except where
-    the model has none (estimate.execution.transformers_lacks_sdpa, which the estimate's
-    attention_as_run follows too)."""
-    return "sdpa" if workload.attention == "fused" and not transformers_lacks_sdpa(workload.arch) else "eager"
+    the model has none under the installed release (estimate.execution.transformers_lacks_sdpa,
+    which the estimate's attention_as_run follows too, at the newest release)."""
+    lacks = transformers_lacks_sdpa(workload.arch, transformers_version())
+    return "sdpa" if workload.attention == "fused" and not lacks else "eager"
+
+
+def transformers_version() -> str | None:
+    """The installed transformers release (None without it)."""
+    try:
+        import transformers
+    except ImportError:
+        return None
+    return transformers.__version__
 
 
 # -- ResNet ----------------------------------------------------------------------------------------

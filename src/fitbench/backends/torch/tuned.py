@@ -75,7 +75,13 @@ from fitbench.backends.torch.backend import is_oom
 from fitbench.backends.torch.causal_sdpa import use_causal_sdpa
 from fitbench.backends.torch.compact_encoder import CompactEncoder, build_compact_encoder
 from fitbench.backends.torch.data import batch_source, prompt_ids
-from fitbench.backends.torch.models import build_decoder, build_encoder, build_resnet, count_parameters
+from fitbench.backends.torch.models import (
+    build_decoder,
+    build_encoder,
+    build_resnet,
+    count_parameters,
+    transformers_version,
+)
 from fitbench.backends.torch.precision import PrecisionPlan, plan_precision, set_math_flags, tf32_flags
 from fitbench.backends.torch.session import (
     LEARNING_RATES,
@@ -241,7 +247,7 @@ def _build(workload: Workload, device: torch.device, dtype: torch.dtype) -> tupl
             "model_source": "fitbench CompactEncoder (BERT layout, stacked q/k/v, random init)",
             "attention": "sdpa without a mask (flash kernel; attention dropout inside it)",
         }
-    elif transformers_lacks_sdpa(arch):
+    elif transformers_lacks_sdpa(arch, transformers_version()):
         # Gemma-2: transformers builds no SDPA for it (its soft-capped scores), so eager attention
         # is the fastest it has, as the estimate assumes (estimate/execution.attention_as_run).
         model, notes = build_decoder(arch, attention="eager", device=device, dtype=dtype)
