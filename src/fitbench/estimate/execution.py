@@ -105,7 +105,7 @@ def attention_as_run(workload: Workload, framework: str = "torch") -> str:
     backends/torch/models.attention_impl) or where SDPA can only take its math path, which
     keeps what eager attention keeps; else the requested one."""
     arch = workload.arch
-    if framework == Framework.TORCH and (transformers_lacks_sdpa(arch) or _sdpa_math_only(arch)):
+    if framework == Framework.TORCH and (transformers_lacks_sdpa(arch) or sdpa_math_only(arch)):
         return "eager"
     return workload.attention
 
@@ -122,11 +122,13 @@ def transformers_lacks_sdpa(arch: object, transformers: str | None = None) -> bo
     return since is not None and known is not None and known < since
 
 
-def _sdpa_math_only(arch: object) -> bool:
+def sdpa_math_only(arch: object) -> bool:
     """Falcon's first layout (multi-query, one norm a block: Falcon-7B) hands SDPA one key/value
     head against all the query heads without enable_gqa; SDPA's fused kernels take equal head
-    counts only, so it runs its math path, which materializes the scores like eager attention.
-    The new layout (Falcon-40B/180B) expands the keys and values to every head first."""
+    counts only, so it runs its math path, which materializes the scores like eager attention
+    (and, while decoding, copies the keys and values to every head in FP32:
+    transformer_cost.math_sdpa_kv_kernel). The new layout (Falcon-40B/180B) expands the keys and
+    values to every head first."""
     return (
         getattr(arch, "transformers_type", "") == "falcon"
         and getattr(arch, "norms_per_layer", 2) == 1

@@ -21,6 +21,7 @@ from fitbench.catalog import get_gpu
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.names import Framework
 from fitbench.estimate import generate_ops, resnet_cost, transformer_cost
+from fitbench.estimate.execution import sdpa_math_only
 from fitbench.estimate.optimizer import optimizer_element_bytes, param_sizes_in_order
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.segments import Kernel
@@ -510,6 +511,8 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     )
     if generate_ops.repeats_kv(arch, mean_context, release):
         decode_k.append(transformer_cost.repeated_kv_kernel(workload, b, mean_context))
+    if profile.kv_cache_concat and sdpa_math_only(arch):  # transformers' own Falcon code
+        decode_k.append(transformer_cost.math_sdpa_kv_kernel(workload, b, mean_context))
     read_k = decode_k
     if copies_cache_each_step(workload, profile):
         read_k = [*decode_k, transformer_cost.cache_append_kernel(workload, b, mean_context)]

@@ -1350,6 +1350,30 @@ def repeated_kv_kernel(workload: Workload, batch: int, context: int) -> Kernel:
     )
 
 
+def math_sdpa_kv_kernel(workload: Workload, batch: int, context: int) -> Kernel:
+    """The keys and values of a decode step's math-path SDPA, where the model hands SDPA fewer
+    key/value heads than query heads and a mask (execution.sdpa_math_only: Falcon-7B).
+
+    PyTorch's math path computes half-precision inputs in FP32
+    (torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp is off by default) and broadcasts the
+    cached key/value head to every query head: the upcast writes the keys and the values once per
+    query head in FP32, and the two batched products (scores, then the weighted values) read them
+    again, beside the cache read the attention kernel counts. Per layer: 2 x 4 bytes for each
+    expanded element, two copy launches. (On an H200, Falcon-7B at batch 4 and a 2k context spent
+    2 x 160 us a layer a step on the copies: profile-falcon-h200-2026-12-05.txt.)"""
+    arch = _arch(workload)
+    expanded = arch.kv_elements_per_token() * arch.num_heads / (arch.num_kv_heads or arch.num_heads)
+    return Kernel(
+        name="math_sdpa_kv",
+        kind="memory",
+        flops=0.0,
+        bytes=2.0 * 4.0 * batch * context * expanded,
+        count=arch.num_layers,
+        ops=0.0,
+        launches=2.0,
+    )
+
+
 def cache_append_kernel(workload: Workload, batch: int, context: int) -> Kernel:
     """Each layer's keys and values grown by the decode step's token by concatenation.
 

@@ -1,0 +1,60 @@
+"""Falcon-7B's decode attention as PyTorch's math SDPA path runs it: the one cached key/value
+head copied to every query head in FP32 at every step (estimate/transformer_cost.math_sdpa_kv_kernel)."""
+
+from __future__ import annotations
+
+from fitbench.catalog import get_gpu
+from fitbench.estimate import speed, transformer_cost
+from fitbench.estimate.execution import sdpa_math_only, workload_as_run
+from fitbench.estimate.profile import get_profile
+from fitbench.workloads import library
+from fitbench.workloads.hf_config import arch_from_hf_config
+
+H200 = get_gpu("h200")
+DEFAULT = get_profile("torch", "default", use_user=False)
+
+
+def _decode(name: str, batch: int = 4, prompt: int = 2048):
+    w = library.workload_for_model(name, batch_size=batch, mode="infer", prompt_tokens=prompt, new_tokens=64)
+    w = workload_as_run(w, "default", H200)
+    return w, speed.generation(w, H200, DEFAULT).decode
+
+
+def test_the_math_path_copies_keys_and_values_to_every_query_head_in_fp32() -> None:
+    w, _ = _decode("falcon-7b")
+    arch = w.arch
+    assert sdpa_math_only(arch) and arch.kv_heads == 1 and arch.num_heads == 71
+    kernel = transformer_cost.math_sdpa_kv_kernel(w, 4, 2080)
+    # keys and values, 71 heads of 64, written and read once each in FP32, every layer
+    assert kernel.bytes == 2 * 4 * 4 * 2080 * (2 * 64 * 71)
+    assert kernel.count == arch.num_layers == 32
+
+
+def test_only_the_math_path_pays_for_the_copies_and_they_grow_with_the_context() -> None:
+    _, short = _decode("falcon-7b", prompt=512)
+    _, long = _decode("falcon-7b", prompt=2048)
+    per_slot = 2 * 4 * 4 * (2 * 64 * 71) * 32  # batch 4, every layer
+    assert long.bytes - short.bytes > per_slot * (2048 - 512)
+    # Falcon-40B's layout expands keys and values to every head before SDPA: no math path
+    falcon_40b = arch_from_hf_config(
+        {
+            "model_type": "falcon",
+            "hidden_size": 8192,
+            "num_attention_heads": 128,
+            "num_kv_heads": 8,
+            "num_hidden_layers": 60,
+            "new_decoder_architecture": True,
+            "parallel_attn": True,
+            "vocab_size": 65024,
+        }
+    )
+    assert not sdpa_math_only(falcon_40b)
+    assert not sdpa_math_only(library.workload_for_model("qwen2.5-0.5b-instruct").arch)
+
+
+def test_a_serving_engine_attends_without_the_math_path() -> None:
+    """An engine (vLLM) runs its own attention kernels: the copies are transformers' code only."""
+    w, own = _decode("falcon-7b")
+    served = speed.generation(w, H200, get_profile("torch", "tuned", use_user=False).as_engine()).decode
+    copies = transformer_cost.math_sdpa_kv_kernel(w, 4, 2048 + 32)
+    assert own.bytes - served.bytes >= copies.bytes * copies.count
