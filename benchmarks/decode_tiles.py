@@ -1,15 +1,16 @@
-"""Why the batched decode tiles lose to cuBLAS, and which tile layout reads weights fastest.
+"""Which layout of the batched decode tiles reads weights fastest, and why the first one lost.
 
-`decode_kernels.py --batch 2,8,32` found fitbench's batched tiles (`_*_rows_kernel`: a program
-multiplies its weight rows with every sequence's activations by tl.dot) at 0.6-2.4 TB/s on the
-projections with RMSNorm folded in (qkv, gate_up, LM head) and 2.4-3.5 TB/s on the ones without
-(o, down), against cuBLAS' 2.5-4.1. Two suspects, timed apart here on one standalone tile kernel
-with the same main loop:
+`decode_kernels.py --batch 2,8,32` found fitbench's first batched tiles (`_*_rows_kernel`: a
+program multiplies its weight rows with every sequence's activations by tl.dot) at 0.6-2.4 TB/s
+on the projections with RMSNorm folded in (qkv, gate_up, LM head) and 2.4-3.5 TB/s on the ones
+without (o, down), against cuBLAS' 2.5-4.1. Two suspects, timed apart here on one standalone tile
+kernel with the same main loop:
 
-1. the orientation: the current tiles compute acc[rows, weight rows] = x @ W^T, so the small
-   activation tile is tl.dot's A operand (M = 16 or 32 padded sequences) and Hopper's wgmma,
-   which needs M >= 64, is out of reach. "swap" computes acc^T = W @ x^T instead: the weight
-   tile is A (M = 64 or 128 weight rows), the activations B (N = 16 or 32);
+1. the orientation: those tiles computed acc[rows, weight rows] = x @ W^T, so the small
+   activation tile was tl.dot's A operand (M = 16 or 32 padded sequences) and Hopper's wgmma,
+   which needs M >= 64, out of reach. "swap" computes acc^T = W @ x^T instead: the weight tile
+   is A (M = 64 or 128 weight rows), the activations B (N = 16 or 32). On an H200 it won at
+   every shape and batch (decode-tiles-h200-2026-12-05.json), and the decode kernels now use it;
 2. the folded RMSNorm: each K step also sums x^2 per row ("squares") and multiplies x by the
    norm weight g before the dot ("gamma"), which puts arithmetic between the load and the
    tensor cores.
@@ -19,7 +20,7 @@ and 32 padded rows), each layout x norm mode x tile, against cuBLAS (torch.matmu
 weights; weights rotate among copies that exceed the L2, timings are CUDA graphs of many
 launches (the median of several replays), and every variant is checked against float64 first.
 
-    python benchmarks/decode_tiles.py                 # the full sweep (~3 min on an H200)
+    python benchmarks/decode_tiles.py                 # the full sweep (~1 min on an H200)
     python benchmarks/decode_tiles.py --smoke         # tiny shapes, correctness only (a CPU runs
                                                       # it under Triton's interpreter)
 
@@ -55,7 +56,6 @@ SHAPES = {
     "down": (4096, 11008),
     "head": (32000, 4096),
 }
-NORMED = {"qkv", "gate_up", "head"}  # the projections that fold an RMSNorm in the fused step
 BATCHES = (2, 32)
 # (swap, tile rows, block_k, warps, stages)
 TILES = [

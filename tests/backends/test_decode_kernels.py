@@ -419,6 +419,25 @@ def test_the_benchmark_s_smoke_mode_checks_the_kernels_on_this_machine(capsys):
     assert "(ok)" in out and "b3   fused generation == eager generation (8 tokens a sequence): True" in out
 
 
+def test_the_tile_layout_benchmark_computes_every_layout_and_norm_mode_right(capsys):
+    """benchmarks/decode_tiles.py --smoke: both tile layouts (x @ W^T and W @ x^T) with no norm,
+    the sum of squares, and the norm weight folded in, against float64 (here under the
+    interpreter)."""
+    benchmarks = str(Path(__file__).resolve().parents[2] / "benchmarks")
+    sys.path.insert(0, benchmarks)
+    try:
+        path = f"{benchmarks}/decode_tiles.py"
+        spec = importlib.util.spec_from_file_location("decode_tiles_benchmark", path)
+        assert spec is not None and spec.loader is not None
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(benchmarks)
+    assert bench.main(["--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("relative error") == 18 and "smoke: ok" in out
+
+
 def test_every_default_tile_compiles_for_an_h200_unspilled_and_pipelined():
     """benchmarks/decode_kernels_sm90.py: Triton's own ptxas compiles each kernel for sm_90 with
     the tile defaults of every batch bucket, here without a GPU; it fails where a default spills
