@@ -8,10 +8,11 @@ the attention implementation fitbench's torch backend picks, and prints beside e
 count the part-by-part count and the difference: the family's own calls that
 `generate_ops.CallCounts.family_layer` holds for the installed release.
 
-How a layer is counted: the decode forward of models of 0..L layers (the prompt first, then one
+How a layer is counted: the decode forward of models of 0..3 layers (the prompt first, then one
 token over the cache); the difference between L and L - 1 layers is layer L - 1, dense or MoE as
-the family lays it out. The calls outside the layers come from `generate` itself (N and N + k new
-tokens) less the layers.
+the family lays it out (layers 1 and 2 are used: the first layer's difference also holds the mask
+work a model without layers skips). The calls outside the layers come from `generate` itself (N
+and N + k new tokens) less the layers.
 
     python benchmarks/generate_ops_families.py            # every family (~1 min on a CPU)
     python benchmarks/generate_ops_families.py --only falcon,deepseek
@@ -33,7 +34,7 @@ from torch.overrides import TorchFunctionMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fitbench.estimate import generate_ops
-from fitbench.estimate.execution import EAGER_ONLY_MODEL_TYPES
+from fitbench.estimate.execution import transformers_lacks_sdpa
 from fitbench.workloads import library
 from fitbench.workloads.hf_config import arch_from_hf_config
 from tiny_families import tiny_config
@@ -87,7 +88,8 @@ def build(config: dict[str, Any], layers: int) -> Any:
     cfg = AutoConfig.for_model(model_type, **fields)
     if getattr(cfg, "pad_token_id", None) is not None and cfg.pad_token_id >= cfg.vocab_size:
         cfg.pad_token_id = 0
-    cfg._attn_implementation = "eager" if model_type in EAGER_ONLY_MODEL_TYPES else "sdpa"
+    eager = transformers_lacks_sdpa(arch_from_hf_config(config), transformers.__version__)
+    cfg._attn_implementation = "eager" if eager else "sdpa"  # as the torch backend asks
     torch.manual_seed(0)
     return AutoModelForCausalLM.from_config(cfg).eval()
 

@@ -123,6 +123,7 @@ BEFORE_PACK_GQA = CallCounts(
         "gpt-neox": -6,
         "gpt-oss": 44,
         "gpt2": -14,
+        "gptj": -7,
         "llama4-text": 13,
         "olmo": -4,
         "olmo2": 1,
@@ -143,6 +144,7 @@ BEFORE_PACK_GQA = CallCounts(
         "glm4-moe": 6,
         "gpt-neox": -11,
         "gpt2": 10,
+        "gptj": 26,  # eager attention: 5.17 builds GPT-J without SDPA (execution.SDPA_SINCE)
         "olmo": -8,
         "olmo2": 2,
         "phi3": 9,
