@@ -15,8 +15,9 @@ B, and the tile defaults below were chosen up to 32).
 Measured on an H200, the first batched tiles (x @ W^T: the activations as tl.dot's first
 operand) were correct but slow where RMSNorm was folded in (qkv, gate_up, the head: 1.2-2.4 TB/s
 against cuBLAS's 3.6-4.1, decode-kernels-batched-h200-2026-12-04.json); benchmarks/decode_tiles.py
-traced that to the layout, and the tiles now accumulate W @ x^T (3.5-4.1 TB/s, ahead of cuBLAS
-on every projection; decode-tiles-h200-2026-12-05.json). A 6.7B step then took 3.89 / 4.07 /
+traced that to the layout, and the tiles now accumulate W @ x^T (3.5-4.1 TB/s, at or ahead of
+cuBLAS on every projection but gate/up, 0.2-0.35 TB/s behind with its norm folded in;
+decode-tiles-h200-2026-12-05.json). A 6.7B step then took 3.89 / 4.07 /
 5.04 ms at b2 / b8 / b32 against the compiled step's 4.41 / 4.61 / 5.46, so the tuned mode runs
 them at every batch they take (static_decoder.FUSED_MAX_BATCH). Tiles for 2-8 sequences that
 multiply by FP32 FMAs, as batch 1 does, with a [rows, 2 * block_n, block_k] accumulator, were
