@@ -10,8 +10,10 @@ as a real launch specializes them: pointers 16-byte aligned, integer sizes multi
 
     python benchmarks/decode_kernels_sm90.py            # the defaults
     python benchmarks/decode_kernels_sm90.py --sweep    # every swept batched config too
+    python benchmarks/decode_kernels_sm90.py --dtype fp32   # the defaults for FP32 weights
 
-Exits 1 if a default config spills or leaves its weight loads unpipelined.
+Exits 1 if a default config spills (16-bit), needs more shared memory than a block can have, or
+leaves its weight loads unpipelined.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from fitbench.backends.torch import decode_kernels as dk
-from fitbench.backends.torch.fused_decode import BATCHED_GEMV_CONFIGS, GEMV_CONFIGS
+from fitbench.backends.torch.fused_decode import BATCHED_GEMV_CONFIGS, GEMV_CONFIGS, configs_for
 from fitbench.workloads.presets import LLAMA_7B
 
 TARGET = GPUTarget("cuda", 90, 32)
+MAX_SHARED_BYTES = 227 * 1024  # the most shared memory one block of an H100 / H200 can have
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 
 
@@ -71,12 +74,17 @@ def compile_kernel(fn: Any, args: dict[str, Any], config: dk.GemvConfig | None) 
     }
 
 
-def cases(pad: int, configs: dict[str, dk.GemvConfig]) -> dict[str, tuple[Any, dict[str, Any]]]:
-    """The five kernels of a layer and the LM head at 6.7B shapes, batch bucket `pad` (1: batch 1)."""
+def cases(
+    pad: int, configs: dict[str, dk.GemvConfig], dtype: str = "fp16"
+) -> dict[str, tuple[Any, dict[str, Any]]]:
+    """The five kernels of a layer and the LM head at 6.7B shapes, batch bucket `pad` (1: batch 1),
+    with weights and activations of `dtype` (fp16, or fp32: tl.dot in full FP32)."""
     s = LLAMA_7B
     batched = pad > 1
-    common = {"x_ptr": "*fp16", "w_ptr": "*fp16", "b_ptr": "*fp16", "g_ptr": "*fp16", "eps": "fp32"}
-    rows = {"BATCH": "i32", "ROWS_PAD": pad, "PRECISION": None} if batched else {}
+    t = f"*{dtype}"
+    common = {"x_ptr": t, "w_ptr": t, "b_ptr": t, "g_ptr": t, "eps": "fp32"}
+    precision = "ieee" if dtype == "fp32" else None
+    rows = {"BATCH": "i32", "ROWS_PAD": pad, "PRECISION": precision} if batched else {}
 
     def tile(name: str, n: int, k: int, per_program: int = 1) -> dict[str, Any]:
         block_n, block_k, even = dk._fit(configs[name], n, k, per_program, batched=batched)
@@ -86,7 +94,7 @@ def cases(pad: int, configs: dict[str, dk.GemvConfig]) -> dict[str, tuple[Any, d
         return {
             **common,
             **rows,
-            "res_ptr": "*fp16",
+            "res_ptr": t,
             "out_ptr": out,
             "N": "i32",
             "K": k,
@@ -106,9 +114,9 @@ def cases(pad: int, configs: dict[str, dk.GemvConfig]) -> dict[str, tuple[Any, d
     qkv = {
         **common,
         **rows,
-        "q_ptr": "*fp16",
-        "k_cache_ptr": "*fp16",
-        "v_cache_ptr": "*fp16",
+        "q_ptr": t,
+        "k_cache_ptr": t,
+        "v_cache_ptr": t,
         "cos_ptr": "*fp32",
         "sin_ptr": "*fp32",
         "pos_ptr": "*i64",
@@ -124,7 +132,7 @@ def cases(pad: int, configs: dict[str, dk.GemvConfig]) -> dict[str, tuple[Any, d
     swiglu = {
         **common,
         **rows,
-        "out_ptr": "*fp16",
+        "out_ptr": t,
         "FFN": "i32",
         "K": h,
         "NORM": True,
@@ -133,9 +141,9 @@ def cases(pad: int, configs: dict[str, dk.GemvConfig]) -> dict[str, tuple[Any, d
     }
     return {
         "qkv": (qkv_fn, qkv),
-        "o": (linear_fn, linear("o", h, s.num_heads * hd, False, True, "*fp16")),
+        "o": (linear_fn, linear("o", h, s.num_heads * hd, False, True, t)),
         "gate_up": (swiglu_fn, swiglu),
-        "down": (linear_fn, linear("down", h, ffn, False, True, "*fp16")),
+        "down": (linear_fn, linear("down", h, ffn, False, True, t)),
         "head": (linear_fn, linear("head", s.vocab_size, h, True, False, "*fp32")),
     }
 
@@ -143,9 +151,17 @@ def cases(pad: int, configs: dict[str, dk.GemvConfig]) -> dict[str, tuple[Any, d
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", action="store_true", help="also every batched config of the sweep")
+    parser.add_argument(
+        "--dtype",
+        choices=("fp16", "fp32"),
+        default="fp16",
+        help="weight and activation type (fp32: the defaults for 4-byte weights, fused_decode."
+        "configs_for; their spills are reported, shared memory over a block's 227 KB fails)",
+    )
     args = parser.parse_args(argv)
-    plans: list[tuple[str, int, dict[str, dk.GemvConfig]]] = [("default", 1, dict(GEMV_CONFIGS))]
-    plans += [("default", pad, dict(cfgs)) for pad, cfgs in BATCHED_GEMV_CONFIGS.items()]
+    size = 4 if args.dtype == "fp32" else 2
+    plans: list[tuple[str, int, dict[str, dk.GemvConfig]]] = [("default", 1, configs_for(1, size))]
+    plans += [("default", pad, configs_for(pad, size)) for pad in BATCHED_GEMV_CONFIGS]
     if args.sweep:
         sys.path.insert(0, str(Path(__file__).parent))
         import decode_kernels as bench  # the sweep's configs (imports torch)
@@ -154,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             plans += [("sweep", pad, dict.fromkeys(GEMV_CONFIGS, cfg)) for cfg in bench.SWEEP_BATCHED]
     bad = 0
     for kind, pad, configs in plans:
-        for name, (fn, fn_args) in cases(pad, configs).items():
+        for name, (fn, fn_args) in cases(pad, configs, args.dtype).items():
             cfg = configs[name]
             tiles = f"bn={cfg.block_n} bk={cfg.block_k} w={cfg.num_warps} st={cfg.num_stages}"
             label = f"{kind:<7} rows {pad:<2} {name:<7} {tiles}"
@@ -164,20 +180,23 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{label}: FAILED {str(exc).splitlines()[0][:160]}")
                 bad += kind == "default"
                 continue
-            worse = r["stack_bytes"] or (pad > 1 and not r["async_copies"])
+            spills = r["stack_bytes"] and args.dtype == "fp16"  # FP32 tiles may spill a little
+            too_big = r["shared_bytes"] > MAX_SHARED_BYTES
+            worse = spills or too_big or (pad > 1 and not r["async_copies"])
             bad += bool(worse) and kind == "default"
             print(
                 f"{label}: {r['registers']} regs, {r['stack_bytes']} B spilled, "
                 f"{r['shared_bytes'] / 1024:.0f} KiB shared, {r['async_copies']} async copies"
                 + ("  <-" if worse else "")
             )
+    t = f"*{args.dtype}"
     attention = {
-        "q_ptr": "*fp16",
-        "k_cache_ptr": "*fp16",
-        "v_cache_ptr": "*fp16",
-        "out_ptr": "*fp16",
-        "part_acc_ptr": "*fp16",  # one split: decode_attention passes `out`, which is never read
-        "part_stats_ptr": "*fp16",
+        "q_ptr": t,
+        "k_cache_ptr": t,
+        "v_cache_ptr": t,
+        "out_ptr": t,
+        "part_acc_ptr": t,  # one split: decode_attention passes `out`, which is never read
+        "part_stats_ptr": t,
         "pos_ptr": "*i64",
         "HEADS": "i32",
         "KV_HEADS": "i32",

@@ -29,6 +29,7 @@ converts a layout through shared memory at every step.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -76,9 +77,21 @@ ATTENTION_BLOCK = 64  # cache slots per step of the attention loop
 MAX_BATCH = kernels.MAX_BATCH
 
 
-def configs_for(batch: int) -> dict[str, GemvConfig]:
-    """The tile configuration of each projection at this batch."""
-    return dict(GEMV_CONFIGS) if batch == 1 else dict(BATCHED_GEMV_CONFIGS[kernels.rows_pad(batch)])
+def configs_for(batch: int, element_size: int = 2) -> dict[str, GemvConfig]:
+    """The tile configuration of each projection at this batch, for weights of `element_size`
+    bytes.
+
+    4-byte weights (an FP32 decode) double the batched tiles' shared-memory stages: the 16-bit
+    qkv and head tiles would need 264 KB at 32 rows, over the 227 KB an H100 / H200 block can
+    have; half the block_k fits them (132 KB, a few hundred bytes of spills:
+    `benchmarks/decode_kernels_sm90.py --dtype fp32`)."""
+    if batch == 1:
+        return dict(GEMV_CONFIGS)
+    configs = dict(BATCHED_GEMV_CONFIGS[kernels.rows_pad(batch)])
+    if element_size > 2:
+        half = {name: max(kernels.MIN_DOT, cfg.block_k // 2) for name, cfg in configs.items()}
+        configs = {name: replace(cfg, block_k=half[name]) for name, cfg in configs.items()}
+    return configs
 
 
 def unsupported_reason(generator: StaticKVGenerator) -> str | None:
@@ -112,7 +125,7 @@ class FusedDecodeStep:
             raise ValueError(why)
         self.g = generator
         b = generator.batch
-        self.configs = {**configs_for(b), **(configs or {})}
+        self.configs = {**configs_for(b, generator.dtype.itemsize), **(configs or {})}
         self.eps = eps
         s, device, dtype = generator.model.shape, generator.device, generator.dtype
         # One row per sequence; a batch of one ([1, K]) runs the batch-1 GEMV kernels.
