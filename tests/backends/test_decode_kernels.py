@@ -447,27 +447,20 @@ def test_every_default_tile_compiles_for_an_h200_unspilled_and_pipelined():
         pytest.skip("this Triton ships no ptxas / cuobjdump")
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root / "src"), "TRITON_INTERPRET": "0"}
-    done = subprocess.run(
-        [sys.executable, str(root / "benchmarks" / "decode_kernels_sm90.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+
+    def compile_tiles(*args: str) -> subprocess.CompletedProcess[str]:
+        script = str(root / "benchmarks" / "decode_kernels_sm90.py")
+        return subprocess.run(
+            [sys.executable, script, *args], capture_output=True, text=True, env=env, timeout=300, check=False
+        )
+
+    done = compile_tiles()
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert sum(" rows 16 " in line or " rows 32 " in line for line in lines) == 10
     assert all("0 B spilled" in line for line in lines)
     # FP32 weights (fused_decode.configs_for halves block_k): every tile fits a block's shared
     # memory and keeps its weight loads pipelined (a few hundred bytes of spills are allowed)
-    fp32 = subprocess.run(
-        [sys.executable, str(root / "benchmarks" / "decode_kernels_sm90.py"), "--dtype", "fp32"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    fp32 = compile_tiles("--dtype", "fp32")
     assert fp32.returncode == 0, fp32.stdout + fp32.stderr
     assert " rows 32 qkv     bn=64 bk=64 " in fp32.stdout

@@ -1327,6 +1327,12 @@ def layer_norm_share(dt: ActivationDtypes) -> float:
 BIAS_GRADIENT_SHARE = 0.31
 
 
+def _kv_elements_every_query_head(arch: TransformerArch) -> float:
+    """Key and value elements of one token once its key/value heads are copied to every query
+    head (repeat_kv, or the math path's broadcast)."""
+    return arch.kv_elements_per_token() * arch.num_heads / (arch.num_kv_heads or arch.num_heads)
+
+
 def repeated_kv_kernel(workload: Workload, batch: int, context: int) -> Kernel:
     """The copies of keys and values to every query head on the sliding layers of a decode step
     (generate_ops.repeats_kv says when transformers makes them).
@@ -1338,7 +1344,7 @@ def repeated_kv_kernel(workload: Workload, batch: int, context: int) -> Kernel:
     arch = _arch(workload)
     a = activation_dtypes(workload, dropout=False).act
     window = min(context, arch.sliding_window or context)
-    expanded = arch.kv_elements_per_token() * arch.num_heads / (arch.num_kv_heads or arch.num_heads)
+    expanded = _kv_elements_every_query_head(arch)
     return Kernel(
         name="repeat_kv",
         kind="memory",
@@ -1362,7 +1368,7 @@ def math_sdpa_kv_kernel(workload: Workload, batch: int, context: int) -> Kernel:
     expanded element, two copy launches. (On an H200, Falcon-7B at batch 4 and a 2k context spent
     2 x 160 us a layer a step on the copies: profile-falcon-h200-2026-12-05.txt.)"""
     arch = _arch(workload)
-    expanded = arch.kv_elements_per_token() * arch.num_heads / (arch.num_kv_heads or arch.num_heads)
+    expanded = _kv_elements_every_query_head(arch)
     return Kernel(
         name="math_sdpa_kv",
         kind="memory",

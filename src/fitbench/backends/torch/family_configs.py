@@ -106,6 +106,12 @@ def _require_uniform_biases(arch: TransformerArch) -> None:
     _require(arch, uniform, "biases on some layers only", "只有部分层有偏置")
 
 
+def _require_no_biases(arch: TransformerArch, family: str, family_zh: str) -> None:
+    """Families whose Linears have no bias at all (Phi-3, DeepSeek, MiniMax-M2)."""
+    none = not (arch.qkv_bias or arch.out_bias or arch.mlp_bias)
+    _require(arch, none, f"biases {family} does not have", f"{family_zh} 没有的偏置")
+
+
 def _same_attention_bias(arch: TransformerArch) -> bool:
     """One `attention_bias` switch covers q, k, v and o in these families."""
     return arch.qkv_bias == arch.out_bias
@@ -159,12 +165,7 @@ def _olmo(arch: TransformerArch) -> dict[str, Any]:
 def _phi3(arch: TransformerArch) -> dict[str, Any]:
     """Phi-3: one fused qkv_proj and one gate_up_proj, which change no count but what autograd
     keeps (the value is a view of the fused output) and how many kernels run."""
-    _require(
-        arch,
-        not (arch.qkv_bias or arch.out_bias or arch.mlp_bias),
-        "biases Phi-3 does not have",
-        "Phi-3 没有的偏置",
-    )
+    _require_no_biases(arch, "Phi-3", "Phi-3")
     _require(
         arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size", "自定义的注意力头维度"
     )
@@ -280,12 +281,7 @@ def _deepseek(arch: TransformerArch) -> dict[str, Any]:
     routing group (n_group = topk_group = 1): group-limited routing picks which experts run, not
     how many, and any expert count divides into one group."""
     _require(arch, arch.moe_every == 1, "dense layers between the experts", "专家层之间的稠密层")
-    _require(
-        arch,
-        not (arch.qkv_bias or arch.out_bias or arch.mlp_bias),
-        "biases DeepSeek does not have",
-        "DeepSeek 没有的偏置",
-    )
+    _require_no_biases(arch, "DeepSeek", "DeepSeek")
     return dict(
         llama_sizes(arch),
         moe_intermediate_size=arch.expert_intermediate_size,
@@ -390,12 +386,7 @@ def _minimax_m2(arch: TransformerArch) -> dict[str, Any]:
         "dense layers or shared experts",
         "稠密层或共享专家",
     )
-    _require(
-        arch,
-        not (arch.qkv_bias or arch.out_bias or arch.mlp_bias),
-        "biases MiniMax-M2 does not have",
-        "MiniMax-M2 没有的偏置",
-    )
+    _require_no_biases(arch, "MiniMax-M2", "MiniMax-M2")
     return dict(
         llama_sizes(arch),
         intermediate_size=arch.expert_intermediate_size,

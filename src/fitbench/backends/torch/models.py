@@ -481,25 +481,18 @@ def _mixtral_or_mistral_config(arch: TransformerArch, *, attention: str) -> Any:
             "shared experts or dense layers between expert layers", arch, "共享专家,或专家层之间的稠密层"
         )
     common = dict(
-        vocab_size=arch.vocab_size,
-        hidden_size=arch.hidden_size,
-        num_hidden_layers=arch.num_layers,
-        num_attention_heads=arch.num_heads,
-        num_key_value_heads=arch.kv_heads,
+        llama_sizes(arch),
         head_dim=arch.dim_head,
-        max_position_embeddings=arch.max_positions,
-        tie_word_embeddings=arch.tie_embeddings,
         sliding_window=arch.sliding_window if arch.sliding_layers else None,
     )
     if arch.is_moe:
         config = transformers.MixtralConfig(
-            intermediate_size=arch.expert_intermediate_size,
+            **{**common, "intermediate_size": arch.expert_intermediate_size},
             num_local_experts=arch.num_experts,
             num_experts_per_tok=arch.experts_per_token,
-            **common,
         )
     else:
-        config = transformers.MistralConfig(intermediate_size=arch.intermediate_size, **common)
+        config = transformers.MistralConfig(**common)
     config._attn_implementation = attention
     return config
 
