@@ -14,7 +14,7 @@ from typing import Any
 
 from fitbench.core import names
 from fitbench.core.gpu import GpuSpec
-from fitbench.estimate.assumptions import estimate_assumptions
+from fitbench.estimate.assumptions import estimate_assumptions, first_step_assumptions
 from fitbench.estimate.breakdown import MemoryBreakdown, required_bytes
 from fitbench.estimate.distributed import global_batch_size
 from fitbench.estimate.execution import workload_as_run
@@ -181,6 +181,7 @@ def estimate(
     workload = workload_as_run(workload, exec_mode, gpu, framework)
     mem = memory_breakdown(workload, profile)
     assumptions = estimate_assumptions(workload, requested, gpu, profile)
+    assumptions += first_step_assumptions(workload, framework, mem)
     if workload.attention != requested_attention:
         assumptions.insert(
             3,

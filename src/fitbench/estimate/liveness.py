@@ -86,6 +86,28 @@ def activation_moment(
     return parts
 
 
+def backward_total(
+    segments: Sequence[GradedSegment],
+    *,
+    cast_bytes: float,
+    checkpointing: bool,
+    grad_accum: int,
+    fragmentation: float = 0.0,
+) -> float:
+    """The largest moment of forward+backward with its gradients, autocast copies and the
+    `fragmentation` share of its dynamic part: what the first step has reserved when its
+    optimizer step begins (estimate/first_step.py adds what that step reserves beyond it)."""
+    total, _ = _backward_moment(
+        segments,
+        cast_bytes=cast_bytes,
+        checkpointing=checkpointing,
+        grad_accum=grad_accum,
+        gradients=True,
+        fragmentation=fragmentation,
+    )
+    return total
+
+
 def step_peak(
     segments: Sequence[GradedSegment],
     *,

@@ -8,7 +8,9 @@ PEFT replaces its trainable parts (peft.py), several GPUs shard it (sharding.py)
 
 from __future__ import annotations
 
-from fitbench.estimate import liveness, resnet_cost, transformer_cost
+from functools import lru_cache
+
+from fitbench.estimate import first_step, liveness, resnet_cost, transformer_cost
 from fitbench.estimate.breakdown import PART_NAMES, MemoryBreakdown
 from fitbench.estimate.liveness import GradedSegment
 from fitbench.estimate.optimizer import optimizer_bytes
@@ -85,6 +87,7 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
     parts["weights"] = weights
     parts["quantization_scales"] = scales
     details: dict[str, int] = {}
+    first_reserve: float | None = None
     if workload.is_training:
         state, master, _ = optimizer_bytes(workload, framework)
         parts["optimizer_state"] = state
@@ -94,6 +97,7 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
         phase, dynamic = step_peak(workload, framework, share, compiled=compiled)
         parts.update(dynamic)
         details["gradients_total"] = int(workload.trained_param_count() * p.grad_bytes)
+        first_reserve = _first_step_reserve(workload, framework, share, compiled)
     elif workload.is_generation:
         phase = "generate"
         parts["kv_cache"] = transformer_cost.kv_cache_bytes(workload)
@@ -118,7 +122,35 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
         if outgrown:
             details["outgrown_kv_cache_blocks"] = int(outgrown)
     parts["cuda_context"] = profile.context_bytes
+    if workload.is_training and first_reserve is not None:
+        # The first step's reserve beyond this peak: cached, so the allocator frees it under
+        # pressure (required_bytes leaves fragmentation out), but nvidia-smi shows it.
+        beyond = first_reserve + parts["weights"] + parts["quantization_scales"] + parts["master_weights"]
+        beyond += parts["workspace"] + parts["cuda_context"] - sum(parts.values())
+        if beyond > 0:
+            parts["fragmentation"] += beyond
+            details["first_step_segments"] = int(beyond)
     return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)
+
+
+@lru_cache(maxsize=1024)
+def _first_step_reserve(workload: Workload, framework: str, share: float, compiled: bool) -> float | None:
+    """What the first training step reserves beyond its weights (first_step.py): the largest
+    moment of its forward and backward, as the breakdown judges it, plus the new segments its
+    gradients and its first optimizer step take. None where first_step does not apply. Cached:
+    the searches and the advice ask for the same job on many cards."""
+    graded = graded_segments(workload, framework, compiled=compiled)
+    first = first_step.first_step(workload, framework, [seg for seg, _ in graded])
+    if first is None:
+        return None
+    backward = liveness.backward_total(
+        graded,
+        cast_bytes=workload.precision_info.cast_cache_bytes,
+        checkpointing=workload.checkpointing,
+        grad_accum=workload.grad_accum,
+        fragmentation=share,
+    )
+    return backward + first.reserve_beyond_activations
 
 
 def _fragmentation_share(workload: Workload, profile: Profile) -> float:

@@ -1,0 +1,120 @@
+"""The caching allocator's rules and the first training step's reserve built on them.
+
+estimate/allocator.py states PyTorch's rules (best fit, splitting, 2 MiB rounding, 20 MiB
+segments for mid-sized requests); estimate/first_step.py runs a training step's gradients and
+first optimizer step through them. What the reserve must do: appear where the parameter tensors
+outgrow the activation blocks (a wide model at a small batch), vanish where they fit (a large
+batch), and never move what must fit (the verdict and the largest batch read required_bytes).
+benchmarks/allocator_phases.py measured the phases on a GPU; its file is compared in the README.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from fitbench.catalog import get_gpu
+from fitbench.estimate.allocator import LARGE_BUFFER, LargePool, MiB, freed_blocks, segment_bytes
+from fitbench.estimate.api import estimate
+from fitbench.estimate.first_step import first_step, weight_matrices
+from fitbench.estimate.single_device import training_segments
+from fitbench.workloads.presets import get_workload
+
+
+def test_a_new_segment_is_rounded_as_the_allocator_rounds():
+    assert segment_bytes(3 * MiB) == LARGE_BUFFER  # mid-sized: a 20 MiB segment
+    assert segment_bytes(10 * MiB) == 10 * MiB
+    assert segment_bytes(10 * MiB + 1) == 12 * MiB  # 2 MiB multiples from 10 MiB on
+
+
+def test_best_fit_takes_the_smallest_block_and_keeps_the_rest():
+    pool = LargePool([100 * MiB, 40 * MiB, 60 * MiB])
+    assert pool.allocate(50 * MiB)  # from the 60 MiB block, leaving 10 MiB
+    assert pool.allocate(35 * MiB)  # from the 40 MiB block
+    assert pool.allocate(90 * MiB)  # from the 100 MiB block
+    assert pool.new_segment_bytes == 0
+    assert pool.free_bytes == pytest.approx(25 * MiB)  # 10 + 5 + 10 left over
+
+
+def test_a_request_larger_than_every_block_takes_a_segment_however_much_is_free():
+    pool = LargePool([64 * MiB] * 10)  # 640 MiB free
+    assert not pool.allocate(65 * MiB)
+    assert pool.new_segment_bytes == 66 * MiB  # rounded to 2 MiB
+    assert pool.free_bytes == 640 * MiB  # the segment's 1 MiB rest is too small to keep
+
+
+def test_small_requests_never_touch_the_large_pool():
+    pool = LargePool()
+    assert pool.allocate(MiB)
+    assert pool.new_segment_bytes == 0
+
+
+def test_mid_sized_tensors_leave_whole_shared_segments_behind():
+    blocks = freed_blocks([0.5 * MiB, 3 * MiB, 3 * MiB, 8 * MiB, 12 * MiB])
+    assert sorted(blocks) == [12 * MiB, LARGE_BUFFER]  # 14 MiB packed into one 20 MiB segment
+
+
+def test_the_matrices_are_the_model_s_parameter_count_less_its_vectors():
+    """Every parameter is in a matrix or a vector of at most a few hidden widths."""
+    for name in ("llm-6b", "llm-70b", "bert-base-imdb"):
+        arch = get_workload(name).arch
+        matrices = sum(m.elements for seg in weight_matrices(arch) for m in seg)
+        vectors = arch.param_count() - matrices
+        assert 0 <= vectors < 200 * arch.hidden_size * arch.num_layers, name
+
+
+def wide_training(batch: int):
+    """A 6.7B-shaped block (4096 wide) at sequence 512 in AMP: a matrix of 4096 x 11008 FP32
+    moments is 180 MB, an MLP activation of batch x 512 x 11008 at 16 bits 11 MB a sequence."""
+    w = get_workload("llm-6b", mode="train", precision="amp-bf16", seq_len=512, batch_size=batch)
+    return w.replace(arch=dataclasses.replace(w.arch, num_layers=4))
+
+
+def test_moments_larger_than_every_activation_take_new_segments():
+    w = wide_training(1)
+    first = first_step(w, "torch", training_segments(w, "torch"))
+    assert first is not None
+    state_and_roots = 3 * 4 * w.param_count()  # two moments and the square root, FP32
+    # nearly all of it: only the few tensors the logits blocks hold reuse the cache
+    assert first.optimizer_segment_bytes > 0.8 * state_and_roots
+
+
+def test_at_a_large_batch_the_activation_blocks_hold_the_optimizer_s_tensors():
+    w = wide_training(64)
+    first = first_step(w, "torch", training_segments(w, "torch"))
+    assert first is not None
+    assert first.optimizer_segment_bytes == 0
+
+
+def test_fused_adam_has_no_square_roots_to_place():
+    w = wide_training(1)
+    foreach = first_step(w, "torch", training_segments(w, "torch"))
+    fused = first_step(w.replace(optimizer_impl="fused"), "torch", training_segments(w, "torch"))
+    assert foreach is not None and fused is not None
+    roots = 4 * w.param_count()
+    assert foreach.optimizer_segment_bytes - fused.optimizer_segment_bytes == pytest.approx(roots, rel=0.05)
+
+
+def test_the_reserve_shows_in_the_peak_but_not_in_what_must_fit():
+    h200 = get_gpu("h200")
+    small = estimate(wide_training(1), h200)
+    assert small.memory.details.get("first_step_segments", 0) > 0
+    assert small.breakdown["fragmentation"] >= small.memory.details["first_step_segments"]
+    assert small.peak_memory_bytes - small.required_memory_bytes == small.breakdown["fragmentation"]
+    large = estimate(wide_training(64), h200)
+    assert "first_step_segments" not in large.memory.details
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"peft": "lora"},
+        {"checkpointing": True},
+        {"grad_accum": 4},
+    ],
+)
+def test_it_applies_to_plain_full_training_only(overrides):
+    w = wide_training(1).replace(**overrides)
+    assert first_step(w, "torch", training_segments(w, "torch")) is None
+    assert first_step(wide_training(1), "paddle", training_segments(w, "paddle")) is None
