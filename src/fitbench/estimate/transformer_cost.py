@@ -849,12 +849,22 @@ def _elementwise_launches(arch: TransformerArch, dt: ActivationDtypes, ops: floa
     return max(1.0, ops - VIEW_OPS_PER_BLOCK + casts)
 
 
+def _qk_norm_width(arch: TransformerArch) -> int:
+    """Elements a token's query and key norms pass over (none without them)."""
+    return 0 if arch.qk_norm == "none" else arch.q_dim + arch.kv_dim
+
+
 def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> tuple[float, float]:
     """(bytes, ops) of one block's forward elementwise work per token: norms, activations,
     dropout, residual adds and autocast casts (each reads its inputs and writes its output)."""
     h, f = arch.hidden_size, arch.intermediate_size
     if arch.norm == "rmsnorm":
-        norms, norm_ops = 2 * 7 * 2 * h * 4, 2 * 7  # HF RMSNorm: upcast, pow, mean, add, rsqrt, mul, mul
+        # HF RMSNorm: upcast, pow, mean, add, rsqrt, mul, mul, each pass over the FP32 width; a
+        # block runs its own number of them (Gemma-2/3 and GLM-4 four: pre and post norms) and
+        # Qwen3's, Gemma-3's and OLMo-2's query and key norms over q and k.
+        widths = arch.norms_per_layer * h + _qk_norm_width(arch)
+        norms = 7 * 2 * widths * 4
+        norm_ops = 7 * arch.norms_per_layer + (2 * 7 if arch.qk_norm != "none" else 0)
     else:
         norms, norm_ops = 2 * 2 * h * dt.res, 2
     if arch.mlp == "swiglu":

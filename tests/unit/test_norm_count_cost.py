@@ -1,0 +1,39 @@
+"""A block's elementwise work counts every norm it runs: Gemma-2/3's four (pre and post norms)
+and the query and key norms of Qwen3, Gemma-3 and OLMo-2, each the seven FP32 passes of
+transformers' RMSNorm over its width (the same rule as Llama's two). Measured on an H200, a
+Qwen3-0.6B training step spent 120 ms of its 192 ms of kernels in elementwise work where the
+estimate counted 44 ms before these norms were counted (benchmarks/profile_step.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fitbench.estimate import transformer_cost
+from fitbench.workloads.presets import get_workload
+
+TOKENS = 2 * 256
+
+
+def _elementwise(workload):
+    kernels = transformer_cost.forward_kernels(workload, 2, 256)
+    return next(k for k in kernels if k.name == "elementwise")
+
+
+def llama():
+    return get_workload("llm-6b", mode="train", precision="amp-bf16", seq_len=256, batch_size=2)
+
+
+def test_each_extra_norm_adds_seven_fp32_passes_over_the_hidden_width():
+    base = llama()
+    four = base.replace(arch=dataclasses.replace(base.arch, norms_per_layer=4))
+    extra = _elementwise(four).bytes - _elementwise(base).bytes
+    assert extra == TOKENS * 2 * 7 * 2 * base.arch.hidden_size * 4
+    assert _elementwise(four).ops - _elementwise(base).ops == 2 * 7
+
+
+def test_query_and_key_norms_pass_over_q_and_k():
+    base = llama()
+    normed = base.replace(arch=dataclasses.replace(base.arch, qk_norm="head"))
+    extra = _elementwise(normed).bytes - _elementwise(base).bytes
+    assert extra == TOKENS * 7 * 2 * (base.arch.q_dim + base.arch.kv_dim) * 4
+    assert _elementwise(normed).ops - _elementwise(base).ops == 2 * 7
