@@ -39,6 +39,25 @@ def test_amp_experts_are_fp32_gemms_on_fp32_weights_and_activations() -> None:
     assert half.kernel_launches == 15
 
 
+def test_fp32_experts_backward_is_fp32_too() -> None:
+    """The gradients of FP32 experts are FP32 products (grad input and grad weight of each
+    expert's mm in grouped_mm's fallback): twice the forward's FLOPs at the FP32 rate, and two
+    mm launches per expert and product where the forward has one."""
+    from fitbench.estimate.profile import get_profile
+    from fitbench.estimate.speed import time_kernels, training_kernels
+
+    w, profile = _olmoe("amp-bf16"), get_profile("torch", "default")
+    kernels = {k.name: k for k in training_kernels(w, profile)}
+    fwd, bwd = kernels["experts"], kernels["experts.backward"]
+    assert bwd.compute == "fp32" and bwd.flops == 2 * fwd.flops
+    assert bwd.kernel_launches - fwd.kernel_launches == pytest.approx(2 * w.arch.num_experts, rel=1e-3)
+
+    def seconds(k):
+        return time_kernels([k], w, H200, profile, host_seconds_per_op=0.0).compute_seconds
+
+    assert seconds(bwd) == pytest.approx(2 * seconds(fwd), rel=0.05)
+
+
 def test_autocast_copies_leave_the_routed_experts_out() -> None:
     arch = _olmoe("amp-bf16").arch
     attn = sum(fin * fout for _, fin, fout in arch.attention_linears())

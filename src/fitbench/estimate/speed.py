@@ -282,9 +282,10 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
                 name=k.name + ".backward",
                 kind=k.kind,
                 flops=k.flops * factor if k.backward_flops is None else k.backward_flops,
-                # A memory kernel's arithmetic stays on the cores its forward used; a quantized
+                # A memory kernel's arithmetic stays on the cores its forward used, and so do
+                # FP32 matmuls (FP32 experts: their gradients are FP32 products too); a quantized
                 # matmul's gradients are 16-bit products of the dequantized weights.
-                compute=k.compute if k.kind == "memory" else "",
+                compute=k.compute if k.kind == "memory" or k.compute == "fp32" else "",
                 bytes=k.bytes * 2.0 if k.backward_bytes is None else k.backward_bytes,
                 count=k.count,
                 ops=k.ops * BACKWARD_HOST_SHARE,

@@ -746,7 +746,7 @@ def expert_kernels(
 
     r_read, r_dq, r_compute = weights("router")
     e_read, e_dq, e_compute = weights("experts")
-    e_act, e_casts, e_launches = act_bytes, 2.0 if amp else 0.0, None
+    e_act, e_casts, e_launches, e_back_launches = act_bytes, 2.0 if amp else 0.0, None, None
     e_ops = 15.0 + EXPERT_EXTRA_OPS.get(arch.transformers_type, 0.0)
     r_ops, copies = 7.0, 0.0
     if dense:
@@ -762,6 +762,8 @@ def expert_kernels(
         e_act, e_compute = 4.0, "fp32"
         e_casts = 1.0 + 2.0 * distinct
         e_launches = e_ops - 2.0 + 2.0 * distinct
+        # its backward: the input's and the weight's gradient, an mm each per expert and product
+        e_back_launches = e_ops - 2.0 + 4.0 * distinct
     ks = [
         Kernel(
             name="router",
@@ -786,6 +788,7 @@ def expert_kernels(
             compute=e_compute,
             dequant_bytes=distinct * e_dq,
             launches=e_launches,
+            backward_launches=e_back_launches,
         ),
     ]
     if arch.shared_intermediate_size:
