@@ -118,3 +118,15 @@ def test_it_applies_to_plain_full_training_only(overrides):
     w = wide_training(1).replace(**overrides)
     assert first_step(w, "torch", training_segments(w, "torch")) is None
     assert first_step(wide_training(1), "paddle", training_segments(w, "paddle")) is None
+
+
+@pytest.mark.parametrize("impl", ["foreach", "fused"])
+def test_what_stays_reserved_beyond_the_later_peak_is_at_most_the_activation_blocks(impl):
+    """Every gradient and moment is alive at the later steps' peak too: what the first step adds
+    beyond it are the activations' blocks it kept cached beside them (and the square roots'
+    segments, which the later peak also holds). Counting a gradient twice would break this."""
+    w = wide_training(1).replace(optimizer_impl=impl)
+    first = first_step(w, "torch", training_segments(w, "torch"))
+    assert first is not None
+    est = estimate(w, get_gpu("h200"))
+    assert 0 < est.memory.details["first_step_segments"] <= 1.1 * first.activation_block_bytes

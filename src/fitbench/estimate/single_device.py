@@ -135,22 +135,28 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
 
 @lru_cache(maxsize=1024)
 def _first_step_reserve(workload: Workload, framework: str, share: float, compiled: bool) -> float | None:
-    """What the first training step reserves beyond its weights (first_step.py): the largest
-    moment of its forward and backward, as the breakdown judges it, plus the new segments its
-    gradients and its first optimizer step take. None where first_step does not apply. Cached:
-    the searches and the advice ask for the same job on many cards."""
+    """What the first training step reserves beyond its weights (first_step.py): its backward's
+    reserve, the blocks of its activations with the segments the gradients took beside them (at
+    least the most its backward holds at once, as the breakdown judges it), plus the new
+    segments of its first optimizer step. None where first_step does not apply. Cached: the
+    searches and the advice ask for the same job on many cards."""
     graded = graded_segments(workload, framework, compiled=compiled)
     first = first_step.first_step(workload, framework, [seg for seg, _ in graded])
     if first is None:
         return None
-    backward = liveness.backward_total(
-        graded,
-        cast_bytes=workload.precision_info.cast_cache_bytes,
-        checkpointing=workload.checkpointing,
-        grad_accum=workload.grad_accum,
-        fragmentation=share,
-    )
-    return backward + first.reserve_beyond_activations
+
+    def backward(gradients: bool) -> float:
+        return liveness.backward_total(
+            graded,
+            cast_bytes=workload.precision_info.cast_cache_bytes,
+            checkpointing=workload.checkpointing,
+            grad_accum=workload.grad_accum,
+            fragmentation=share,
+            gradients=gradients,
+        )
+
+    after_backward = max(backward(True), backward(False) + first.gradient_segment_bytes)
+    return after_backward + first.optimizer_segment_bytes
 
 
 def _fragmentation_share(workload: Workload, profile: Profile) -> float:
