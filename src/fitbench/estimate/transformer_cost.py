@@ -172,17 +172,33 @@ def softcapped(arch: TransformerArch) -> bool:
     return arch.transformers_type in SOFTCAPPED_MODEL_TYPES
 
 
+# transformers families whose router hands the experts FP32 routing weights (its scores stay
+# FP32: DeepSeek's and GLM-4-MoE's FP32 router linear, Mixtral's and MiniMax's softmax); the
+# others cast them to the hidden dtype. Weighting the experts' outputs then promotes them to FP32
+# (integrations/moe.py `proj_out * sample_weights_g`), and so does their reordering. Read from
+# the weights' dtype grouped_mm_experts_forward receives, under transformers 5.17 and 5.24
+# (tests/backends/test_family_transients.py holds it).
+FP32_ROUTING_WEIGHT_TYPES = ("mixtral", "deepseek_v2", "deepseek_v3", "glm4_moe", "minimax_m2")
+
+
 def moe_transient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
     """The largest moment of an MoE block's forward without autograd, per token (transformers 5's
-    grouped_mm experts; tests/backends/test_family_transients.py measures it on the CPU): each
-    of the k routed copies holds its gathered input while the expert's gate_up output (2 x the
-    expert width), its activation and their product (one width each) exist, in the experts'
-    dtype; the router's FP32 logits and softmax; the residual stream's tensors as a dense block
-    has them. Shared experts run after the routed ones, as a dense MLP of their width."""
+    grouped_mm experts; tests/backends/test_family_transients.py measures it on the CPU), the
+    larger of its two stages. Expanding: each of the k routed copies holds its gathered input
+    while the expert's gate_up output (2 x the expert width), its activation and their product
+    (one width each) exist, in the experts' dtype. Combining: the gathered input and the down
+    projection's output (the hidden width, experts' dtype) beside the weighted output and its
+    copy back in token order (the hidden width, in FP32 where the routing weights are:
+    FP32_ROUTING_WEIGHT_TYPES). Either way the router's FP32 logits and softmax and the
+    residual stream's tensors as a dense block has them. Shared experts run after the routed
+    ones, as a dense MLP of their width."""
     h, k, fe = arch.hidden_size, routed_copies(arch), arch.expert_intermediate_size
     e = 4 if experts_in_weight_dtype(arch, dt) else dt.act
+    weighted = 4 if arch.transformers_type in FP32_ROUTING_WEIGHT_TYPES else e
     stream = 4 * h * dt.res
-    routed = k * (h + 4 * fe) * e + 8 * arch.num_experts + stream
+    expanding = (h + 4 * fe) * e
+    combining = h * (2 * e + 2 * weighted)
+    routed = k * max(expanding, combining) + 8 * arch.num_experts + stream
     shared = 3 * arch.shared_intermediate_size * dt.act + stream + h * dt.act
     return max(routed, shared)
 
