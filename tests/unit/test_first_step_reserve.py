@@ -130,3 +130,25 @@ def test_what_stays_reserved_beyond_the_later_peak_is_at_most_the_activation_blo
     assert first is not None
     est = estimate(w, get_gpu("h200"))
     assert 0 < est.memory.details["first_step_segments"] <= 1.1 * first.activation_block_bytes
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_estimate_says_how_much_of_the_fragmentation_is_the_first_step(lang, capsys):
+    """The reserve is printed under the breakdown in the reader's language and is the JSON's
+    first_step_reserve_bytes; a large batch, whose blocks hold everything, prints nothing."""
+    import json
+
+    from fitbench.cli.main import main
+    from fitbench.core.units import format_bytes
+
+    args = ["estimate", "llm-6b", "--mode", "train", "--seq-len", "512", "--precision", "amp-bf16"]
+    args += ["--gpu", "h200", "--lang", lang]
+    main([*args, "--batch", "1", "--json"])
+    reserve = json.loads(capsys.readouterr().out)["estimates"][0]["first_step_reserve_bytes"]
+    assert reserve and reserve > 0
+    main([*args, "--batch", "1"])
+    text = capsys.readouterr().out
+    assert format_bytes(reserve) in text
+    assert ("first step" in text) if lang == "en" else ("首步" in text)
+    main([*args, "--batch", "64", "--json"])
+    assert json.loads(capsys.readouterr().out)["estimates"][0]["first_step_reserve_bytes"] is None

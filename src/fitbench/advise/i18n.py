@@ -102,6 +102,13 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "{gpus} 块 GPU({strategy}),显存按每块计",
     },
     "est.memory_at_peak": {"en": "memory at the peak ({phase}):", "zh": "峰值时刻({phase})的显存构成:"},
+    "est.first_step_reserve": {
+        "en": "  allocator fragmentation includes {size} that the first step reserves beside its freed "
+        "activations (its gradients and optimizer state found no cached block large enough); "
+        "the allocator releases it when memory runs short, so the verdict leaves it out.",
+        "zh": "  其中分配器碎片含首步预留的 {size}(梯度和优化器状态找不到足够大的缓存块,只能另申请显存段,"
+        "与已释放的激活缓存并存);显存紧张时分配器会释放它,因此判定不计入这部分。",
+    },
     "est.total": {"en": "total", "zh": "合计"},
     "col.part": {"en": "part", "zh": "部分"},
     "col.bytes": {"en": "bytes", "zh": "大小"},

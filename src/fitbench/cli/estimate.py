@@ -374,6 +374,9 @@ def format_estimates(
                 indent="  ",
             )
         )
+        reserve = first.memory.details.get("first_step_segments")
+        if reserve:
+            lines.append(t("est.first_step_reserve", lang, size=format_bytes(reserve)))
         if first.roofline_tokens_per_second:
             roofline = format_rate(first.roofline_tokens_per_second, "tok/s")
             prefill = format_seconds(first.prefill_seconds)

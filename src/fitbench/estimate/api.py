@@ -128,6 +128,7 @@ class Estimate:
             "usable_memory_bytes": self.gpu.usable_bytes,
             "headroom_bytes": self.headroom_bytes,
             "breakdown": self.breakdown,
+            "first_step_reserve_bytes": self.memory.details.get("first_step_segments") or None,
             "peak_phase": self.memory.phase,
             "max_batch_size": self.max_batch_size,
             "max_context_tokens": self.max_context_tokens,
