@@ -1,0 +1,182 @@
+"""A block's elementwise traffic, counted on the CPU, beside the estimator's count.
+
+The estimator times a training step's elementwise work (norms, activations, residual adds,
+rotary positions, autocast's casts) as bytes per token and block at the card's streaming rate
+(transformer_cost._elementwise_bytes_per_token; the backward moves twice the forward's). This
+script counts those bytes in the real model: a dispatch mode sees every ATen operator of a
+forward and backward pass and adds up the bytes of its tensor inputs and outputs, leaving out
+matrix products, attention, the embedding, the loss and views (no traffic). The model is built
+from the library's config with its real widths and a tiny vocabulary; one block is the difference
+between a two-block and a one-block model, and the traffic per token the difference between two
+sequence lengths, so the weights' casts and gradients (per step, not per token) drop out.
+
+On the CPU autocast casts as on CUDA and every operator runs the same Python code, so the bytes
+are the GPU's; the time they take there is the profile's question (benchmarks/profile_step.py).
+
+    python benchmarks/elementwise_traffic.py llama-3.2-1b-instruct qwen3-0.6b gemma-3-1b-it
+    python benchmarks/elementwise_traffic.py qwen3-0.6b --precision bf16 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from fitbench.backends.torch.models import build_model
+from fitbench.estimate import transformer_cost
+from fitbench.estimate.dtypes import activation_dtypes
+from fitbench.workloads import library
+from fitbench.workloads.hf_config import workload_from_data
+from fitbench.workloads.workload import Workload
+
+# Operators that are not elementwise traffic: GEMMs, attention, the embedding and the loss (the
+# estimator times them as their own kernels), and views, which move nothing.
+NOT_ELEMENTWISE = (
+    "mm",
+    "bmm",
+    "addmm",
+    "_grouped_mm",
+    "linear",
+    "embedding",
+    "embedding_dense_backward",
+    "nll_loss_forward",
+    "nll_loss_backward",
+    "_log_softmax",
+    "_log_softmax_backward_data",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "detach",
+    "view",
+    "_unsafe_view",
+    "t",
+    "transpose",
+    "expand",
+    "permute",
+    "slice",
+    "select",
+    "split",
+    "split_with_sizes",
+    "unsqueeze",
+    "squeeze",
+    "as_strided",
+    "alias",
+    "unbind",
+)
+VOCAB = 256
+LENGTHS = (64, 128)
+
+
+class ElementwiseTraffic(TorchDispatchMode):
+    """Bytes read and written by the elementwise operators dispatched inside the mode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+        self.ops = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if func.__name__.split(".")[0] in NOT_ELEMENTWISE:
+            return out
+        tensors = [
+            t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.numel() > 1
+        ]
+        results = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.numel() > 1]
+        if results:
+            self.bytes += sum(t.numel() * t.element_size() for t in tensors + results)
+            self.ops += 1
+        return out
+
+
+def _workload(config: dict[str, Any], layers: int, seq: int, precision: str) -> Workload:
+    fields = {**config, "num_hidden_layers": layers, "vocab_size": VOCAB}
+    fields.pop("first_k_dense_replace", None)
+    return workload_from_data(
+        fields,
+        name="traffic",
+        source="benchmark",
+        mode="train",
+        batch_size=1,
+        seq_len=seq,
+        precision=precision,
+    )
+
+
+def step_traffic(config: dict[str, Any], layers: int, seq: int, precision: str) -> tuple[int, int, int, int]:
+    """(forward bytes, forward ops, backward bytes, backward ops) of one training step on the CPU."""
+    workload = _workload(config, layers, seq, precision)
+    amp = workload.precision_info.amp
+    torch.manual_seed(0)
+    model, _ = build_model(workload, device="cpu", dtype=torch.float32 if amp else torch.bfloat16)
+    model.train()
+    ids = torch.randint(0, VOCAB, (1, seq))
+    forward, backward = ElementwiseTraffic(), ElementwiseTraffic()
+    with forward, torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+    with backward:
+        loss.backward()
+    return forward.bytes, forward.ops, backward.bytes, backward.ops
+
+
+def block_per_token(name: str, precision: str) -> dict[str, Any]:
+    """One block's elementwise traffic per token, measured and estimated."""
+    config = dict(library.get_model(name).config)
+    config.pop("quantization_config", None)
+    per_length = []
+    for seq in LENGTHS:
+        two, one = step_traffic(config, 2, seq, precision), step_traffic(config, 1, seq, precision)
+        per_length.append([a - b for a, b in zip(two, one, strict=True)])
+    (f0, fo, b0, bo), (f1, _, b1, _) = per_length
+    tokens = LENGTHS[1] - LENGTHS[0]
+    workload = _workload(config, 2, LENGTHS[0], precision)
+    est_bytes, est_ops = transformer_cost._elementwise_bytes_per_token(
+        workload.arch, activation_dtypes(workload, dropout=False)
+    )
+    return {
+        "model": name,
+        "precision": precision,
+        "forward_bytes_per_token": (f1 - f0) / tokens,
+        "backward_bytes_per_token": (b1 - b0) / tokens,
+        "forward_ops": fo,
+        "backward_ops": bo,
+        "estimate_forward_bytes_per_token": est_bytes,
+        "estimate_backward_bytes_per_token": 2 * est_bytes,
+        "estimate_forward_ops": est_ops,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("models", nargs="+", help="names of the model library (fitbench models)")
+    parser.add_argument("--precision", default="amp-bf16", choices=("amp-bf16", "bf16"))
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    rows = [block_per_token(name, args.precision) for name in args.models]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    header = ("model", "fwd counted", "fwd est", "bwd counted", "bwd est", "ops fwd/bwd", "est")
+    print("{:<28} {:>11} {:>9} {:>11} {:>9} {:>12} {:>5}   (KB per token and block)".format(*header))
+    for r in rows:
+        ops = f"{r['forward_ops']}/{r['backward_ops']}"
+        cells = (
+            r["forward_bytes_per_token"],
+            r["estimate_forward_bytes_per_token"],
+            r["backward_bytes_per_token"],
+            r["estimate_backward_bytes_per_token"],
+        )
+        kb = [f"{c / 1e3:.1f}" for c in cells]
+        est_ops = f"{r['estimate_forward_ops']:.0f}"
+        print(f"{r['model']:<28} {kb[0]:>11} {kb[1]:>9} {kb[2]:>11} {kb[3]:>9} {ops:>12} {est_ops:>5}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
