@@ -182,7 +182,7 @@ def estimate(
     workload = workload_as_run(workload, exec_mode, gpu, framework)
     mem = memory_breakdown(workload, profile)
     assumptions = estimate_assumptions(workload, requested, gpu, profile)
-    assumptions += first_step_assumptions(workload, framework, mem)
+    assumptions += first_step_assumptions(mem)
     if workload.attention != requested_attention:
         assumptions.insert(
             3,

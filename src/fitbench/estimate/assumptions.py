@@ -10,12 +10,11 @@ from __future__ import annotations
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.names import Framework
 from fitbench.core.units import GiB
-from fitbench.estimate import distributed, first_step, peft
+from fitbench.estimate import distributed, peft
 from fitbench.estimate.breakdown import MemoryBreakdown
 from fitbench.estimate.execution import tuned_generation_gaps
 from fitbench.estimate.optimizer import optimizer_step_scratch
 from fitbench.estimate.profile import Profile
-from fitbench.estimate.single_device import training_segments
 from fitbench.estimate.speed import OWN_SHARE_REFERENCE_GPU, copies_cache_each_step, gemm_rate_factor
 from fitbench.estimate.transformer_cost import arch_assumptions
 from fitbench.estimate.verdict import TIGHT_MARGIN
@@ -49,17 +48,17 @@ def training_assumptions(workload: Workload, framework: str) -> list[str]:
     return lines
 
 
-def first_step_assumptions(workload: Workload, framework: str, memory: MemoryBreakdown) -> list[str]:
+def first_step_assumptions(memory: MemoryBreakdown) -> list[str]:
     """Where the first training step's new segments set the peak nvidia-smi shows (the
-    breakdown's details say by how much: estimate/first_step.py)."""
-    beyond = memory.details.get("first_step_segments", 0)
-    first = first_step.first_step(workload, framework, training_segments(workload, framework))
-    if not beyond or first is None:
+    breakdown's details say how much and where from: estimate/first_step.py)."""
+    details = memory.details
+    beyond = details.get("first_step_segments", 0)
+    if not beyond:
         return []
     return [
         "first step: gradients and optimizer tensors larger than the freed activation blocks take new "
-        f"allocator segments ({first.gradient_segment_bytes / GiB:.2f} GiB in backward, "
-        f"{first.optimizer_segment_bytes / GiB:.2f} GiB in the first optimizer step), "
+        f"allocator segments ({details['first_step_gradient_segments'] / GiB:.2f} GiB in backward, "
+        f"{details['first_step_optimizer_segments'] / GiB:.2f} GiB in the first optimizer step), "
         f"{beyond / GiB:.2f} GiB above the later steps' peak: nvidia-smi shows it (the fragmentation "
         "part); the allocator frees it under memory pressure, so the verdict leaves it out"
     ]

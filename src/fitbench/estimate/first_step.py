@@ -17,7 +17,7 @@ runs in three phases (measured phase by phase with benchmarks/allocator_phases.p
 
 The reserve after the first step is then the forward's blocks plus those new segments, gigabytes
 above the allocated peak where the parameters are large against the activations (Gemma-2-2B at
-batch 2: 20 GB of new segments for moments and square roots, 17 % of the peak). Where the
+batch 2 took 20 GB of new segments for its moments and square roots, Phi-3 17 GB, OLMoE 22 GB). Where the
 optimizer's tensors do fit the freed blocks, the next forward takes new blocks instead and the
 reserve tracks the allocated peak (estimate.single_device takes the larger of the two).
 

@@ -87,7 +87,7 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
     parts["weights"] = weights
     parts["quantization_scales"] = scales
     details: dict[str, int] = {}
-    first_reserve: float | None = None
+    first: tuple[float, first_step.FirstStep] | None = None
     if workload.is_training:
         state, master, _ = optimizer_bytes(workload, framework)
         parts["optimizer_state"] = state
@@ -97,7 +97,7 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
         phase, dynamic = step_peak(workload, framework, share, compiled=compiled)
         parts.update(dynamic)
         details["gradients_total"] = int(workload.trained_param_count() * p.grad_bytes)
-        first_reserve = _first_step_reserve(workload, framework, share, compiled)
+        first = _first_step_reserve(workload, framework, share, compiled)
     elif workload.is_generation:
         phase = "generate"
         parts["kv_cache"] = transformer_cost.kv_cache_bytes(workload)
@@ -122,20 +122,26 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
         if outgrown:
             details["outgrown_kv_cache_blocks"] = int(outgrown)
     parts["cuda_context"] = profile.context_bytes
-    if workload.is_training and first_reserve is not None:
+    if first is not None:
         # The first step's reserve beyond this peak: cached, so the allocator frees it under
         # pressure (required_bytes leaves fragmentation out), but nvidia-smi shows it.
-        beyond = first_reserve + parts["weights"] + parts["quantization_scales"] + parts["master_weights"]
+        reserve, segments = first
+        beyond = reserve + parts["weights"] + parts["quantization_scales"] + parts["master_weights"]
         beyond += parts["workspace"] + parts["cuda_context"] - sum(parts.values())
         if beyond > 0:
             parts["fragmentation"] += beyond
             details["first_step_segments"] = int(beyond)
+            details["first_step_gradient_segments"] = int(segments.gradient_segment_bytes)
+            details["first_step_optimizer_segments"] = int(segments.optimizer_segment_bytes)
     return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)
 
 
 @lru_cache(maxsize=1024)
-def _first_step_reserve(workload: Workload, framework: str, share: float, compiled: bool) -> float | None:
-    """What the first training step reserves beyond its weights (first_step.py): its backward's
+def _first_step_reserve(
+    workload: Workload, framework: str, share: float, compiled: bool
+) -> tuple[float, first_step.FirstStep] | None:
+    """What the first training step reserves beyond its weights (first_step.py), with the new
+    segments behind it: its backward's
     reserve, the blocks of its activations with the segments the gradients took beside them (at
     least the most its backward holds at once, as the breakdown judges it), plus the new
     segments of its first optimizer step. None where first_step does not apply. Cached: the
@@ -156,7 +162,7 @@ def _first_step_reserve(workload: Workload, framework: str, share: float, compil
         )
 
     after_backward = max(backward(True), backward(False) + first.gradient_segment_bytes)
-    return after_backward + first.optimizer_segment_bytes
+    return after_backward + first.optimizer_segment_bytes, first
 
 
 def _fragmentation_share(workload: Workload, profile: Profile) -> float:
