@@ -1,0 +1,284 @@
+"""A generation's caching-allocator reserve, without a GPU: trace on the meta device, replay.
+
+What nvidia-smi shows for a `fitbench run` generation is the caching allocator's reserve, and it
+sits above the allocated peak by what freed blocks of the wrong sizes hold. This script reproduces
+that on any machine:
+
+1. it builds the library model on the meta device (shapes, no memory) the way the torch backend
+   does, and lists the allocations loading it makes: every parameter in order, and for a model with
+   tied embeddings the LM head's own weight, which transformers frees when it ties it;
+2. it runs the prefill and the decode steps on the meta device under a dispatch mode that records
+   every storage an operator creates and when its last tensor goes (attention runs as a fused
+   kernel does: its output only; the meta device runs no arithmetic);
+3. it replays those events through a model of PyTorch's CUDA caching allocator: best fit over the
+   free blocks of the large pool, a block split when more than 1 MiB remains, 2 MiB rounding of a
+   new segment (20 MiB for requests under 10 MiB), freed blocks merged with free neighbours of their
+   own segment, segments never merged or released.
+
+It prints the reserve above the weights, the allocated peak above them, and the gap between the
+two, beside a committed measurement of the same point where one exists (`--measured FILE`: an
+accuracy.py result, `peak_reserved_bytes` and `peak_allocated_bytes` less the weights' allocation
+after load).
+
+    python benchmarks/allocator_replay.py qwen2.5-1.5b-instruct:8:1024 llama-3.2-1b-instruct:16:1024
+    python benchmarks/allocator_replay.py mistral-7b-instruct-v0.3:4:6144 --new 32 \\
+        --measured benchmarks/results/accuracy-holdout-h200-2026-12-03.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import gc
+import json
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from fitbench.backends.torch.models import build_model
+from fitbench.workloads import library
+
+MiB = 1 << 20
+GB = 1e9
+
+
+@dataclass
+class _Block:
+    offset: int
+    size: int
+    free: bool
+
+
+@dataclass
+class CachingAllocator:
+    """The large pool of PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp,
+    default settings); requests up to 1 MiB are counted, their 2 MiB small-pool segments not."""
+
+    segments: list[list[_Block]] = field(default_factory=list)
+    reserved: int = 0
+    allocated: int = 0
+    peak_allocated: int = 0
+    peak_reserved: int = 0
+    _where: dict[Any, tuple[int, int] | int] = field(default_factory=dict)
+
+    def malloc(self, key: Any, nbytes: int) -> None:
+        size = max(512, -(-nbytes // 512) * 512)
+        if size <= MiB:
+            self._where[key] = size
+            self._count(size)
+            return
+        best: tuple[int, int] | None = None
+        best_size = 0
+        for s, blocks in enumerate(self.segments):
+            for b, block in enumerate(blocks):
+                if block.free and block.size >= size and (best is None or block.size < best_size):
+                    best, best_size = (s, b), block.size
+        if best is None:
+            segment = 20 * MiB if size < 10 * MiB else -(-size // (2 * MiB)) * (2 * MiB)
+            self.segments.append([_Block(0, segment, True)])
+            self.reserved += segment
+            self.peak_reserved = max(self.peak_reserved, self.reserved)
+            best = (len(self.segments) - 1, 0)
+        s, b = best
+        blocks = self.segments[s]
+        block = blocks[b]
+        if block.size - size > MiB:
+            blocks.insert(b + 1, _Block(block.offset + size, block.size - size, True))
+            block.size = size
+        block.free = False
+        self._where[key] = (s, block.offset)
+        self._count(block.size)
+
+    def _count(self, size: int) -> None:
+        self.allocated += size
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
+
+    def free(self, key: Any) -> None:
+        where = self._where.pop(key, None)
+        if where is None:
+            return
+        if isinstance(where, int):
+            self.allocated -= where
+            return
+        s, offset = where
+        blocks = self.segments[s]
+        offsets = [blk.offset for blk in blocks]
+        b = bisect.bisect_left(offsets, offset)
+        blocks[b].free = True
+        self.allocated -= blocks[b].size
+        if b + 1 < len(blocks) and blocks[b + 1].free:
+            blocks[b].size += blocks.pop(b + 1).size
+        if b > 0 and blocks[b - 1].free:
+            blocks[b - 1].size += blocks.pop(b).size
+
+
+class StorageEvents(TorchDispatchMode):
+    """('alloc', id, bytes) and ('free', id) of every storage the dispatched operators create: a
+    storage is freed when the last tensor the mode saw on it goes (views keep it alive)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[Any, ...]] = []
+        self._refs: dict[int, int] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        inputs = {
+            t.untyped_storage()._cdata for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)
+        }
+        for t in tree_flatten(out)[0]:
+            if not isinstance(t, torch.Tensor):
+                continue
+            sid = t.untyped_storage()._cdata
+            if sid not in self._refs:
+                if sid in inputs:
+                    continue  # a view of a storage made outside the mode (a parameter)
+                self._refs[sid] = 0
+                self.events.append(("alloc", sid, t.untyped_storage().nbytes()))
+            self._refs[sid] += 1
+            weakref.finalize(t, self._drop, sid)
+        return out
+
+    def _drop(self, sid: int) -> None:
+        self._refs[sid] -= 1
+        if not self._refs[sid]:
+            del self._refs[sid]
+            self.events.append(("free", sid))
+
+
+def _fused_attention(query: Any, key: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+    """A fused attention kernel's allocation: its output, no score matrix."""
+    return torch.empty((*query.shape[:-1], value.shape[-1]), dtype=query.dtype, device=query.device)
+
+
+def load_events(model: Any) -> list[tuple[Any, ...]]:
+    """Loading: every parameter in order; a tied LM head's own weight is made, then freed."""
+    events: list[tuple[Any, ...]] = [
+        ("alloc", ("param", i), p.numel() * p.element_size()) for i, p in enumerate(model.parameters())
+    ]
+    if getattr(model.config, "tie_word_embeddings", False):
+        embedding = model.get_input_embeddings().weight
+        events.append(("alloc", "lm_head", embedding.numel() * embedding.element_size()))
+        events.append(("free", "lm_head"))
+    return events
+
+
+def generation_events(model: Any, batch: int, prompt: int, new: int) -> list[tuple[Any, ...]]:
+    """The prefill (last token's logits only, as generate asks) and `new` decode steps."""
+    from transformers import DynamicCache
+
+    previous = F.scaled_dot_product_attention
+    F.scaled_dot_product_attention = _fused_attention
+    trace = StorageEvents()
+    try:
+        with torch.no_grad(), trace:
+            cache = DynamicCache(config=model.config)
+            ids = torch.zeros((batch, prompt), dtype=torch.long, device="meta")
+            out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            del out
+            step = torch.zeros((batch, 1), dtype=torch.long, device="meta")
+            for _ in range(new):
+                out = model(input_ids=step, past_key_values=cache, use_cache=True)
+                del out
+            del cache
+            gc.collect()
+    finally:
+        F.scaled_dot_product_attention = previous
+    return trace.events
+
+
+def replay(events: list[tuple[Any, ...]], allocator: CachingAllocator | None = None) -> CachingAllocator:
+    allocator = allocator or CachingAllocator()
+    for event in events:
+        if event[0] == "alloc":
+            allocator.malloc(event[1], event[2])
+        else:
+            allocator.free(event[1])
+    return allocator
+
+
+def replay_point(name: str, batch: int, prompt: int, new: int) -> dict[str, Any]:
+    workload = library.workload_for_model(name).replace(
+        mode="infer", batch_size=batch, prompt_tokens=prompt, new_tokens=new, precision="bf16"
+    )
+    model, _ = build_model(workload, device="meta", dtype=torch.bfloat16)
+    model.eval()
+    load = load_events(model)
+    after_load = replay(load)
+    weights = after_load.allocated
+    run = replay(load + generation_events(model, batch, prompt, new))
+    return {
+        "model": name,
+        "batch": batch,
+        "prompt": prompt,
+        "new": new,
+        "weights_bytes": weights,
+        "load_gap_bytes": after_load.reserved - weights,
+        "reserved_above_weights_bytes": run.peak_reserved - weights,
+        "allocated_above_weights_bytes": run.peak_allocated - weights,
+        "gap_bytes": run.peak_reserved - run.peak_allocated,
+    }
+
+
+def _measured(path: Path | None, row: dict[str, Any]) -> dict[str, float] | None:
+    """The committed measurement of the same point (its label's model name begins the library
+    name: qwen2.5-1.5b for qwen2.5-1.5b-instruct): reserve and allocated peak above the weights'
+    allocation after load, and their gap."""
+    if path is None:
+        return None
+    shape = (row["batch"], row["prompt"], row["new"])
+    for point in json.loads(path.read_text())["points"]:
+        w, m = point["workload"], point.get("measurement") or {}
+        name = str(point.get("label", "")).split(" ")[0]
+        same = (w["batch_size"], w.get("prompt_tokens"), w.get("new_tokens")) == shape
+        if not same or m.get("status") != "ok" or not row["model"].startswith(name):
+            continue
+        loaded = m["memory_after_load_allocated_bytes"]
+        return {
+            "reserved_above_weights_bytes": m["peak_reserved_bytes"] - loaded,
+            "allocated_above_weights_bytes": m["peak_allocated_bytes"] - loaded,
+            "gap_bytes": m["peak_reserved_bytes"] - m["peak_allocated_bytes"],
+        }
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("points", nargs="+", metavar="MODEL:BATCH:PROMPT")
+    parser.add_argument("--new", type=int, default=32, help="decode steps (default 32)")
+    parser.add_argument("--measured", type=Path, action="append", default=[], help="accuracy.py results")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    rows = []
+    for spec in args.points:
+        name, batch, prompt = spec.split(":")
+        row = replay_point(name, int(batch), int(prompt), args.new)
+        row["measured"] = next((m for m in (_measured(p, row) for p in args.measured) if m), None)
+        rows.append(row)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print("GB above the weights    replayed: reserve  allocated  gap   | measured: reserve  allocated  gap")
+    for r in rows:
+        m = r["measured"] or {}
+        measured = "  ".join(
+            f"{m[k] / GB:8.2f}" if k in m else f"{'-':>8}"
+            for k in ("reserved_above_weights_bytes", "allocated_above_weights_bytes", "gap_bytes")
+        )
+        print(
+            f"{r['model'][:22]:<22} b{r['batch']:<3} {r['reserved_above_weights_bytes'] / GB:8.2f} "
+            f"{r['allocated_above_weights_bytes'] / GB:9.2f} {r['gap_bytes'] / GB:6.2f}   | {measured}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
