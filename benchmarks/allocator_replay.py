@@ -10,10 +10,11 @@ that on any machine:
 2. it runs the prefill and the decode steps on the meta device under a dispatch mode that records
    every storage an operator creates and when its last tensor goes (attention runs as a fused
    kernel does: its output only; the meta device runs no arithmetic);
-3. it replays those events through a model of PyTorch's CUDA caching allocator: best fit over the
-   free blocks of the large pool, a block split when more than 1 MiB remains, 2 MiB rounding of a
-   new segment (20 MiB for requests under 10 MiB), freed blocks merged with free neighbours of their
-   own segment, segments never merged or released.
+3. it replays those events through a model of PyTorch's CUDA caching allocator
+   (fitbench.estimate.allocator.SegmentedPool): best fit over the free blocks of the large pool, a
+   block split when more than 1 MiB remains, 2 MiB rounding of a new segment (20 MiB for requests
+   under 10 MiB), freed blocks merged with free neighbours of their own segment, segments never
+   merged or released; the allocated peak counts from after loading, as `fitbench run` measures.
 
 It prints the reserve above the weights, the allocated peak above them, and the gap between the
 two, beside a committed measurement of the same point where one exists (`--measured FILE`: an
@@ -28,11 +29,9 @@ after load).
 from __future__ import annotations
 
 import argparse
-import bisect
 import gc
 import json
 import weakref
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,80 +41,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from fitbench.backends.torch.models import build_model
+from fitbench.estimate.allocator import SegmentedPool
 from fitbench.workloads import library
 
 MiB = 1 << 20
 GB = 1e9
-
-
-@dataclass
-class _Block:
-    offset: int
-    size: int
-    free: bool
-
-
-@dataclass
-class CachingAllocator:
-    """The large pool of PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp,
-    default settings); requests up to 1 MiB are counted, their 2 MiB small-pool segments not."""
-
-    segments: list[list[_Block]] = field(default_factory=list)
-    reserved: int = 0
-    allocated: int = 0
-    peak_allocated: int = 0
-    peak_reserved: int = 0
-    _where: dict[Any, tuple[int, int] | int] = field(default_factory=dict)
-
-    def malloc(self, key: Any, nbytes: int) -> None:
-        size = max(512, -(-nbytes // 512) * 512)
-        if size <= MiB:
-            self._where[key] = size
-            self._count(size)
-            return
-        best: tuple[int, int] | None = None
-        best_size = 0
-        for s, blocks in enumerate(self.segments):
-            for b, block in enumerate(blocks):
-                if block.free and block.size >= size and (best is None or block.size < best_size):
-                    best, best_size = (s, b), block.size
-        if best is None:
-            segment = 20 * MiB if size < 10 * MiB else -(-size // (2 * MiB)) * (2 * MiB)
-            self.segments.append([_Block(0, segment, True)])
-            self.reserved += segment
-            self.peak_reserved = max(self.peak_reserved, self.reserved)
-            best = (len(self.segments) - 1, 0)
-        s, b = best
-        blocks = self.segments[s]
-        block = blocks[b]
-        if block.size - size > MiB:
-            blocks.insert(b + 1, _Block(block.offset + size, block.size - size, True))
-            block.size = size
-        block.free = False
-        self._where[key] = (s, block.offset)
-        self._count(block.size)
-
-    def _count(self, size: int) -> None:
-        self.allocated += size
-        self.peak_allocated = max(self.peak_allocated, self.allocated)
-
-    def free(self, key: Any) -> None:
-        where = self._where.pop(key, None)
-        if where is None:
-            return
-        if isinstance(where, int):
-            self.allocated -= where
-            return
-        s, offset = where
-        blocks = self.segments[s]
-        offsets = [blk.offset for blk in blocks]
-        b = bisect.bisect_left(offsets, offset)
-        blocks[b].free = True
-        self.allocated -= blocks[b].size
-        if b + 1 < len(blocks) and blocks[b + 1].free:
-            blocks[b].size += blocks.pop(b + 1).size
-        if b > 0 and blocks[b - 1].free:
-            blocks[b - 1].size += blocks.pop(b).size
 
 
 class StorageEvents(TorchDispatchMode):
@@ -193,14 +123,15 @@ def generation_events(model: Any, batch: int, prompt: int, new: int) -> list[tup
     return trace.events
 
 
-def replay(events: list[tuple[Any, ...]], allocator: CachingAllocator | None = None) -> CachingAllocator:
-    allocator = allocator or CachingAllocator()
+def replay(events: list[tuple[Any, ...]], pool: SegmentedPool | None = None) -> SegmentedPool:
+    """The events through the allocator's rules (fitbench.estimate.allocator.SegmentedPool)."""
+    pool = pool or SegmentedPool()
     for event in events:
         if event[0] == "alloc":
-            allocator.malloc(event[1], event[2])
+            pool.malloc(event[1], event[2])
         else:
-            allocator.free(event[1])
-    return allocator
+            pool.free(event[1])
+    return pool
 
 
 def replay_point(name: str, batch: int, prompt: int, new: int) -> dict[str, Any]:
@@ -209,17 +140,17 @@ def replay_point(name: str, batch: int, prompt: int, new: int) -> dict[str, Any]
     )
     model, _ = build_model(workload, device="meta", dtype=torch.bfloat16)
     model.eval()
-    load = load_events(model)
-    after_load = replay(load)
-    weights = after_load.allocated
-    run = replay(load + generation_events(model, batch, prompt, new))
+    after_load = replay(load_events(model))
+    weights, load_gap = after_load.allocated, after_load.reserved - after_load.allocated
+    after_load.reset_peak_allocated()  # as `fitbench run` measures: after loading and warming up
+    run = replay(generation_events(model, batch, prompt, new), after_load)
     return {
         "model": name,
         "batch": batch,
         "prompt": prompt,
         "new": new,
         "weights_bytes": weights,
-        "load_gap_bytes": after_load.reserved - weights,
+        "load_gap_bytes": load_gap,
         "reserved_above_weights_bytes": run.peak_reserved - weights,
         "allocated_above_weights_bytes": run.peak_allocated - weights,
         "gap_bytes": run.peak_reserved - run.peak_allocated,

@@ -15,7 +15,14 @@ import dataclasses
 import pytest
 
 from fitbench.catalog import get_gpu
-from fitbench.estimate.allocator import LARGE_BUFFER, LargePool, MiB, freed_blocks, segment_bytes
+from fitbench.estimate.allocator import (
+    LARGE_BUFFER,
+    LargePool,
+    MiB,
+    SegmentedPool,
+    freed_blocks,
+    segment_bytes,
+)
 from fitbench.estimate.api import estimate
 from fitbench.estimate.first_step import first_step, weight_matrices
 from fitbench.estimate.single_device import training_segments
@@ -48,6 +55,24 @@ def test_small_requests_never_touch_the_large_pool():
     pool = LargePool()
     assert pool.allocate(MiB)
     assert pool.new_segment_bytes == 0
+
+
+def test_freed_neighbours_merge_within_a_segment_but_segments_never_merge():
+    pool = SegmentedPool()
+    pool.malloc("x", 30 * MiB)  # a 30 MiB segment
+    pool.malloc("y", 30 * MiB)  # no free block: a second segment
+    assert pool.reserved == 60 * MiB
+    pool.free("x")
+    pool.free("y")
+    pool.malloc("z", 50 * MiB)  # two free 30 MiB segments do not make one 50 MiB block
+    assert pool.reserved == 110 * MiB
+    pool.malloc("w1", 10 * MiB)  # split from a free 30 MiB segment ...
+    pool.malloc("w2", 10 * MiB)  # ... and the rest of it
+    pool.free("w1")
+    pool.free("w2")  # merged back with its free neighbours: one 30 MiB block again
+    pool.malloc("v", 30 * MiB)
+    assert pool.reserved == 110 * MiB
+    assert pool.peak_allocated == 80 * MiB  # z and v
 
 
 def test_mid_sized_tensors_leave_whole_shared_segments_behind():

@@ -93,3 +93,69 @@ class LargePool:
         self.new_segment_bytes += segment
         self.free(segment - request)
         return False
+
+
+class SegmentedPool:
+    """The large pool with its segments' layout: blocks split from a segment merge back with
+    their free neighbours when freed (segments never merge with one another), and the peaks of
+    what is reserved and what is allocated. Requests up to 1 MiB are counted as allocated, their
+    small-pool segments not. Slower than LargePool; for sequences where merging decides the reserve
+    (a generation's prefill, estimate/generation_reserve.py)."""
+
+    def __init__(self) -> None:
+        self._segments: list[list[list[int]]] = []  # [offset, size, free]
+        self._where: dict[object, tuple[int, int] | int] = {}
+        self.reserved = self.allocated = self.peak_reserved = self.peak_allocated = 0
+
+    def malloc(self, key: object, nbytes: float) -> None:
+        size = max(512, -(-int(nbytes) // 512) * 512)
+        if size <= SMALL_REQUEST:
+            self._where[key] = size
+            self._count(size)
+            return
+        best, best_size = None, 0
+        for s, blocks in enumerate(self._segments):
+            for b, (_, bsize, free) in enumerate(blocks):
+                if free and bsize >= size and (best is None or bsize < best_size):
+                    best, best_size = (s, b), bsize
+        if best is None:
+            segment = segment_bytes(size)
+            self._segments.append([[0, segment, 1]])
+            self.reserved += segment
+            self.peak_reserved = max(self.peak_reserved, self.reserved)
+            best = (len(self._segments) - 1, 0)
+        s, b = best
+        blocks = self._segments[s]
+        block = blocks[b]
+        if block[1] - size > SMALL_REQUEST:
+            blocks.insert(b + 1, [block[0] + size, block[1] - size, 1])
+            block[1] = size
+        block[2] = 0
+        self._where[key] = (s, block[0])
+        self._count(block[1])
+
+    def _count(self, size: int) -> None:
+        self.allocated += size
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
+
+    def reset_peak_allocated(self) -> None:
+        """Start the allocated peak afresh (torch.cuda.reset_peak_memory_stats after loading);
+        the reserve is never given back, so its peak stays."""
+        self.peak_allocated = self.allocated
+
+    def free(self, key: object) -> None:
+        where = self._where.pop(key, None)
+        if where is None:
+            return
+        if isinstance(where, int):
+            self.allocated -= where
+            return
+        s, offset = where
+        blocks = self._segments[s]
+        b = bisect.bisect_left([blk[0] for blk in blocks], offset)
+        blocks[b][2] = 1
+        self.allocated -= blocks[b][1]
+        if b + 1 < len(blocks) and blocks[b + 1][2]:
+            blocks[b][1] += blocks.pop(b + 1)[1]
+        if b > 0 and blocks[b - 1][2]:
+            blocks[b - 1][1] += blocks.pop(b)[1]

@@ -66,7 +66,7 @@ def min_gpus(workload: Workload, gpu: GpuSpec, profile: Profile, strategy: str) 
                 return 0
             if not tp_supported(arch, n):
                 continue
-        need = required_bytes(memory_breakdown(probe.replace(gpus=n), profile))
+        need = required_bytes(memory_breakdown(probe.replace(gpus=n), profile, reserve=False))
         if verdict(need, gpu.usable_bytes) != OOM:
             return n
         if strategy == Strategy.DDP and n >= 2:

@@ -19,22 +19,24 @@ from fitbench.estimate.single_device import single_device_breakdown
 from fitbench.workloads.workload import Workload
 
 
-def one_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
+def one_device_breakdown(workload: Workload, profile: Profile, *, reserve: bool = True) -> MemoryBreakdown:
     """The job on one device: frozen base and adapters under PEFT, every parameter trained otherwise."""
     if workload.peft:
         return peft.memory_breakdown(workload, profile)
-    return single_device_breakdown(workload, profile)
+    return single_device_breakdown(workload, profile, reserve=reserve)
 
 
-def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
+def memory_breakdown(workload: Workload, profile: Profile, *, reserve: bool = True) -> MemoryBreakdown:
     """Peak memory of one step (training), forward (inference) or generation, as parts: of the
-    one device, or of one of `workload.gpus` GPUs (the one-device breakdown, sharded)."""
+    one device, or of one of `workload.gpus` GPUs (the one-device breakdown, sharded). `reserve`
+    False skips the allocator replays, which only add to the fragmentation part: what must fit
+    (required_bytes) is the same either way, and a search asks for it many times."""
     if sharding.counts_own_model_states(workload):  # DeepSpeed's ZeRO: no one-device breakdown needed
         return sharding.deepspeed_breakdown(workload, profile)
     if workload.gpus > 1:
-        one = workload.replace(gpus=1)
-        return sharding.per_gpu_breakdown(workload, one_device_breakdown(one, profile), profile)
-    return one_device_breakdown(workload, profile)
+        one = one_device_breakdown(workload.replace(gpus=1), profile, reserve=False)
+        return sharding.per_gpu_breakdown(workload, one, profile)
+    return one_device_breakdown(workload, profile, reserve=reserve)
 
 
 @lru_cache(maxsize=4096)
@@ -46,4 +48,4 @@ def peak_bytes(workload: Workload, profile: Profile) -> int:
 @lru_cache(maxsize=4096)
 def needed_bytes(workload: Workload, profile: Profile) -> int:
     """Memory that must fit for the job to run (cached like peak_bytes)."""
-    return required_bytes(memory_breakdown(workload, profile))
+    return required_bytes(memory_breakdown(workload, profile, reserve=False))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from fitbench.estimate import first_step, liveness, resnet_cost, transformer_cost
+from fitbench.core.names import Framework
+from fitbench.estimate import first_step, generation_reserve, liveness, resnet_cost, transformer_cost
 from fitbench.estimate.breakdown import PART_NAMES, MemoryBreakdown
 from fitbench.estimate.liveness import GradedSegment
 from fitbench.estimate.optimizer import optimizer_bytes
@@ -78,8 +79,10 @@ def step_peak(
     )
 
 
-def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
-    """Full-parameter training, inference or generation on one device."""
+def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bool = True) -> MemoryBreakdown:
+    """Full-parameter training, inference or generation on one device. `reserve`: replay the
+    allocator (first_step, generation_reserve) for what it holds above the allocated peak; a
+    search for what must fit (which leaves the fragmentation part out) skips it."""
     framework = profile.framework
     weights, scales = weight_bytes(workload)
     p = workload.precision_info
@@ -97,7 +100,7 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
         phase, dynamic = step_peak(workload, framework, share, compiled=compiled)
         parts.update(dynamic)
         details["gradients_total"] = int(workload.trained_param_count() * p.grad_bytes)
-        first = _first_step_reserve(workload, framework, share, compiled)
+        first = _first_step_reserve(workload, framework, share, compiled) if reserve else None
     elif workload.is_generation:
         phase = "generate"
         parts["kv_cache"] = transformer_cost.kv_cache_bytes(workload)
@@ -116,6 +119,12 @@ def single_device_breakdown(workload: Workload, profile: Profile) -> MemoryBreak
     dynamic_total = parts["activations"] + parts["temporaries"] + parts["kv_cache"] + parts["gradients"]
     parts["workspace"] = profile.workspace_bytes
     parts["fragmentation"] = _fragmentation_share(workload, profile) * dynamic_total
+    if reserve and framework == Framework.TORCH and profile.exec_mode == "default":
+        # transformers' own load and prefill, replayed through the allocator (Llama-shaped decoders)
+        excess = generation_reserve.reserve_excess(workload)
+        if excess > parts["fragmentation"]:
+            details["generation_reserve"] = int(excess)
+            parts["fragmentation"] = excess
     if workload.is_generation:
         outgrown = transformer_cost.outgrown_cache_bytes(workload, profile.kv_growth_stale_share)
         parts["fragmentation"] += outgrown

@@ -1,0 +1,37 @@
+"""estimate/generation_reserve.py lays out a Llama-shaped decoder's load and prefill allocations
+in transformers' order; here the real model's own, traced on the meta device and replayed through
+the same allocator rules (benchmarks/allocator_replay.py), must give the same reserve above the
+allocated peak, for several families and shapes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import allocator_replay
+from fitbench.estimate import generation_reserve
+from fitbench.workloads import library
+
+pytestmark = pytest.mark.torch
+
+POINTS = [
+    ("llama-3.2-1b-instruct", 16, 1024),  # tied embeddings
+    ("qwen2.5-1.5b-instruct", 8, 1024),  # tied, q/k/v biases
+    ("mistral-7b-instruct-v0.3", 4, 2048),  # untied
+    ("llama-3.2-3b-instruct", 2, 512),
+]
+
+
+@pytest.mark.parametrize(("name", "batch", "prompt"), POINTS)
+def test_the_laid_out_prefill_reserves_what_the_traced_one_does(name, batch, prompt):
+    w = library.workload_for_model(name).replace(
+        mode="infer", batch_size=batch, prompt_tokens=prompt, new_tokens=1, precision="bf16"
+    )
+    assert generation_reserve.applies(w)
+    traced = allocator_replay.replay_point(name, batch, prompt, 1)
+    assert generation_reserve.reserve_excess(w) == pytest.approx(traced["gap_bytes"], rel=0.02, abs=32 << 20)

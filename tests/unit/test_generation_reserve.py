@@ -1,0 +1,48 @@
+"""A generation's allocator reserve above its allocated peak (estimate/generation_reserve.py):
+transformers' load and prefill of a Llama-shaped decoder replayed through the allocator's rules.
+tests/backends/test_generation_reserve_trace.py holds the layout to the real model's trace; here, what
+the estimate does with it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from fitbench.catalog import get_gpu
+from fitbench.estimate import generation_reserve
+from fitbench.estimate.api import estimate
+from fitbench.workloads import library
+
+
+def llama_1b(**overrides):
+    shape = {"mode": "infer", "batch_size": 16, "prompt_tokens": 1024, "new_tokens": 32, "precision": "bf16"}
+    return library.workload_for_model("llama-3.2-1b-instruct").replace(**{**shape, **overrides})
+
+
+def test_it_lays_out_llama_shaped_generation_only():
+    assert generation_reserve.applies(llama_1b())
+    assert not generation_reserve.applies(llama_1b(mode="train", seq_len=1024))
+    assert not generation_reserve.applies(library.workload_for_model("olmoe-1b-7b").replace(mode="infer"))
+    gemma = library.workload_for_model("gemma-2-2b-it").replace(mode="infer", prompt_tokens=64, new_tokens=8)
+    assert not generation_reserve.applies(gemma)  # four norms a block: not laid out
+    assert generation_reserve.reserve_excess(gemma) == 0.0
+
+
+def test_a_tied_head_leaves_its_discarded_weight_in_the_cache_at_a_small_prompt():
+    """Loading ties the LM head to the embedding and frees the head's own weight; a prompt too
+    short to reuse that block leaves it reserved above everything allocated."""
+    tied = llama_1b(batch_size=1, prompt_tokens=16)
+    untied = tied.replace(arch=dataclasses.replace(tied.arch, tie_embeddings=False))
+    head = tied.arch.vocab_size * tied.arch.hidden_size * 2
+    extra = generation_reserve.reserve_excess(tied) - generation_reserve.reserve_excess(untied)
+    assert extra == pytest.approx(head, rel=0.02)
+
+
+def test_the_reserve_is_part_of_the_peak_not_of_what_must_fit():
+    h200 = get_gpu("h200")
+    est = estimate(llama_1b(), h200)
+    excess = est.memory.details["generation_reserve"]
+    assert excess == pytest.approx(generation_reserve.reserve_excess(llama_1b()))
+    assert est.breakdown["fragmentation"] >= excess
+    assert est.peak_memory_bytes - est.required_memory_bytes == est.breakdown["fragmentation"]
