@@ -85,26 +85,25 @@ def test_a_fit_on_other_families_changes_the_constants() -> None:
     assert profile.host_seconds_per_op != base.host_seconds_per_op
 
 
-@pytest.mark.parametrize("path", NEW_POINT_FILES, ids=[p.name for p in NEW_POINT_FILES])
-def test_new_points_within_reported_bounds(path: Path) -> None:
-    rows = [{"label": s.label, **protocol.errors(s)} for s in protocol.load_samples(path)]
-    bounds = BOUNDS["new_points"]
-    assert len(rows) >= 16
+def _assert_shares(paths: list[Path], bounds: dict[str, float], at_least: int) -> None:
+    """The points of `paths`, pooled: peak within ±10 % and speed within ±20 % on the shares
+    `bounds` report."""
+    rows = [protocol.errors(s) for path in paths for s in protocol.load_samples(path)]
+    assert len(rows) >= at_least
     peak = protocol.summary([r["peak"] for r in rows], 0.10)
     speed = protocol.summary([r["speed"] for r in rows], 0.20)
     assert peak["share_within"] >= bounds["peak_share_within_10"]
     assert speed["share_within"] >= bounds["speed_share_within_20"]
+
+
+@pytest.mark.parametrize("path", NEW_POINT_FILES, ids=[p.name for p in NEW_POINT_FILES])
+def test_new_points_within_reported_bounds(path: Path) -> None:
+    _assert_shares([path], BOUNDS["new_points"], 16)
 
 
 def test_family_points_within_reported_bounds() -> None:
     """The decoder families and recent checkpoints, pooled: too few in each file for a share."""
-    rows = [protocol.errors(s) for path in FAMILY_FILES for s in protocol.load_samples(path)]
-    bounds = BOUNDS["families"]
-    assert len(rows) >= 15
-    peak = protocol.summary([r["peak"] for r in rows], 0.10)
-    speed = protocol.summary([r["speed"] for r in rows], 0.20)
-    assert peak["share_within"] >= bounds["peak_share_within_10"]
-    assert speed["share_within"] >= bounds["speed_share_within_20"]
+    _assert_shares(FAMILY_FILES, BOUNDS["families"], 15)
 
 
 def test_public_points_are_sourced_and_independent_of_the_check_set() -> None:
