@@ -134,8 +134,8 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
     if first is not None:
         # The first step's reserve beyond this peak: cached, so the allocator frees it under
         # pressure (required_bytes leaves fragmentation out), but nvidia-smi shows it.
-        reserve, segments = first
-        beyond = reserve + parts["weights"] + parts["quantization_scales"] + parts["master_weights"]
+        first_total, segments = first
+        beyond = first_total + parts["weights"] + parts["quantization_scales"] + parts["master_weights"]
         beyond += parts["workspace"] + parts["cuda_context"] - sum(parts.values())
         if beyond > 0:
             parts["fragmentation"] += beyond
@@ -150,11 +150,11 @@ def _first_step_reserve(
     workload: Workload, framework: str, share: float, compiled: bool
 ) -> tuple[float, first_step.FirstStep] | None:
     """What the first training step reserves beyond its weights (first_step.py), with the new
-    segments behind it: its backward's
-    reserve, the blocks of its activations with the segments the gradients took beside them (at
-    least the most its backward holds at once, as the breakdown judges it), plus the new
-    segments of its first optimizer step. None where first_step does not apply. Cached: the
-    searches and the advice ask for the same job on many cards."""
+    segments behind it: its backward's reserve (the blocks of its activations with the segments
+    the gradients took beside them, at least the most its backward holds at once, as the
+    breakdown judges it) plus the new segments of its first optimizer step. None where
+    first_step does not apply. Cached: the searches and the advice ask for the same job on many
+    cards."""
     graded = graded_segments(workload, framework, compiled=compiled)
     first = first_step.first_step(workload, framework, [seg for seg, _ in graded])
     if first is None:
