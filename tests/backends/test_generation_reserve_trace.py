@@ -24,6 +24,7 @@ POINTS = [
     ("qwen2.5-1.5b-instruct", 8, 1024),  # tied, q/k/v biases
     ("mistral-7b-instruct-v0.3", 4, 2048),  # untied
     ("llama-3.2-3b-instruct", 2, 512),
+    ("qwen3-8b", 8, 2048),  # query and key norms
 ]
 
 

@@ -11,12 +11,13 @@ neighbours as PyTorch does); the reserve's excess is the difference of the repla
 The order is transformers' own, read from a trace of the real model on the meta device
 (benchmarks/allocator_replay.py traces any library model; tests/backends/test_generation_reserve_trace.py
 holds this layout to that trace): per block, the RMSNorm's FP32 upcast, square and product and
-their 16-bit casts, the q, k and v projections, rotary positions (product with cos, the negated
+their 16-bit casts, the q, k and v projections (Qwen3's and OLMo-2's query and key norms right
+after their projections), rotary positions (product with cos, the negated
 half, its concatenation, product with sin, sum) on q and on k, the cache's copies of k and v, the
 attention output and its contiguous copy, the output projection, the residual sum, the second
 norm, the SwiGLU (gate, activation, up, product, down) and the second residual sum; each decode
 step then grows every layer's cached keys and values by concatenation. Other layouts (LayerNorm,
-GELU, parallel blocks, experts, latent attention, query and key norms, extra norms) keep the
+GELU, parallel blocks, experts, latent attention, extra norms) keep the
 profile's fragmentation share: laying them out is the same work, family by family.
 """
 
@@ -45,7 +46,6 @@ def applies(workload: Workload) -> bool:
         and not arch.parallel_block
         and arch.norm == "rmsnorm"
         and arch.norms_per_layer == 2
-        and arch.qk_norm == "none"
         and arch.mlp == "swiglu"
         and arch.position == "rotary"
         and not arch.patch_size
@@ -71,8 +71,8 @@ class _Replay:
 
 
 def _norm(r: _Replay, tokens: int, h: int, a: int) -> int:
-    """transformers' RMSNorm: the FP32 upcast, its square, the normalised product, its cast back
-    and the weight's product; the output stays."""
+    """transformers' RMSNorm over `h` elements a token: the FP32 upcast, its square, the
+    normalised product, its cast back and the weight's product; the output stays."""
     up, square = r.alloc(tokens * h * 4), r.alloc(tokens * h * 4)
     r.free(square)
     normed = r.alloc(tokens * h * 4)
@@ -110,7 +110,16 @@ def _prefill(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> None:
     embedded = x = r.alloc(tokens * h * a)
     for _ in range(arch.num_layers):
         normed = _norm(r, tokens, h, a)
-        query, key, value = r.alloc(tokens * q * a), r.alloc(tokens * kv * a), r.alloc(tokens * kv * a)
+        if arch.qk_norm != "none":  # Qwen3, OLMo-2: each projection normed before the next
+            projected_q = r.alloc(tokens * q * a)
+            query = _norm(r, tokens, q, a)
+            r.free(projected_q)
+            projected_k = r.alloc(tokens * kv * a)
+            key = _norm(r, tokens, kv, a)
+            r.free(projected_k)
+            value = r.alloc(tokens * kv * a)
+        else:
+            query, key, value = r.alloc(tokens * q * a), r.alloc(tokens * kv * a), r.alloc(tokens * kv * a)
         query_rot, key_rot = _rotary(r, query, tokens, q, a), _rotary(r, key, tokens, kv, a)
         r.free(query, key)
         r.alloc(tokens * kv * a), r.alloc(tokens * kv * a)  # the cache's copies of k and v
