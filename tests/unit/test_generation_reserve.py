@@ -27,6 +27,8 @@ def test_it_lays_out_llama_shaped_generation_only():
     gemma = library.workload_for_model("gemma-2-2b-it").replace(mode="infer", prompt_tokens=64, new_tokens=8)
     assert not generation_reserve.applies(gemma)  # four norms a block: not laid out
     assert generation_reserve.reserve_excess(gemma) == 0.0
+    for other in ("phi-3-mini-4k-instruct", "olmo-2-7b"):  # fused projections; post-norms
+        assert not generation_reserve.applies(library.workload_for_model(other).replace(mode="infer"))
 
 
 def test_a_tied_head_leaves_its_discarded_weight_in_the_cache_at_a_small_prompt():

@@ -11,14 +11,14 @@ neighbours as PyTorch does); the reserve's excess is the difference of the repla
 The order is transformers' own, read from a trace of the real model on the meta device
 (benchmarks/allocator_replay.py traces any library model; tests/backends/test_generation_reserve_trace.py
 holds this layout to that trace): per block, the RMSNorm's FP32 upcast, square and product and
-their 16-bit casts, the q, k and v projections (Qwen3's and OLMo-2's query and key norms right
-after their projections), rotary positions (product with cos, the negated
-half, its concatenation, product with sin, sum) on q and on k, the cache's copies of k and v, the
-attention output and its contiguous copy, the output projection, the residual sum, the second
-norm, the SwiGLU (gate, activation, up, product, down) and the second residual sum; each decode
-step then grows every layer's cached keys and values by concatenation. Other layouts (LayerNorm,
-GELU, parallel blocks, experts, latent attention, extra norms) keep the
-profile's fragmentation share: laying them out is the same work, family by family.
+their 16-bit casts, the q, k and v projections (Qwen3's query and key norms right after their
+projections), rotary positions (product with cos, the negated half, its concatenation, product
+with sin, sum) on q and on k, the cache's copies of k and v, the attention output and its
+contiguous copy, the output projection, the residual sum, the second norm, the SwiGLU (gate,
+activation, up, product, down) and the second residual sum. The decode steps' regrown caches are
+transformer_cost.outgrown_cache_bytes's. Other layouts (LayerNorm, GELU, parallel blocks, fused
+projections, experts, latent attention, Gemma's and OLMo-2's norms) keep the profile's
+fragmentation share: laying them out is the same work, family by family.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 from functools import lru_cache
 from itertools import count
 
+from fitbench.estimate import transformer_cost
 from fitbench.estimate.allocator import SegmentedPool
 from fitbench.estimate.first_step import weight_matrices
 from fitbench.workloads.arch import TransformerArch
@@ -46,6 +47,8 @@ def applies(workload: Workload) -> bool:
         and not arch.parallel_block
         and arch.norm == "rmsnorm"
         and arch.norms_per_layer == 2
+        and not transformer_cost.gemma_norms(arch)  # Gemma's and OLMo-2's norms run otherwise
+        and transformer_cost.fused_projections(arch) == (False, False)  # Phi-3's, GLM-4's fused
         and arch.mlp == "swiglu"
         and arch.position == "rotary"
         and not arch.patch_size
@@ -110,7 +113,7 @@ def _prefill(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> None:
     embedded = x = r.alloc(tokens * h * a)
     for _ in range(arch.num_layers):
         normed = _norm(r, tokens, h, a)
-        if arch.qk_norm != "none":  # Qwen3, OLMo-2: each projection normed before the next
+        if arch.qk_norm != "none":  # Qwen3: each projection normed before the next
             projected_q = r.alloc(tokens * q * a)
             query = _norm(r, tokens, q, a)
             r.free(projected_q)
