@@ -85,8 +85,9 @@ def _norm(r: _Replay, tokens: int, h: int, a: int) -> int:
     return out
 
 
-def _rotary(r: _Replay, x: int, tokens: int, width: int, a: int) -> int:
-    """x * cos + rotate_half(x) * sin: the products, the negated half, its concatenation, the sum."""
+def _rotary(r: _Replay, tokens: int, width: int, a: int) -> int:
+    """x * cos + rotate_half(x) * sin over `width` elements a token: the products, the negated
+    half, its concatenation, the sum (x itself is the caller's to free)."""
     with_cos, half = r.alloc(tokens * width * a), r.alloc(tokens * width * a / 2)
     rotated = r.alloc(tokens * width * a)
     r.free(half)
@@ -123,9 +124,10 @@ def _prefill(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> None:
             value = r.alloc(tokens * kv * a)
         else:
             query, key, value = r.alloc(tokens * q * a), r.alloc(tokens * kv * a), r.alloc(tokens * kv * a)
-        query_rot, key_rot = _rotary(r, query, tokens, q, a), _rotary(r, key, tokens, kv, a)
+        query_rot, key_rot = _rotary(r, tokens, q, a), _rotary(r, tokens, kv, a)
         r.free(query, key)
-        r.alloc(tokens * kv * a), r.alloc(tokens * kv * a)  # the cache's copies of k and v
+        for _ in ("key", "value"):  # the cache's copies, kept for the decode steps
+            r.alloc(tokens * kv * a)
         r.free(key_rot, value)
         attended = r.alloc(tokens * q * a)
         contiguous = r.alloc(tokens * q * a)
