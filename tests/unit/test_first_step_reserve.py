@@ -131,6 +131,15 @@ def test_the_reserve_shows_in_the_peak_but_not_in_what_must_fit():
     assert "first_step_segments" not in large.memory.details
 
 
+def test_the_tuned_mode_empties_the_cache_before_its_graph():
+    """backends/torch/tuned.py releases the cached blocks before it captures the step: no first
+    step's segments stay beside the graph's pool."""
+    default = estimate(wide_training(1), get_gpu("h200"))
+    tuned = estimate(wide_training(1), get_gpu("h200"), exec_mode="tuned")
+    assert default.memory.details.get("first_step_segments", 0) > 0
+    assert "first_step_segments" not in tuned.memory.details
+
+
 @pytest.mark.parametrize(
     "overrides",
     [

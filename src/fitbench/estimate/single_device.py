@@ -100,7 +100,10 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
         phase, dynamic = step_peak(workload, framework, share, compiled=compiled)
         parts.update(dynamic)
         details["gradients_total"] = int(workload.trained_param_count() * p.grad_bytes)
-        first = _first_step_reserve(workload, framework, share, compiled) if reserve else None
+        # The tuned mode empties the cache before it captures the step (backends/torch/tuned.py
+        # release_cached_blocks): the first steps' blocks do not stay beside the graph's pool.
+        if reserve and profile.exec_mode == "default":
+            first = _first_step_reserve(workload, framework, share, compiled)
     elif workload.is_generation:
         phase = "generate"
         parts["kv_cache"] = transformer_cost.kv_cache_bytes(workload)
