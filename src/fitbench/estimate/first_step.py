@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 from fitbench.estimate import transformer_cost
 from fitbench.estimate.allocator import LargePool, freed_blocks
-from fitbench.estimate.dtypes import activation_dtypes
+from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
 from fitbench.estimate.optimizer import OPTIMIZER_STATES, optimizer_element_bytes
 from fitbench.estimate.segments import Segment
 from fitbench.workloads.arch import TransformerArch
@@ -108,11 +108,11 @@ def weight_matrices(arch: TransformerArch) -> list[list[Matrix]]:
     return [[Matrix(n) for n in embeddings], *blocks, [Matrix(n) for n in head]]
 
 
-def _layer_blocks(workload: Workload, arch: TransformerArch, saved: float, moe: bool) -> list[float]:
+def _layer_blocks(
+    arch: TransformerArch, dt: ActivationDtypes, tokens: int, saved: float, moe: bool
+) -> list[float]:
     """One block's saved activations as tensors: the MLP's (or the experts') at their width, the
     rest at the hidden width of the residual stream."""
-    dt = activation_dtypes(workload, dropout=arch.kind == "encoder")
-    tokens = workload.batch_size * (workload.seq_len or workload.tokens_per_sequence)
     h = arch.hidden_size
     if moe:
         k, fe = transformer_cost.routed_copies(arch), arch.expert_intermediate_size
@@ -144,7 +144,7 @@ def activation_blocks(
         copies = [m.elements * cast for m in mats if cast and not (m.expert and experts_uncast)]
         if seg.name.startswith("layer"):
             layer = int(seg.name[len("layer") :])
-            blocks = _layer_blocks(workload, arch, seg.saved_bytes, arch.is_moe_layer(layer)) + copies
+            blocks = _layer_blocks(arch, dt, tokens, seg.saved_bytes, arch.is_moe_layer(layer)) + copies
         elif seg.name == "head" and arch.kind == "decoder":
             blocks = [tokens * arch.vocab_size * 4.0] * LOSS_LOGITS_BLOCKS
             blocks += [arch.vocab_size * arch.hidden_size * cast] if cast else []
