@@ -8,7 +8,7 @@ that on any machine:
    does, and lists the allocations loading it makes: every parameter in order, and for a model with
    tied embeddings the LM head's own weight, which transformers frees when it ties it;
 2. it runs the prefill and the decode steps on the meta device under a dispatch mode that records
-   every storage an operator creates and when its last tensor goes (attention runs as a fused
+   every storage an operator creates and when its last tensor goes (SDPA runs as a fused
    kernel does: its output only; the meta device runs no arithmetic);
 3. it replays those events through a model of PyTorch's CUDA caching allocator
    (fitbench.estimate.allocator.SegmentedPool): best fit over the free blocks of the large pool, a
@@ -134,9 +134,14 @@ def replay(events: list[tuple[Any, ...]], pool: SegmentedPool | None = None) -> 
     return pool
 
 
-def replay_point(name: str, batch: int, prompt: int, new: int) -> dict[str, Any]:
+def replay_point(name: str, batch: int, prompt: int, new: int, attention: str = "fused") -> dict[str, Any]:
     workload = library.workload_for_model(name).replace(
-        mode="infer", batch_size=batch, prompt_tokens=prompt, new_tokens=new, precision="bf16"
+        mode="infer",
+        batch_size=batch,
+        prompt_tokens=prompt,
+        new_tokens=new,
+        precision="bf16",
+        attention=attention,
     )
     model, _ = build_model(workload, device="meta", dtype=torch.bfloat16)
     model.eval()
@@ -186,12 +191,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("points", nargs="+", metavar="MODEL:BATCH:PROMPT")
     parser.add_argument("--new", type=int, default=32, help="decode steps (default 32)")
     parser.add_argument("--measured", type=Path, action="append", default=[], help="accuracy.py results")
+    parser.add_argument(
+        "--attention",
+        choices=("fused", "eager"),
+        default="fused",
+        help="attention asked for (default fused: SDPA)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     rows = []
     for spec in args.points:
         name, batch, prompt = spec.split(":")
-        row = replay_point(name, int(batch), int(prompt), args.new)
+        row = replay_point(name, int(batch), int(prompt), args.new, args.attention)
         row["measured"] = next((m for m in (_measured(p, row) for p in args.measured) if m), None)
         rows.append(row)
     if args.json:

@@ -25,14 +25,35 @@ POINTS = [
     ("mistral-7b-instruct-v0.3", 4, 2048),  # untied
     ("llama-3.2-3b-instruct", 2, 512),
     ("qwen3-8b", 8, 2048),  # query and key norms
+    ("gemma-2-2b-it", 4, 2048),  # eager attention (soft-capped scores), post norms, two masks
+    ("gemma-3-4b-it", 8, 2048),  # Gemma norms on queries and keys, a windowed boolean mask
+    ("gemma-3-1b-it", 8, 4096),  # the prompt well past the window
 ]
+EAGER_POINTS = [
+    ("llama-3.2-1b-instruct", 4, 2048),
+    ("qwen3-0.6b", 8, 1024),
+]
+
+
+def _check(name, batch, prompt, attention):
+    w = library.workload_for_model(name).replace(
+        mode="infer",
+        batch_size=batch,
+        prompt_tokens=prompt,
+        new_tokens=1,
+        precision="bf16",
+        attention=attention,
+    )
+    assert generation_reserve.applies(w)
+    traced = allocator_replay.replay_point(name, batch, prompt, 1, attention=attention)
+    assert generation_reserve.reserve_excess(w) == pytest.approx(traced["gap_bytes"], rel=0.02, abs=32 << 20)
 
 
 @pytest.mark.parametrize(("name", "batch", "prompt"), POINTS)
 def test_the_laid_out_prefill_reserves_what_the_traced_one_does(name, batch, prompt):
-    w = library.workload_for_model(name).replace(
-        mode="infer", batch_size=batch, prompt_tokens=prompt, new_tokens=1, precision="bf16"
-    )
-    assert generation_reserve.applies(w)
-    traced = allocator_replay.replay_point(name, batch, prompt, 1)
-    assert generation_reserve.reserve_excess(w) == pytest.approx(traced["gap_bytes"], rel=0.02, abs=32 << 20)
+    _check(name, batch, prompt, "fused")
+
+
+@pytest.mark.parametrize(("name", "batch", "prompt"), EAGER_POINTS)
+def test_eager_attention_is_laid_out_as_traced(name, batch, prompt):
+    _check(name, batch, prompt, "eager")

@@ -25,10 +25,27 @@ def test_it_lays_out_llama_shaped_generation_only():
     assert not generation_reserve.applies(llama_1b(mode="train", seq_len=1024))
     assert not generation_reserve.applies(library.workload_for_model("olmoe-1b-7b").replace(mode="infer"))
     gemma = library.workload_for_model("gemma-2-2b-it").replace(mode="infer", prompt_tokens=64, new_tokens=8)
-    assert not generation_reserve.applies(gemma)  # four norms a block: not laid out
-    assert generation_reserve.reserve_excess(gemma) == 0.0
-    for other in ("phi-3-mini-4k-instruct", "olmo-2-7b"):  # fused projections; post-norms
+    assert generation_reserve.applies(gemma)  # Gemma's blocks are laid out too
+    assert not generation_reserve.applies(gemma.replace(gpus=2, strategy="tp"))
+    for other in ("phi-3-mini-4k-instruct", "olmo-2-7b", "falcon-7b"):  # fused projections; post-norms
         assert not generation_reserve.applies(library.workload_for_model(other).replace(mode="infer"))
+        assert (
+            generation_reserve.reserve_excess(library.workload_for_model(other).replace(mode="infer")) == 0.0
+        )
+
+
+def test_eager_attention_reserves_what_its_score_blocks_leave():
+    """Eager attention allocates and frees batch x heads x prompt^2 score matrices a block; the
+    blocks they leave are reserved above the allocated peak where SDPA's are not."""
+    fused, eager = (
+        llama_1b(batch_size=4, prompt_tokens=2048),
+        llama_1b(batch_size=4, prompt_tokens=2048, attention="eager"),
+    )
+    assert generation_reserve.reserve_excess(eager) > 2 * generation_reserve.reserve_excess(fused)
+    events = generation_reserve.prefill_events(eager)
+    scores = 4 * eager.arch.num_heads * 2048 * 2048 * 2
+    assert max(e[2] for e in events) == scores * 2  # the FP32 softmax
+    assert max(e[2] for e in generation_reserve.prefill_events(fused)) <= scores / 8  # the MLP
 
 
 def test_a_tied_head_leaves_its_discarded_weight_in_the_cache_at_a_small_prompt():

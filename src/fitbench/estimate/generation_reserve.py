@@ -1,12 +1,12 @@
-"""A generation's allocator reserve above its allocated peak, for Llama-shaped decoders.
+"""A generation's allocator reserve above its allocated peak, for Llama-shaped and Gemma decoders.
 
 What nvidia-smi shows for `fitbench run` generating with transformers is the caching allocator's
 reserve. Above the allocated peak it holds blocks that no later request fitted: the LM head's own
 weight that loading a model with tied embeddings makes and frees, and the pieces the prefill's
 transients leave when the KV cache's persistent copies are cut from their freed blocks. This module
-lays out the allocations and frees a Llama-shaped decoder makes, in transformers' order, and
-replays them through the allocator's rules (allocator.SegmentedPool, which merges freed
-neighbours as PyTorch does); the reserve's excess is the difference of the replay's two peaks.
+lays out the allocations and frees a decoder makes, in transformers' order, and replays them
+through the allocator's rules (allocator.SegmentedPool, which merges freed neighbours as PyTorch
+does); the reserve's excess is the difference of the replay's two peaks.
 
 The order is transformers' own, read from a trace of the real model on the meta device
 (benchmarks/allocator_replay.py traces any library model; tests/backends/test_generation_reserve_trace.py
@@ -15,10 +15,16 @@ their 16-bit casts, the q, k and v projections (Qwen3's query and key norms righ
 projections), rotary positions (product with cos, the negated half, its concatenation, product
 with sin, sum) on q and on k, the cache's copies of k and v, the attention output and its
 contiguous copy, the output projection, the residual sum, the second norm, the SwiGLU (gate,
-activation, up, product, down) and the second residual sum. The decode steps' regrown caches are
-transformer_cost.outgrown_cache_bytes's. Other layouts (LayerNorm, GELU, parallel blocks, fused
-projections, experts, latent attention, Gemma's and OLMo-2's norms) keep the profile's
-fragmentation share: laying them out is the same work, family by family.
+activation, up, product, down) and the second residual sum. Gemma-2 and -3 scale the embedding,
+keep their norms in FP32 to the end, norm after attention and after the MLP too, and (Gemma-3)
+norm the queries and keys after all three projections. Eager attention (asked for, or Gemma-2's,
+which has no SDPA) adds the masks made before the first block and, per block, the keys and values
+repeated to every head, the score matrices (batch x heads x prompt^2: scaled, Gemma-2's soft cap,
+masked, an FP32 softmax and its cast back) and the weights the block holds to its end; SDPA on a
+sliding layer whose window the prompt reaches gets a boolean mask and repeated keys and values.
+The decode steps' regrown caches are transformer_cost.outgrown_cache_bytes's. Other layouts
+(LayerNorm, GELU, parallel blocks, fused projections, experts, latent attention, OLMo-2's norms)
+keep the profile's fragmentation share: laying them out is the same work, family by family.
 """
 
 from __future__ import annotations
@@ -28,13 +34,15 @@ from itertools import count
 
 from fitbench.estimate import transformer_cost
 from fitbench.estimate.allocator import SegmentedPool
+from fitbench.estimate.execution import attention_as_run
 from fitbench.estimate.first_step import weight_matrices
-from fitbench.workloads.arch import TransformerArch
+from fitbench.workloads.arch import TransformerArch, layer_types
 from fitbench.workloads.workload import Workload
 
 
 def applies(workload: Workload) -> bool:
-    """A Llama-shaped decoder generating through transformers' eager path in 16-bit weights."""
+    """A Llama-shaped or Gemma decoder generating through transformers' eager path in 16-bit
+    weights."""
     arch = workload.arch
     return (
         workload.is_generation
@@ -46,14 +54,27 @@ def applies(workload: Workload) -> bool:
         and not arch.is_mla
         and not arch.parallel_block
         and arch.norm == "rmsnorm"
-        and arch.norms_per_layer == 2
-        and not transformer_cost.gemma_norms(arch)  # Gemma's and OLMo-2's norms run otherwise
-        and transformer_cost.fused_projections(arch) == (False, False)  # Phi-3's, GLM-4's fused
-        and arch.mlp == "swiglu"
         and arch.position == "rotary"
         and not arch.patch_size
         and workload.precision_info.weight_bytes == 2
+        and (_llama_shaped(arch) or arch.transformers_type in GEMMA_TYPES)
     )
+
+
+def _llama_shaped(arch: TransformerArch) -> bool:
+    return (
+        arch.norms_per_layer == 2
+        and not transformer_cost.gemma_norms(arch)  # Gemma's and OLMo-2's norms run otherwise
+        and transformer_cost.fused_projections(arch) == (False, False)  # Phi-3's, GLM-4's fused
+        and arch.mlp == "swiglu"
+    )
+
+
+# Gemma's blocks: FP32 norms to the end (around attention and MLP for Gemma-2 and -3), a scaled
+# embedding, query/key norms (Gemma-3), and Gemma-2's eager attention with soft-capped scores.
+GEMMA_TYPES = ("gemma2", "gemma3_text", "gemma3")
+# The sliding-window layers' places: every layer but each period-th (Gemma-2: 2, Gemma-3: 6).
+SLIDING_PERIOD = {"gemma2": 2, "gemma3_text": 6, "gemma3": 6}
 
 
 class _Replay:
@@ -61,16 +82,19 @@ class _Replay:
 
     def __init__(self) -> None:
         self.pool = SegmentedPool()
+        self.events: list[tuple[str, int, float]] = []  # what tests hold against a trace
         self._ids = count()
 
     def alloc(self, nbytes: float) -> int:
         key = next(self._ids)
         self.pool.malloc(key, nbytes)
+        self.events.append(("alloc", key, nbytes))
         return key
 
     def free(self, *keys: int) -> None:
         for key in keys:
             self.pool.free(key)
+            self.events.append(("free", key, 0.0))
 
 
 def _norm(r: _Replay, tokens: int, h: int, a: int) -> int:
@@ -108,47 +132,216 @@ def _load(r: _Replay, arch: TransformerArch, a: int) -> None:
         r.free(r.alloc(arch.vocab_size * arch.hidden_size * a))
 
 
-def _prefill(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> None:
-    """The prompt's forward pass (the cached keys and values stay)."""
-    h, q, kv, f = arch.hidden_size, arch.q_dim, arch.kv_dim, arch.intermediate_size
-    embedded = x = r.alloc(tokens * h * a)
-    for _ in range(arch.num_layers):
-        normed = _norm(r, tokens, h, a)
-        if arch.qk_norm != "none":  # Qwen3: each projection normed before the next
-            projected_q = r.alloc(tokens * q * a)
-            query = _norm(r, tokens, q, a)
-            r.free(projected_q)
-            projected_k = r.alloc(tokens * kv * a)
-            key = _norm(r, tokens, kv, a)
-            r.free(projected_k)
-            value = r.alloc(tokens * kv * a)
-        else:
-            query, key, value = r.alloc(tokens * q * a), r.alloc(tokens * kv * a), r.alloc(tokens * kv * a)
-        query_rot, key_rot = _rotary(r, tokens, q, a), _rotary(r, tokens, kv, a)
-        r.free(query, key)
-        for _ in ("key", "value"):  # the cache's copies, kept for the decode steps
-            r.alloc(tokens * kv * a)
-        r.free(key_rot, value)
-        attended = r.alloc(tokens * q * a)
-        contiguous = r.alloc(tokens * q * a)
-        r.free(attended)
-        projected = r.alloc(tokens * h * a)
-        r.free(contiguous, query_rot, normed)
-        mid = r.alloc(tokens * h * a)
+def _gemma_norm(r: _Replay, tokens: int, width: int, a: int) -> int:
+    """Gemma's RMSNorm, FP32 to the end: the upcast, its square, the normalised product, its
+    product with (1 + weight), and only then the cast back; the output stays."""
+    up, square = r.alloc(tokens * width * 4), r.alloc(tokens * width * 4)
+    r.free(square)
+    normed = r.alloc(tokens * width * 4)
+    r.free(up)
+    weighted = r.alloc(tokens * width * 4)
+    r.free(normed)
+    out = r.alloc(tokens * width * a)
+    r.free(weighted)
+    return out
+
+
+def _mlp(r: _Replay, tokens: int, arch: TransformerArch, normed: int, a: int) -> int:
+    """A gated MLP (SwiGLU; Gemma's GeGLU): gate, its activation, up, their product, down; the
+    normed input is freed with the product."""
+    f, h = arch.intermediate_size, arch.hidden_size
+    gate, act = r.alloc(tokens * f * a), r.alloc(tokens * f * a)
+    r.free(gate)
+    up, product = r.alloc(tokens * f * a), r.alloc(tokens * f * a)
+    r.free(act, up)
+    down = r.alloc(tokens * h * a)
+    r.free(product, normed)
+    return down
+
+
+def _cache_copies(r: _Replay, tokens: int, arch: TransformerArch, key_rot: int, value: int, a: int) -> None:
+    """The cache's copies of the rotated keys and the values, kept for the decode steps."""
+    for _ in ("key", "value"):
+        r.alloc(tokens * arch.kv_dim * a)
+    r.free(key_rot, value)
+
+
+def _llama_layer(
+    r: _Replay, arch: TransformerArch, batch: int, prompt: int, masked: bool, eager: bool, a: int
+) -> int:
+    """One Llama-shaped block; returns its output (the input stays the caller's)."""
+    tokens = batch * prompt
+    h, q, kv = arch.hidden_size, arch.q_dim, arch.kv_dim
+    normed = _norm(r, tokens, h, a)
+    if arch.qk_norm != "none":  # Qwen3: each projection normed before the next
+        projected_q = r.alloc(tokens * q * a)
+        query = _norm(r, tokens, q, a)
+        r.free(projected_q)
+        projected_k = r.alloc(tokens * kv * a)
+        key = _norm(r, tokens, kv, a)
+        r.free(projected_k)
+        value = r.alloc(tokens * kv * a)
+    else:
+        query, key, value = r.alloc(tokens * q * a), r.alloc(tokens * kv * a), r.alloc(tokens * kv * a)
+    query_rot, key_rot = _rotary(r, tokens, q, a), _rotary(r, tokens, kv, a)
+    r.free(query, key)
+    _cache_copies(r, tokens, arch, key_rot, value, a)
+    contiguous, weights = _attend(r, arch, batch, prompt, masked, eager, a)
+    projected = r.alloc(tokens * h * a)
+    r.free(contiguous, query_rot, normed)
+    mid = r.alloc(tokens * h * a)
+    r.free(projected)
+    down = _mlp(r, tokens, arch, _norm(r, tokens, h, a), a)
+    out = r.alloc(tokens * h * a)
+    r.free(down, mid)
+    if weights is not None:
+        r.free(weights)
+    return out
+
+
+def _eager_scores(r: _Replay, arch: TransformerArch, batch: int, prompt: int, a: int) -> int:
+    """Eager attention's scores: the query's contiguous copy, q @ k^T, its scaling, Gemma-2's
+    soft cap (divide, tanh, multiply), the mask's sum, the FP32 softmax and its cast back; the
+    cast weights are returned (the block keeps them to its end)."""
+    scores_bytes = batch * arch.num_heads * prompt * prompt * a
+    query_copy = r.alloc(batch * prompt * arch.q_dim * a)
+    current = r.alloc(scores_bytes)
+    r.free(query_copy)
+    capped = ("divide", "tanh", "multiply") if arch.transformers_type == "gemma2" else ()
+    for _ in ("scale", *capped, "mask"):
+        following = r.alloc(scores_bytes)
+        r.free(current)
+        current = following
+    up = r.alloc(scores_bytes * 4 / a)
+    probabilities = r.alloc(scores_bytes * 4 / a)
+    r.free(up)
+    weights = r.alloc(scores_bytes)
+    r.free(probabilities, current)
+    return weights
+
+
+def _attend(
+    r: _Replay, arch: TransformerArch, batch: int, prompt: int, masked: bool, eager: bool, a: int
+) -> tuple[int, int | None]:
+    """Attention over the cached keys and values: (its output made contiguous, eager attention's
+    weights or None). Keys and values are repeated to every query head where attention has a
+    mask (eager attention's always; SDPA's on a sliding layer whose window the prompt reaches),
+    else SDPA reads the grouped heads itself."""
+    tokens, q = batch * prompt, arch.q_dim
+    repeated = [r.alloc(tokens * q * a) for _ in ("key", "value")] if masked and arch.kv_dim < q else []
+    weights = _eager_scores(r, arch, batch, prompt, a) if eager else None
+    attended = r.alloc(tokens * q * a)
+    contiguous = r.alloc(tokens * q * a)
+    r.free(attended, *repeated)
+    return contiguous, weights
+
+
+def _gemma_layer(
+    r: _Replay, arch: TransformerArch, batch: int, prompt: int, masked: bool, eager: bool, a: int
+) -> int:
+    """One Gemma block (Gemma-2 and -3: norms after attention and after the MLP too)."""
+    tokens = batch * prompt
+    h, q, kv = arch.hidden_size, arch.q_dim, arch.kv_dim
+    normed = _gemma_norm(r, tokens, h, a)
+    query, key, value = r.alloc(tokens * q * a), r.alloc(tokens * kv * a), r.alloc(tokens * kv * a)
+    if arch.qk_norm != "none":  # Gemma-3: both normed after the three projections
+        normed_query = _gemma_norm(r, tokens, q, a)
+        r.free(query)
+        normed_key = _gemma_norm(r, tokens, kv, a)
+        r.free(key)
+        query, key = normed_query, normed_key
+    query_rot, key_rot = _rotary(r, tokens, q, a), _rotary(r, tokens, kv, a)
+    r.free(query, key)
+    _cache_copies(r, tokens, arch, key_rot, value, a)
+    contiguous, weights = _attend(r, arch, batch, prompt, masked, eager, a)
+    projected = r.alloc(tokens * h * a)
+    r.free(contiguous, query_rot, normed)
+    post = projected
+    if arch.norms_per_layer == 4:
+        post = _gemma_norm(r, tokens, h, a)
         r.free(projected)
-        normed = _norm(r, tokens, h, a)
-        gate, act = r.alloc(tokens * f * a), r.alloc(tokens * f * a)
-        r.free(gate)
-        up, product = r.alloc(tokens * f * a), r.alloc(tokens * f * a)
-        r.free(act, up)
-        down = r.alloc(tokens * h * a)
-        r.free(product, normed)
-        out = r.alloc(tokens * h * a)
-        r.free(down, mid)
+    mid = r.alloc(tokens * h * a)
+    r.free(post)
+    down = _mlp(r, tokens, arch, _gemma_norm(r, tokens, h, a), a)
+    post = down
+    if arch.norms_per_layer == 4:
+        post = _gemma_norm(r, tokens, h, a)
+        r.free(down)
+    out = r.alloc(tokens * h * a)
+    r.free(post, mid)
+    if weights is not None:
+        r.free(weights)
+    return out
+
+
+def _sliding(arch: TransformerArch) -> list[bool]:
+    """Which layers attend to a window, in the family's pattern."""
+    types = layer_types(arch, SLIDING_PERIOD.get(arch.transformers_type, 1))
+    return [t == "sliding_attention" for t in types] if types else [False] * arch.num_layers
+
+
+def _masks(r: _Replay, arch: TransformerArch, batch: int, prompt: int, eager: bool, a: int) -> list[int]:
+    """The attention masks made before the first block, kept to the end: eager attention's
+    additive ones (causal, and windowed where layers slide), or SDPA's boolean windowed one
+    where the prompt reaches the window (a causal mask SDPA does without). Booleans are one byte
+    a query-key pair, shared by the batch; additive ones are the activations' width, per row."""
+    kept = []
+    if eager:
+        causal = r.alloc(prompt * prompt)
+        kept.append(r.alloc(batch * prompt * prompt * a))
+        r.free(causal)
+    if arch.sliding_layers and (eager or prompt >= (arch.sliding_window or 0)):
+        past = r.alloc(prompt * prompt)  # (past the window's start) & causal
+        windowed = r.alloc(prompt * prompt)
+        r.free(past)
+        causal = r.alloc(prompt * prompt)
+        both = r.alloc(prompt * prompt)
+        r.free(causal, windowed)
+        if eager:
+            kept.append(r.alloc(batch * prompt * prompt * a))
+            r.free(both)
+        else:
+            kept.append(both)
+    return kept
+
+
+def _prefill(r: _Replay, arch: TransformerArch, batch: int, prompt: int, eager: bool, a: int) -> None:
+    """The prompt's forward pass (the cached keys and values stay)."""
+    tokens, h = batch * prompt, arch.hidden_size
+    gemma = arch.transformers_type in GEMMA_TYPES
+    if gemma:  # the embedding scaled by sqrt(hidden): the unscaled one goes
+        unscaled = r.alloc(tokens * h * a)
+        embedded = x = r.alloc(tokens * h * a)
+        r.free(unscaled)
+    else:
+        embedded = x = r.alloc(tokens * h * a)
+    masks = _masks(r, arch, batch, prompt, eager, a)
+    window = arch.sliding_window or 0
+    layer = _gemma_layer if gemma else _llama_layer
+    for sliding in _sliding(arch):
+        masked = eager or (sliding and prompt >= window)
+        out = layer(r, arch, batch, prompt, masked, eager, a)
         if x != embedded:
             r.free(x)
         x = out
-    r.free(_norm(r, tokens, h, a), x, embedded)
+    r.free((_gemma_norm if gemma else _norm)(r, tokens, h, a), x, embedded, *masks)
+
+
+def prefill_events(workload: Workload) -> list[tuple[str, int, float]]:
+    """The prefill's allocations and frees as laid out here, in order: ('alloc', key, bytes) and
+    ('free', key, 0); what tests compare with transformers' traced ones."""
+    arch = workload.arch
+    assert isinstance(arch, TransformerArch)
+    r = _Replay()
+    a = int(workload.precision_info.weight_bytes)
+    _prefill(r, arch, workload.batch_size, workload.prompt_tokens or 1, _eager(workload), a)
+    return r.events
+
+
+def _eager(workload: Workload) -> bool:
+    """Whether transformers runs eager attention for the workload (asked for, or the model has
+    no SDPA: Gemma-2)."""
+    return attention_as_run(workload) == "eager"
 
 
 @lru_cache(maxsize=256)
@@ -161,9 +354,8 @@ def reserve_excess(workload: Workload) -> float:
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
     a = int(workload.precision_info.weight_bytes)
-    batch, prompt = workload.batch_size, workload.prompt_tokens or 1
     r = _Replay()
     _load(r, arch, a)
     r.pool.reset_peak_allocated()  # as `fitbench run` does before it measures
-    _prefill(r, arch, batch * prompt, a)
+    _prefill(r, arch, workload.batch_size, workload.prompt_tokens or 1, _eager(workload), a)
     return float(r.pool.peak_reserved - r.pool.peak_allocated)

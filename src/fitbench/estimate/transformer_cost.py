@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from fitbench.core.quant import kv_cache_element_bytes, kv_cache_scale_bytes_per_head, matrix_total_bytes
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
+from fitbench.estimate.execution import sdpa_math_only
 from fitbench.estimate.matrices import block_gemms, expert_gemms
 from fitbench.estimate.segments import Kernel, Segment
 from fitbench.estimate.weights import checkpoint_weight_bytes, quantized_matrices
@@ -511,6 +512,30 @@ def compiled_head_bytes_per_token(
     return saved, v * dt.act
 
 
+def eager_masks(arch: TransformerArch) -> int:
+    """Additive masks transformers' eager attention holds through a decoder's forward pass: the
+    causal one, and a windowed one where layers slide; each a row's query-key pairs at the
+    activations' width."""
+    return 1 + bool(arch.sliding_layers)
+
+
+def eager_decoder_transient_bytes_per_token(
+    arch: TransformerArch, dt: ActivationDtypes, seq: int, mlp_bytes: float
+) -> float:
+    """A decoder block's peak scratch a token under transformers' eager attention (read from its
+    eager_attention_forward and traced on the meta device: benchmarks/allocator_replay.py): the
+    masked scores in the activations' dtype beside their FP32 copy and FP32 softmax; the cast-back
+    weights are returned to the block, which holds them through its MLP. Beside the scores live
+    the embedded input, the block's input and its normed copy, the rotated query and its
+    contiguous copy for the matmul, and the keys and values repeated to every query head. The
+    masks (eager_masks) are held through every block."""
+    scores = arch.num_heads * seq
+    h, q = arch.hidden_size, arch.q_dim
+    beside = (3 * h + 2 * q + (2 * q if arch.kv_dim < q else 0)) * dt.act
+    attention = scores * (dt.act + 4 + 4) + beside
+    return max(attention, mlp_bytes + scores * dt.act) + eager_masks(arch) * seq * dt.act
+
+
 def inference_transient_bytes(workload: Workload) -> float:
     """Peak scratch of one forward pass without autograd: a block's largest live tensors."""
     arch = _arch(workload)
@@ -521,10 +546,14 @@ def inference_transient_bytes(workload: Workload) -> float:
     if arch.is_moe:
         per_token = max(per_token if arch.dense_mlp_layers else 0.0, moe_transient_bytes_per_token(arch, dt))
     if workload.attention == "eager":
-        # the scores, their FP32 softmax and its cast back; with sinks (gpt-oss) the scores, the
-        # concatenated copy and the max-subtracted one, all in the scores' dtype
-        per_score = 3 * dt.act if arch.attention_sinks else 2 * 4
-        per_token = max(per_token, arch.num_heads * s * per_score)
+        scores = arch.num_heads * s
+        if arch.attention_sinks or arch.kind != "decoder" or sdpa_math_only(arch):
+            # the scores' FP32 softmax and its cast back; with sinks (gpt-oss) the scores, the
+            # concatenated copy and the max-subtracted one, all in the scores' dtype
+            per_score = 3 * dt.act if arch.attention_sinks else 2 * 4
+            per_token = max(per_token, scores * per_score)
+        else:
+            per_token = eager_decoder_transient_bytes_per_token(arch, dt, s, per_token)
     logits = workload.batch_size * arch.vocab_size * 4 * 2 if arch.kind == "decoder" else 0
     return tokens * per_token + logits
 

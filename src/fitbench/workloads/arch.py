@@ -690,3 +690,20 @@ class TransformerArch:
 
     def largest_layer_params(self) -> int:
         return max(self.layer_params(), self.vocab_size * self.hidden_size)
+
+
+def layer_types(arch: TransformerArch, period: int) -> list[str] | None:
+    """Which layers attend to a window: `arch.sliding_layers` of them, in the family's pattern
+    (every layer but each `period`-th; period 1: the first `sliding_layers`). The estimate counts
+    the sliding layers, not their places, so any placement with that count is the same model."""
+    if not arch.sliding_layers:
+        return None
+    if period > 1:
+        types = [
+            "full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(arch.num_layers)
+        ]
+        if types.count("sliding_attention") == arch.sliding_layers:
+            return types
+    return [
+        "sliding_attention" if i < arch.sliding_layers else "full_attention" for i in range(arch.num_layers)
+    ]

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fitbench.errors import FitbenchError
-from fitbench.workloads.arch import TransformerArch
+from fitbench.workloads.arch import TransformerArch, layer_types
 
 
 def llama_sizes(arch: TransformerArch) -> dict[str, Any]:
@@ -48,23 +48,6 @@ def gpt2_sizes(arch: TransformerArch) -> dict[str, Any]:
         n_inner=arch.intermediate_size,
         tie_word_embeddings=arch.tie_embeddings,
     )
-
-
-def layer_types(arch: TransformerArch, period: int) -> list[str] | None:
-    """Which layers attend to a window: `arch.sliding_layers` of them, in the family's pattern
-    (every layer but each `period`-th; period 1: the first `sliding_layers`). The estimate counts
-    the sliding layers, not their places, so any placement with that count is the same model."""
-    if not arch.sliding_layers:
-        return None
-    if period > 1:
-        types = [
-            "full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(arch.num_layers)
-        ]
-        if types.count("sliding_attention") == arch.sliding_layers:
-            return types
-    return [
-        "sliding_attention" if i < arch.sliding_layers else "full_attention" for i in range(arch.num_layers)
-    ]
 
 
 def _windows(arch: TransformerArch, period: int) -> dict[str, Any]:
