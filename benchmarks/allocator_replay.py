@@ -143,6 +143,12 @@ def replay_point(name: str, batch: int, prompt: int, new: int, attention: str = 
         precision="bf16",
         attention=attention,
     )
+    return {"model": name, **replay_workload(workload)}
+
+
+def replay_workload(workload: Any) -> dict[str, Any]:
+    """Load, then one generation of the workload's prompt and new tokens, traced and replayed."""
+    batch, prompt, new = workload.batch_size, workload.prompt_tokens, workload.new_tokens
     model, _ = build_model(workload, device="meta", dtype=torch.bfloat16)
     model.eval()
     after_load = replay(load_events(model))
@@ -150,7 +156,6 @@ def replay_point(name: str, batch: int, prompt: int, new: int, attention: str = 
     after_load.reset_peak_allocated()  # as `fitbench run` measures: after loading and warming up
     run = replay(generation_events(model, batch, prompt, new), after_load)
     return {
-        "model": name,
         "batch": batch,
         "prompt": prompt,
         "new": new,

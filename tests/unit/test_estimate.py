@@ -312,14 +312,18 @@ def test_outgrown_kv_segments_grow_with_the_prompt_the_tokens_and_the_batch() ->
 
 
 def test_outgrown_kv_segments_are_reclaimable_and_absent_from_static_caches() -> None:
+    import dataclasses
+
     from fitbench.estimate.transformer_cost import outgrown_cache_bytes
+    from fitbench.workloads import library
 
     small = get_workload("llm-6b", batch_size=1)
     assert outgrown_cache_bytes(small, 0.55) == 0  # K/V copies stay below 10 MiB
-    big = get_workload("llm-6b", batch_size=32)
-    assert outgrown_cache_bytes(big, 0.0) == 0
-    import dataclasses
-
+    assert outgrown_cache_bytes(get_workload("llm-6b", batch_size=32), 0.0) == 0
+    # A family the generation replay does not lay out (GPT-J's parallel blocks) takes the formula.
+    big = library.workload_for_model("gpt-j-6b").replace(
+        mode="infer", batch_size=32, prompt_tokens=50, new_tokens=100, precision="fp16"
+    )
     h200 = get_gpu("h200")
     grown_cache = estimate(big, h200, profile=PROFILE)
     static_cache = estimate(big, h200, profile=dataclasses.replace(PROFILE, kv_growth_stale_share=0.0))
@@ -330,3 +334,32 @@ def test_outgrown_kv_segments_are_reclaimable_and_absent_from_static_caches() ->
     assert grown_cache.required_memory_bytes == static_cache.required_memory_bytes
     assert grown_cache.max_batch_size == static_cache.max_batch_size
     assert get_profile("torch", "tuned", use_user=False).kv_growth_stale_share == 0.0
+
+
+def test_a_laid_out_decoder_replays_its_caches_regrowth_instead() -> None:
+    """llm-6b is Llama-shaped: its decode steps' regrown caches come from the replay
+    (estimate/generation_reserve.py), not from the formula, and stay reclaimable."""
+    big = get_workload("llm-6b", batch_size=32)
+    h200 = get_gpu("h200")
+    est = estimate(big, h200, profile=PROFILE)
+    assert "outgrown_kv_cache_blocks" not in est.memory.details
+    assert est.memory.details["generation_reserve"] > 5 * 2**30
+    assert est.breakdown["fragmentation"] == est.memory.details["generation_reserve"]
+    assert est.required_memory_bytes == est.peak_memory_bytes - est.breakdown["fragmentation"]
+
+
+def test_the_reserve_never_carries_the_peak_past_the_card() -> None:
+    """A long, wide generation regrows its caches into more blocks than any card has: the
+    allocator frees its cache and retries before that, so the peak stops at the usable memory
+    and what must fit is untouched."""
+    from fitbench.workloads import library
+
+    w = library.workload_for_model("llama-3.2-1b-instruct").replace(
+        mode="infer", batch_size=64, prompt_tokens=256, new_tokens=4096, precision="bf16"
+    )
+    h200 = get_gpu("h200")
+    est = estimate(w, h200, profile=PROFILE)
+    assert est.memory.details["generation_reserve"] > h200.usable_bytes
+    assert est.peak_memory_bytes == h200.usable_bytes
+    assert est.memory.details["fragmentation_released"] > 0
+    assert est.required_memory_bytes < h200.usable_bytes

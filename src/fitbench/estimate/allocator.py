@@ -99,11 +99,14 @@ class SegmentedPool:
     """The large pool with its segments' layout: blocks split from a segment merge back with
     their free neighbours when freed (segments never merge with one another), and the peaks of
     what is reserved and what is allocated. Requests up to 1 MiB are counted as allocated, their
-    small-pool segments not. Slower than LargePool; for sequences where merging decides the reserve
-    (a generation's prefill, estimate/generation_reserve.py)."""
+    small-pool segments not. For sequences where merging decides the reserve (a generation's
+    prefill and decode steps, estimate/generation_reserve.py). The free blocks are kept sorted by
+    (size, segment, offset), so a best-fit lookup is a bisection, as the allocator's ordered set
+    makes it."""
 
     def __init__(self) -> None:
-        self._segments: list[list[list[int]]] = []  # [offset, size, free]
+        self._segments: list[list[list[int]]] = []  # [offset, size, free], by offset
+        self._free: list[tuple[int, int, int]] = []  # (size, segment, offset) of free blocks
         self._where: dict[object, tuple[int, int] | int] = {}
         self.reserved = self.allocated = self.peak_reserved = self.peak_allocated = 0
 
@@ -113,26 +116,42 @@ class SegmentedPool:
             self._where[key] = size
             self._count(size)
             return
-        best, best_size = None, 0
-        for s, blocks in enumerate(self._segments):
-            for b, (_, bsize, free) in enumerate(blocks):
-                if free and bsize >= size and (best is None or bsize < best_size):
-                    best, best_size = (s, b), bsize
-        if best is None:
+        i = bisect.bisect_left(self._free, (size, -1, -1))
+        if i < len(self._free):
+            _, s, offset = self._free.pop(i)
+            blocks = self._segments[s]
+            b = self._index(blocks, offset)
+        else:
             segment = segment_bytes(size)
             self._segments.append([[0, segment, 1]])
             self.reserved += segment
             self.peak_reserved = max(self.peak_reserved, self.reserved)
-            best = (len(self._segments) - 1, 0)
-        s, b = best
-        blocks = self._segments[s]
+            s, b = len(self._segments) - 1, 0
+            blocks = self._segments[s]
         block = blocks[b]
         if block[1] - size > SMALL_REQUEST:
-            blocks.insert(b + 1, [block[0] + size, block[1] - size, 1])
+            rest = [block[0] + size, block[1] - size, 1]
+            blocks.insert(b + 1, rest)
+            bisect.insort(self._free, (rest[1], s, rest[0]))
             block[1] = size
         block[2] = 0
         self._where[key] = (s, block[0])
         self._count(block[1])
+
+    @staticmethod
+    def _index(blocks: list[list[int]], offset: int) -> int:
+        lo, hi = 0, len(blocks)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if blocks[mid][0] < offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _unlist(self, s: int, block: list[int]) -> None:
+        i = bisect.bisect_left(self._free, (block[1], s, block[0]))
+        del self._free[i]
 
     def _count(self, size: int) -> None:
         self.allocated += size
@@ -152,10 +171,14 @@ class SegmentedPool:
             return
         s, offset = where
         blocks = self._segments[s]
-        b = bisect.bisect_left([blk[0] for blk in blocks], offset)
+        b = self._index(blocks, offset)
         blocks[b][2] = 1
         self.allocated -= blocks[b][1]
         if b + 1 < len(blocks) and blocks[b + 1][2]:
+            self._unlist(s, blocks[b + 1])
             blocks[b][1] += blocks.pop(b + 1)[1]
         if b > 0 and blocks[b - 1][2]:
+            self._unlist(s, blocks[b - 1])
             blocks[b - 1][1] += blocks.pop(b)[1]
+            b -= 1
+        bisect.insort(self._free, (blocks[b][1], s, blocks[b][0]))

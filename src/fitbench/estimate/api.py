@@ -15,7 +15,7 @@ from typing import Any
 from fitbench.core import names
 from fitbench.core.gpu import GpuSpec
 from fitbench.estimate.assumptions import estimate_assumptions, first_step_assumptions
-from fitbench.estimate.breakdown import MemoryBreakdown, required_bytes
+from fitbench.estimate.breakdown import MemoryBreakdown, required_bytes, within_card
 from fitbench.estimate.distributed import global_batch_size
 from fitbench.estimate.execution import workload_as_run
 from fitbench.estimate.limits import max_batch_size, max_context_tokens
@@ -180,7 +180,7 @@ def estimate(
     profile = profile or get_profile(framework, exec_mode)
     requested, requested_attention = workload.precision, workload.attention
     workload = workload_as_run(workload, exec_mode, gpu, framework)
-    mem = memory_breakdown(workload, profile)
+    mem = within_card(memory_breakdown(workload, profile), gpu.usable_bytes)
     assumptions = estimate_assumptions(workload, requested, gpu, profile)
     assumptions += first_step_assumptions(mem)
     if workload.attention != requested_attention:

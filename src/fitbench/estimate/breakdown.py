@@ -57,3 +57,21 @@ def required_bytes(memory: MemoryBreakdown) -> int:
     card's memory, the largest batch that ran matched the peak without this part.
     """
     return memory.total - memory.parts.get("fragmentation", 0)
+
+
+def within_card(memory: MemoryBreakdown, usable: int) -> MemoryBreakdown:
+    """The breakdown as the card can show it. The caching allocator's reserve cannot grow past the
+    card: a request that finds no room makes it free its cached blocks and retry. So where what
+    must fit does fit but the fragmentation part would carry the peak past the usable memory (a
+    long generation whose regrown caches leave block after block, estimate/generation_reserve.py),
+    that part shrinks to the room left; details['fragmentation_released'] keeps what went. A job
+    that does not fit keeps the peak it would have on a card with room."""
+    fragmentation = memory.parts.get("fragmentation", 0)
+    over = memory.total - usable
+    if over <= 0 or not fragmentation or required_bytes(memory) > usable:
+        return memory  # room to spare, or a job that does not fit: its would-be peak stays
+    released = min(over, fragmentation)
+    parts = {**memory.parts, "fragmentation": fragmentation - released}
+    return MemoryBreakdown(
+        parts=parts, phase=memory.phase, details={**memory.details, "fragmentation_released": released}
+    )

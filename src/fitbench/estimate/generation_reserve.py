@@ -1,4 +1,4 @@
-"""A generation's allocator reserve above its allocated peak, for Llama-shaped and Gemma decoders.
+"""A generation's allocator reserve above its allocated peak, for Llama-shaped, MoE and Gemma decoders.
 
 What nvidia-smi shows for `fitbench run` generating with transformers is the caching allocator's
 reserve. Above the allocated peak it holds blocks that no later request fitted: the LM head's own
@@ -22,9 +22,17 @@ which has no SDPA) adds the masks made before the first block and, per block, th
 repeated to every head, the score matrices (batch x heads x prompt^2: scaled, Gemma-2's soft cap,
 masked, an FP32 softmax and its cast back) and the weights the block holds to its end; SDPA on a
 sliding layer whose window the prompt reaches gets a boolean mask and repeated keys and values.
-The decode steps' regrown caches are transformer_cost.outgrown_cache_bytes's. Other layouts
-(LayerNorm, GELU, parallel blocks, fused projections, experts, latent attention, OLMo-2's norms)
-keep the profile's fragmentation share: laying them out is the same work, family by family.
+Experts run as transformers' grouped_mm path does (router, sorted token-expert pairs, gathered
+inputs, the two grouped products, the routing weights' product, the reordered and summed output;
+Qwen2-MoE's gated and DeepSeek's plain shared experts), and DeepSeek-V2's latent attention as its
+modelling code runs it. Then the decode steps: each concatenates a token to every layer's keys
+and values, a longer copy made before the old one goes (_decode), which is how a long generation
+at a wide batch leaves block after block cached (tens of GB on an H200 for a 6.7B model at batch
+48). `fitbench run` generates twice (a warm-up, then the measured one), and the second finds the
+first's freed blocks cached, so the replay runs both. Other layouts (LayerNorm, GELU, parallel
+blocks, fused projections, partial rotary, ERNIE's and GLM-4-MoE's blocks, OLMo-2's norms) keep
+the profile's fragmentation share and transformer_cost.outgrown_cache_bytes for the decode steps:
+laying them out is the same work, family by family.
 """
 
 from __future__ import annotations
@@ -41,8 +49,9 @@ from fitbench.workloads.workload import Workload
 
 
 def applies(workload: Workload) -> bool:
-    """A Llama-shaped or Gemma decoder generating through transformers' eager path in 16-bit
-    weights."""
+    """A Llama-shaped decoder (transformers' grouped_mm experts and DeepSeek-V2's latent
+    attention included) or a Gemma decoder generating through transformers' eager path in
+    16-bit weights."""
     arch = workload.arch
     return (
         workload.is_generation
@@ -50,8 +59,8 @@ def applies(workload: Workload) -> bool:
         and workload.weight_format is None
         and isinstance(arch, TransformerArch)
         and arch.kind == "decoder"
-        and not arch.is_moe
-        and not arch.is_mla
+        and (not arch.is_moe or arch.transformers_type in GROUPED_EXPERT_TYPES)
+        and (not arch.is_mla or arch.transformers_type in LATENT_ATTENTION_TYPES)
         and not arch.parallel_block
         and arch.norm == "rmsnorm"
         and arch.position == "rotary"
@@ -70,6 +79,18 @@ def _llama_shaped(arch: TransformerArch) -> bool:
     )
 
 
+# Families whose experts transformers runs through integrations/moe.py's grouped_mm path, with
+# Llama's attention around them (DeepSeek-V2: latent attention).
+GROUPED_EXPERT_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "minimax_m2")
+LATENT_ATTENTION_TYPES = ("deepseek_v2",)
+# Routers that take an FP32 copy of their input to an FP32 linear (DeepSeek, GLM-4-MoE).
+FP32_ROUTER_TYPES = ("deepseek_v2", "deepseek_v3", "glm4_moe")
+# `fitbench run` generates once to warm up, then measures: the second generation finds the
+# first one's freed blocks cached and may place its tensors so that more segments are needed.
+GENERATIONS = 2
+# The most cache updates one generation's decode replays one token at a time (about 0.1 s);
+# longer ones go several tokens a step (_decode).
+DECODE_UPDATES = 20_000
 # Gemma's blocks: FP32 norms to the end (around attention and MLP for Gemma-2 and -3), a scaled
 # embedding, query/key norms (Gemma-3), and Gemma-2's eager attention with soft-capped scores.
 GEMMA_TYPES = ("gemma2", "gemma3_text", "gemma3")
@@ -83,12 +104,19 @@ class _Replay:
     def __init__(self) -> None:
         self.pool = SegmentedPool()
         self.events: list[tuple[str, int, float]] = []  # what tests hold against a trace
+        self.caches: list[list[float]] = []  # [key, bytes a token of the batch] of each cache tensor
         self._ids = count()
 
     def alloc(self, nbytes: float) -> int:
         key = next(self._ids)
         self.pool.malloc(key, nbytes)
         self.events.append(("alloc", key, nbytes))
+        return key
+
+    def keep(self, nbytes_per_token: float, tokens: int) -> int:
+        """A cache tensor: allocated now, regrown by the decode steps."""
+        key = self.alloc(nbytes_per_token * tokens)
+        self.caches.append([key, nbytes_per_token])
         return key
 
     def free(self, *keys: int) -> None:
@@ -146,57 +174,189 @@ def _gemma_norm(r: _Replay, tokens: int, width: int, a: int) -> int:
     return out
 
 
-def _mlp(r: _Replay, tokens: int, arch: TransformerArch, normed: int, a: int) -> int:
-    """A gated MLP (SwiGLU; Gemma's GeGLU): gate, its activation, up, their product, down; the
-    normed input is freed with the product."""
-    f, h = arch.intermediate_size, arch.hidden_size
+def _dense_mlp(r: _Replay, tokens: int, h: int, f: int, a: int) -> int:
+    """A gated MLP of width `f` (SwiGLU; Gemma's GeGLU): gate, its activation, up, their
+    product, down; returns down."""
     gate, act = r.alloc(tokens * f * a), r.alloc(tokens * f * a)
     r.free(gate)
     up, product = r.alloc(tokens * f * a), r.alloc(tokens * f * a)
     r.free(act, up)
     down = r.alloc(tokens * h * a)
-    r.free(product, normed)
+    r.free(product)
     return down
+
+
+def _mlp(r: _Replay, tokens: int, arch: TransformerArch, normed: int, a: int, moe: bool = False) -> int:
+    """The block's MLP, dense or of experts; the normed input is freed when it is done with."""
+    if moe:
+        return _moe(r, arch, tokens, normed, a)
+    down = _dense_mlp(r, tokens, arch.hidden_size, arch.intermediate_size, a)
+    r.free(normed)
+    return down
+
+
+def _router(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> list[int]:
+    """The router: its logits (an FP32 linear of an FP32 copy of the input for DeepSeek and
+    GLM-4-MoE, else the activations' dtype), their FP32 softmax, and the top-k weights and
+    indices; returns what the block keeps to its end (the logits, the top-k)."""
+    e, k = arch.num_experts, arch.experts_per_token
+    if arch.transformers_type in FP32_ROUTER_TYPES:
+        upcast = r.alloc(tokens * arch.hidden_size * 4)
+        logits = r.alloc(tokens * e * 4)
+        r.free(upcast)
+        probabilities = r.alloc(tokens * e * 4)
+    else:
+        logits = r.alloc(tokens * e * a)
+        upcast = r.alloc(tokens * e * 4)
+        probabilities = r.alloc(tokens * e * 4)
+        r.free(upcast)
+    top = [r.alloc(tokens * k * 4), r.alloc(tokens * k * 8)]
+    r.free(probabilities)
+    return [logits, *top]
+
+
+def _routed_experts(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> int:
+    """transformers' grouped_mm experts (integrations/moe.py): the token-expert pairs sorted by
+    expert, each token's input gathered once a pair, the gate_up grouped product, the gate's
+    activation and its product with up, the down product, the routing weights' product (FP32
+    where the router hands FP32 weights), the pairs put back in token order and summed per
+    token (cast back from FP32). transformers 5.17 also copied both grouped products through
+    masked_fill (expert-parallel sentinels); 5.18 on do that under expert parallelism only, as
+    laid out here."""
+    h, fe = arch.hidden_size, arch.expert_intermediate_size
+    pairs = tokens * arch.experts_per_token
+    weighted_bytes = 4 if arch.transformers_type in transformer_cost.FP32_ROUTING_WEIGHT_TYPES else a
+    order = [r.alloc(pairs * 8), r.alloc(pairs * 8)]  # sorted expert ids, permutation
+    source = r.alloc(pairs * 8)
+    gathered = r.alloc(pairs * h * a)
+    r.free(source)
+    gate_up = r.alloc(pairs * 2 * fe * a)
+    act = r.alloc(pairs * fe * a)
+    product = r.alloc(pairs * fe * a)
+    r.free(act, gate_up)
+    down = r.alloc(pairs * h * a)
+    r.free(product)
+    weighted = r.alloc(pairs * h * weighted_bytes)
+    inverse = r.alloc(pairs * 8)
+    r.free(r.alloc(pairs * 8))  # the arange it scatters
+    reordered = r.alloc(pairs * h * weighted_bytes)
+    r.free(weighted)
+    summed = r.alloc(tokens * h * weighted_bytes)
+    out = summed
+    if weighted_bytes != a:
+        out = r.alloc(tokens * h * a)
+    r.free(*order, gathered, down, reordered, inverse)
+    if out != summed:
+        r.free(summed)
+    return out
+
+
+def _moe(r: _Replay, arch: TransformerArch, tokens: int, normed: int, a: int) -> int:
+    """A mixture-of-experts MLP: router, routed experts, and the shared experts where the family
+    has them (Qwen2-MoE runs them first and gates them by a sigmoid; DeepSeek after the routed
+    ones); the normed input is freed at the end."""
+    h, shared_width = arch.hidden_size, arch.shared_intermediate_size
+    shared = None
+    if shared_width and arch.shared_expert_gate:
+        shared = _dense_mlp(r, tokens, h, shared_width, a)
+    kept = _router(r, arch, tokens, a)
+    out = _routed_experts(r, arch, tokens, a)
+    if shared_width and not arch.shared_expert_gate:
+        shared = _dense_mlp(r, tokens, h, shared_width, a)
+    if shared is not None:
+        if arch.shared_expert_gate:
+            gated = r.alloc(tokens * h * a)
+            r.free(shared)
+            shared = gated
+        total = r.alloc(tokens * h * a)
+        r.free(out, shared)
+        out = total
+    r.free(*kept, normed)
+    return out
 
 
 def _cache_copies(r: _Replay, tokens: int, arch: TransformerArch, key_rot: int, value: int, a: int) -> None:
     """The cache's copies of the rotated keys and the values, kept for the decode steps."""
     for _ in ("key", "value"):
-        r.alloc(tokens * arch.kv_dim * a)
+        r.keep(arch.kv_dim * a, tokens)
     r.free(key_rot, value)
 
 
 def _llama_layer(
-    r: _Replay, arch: TransformerArch, batch: int, prompt: int, masked: bool, eager: bool, a: int
+    r: _Replay, arch: TransformerArch, batch: int, prompt: int, masked: bool, eager: bool, moe: bool, a: int
 ) -> int:
-    """One Llama-shaped block; returns its output (the input stays the caller's)."""
+    """One Llama-shaped block (latent attention and experts where the model has them); returns
+    its output (the input stays the caller's)."""
     tokens = batch * prompt
     h, q, kv = arch.hidden_size, arch.q_dim, arch.kv_dim
     normed = _norm(r, tokens, h, a)
-    if arch.qk_norm != "none":  # Qwen3: each projection normed before the next
-        projected_q = r.alloc(tokens * q * a)
-        query = _norm(r, tokens, q, a)
-        r.free(projected_q)
-        projected_k = r.alloc(tokens * kv * a)
-        key = _norm(r, tokens, kv, a)
-        r.free(projected_k)
-        value = r.alloc(tokens * kv * a)
+    weights = None
+    if arch.is_mla:
+        projected = _latent_attention(r, arch, tokens, normed, a)
     else:
-        query, key, value = r.alloc(tokens * q * a), r.alloc(tokens * kv * a), r.alloc(tokens * kv * a)
-    query_rot, key_rot = _rotary(r, tokens, q, a), _rotary(r, tokens, kv, a)
-    r.free(query, key)
-    _cache_copies(r, tokens, arch, key_rot, value, a)
-    contiguous, weights = _attend(r, arch, batch, prompt, masked, eager, a)
-    projected = r.alloc(tokens * h * a)
-    r.free(contiguous, query_rot, normed)
+        if arch.qk_norm != "none":  # Qwen3: each projection normed before the next
+            projected_q = r.alloc(tokens * q * a)
+            query = _norm(r, tokens, q, a)
+            r.free(projected_q)
+            projected_k = r.alloc(tokens * kv * a)
+            key = _norm(r, tokens, kv, a)
+            r.free(projected_k)
+            value = r.alloc(tokens * kv * a)
+        else:
+            query, key, value = r.alloc(tokens * q * a), r.alloc(tokens * kv * a), r.alloc(tokens * kv * a)
+        query_rot, key_rot = _rotary(r, tokens, q, a), _rotary(r, tokens, kv, a)
+        r.free(query, key)
+        _cache_copies(r, tokens, arch, key_rot, value, a)
+        contiguous, weights = _attend(r, arch, batch, prompt, masked, eager, a)
+        projected = r.alloc(tokens * h * a)
+        r.free(contiguous, query_rot, normed)
     mid = r.alloc(tokens * h * a)
     r.free(projected)
-    down = _mlp(r, tokens, arch, _norm(r, tokens, h, a), a)
+    down = _mlp(r, tokens, arch, _norm(r, tokens, h, a), a, moe)
     out = r.alloc(tokens * h * a)
     r.free(down, mid)
-    if weights is not None:
+    if weights is not None:  # eager attention's weights, held by the block to its end
         r.free(weights)
     return out
+
+
+def _latent_attention(r: _Replay, arch: TransformerArch, tokens: int, normed: int, a: int) -> int:
+    """DeepSeek-V2's latent attention as transformers runs it: the query (through its low-rank
+    projection and norm where q_lora_rank is set), the compressed latent and rotary key, the
+    latent's norm, the rotary positions as complex products in FP32 on the query's and the
+    key's rotary parts, the cache's copies of the normed latent and the rotary key, the query
+    reassembled, keys and values expanded from the cached latent, the key reassembled, SDPA's
+    output and its contiguous copy, the output projection; returns the projection."""
+    heads, rope, nope, v = arch.num_heads, arch.qk_rope_head_dim, arch.qk_nope_head_dim, arch.v_head_dim
+    latent = arch.kv_lora_rank
+    if arch.q_lora_rank:
+        low = r.alloc(tokens * arch.q_lora_rank * a)
+        low_normed = _norm(r, tokens, arch.q_lora_rank, a)
+        query = r.alloc(tokens * heads * (nope + rope) * a)
+        r.free(low_normed, low)
+    else:
+        query = r.alloc(tokens * heads * (nope + rope) * a)
+    compressed = r.alloc(tokens * (latent + rope) * a)
+    latent_normed = _norm(r, tokens, latent, a)
+    query_up, key_up = r.alloc(tokens * heads * rope * 4), r.alloc(tokens * rope * 4)
+    product = r.alloc(tokens * heads * rope * 4)
+    query_rot = r.alloc(tokens * heads * rope * a)
+    r.free(product)
+    product = r.alloc(tokens * rope * 4)
+    key_rot = r.alloc(tokens * rope * a)
+    r.free(product, query_up, key_up)
+    r.keep(latent * a, tokens)  # the cache's copies, kept for the decode steps
+    r.keep(rope * a, tokens)
+    r.free(latent_normed, key_rot)
+    query_states = r.alloc(tokens * heads * (nope + rope) * a)
+    expanded = r.alloc(tokens * heads * (nope + v) * a)
+    key_states = r.alloc(tokens * heads * (nope + rope) * a)
+    attended = r.alloc(tokens * heads * v * a)
+    contiguous = r.alloc(tokens * heads * v * a)
+    r.free(attended)
+    projected = r.alloc(tokens * arch.hidden_size * a)
+    r.free(contiguous, query, query_rot, compressed, query_states, key_states, expanded, normed)
+    return projected
 
 
 def _eager_scores(r: _Replay, arch: TransformerArch, batch: int, prompt: int, a: int) -> int:
@@ -317,14 +477,41 @@ def _prefill(r: _Replay, arch: TransformerArch, batch: int, prompt: int, eager: 
         embedded = x = r.alloc(tokens * h * a)
     masks = _masks(r, arch, batch, prompt, eager, a)
     window = arch.sliding_window or 0
-    layer = _gemma_layer if gemma else _llama_layer
-    for sliding in _sliding(arch):
+    for i, sliding in enumerate(_sliding(arch)):
         masked = eager or (sliding and prompt >= window)
-        out = layer(r, arch, batch, prompt, masked, eager, a)
+        held = len(r.caches)
+        if gemma:
+            out = _gemma_layer(r, arch, batch, prompt, masked, eager, a)
+        else:
+            out = _llama_layer(r, arch, batch, prompt, masked, eager, arch.is_moe_layer(i), a)
+        for cache in r.caches[held:]:
+            cache.append(window if sliding else 0)
         if x != embedded:
             r.free(x)
         x = out
     r.free((_gemma_norm if gemma else _norm)(r, tokens, h, a), x, embedded, *masks)
+
+
+def _decode(r: _Replay, batch: int, prompt: int, new: int) -> None:
+    """The decode steps' cache updates: each step concatenates one token to every layer's keys
+    and values (DynamicCache: the longer copy is made, then the old one freed); a sliding layer
+    keeps a view of its last window - 1 tokens, so once its window is reached each update makes
+    a window-long copy and frees the previous one (after a longer prompt, the prompt-long
+    prefill copy). The steps' one-token tensors are small-pool requests and leave the large
+    pool alone. The caches are freed at the end, as the generation returns. Past DECODE_UPDATES
+    cache updates the steps are replayed `stride` tokens at a time, each update growing by
+    that many tokens."""
+    stride = max(1, -(-(new - 1) * len(r.caches) // DECODE_UPDATES))
+    for step in [*range(stride, new - 1, stride), new - 1] if new > 1 else []:
+        length = prompt + step
+        for cache in r.caches:
+            key, per_token, window = cache
+            tokens = min(length, window) if window else length
+            grown = r.alloc(per_token * batch * tokens)
+            r.free(int(key))
+            cache[0] = grown
+    r.free(*(int(cache[0]) for cache in r.caches))
+    r.caches.clear()
 
 
 def prefill_events(workload: Workload) -> list[tuple[str, int, float]]:
@@ -348,14 +535,25 @@ def _eager(workload: Workload) -> bool:
 def reserve_excess(workload: Workload) -> float:
     """Bytes the allocator holds above the allocated peak of a generation (its replay's reserved
     peak less its allocated peak after loading: nvidia-smi's peak is the reserve, the breakdown's
-    allocated parts are the run's), for workloads that `applies` to; else 0."""
+    allocated parts are the run's), for workloads that `applies` to; else 0. The replay runs
+    GENERATIONS generations of prefill and decode steps, as `fitbench run` does."""
     if not applies(workload):
         return 0.0
+    return replayed_gap(workload, GENERATIONS, decode=True)
+
+
+def replayed_gap(workload: Workload, generations: int, *, decode: bool) -> float:
+    """The replay's reserved peak less its allocated peak after loading, over `generations`
+    prefills (with their decode steps where `decode`); what tests hold against a trace."""
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
     a = int(workload.precision_info.weight_bytes)
+    batch, prompt = workload.batch_size, workload.prompt_tokens or 1
+    new = (workload.new_tokens or 1) if decode else 1
     r = _Replay()
     _load(r, arch, a)
     r.pool.reset_peak_allocated()  # as `fitbench run` does before it measures
-    _prefill(r, arch, workload.batch_size, workload.prompt_tokens or 1, _eager(workload), a)
+    for _ in range(generations):
+        _prefill(r, arch, batch, prompt, _eager(workload), a)
+        _decode(r, batch, prompt, new)
     return float(r.pool.peak_reserved - r.pool.peak_allocated)

@@ -122,13 +122,16 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
     dynamic_total = parts["activations"] + parts["temporaries"] + parts["kv_cache"] + parts["gradients"]
     parts["workspace"] = profile.workspace_bytes
     parts["fragmentation"] = _fragmentation_share(workload, profile) * dynamic_total
-    if reserve and framework == Framework.TORCH and profile.exec_mode == "default":
-        # transformers' own load and prefill, replayed through the allocator (Llama-shaped decoders)
+    laid_out = framework == Framework.TORCH and profile.exec_mode == "default"
+    laid_out = laid_out and generation_reserve.applies(workload)
+    if laid_out and reserve:
+        # transformers' own load, prefill and decode steps, twice (the warm-up and the measured
+        # generation), replayed through the allocator: the caches' regrowth included
         excess = generation_reserve.reserve_excess(workload)
         if excess > parts["fragmentation"]:
             details["generation_reserve"] = int(excess)
             parts["fragmentation"] = excess
-    if workload.is_generation:
+    elif workload.is_generation and not laid_out:
         outgrown = transformer_cost.outgrown_cache_bytes(workload, profile.kv_growth_stale_share)
         parts["fragmentation"] += outgrown
         if outgrown:
