@@ -131,13 +131,16 @@ def test_the_reserve_shows_in_the_peak_but_not_in_what_must_fit():
     assert "first_step_segments" not in large.memory.details
 
 
-def test_the_tuned_mode_empties_the_cache_before_its_graph():
-    """backends/torch/tuned.py releases the cached blocks before it captures the step: no first
-    step's segments stay beside the graph's pool."""
+def test_the_tuned_mode_keeps_the_first_steps_segments_in_its_peak():
+    """backends/torch/tuned.py compiles by running one real step, the first optimizer step
+    included, and releases the cached blocks only after it: nvidia-smi's process peak has seen
+    the first step's segments (tuned-oos-h200-2026-12-04*.json: the NVML peak is the warm-up's
+    reserved peak plus the context, 64.6 vs 63.8 + 0.9 GB for Qwen2.5-1.5B)."""
     default = estimate(wide_training(1), get_gpu("h200"))
     tuned = estimate(wide_training(1), get_gpu("h200"), exec_mode="tuned")
     assert default.memory.details.get("first_step_segments", 0) > 0
-    assert "first_step_segments" not in tuned.memory.details
+    assert tuned.memory.details.get("first_step_segments", 0) > 0
+    assert tuned.required_memory_bytes < tuned.peak_memory_bytes
 
 
 @pytest.mark.parametrize(

@@ -100,9 +100,10 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
         phase, dynamic = step_peak(workload, framework, share, compiled=compiled)
         parts.update(dynamic)
         details["gradients_total"] = int(workload.trained_param_count() * p.grad_bytes)
-        # The tuned mode empties the cache before it captures the step (backends/torch/tuned.py
-        # release_cached_blocks): the first steps' blocks do not stay beside the graph's pool.
-        if reserve and profile.exec_mode == "default":
+        # The tuned mode compiles by running one real step (the first optimizer step included)
+        # and empties the cache only after it (backends/torch/tuned.py _release_compile_memory):
+        # the process peak nvidia-smi shows has seen the first step's segments in both modes.
+        if reserve:
             first = _first_step_reserve(workload, framework, share, compiled)
     elif workload.is_generation:
         phase = "generate"
