@@ -29,6 +29,13 @@ POINTS = [
     ("gemma-2-2b-it", 4, 2048),  # eager attention (soft-capped scores), post norms, two masks
     ("gemma-3-4b-it", 8, 2048),  # Gemma norms on queries and keys, a windowed boolean mask
     ("gemma-3-1b-it", 8, 4096),  # the prompt well past the window
+    ("phi-3-mini-4k-instruct", 4, 2048),  # fused q/k/v and gate/up projections
+    ("olmoe-1b-7b", 4, 1024),  # grouped_mm experts, query/key norms
+    ("mixtral-8x7b-instruct", 2, 512),  # FP32 routing weights
+    ("qwen2-57b-a14b-instruct", 2, 1024),  # gated shared experts first
+    ("deepseek-v2-lite-chat", 2, 1024),  # latent attention, FP32 router, shared experts after
+    ("glm-4.5-air", 2, 2048),  # half-rotary heads, an FP32 router weight
+    ("ernie-4.5-21b-a3b", 4, 2048),  # FP32 interleaved rotary, shared experts first
 ]
 EAGER_POINTS = [
     ("llama-3.2-1b-instruct", 4, 2048),

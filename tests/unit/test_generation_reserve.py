@@ -24,15 +24,12 @@ def test_it_lays_out_llama_shaped_generation_only():
     assert generation_reserve.applies(llama_1b())
     assert not generation_reserve.applies(llama_1b(mode="train", seq_len=1024))
     assert generation_reserve.applies(library.workload_for_model("olmoe-1b-7b").replace(mode="infer"))
-    assert not generation_reserve.applies(library.workload_for_model("glm-4.5-air").replace(mode="infer"))
+    assert generation_reserve.applies(library.workload_for_model("glm-4.5-air").replace(mode="infer"))
+    assert not generation_reserve.applies(library.workload_for_model("gpt-oss-20b").replace(mode="infer"))
     gemma = library.workload_for_model("gemma-2-2b-it").replace(mode="infer", prompt_tokens=64, new_tokens=8)
     assert generation_reserve.applies(gemma)  # Gemma's blocks are laid out too
     assert not generation_reserve.applies(gemma.replace(gpus=2, strategy="tp"))
-    for other in (
-        "phi-3-mini-4k-instruct",
-        "olmo-2-7b",
-        "falcon-7b",
-    ):  # fused projections, post-norms, parallel
+    for other in ("gpt-neox-20b", "olmo-2-7b", "falcon-7b"):  # LayerNorm/GELU, post-norms, parallel
         assert not generation_reserve.applies(library.workload_for_model(other).replace(mode="infer"))
         assert (
             generation_reserve.reserve_excess(library.workload_for_model(other).replace(mode="infer")) == 0.0

@@ -60,11 +60,17 @@ class FirstStep:
 
 
 class Matrix(NamedTuple):
-    """A parameter matrix: its elements, and whether it is a routed expert's stacked tensor
-    (which autocast leaves uncast where the experts run in their weights' dtype)."""
+    """A parameter matrix: its elements, whether it is a routed expert's stacked tensor (which
+    autocast leaves uncast where the experts run in their weights' dtype), and whether the
+    family builds it in FP32 whatever the model's dtype (GLM-4-MoE's router)."""
 
     elements: int
     expert: bool = False
+    fp32: bool = False
+
+
+# Families whose router weight transformers creates in FP32 (read from the meta-device build).
+FP32_ROUTER_WEIGHT_TYPES = ("glm4_moe",)
 
 
 def weight_matrices(arch: TransformerArch) -> list[list[Matrix]]:
@@ -91,7 +97,7 @@ def weight_matrices(arch: TransformerArch) -> list[list[Matrix]]:
         mats = [Matrix(n) for n in attention]
         if arch.is_moe_layer(i):
             e, fe = arch.num_experts, arch.expert_intermediate_size
-            mats.append(Matrix(e * h))  # the router
+            mats.append(Matrix(e * h, fp32=arch.transformers_type in FP32_ROUTER_WEIGHT_TYPES))  # the router
             experts = [e * 2 * fe * h, e * fe * h]  # stacked gate_up and down
             if arch.mlp_bias:  # gpt-oss: the stacked experts' biases are matrices too
                 experts += [e * 2 * fe, e * h]

@@ -29,10 +29,13 @@ modelling code runs it. Then the decode steps: each concatenates a token to ever
 and values, a longer copy made before the old one goes (_decode), which is how a long generation
 at a wide batch leaves block after block cached (tens of GB on an H200 for a 6.7B model at batch
 48). `fitbench run` generates twice (a warm-up, then the measured one), and the second finds the
-first's freed blocks cached, so the replay runs both. Other layouts (LayerNorm, GELU, parallel
-blocks, fused projections, partial rotary, ERNIE's and GLM-4-MoE's blocks, OLMo-2's norms) keep
-the profile's fragmentation share and transformer_cost.outgrown_cache_bytes for the decode steps:
-laying them out is the same work, family by family.
+first's freed blocks cached, so the replay runs both. Phi-3's fused q/k/v and gate/up
+projections, GLM-4-MoE's half-rotary heads and FP32 router weight, and ERNIE-4.5's FP32
+interleaved rotary positions and shared experts ahead of the routed ones are laid out too. Other
+layouts (LayerNorm, GELU, parallel blocks, GPT-2's and GPT-NeoX's fused projections, OLMo-2's
+norms, gpt-oss's and Llama-4's experts, quantized weights) keep the profile's fragmentation share
+and transformer_cost.outgrown_cache_bytes for the decode steps: laying them out is the same work,
+family by family.
 """
 
 from __future__ import annotations
@@ -74,17 +77,34 @@ def _llama_shaped(arch: TransformerArch) -> bool:
     return (
         arch.norms_per_layer == 2
         and not transformer_cost.gemma_norms(arch)  # Gemma's and OLMo-2's norms run otherwise
-        and transformer_cost.fused_projections(arch) == (False, False)  # Phi-3's, GLM-4's fused
+        # fused projections: Phi-3's are laid out; GPT-2's, GPT-NeoX's and GLM-4's are not
+        and (transformer_cost.fused_projections(arch) == (False, False) or arch.transformers_type == "phi3")
         and arch.mlp == "swiglu"
     )
 
 
 # Families whose experts transformers runs through integrations/moe.py's grouped_mm path, with
 # Llama's attention around them (DeepSeek-V2: latent attention).
-GROUPED_EXPERT_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "minimax_m2")
+GROUPED_EXPERT_TYPES = (
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "olmoe",
+    "deepseek_v2",
+    "minimax_m2",
+    "glm4_moe",
+    "ernie4_5_moe",
+)
+# Families whose rotary positions run in FP32 on interleaved pairs.
+FP32_ROTARY_TYPES = ("ernie4_5_moe",)
+# Families that rotate part of each head (transformers' default factor for the family) and join
+# the rotated part to the rest by a concatenation.
+PARTIAL_ROTARY = {"glm4_moe": 0.5}
 LATENT_ATTENTION_TYPES = ("deepseek_v2",)
-# Routers that take an FP32 copy of their input to an FP32 linear (DeepSeek, GLM-4-MoE).
-FP32_ROUTER_TYPES = ("deepseek_v2", "deepseek_v3", "glm4_moe")
+# Routers that take an FP32 copy of their input to an FP32 linear (DeepSeek, GLM-4-MoE, ERNIE-4.5).
+FP32_ROUTER_TYPES = ("deepseek_v2", "deepseek_v3", "glm4_moe", "ernie4_5_moe")
+# Families that run their shared experts before the routed ones (Qwen2-MoE's gated ones too).
+SHARED_FIRST_TYPES = ("ernie4_5_moe",)
 # `fitbench run` generates once to warm up, then measures: the second generation finds the
 # first one's freed blocks cached and may place its tensors so that more segments are needed.
 GENERATIONS = 2
@@ -150,12 +170,40 @@ def _rotary(r: _Replay, tokens: int, width: int, a: int) -> int:
     return out
 
 
+def _rotary_fp32(r: _Replay, tokens: int, width: int, a: int) -> int:
+    """ERNIE-4.5's rotary positions, in FP32 on interleaved pairs: the FP32 copy times cos; the
+    negated odd half stacked with the even one (16-bit), its FP32 copy times sin; the sum (FP32,
+    cast back by the caller)."""
+    up = r.alloc(tokens * width * 4)
+    with_cos = r.alloc(tokens * width * 4)
+    r.free(up)
+    negated = r.alloc(tokens * width * a / 2)
+    stacked = r.alloc(tokens * width * a)
+    r.free(negated)
+    stacked_up = r.alloc(tokens * width * 4)
+    r.free(stacked)
+    with_sin = r.alloc(tokens * width * 4)
+    r.free(stacked_up)
+    out = r.alloc(tokens * width * 4)
+    r.free(with_cos, with_sin)
+    return out
+
+
+def _rotary_beside_pass(r: _Replay, tokens: int, width: int, a: int) -> int:
+    """Phi-3's rotary positions: rotated over the rotary part of each head, then concatenated
+    with the rest (none where the whole head rotates: the concatenation still copies)."""
+    rotated = _rotary(r, tokens, width, a)
+    out = r.alloc(tokens * width * a)
+    r.free(rotated)
+    return out
+
+
 def _load(r: _Replay, arch: TransformerArch, a: int) -> None:
     """Every matrix in construction order; with tied embeddings the LM head's own weight is made
     and freed when it is tied."""
     for segment in weight_matrices(arch):
         for matrix in segment:
-            r.alloc(matrix.elements * a)
+            r.alloc(matrix.elements * (4 if matrix.fp32 else a))
     if arch.tie_embeddings:
         r.free(r.alloc(arch.vocab_size * arch.hidden_size * a))
 
@@ -186,12 +234,30 @@ def _dense_mlp(r: _Replay, tokens: int, h: int, f: int, a: int) -> int:
     return down
 
 
-def _mlp(r: _Replay, tokens: int, arch: TransformerArch, normed: int, a: int, moe: bool = False) -> int:
-    """The block's MLP, dense or of experts; the normed input is freed when it is done with."""
+def _mlp(
+    r: _Replay,
+    tokens: int,
+    arch: TransformerArch,
+    normed: int,
+    a: int,
+    moe: bool = False,
+    fused: bool = False,
+) -> int:
+    """The block's MLP, dense or of experts; the normed input is freed when it is done with.
+    Fused (Phi-3's gate_up_proj): one projection, the gate's activation and the product of the
+    up half, then down; the fused output goes with the product."""
     if moe:
         return _moe(r, arch, tokens, normed, a)
-    down = _dense_mlp(r, tokens, arch.hidden_size, arch.intermediate_size, a)
-    r.free(normed)
+    h, f = arch.hidden_size, arch.intermediate_size
+    if not fused:
+        down = _dense_mlp(r, tokens, h, f, a)
+        r.free(normed)
+        return down
+    gate_up = r.alloc(tokens * 2 * f * a)
+    act, product = r.alloc(tokens * f * a), r.alloc(tokens * f * a)
+    r.free(act)
+    down = r.alloc(tokens * h * a)
+    r.free(product, gate_up, normed)
     return down
 
 
@@ -253,15 +319,16 @@ def _routed_experts(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> i
 
 def _moe(r: _Replay, arch: TransformerArch, tokens: int, normed: int, a: int) -> int:
     """A mixture-of-experts MLP: router, routed experts, and the shared experts where the family
-    has them (Qwen2-MoE runs them first and gates them by a sigmoid; DeepSeek after the routed
-    ones); the normed input is freed at the end."""
+    has them (Qwen2-MoE runs them first and gates them by a sigmoid, ERNIE-4.5 first too;
+    DeepSeek after the routed ones); the normed input is freed at the end."""
     h, shared_width = arch.hidden_size, arch.shared_intermediate_size
+    shared_first = arch.shared_expert_gate or arch.transformers_type in SHARED_FIRST_TYPES
     shared = None
-    if shared_width and arch.shared_expert_gate:
+    if shared_width and shared_first:
         shared = _dense_mlp(r, tokens, h, shared_width, a)
     kept = _router(r, arch, tokens, a)
     out = _routed_experts(r, arch, tokens, a)
-    if shared_width and not arch.shared_expert_gate:
+    if shared_width and not shared_first:
         shared = _dense_mlp(r, tokens, h, shared_width, a)
     if shared is not None:
         if arch.shared_expert_gate:
@@ -275,11 +342,14 @@ def _moe(r: _Replay, arch: TransformerArch, tokens: int, normed: int, a: int) ->
     return out
 
 
-def _cache_copies(r: _Replay, tokens: int, arch: TransformerArch, key_rot: int, value: int, a: int) -> None:
-    """The cache's copies of the rotated keys and the values, kept for the decode steps."""
+def _cache_copies(
+    r: _Replay, tokens: int, arch: TransformerArch, key_rot: int, value: int | None, a: int
+) -> None:
+    """The cache's copies of the rotated keys and the values, kept for the decode steps (the
+    values are a view of a fused projection where there is one, freed with it)."""
     for _ in ("key", "value"):
         r.keep(arch.kv_dim * a, tokens)
-    r.free(key_rot, value)
+    r.free(key_rot, *([] if value is None else [value]))
 
 
 def _llama_layer(
@@ -291,6 +361,7 @@ def _llama_layer(
     h, q, kv = arch.hidden_size, arch.q_dim, arch.kv_dim
     normed = _norm(r, tokens, h, a)
     weights = None
+    fused_qkv, fused_gate_up = transformer_cost.fused_projections(arch)
     if arch.is_mla:
         projected = _latent_attention(r, arch, tokens, normed, a)
     else:
@@ -302,17 +373,40 @@ def _llama_layer(
             key = _norm(r, tokens, kv, a)
             r.free(projected_k)
             value = r.alloc(tokens * kv * a)
+        elif fused_qkv:  # Phi-3: one projection; q, k and v are views of it
+            qkv = r.alloc(tokens * (q + 2 * kv) * a)
         else:
             query, key, value = r.alloc(tokens * q * a), r.alloc(tokens * kv * a), r.alloc(tokens * kv * a)
-        query_rot, key_rot = _rotary(r, tokens, q, a), _rotary(r, tokens, kv, a)
-        r.free(query, key)
-        _cache_copies(r, tokens, arch, key_rot, value, a)
+        if fused_qkv:
+            query_rot = _rotary_beside_pass(r, tokens, q, a)
+            key_rot = _rotary_beside_pass(r, tokens, kv, a)
+            _cache_copies(r, tokens, arch, key_rot, None, a)
+        elif arch.transformers_type in FP32_ROTARY_TYPES:  # ERNIE-4.5: FP32, interleaved pairs
+            rotated_q, rotated_k = _rotary_fp32(r, tokens, q, a), _rotary_fp32(r, tokens, kv, a)
+            query_rot, key_rot = r.alloc(tokens * q * a), r.alloc(tokens * kv * a)
+            r.free(rotated_q, rotated_k, query, key)
+            _cache_copies(r, tokens, arch, key_rot, value, a)
+        elif arch.transformers_type in PARTIAL_ROTARY:  # GLM-4-MoE: both rotated, then joined
+            part = PARTIAL_ROTARY[arch.transformers_type]
+            rotated_q, rotated_k = _rotary(r, tokens, q * part, a), _rotary(r, tokens, kv * part, a)
+            query_rot = r.alloc(tokens * q * a)
+            r.free(rotated_q)
+            key_rot = r.alloc(tokens * kv * a)
+            r.free(rotated_k, query, key)
+            _cache_copies(r, tokens, arch, key_rot, value, a)
+        else:
+            query_rot, key_rot = _rotary(r, tokens, q, a), _rotary(r, tokens, kv, a)
+            r.free(query, key)
+            _cache_copies(r, tokens, arch, key_rot, value, a)
         contiguous, weights = _attend(r, arch, batch, prompt, masked, eager, a)
         projected = r.alloc(tokens * h * a)
-        r.free(contiguous, query_rot, normed)
+        r.free(contiguous)
+        if fused_qkv:
+            r.free(qkv)
+        r.free(query_rot, normed)
     mid = r.alloc(tokens * h * a)
     r.free(projected)
-    down = _mlp(r, tokens, arch, _norm(r, tokens, h, a), a, moe)
+    down = _mlp(r, tokens, arch, _norm(r, tokens, h, a), a, moe, fused=fused_gate_up)
     out = r.alloc(tokens * h * a)
     r.free(down, mid)
     if weights is not None:  # eager attention's weights, held by the block to its end
