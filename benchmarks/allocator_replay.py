@@ -17,9 +17,10 @@ that on any machine:
    merged or released; the allocated peak counts from after loading, as `fitbench run` measures.
 
 It prints the reserve above the weights, the allocated peak above them, and the gap between the
-two, beside a committed measurement of the same point where one exists (`--measured FILE`: an
-accuracy.py result, `peak_reserved_bytes` and `peak_allocated_bytes` less the weights' allocation
-after load).
+two; the gap the estimate's own layout gives (estimate/generation_reserve.py: one generation, as
+traced, and two, as `fitbench run` generates: the estimate's figure); and a committed measurement
+of the same point where one exists (`--measured FILE`: an accuracy.py result,
+`peak_reserved_bytes` and `peak_allocated_bytes` less the weights' allocation after load).
 
     python benchmarks/allocator_replay.py qwen2.5-1.5b-instruct:8:1024 llama-3.2-1b-instruct:16:1024
     python benchmarks/allocator_replay.py mistral-7b-instruct-v0.3:4:6144 --new 32 \\
@@ -41,6 +42,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from fitbench.backends.torch.models import build_model
+from fitbench.estimate import generation_reserve
 from fitbench.estimate.allocator import SegmentedPool
 from fitbench.workloads import library
 
@@ -209,20 +211,41 @@ def main(argv: list[str] | None = None) -> int:
         name, batch, prompt = spec.split(":")
         row = replay_point(name, int(batch), int(prompt), args.new, args.attention)
         row["measured"] = next((m for m in (_measured(p, row) for p in args.measured) if m), None)
+        workload = library.workload_for_model(name).replace(
+            mode="infer",
+            batch_size=int(batch),
+            prompt_tokens=int(prompt),
+            new_tokens=args.new,
+            precision="bf16",
+            attention=args.attention,
+        )
+        laid_out = generation_reserve.applies(workload)
+        row["laid_out_gap_bytes"] = (
+            generation_reserve.replayed_gap(workload, 1, decode=True) if laid_out else None
+        )
+        row["estimate_gap_bytes"] = generation_reserve.reserve_excess(workload) if laid_out else None
         rows.append(row)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print("GB above the weights    replayed: reserve  allocated  gap   | measured: reserve  allocated  gap")
+    print(
+        "GB above the weights    traced: reserve  allocated  gap | laid out: gap  x2 gens"
+        " | measured: reserve  allocated  gap"
+    )
     for r in rows:
         m = r["measured"] or {}
         measured = "  ".join(
             f"{m[k] / GB:8.2f}" if k in m else f"{'-':>8}"
             for k in ("reserved_above_weights_bytes", "allocated_above_weights_bytes", "gap_bytes")
         )
+        laid = "  ".join(
+            f"{r[k] / GB:6.2f}" if r[k] is not None else f"{'-':>6}"
+            for k in ("laid_out_gap_bytes", "estimate_gap_bytes")
+        )
         print(
-            f"{r['model'][:22]:<22} b{r['batch']:<3} {r['reserved_above_weights_bytes'] / GB:8.2f} "
-            f"{r['allocated_above_weights_bytes'] / GB:9.2f} {r['gap_bytes'] / GB:6.2f}   | {measured}"
+            f"{r['model'][:22]:<22} b{r['batch']:<3} {r['reserved_above_weights_bytes'] / GB:7.2f} "
+            f"{r['allocated_above_weights_bytes'] / GB:9.2f} {r['gap_bytes'] / GB:6.2f} "
+            f"|  {laid}  | {measured}"
         )
     return 0
 
