@@ -84,9 +84,18 @@ class StorageEvents(TorchDispatchMode):
             self.events.append(("free", sid))
 
 
-def _fused_attention(query: Any, key: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
-    """A fused attention kernel's allocation: its output, no score matrix."""
-    return torch.empty((*query.shape[:-1], value.shape[-1]), dtype=query.dtype, device=query.device)
+def _fused_attention(
+    query: Any, key: Any, value: Any, attn_mask: Any = None, *args: Any, **kwargs: Any
+) -> Any:
+    """A fused attention kernel's allocations: a boolean mask made additive in the query's dtype
+    first (PyTorch's convert_boolean_attn_mask, at::where, before its memory-efficient kernel),
+    then its output; no score matrix."""
+    additive = None
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        additive = torch.empty(attn_mask.shape, dtype=query.dtype, device=query.device)
+    out = torch.empty((*query.shape[:-1], value.shape[-1]), dtype=query.dtype, device=query.device)
+    del additive
+    return out
 
 
 def load_events(model: Any) -> list[tuple[Any, ...]]:

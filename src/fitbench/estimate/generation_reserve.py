@@ -21,7 +21,8 @@ norm the queries and keys after all three projections. Eager attention (asked fo
 which has no SDPA) adds the masks made before the first block and, per block, the keys and values
 repeated to every head, the score matrices (batch x heads x prompt^2: scaled, Gemma-2's soft cap,
 masked, an FP32 softmax and its cast back) and the weights the block holds to its end; SDPA on a
-sliding layer whose window the prompt reaches gets a boolean mask and repeated keys and values.
+sliding layer whose window the prompt reaches gets a boolean mask, which it makes additive before
+its kernel runs, and repeated keys and values.
 Experts run as transformers' grouped_mm path does (router, sorted token-expert pairs, gathered
 inputs, the two grouped products, the routing weights' product, the reordered and summed output;
 Qwen2-MoE's gated and DeepSeek's plain shared experts), and DeepSeek-V2's latent attention as its
@@ -484,7 +485,11 @@ def _attend(
     tokens, q = batch * prompt, arch.q_dim
     repeated = [r.alloc(tokens * q * a) for _ in ("key", "value")] if masked and arch.kv_dim < q else []
     weights = _eager_scores(r, arch, batch, prompt, a) if eager else None
+    # SDPA makes a boolean mask additive in the query's dtype before its kernel runs
+    # (convert_boolean_attn_mask: at::where over the batch's query-key pairs), then drops it.
+    additive = [r.alloc(batch * prompt * prompt * a)] if masked and not eager else []
     attended = r.alloc(tokens * q * a)
+    r.free(*additive)
     contiguous = r.alloc(tokens * q * a)
     r.free(attended, *repeated)
     return contiguous, weights
