@@ -140,3 +140,18 @@ def test_lang_before_the_command_is_the_commands(capsys) -> None:
     assert "参数" in out and "parameters" not in out
     assert main(["--lang=en", "estimate", "llm-6b", "--gpu", "h100-sxm"]) == 0
     assert "parameters" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("lang", "phrase"), [("en", "would grow past the card"), ("zh", "超出显卡容量")])
+def test_a_reserve_capped_at_the_card_is_explained(
+    capsys: pytest.CaptureFixture[str], lang: str, phrase: str
+) -> None:
+    """A long, wide generation whose regrown caches would reserve more than the card: the peak
+    stops at the usable memory, the verdict is no oom, and a note says why (in both languages)."""
+    args = ["estimate", "qwen2.5-7b-instruct", "--mode", "infer", "--batch", "64", "--prompt-tokens", "128"]
+    assert main([*args, "--new-tokens", "8192", "--gpu", "h100-sxm", "--lang", lang]) == 0
+    assert phrase in capsys.readouterr().out
+    assert main([*args, "--new-tokens", "8192", "--gpu", "h100-sxm", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["estimates"][0]
+    assert row["peak_memory_bytes"] == row["usable_memory_bytes"]
+    assert row["verdict"] != "oom"

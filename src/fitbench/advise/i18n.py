@@ -122,6 +122,13 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "峰值超过可用显存却不是显存不足:峰值包含分配器缓存的空闲块(碎片),"
         "显存紧张时分配器会释放它们,结论不计这部分。",
     },
+    "est.fragmentation_capped": {
+        "en": "peak at the card's usable memory, yet no oom: the allocator's cached blocks "
+        "(fragmentation) would grow past the card, and it frees them and retries before it fails; "
+        "the verdict leaves them out.",
+        "zh": "峰值达到可用显存上限却不是显存不足:分配器缓存的空闲块(碎片)会超出显卡容量,"
+        "分配器在失败前会释放它们并重试;结论不计这部分。",
+    },
     "est.legend": {
         "en": "verdict: fits | tight (< 10% of usable memory left) | oom. Speeds: decode tok/s for "
         "generation. "

@@ -383,6 +383,8 @@ def format_estimates(
             lines.append("\n" + t("est.roofline", lang, rate=roofline, prefill=prefill))
     if any(e.verdict != "oom" and e.peak_memory_bytes > e.gpu.usable_bytes for e in results):
         lines.append("\n" + t("est.fragmentation", lang))
+    if any(e.verdict != "oom" and e.memory.details.get("fragmentation_released") for e in results):
+        lines.append("\n" + t("est.fragmentation_capped", lang))
     if any(r[-1] != "-" for r in rows):
         lines.append("\n" + t("cost.note", lang))
     if offloads is not None:
