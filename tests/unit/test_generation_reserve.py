@@ -23,6 +23,7 @@ def llama_1b(**overrides):
 def test_it_lays_out_llama_shaped_generation_only():
     assert generation_reserve.applies(llama_1b())
     assert not generation_reserve.applies(llama_1b(mode="train", seq_len=1024))
+    assert not generation_reserve.applies(llama_1b(kv_cache="int8"))  # a quantized cache runs otherwise
     assert generation_reserve.applies(library.workload_for_model("olmoe-1b-7b").replace(mode="infer"))
     assert generation_reserve.applies(library.workload_for_model("glm-4.5-air").replace(mode="infer"))
     assert not generation_reserve.applies(library.workload_for_model("gpt-oss-20b").replace(mode="infer"))

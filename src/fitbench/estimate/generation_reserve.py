@@ -61,6 +61,7 @@ def applies(workload: Workload) -> bool:
         workload.is_generation
         and workload.gpus == 1
         and workload.weight_format is None
+        and workload.kv_cache_dtype in ("fp16", "bf16")  # transformers' quantized caches run otherwise
         and isinstance(arch, TransformerArch)
         and arch.kind == "decoder"
         and (not arch.is_moe or arch.transformers_type in GROUPED_EXPERT_TYPES)
@@ -263,9 +264,9 @@ def _mlp(
 
 
 def _router(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> list[int]:
-    """The router: its logits (an FP32 linear of an FP32 copy of the input for DeepSeek and
-    GLM-4-MoE, else the activations' dtype), their FP32 softmax, and the top-k weights and
-    indices; returns what the block keeps to its end (the logits, the top-k)."""
+    """The router: its logits (an FP32 linear of an FP32 copy of the input for DeepSeek,
+    GLM-4-MoE and ERNIE-4.5, else the activations' dtype), their FP32 softmax, and the top-k
+    weights and indices; returns what the block keeps to its end (the logits, the top-k)."""
     e, k = arch.num_experts, arch.experts_per_token
     if arch.transformers_type in FP32_ROUTER_TYPES:
         upcast = r.alloc(tokens * arch.hidden_size * 4)
