@@ -524,15 +524,17 @@ def eager_decoder_transient_bytes_per_token(
 ) -> float:
     """A decoder block's peak scratch a token under transformers' eager attention (read from its
     eager_attention_forward and traced on the meta device: benchmarks/allocator_replay.py): the
-    masked scores in the activations' dtype beside their FP32 copy and FP32 softmax; the cast-back
-    weights are returned to the block, which holds them through its MLP. Beside the scores live
+    masked scores in the activations' dtype beside their FP32 copy (none for FP32 scores) and FP32
+    softmax; the cast-back weights are returned to the block, which holds them through its MLP.
+    Beside the scores live
     the embedded input, the block's input and its normed copy, the rotated query and its
     contiguous copy for the matmul, and the keys and values repeated to every query head. The
     masks (eager_masks) are held through every block."""
     scores = arch.num_heads * seq
     h, q = arch.hidden_size, arch.q_dim
     beside = (3 * h + 2 * q + (2 * q if arch.kv_dim < q else 0)) * dt.act
-    attention = scores * (dt.act + 4 + 4) + beside
+    upcast = 4 if dt.act != 4 else 0
+    attention = scores * (dt.act + upcast + 4) + beside
     return max(attention, mlp_bytes + scores * dt.act) + eager_masks(arch) * seq * dt.act
 
 
