@@ -20,7 +20,7 @@ from fitbench.core.names import STRATEGY_ALIASES
 from fitbench.core.precision import PRECISIONS
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import estimate
-from fitbench.estimate.memory import needed_bytes, peak_bytes
+from fitbench.estimate.memory import memory_breakdown, needed_bytes, peak_bytes
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.verdict import FITS, OOM, TIGHT, TIGHT_MARGIN
 from fitbench.workloads.arch import RESNET_LAYERS, ResNetArch, TransformerArch
@@ -171,12 +171,19 @@ def _bigger_input(w: Workload, grow: int) -> Workload:
     profile=st.sampled_from(PROFILES),
 )
 def test_memory_never_falls_as_the_job_grows(w: Workload, grow_batch: int, grow_input: int, profile) -> None:
+    """What must fit never falls as the batch or the input grows. The peak may fall by no more
+    than the base's allocator cache (`fragmentation`): where the estimate replays the allocator's
+    rules (estimate/generation_reserve.py), which blocks a larger job leaves cached depends on
+    its sizes, as on the card, and is not monotone."""
     bigger_batch = w.replace(batch_size=w.batch_size + grow_batch)
     bigger_input = _bigger_input(w, grow_input)
-    for measure in (peak_bytes, needed_bytes):
-        base = measure(w, profile)
-        assert measure(bigger_batch, profile) >= base, measure.__name__
-        assert measure(bigger_input, profile) >= base, measure.__name__
+    base = needed_bytes(w, profile)
+    assert needed_bytes(bigger_batch, profile) >= base
+    assert needed_bytes(bigger_input, profile) >= base
+    peak = peak_bytes(w, profile)
+    cache = memory_breakdown(w, profile).parts["fragmentation"]
+    assert peak_bytes(bigger_batch, profile) >= peak - cache
+    assert peak_bytes(bigger_input, profile) >= peak - cache
 
 
 # -- overrides as the command line passes them ---------------------------------------------------------

@@ -1,4 +1,4 @@
-"""A generation's allocator reserve above its allocated peak, for Llama-shaped, MoE and Gemma decoders.
+"""A generation's allocator reserve above its allocated peak: Llama-shaped, MoE, Gemma, OLMo-2 decoders.
 
 What nvidia-smi shows for `fitbench run` generating with transformers is the caching allocator's
 reserve. Above the allocated peak it holds blocks that no later request fitted: the LM head's own
@@ -32,9 +32,10 @@ at a wide batch leaves block after block cached (tens of GB on an H200 for a 6.7
 48). `fitbench run` generates twice (a warm-up, then the measured one), and the second finds the
 first's freed blocks cached, so the replay runs both. Phi-3's fused q/k/v and gate/up
 projections, GLM-4-MoE's half-rotary heads and FP32 router weight, and ERNIE-4.5's FP32
-interleaved rotary positions and shared experts ahead of the routed ones are laid out too. Other
-layouts (LayerNorm, GELU, parallel blocks, GPT-2's and GPT-NeoX's fused projections, OLMo-2's
-norms, gpt-oss's and Llama-4's experts, quantized weights) keep the profile's fragmentation share
+interleaved rotary positions and shared experts ahead of the routed ones are laid out too, and
+OLMo-2's blocks (norms after attention and the MLP only, FP32 rotary). Other layouts (LayerNorm,
+GELU, parallel blocks, GPT-2's and GPT-NeoX's fused projections, gpt-oss's and Llama-4's experts,
+quantized weights or caches) keep the profile's fragmentation share
 and transformer_cost.outgrown_cache_bytes for the decode steps: laying them out is the same work,
 family by family.
 """
@@ -54,8 +55,8 @@ from fitbench.workloads.workload import Workload
 
 def applies(workload: Workload) -> bool:
     """A Llama-shaped decoder (transformers' grouped_mm experts and DeepSeek-V2's latent
-    attention included) or a Gemma decoder generating through transformers' eager path in
-    16-bit weights."""
+    attention included), a Gemma or an OLMo-2 decoder generating through transformers' eager
+    path in 16-bit weights and a 16-bit cache."""
     arch = workload.arch
     return (
         workload.is_generation
@@ -71,7 +72,7 @@ def applies(workload: Workload) -> bool:
         and arch.position == "rotary"
         and not arch.patch_size
         and workload.precision_info.weight_bytes == 2
-        and (_llama_shaped(arch) or arch.transformers_type in GEMMA_TYPES)
+        and (_llama_shaped(arch) or arch.transformers_type in (*GEMMA_TYPES, "olmo2"))
     )
 
 
@@ -534,6 +535,68 @@ def _gemma_layer(
     return out
 
 
+def _olmo2_norm(r: _Replay, tokens: int, width: int, a: int) -> int:
+    """OLMo-2's RMSNorm: FP32 through the weight's product, then cast back (the normalised
+    tensor goes after the cast)."""
+    up, square = r.alloc(tokens * width * 4), r.alloc(tokens * width * 4)
+    r.free(square)
+    normed = r.alloc(tokens * width * 4)
+    r.free(up)
+    weighted = r.alloc(tokens * width * 4)
+    out = r.alloc(tokens * width * a)
+    r.free(weighted, normed)
+    return out
+
+
+def _rotary_fp32_halves(r: _Replay, tokens: int, width: int, a: int) -> int:
+    """Rotary positions against FP32 cos and sin (OLMo-2): the products and their sum are FP32,
+    the negated half and its concatenation in the activations' dtype; the FP32 sum is returned
+    (cast back by the caller)."""
+    with_cos, half = r.alloc(tokens * width * 4), r.alloc(tokens * width * a / 2)
+    rotated = r.alloc(tokens * width * a)
+    r.free(half)
+    with_sin = r.alloc(tokens * width * 4)
+    r.free(rotated)
+    out = r.alloc(tokens * width * 4)
+    r.free(with_cos, with_sin)
+    return out
+
+
+def _olmo2_layer(
+    r: _Replay, arch: TransformerArch, batch: int, prompt: int, masked: bool, eager: bool, a: int
+) -> int:
+    """One OLMo-2 block: no norm before attention or the MLP, one after each; query and key
+    normed over all heads right after their projections, rotated in FP32 and cast back."""
+    tokens = batch * prompt
+    h, q, kv = arch.hidden_size, arch.q_dim, arch.kv_dim
+    projected_q = r.alloc(tokens * q * a)
+    query = _olmo2_norm(r, tokens, q, a)
+    r.free(projected_q)
+    projected_k = r.alloc(tokens * kv * a)
+    key = _olmo2_norm(r, tokens, kv, a)
+    r.free(projected_k)
+    value = r.alloc(tokens * kv * a)
+    rotated_q, rotated_k = _rotary_fp32_halves(r, tokens, q, a), _rotary_fp32_halves(r, tokens, kv, a)
+    query_rot, key_rot = r.alloc(tokens * q * a), r.alloc(tokens * kv * a)
+    r.free(rotated_q, rotated_k, query, key)
+    _cache_copies(r, tokens, arch, key_rot, value, a)
+    contiguous, weights = _attend(r, arch, batch, prompt, masked, eager, a)
+    projected = r.alloc(tokens * h * a)
+    r.free(contiguous, query_rot)
+    post = _olmo2_norm(r, tokens, h, a)
+    r.free(projected)
+    mid = r.alloc(tokens * h * a)
+    r.free(post)
+    down = _dense_mlp(r, tokens, h, arch.intermediate_size, a)
+    post = _olmo2_norm(r, tokens, h, a)
+    r.free(down)
+    out = r.alloc(tokens * h * a)
+    r.free(post, mid)
+    if weights is not None:
+        r.free(weights)
+    return out
+
+
 def _sliding(arch: TransformerArch) -> list[bool]:
     """Which layers attend to a window, in the family's pattern."""
     types = layer_types(arch, SLIDING_PERIOD.get(arch.transformers_type, 1))
@@ -582,6 +645,8 @@ def _prefill(r: _Replay, arch: TransformerArch, batch: int, prompt: int, eager: 
         held = len(r.caches)
         if gemma:
             out = _gemma_layer(r, arch, batch, prompt, masked, eager, a)
+        elif arch.transformers_type == "olmo2":
+            out = _olmo2_layer(r, arch, batch, prompt, masked, eager, a)
         else:
             out = _llama_layer(r, arch, batch, prompt, masked, eager, arch.is_moe_layer(i), a)
         for cache in r.caches[held:]:
@@ -589,7 +654,8 @@ def _prefill(r: _Replay, arch: TransformerArch, batch: int, prompt: int, eager: 
         if x != embedded:
             r.free(x)
         x = out
-    r.free((_gemma_norm if gemma else _norm)(r, tokens, h, a), x, embedded, *masks)
+    final_norm = _gemma_norm if gemma else _olmo2_norm if arch.transformers_type == "olmo2" else _norm
+    r.free(final_norm(r, tokens, h, a), x, embedded, *masks)
 
 
 def _decode(r: _Replay, batch: int, prompt: int, new: int) -> None:
