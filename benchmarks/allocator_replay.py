@@ -38,12 +38,14 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+import transformers
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from fitbench.backends.torch.models import build_model
 from fitbench.estimate import generation_reserve
 from fitbench.estimate.allocator import SegmentedPool
+from fitbench.estimate.profile import get_profile
 from fitbench.workloads import library
 
 MiB = 1 << 20
@@ -229,10 +231,13 @@ def main(argv: list[str] | None = None) -> int:
             attention=args.attention,
         )
         laid_out = generation_reserve.applies(workload)
-        row["laid_out_gap_bytes"] = (
-            generation_reserve.replayed_gap(workload, 1, decode=True) if laid_out else None
-        )
-        row["estimate_gap_bytes"] = generation_reserve.reserve_excess(workload) if laid_out else None
+        # as traced: one generation, the installed release's code; as estimated: two, the profile's
+        release = transformers.__version__
+        profile_release = get_profile("torch", "default").transformers_version
+        installed = generation_reserve.replayed_gap(workload, 1, decode=True, transformers=release)
+        estimated = generation_reserve.reserve_excess(workload, profile_release)
+        row["laid_out_gap_bytes"] = installed if laid_out else None
+        row["estimate_gap_bytes"] = estimated if laid_out else None
         rows.append(row)
     if args.json:
         print(json.dumps(rows, indent=1))

@@ -49,6 +49,7 @@ from fitbench.estimate import transformer_cost
 from fitbench.estimate.allocator import SegmentedPool
 from fitbench.estimate.execution import attention_as_run
 from fitbench.estimate.first_step import weight_matrices
+from fitbench.estimate.generate_ops import release
 from fitbench.workloads.arch import TransformerArch, layer_types
 from fitbench.workloads.workload import Workload
 
@@ -104,6 +105,9 @@ FP32_ROTARY_TYPES = ("ernie4_5_moe",)
 # the rotated part to the rest by a concatenation.
 PARTIAL_ROTARY = {"glm4_moe": 0.5}
 LATENT_ATTENTION_TYPES = ("deepseek_v2",)
+# The last transformers release whose grouped_mm experts copy both grouped products through
+# masked_fill outside expert parallelism (5.18's integrations/moe.py guards them).
+MASKED_FILL_COPIES_UNTIL = (5, 17)
 # Routers that take an FP32 copy of their input to an FP32 linear (DeepSeek, GLM-4-MoE, ERNIE-4.5).
 FP32_ROUTER_TYPES = ("deepseek_v2", "deepseek_v3", "glm4_moe", "ernie4_5_moe")
 # Families that run their shared experts before the routed ones (Qwen2-MoE's gated ones too).
@@ -124,8 +128,9 @@ SLIDING_PERIOD = {"gemma2": 2, "gemma3_text": 6, "gemma3": 6}
 class _Replay:
     """Allocations and frees, as they happen, on one SegmentedPool."""
 
-    def __init__(self) -> None:
+    def __init__(self, masked_fill_copies: bool = False) -> None:
         self.pool = SegmentedPool()
+        self.masked_fill_copies = masked_fill_copies  # transformers <= 5.17's experts (_routed_experts)
         self.events: list[tuple[str, int, float]] = []  # what tests hold against a trace
         self.caches: list[list[float]] = []  # [key, bytes a token of the batch] of each cache tensor
         self._ids = count()
@@ -289,9 +294,9 @@ def _routed_experts(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> i
     expert, each token's input gathered once a pair, the gate_up grouped product, the gate's
     activation and its product with up, the down product, the routing weights' product (FP32
     where the router hands FP32 weights), the pairs put back in token order and summed per
-    token (cast back from FP32). transformers 5.17 also copied both grouped products through
-    masked_fill (expert-parallel sentinels); 5.18 on do that under expert parallelism only, as
-    laid out here."""
+    token (cast back from FP32). transformers 5.17 and before also copy both grouped products
+    through masked_fill (expert-parallel sentinels; the replay's `masked_fill_copies`); 5.18 on do
+    that under expert parallelism only."""
     h, fe = arch.hidden_size, arch.expert_intermediate_size
     pairs = tokens * arch.experts_per_token
     weighted_bytes = 4 if arch.transformers_type in transformer_cost.FP32_ROUTING_WEIGHT_TYPES else a
@@ -300,11 +305,19 @@ def _routed_experts(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> i
     gathered = r.alloc(pairs * h * a)
     r.free(source)
     gate_up = r.alloc(pairs * 2 * fe * a)
+    if r.masked_fill_copies:
+        copied = r.alloc(pairs * 2 * fe * a)
+        r.free(gate_up)
+        gate_up = copied
     act = r.alloc(pairs * fe * a)
     product = r.alloc(pairs * fe * a)
     r.free(act, gate_up)
     down = r.alloc(pairs * h * a)
     r.free(product)
+    if r.masked_fill_copies:
+        copied = r.alloc(pairs * h * a)
+        r.free(down)
+        down = copied
     weighted = r.alloc(pairs * h * weighted_bytes)
     inverse = r.alloc(pairs * 8)
     r.free(r.alloc(pairs * 8))  # the arange it scatters
@@ -698,17 +711,20 @@ def _eager(workload: Workload) -> bool:
 
 
 @lru_cache(maxsize=256)
-def reserve_excess(workload: Workload) -> float:
+def reserve_excess(workload: Workload, transformers: str | None = None) -> float:
     """Bytes the allocator holds above the allocated peak of a generation (its replay's reserved
     peak less its allocated peak after loading: nvidia-smi's peak is the reserve, the breakdown's
     allocated parts are the run's), for workloads that `applies` to; else 0. The replay runs
-    GENERATIONS generations of prefill and decode steps, as `fitbench run` does."""
+    GENERATIONS generations of prefill and decode steps, as `fitbench run` does, following the
+    `transformers` release's code where it matters (None: the newest laid out)."""
     if not applies(workload):
         return 0.0
-    return replayed_gap(workload, GENERATIONS, decode=True)
+    return replayed_gap(workload, GENERATIONS, decode=True, transformers=transformers)
 
 
-def replayed_gap(workload: Workload, generations: int, *, decode: bool) -> float:
+def replayed_gap(
+    workload: Workload, generations: int, *, decode: bool, transformers: str | None = None
+) -> float:
     """The replay's reserved peak less its allocated peak after loading, over `generations`
     prefills (with their decode steps where `decode`); what tests hold against a trace."""
     arch = workload.arch
@@ -716,7 +732,8 @@ def replayed_gap(workload: Workload, generations: int, *, decode: bool) -> float
     a = int(workload.precision_info.weight_bytes)
     batch, prompt = workload.batch_size, workload.prompt_tokens or 1
     new = (workload.new_tokens or 1) if decode else 1
-    r = _Replay()
+    known = release(transformers)
+    r = _Replay(masked_fill_copies=known is not None and known <= MASKED_FILL_COPIES_UNTIL)
     _load(r, arch, a)
     r.pool.reset_peak_allocated()  # as `fitbench run` does before it measures
     for _ in range(generations):

@@ -128,7 +128,7 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
     if laid_out and reserve:
         # transformers' own load, prefill and decode steps, twice (the warm-up and the measured
         # generation), replayed through the allocator: the caches' regrowth included
-        excess = generation_reserve.reserve_excess(workload)
+        excess = generation_reserve.reserve_excess(workload, profile.transformers_version)
         if excess > parts["fragmentation"]:
             details["generation_reserve"] = int(excess)
             parts["fragmentation"] = excess
