@@ -42,7 +42,8 @@ family by family.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from collections.abc import Callable
+from functools import lru_cache, partial
 from itertools import count
 
 from fitbench.estimate import transformer_cost
@@ -153,6 +154,10 @@ class _Replay:
             self.events.append(("free", key, 0.0))
 
 
+# A norm over `width` elements a token: (replay, tokens, width, bytes an element) -> its output
+Norm = Callable[[_Replay, int, int, int], int]
+
+
 def _norm(r: _Replay, tokens: int, h: int, a: int) -> int:
     """transformers' RMSNorm over `h` elements a token: the FP32 upcast, its square, the
     normalised product, its cast back and the weight's product; the output stays."""
@@ -165,17 +170,46 @@ def _norm(r: _Replay, tokens: int, h: int, a: int) -> int:
     return out
 
 
-def _rotary(r: _Replay, tokens: int, width: int, a: int) -> int:
+def _rotary(r: _Replay, tokens: int, width: int, a: int, products: float | None = None) -> int:
     """x * cos + rotate_half(x) * sin over `width` elements a token: the products, the negated
-    half, its concatenation, the sum (x itself is the caller's to free)."""
-    with_cos, half = r.alloc(tokens * width * a), r.alloc(tokens * width * a / 2)
+    half, its concatenation, the sum (x itself is the caller's to free). The products and the sum
+    are `products` bytes an element (FP32 against OLMo-2's FP32 cos and sin), else x's."""
+    p = a if products is None else products
+    with_cos, half = r.alloc(tokens * width * p), r.alloc(tokens * width * a / 2)
     rotated = r.alloc(tokens * width * a)
     r.free(half)
-    with_sin = r.alloc(tokens * width * a)
+    with_sin = r.alloc(tokens * width * p)
     r.free(rotated)
-    out = r.alloc(tokens * width * a)
+    out = r.alloc(tokens * width * p)
     r.free(with_cos, with_sin)
     return out
+
+
+def _rotated_cast_back(
+    r: _Replay, tokens: int, arch: TransformerArch, query: int, key: int, rotary: Callable[..., int], a: int
+) -> tuple[int, int]:
+    """Query and key rotated in FP32 by `rotary`, both cast back, then the FP32 results and the
+    unrotated inputs freed (ERNIE-4.5, OLMo-2)."""
+    q, kv = arch.q_dim, arch.kv_dim
+    rotated_q, rotated_k = rotary(r, tokens, q, a), rotary(r, tokens, kv, a)
+    query_rot, key_rot = r.alloc(tokens * q * a), r.alloc(tokens * kv * a)
+    r.free(rotated_q, rotated_k, query, key)
+    return query_rot, key_rot
+
+
+def _normed_projections(
+    r: _Replay, tokens: int, arch: TransformerArch, norm: Callable[[_Replay, int, int, int], int], a: int
+) -> tuple[int, int, int]:
+    """q, k and v projected, the query and the key each normed right after its projection
+    (Qwen3, OLMoE, OLMo-2), the projections freed once normed."""
+    q, kv = arch.q_dim, arch.kv_dim
+    projected_q = r.alloc(tokens * q * a)
+    query = norm(r, tokens, q, a)
+    r.free(projected_q)
+    projected_k = r.alloc(tokens * kv * a)
+    key = norm(r, tokens, kv, a)
+    r.free(projected_k)
+    return query, key, r.alloc(tokens * kv * a)
 
 
 def _rotary_fp32(r: _Replay, tokens: int, width: int, a: int) -> int:
@@ -382,13 +416,7 @@ def _llama_layer(
         projected = _latent_attention(r, arch, tokens, normed, a)
     else:
         if arch.qk_norm != "none":  # Qwen3: each projection normed before the next
-            projected_q = r.alloc(tokens * q * a)
-            query = _norm(r, tokens, q, a)
-            r.free(projected_q)
-            projected_k = r.alloc(tokens * kv * a)
-            key = _norm(r, tokens, kv, a)
-            r.free(projected_k)
-            value = r.alloc(tokens * kv * a)
+            query, key, value = _normed_projections(r, tokens, arch, _norm, a)
         elif fused_qkv:  # Phi-3: one projection; q, k and v are views of it
             qkv = r.alloc(tokens * (q + 2 * kv) * a)
         else:
@@ -398,9 +426,7 @@ def _llama_layer(
             key_rot = _rotary_beside_pass(r, tokens, kv, a)
             _cache_copies(r, tokens, arch, key_rot, None, a)
         elif arch.transformers_type in FP32_ROTARY_TYPES:  # ERNIE-4.5: FP32, interleaved pairs
-            rotated_q, rotated_k = _rotary_fp32(r, tokens, q, a), _rotary_fp32(r, tokens, kv, a)
-            query_rot, key_rot = r.alloc(tokens * q * a), r.alloc(tokens * kv * a)
-            r.free(rotated_q, rotated_k, query, key)
+            query_rot, key_rot = _rotated_cast_back(r, tokens, arch, query, key, _rotary_fp32, a)
             _cache_copies(r, tokens, arch, key_rot, value, a)
         elif arch.transformers_type in PARTIAL_ROTARY:  # GLM-4-MoE: both rotated, then joined
             part = PARTIAL_ROTARY[arch.transformers_type]
@@ -420,14 +446,7 @@ def _llama_layer(
         if fused_qkv:
             r.free(qkv)
         r.free(query_rot, normed)
-    mid = r.alloc(tokens * h * a)
-    r.free(projected)
-    down = _mlp(r, tokens, arch, _norm(r, tokens, h, a), a, moe, fused=fused_gate_up)
-    out = r.alloc(tokens * h * a)
-    r.free(down, mid)
-    if weights is not None:  # eager attention's weights, held by the block to its end
-        r.free(weights)
-    return out
+    return _block_tail(r, tokens, arch, projected, weights, a, pre_norm=_norm, moe=moe, fused=fused_gate_up)
 
 
 def _latent_attention(r: _Replay, arch: TransformerArch, tokens: int, normed: int, a: int) -> int:
@@ -467,6 +486,45 @@ def _latent_attention(r: _Replay, arch: TransformerArch, tokens: int, normed: in
     projected = r.alloc(tokens * arch.hidden_size * a)
     r.free(contiguous, query, query_rot, compressed, query_states, key_states, expanded, normed)
     return projected
+
+
+def _block_tail(
+    r: _Replay,
+    tokens: int,
+    arch: TransformerArch,
+    projected: int,
+    weights: int | None,
+    a: int,
+    *,
+    pre_norm: Norm | None,
+    post_norm: Norm | None = None,
+    moe: bool = False,
+    fused: bool = False,
+) -> int:
+    """A block after its attention's output projection: that output's post-norm where the block
+    has one (Gemma-2/3, OLMo-2), the residual sum, the MLP on the sum normed by `pre_norm` (on the
+    sum itself without one: OLMo-2), the MLP output's post-norm, the second residual sum; eager
+    attention's weights, held by the block, go at its end. Returns the block's output."""
+    h = arch.hidden_size
+    post = projected
+    if post_norm is not None:
+        post = post_norm(r, tokens, h, a)
+        r.free(projected)
+    mid = r.alloc(tokens * h * a)
+    r.free(post)
+    if pre_norm is not None:
+        down = _mlp(r, tokens, arch, pre_norm(r, tokens, h, a), a, moe, fused=fused)
+    else:
+        down = _dense_mlp(r, tokens, h, arch.intermediate_size, a)
+    post = down
+    if post_norm is not None:
+        post = post_norm(r, tokens, h, a)
+        r.free(down)
+    out = r.alloc(tokens * h * a)
+    r.free(post, mid)
+    if weights is not None:
+        r.free(weights)
+    return out
 
 
 def _eager_scores(r: _Replay, arch: TransformerArch, batch: int, prompt: int, a: int) -> int:
@@ -530,22 +588,8 @@ def _gemma_layer(
     contiguous, weights = _attend(r, arch, batch, prompt, masked, eager, a)
     projected = r.alloc(tokens * h * a)
     r.free(contiguous, query_rot, normed)
-    post = projected
-    if arch.norms_per_layer == 4:
-        post = _gemma_norm(r, tokens, h, a)
-        r.free(projected)
-    mid = r.alloc(tokens * h * a)
-    r.free(post)
-    down = _mlp(r, tokens, arch, _gemma_norm(r, tokens, h, a), a)
-    post = down
-    if arch.norms_per_layer == 4:
-        post = _gemma_norm(r, tokens, h, a)
-        r.free(down)
-    out = r.alloc(tokens * h * a)
-    r.free(post, mid)
-    if weights is not None:
-        r.free(weights)
-    return out
+    post_norm = _gemma_norm if arch.norms_per_layer == 4 else None
+    return _block_tail(r, tokens, arch, projected, weights, a, pre_norm=_gemma_norm, post_norm=post_norm)
 
 
 def _olmo2_norm(r: _Replay, tokens: int, width: int, a: int) -> int:
@@ -561,53 +605,21 @@ def _olmo2_norm(r: _Replay, tokens: int, width: int, a: int) -> int:
     return out
 
 
-def _rotary_fp32_halves(r: _Replay, tokens: int, width: int, a: int) -> int:
-    """Rotary positions against FP32 cos and sin (OLMo-2): the products and their sum are FP32,
-    the negated half and its concatenation in the activations' dtype; the FP32 sum is returned
-    (cast back by the caller)."""
-    with_cos, half = r.alloc(tokens * width * 4), r.alloc(tokens * width * a / 2)
-    rotated = r.alloc(tokens * width * a)
-    r.free(half)
-    with_sin = r.alloc(tokens * width * 4)
-    r.free(rotated)
-    out = r.alloc(tokens * width * 4)
-    r.free(with_cos, with_sin)
-    return out
-
-
 def _olmo2_layer(
     r: _Replay, arch: TransformerArch, batch: int, prompt: int, masked: bool, eager: bool, a: int
 ) -> int:
     """One OLMo-2 block: no norm before attention or the MLP, one after each; query and key
     normed over all heads right after their projections, rotated in FP32 and cast back."""
     tokens = batch * prompt
-    h, q, kv = arch.hidden_size, arch.q_dim, arch.kv_dim
-    projected_q = r.alloc(tokens * q * a)
-    query = _olmo2_norm(r, tokens, q, a)
-    r.free(projected_q)
-    projected_k = r.alloc(tokens * kv * a)
-    key = _olmo2_norm(r, tokens, kv, a)
-    r.free(projected_k)
-    value = r.alloc(tokens * kv * a)
-    rotated_q, rotated_k = _rotary_fp32_halves(r, tokens, q, a), _rotary_fp32_halves(r, tokens, kv, a)
-    query_rot, key_rot = r.alloc(tokens * q * a), r.alloc(tokens * kv * a)
-    r.free(rotated_q, rotated_k, query, key)
+    h = arch.hidden_size
+    query, key, value = _normed_projections(r, tokens, arch, _olmo2_norm, a)
+    fp32_products = partial(_rotary, products=4)
+    query_rot, key_rot = _rotated_cast_back(r, tokens, arch, query, key, fp32_products, a)
     _cache_copies(r, tokens, arch, key_rot, value, a)
     contiguous, weights = _attend(r, arch, batch, prompt, masked, eager, a)
     projected = r.alloc(tokens * h * a)
     r.free(contiguous, query_rot)
-    post = _olmo2_norm(r, tokens, h, a)
-    r.free(projected)
-    mid = r.alloc(tokens * h * a)
-    r.free(post)
-    down = _dense_mlp(r, tokens, h, arch.intermediate_size, a)
-    post = _olmo2_norm(r, tokens, h, a)
-    r.free(down)
-    out = r.alloc(tokens * h * a)
-    r.free(post, mid)
-    if weights is not None:
-        r.free(weights)
-    return out
+    return _block_tail(r, tokens, arch, projected, weights, a, pre_norm=None, post_norm=_olmo2_norm)
 
 
 def _sliding(arch: TransformerArch) -> list[bool]:
