@@ -16,6 +16,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set inference   # host-bound classification inference (~3 min)
     python benchmarks/accuracy.py --set families    # the decoder families' own mechanisms (held out)
     python benchmarks/accuracy.py --set recent      # gpt-oss, Llama-4, multimodal towers, GLM-4.5
+    python benchmarks/accuracy.py --set unseen      # models and settings no estimator change was made against
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -449,12 +450,108 @@ RECENT: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# Points no estimator change has been made against: families the generation replay lays out
+# (estimate/generation_reserve.py) decoding here for the first time, MoE models at other depths,
+# dense GQA decoders at other batches, training and LoRA on models no fit saw. Run on a card that
+# is not the one the profile was measured on where one is lent, and score before touching the
+# estimator.
+UNSEEN: list[tuple[str, dict[str, Any]]] = [
+    (
+        "gemma-2-2b-it",
+        {"mode": "infer", "precision": "bf16", "batch_size": 8, "prompt_tokens": 2048, "new_tokens": 64},
+    ),
+    (
+        "phi-3-mini-4k-instruct",
+        {"mode": "infer", "precision": "bf16", "batch_size": 8, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+    (
+        "olmo-2-7b",
+        {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 2048, "new_tokens": 64},
+    ),
+    (
+        "qwen3-30b-a3b",
+        {
+            "mode": "infer",
+            "precision": "bf16",
+            "batch_size": 4,
+            "prompt_tokens": 1024,
+            "new_tokens": 64,
+            "num_layers": 16,
+        },
+    ),
+    (
+        "ernie-4.5-21b-a3b",
+        {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 2048, "new_tokens": 64},
+    ),
+    (
+        "mixtral-8x7b-instruct",
+        {
+            "mode": "infer",
+            "precision": "bf16",
+            "batch_size": 4,
+            "prompt_tokens": 2048,
+            "new_tokens": 64,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "qwen2.5-7b-instruct",
+        {"mode": "infer", "precision": "bf16", "batch_size": 16, "prompt_tokens": 512, "new_tokens": 64},
+    ),
+    (
+        "llama-3.1-8b-instruct",
+        {"mode": "infer", "precision": "fp16", "batch_size": 1, "prompt_tokens": 128, "new_tokens": 128},
+    ),
+    (
+        "qwen2.5-1.5b-instruct",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 4, "seq_len": 1024},
+    ),
+    (
+        "qwen2.5-3b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 2048,
+        },
+    ),
+    (
+        "ernie-4.5-0.3b",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 8, "seq_len": 1024},
+    ),
+    (
+        "olmo-2-7b",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "batch_size": 4,
+            "seq_len": 1024,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "qwen3-8b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
     "inference": INFERENCE,
     "families": FAMILIES,
     "recent": RECENT,
+    "unseen": UNSEEN,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
