@@ -207,3 +207,29 @@ def test_a_batched_fused_decode_fits_the_batched_tiles_share() -> None:
     assert "decode_compiled_memory_efficiency" not in fit.values
     fitted = fit.values["decode_fused_batched_memory_efficiency"]
     assert fitted == pytest.approx(base.decode_fused_batched_memory_efficiency, rel=0.07)
+
+
+def test_a_fit_keeps_the_transformers_release_its_generations_ran_with() -> None:
+    """The default profile counts a release (its decode step's calls and copies follow it): a fit
+    from generations run under another release records that release, and the kept profile
+    estimates it, so the fitted shares and the counted step describe the same code."""
+    gpu_id, points = calibrate.points_from_result_file(RESULT)
+    base = get_profile("torch", "default", use_user=False)
+    assert base.transformers_version is not None
+    generations = [
+        (w, dataclasses.replace(m, environment={**(m.environment or {}), "transformers": "5.24.0"}))
+        for w, m in points
+        if w.is_generation
+    ]
+    assert generations
+    fit = calibrate.fit_profile(generations, get_gpu(gpu_id), base)
+    assert fit.values and fit.transformers_version == "5.24.0"
+    calibrate.save_fit(fit, source="test")
+    from fitbench.estimate import profile
+
+    profile._load.cache_clear()
+    assert get_profile("torch", "default").transformers_version == "5.24.0"
+    # A mode that counts no release records none.
+    tuned = get_profile("torch", "tuned", use_user=False)
+    assert tuned.transformers_version is None
+    assert calibrate.fit_profile(generations, get_gpu(gpu_id), tuned).transformers_version is None

@@ -1016,6 +1016,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "在 {gpu} 上拟合({backend},{exec_mode} 执行模式):",
     },
     "calibrate.points": {"en": "{n} points", "zh": "{n} 个数据点"},
+    "calibrate.release": {
+        "en": "  the shares describe transformers {release}'s generation; estimates keep that release",
+        "zh": "  这些系数描述的是 transformers {release} 的生成过程;估算将沿用该版本",
+    },
     "calibrate.nothing": {
         "en": "nothing to fit: no measurement was governed by a single constant",
         "zh": "无可拟合:没有一次实测只受单个常数支配",

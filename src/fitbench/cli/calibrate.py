@@ -85,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
             before = base.in_force(key)
             shown = "-" if before is None else f"{before:.4g}"
             print(f"  {key:30s} {shown:>12s} -> {value:.4g}  ({points})")
+        if fit.transformers_version:
+            print(t("calibrate.release", lang, release=fit.transformers_version))
         if not fit.values:
             print("  " + t("calibrate.nothing", lang))
     if not args.dry_run and fit.values:

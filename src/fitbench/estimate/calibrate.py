@@ -34,7 +34,14 @@ from fitbench.catalog import get_gpu
 from fitbench.core.gpu import GpuSpec
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import estimate
-from fitbench.estimate.profile import HOST_TIME_KEYS, Profile, forget_loaded, get_profile, user_profile_path
+from fitbench.estimate.profile import (
+    HOST_TIME_KEYS,
+    Profile,
+    following_release,
+    forget_loaded,
+    get_profile,
+    user_profile_path,
+)
 from fitbench.records.measurement import Measurement
 from fitbench.workloads.workload import Workload
 
@@ -71,6 +78,10 @@ class Fit:
     exec_mode: str
     values: dict[str, float]
     evidence: dict[str, list[float]] = field(default_factory=dict)
+    #: the transformers release the points generated with (the most common one), where the base
+    #: profile counts a release at all: the fitted shares describe that release's decode step,
+    #: so a profile keeping them must estimate that release's calls and copies too.
+    transformers_version: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +89,7 @@ class Fit:
             "exec_mode": self.exec_mode,
             "values": self.values,
             "evidence": self.evidence,
+            "transformers_version": self.transformers_version,
         }
 
 
@@ -121,7 +133,25 @@ def fit_profile(points: Sequence[tuple[Workload, MeasurementLike]], gpu: GpuSpec
     for key, value in values.items():
         low, high = BOUNDS[key]
         values[key] = type(value)(min(max(value, low), high))
-    return Fit(framework=base.framework, exec_mode=base.exec_mode, values=values, evidence=evidence)
+    return Fit(
+        framework=base.framework,
+        exec_mode=base.exec_mode,
+        values=values,
+        evidence=evidence,
+        transformers_version=_release_of(points, base) if values else None,
+    )
+
+
+def _release_of(points: Sequence[tuple[Workload, MeasurementLike]], base: Profile) -> str | None:
+    """The transformers release most of the points ran with, where `base` counts one."""
+    if base.transformers_version is None:
+        return None
+    releases = [
+        r
+        for _, stored in points
+        if isinstance(r := (Measurement.from_dict(stored).environment or {}).get("transformers"), str) and r
+    ]
+    return statistics.mode(releases) if releases else None
 
 
 def _ran_uncompiled(m: Measurement, workload: Workload, base: Profile) -> bool:
@@ -164,9 +194,11 @@ def _evidence(
 
 
 def _profile_as_run(m: Measurement, workload: Workload, base: Profile) -> Profile:
-    """`base` with the decode step the run's record says ran: a batch the mode's fused kernels
+    """`base` with the decode step the run's record says ran: the transformers release it ran
+    with (the decode step's calls and copies follow it), and a batch the mode's fused kernels
     take, decoded by the compiled step instead (a record from before the fused kernels took
-    batches above 1, or their fallback), is estimated, and measures a share, as that step."""
+    batches above 1, or their fallback), estimated, and measuring a share, as that step."""
+    base = following_release(base, (m.environment or {}).get("transformers"))
     notes = m.backend_notes or {}
     batch = workload.batch_size
     took_other = notes.get("fused_kernels") is False and notes.get("compiled_step") is True
@@ -258,6 +290,8 @@ def save_fit(fit: Fit, *, source: str, path: Path | None = None) -> Path:
             ) from None
     table = current.setdefault(fit.framework, {}).setdefault(fit.exec_mode, {})
     table.update(fit.values)
+    if fit.transformers_version:
+        table["transformers_version"] = fit.transformers_version
     table["provenance"] = f"fitted by fitbench calibrate from {source} on {dt.date.today().isoformat()}"
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = ["# Efficiencies fitted on this machine by `fitbench calibrate` (delete to use the defaults)."]

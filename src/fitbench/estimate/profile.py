@@ -228,6 +228,15 @@ def host_speed_ratio(profile: Profile, host_probe_seconds: float | None, device:
     return host_probe_seconds / reference
 
 
+def following_release(profile: Profile, ran: object) -> Profile:
+    """`profile` following the transformers release a run generated with (`ran`, its recorded
+    version), where the profile counts a release at all (profiles.toml transformers_version: the
+    decode step's calls and its copies of keys and values changed between releases)."""
+    if profile.transformers_version is None or not isinstance(ran, str) or not ran:
+        return profile
+    return replace(profile, transformers_version=ran)
+
+
 def host_scaled_profile(
     profile: Profile, host_probe_seconds: float | None, device: str | None = "cuda"
 ) -> Profile:

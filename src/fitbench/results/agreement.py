@@ -12,12 +12,18 @@ host-bound takes operations x this host's time per operation, not the reference 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fitbench.core.gpu import GpuSpec
 from fitbench.estimate.api import Estimate, estimate
-from fitbench.estimate.profile import Profile, get_profile, host_scaled_profile, host_speed_ratio
+from fitbench.estimate.profile import (
+    Profile,
+    following_release,
+    get_profile,
+    host_scaled_profile,
+    host_speed_ratio,
+)
 from fitbench.records.measurement import Measurement
 from fitbench.records.run import WorkloadView
 from fitbench.workloads.workload import Workload
@@ -122,10 +128,7 @@ def with_release(profile: Profile, m: Measurement) -> Profile:
     """`profile` following the transformers release the measurement ran with, where the profile
     counts a release at all (profiles.toml transformers_version: the decode step's calls and its
     copies of keys and values changed between releases)."""
-    ran = m.environment.get("transformers") if m.environment else None
-    if profile.transformers_version is None or not isinstance(ran, str) or not ran:
-        return profile
-    return replace(profile, transformers_version=ran)
+    return following_release(profile, (m.environment or {}).get("transformers"))
 
 
 def reference_host_figures(
