@@ -12,9 +12,11 @@ PyTorch's allocator history recording, then replays that history to say:
   compiler work (autotuning, benchmarking), the warm-up, the capture, the replays;
 * the free bytes cached at the reserve's peak and the largest free blocks.
 
-    python benchmarks/tuned_reserve.py llama-1b-train --batch 8 --out r.json
+    python benchmarks/tuned_reserve.py llama-1b-train --out r.json
     python benchmarks/tuned_reserve.py bert-base-imdb --out r.json
     python benchmarks/tuned_reserve.py llama-1b-train --tiny --device cpu --out r.json   # smoke
+
+One preset a process: a closed session's memory stays with the process that held it.
 
 On a CPU there is no allocator history: the smoke run only proves the session opens and steps.
 """
@@ -48,42 +50,59 @@ PHASES = (
 )
 
 
-def _phase(frames: list[dict[str, Any]]) -> str:
-    names = [f.get("name", "") for f in frames]
+def _phase(frames: list[dict[str, Any]]) -> str | None:
+    """The session phase named by an event's frames, or None (an event of the autograd engine's
+    own thread carries no frame of the session: it belongs to the phase in progress)."""
+    names = {f.get("name", "") for f in frames}
+    return next((label for fn, label in PHASES if fn in names), None)
+
+
+def _part(frames: list[dict[str, Any]]) -> str:
     files = [f.get("filename", "") for f in frames]
-    top = next((label for fn, label in PHASES if fn in names), "other")
+    names = {f.get("name", "") for f in frames}
     if any("torch/optim" in f for f in files):
-        part = "optimizer"
-    elif any(key in f for f in files for key in ("triton_heuristics", "autotune", "benchmark")):
-        part = "compiler: autotune/benchmark"
-    elif any(key in f for f in files for key in ("_inductor", "_dynamo", "_functorch")) and not any(
-        "compile_fx" in f or "runtime_wrappers" in f for f in files
-    ):
-        part = "compiler"
-    elif any(n in ("backward", "_engine_run_backward", "run_backward") for n in names):
-        part = "backward"
-    else:
-        part = "forward"
-    return f"{top} / {part}"
+        return "optimizer"
+    if any("triton_heuristics" in f or "autotune" in f or "runtime/benchmarking" in f for f in files):
+        return "compiler: autotune/benchmark"
+    if not frames or names & {"backward", "_engine_run_backward", "run_backward"}:
+        return "backward"
+    return "forward"
 
 
 def analyse(snapshot: dict[str, Any]) -> dict[str, Any]:
-    """Replay the recorded trace: the reserve's peak, the segments taken by phase, the cache then."""
+    """Replay the recorded trace: the reserve's peak, the segments taken by phase, the cache then.
+
+    Events keep their order; the phase of each is the last one a session frame named (the
+    backward runs on the autograd engine's thread, whose events carry no session frame)."""
     events = [e for trace in snapshot["device_traces"] for e in trace]
     reserved = allocated = 0
-    peak = {"reserved": 0, "allocated": 0, "index": -1}
+    peak = {"reserved": 0, "allocated": 0, "index": -1, "phase": "start"}
     peak_allocated = 0
+    phase = "start"
     by_phase: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    timeline: list[list[Any]] = []
     live_blocks: dict[int, int] = {}
     for i, e in enumerate(events):
-        action, size = e["action"], e.get("size", 0)
+        action, size, frames = e["action"], e.get("size", 0), e.get("frames", [])
+        phase = _phase(frames) or phase
         if action in ("segment_alloc", "segment_map"):
             reserved += size
-            row = by_phase[_phase(e.get("frames", []))]
+            key = f"{phase} / {_part(frames)}"
+            row = by_phase[key]
             row[0] += 1
             row[1] += size / GB
+            timeline.append([i, key, round(size / GB, 4), round(allocated / GB, 3), round(reserved / GB, 3)])
         elif action in ("segment_free", "segment_unmap"):
             reserved -= size
+            timeline.append(
+                [
+                    i,
+                    f"{phase} / free",
+                    round(-size / GB, 4),
+                    round(allocated / GB, 3),
+                    round(reserved / GB, 3),
+                ]
+            )
         elif action == "alloc":
             allocated += size
             live_blocks[e["addr"]] = size
@@ -91,15 +110,15 @@ def analyse(snapshot: dict[str, Any]) -> dict[str, Any]:
             allocated -= live_blocks.pop(e["addr"], size)
         peak_allocated = max(peak_allocated, allocated)
         if reserved > peak["reserved"]:
-            peak = {"reserved": reserved, "allocated": allocated, "index": i}
-    at_peak = events[peak["index"]] if peak["index"] >= 0 else {}
+            peak = {"reserved": reserved, "allocated": allocated, "index": i, "phase": phase}
     return {
         "events": len(events),
         "peak_reserved_gb": round(peak["reserved"] / GB, 3),
         "allocated_at_peak_reserved_gb": round(peak["allocated"] / GB, 3),
         "peak_allocated_gb": round(peak_allocated / GB, 3),
-        "phase_at_peak_reserved": _phase(at_peak.get("frames", [])),
+        "phase_at_peak_reserved": peak["phase"],
         "new_segments_by_phase": {k: [v[0], round(v[1], 3)] for k, v in sorted(by_phase.items())},
+        "segment_timeline": timeline,
     }
 
 
@@ -154,7 +173,9 @@ def run(name: str, batch: int | None, seq: int | None, device: str, tiny: bool) 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
-        "presets", nargs="+", help="speed.py scenarios or presets (llama-1b-train, bert-base-imdb)"
+        "preset",
+        help="a speed.py scenario or preset (llama-1b-train, bert-base-imdb); one a process, since "
+        "a closed session's memory stays with the process",
     )
     ap.add_argument("--batch", type=int)
     ap.add_argument("--seq", type=int)
@@ -162,12 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    results = []
-    for name in args.presets:
-        r = run(name, args.batch, args.seq, args.device, args.tiny)
-        results.append(r)
-        print(json.dumps({k: r[k] for k in r if k not in ("workload",)}, indent=1), flush=True)
-    args.out.write_text(json.dumps({"benchmark": "tuned_reserve", "results": results}, indent=1))
+    r = run(args.preset, args.batch, args.seq, args.device, args.tiny)
+    shown = {k: v for k, v in r.items() if k != "workload"}
+    if "history" in r:
+        shown["history"] = {k: v for k, v in r["history"].items() if k != "segment_timeline"}
+    print(json.dumps(shown, indent=1), flush=True)
+    args.out.write_text(json.dumps({"benchmark": "tuned_reserve", "results": [r]}, indent=1))
     return 0
 
 

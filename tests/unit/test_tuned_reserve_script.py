@@ -37,6 +37,8 @@ def test_the_replay_finds_the_reserve_peak_and_the_phase_of_each_segment() -> No
         {"action": "segment_free", "size": 4 * GB, "addr": 0, "frames": _frames("_release_compile_memory")},
         {"action": "segment_alloc", "size": 3 * GB, "addr": 20 * GB, "frames": capture},
         {"action": "alloc", "size": 3 * GB, "addr": 20 * GB, "frames": capture},
+        # the backward's own thread records no session frame: the phase in progress takes it
+        {"action": "segment_alloc", "size": 1 * GB, "addr": 30 * GB, "frames": []},
     ]
     out = tuned_reserve.analyse({"device_traces": [events], "segments": []})
     assert out["peak_reserved_gb"] == 6.0  # 4 + 2, before the release; 2 + 3 after it is lower
@@ -46,4 +48,8 @@ def test_the_replay_finds_the_reserve_peak_and_the_phase_of_each_segment() -> No
     assert by_phase["compile step / forward"] == [1, 4.0]
     assert by_phase["compile step / optimizer"] == [1, 2.0]
     assert by_phase["warm-up and capture / forward"] == [1, 3.0]
-    assert out["phase_at_peak_reserved"] == "compile step / optimizer"
+    assert by_phase["warm-up and capture / backward"] == [1, 1.0]
+    assert out["phase_at_peak_reserved"] == "compile step"
+    # every segment taken or returned, in order, with the allocated and reserved bytes after it
+    assert [row[2] for row in out["segment_timeline"]] == [4.0, 2.0, -4.0, 3.0, 1.0]
+    assert out["segment_timeline"][-1][-1] == 6.0
