@@ -42,6 +42,15 @@ OPTIMIZER_PASSES = {"adam": 18, "adamw": 20, "momentum": 5, "sgd": 3}
 FUSED_OPTIMIZER_PASSES = {"adam": 7, "adamw": 7, "momentum": 5, "sgd": 3}
 # Host operations of one update: foreach issues about a dozen for all parameters, fused two
 # (the step counters and the kernel), the for-loop this many per parameter tensor.
+# The share of the streaming bandwidth torch's AdamW kernels reach on the reference card, by
+# implementation and state element size (`python benchmarks/optimizer_rate.py`,
+# optimizer-rate-h200-2026-12-05.json: an LLM's matrices and an MoE's stacked experts, within
+# 0.02 of each other). multi_tensor_apply's foreach kernels load a few elements a thread, so
+# 16-bit state keeps half the bytes in flight of FP32 (0.71 against 0.85); the fused kernel does
+# the whole update's arithmetic per element (FP32 math on 16-bit state included) and streams
+# below both. Other cards take it per SM (own_share). The for-loop runs aten's elementwise
+# kernels, which stream like a copy; SGD's kernels were not measured and keep the copy's rate.
+OPTIMIZER_STREAM_SHARE = {("foreach", 4): 0.85, ("foreach", 2): 0.71, ("fused", 4): 0.80, ("fused", 2): 0.62}
 FOREACH_OPTIMIZER_OPS = 12.0
 FUSED_OPTIMIZER_OPS = 2.0
 OPTIMIZER_LOOP_OPS = {"adam": 8.0, "adamw": 9.0, "momentum": 3.0, "sgd": 1.0}
@@ -321,6 +330,8 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
     else:
         ops = FOREACH_OPTIMIZER_OPS
     share = 1.0 / workload.grad_accum
+    measured = framework == Framework.TORCH and workload.optimizer in ("adam", "adamw")
+    stream_share = OPTIMIZER_STREAM_SHARE.get((impl, state_bytes)) if measured else None
     return [
         Kernel(
             name="optimizer",
@@ -329,6 +340,7 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
             bytes=passes * params * state_bytes * share,
             count=1,
             ops=ops * share,
+            memory_efficiency=stream_share,
         )
     ]
 
