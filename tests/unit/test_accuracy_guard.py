@@ -22,6 +22,7 @@ NEW_POINT_FILES = sorted(protocol.RESULTS.glob("accuracy-holdout-*.json"))
 FAMILY_FILES = sorted(protocol.RESULTS.glob("accuracy-families-*.json")) + sorted(
     protocol.RESULTS.glob("accuracy-recent-*.json")
 )
+UNSEEN_FILES = sorted(protocol.RESULTS.glob("accuracy-unseen-*.json"))
 # Sources kept out of the public set on purpose: they serve as an independent check.
 INDEPENDENT_SOURCES = ("lambdalabs.com", "lambda.ai", "ggerganov/llama.cpp", "ggml-org/llama.cpp")
 
@@ -104,6 +105,11 @@ def test_new_points_within_reported_bounds(path: Path) -> None:
 def test_family_points_within_reported_bounds() -> None:
     """The decoder families and recent checkpoints, pooled: too few in each file for a share."""
     _assert_shares(FAMILY_FILES, BOUNDS["families"], 15)
+
+
+def test_unseen_points_within_reported_bounds() -> None:
+    """The points no estimator change was made against (accuracy.py --set unseen)."""
+    _assert_shares(UNSEEN_FILES, BOUNDS["unseen"], 13)
 
 
 def test_public_points_are_sourced_and_independent_of_the_check_set() -> None:
