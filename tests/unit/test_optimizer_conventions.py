@@ -64,6 +64,35 @@ def test_fused_moves_fewer_bytes_and_the_for_loop_issues_more_operations() -> No
     assert loop.ops == speed.OPTIMIZER_LOOP_OPS["adam"] * tensors > 10 * foreach.ops
 
 
+def test_adamw_streams_at_its_measured_share_by_implementation_and_state_dtype() -> None:
+    """torch's AdamW kernels stream below a copy (benchmarks/optimizer_rate.py on the H200): the
+    optimizer's time is its bytes at that share, 16-bit state slower than FP32 per byte, fused
+    slower than foreach per byte; SGD and Paddle keep the copy's rate; another card takes the
+    share per SM (speed.own_share)."""
+    h200 = get_gpu("h200")
+    w = get_workload("llm-6b", mode="train", seq_len=256, batch_size=1, optimizer="adamw")
+
+    def seconds(workload, gpu=h200, framework="torch"):
+        (k,) = speed.optimizer_kernels(workload, framework)
+        t = speed.time_kernels([k], workload, gpu, PROFILE, host_seconds_per_op=0.0)
+        return k, t.gpu_seconds
+
+    for impl, precision, state in (("foreach", "fp32", 4), ("fused", "fp32", 4), ("foreach", "bf16", 2)):
+        k, t = seconds(w.replace(optimizer_impl=impl, precision=precision))
+        share = speed.OPTIMIZER_STREAM_SHARE[(impl, state)]
+        assert k.memory_efficiency == share
+        launches = k.kernel_launches * PROFILE.kernel_fixed_seconds
+        assert t == pytest.approx(k.bytes / (h200.stream_bandwidth_bytes_s * share) + launches)
+    shares = speed.OPTIMIZER_STREAM_SHARE
+    assert shares[("foreach", 2)] < shares[("foreach", 4)] and shares[("fused", 4)] < shares[("foreach", 4)]
+    assert speed.optimizer_kernels(w.replace(optimizer="momentum"))[0].memory_efficiency is None
+    assert speed.optimizer_kernels(w, "paddle")[0].memory_efficiency is None
+    k, on_h100 = seconds(w, H100)
+    per_sm = speed.own_share(k.memory_efficiency, H100)
+    launches = k.kernel_launches * PROFILE.kernel_fixed_seconds
+    assert on_h100 == pytest.approx(k.bytes / (H100.stream_bandwidth_bytes_s * per_sm) + launches)
+
+
 def test_the_tuned_mode_runs_the_fused_optimizer() -> None:
     w = get_workload("resnet50-cifar10")
     assert workload_as_run(w, "tuned", H100).optimizer_impl == "fused"
