@@ -115,6 +115,18 @@ def test_a_slow_host_slows_a_host_bound_estimate_and_not_a_gpu_bound_one() -> No
     assert host.estimate.step_seconds > host.reference.step_seconds  # the overlap loss still grows
 
 
+def test_a_host_bound_estimate_says_whose_host_its_times_describe() -> None:
+    """An eager decode step's speed is the CPU's: its assumptions say so, with the reference
+    host's probe round, and with that host's figures; a GPU-bound step says nothing of it."""
+    decode = estimate(get_workload("llm-6b", mode="infer", batch_size=1), H200)
+    (line,) = [a for a in decode.assumptions if a.startswith("host-bound")]
+    assert f"{decode.host_seconds * 1e3:.2f} ms" in line and f"{REF * 1e6:.0f} us" in line
+    assert decode.host_seconds >= decode.gpu_seconds
+    big = estimate(get_workload("bert-base-imdb", batch_size=256), H200)
+    assert big.host_seconds < big.gpu_seconds
+    assert not [a for a in big.assumptions if a.startswith("host-bound")]
+
+
 def test_a_run_without_a_probe_keeps_the_reference_estimate() -> None:
     w = get_workload("llm-6b", mode="infer", batch_size=1)
     reference = estimate(w, H200)

@@ -14,7 +14,7 @@ from typing import Any
 
 from fitbench.core import names
 from fitbench.core.gpu import GpuSpec
-from fitbench.estimate.assumptions import estimate_assumptions, first_step_assumptions
+from fitbench.estimate.assumptions import estimate_assumptions, first_step_assumptions, host_bound_assumptions
 from fitbench.estimate.breakdown import MemoryBreakdown, required_bytes, within_card
 from fitbench.estimate.distributed import global_batch_size
 from fitbench.estimate.execution import workload_as_run
@@ -207,6 +207,7 @@ def estimate(
             epoch_s = step_s * math.ceil(workload.dataset_size / global_batch)
         if workload.family == "decoder":
             tps = sps * (workload.seq_len or 1)
+    assumptions += host_bound_assumptions(timing, profile)
     model_flops = model_flops_per_step(workload, profile)
     return Estimate(
         workload=workload,

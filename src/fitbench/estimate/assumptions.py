@@ -15,7 +15,7 @@ from fitbench.estimate.breakdown import MemoryBreakdown
 from fitbench.estimate.execution import tuned_generation_gaps
 from fitbench.estimate.optimizer import optimizer_step_scratch
 from fitbench.estimate.profile import Profile
-from fitbench.estimate.speed import OWN_SHARE_REFERENCE_GPU, copies_cache_each_step, gemm_rate_factor
+from fitbench.estimate.speed import OWN_SHARE_REFERENCE_GPU, Timing, copies_cache_each_step, gemm_rate_factor
 from fitbench.estimate.transformer_cost import arch_assumptions
 from fitbench.estimate.verdict import TIGHT_MARGIN
 from fitbench.workloads.workload import Workload
@@ -62,6 +62,26 @@ def first_step_assumptions(memory: MemoryBreakdown) -> list[str]:
         f"{beyond / GiB:.2f} GiB above the later steps' peak: nvidia-smi shows it (the fragmentation "
         "part); the allocator frees it under memory pressure, so the verdict leaves it out"
     ]
+
+
+def host_bound_assumptions(timing: Timing, profile: Profile) -> list[str]:
+    """A host-bound step's speed is the CPU's: say whose host the estimate's host times describe."""
+    reference = profile.host_probe_reference_seconds
+    if not timing.host_seconds or timing.host_seconds < timing.gpu_seconds:
+        return []  # the GPU's work (or its launch floor) sets the pace
+    line = (
+        f"host-bound: {timing.host_seconds * 1e3:.2f} ms of Python, dispatch and launch work a step "
+        f"against {timing.gpu_seconds * 1e3:.2f} ms of GPU work, so the speed follows the CPU's "
+        "single-thread speed"
+    )
+    if reference:
+        line += (
+            f"; the host times are those of a host whose probe round (four eager calls) takes "
+            f"{reference * 1e6:.0f} us, and a host k times slower runs this step about k times slower "
+            "(the H200 hosts measured ranged 35-97 us); `fitbench run` probes its host and shows the "
+            "estimate for it"
+        )
+    return [line]
 
 
 def storage_assumptions(workload: Workload, gpu: GpuSpec) -> list[str]:
