@@ -1017,8 +1017,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     },
     "calibrate.points": {"en": "{n} points", "zh": "{n} 个数据点"},
     "calibrate.release": {
-        "en": "  the shares describe transformers {release}'s generation; estimates keep that release",
-        "zh": "  这些系数描述的是 transformers {release} 的生成过程;估算将沿用该版本",
+        "en": "  the fitted constants come from generations under transformers {release}; estimates follow that release",
+        "zh": "  拟合的常数来自 transformers {release} 下的生成;估算将沿用该版本",
     },
     "calibrate.nothing": {
         "en": "nothing to fit: no measurement was governed by a single constant",
