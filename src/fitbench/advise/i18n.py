@@ -1017,7 +1017,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     },
     "calibrate.points": {"en": "{n} points", "zh": "{n} 个数据点"},
     "calibrate.release": {
-        "en": "  the fitted constants come from generations under transformers {release}; estimates follow that release",
+        "en": "  the fitted constants come from generations under transformers {release}; "
+        "estimates follow that release",
         "zh": "  拟合的常数来自 transformers {release} 下的生成;估算将沿用该版本",
     },
     "calibrate.nothing": {
