@@ -137,6 +137,15 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
         parts["fragmentation"] += outgrown
         if outgrown:
             details["outgrown_kv_cache_blocks"] = int(outgrown)
+        # A tied LM head's freed block (the replay's _load does this for the families it lays
+        # out): the run's allocations are carved from it, so the reserve above the weights is
+        # at least that block.
+        transformers_load = framework == Framework.TORCH and profile.exec_mode == "default"
+        head = transformer_cost.tied_head_load_block_bytes(workload) if transformers_load else 0.0
+        above = parts["kv_cache"] + parts["temporaries"] + parts["fragmentation"]
+        if reserve and head > above:
+            parts["fragmentation"] += head - above
+            details["tied_head_load_block"] = int(head)
     parts["cuda_context"] = profile.context_bytes
     if first is not None:
         # The first step's reserve beyond this peak: cached, so the allocator frees it under

@@ -703,6 +703,19 @@ ALLOCATOR_OWN_SEGMENT_BYTES = 10 * 2**20
 ALLOCATOR_ROUND_BYTES = 2 * 2**20
 
 
+def tied_head_load_block_bytes(workload: Workload) -> float:
+    """The block a tied LM head leaves cached at load: transformers builds the model with an
+    lm_head weight of its own (vocab x hidden in the weights' dtype), then ties it to the input
+    embedding, which frees it. The allocator keeps the freed block; the run's first requests are
+    carved from it (best fit, split), so it shows in the reserve until the run needs more
+    (Command-R's 256k vocabulary: 4.2 GB). 0 without tied embeddings or for weights quantized
+    at load (another loader)."""
+    arch = workload.arch
+    if not isinstance(arch, TransformerArch) or not arch.tie_embeddings or workload.weight_format is not None:
+        return 0.0
+    return float(arch.vocab_size * arch.hidden_size * workload.precision_info.weight_bytes)
+
+
 def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
     """Allocator memory left cached, and unusable, while a KV cache grows by concatenation.
 
