@@ -25,6 +25,12 @@ of the same point where one exists (`--measured FILE`: an accuracy.py result,
     python benchmarks/allocator_replay.py qwen2.5-1.5b-instruct:8:1024 llama-3.2-1b-instruct:16:1024
     python benchmarks/allocator_replay.py mistral-7b-instruct-v0.3:4:6144 --new 32 \\
         --measured benchmarks/results/accuracy-holdout-h200-2026-12-03.json
+    python benchmarks/allocator_replay.py --sweep 1:512 --new 16   # every library decoder
+
+--sweep BATCH:PROMPT holds the whole estimate against the trace for every 16-bit decoder of the
+library (`fitbench models`, up to 120B parameters): the reserve above the weights the estimate
+gives (KV cache, temporaries and fragmentation, laid out or not) beside the traced one, and the
+difference as a share of the whole process's figure (weights included).
 """
 
 from __future__ import annotations
@@ -202,11 +208,45 @@ def _measured(path: Path | None, row: dict[str, Any]) -> dict[str, float] | None
     return None
 
 
+SWEEP_MAX_PARAMS = 120e9
+
+
+def sweep(batch: int, prompt: int, new: int) -> int:
+    """Every 16-bit library decoder: the estimate's reserve above the weights against the trace."""
+    from fitbench.catalog import get_gpu
+    from fitbench.estimate.api import estimate
+
+    gpu = get_gpu("h200")
+    print(f"b{batch} x {prompt} + {new}: GB above the weights, traced and estimated; error of the total")
+    for name in sorted(library.models()):
+        workload = library.workload_for_model(name)
+        arch = workload.arch
+        if getattr(arch, "kind", None) != "decoder" or workload.weight_format is not None:
+            continue
+        if workload.param_count() > SWEEP_MAX_PARAMS or arch.max_positions < prompt + new:
+            continue  # too large to trace quickly, or a context the model does not take
+        workload = workload.replace(
+            mode="infer", batch_size=batch, prompt_tokens=prompt, new_tokens=new, precision="bf16"
+        )
+        traced = replay_workload(workload)["reserved_above_weights_bytes"]
+        parts = estimate(workload, gpu).memory.parts
+        estimated = parts["kv_cache"] + parts["temporaries"] + parts["fragmentation"]
+        total = parts["weights"] + traced
+        laid = "laid out" if generation_reserve.applies(workload) else "share"
+        print(
+            f"{name:<32} {laid:<8} {traced / GB:7.2f} {estimated / GB:7.2f} "
+            f"{(estimated - traced) / total:+7.1%}",
+            flush=True,
+        )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("points", nargs="+", metavar="MODEL:BATCH:PROMPT")
+    parser.add_argument("points", nargs="*", metavar="MODEL:BATCH:PROMPT")
+    parser.add_argument("--sweep", metavar="BATCH:PROMPT", help="every library decoder at this shape")
     parser.add_argument("--new", type=int, default=32, help="decode steps (default 32)")
     parser.add_argument("--measured", type=Path, action="append", default=[], help="accuracy.py results")
     parser.add_argument(
@@ -217,6 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.sweep:
+        batch, prompt = (int(x) for x in args.sweep.split(":"))
+        return sweep(batch, prompt, args.new)
+    if not args.points:
+        parser.error("give MODEL:BATCH:PROMPT points or --sweep BATCH:PROMPT")
     rows = []
     for spec in args.points:
         name, batch, prompt = spec.split(":")
