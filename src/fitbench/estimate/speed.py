@@ -40,8 +40,6 @@ BACKWARD_HOST_SHARE = 0.5
 # Memory passes of one optimizer update over the parameters (see optimizer_kernels).
 OPTIMIZER_PASSES = {"adam": 18, "adamw": 20, "momentum": 5, "sgd": 3}
 FUSED_OPTIMIZER_PASSES = {"adam": 7, "adamw": 7, "momentum": 5, "sgd": 3}
-# Host operations of one update: foreach issues about a dozen for all parameters, fused two
-# (the step counters and the kernel), the for-loop this many per parameter tensor.
 # The share of the streaming bandwidth torch's AdamW kernels reach on the reference card, by
 # implementation and state element size (`python benchmarks/optimizer_rate.py`,
 # optimizer-rate-h200-2026-12-05.json: an LLM's matrices and an MoE's stacked experts, within
@@ -51,6 +49,8 @@ FUSED_OPTIMIZER_PASSES = {"adam": 7, "adamw": 7, "momentum": 5, "sgd": 3}
 # below both. Other cards take it per SM (own_share). The for-loop runs aten's elementwise
 # kernels, which stream like a copy; SGD's kernels were not measured and keep the copy's rate.
 OPTIMIZER_STREAM_SHARE = {("foreach", 4): 0.85, ("foreach", 2): 0.71, ("fused", 4): 0.80, ("fused", 2): 0.62}
+# Host operations of one update: foreach issues about a dozen for all parameters, fused two
+# (the step counters and the kernel), the for-loop this many per parameter tensor.
 FOREACH_OPTIMIZER_OPS = 12.0
 FUSED_OPTIMIZER_OPS = 2.0
 OPTIMIZER_LOOP_OPS = {"adam": 8.0, "adamw": 9.0, "momentum": 3.0, "sgd": 1.0}
