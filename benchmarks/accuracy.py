@@ -975,7 +975,9 @@ def main(argv: list[str] | None = None) -> int:
         choices=sorted(SETS),
         default="matrix",
         help="matrix (the points the built-in profile was fitted on, default), holdout "
-        "(points it never saw) or inference (small-batch classification forward passes)",
+        "(points it never saw), inference (small-batch classification forward passes), families "
+        "(decoder families' own mechanisms), recent (newer checkpoints) or unseen (points no "
+        "estimator change was made against)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
