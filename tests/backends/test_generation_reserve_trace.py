@@ -1,6 +1,6 @@
 """estimate/generation_reserve.py lays out a decoder's load, prefill and decode-step allocations
 in transformers' order (Llama-shaped, Gemma, grouped_mm experts, latent attention, fused
-projections); here the real model's own, traced on the meta device and replayed through the same
+projections, GPT-NeoX's parallel blocks); here the real model's own, traced on the meta device and replayed through the same
 allocator rules (benchmarks/allocator_replay.py), must give the same reserve above the allocated
 peak, for each laid-out family and for eager attention."""
 
@@ -39,6 +39,7 @@ POINTS = [
     ("ernie-4.5-21b-a3b", 4, 2048),  # FP32 interleaved rotary, shared experts first
     ("olmo-2-7b", 4, 2048),  # norms after attention and MLP only, FP32 rotary; the first decode
     # step's longer caches find no freed block: the reserve doubles
+    ("gpt-neox-20b", 2, 2000),  # LayerNorm, fused q/k/v, a rotated quarter, parallel GELU MLP
 ]
 EAGER_POINTS = [
     ("llama-3.2-1b-instruct", 4, 2048),

@@ -30,11 +30,14 @@ def test_it_lays_out_llama_shaped_generation_only():
     gemma = library.workload_for_model("gemma-2-2b-it").replace(mode="infer", prompt_tokens=64, new_tokens=8)
     assert generation_reserve.applies(gemma)  # Gemma's blocks are laid out too
     assert not generation_reserve.applies(gemma.replace(gpus=2, strategy="tp"))
-    for other in ("gpt-neox-20b", "starcoder2-15b", "falcon-7b"):  # LayerNorm/GELU, parallel blocks
+    for other in ("gpt-j-6b", "starcoder2-15b", "falcon-7b"):  # LayerNorm/GELU, parallel blocks
         assert not generation_reserve.applies(library.workload_for_model(other).replace(mode="infer"))
         assert (
             generation_reserve.reserve_excess(library.workload_for_model(other).replace(mode="infer")) == 0.0
         )
+    neox = library.workload_for_model("gpt-neox-20b").replace(mode="infer")
+    assert generation_reserve.applies(neox)  # GPT-NeoX's parallel blocks, under SDPA
+    assert not generation_reserve.applies(neox.replace(attention="eager"))
 
 
 def test_eager_attention_reserves_what_its_score_blocks_leave():

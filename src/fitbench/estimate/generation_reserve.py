@@ -57,8 +57,8 @@ from fitbench.workloads.workload import Workload
 
 def applies(workload: Workload) -> bool:
     """A Llama-shaped decoder (transformers' grouped_mm experts and DeepSeek-V2's latent
-    attention included), a Gemma or an OLMo-2 decoder generating through transformers' eager
-    path in 16-bit weights and a 16-bit cache."""
+    attention included), a Gemma, an OLMo-2 or a GPT-NeoX decoder (with SDPA) generating through
+    transformers' eager path in 16-bit weights and a 16-bit cache."""
     arch = workload.arch
     return (
         workload.is_generation
@@ -69,13 +69,16 @@ def applies(workload: Workload) -> bool:
         and arch.kind == "decoder"
         and (not arch.is_moe or arch.transformers_type in GROUPED_EXPERT_TYPES)
         and (not arch.is_mla or arch.transformers_type in LATENT_ATTENTION_TYPES)
-        and not arch.parallel_block
-        and arch.norm == "rmsnorm"
+        and ((_neox(arch) and not _eager(workload)) or (not arch.parallel_block and arch.norm == "rmsnorm"))
         and arch.position == "rotary"
         and not arch.patch_size
         and workload.precision_info.weight_bytes == 2
-        and (_llama_shaped(arch) or arch.transformers_type in (*GEMMA_TYPES, "olmo2"))
+        and (_llama_shaped(arch) or arch.transformers_type in (*GEMMA_TYPES, "olmo2", *NEOX_TYPES))
     )
+
+
+def _neox(arch: TransformerArch) -> bool:
+    return arch.transformers_type in NEOX_TYPES and not arch.is_moe
 
 
 def _llama_shaped(arch: TransformerArch) -> bool:
@@ -104,7 +107,11 @@ GROUPED_EXPERT_TYPES = (
 FP32_ROTARY_TYPES = ("ernie4_5_moe",)
 # Families that rotate part of each head (transformers' default factor for the family) and join
 # the rotated part to the rest by a concatenation.
-PARTIAL_ROTARY = {"glm4_moe": 0.5}
+PARTIAL_ROTARY = {"glm4_moe": 0.5, "gpt_neox": 0.25}
+# GPT-NeoX's blocks (Pythia, StableLM-alpha, Dolly-v2 share the class): LayerNorm, one fused
+# q/k/v projection, rotary positions on a quarter of each head, a GELU MLP, and attention and MLP
+# side by side from the block's input (use_parallel_residual) or one after the other.
+NEOX_TYPES = ("gpt_neox",)
 LATENT_ATTENTION_TYPES = ("deepseek_v2",)
 # The last transformers release whose grouped_mm experts copy both grouped products through
 # masked_fill outside expert parallelism (5.18's integrations/moe.py guards them).
@@ -622,6 +629,57 @@ def _olmo2_layer(
     return _block_tail(r, tokens, arch, projected, weights, a, pre_norm=None, post_norm=_olmo2_norm)
 
 
+def _layer_norm(r: _Replay, tokens: int, width: int, a: int) -> int:
+    """LayerNorm in the activations' dtype: its output (its FP32 mean and rstd are a number a
+    token, small-pool requests)."""
+    return r.alloc(tokens * width * a)
+
+
+def _gelu_mlp(r: _Replay, tokens: int, h: int, f: int, a: int) -> int:
+    """LayerNorm, then up, GELU, down (biases inside the GEMMs); returns down."""
+    normed = _layer_norm(r, tokens, h, a)
+    up = r.alloc(tokens * f * a)
+    act = r.alloc(tokens * f * a)
+    r.free(up)
+    down = r.alloc(tokens * h * a)
+    r.free(act, normed)
+    return down
+
+
+def _neox_layer(r: _Replay, arch: TransformerArch, batch: int, prompt: int, a: int) -> int:
+    """One GPT-NeoX block under SDPA: LayerNorm, the fused q/k/v projection (the cache copies its
+    keys and values; the value is a view of it), the rotated quarter of each query and key head
+    joined back to the full width, attention, the dense projection; the MLP on the block's input
+    (parallel) or on the attention's residual sum; returns the block's output."""
+    tokens = batch * prompt
+    h, q, kv = arch.hidden_size, arch.q_dim, arch.kv_dim
+    normed = _layer_norm(r, tokens, h, a)
+    qkv = r.alloc(tokens * (q + 2 * kv) * a)
+    part = PARTIAL_ROTARY["gpt_neox"]
+    rotated_q, rotated_k = _rotary(r, tokens, q * part, a), _rotary(r, tokens, kv * part, a)
+    query = r.alloc(tokens * q * a)
+    r.free(rotated_q)
+    key = r.alloc(tokens * kv * a)
+    r.free(rotated_k)
+    _cache_copies(r, tokens, arch, key, None, a)
+    contiguous, _ = _attend(r, arch, batch, prompt, False, False, a)
+    attended = r.alloc(tokens * h * a)
+    r.free(contiguous)
+    r.free(qkv, query, normed)
+    if arch.parallel_block:  # mlp(ln2(x)) + attention + x
+        down = _gelu_mlp(r, tokens, h, arch.intermediate_size, a)
+        both = r.alloc(tokens * h * a)
+        out = r.alloc(tokens * h * a)
+        r.free(both, attended, down)
+        return out
+    mid = r.alloc(tokens * h * a)  # attention + x, then mlp(ln2(that)) + that
+    r.free(attended)
+    down = _gelu_mlp(r, tokens, h, arch.intermediate_size, a)
+    out = r.alloc(tokens * h * a)
+    r.free(down, mid)
+    return out
+
+
 def _sliding(arch: TransformerArch) -> list[bool]:
     """Which layers attend to a window, in the family's pattern."""
     types = layer_types(arch, SLIDING_PERIOD.get(arch.transformers_type, 1))
@@ -672,6 +730,8 @@ def _prefill(r: _Replay, arch: TransformerArch, batch: int, prompt: int, eager: 
             out = _gemma_layer(r, arch, batch, prompt, masked, eager, a)
         elif arch.transformers_type == "olmo2":
             out = _olmo2_layer(r, arch, batch, prompt, masked, eager, a)
+        elif _neox(arch):
+            out = _neox_layer(r, arch, batch, prompt, a)
         else:
             out = _llama_layer(r, arch, batch, prompt, masked, eager, arch.is_moe_layer(i), a)
         for cache in r.caches[held:]:
@@ -679,7 +739,15 @@ def _prefill(r: _Replay, arch: TransformerArch, batch: int, prompt: int, eager: 
         if x != embedded:
             r.free(x)
         x = out
-    final_norm = _gemma_norm if gemma else _olmo2_norm if arch.transformers_type == "olmo2" else _norm
+    final_norm = (
+        _gemma_norm
+        if gemma
+        else _olmo2_norm
+        if arch.transformers_type == "olmo2"
+        else _layer_norm
+        if _neox(arch)
+        else _norm
+    )
     r.free(final_norm(r, tokens, h, a), x, embedded, *masks)
 
 
