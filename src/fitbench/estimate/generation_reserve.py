@@ -1,4 +1,4 @@
-"""A generation's allocator reserve above its allocated peak: Llama-shaped, MoE, Gemma, OLMo-2 decoders.
+"""A generation's allocator reserve above its allocated peak: Llama-shaped, MoE, Gemma, OLMo-2, GPT-NeoX.
 
 What nvidia-smi shows for `fitbench run` generating with transformers is the caching allocator's
 reserve. Above the allocated peak it holds blocks that no later request fitted: the LM head's own
@@ -33,11 +33,12 @@ at a wide batch leaves block after block cached (tens of GB on an H200 for a 6.7
 first's freed blocks cached, so the replay runs both. Phi-3's fused q/k/v and gate/up
 projections, GLM-4-MoE's half-rotary heads and FP32 router weight, and ERNIE-4.5's FP32
 interleaved rotary positions and shared experts ahead of the routed ones are laid out too, and
-OLMo-2's blocks (norms after attention and the MLP only, FP32 rotary). Other layouts (LayerNorm,
-GELU, parallel blocks, GPT-2's and GPT-NeoX's fused projections, gpt-oss's and Llama-4's experts,
-quantized weights or caches) keep the profile's fragmentation share
-and transformer_cost.outgrown_cache_bytes for the decode steps: laying them out is the same work,
-family by family.
+OLMo-2's blocks (norms after attention and the MLP only, FP32 rotary), and GPT-NeoX's (LayerNorm,
+one fused q/k/v projection, rotary positions on a quarter of each head, a GELU MLP beside or after
+attention). Other layouts (GPT-J, Falcon, StarCoder2, Command-R, GPT-2, gpt-oss's and Llama-4's
+experts, quantized weights or caches) keep the profile's fragmentation share and
+transformer_cost.outgrown_cache_bytes for the decode steps, with at least a tied LM head's freed
+block (single_device): laying them out is the same work, family by family.
 """
 
 from __future__ import annotations
