@@ -1,8 +1,8 @@
 """estimate/generation_reserve.py lays out a decoder's load, prefill and decode-step allocations
 in transformers' order (Llama-shaped, Gemma, grouped_mm experts, latent attention, fused
-projections, GPT-NeoX's parallel blocks); here the real model's own, traced on the meta device and replayed through the same
-allocator rules (benchmarks/allocator_replay.py), must give the same reserve above the allocated
-peak, for each laid-out family and for eager attention."""
+projections, GPT-NeoX's parallel blocks); here the real model's own, traced on the meta device
+and replayed through the same allocator rules (benchmarks/allocator_replay.py), must give the
+same reserve above the allocated peak, for each laid-out family and for eager attention."""
 
 from __future__ import annotations
 
