@@ -7,7 +7,8 @@ on the local GPU over parameter lists of two layouts: an LLM's (matrices of 4096
 master weights) and BF16 (pure 16-bit training), foreach and fused. Each row prints the achieved
 bandwidth (the estimator's passes x elements x element size / measured time), its share of the
 card's streaming bandwidth (GpuSpec.stream_bandwidth_bytes_s, what a copy reaches) and the
-estimator's time for the same update.
+estimator's time for the same update (its passes at speed.OPTIMIZER_STREAM_SHARE, which this
+script's H200 run set).
 
     python benchmarks/optimizer_rate.py --out benchmarks/results/optimizer-rate-h200-DATE.json
     python benchmarks/optimizer_rate.py --device cpu --tiny   # a smoke test: sizes and bookkeeping only
@@ -24,6 +25,7 @@ from typing import Any
 
 from fitbench.catalog import get_gpu
 from fitbench.catalog.detect import detect_local_gpus
+from fitbench.estimate import speed
 from fitbench.estimate.speed import FUSED_OPTIMIZER_PASSES, OPTIMIZER_PASSES
 
 LAYOUTS = {
@@ -95,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
                 passes = (FUSED_OPTIMIZER_PASSES if impl == "fused" else OPTIMIZER_PASSES)["adamw"]
                 nbytes = passes * elements * params[0].element_size()
                 rate = nbytes / seconds
-                estimate = nbytes / gpu.stream_bandwidth_bytes_s
+                share = speed.own_share(speed.OPTIMIZER_STREAM_SHARE[(impl, params[0].element_size())], gpu)
+                estimate = nbytes / (gpu.stream_bandwidth_bytes_s * share)
                 row = {
                     "layout": layout,
                     "dtype": dtype_name,

@@ -193,6 +193,19 @@ def _rotary(r: _Replay, tokens: int, width: int, a: int, products: float | None 
     return out
 
 
+def _partial_rotary(r: _Replay, tokens: int, arch: TransformerArch, a: int) -> tuple[int, int]:
+    """The family's share of each query and key head rotated (PARTIAL_ROTARY), each joined back
+    to the full width by a concatenation; the unrotated inputs stay the caller's to free."""
+    part = PARTIAL_ROTARY[arch.transformers_type]
+    q, kv = arch.q_dim, arch.kv_dim
+    rotated_q, rotated_k = _rotary(r, tokens, q * part, a), _rotary(r, tokens, kv * part, a)
+    query = r.alloc(tokens * q * a)
+    r.free(rotated_q)
+    key = r.alloc(tokens * kv * a)
+    r.free(rotated_k)
+    return query, key
+
+
 def _rotated_cast_back(
     r: _Replay, tokens: int, arch: TransformerArch, query: int, key: int, rotary: Callable[..., int], a: int
 ) -> tuple[int, int]:
@@ -437,12 +450,8 @@ def _llama_layer(
             query_rot, key_rot = _rotated_cast_back(r, tokens, arch, query, key, _rotary_fp32, a)
             _cache_copies(r, tokens, arch, key_rot, value, a)
         elif arch.transformers_type in PARTIAL_ROTARY:  # GLM-4-MoE: both rotated, then joined
-            part = PARTIAL_ROTARY[arch.transformers_type]
-            rotated_q, rotated_k = _rotary(r, tokens, q * part, a), _rotary(r, tokens, kv * part, a)
-            query_rot = r.alloc(tokens * q * a)
-            r.free(rotated_q)
-            key_rot = r.alloc(tokens * kv * a)
-            r.free(rotated_k, query, key)
+            query_rot, key_rot = _partial_rotary(r, tokens, arch, a)
+            r.free(query, key)
             _cache_copies(r, tokens, arch, key_rot, value, a)
         else:
             query_rot, key_rot = _rotary(r, tokens, q, a), _rotary(r, tokens, kv, a)
@@ -656,12 +665,7 @@ def _neox_layer(r: _Replay, arch: TransformerArch, batch: int, prompt: int, a: i
     h, q, kv = arch.hidden_size, arch.q_dim, arch.kv_dim
     normed = _layer_norm(r, tokens, h, a)
     qkv = r.alloc(tokens * (q + 2 * kv) * a)
-    part = PARTIAL_ROTARY["gpt_neox"]
-    rotated_q, rotated_k = _rotary(r, tokens, q * part, a), _rotary(r, tokens, kv * part, a)
-    query = r.alloc(tokens * q * a)
-    r.free(rotated_q)
-    key = r.alloc(tokens * kv * a)
-    r.free(rotated_k)
+    query, key = _partial_rotary(r, tokens, arch, a)
     _cache_copies(r, tokens, arch, key, None, a)
     contiguous, _ = _attend(r, arch, batch, prompt, False, False, a)
     attended = r.alloc(tokens * h * a)

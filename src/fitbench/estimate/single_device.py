@@ -123,8 +123,9 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
     dynamic_total = parts["activations"] + parts["temporaries"] + parts["kv_cache"] + parts["gradients"]
     parts["workspace"] = profile.workspace_bytes
     parts["fragmentation"] = _fragmentation_share(workload, profile) * dynamic_total
-    laid_out = framework == Framework.TORCH and profile.exec_mode == "default"
-    laid_out = laid_out and generation_reserve.applies(workload)
+    # transformers' own generate: what the replay lays out, and where a tied head is freed at load
+    transformers_generate = framework == Framework.TORCH and profile.exec_mode == "default"
+    laid_out = transformers_generate and generation_reserve.applies(workload)
     if laid_out and reserve:
         # transformers' own load, prefill and decode steps, twice (the warm-up and the measured
         # generation), replayed through the allocator: the caches' regrowth included
@@ -140,8 +141,7 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
         # A tied LM head's freed block (the replay's _load does this for the families it lays
         # out): the run's allocations are carved from it, so the reserve above the weights is
         # at least that block.
-        transformers_load = framework == Framework.TORCH and profile.exec_mode == "default"
-        head = transformer_cost.tied_head_load_block_bytes(workload) if transformers_load else 0.0
+        head = transformer_cost.tied_head_load_block_bytes(workload) if transformers_generate else 0.0
         above = parts["kv_cache"] + parts["temporaries"] + parts["fragmentation"]
         if reserve and head > above:
             parts["fragmentation"] += head - above
