@@ -36,6 +36,7 @@ difference as a share of the whole process's figure (weights included).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import weakref
@@ -132,9 +133,13 @@ def generation_events(model: Any, batch: int, prompt: int, new: int) -> list[tup
             out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
             del out
             step = torch.zeros((batch, 1), dtype=torch.long, device="meta")
-            for _ in range(new):
-                out = model(input_ids=step, past_key_values=cache, use_cache=True)
-                del out
+            # generate's decode loop on a GPU (and on the meta device) runs grouped experts
+            # through batched_mm: each token-expert pair gathers its expert's weights
+            decoding = getattr(model, "_optimize_model_for_decode", contextlib.nullcontext)
+            with decoding():
+                for _ in range(new):
+                    out = model(input_ids=step, past_key_values=cache, use_cache=True)
+                    del out
             del cache
             gc.collect()
     finally:

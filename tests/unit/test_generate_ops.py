@@ -94,3 +94,22 @@ def test_decode_step_calls_match_transformers(family):
     # the counted steps run at contexts PROMPT + 5 .. PROMPT + 8, on the same side of each window
     assert generate_ops.fixed_calls(arch, PROMPT + 5, release) == fixed
     assert abs(generate_ops.decode_step_calls(arch, PROMPT + 5, release) - step) <= tol
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["mixtral", "qwen2-moe (shared expert)"])
+def test_batched_experts_decode_layer_calls_match_transformers(family):
+    """generate's decode loop on a GPU runs grouped experts through batched_mm (generation/
+    utils.py _optimize_model_for_decode); on the CPU the count sets that implementation itself."""
+    fields = FAMILIES[family]
+    one, two = build(fields, 1), build(fields, 2)
+    for model in (one, two):
+        model.set_experts_implementation("batched_mm")
+    per_layer = forward_calls(two) - forward_calls(one)
+    arch = arch_from_hf_config({**BASE, **fields, "num_hidden_layers": 1})
+    release = transformers.__version__
+    kinds = {"moe": True, "sliding": False, "transformers": release}
+    layer = generate_ops.layer_calls(arch, **kinds, batched_experts=True)
+    assert abs(layer - per_layer) <= TOLERANCE.get(family, 0)
+    grouped = generate_ops.layer_calls(arch, **kinds)
+    assert layer < grouped

@@ -16,7 +16,7 @@ from fitbench.estimate.execution import tuned_generation_gaps
 from fitbench.estimate.optimizer import optimizer_step_scratch
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.speed import OWN_SHARE_REFERENCE_GPU, Timing, copies_cache_each_step, gemm_rate_factor
-from fitbench.estimate.transformer_cost import arch_assumptions
+from fitbench.estimate.transformer_cost import arch_assumptions, decode_expert_gathers
 from fitbench.estimate.verdict import TIGHT_MARGIN
 from fitbench.workloads.workload import Workload
 
@@ -151,6 +151,16 @@ def estimate_assumptions(workload: Workload, requested: str, gpu: GpuSpec, profi
             "generation: each decode step re-expands every layer's whole cached latent through "
             "kv_b_proj into per-head keys and values and attends over those (transformers' expand_kv); "
             "MLA-aware engines read the latent only"
+        )
+    gathers = decode_expert_gathers(workload) if workload.is_generation else (0.0, 0.0)
+    if profile.decode_experts_batched and gathers[0]:
+        pairs = workload.batch_size * getattr(arch, "experts_per_token", 0)
+        assumptions.append(
+            "generation: transformers' generate runs each decode step's experts through batched_mm on a "
+            f"GPU: each of the {pairs} token-expert pairs copies its expert's weights "
+            f"({sum(gathers) / GiB:.2f} GiB a layer, held during the layer) and a batched matmul reads "
+            "the copy, three passes over k experts' weights a token; the prefill runs grouped_mm, and "
+            "engines' fused MoE kernels read each expert reached once"
         )
     if workload.peft:
         assumptions.extend(peft.assumptions(workload))

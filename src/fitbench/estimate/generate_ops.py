@@ -79,6 +79,10 @@ class CallCounts:
     # reshapes of the sparse block, whatever the number of experts a step reaches (Mixtral's
     # renormalised top-k; a router without it issues 3 calls fewer, not distinguished).
     moe_block: int
+    # The same block through the batched_mm experts that generate's decode loop runs on a GPU
+    # (generation/utils.py _optimize_model_for_decode): the repeated input, the clamp, two weight
+    # gathers and two bmm in place of the sort, offsets, grouped products and reordering.
+    batched_moe_block: int
     # Per step outside the layers, the model's and the generate loop's: the embedding, cache
     # position and rotary cos/sin, the causal-mask check (one device sync), final norm and head,
     # then greedy search's logits processors (min_new_tokens), argmax, end-of-sequence stopping
@@ -107,6 +111,7 @@ BEFORE_PACK_GQA = CallCounts(
     attention_extra=0,
     masked_gqa=6,
     moe_block=46,
+    batched_moe_block=32,
     fixed=77,
     sliding_mask=24,
     family_fixed={
@@ -168,6 +173,7 @@ FROM_PACK_GQA = CallCounts(
     attention_extra=1,
     masked_gqa=1,
     moe_block=40,
+    batched_moe_block=31,
     fixed=65,
     sliding_mask=19,
     family_fixed={
@@ -259,8 +265,10 @@ def layer_calls(
     sliding: bool,
     window_full: bool = False,
     transformers: str | None = None,
+    batched_experts: bool = False,
 ) -> int:
-    """Python-level torch calls of one decoder layer in a decode step."""
+    """Python-level torch calls of one decoder layer in a decode step (`batched_experts`: its
+    experts through batched_mm, as generate runs them on a GPU)."""
     counts = call_counts(transformers)
     calls = ATTENTION_BLOCK_CALLS + counts.attention_extra
     if arch.position == "rotary":
@@ -276,7 +284,7 @@ def layer_calls(
         if window_full and grouped:
             calls += counts.masked_gqa
     if moe:
-        calls += counts.moe_block
+        calls += counts.batched_moe_block if batched_experts else counts.moe_block
         if arch.shared_intermediate_size:
             calls += MLP_CALLS[arch.mlp] + SHARED_EXPERT_ADD_CALLS
             calls += SHARED_GATE_CALLS if arch.shared_expert_gate else 0
@@ -285,14 +293,21 @@ def layer_calls(
     return calls
 
 
-def layers_calls(arch: TransformerArch, context: int, transformers: str | None = None) -> int:
+def layers_calls(
+    arch: TransformerArch, context: int, transformers: str | None = None, *, batched_experts: bool = False
+) -> int:
     """Calls of all layers of one decode step: dense and MoE layers, sliding and full."""
     full = window_reached(arch, context)
     total = 0
     for i in range(arch.num_layers):
         sliding = i < arch.sliding_layers
         total += layer_calls(
-            arch, moe=arch.is_moe_layer(i), sliding=sliding, window_full=full, transformers=transformers
+            arch,
+            moe=arch.is_moe_layer(i),
+            sliding=sliding,
+            window_full=full,
+            transformers=transformers,
+            batched_experts=batched_experts,
         )
     return total
 
@@ -310,10 +325,14 @@ def fixed_calls(arch: TransformerArch, context: int, transformers: str | None = 
     return calls
 
 
-def decode_step_calls(arch: TransformerArch, context: int, transformers: str | None = None) -> int:
+def decode_step_calls(
+    arch: TransformerArch, context: int, transformers: str | None = None, *, batched_experts: bool = False
+) -> int:
     """Host operations (Python-level torch calls) of one decode step of `generate` under the
-    given transformers release (None: the newest counted)."""
-    return layers_calls(arch, context, transformers) + fixed_calls(arch, context, transformers)
+    given transformers release (None: the newest counted); `batched_experts`: the experts run
+    through batched_mm, as generate's decode loop runs them on a GPU."""
+    layers = layers_calls(arch, context, transformers, batched_experts=batched_experts)
+    return layers + fixed_calls(arch, context, transformers)
 
 
 def fp8_linear_calls(workload: Workload) -> int:

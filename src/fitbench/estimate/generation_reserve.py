@@ -27,7 +27,10 @@ Experts run as transformers' grouped_mm path does (router, sorted token-expert p
 inputs, the two grouped products, the routing weights' product, the reordered and summed output;
 Qwen2-MoE's gated and DeepSeek's plain shared experts), and DeepSeek-V2's latent attention as its
 modelling code runs it. Then the decode steps: each concatenates a token to every layer's keys
-and values, a longer copy made before the old one goes (_decode), which is how a long generation
+and values, a longer copy made before the old one goes (_decode), and a MoE layer's experts run as
+generate runs them on a GPU, through batched_mm: every token-expert pair's gate/up and down
+weights gathered into two copies held together (transformer_cost.decode_expert_gathers, 2.6 GB a
+layer for Mixtral at batch 4), freed when the layer ends. The regrown caches are how a long generation
 at a wide batch leaves block after block cached (tens of GB on an H200 for a 6.7B model at batch
 48). `fitbench run` generates twice (a warm-up, then the measured one), and the second finds the
 first's freed blocks cached, so the replay runs both. Phi-3's fused q/k/v and gate/up
@@ -756,24 +759,35 @@ def _prefill(r: _Replay, arch: TransformerArch, batch: int, prompt: int, eager: 
     r.free(final_norm(r, tokens, h, a), x, embedded, *masks)
 
 
-def _decode(r: _Replay, batch: int, prompt: int, new: int) -> None:
+def _decode(
+    r: _Replay, batch: int, prompt: int, new: int, gathers: list[tuple[float, float]] | None = None
+) -> None:
     """The decode steps' cache updates: each step concatenates one token to every layer's keys
     and values (DynamicCache: the longer copy is made, then the old one freed); a sliding layer
     keeps a view of its last window - 1 tokens, so once its window is reached each update makes
     a window-long copy and frees the previous one (after a longer prompt, the prompt-long
-    prefill copy). The steps' one-token tensors are small-pool requests and leave the large
-    pool alone. The caches are freed at the end, as the generation returns. Past DECODE_UPDATES
-    cache updates the steps are replayed `stride` tokens at a time, each update growing by
-    that many tokens."""
+    prefill copy). After its caches, a MoE layer's batched_mm experts gather every token-expert
+    pair's gate/up and then down weights (`gathers`, one (gate/up, down) pair of sizes a layer,
+    zeros for dense layers: transformer_cost.decode_expert_gathers) and free both. The steps'
+    other tensors are one token wide, small-pool requests that leave the large pool alone. The
+    caches are freed at the end, as the generation returns. Past DECODE_UPDATES cache updates
+    the steps are replayed `stride` tokens at a time, each update growing by that many tokens."""
+    layers = len(gathers) if gathers else 1
+    per_layer = max(1, len(r.caches) // layers)
     stride = max(1, -(-(new - 1) * len(r.caches) // DECODE_UPDATES))
     for step in [*range(stride, new - 1, stride), new - 1] if new > 1 else []:
         length = prompt + step
-        for cache in r.caches:
+        for i, cache in enumerate(r.caches):
             key, per_token, window = cache
             tokens = min(length, window) if window else length
             grown = r.alloc(per_token * batch * tokens)
             r.free(int(key))
             cache[0] = grown
+            layer_done = (i + 1) % per_layer == 0
+            if gathers and layer_done and gathers[min(i // per_layer, layers - 1)][0]:
+                up, down = gathers[min(i // per_layer, layers - 1)]
+                first = r.alloc(up)
+                r.free(r.alloc(down), first)
     r.free(*(int(cache[0]) for cache in r.caches))
     r.caches.clear()
 
@@ -821,7 +835,9 @@ def replayed_gap(
     r = _Replay(masked_fill_copies=known is not None and known <= MASKED_FILL_COPIES_UNTIL)
     _load(r, arch, a)
     r.pool.reset_peak_allocated()  # as `fitbench run` does before it measures
+    each = transformer_cost.decode_expert_gathers(workload)
+    gathers = [each if arch.is_moe_layer(i) else (0.0, 0.0) for i in range(arch.num_layers)]
     for _ in range(generations):
         _prefill(r, arch, batch, prompt, _eager(workload), a)
-        _decode(r, batch, prompt, new)
+        _decode(r, batch, prompt, new, gathers if arch.is_moe else None)
     return float(r.pool.peak_reserved - r.pool.peak_allocated)

@@ -107,6 +107,13 @@ class Profile:
     # does (transformer_cost.ALL_EXPERT_TYPES: Llama-4's repeat + bmm); False: the routed top-k
     # only, as engines' fused MoE kernels do.
     runs_all_experts: bool = False
+    # Whether the mode's decode steps run routed experts through transformers' batched_mm path:
+    # generate switches grouped_mm experts to it for the decode loop on any non-CPU device
+    # (generation/utils.py _optimize_model_for_decode, in every transformers 5 release), where
+    # each token-expert pair gathers its expert's whole weights into a new tensor that a batched
+    # matmul then reads (transformer_cost.expert_kernels `batched`); False: grouped or fused
+    # kernels that read each expert reached once.
+    decode_experts_batched: bool = False
     autocast_cache_share: float = 1.0
     cast_host_share: float = 1.0  # an autocast cast's host cost / host_seconds_per_op
     # A LoRA adapter's operation (its two rank-r Linears, the casts, dropout, scaling and add
@@ -178,7 +185,8 @@ class Profile:
         padded static cache (decode_cache_align 0), through their own attention kernels, which
         read a GQA group's K and V once (no decode_fused_attention_efficiency), and write each new
         token in place (no kv_cache_concat), attend over a latent cache without expanding it
-        (no expands_latent_cache), and run each token's routed experts only (no runs_all_experts)."""
+        (no expands_latent_cache), and run each token's routed experts only (no runs_all_experts)
+        through fused MoE kernels that read each expert reached once (no decode_experts_batched)."""
         return replace(
             self,
             decode_cache_align=0,
@@ -186,6 +194,7 @@ class Profile:
             kv_cache_concat=False,
             expands_latent_cache=False,
             runs_all_experts=False,
+            decode_experts_batched=False,
         )
 
     def in_force(self, key: str) -> float:

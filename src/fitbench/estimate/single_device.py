@@ -111,8 +111,14 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
         # Prefill scratch, or while decoding one layer's K/V being re-grown by concatenation.
         arch = workload.arch
         assert isinstance(arch, TransformerArch)
+        # transformers' generate on a GPU: a decode step's batched_mm experts hold two gathered
+        # copies of every token-expert pair's weights (Profile.decode_experts_batched).
+        batched = profile.decode_experts_batched
+        gathers = transformer_cost.decode_expert_gathers(workload) if batched else (0.0, 0.0)
         parts["temporaries"] = max(
-            transformer_cost.inference_transient_bytes(workload), parts["kv_cache"] / arch.num_layers
+            transformer_cost.inference_transient_bytes(workload),
+            parts["kv_cache"] / arch.num_layers,
+            sum(gathers),
         )
         parts["amp_weight_copies"] = autocast_copy_bytes(workload, framework) * profile.autocast_cache_share
     else:

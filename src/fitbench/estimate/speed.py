@@ -519,8 +519,11 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     # A decode step at the mean context length of the generation; its attention reads that many
     # slots, or the whole static cache where the mode's step attends over all of it.
     mean_context = prompt + math.ceil(new / 2)
+    # transformers' generate runs a GPU's decode steps through batched_mm experts (gathered
+    # weights; Profile.decode_experts_batched), its prefill through grouped_mm.
+    batched = profile.decode_experts_batched and workload.weight_format is None
     decode_k = transformer_cost.forward_kernels(
-        workload, b, 1, kv_len=mean_context, all_experts=profile.runs_all_experts
+        workload, b, 1, kv_len=mean_context, all_experts=profile.runs_all_experts, batched_experts=batched
     )
     if generate_ops.repeats_kv(arch, mean_context, release):
         decode_k.append(transformer_cost.repeated_kv_kernel(workload, b, mean_context))
@@ -534,7 +537,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     slots = static_cache_slots(prompt, new, b, profile)
     if slots is not None:
         read_k = transformer_cost.forward_kernels(
-            workload, b, 1, kv_len=slots, all_experts=profile.runs_all_experts
+            workload, b, 1, kv_len=slots, all_experts=profile.runs_all_experts, batched_experts=batched
         )
     groups = max(1, arch.num_heads // arch.kv_heads)
     read_k = decode_as_run(
@@ -553,13 +556,19 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         gpu,
         profile,
         host_seconds_per_op=profile.generate_host_seconds_per_op,
-        fixed_ops=float(generate_ops.decode_step_calls(arch, mean_context, release))
+        fixed_ops=float(generate_ops.decode_step_calls(arch, mean_context, release, batched_experts=batched))
         + _fp8_extra_calls(workload, profile),
         memory_efficiency=profile.decode_step_efficiency(b),
         kernel_fixed_seconds=profile.decode_step_fixed_seconds(b),
     )
     # The bandwidth roofline: every weight byte and the KV cache (its real context) read once per
-    # step at the datasheet bandwidth — no implementation decodes faster than this.
-    min_bytes = sum(k.bytes * k.count for k in decode_k if k.kind in ("matmul", "attention"))
+    # step at the datasheet bandwidth — no implementation decodes faster than this (each expert
+    # reached read once, not gathered per token as batched_mm does).
+    least_k = decode_k
+    if batched and arch.is_moe:
+        least_k = transformer_cost.forward_kernels(
+            workload, b, 1, kv_len=mean_context, all_experts=profile.runs_all_experts
+        )
+    min_bytes = sum(k.bytes * k.count for k in least_k if k.kind in ("matmul", "attention"))
     roof = b * gpu.bandwidth_bytes_s / min_bytes if min_bytes else 0.0
     return GenerationTiming(prefill=prefill, decode=decode, roofline_tokens_per_second=roof, _batch=b)

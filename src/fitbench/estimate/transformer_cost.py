@@ -149,6 +149,13 @@ EXPERT_EXTRA_OPS = {"gpt_oss": 10.0}
 # E experts' work and reads every expert's weights however few tokens it has. A mode's profile
 # says whether it runs that code (Profile.runs_all_experts; engines route).
 ALL_EXPERT_TYPES = ("llama4_text",)
+# transformers' batched_mm experts (integrations/moe.py), which generate runs for its decode steps
+# on a GPU: each token-expert pair's expert weights are gathered (read, written) and the copy read
+# by a batched matmul: three passes. Its operations: the repeated input, the id clamp, two weight
+# gathers, two bmm, the activation, its product with up, the routing weights' product, the sum
+# per token and its cast.
+BATCHED_WEIGHT_PASSES = 3
+BATCHED_EXPERT_OPS = 11.0
 # Llama4TextMoe's operations beside the shared expert: the repeat, the score multiply, two views,
 # two bmm, the chunk, the activation, its product, the sum over experts and the add.
 ALL_EXPERT_OPS = 10.0
@@ -180,6 +187,24 @@ def softcapped(arch: TransformerArch) -> bool:
 # the weights' dtype grouped_mm_experts_forward receives, under transformers 5.17 and 5.24
 # (tests/backends/test_family_transients.py holds it).
 FP32_ROUTING_WEIGHT_TYPES = ("mixtral", "deepseek_v2", "deepseek_v3", "glm4_moe", "minimax_m2")
+
+
+def decode_expert_gathers(workload: Workload) -> tuple[float, float]:
+    """Bytes of the two weight gathers one MoE layer makes in a decode step of transformers'
+    generate on a GPU (batched_mm experts: Profile.decode_experts_batched): every token-expert
+    pair of the batch copies its expert's gate/up matrices, then its down matrix, in the
+    experts' weight dtype; the first copy stays alive until the second is made (integrations/
+    moe.py rebinds one name), so the step holds both. (0, 0) for dense models, families that run
+    every expert (ALL_EXPERT_TYPES) and quantized weights."""
+    arch = _arch(workload)
+    if not arch.is_moe or runs_every_expert(arch) or workload.weight_format is not None:
+        return 0.0, 0.0
+    dt = activation_dtypes(workload, dropout=False)
+    w = 4 if experts_in_weight_dtype(arch, dt) else workload.precision_info.weight_bytes
+    pairs = workload.batch_size * arch.experts_per_token
+    h, fe = arch.hidden_size, arch.expert_intermediate_size
+    up = 2 if arch.mlp == "swiglu" else 1
+    return pairs * up * h * fe * w, pairs * fe * h * w
 
 
 def moe_transient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
@@ -772,6 +797,7 @@ def expert_kernels(
     traffic: Traffic | None = None,
     fp32_experts: bool = False,
     all_experts: bool = False,
+    batched: bool = False,
 ) -> list[Kernel]:
     """The router, routed experts and shared experts of the MoE blocks, for `tokens` tokens.
 
@@ -788,6 +814,12 @@ def expert_kernels(
     Families with more pointwise work around the grouped products add EXPERT_EXTRA_OPS.
     `all_experts` (the mode runs transformers' code): ALL_EXPERT_TYPES do every expert's work on
     every token and read every expert, plus the repeated, score-scaled copies of the tokens.
+    `batched` (a decode step of transformers' generate on a GPU: Profile.decode_experts_batched,
+    16-bit or FP32 weights): the batched_mm path gathers each token-expert pair's expert weights
+    into a new tensor (read and written) and a batched matmul reads that copy, so the experts'
+    weights pass three times per pair, however many pairs share an expert; BATCHED_EXPERT_OPS
+    operations. Measured on an H100 (profile-mixtral-h100-2026-12-05.txt): the gathers and bmm
+    of Mixtral's decode steps at batch 4 took 85 % of its GPU time.
     """
     h, fe = arch.hidden_size, arch.expert_intermediate_size
     k = routed_copies(arch, all_experts=all_experts)
@@ -812,6 +844,7 @@ def expert_kernels(
     if dense:
         # the repeat (write), the score multiply (read, write): three passes over the copies
         e_ops, r_ops, copies = ALL_EXPERT_OPS, ALL_EXPERT_ROUTER_OPS, 3.0 * tokens * k * h * act_bytes
+    gathered = batched and not dense
     if fp32_experts:
         # experts_in_weight_dtype: the FP32 master weights read as they are, FP32 activations,
         # the FP32 rate; one cast of the gathered input, no autocast copies of the weights.
@@ -841,9 +874,11 @@ def expert_kernels(
             name="experts",
             kind="matmul",
             flops=2.0 * tokens * k * mats * h * fe,
-            bytes=tokens * k * mats * (h + fe) * e_act + distinct * e_read + copies,
+            bytes=tokens * k * mats * (h + fe) * e_act
+            + (BATCHED_WEIGHT_PASSES * tokens * k if gathered else distinct) * e_read
+            + copies,
             count=n,
-            ops=e_ops,
+            ops=BATCHED_EXPERT_OPS if gathered else e_ops,
             cast_ops=e_casts,
             compute=e_compute,
             dequant_bytes=distinct * e_dq,
@@ -1185,9 +1220,11 @@ def forward_kernels(
     kv_len: int | None = None,
     with_head: bool = True,
     all_experts: bool = False,
+    batched_experts: bool = False,
 ) -> list[Kernel]:
     """Kernels of one forward pass over batch x seq new tokens (kv_len > seq while decoding);
-    `all_experts`: the mode runs transformers' MoE code (Profile.runs_all_experts)."""
+    `all_experts`: the mode runs transformers' MoE code (Profile.runs_all_experts);
+    `batched_experts`: routed experts through transformers' batched_mm path (expert_kernels)."""
     arch = _arch(workload)
     dt = activation_dtypes(workload, dropout=(arch.kind == "encoder"))
     p = workload.precision_info
@@ -1233,6 +1270,7 @@ def forward_kernels(
                 traffic=traffic,
                 fp32_experts=fp32_experts,
                 all_experts=all_experts,
+                batched=batched_experts and workload.weight_format is None,
             )
         )
     causal = arch.kind == "decoder"

@@ -1,0 +1,109 @@
+"""transformers' generate decodes mixture-of-experts models through batched_mm on a GPU.
+
+generation/utils.py switches grouped_mm experts to batched_mm for the decode loop on any device
+but the CPU (every transformers 5 release): each token-expert pair gathers its expert's whole
+gate/up and down weights into new tensors, and batched matmuls read those copies. The estimate
+counts the copies as a decode step's memory (transformer_cost.decode_expert_gathers) and their
+three passes as its traffic (expert_kernels `batched`, Profile.decode_experts_batched); here the
+real experts code, run through batched_mm on the CPU, makes exactly those copies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+from fitbench.catalog import get_gpu
+from fitbench.estimate import transformer_cost
+from fitbench.estimate.api import estimate
+from fitbench.estimate.profile import get_profile
+from fitbench.estimate.speed import generation
+from fitbench.workloads import library
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from tiny_families import tiny_workload
+
+BATCH = 3
+
+
+def _mixtral_decode(batch: int = 4):
+    return library.workload_for_model("mixtral-8x7b-instruct").replace(
+        mode="infer", batch_size=batch, prompt_tokens=512, new_tokens=64, precision="bf16"
+    )
+
+
+def test_the_decode_gathers_are_the_copies_batched_mm_makes() -> None:
+    """One decode forward of a tiny Mixtral through batched_mm: its two largest gathers per MoE
+    layer are the gate/up and down weights of every token-expert pair, as estimated."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from fitbench.backends.torch.models import build_model
+
+    w = tiny_workload("mixtral-8x7b-instruct", weights="none").replace(
+        mode="infer", batch_size=BATCH, prompt_tokens=8, new_tokens=2, precision="fp32"
+    )
+    model, _ = build_model(w, device="cpu")
+    model.eval()
+    model.set_experts_implementation("batched_mm")
+
+    class Gathers(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sizes: list[int] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.ops.aten.index.Tensor and args[0].dim() == 3:  # a stacked expert weight
+                self.sizes.append(out.numel() * out.element_size())
+            return out
+
+    with torch.no_grad(), Gathers() as gathers:
+        model(torch.randint(3, w.arch.vocab_size, (BATCH, 1)))
+    up, down = transformer_cost.decode_expert_gathers(w)
+    assert up > 0 and down > 0
+    assert gathers.sizes == [up, down] * w.arch.moe_layers
+
+
+def test_a_batched_decode_step_reads_each_pairs_expert_three_times() -> None:
+    arch = _mixtral_decode().arch
+    expert = 3 * arch.hidden_size * arch.expert_intermediate_size * 2.0
+
+    def expert_bytes(batched: bool) -> float:
+        kernels = transformer_cost.expert_kernels(arch, 4, 2.0, 2.0, amp=False, batched=batched)
+        return next(k.bytes for k in kernels if k.name == "experts")
+
+    pairs = 4 * arch.experts_per_token
+    assert expert_bytes(True) - expert_bytes(False) == pytest.approx(
+        (3 * pairs - transformer_cost.expected_distinct_experts(arch.num_experts, arch.experts_per_token, 4))
+        * expert
+    )
+
+
+def test_transformers_generate_decodes_slower_than_grouped_experts_would() -> None:
+    """Mixtral at batch 4: the gathers multiply the experts' traffic by about four, which the
+    default mode's decode pays and an engine's fused MoE kernels do not."""
+    w, h200 = _mixtral_decode(), get_gpu("h200")
+    default = get_profile("torch", "default")
+    assert default.decode_experts_batched
+    assert not get_profile("torch", "tuned").as_engine().decode_experts_batched
+    grouped = dataclasses.replace(default, decode_experts_batched=False)
+    batched_gpu = generation(w, h200, default).decode.gpu_seconds
+    assert batched_gpu > 2.5 * generation(w, h200, grouped).decode.gpu_seconds
+    # the prefill runs grouped_mm in both
+    assert generation(w, h200, default).prefill.seconds == generation(w, h200, grouped).prefill.seconds
+
+
+def test_the_decode_step_holds_the_gathered_weights() -> None:
+    w = _mixtral_decode(batch=16)
+    est = estimate(w, get_gpu("h200"))
+    assert est.breakdown["temporaries"] >= sum(transformer_cost.decode_expert_gathers(w))
+    assert any("batched_mm" in line for line in est.assumptions)
+    dense = library.workload_for_model("mistral-7b-instruct-v0.3").replace(
+        mode="infer", batch_size=16, prompt_tokens=512, new_tokens=64, precision="bf16"
+    )
+    assert transformer_cost.decode_expert_gathers(dense) == (0.0, 0.0)
