@@ -13,11 +13,14 @@ from fitbench.core.units import GiB
 from fitbench.estimate import distributed, peft
 from fitbench.estimate.breakdown import MemoryBreakdown
 from fitbench.estimate.execution import tuned_generation_gaps
+from fitbench.estimate.matrices import expert_gemms
 from fitbench.estimate.optimizer import optimizer_step_scratch
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.speed import OWN_SHARE_REFERENCE_GPU, Timing, copies_cache_each_step, gemm_rate_factor
 from fitbench.estimate.transformer_cost import arch_assumptions, decode_expert_gathers
 from fitbench.estimate.verdict import TIGHT_MARGIN
+from fitbench.estimate.weights import experts_stay_16_bit
+from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
 
@@ -109,6 +112,19 @@ def storage_assumptions(workload: Workload, gpu: GpuSpec) -> list[str]:
                 "prefill expands the quantized weights to 16 bit before each GEMM; decoding reads "
                 "the packed weights and their scales"
             )
+    arch = workload.arch
+    if fmt is not None and isinstance(arch, TransformerArch) and experts_stay_16_bit(fmt, arch):
+        expert_params = (
+            arch.num_experts
+            * arch.moe_layers
+            * sum(fin * fout for _, fin, fout in expert_gemms(arch)["experts"])
+        )
+        out.append(
+            f"weights: bitsandbytes converts nn.Linear modules only and transformers stores the "
+            f"{arch.num_experts} routed experts of each MoE layer as stacked 3-D parameters, so they "
+            f"stay 16-bit ({expert_params * 2 / GiB:.1f} GiB, bitsandbytes issue #1849); a serving "
+            "engine (--serve) quantizes them"
+        )
     if workload.kv_cache is not None and not any(o.startswith("KV cache") for o in out):
         out.append(f"KV cache in {workload.kv_cache} (--kv-cache)")
     return out

@@ -322,8 +322,11 @@ def tp_params_per_gpu(arch: TransformerArch, n: int) -> float:
     return embeddings + arch.num_layers * layer + head
 
 
-def tp_weight_bytes(workload: Workload, arch: TransformerArch, n: int) -> tuple[float, float]:
-    """(weights, quantization scales) per tensor-parallel GPU."""
+def tp_weight_bytes(
+    workload: Workload, arch: TransformerArch, n: int, *, engine: bool = False
+) -> tuple[float, float]:
+    """(weights, quantization scales) per tensor-parallel GPU (`engine`: as a serving engine
+    loads them, weights.quantized_matrices)."""
     p = workload.precision_info
     per_gpu = tp_params_per_gpu(arch, n)
     fmt = workload.weight_format
@@ -333,8 +336,8 @@ def tp_weight_bytes(workload: Workload, arch: TransformerArch, n: int) -> tuple[
     # like the block matrices, n ways, at the bytes per weight the whole model's take;
     # everything else stays 16-bit (weights.weight_bytes).
     share = arch.num_layers * _tp_layer_matrix_params(arch, n) / quantizable_params(workload)
-    converted = sum(m.copies * m.fin * m.fout for m in quantized_matrices(workload))
-    stored, scales = weight_bytes(workload)
+    converted = sum(m.copies * m.fin * m.fout for m in quantized_matrices(workload, engine=engine))
+    stored, scales = weight_bytes(workload, engine=engine)
     packed = stored - (workload.param_count() - converted) * 2
     return packed * share + (per_gpu - converted * share) * 2, scales * share
 

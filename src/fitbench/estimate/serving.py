@@ -170,12 +170,13 @@ def _serving_workload(workload: Workload, gpu: GpuSpec) -> Workload:
 
 
 def _weights_per_gpu(workload: Workload, tp: int) -> int:
+    """The weights on one GPU as the engine loads them (bitsandbytes MoE experts quantized too)."""
     if tp == 1:
-        weights, scales = weight_bytes(workload)
+        weights, scales = weight_bytes(workload, engine=True)
         return weights + scales
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
-    weights, scales = tp_weight_bytes(workload, arch, tp)
+    weights, scales = tp_weight_bytes(workload, arch, tp, engine=True)
     return int(weights + scales)
 
 

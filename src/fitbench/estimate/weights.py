@@ -132,26 +132,49 @@ def quantized_layers(fmt: WeightFormat, name: str, layers: list[int]) -> int:
 
 def router_quantized(fmt: WeightFormat) -> bool:
     """The MoE router (`mlp.gate`, a Linear(hidden, experts)) is converted only by bitsandbytes,
-    which replaces every nn.Linear but the skipped ones; GPTQ and AWQ quantizers list the
+    which replaces every nn.Linear but the skipped ones (transformers 5's routers are no Linear:
+    experts_stay_16_bit); GPTQ and AWQ quantizers list the
     expert and attention matrices per model and leave the router alone, DeepSeek-V3's fp8
     checkpoint keeps it in bf16, and llama.cpp keeps `ffn_gate_inp` unquantized."""
     return fmt.method in ("bnb-int8", "bnb-4bit")
 
 
-def quantized_matrices(workload: Workload) -> list[QuantMatrix]:
+# bitsandbytes converts nn.Linear modules only. transformers 5 stores the routed experts of every
+# MoE family as stacked 3-D parameters (gate_up_proj, down_proj; integrations/moe.py) and their
+# routers as a module holding a weight Parameter (MixtralTopKRouter and its kin), so loading
+# with bitsandbytes leaves both in 16 bit (bitsandbytes issue #1849), except Llama-4's, which its
+# quantizer first unfuses into Linears (quantizers/base.py MODULES_TO_PATCH_FOR_QUANTIZATION).
+# Serving engines quantize them (vLLM's bitsandbytes MoE method): `engine`.
+BNB_METHODS = ("bnb-int8", "bnb-4bit")
+UNFUSED_FOR_BNB_TYPES = ("llama4_text", "llama4")
+
+
+def experts_stay_16_bit(fmt: WeightFormat, arch: TransformerArch, *, engine: bool = False) -> bool:
+    """Whether transformers' bitsandbytes loading leaves the routed experts unconverted."""
+    return (
+        not engine
+        and arch.is_moe
+        and fmt.method in BNB_METHODS
+        and arch.transformers_type not in UNFUSED_FOR_BNB_TYPES
+    )
+
+
+def quantized_matrices(workload: Workload, *, engine: bool = False) -> list[QuantMatrix]:
     """The matrices `weight_format` may store quantized, with how many copies it does: each
     block's attention matrices (latent attention's low-rank ones included), the dense blocks'
     MLP, every routed expert's and the shared experts' matrices of the MoE blocks (memory holds
-    them all), the router where the method converts it, the LM head where quantized, and for
-    GGUF (whose published bits per weight cover every tensor) the token embedding too."""
+    them all; none of the routed ones where transformers loads them with bitsandbytes:
+    experts_stay_16_bit, unless an `engine` serves the model), the router where the method
+    converts it, the LM head where quantized, and for GGUF (whose published bits per weight
+    cover every tensor) the token embedding too."""
     fmt = workload.weight_format
     arch = workload.arch
     assert fmt is not None and isinstance(arch, TransformerArch)
-    return list(_quantized_matrices(fmt, arch))
+    return list(_quantized_matrices(fmt, arch, engine))
 
 
 @lru_cache(maxsize=64)
-def _quantized_matrices(fmt: WeightFormat, arch: TransformerArch) -> tuple[QuantMatrix, ...]:
+def _quantized_matrices(fmt: WeightFormat, arch: TransformerArch, engine: bool) -> tuple[QuantMatrix, ...]:
     """quantized_matrices for one format and architecture (the largest-batch and longest-context
     searches ask for the same answer hundreds of times)."""
     every = list(range(arch.num_layers))
@@ -165,13 +188,16 @@ def _quantized_matrices(fmt: WeightFormat, arch: TransformerArch) -> tuple[Quant
             mats.append(QuantMatrix(name, fin, fout, quantized_layers(fmt, name, layers), len(layers)))
     if moe:
         parts = expert_gemms(arch)
+        stay = experts_stay_16_bit(fmt, arch, engine=engine)
         for name, fin, fout in parts["experts"]:
             n = arch.num_experts
-            mats.append(QuantMatrix(name, fin, fout, n * quantized_layers(fmt, name, moe), n * len(moe)))
+            copies = 0 if stay else n * quantized_layers(fmt, name, moe)
+            mats.append(QuantMatrix(name, fin, fout, copies, n * len(moe)))
         for name, fin, fout in parts["shared"]:
             mats.append(QuantMatrix(name, fin, fout, quantized_layers(fmt, name, moe), len(moe)))
         for name, fin, fout in parts["router"]:
-            copies = quantized_layers(fmt, name, moe) if router_quantized(fmt) else 0
+            # transformers 5's routers hold a plain weight Parameter too (MixtralTopKRouter, ...)
+            copies = quantized_layers(fmt, name, moe) if router_quantized(fmt) and not stay else 0
             mats.append(QuantMatrix(name, fin, fout, copies, len(moe)))
     head = (
         arch.kind == "decoder"
@@ -214,8 +240,9 @@ def checkpoint_weight_bytes(workload: Workload) -> int | None:
     return None
 
 
-def weight_bytes(workload: Workload) -> tuple[int, int]:
-    """(weights, quantization scales) in bytes for the stored model.
+def weight_bytes(workload: Workload, *, engine: bool = False) -> tuple[int, int]:
+    """(weights, quantization scales) in bytes for the stored model (as transformers loads it,
+    or as a serving `engine` does: quantized_matrices).
 
     Unquantized: every parameter in the precision's dtype. Quantized: the matrices the format
     converts at their layout's bytes (core.quant.matrix_bytes: packed values as weights, scales,
@@ -238,7 +265,7 @@ def weight_bytes(workload: Workload) -> tuple[int, int]:
         return int((params - q) * 2 + packed), int(scales)
     values = meta = 0
     converted = 0
-    for m in quantized_matrices(workload):
+    for m in quantized_matrices(workload, engine=engine):
         v, scales = matrix_bytes(fmt, m.fin, m.fout)
         values += m.copies * v
         meta += m.copies * scales
