@@ -521,7 +521,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     mean_context = prompt + math.ceil(new / 2)
     # transformers' generate runs a GPU's decode steps through batched_mm experts (gathered
     # weights; Profile.decode_experts_batched), its prefill through grouped_mm.
-    batched = profile.decode_experts_batched and workload.weight_format is None
+    batched = profile.decode_experts_batched and transformer_cost.experts_unquantized(workload)
     decode_k = transformer_cost.forward_kernels(
         workload, b, 1, kv_len=mean_context, all_experts=profile.runs_all_experts, batched_experts=batched
     )

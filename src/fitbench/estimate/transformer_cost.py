@@ -19,7 +19,7 @@ from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
 from fitbench.estimate.execution import sdpa_math_only
 from fitbench.estimate.matrices import block_gemms, expert_gemms
 from fitbench.estimate.segments import Kernel, Segment
-from fitbench.estimate.weights import checkpoint_weight_bytes, quantized_matrices
+from fitbench.estimate.weights import checkpoint_weight_bytes, experts_stay_16_bit, quantized_matrices
 from fitbench.workloads.arch import TransformerArch, expected_distinct_experts
 from fitbench.workloads.workload import Workload
 
@@ -189,15 +189,22 @@ def softcapped(arch: TransformerArch) -> bool:
 FP32_ROUTING_WEIGHT_TYPES = ("mixtral", "deepseek_v2", "deepseek_v3", "glm4_moe", "minimax_m2")
 
 
+def experts_unquantized(workload: Workload) -> bool:
+    """Whether the routed experts are held in 16 bit (or FP32): no weight format, or one that
+    transformers' loading leaves them out of (weights.experts_stay_16_bit: bitsandbytes)."""
+    fmt, arch = workload.weight_format, _arch(workload)
+    return fmt is None or experts_stay_16_bit(fmt, arch)
+
+
 def decode_expert_gathers(workload: Workload) -> tuple[float, float]:
     """Bytes of the two weight gathers one MoE layer makes in a decode step of transformers'
     generate on a GPU (batched_mm experts: Profile.decode_experts_batched): every token-expert
     pair of the batch copies its expert's gate/up matrices, then its down matrix, in the
     experts' weight dtype; the first copy stays alive until the second is made (integrations/
     moe.py rebinds one name), so the step holds both. (0, 0) for dense models, families that run
-    every expert (ALL_EXPERT_TYPES) and quantized weights."""
+    every expert (ALL_EXPERT_TYPES) and quantized experts."""
     arch = _arch(workload)
-    if not arch.is_moe or runs_every_expert(arch) or workload.weight_format is not None:
+    if not arch.is_moe or runs_every_expert(arch) or not experts_unquantized(workload):
         return 0.0, 0.0
     dt = activation_dtypes(workload, dropout=False)
     w = 4 if experts_in_weight_dtype(arch, dt) else workload.precision_info.weight_bytes
@@ -1270,7 +1277,7 @@ def forward_kernels(
                 traffic=traffic,
                 fp32_experts=fp32_experts,
                 all_experts=all_experts,
-                batched=batched_experts and workload.weight_format is None,
+                batched=batched_experts and experts_unquantized(workload),
             )
         )
     causal = arch.kind == "decoder"
