@@ -81,3 +81,29 @@ def test_dense_models_and_llama4_quantize_as_before() -> None:
     gptq = parse_weights("gptq-4bit")
     mixtral = library.workload_for_model("mixtral-8x7b-instruct").replace(mode="infer", weights=gptq)
     assert not experts_stay_16_bit(gptq, mixtral.arch)
+
+
+@pytest.mark.parametrize("name", ["mixtral-8x7b-instruct", "olmoe-1b-7b"])
+def test_qlora_quantizes_the_linears_the_loader_swaps(name: str) -> None:
+    """QLoRA's NF4 goes through the same bitsandbytes swap: on a MoE the routed experts stay in
+    the base dtype, so the quantized weights are the swapped Linears' of the real tiny model."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import torch
+    from torch import nn
+
+    from fitbench.backends.torch.models import build_model
+    from fitbench.backends.torch.quant import SKIP
+    from fitbench.estimate import peft
+    from fitbench.estimate.profile import get_profile
+
+    w = tiny_workload(name, mode="train", precision="bf16", batch_size=1, seq_len=16, peft="qlora")
+    model, _ = build_model(w, device=torch.device("meta"), dtype=torch.bfloat16)
+    swapped = sum(
+        module.weight.numel()
+        for path, module in model.named_modules()
+        if isinstance(module, nn.Linear) and not any(s in path for s in SKIP)
+    )
+    details = peft.memory_breakdown(w, get_profile("torch", "default")).details
+    assert details["quantized_params"] == swapped
+    assert any("routed experts" in line for line in peft.assumptions(w))

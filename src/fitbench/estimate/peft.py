@@ -44,7 +44,7 @@ from fitbench.estimate.matrices import block_gemms
 from fitbench.estimate.optimizer import OPTIMIZER_STATES
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.segments import Segment
-from fitbench.estimate.weights import quantizable_params
+from fitbench.estimate.weights import quantizable_params, stacked_expert_params
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -175,13 +175,15 @@ def base_weight_bytes(workload: Workload) -> tuple[int, int]:
 
     LoRA: every parameter in the base dtype. QLoRA: the blocks' Linear weights as packed NF4
     (0.5 byte each) plus their block constants; embeddings, norms, biases and the LM head or
-    classifier stay in the base dtype, as bitsandbytes leaves them.
+    classifier stay in the base dtype, as bitsandbytes leaves them, and so do a MoE's routed
+    experts, which transformers 5 stacks into 3-D parameters that are no Linear
+    (weights.stacked_expert_params; its routers are no Linear either and were never counted).
     """
     b = peft_bytes(workload)
     params = workload.param_count()
     if workload.peft != "qlora":
         return params * b.base, 0
-    q = quantizable_params(workload)
+    q = quantizable_params(workload) - stacked_expert_params(adapted_arch(workload))
     packed = q * NF4_BITS // 8
     constants = q * NF4_CONSTANT_BITS[DOUBLE_QUANT] / 8
     return int(packed + (params - q) * b.base), round(constants)
@@ -422,7 +424,11 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
         "adapter_params": lora,
         "head_trainable_params": head,
         "frozen_params": workload.param_count(),
-        "quantized_params": quantizable_params(workload) if workload.peft == "qlora" else 0,
+        "quantized_params": (
+            quantizable_params(workload) - stacked_expert_params(adapted_arch(workload))
+            if workload.peft == "qlora"
+            else 0
+        ),
         "gradients_total": trainable_bytes(workload),
     }
     return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)
@@ -445,6 +451,13 @@ def assumptions(workload: Workload) -> tuple[str, ...]:
             f"{NF4_CONSTANT_BITS[DOUBLE_QUANT]:.3f} bits/param of constants); embeddings, norms and "
             "the head in the base dtype; one dequantized layer at a time"
         )
+        stacked = stacked_expert_params(adapted_arch(workload))
+        if stacked:
+            lines.append(
+                f"qlora: the routed experts ({stacked:,} params) stay in the base dtype: transformers 5 "
+                "stacks them into 3-D parameters, which bitsandbytes does not convert (it swaps "
+                "nn.Linear modules only; bitsandbytes issue #1849)"
+            )
     if p.amp:
         lines.append(
             f"{workload.precision}: the frozen base stays in FP32 as loaded (autocast computes in "
