@@ -75,6 +75,36 @@ DEQUANT_COPIES = 2
 FUSED_QKV = ("gpt2", "chatglm", "phi3")  # c_attn / query_key_value / qkv_proj
 FUSED_GATE_UP = ("chatglm", "phi3")  # dense_h_to_4h / gate_up_proj
 
+# Mixture-of-experts families whose routed experts peft adapts through a v4-style target list
+# (gate_proj/up_proj/down_proj; Mixtral's w1/w3/w2) on transformers 5, where they are stacked
+# 3-D parameters, not Linears: peft (0.19 on; utils/transformers_weight_conversion.py, its family
+# map as of 0.21.2) turns those names into target_parameters and wraps each stacked parameter in
+# a ParamWrapper. Qwen2-MoE itself is not in that map: only its shared expert's Linears are adapted.
+PEFT_STACKED_EXPERT_TYPES = frozenset(
+    {
+        "mixtral",
+        "minimax",
+        "minimax_m2",
+        "qwen3_moe",
+        "qwen3_next",
+        "olmoe",
+        "flex_olmo",
+        "deepseek_v2",
+        "deepseek_v3",
+        "dots1",
+        "ernie4_5_moe",
+        "glm4_moe",
+        "glm4_moe_lite",
+        "hunyuan_v1_moe",
+        "exaone_moe",
+        "cohere2_moe",
+        "afmoe",
+        "solar_open",
+        "mellum",
+        "longcat_flash",
+    }
+)
+
 # peft's LoRA forward per targeted Linear, as framework ops besides the A and B matmuls: the
 # input cast to the FP32 adapter dtype, dropout, the scaling multiply, the add and the cast back
 # to the base dtype: 7 Python-level torch calls with A and B (benchmarks/lora_ops.py counts them
@@ -97,12 +127,15 @@ def _fused_qkv(arch: TransformerArch) -> bool:
 
 
 # -- adapter arithmetic -------------------------------------------------------------------------
-def lora_linears(workload: Workload) -> list[tuple[str, int, int]]:
+def lora_linears(workload: Workload, *, moe_layer: bool | None = None) -> list[tuple[str, int, int]]:
     """(name, in_features, out_features) of one block's Linears that carry an adapter.
 
     'attention': the q, k, v and output projections; 'attention-mlp' and 'all-linear': those and
     every MLP matrix (the same set for these architectures: the LM head and classifier are not
     adapted, and BERT's pooler is outside the blocks). Fused layouts adapt the fused matrix once.
+    A mixture-of-experts block (`moe_layer`; None: the model has experts) has no MLP Linear but
+    its shared experts' (transformers 5 stacks the routed experts into 3-D parameters and its
+    router is no Linear): expert_adapters says what peft adapts there instead.
     """
     arch = adapted_arch(workload)
     h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
@@ -110,6 +143,10 @@ def lora_linears(workload: Workload) -> list[tuple[str, int, int]]:
     attn.append(("o", q, h))
     if workload.lora_targets == "attention":
         return attn
+    if arch.is_moe if moe_layer is None else moe_layer:
+        f = arch.shared_intermediate_size
+        if not f:
+            return attn
     if arch.mlp == "swiglu":
         mlp = [("gate_up", h, 2 * f)] if arch.model_type in FUSED_GATE_UP else [("gate", h, f), ("up", h, f)]
         mlp.append(("down", f, h))
@@ -118,15 +155,60 @@ def lora_linears(workload: Workload) -> list[tuple[str, int, int]]:
     return attn + mlp
 
 
-def lora_params_per_layer(workload: Workload) -> int:
-    """Adapter parameters of one block: r*(in+out) per adapted Linear (A: r x in, B: out x r)."""
+def expert_adapters(workload: Workload) -> list[tuple[str, int, int, int]]:
+    """(name, in_features, out_features, rank) of the stacked expert parameters peft adapts in
+    one MoE block, each for all E experts at once: none for 'attention', or outside
+    PEFT_STACKED_EXPERT_TYPES. A ParamWrapper holds lora_A as (rank x E) x in and lora_B as
+    out x (rank x E): rank x E x (in + out) parameters; the fused gate/up stack takes twice the
+    rank (peft's rank_pattern for two fused v4 targets)."""
+    arch = adapted_arch(workload)
+    if not arch.is_moe or workload.lora_targets == "attention":
+        return []
+    if arch.transformers_type not in PEFT_STACKED_EXPERT_TYPES:
+        return []
+    h, fe, r = arch.hidden_size, arch.expert_intermediate_size, workload.lora_rank
+    if arch.mlp == "swiglu":
+        return [("experts.gate_up", h, 2 * fe, 2 * r), ("experts.down", fe, h, r)]
+    return [("experts.up", h, fe, r), ("experts.down", fe, h, r)]
+
+
+def expert_adapter_params(workload: Workload) -> int:
+    """Adapter parameters of one MoE block's stacked experts (expert_adapters)."""
+    e = adapted_arch(workload).num_experts
+    return sum(rank * e * (fin + fout) for _, fin, fout, rank in expert_adapters(workload))
+
+
+def lora_dropout(workload: Workload) -> float:
+    """The adapters' dropout: LORA_DROPOUT, or none where peft adapts stacked experts (its
+    ParamWrapper refuses lora_dropout != 0, and one LoraConfig holds every target)."""
+    return 0.0 if expert_adapters(workload) else LORA_DROPOUT
+
+
+def merged_expert_bytes(workload: Workload) -> float:
+    """Bytes of one MoE block's merged expert stacks: peft folds W + B·A into a new tensor the
+    size of each adapted stack on every forward (a baddbmm in the weights' dtype,
+    _LoraFactorsProxy), and the grouped product saves it for the input gradient; its backward
+    writes a gradient of the same size."""
+    e = adapted_arch(workload).num_experts
+    return sum(e * fin * fout for _, fin, fout, _ in expert_adapters(workload)) * peft_bytes(workload).base
+
+
+def lora_params_per_layer(workload: Workload, *, moe_layer: bool | None = None) -> int:
+    """Adapter parameters of one block: r*(in+out) per adapted Linear (A: r x in, B: out x r),
+    and in a MoE block (`moe_layer`; None: the model has experts) its stacked experts'."""
+    arch = adapted_arch(workload)
+    moe = arch.is_moe if moe_layer is None else moe_layer
     r = workload.lora_rank
-    return sum(r * (fin + fout) for _, fin, fout in lora_linears(workload))
+    linears = sum(r * (fin + fout) for _, fin, fout in lora_linears(workload, moe_layer=moe))
+    return linears + (expert_adapter_params(workload) if moe else 0)
 
 
 def lora_param_count(workload: Workload) -> int:
     """Adapter parameters of the whole model (what `peft` names lora_A / lora_B)."""
-    return adapted_arch(workload).num_layers * lora_params_per_layer(workload)
+    arch = adapted_arch(workload)
+    return sum(
+        lora_params_per_layer(workload, moe_layer=arch.is_moe_layer(i)) for i in range(arch.num_layers)
+    )
 
 
 def head_trainable_params(workload: Workload) -> int:
@@ -231,7 +313,7 @@ def lora_saved_bytes_per_token(workload: Workload, dt: ActivationDtypes) -> floa
     share an input (q, k, v) each cast and drop it separately, so each keeps its own copy.
     """
     b = peft_bytes(workload)
-    mask = MASK_BYTES if LORA_DROPOUT > 0 else 0
+    mask = MASK_BYTES if lora_dropout(workload) > 0 else 0
     r = workload.lora_rank
     return sum(fin * (b.lora + mask) + r * b.lora for _, fin, _ in lora_linears(workload))
 
@@ -286,7 +368,7 @@ def peft_segments(workload: Workload, *, compiled: bool = False) -> list[GradedS
     first_norm = 4 * h if (arch.kind == "decoder" and arch.norm == "rmsnorm") else 0
     # The first block's q/k/v adapters read that gradient-free input too: their dropout keeps
     # no mask (nothing flows back through it), only A's input.
-    mask = MASK_BYTES if LORA_DROPOUT > 0 else 0
+    mask = MASK_BYTES if lora_dropout(workload) > 0 else 0
     first_masks = mask * sum(fin for name, fin, _ in lora_linears(workload) if name in ("q", "k", "v", "qkv"))
     per_input = transformer_cost.layer_input_bytes_per_token(arch, dt) * tokens
     per_transient = transformer_cost.layer_transient_bytes_per_token(arch, dt, s, workload.attention) * tokens
@@ -294,21 +376,24 @@ def peft_segments(workload: Workload, *, compiled: bool = False) -> list[GradedS
     # gradient) and the matmul keeps that copy for the input gradient, as in full AMP training.
     # QLoRA's 4-bit layers dequantize inside their own autograd function and keep nothing.
     cast = arch.linear_params_per_layer() if (dt.amp and workload.peft == "lora") else 0
-    lora_layer = lora_params_per_layer(workload)
+    # A MoE block whose stacked experts carry adapters saves their merged copies and writes a
+    # gradient of that size in backward (merged_expert_bytes).
+    merged = merged_expert_bytes(workload)
     segs: list[GradedSegment] = [
         (Segment(name="embeddings", saved_bytes=0.0, input_bytes=0.0, params=0), ADAPTER_BYTES)
     ]
     for i in range(arch.num_layers):
+        moe = arch.is_moe_layer(i)
         saved = (per_token - (first_norm + first_masks if i == 0 else 0)) * tokens
         segs.append(
             (
                 Segment(
                     name=f"layer{i}",
-                    saved_bytes=saved,
+                    saved_bytes=saved + (merged if moe else 0.0),
                     input_bytes=per_input,
-                    params=lora_layer,
+                    params=lora_params_per_layer(workload, moe_layer=moe),
                     cast_params=cast,
-                    transient_bytes=per_transient,
+                    transient_bytes=per_transient + (merged if moe else 0.0),
                 ),
                 ADAPTER_BYTES,
             )
@@ -444,6 +529,16 @@ def assumptions(workload: Workload) -> tuple[str, ...]:
         f"({lora_param_count(workload):,} params, FP32 as peft creates them); the LM head/classifier "
         f"is not adapted{head}"
     ]
+    stacks = expert_adapters(workload)
+    if stacks:
+        e = adapted_arch(workload).num_experts
+        names = ", ".join(n for n, *_ in stacks)
+        lines.append(
+            f"{workload.peft}: peft adapts the stacked routed experts ({names}) of every MoE block for "
+            f"all {e} experts (ParamWrapper, rank x {e}); each forward folds W + B·A into a new stack, "
+            f"which the grouped product saves: {merged_expert_bytes(workload) / 2**30:.2f} GiB a block, "
+            "and as much again for its gradient in backward"
+        )
     if workload.peft == "qlora":
         dq = "with" if DOUBLE_QUANT else "without"
         lines.append(

@@ -18,12 +18,13 @@ from fitbench.estimate.matrices import block_gemms
 from fitbench.estimate.peft import (
     ADAPTER_BYTES,
     DOUBLE_QUANT,
-    LORA_DROPOUT,
     LORA_ELEMENTWISE_OPS,
     MASK_BYTES,
     NF4_BITS,
     NF4_CONSTANT_BITS,
     adapted_arch,
+    expert_adapters,
+    lora_dropout,
     lora_linears,
     peft_bytes,
     trainable_bytes,
@@ -125,7 +126,8 @@ def lora_kernels(workload: Workload, *, fused: bool = False) -> tuple[list[Kerne
     tokens = workload.batch_size * (workload.seq_len or 1)
     r = workload.lora_rank
     a, lb, w = dt.act, b.lora, ADAPTER_BYTES
-    mask = MASK_BYTES if LORA_DROPOUT > 0 else 0
+    dropped = lora_dropout(workload) > 0
+    mask = MASK_BYTES if dropped else 0
     L = arch.num_layers
     fwd: list[Kernel] = []
     for name, fin, fout in lora_linears(workload):
@@ -151,7 +153,7 @@ def lora_kernels(workload: Workload, *, fused: bool = False) -> tuple[list[Kerne
             before, after = fin * (a + 4 + mask), fout * (lb + 2 * a)
         else:
             cast_in = fin * (a + 4) if a != 4 else 0.0
-            before = cast_in + fin * (4 + 4 + mask)  # the cast, dropout
+            before = cast_in + (fin * (4 + 4 + mask) if dropped else 0.0)  # the cast, dropout
             after = fout * (4 + 4) + fout * (a + 4 + 4) + fout * (4 + a)  # scale, add, cast back
         fwd.append(
             Kernel(
@@ -174,6 +176,56 @@ def lora_kernels(workload: Workload, *, fused: bool = False) -> tuple[list[Kerne
         )
         for k in fwd
     ]
+    return fwd, bwd
+
+
+def expert_adapter_kernels(workload: Workload) -> tuple[list[Kernel], list[Kernel]]:
+    """(forward, backward) kernels of the adapted stacked experts of every MoE block
+    (peft.expert_adapters), in the base weights' dtype. Forward: the fold W + B·A into a new
+    stack (a baddbmm of rank K over all experts: reads W, writes the merged stack). Backward: the
+    grouped product now computes the merged stack's weight gradient (a full fine-tune's expert
+    weight-gradient FLOPs for the routed tokens, writing a gradient the stack's size), which two
+    batched GEMMs of rank K read back for A's and B's gradients."""
+    stacks = expert_adapters(workload)
+    if not stacks:
+        return [], []
+    arch = adapted_arch(workload)
+    base = peft_bytes(workload).base
+    e, n = arch.num_experts, arch.moe_layers
+    routed = workload.batch_size * (workload.seq_len or 1) * arch.experts_per_token
+    fwd, bwd = [], []
+    for name, fin, fout, rank in stacks:
+        stack = e * fin * fout
+        fwd.append(
+            Kernel(
+                name=f"lora.{name}.merge",
+                kind="matmul",
+                flops=2.0 * stack * rank,
+                bytes=2.0 * stack * base,
+                count=n,
+                ops=2.0,
+            )
+        )
+        bwd.append(
+            Kernel(
+                name=f"lora.{name}.weight_gradient",
+                kind="matmul",
+                flops=2.0 * routed * fin * fout,
+                bytes=routed * (fin + fout) * base + stack * base,
+                count=n,
+                ops=1.0,
+            )
+        )
+        bwd.append(
+            Kernel(
+                name=f"lora.{name}.factor_gradients",
+                kind="matmul",
+                flops=4.0 * stack * rank,
+                bytes=2.0 * stack * base,
+                count=n,
+                ops=2.0,
+            )
+        )
     return fwd, bwd
 
 
@@ -256,6 +308,8 @@ def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
         base += fwd
         passes += 1
     base += [dataclasses.replace(k, count=k.count * passes) for k in dequant_kernels(workload)]
+    merge, expert_backward = expert_adapter_kernels(workload)
+    base += merge * (passes - 1) + expert_backward
     main = time_kernels(
         base,
         workload,

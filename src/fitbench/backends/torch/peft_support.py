@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from fitbench.errors import FitbenchError
-from fitbench.estimate.peft import LORA_ALPHA_PER_RANK, LORA_DROPOUT
+from fitbench.estimate.peft import LORA_ALPHA_PER_RANK, lora_dropout
 from fitbench.workloads.workload import Workload
 
 # Module-name suffixes of each block's Linears in the transformers models the backend builds
@@ -38,6 +38,17 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
             "mlp": ("gate_proj", "up_proj", "down_proj"),
         }
         for model_type in ("qwen2", "qwen3", "gemma2", "gemma3_text", "olmo", "olmo2")
+    },
+    # Mixture-of-experts families by their transformers 4 names, which peft turns into target
+    # parameters on transformers 5's stacked experts (estimate/peft.py PEFT_STACKED_EXPERT_TYPES);
+    # Qwen2-MoE's names reach its shared expert's Linears only.
+    "mixtral": {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ("w1", "w2", "w3")},
+    **{
+        model_type: {
+            "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+            "mlp": ("gate_proj", "up_proj", "down_proj"),
+        }
+        for model_type in ("qwen2_moe", "qwen3_moe", "olmoe")
     },
     # Phi-3 fuses q, k, v in qkv_proj and gate, up in gate_up_proj (estimate/peft.py FUSED_QKV,
     # FUSED_GATE_UP adapt each fused matrix once).
@@ -91,7 +102,8 @@ def target_modules(model_type: str, targets: str) -> list[str]:
 
 
 def lora_config(model: nn.Module, workload: Workload) -> Any:
-    """peft's LoraConfig for `workload`: rank r, alpha 2r, dropout 0.05, the block Linears; task
+    """peft's LoraConfig for `workload`: rank r, alpha 2r, dropout 0.05 (none where peft adapts
+    stacked experts: estimate/peft.py lora_dropout), the block Linears; task
     type SEQ_CLS for encoders (the classifier is trained: modules_to_save) or CAUSAL_LM."""
     peft = _import_peft()
     model_type = _model_type(model)
@@ -100,7 +112,7 @@ def lora_config(model: nn.Module, workload: Workload) -> Any:
     return peft.LoraConfig(
         r=r,
         lora_alpha=LORA_ALPHA_PER_RANK * r,
-        lora_dropout=LORA_DROPOUT,
+        lora_dropout=lora_dropout(workload),
         target_modules=target_modules(model_type, workload.lora_targets),
         task_type=task,
         fan_in_fan_out=model_type in FAN_IN_FAN_OUT,
