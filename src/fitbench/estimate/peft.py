@@ -281,7 +281,9 @@ def dequant_workspace_bytes(workload: Workload) -> int:
 
 
 # -- activations --------------------------------------------------------------------------------
-def frozen_savings_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
+def frozen_savings_per_token(
+    arch: TransformerArch, dt: ActivationDtypes, *, adapted_experts: bool = False
+) -> float:
     """Bytes per token and block that full training saves only for weight gradients.
 
     Mirrors transformer_cost.layer_saved_bytes_per_token term by term:
@@ -302,6 +304,14 @@ def frozen_savings_per_token(arch: TransformerArch, dt: ActivationDtypes) -> flo
         norms = 2 * (rms - 4 * h) if arch.norm == "rmsnorm" else 0.0
     out_proj_in = q * dt.act  # attention output (contiguous copy) feeding the o projection
     mlp_out_in = f * dt.act  # SiLU(gate)*up, or GELU's output, feeding the last MLP matrix
+    if arch.is_moe:
+        # A frozen MoE block (moe_mlp_saved_bytes_per_token's count): each routed copy's gathered
+        # input and the product feeding its down projection serve only the experts' weight
+        # gradients, which `adapted_experts` (peft's merged stacks: expert_adapters) need again.
+        # The router's input stays (its scores' gradient flows back through it).
+        k, fe = transformer_cost.routed_copies(arch), arch.expert_intermediate_size
+        e = 4 if transformer_cost.experts_in_weight_dtype(arch, dt) else dt.act
+        mlp_in, mlp_out_in = 0.0, 0.0 if adapted_experts else k * (h + fe) * e
     return qkv_in + mlp_in + norms + out_proj_in + mlp_out_in
 
 
@@ -345,8 +355,10 @@ def layer_saved_bytes_per_token(workload: Workload, *, compiled: bool = False) -
     if compiled and workload.attention == "fused":
         frozen = compiled_frozen_layer_bytes_per_token(arch, dt)
     else:
-        full = transformer_cost.layer_saved_bytes_per_token(arch, dt, s, workload.attention)
-        frozen = full - frozen_savings_per_token(arch, dt)
+        # a MoE model's blocks are counted as its MoE blocks (the few dense ones of DeepSeek and
+        # GLM-4.5 included)
+        full = transformer_cost.layer_saved_bytes_per_token(arch, dt, s, workload.attention, moe=arch.is_moe)
+        frozen = full - frozen_savings_per_token(arch, dt, adapted_experts=bool(expert_adapters(workload)))
     return frozen + lora_saved_bytes_per_token(workload, dt)
 
 
