@@ -107,3 +107,21 @@ def test_qlora_quantizes_the_linears_the_loader_swaps(name: str) -> None:
     details = peft.memory_breakdown(w, get_profile("torch", "default")).details
     assert details["quantized_params"] == swapped
     assert any("routed experts" in line for line in peft.assumptions(w))
+
+
+def test_a_serving_engine_decodes_the_experts_it_quantized() -> None:
+    """The engine's profile loads weights as the engine does: its decode step reads 4-bit
+    experts, where transformers' own generate reads the 16-bit ones it left."""
+    import dataclasses
+
+    from fitbench.estimate.profile import get_profile
+    from fitbench.estimate.speed import generation
+
+    w = library.workload_for_model("mixtral-8x7b-instruct").replace(
+        mode="infer", batch_size=1, prompt_tokens=512, new_tokens=64, weights=parse_weights("nf4")
+    )
+    engine = get_profile("torch", "tuned").as_engine()
+    assert engine.engine_loading
+    as_transformers = dataclasses.replace(engine, engine_loading=False)
+    h200 = get_gpu("h200")
+    assert generation(w, h200, engine).decode.bytes < 0.5 * generation(w, h200, as_transformers).decode.bytes

@@ -114,6 +114,9 @@ class Profile:
     # matmul then reads (transformer_cost.expert_kernels `batched`); False: grouped or fused
     # kernels that read each expert reached once.
     decode_experts_batched: bool = False
+    # Whether the mode loads weights as a serving engine does (as_engine): bitsandbytes then
+    # quantizes a MoE's experts too (weights.quantized_matrices `engine`).
+    engine_loading: bool = False
     autocast_cache_share: float = 1.0
     cast_host_share: float = 1.0  # an autocast cast's host cost / host_seconds_per_op
     # A LoRA adapter's operation (its two rank-r Linears, the casts, dropout, scaling and add
@@ -186,7 +189,8 @@ class Profile:
         read a GQA group's K and V once (no decode_fused_attention_efficiency), and write each new
         token in place (no kv_cache_concat), attend over a latent cache without expanding it
         (no expands_latent_cache), and run each token's routed experts only (no runs_all_experts)
-        through fused MoE kernels that read each expert reached once (no decode_experts_batched)."""
+        through fused MoE kernels that read each expert reached once (no decode_experts_batched),
+        from weights loaded as the engine loads them (engine_loading)."""
         return replace(
             self,
             decode_cache_align=0,
@@ -195,6 +199,7 @@ class Profile:
             expands_latent_cache=False,
             runs_all_experts=False,
             decode_experts_batched=False,
+            engine_loading=True,
         )
 
     def in_force(self, key: str) -> float:

@@ -498,7 +498,9 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
     b, prompt, new = workload.batch_size, workload.prompt_tokens or 1, workload.new_tokens or 1
-    prefill_k = transformer_cost.forward_kernels(workload, b, prompt, all_experts=profile.runs_all_experts)
+    prefill_k = transformer_cost.forward_kernels(
+        workload, b, prompt, all_experts=profile.runs_all_experts, engine=profile.engine_loading
+    )
     release = profile.transformers_version
     # The prefill is the same forward code and loop iteration as a decode step, over the whole
     # prompt: the host issues the decode step's Python-level calls (generate_ops, at the prompt's
@@ -523,7 +525,13 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     # weights; Profile.decode_experts_batched), its prefill through grouped_mm.
     batched = profile.decode_experts_batched and transformer_cost.experts_unquantized(workload)
     decode_k = transformer_cost.forward_kernels(
-        workload, b, 1, kv_len=mean_context, all_experts=profile.runs_all_experts, batched_experts=batched
+        workload,
+        b,
+        1,
+        kv_len=mean_context,
+        all_experts=profile.runs_all_experts,
+        batched_experts=batched,
+        engine=profile.engine_loading,
     )
     if generate_ops.repeats_kv(arch, mean_context, release):
         decode_k.append(transformer_cost.repeated_kv_kernel(workload, b, mean_context))
@@ -537,7 +545,13 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     slots = static_cache_slots(prompt, new, b, profile)
     if slots is not None:
         read_k = transformer_cost.forward_kernels(
-            workload, b, 1, kv_len=slots, all_experts=profile.runs_all_experts, batched_experts=batched
+            workload,
+            b,
+            1,
+            kv_len=slots,
+            all_experts=profile.runs_all_experts,
+            batched_experts=batched,
+            engine=profile.engine_loading,
         )
     groups = max(1, arch.num_heads // arch.kv_heads)
     read_k = decode_as_run(
@@ -567,7 +581,12 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     least_k = decode_k
     if batched and arch.is_moe:
         least_k = transformer_cost.forward_kernels(
-            workload, b, 1, kv_len=mean_context, all_experts=profile.runs_all_experts
+            workload,
+            b,
+            1,
+            kv_len=mean_context,
+            all_experts=profile.runs_all_experts,
+            engine=profile.engine_loading,
         )
     min_bytes = sum(k.bytes * k.count for k in least_k if k.kind in ("matmul", "attention"))
     roof = b * gpu.bandwidth_bytes_s / min_bytes if min_bytes else 0.0

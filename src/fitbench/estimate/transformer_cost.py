@@ -1058,12 +1058,13 @@ def fused_norm_backward_bytes_per_token(
     return 2.0 * fused_pointwise_bytes_per_token(arch, dt)[0]
 
 
-def _quantized_counts(workload: Workload) -> dict[str, tuple[int, int]]:
+def _quantized_counts(workload: Workload, *, engine: bool = False) -> dict[str, tuple[int, int]]:
     """Per matrix name, (copies the weight format stores quantized, copies in the model); empty
-    when the weights are not quantized."""
+    when the weights are not quantized. `engine`: as a serving engine loads them
+    (weights.quantized_matrices)."""
     if workload.weight_format is None:
         return {}
-    return {m.name: (m.copies, m.total) for m in quantized_matrices(workload)}
+    return {m.name: (m.copies, m.total) for m in quantized_matrices(workload, engine=engine)}
 
 
 def _weight_traffic(
@@ -1228,10 +1229,12 @@ def forward_kernels(
     with_head: bool = True,
     all_experts: bool = False,
     batched_experts: bool = False,
+    engine: bool = False,
 ) -> list[Kernel]:
     """Kernels of one forward pass over batch x seq new tokens (kv_len > seq while decoding);
     `all_experts`: the mode runs transformers' MoE code (Profile.runs_all_experts);
-    `batched_experts`: routed experts through transformers' batched_mm path (expert_kernels)."""
+    `batched_experts`: routed experts through transformers' batched_mm path (expert_kernels);
+    `engine`: the weights as a serving engine loads them (Profile.engine_loading)."""
     arch = _arch(workload)
     dt = activation_dtypes(workload, dropout=(arch.kind == "encoder"))
     p = workload.precision_info
@@ -1241,7 +1244,7 @@ def forward_kernels(
     a = dt.act
     ks: list[Kernel] = []
     L = arch.num_layers
-    quantized = _quantized_counts(workload)
+    quantized = _quantized_counts(workload, engine=engine)
     attention_names = {name for name, _, _ in arch.attention_linears()}
     for name, fin, fout in block_gemms(arch):
         count = L if name in attention_names else arch.dense_mlp_layers
@@ -1277,7 +1280,7 @@ def forward_kernels(
                 traffic=traffic,
                 fp32_experts=fp32_experts,
                 all_experts=all_experts,
-                batched=batched_experts and experts_unquantized(workload),
+                batched=batched_experts and not engine and experts_unquantized(workload),
             )
         )
     causal = arch.kind == "decoder"
