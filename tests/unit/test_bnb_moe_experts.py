@@ -106,6 +106,11 @@ def test_qlora_quantizes_the_linears_the_loader_swaps(name: str) -> None:
     )
     details = peft.memory_breakdown(w, get_profile("torch", "default")).details
     assert details["quantized_params"] == swapped
+    # and the step dequantizes those same weights, no more
+    from fitbench.estimate.peft_speed import NF4_BITS, dequant_kernels
+
+    per_weight = NF4_BITS / 8 + peft.NF4_CONSTANT_BITS[peft.DOUBLE_QUANT] / 8 + peft.peft_bytes(w).compute
+    assert sum(k.bytes * k.count for k in dequant_kernels(w)) == pytest.approx(swapped * per_weight)
     assert any("routed experts" in line for line in peft.assumptions(w))
 
 

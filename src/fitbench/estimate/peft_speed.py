@@ -14,7 +14,7 @@ import dataclasses
 from fitbench.core.gpu import GpuSpec
 from fitbench.estimate import transformer_cost
 from fitbench.estimate.dtypes import activation_dtypes
-from fitbench.estimate.matrices import block_gemms
+from fitbench.estimate.matrices import block_gemms, expert_gemms
 from fitbench.estimate.peft import (
     ADAPTER_BYTES,
     DOUBLE_QUANT,
@@ -237,16 +237,26 @@ def dequant_kernels(workload: Workload) -> list[Kernel]:
     arch = adapted_arch(workload)
     b = peft_bytes(workload)
     consts = NF4_CONSTANT_BITS[DOUBLE_QUANT] / 8
+    # the block Linears bitsandbytes converts: attention in every block, the MLP in dense blocks,
+    # a MoE block's shared experts (its routed experts are stacked parameters, left 16-bit)
+    attention = {name for name, _, _ in arch.attention_linears()}
+    mats = [
+        (name, fin, fout, arch.num_layers if name in attention else arch.dense_mlp_layers)
+        for name, fin, fout in block_gemms(arch)
+    ]
+    if arch.is_moe:
+        mats += [(name, fin, fout, arch.moe_layers) for name, fin, fout in expert_gemms(arch)["shared"]]
     return [
         Kernel(
             name=f"dequant.{name}",
             kind="memory",
             flops=0.0,
             bytes=fin * fout * (NF4_BITS / 8 + consts + b.compute),
-            count=arch.num_layers,
+            count=count,
             ops=2.0,
         )
-        for name, fin, fout in block_gemms(arch)
+        for name, fin, fout, count in mats
+        if count
     ]
 
 
