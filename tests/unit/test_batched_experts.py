@@ -107,3 +107,20 @@ def test_the_decode_step_holds_the_gathered_weights() -> None:
         mode="infer", batch_size=16, prompt_tokens=512, new_tokens=64, precision="bf16"
     )
     assert transformer_cost.decode_expert_gathers(dense) == (0.0, 0.0)
+
+
+def test_fp8_experts_are_read_once_per_pair_by_the_batched_kernel() -> None:
+    """fp8 block-scaled experts go through the same switch to fp8's batched kernel, which reads
+    each pair's expert by id: one pass per pair, no copy."""
+    arch = _mixtral_decode().arch
+    tokens = 4
+
+    def expert_bytes(**kw: bool) -> float:
+        kernels = transformer_cost.expert_kernels(arch, tokens, 2.0, 1.0, amp=False, **kw)
+        return next(k.bytes for k in kernels if k.name == "experts")
+
+    expert = 3 * arch.hidden_size * arch.expert_intermediate_size * 1.0
+    distinct = transformer_cost.expected_distinct_experts(arch.num_experts, arch.experts_per_token, tokens)
+    pairs = tokens * arch.experts_per_token
+    assert expert_bytes(batched_fp8=True) - expert_bytes() == pytest.approx((pairs - distinct) * expert)
+    assert expert_bytes(batched=True) - expert_bytes() == pytest.approx((3 * pairs - distinct) * expert)

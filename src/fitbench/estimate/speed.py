@@ -530,7 +530,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         1,
         kv_len=mean_context,
         all_experts=profile.runs_all_experts,
-        batched_experts=batched,
+        batched_experts=profile.decode_experts_batched,
         engine=profile.engine_loading,
     )
     if generate_ops.repeats_kv(arch, mean_context, release):
@@ -550,7 +550,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
             1,
             kv_len=slots,
             all_experts=profile.runs_all_experts,
-            batched_experts=batched,
+            batched_experts=profile.decode_experts_batched,
             engine=profile.engine_loading,
         )
     groups = max(1, arch.num_heads // arch.kv_heads)
@@ -579,7 +579,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     # step at the datasheet bandwidth — no implementation decodes faster than this (each expert
     # reached read once, not gathered per token as batched_mm does).
     least_k = decode_k
-    if batched and arch.is_moe:
+    if profile.decode_experts_batched and arch.is_moe:
         least_k = transformer_cost.forward_kernels(
             workload,
             b,

@@ -805,6 +805,7 @@ def expert_kernels(
     fp32_experts: bool = False,
     all_experts: bool = False,
     batched: bool = False,
+    batched_fp8: bool = False,
 ) -> list[Kernel]:
     """The router, routed experts and shared experts of the MoE blocks, for `tokens` tokens.
 
@@ -826,7 +827,10 @@ def expert_kernels(
     into a new tensor (read and written) and a batched matmul reads that copy, so the experts'
     weights pass three times per pair, however many pairs share an expert; BATCHED_EXPERT_OPS
     operations. Measured on an H100 (profile-mixtral-h100-2026-12-05.txt): the gathers and bmm
-    of Mixtral's decode steps at batch 4 took 85 % of its GPU time.
+    of Mixtral's decode steps at batch 4 took 85 % of its GPU time. `batched_fp8` (the same
+    switch over fp8 block-scaled experts: integrations/finegrained_fp8.py
+    fp8_batched_mm_experts_forward): its kernel reads each pair's expert weights and scales by
+    expert id, one pass per pair, no copy.
     """
     h, fe = arch.hidden_size, arch.expert_intermediate_size
     k = routed_copies(arch, all_experts=all_experts)
@@ -852,6 +856,8 @@ def expert_kernels(
         # the repeat (write), the score multiply (read, write): three passes over the copies
         e_ops, r_ops, copies = ALL_EXPERT_OPS, ALL_EXPERT_ROUTER_OPS, 3.0 * tokens * k * h * act_bytes
     gathered = batched and not dense
+    # fp8's batched kernel: each pair reads its expert, beyond the distinct experts' one read
+    per_pair = (tokens * k - distinct) * e_read if batched_fp8 and not dense else 0.0
     if fp32_experts:
         # experts_in_weight_dtype: the FP32 master weights read as they are, FP32 activations,
         # the FP32 rate; one cast of the gathered input, no autocast copies of the weights.
@@ -883,6 +889,7 @@ def expert_kernels(
             flops=2.0 * tokens * k * mats * h * fe,
             bytes=tokens * k * mats * (h + fe) * e_act
             + (BATCHED_WEIGHT_PASSES * tokens * k if gathered else distinct) * e_read
+            + per_pair
             + copies,
             count=n,
             ops=BATCHED_EXPERT_OPS if gathered else e_ops,
@@ -1281,6 +1288,10 @@ def forward_kernels(
                 fp32_experts=fp32_experts,
                 all_experts=all_experts,
                 batched=batched_experts and not engine and experts_unquantized(workload),
+                batched_fp8=batched_experts
+                and not engine
+                and workload.weight_format is not None
+                and workload.weight_format.method == "fp8",
             )
         )
     causal = arch.kind == "decoder"
