@@ -143,7 +143,8 @@ def lora_linears(workload: Workload, *, moe_layer: bool | None = None) -> list[t
     attn.append(("o", q, h))
     if workload.lora_targets == "attention":
         return attn
-    if arch.is_moe if moe_layer is None else moe_layer:
+    moe = arch.is_moe if moe_layer is None else moe_layer
+    if moe:
         f = arch.shared_intermediate_size
         if not f:
             return attn
