@@ -29,7 +29,7 @@ Qwen2-MoE's gated and DeepSeek's plain shared experts), and DeepSeek-V2's latent
 modelling code runs it. Then the decode steps: each concatenates a token to every layer's keys
 and values, a longer copy made before the old one goes (_decode), and a MoE layer's experts run as
 generate runs them on a GPU, through batched_mm: every token-expert pair's gate/up and down
-weights gathered into two copies held together (transformer_cost.decode_expert_gathers, 2.6 GB a
+weights gathered into two copies held together (transformer_cost.decode_expert_gathers, 2.6 GiB a
 layer for Mixtral at batch 4), freed when the layer ends. The regrown caches are how a long generation
 at a wide batch leaves block after block cached (tens of GB on an H200 for a 6.7B model at batch
 48). `fitbench run` generates twice (a warm-up, then the measured one), and the second finds the
@@ -787,7 +787,8 @@ def _decode(
             if gathers and layer_done and gathers[min(i // per_layer, layers - 1)][0]:
                 up, down = gathers[min(i // per_layer, layers - 1)]
                 first = r.alloc(up)
-                r.free(r.alloc(down), first)
+                second = r.alloc(down)  # made while the first copy is still bound
+                r.free(first, second)
     r.free(*(int(cache[0]) for cache in r.caches))
     r.caches.clear()
 
