@@ -353,7 +353,9 @@ def layer_saved_bytes_per_token(workload: Workload, *, compiled: bool = False) -
     arch = adapted_arch(workload)
     dt = activation_dtypes(workload, dropout=arch.kind == "encoder")
     s = workload.seq_len or workload.tokens_per_sequence
-    if compiled and workload.attention == "fused":
+    # The compiled count was read for dense blocks (benchmarks/compiled_saved.py); what inductor's
+    # partitioner keeps of a frozen MoE block was not, so the eager count stands in for it.
+    if compiled and workload.attention == "fused" and not arch.is_moe:
         frozen = compiled_frozen_layer_bytes_per_token(arch, dt)
     else:
         # a MoE model's blocks are counted as its MoE blocks (the few dense ones of DeepSeek and
