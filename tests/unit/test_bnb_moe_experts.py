@@ -3,8 +3,9 @@
 bitsandbytes converts nn.Linear modules; transformers 5 stores the routed experts of every MoE
 family but Llama-4 as 3-D parameters (gate_up_proj, down_proj) and the router as a module holding
 a weight, so `--weights nf4` / `int8` on a Mixtral quantizes its attention and leaves the router
-and the experts, nearly all of its weights, in 16 bit (bitsandbytes issue #1849). fitbench's own bitsandbytes loader (backends/torch/quant.py)
-swaps the same modules. A serving engine quantizes the experts.
+and the experts, nearly all of its weights, in 16 bit (bitsandbytes issue #1849). fitbench's own
+bitsandbytes loader (backends/torch/quant.py) swaps the same modules. A serving engine quantizes
+the experts.
 """
 
 from __future__ import annotations
