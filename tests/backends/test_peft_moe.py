@@ -26,6 +26,9 @@ from fitbench.estimate import peft  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from tiny_families import tiny_workload  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_peft_torch import saved_bytes  # noqa: E402  (the dense LoRA test's count of saved storages)
+
 pytestmark = pytest.mark.torch
 
 # Qwen2-MoE is missing from peft's family map: its names reach the shared expert only.
@@ -50,25 +53,6 @@ def _lora(name: str, targets: str):
     return w, model
 
 
-def _saved_bytes(model, w) -> int:
-    """Distinct storages autograd saves for backward (parameters excluded)."""
-    params = {p.data_ptr() for p in model.parameters()} | {b.data_ptr() for b in model.buffers()}
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        if t.data_ptr() not in params and t.numel() > 1:
-            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    ids = torch.randint(
-        3, w.arch.vocab_size, (w.batch_size, w.seq_len), generator=torch.Generator().manual_seed(1)
-    )
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = model(input_ids=ids, labels=ids, use_cache=False).loss
-    loss.backward()
-    return sum(seen.values())
-
-
 @pytest.mark.parametrize("name", FAMILIES)
 @pytest.mark.parametrize("targets", ["attention", "attention-mlp"])
 def test_moe_adapter_count_matches_peft(name: str, targets: str) -> None:
@@ -86,7 +70,7 @@ def test_the_merged_expert_stacks_are_saved_for_backward(name: str) -> None:
     copies the fold reads, a few per cent of them, which the estimate leaves out)."""
     w_attention, attention_only = _lora(name, "attention")
     w, adapted = _lora(name, "attention-mlp")
-    extra = _saved_bytes(adapted, w) - _saved_bytes(attention_only, w_attention)
+    extra = saved_bytes(adapted, w) - saved_bytes(attention_only, w_attention)
     merged = peft.merged_expert_bytes(w) * w.arch.moe_layers
     e = w.arch.num_experts
     factors = (
@@ -116,7 +100,7 @@ def test_saved_activations_of_an_adapted_moe_match_the_estimate(name: str, targe
     and product (weight gradients only), which adapted experts need again; within 8 % on the
     CPU's tiny models (the routing of random weights varies; the factor copies are left out)."""
     w, model = _lora(name, targets)
-    measured = _saved_bytes(model, w)
+    measured = saved_bytes(model, w)
     estimated = sum(seg.saved_bytes for seg, _ in peft.peft_segments(w))
     if peft.lora_dropout(w) > 0:  # a CPU's dropout keeps FP32 noise, not CUDA's bool mask
         linears = peft.lora_linears(w)

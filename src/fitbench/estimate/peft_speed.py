@@ -196,16 +196,15 @@ def expert_adapter_kernels(workload: Workload) -> tuple[list[Kernel], list[Kerne
     fwd, bwd = [], []
     for name, fin, fout, rank in stacks:
         stack = e * fin * fout
-        fwd.append(
-            Kernel(
-                name=f"lora.{name}.merge",
-                kind="matmul",
-                flops=2.0 * stack * rank,
-                bytes=2.0 * stack * base,
-                count=n,
-                ops=2.0,
-            )
+        merge = Kernel(
+            name=f"lora.{name}.merge",
+            kind="matmul",
+            flops=2.0 * stack * rank,
+            bytes=2.0 * stack * base,
+            count=n,
+            ops=2.0,
         )
+        fwd.append(merge)
         bwd.append(
             Kernel(
                 name=f"lora.{name}.weight_gradient",
@@ -216,16 +215,8 @@ def expert_adapter_kernels(workload: Workload) -> tuple[list[Kernel], list[Kerne
                 ops=1.0,
             )
         )
-        bwd.append(
-            Kernel(
-                name=f"lora.{name}.factor_gradients",
-                kind="matmul",
-                flops=4.0 * stack * rank,
-                bytes=2.0 * stack * base,
-                count=n,
-                ops=2.0,
-            )
-        )
+        # A's and B's gradients: two GEMMs of the merge's shape, each reading the stack's gradient
+        bwd.append(dataclasses.replace(merge, name=f"lora.{name}.factor_gradients", flops=2.0 * merge.flops))
     return fwd, bwd
 
 
