@@ -17,6 +17,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set families    # the decoder families' own mechanisms (held out)
     python benchmarks/accuracy.py --set recent      # gpt-oss, Llama-4, multimodal towers, GLM-4.5
     python benchmarks/accuracy.py --set unseen      # models and settings no estimator change was made against
+    python benchmarks/accuracy.py --set users       # the checkpoints users bring, never run before
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -545,6 +546,93 @@ UNSEEN: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# Measured after the offline decode host moved to the typical host (profiles.toml
+# generate_host_probe_seconds) and scored before any estimator change: the checkpoints users bring
+# that no set had run yet (Yi, InternLM2, Baichuan2, GLM-4, Gemma-2-9B, Qwen3-8B, Qwen2.5-14B,
+# DeepSeek-V2-Lite at batch 1, Phi-3.5-MoE), and fine-tunes of models no training point ran.
+USERS: list[tuple[str, dict[str, Any]]] = [
+    (
+        "yi-6b",
+        {"mode": "infer", "precision": "bf16", "batch_size": 1, "prompt_tokens": 512, "new_tokens": 128},
+    ),
+    (
+        "internlm2-chat-7b",
+        {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+    (
+        "baichuan2-7b-chat",
+        {"mode": "infer", "precision": "fp16", "batch_size": 2, "prompt_tokens": 512, "new_tokens": 64},
+    ),
+    (
+        "glm-4-9b-chat",
+        {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+    (
+        "gemma-2-9b-it",
+        {"mode": "infer", "precision": "bf16", "batch_size": 2, "prompt_tokens": 2048, "new_tokens": 64},
+    ),
+    (
+        "qwen3-8b",
+        {"mode": "infer", "precision": "bf16", "batch_size": 8, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+    (
+        "qwen2.5-14b-instruct",
+        {"mode": "infer", "precision": "bf16", "batch_size": 1, "prompt_tokens": 128, "new_tokens": 128},
+    ),
+    (
+        "deepseek-v2-lite-chat",
+        {"mode": "infer", "precision": "bf16", "batch_size": 1, "prompt_tokens": 256, "new_tokens": 64},
+    ),
+    (
+        "phi-3.5-moe-instruct",
+        {
+            "mode": "infer",
+            "precision": "bf16",
+            "batch_size": 2,
+            "prompt_tokens": 1024,
+            "new_tokens": 64,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "llama-3.2-3b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 64,
+            "batch_size": 4,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "qwen2.5-0.5b-instruct",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 16, "seq_len": 512},
+    ),
+    (
+        "gemma-2-2b-it",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "mistral-7b-instruct-v0.3",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -552,6 +640,7 @@ SETS = {
     "families": FAMILIES,
     "recent": RECENT,
     "unseen": UNSEEN,
+    "users": USERS,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -976,8 +1065,9 @@ def main(argv: list[str] | None = None) -> int:
         default="matrix",
         help="matrix (the points the built-in profile was fitted on, default), holdout "
         "(points it never saw), inference (small-batch classification forward passes), families "
-        "(decoder families' own mechanisms), recent (newer checkpoints) or unseen (points no "
-        "estimator change was made against)",
+        "(decoder families' own mechanisms), recent (newer checkpoints), unseen (points no "
+        "estimator change was made against) or users (the checkpoints users bring, measured after "
+        "the decode host moved to the typical one)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(

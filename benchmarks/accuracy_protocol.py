@@ -30,7 +30,13 @@ from fitbench.catalog import get_gpu
 from fitbench.core.gpu import GpuSpec
 from fitbench.estimate.api import estimate
 from fitbench.estimate.calibrate import EFFICIENCY_KEYS, fit_profile
-from fitbench.estimate.profile import Profile, get_profile, host_scaled_profile, host_speed_ratio
+from fitbench.estimate.profile import (
+    Profile,
+    get_profile,
+    host_scaled_profile,
+    host_speed_ratio,
+    host_time_key,
+)
 from fitbench.results.agreement import measured_speed, relative_error
 from fitbench.workloads.hf_config import workload_from_config
 from fitbench.workloads.presets import get_workload
@@ -110,8 +116,9 @@ def errors(sample: Sample, profile: Profile | None = None) -> dict[str, float | 
     `speed` (the figure the tables and the guard score) is the error at the profile's host, also
     `speed_reference_host`; `speed_own_host` is the error with the profile's host times scaled by
     the sample's probe round (host_scaled_profile), as `fitbench run` shows it beside the
-    reference host's, or None without a probe. The headline stays at the reference host: over the
-    24 probed H200 runs of 2026-12-03 the scaling took eager decode's median error from 19 % to
+    reference host's, or None without a probe. The headline stays at the reference host (the one
+    the offline estimate assumes: the fit's for training, the typical host for decode calls): over
+    the 24 probed H200 runs of 2026-12-03 the scaling took eager decode's median error from 19 % to
     12 % but made LoRA steps worse (their host part is over-counted, and scaling it amplifies
     that), and a process's probe drifted 0.63-1.68x between its two rounds.
     """
@@ -122,7 +129,7 @@ def errors(sample: Sample, profile: Profile | None = None) -> dict[str, float | 
     at_reference = _speed_error(est, m, w)
     own = None
     probe, device = m.get("host_probe_seconds"), m.get("device")
-    if host_speed_ratio(base, probe, device) is not None:
+    if host_speed_ratio(base, probe, device, host_time_key(w.is_generation)) is not None:
         own = _speed_error(estimate(w, gpu, profile=host_scaled_profile(base, probe, device)), m, w)
     return {
         "peak": relative_error(est.peak_memory_bytes, m.get("nvml_process_peak_bytes")),
@@ -148,8 +155,9 @@ def fitted(train: list[Sample], gpu: GpuSpec, base: Profile) -> tuple[Profile, l
 
 def held_out(samples: list[Sample], base: Profile | None = None) -> dict[str, Any]:
     """Both splits of the held-out protocol on one GPU's samples: per point the out-of-sample
-    errors, per fit what was fitted and what kept its built-in value."""
-    base = base or get_profile("torch", "default", use_user=False)
+    errors, per fit what was fitted and what kept its built-in value. The built-in profile starts
+    at the host its constants were fitted on (at_fit_host): the in-sample runs' own."""
+    base = base or at_fit_host()
     gpus = {s.gpu_id for s in samples}
     if len(gpus) != 1:
         raise ValueError(f"the held-out protocol fits one GPU at a time, got {sorted(gpus)}")
@@ -193,9 +201,16 @@ def _row(sample: Sample, profile: Profile | None) -> dict[str, Any]:
 
 
 def in_sample_rows(samples: list[Sample]) -> list[dict[str, Any]]:
-    """Every sample scored with the built-in profile (the one fitted on the stored H200 matrix)."""
-    base = get_profile("torch", "default", use_user=False)
-    return [_row(s, base) for s in samples]
+    """Every sample scored with the built-in profile (the one fitted on the stored H200 matrix) at
+    the host its constants were fitted on, which is these samples' host: the offline estimate
+    states the decode calls for the typical host instead (profiles.toml generate_host_probe_seconds)."""
+    return [_row(s, at_fit_host()) for s in samples]
+
+
+def at_fit_host(base: Profile | None = None) -> Profile:
+    """The built-in profile (or `base`) for the host its constants were fitted on."""
+    base = base or get_profile("torch", "default", use_user=False)
+    return host_scaled_profile(base, base.host_probe_reference_seconds)
 
 
 def summary(values: list[float | None], within: float) -> dict[str, Any]:

@@ -52,8 +52,8 @@ def test_the_built_in_copy_figures_are_the_second_h200_runs_own(capsys) -> None:
     assert run["host_copy"]["hook_seconds_per_tensor"] == pytest.approx(0.38e-3, rel=1e-2)
     out = offload_gpu.rescore(run)
     printed = capsys.readouterr().out
-    assert "| prefill (s) | 0.67 | 0.53 | 0.53 |" in printed
-    assert "| decode tok/s | 1.63 | 1.87 | 1.87 |" in printed
+    assert "| prefill (s) | 0.67 | 0.54 | 0.54 |" in printed
+    assert "| decode tok/s | 1.63 | 1.86 | 1.86 |" in printed
     est = out["fitbench"]
     gpu_step = 1 / est["tokens_per_second"] - est["copy_seconds_per_pass"]
     assert est["copy_seconds_per_pass"] == pytest.approx(

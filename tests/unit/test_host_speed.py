@@ -17,6 +17,7 @@ from fitbench.estimate.profile import (
     HOST_TIME_KEYS,
     forget_loaded,
     get_profile,
+    host_reference_seconds,
     host_scaled_profile,
     host_speed_ratio,
     user_profile_path,
@@ -36,6 +37,7 @@ import accuracy_protocol as protocol  # noqa: E402
 H200 = get_gpu("h200")
 BASE = get_profile("torch", "default", use_user=False)
 REF = BASE.host_probe_reference_seconds
+TYPICAL = BASE.generate_host_probe_seconds
 
 
 @pytest.fixture(autouse=True)
@@ -53,14 +55,38 @@ def test_the_reference_round_is_the_builtin_torch_profiles() -> None:
 
 
 def test_scaling_multiplies_exactly_the_host_times() -> None:
+    """Each host time by the probe round over the round of its own host: training's the fit's,
+    the decode calls' the typical host's."""
     scaled = host_scaled_profile(BASE, 2 * REF)
     assert HOST_TIME_KEYS == ("host_seconds_per_op", "generate_host_seconds_per_op")
     for f in dataclasses.fields(BASE):
         before, after = getattr(BASE, f.name), getattr(scaled, f.name)
         if f.name in HOST_TIME_KEYS:
-            assert after == pytest.approx(2 * before) and before > 0, f.name
+            ratio = 2 * REF / host_reference_seconds(BASE, f.name)
+            assert after == pytest.approx(ratio * before) and before > 0, f.name
         else:
             assert after == before, f.name
+
+
+def test_the_decode_calls_are_stated_for_the_typical_host() -> None:
+    """The offline estimate's decode host is the typical one (slower than the fit's), and a run
+    on the fit's own host gets the constant that was fitted there (10.0 us a call)."""
+    typical = host_reference_seconds(BASE, "generate_host_seconds_per_op")
+    assert typical == BASE.generate_host_probe_seconds and typical > 1.2 * REF
+    assert host_reference_seconds(BASE, "host_seconds_per_op") == REF
+    at_fit_host = host_scaled_profile(BASE, REF)
+    assert at_fit_host.generate_host_seconds_per_op == pytest.approx(10.0e-6, rel=0.01)
+    assert at_fit_host.host_seconds_per_op == BASE.host_seconds_per_op
+    # A run on the typical host decodes as the offline estimate does.
+    on_typical = host_scaled_profile(BASE, typical)
+    assert on_typical.generate_host_seconds_per_op == pytest.approx(BASE.generate_host_seconds_per_op)
+    decode = get_workload("llm-6b", mode="infer", batch_size=1)
+    offline = estimate(decode, H200)
+    fast = estimate_for_host(decode, H200, _measurement(host_probe_seconds=REF))
+    assert fast.estimate.tokens_per_second > 1.15 * offline.tokens_per_second
+    # Without a decode host of its own the profile scales the decode calls by the fit's round.
+    plain = dataclasses.replace(BASE, generate_host_probe_seconds=None)
+    assert host_reference_seconds(plain, "generate_host_seconds_per_op") == REF
 
 
 @pytest.mark.parametrize(
@@ -76,8 +102,13 @@ def test_a_profile_without_a_reference_round_is_not_rescaled() -> None:
     paddle = get_profile("paddle", "default", use_user=False)
     assert paddle.host_probe_reference_seconds is None
     assert host_scaled_profile(paddle, 1e-4) == paddle
-    no_ref = dataclasses.replace(BASE, host_probe_reference_seconds=0.0)
+    no_ref = dataclasses.replace(BASE, host_probe_reference_seconds=0.0, generate_host_probe_seconds=None)
     assert host_scaled_profile(no_ref, 1e-4) == no_ref
+    # A host time whose host is known still scales where the other's is not.
+    decode_only = dataclasses.replace(BASE, host_probe_reference_seconds=None)
+    scaled = host_scaled_profile(decode_only, 1e-4)
+    assert scaled.host_seconds_per_op == BASE.host_seconds_per_op
+    assert scaled.generate_host_seconds_per_op > BASE.generate_host_seconds_per_op
 
 
 def test_a_calibrated_host_time_without_its_round_drops_the_reference() -> None:
@@ -100,16 +131,18 @@ def test_a_calibrated_host_time_without_its_round_drops_the_reference() -> None:
 
 
 def test_a_slow_host_slows_a_host_bound_estimate_and_not_a_gpu_bound_one() -> None:
-    slow = _measurement(host_probe_seconds=2 * REF)
+    """Twice the round of the host the offline estimate assumes: the decode calls' typical host
+    for generation, the fit's host for training."""
     decode = get_workload("llm-6b", mode="infer", batch_size=1)
-    host = estimate_for_host(decode, H200, slow)
+    host = estimate_for_host(decode, H200, _measurement(host_probe_seconds=2 * TYPICAL))
     assert host.host_speed_ratio == pytest.approx(2.0)
     assert host.reference is not None and host.reference.bottleneck == "overhead"
     # Overhead-bound decoding: nearly all of the step is host time, which doubles.
     assert host.estimate.step_seconds > 1.8 * host.reference.step_seconds
     assert host.estimate.tokens_per_second < host.reference.tokens_per_second / 1.8
     big = get_workload("bert-base-imdb", batch_size=256)
-    host = estimate_for_host(big, H200, slow)
+    host = estimate_for_host(big, H200, _measurement(host_probe_seconds=2 * REF))
+    assert host.host_speed_ratio == pytest.approx(2.0)
     assert host.reference is not None and host.reference.bottleneck == "compute"
     assert host.estimate.step_seconds == pytest.approx(host.reference.step_seconds, rel=0.02)
     assert host.estimate.step_seconds > host.reference.step_seconds  # the overlap loss still grows
@@ -120,7 +153,7 @@ def test_a_host_bound_estimate_says_whose_host_its_times_describe() -> None:
     host's probe round, and with that host's figures; a GPU-bound step says nothing of it."""
     decode = estimate(get_workload("llm-6b", mode="infer", batch_size=1), H200)
     (line,) = [a for a in decode.assumptions if a.startswith("host-bound")]
-    assert f"{decode.host_seconds * 1e3:.2f} ms" in line and f"{REF * 1e6:.0f} us" in line
+    assert f"{decode.host_seconds * 1e3:.2f} ms" in line and f"{TYPICAL * 1e6:.0f} us" in line
     assert decode.host_seconds >= decode.gpu_seconds
     big = estimate(get_workload("bert-base-imdb", batch_size=256), H200)
     assert big.host_seconds < big.gpu_seconds
@@ -215,7 +248,10 @@ def test_fitbench_run_says_the_estimate_is_for_this_host() -> None:
 
     w = get_workload("llm-6b", mode="infer", batch_size=1)
     m = _measurement(
-        decode_step_seconds=0.03, decode_tokens_per_second=30.0, host_probe_seconds=0.8 * REF, batch_size=1
+        decode_step_seconds=0.03,
+        decode_tokens_per_second=30.0,
+        host_probe_seconds=0.8 * TYPICAL,
+        batch_size=1,
     )
     host = estimate_for_host(w, H200, m)
     record = assemble_run_record(
@@ -243,11 +279,15 @@ def test_calibration_keeps_the_probe_round_of_the_hosts_it_fitted() -> None:
     probed = [(w, m.with_values(host_probe_seconds=r)) for (w, m), r in zip(points, rounds, strict=True)]
     fit = calibrate.fit_profile(probed, get_gpu(gpu_id), BASE)
     assert "host_seconds_per_op" in fit.values
-    used = fit.evidence["host_probe_reference_seconds"]
-    assert len(used) == len(fit.evidence["host_seconds_per_op"]) + len(
-        fit.evidence.get("generate_host_seconds_per_op", [])
-    )
-    assert fit.values["host_probe_reference_seconds"] == pytest.approx(sorted(used)[len(used) // 2], rel=0.05)
+    # Each fitted host time keeps the rounds of its own points.
+    for key, round_key in (
+        ("host_seconds_per_op", "host_probe_reference_seconds"),
+        ("generate_host_seconds_per_op", "generate_host_probe_seconds"),
+    ):
+        used = fit.evidence[round_key]
+        assert len(used) == len(fit.evidence[key]) >= 6, key
+        assert fit.values[round_key] == pytest.approx(sorted(used)[len(used) // 2], rel=0.05)
+    assert fit.values["host_probe_reference_seconds"] != fit.values["generate_host_probe_seconds"]
     # One host point without a probe: the fitted host times' round is not known.
     partly = list(probed)
     host_point = next(
@@ -258,6 +298,7 @@ def test_calibration_keeps_the_probe_round_of_the_hosts_it_fitted() -> None:
     partly[host_point] = points[host_point]
     fit = calibrate.fit_profile(partly, get_gpu(gpu_id), BASE)
     assert "host_seconds_per_op" in fit.values and "host_probe_reference_seconds" not in fit.values
+    assert "generate_host_probe_seconds" in fit.values  # the decode points all probed theirs
 
 
 def test_report_rows_carry_the_host_ratio_on_speed_rows_only() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from fitbench.catalog import get_gpu
 from fitbench.estimate import generate_ops, speed
-from fitbench.estimate.profile import get_profile
+from fitbench.estimate.profile import get_profile, host_scaled_profile
 from fitbench.workloads.presets import get_workload
 from fitbench.workloads.workload import Workload
 
@@ -33,8 +33,10 @@ def test_prefill_host_is_the_decode_steps_calls_at_the_generation_rate() -> None
 
 def test_stored_h200_prefills_within_twenty_percent() -> None:
     """llm-6b generate at batch 1-48 (accuracy-h200-2026-12-02.json): a prefill of 50 tokens took
-    21-72 ms; counted as kernel operations at the training steps' host rate it read 95-109 ms."""
-    profile = get_profile("torch", "default", use_user=False)
+    21-72 ms; counted as kernel operations at the training steps' host rate it read 95-109 ms.
+    Held at the host those runs fitted (their round is the profile's reference)."""
+    base = get_profile("torch", "default", use_user=False)
+    profile = host_scaled_profile(base, base.host_probe_reference_seconds)
     points = json.loads((RESULTS / "accuracy-h200-2026-12-02.json").read_text())["points"]
     scored = 0
     for p in points:

@@ -207,7 +207,7 @@ def estimate(
             epoch_s = step_s * math.ceil(workload.dataset_size / global_batch)
         if workload.family == "decoder":
             tps = sps * (workload.seq_len or 1)
-    assumptions += host_bound_assumptions(timing, profile)
+    assumptions += host_bound_assumptions(timing, profile, generation=workload.is_generation)
     model_flops = model_flops_per_step(workload, profile)
     return Estimate(
         workload=workload,

@@ -15,7 +15,7 @@ from fitbench.estimate.breakdown import MemoryBreakdown
 from fitbench.estimate.execution import tuned_generation_gaps
 from fitbench.estimate.matrices import expert_gemms
 from fitbench.estimate.optimizer import optimizer_step_scratch
-from fitbench.estimate.profile import Profile
+from fitbench.estimate.profile import Profile, host_reference_seconds, host_time_key
 from fitbench.estimate.speed import OWN_SHARE_REFERENCE_GPU, Timing, copies_cache_each_step, gemm_rate_factor
 from fitbench.estimate.transformer_cost import arch_assumptions, decode_expert_gathers
 from fitbench.estimate.verdict import TIGHT_MARGIN
@@ -67,9 +67,10 @@ def first_step_assumptions(memory: MemoryBreakdown) -> list[str]:
     ]
 
 
-def host_bound_assumptions(timing: Timing, profile: Profile) -> list[str]:
-    """A host-bound step's speed is the CPU's: say whose host the estimate's host times describe."""
-    reference = profile.host_probe_reference_seconds
+def host_bound_assumptions(timing: Timing, profile: Profile, *, generation: bool = False) -> list[str]:
+    """A host-bound step's speed is the CPU's: say whose host the estimate's host times describe
+    (a generation's decode calls: the typical host, profile.host_reference_seconds)."""
+    reference = host_reference_seconds(profile, host_time_key(generation))
     if not timing.host_seconds or timing.host_seconds < timing.gpu_seconds:
         return []  # the GPU's work (or its launch floor) sets the pace
     line = (
@@ -81,8 +82,8 @@ def host_bound_assumptions(timing: Timing, profile: Profile) -> list[str]:
         line += (
             f"; the host times are those of a host whose probe round (four eager calls) takes "
             f"{reference * 1e6:.0f} us, and a host k times slower runs this step about k times slower "
-            "(the H200 hosts measured ranged 35-97 us); `fitbench run` probes its host and shows the "
-            "estimate for it"
+            "(the hosts of fitbench's stored GPU runs ranged 35-97 us, median 56); `fitbench run` "
+            "probes its host and shows the estimate for it"
         )
     return [line]
 

@@ -12,7 +12,9 @@ Each constant is fitted only from the measurements that it governs, so the fit s
   decode_fused_batched_memory_efficiency  the same, at 2 sequences up to the batches the mode's
                                  fused kernels take (torch.tuned: their batched tiles)
   context_bytes                  NVML process memory minus the allocator's reservation
-  host_probe_reference_seconds   the median host probe round of the points that fitted a host time
+  host_probe_reference_seconds   the median host probe round of the points that fitted
+                                 host_seconds_per_op
+  generate_host_probe_seconds    the same of the points that fitted generate_host_seconds_per_op
 A constant scales by the median ratio of measured to estimated time over its points (one
 multiplicative step: the governed term dominates those points by construction). Constants
 with no governing point keep their value. The result is written as a user profile
@@ -67,6 +69,12 @@ BOUNDS = {
     "generate_host_seconds_per_op": (1e-7, 1e-3),
     "context_bytes": (0, 8 << 30),
     "host_probe_reference_seconds": (1e-7, 1e-2),
+    "generate_host_probe_seconds": (1e-7, 1e-2),
+}
+# The probe round each fitted host time describes (profile.host_reference_seconds).
+HOST_ROUND_KEYS = {
+    "host_seconds_per_op": "host_probe_reference_seconds",
+    "generate_host_seconds_per_op": "generate_host_probe_seconds",
 }
 
 
@@ -120,13 +128,14 @@ def fit_profile(points: Sequence[tuple[Workload, MeasurementLike]], gpu: GpuSpec
             for key in keys:
                 values[key] = base.in_force(key) / scale
                 evidence[key] = ratios[bottleneck]
-    rounds = [p for p in probes if p is not None]
-    if rounds and len(rounds) == len(probes) and any(key in values for key in HOST_TIME_KEYS):
-        # The fitted host times describe the hosts of these points: their probe round is the
-        # reference a later run's own round rescales them by (profile.host_scaled_profile). Known
-        # only where every such point probed its host; else the fit leaves the reference out.
-        values["host_probe_reference_seconds"] = statistics.median(rounds)
-        evidence["host_probe_reference_seconds"] = rounds
+    for key, round_key in HOST_ROUND_KEYS.items():
+        # A fitted host time describes the hosts of its points: their probe round is the one a
+        # later run's own round rescales it by (profile.host_scaled_profile). Known only where
+        # every such point probed its host; else the fit leaves the round out.
+        rounds = probes.get(key, [])
+        if key in values and rounds and all(r is not None for r in rounds):
+            values[round_key] = statistics.median(rounds)
+            evidence[round_key] = rounds
     if contexts:
         values["context_bytes"] = int(statistics.median(contexts))
         evidence["context_bytes"] = contexts
@@ -165,13 +174,13 @@ def _ran_uncompiled(m: Measurement, workload: Workload, base: Profile) -> bool:
 
 def _evidence(
     points: Sequence[tuple[Workload, MeasurementLike]], gpu: GpuSpec, base: Profile
-) -> tuple[dict[str, list[float]], list[float], list[float | None]]:
+) -> tuple[dict[str, list[float]], list[float], dict[str, list[float | None]]]:
     """Measured / estimated step time per bottleneck (the constant each one scales), the CUDA
-    context sizes the measurements show, and the host probe round of each point that measures a
-    host time (None where it has none)."""
+    context sizes the measurements show, and per host time the host probe round of each point
+    that measures it (None where it has none)."""
     ratios: dict[str, list[float]] = {}
     contexts: list[float] = []
-    probes: list[float | None] = []
+    probes: dict[str, list[float | None]] = {}
     for workload, stored in points:
         m = Measurement.from_dict(stored)
         if not m.completed:
@@ -186,7 +195,7 @@ def _evidence(
             ratios.setdefault(key, []).append(measured / est.step_seconds)
             if key in HOST_TIME_KEYS:
                 probe = m.host_probe_seconds
-                probes.append(probe if m.on_gpu and probe and probe > 0 else None)
+                probes.setdefault(key, []).append(probe if m.on_gpu and probe and probe > 0 else None)
         nvml, reserved = m.nvml_process_peak_bytes, m.peak_reserved_bytes
         if nvml and reserved and nvml > reserved:
             contexts.append(float(nvml - reserved))

@@ -137,6 +137,10 @@ class Profile:
     # constants were fitted on, in seconds; None: unknown. A measurement records its own round as
     # host_probe_seconds, so that an estimate can be held against it at that host's speed.
     host_probe_reference_seconds: float | None = None
+    # The probe round of the host generate_host_seconds_per_op describes, where it is another than
+    # host_probe_reference_seconds (the built-in value: the typical host fitbench's GPU runs landed
+    # on, which an offline generation estimate assumes); None: host_probe_reference_seconds.
+    generate_host_probe_seconds: float | None = None
     # The transformers release whose `generate` the decode counts follow (estimate/generate_ops.py
     # CallCounts: what a decode step issues changed between releases); None: the newest counted.
     transformers_version: str | None = None
@@ -224,9 +228,14 @@ class Profile:
 HOST_TIME_KEYS = ("host_seconds_per_op", "generate_host_seconds_per_op")
 
 
-def host_speed_ratio(profile: Profile, host_probe_seconds: float | None, device: str | None) -> float | None:
+def host_speed_ratio(
+    profile: Profile, host_probe_seconds: float | None, device: str | None, key: str = "host_seconds_per_op"
+) -> float | None:
     """This host's time per operation over the reference host's: a run's probe round over the
-    profile's `host_probe_reference_seconds` (1.2: this host takes 20 % longer an operation).
+    round of the host the profile's host time `key` describes (host_reference_seconds; 1.2: this
+    host takes 20 % longer an operation). The reference host is the one the offline estimate
+    assumes for that time: the fit's for training and classification, the typical host for a
+    generation's decode calls.
 
     None where it cannot be told: either figure missing or not positive, or the probe ran on a
     device other than CUDA. The reference round launched CUDA kernels, so the ratio measures the
@@ -234,7 +243,26 @@ def host_speed_ratio(profile: Profile, host_probe_seconds: float | None, device:
     cores that compute the whole step, so its round says how fast that CPU computes, not how
     fast a host feeds a GPU (and a CPU measurement is not held against a GPU estimate anyway).
     """
-    reference = profile.host_probe_reference_seconds
+    return _probe_ratio(host_reference_seconds(profile, key), host_probe_seconds, device)
+
+
+def host_time_key(is_generation: bool) -> str:
+    """The host time (HOST_TIME_KEYS) that paces a workload's eager step."""
+    return "generate_host_seconds_per_op" if is_generation else "host_seconds_per_op"
+
+
+def host_reference_seconds(profile: Profile, key: str) -> float | None:
+    """The probe round of the host that the host time `key` (HOST_TIME_KEYS) describes: a
+    generation's decode calls have a host of their own (generate_host_probe_seconds) where the
+    profile names one, every other host time host_probe_reference_seconds."""
+    if key == "generate_host_seconds_per_op" and profile.generate_host_probe_seconds:
+        return profile.generate_host_probe_seconds
+    return profile.host_probe_reference_seconds
+
+
+def _probe_ratio(
+    reference: float | None, host_probe_seconds: float | None, device: str | None
+) -> float | None:
     if not str(device or "").startswith("cuda"):
         return None
     if not reference or reference <= 0 or not host_probe_seconds or host_probe_seconds <= 0:
@@ -255,17 +283,20 @@ def host_scaled_profile(
     profile: Profile, host_probe_seconds: float | None, device: str | None = "cuda"
 ) -> Profile:
     """`profile` for a host whose probe round took `host_probe_seconds`: every host time
-    (HOST_TIME_KEYS) times host_speed_ratio, the GPU constants as they are.
+    (HOST_TIME_KEYS) times this round over the round of the host it describes
+    (host_reference_seconds), the GPU constants as they are.
 
     Why: eager steps that are host-bound take operations x host time per operation, and the host
     is part of the machine like the GPU: the constants were fitted on one host, a run on another
-    CPU launches the same operations faster or slower. Unchanged where the ratio cannot be told
-    (host_speed_ratio: no probe, no reference, or a probe not on a CUDA device).
+    CPU launches the same operations faster or slower. A host time whose host is not known (no
+    probe, no reference, or a probe not on a CUDA device) stays as it is.
     """
-    ratio = host_speed_ratio(profile, host_probe_seconds, device)
-    if ratio is None:
-        return profile
-    return replace(profile, **{key: getattr(profile, key) * ratio for key in HOST_TIME_KEYS})
+    scaled = {}
+    for key in HOST_TIME_KEYS:
+        ratio = _probe_ratio(host_reference_seconds(profile, key), host_probe_seconds, device)
+        if ratio is not None:
+            scaled[key] = getattr(profile, key) * ratio
+    return replace(profile, **scaled) if scaled else profile
 
 
 def user_profile_path() -> Path:
@@ -335,6 +366,10 @@ def get_profile(framework: str = "torch", exec_mode: str = "default", *, use_use
             # Host times fitted on this machine without its probe round: the built-in round is
             # another host's, and rescaling by it would count this host's speed twice.
             values.pop("host_probe_reference_seconds", None)
+        if "generate_host_seconds_per_op" in mine and "generate_host_probe_seconds" not in mine:
+            # Likewise the built-in decode host's round: the user's decode host time is this
+            # machine's (its round, where the fit kept one, is host_probe_reference_seconds).
+            values.pop("generate_host_probe_seconds", None)
         values.update(mine)
     if note:
         values["provenance"] = f"{note}: {values.get('provenance') or 'profiles.toml'}"

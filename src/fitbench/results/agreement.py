@@ -23,6 +23,7 @@ from fitbench.estimate.profile import (
     get_profile,
     host_scaled_profile,
     host_speed_ratio,
+    host_time_key,
 )
 from fitbench.records.measurement import Measurement
 from fitbench.records.run import WorkloadView
@@ -111,7 +112,7 @@ def estimate_for_host(
         if reference is None
         else reference
     )
-    ratio = host_speed_ratio(profile, m.host_probe_seconds, m.device)
+    ratio = host_speed_ratio(profile, m.host_probe_seconds, m.device, host_time_key(workload.is_generation))
     if ratio is None:
         return HostEstimate(estimate=at_reference)
     here = estimate(
