@@ -60,7 +60,7 @@ def test_the_built_in_copy_figures_are_the_second_h200_runs_own(capsys) -> None:
         est["cpu_ram_bytes"] / 8.2e9 + 137 * 0.38e-3, rel=1e-9
     )
     assert est["offloaded_tensors"] == run["host_copy"]["offloaded_tensors"] == 137
-    assert gpu_step < 0.02  # the copies are nearly all of the 0.53 s step
+    assert gpu_step < 0.025  # the copies are nearly all of the 0.54 s step (the rest: kernels, host calls)
 
 
 def test_serving_run_compares_the_static_cache_with_the_tuned_estimate() -> None:
