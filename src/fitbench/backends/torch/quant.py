@@ -2,8 +2,9 @@
 
 `BitsAndBytesConfig(load_in_8bit/4bit)` only works with `from_pretrained`; fitbench builds from a
 config, so it builds the model skeleton on the meta device (no memory), swaps every linear layer
-of the transformer blocks for a bitsandbytes one whose fp16 weights are drawn on the CPU one layer
-at a time and quantized as they move to the GPU, then materialises the remaining parameters
+of the transformer blocks for a bitsandbytes one whose fp16 weights are drawn on the GPU one layer
+at a time, handed to bitsandbytes on the CPU and quantized as they move back to the GPU (the CPU's
+own fp16 random generator took minutes for an 8B model), then materialises the remaining parameters
 (embeddings, norms, the LM head, kept in fp16 as bitsandbytes does) directly on the GPU. The
 peak while loading is the quantized model plus one layer: never a full fp16 copy.
 """
@@ -27,30 +28,42 @@ def _replace(parent: nn.Module, name: str, new: nn.Module) -> None:
 
 
 def _quantized_linear(bnb: Any, linear: nn.Linear, bits: int, device: torch.device) -> nn.Module:
+    """One bitsandbytes layer for `linear`, its random fp16 weight quantized as it moves to `device`.
+
+    The layer is built on the meta device (its own default initialisation would fill a CPU fp16
+    weight first: 0.5 s a 4096 x 14336 layer on an H100 host) and its weight drawn on `device`
+    (the CPU's fp16 normal_ took 2.3-2.9 s there, which made an 8B model take minutes to build),
+    then handed to bitsandbytes on the CPU, whose move to the GPU quantizes it (Int8Params does so
+    only from the CPU)."""
     has_bias = linear.bias is not None
-    if bits == 8:
-        layer = bnb.nn.Linear8bitLt(
-            linear.in_features,
-            linear.out_features,
-            bias=has_bias,
-            has_fp16_weights=False,
-            threshold=6.0,
-            device="cpu",
-        )
-    else:
-        layer = bnb.nn.Linear4bit(
-            linear.in_features,
-            linear.out_features,
-            bias=has_bias,
-            compute_dtype=torch.float16,
-            quant_type="nf4",
-            device="cpu",
-        )
+    with torch.device("meta"):
+        if bits == 8:
+            layer = bnb.nn.Linear8bitLt(
+                linear.in_features, linear.out_features, bias=has_bias, has_fp16_weights=False, threshold=6.0
+            )
+        else:
+            layer = bnb.nn.Linear4bit(
+                linear.in_features,
+                linear.out_features,
+                bias=has_bias,
+                compute_dtype=torch.float16,
+                quant_type="nf4",
+            )
     with torch.no_grad():
-        weight = torch.empty(linear.out_features, linear.in_features, dtype=torch.float16).normal_(
-            0, INIT_STD
-        )
-        layer.weight.data = weight  # a plain tensor inside the bnb parameter; quantized by .to(cuda)
+        weight = torch.empty(linear.out_features, linear.in_features, dtype=torch.float16, device=device)
+        weight = weight.normal_(0, INIT_STD).cpu()
+        meta = layer.weight
+        if bits == 8:
+            layer.weight = bnb.nn.Int8Params(weight, requires_grad=False, has_fp16_weights=False)
+        else:
+            layer.weight = bnb.nn.Params4bit(
+                weight,
+                requires_grad=False,
+                compress_statistics=meta.compress_statistics,
+                quant_type=meta.quant_type,
+                quant_storage=meta.quant_storage,
+                module=layer,
+            )
         if has_bias:
             layer.bias = nn.Parameter(torch.zeros(linear.out_features, dtype=torch.float16))
     layer = layer.to(device)
