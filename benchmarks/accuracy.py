@@ -18,6 +18,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set recent      # gpt-oss, Llama-4, multimodal towers, GLM-4.5
     python benchmarks/accuracy.py --set unseen      # models and settings no estimator change was made against
     python benchmarks/accuracy.py --set users       # the checkpoints users bring, never run before
+    python benchmarks/accuracy.py --set quantized   # bitsandbytes NF4 / int8 decoding and QLoRA
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -633,6 +634,69 @@ USERS: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# bitsandbytes weights on a GPU (no earlier set ran them): fitbench's loader swaps the blocks'
+# Linears for Linear4bit (NF4, FP16 compute) or Linear8bitLt as transformers' integration does, and
+# QLoRA through peft. Scored before any estimator change.
+QUANTIZED: list[tuple[str, dict[str, Any]]] = [
+    (
+        "llama-3.1-8b-instruct",
+        {"mode": "infer", "precision": "int4", "batch_size": 1, "prompt_tokens": 128, "new_tokens": 128},
+    ),
+    (
+        "qwen2.5-7b-instruct",
+        {"mode": "infer", "precision": "int8", "batch_size": 1, "prompt_tokens": 128, "new_tokens": 64},
+    ),
+    (
+        "mistral-7b-instruct-v0.3",
+        {"mode": "infer", "precision": "int4", "batch_size": 8, "prompt_tokens": 512, "new_tokens": 64},
+    ),
+    (
+        "qwen2.5-14b-instruct",
+        {"mode": "infer", "precision": "int4", "batch_size": 1, "prompt_tokens": 256, "new_tokens": 64},
+    ),
+    (
+        "gemma-2-9b-it",
+        {"mode": "infer", "precision": "int4", "batch_size": 2, "prompt_tokens": 1024, "new_tokens": 32},
+    ),
+    (
+        "mixtral-8x7b-instruct",
+        {
+            "mode": "infer",
+            "precision": "int4",
+            "batch_size": 1,
+            "prompt_tokens": 256,
+            "new_tokens": 32,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "llama-3.2-1b-instruct",
+        {"mode": "infer", "precision": "int8", "batch_size": 16, "prompt_tokens": 256, "new_tokens": 32},
+    ),
+    (
+        "llama-3.2-3b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "qlora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "qwen2.5-7b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "qlora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 1024,
+            "checkpointing": True,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -641,6 +705,7 @@ SETS = {
     "recent": RECENT,
     "unseen": UNSEEN,
     "users": USERS,
+    "quantized": QUANTIZED,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -1066,8 +1131,8 @@ def main(argv: list[str] | None = None) -> int:
         help="matrix (the points the built-in profile was fitted on, default), holdout "
         "(points it never saw), inference (small-batch classification forward passes), families "
         "(decoder families' own mechanisms), recent (newer checkpoints), unseen (points no "
-        "estimator change was made against) or users (the checkpoints users bring, measured after "
-        "the decode host moved to the typical one)",
+        "estimator change was made against), users (the checkpoints users bring, measured after "
+        "the decode host moved to the typical one) or quantized (bitsandbytes weights and QLoRA)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(

@@ -27,7 +27,7 @@ FAMILY_FILES = sorted(protocol.RESULTS.glob("accuracy-families-h200-*.json")) + 
 UNSEEN_FILES = sorted(protocol.RESULTS.glob("accuracy-unseen-h200-*.json"))
 OTHER_CARD_FILES = sorted(
     path
-    for pattern in ("holdout", "families", "recent", "unseen", "users")
+    for pattern in ("holdout", "families", "recent", "unseen", "users", "quantized")
     for path in protocol.RESULTS.glob(f"accuracy-{pattern}-*.json")
     if "-h200-" not in path.name
 )
@@ -122,7 +122,7 @@ def test_unseen_points_within_reported_bounds() -> None:
 
 def test_other_cards_points_within_reported_bounds() -> None:
     """The same sets measured on cards the built-in profile was not fitted on (an H100), pooled."""
-    _assert_shares(OTHER_CARD_FILES, BOUNDS["other_cards"], 56)
+    _assert_shares(OTHER_CARD_FILES, BOUNDS["other_cards"], 65)
 
 
 def test_public_points_are_sourced_and_independent_of_the_check_set() -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fitbench.estimate.weights import quantized_matrices
+from fitbench.estimate.weights import BNB_METHODS, quantized_matrices
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -333,6 +333,18 @@ def decode_step_calls(
     through batched_mm, as generate's decode loop runs them on a GPU."""
     layers = layers_calls(arch, context, transformers, batched_experts=batched_experts)
     return layers + fixed_calls(arch, context, transformers)
+
+
+def bnb_linear_calls(workload: Workload) -> int:
+    """bitsandbytes Linear layers one forward runs: every block Linear fitbench's loader and
+    transformers' integration convert (quantized_matrices: attention, dense MLPs, shared experts,
+    the router; a MoE's stacked routed experts stay 16-bit modules, the LM head stays 16-bit),
+    each a Linear4bit or Linear8bitLt whose forward issues its own Python-level calls (profiles.
+    toml bnb_4bit_linear_host_calls, bnb_int8_linear_host_calls). Other formats: none."""
+    fmt = workload.weight_format
+    if fmt is None or fmt.method not in BNB_METHODS or not isinstance(workload.arch, TransformerArch):
+        return 0
+    return sum(m.copies for m in quantized_matrices(workload) if not m.name.startswith("experts."))
 
 
 def fp8_linear_calls(workload: Workload) -> int:

@@ -129,6 +129,13 @@ class Profile:
     # Host time of one fp8 Linear in an eager decode step (its Triton launch), in Python-level
     # torch calls (generate_host_seconds_per_op); 1.0: as a 16-bit Linear's F.linear.
     fp8_linear_host_calls: float = 1.0
+    # The same for a bitsandbytes Linear4bit and Linear8bitLt in inference (the Python-level calls
+    # of their forward: casts, views, the custom op's Python kernel, its ctypes launch), and
+    # whether LLM.int8's outlier check reads a device value on the host every Linear (a step's host
+    # and GPU times then add instead of overlapping).
+    bnb_4bit_linear_host_calls: float = 1.0
+    bnb_int8_linear_host_calls: float = 1.0
+    bnb_int8_syncs: bool = False
     decode_memory_efficiency: float | None = None  # None: the decode step streams like any kernel
     # Bandwidth share of PyTorch's native NCHW batch-norm kernels (estimate/resnet_cost.py);
     # None: memory_efficiency.

@@ -418,11 +418,28 @@ class GenerationTiming:
     _batch: int = 1
 
 
-def _fp8_extra_calls(workload: Workload, profile: Profile) -> float:
-    """Host calls an fp8 forward adds: each fp8 Linear launches its own kernel from Python (a
-    Triton launch in transformers' FP8Linear), which costs the host more than the one call
-    generate_ops' layer count gives it."""
-    return generate_ops.fp8_linear_calls(workload) * (profile.fp8_linear_host_calls - 1.0)
+def _quantized_extra_calls(workload: Workload, profile: Profile) -> float:
+    """Host calls a quantized forward adds: each fp8 Linear launches its own kernel from Python (a
+    Triton launch in transformers' FP8Linear), and each bitsandbytes Linear runs its forward's
+    Python (casts, views, a custom op's Python kernel, a ctypes launch), which costs the host more
+    than the one call generate_ops' layer count gives a Linear."""
+    fp8 = generate_ops.fp8_linear_calls(workload) * (profile.fp8_linear_host_calls - 1.0)
+    fmt = workload.weight_format
+    if fmt is None or fmt.method not in ("bnb-4bit", "bnb-int8"):
+        return fp8
+    int8 = fmt.method == "bnb-int8"
+    per = profile.bnb_int8_linear_host_calls if int8 else profile.bnb_4bit_linear_host_calls
+    return fp8 + generate_ops.bnb_linear_calls(workload) * (per - 1.0)
+
+
+def _generation_overlap_loss(workload: Workload, profile: Profile) -> float | None:
+    """The overlap loss of a generation's prefill and decode steps: LLM.int8's outlier check
+    (`if outliers.any()` in bitsandbytes' int8_vectorwise_quant) waits for the GPU every Linear,
+    so the host issues nothing while the GPU works and their times add; None: the profile's."""
+    fmt = workload.weight_format
+    if profile.bnb_int8_syncs and fmt is not None and fmt.method == "bnb-int8":
+        return 1.0
+    return None
 
 
 # The pointwise kernels of a block (estimate/transformer_cost.py forward_kernels).
@@ -515,8 +532,9 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         profile,
         host_seconds_per_op=profile.generate_host_seconds_per_op,
         fixed_ops=float(generate_ops.decode_step_calls(arch, prompt, release))
-        + _fp8_extra_calls(workload, profile),
+        + _quantized_extra_calls(workload, profile),
         memory_efficiency=profile.decode_efficiency,
+        overlap_loss=_generation_overlap_loss(workload, profile),
     )
     # A decode step at the mean context length of the generation; its attention reads that many
     # slots, or the whole static cache where the mode's step attends over all of it.
@@ -571,9 +589,10 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         profile,
         host_seconds_per_op=profile.generate_host_seconds_per_op,
         fixed_ops=float(generate_ops.decode_step_calls(arch, mean_context, release, batched_experts=batched))
-        + _fp8_extra_calls(workload, profile),
+        + _quantized_extra_calls(workload, profile),
         memory_efficiency=profile.decode_step_efficiency(b),
         kernel_fixed_seconds=profile.decode_step_fixed_seconds(b),
+        overlap_loss=_generation_overlap_loss(workload, profile),
     )
     # The bandwidth roofline: every weight byte and the KV cache (its real context) read once per
     # step at the datasheet bandwidth — no implementation decodes faster than this (each expert
