@@ -337,8 +337,8 @@ def decode_step_calls(
 
 def bnb_linear_calls(workload: Workload) -> int:
     """bitsandbytes Linear layers one forward runs: every block Linear fitbench's loader and
-    transformers' integration convert (quantized_matrices: attention, dense MLPs, shared experts,
-    the router; a MoE's stacked routed experts stay 16-bit modules, the LM head stays 16-bit),
+    transformers' integration convert (quantized_matrices: attention, dense MLPs, shared experts;
+    a MoE's router module and stacked routed experts stay 16-bit, and so does the LM head),
     each a Linear4bit or Linear8bitLt whose forward issues its own Python-level calls (profiles.
     toml bnb_4bit_linear_host_calls, bnb_int8_linear_host_calls). Other formats: none."""
     fmt = workload.weight_format

@@ -25,6 +25,7 @@ from fitbench.estimate.execution import sdpa_math_only
 from fitbench.estimate.optimizer import optimizer_element_bytes, param_sizes_in_order
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.segments import Kernel
+from fitbench.estimate.weights import BNB_METHODS
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -425,7 +426,7 @@ def _quantized_extra_calls(workload: Workload, profile: Profile) -> float:
     than the one call generate_ops' layer count gives a Linear."""
     fp8 = generate_ops.fp8_linear_calls(workload) * (profile.fp8_linear_host_calls - 1.0)
     fmt = workload.weight_format
-    if fmt is None or fmt.method not in ("bnb-4bit", "bnb-int8"):
+    if fmt is None or fmt.method not in BNB_METHODS:
         return fp8
     int8 = fmt.method == "bnb-int8"
     per = profile.bnb_int8_linear_host_calls if int8 else profile.bnb_4bit_linear_host_calls
