@@ -215,3 +215,19 @@ def test_shrunk_points_keep_the_job() -> None:
             w.checkpointing,
             w.optimizer,
         )
+
+
+@pytest.mark.parametrize("name", ["users", "quantized"])
+def test_the_later_sets_build_every_point_and_fit_one_device_call(name: str) -> None:
+    """Every point names a library model, applies every declared field, has a label of its own,
+    and the set runs in one device call on an H100 (9 minutes, start-up and margin included)."""
+    points = accuracy.SETS[name]
+    built = [accuracy.build_workload(model, overrides) for model, overrides in points]
+    assert all(not unapplied for _, unapplied in built)
+    labels = {accuracy.label(model, overrides) for model, overrides in points}
+    assert len(labels) == len(points) >= 9
+    total = sum(accuracy.estimated_seconds(w, "h100-sxm", accuracy.HOLDOUT_MIN_SECONDS) for w, _ in built)
+    assert total <= 9 * 60
+    if name == "quantized":  # bitsandbytes weights in every decode, QLoRA in every fine-tune
+        for w, _ in built:
+            assert w.peft == "qlora" if w.is_training else w.weight_format.method.startswith("bnb")
