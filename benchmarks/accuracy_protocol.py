@@ -204,7 +204,8 @@ def in_sample_rows(samples: list[Sample]) -> list[dict[str, Any]]:
     """Every sample scored with the built-in profile (the one fitted on the stored H200 matrix) at
     the host its constants were fitted on, which is these samples' host: the offline estimate
     states the decode calls for the typical host instead (profiles.toml generate_host_probe_seconds)."""
-    return [_row(s, at_fit_host()) for s in samples]
+    profile = at_fit_host()
+    return [_row(s, profile) for s in samples]
 
 
 def at_fit_host(base: Profile | None = None) -> Profile:

@@ -37,6 +37,7 @@ from fitbench.core.gpu import GpuSpec
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import estimate
 from fitbench.estimate.profile import (
+    HOST_ROUND_KEYS,
     HOST_TIME_KEYS,
     Profile,
     following_release,
@@ -70,11 +71,6 @@ BOUNDS = {
     "context_bytes": (0, 8 << 30),
     "host_probe_reference_seconds": (1e-7, 1e-2),
     "generate_host_probe_seconds": (1e-7, 1e-2),
-}
-# The probe round each fitted host time describes (profile.host_reference_seconds).
-HOST_ROUND_KEYS = {
-    "host_seconds_per_op": "host_probe_reference_seconds",
-    "generate_host_seconds_per_op": "generate_host_probe_seconds",
 }
 
 

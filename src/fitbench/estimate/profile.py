@@ -233,6 +233,12 @@ class Profile:
 # are shares of an operation, fp8_linear_host_calls a number of calls), so it follows them; the
 # rest is GPU time and memory.
 HOST_TIME_KEYS = ("host_seconds_per_op", "generate_host_seconds_per_op")
+# The profile field holding the probe round of the host each host time describes (a missing or
+# empty generate round falls back to host_probe_reference_seconds: host_reference_seconds).
+HOST_ROUND_KEYS = {
+    "host_seconds_per_op": "host_probe_reference_seconds",
+    "generate_host_seconds_per_op": "generate_host_probe_seconds",
+}
 
 
 def host_speed_ratio(
@@ -262,9 +268,7 @@ def host_reference_seconds(profile: Profile, key: str) -> float | None:
     """The probe round of the host that the host time `key` (HOST_TIME_KEYS) describes: a
     generation's decode calls have a host of their own (generate_host_probe_seconds) where the
     profile names one, every other host time host_probe_reference_seconds."""
-    if key == "generate_host_seconds_per_op" and profile.generate_host_probe_seconds:
-        return profile.generate_host_probe_seconds
-    return profile.host_probe_reference_seconds
+    return getattr(profile, HOST_ROUND_KEYS[key]) or profile.host_probe_reference_seconds
 
 
 def _probe_ratio(
