@@ -52,6 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=25, help="rows of the operator table")
     parser.add_argument("--trace", type=Path, help="folder for a Chrome trace")
     parser.add_argument(
+        "--json",
+        type=Path,
+        metavar="FILE",
+        help="append every kernel's device time and a split by kernel class (kernel_classes) to FILE",
+    )
+    parser.add_argument(
         "--sort",
         choices=("device", "host"),
         default="device",
@@ -97,12 +103,76 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("notes:", {k: v for k, v in session.notes.items() if k not in ("params",)})
     print(prof.key_averages().table(sort_by=sort, row_limit=args.rows))
+    if args.json and cuda:
+        _append_json(args.json, workload, args, wall, prof)
     if args.trace:
         args.trace.mkdir(parents=True, exist_ok=True)
         path = args.trace / f"trace-{workload.name}-{args.exec_mode}.json"
         prof.export_chrome_trace(str(path))
         print(f"trace written to {path}")
     return 0
+
+
+#: kernel classes by name, first match wins (user annotations such as Optimizer.step#...
+#: are not kernels and are left out): what the estimator times as GEMMs, fused attention,
+#: the optimizer's foreach kernels, the LM loss's softmax, and the rest (memory-bound
+#: elementwise, reduction, copy and concatenation kernels)
+KERNEL_CLASSES = (
+    ("attention", ("flash", "fmha", "sdpa", "attention")),  # before matmul: fmha_cutlassF_...
+    ("conv", ("implicit_gemm", "fprop", "dgrad", "wgrad", "conv")),  # cuDNN's, before matmul: xmma
+    ("matmul", ("gemm", "nvjet", "xmma", "cutlass", "cublas", "splitk", "gemv")),
+    ("optimizer", ("multi_tensor", "fused_adam", "fused_sgd")),
+    ("loss", ("softmax",)),
+)
+
+
+#: device-side ranges the profiler lists beside the kernels (they span kernels already counted)
+ANNOTATIONS = ("Optimizer.", "ProfilerStep")
+
+
+def kernel_class(name: str) -> str:
+    """The class of a CUDA kernel by its name (KERNEL_CLASSES), 'memory' for the rest."""
+    low = name.lower()
+    for cls, keys in KERNEL_CLASSES:
+        if any(k in low for k in keys):
+            return cls
+    return "memory"
+
+
+def _append_json(path: Path, workload: Workload, args: argparse.Namespace, wall: float, prof: object) -> None:
+    """Every CUDA kernel's total device time and launches per step, and their sum per class."""
+    import json
+
+    from torch.autograd import DeviceType
+
+    kernels = [
+        {
+            "name": e.key,
+            "class": kernel_class(e.key),
+            "ms_per_step": e.self_device_time_total / 1e3 / args.steps,
+            "launches_per_step": e.count / args.steps,
+        }
+        for e in prof.key_averages()  # type: ignore[attr-defined]
+        if e.device_type == DeviceType.CUDA and not e.key.startswith(ANNOTATIONS)
+    ]
+    classes: dict[str, dict[str, float]] = {}
+    for k in kernels:
+        c = classes.setdefault(k["class"], {"ms_per_step": 0.0, "launches_per_step": 0.0})
+        c["ms_per_step"] += k["ms_per_step"]
+        c["launches_per_step"] += k["launches_per_step"]
+    rows = json.loads(path.read_text()) if path.exists() else []
+    rows.append(
+        {
+            "workload": workload.to_dict(),
+            "label": args.holdout or workload.name,
+            "exec_mode": args.exec_mode,
+            "profiled_wall_ms_per_step": wall * 1e3,
+            "kernel_ms_per_step": sum(k["ms_per_step"] for k in kernels),
+            "kernel_classes": classes,
+            "kernels": sorted(kernels, key=lambda k: -k["ms_per_step"]),
+        }
+    )
+    path.write_text(json.dumps(rows, indent=1))
 
 
 def _point(text: str) -> Workload | None:
