@@ -68,7 +68,7 @@ def test_adamw_streams_at_its_measured_share_by_implementation_and_state_dtype()
     """torch's AdamW kernels stream below a copy (benchmarks/optimizer_rate.py on the H200): the
     optimizer's time is its bytes at that share, 16-bit state slower than FP32 per byte, fused
     slower than foreach per byte; SGD and Paddle keep the copy's rate; another card takes the
-    share per SM (speed.own_share)."""
+    same share (an H100's foreach kernels measured it: Kernel.stream_share), not one per SM."""
     h200 = get_gpu("h200")
     w = get_workload("llm-6b", mode="train", seq_len=256, batch_size=1, optimizer="adamw")
 
@@ -80,17 +80,17 @@ def test_adamw_streams_at_its_measured_share_by_implementation_and_state_dtype()
     for impl, precision, state in (("foreach", "fp32", 4), ("fused", "fp32", 4), ("foreach", "bf16", 2)):
         k, t = seconds(w.replace(optimizer_impl=impl, precision=precision))
         share = speed.OPTIMIZER_STREAM_SHARE[(impl, state)]
-        assert k.memory_efficiency == share
+        assert k.stream_share == share and k.memory_efficiency is None
         launches = k.kernel_launches * PROFILE.kernel_fixed_seconds
         assert t == pytest.approx(k.bytes / (h200.stream_bandwidth_bytes_s * share) + launches)
     shares = speed.OPTIMIZER_STREAM_SHARE
     assert shares[("foreach", 2)] < shares[("foreach", 4)] and shares[("fused", 4)] < shares[("foreach", 4)]
-    assert speed.optimizer_kernels(w.replace(optimizer="momentum"))[0].memory_efficiency is None
-    assert speed.optimizer_kernels(w, "paddle")[0].memory_efficiency is None
+    assert speed.optimizer_kernels(w.replace(optimizer="momentum"))[0].stream_share is None
+    assert speed.optimizer_kernels(w, "paddle")[0].stream_share is None
     k, on_h100 = seconds(w, H100)
-    per_sm = speed.own_share(k.memory_efficiency, H100)
     launches = k.kernel_launches * PROFILE.kernel_fixed_seconds
-    assert on_h100 == pytest.approx(k.bytes / (H100.stream_bandwidth_bytes_s * per_sm) + launches)
+    assert on_h100 == pytest.approx(k.bytes / (H100.stream_bandwidth_bytes_s * k.stream_share) + launches)
+    assert speed.own_share(k.stream_share, H100) > k.stream_share  # what a per-SM rate would have said
 
 
 def test_the_tuned_mode_runs_the_fused_optimizer() -> None:

@@ -166,8 +166,9 @@ def _with_comm(
     floor = single.floor_seconds
     gpu_s = compute + mem + floor + comm.exposed
     host_s = single.host_seconds
+    loss = speed.step_overlap_loss(workload, profile)
     return DistributedTiming(
-        seconds=speed.overlapped_seconds(gpu_s, host_s, profile.overlap_loss),
+        seconds=speed.overlapped_seconds(gpu_s, host_s, loss),
         gpu_seconds=gpu_s,
         host_seconds=host_s,
         compute_seconds=compute,

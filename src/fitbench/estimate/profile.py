@@ -94,6 +94,10 @@ class Profile:
     fragmentation: float
     fragmentation_cnn: float
     overlap_loss: float
+    # overlap_loss for a generation's prefill and decode steps where it differs: transformers'
+    # generate reads its stopping check on the host every token, so each step ends in a wait
+    # that a training step (no synchronisation inside) does not have; None: overlap_loss.
+    generate_overlap_loss: float | None = None
     kv_growth_stale_share: float = 0.0
     # Whether the mode's generation grows each layer's 16-bit K and V by concatenation every decode
     # step (transformers' DynamicCache, fitbench's Paddle decoder), copying the whole cache beside
@@ -118,6 +122,10 @@ class Profile:
     # quantizes a MoE's experts too (weights.quantized_matrices `engine`).
     engine_loading: bool = False
     autocast_cache_share: float = 1.0
+    # The share of the streaming rate a kernel whose eager passes mix 16-bit and FP32 tensors
+    # reaches (Kernel.mixed_dtypes: a transformer's elementwise work under autocast) beside the
+    # memory_efficiency of same-dtype kernels; 1.0: the same.
+    mixed_dtype_memory_efficiency: float = 1.0
     cast_host_share: float = 1.0  # an autocast cast's host cost / host_seconds_per_op
     # A LoRA adapter's operation (its two rank-r Linears, the casts, dropout, scaling and add
     # around them, and their backward nodes) / host_seconds_per_op.

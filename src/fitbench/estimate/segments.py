@@ -52,6 +52,9 @@ class Kernel:
            ReLU, residual adds, layout conversions); None: twice `bytes`
     memory_efficiency  the share of the card's streaming bandwidth this kernel reaches where it
            is not the profile's memory_efficiency (batch norm, cuDNN's layout conversions)
+    stream_share  the share of the card's streaming bandwidth this kernel reaches on every card
+           (torch's optimizer kernels: the same share on an H200 and an H100), where
+           memory_efficiency's shares follow the card's SMs (speed.own_share)
     launches  GPU kernels one instance launches, each paying the profile's kernel_fixed_seconds
            where the instance is memory-bound (a convolution: conv_fixed_seconds); None: its
            framework operations (at least one)
@@ -63,6 +66,10 @@ class Kernel:
            None: as many as the forward
     backward_flops  floating-point operations its backward does where the family module counts
            them (GELU's derivative); None: the kind's multiple of `flops` (estimate/speed.py _backward)
+    mixed_dtypes  its eager passes mix 16-bit and FP32 tensors (autocast's casts and the FP32
+           residual stream and norms beside 16-bit branch outputs): PyTorch runs them through
+           TensorIterator's unvectorized loops that convert each element, at the profile's
+           mixed_dtype_memory_efficiency of the streaming rate
     fused  what this work becomes in a step a compiler fuses (torch.compile's inductor in torch's
            tuned mode: Profile.fuses_pointwise): a chain of pointwise passes becomes one kernel
            that reads the chain's inputs and writes its outputs once; None: unchanged (GEMMs,
@@ -85,6 +92,8 @@ class Kernel:
     backward_flops: float | None = None
     fused: Kernel | None = None
     fixed_seconds: float | None = None
+    mixed_dtypes: bool = False
+    stream_share: float | None = None
 
     @property
     def kernel_launches(self) -> float:

@@ -47,8 +47,12 @@ FUSED_OPTIMIZER_PASSES = {"adam": 7, "adamw": 7, "momentum": 5, "sgd": 3}
 # 0.02 of each other). multi_tensor_apply's foreach kernels load a few elements a thread, so
 # 16-bit state keeps half the bytes in flight of FP32 (0.71 against 0.85); the fused kernel does
 # the whole update's arithmetic per element (FP32 math on 16-bit state included) and streams
-# below both. Other cards take it per SM (own_share). The for-loop runs aten's elementwise
-# kernels, which stream like a copy; SGD's kernels were not measured and keep the copy's rate.
+# below both. The share holds on other cards as it is (Kernel.stream_share): on an H100, whose
+# SMs have 0.72x the H200's bandwidth each, the foreach kernels of twelve eager steps took
+# 1.11-1.23x (median 1.12) their bytes at the full streaming rate, 0.85 of it
+# (kernel-classes-h100-2026-12-05*.json), where a per-SM rate would have had them stream like a
+# copy. The for-loop runs aten's elementwise kernels, which stream like a copy; SGD's kernels
+# were not measured and keep the copy's rate.
 OPTIMIZER_STREAM_SHARE = {("foreach", 4): 0.85, ("foreach", 2): 0.71, ("fused", 4): 0.80, ("fused", 2): 0.62}
 # Host operations of one update: foreach issues about a dozen for all parameters, fused two
 # (the step counters and the kernel), the for-loop this many per parameter tensor.
@@ -182,14 +186,29 @@ def attention_share(profile: Profile, workload: Workload) -> float:
     at head_dim 64 they, the softmax bookkeeping and the smaller tiles weigh twice what they do at
     128. `profile.attention_efficiency` is the share at head_dim 128 and above; below it the share
     falls as (head_dim / 128) ** attention_head_dim_exponent (0: the same share at every head
-    dimension)."""
+    dimension). FP32 attention (PyTorch's memory-efficient kernel on the CUDA cores) does its
+    products at the FP32 rate, beside which the exponentials are no bottleneck: one share."""
     share = profile.attention_efficiency
     arch = workload.arch
     exponent = profile.attention_head_dim_exponent
-    if not exponent or not isinstance(arch, TransformerArch):
+    if not exponent or not isinstance(arch, TransformerArch) or workload.precision_info.compute == "fp32":
         return share
     head_dim = arch.head_dim or arch.hidden_size // arch.num_heads
     return share * min(1.0, head_dim / ATTENTION_REFERENCE_HEAD_DIM) ** exponent
+
+
+def _stream_share(k: Kernel, gpu: GpuSpec, profile: Profile, base: float) -> float:
+    """The share of `gpu`'s streaming bandwidth kernel `k` reaches: its own share measured per SM
+    (memory_efficiency, carried to `gpu` by own_share) or on every card (stream_share), else
+    `base` (the profile's or the mode's); kernels whose eager passes mix 16-bit and FP32 tensors at
+    the profile's mixed_dtype_memory_efficiency of it."""
+    if k.stream_share is not None:
+        share = k.stream_share
+    elif k.memory_efficiency is not None:
+        share = own_share(k.memory_efficiency, gpu)
+    else:
+        share = base
+    return share * profile.mixed_dtype_memory_efficiency if k.mixed_dtypes else share
 
 
 def time_kernels(
@@ -245,8 +264,7 @@ def time_kernels(
                 t_compute += k.kernel_launches * profile.conv_fixed_seconds
             elif k.kind == "matmul":
                 t_compute += k.kernel_launches * profile.matmul_fixed_seconds
-        own = None if k.memory_efficiency is None else own_share(k.memory_efficiency, gpu)
-        share = (base_mem_eff if own is None else own) * format_share
+        share = _stream_share(k, gpu, profile, base_mem_eff) * format_share
         t_memory = kernel_bytes / (stream * share)
         if k.kind == "memory":
             # A memory-bound kernel: its bytes at the streaming rate plus a fixed cost per launch.
@@ -302,6 +320,8 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
                 cast_ops=k.cast_ops,
                 memory_efficiency=k.memory_efficiency,
                 launches=k.kernel_launches if k.backward_launches is None else k.backward_launches,
+                mixed_dtypes=k.mixed_dtypes,
+                stream_share=k.stream_share,
             )
         )
     return out
@@ -341,7 +361,7 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
             bytes=passes * params * state_bytes * share,
             count=1,
             ops=ops * share,
-            memory_efficiency=stream_share,
+            stream_share=stream_share,
         )
     ]
 
@@ -433,14 +453,23 @@ def _quantized_extra_calls(workload: Workload, profile: Profile) -> float:
     return fp8 + generate_ops.bnb_linear_calls(workload) * (per - 1.0)
 
 
+def step_overlap_loss(workload: Workload, profile: Profile) -> float:
+    """The overlap loss of one of `workload`'s steps: a generation's (_generation_overlap_loss)
+    or the profile's."""
+    loss = _generation_overlap_loss(workload, profile) if workload.is_generation else None
+    return profile.overlap_loss if loss is None else loss
+
+
 def _generation_overlap_loss(workload: Workload, profile: Profile) -> float | None:
     """The overlap loss of a generation's prefill and decode steps: LLM.int8's outlier check
     (`if outliers.any()` in bitsandbytes' int8_vectorwise_quant) waits for the GPU every Linear,
-    so the host issues nothing while the GPU works and their times add; None: the profile's."""
+    so the host issues nothing while the GPU works and their times add. Otherwise the profile's
+    generate_overlap_loss where it has one (generate's per-token stopping check), else None:
+    the profile's overlap_loss."""
     fmt = workload.weight_format
     if profile.bnb_int8_syncs and fmt is not None and fmt.method == "bnb-int8":
         return 1.0
-    return None
+    return profile.generate_overlap_loss
 
 
 # The pointwise kernels of a block (estimate/transformer_cost.py forward_kernels).

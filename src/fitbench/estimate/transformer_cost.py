@@ -1205,6 +1205,9 @@ def _pointwise_kernels(
             count=L,
             ops=ew_ops,
             launches=ew_launches,
+            # HF's RMSNorm upcasts to FP32 and casts back around its passes beside autocast's
+            # 16-bit branch outputs and the FP32 residual stream (Kernel.mixed_dtypes).
+            mixed_dtypes=dt.amp and arch.norm == "rmsnorm",
             fused=Kernel(
                 name="elementwise",
                 kind="memory",

@@ -1,0 +1,148 @@
+"""The eager step's GPU time by kernel class, and the constants its measurement states.
+
+Pure estimator code (no framework import). benchmarks/results/kernel-classes-h100-2026-12-05.json
+holds every CUDA kernel of eleven profiled eager steps on an H100 (benchmarks/profile_step.py
+--json); benchmarks/kernel_classes.py sets them beside the estimator's kernels. Two constants of
+the default profile are read from it, not fitted on step times: overlap_loss (the share of the
+host time a GPU-bound step ends after its kernels) and mixed_dtype_memory_efficiency (the rate
+of an autocast RMSNorm decoder's elementwise kernels). The tests hold the profile to that file,
+and the mechanisms to where they apply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from fitbench.catalog import get_gpu
+from fitbench.estimate import speed, transformer_cost
+from fitbench.estimate.profile import get_profile
+from fitbench.workloads import library
+from fitbench.workloads.presets import get_workload
+
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import kernel_classes  # noqa: E402  (offline: no framework import)
+import profile_step  # noqa: E402  (imports torch only inside main)
+
+RESULT = BENCHMARKS / "results" / "kernel-classes-h100-2026-12-05.json"
+H100 = get_gpu("h100-sxm")
+DEFAULT = get_profile("torch", "default", use_user=False)
+
+
+@pytest.fixture(scope="module")
+def analysis() -> dict:
+    return kernel_classes.analyse(json.loads(RESULT.read_text()), H100)
+
+
+def test_profile_states_the_measured_overlap(analysis: dict) -> None:
+    """overlap_loss is the median share of the host time the GPU-bound steps ran past their
+    kernels, at the profile's own host estimate."""
+    losses = [p["host_not_overlapped"] for p in analysis["points"] if p["host_not_overlapped"] is not None]
+    assert len(losses) >= 7
+    assert DEFAULT.overlap_loss == pytest.approx(analysis["host_not_overlapped_median"], abs=0.01)
+
+
+def test_profile_states_the_measured_mixed_dtype_rate(analysis: dict) -> None:
+    shares = [p["mixed_dtype_share"] for p in analysis["points"] if p["mixed_dtype_share"] is not None]
+    assert len(shares) == 6  # the six autocast RMSNorm decoders; GPT-2 and the bf16 LoRA steps have none
+    assert DEFAULT.mixed_dtype_memory_efficiency == pytest.approx(
+        analysis["mixed_dtype_share_median"], abs=0.01
+    )
+
+
+def test_classes_of_the_autocast_decoders_match_their_kernels(analysis: dict) -> None:
+    """With the shares the profile states, each autocast decoder step's GEMMs, memory-bound
+    kernels and whole kernel sum are within 15 % of the profiler's."""
+    decoders = [p for p in analysis["points"] if p["mixed_dtype_share"] is not None]
+    for p in decoders:
+        est, meas = p["estimated_ms"], p["measured_ms"]
+        assert est["matmul"] == pytest.approx(meas["matmul"], rel=0.15), p["label"]
+        assert est["memory"] == pytest.approx(meas["memory"], rel=0.15), p["label"]
+        assert sum(est.values()) == pytest.approx(p["kernel_sum_ms"], rel=0.15), p["label"]
+
+
+def _llama_amp():
+    return library.workload_for_model("llama-3.2-1b-instruct").replace(
+        mode="train", precision="amp-bf16", seq_len=256, batch_size=2
+    )
+
+
+def _elementwise(workload) -> list:
+    ks = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
+    return [k for k in ks if k.name == "elementwise"]
+
+
+def test_only_autocast_rmsnorm_elementwise_is_mixed() -> None:
+    amp = _llama_amp()
+    (kernel,) = _elementwise(amp)
+    assert kernel.mixed_dtypes
+    assert all(k.mixed_dtypes for k in speed._backward([kernel]))
+    assert not _elementwise(amp.replace(precision="bf16"))[0].mixed_dtypes
+    bert = get_workload("bert-base-imdb", precision="amp-fp16")
+    assert not any(k.mixed_dtypes for k in _elementwise(bert))
+
+
+def test_mixed_kernel_streams_at_the_profile_share() -> None:
+    amp = _llama_amp()
+    (kernel,) = _elementwise(amp)
+    same = dataclasses.replace(kernel, mixed_dtypes=False)
+    fixed = kernel.kernel_launches * DEFAULT.kernel_fixed_seconds
+
+    def gpu(k) -> float:
+        return speed.time_kernels([k], amp, H100, DEFAULT, host_seconds_per_op=0.0).gpu_seconds
+
+    streaming = gpu(same) - fixed * kernel.count
+    assert gpu(kernel) - fixed * kernel.count == pytest.approx(
+        streaming / DEFAULT.mixed_dtype_memory_efficiency, rel=1e-9
+    )
+
+
+def test_fp32_attention_keeps_one_share() -> None:
+    """The head-dimension exponent is about tensor-core attention's exponentials; FP32 attention
+    runs its products on the CUDA cores and keeps the flat share."""
+    bert = get_workload("bert-base-imdb")  # head_dim 64
+    assert speed.attention_share(DEFAULT, bert.replace(precision="fp32")) == DEFAULT.attention_efficiency
+    assert speed.attention_share(DEFAULT, bert.replace(precision="amp-bf16")) == pytest.approx(
+        DEFAULT.attention_efficiency * 0.5**DEFAULT.attention_head_dim_exponent
+    )
+
+
+def test_generation_keeps_its_own_overlap() -> None:
+    """A generation's steps take generate_overlap_loss (generate waits on its stopping check every
+    token); a training step takes overlap_loss."""
+    assert DEFAULT.generate_overlap_loss is not None
+    assert DEFAULT.generate_overlap_loss != DEFAULT.overlap_loss
+    gen = get_workload("llm-6b", batch_size=1)
+    assert speed._generation_overlap_loss(gen, DEFAULT) == DEFAULT.generate_overlap_loss
+    plain = dataclasses.replace(DEFAULT, generate_overlap_loss=None)
+    assert speed._generation_overlap_loss(gen, plain) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [
+        ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "matmul"),
+        ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x64x8", "matmul"),
+        ("fmha_cutlassB_f32_aligned_64x64_k64_dropout_sm80(PyTorchMemEffAttention", "attention"),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16", "attention"),
+        ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<", "optimizer"),
+        ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<", "loss"),
+        ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda", "memory"),
+    ],
+)
+def test_profiler_kernels_are_classed_by_name(name: str, cls: str) -> None:
+    assert profile_step.kernel_class(name) == cls
+
+
+def test_stored_profiles_leave_annotations_out() -> None:
+    rows = json.loads(RESULT.read_text())
+    for r in rows:
+        names = [k["name"] for k in r["kernels"]]
+        assert not any(n.startswith(profile_step.ANNOTATIONS) for n in names), r["label"]
+        assert r["kernel_ms_per_step"] == pytest.approx(sum(k["ms_per_step"] for k in r["kernels"]))
