@@ -23,6 +23,7 @@ from fitbench.estimate import speed, transformer_cost
 from fitbench.estimate.profile import get_profile
 from fitbench.workloads import library
 from fitbench.workloads.presets import get_workload
+from fitbench.workloads.workload import Workload
 
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
@@ -146,3 +147,45 @@ def test_stored_profiles_leave_annotations_out() -> None:
         names = [k["name"] for k in r["kernels"]]
         assert not any(n.startswith(profile_step.ANNOTATIONS) for n in names), r["label"]
         assert r["kernel_ms_per_step"] == pytest.approx(sum(k["ms_per_step"] for k in r["kernels"]))
+
+
+def _head(workload):
+    ks = transformer_cost.forward_kernels(workload, workload.batch_size, workload.seq_len or 1)
+    (head,) = [k for k in ks if k.name == "lm_head"]
+    return head
+
+
+def test_a_vocabulary_off_the_tensor_core_alignment_runs_the_slow_gemm() -> None:
+    """GPT-2's 50,257-word head in 16 bit runs cuBLAS's align-1 kernels (the stored GPT-2-large
+    step: 0.126 of the peak over its three head products); FP32 and aligned vocabularies do not."""
+    gpt2 = library.workload_for_model("gpt2").replace(mode="train", precision="amp-bf16", seq_len=256)
+    head = _head(gpt2)
+    assert head.misaligned
+    assert all(k.misaligned for k in speed._backward([head]))
+    assert not _head(gpt2.replace(precision="fp32")).misaligned
+    assert not _head(_llama_amp()).misaligned  # 128,256 words
+    aligned = dataclasses.replace(head, misaligned=False)
+
+    def gemm(k) -> float:
+        return speed.time_kernels([k], gpt2, H100, DEFAULT, host_seconds_per_op=0.0).compute_seconds
+
+    fixed = head.kernel_launches * DEFAULT.matmul_fixed_seconds
+    assert gemm(head) - fixed == pytest.approx(
+        head.flops / (H100.peak("bf16") * DEFAULT.misaligned_matmul_efficiency)
+    )
+    assert gemm(head) > 4 * gemm(aligned)
+
+
+def test_the_misaligned_share_is_the_stored_head_kernels() -> None:
+    """misaligned_matmul_efficiency is the GPT-2-large step's align-1 head kernels: their FLOPs
+    over their time at the H100's bf16 peak."""
+    rows = json.loads(RESULT.read_text())
+    (step,) = [r for r in rows if r["label"].startswith("gpt2-large")]
+    align1 = [k for k in step["kernels"] if "align1" in k["name"] and k["class"] == "matmul"]
+    assert len(align1) == 3
+    w = Workload.from_dict(step["workload"])
+    flops = 3 * 2 * w.batch_size * w.seq_len * w.arch.hidden_size * w.arch.vocab_size
+    seconds = sum(k["ms_per_step"] for k in align1) / 1e3
+    assert DEFAULT.misaligned_matmul_efficiency == pytest.approx(
+        flops / seconds / H100.peak("bf16"), abs=0.002
+    )

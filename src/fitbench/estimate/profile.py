@@ -126,6 +126,10 @@ class Profile:
     # reaches (Kernel.mixed_dtypes: a transformer's elementwise work under autocast) beside the
     # memory_efficiency of same-dtype kernels; 1.0: the same.
     mixed_dtype_memory_efficiency: float = 1.0
+    # The share of the peak a 16-bit GEMM whose dimensions defeat the tensor cores' aligned loads
+    # reaches (Kernel.misaligned: cuBLAS's align-1 kernels); None: matmul_efficiency's, as where a
+    # compiler pads the shapes (inductor's shape padding).
+    misaligned_matmul_efficiency: float | None = None
     cast_host_share: float = 1.0  # an autocast cast's host cost / host_seconds_per_op
     # A LoRA adapter's operation (its two rank-r Linears, the casts, dropout, scaling and add
     # around them, and their backward nodes) / host_seconds_per_op.

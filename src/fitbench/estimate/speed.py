@@ -197,6 +197,21 @@ def attention_share(profile: Profile, workload: Workload) -> float:
     return share * min(1.0, head_dim / ATTENTION_REFERENCE_HEAD_DIM) ** exponent
 
 
+def _compute_share(k: Kernel, gpu: GpuSpec, profile: Profile, rate: str, eff: dict[str, float]) -> float:
+    """The share of `gpu`'s peak at `rate` kernel `k`'s arithmetic reaches: cuDNN's convolutions
+    by their own model, a memory kernel's own arithmetic (GELU's erf) at the datasheet rate (its
+    per-element cost was measured against the H200's: transformer_cost), a GEMM with a dimension
+    that defeats the tensor cores' aligned loads (Kernel.misaligned) at the profile's share for
+    it, other GEMMs and attention at their efficiency times the card's sustained GEMM rate."""
+    if k.kind == "conv":
+        return conv_efficiency(profile, gpu, rate)
+    if k.kind == "memory":
+        return 1.0
+    if k.misaligned and profile.misaligned_matmul_efficiency is not None:
+        return profile.misaligned_matmul_efficiency
+    return eff.get(k.kind, 1.0) * gemm_rate_factor(gpu, rate)
+
+
 def _stream_share(k: Kernel, gpu: GpuSpec, profile: Profile, base: float) -> float:
     """The share of `gpu`'s streaming bandwidth kernel `k` reaches: its own share measured per SM
     (memory_efficiency, carried to `gpu` by own_share) or on every card (stream_share), else
@@ -248,15 +263,7 @@ def time_kernels(
         kernel_bytes = k.bytes + (0.0 if native else k.dequant_bytes)
         if k.flops:
             rate = k.compute if native else _compute_precision(k.kind, workload)
-            if k.kind == "conv":
-                share = conv_efficiency(profile, gpu, rate)
-            elif k.kind == "memory":
-                # A memory kernel's own arithmetic (GELU's erf) at the datasheet FP32 rate: its
-                # per-element cost was measured against the H200's (transformer_cost).
-                share = 1.0
-            else:
-                share = eff.get(k.kind, 1.0) * gemm_rate_factor(gpu, rate)
-            peak = gpu.peak(rate) * share
+            peak = gpu.peak(rate) * _compute_share(k, gpu, profile, rate, eff)
             t_compute = k.flops / peak
             if k.kind == "conv":
                 # Each convolution pass also pays a fixed time per launch (pipeline fill, epilogue,
@@ -322,6 +329,7 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
                 launches=k.kernel_launches if k.backward_launches is None else k.backward_launches,
                 mixed_dtypes=k.mixed_dtypes,
                 stream_share=k.stream_share,
+                misaligned=k.misaligned,
             )
         )
     return out

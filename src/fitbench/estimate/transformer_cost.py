@@ -944,6 +944,20 @@ def _has_bias(arch: TransformerArch, name: str) -> bool:
     }.get(name, arch.mlp_bias)
 
 
+#: elements a 16-bit GEMM dimension must be a multiple of for cuBLAS's tensor-core kernels (16
+#: bytes: their vectorised loads); below it they fall back to align-1 kernels
+GEMM_ALIGN_ELEMENTS = 8
+
+
+def misaligned_gemm(workload: Workload, *dims: int) -> bool:
+    """Whether a GEMM over `dims` runs cuBLAS's align-1 kernels: 16-bit compute and a dimension
+    that is not a multiple of GEMM_ALIGN_ELEMENTS (GPT-2's vocabulary of 50,257; nanoGPT pads it
+    to 50,304 for this reason). FP32 SIMT kernels load single elements anyway."""
+    if workload.precision_info.compute not in ("fp16", "bf16"):
+        return False
+    return any(d % GEMM_ALIGN_ELEMENTS for d in dims)
+
+
 def input_casts(name: str) -> int:
     """Casts of one Linear's input under autocast (1 where a norm feeds it). Of a frozen
     Linear's casts only this one has a backward: its weight and bias take no gradient."""
@@ -1370,6 +1384,7 @@ def forward_kernels(
                     count=1,
                     ops=3.0 + (SOFTCAP_OPS if softcapped(arch) else 0.0),
                     cast_ops=(1.0 + input_casts("lm_head")) if dt.amp else 0.0,  # weight, final norm output
+                    misaligned=misaligned_gemm(workload, v),
                 )
             )
         else:
