@@ -13,7 +13,7 @@ import dataclasses
 
 from fitbench.core.gpu import GpuSpec
 from fitbench.estimate import transformer_cost
-from fitbench.estimate.dtypes import activation_dtypes
+from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
 from fitbench.estimate.matrices import block_gemms, expert_gemms
 from fitbench.estimate.peft import (
     ADAPTER_BYTES,
@@ -125,7 +125,7 @@ def lora_kernels(workload: Workload, *, fused: bool = False) -> tuple[list[Kerne
     b = peft_bytes(workload)
     tokens = workload.batch_size * (workload.seq_len or 1)
     r = workload.lora_rank
-    a, lb, w = dt.act, b.lora, ADAPTER_BYTES
+    lb, w = b.lora, ADAPTER_BYTES
     dropped = lora_dropout(workload) > 0
     mask = MASK_BYTES if dropped else 0
     L = arch.num_layers
@@ -149,12 +149,7 @@ def lora_kernels(workload: Workload, *, fused: bool = False) -> tuple[list[Kerne
                 count=L,
             )
         )
-        if fused:
-            before, after = fin * (a + 4 + mask), fout * (lb + 2 * a)
-        else:
-            cast_in = fin * (a + 4) if a != 4 else 0.0
-            before = cast_in + (fin * (4 + 4 + mask) if dropped else 0.0)  # the cast, dropout
-            after = fout * (4 + 4) + fout * (a + 4 + 4) + fout * (4 + a)  # scale, add, cast back
+        before, after = _adapter_pass_bytes(name, fin, fout, dt, lb, mask, fused=fused)
         fwd.append(
             Kernel(
                 name=f"lora.{name}.elementwise",
@@ -177,6 +172,36 @@ def lora_kernels(workload: Workload, *, fused: bool = False) -> tuple[list[Kerne
         for k in fwd
     ]
     return fwd, bwd
+
+
+# The adapted Linears whose input is a norm's output: FP32 under autocast (the residual stream's
+# dtype); the others take the attention's or the MLP's 16-bit output.
+NORM_FED_ADAPTERS = frozenset({"q", "k", "v", "qkv", "gate", "up", "gate_up", "fc1"})
+
+
+def _adapter_pass_bytes(
+    name: str, fin: int, fout: int, dt: ActivationDtypes, lb: float, mask: float, *, fused: bool
+) -> tuple[float, float]:
+    """(bytes before A, bytes after B) per token of one adapted Linear's elementwise passes, as
+    peft's lora.Linear.forward runs them (`x = self._cast_input_dtype(x, lora_A.weight.dtype)`,
+    `result + lora_B(lora_A(dropout(x))) * scaling`, `result.to(torch_result_dtype)`); `mask`
+    is the dropout mask's bytes an element, 0 without dropout.
+
+    FP32 adapters beside a 16-bit base: the input cast to FP32, dropout, then an FP32 scaling, an
+    add that promotes to FP32 and the cast back. Under autocast the base is FP32: a norm-fed input
+    is FP32 already (no cast), the others are cast; autocast casts dropout's output to 16 bit for
+    A, and the products, the scaling and the add stay 16-bit, with nothing to cast back. Compiled
+    (`fused`): one kernel before A (its input, the dropped copy and the mask), one after B (its
+    output and the base's, the sum)."""
+    a = dt.act
+    if fused:
+        return fin * (a + 4 + mask), fout * (lb + 2 * a)
+    drop = fin * (4 + 4 + mask) if mask else 0.0
+    if dt.amp:
+        cast_in = 0.0 if name in NORM_FED_ADAPTERS else fin * (a + 4)
+        return cast_in + drop + fin * (4 + a), fout * (a + a) + fout * (a + a + a)
+    cast_in = fin * (a + 4) if a != 4 else 0.0
+    return cast_in + drop, fout * (4 + 4) + fout * (a + 4 + 4) + fout * (4 + a)
 
 
 def expert_adapter_kernels(workload: Workload) -> tuple[list[Kernel], list[Kernel]]:
