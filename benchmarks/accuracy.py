@@ -697,6 +697,59 @@ QUANTIZED: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# Eager training steps chosen to check the eager step's kernel-class model out of sample (the
+# mixed-dtype elementwise rate, the 0.11 overlap, the misaligned LM head, peft's autocast passes),
+# written down before any of them was measured: GPT-2's misaligned head under AMP-bf16 and
+# AMP-fp16 (GradScaler), LoRA under autocast on two families, LayerNorm decoders under autocast
+# (no mixed-dtype loss expected), a pure-bf16 full fine-tune, a bf16 LoRA of a family with four
+# norms a block, and an AMP-fp16 encoder.
+KERNELS: list[tuple[str, dict[str, Any]]] = [
+    ("gpt2", {"mode": "train", "precision": "amp-bf16", "batch_size": 16, "seq_len": 1024}),
+    ("gpt2", {"mode": "train", "precision": "amp-fp16", "batch_size": 8, "seq_len": 1024}),
+    (
+        "llama-3.2-1b-instruct",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "qwen2.5-1.5b-instruct",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 32,
+            "batch_size": 2,
+            "seq_len": 2048,
+        },
+    ),
+    (
+        "olmo-7b",
+        {"mode": "train", "precision": "amp-bf16", "batch_size": 4, "seq_len": 1024, "num_layers": 8},
+    ),
+    (
+        "starcoder2-15b",
+        {"mode": "train", "precision": "amp-bf16", "batch_size": 4, "seq_len": 1024, "num_layers": 4},
+    ),
+    ("qwen3-0.6b", {"mode": "train", "precision": "bf16", "batch_size": 8, "seq_len": 1024}),
+    (
+        "gemma-3-1b-it",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 1024,
+        },
+    ),
+    ("roberta-base", {"mode": "train", "precision": "amp-fp16", "batch_size": 32, "seq_len": 256}),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -706,6 +759,7 @@ SETS = {
     "unseen": UNSEEN,
     "users": USERS,
     "quantized": QUANTIZED,
+    "kernels": KERNELS,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -1132,7 +1186,8 @@ def main(argv: list[str] | None = None) -> int:
         "(points it never saw), inference (small-batch classification forward passes), families "
         "(decoder families' own mechanisms), recent (newer checkpoints), unseen (points no "
         "estimator change was made against), users (the checkpoints users bring, measured after "
-        "the decode host moved to the typical one) or quantized (bitsandbytes weights and QLoRA)",
+        "the decode host moved to the typical one), quantized (bitsandbytes weights and QLoRA) or "
+        "kernels (eager training steps that check the kernel-class model out of sample)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
