@@ -28,6 +28,7 @@ from fitbench.estimate.peft import (
     lora_linears,
     peft_bytes,
     trainable_bytes,
+    trainable_param_count,
 )
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.segments import Kernel
@@ -40,8 +41,11 @@ from fitbench.estimate.speed import (
     STEP_FIXED_OPS,
     Timing,
     as_compiled,
+    grad_scaler_waits,
+    in_sequence,
     overlapped_seconds,
     time_kernels,
+    unscale_kernel,
 )
 from fitbench.workloads.workload import Workload
 
@@ -349,17 +353,24 @@ def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
     fp32 = workload if workload.precision_info.amp else dataclasses.replace(workload, precision="fp32")
     # The adapters' operations cost the host a share of a reference operation (profiles.toml
     # adapter_host_share); the optimizer's foreach launches are reference operations.
-    extra = _add(
-        time_kernels(
-            adapters,
+    adapted = time_kernels(
+        adapters,
+        fp32,
+        gpu,
+        profile,
+        host_seconds_per_op=profile.host_seconds_per_op * profile.adapter_host_share,
+    )
+    optimizer = time_kernels(
+        optimizer_kernels(workload), fp32, gpu, profile, host_seconds_per_op=profile.host_seconds_per_op
+    )
+    if grad_scaler_waits(workload, profile):
+        # GradScaler unscales the adapters' gradients, reads its inf check, then steps.
+        unscale = time_kernels(
+            [unscale_kernel(workload, trainable_param_count(workload))],
             fp32,
             gpu,
             profile,
-            host_seconds_per_op=profile.host_seconds_per_op * profile.adapter_host_share,
-        ),
-        time_kernels(
-            optimizer_kernels(workload), fp32, gpu, profile, host_seconds_per_op=profile.host_seconds_per_op
-        ),
-        profile,
-    )
-    return _add(main, extra, profile)
+            host_seconds_per_op=profile.host_seconds_per_op,
+        )
+        return in_sequence(_add(_add(main, adapted, profile), unscale, profile), optimizer)
+    return _add(main, _add(adapted, optimizer, profile), profile)

@@ -126,6 +126,10 @@ class Profile:
     # reaches (Kernel.mixed_dtypes: a transformer's elementwise work under autocast) beside the
     # memory_efficiency of same-dtype kernels; 1.0: the same.
     mixed_dtype_memory_efficiency: float = 1.0
+    # Whether an AMP-fp16 training step's GradScaler reads its inf check on the host before the
+    # optimizer step (torch's GradScaler._maybe_opt_step: `sum(v.item() ...)`): the optimizer
+    # is issued only once the backward has run, so its time follows the rest of the step's.
+    grad_scaler_syncs: bool = False
     # The share of the peak a 16-bit GEMM whose dimensions defeat the tensor cores' aligned loads
     # reaches (Kernel.misaligned: cuBLAS's align-1 kernels); None: matmul_efficiency's, as where a
     # compiler pads the shapes (inductor's shape padding).

@@ -405,18 +405,60 @@ def kernel_launches(kernels: list[Kernel]) -> float:
     return sum(k.kernel_launches * k.count for k in kernels)
 
 
+def grad_scaler_waits(workload: Workload, profile: Profile) -> bool:
+    """Whether the step's GradScaler (AMP-fp16 training) makes the host wait for the backward
+    before it issues the optimizer (Profile.grad_scaler_syncs)."""
+    return profile.grad_scaler_syncs and workload.is_training and workload.precision == "amp-fp16"
+
+
+def unscale_kernel(workload: Workload, params: float) -> Kernel:
+    """GradScaler's unscale of `params` FP32 gradients in place, with the inf check (one foreach
+    pass: each gradient read and written once, at the foreach kernels' stream share)."""
+    grad = workload.precision_info.grad_bytes
+    return Kernel(
+        name="grad_unscale",
+        kind="memory",
+        flops=0.0,
+        bytes=2.0 * grad * params / workload.grad_accum,
+        count=1,
+        ops=4.0 / workload.grad_accum,  # unscale_, the per-device found_inf, the .item() read
+        stream_share=OPTIMIZER_STREAM_SHARE[("foreach", 4)],
+    )
+
+
+def in_sequence(first: Timing, then: Timing) -> Timing:
+    """Two parts of a step that do not overlap (the host waits between them): every time adds."""
+    return Timing(
+        seconds=first.seconds + then.seconds,
+        gpu_seconds=first.gpu_seconds + then.gpu_seconds,
+        host_seconds=first.host_seconds + then.host_seconds,
+        compute_seconds=first.compute_seconds + then.compute_seconds,
+        memory_seconds=first.memory_seconds + then.memory_seconds,
+        floor_seconds=first.floor_seconds + then.floor_seconds,
+        flops=first.flops + then.flops,
+        bytes=first.bytes + then.bytes,
+    )
+
+
 def training_step(
     workload: Workload, gpu: GpuSpec, profile: Profile, *, channels_last: bool | None = None
 ) -> Timing:
-    """One training step; `channels_last` overrides a ResNet's memory format (None: the mode's)."""
+    """One training step; `channels_last` overrides a ResNet's memory format (None: the mode's).
+    With a GradScaler that waits (grad_scaler_waits), the forward, backward and unscale overlap
+    with their host work, and the optimizer step follows them."""
     kernels = training_kernels(workload, profile, channels_last=channels_last)
-    return time_kernels(
-        kernels,
-        workload,
-        gpu,
-        profile,
-        host_seconds_per_op=profile.host_seconds_per_op,
-        fixed_ops=STEP_FIXED_OPS,
+    host = profile.host_seconds_per_op
+    if not grad_scaler_waits(workload, profile):
+        return time_kernels(
+            kernels, workload, gpu, profile, host_seconds_per_op=host, fixed_ops=STEP_FIXED_OPS
+        )
+    optimizer = [k for k in kernels if k.name == "optimizer"]
+    rest = [k for k in kernels if k.name != "optimizer"] + [
+        unscale_kernel(workload, workload.trained_param_count())
+    ]
+    return in_sequence(
+        time_kernels(rest, workload, gpu, profile, host_seconds_per_op=host, fixed_ops=STEP_FIXED_OPS),
+        time_kernels(optimizer, workload, gpu, profile, host_seconds_per_op=host),
     )
 
 
