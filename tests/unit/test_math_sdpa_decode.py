@@ -1,7 +1,9 @@
 """Falcon-7B's decode attention as PyTorch's math SDPA path runs it: the one cached key/value
-head copied to every query head in FP32 at every step (estimate/transformer_cost.math_sdpa_kv_kernel)."""
+head copied to every query head in FP32 at every step (estimate/transformer_cost.math_sdpa_kv_kernels)."""
 
 from __future__ import annotations
+
+import pytest
 
 from fitbench.catalog import get_gpu
 from fitbench.estimate import speed, transformer_cost
@@ -24,10 +26,20 @@ def test_the_math_path_copies_keys_and_values_to_every_query_head_in_fp32() -> N
     w, _ = _decode("falcon-7b")
     arch = w.arch
     assert sdpa_math_only(arch) and arch.kv_heads == 1 and arch.num_heads == 71
-    kernel = transformer_cost.math_sdpa_kv_kernel(w, 4, 2080)
-    # keys and values, 71 heads of 64, written and read once each in FP32, every layer
-    assert kernel.bytes == 2 * 4 * 4 * 2080 * (2 * 64 * 71)
-    assert kernel.count == arch.num_layers == 32
+    copies, reads = transformer_cost.math_sdpa_kv_kernels(w, 4, 2080)
+    # keys and values, 71 heads of 64, written by the copies and read by the products once each
+    # in FP32, every layer
+    assert copies.bytes == reads.bytes == 4 * 4 * 2080 * (2 * 64 * 71)
+    assert copies.count == reads.count == arch.num_layers == 32
+    # the copies at their own (measured) rate, the products' reads at the step's
+    assert (
+        copies.memory_efficiency == transformer_cost.MATH_SDPA_COPY_SHARE and reads.memory_efficiency is None
+    )
+    slow = speed.time_kernels([copies], w, H200, DEFAULT, host_seconds_per_op=0.0).gpu_seconds
+    fast = speed.time_kernels([reads], w, H200, DEFAULT, host_seconds_per_op=0.0).gpu_seconds
+    assert slow - copies.kernel_launches * copies.count * DEFAULT.kernel_fixed_seconds == (
+        pytest.approx(fast / transformer_cost.MATH_SDPA_COPY_SHARE, rel=1e-6)
+    )
 
 
 def test_only_the_math_path_pays_for_the_copies_and_they_grow_with_the_context() -> None:
@@ -56,5 +68,5 @@ def test_a_serving_engine_attends_without_the_math_path() -> None:
     """An engine (vLLM) runs its own attention kernels: the copies are transformers' code only."""
     w, own = _decode("falcon-7b")
     served = speed.generation(w, H200, get_profile("torch", "tuned", use_user=False).as_engine()).decode
-    copies = transformer_cost.math_sdpa_kv_kernel(w, 4, 2048 + 32)
-    assert own.bytes - served.bytes >= copies.bytes * copies.count
+    kernels = transformer_cost.math_sdpa_kv_kernels(w, 4, 2048 + 32)
+    assert own.bytes - served.bytes >= sum(k.bytes * k.count for k in kernels)

@@ -127,7 +127,7 @@ def sdpa_math_only(arch: object) -> bool:
     head against all the query heads without enable_gqa; SDPA's fused kernels take equal head
     counts only, so it runs its math path, which materializes the scores like eager attention
     (and, while decoding, copies the keys and values to every head in FP32:
-    transformer_cost.math_sdpa_kv_kernel). The new layout (Falcon-40B/180B) expands the keys and
+    transformer_cost.math_sdpa_kv_kernels). The new layout (Falcon-40B/180B) expands the keys and
     values to every head first."""
     return (
         getattr(arch, "transformers_type", "") == "falcon"

@@ -634,7 +634,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     if generate_ops.repeats_kv(arch, mean_context, release):
         decode_k.append(transformer_cost.repeated_kv_kernel(workload, b, mean_context))
     if profile.kv_cache_concat and sdpa_math_only(arch):  # transformers' own Falcon code
-        decode_k.append(transformer_cost.math_sdpa_kv_kernel(workload, b, mean_context))
+        decode_k.extend(transformer_cost.math_sdpa_kv_kernels(workload, b, mean_context))
     read_k = decode_k
     if copies_cache_each_step(workload, profile):
         read_k = [*decode_k, transformer_cost.cache_append_kernel(workload, b, mean_context)]

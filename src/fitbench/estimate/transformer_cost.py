@@ -1506,28 +1506,47 @@ def repeated_kv_kernel(workload: Workload, batch: int, context: int) -> Kernel:
     )
 
 
-def math_sdpa_kv_kernel(workload: Workload, batch: int, context: int) -> Kernel:
+#: The share of the streaming rate PyTorch's math-path SDPA reaches on its broadcast FP32 copies of
+#: the keys and values (an unvectorized elementwise kernel that converts each element and reads a
+#: single cached head for every query head): Falcon-7B decoding at batch 4 and a 2k context on an
+#: H200 wrote 2 x 151 MB a layer a step in 2 x 160 us (profile-falcon-h200-2026-12-05.txt:
+#: elementwise_kernel<128, 2> 662 ms over 4,128 calls), 0.94 TB/s, 0.22 of the H200's stream.
+MATH_SDPA_COPY_SHARE = 0.22
+
+
+def math_sdpa_kv_kernels(workload: Workload, batch: int, context: int) -> list[Kernel]:
     """The keys and values of a decode step's math-path SDPA, where the model hands SDPA fewer
     key/value heads than query heads and a mask (execution.sdpa_math_only: Falcon-7B).
 
     PyTorch's math path computes half-precision inputs in FP32
     (torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp is off by default) and broadcasts the
-    cached key/value head to every query head: the upcast writes the keys and the values once per
-    query head in FP32, and the two batched products (scores, then the weighted values) read them
-    again, beside the cache read the attention kernel counts. Per layer: 2 x 4 bytes for each
-    expanded element, two copy launches. (On an H200, Falcon-7B at batch 4 and a 2k context spent
-    2 x 160 us a layer a step on the copies: profile-falcon-h200-2026-12-05.txt.)"""
+    cached key/value head to every query head: two copies a layer write the keys and the values
+    once per query head in FP32, at their own rate (MATH_SDPA_COPY_SHARE), and the two batched
+    products (scores, then the weighted values) read them back, beside the cache read the
+    attention kernel counts: 4 bytes an expanded element each way."""
     arch = _arch(workload)
-    expanded = _kv_elements_every_query_head(arch)
-    return Kernel(
-        name="math_sdpa_kv",
-        kind="memory",
-        flops=0.0,
-        bytes=2.0 * 4.0 * batch * context * expanded,
-        count=arch.num_layers,
-        ops=0.0,
-        launches=2.0,
-    )
+    expanded = 4.0 * batch * context * _kv_elements_every_query_head(arch)
+    return [
+        Kernel(
+            name="math_sdpa_kv",
+            kind="memory",
+            flops=0.0,
+            bytes=expanded,
+            count=arch.num_layers,
+            ops=0.0,
+            launches=2.0,
+            memory_efficiency=MATH_SDPA_COPY_SHARE,
+        ),
+        Kernel(
+            name="math_sdpa_kv_read",
+            kind="memory",
+            flops=0.0,
+            bytes=expanded,
+            count=arch.num_layers,
+            ops=0.0,
+            launches=0.0,
+        ),
+    ]
 
 
 def cache_append_kernel(workload: Workload, batch: int, context: int) -> Kernel:
