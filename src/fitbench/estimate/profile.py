@@ -123,7 +123,7 @@ class Profile:
     engine_loading: bool = False
     autocast_cache_share: float = 1.0
     # The share of the streaming rate a kernel whose eager passes mix 16-bit and FP32 tensors
-    # reaches (Kernel.mixed_dtypes: a transformer's elementwise work under autocast) beside the
+    # reaches (Kernel.mixed_dtypes: an RMSNorm decoder's elementwise work under autocast) beside the
     # memory_efficiency of same-dtype kernels; 1.0: the same.
     mixed_dtype_memory_efficiency: float = 1.0
     # Whether an AMP-fp16 training step's GradScaler reads its inf check on the host before the
