@@ -1525,28 +1525,19 @@ def math_sdpa_kv_kernels(workload: Workload, batch: int, context: int) -> list[K
     products (scores, then the weighted values) read them back, beside the cache read the
     attention kernel counts: 4 bytes an expanded element each way."""
     arch = _arch(workload)
-    expanded = 4.0 * batch * context * _kv_elements_every_query_head(arch)
-    return [
-        Kernel(
-            name="math_sdpa_kv",
-            kind="memory",
-            flops=0.0,
-            bytes=expanded,
-            count=arch.num_layers,
-            ops=0.0,
-            launches=2.0,
-            memory_efficiency=MATH_SDPA_COPY_SHARE,
-        ),
-        Kernel(
-            name="math_sdpa_kv_read",
-            kind="memory",
-            flops=0.0,
-            bytes=expanded,
-            count=arch.num_layers,
-            ops=0.0,
-            launches=0.0,
-        ),
-    ]
+    copies = Kernel(
+        name="math_sdpa_kv",
+        kind="memory",
+        flops=0.0,
+        bytes=4.0 * batch * context * _kv_elements_every_query_head(arch),
+        count=arch.num_layers,
+        ops=0.0,
+        launches=2.0,
+        memory_efficiency=MATH_SDPA_COPY_SHARE,
+    )
+    # the products' reads: launched as part of the attention, at the step's stream
+    reads = replace(copies, name="math_sdpa_kv_read", launches=0.0, memory_efficiency=None)
+    return [copies, reads]
 
 
 def cache_append_kernel(workload: Workload, batch: int, context: int) -> Kernel:
