@@ -30,7 +30,7 @@ from typing import Any
 
 from fitbench.catalog import get_gpu
 from fitbench.core.gpu import GpuSpec
-from fitbench.estimate import peft_speed, speed, transformer_cost
+from fitbench.estimate import peft_speed, speed
 from fitbench.estimate.api import step_timing
 from fitbench.estimate.profile import Profile, get_profile
 from fitbench.estimate.segments import Kernel
@@ -41,23 +41,14 @@ CLASSES = ("matmul", "conv", "attention", "memory", "optimizer", "loss")
 
 
 def estimate_kernels(w: Workload, profile: Profile) -> list[tuple[Kernel, Workload]]:
-    """The estimator's kernels of one training step, each with the workload it is timed as (a
-    LoRA step's adapters at FP32: peft_speed.training_step's rule)."""
+    """The estimator's kernels of one training step, each with the workload it is timed as
+    (speed.training_kernels; a LoRA step's from peft_speed.step_kernels, its adapters and
+    optimizer as peft_speed.adapter_workload)."""
     if not w.peft:
         return [(k, w) for k in speed.training_kernels(w, profile)]
-    fwd = transformer_cost.forward_kernels(
-        w, w.batch_size, w.seq_len or 1, all_experts=profile.runs_all_experts
-    )
-    fwd = speed.as_compiled(fwd, profile)
-    base = fwd + peft_speed._frozen_backward(fwd) + (fwd if w.checkpointing else [])
-    base += [
-        dataclasses.replace(k, count=k.count * (3 if w.checkpointing else 2))
-        for k in peft_speed.dequant_kernels(w)
-    ]
-    lora_fwd, lora_bwd = peft_speed.lora_kernels(w, fused=profile.fuses_pointwise)
-    adapters = lora_fwd + lora_bwd + (lora_fwd if w.checkpointing else [])
-    fp32 = w if w.precision_info.amp else w.replace(precision="fp32")
-    return [(k, w) for k in base] + [(k, fp32) for k in adapters + peft_speed.optimizer_kernels(w)]
+    base, adapters = peft_speed.step_kernels(w, profile)
+    timed_as = peft_speed.adapter_workload(w)
+    return [(k, w) for k in base] + [(k, timed_as) for k in adapters + peft_speed.optimizer_kernels(w)]
 
 
 def kernel_class(k: Kernel) -> str:

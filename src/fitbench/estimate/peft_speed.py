@@ -316,15 +316,13 @@ def _add(t1: Timing, t2: Timing, profile: Profile) -> Timing:
     )
 
 
-def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
-    """One LoRA/QLoRA training step.
+def step_kernels(workload: Workload, profile: Profile) -> tuple[list[Kernel], list[Kernel]]:
+    """(base, adapters): the kernels of one LoRA/QLoRA step.
 
     Base: forward + input-gradient-only backward (+ a second forward with checkpointing), at the
-    workload's compute precision. QLoRA: a dequantization pass per weight in forward and in
-    backward (and in the recomputed forward). Adapters: their GEMMs and elementwise passes, timed
-    at FP32 rates (peft computes the FP32 adapters in FP32; autocast runs them in 16 bit), and the
-    optimizer over the trainable parameters only.
-    """
+    workload's compute precision; QLoRA's dequantization pass per weight in every forward and
+    backward; adapted stacked experts' merge and gradients. Adapters: their GEMMs and elementwise
+    passes, forward, backward and recomputed, timed as adapter_workload (the optimizer apart)."""
     adapted_arch(workload)
     fwd = as_compiled(
         transformer_cost.forward_kernels(
@@ -340,6 +338,20 @@ def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
     base += [dataclasses.replace(k, count=k.count * passes) for k in dequant_kernels(workload)]
     merge, expert_backward = expert_adapter_kernels(workload)
     base += merge * (passes - 1) + expert_backward
+    lora_fwd, lora_bwd = lora_kernels(workload, fused=profile.fuses_pointwise)
+    return base, lora_fwd + lora_bwd + (lora_fwd if workload.checkpointing else [])
+
+
+def adapter_workload(workload: Workload) -> Workload:
+    """The workload the adapters and their optimizer are timed as: peft computes the FP32
+    adapters in FP32; autocast runs them in 16 bit."""
+    return workload if workload.precision_info.amp else dataclasses.replace(workload, precision="fp32")
+
+
+def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
+    """One LoRA/QLoRA training step: step_kernels' base at the workload's precision, its adapters
+    and the optimizer over the trainable parameters only at adapter_workload's."""
+    base, adapters = step_kernels(workload, profile)
     main = time_kernels(
         base,
         workload,
@@ -348,9 +360,7 @@ def training_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing:
         host_seconds_per_op=profile.host_seconds_per_op,
         fixed_ops=STEP_FIXED_OPS,
     )
-    lora_fwd, lora_bwd = lora_kernels(workload, fused=profile.fuses_pointwise)
-    adapters = lora_fwd + lora_bwd + (lora_fwd if workload.checkpointing else [])
-    fp32 = workload if workload.precision_info.amp else dataclasses.replace(workload, precision="fp32")
+    fp32 = adapter_workload(workload)
     # The adapters' operations cost the host a share of a reference operation (profiles.toml
     # adapter_host_share); the optimizer's foreach launches are reference operations.
     adapted = time_kernels(
