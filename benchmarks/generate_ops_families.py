@@ -75,6 +75,10 @@ def _text_config(config: dict[str, Any]) -> dict[str, Any]:
     return dict(text) if isinstance(text, dict) else config
 
 
+def model_type_of(fields: dict[str, Any]) -> str:
+    return str(fields.get("model_type", "")).replace("-", "_")
+
+
 def build(config: dict[str, Any], layers: int) -> Any:
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -82,6 +86,11 @@ def build(config: dict[str, Any], layers: int) -> Any:
     fields.pop("auto_map", None)
     if "n_group" in fields:  # DeepSeek-style grouped routing: a tiny expert count is one group
         fields |= {"n_group": 1, "topk_group": 1}
+    dense = fields.get("first_k_dense_replace")
+    if model_type_of(fields) == "glm4_moe_lite" and dense is not None:
+        # GLM-4.7-Flash's class lists its dense layers in mlp_layer_types (as the torch backend
+        # writes them) and would leave first_k_dense_replace unread
+        fields["mlp_layer_types"] = ["dense"] * min(dense, layers) + ["sparse"] * max(layers - dense, 0)
     if fields.get("kv_lora_rank"):  # latent attention keeps a key and value head per query head
         fields["num_key_value_heads"] = fields["num_attention_heads"]
     model_type = fields.pop("model_type")

@@ -110,7 +110,18 @@ def test_gpt_j_asks_for_sdpa_only_where_the_installed_transformers_builds_it() -
 
 
 @pytest.mark.parametrize(
-    "name", ["qwen3-0.6b", "gemma-2-2b-it", "gemma-3-1b-it", "olmo-7b", "olmo-2-7b", "phi-3-mini-4k-instruct"]
+    "name",
+    [
+        "qwen3-0.6b",
+        "gemma-2-2b-it",
+        "gemma-3-1b-it",
+        "olmo-7b",
+        "olmo-2-7b",
+        "olmo-3-7b",
+        "exaone-4.0-32b",
+        "seed-oss-36b-instruct",
+        "phi-3-mini-4k-instruct",
+    ],
 )
 @pytest.mark.parametrize("targets", ["attention", "attention-mlp"])
 def test_lora_adapters_on_the_dense_families_match_the_estimate(name: str, targets: str) -> None:

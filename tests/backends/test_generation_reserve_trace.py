@@ -40,6 +40,12 @@ POINTS = [
     ("olmo-2-7b", 4, 2048),  # norms after attention and MLP only, FP32 rotary; the first decode
     # step's longer caches find no freed block: the reserve doubles
     ("gpt-neox-20b", 2, 2000),  # LayerNorm, fused q/k/v, a rotated quarter, parallel GELU MLP
+    ("olmo-3-7b", 4, 2048),  # OLMo-2's blocks (its twin's layout), three of four layers windowed
+    ("olmo-3-7b", 2, 8192),  # the prompt past the window
+    ("exaone-4.0-32b", 2, 2048),  # post-norms with Llama's RMSNorm, head-wise query/key norms,
+    ("exaone-4.0-32b", 8, 1024),  # their FP32 statistics a megabyte and more, global layers NoPE
+    ("seed-oss-36b-instruct", 2, 1024),  # q/k/v biases, head_dim 128 beside 80 heads
+    ("internlm3-8b-instruct", 4, 2048),  # Llama's blocks under their own model_type
 ]
 EAGER_POINTS = [
     ("llama-3.2-1b-instruct", 4, 2048),

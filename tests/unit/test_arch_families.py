@@ -51,6 +51,18 @@ TINY: dict[str, dict[str, Any]] = {
     "phi3": {**BASE, "model_type": "phi3", "pad_token_id": 0},
     "olmo": {**BASE, "model_type": "olmo"},
     "olmo2": {**BASE, "model_type": "olmo2"},
+    "olmo3": {**BASE, "model_type": "olmo3", "sliding_window": 32},
+    "exaone4": {**BASE, "model_type": "exaone4", "head_dim": 32, "sliding_window": 32},
+    "exaone4-global": {
+        **BASE,
+        "model_type": "exaone4",
+        "sliding_window": None,
+        "layer_types": ["full_attention"] * 4,
+    },
+    "seed_oss": {**BASE, "model_type": "seed_oss", "head_dim": 32},
+    "seed_oss-out-bias": {**BASE, "model_type": "seed_oss", "attention_out_bias": True, "mlp_bias": True},
+    "internlm3": {**BASE, "model_type": "internlm3", "head_dim": 16, "qkv_bias": True, "bias": True},
+    "helium": {**BASE, "model_type": "helium", "head_dim": 16, "attention_bias": True, "mlp_bias": True},
     "ernie4_5": {**BASE, "model_type": "ernie4_5", "use_bias": True},
     "glm": {**BASE, "model_type": "glm", "pad_token_id": 0, "head_dim": 16},
     "glm4": {**BASE, "model_type": "glm4", "pad_token_id": 0, "head_dim": 16},
@@ -151,6 +163,28 @@ TINY: dict[str, dict[str, Any]] = {
         "num_key_value_heads": 4,
         "n_group": 2,
         "topk_group": 1,
+    },
+    "glm4_moe_lite": {
+        **BASE,
+        "model_type": "glm4_moe_lite",
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "n_shared_experts": 1,
+        "mlp_layer_types": ["dense", "dense", "sparse", "sparse"],
+        "kv_lora_rank": 16,
+        "q_lora_rank": 24,
+        "qk_rope_head_dim": 8,
+        "qk_nope_head_dim": 16,
+        "v_head_dim": 32,
+        "num_key_value_heads": 4,
+    },
+    "qwen3_moe-local-experts": {
+        **BASE,
+        "model_type": "qwen3_moe",
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
     },
     "glm4_moe": {
         **BASE,
@@ -323,7 +357,7 @@ def test_count_equals_transformers_model(name: str) -> None:
     assert arch.param_count() == _hf_count(TINY[name], arch)
 
 
-@pytest.mark.parametrize("model_type", ["deepseek_v2", "deepseek_v3", "mistral4"])
+@pytest.mark.parametrize("model_type", ["deepseek_v2", "deepseek_v3", "mistral4", "glm4_moe_lite"])
 def test_latent_attention_keys_left_out_take_the_class_defaults(model_type: str) -> None:
     """transformers saves a config as its differences from the class defaults: a file without
     q_lora_rank, n_shared_experts or first_k_dense_replace means the class's values (DeepSeek-V3:

@@ -589,12 +589,33 @@ def test_binary_file_is_refused(tmp_path: Path) -> None:
 
 def test_unknown_model_type_lists_supported_ones() -> None:
     with pytest.raises(FitbenchError) as exc:
-        arch_from_hf_config({**LLAMA_2_7B, "model_type": "mamba"}, source="m/config.json")
+        arch_from_hf_config({**LLAMA_2_7B, "model_type": "tinyformer"}, source="m/config.json")
     text = one_line(exc)
-    assert text.startswith("m/config.json: model_type 'mamba' is not supported")
+    assert text.startswith("m/config.json: model_type 'tinyformer' is not supported")
     assert all(t in text for t in SUPPORTED_MODEL_TYPES)
     with pytest.raises(FitbenchError, match="did you mean 'llama'"):
         arch_from_hf_config({**LLAMA_2_7B, "model_type": "lama"})
+
+
+@pytest.mark.parametrize(
+    ("model_type", "reason", "reason_zh"),
+    [
+        ("mamba", "Mamba has state-space or recurrent layers", "Mamba 含状态空间或循环层"),
+        ("falcon_h1", "Falcon-H1 has state-space or recurrent layers", "Falcon-H1 含状态空间或循环层"),
+        ("t5", "T5 is an encoder-decoder", "T5 是编码器-解码器模型"),
+        ("whisper", "Whisper is an encoder-decoder", "Whisper 是编码器-解码器模型"),
+    ],
+)
+def test_families_of_another_kind_say_what_they_are_not_a_near_name(
+    model_type: str, reason: str, reason_zh: str
+) -> None:
+    """'mamba' is one letter from 'llama' and 'bamba' two, but reading either as Llama would
+    count another model: the reason is named instead of a "did you mean"."""
+    with pytest.raises(FitbenchError) as exc:
+        arch_from_hf_config({**LLAMA_2_7B, "model_type": model_type}, source="m/config.json")
+    assert exc.value.message.startswith(f"m/config.json: {reason}")
+    assert "did you mean" not in one_line(exc)
+    assert reason_zh in (exc.value.message_zh or "")
 
 
 def test_missing_model_type() -> None:
@@ -839,3 +860,118 @@ def test_param_count_matches_transformers(
     model = auto.from_config(config)
     expected = sum(p.numel() for p in model.parameters())  # shared (tied) tensors counted once
     assert load_hf_config(tmp_path).param_count() == expected
+
+
+# -- families added from transformers' own classes ------------------------------------------------
+EXAONE4 = {
+    "model_type": "exaone4",
+    "vocab_size": 1000,
+    "hidden_size": 64,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 96,
+    "sliding_window": 32,
+}
+
+
+@pytest.mark.parametrize(("pattern", "local"), [("LLLG", 6), ("LLGL", 6), ("LG", 4), (4, 6), (2, 4)])
+def test_exaone4_windows_follow_its_pattern_as_letters_or_a_period(pattern: Any, local: int) -> None:
+    arch = arch_from_hf_config({**EXAONE4, "sliding_window_pattern": pattern})
+    assert isinstance(arch, TransformerArch)
+    assert (arch.sliding_layers, arch.sliding_window, arch.qk_norm) == (local, 32, "head")
+
+
+def test_exaone4_without_a_window_is_global_everywhere_and_a_bad_pattern_is_named() -> None:
+    arch = arch_from_hf_config({**EXAONE4, "sliding_window": None, "sliding_window_pattern": "LLLG"})
+    assert isinstance(arch, TransformerArch) and arch.sliding_layers == 0
+    with pytest.raises(FitbenchError, match="'sliding_window_pattern' must be a number or letters L"):
+        arch_from_hf_config({**EXAONE4, "sliding_window_pattern": "LXG"})
+
+
+GLM_LITE = {
+    "model_type": "glm4_moe_lite",
+    "vocab_size": 1000,
+    "hidden_size": 64,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "intermediate_size": 96,
+    "moe_intermediate_size": 32,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "kv_lora_rank": 16,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 16,
+    "v_head_dim": 16,
+}
+
+
+def test_mlp_layer_types_give_the_leading_dense_layers_and_refuse_a_dense_one_after() -> None:
+    listed = arch_from_hf_config({**GLM_LITE, "mlp_layer_types": ["dense", "dense", "sparse", "sparse"]})
+    counted = arch_from_hf_config({**GLM_LITE, "first_k_dense_replace": 2})
+    assert isinstance(listed, TransformerArch) and listed.dense_layers == 2
+    assert listed == counted
+    with pytest.raises(FitbenchError, match="'mlp_layer_types' must list 'dense' then 'sparse'"):
+        arch_from_hf_config({**GLM_LITE, "mlp_layer_types": ["dense", "sparse", "dense", "sparse"]})
+
+
+def test_expert_counts_read_under_transformers_5_aliases() -> None:
+    """transformers 5 saves Qwen3-MoE's `num_experts` as `num_local_experts` (its attribute_map):
+    the same model either way."""
+    base = {**LLAMA_2_7B, "model_type": "qwen3_moe", "moe_intermediate_size": 768, "num_experts_per_tok": 8}
+    published = arch_from_hf_config({**base, "num_experts": 128})
+    saved = arch_from_hf_config({**base, "num_local_experts": 128})
+    assert published == saved and isinstance(saved, TransformerArch) and saved.num_experts == 128
+
+
+def test_qwen3_moe_without_head_dim_splits_the_hidden_size_as_its_class_does() -> None:
+    """Qwen3MoeConfig has no head_dim default (Qwen3Config's is 128): hidden / heads."""
+    arch = arch_from_hf_config(
+        {
+            **LLAMA_2_7B,
+            "model_type": "qwen3_moe",
+            "num_experts": 8,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 64,
+        }
+    )
+    assert isinstance(arch, TransformerArch) and arch.dim_head == 4096 // 32
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"mode": "infer", "batch_size": 4, "prompt_tokens": 512, "new_tokens": 32},
+        {"mode": "train", "batch_size": 2, "seq_len": 1024, "precision": "amp-bf16"},
+    ],
+)
+def test_a_family_with_a_twin_estimates_as_the_twin(overrides: dict[str, Any]) -> None:
+    """OLMo-3 without its windows is OLMo-2 module for module (arch.RULE_TWINS): the estimator's
+    per-family rules (FP32 norms, host calls, the generation reserve's layout) are OLMo-2's, so
+    both configs of the same numbers give the same estimate; with windows a generation's
+    differs (a windowed cache)."""
+    from fitbench.catalog import get_gpu
+    from fitbench.estimate.api import estimate
+    from fitbench.workloads.hf_config import workload_from_data
+
+    numbers = {
+        "vocab_size": 100278,
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "intermediate_size": 11008,
+        "max_position_embeddings": 65536,
+    }
+    gpu = get_gpu("h100-sxm")
+    olmo2 = estimate(
+        workload_from_data({**numbers, "model_type": "olmo2"}, name="m", source="m", **overrides), gpu
+    )
+    olmo3 = estimate(
+        workload_from_data({**numbers, "model_type": "olmo3"}, name="m", source="m", **overrides), gpu
+    )
+    assert (olmo3.peak_memory_bytes, olmo3.step_seconds) == (olmo2.peak_memory_bytes, olmo2.step_seconds)
+    windowed = workload_from_data(
+        {**numbers, "model_type": "olmo3", "sliding_window": 256}, name="m", source="m", **overrides
+    )
+    if windowed.is_generation:
+        assert estimate(windowed, gpu).peak_memory_bytes != olmo2.peak_memory_bytes

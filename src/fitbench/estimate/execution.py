@@ -114,7 +114,7 @@ def transformers_lacks_sdpa(arch: object, transformers: str | None = None) -> bo
     """Whether transformers refuses SDPA for this model (EAGER_ONLY_MODEL_TYPES, or a model type
     of SDPA_SINCE under an older `transformers` release; None: the newest): the torch backend
     then asks for its eager attention."""
-    kind = getattr(arch, "transformers_type", "")
+    kind = getattr(arch, "rules_type", "")
     if kind in EAGER_ONLY_MODEL_TYPES:
         return True
     since = SDPA_SINCE.get(kind)
@@ -130,7 +130,7 @@ def sdpa_math_only(arch: object) -> bool:
     transformer_cost.math_sdpa_kv_kernels). The new layout (Falcon-40B/180B) expands the keys and
     values to every head first."""
     return (
-        getattr(arch, "transformers_type", "") == "falcon"
+        getattr(arch, "rules_type", "") == "falcon"
         and getattr(arch, "norms_per_layer", 2) == 1
         and getattr(arch, "kv_heads", 0) < getattr(arch, "num_heads", 0)
     )

@@ -97,7 +97,7 @@ def weight_matrices(arch: TransformerArch) -> list[list[Matrix]]:
         mats = [Matrix(n) for n in attention]
         if arch.is_moe_layer(i):
             e, fe = arch.num_experts, arch.expert_intermediate_size
-            mats.append(Matrix(e * h, fp32=arch.transformers_type in FP32_ROUTER_WEIGHT_TYPES))  # the router
+            mats.append(Matrix(e * h, fp32=arch.rules_type in FP32_ROUTER_WEIGHT_TYPES))  # the router
             experts = [e * 2 * fe * h, e * fe * h]  # stacked gate_up and down
             if arch.mlp_bias:  # gpt-oss: the stacked experts' biases are matrices too
                 experts += [e * 2 * fe, e * h]

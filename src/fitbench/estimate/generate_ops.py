@@ -153,6 +153,7 @@ BEFORE_PACK_GQA = CallCounts(
         "olmo": -8,
         "olmo2": 2,
         "phi3": 9,
+        "seed-oss": 2,  # its two residual dropouts, called in eval mode too
         "starcoder2": -12,
     },
     family_moe_layer={
@@ -190,8 +191,10 @@ FROM_PACK_GQA = CallCounts(
         "gpt2": -10,
         "gptj": -14,
         "llama4-text": -11,
+        "exaone4": -2,
         "olmo": -7,
         "olmo2": -2,
+        "olmo3": -5,
         "phi3": 3,
         "phimoe": 2,
         "starcoder2": -3,
@@ -213,6 +216,7 @@ FROM_PACK_GQA = CallCounts(
         "olmo": -8,
         "olmo2": 2,
         "phi3": 9,
+        "seed-oss": 2,  # its two residual dropouts, called in eval mode too
         "starcoder2": -12,
     },
     family_moe_layer={
@@ -277,7 +281,7 @@ def layer_calls(
         calls += 2 * RMSNORM_CALLS
     if arch.q_lora_rank:
         calls += LATENT_QUERY_LORA_CALLS
-    calls += (counts.family_moe_layer if moe else counts.family_layer).get(arch.model_type, 0)
+    calls += _family(counts.family_moe_layer if moe else counts.family_layer, arch)
     if sliding:
         calls += SLIDING_LAYER_CALLS
         grouped = arch.num_kv_heads is not None and arch.num_kv_heads < arch.num_heads
@@ -291,6 +295,13 @@ def layer_calls(
     else:
         calls += MLP_CALLS[arch.mlp]
     return calls
+
+
+def _family(table: dict[str, int], arch: TransformerArch) -> int:
+    """A family's own count where it was counted, else its twin's (arch.rules_type: OLMo-3's
+    layers are OLMo-2's), else none (Llama's)."""
+    own = arch.model_type.lower().replace("_", "-")
+    return table.get(own, table.get(arch.rules_type.replace("_", "-"), 0))
 
 
 def layers_calls(
@@ -315,13 +326,13 @@ def layers_calls(
 def fixed_calls(arch: TransformerArch, context: int, transformers: str | None = None) -> int:
     """Calls of one decode step outside the layers, at `context` tokens already cached."""
     counts = call_counts(transformers)
-    calls = counts.fixed + counts.family_fixed.get(arch.model_type, 0)
+    calls = counts.fixed + _family(counts.family_fixed, arch)
     if arch.sliding_layers == arch.num_layers:
         calls -= ALL_SLIDING_SAVES
     if window_reached(arch, context):
         calls += counts.sliding_mask
     if not arch.sliding_layers:
-        calls += counts.unused_sliding_mask.get(arch.model_type, 0)
+        calls += _family(counts.unused_sliding_mask, arch)
     return calls
 
 

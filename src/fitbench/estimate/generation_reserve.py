@@ -71,18 +71,18 @@ def applies(workload: Workload) -> bool:
         and workload.kv_cache_dtype in ("fp16", "bf16")  # transformers' quantized caches run otherwise
         and isinstance(arch, TransformerArch)
         and arch.kind == "decoder"
-        and (not arch.is_moe or arch.transformers_type in GROUPED_EXPERT_TYPES)
-        and (not arch.is_mla or arch.transformers_type in LATENT_ATTENTION_TYPES)
+        and (not arch.is_moe or arch.rules_type in GROUPED_EXPERT_TYPES)
+        and (not arch.is_mla or arch.rules_type in LATENT_ATTENTION_TYPES)
         and ((_neox(arch) and not _eager(workload)) or (not arch.parallel_block and arch.norm == "rmsnorm"))
         and arch.position == "rotary"
         and not arch.patch_size
         and workload.precision_info.weight_bytes == 2
-        and (_llama_shaped(arch) or arch.transformers_type in (*GEMMA_TYPES, "olmo2", *NEOX_TYPES))
+        and (_llama_shaped(arch) or arch.rules_type in (*GEMMA_TYPES, "olmo2", *NEOX_TYPES))
     )
 
 
 def _neox(arch: TransformerArch) -> bool:
-    return arch.transformers_type in NEOX_TYPES and not arch.is_moe
+    return arch.rules_type in NEOX_TYPES and not arch.is_moe
 
 
 def _llama_shaped(arch: TransformerArch) -> bool:
@@ -90,7 +90,7 @@ def _llama_shaped(arch: TransformerArch) -> bool:
         arch.norms_per_layer == 2
         and not transformer_cost.gemma_norms(arch)  # Gemma's and OLMo-2's norms run otherwise
         # fused projections: Phi-3's are laid out; GPT-2's, GPT-NeoX's and GLM-4's are not
-        and (transformer_cost.fused_projections(arch) == (False, False) or arch.transformers_type == "phi3")
+        and (transformer_cost.fused_projections(arch) == (False, False) or arch.rules_type == "phi3")
         and arch.mlp == "swiglu"
     )
 
@@ -134,7 +134,7 @@ DECODE_UPDATES = 20_000
 # embedding, query/key norms (Gemma-3), and Gemma-2's eager attention with soft-capped scores.
 GEMMA_TYPES = ("gemma2", "gemma3_text", "gemma3")
 # The sliding-window layers' places: every layer but each period-th (Gemma-2: 2, Gemma-3: 6).
-SLIDING_PERIOD = {"gemma2": 2, "gemma3_text": 6, "gemma3": 6}
+SLIDING_PERIOD = {"gemma2": 2, "gemma3_text": 6, "gemma3": 6, "olmo3": 4, "exaone4": 4}
 
 
 class _Replay:
@@ -199,7 +199,7 @@ def _rotary(r: _Replay, tokens: int, width: int, a: int, products: float | None 
 def _partial_rotary(r: _Replay, tokens: int, arch: TransformerArch, a: int) -> tuple[int, int]:
     """The family's share of each query and key head rotated (PARTIAL_ROTARY), each joined back
     to the full width by a concatenation; the unrotated inputs stay the caller's to free."""
-    part = PARTIAL_ROTARY[arch.transformers_type]
+    part = PARTIAL_ROTARY[arch.rules_type]
     q, kv = arch.q_dim, arch.kv_dim
     rotated_q, rotated_k = _rotary(r, tokens, q * part, a), _rotary(r, tokens, kv * part, a)
     query = r.alloc(tokens * q * a)
@@ -332,7 +332,7 @@ def _router(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> list[int]
     GLM-4-MoE and ERNIE-4.5, else the activations' dtype), their FP32 softmax, and the top-k
     weights and indices; returns what the block keeps to its end (the logits, the top-k)."""
     e, k = arch.num_experts, arch.experts_per_token
-    if arch.transformers_type in FP32_ROUTER_TYPES:
+    if arch.rules_type in FP32_ROUTER_TYPES:
         upcast = r.alloc(tokens * arch.hidden_size * 4)
         logits = r.alloc(tokens * e * 4)
         r.free(upcast)
@@ -357,7 +357,7 @@ def _routed_experts(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> i
     that under expert parallelism only."""
     h, fe = arch.hidden_size, arch.expert_intermediate_size
     pairs = tokens * arch.experts_per_token
-    weighted_bytes = 4 if arch.transformers_type in transformer_cost.FP32_ROUTING_WEIGHT_TYPES else a
+    weighted_bytes = 4 if arch.rules_type in transformer_cost.FP32_ROUTING_WEIGHT_TYPES else a
     order = [r.alloc(pairs * 8), r.alloc(pairs * 8)]  # sorted expert ids, permutation
     source = r.alloc(pairs * 8)
     gathered = r.alloc(pairs * h * a)
@@ -396,7 +396,7 @@ def _moe(r: _Replay, arch: TransformerArch, tokens: int, normed: int, a: int) ->
     has them (Qwen2-MoE runs them first and gates them by a sigmoid, ERNIE-4.5 first too;
     DeepSeek after the routed ones); the normed input is freed at the end."""
     h, shared_width = arch.hidden_size, arch.shared_intermediate_size
-    shared_first = arch.shared_expert_gate or arch.transformers_type in SHARED_FIRST_TYPES
+    shared_first = arch.shared_expert_gate or arch.rules_type in SHARED_FIRST_TYPES
     shared = None
     if shared_width and shared_first:
         shared = _dense_mlp(r, tokens, h, shared_width, a)
@@ -449,10 +449,10 @@ def _llama_layer(
             query_rot = _rotary_beside_pass(r, tokens, q, a)
             key_rot = _rotary_beside_pass(r, tokens, kv, a)
             _cache_copies(r, tokens, arch, key_rot, None, a)
-        elif arch.transformers_type in FP32_ROTARY_TYPES:  # ERNIE-4.5: FP32, interleaved pairs
+        elif arch.rules_type in FP32_ROTARY_TYPES:  # ERNIE-4.5: FP32, interleaved pairs
             query_rot, key_rot = _rotated_cast_back(r, tokens, arch, query, key, _rotary_fp32, a)
             _cache_copies(r, tokens, arch, key_rot, value, a)
-        elif arch.transformers_type in PARTIAL_ROTARY:  # GLM-4-MoE: both rotated, then joined
+        elif arch.rules_type in PARTIAL_ROTARY:  # GLM-4-MoE: both rotated, then joined
             query_rot, key_rot = _partial_rotary(r, tokens, arch, a)
             r.free(query, key)
             _cache_copies(r, tokens, arch, key_rot, value, a)
@@ -555,7 +555,7 @@ def _eager_scores(r: _Replay, arch: TransformerArch, batch: int, prompt: int, a:
     query_copy = r.alloc(batch * prompt * arch.q_dim * a)
     current = r.alloc(scores_bytes)
     r.free(query_copy)
-    capped = ("divide", "tanh", "multiply") if arch.transformers_type == "gemma2" else ()
+    capped = ("divide", "tanh", "multiply") if arch.rules_type == "gemma2" else ()
     for _ in ("scale", *capped, "mask"):
         following = r.alloc(scores_bytes)
         r.free(current)
@@ -642,6 +642,55 @@ def _olmo2_layer(
     return _block_tail(r, tokens, arch, projected, weights, a, pre_norm=None, post_norm=_olmo2_norm)
 
 
+def _head_norm(r: _Replay, tokens: int, width: int, heads: int, a: int) -> int:
+    """_norm over each of `heads` heads of a `width`-wide query or key, with its FP32 statistics
+    (the mean square, plus epsilon, its reciprocal root: a number a head and token), which
+    reach the large pool when many heads and tokens make them a megabyte or more."""
+    up, square = r.alloc(tokens * width * 4), r.alloc(tokens * width * 4)
+    mean = r.alloc(tokens * heads * 4)
+    r.free(square)
+    shifted = r.alloc(tokens * heads * 4)
+    root = r.alloc(tokens * heads * 4)
+    r.free(shifted)
+    normed = r.alloc(tokens * width * 4)
+    r.free(root, up)
+    cast, out = r.alloc(tokens * width * a), r.alloc(tokens * width * a)
+    r.free(cast, normed, mean)
+    return out
+
+
+def _exaone4_layer(
+    r: _Replay,
+    arch: TransformerArch,
+    batch: int,
+    prompt: int,
+    masked: bool,
+    eager: bool,
+    rotated: bool,
+    a: int,
+) -> int:
+    """One EXAONE 4.0 block: OLMo-2's order (no norm before attention or the MLP, one after
+    each) with Llama's RMSNorm; q, k and v projected, then the query and the key normed head by
+    head; rotary positions on the `rotated` layers only (a hybrid model's global layers use
+    none)."""
+    tokens = batch * prompt
+    h, q, kv = arch.hidden_size, arch.q_dim, arch.kv_dim
+    query, key, value = r.alloc(tokens * q * a), r.alloc(tokens * kv * a), r.alloc(tokens * kv * a)
+    normed_query = _head_norm(r, tokens, q, arch.num_heads, a)
+    r.free(query)
+    normed_key = _head_norm(r, tokens, kv, arch.kv_heads, a)
+    r.free(key)
+    query, key = normed_query, normed_key
+    if rotated:
+        query, key = _rotary(r, tokens, q, a), _rotary(r, tokens, kv, a)
+        r.free(normed_query, normed_key)
+    _cache_copies(r, tokens, arch, key, value, a)
+    contiguous, weights = _attend(r, arch, batch, prompt, masked, eager, a)
+    projected = r.alloc(tokens * h * a)
+    r.free(contiguous, query)
+    return _block_tail(r, tokens, arch, projected, weights, a, pre_norm=None, post_norm=_norm)
+
+
 def _layer_norm(r: _Replay, tokens: int, width: int, a: int) -> int:
     """LayerNorm in the activations' dtype: its output (its FP32 mean and rstd are a number a
     token, small-pool requests)."""
@@ -690,7 +739,7 @@ def _neox_layer(r: _Replay, arch: TransformerArch, batch: int, prompt: int, a: i
 
 def _sliding(arch: TransformerArch) -> list[bool]:
     """Which layers attend to a window, in the family's pattern."""
-    types = layer_types(arch, SLIDING_PERIOD.get(arch.transformers_type, 1))
+    types = layer_types(arch, SLIDING_PERIOD.get(arch.transformers_type, 1))  # the family's own layout
     return [t == "sliding_attention" for t in types] if types else [False] * arch.num_layers
 
 
@@ -722,7 +771,7 @@ def _masks(r: _Replay, arch: TransformerArch, batch: int, prompt: int, eager: bo
 def _prefill(r: _Replay, arch: TransformerArch, batch: int, prompt: int, eager: bool, a: int) -> None:
     """The prompt's forward pass (the cached keys and values stay)."""
     tokens, h = batch * prompt, arch.hidden_size
-    gemma = arch.transformers_type in GEMMA_TYPES
+    gemma = arch.rules_type in GEMMA_TYPES
     if gemma:  # the embedding scaled by sqrt(hidden): the unscaled one goes
         unscaled = r.alloc(tokens * h * a)
         embedded = x = r.alloc(tokens * h * a)
@@ -736,8 +785,11 @@ def _prefill(r: _Replay, arch: TransformerArch, batch: int, prompt: int, eager: 
         held = len(r.caches)
         if gemma:
             out = _gemma_layer(r, arch, batch, prompt, masked, eager, a)
-        elif arch.transformers_type == "olmo2":
+        elif arch.rules_type == "olmo2":
             out = _olmo2_layer(r, arch, batch, prompt, masked, eager, a)
+        elif arch.rules_type == "exaone4":
+            rotated = sliding or not arch.sliding_layers
+            out = _exaone4_layer(r, arch, batch, prompt, masked, eager, rotated, a)
         elif _neox(arch):
             out = _neox_layer(r, arch, batch, prompt, a)
         else:
@@ -751,7 +803,7 @@ def _prefill(r: _Replay, arch: TransformerArch, batch: int, prompt: int, eager: 
         _gemma_norm
         if gemma
         else _olmo2_norm
-        if arch.transformers_type == "olmo2"
+        if arch.rules_type == "olmo2"
         else _layer_norm
         if _neox(arch)
         else _norm

@@ -66,7 +66,7 @@ def kv_groups(arch: TransformerArch, engine: str) -> KvGroups | None:
         return None
     window_layers = arch.sliding_layers
     full_layers = arch.num_layers - window_layers
-    chunked = arch.transformers_type in CHUNKED_ATTENTION_TYPES
+    chunked = arch.rules_type in CHUNKED_ATTENTION_TYPES
     if not full_layers:  # one kind of layer: one group of all of them
         return KvGroups(arch.num_layers, 0, 1, arch.sliding_window, chunked)
     fewest, most = min(full_layers, window_layers), max(full_layers, window_layers)

@@ -165,7 +165,7 @@ def expert_adapters(workload: Workload) -> list[tuple[str, int, int, int]]:
     arch = adapted_arch(workload)
     if not arch.is_moe or workload.lora_targets == "attention":
         return []
-    if arch.transformers_type not in PEFT_STACKED_EXPERT_TYPES:
+    if arch.rules_type not in PEFT_STACKED_EXPERT_TYPES:
         return []
     h, fe, r = arch.hidden_size, arch.expert_intermediate_size, workload.lora_rank
     if arch.mlp == "swiglu":

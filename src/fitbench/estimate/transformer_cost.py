@@ -49,7 +49,7 @@ def rms_saved_bytes_per_token(h: int, dt: ActivationDtypes) -> int:
 def gpt2_python_gelu(arch: TransformerArch) -> bool:
     """GPT-2's layout (GELU MLP, LayerNorm, learned positions) and GPT-J: transformers builds them
     with `activation_function="gelu_new"`, NewGELUActivation, which is Python, not one kernel."""
-    gptj = arch.transformers_type == "gptj"
+    gptj = arch.rules_type == "gptj"
     return arch.kind == "decoder" and arch.mlp == "gelu" and (arch.position == "learned" or gptj)
 
 
@@ -81,7 +81,7 @@ def fused_projections(arch: TransformerArch) -> tuple[bool, bool]:
     GPT-NeoX's and Falcon's query_key_value, Phi-3's qkv_proj) and gate and up with one (Phi-3,
     GLM-4): under autocast each Linear casts its input once, so a fused one saves one 16-bit
     copy where three (or two) separate ones save their own."""
-    model_type = arch.transformers_type
+    model_type = arch.rules_type
     gpt2_like = (
         not model_type and arch.kind == "decoder" and arch.mlp == "gelu" and arch.position == "learned"
     )
@@ -90,14 +90,14 @@ def fused_projections(arch: TransformerArch) -> tuple[bool, bool]:
 
 
 def fused_qkv_view(arch: TransformerArch) -> bool:
-    return arch.position == "rotary" and arch.transformers_type in FUSED_QKV_VIEW_TYPES
+    return arch.position == "rotary" and arch.rules_type in FUSED_QKV_VIEW_TYPES
 
 
 def gemma_norms(arch: TransformerArch) -> bool:
     """Gemma's RMSNorm (and OLMo-2's) computes in FP32 to the end: it saves the FP32 input and the
     FP32 normalised tensor (8 bytes an element) whatever the activations' dtype, where Llama's
     casts the normalised tensor back before its weight."""
-    return arch.transformers_type in ("gemma", "gemma2", "gemma3_text", "gemma3", "olmo2")
+    return arch.rules_type in ("gemma", "gemma2", "gemma3_text", "gemma3", "olmo2")
 
 
 def norm_saved_bytes_per_token(arch: TransformerArch, width: int, input_bytes: float) -> float:
@@ -165,7 +165,7 @@ ALL_EXPERT_ROUTER_OPS = 6.0
 
 def runs_every_expert(arch: TransformerArch) -> bool:
     """Whether transformers' code for this family runs every expert on every token (ALL_EXPERT_TYPES)."""
-    return arch.transformers_type in ALL_EXPERT_TYPES
+    return arch.rules_type in ALL_EXPERT_TYPES
 
 
 def routed_copies(arch: TransformerArch, *, all_experts: bool = True) -> int:
@@ -177,7 +177,7 @@ def routed_copies(arch: TransformerArch, *, all_experts: bool = True) -> int:
 
 
 def softcapped(arch: TransformerArch) -> bool:
-    return arch.transformers_type in SOFTCAPPED_MODEL_TYPES
+    return arch.rules_type in SOFTCAPPED_MODEL_TYPES
 
 
 # transformers families whose router hands the experts FP32 routing weights (its scores stay
@@ -227,7 +227,7 @@ def moe_transient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -
     ones, as a dense MLP of their width."""
     h, k, fe = arch.hidden_size, routed_copies(arch), arch.expert_intermediate_size
     e = 4 if experts_in_weight_dtype(arch, dt) else dt.act
-    weighted = 4 if arch.transformers_type in FP32_ROUTING_WEIGHT_TYPES else e
+    weighted = 4 if arch.rules_type in FP32_ROUTING_WEIGHT_TYPES else e
     stream = 4 * h * dt.res
     expanding = (h + 4 * fe) * e
     combining = h * (2 * e + 2 * weighted)
@@ -850,7 +850,7 @@ def expert_kernels(
     r_read, r_dq, r_compute = weights("router")
     e_read, e_dq, e_compute = weights("experts")
     e_act, e_casts, e_launches, e_back_launches = act_bytes, 2.0 if amp else 0.0, None, None
-    e_ops = 15.0 + EXPERT_EXTRA_OPS.get(arch.transformers_type, 0.0)
+    e_ops = 15.0 + EXPERT_EXTRA_OPS.get(arch.rules_type, 0.0)
     r_ops, copies = 7.0, 0.0
     if dense:
         # the repeat (write), the score multiply (read, write): three passes over the copies

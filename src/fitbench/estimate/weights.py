@@ -158,7 +158,7 @@ def stacked_expert_params(arch: TransformerArch) -> int:
     """The routed experts' weights that transformers 5 holds as stacked 3-D parameters, which
     bitsandbytes (and QLoRA's NF4 through it) leaves in the base dtype; 0 for dense models and
     Llama-4 (UNFUSED_FOR_BNB_TYPES)."""
-    if not arch.is_moe or arch.transformers_type in UNFUSED_FOR_BNB_TYPES:
+    if not arch.is_moe or arch.rules_type in UNFUSED_FOR_BNB_TYPES:
         return 0
     per_expert = sum(fin * fout for _, fin, fout in expert_gemms(arch)["experts"])
     return arch.moe_layers * arch.num_experts * per_expert

@@ -184,6 +184,16 @@ def _resnet_convs(arch: ResNetArch, image_size: int) -> tuple[ConvLayer, ...]:
     return tuple(arch._build_convs(image_size))
 
 
+# Families whose transformers code is another family's blocks, module for module, under a new
+# name (with settings the architecture's own fields carry, such as OLMo-3's windows): the
+# estimator's measured per-family rules (norm precision, kernels and host calls a block issues,
+# the generation reserve's replay) are the twin's. The torch backend still builds the family's
+# own transformers class.
+RULE_TWINS = {
+    "olmo3": "olmo2",
+    "glm4_moe_lite": "deepseek_v3",  # DeepSeek-V3's latent attention with GLM-4.5's experts
+}
+
 NORMS = ("layernorm", "rmsnorm", "nonparametric")
 QK_NORMS = ("none", "head", "full")
 
@@ -450,9 +460,15 @@ class TransformerArch:
     @property
     def transformers_type(self) -> str:
         """model_type as transformers spells it (hf_config keeps the config's with dashes): the
-        key the family rules (estimate/transformer_cost, estimate/execution,
-        backends/torch/family_configs) look up."""
+        key backends/torch/family_configs builds the family's model by (the estimator's rules
+        look up rules_type)."""
         return self.model_type.lower().replace("-", "_")
+
+    @property
+    def rules_type(self) -> str:
+        """transformers_type, or the family whose blocks these are (RULE_TWINS): the key the
+        estimator's per-family rules look up."""
+        return RULE_TWINS.get(self.transformers_type, self.transformers_type)
 
     @property
     def kv_heads(self) -> int:

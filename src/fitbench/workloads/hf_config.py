@@ -61,6 +61,11 @@ DECODER_TYPES = (
     "phi3",
     "olmo",
     "olmo2",
+    "olmo3",
+    "exaone4",
+    "seed_oss",
+    "internlm3",
+    "helium",
     "ernie4_5",
     "internlm2",
     "baichuan",
@@ -88,6 +93,7 @@ MOE_TYPES = (
     "deepseek_v2",
     "deepseek_v3",
     "mistral4",
+    "glm4_moe_lite",
     "glm4_moe",
     "gpt_oss",
     "llama4_text",
@@ -117,7 +123,53 @@ _SPARSE = "adds a sparse-attention indexer to latent attention"
 _SPARSE_ZH = "在潜在注意力上加入了稀疏注意力索引器"
 _PER_LAYER = "has per-layer input embeddings and layers that share another layer's KV cache"
 _PER_LAYER_ZH = "带有逐层输入嵌入,且部分层共享其他层的 KV 缓存"
+# State-space and recurrent families keep a fixed state per sequence instead of a KV cache (or
+# beside it), and encoder-decoders attend across to an encoder's output: neither is a decoder
+# or an encoder as fitbench lays them out, whatever their names resemble ('mamba' is not 'llama').
+_STATE = "has state-space or recurrent layers (a fixed state per sequence, not a KV cache)"
+_STATE_ZH = "含状态空间或循环层(每个序列一个固定状态,而非 KV 缓存)"
+_ENC_DEC = "is an encoder-decoder (its decoder attends to the encoder's output)"
+_ENC_DEC_ZH = "是编码器-解码器模型(解码器对编码器的输出做交叉注意力)"
+STATE_SPACE_TYPES = {
+    "mamba": "Mamba",
+    "mamba2": "Mamba-2",
+    "falcon-mamba": "Falcon-Mamba",
+    "jamba": "Jamba",
+    "bamba": "Bamba",
+    "falcon-h1": "Falcon-H1",
+    "zamba": "Zamba",
+    "zamba2": "Zamba2",
+    "nemotron-h": "Nemotron-H",
+    "granitemoehybrid": "Granite 4",
+    "lfm2": "LFM2",
+    "lfm2-moe": "LFM2-MoE",
+    "rwkv": "RWKV",
+    "recurrent-gemma": "RecurrentGemma",
+    "xlstm": "xLSTM",
+}
+ENCODER_DECODER_TYPES = {
+    "t5": "T5",
+    "mt5": "mT5",
+    "umt5": "UMT5",
+    "longt5": "LongT5",
+    "switch-transformers": "Switch Transformers",
+    "bart": "BART",
+    "mbart": "mBART",
+    "pegasus": "Pegasus",
+    "marian": "Marian",
+    "m2m-100": "M2M-100 / NLLB",
+    "nllb-moe": "NLLB-MoE",
+    "whisper": "Whisper",
+    "blenderbot": "Blenderbot",
+    "led": "LED",
+}
 NOT_YET = {
+    **{t: f"{name} {_STATE}; fitbench does not model those yet" for t, name in STATE_SPACE_TYPES.items()},
+    **{
+        t: f"{name} {_ENC_DEC}; fitbench does not model those yet"
+        for t, name in ENCODER_DECODER_TYPES.items()
+    },
+    "minimax": f"MiniMax-Text-01 {_LINEAR}; fitbench does not model those yet",
     "chatglm-6b": "the first ChatGLM-6B layout is not supported",
     "qwen3-next": f"Qwen3-Next {_LINEAR}; fitbench does not model those yet",
     "qwen3-5": f"Qwen3.5 {_LINEAR}; fitbench does not model those yet",
@@ -130,6 +182,9 @@ NOT_YET = {
     "gemma4": f"Gemma 4 {_PER_LAYER}; fitbench does not model those yet",
 }
 NOT_YET_ZH = {
+    **{t: f"{name} {_STATE_ZH};fitbench 尚未对其建模" for t, name in STATE_SPACE_TYPES.items()},
+    **{t: f"{name} {_ENC_DEC_ZH};fitbench 尚未对其建模" for t, name in ENCODER_DECODER_TYPES.items()},
+    "minimax": f"MiniMax-Text-01 {_LINEAR_ZH};fitbench 尚未对其建模",
     "chatglm-6b": "不支持最早的 ChatGLM-6B 结构",
     "qwen3-next": f"Qwen3-Next {_LINEAR_ZH};fitbench 尚未对其建模",
     "qwen3-5": f"Qwen3.5 {_LINEAR_ZH};fitbench 尚未对其建模",
@@ -479,6 +534,76 @@ def _olmo2(r: ConfigReader) -> TransformerArch:
     return _decoder(r, max_positions=4096, mlp_bias=False, qk_norm="full")
 
 
+def _olmo3(r: ConfigReader) -> TransformerArch:
+    """OLMo-3: OLMo-2's blocks, three of four layers attending to a `sliding_window` (4096)
+    window (`layer_types`)."""
+    return _decoder(r, max_positions=2048, mlp_bias=False, qk_norm="full", sliding="pattern4")
+
+
+def _exaone4(r: ConfigReader) -> TransformerArch:
+    """EXAONE 4.0: post-norms as OLMo-2 (two a block, Llama's RMSNorm), an RMSNorm of head_dim on
+    queries and on keys, no biases; with a `sliding_window`, the layers `layer_types` marks (or
+    `sliding_window_pattern`: a period such as 4, or a string such as "LLLG" whose L's are local)
+    attend to that window (the 32B model); without one every layer is global (1.2B)."""
+    pattern = r.data.get("sliding_window_pattern")
+    if isinstance(pattern, str) and r.data.get("layer_types") is None and r.data.get("sliding_window"):
+        layers = r.int(*LAYERS, maximum=MAX_LAYERS)
+        if not pattern or set(pattern.upper()) - {"L", "G"}:
+            raise r.error(
+                "'sliding_window_pattern' must be a number or letters L (local) and G (global), "
+                f"got {show(pattern)}",
+                message_zh=(
+                    "'sliding_window_pattern' 必须是数字,或由 L(局部)和 G(全局)组成,"
+                    f"实际为 {show(pattern, 'zh')}"
+                ),
+            )
+        local = sum(pattern.upper()[i % len(pattern)] == "L" for i in range(layers))
+        window = {"sliding_window": r.int("sliding_window", maximum=MAX_POSITIONS), "sliding_layers": local}
+        return _decoder(
+            r, bias=None, mlp_bias=False, qk_norm="head", head_dim=None, **(window if local else {})
+        )
+    return _decoder(r, bias=None, mlp_bias=False, qk_norm="head", sliding="pattern4")
+
+
+def _seed_oss(r: ConfigReader) -> TransformerArch:
+    """Seed-OSS: Llama's blocks with q/k/v biases (`attention_bias`, on by default) and an output
+    projection biased only by `attention_out_bias`; head_dim 128 by default."""
+    return _decoder(
+        r,
+        max_positions=524288,
+        head_dim=128,
+        bias=None,
+        qkv_bias=r.flag("attention_bias", True),
+        out_bias=r.flag("attention_out_bias", False),
+        mlp_bias=r.flag("mlp_bias", False),
+    )
+
+
+def _internlm3(r: ConfigReader) -> TransformerArch:
+    """InternLM3: Llama's blocks (transformers builds it as Llama), head_dim 128 by default; its
+    own keys switch the biases: `qkv_bias` the q/k/v projections, `bias` the output projection
+    and the MLP (transformers' aliases `attention_bias` and `mlp_bias` are read too)."""
+    qkv = r.flag("qkv_bias", r.flag("attention_bias", False))
+    rest = r.flag("bias", r.flag("mlp_bias", False))
+    return _decoder(
+        r, max_positions=32768, head_dim=128, bias=None, qkv_bias=qkv, out_bias=rest, mlp_bias=rest
+    )
+
+
+def _helium(r: ConfigReader) -> TransformerArch:
+    """Helium: Llama's blocks, head_dim 128 by default; `attention_bias` reaches q, k and v
+    only (the output projection never has one), `mlp_bias` the MLP."""
+    return _decoder(
+        r,
+        max_positions=4096,
+        head_dim=128,
+        bias=None,
+        qkv_bias=r.flag("attention_bias", False),
+        out_bias=False,
+        mlp_bias=r.flag("mlp_bias", False),
+    )
+
+
 def _ernie45(r: ConfigReader) -> TransformerArch:
     """ERNIE 4.5 (dense): Llama layout, head_dim 128 by default; `use_bias` switches the blocks' biases."""
     return _decoder(r, tie=True, max_positions=131072, bias="use_bias", head_dim=128)
@@ -708,6 +833,13 @@ def _chatglm(r: ConfigReader) -> TransformerArch:
 
 
 # -- mixture of experts -------------------------------------------------------------------------
+# Expert counts under both the name a family's checkpoints use and the alias its transformers
+# config class maps to it (attribute_map): a config saved by transformers 5 writes the alias
+# (Qwen3-MoE's `num_local_experts`), the published checkpoints the original name.
+EXPERTS = ("num_experts", "num_local_experts")
+ROUTED_EXPERTS = ("n_routed_experts", "num_local_experts", "num_experts")
+
+
 def _experts(
     r: ConfigReader,
     *,
@@ -775,7 +907,7 @@ def _qwen2_moe(r: ConfigReader) -> TransformerArch:
     _refuse_mlp_only_layers(r)
     moe = _experts(
         r,
-        count=("num_experts",),
+        count=EXPERTS,
         top_k=("num_experts_per_tok",),
         width=("moe_intermediate_size",),
         shared=r.int("shared_expert_intermediate_size", default=0, minimum=0),
@@ -790,19 +922,19 @@ def _qwen3_moe(r: ConfigReader) -> TransformerArch:
     _refuse_mlp_only_layers(r)
     moe = _experts(
         r,
-        count=("num_experts",),
+        count=EXPERTS,
         top_k=("num_experts_per_tok",),
         width=("moe_intermediate_size",),
         every=r.int("decoder_sparse_step", default=1),
     )
-    return _decoder(
-        r, max_positions=32768, head_dim=128, mlp_bias=False, qk_norm="head", sliding="qwen2", **moe
-    )
+    # Unlike Qwen3Config, Qwen3MoeConfig has no head_dim default: a file without one means
+    # hidden_size / num_attention_heads (the published checkpoints write 128).
+    return _decoder(r, max_positions=32768, mlp_bias=False, qk_norm="head", sliding="qwen2", **moe)
 
 
 def _olmoe(r: ConfigReader) -> TransformerArch:
     """OLMoE: experts of `intermediate_size`, RMSNorms over all query and key heads."""
-    moe = _experts(r, count=("num_experts",), top_k=("num_experts_per_tok",), width=("intermediate_size",))
+    moe = _experts(r, count=EXPERTS, top_k=("num_experts_per_tok",), width=("intermediate_size",))
     return _decoder(r, max_positions=4096, mlp_bias=False, qk_norm="full", **moe)
 
 
@@ -855,12 +987,41 @@ def _routed_and_shared_experts(
     )
     return _experts(
         r,
-        count=("n_routed_experts",),
+        count=ROUTED_EXPERTS,
         top_k=("num_experts_per_tok",),
         width=("moe_intermediate_size",),
         shared=expert * r.int("n_shared_experts", default=shared, minimum=0),
-        dense_layers=r.int("first_k_dense_replace", default=dense, minimum=0),
+        dense_layers=_leading_dense_layers(r, dense),
     )
+
+
+def _leading_dense_layers(r: ConfigReader, default: int) -> int:
+    """How many first layers keep a dense MLP: `first_k_dense_replace`, or the leading 'dense'
+    entries of `mlp_layer_types` (GLM-4.7-Flash's spelling), which must all come first."""
+    types = r.data.get("mlp_layer_types")
+    if types is None:
+        return r.int("first_k_dense_replace", default=default, minimum=0)
+    layers = r.int(*LAYERS, maximum=MAX_LAYERS)
+    dense = (
+        next((i for i, t in enumerate(types) if t != "dense"), len(types)) if isinstance(types, list) else 0
+    )
+    if (
+        not isinstance(types, list)
+        or len(types) != layers
+        or any(t not in ("dense", "sparse") for t in types)
+        or "dense" in types[dense:]
+    ):
+        raise r.error(
+            f"'mlp_layer_types' must list 'dense' then 'sparse' for each of the {layers} layers, "
+            f"got {show(types)}",
+            "dense layers after the first sparse one are not supported",
+            message_zh=(
+                f"'mlp_layer_types' 必须为 {layers} 层依次列出 'dense' 再列出 'sparse',"
+                f"实际为 {show(types, 'zh')}"
+            ),
+            hint_zh="不支持出现在第一个 sparse 层之后的 dense 层",
+        )
+    return dense
 
 
 # The class defaults (DeepseekV2Config, DeepseekV3Config, Mistral4Config) of the latent-attention
@@ -870,11 +1031,13 @@ MLA_CLASS_DEFAULTS = {
     "deepseek-v2": (1536, 2, 0, 2048),
     "deepseek-v3": (1536, 1, 3, 4096),
     "mistral4": (1024, 1, 0, 1048576),
+    "glm4-moe-lite": (768, 1, 1, 202752),
 }
 
 
 def _deepseek(r: ConfigReader) -> TransformerArch:
-    """DeepSeek-V2/V3 and Mistral 4 (`mistral4`, the same blocks): multi-head latent attention
+    """DeepSeek-V2/V3, Mistral 4 (`mistral4`) and GLM-4.7-Flash (`glm4_moe_lite`), the same
+    blocks: multi-head latent attention
     and routed plus shared experts after `first_k_dense_replace` dense layers (every layer after
     them, as transformers builds it). A key the file leaves out takes its class's default
     (MLA_CLASS_DEFAULTS); an explicit null `q_lora_rank` means no query compression
@@ -1085,6 +1248,11 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "phi3": _phi3,
     "olmo": _olmo,
     "olmo2": _olmo2,
+    "olmo3": _olmo3,
+    "exaone4": _exaone4,
+    "seed-oss": _seed_oss,
+    "internlm3": _internlm3,
+    "helium": _helium,
     "ernie4-5": _ernie45,
     "internlm2": _internlm2,
     "granite": _granite,
@@ -1110,6 +1278,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "deepseek-v2": _deepseek,
     "deepseek-v3": _deepseek,
     "mistral4": _deepseek,
+    "glm4-moe-lite": _deepseek,
     "glm4-moe": _glm4_moe,
     "gpt-oss": _gpt_oss,
     "llama4-text": _llama4_text,

@@ -145,6 +145,33 @@ def _olmo(arch: TransformerArch) -> dict[str, Any]:
     return dict(llama_sizes(arch), attention_bias=arch.qkv_bias)
 
 
+def _olmo3(arch: TransformerArch) -> dict[str, Any]:
+    """OLMo-3: OLMo-2's blocks, three of four layers windowed."""
+    return dict(_olmo(arch), **_windows(arch, 4))
+
+
+def _exaone4(arch: TransformerArch) -> dict[str, Any]:
+    """EXAONE 4.0: post-norms, head-wise query/key norms, three of four layers windowed where a
+    window is set; the layer list is always given (the class divides by a zero period without)."""
+    _require_no_biases(arch, "EXAONE 4.0", "EXAONE 4.0")
+    windows = _windows(arch, 4)
+    windows.setdefault("layer_types", ["full_attention"] * arch.num_layers)
+    return dict(llama_sizes(arch), head_dim=arch.dim_head, **windows)
+
+
+def _seed_oss(arch: TransformerArch) -> dict[str, Any]:
+    """Seed-OSS: q/k/v biases (`attention_bias`) apart from the output projection's."""
+    return dict(
+        llama_sizes(arch),
+        head_dim=arch.dim_head,
+        attention_bias=arch.qkv_bias,
+        attention_out_bias=arch.out_bias,
+        mlp_bias=arch.mlp_bias,
+        attention_dropout=0.0,
+        residual_dropout=0.0,
+    )
+
+
 def _phi3(arch: TransformerArch) -> dict[str, Any]:
     """Phi-3: one fused qkv_proj and one gate_up_proj, which change no count but what autograd
     keeps (the value is a view of the fused output) and how many kernels run."""
@@ -283,6 +310,16 @@ def _deepseek(arch: TransformerArch) -> dict[str, Any]:
         head_dim=arch.qk_rope_head_dim,
         attention_bias=False,
     )
+
+
+def _glm4_moe_lite(arch: TransformerArch) -> dict[str, Any]:
+    """GLM-4.7-Flash: DeepSeek-V3's latent attention and experts under GLM's names, its dense
+    layers listed in `mlp_layer_types`."""
+    fields = _deepseek(arch)
+    for key in ("first_k_dense_replace", "topk_method", "head_dim"):
+        fields.pop(key)
+    dense = arch.dense_layers
+    return dict(fields, mlp_layer_types=["dense"] * dense + ["sparse"] * (arch.num_layers - dense))
 
 
 def _glm4_moe(arch: TransformerArch) -> dict[str, Any]:
@@ -448,6 +485,9 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "gemma3": ("gemma3_text", _gemma(6)),
     "olmo": ("olmo", _olmo),
     "olmo2": ("olmo2", _olmo),
+    "olmo3": ("olmo3", _olmo3),
+    "exaone4": ("exaone4", _exaone4),
+    "seed_oss": ("seed_oss", _seed_oss),
     "olmoe": ("olmoe", _olmoe),
     "glm4": ("glm4", _glm4),
     "phi3": ("phi3", _phi3),
@@ -458,6 +498,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "ernie4_5_moe": ("ernie4_5_moe", _ernie45_moe),
     "deepseek_v2": ("deepseek_v2", _deepseek),
     "deepseek_v3": ("deepseek_v3", _deepseek),
+    "glm4_moe_lite": ("glm4_moe_lite", _glm4_moe_lite),
     "glm4_moe": ("glm4_moe", _glm4_moe),
     "gpt_oss": ("gpt_oss", _gpt_oss),
     "llama4_text": ("llama4_text", _llama4_text),

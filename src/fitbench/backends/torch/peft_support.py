@@ -37,7 +37,17 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
             "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
             "mlp": ("gate_proj", "up_proj", "down_proj"),
         }
-        for model_type in ("qwen2", "qwen3", "gemma2", "gemma3_text", "olmo", "olmo2")
+        for model_type in (
+            "qwen2",
+            "qwen3",
+            "gemma2",
+            "gemma3_text",
+            "olmo",
+            "olmo2",
+            "olmo3",
+            "exaone4",
+            "seed_oss",
+        )
     },
     # Mixture-of-experts families by their transformers 4 names, which peft turns into target
     # parameters on transformers 5's stacked experts (estimate/peft.py PEFT_STACKED_EXPERT_TYPES);
