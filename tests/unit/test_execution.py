@@ -98,3 +98,32 @@ def test_paddle_tuned_estimate_counts_the_master_weights_of_o2():
     assert tuned.breakdown["master_weights"] == 4 * params
     assert default.breakdown["master_weights"] == 0
     assert tuned.breakdown["amp_weight_copies"] == 0 < default.breakdown["amp_weight_copies"]
+
+
+@pytest.mark.parametrize(
+    ("model", "overrides", "attention"),
+    [
+        ("llama-3.2-1b-instruct", {"mode": "train", "precision": "fp32"}, "eager"),  # 8 of 32 heads
+        ("llama-3.2-1b-instruct", {"mode": "train", "precision": "amp-bf16"}, "fused"),
+        ("llama-3.2-1b-instruct", {"mode": "train", "precision": "bf16"}, "fused"),
+        ("llama-3.2-1b-instruct", {"mode": "infer", "precision": "fp32"}, "fused"),
+        ("llama-2-7b", {"mode": "train", "precision": "fp32"}, "fused"),  # a head of keys for each
+        ("deepseek-v2-lite-chat", {"mode": "train", "precision": "fp32"}, "fused"),  # latent heads
+    ],
+)
+def test_fp32_training_over_grouped_heads_runs_sdpa_math_path(model, overrides, attention):
+    """No CUDA fused kernel takes FP32 queries over fewer key/value heads (enable_gqa), so the
+    estimate lays that step out as eager attention (its score matrices), as PyTorch runs it."""
+    from fitbench.estimate.execution import attention_as_run
+    from fitbench.workloads import library
+
+    workload = library.workload_for_model(model, weights="none").replace(
+        batch_size=2, seq_len=512, prompt_tokens=128, new_tokens=8, **overrides
+    )
+    assert attention_as_run(workload) == attention
+    if not workload.is_training:
+        return
+    gpu = get_gpu("h100-sxm")
+    asked, eager = estimate(workload, gpu), estimate(workload.replace(attention="eager"), gpu)
+    same = (asked.peak_memory_bytes, asked.step_seconds) == (eager.peak_memory_bytes, eager.step_seconds)
+    assert same == (attention == "eager")

@@ -105,9 +105,30 @@ def attention_as_run(workload: Workload, framework: str = "torch") -> str:
     backends/torch/models.attention_impl) or where SDPA can only take its math path, which
     keeps what eager attention keeps; else the requested one."""
     arch = workload.arch
-    if framework == Framework.TORCH and (transformers_lacks_sdpa(arch) or sdpa_math_only(arch)):
+    if framework == Framework.TORCH and (
+        transformers_lacks_sdpa(arch) or sdpa_math_only(arch) or fp32_grouped_heads_math(workload)
+    ):
         return "eager"
     return workload.attention
+
+
+def fp32_grouped_heads_math(workload: Workload) -> bool:
+    """FP32 training of a decoder whose key/value heads are fewer than its query heads: for a
+    causal batch without padding transformers hands SDPA the grouped heads with enable_gqa
+    (integrations/sdpa_attention.py use_gqa_in_sdpa), and of PyTorch's CUDA kernels only flash
+    and cuDNN take grouped heads, both 16-bit only; memory-efficient attention takes equal head
+    counts only (sdp_utils.cpp: check_batch_size_and_num_heads_dense<false>). FP32 therefore runs
+    SDPA's math path, which repeats the keys and values to every head and keeps the FP32 score
+    matrices as eager attention does. Under autocast or in 16-bit weights flash runs. Generation
+    is left to its own rules: a decode step's query is packed onto the key/value heads."""
+    arch = workload.arch
+    return (
+        workload.is_training
+        and workload.precision == "fp32"
+        and getattr(arch, "kind", "") == "decoder"
+        and not getattr(arch, "is_mla", False)
+        and getattr(arch, "kv_heads", 0) < getattr(arch, "num_heads", 0)
+    )
 
 
 def transformers_lacks_sdpa(arch: object, transformers: str | None = None) -> bool:

@@ -424,13 +424,25 @@ def _attention_saved_bytes_per_token(
     if attention == "fused":
         # SDPA output and its contiguous (b, s, h) copy for the output projection; log-sum-exp.
         return qkv_out + 2 * q * dt.act + heads * 4
-    # probs (softmax in FP32 under autocast), dropout mask, the matmul's own input (the dropped
-    # probs, or under autocast their 16-bit cast); a soft-capped model's tanh output (the 16-bit
-    # or FP32 scores).
-    softmax = 4 if dt.amp else dt.act
-    dropped = dt.act if (dt.mask or dt.amp) else 0
+    # probs (FP32 under autocast, or where the softmax is taken in FP32: eager_softmax_in_fp32),
+    # dropout mask, the matmul's own input (the dropped probs, or their 16-bit cast); a
+    # soft-capped model's tanh output (the 16-bit or FP32 scores).
+    upcast = dt.amp or (eager_softmax_in_fp32(arch) and dt.act != 4)
+    softmax = 4 if upcast else dt.act
+    dropped = dt.act if (dt.mask or upcast) else 0
     capped = dt.act if softcapped(arch) else 0
     return qkv_out + q * dt.act + heads * seq * (softmax + dt.mask + dropped + capped)
+
+
+def eager_softmax_in_fp32(arch: TransformerArch) -> bool:
+    """transformers' shared eager attention (Llama's and the families written from it, ViT's)
+    takes the softmax in FP32 and casts the probabilities back, `softmax(..., dtype=float32)
+    .to(query.dtype)`: in 16-bit weights both are kept for backward, the FP32 probabilities and
+    their 16-bit copy. BERT/RoBERTa, GPT-2 and Falcon take it in the scores' dtype, GPT-J on
+    FP32 scores of its own."""
+    if arch.patch_size:
+        return True
+    return arch.kind == "decoder" and arch.position != "learned" and arch.rules_type not in ("gptj", "falcon")
 
 
 def layer_input_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:

@@ -1,0 +1,91 @@
+"""benchmarks/training_replay.py traces a decoder's training step on the meta device with CUDA's
+kernel choices: what it must hold at the step's peak, on tiny library models.
+
+The script's agreement with measured GPU peaks is a benchmark (its --measured table), not a test;
+these check the mechanisms it substitutes for the meta device's own: the LM loss's FP32 blocks,
+SDPA's math path for FP32 queries over grouped key/value heads, CUDA's fused dropout."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import training_replay
+from fitbench.estimate.execution import attention_as_run
+from tiny_families import tiny_workload
+
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
+
+BATCH, SEQ = 2, 96
+
+
+def _blocks(workload) -> dict[int, int]:
+    return {size: n for size, n in training_replay.trace_step(workload)["blocks_at_peak"]}
+
+
+def test_a_16bit_step_peaks_with_the_loss_s_three_fp32_logits_blocks() -> None:
+    """The upcast logits' log-softmax (saved), its gradient and the gradient of the upcast
+    logits: three FP32 blocks of tokens x vocabulary at the head's backward, and no 16-bit
+    logits beside them (the model's output is gone before backward)."""
+    w = tiny_workload("qwen3-0.6b", mode="train", precision="bf16", batch_size=BATCH, seq_len=SEQ)
+    logits = BATCH * SEQ * w.arch.vocab_size
+    blocks = _blocks(w)
+    assert blocks.get(logits * 4) == 3
+    assert logits * 2 not in blocks
+
+
+def test_fp32_queries_over_grouped_heads_keep_their_score_matrices() -> None:
+    """No CUDA fused kernel takes them: SDPA's math path keeps each layer's FP32 scores (batch x
+    heads x seq x seq), as the estimate's eager layout does; with a key/value head for every
+    query head the fused kernel runs and keeps none."""
+    grouped = tiny_workload("llama-3.2-1b-instruct", mode="train", batch_size=BATCH, seq_len=SEQ)
+    arch = grouped.arch
+    assert arch.kv_heads < arch.num_heads and attention_as_run(grouped) == "eager"
+    equal = grouped.replace(arch=dataclasses.replace(arch, num_kv_heads=None))
+    assert attention_as_run(equal) == "fused"
+    scores = BATCH * arch.num_heads * SEQ * SEQ * 4
+    assert _blocks(grouped).get(scores, 0) - _blocks(equal).get(scores, 0) >= arch.num_layers
+
+
+def test_dropout_saves_a_bool_mask_as_cuda_does() -> None:
+    """CUDA's fused dropout saves a one-byte mask an element; the CPU's and the meta device's
+    decomposition a float mask of four."""
+    import torch
+
+    from allocator_replay import StorageEvents
+
+    def allocations(dropout) -> list[int]:
+        x = torch.empty(1000, device="meta", requires_grad=True)
+        trace = StorageEvents()
+        with trace:
+            y = dropout(x, 0.05, True)
+        del y
+        return sorted(e[2] for e in trace.events if e[0] == "alloc")
+
+    assert allocations(training_replay._fused_dropout) == [1000, 4000]
+    assert 1000 not in allocations(torch.nn.functional.dropout)
+
+
+def test_lora_adapters_keep_a_bool_mask_for_each_adapted_input() -> None:
+    w = tiny_workload(
+        "qwen3-0.6b", mode="train", precision="bf16", batch_size=BATCH, seq_len=SEQ, peft="lora", lora_rank=4
+    )
+    assert _blocks(w).get(BATCH * SEQ * w.arch.hidden_size, 0) >= w.arch.num_layers
+
+
+def test_amp_is_refused_in_one_line() -> None:
+    w = tiny_workload("qwen3-0.6b", mode="train", precision="amp-bf16", batch_size=BATCH, seq_len=SEQ)
+    with pytest.raises(ValueError, match="only 16-bit or FP32 decoder training steps"):
+        training_replay.trace_step(w)
+
+
+def test_the_table_names_each_point(capsys: pytest.CaptureFixture[str]) -> None:
+    assert training_replay.main(["qwen3-0.6b:1:128:bf16"]) == 0
+    out = capsys.readouterr().out
+    assert "qwen3-0.6b:1:128:bf16" in out and "reserved" in out
