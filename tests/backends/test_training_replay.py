@@ -89,3 +89,13 @@ def test_the_table_names_each_point(capsys: pytest.CaptureFixture[str]) -> None:
     assert training_replay.main(["qwen3-0.6b:1:128:bf16"]) == 0
     out = capsys.readouterr().out
     assert "qwen3-0.6b:1:128:bf16" in out and "reserved" in out
+
+
+def test_the_sweep_cuts_every_library_decoder_to_its_first_blocks() -> None:
+    points = list(training_replay.sweep_points("1:128:bf16", 3, None))
+    assert len(points) >= 40
+    for label, _, workload, measured in points:
+        arch = workload.arch
+        assert arch.kind == "decoder" and arch.num_layers <= 3 and measured is None
+        assert workload.is_training and workload.precision == "bf16" and "(" in label
+        assert arch.sliding_layers < max(arch.num_layers, 2)

@@ -104,7 +104,10 @@ def norm_saved_bytes_per_token(arch: TransformerArch, width: int, input_bytes: f
     """One norm over `width` elements a token whose input is `input_bytes` an element: an RMSNorm
     with a weight keeps its FP32 input and its normalised tensor (Llama: at the input's width,
     rms_saved_bytes_per_token; Gemma, OLMo-2: FP32, gemma_norms), a LayerNorm its input (its
-    per-row statistics are negligible)."""
+    per-row statistics are negligible); OLMo-1's LayerNorm without parameters upcasts first
+    (`F.layer_norm(x.float())`), so it keeps an FP32 copy whatever the input's dtype."""
+    if arch.norm == "nonparametric":
+        return width * 4
     if arch.norm != "rmsnorm":
         return width * input_bytes
     return width * (8 if gemma_norms(arch) else 4 + input_bytes)
