@@ -164,6 +164,15 @@ TINY: dict[str, dict[str, Any]] = {
         "n_group": 2,
         "topk_group": 1,
     },
+    "hunyuan_v1_dense": {**BASE, "model_type": "hunyuan_v1_dense", "head_dim": 32, "attention_bias": True},
+    "hunyuan_v1_moe": {
+        **BASE,
+        "model_type": "hunyuan_v1_moe",
+        "head_dim": 16,
+        "num_experts": 4,
+        "moe_topk": [2, 2, 2, 2],
+        "moe_intermediate_size": [96, 96, 96, 96],
+    },
     "glm4_moe_lite": {
         **BASE,
         "model_type": "glm4_moe_lite",

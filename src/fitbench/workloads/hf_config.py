@@ -66,6 +66,7 @@ DECODER_TYPES = (
     "seed_oss",
     "internlm3",
     "helium",
+    "hunyuan_v1_dense",
     "ernie4_5",
     "internlm2",
     "baichuan",
@@ -97,6 +98,7 @@ MOE_TYPES = (
     "glm4_moe",
     "gpt_oss",
     "llama4_text",
+    "hunyuan_v1_moe",
 )
 # Multimodal files whose language model is read, with their vision tower counted (multimodal.py).
 MULTIMODAL_TYPES = (
@@ -1106,6 +1108,57 @@ def _gpt_oss(r: ConfigReader) -> TransformerArch:
     )
 
 
+def _per_layer(r: ConfigReader, key: str, layers: int, *, default: int) -> int:
+    """A size a config may give per layer (Hunyuan's `moe_topk`, `num_experts`): one number, or
+    a list of one per layer that must hold the same number throughout."""
+    value = r.data.get(key)
+    if not isinstance(value, list):
+        return r.int(key, default=default)
+    sizes = {r.check_int(f"{key}[{i}]", v) for i, v in enumerate(value)}
+    if len(value) != layers or len(sizes) != 1:
+        raise r.error(
+            f"'{key}' must hold one number for every one of the {layers} layers, got {show(value)}",
+            "layers that differ are not supported",
+            message_zh=f"'{key}' 必须为全部 {layers} 层给出同一个数,实际为 {show(value, 'zh')}",
+            hint_zh="不支持各层不同的设置",
+        )
+    return sizes.pop()
+
+
+def _hunyuan_dense(r: ConfigReader) -> TransformerArch:
+    """Hunyuan dense (`hunyuan_v1_dense`): Llama's blocks with a head-wise RMSNorm on queries and on
+    keys; `attention_bias` switches q/k/v/o biases; head_dim hidden / heads unless given."""
+    return _decoder(r, max_positions=2048, mlp_bias=False, qk_norm="head")
+
+
+def _hunyuan_moe(r: ConfigReader) -> TransformerArch:
+    """Hunyuan-A13B (`hunyuan_v1_moe`): the dense family's attention, and in every layer
+    `num_experts` SwiGLU experts behind an FP32 router taking `moe_topk`, plus one shared MLP, all
+    of `intermediate_size` as transformers builds them (a per-layer `moe_intermediate_size` or
+    `moe_topk` list must hold one number)."""
+    r.require(VOCAB, HIDDEN, LAYERS, HEADS, FFN, ("num_experts", "num_local_experts"))
+    layers = r.int(*LAYERS, maximum=MAX_LAYERS)
+    width = r.int(*FFN)
+    listed = r.data.get("moe_intermediate_size")
+    if listed is not None and _per_layer(r, "moe_intermediate_size", layers, default=width) != width:
+        raise r.error(
+            "'moe_intermediate_size' differs from 'intermediate_size', "
+            "which transformers builds the experts at",
+            "give the experts' width as intermediate_size",
+            message_zh="'moe_intermediate_size' 与 transformers 构建专家所用的 'intermediate_size' 不同",
+            hint_zh="请把专家的宽度写作 intermediate_size",
+        )
+    experts = r.data.get("num_experts", r.data.get("num_local_experts"))
+    count = "num_experts" if "num_experts" in r.data else "num_local_experts"
+    moe = dict(
+        num_experts=_per_layer(r, count, layers, default=1) if experts is not None else 1,
+        experts_per_token=_per_layer(r, "moe_topk", layers, default=1),
+        expert_intermediate_size=width,
+        shared_intermediate_size=width,
+    )
+    return _decoder(r, max_positions=2048, mlp_bias=False, qk_norm="head", **moe)
+
+
 def _llama4_text(r: ConfigReader) -> TransformerArch:
     """Llama-4 text (`llama4_text`): GQA attention (biases by `attention_bias`; parameter-free L2
     query/key norms), MoE layers every `interleave_moe_layer_step`-th from the step's own index
@@ -1282,6 +1335,8 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "glm4-moe": _glm4_moe,
     "gpt-oss": _gpt_oss,
     "llama4-text": _llama4_text,
+    "hunyuan-v1-dense": _hunyuan_dense,
+    "hunyuan-v1-moe": _hunyuan_moe,
     "resnet": _resnet,
 }
 

@@ -172,6 +172,29 @@ def _seed_oss(arch: TransformerArch) -> dict[str, Any]:
     )
 
 
+def _hunyuan(arch: TransformerArch) -> dict[str, Any]:
+    """Hunyuan dense and MoE: one `attention_bias` for q/k/v/o, head-wise query/key norms; the
+    MoE's experts and its one shared MLP at `intermediate_size`."""
+    _require(
+        arch,
+        _same_attention_bias(arch) and not arch.mlp_bias,
+        "biases Hunyuan does not have",
+        "Hunyuan 没有的偏置",
+    )
+    fields = dict(llama_sizes(arch), head_dim=arch.dim_head, attention_bias=arch.qkv_bias)
+    if arch.is_moe:
+        _require(
+            arch,
+            arch.shared_intermediate_size == arch.expert_intermediate_size == arch.intermediate_size
+            and arch.dense_layers == 0
+            and arch.moe_every == 1,
+            "experts or a shared MLP of another width, or dense layers",
+            "其他宽度的专家或共享 MLP,或稠密层",
+        )
+        fields.update(num_experts=arch.num_experts, moe_topk=arch.experts_per_token)
+    return fields
+
+
 def _phi3(arch: TransformerArch) -> dict[str, Any]:
     """Phi-3: one fused qkv_proj and one gate_up_proj, which change no count but what autograd
     keeps (the value is a view of the fused output) and how many kernels run."""
@@ -488,6 +511,8 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "olmo3": ("olmo3", _olmo3),
     "exaone4": ("exaone4", _exaone4),
     "seed_oss": ("seed_oss", _seed_oss),
+    "hunyuan_v1_dense": ("hunyuan_v1_dense", _hunyuan),
+    "hunyuan_v1_moe": ("hunyuan_v1_moe", _hunyuan),
     "olmoe": ("olmoe", _olmoe),
     "glm4": ("glm4", _glm4),
     "phi3": ("phi3", _phi3),

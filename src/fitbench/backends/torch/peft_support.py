@@ -47,6 +47,7 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
             "olmo3",
             "exaone4",
             "seed_oss",
+            "hunyuan_v1_dense",
         )
     },
     # Mixture-of-experts families by their transformers 4 names, which peft turns into target
