@@ -163,6 +163,11 @@ def test_gpt_j_asks_for_sdpa_only_where_the_installed_transformers_builds_it() -
         "exaone-4.0-32b",
         "seed-oss-36b-instruct",
         "phi-3-mini-4k-instruct",
+        "gpt-neox-20b",
+        "falcon-7b",
+        "gpt-j-6b",
+        "starcoder2-15b",
+        "c4ai-command-r7b-12-2024",
     ],
 )
 @pytest.mark.parametrize("targets", ["attention", "attention-mlp"])
@@ -242,6 +247,22 @@ def test_tuned_training_builds_each_family_with_the_attention_it_has(name: str, 
     session = get_backend("torch").open(workload, RunOptions(device="cpu", exec_mode="tuned"))
     try:
         assert session.notes["attention"].startswith(attention)
+        session.step()
+        session.sync()
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize(
+    "name", ["gpt-neox-20b", "falcon-7b", "gpt-j-6b", "starcoder2-15b", "c4ai-command-r7b-12-2024"]
+)
+def test_lora_trains_the_families_with_their_own_module_names(name: str) -> None:
+    """peft finds their Linears by the names peft_support lists (fused query_key_value for
+    GPT-NeoX and Falcon), and a LoRA step runs on the CPU."""
+    pytest.importorskip("peft")
+    workload = tiny_workload(name, mode="train", batch_size=2, seq_len=16, peft="lora", lora_rank=4)
+    session = get_backend("torch").open(workload, RunOptions(device="cpu"))
+    try:
         session.step()
         session.sync()
     finally:

@@ -72,7 +72,8 @@ DOUBLE_QUANT = True  # bitsandbytes Linear4bit(compress_statistics=True), the QL
 DEQUANT_COPIES = 2
 
 # Model types whose blocks fuse Linears (what LoRA then adapts as one matrix).
-FUSED_QKV = ("gpt2", "chatglm", "phi3")  # c_attn / query_key_value / qkv_proj
+# c_attn / query_key_value (ChatGLM, GPT-NeoX, Falcon) / qkv_proj
+FUSED_QKV = ("gpt2", "chatglm", "gpt-neox", "falcon", "phi3")
 FUSED_GATE_UP = ("chatglm", "phi3")  # dense_h_to_4h / gate_up_proj
 
 # Mixture-of-experts families whose routed experts peft adapts through a v4-style target list

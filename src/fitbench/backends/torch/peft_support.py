@@ -64,6 +64,26 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
     # Phi-3 fuses q, k, v in qkv_proj and gate, up in gate_up_proj (estimate/peft.py FUSED_QKV,
     # FUSED_GATE_UP adapt each fused matrix once).
     "phi3": {"attention": ("qkv_proj", "o_proj"), "mlp": ("gate_up_proj", "down_proj")},
+    # Command-R and Command-R7B: Llama's names in parallel blocks.
+    **{
+        model_type: {
+            "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+            "mlp": ("gate_proj", "up_proj", "down_proj"),
+        }
+        for model_type in ("cohere", "cohere2")
+    },
+    # GPT-NeoX and Falcon fuse q, k and v in one query_key_value (estimate/peft.py FUSED_QKV); the
+    # output projection is the attention block's `dense`, which the MLP's two names do not end in.
+    "gpt_neox": {
+        "attention": ("query_key_value", "attention.dense"),
+        "mlp": ("dense_h_to_4h", "dense_4h_to_h"),
+    },
+    "falcon": {
+        "attention": ("query_key_value", "self_attention.dense"),
+        "mlp": ("dense_h_to_4h", "dense_4h_to_h"),
+    },
+    "gptj": {"attention": ("q_proj", "k_proj", "v_proj", "out_proj"), "mlp": ("fc_in", "fc_out")},
+    "starcoder2": {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ("c_fc", "c_proj")},
     # GPT-2's Conv1D layers store the weight transposed (fan_in_fan_out) and fuse q, k, v in c_attn.
     "gpt2": {"attention": ("c_attn", "attn.c_proj"), "mlp": ("c_fc", "mlp.c_proj")},
 }
