@@ -291,10 +291,10 @@ def frozen_savings_per_token(
     Mirrors transformer_cost.layer_saved_bytes_per_token term by term:
       * the inputs of the Linears (q/k/v, MLP in, attention output projection, MLP out): a frozen
         Linear saves nothing, its input gradient needs only the weight;
-      * RMSNorm with a frozen scale saves only its FP32 input (`weight * x` keeps x only for the
-        weight's gradient): 4 bytes an element instead of norm_saved_bytes_per_token's, for each
-        of the block's norms (Gemma-2/3: four, FP32 to the end) and its query/key norms (Qwen3,
-        Gemma-3, OLMo-2); LayerNorm's backward needs its input anyway.
+      * a norm with a frozen scale keeps less (transformer_cost.frozen_norm_saved_bytes_per_token:
+        an RMSNorm only its FP32 input), for each of the block's norms (Gemma-2/3: four, FP32 to
+        the end) and its query/key norms (Qwen3, Gemma-3, OLMo-2); LayerNorm's backward needs its
+        input anyway.
     """
     h, f, q = arch.hidden_size, arch.intermediate_size, arch.q_dim
     if arch.kind == "encoder":
@@ -304,13 +304,14 @@ def frozen_savings_per_token(
     else:
         qkv_in = dt.linear_input(h, 3)
         mlp_in = dt.linear_input(h, 2)
-        norms = 0.0
-        if arch.norm == "rmsnorm":
-            block = transformer_cost.norm_saved_bytes_per_token(arch, h, dt.res) - 4 * h
-            norms = arch.norms_per_layer * block
-            if arch.qk_norm != "none":
-                width = arch.q_dim + arch.kv_dim
-                norms += transformer_cost.qk_norm_saved_bytes_per_token(arch, dt) - 4 * width
+
+        def saving(width: int, input_bytes: float) -> float:
+            trained = transformer_cost.norm_saved_bytes_per_token(arch, width, input_bytes)
+            return trained - transformer_cost.frozen_norm_saved_bytes_per_token(arch, width, input_bytes)
+
+        norms = arch.norms_per_layer * saving(h, dt.res)
+        if arch.qk_norm != "none":
+            norms += saving(arch.q_dim + arch.kv_dim, dt.act)
     out_proj_in = q * dt.act  # attention output (contiguous copy) feeding the o projection
     mlp_out_in = f * dt.act  # SiLU(gate)*up, or GELU's output, feeding the last MLP matrix
     if arch.is_moe:

@@ -100,6 +100,23 @@ def gemma_norms(arch: TransformerArch) -> bool:
     return arch.rules_type in ("gemma", "gemma2", "gemma3_text", "gemma3", "olmo2")
 
 
+# Command-R's norm (CohereLayerNorm): in FP32, the mean subtracted twice (once for the variance,
+# once to normalise), each difference kept by its product, and the normalised tensor kept for
+# the weight's gradient: three FP32 tensors, two with the weight frozen.
+COHERE_NORM_TYPES = ("cohere", "cohere2")
+
+
+def frozen_norm_saved_bytes_per_token(arch: TransformerArch, width: int, input_bytes: float) -> float:
+    """One norm with its weight frozen (LoRA): an RMSNorm keeps only its FP32 input (`weight * x`
+    keeps x only for the weight's gradient), Command-R's norm its two mean-subtracted copies; a
+    LayerNorm's backward needs what norm_saved_bytes_per_token says anyway."""
+    if arch.rules_type in COHERE_NORM_TYPES:
+        return width * 8
+    if arch.norm == "rmsnorm":
+        return width * 4
+    return norm_saved_bytes_per_token(arch, width, input_bytes)
+
+
 def norm_saved_bytes_per_token(arch: TransformerArch, width: int, input_bytes: float) -> float:
     """One norm over `width` elements a token whose input is `input_bytes` an element: an RMSNorm
     with a weight keeps its FP32 input and its normalised tensor (Llama: at the input's width,
@@ -108,6 +125,8 @@ def norm_saved_bytes_per_token(arch: TransformerArch, width: int, input_bytes: f
     (`F.layer_norm(x.float())`), so it keeps an FP32 copy whatever the input's dtype."""
     if arch.norm == "nonparametric":
         return width * 4
+    if arch.rules_type in COHERE_NORM_TYPES:
+        return width * 12
     if arch.norm != "rmsnorm":
         return width * input_bytes
     return width * (8 if gemma_norms(arch) else 4 + input_bytes)
