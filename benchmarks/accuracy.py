@@ -19,6 +19,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set unseen      # models and settings no estimator change was made against
     python benchmarks/accuracy.py --set users       # the checkpoints users bring, never run before
     python benchmarks/accuracy.py --set quantized   # bitsandbytes NF4 / int8 decoding and QLoRA
+    python benchmarks/accuracy.py --set newest      # the families read since the last GPU run
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -750,6 +751,179 @@ KERNELS: list[tuple[str, dict[str, Any]]] = [
     ),
     ("roberta-base", {"mode": "train", "precision": "amp-fp16", "batch_size": 32, "seq_len": 256}),
 ]
+# The families fitbench learned to read after the last GPU run (OLMo-3, EXAONE 4.0, Seed-OSS,
+# InternLM3, GLM-4.7-Flash, Helium, Hunyuan dense and MoE) and the LoRA targets added for GPT-NeoX,
+# Falcon and Command-R: written down before any of them ran on a GPU, scored before any estimator
+# change. Their estimates were checked only against CPU traces (benchmarks/training_replay.py).
+NEWEST: list[tuple[str, dict[str, Any]]] = [
+    (
+        "olmo-3-7b",
+        {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 2048, "new_tokens": 64},
+    ),
+    (
+        "exaone-4.0-32b",
+        {
+            "mode": "infer",
+            "precision": "bf16",
+            "batch_size": 2,
+            "prompt_tokens": 2048,
+            "new_tokens": 64,
+            "num_layers": 16,
+        },
+    ),
+    (
+        "seed-oss-36b-instruct",
+        {
+            "mode": "infer",
+            "precision": "bf16",
+            "batch_size": 4,
+            "prompt_tokens": 1024,
+            "new_tokens": 64,
+            "num_layers": 16,
+        },
+    ),
+    (
+        "internlm3-8b-instruct",
+        {"mode": "infer", "precision": "bf16", "batch_size": 8, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+    (
+        "glm-4.7-flash",
+        {
+            "mode": "infer",
+            "precision": "bf16",
+            "batch_size": 2,
+            "prompt_tokens": 1024,
+            "new_tokens": 64,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "helium-1-2b.json",
+        {"mode": "infer", "precision": "bf16", "batch_size": 16, "prompt_tokens": 512, "new_tokens": 64},
+    ),
+    (
+        "hunyuan-7b.json",
+        {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+    (
+        "hunyuan-a13b.json",
+        {
+            "mode": "infer",
+            "precision": "bf16",
+            "batch_size": 2,
+            "prompt_tokens": 512,
+            "new_tokens": 64,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "olmo-3-7b",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "batch_size": 4,
+            "seq_len": 1024,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "internlm3-8b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "exaone-4.0-32b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 2048,
+            "checkpointing": True,
+            "num_layers": 16,
+        },
+    ),
+    (
+        "falcon-7b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "gpt-neox-20b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 16,
+        },
+    ),
+    (
+        "c4ai-command-r7b-12-2024",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "helium-1-2b.json",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 8, "seq_len": 1024},
+    ),
+    (
+        "hunyuan-7b.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "glm-4.7-flash",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 4,
+            "seq_len": 512,
+            "num_layers": 4,
+        },
+    ),
+    (
+        "seed-oss-36b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 12,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -760,6 +934,7 @@ SETS = {
     "users": USERS,
     "quantized": QUANTIZED,
     "kernels": KERNELS,
+    "newest": NEWEST,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -837,6 +1012,12 @@ def shrink(workload: Workload) -> Workload:
         intermediate_size=172,
         max_positions=256,
         **windows,
+        # a family that builds its experts at the dense width (Hunyuan's MoE) keeps that tie
+        **{
+            f: 172
+            for f in ("expert_intermediate_size", "shared_intermediate_size")
+            if getattr(workload.arch, f, None) == workload.arch.intermediate_size
+        },
     )
     small = {"batch_size": 2, "tiny": True}
     if workload.seq_len:
@@ -1187,7 +1368,8 @@ def main(argv: list[str] | None = None) -> int:
         "(decoder families' own mechanisms), recent (newer checkpoints), unseen (points no "
         "estimator change was made against), users (the checkpoints users bring, measured after "
         "the decode host moved to the typical one), quantized (bitsandbytes weights and QLoRA) or "
-        "kernels (eager training steps that check the kernel-class model out of sample)",
+        "kernels (eager training steps that check the kernel-class model out of sample) or newest (the "
+        "families read since the last GPU run, scored before any change)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(

@@ -27,7 +27,7 @@ FAMILY_FILES = sorted(protocol.RESULTS.glob("accuracy-families-h200-*.json")) + 
 UNSEEN_FILES = sorted(protocol.RESULTS.glob("accuracy-unseen-h200-*.json"))
 OTHER_CARD_FILES = sorted(
     path
-    for pattern in ("holdout", "families", "recent", "unseen", "users", "quantized", "kernels")
+    for pattern in ("holdout", "families", "recent", "unseen", "users", "quantized", "kernels", "newest")
     for path in protocol.RESULTS.glob(f"accuracy-{pattern}-*.json")
     if "-h200-" not in path.name
 )
@@ -217,7 +217,7 @@ def test_shrunk_points_keep_the_job() -> None:
         )
 
 
-@pytest.mark.parametrize("name", ["users", "quantized", "kernels"])
+@pytest.mark.parametrize("name", ["users", "quantized", "kernels", "newest"])
 def test_the_later_sets_build_every_point_and_fit_one_device_call(name: str) -> None:
     """Every point names a library model, applies every declared field, has a label of its own,
     and the set runs in one device call on an H100 (9 minutes, start-up and margin included)."""
