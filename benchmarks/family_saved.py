@@ -8,8 +8,9 @@ Tiny variants of the bundled models (tiny_families.py: each family's layout at h
 one forward and backward at batch 2 x 64 tokens under `torch.autograd.graph.saved_tensors_hooks`:
 every tensor autograd keeps is counted once per storage, parameters and buffers excluded. Next to
 it the estimator's count for the same workload as PyTorch runs it (estimate.execution.
-workload_as_run: Gemma-2 and Falcon-7B take eager-style attention): the segments' saved bytes
-plus autocast's 16-bit weight copies. AMP runs as bf16 autocast on the CPU.
+workload_as_run: Gemma-2 takes eager attention; Falcon-7B's multi-query SDPA call takes its math
+path, which the model is built to run and which computes 16-bit inputs in FP32): the segments'
+saved bytes plus autocast's 16-bit weight copies. AMP runs as bf16 autocast on the CPU.
 
 What the CPU cannot show: SDPA with query/key heads wider than the values' (DeepSeek's latent
 attention) takes the math path on the CPU only, and the CPU's autocast leaves pow in 16 bits
@@ -36,7 +37,7 @@ from torch import nn
 
 from fitbench.backends.torch.models import build_model, resnet_forward
 from fitbench.estimate import resnet_cost, transformer_cost
-from fitbench.estimate.execution import workload_as_run
+from fitbench.estimate.execution import sdpa_math_only, workload_as_run
 from fitbench.results.table import render_table
 from fitbench.workloads import library
 from fitbench.workloads.workload import Workload
@@ -71,10 +72,18 @@ NOT_A_CHECK = {
 }
 
 
-def saved_bytes(workload: Workload, *, dropout: bool = True) -> int:
-    """Bytes of the distinct storages autograd saves in one forward of the backend's model."""
+def saved_bytes(workload: Workload, *, dropout: bool = True, dtype: torch.dtype | None = None) -> int:
+    """Bytes of the distinct storages autograd saves in one forward of the backend's model;
+    `dtype`: its weights cast to that dtype first (a pure 16-bit step, which the CPU build keeps
+    in FP32)."""
     torch.manual_seed(0)
+    if sdpa_math_only(workload.arch) and workload.attention == "eager":
+        # Falcon-7B as run: its multi-query SDPA call takes the math path (on the CPU too), which
+        # computes 16-bit inputs in FP32 where eager attention would not: build it with SDPA
+        workload = workload.replace(attention="fused")
     model, _ = build_model(workload, device="cpu")
+    if dtype is not None:
+        model = model.to(dtype)
     model.train()
     if not dropout:
         for m in model.modules():

@@ -132,6 +132,20 @@ def test_decoder_families_save_what_the_estimate_counts(name: str, precision: st
     assert saved_bytes(w, dropout=False) == pytest.approx(estimated_bytes(w, dropout=False), rel=0.07)
 
 
+def test_falcon_multi_query_sdpa_keeps_fp32_scores_in_16_bit_weights() -> None:
+    """Falcon-7B hands SDPA one key/value head against all its query heads without enable_gqa:
+    the math path runs (on the CPU as on CUDA), upcasts the 16-bit inputs and keeps FP32
+    probabilities and FP32 copies of the query and of the broadcast keys and values. At 256 tokens
+    the scores dominate: the count of 16-bit eager attention would be a third low."""
+    w = family_workload("falcon-7b", "bf16").replace(seq_len=256)
+    assert transformer_cost.sdpa_math_only(w.arch) and w.attention == "eager"
+    measured = saved_bytes(w, dropout=False, dtype=torch.bfloat16)
+    assert measured == pytest.approx(estimated_bytes(w, dropout=False), rel=0.05)
+    a, tokens = w.arch, w.batch_size * 256
+    fp32_extra = a.num_layers * tokens * (a.num_heads * 256 * 2 + 3 * a.q_dim * 2)
+    assert measured > 1.3 * (estimated_bytes(w, dropout=False) - fp32_extra)
+
+
 def test_routed_experts_keep_fp32_activations_under_autocast() -> None:
     """transformers' grouped experts run in the weights' dtype (FP32 master weights), so autocast
     saves about as much for an MoE block as FP32 does, where a dense block saves far less. The

@@ -176,6 +176,30 @@ def test_a_vocabulary_off_the_tensor_core_alignment_runs_the_slow_gemm() -> None
     assert gemm(head) > 4 * gemm(aligned)
 
 
+def test_a_wider_alignment_takes_a_share_per_element_of_it() -> None:
+    """The head kernels load as many bytes as the vocabulary's alignment allows: OLMo-3's 100,278
+    words (divisible by 2, not 4) run at twice the align-1 share, 100,276 (divisible by 4) at four
+    times it, capped at an aligned GEMM's; the alignment follows every dimension's."""
+    assert transformer_cost.misaligned_gemm(_llama_amp(), 50257) == 1
+    assert transformer_cost.misaligned_gemm(_llama_amp(), 100278) == 2
+    assert transformer_cost.misaligned_gemm(_llama_amp(), 100276, 4096) == 4
+    assert transformer_cost.misaligned_gemm(_llama_amp(), 100276, 4098) == 2
+    assert transformer_cost.misaligned_gemm(_llama_amp(), 128256) == 0
+    olmo3 = library.workload_for_model("olmo-3-7b").replace(mode="train", precision="amp-bf16", seq_len=512)
+    head = _head(olmo3)
+    assert head.misaligned == 2
+
+    def gemm(k) -> float:
+        t = speed.time_kernels([k], olmo3, H100, DEFAULT, host_seconds_per_op=0.0).compute_seconds
+        return t - k.kernel_launches * DEFAULT.matmul_fixed_seconds
+
+    align1 = gemm(dataclasses.replace(head, misaligned=1))
+    assert gemm(head) == pytest.approx(align1 / 2)
+    assert gemm(dataclasses.replace(head, misaligned=4)) == pytest.approx(align1 / 4)
+    aligned = gemm(dataclasses.replace(head, misaligned=0))
+    assert gemm(dataclasses.replace(head, misaligned=8)) == pytest.approx(aligned)  # never faster
+
+
 def test_the_misaligned_share_is_the_stored_head_kernels() -> None:
     """misaligned_matmul_efficiency is the GPT-2-large step's align-1 head kernels: their FLOPs
     over their time at the H100's bf16 peak."""

@@ -131,8 +131,9 @@ class Profile:
     # is issued only once the backward has run, so its time follows the rest of the step's.
     grad_scaler_syncs: bool = False
     # The share of the peak a 16-bit GEMM whose dimensions defeat the tensor cores' aligned loads
-    # reaches (Kernel.misaligned: cuBLAS's align-1 kernels); None: matmul_efficiency's, as where a
-    # compiler pads the shapes (inductor's shape padding).
+    # reaches per element of its alignment (Kernel.misaligned: cuBLAS's align-1 kernels this share,
+    # align-2 and align-4 kernels twice and four times it, never above an aligned GEMM's); None:
+    # matmul_efficiency's, as where a compiler pads the shapes (inductor's shape padding).
     misaligned_matmul_efficiency: float | None = None
     cast_host_share: float = 1.0  # an autocast cast's host cost / host_seconds_per_op
     # A LoRA adapter's operation (its two rank-r Linears, the casts, dropout, scaling and add

@@ -70,9 +70,10 @@ class Kernel:
            residual stream and norms beside 16-bit branch outputs): PyTorch runs them through
            TensorIterator's unvectorized loops that convert each element, at the profile's
            mixed_dtype_memory_efficiency of the streaming rate
-    misaligned  a 16-bit GEMM with a dimension that is not a multiple of 8 elements (GPT-2's
-           50,257-word LM head): cuBLAS cannot use its tensor-core kernels' 16-byte loads and runs
-           align-1 kernels, at the profile's misaligned_matmul_efficiency of the peak
+    misaligned  the alignment in elements (1, 2 or 4) of a 16-bit GEMM with a dimension that is not
+           a multiple of 8 elements (GPT-2's 50,257-word LM head: 1); 0 where it is aligned.
+           cuBLAS cannot use its tensor-core kernels' 16-byte loads and runs narrower ones, at the
+           profile's misaligned_matmul_efficiency of the peak per element of alignment
     fused  what this work becomes in a step a compiler fuses (torch.compile's inductor in torch's
            tuned mode: Profile.fuses_pointwise): a chain of pointwise passes becomes one kernel
            that reads the chain's inputs and writes its outputs once; None: unchanged (GEMMs,
@@ -97,7 +98,7 @@ class Kernel:
     fixed_seconds: float | None = None
     mixed_dtypes: bool = False
     stream_share: float | None = None
-    misaligned: bool = False
+    misaligned: int = 0
 
     @property
     def kernel_launches(self) -> float:

@@ -208,7 +208,14 @@ def _compute_share(k: Kernel, gpu: GpuSpec, profile: Profile, rate: str, eff: di
     if k.kind == "memory":
         return 1.0
     if k.misaligned and profile.misaligned_matmul_efficiency is not None:
-        return profile.misaligned_matmul_efficiency
+        # the loads narrow with the alignment: the align-1 share per element of it, never more
+        # than an aligned GEMM's
+        aligned = eff.get(k.kind, 1.0) * gemm_rate_factor(gpu, rate)
+        return min(aligned, profile.misaligned_matmul_efficiency * k.misaligned)
+    if k.kind == "attention" and k.compute == "fp32":
+        # FP32 products of a 16-bit step (SDPA's math path): one share at every head dimension,
+        # as attention_share gives an FP32 step's
+        return profile.attention_efficiency * gemm_rate_factor(gpu, rate)
     return eff.get(k.kind, 1.0) * gemm_rate_factor(gpu, rate)
 
 

@@ -446,6 +446,8 @@ def _attention_saved_bytes_per_token(
     if attention == "fused":
         # SDPA output and its contiguous (b, s, h) copy for the output projection; log-sum-exp.
         return qkv_out + 2 * q * dt.act + heads * 4
+    if sdpa_math_only(arch):
+        return (q + kv) * dt.act * fused_qkv_view(arch) + math_sdpa_saved_bytes_per_token(arch, dt, seq)
     # probs (FP32 under autocast, or where the softmax is taken in FP32: eager_softmax_in_fp32),
     # dropout mask, the matmul's own input (the dropped probs, or their 16-bit cast); a
     # soft-capped model's tanh output (the 16-bit or FP32 scores).
@@ -454,6 +456,22 @@ def _attention_saved_bytes_per_token(
     dropped = dt.act if (dt.mask or upcast) else 0
     capped = dt.act if softcapped(arch) else 0
     return qkv_out + q * dt.act + heads * seq * (softmax + dt.mask + dropped + capped)
+
+
+def math_sdpa_saved_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes, seq: int) -> float:
+    """What SDPA's math path keeps for backward a token, where the model hands it fewer key/value
+    heads than query heads without enable_gqa (execution.sdpa_math_only: Falcon-7B).
+
+    PyTorch's composite math attention (aten _scaled_dot_product_attention_math) computes 16-bit
+    inputs in FP32 (torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp is off by default):
+    the scaled FP32 query and the FP32 keys and values broadcast to every query head (torch.matmul
+    copies a broadcast operand before its batched product) are the products' saved inputs, and
+    the FP32 probabilities are kept for both the softmax's backward and the product with V; the
+    16-bit output feeds the dense projection. Eager attention keeps the probabilities in 16 bit:
+    the math path keeps about twice its scores (Falcon-7B LoRA b2 s1024 on an H100: 52.6 GB
+    allocated, accuracy-newest-h100-2026-12-05.json)."""
+    q = arch.q_dim
+    return 3 * q * 4 + q * dt.act + arch.num_heads * seq * 4
 
 
 def eager_softmax_in_fp32(arch: TransformerArch) -> bool:
@@ -983,13 +1001,21 @@ def _has_bias(arch: TransformerArch, name: str) -> bool:
 GEMM_ALIGN_ELEMENTS = 8
 
 
-def misaligned_gemm(workload: Workload, *dims: int) -> bool:
-    """Whether a GEMM over `dims` runs cuBLAS's align-1 kernels: 16-bit compute and a dimension
-    that is not a multiple of GEMM_ALIGN_ELEMENTS (GPT-2's vocabulary of 50,257; nanoGPT pads it
-    to 50,304 for this reason). FP32 SIMT kernels load single elements anyway."""
+def misaligned_gemm(workload: Workload, *dims: int) -> int:
+    """The alignment, in elements, of a 16-bit GEMM over `dims` whose dimensions are not all a
+    multiple of GEMM_ALIGN_ELEMENTS: the largest of 4, 2 and 1 that divides them all; 0 where
+    they are (or where the GEMM is not 16-bit: FP32 SIMT kernels load single elements anyway).
+
+    cuBLAS's tensor-core kernels load 16 bytes at a time; a dimension that allows only narrower
+    loads (GPT-2's vocabulary of 50,257: 2 bytes; OLMo-3's 100,278: 4 bytes) takes kernels that
+    issue one load per 2, 4 or 8 bytes, and their rate falls with the load's width
+    (speed._compute_share). nanoGPT pads GPT-2's vocabulary to 50,304 for this reason."""
     if workload.precision_info.compute not in ("fp16", "bf16"):
-        return False
-    return any(d % GEMM_ALIGN_ELEMENTS for d in dims)
+        return 0
+    align = GEMM_ALIGN_ELEMENTS
+    while align > 1 and any(d % align for d in dims):
+        align //= 2
+    return 0 if align == GEMM_ALIGN_ELEMENTS else align
 
 
 def input_casts(name: str) -> int:
@@ -1367,9 +1393,12 @@ def forward_kernels(
     capping = softcapped(arch) and workload.attention == "eager"
     sinks = arch.attention_sinks and workload.attention == "eager"
     extra_ops = (SOFTCAP_OPS if capping else 0.0) + (SINK_OPS if sinks else 0.0)
+    # SDPA's math path (Falcon-7B's one key/value head): FP32 products on the CUDA cores and
+    # FP32 scores (math_sdpa_saved_bytes_per_token), whatever the activations' dtype
+    math_fp32 = workload.attention == "eager" and kv_len is None and sdpa_math_only(arch)
     if workload.attention == "eager" and kv_len is None:
         per_score = (
-            eager_score_bytes(dt)
+            (EAGER_SCORE_PASSES * 4 if math_fp32 else eager_score_bytes(dt))
             + (SOFTCAP_PASSES * dt.act if capping else 0)
             + (SINK_PASSES * dt.act if sinks else 0)
         )
@@ -1385,6 +1414,7 @@ def forward_kernels(
             # eager attention under autocast: the scores up to FP32 for softmax, the probabilities
             # back to 16 bit for the product with V
             cast_ops=2.0 if dt.amp and workload.attention == "eager" else 0.0,
+            compute="fp32" if math_fp32 and dt.act != 4 else "",
         )
     )
     ks.extend(_pointwise_kernels(workload, arch, dt, tokens))
