@@ -20,6 +20,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set users       # the checkpoints users bring, never run before
     python benchmarks/accuracy.py --set quantized   # bitsandbytes NF4 / int8 decoding and QLoRA
     python benchmarks/accuracy.py --set newest      # the families read since the last GPU run
+    python benchmarks/accuracy.py --set followup    # checks of what the newest set changed
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -924,6 +925,43 @@ NEWEST: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# Checks of the two mechanisms the newest set led to, on shapes they were not derived from,
+# written down before they ran: LM heads whose vocabulary allows only 4- or 8-byte loads (a
+# Llama-3.2-1B with two added tokens, 128,258 words: align 2; a Qwen2.5-1.5B at 151,940 words:
+# align 4), and Falcon-7B's multi-query math-path SDPA under autocast, in full training at a longer
+# sequence, and in LoRA at batch 1 and 2,048 tokens.
+FOLLOWUP: list[tuple[str, dict[str, Any]]] = [
+    (
+        "llama-3.2-1b-added-tokens.json",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 8, "seq_len": 1024},
+    ),
+    (
+        "qwen2.5-1.5b-vocab151940.json",
+        {"mode": "train", "precision": "bf16", "optimizer": "adamw", "batch_size": 8, "seq_len": 1024},
+    ),
+    (
+        "falcon-7b",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 2048,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "falcon-7b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 1,
+            "seq_len": 2048,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -935,6 +973,7 @@ SETS = {
     "quantized": QUANTIZED,
     "kernels": KERNELS,
     "newest": NEWEST,
+    "followup": FOLLOWUP,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -1369,7 +1408,8 @@ def main(argv: list[str] | None = None) -> int:
         "estimator change was made against), users (the checkpoints users bring, measured after "
         "the decode host moved to the typical one), quantized (bitsandbytes weights and QLoRA) or "
         "kernels (eager training steps that check the kernel-class model out of sample) or newest (the "
-        "families read since the last GPU run, scored before any change)",
+        "families read since the last GPU run, scored before any change) or followup (checks of the "
+        "mechanisms the newest set led to, on other shapes)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(

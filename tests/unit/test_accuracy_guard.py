@@ -27,7 +27,17 @@ FAMILY_FILES = sorted(protocol.RESULTS.glob("accuracy-families-h200-*.json")) + 
 UNSEEN_FILES = sorted(protocol.RESULTS.glob("accuracy-unseen-h200-*.json"))
 OTHER_CARD_FILES = sorted(
     path
-    for pattern in ("holdout", "families", "recent", "unseen", "users", "quantized", "kernels", "newest")
+    for pattern in (
+        "holdout",
+        "families",
+        "recent",
+        "unseen",
+        "users",
+        "quantized",
+        "kernels",
+        "newest",
+        "followup",
+    )
     for path in protocol.RESULTS.glob(f"accuracy-{pattern}-*.json")
     if "-h200-" not in path.name
 )
