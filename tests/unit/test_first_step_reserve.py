@@ -24,7 +24,10 @@ from fitbench.estimate.allocator import (
     segment_bytes,
 )
 from fitbench.estimate.api import estimate
+from fitbench.estimate.breakdown import required_bytes
 from fitbench.estimate.first_step import first_step, weight_matrices
+from fitbench.estimate.memory import memory_breakdown
+from fitbench.estimate.profile import get_profile
 from fitbench.estimate.single_device import training_segments
 from fitbench.workloads.presets import get_workload
 
@@ -137,10 +140,20 @@ def test_the_tuned_mode_keeps_the_first_steps_segments_in_its_peak():
     the first step's segments (tuned-oos-h200-2026-12-04*.json: the NVML peak is the warm-up's
     reserved peak plus the context, 64.6 vs 63.8 + 0.9 GB for Qwen2.5-1.5B)."""
     default = estimate(wide_training(1), get_gpu("h200"))
-    tuned = estimate(wide_training(1), get_gpu("h200"), exec_mode="tuned")
     assert default.memory.details.get("first_step_segments", 0) > 0
-    assert tuned.memory.details.get("first_step_segments", 0) > 0
-    assert tuned.required_memory_bytes < tuned.peak_memory_bytes
+    profile = get_profile("torch", "tuned", use_user=False)
+    without_warmup = memory_breakdown(
+        wide_training(1), dataclasses.replace(profile, capture_warmup_share=0.0)
+    )
+    assert without_warmup.details.get("first_step_segments", 0) > 0
+    # the later moment, the capture's side-stream warm-up (Profile.capture_warmup_share), may
+    # reserve more: the peak is the larger of the two, never their sum
+    tuned = memory_breakdown(wide_training(1), profile)
+    warmup = tuned.details["capture_warmup_reserve"]
+    assert tuned.total == max(
+        without_warmup.total, without_warmup.total - without_warmup.details["first_step_segments"] + warmup
+    )
+    assert required_bytes(tuned) < tuned.total
 
 
 @pytest.mark.parametrize(
@@ -189,3 +202,30 @@ def test_the_estimate_says_how_much_of_the_fragmentation_is_the_first_step(lang,
     assert ("first step" in text) if lang == "en" else ("首步" in text)
     main([*args, "--batch", "64", "--json"])
     assert json.loads(capsys.readouterr().out)["estimates"][0]["first_step_reserve_bytes"] is None
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_tuned_estimate_says_what_the_capture_warmup_reserves(lang, capsys):
+    """A compiled tuned training step's side-stream warm-up reserve is the JSON's
+    capture_warmup_reserve_bytes (Profile.capture_warmup_share of the step's dynamic memory) and is
+    printed in the reader's language; the default mode has none."""
+    import json
+
+    from fitbench.cli.main import main
+    from fitbench.core.units import format_bytes
+
+    args = ["estimate", "bert-base-imdb", "--gpu", "h100-sxm", "--lang", lang]
+    main([*args, "--exec", "tuned", "--json"])
+    est = json.loads(capsys.readouterr().out)["estimates"][0]
+    reserve = est["capture_warmup_reserve_bytes"]
+    assert reserve and 0 < reserve < est["breakdown"]["fragmentation"]
+    dynamic = sum(est["breakdown"][k] for k in ("activations", "temporaries", "gradients"))
+    share = get_profile("torch", "tuned", use_user=False).capture_warmup_share
+    assert reserve == pytest.approx(share * dynamic, rel=1e-6, abs=2)
+    assert est["peak_memory_bytes"] - est["required_memory_bytes"] >= reserve
+    main([*args, "--exec", "tuned"])
+    text = capsys.readouterr().out
+    assert format_bytes(reserve) in text
+    assert ("side stream" in text) if lang == "en" else ("副流" in text)
+    main([*args, "--json"])
+    assert json.loads(capsys.readouterr().out)["estimates"][0]["capture_warmup_reserve_bytes"] is None

@@ -109,6 +109,13 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "  其中分配器碎片含首步预留的 {size}(梯度和优化器状态找不到足够大的缓存块,只能另申请显存段,"
         "与已释放的激活缓存并存);显存紧张时分配器会释放它,因此判定不计入这部分。",
     },
+    "est.capture_warmup_reserve": {
+        "en": "  allocator fragmentation includes {size} that the CUDA graph's warm-up reserves: it runs "
+        "on a side stream, which cannot reuse the blocks the compiling step left cached; the "
+        "allocator releases them when memory runs short, so the verdict leaves them out.",
+        "zh": "  其中分配器碎片含 CUDA 图预热时预留的 {size}:预热在副流上运行,无法复用编译步骤留下的缓存块;"
+        "显存紧张时分配器会释放它们,因此判定不计入这部分。",
+    },
     "est.total": {"en": "total", "zh": "合计"},
     "col.part": {"en": "part", "zh": "部分"},
     "col.bytes": {"en": "bytes", "zh": "大小"},

@@ -282,6 +282,20 @@ def bottleneck_cell(e: Estimate, lang: str = "en") -> str:
     return bottleneck_label(e.limited_by.replace("memory-bandwidth", "memory"), lang)
 
 
+def _reserve_notes(est: Estimate, lang: str) -> list[str]:
+    """The cached reserves inside the fragmentation part, said in the reader's language: the
+    first step's new segments, and a compiled tuned step's side-stream warm-up."""
+    notes = []
+    for detail, key in (
+        ("first_step_segments", "est.first_step_reserve"),
+        ("capture_warmup_reserve", "est.capture_warmup_reserve"),
+    ):
+        size = est.memory.details.get(detail)
+        if size:
+            notes.append(t(key, lang, size=format_bytes(size)))
+    return notes
+
+
 def format_estimates(
     results: list[Estimate],
     offloads: list[Any] | None = None,
@@ -374,9 +388,7 @@ def format_estimates(
                 indent="  ",
             )
         )
-        reserve = first.memory.details.get("first_step_segments")
-        if reserve:
-            lines.append(t("est.first_step_reserve", lang, size=format_bytes(reserve)))
+        lines += _reserve_notes(first, lang)
         if first.roofline_tokens_per_second:
             roofline = format_rate(first.roofline_tokens_per_second, "tok/s")
             prefill = format_seconds(first.prefill_seconds)

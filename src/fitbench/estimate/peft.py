@@ -527,6 +527,9 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
     dynamic_total = parts["activations"] + parts["temporaries"] + parts["gradients"]
     parts["workspace"] = profile.workspace_bytes
     parts["fragmentation"] = profile.fragmentation * dynamic_total
+    # a captured compiled step's side-stream warm-up (Profile.capture_warmup_share)
+    warmup = profile.capture_warmup_share * dynamic_total if compiled else 0.0
+    parts["fragmentation"] += warmup
     parts["cuda_context"] = profile.context_bytes
     details = {
         "trainable_params": lora + head,
@@ -540,6 +543,8 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
         ),
         "gradients_total": trainable_bytes(workload),
     }
+    if warmup:
+        details["capture_warmup_reserve"] = int(warmup)
     return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)
 
 

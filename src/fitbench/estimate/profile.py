@@ -122,6 +122,12 @@ class Profile:
     # quantizes a MoE's experts too (weights.quantized_matrices `engine`).
     engine_loading: bool = False
     autocast_cache_share: float = 1.0
+    # A captured compiled training step (transformer_cost.compiled_step under a mode that captures
+    # CUDA graphs): the share of its dynamic memory (activations, temporaries, gradients) the
+    # process reserves beyond the fragmentation share, while the capture's warm-up runs on a side
+    # stream whose allocations cannot reuse the default stream's cached blocks, beside the blocks
+    # the compiling step left pinned (backends/torch/tuned.py _try_capture); 0: none.
+    capture_warmup_share: float = 0.0
     # The share of the streaming rate a kernel whose eager passes mix 16-bit and FP32 tensors
     # reaches (Kernel.mixed_dtypes: an RMSNorm decoder's elementwise work under autocast) beside the
     # memory_efficiency of same-dtype kernels; 1.0: the same.

@@ -129,6 +129,10 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
     dynamic_total = parts["activations"] + parts["temporaries"] + parts["kv_cache"] + parts["gradients"]
     parts["workspace"] = profile.workspace_bytes
     parts["fragmentation"] = _fragmentation_share(workload, profile) * dynamic_total
+    if workload.is_training and transformer_cost.compiled_step(workload, profile):
+        warmup = profile.capture_warmup_share * dynamic_total
+        parts["fragmentation"] += warmup
+        details["capture_warmup_reserve"] = int(warmup)
     # transformers' own generate: what the replay lays out, and where a tied head is freed at load
     transformers_generate = framework == Framework.TORCH and profile.exec_mode == "default"
     laid_out = transformers_generate and generation_reserve.applies(workload)
