@@ -469,7 +469,9 @@ def math_sdpa_saved_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes,
     the FP32 probabilities are kept for both the softmax's backward and the product with V; the
     16-bit output feeds the dense projection. Eager attention keeps the probabilities in 16 bit:
     the math path keeps about twice its scores (Falcon-7B LoRA b2 s1024 on an H100: 52.6 GB
-    allocated, accuracy-newest-h100-2026-12-05.json)."""
+    allocated, runs-newest-h100-2026-12-05.json). An explicit `--attention eager` on Falcon-7B
+    (16-bit scores) is counted the same way: after execution.attention_as_run both read "eager",
+    so the estimate is high there by about half the scores."""
     q = arch.q_dim
     return 3 * q * 4 + q * dt.act + arch.num_heads * seq * 4
 
