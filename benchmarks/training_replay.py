@@ -9,9 +9,10 @@ The method of allocator_replay.py (generation), for `fitbench run`'s training st
    mode that records every storage an operator creates and when its last tensor goes, with three
    substitutions where the meta device (or the CPU) would allocate otherwise than CUDA does:
    - SDPA runs as a flash or memory-efficient kernel does: its output, and for backward the
-     query, key, value, output and FP32 log-sum-exp; FP32 queries over fewer key/value heads
-     take PyTorch's math path, traced as its own implementation, because no CUDA fused kernel
-     takes them (estimate/execution.py fp32_grouped_heads_math);
+     query, key, value, output and FP32 log-sum-exp; FP32 queries over fewer key/value heads,
+     and 16-bit ones handed over without enable_gqa (Falcon-7B), take PyTorch's math path,
+     traced as its own implementation, because no CUDA fused kernel takes them
+     (estimate/execution.py fp32_grouped_heads_math, sdpa_math_only);
    - dropout is CUDA's fused kernel (native_dropout: a bool mask saved), not the CPU's
      decomposition into a float mask times the input;
    - a fused optimizer (no fused kernels on the meta device) keeps its states and updates them
@@ -98,11 +99,12 @@ def _sdpa(
     enable_gqa: bool = False,
     **_: Any,
 ) -> torch.Tensor:
-    """SDPA as CUDA dispatches a causal training batch: fused, or the math path for FP32 queries
-    over fewer key/value heads."""
-    if query.dtype == torch.float32 and key.shape[-3] != query.shape[-3]:
+    """SDPA as CUDA dispatches a causal training batch: fused, or the math path where no fused
+    CUDA kernel takes fewer key/value heads than query heads: FP32 queries, or any dtype without
+    enable_gqa (Falcon-7B's multi-query call; the math path then computes 16-bit inputs in FP32)."""
+    if key.shape[-3] != query.shape[-3] and (query.dtype == torch.float32 or not enable_gqa):
         return torch.ops.aten._scaled_dot_product_attention_math(
-            query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=True
+            query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
         )[0]
     return _FusedAttention.apply(query, key, value)
 
