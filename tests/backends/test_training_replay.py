@@ -3,7 +3,8 @@ kernel choices: what it must hold at the step's peak, on tiny library models.
 
 The script's agreement with measured GPU peaks is a benchmark (its --measured table), not a test;
 these check the mechanisms it substitutes for the meta device's own: the LM loss's FP32 blocks,
-SDPA's math path for FP32 queries over grouped key/value heads, CUDA's fused dropout."""
+SDPA's math path for FP32 queries over grouped key/value heads and for a 16-bit multi-query call
+without enable_gqa, CUDA's fused dropout."""
 
 from __future__ import annotations
 
@@ -51,6 +52,18 @@ def test_fp32_queries_over_grouped_heads_keep_their_score_matrices() -> None:
     assert attention_as_run(equal) == "fused"
     scores = BATCH * arch.num_heads * SEQ * SEQ * 4
     assert _blocks(grouped).get(scores, 0) - _blocks(equal).get(scores, 0) >= arch.num_layers
+
+
+def test_a_multi_query_call_without_enable_gqa_keeps_fp32_scores_in_16_bit_weights() -> None:
+    """Falcon-7B hands SDPA its one key/value head without enable_gqa: no CUDA fused kernel takes
+    it, and the math path computes the bf16 inputs in FP32, keeping each layer's FP32 scores."""
+    w = tiny_workload("falcon-7b", mode="train", precision="bf16", batch_size=BATCH, seq_len=SEQ)
+    arch = w.arch
+    assert arch.kv_heads == 1 < arch.num_heads
+    scores = BATCH * arch.num_heads * SEQ * SEQ
+    blocks = _blocks(w)
+    assert blocks.get(scores * 4, 0) >= arch.num_layers
+    assert blocks.get(scores * 2, 0) == 0  # no 16-bit score matrix: not eager attention
 
 
 def test_dropout_saves_a_bool_mask_as_cuda_does() -> None:
