@@ -53,21 +53,28 @@ def test_real_size_counts_match_on_meta(name: str) -> None:
     assert notes["model_source"].startswith("transformers ")
 
 
+# A short generation and a training step: what each family's tiny variant must run on a CPU.
+GENERATE_AND_TRAIN = (
+    {"mode": "infer", "batch_size": 2, "prompt_tokens": 20, "new_tokens": 4},
+    {"mode": "train", "batch_size": 2, "seq_len": 16},
+)
+
+
+def _step_on_the_cpu(workload) -> None:
+    """One step of `workload` through the torch backend, with the estimator's parameter count."""
+    session = get_backend("torch").open(workload, RunOptions(device="cpu"))
+    try:
+        assert session.notes["params"] == workload.param_count()
+        session.step()
+        session.sync()
+    finally:
+        session.close()
+
+
 @pytest.mark.parametrize("name", FAMILY_MODELS)
 def test_tiny_variants_generate_and_train_on_the_cpu(name: str) -> None:
-    backend = get_backend("torch")
-    for overrides in (
-        {"mode": "infer", "batch_size": 2, "prompt_tokens": 20, "new_tokens": 4},
-        {"mode": "train", "batch_size": 2, "seq_len": 16},
-    ):
-        workload = tiny_workload(name, **overrides)
-        session = backend.open(workload, RunOptions(device="cpu"))
-        try:
-            assert session.notes["params"] == workload.param_count()
-            session.step()
-            session.sync()
-        finally:
-            session.close()
+    for overrides in GENERATE_AND_TRAIN:
+        _step_on_the_cpu(tiny_workload(name, **overrides))
 
 
 HUNYUAN = {
@@ -92,23 +99,13 @@ def test_families_without_a_library_model_build_count_and_step_on_the_cpu(config
     """Hunyuan has no bundled config (`fitbench models`): a tiny one of its published layout
     (Hunyuan-A13B: per-layer top-k lists) builds through its own transformers class with the
     estimator's count, and trains and generates."""
-    backend = get_backend("torch")
-    for overrides in (
-        {"mode": "infer", "batch_size": 2, "prompt_tokens": 20, "new_tokens": 4},
-        {"mode": "train", "batch_size": 2, "seq_len": 16},
-    ):
+    for overrides in GENERATE_AND_TRAIN:
         workload = workload_from_data(
             config, name="tiny-hunyuan", source="test", precision="fp32", **overrides
         )
         model, _ = build_model(workload, device="meta")
         assert type(model.config).model_type == config["model_type"]
-        session = backend.open(workload, RunOptions(device="cpu"))
-        try:
-            assert session.notes["params"] == workload.param_count()
-            session.step()
-            session.sync()
-        finally:
-            session.close()
+        _step_on_the_cpu(workload)
 
 
 def test_sliding_layers_keep_the_counted_number_in_the_family_pattern() -> None:

@@ -129,7 +129,7 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
     dynamic_total = parts["activations"] + parts["temporaries"] + parts["kv_cache"] + parts["gradients"]
     parts["workspace"] = profile.workspace_bytes
     parts["fragmentation"] = _fragmentation_share(workload, profile) * dynamic_total
-    if workload.is_training and transformer_cost.compiled_step(workload, profile):
+    if transformer_cost.compiled_step(workload, profile):
         warmup = profile.capture_warmup_share * dynamic_total
         parts["fragmentation"] += warmup
         details["capture_warmup_reserve"] = int(warmup)
