@@ -40,8 +40,21 @@ FAMILY_MODELS = sorted(
 
 def test_every_family_has_a_library_model() -> None:
     covered = {family_key(library.workload_for_model(n, weights="none").arch) for n in FAMILY_MODELS}
-    # Hunyuan has no bundled config: tiny ones of its layout are built below instead.
-    assert covered >= set(FAMILIES) - {"gemma3", "glm4", "hunyuan_v1_dense", "hunyuan_v1_moe"}
+    # Families without a bundled config (no published one could be checked): tiny ones of
+    # their layouts are built below instead (TINY_FAMILIES).
+    unbundled = {c["model_type"] for c in TINY_FAMILIES} - covered
+    assert unbundled <= {
+        "hunyuan_v1_dense",
+        "hunyuan_v1_moe",
+        "arcee",
+        "nemotron",
+        "apertus",
+        "ministral",
+        "phi",
+        "minicpm3",
+        "granitemoeshared",
+    }
+    assert covered >= set(FAMILIES) - {"gemma3", "glm4"} - unbundled
 
 
 @pytest.mark.parametrize("name", FAMILY_MODELS)
@@ -88,20 +101,68 @@ HUNYUAN = {
 }
 
 
-@pytest.mark.parametrize(
-    "config",
-    [
-        {**HUNYUAN, "model_type": "hunyuan_v1_dense"},
-        {**HUNYUAN, "model_type": "hunyuan_v1_moe", "num_experts": 4, "moe_topk": [2, 2]},
-    ],
-)
+BIGCODE = {
+    "model_type": "gpt_bigcode",
+    "vocab_size": 512,
+    "n_embd": 64,
+    "n_layer": 2,
+    "n_head": 4,
+    "n_positions": 64,
+}
+MLA = {"q_lora_rank": 48, "kv_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16}
+TINY_FAMILIES = [
+    {**HUNYUAN, "model_type": "hunyuan_v1_dense"},
+    {**HUNYUAN, "model_type": "hunyuan_v1_moe", "num_experts": 4, "moe_topk": [2, 2]},
+    {**HUNYUAN, "model_type": "arcee", "attention_bias": True, "mlp_bias": True},
+    {**HUNYUAN, "model_type": "nemotron"},
+    {**HUNYUAN, "model_type": "apertus", "head_dim": None},
+    {
+        **HUNYUAN,
+        "model_type": "ministral",
+        "sliding_window": 8,
+        "layer_types": ["sliding_attention", "full_attention"],
+    },
+    {
+        **HUNYUAN,
+        "model_type": "stablelm",
+        "head_dim": None,
+        "use_qkv_bias": True,
+        "use_parallel_residual": True,
+    },
+    {**HUNYUAN, "model_type": "phi", "head_dim": None, "num_key_value_heads": 4},
+    {**HUNYUAN, "model_type": "minicpm3", "num_key_value_heads": 4, **MLA},
+    BIGCODE,
+    {**HUNYUAN, "model_type": "granitemoe", "num_local_experts": 4, "num_experts_per_tok": 2},
+    {
+        **HUNYUAN,
+        "model_type": "granitemoeshared",
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "shared_intermediate_size": 48,
+    },
+    {
+        **HUNYUAN,
+        "model_type": "dots1",
+        "moe_intermediate_size": 32,
+        "n_routed_experts": 4,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 2,
+        "first_k_dense_replace": 1,
+        "sliding_window": 8,
+        "max_window_layers": 1,
+    },
+]
+
+
+@pytest.mark.parametrize("config", TINY_FAMILIES, ids=lambda c: c["model_type"])
 def test_families_without_a_library_model_build_count_and_step_on_the_cpu(config: dict) -> None:
-    """Hunyuan has no bundled config (`fitbench models`): a tiny one of its published layout
-    (Hunyuan-A13B: per-layer top-k lists) builds through its own transformers class with the
-    estimator's count, and trains and generates."""
+    """Families without a bundled config (`fitbench models`): a tiny one of each published layout
+    (Hunyuan-A13B: per-layer top-k lists; dots.llm1: windowed last layers) builds through its
+    own transformers class with the estimator's count, and trains and generates."""
+    config = {k: v for k, v in config.items() if v is not None}
     for overrides in GENERATE_AND_TRAIN:
         workload = workload_from_data(
-            config, name="tiny-hunyuan", source="test", precision="fp32", **overrides
+            config, name=f"tiny-{config['model_type']}", source="test", precision="fp32", **overrides
         )
         model, _ = build_model(workload, device="meta")
         assert type(model.config).model_type == config["model_type"]
@@ -179,6 +240,42 @@ def test_lora_adapters_on_the_dense_families_match_the_estimate(name: str, targe
     model, _ = build_model(workload, device="cpu", dtype=torch.float32)
     model = apply_lora(model, workload)
     assert model.get_nb_trainable_parameters()[0] == peft.trainable_param_count(workload)
+
+
+LORA_TYPES = ("arcee", "nemotron", "apertus", "ministral", "stablelm", "phi")
+LORA_FAMILIES = [c for c in TINY_FAMILIES if c["model_type"] in LORA_TYPES]
+LORA_FAMILIES += [BIGCODE, {**BIGCODE, "multi_query": False}]
+
+
+@pytest.mark.parametrize(
+    "config", LORA_FAMILIES, ids=lambda c: f"{c['model_type']}-{c.get('multi_query', 1)}"
+)
+@pytest.mark.parametrize("targets", ["attention", "attention-mlp"])
+def test_lora_on_new_families_matches_the_estimate(config: dict, targets: str) -> None:
+    """peft finds each new family's Linears by peft_support's names (Phi's attention `dense`, the
+    two-matrix MLPs' up/down, GPT-BigCode's fused c_attn), adapts as many as the estimate counts,
+    and a LoRA step trains on the CPU."""
+    pytest.importorskip("peft")
+    from fitbench.backends.torch.peft_support import apply_lora
+    from fitbench.estimate import peft
+
+    config = {k: v for k, v in config.items() if v is not None}
+    workload = workload_from_data(
+        config,
+        name="tiny",
+        source="test",
+        precision="fp32",
+        mode="train",
+        batch_size=2,
+        seq_len=16,
+        peft="lora",
+        lora_rank=4,
+        lora_targets=targets,
+    )
+    model, _ = build_model(workload, device="cpu", dtype=torch.float32)
+    model = apply_lora(model, workload)
+    assert model.get_nb_trainable_parameters()[0] == peft.trainable_param_count(workload)
+    _step_on_the_cpu(workload)
 
 
 @pytest.mark.parametrize(

@@ -1057,6 +1057,20 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "可覆盖任意字段:--batch、--seq-len、--image-size、--precision、--optimizer、--mode、"
         "--prompt-tokens、--new-tokens、--dataset-size、--checkpointing;或用 --config config.json。",
     },
+    "models.kind.encoder": {"en": "encoders", "zh": "编码器"},
+    "models.kind.decoder": {"en": "decoders", "zh": "解码器"},
+    "models.kind.moe": {"en": "mixture of experts", "zh": "混合专家"},
+    "models.kind.multimodal": {
+        "en": "multimodal (language model and vision tower)",
+        "zh": "多模态(语言模型与视觉塔)",
+    },
+    "models.kind.cnn": {"en": "convolutional", "zh": "卷积网络"},
+    "models.families_usage": {
+        "en": "Estimate any model of these families from its config.json: fitbench estimate --config "
+        "path/to/config.json --gpu rtx-4090.",
+        "zh": "这些家族的任何模型都可以用其 config.json 估算:fitbench estimate --config "
+        "path/to/config.json --gpu rtx-4090。",
+    },
     "models.usage": {
         "en": "Use a name where a preset goes: fitbench estimate qwen2.5-7b-instruct --gpu rtx-4090 "
         "(generation; --mode train to fine-tune).",

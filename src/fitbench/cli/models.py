@@ -10,7 +10,14 @@ from fitbench.errors import FitbenchError
 from fitbench.results.table import render_table
 from fitbench.workloads import library
 from fitbench.workloads.arch import TransformerArch
-from fitbench.workloads.hf_config import arch_from_hf_config, arch_label
+from fitbench.workloads.hf_config import (
+    DECODER_TYPES,
+    ENCODER_TYPES,
+    MOE_TYPES,
+    MULTIMODAL_TYPES,
+    arch_from_hf_config,
+    arch_label,
+)
 from fitbench.workloads.quant_config import weight_format_from_config
 
 
@@ -20,17 +27,47 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         name,
         help_text,
         "examples:\n  fitbench models\n  fitbench models qwen\n  fitbench models --json\n"
+        "  fitbench models --families\n"
         "  fitbench estimate qwen2.5-7b-instruct --gpu rtx-4090",
     )
     parser.add_argument(
         "filter", nargs="?", metavar="TEXT", help="show only models whose name contains this text"
     )
     parser.add_argument("--json", action="store_true", help="print the models as a JSON list")
+    parser.add_argument(
+        "--families",
+        action="store_true",
+        help="list the config.json model_type values fitbench reads (any model of these families "
+        "can be estimated from its config, bundled or not)",
+    )
     parser.set_defaults(func=run)
+
+
+FAMILY_GROUPS = (
+    ("encoder", ENCODER_TYPES),
+    ("decoder", DECODER_TYPES),
+    ("moe", MOE_TYPES),
+    ("multimodal", MULTIMODAL_TYPES),
+    ("cnn", ("resnet",)),
+)
+
+
+def _families(args: argparse.Namespace, lang: str) -> int:
+    """The model types arch_from_hf_config reads, by kind: what `--config` and a model folder take."""
+    if args.json:
+        print_json({kind: list(types) for kind, types in FAMILY_GROUPS})
+        return 0
+    colon = ":" if lang == "zh" else ": "
+    for kind, types in FAMILY_GROUPS:
+        print(f"{t(f'models.kind.{kind}', lang)}{colon}{', '.join(types)}")
+    print("\n" + t("models.families_usage", lang))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     lang = resolve_lang(getattr(args, "lang", None))
+    if args.families:
+        return _families(args, lang)
     chosen = list(library.models().values())
     if args.filter:
         text = args.filter.strip().lower()

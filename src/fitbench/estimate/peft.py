@@ -73,7 +73,7 @@ DEQUANT_COPIES = 2
 
 # Model types whose blocks fuse Linears (what LoRA then adapts as one matrix).
 # c_attn / query_key_value (ChatGLM, GPT-NeoX, Falcon) / qkv_proj
-FUSED_QKV = ("gpt2", "chatglm", "gpt-neox", "falcon", "phi3")
+FUSED_QKV = ("gpt2", "gpt-bigcode", "chatglm", "gpt-neox", "falcon", "phi3")
 FUSED_GATE_UP = ("chatglm", "phi3")  # dense_h_to_4h / gate_up_proj
 
 # Mixture-of-experts families whose routed experts peft adapts through a v4-style target list

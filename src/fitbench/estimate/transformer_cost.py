@@ -77,7 +77,8 @@ FUSED_QKV_VIEW_TYPES = ("gpt_neox", "falcon", "phi3")
 
 
 def fused_projections(arch: TransformerArch) -> tuple[bool, bool]:
-    """Whether the model transformers builds projects q, k, v with one Linear (GPT-2's c_attn,
+    """Whether the model transformers builds projects q, k, v with one Linear (GPT-2's and
+    GPT-BigCode's c_attn,
     GPT-NeoX's and Falcon's query_key_value, Phi-3's qkv_proj) and gate and up with one (Phi-3,
     GLM-4): under autocast each Linear casts its input once, so a fused one saves one 16-bit
     copy where three (or two) separate ones save their own."""
@@ -85,7 +86,7 @@ def fused_projections(arch: TransformerArch) -> tuple[bool, bool]:
     gpt2_like = (
         not model_type and arch.kind == "decoder" and arch.mlp == "gelu" and arch.position == "learned"
     )
-    qkv = model_type in ("gpt2", "gpt_neox", "falcon", "phi3") or gpt2_like
+    qkv = model_type in ("gpt2", "gpt_bigcode", "gpt_neox", "falcon", "phi3") or gpt2_like
     return qkv, model_type in ("phi3", "glm4")
 
 
@@ -208,7 +209,7 @@ def softcapped(arch: TransformerArch) -> bool:
 # (integrations/moe.py `proj_out * sample_weights_g`), and so does their reordering. Read from
 # the weights' dtype grouped_mm_experts_forward receives, under transformers 5.17 and 5.24
 # (tests/backends/test_family_transients.py holds it).
-FP32_ROUTING_WEIGHT_TYPES = ("mixtral", "deepseek_v2", "deepseek_v3", "glm4_moe", "minimax_m2")
+FP32_ROUTING_WEIGHT_TYPES = ("mixtral", "deepseek_v2", "deepseek_v3", "glm4_moe", "dots1", "minimax_m2")
 
 
 def experts_unquantized(workload: Workload) -> bool:

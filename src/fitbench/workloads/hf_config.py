@@ -77,7 +77,15 @@ DECODER_TYPES = (
     "cohere2",
     "glm",
     "glm4",
+    "arcee",
+    "apertus",
+    "nemotron",
+    "ministral",
+    "stablelm",
+    "phi",
+    "minicpm3",
     "gpt2",
+    "gpt_bigcode",
     "gptj",
     "gpt_neox",
     "falcon",
@@ -99,6 +107,9 @@ MOE_TYPES = (
     "gpt_oss",
     "llama4_text",
     "hunyuan_v1_moe",
+    "granitemoe",
+    "granitemoeshared",
+    "dots1",
 )
 # Multimodal files whose language model is read, with their vision tower counted (multimodal.py).
 MULTIMODAL_TYPES = (
@@ -389,7 +400,8 @@ def _sliding(r: ConfigReader, num_layers: int, rule: str) -> dict[str, Any]:
     rule: 'all' (Mistral, Mixtral, Phi-3 when `sliding_window` is set), 'alternate' (Gemma-2:
     even layers), 'pattern' (Gemma-3: all but every `sliding_window_pattern`-th, default 6;
     'pattern4': default 4, Cohere2),
-    'qwen2' (layers from `max_window_layers` on, only with `use_sliding_window`), 'none'.
+    'qwen2' (layers from `max_window_layers` on, only with `use_sliding_window`), 'dots1' (the
+    same layers wherever `sliding_window` is set, `max_window_layers` 62 by default), 'none'.
     """
     if rule == "qwen2" and not r.flag("use_sliding_window", False):
         return {}
@@ -417,8 +429,9 @@ def _sliding(r: ConfigReader, num_layers: int, rule: str) -> dict[str, Any]:
     elif rule in ("pattern", "pattern4"):
         pattern = r.int("sliding_window_pattern", default=6 if rule == "pattern" else 4)
         count = num_layers - num_layers // pattern
-    else:  # qwen2
-        count = max(num_layers - r.int("max_window_layers", default=28, minimum=0), 0)
+    else:  # qwen2, dots1
+        default = 62 if rule == "dots1" else 28
+        count = max(num_layers - r.int("max_window_layers", default=default, minimum=0), 0)
     return {"sliding_window": window, "sliding_layers": count} if count else {}
 
 
@@ -617,6 +630,117 @@ def _granite(r: ConfigReader) -> TransformerArch:
     return _decoder(r)
 
 
+def _arcee(r: ConfigReader) -> TransformerArch:
+    """Arcee (AFM): Llama's attention and a two-matrix MLP (up, ReLU squared, down); biases by
+    `attention_bias` and `mlp_bias`."""
+    return _decoder(r, max_positions=4096, mlp="gelu")
+
+
+def _apertus(r: ConfigReader) -> TransformerArch:
+    """Apertus: an RMSNorm of head_dim on queries and on keys, a two-matrix MLP (up, xIELU,
+    down) whose activation learns two scalars a layer (alpha_p, alpha_n), no MLP bias."""
+    layers = r.int(*LAYERS, maximum=MAX_LAYERS)
+    return _decoder(
+        r,
+        max_positions=65536,
+        mlp_bias=False,
+        mlp="gelu",
+        qk_norm="head",
+        extra_params=2 * layers,
+    )
+
+
+def _nemotron(r: ConfigReader) -> TransformerArch:
+    """Nemotron / Minitron: LayerNorms with weight and bias (LayerNorm1P), a two-matrix MLP
+    (up, ReLU squared, down), biases by `attention_bias` and `mlp_bias`, partial rotary."""
+    return _decoder(r, max_positions=4096, mlp="gelu", norm="layernorm")
+
+
+def _ministral(r: ConfigReader) -> TransformerArch:
+    """Ministral: Mistral's blocks without biases; the layers `layer_types` marks (every layer
+    when it is absent and `sliding_window` is set) attend to that window."""
+    return _decoder(r, max_positions=131072, bias=None, sliding="all")
+
+
+def _stablelm(r: ConfigReader) -> TransformerArch:
+    """StableLM / StableLM 2: LayerNorms with biases, SwiGLU without biases, q/k/v biased by
+    `use_qkv_bias`, partial rotary; `use_parallel_residual` runs attention and MLP on one norm
+    (StableLM-2-12B). Its per-head query/key LayerNorms (`qk_layernorm`) are not supported."""
+    if r.flag("qk_layernorm", False):
+        raise r.error(
+            "'qk_layernorm' (a LayerNorm for each query and key head) is not supported for stablelm",
+            "estimate it with qk_layernorm false: those norms hold under 0.01 % of the weights",
+            message_zh="stablelm 不支持 'qk_layernorm'(每个 query 与 key 头各一个 LayerNorm)",
+            hint_zh="请按 qk_layernorm 为 false 估算:这些归一化层的参数不到权重的 0.01 %",
+        )
+    parallel = r.flag("use_parallel_residual", False)
+    return _decoder(
+        r,
+        max_positions=4096,
+        bias=None,
+        qkv_bias=r.flag("use_qkv_bias", False),
+        out_bias=False,
+        mlp_bias=False,
+        norm="layernorm",
+        norms_per_layer=1 if parallel else 2,
+        parallel_block=parallel,
+    )
+
+
+def _phi(r: ConfigReader) -> TransformerArch:
+    """Phi-1 / Phi-1.5 / Phi-2 (`phi`): attention and a GELU MLP in parallel after one LayerNorm,
+    biases on every Linear and on the untied LM head, partial rotary. Query/key LayerNorms
+    (`qk_layernorm`, off in the published models) are not supported."""
+    if r.flag("qk_layernorm", False):
+        raise r.error(
+            "'qk_layernorm' is not supported for phi",
+            "estimate it with qk_layernorm false (the published Phi-1.5 and Phi-2 set it so)",
+            message_zh="phi 不支持 'qk_layernorm'",
+            hint_zh="请按 qk_layernorm 为 false 估算(已发布的 Phi-1.5 与 Phi-2 均如此)",
+        )
+    return _decoder(
+        r,
+        bias=None,
+        qkv_bias=True,
+        out_bias=True,
+        mlp_bias=True,
+        mlp="gelu",
+        norm="layernorm",
+        norms_per_layer=1,
+        parallel_block=True,
+        lm_head_bias=True,
+    )
+
+
+def _minicpm3(r: ConfigReader) -> TransformerArch:
+    """MiniCPM3: DeepSeek-V2's latent attention (queries through `q_lora_rank`) over a dense
+    SwiGLU MLP, tied embeddings; its embedding and residual scales are scalars. Attention
+    biases (`attention_bias`, off in the published model) are not supported."""
+    r.require("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+    if r.flag("attention_bias", False):
+        raise r.error(
+            "'attention_bias' is not supported for minicpm3",
+            "estimate it with attention_bias false (the published MiniCPM3 sets it so)",
+            message_zh="minicpm3 不支持 'attention_bias'",
+            hint_zh="请按 attention_bias 为 false 估算(已发布的 MiniCPM3 如此)",
+        )
+    explicit_null = "q_lora_rank" in r.data and r.data["q_lora_rank"] is None
+    return _decoder(
+        r,
+        tie=True,
+        max_positions=32768,
+        bias=None,
+        mlp_bias=r.flag("mlp_bias", False),
+        num_kv_heads=None,
+        head_dim=None,
+        q_lora_rank=0 if explicit_null else r.int("q_lora_rank", default=768, minimum=0),
+        kv_lora_rank=r.int("kv_lora_rank"),
+        qk_rope_head_dim=r.int("qk_rope_head_dim"),
+        qk_nope_head_dim=r.int("qk_nope_head_dim", minimum=0),
+        v_head_dim=r.int("v_head_dim"),
+    )
+
+
 def _smollm3(r: ConfigReader) -> TransformerArch:
     """SmolLM3: Llama's layout with tied embeddings by default (its NoPE layers drop the rotary
     embedding, which has no parameters)."""
@@ -720,6 +844,15 @@ def _gpt2(r: ConfigReader) -> TransformerArch:
         pooler=False,
         num_labels=0,
     )
+
+
+def _gpt_bigcode(r: ConfigReader) -> TransformerArch:
+    """GPT-BigCode (StarCoder, SantaCoder): GPT-2's blocks with one key/value head for every
+    query head (`multi_query`, on by default), learned positions, tied LM head."""
+    arch = _gpt2(r)
+    if r.flag("multi_query", True):
+        arch = dataclasses.replace(arch, num_kv_heads=1 if arch.num_heads > 1 else None)
+    return arch
 
 
 def _gptj(r: ConfigReader) -> TransformerArch:
@@ -976,6 +1109,33 @@ def _ernie45_moe(r: ConfigReader) -> TransformerArch:
     return _decoder(
         r, tie=True, max_positions=131072, bias="use_bias", lm_head_bias=r.flag("use_bias", False), **moe
     )
+
+
+def _granitemoe(r: ConfigReader) -> TransformerArch:
+    """Granite MoE (`granitemoe`, and `granitemoeshared` with one shared MLP of
+    `shared_intermediate_size`): Llama's attention, every layer `num_local_experts` SwiGLU
+    experts of `intermediate_size` behind an unbiased top-k router; the multipliers are scalars."""
+    shared = 0
+    if r.model_type == "granitemoeshared":
+        shared = r.int("shared_intermediate_size", default=0, minimum=0)
+    moe = _experts(
+        r,
+        count=("num_local_experts",),
+        top_k=("num_experts_per_tok",),
+        width=("intermediate_size",),
+        shared=shared,
+    )
+    return _decoder(r, mlp_bias=False, **moe)
+
+
+def _dots1(r: ConfigReader) -> TransformerArch:
+    """dots.llm1 (`dots1`): Qwen3's attention (RMSNorms of head_dim on queries and keys, biases by
+    `attention_bias`), `first_k_dense_replace` dense layers, then DeepSeek-V3's routed experts of
+    `moe_intermediate_size` plus `n_shared_experts` shared ones (the score correction is a
+    buffer); with a `sliding_window`, the layers from `max_window_layers` on (or those
+    `layer_types` marks) attend to it."""
+    moe = _routed_and_shared_experts(r, shared=0, dense=0)
+    return _decoder(r, mlp_bias=False, qk_norm="head", sliding="dots1", **moe)
 
 
 def _routed_and_shared_experts(
@@ -1337,6 +1497,17 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "llama4-text": _llama4_text,
     "hunyuan-v1-dense": _hunyuan_dense,
     "hunyuan-v1-moe": _hunyuan_moe,
+    "granitemoe": _granitemoe,
+    "granitemoeshared": _granitemoe,
+    "dots1": _dots1,
+    "arcee": _arcee,
+    "apertus": _apertus,
+    "nemotron": _nemotron,
+    "ministral": _ministral,
+    "stablelm": _stablelm,
+    "phi": _phi,
+    "minicpm3": _minicpm3,
+    "gpt-bigcode": _gpt_bigcode,
     "resnet": _resnet,
 }
 
@@ -1354,14 +1525,15 @@ def arch_from_hf_config(data: dict[str, Any], *, source: str = "config") -> Tran
             message_zh=f"{source}:配置必须是 JSON 对象,实际为 {show(data, 'zh')}",
             hint_zh="请传入 Hugging Face 的 config.json",
         )
-    supported = ", ".join(SUPPORTED_MODEL_TYPES)
+    supported = f"{len(SUPPORTED_MODEL_TYPES)} model types, which `fitbench models --families` lists"
+    supported_zh = f"{len(SUPPORTED_MODEL_TYPES)} 种 model_type,`fitbench models --families` 列出全部"
     raw = data.get("model_type")
     if raw is None:
         raise FitbenchError(
             f"{source}: the config has no 'model_type'",
             f"fitbench reads {supported}",
             message_zh=f"{source}:配置中没有 'model_type'",
-            hint_zh=f"fitbench 能读取 {supported}",
+            hint_zh=f"fitbench 能读取 {supported_zh}",
         )
     if not isinstance(raw, str):
         raise FitbenchError(
@@ -1398,7 +1570,7 @@ def arch_from_hf_config(data: dict[str, Any], *, source: str = "config") -> Tran
             "num_attention_heads, intermediate_size, vocab_size)",
             message_zh=f"{source}:不支持 model_type {shown!r}",
             hint_zh=(
-                f"{guess_zh}fitbench 能读取 {supported};其他家族若其模块与 "
+                f"{guess_zh}fitbench 能读取 {supported_zh};其他家族若其模块与 "
                 "Llama 相同(hidden_size、num_hidden_layers、num_attention_heads、"
                 "intermediate_size、vocab_size),可把 'model_type' 设为 "
                 "'llama'"

@@ -100,6 +100,12 @@ def _same_attention_bias(arch: TransformerArch) -> bool:
     return arch.qkv_bias == arch.out_bias
 
 
+def _require_one_attention_bias(arch: TransformerArch) -> None:
+    _require(
+        arch, _same_attention_bias(arch), "biases on some attention layers only", "只有部分注意力层有偏置"
+    )
+
+
 # -- dense families ------------------------------------------------------------------------------
 def _qwen3(arch: TransformerArch) -> dict[str, Any]:
     _require(
@@ -210,6 +216,75 @@ def _glm4(arch: TransformerArch) -> dict[str, Any]:
     return dict(llama_sizes(arch), head_dim=arch.dim_head, attention_bias=arch.qkv_bias)
 
 
+def _arcee(arch: TransformerArch) -> dict[str, Any]:
+    """Arcee, Nemotron: Llama's attention with one `attention_bias`, a two-matrix MLP (ReLU
+    squared) biased by `mlp_bias`."""
+    _require_one_attention_bias(arch)
+    return dict(
+        llama_sizes(arch), head_dim=arch.dim_head, attention_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias
+    )
+
+
+def _apertus(arch: TransformerArch) -> dict[str, Any]:
+    """Apertus: head-wise query/key norms, a two-matrix xIELU MLP without bias."""
+    _require(
+        arch,
+        _same_attention_bias(arch) and not arch.mlp_bias,
+        "biases Apertus does not have",
+        "Apertus 没有的偏置",
+    )
+    _require(
+        arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size", "自定义的注意力头维度"
+    )
+    return dict(llama_sizes(arch), attention_bias=arch.qkv_bias)
+
+
+def _ministral(arch: TransformerArch) -> dict[str, Any]:
+    """Ministral: Mistral's blocks, the windowed layers listed (none: no window)."""
+    _require_no_biases(arch, "Ministral", "Ministral")
+    windows = _windows(arch, 1)
+    windows.setdefault("layer_types", ["full_attention"] * arch.num_layers)
+    return dict(llama_sizes(arch), head_dim=arch.dim_head, **windows)
+
+
+def _stablelm(arch: TransformerArch) -> dict[str, Any]:
+    """StableLM: q/k/v biases only, LayerNorms, optional parallel residual."""
+    no_bias = not (arch.out_bias or arch.mlp_bias)
+    _require(arch, no_bias, "biases StableLM does not have", "StableLM 没有的偏置")
+    _require(
+        arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size", "自定义的注意力头维度"
+    )
+    return dict(
+        llama_sizes(arch),
+        use_qkv_bias=arch.qkv_bias,
+        use_parallel_residual=arch.parallel_block,
+        qk_layernorm=False,
+    )
+
+
+def _phi(arch: TransformerArch) -> dict[str, Any]:
+    """Phi-2: parallel attention and GELU MLP on one LayerNorm, biases everywhere."""
+    _require(
+        arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size", "自定义的注意力头维度"
+    )
+    return dict(llama_sizes(arch), resid_pdrop=0.0, embd_pdrop=0.0)
+
+
+def _minicpm3(arch: TransformerArch) -> dict[str, Any]:
+    """MiniCPM3: latent attention over a dense SwiGLU MLP."""
+    _require(arch, not (arch.qkv_bias or arch.out_bias), "attention biases", "注意力偏置")
+    return dict(
+        llama_sizes(arch),
+        mlp_bias=arch.mlp_bias,
+        q_lora_rank=arch.q_lora_rank or None,
+        kv_lora_rank=arch.kv_lora_rank,
+        qk_rope_head_dim=arch.qk_rope_head_dim,
+        qk_nope_head_dim=arch.qk_nope_head_dim,
+        v_head_dim=arch.v_head_dim,
+        head_dim=arch.qk_rope_head_dim,
+    )
+
+
 # -- parallel blocks -----------------------------------------------------------------------------
 def _gpt_neox(arch: TransformerArch) -> dict[str, Any]:
     _require(
@@ -225,6 +300,12 @@ def _gpt_neox(arch: TransformerArch) -> dict[str, Any]:
 def _gptj(arch: TransformerArch) -> dict[str, Any]:
     _require(arch, arch.kv_heads == arch.num_heads, "grouped-query attention", "分组查询注意力")
     return dict(gpt2_sizes(arch), rotary_dim=min(64, arch.dim_head))
+
+
+def _gpt_bigcode(arch: TransformerArch) -> dict[str, Any]:
+    """GPT-BigCode: GPT-2's blocks with one key/value head (multi-query) or one per query head."""
+    _require(arch, arch.kv_heads in (1, arch.num_heads), "grouped-query attention", "分组查询注意力")
+    return dict(gpt2_sizes(arch), multi_query=arch.kv_heads == 1 and arch.num_heads > 1)
 
 
 def _falcon(arch: TransformerArch) -> dict[str, Any]:
@@ -306,6 +387,55 @@ def _ernie45_moe(arch: TransformerArch) -> dict[str, Any]:
         moe_layer_start_index=arch.dense_layers,
         moe_layer_end_index=-1,
         moe_layer_interval=arch.moe_every,
+    )
+
+
+def _granitemoe(arch: TransformerArch) -> dict[str, Any]:
+    """Granite MoE: experts in every layer, one optional shared MLP (`granitemoeshared`)."""
+    _require(
+        arch,
+        arch.dense_layers == 0
+        and arch.moe_every == 1
+        and arch.expert_intermediate_size == arch.intermediate_size,
+        "dense layers or experts of another width",
+        "稠密层或其他宽度的专家",
+    )
+    _require_one_attention_bias(arch)
+    fields = dict(
+        llama_sizes(arch),
+        attention_bias=arch.qkv_bias,
+        num_local_experts=arch.num_experts,
+        num_experts_per_tok=arch.experts_per_token,
+    )
+    if arch.transformers_type == "granitemoeshared":
+        fields["shared_intermediate_size"] = arch.shared_intermediate_size
+    else:
+        _require(arch, not arch.shared_intermediate_size, "shared experts", "共享专家")
+    return fields
+
+
+def _dots1(arch: TransformerArch) -> dict[str, Any]:
+    """dots.llm1: Qwen3's attention, dense layers, then routed and shared experts (one routing
+    group); the windowed layers are the last ones."""
+    _require(arch, arch.moe_every == 1, "dense layers between the experts", "专家层之间的稠密层")
+    no_bias = not arch.mlp_bias and _same_attention_bias(arch)
+    _require(arch, no_bias, "biases dots1 does not have", "dots1 没有的偏置")
+    types = layer_types(arch, 1)
+    if types is not None:
+        types = types[::-1]  # the last `sliding_layers` layers, as max_window_layers places them
+    return dict(
+        llama_sizes(arch),
+        head_dim=arch.dim_head,
+        attention_bias=arch.qkv_bias,
+        moe_intermediate_size=arch.expert_intermediate_size,
+        n_routed_experts=arch.num_experts,
+        n_shared_experts=_shared_experts(arch),
+        num_experts_per_tok=arch.experts_per_token,
+        first_k_dense_replace=arch.dense_layers,
+        n_group=1,
+        topk_group=1,
+        sliding_window=arch.sliding_window if types else None,
+        layer_types=types or ["full_attention"] * arch.num_layers,
     )
 
 
@@ -532,6 +662,17 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "starcoder2": ("starcoder2", _starcoder2),
     "cohere": ("cohere", _cohere(0)),
     "cohere2": ("cohere2", _cohere(4)),
+    "arcee": ("arcee", _arcee),
+    "nemotron": ("nemotron", _arcee),
+    "apertus": ("apertus", _apertus),
+    "ministral": ("ministral", _ministral),
+    "stablelm": ("stablelm", _stablelm),
+    "phi": ("phi", _phi),
+    "minicpm3": ("minicpm3", _minicpm3),
+    "gpt_bigcode": ("gpt_bigcode", _gpt_bigcode),
+    "granitemoe": ("granitemoe", _granitemoe),
+    "granitemoeshared": ("granitemoeshared", _granitemoe),
+    "dots1": ("dots1", _dots1),
 }
 
 

@@ -48,8 +48,16 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
             "exaone4",
             "seed_oss",
             "hunyuan_v1_dense",
+            "ministral",
+            "stablelm",
         )
     },
+    # Two-matrix MLPs (ReLU squared, xIELU) under Llama's attention names.
+    **{
+        model_type: {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ("up_proj", "down_proj")}
+        for model_type in ("arcee", "nemotron", "apertus")
+    },
+    "phi": {"attention": ("q_proj", "k_proj", "v_proj", "self_attn.dense"), "mlp": ("fc1", "fc2")},
     # Mixture-of-experts families by their transformers 4 names, which peft turns into target
     # parameters on transformers 5's stacked experts (estimate/peft.py PEFT_STACKED_EXPERT_TYPES);
     # Qwen2-MoE's names reach its shared expert's Linears only.
@@ -84,8 +92,10 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "gptj": {"attention": ("q_proj", "k_proj", "v_proj", "out_proj"), "mlp": ("fc_in", "fc_out")},
     "starcoder2": {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ("c_fc", "c_proj")},
-    # GPT-2's Conv1D layers store the weight transposed (fan_in_fan_out) and fuse q, k, v in c_attn.
+    # GPT-2's Conv1D layers store the weight transposed (fan_in_fan_out) and fuse q, k, v in c_attn;
+    # GPT-BigCode keeps the names with plain Linears.
     "gpt2": {"attention": ("c_attn", "attn.c_proj"), "mlp": ("c_fc", "mlp.c_proj")},
+    "gpt_bigcode": {"attention": ("c_attn", "attn.c_proj"), "mlp": ("c_fc", "mlp.c_proj")},
 }
 FAN_IN_FAN_OUT = ("gpt2",)
 
