@@ -21,6 +21,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set quantized   # bitsandbytes NF4 / int8 decoding and QLoRA
     python benchmarks/accuracy.py --set newest      # the families read since the last GPU run
     python benchmarks/accuracy.py --set followup    # checks of what the newest set changed
+    python benchmarks/accuracy.py --set newfamilies # Granite MoE, dots.llm1, StableLM 2, Phi-2, ...
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -962,6 +963,69 @@ FOLLOWUP: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# The families read after the followup set was written (Granite MoE, dots.llm1, StableLM 2,
+# GPT-BigCode, Phi-2, Nemotron, Arcee, Apertus, MiniCPM3), written down before any of them ran on
+# a GPU; the last five from layouts in benchmarks/configs/.
+NEW_FAMILIES: list[tuple[str, dict[str, Any]]] = [
+    (
+        "granite-3.0-3b-a800m-instruct",
+        {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+    (
+        "granite-3.0-3b-a800m-instruct",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 2, "seq_len": 1024},
+    ),
+    (
+        "dots.llm1.base",
+        {
+            "mode": "infer",
+            "precision": "bf16",
+            "batch_size": 2,
+            "prompt_tokens": 512,
+            "new_tokens": 64,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "stablelm-2-1.6b",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 8, "seq_len": 1024},
+    ),
+    (
+        "stablelm-2-1.6b",
+        {"mode": "infer", "precision": "fp16", "batch_size": 8, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+    (
+        "starcoder",
+        {"mode": "infer", "precision": "fp16", "batch_size": 2, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+    (
+        "phi-2.json",
+        {"mode": "train", "precision": "bf16", "peft": "lora", "lora_rank": 16, "batch_size": 4, "seq_len": 1024},
+    ),
+    (
+        "minitron-8b.json",
+        {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 2048, "new_tokens": 64},
+    ),
+    (
+        "afm-4.5b.json",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 2048,
+            "num_layers": 12,
+        },
+    ),
+    (
+        "apertus-8b.json",
+        {"mode": "infer", "precision": "bf16", "batch_size": 2, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+    (
+        "minicpm3-4b.json",
+        {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -974,6 +1038,7 @@ SETS = {
     "kernels": KERNELS,
     "newest": NEWEST,
     "followup": FOLLOWUP,
+    "newfamilies": NEW_FAMILIES,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -1046,7 +1111,7 @@ def shrink(workload: Workload) -> Workload:
         hidden_size=64,
         num_layers=layers,
         num_heads=heads,
-        num_kv_heads=2 if arch.kv_heads != arch.num_heads else None,
+        num_kv_heads=(1 if arch.kv_heads == 1 else 2) if arch.kv_heads != arch.num_heads else None,
         head_dim=None,
         intermediate_size=172,
         max_positions=256,
@@ -1409,7 +1474,8 @@ def main(argv: list[str] | None = None) -> int:
         "the decode host moved to the typical one), quantized (bitsandbytes weights and QLoRA) or "
         "kernels (eager training steps that check the kernel-class model out of sample) or newest (the "
         "families read since the last GPU run, scored before any change) or followup (checks of the "
-        "mechanisms the newest set led to, on other shapes)",
+        "mechanisms the newest set led to, on other shapes) or newfamilies (the families read after "
+        "it, written down before they ran)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
