@@ -1000,7 +1000,14 @@ NEW_FAMILIES: list[tuple[str, dict[str, Any]]] = [
     ),
     (
         "phi-2.json",
-        {"mode": "train", "precision": "bf16", "peft": "lora", "lora_rank": 16, "batch_size": 4, "seq_len": 1024},
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 1024,
+        },
     ),
     (
         "minitron-8b.json",

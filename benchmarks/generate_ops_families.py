@@ -57,14 +57,16 @@ class CallCounter(TorchFunctionMode):
 
 
 def families() -> dict[str, str]:
-    """One library model per text model type (the first in the library's order)."""
+    """One library model per text model type (the first in the library's order), then one layout
+    of benchmarks/configs/ for each decoder family no bundled model has."""
     chosen: dict[str, str] = {}
-    for name in library.models():
+    layouts = sorted(p.name for p in (Path(__file__).resolve().parent / "configs").glob("*.json"))
+    for name in [*library.models(), *layouts]:
         try:
             arch = arch_from_hf_config(tiny_config(name))
         except Exception:  # a config fitbench refuses is not counted here
             continue
-        if arch.kind == "decoder":
+        if getattr(arch, "kind", "") == "decoder":
             chosen.setdefault(arch.model_type, name)
     return chosen
 

@@ -7,6 +7,8 @@ builds and steps in milliseconds.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from fitbench.workloads import library
@@ -68,7 +70,15 @@ def _shrunk(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+CONFIGS = Path(__file__).resolve().parent / "configs"
+
+
 def tiny_config(name: str) -> dict[str, Any]:
+    """A bundled model's config at tiny sizes, or a layout of benchmarks/configs/ (a name ending
+    in .json: the families no bundled model has)."""
+    if name.endswith(".json"):
+        layout = json.loads((CONFIGS / name).read_text())
+        return _shrunk({k: v for k, v in layout.items() if not k.startswith("_")})
     config = dict(library.get_model(name).config)
     config.pop("quantization_config", None)
     model_type = str(config.get("model_type", ""))

@@ -263,7 +263,9 @@ JSON:{"a": run, "b": run, "metrics": [{"name", "a", "b", "ratio"}]},ratio = b / 
   fitbench estimate qwen2.5-7b-instruct --gpu rtx-4090""",
     "models.filter": "只显示名称中包含这段文字的模型",
     "models.--json": "以 JSON 列表打印模型",
-    "models.--families": "列出 fitbench 能读取的 config.json model_type(这些家族的任何模型都能按其配置估算,不论是否内置)",
+    "models.--families": (
+        "列出 fitbench 能读取的 config.json model_type(这些家族的任何模型都能按其配置估算,不论是否内置)"
+    ),
     "group.measurement": "实测",
     "group.options": "选项",
     "group.output": "输出",
