@@ -192,6 +192,7 @@ def _resnet_convs(arch: ResNetArch, image_size: int) -> tuple[ConvLayer, ...]:
 RULE_TWINS = {
     "olmo3": "olmo2",
     "glm4_moe_lite": "deepseek_v3",  # DeepSeek-V3's latent attention with GLM-4.5's experts
+    "kimi_k2": "deepseek_v3",  # DeepSeek-V3's blocks (transformers maps the type to them)
 }
 
 NORMS = ("layernorm", "rmsnorm", "nonparametric")

@@ -101,6 +101,7 @@ MOE_TYPES = (
     "ernie4_5_moe",
     "deepseek_v2",
     "deepseek_v3",
+    "kimi_k2",
     "mistral4",
     "glm4_moe_lite",
     "glm4_moe",
@@ -1192,14 +1193,15 @@ def _leading_dense_layers(r: ConfigReader, default: int) -> int:
 MLA_CLASS_DEFAULTS = {
     "deepseek-v2": (1536, 2, 0, 2048),
     "deepseek-v3": (1536, 1, 3, 4096),
+    "kimi-k2": (1536, 1, 3, 4096),  # transformers builds it with DeepseekV3Config
     "mistral4": (1024, 1, 0, 1048576),
     "glm4-moe-lite": (768, 1, 1, 202752),
 }
 
 
 def _deepseek(r: ConfigReader) -> TransformerArch:
-    """DeepSeek-V2/V3, Mistral 4 (`mistral4`) and GLM-4.7-Flash (`glm4_moe_lite`), the same
-    blocks: multi-head latent attention
+    """DeepSeek-V2/V3, Kimi K2 (`kimi_k2`: DeepSeek-V3's blocks under its own name), Mistral 4
+    (`mistral4`) and GLM-4.7-Flash (`glm4_moe_lite`), the same blocks: multi-head latent attention
     and routed plus shared experts after `first_k_dense_replace` dense layers (every layer after
     them, as transformers builds it). A key the file leaves out takes its class's default
     (MLA_CLASS_DEFAULTS); an explicit null `q_lora_rank` means no query compression
@@ -1490,6 +1492,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "ernie4-5-moe": _ernie45_moe,
     "deepseek-v2": _deepseek,
     "deepseek-v3": _deepseek,
+    "kimi-k2": _deepseek,
     "mistral4": _deepseek,
     "glm4-moe-lite": _deepseek,
     "glm4-moe": _glm4_moe,

@@ -653,6 +653,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "ernie4_5_moe": ("ernie4_5_moe", _ernie45_moe),
     "deepseek_v2": ("deepseek_v2", _deepseek),
     "deepseek_v3": ("deepseek_v3", _deepseek),
+    "kimi_k2": ("deepseek_v3", _deepseek),
     "glm4_moe_lite": ("glm4_moe_lite", _glm4_moe_lite),
     "glm4_moe": ("glm4_moe", _glm4_moe),
     "gpt_oss": ("gpt_oss", _gpt_oss),
