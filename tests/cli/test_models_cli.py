@@ -28,6 +28,19 @@ def test_models_filter_and_unknown(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(err.strip().splitlines()) == 1 and "did you mean" in err
 
 
+def test_families_lists_every_model_type_read_by_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    from fitbench.workloads.hf_config import SUPPORTED_MODEL_TYPES
+
+    assert main(["models", "--families", "--json"]) == 0
+    groups = json.loads(capsys.readouterr().out)
+    listed = [t for types in groups.values() for t in types]
+    assert set(listed) == set(SUPPORTED_MODEL_TYPES)
+    assert {"dots1", "granitemoe", "kimi_k2"} <= set(groups["moe"]) and "phi" in groups["decoder"]
+    assert main(["--lang", "zh", "models", "--families"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("编码器:") and "混合专家:" in out and "dots1" in out
+
+
 def test_estimate_a_bundled_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["estimate", "qwen2.5-7b-instruct", "--gpu", "rtx-4090", "--json"]) == 0
     est = json.loads(capsys.readouterr().out)["estimates"][0]
