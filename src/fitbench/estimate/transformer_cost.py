@@ -46,11 +46,19 @@ def rms_saved_bytes_per_token(h: int, dt: ActivationDtypes) -> int:
     return 8 * h if dt.res == 4 else 6 * h
 
 
+# Families whose transformers config defaults to `gelu_new` (NewGELUActivation: Python, not one
+# kernel): GPT-2, GPT-J and Phi-1/1.5/2. GPT-BigCode, GPT-2's layout otherwise, defaults to
+# `gelu_pytorch_tanh`: one fused kernel, which saves only its input.
+PYTHON_GELU_TYPES = ("gpt2", "gptj", "phi")
+
+
 def gpt2_python_gelu(arch: TransformerArch) -> bool:
-    """GPT-2's layout (GELU MLP, LayerNorm, learned positions) and GPT-J: transformers builds them
-    with `activation_function="gelu_new"`, NewGELUActivation, which is Python, not one kernel."""
-    gptj = arch.rules_type == "gptj"
-    return arch.kind == "decoder" and arch.mlp == "gelu" and (arch.position == "learned" or gptj)
+    """Whether the model's MLP activation is NewGELUActivation: a family of PYTHON_GELU_TYPES, or
+    GPT-2's layout (GELU MLP, learned positions) without a model type (the presets)."""
+    if arch.kind != "decoder" or arch.mlp != "gelu":
+        return False
+    kind = arch.rules_type
+    return kind in PYTHON_GELU_TYPES or (not kind and arch.position == "learned")
 
 
 def python_gelu_saved_bytes(dt: ActivationDtypes) -> int:
