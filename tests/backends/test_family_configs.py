@@ -326,6 +326,9 @@ def test_a_tuned_generation_estimate_says_the_run_refuses_the_model() -> None:
     moe = library.workload_for_model("olmoe-1b-7b").replace(mode="infer", batch_size=1)
     lines = estimate(moe, gpu, exec_mode="tuned").assumptions
     assert any("refuses this one (experts, query/key norms)" in line for line in lines)
+    gpt = library.workload_for_model("starcoder").replace(mode="infer", batch_size=1)
+    lines = estimate(gpt, gpu, exec_mode="tuned").assumptions
+    assert any("a two-matrix MLP, layernorm norms, learned positions" in line for line in lines)
     dense = library.workload_for_model("qwen2.5-0.5b-instruct").replace(mode="infer", batch_size=1)
     assert not any("refuses" in line for line in estimate(dense, gpu, exec_mode="tuned").assumptions)
 

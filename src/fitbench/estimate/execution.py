@@ -173,12 +173,17 @@ def workload_as_run(
 
 def tuned_generation_gaps(arch: object, lang: str = "en") -> str:
     """What of a decoder's blocks PyTorch's tuned generator (backends/torch/static_decoder.py:
-    one RMSNorm before attention and one before a dense SwiGLU MLP) would leave out, named; ''
-    when nothing is. Its session refuses such a model, and an estimate of the tuned mode says
+    one RMSNorm before attention and one before a dense SwiGLU MLP, rotary positions) would leave
+    out, named; '' when nothing is. Its session refuses such a model, and an estimate of the tuned mode says
     so. Sliding windows are not among them: within the window full causal attention is the
     same (backends/torch/tuned.refuse_beyond_window refuses longer sequences)."""
     norms = getattr(arch, "norms_per_layer", 2)
+    mlp, norm = getattr(arch, "mlp", "swiglu"), getattr(arch, "norm", "rmsnorm")
+    position = getattr(arch, "position", "rotary")
     parts = [
+        (mlp != "swiglu", "a two-matrix MLP", "双矩阵 MLP"),
+        (norm != "rmsnorm", f"{norm} norms", f"{norm} 归一化层"),
+        (position != "rotary", f"{position} positions", f"{position} 位置编码"),
         (getattr(arch, "is_moe", False), "experts", "专家层"),
         (getattr(arch, "is_mla", False), "latent attention", "潜在注意力"),
         (getattr(arch, "qk_norm", "none") != "none", "query/key norms", "query/key 归一化"),
