@@ -314,6 +314,10 @@ def frozen_savings_per_token(
             norms += saving(arch.q_dim + arch.kv_dim, dt.act)
     out_proj_in = q * dt.act  # attention output (contiguous copy) feeding the o projection
     mlp_out_in = f * dt.act  # SiLU(gate)*up, or GELU's output, feeding the last MLP matrix
+    if transformer_cost.python_xielu(arch):
+        # xIELU's (expm1(min(x, eps)) - x) * a_n keeps its left operand only for a_n's gradient
+        # (transformer_cost.xielu_saved_bytes): a frozen a_n needs none.
+        mlp_out_in += f * dt.act
     if arch.is_moe:
         # A frozen MoE block (moe_mlp_saved_bytes_per_token's count): each routed copy's gathered
         # input and the product feeding its down projection serve only the experts' weight

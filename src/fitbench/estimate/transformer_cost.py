@@ -70,6 +70,33 @@ def python_gelu_saved_bytes(dt: ActivationDtypes) -> int:
     return 3 * dt.act + 3 * 4 if dt.amp else 5 * dt.act
 
 
+# Families whose MLP activation is transformers' xIELU, written in Python unless the optional
+# `xielu` CUDA package is installed (Apertus).
+XIELU_TYPES = ("apertus",)
+
+
+def python_xielu(arch: TransformerArch) -> bool:
+    return arch.kind == "decoder" and arch.mlp == "gelu" and arch.rules_type in XIELU_TYPES
+
+
+def xielu_saved_bytes(dt: ActivationDtypes) -> int:
+    """Bytes saved per MLP-width element by transformers' Python xIELU, `where(x > 0, a_p*x*x +
+    b*x, (expm1(min(x, eps)) - x)*a_n + b*x)`, with its output as the next matmul's input:
+    autograd keeps the bool mask, x, a_p*x, expm1's output and expm1 - x (counted on the CPU:
+    9 bytes in bf16, tests/unit/test_activation_saved.py; with a_n frozen, as under LoRA,
+    expm1 - x is not kept: peft.frozen_savings_per_token). Under autocast the FP32 scalars a_p
+    and a_n (one-element tensors, not 0-dim) promote a_p*x and the output to FP32, and the
+    down projection keeps its 16-bit cast: 11 + 2 bytes."""
+    return 13 if dt.amp else 5 * dt.act + 1
+
+
+def xielu_bytes(dt: ActivationDtypes) -> int:
+    """Bytes per MLP-width element the Python xIELU's twelve forward kernels read and write (gt,
+    five products, two sums, min, expm1, a difference, where: 29 element accesses), about a
+    third more under autocast, where the a_p and a_n products and the output run in FP32."""
+    return 80 if dt.amp else 29 * dt.act
+
+
 def python_gelu_bytes(dt: ActivationDtypes) -> int:
     """Bytes per MLP-width element that NewGELUActivation's eight kernels read and write: pow,
     four scalar ops, tanh, 0.5*x and the product (18 element accesses). Under CUDA autocast x is
@@ -366,6 +393,8 @@ def layer_saved_bytes_per_token(
             mlp_in, mlp = 0.0, moe_mlp_saved_bytes_per_token(arch, dt)
         elif gpt2_python_gelu(arch):
             mlp = f * python_gelu_saved_bytes(dt)
+        elif python_xielu(arch):
+            mlp = f * xielu_saved_bytes(dt)
         else:
             n_mlp = 4 if arch.mlp == "swiglu" else 2  # gate, SiLU(gate), up, product | fc1, GELU
             mlp = n_mlp * f * dt.act
@@ -1068,6 +1097,8 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
         act, act_ops = 2 * f * dt.act + 3 * f * dt.act, 2
     elif gpt2_python_gelu(arch):
         act, act_ops = f * python_gelu_bytes(dt), (10 if dt.amp else 8)
+    elif python_xielu(arch):
+        act, act_ops = f * xielu_bytes(dt), 12
     else:
         act, act_ops = 2 * f * dt.act, 1
     adds = 2 * 3 * h * dt.res
@@ -1497,7 +1528,7 @@ GELU_BACKWARD_FLOPS_PER_ELEMENT = 122.0
 def erf_gelu(arch: TransformerArch) -> bool:
     """Whether the block's MLP activation is one exact-GELU kernel (BERT, ViT, GPT-NeoX, Falcon):
     a GELU MLP whose activation transformers does not write in Python (gpt2_python_gelu)."""
-    return arch.mlp == "gelu" and not gpt2_python_gelu(arch)
+    return arch.mlp == "gelu" and not gpt2_python_gelu(arch) and not python_xielu(arch)
 
 
 def gelu_kernel(arch: TransformerArch, dt: ActivationDtypes, tokens: int) -> Kernel:
