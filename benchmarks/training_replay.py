@@ -34,11 +34,18 @@ traced peak (--blocks) say which.
     python benchmarks/training_replay.py --measured benchmarks/results/accuracy-kernels-h100-2026-12-05.json
     python benchmarks/training_replay.py --measured benchmarks/results/accuracy-*.json --json OUT
     python benchmarks/training_replay.py --sweep 2:1024:bf16 --layers 4 [--peft lora]
+    python benchmarks/training_replay.py --sweep 2:1024:bf16 --peft lora --slope
 
 --sweep BATCH:SEQ:PRECISION holds the estimate against the trace for every decoder of the library
 (`fitbench models`) at `--layers` blocks (the families' own blocks, few of them: a layer count is
 the same rule whatever its number), full fine-tuning or `--peft lora`: the models no measurement
 has covered, where a family's block keeps what the estimate does not count.
+
+--slope prints, for one model of each family (and each layout of benchmarks/configs/), the bytes
+one more block adds per token: the difference between `--layers` and half as many, traced and
+estimated. The head, the embeddings and the allocator's rounding cancel, so a family's own block
+is checked alone (benchmarks/results/training-replay-slope-lora-cpu-2026-12-06.txt: LoRA, every
+family within 2 % but ChatGLM, whose run builds the Llama layout of its numbers).
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ from fitbench.catalog import get_gpu
 from fitbench.estimate.allocator import SegmentedPool
 from fitbench.estimate.api import estimate
 from fitbench.workloads import library
+from fitbench.workloads.hf_config import workload_from_data
 from fitbench.workloads.workload import Workload
 
 GB = 1e9
@@ -263,6 +271,71 @@ def sweep_points(spec: str, layers: int, peft: str | None) -> Iterator[tuple[str
         yield f"{name} {spec}{' ' + peft if peft else ''} ({cut['num_layers']} layers)", "h100-sxm", w, None
 
 
+def family_points(spec: str, peft: str | None) -> Iterator[tuple[str, Workload]]:
+    """One library model per decoder model type, then each layout of benchmarks/configs/ of a type
+    no bundled model has, at BATCH:SEQ:PRECISION."""
+    batch, seq, precision = spec.split(":")
+    configs = Path(__file__).resolve().parent / "configs"
+    seen: set[str] = set()
+    named = [(n, library.workload_for_model(n, weights="none")) for n in sorted(library.models())]
+    for path in sorted(configs.glob("*.json")):
+        layout = {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}
+        try:
+            named.append((path.name, workload_from_data(layout, name=path.stem, source=path.name)))
+        except Exception:  # an encoder or CNN layout the decoder reader refuses
+            continue
+    for name, w in named:
+        arch = w.arch
+        if (
+            getattr(arch, "kind", None) != "decoder"
+            or arch.model_type in seen
+            or arch.max_positions < int(seq)
+        ):
+            continue
+        seen.add(arch.model_type)
+        yield (
+            name,
+            w.replace(
+                mode="train",
+                batch_size=int(batch),
+                seq_len=int(seq),
+                precision=precision,
+                weight_format=None,
+                **({"peft": peft} if peft else {}),
+            ),
+        )
+
+
+def layer_slope(workload: Workload, layers: int, gpu: str) -> tuple[float, float]:
+    """(traced, estimated) allocated bytes per token that `layers` blocks add over half as many."""
+    tokens = workload.batch_size * (workload.seq_len or 0)
+    peaks = []
+    for n in (max(layers // 2, 1), layers):
+        arch = workload.arch
+        cut: dict[str, Any] = {"num_layers": n}
+        if arch.sliding_layers:
+            cut["sliding_layers"] = min(arch.sliding_layers, max(n - 1, 1))
+        w = workload.replace(arch=dataclasses.replace(arch, **cut))
+        peaks.append((trace_step(w)["allocated_peak_bytes"], estimated(w, gpu)["allocated"]))
+    blocks = layers - max(layers // 2, 1)
+    return tuple((peaks[1][i] - peaks[0][i]) / blocks / tokens for i in (0, 1))  # type: ignore[return-value]
+
+
+def slopes(spec: str, layers: int, peft: str | None, gpu: str) -> int:
+    print(f"{'model type':18} {'model':34} {'trace B/token/block':>20} {'estimate':>10}")
+    for name, workload in family_points(spec, peft):
+        try:
+            traced, est = layer_slope(workload, layers, gpu)
+        except Exception as exc:  # a family this release cannot build or trace is a line, not a stop
+            print(f"{workload.arch.model_type:18} {name:34} not traced: {str(exc).splitlines()[0][:60]}")
+            continue
+        print(
+            f"{workload.arch.model_type:18} {name:34} {traced:20.0f} {est:10.0f} {_share(est, traced)}",
+            flush=True,
+        )
+    return 0
+
+
 def _share(value: float, reference: float | None) -> str:
     return f"{(value / reference - 1) * 100:+6.1f}%" if reference else "      -"
 
@@ -276,8 +349,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=4, help="blocks of each swept model (default 4)")
     parser.add_argument("--peft", choices=["lora"], help="sweep LoRA fine-tuning instead of full")
     parser.add_argument("--blocks", action="store_true", help="print the blocks alive at each traced peak")
+    parser.add_argument(
+        "--slope",
+        action="store_true",
+        help="with --sweep: one more block's bytes per token, traced vs estimated",
+    )
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(argv)
+    if args.slope:
+        if not args.sweep:
+            parser.error("--slope needs --sweep BATCH:SEQ:PRECISION")
+        return slopes(args.sweep, args.layers, args.peft, args.gpu)
     rows: list[dict[str, Any]] = []
     todo: list[tuple[str, str, Workload, dict[str, Any] | None]] = [
         (p, args.gpu, _parse_point(p), None) for p in args.points
