@@ -37,6 +37,7 @@ OTHER_CARD_FILES = sorted(
         "kernels",
         "newest",
         "followup",
+        "newfamilies",
     )
     for path in protocol.RESULTS.glob(f"accuracy-{pattern}-*.json")
     if "-h200-" not in path.name
