@@ -76,7 +76,13 @@ XIELU_TYPES = ("apertus",)
 
 
 def python_xielu(arch: TransformerArch) -> bool:
+    """Whether the block's two-matrix MLP runs transformers' Python xIELU (XIELU_TYPES)."""
     return arch.kind == "decoder" and arch.mlp == "gelu" and arch.rules_type in XIELU_TYPES
+
+
+# Families whose two-matrix MLP squares a ReLU (Arcee, Nemotron: `relu2`): two cheap pointwise
+# kernels, none of GELU's arithmetic.
+RELU2_TYPES = ("arcee", "nemotron")
 
 
 def xielu_saved_bytes(dt: ActivationDtypes) -> int:
@@ -1099,6 +1105,8 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
         act, act_ops = f * python_gelu_bytes(dt), (10 if dt.amp else 8)
     elif python_xielu(arch):
         act, act_ops = f * xielu_bytes(dt), 12
+    elif arch.rules_type in RELU2_TYPES:
+        act, act_ops = 4 * f * dt.act, 2  # relu, then its square: each reads and writes
     else:
         act, act_ops = 2 * f * dt.act, 1
     adds = 2 * 3 * h * dt.res
@@ -1527,8 +1535,14 @@ GELU_BACKWARD_FLOPS_PER_ELEMENT = 122.0
 
 def erf_gelu(arch: TransformerArch) -> bool:
     """Whether the block's MLP activation is one exact-GELU kernel (BERT, ViT, GPT-NeoX, Falcon):
-    a GELU MLP whose activation transformers does not write in Python (gpt2_python_gelu)."""
-    return arch.mlp == "gelu" and not gpt2_python_gelu(arch) and not python_xielu(arch)
+    a GELU MLP whose activation transformers does not write in Python (gpt2_python_gelu,
+    python_xielu) and is no squared ReLU (RELU2_TYPES)."""
+    return (
+        arch.mlp == "gelu"
+        and not gpt2_python_gelu(arch)
+        and not python_xielu(arch)
+        and arch.rules_type not in RELU2_TYPES
+    )
 
 
 def gelu_kernel(arch: TransformerArch, dt: ActivationDtypes, tokens: int) -> Kernel:
