@@ -87,12 +87,14 @@ def _frozen_backward(forward: list[Kernel]) -> list[Kernel]:
     for k in forward:
         if k.name == "embedding":
             continue
-        casts = k.cast_ops
+        casts, fallback_casts = k.cast_ops, k.fallback_cast_ops
         if k.kind == "matmul":
             factor = 2.0 if k.name == "classifier" else 1.0
             flops, nbytes = k.flops * factor, k.bytes * factor
             if k.name != "classifier" and casts:
                 casts = float(transformer_cost.input_casts(k.name))
+            if k.name != "classifier" and fallback_casts:  # grouped_mm's fallback on this card
+                fallback_casts = float(transformer_cost.input_casts(k.name))
         elif k.kind == "attention":
             flops, nbytes = k.flops * 2.5, k.bytes * 2.0
         else:
@@ -105,6 +107,7 @@ def _frozen_backward(forward: list[Kernel]) -> list[Kernel]:
                 bytes=nbytes,
                 ops=k.ops * (BACKWARD_HOST_SHARE if k.name == "classifier" else FROZEN_BACKWARD_SHARE),
                 cast_ops=casts,
+                fallback_cast_ops=fallback_casts,
             )
         )
     return out

@@ -70,6 +70,10 @@ class Kernel:
            residual stream and norms beside 16-bit branch outputs): PyTorch runs them through
            TensorIterator's unvectorized loops that convert each element, at the profile's
            mixed_dtype_memory_efficiency of the streaming rate
+    fallback_launches, fallback_backward_launches, fallback_cast_ops  the launches (forward,
+           backward) and C++ dispatches of a grouped product on a card without torch's grouped
+           GEMM kernel (speed.grouped_mm_fast_path: its `_grouped_mm` loops over the groups with
+           one mm each there); None: the same on every card
     misaligned  the alignment in elements (1, 2 or 4) of a 16-bit GEMM with a dimension that is not
            a multiple of 8 elements (GPT-2's 50,257-word LM head: 1); 0 where it is aligned.
            cuBLAS cannot use its tensor-core kernels' 16-byte loads and runs narrower ones, at the
@@ -99,6 +103,9 @@ class Kernel:
     mixed_dtypes: bool = False
     stream_share: float | None = None
     misaligned: int = 0
+    fallback_launches: float | None = None
+    fallback_backward_launches: float | None = None
+    fallback_cast_ops: float | None = None
 
     @property
     def kernel_launches(self) -> float:

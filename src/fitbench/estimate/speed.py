@@ -105,6 +105,17 @@ def overlapped_seconds(gpu_seconds: float, host_seconds: float, overlap_loss: fl
 OWN_SHARE_REFERENCE_GPU = "h200"
 
 
+def grouped_mm_fast_path(gpu: GpuSpec) -> bool:
+    """Whether torch's `_grouped_mm` runs its one CUTLASS grouped kernel on `gpu`: bf16 on compute
+    capability 9.0 or 10.0 only (aten/native/cuda/GroupedBlas.cpp: `_scaled_mm_allowed_device(
+    sm90_only, sm100_only)`), so Hopper and the data-centre Blackwell. Elsewhere (Ampere, Ada,
+    GeForce Blackwell's 12.0, ROCm) it falls back to one mm per group after copying the offsets
+    to the host. A card of unknown architecture keeps the fast path."""
+    if gpu.architecture in ("ampere", "ada", "turing", "volta", "cdna3"):
+        return False
+    return not (gpu.architecture == "blackwell" and "geforce" in gpu.name.lower())
+
+
 def own_share(share: float, gpu: GpuSpec) -> float:
     """A kernel's own share of the streaming bandwidth, measured on the reference card, on `gpu`.
 
@@ -260,7 +271,15 @@ def time_kernels(
     stream = gpu.stream_bandwidth_bytes_s
     compute = memory = floor = 0.0
     flops = nbytes = ops = casts = 0.0
+    fast_grouped = grouped_mm_fast_path(gpu)
     for k in kernels:
+        if k.fallback_launches is not None and not fast_grouped:
+            k = dataclasses.replace(
+                k,
+                launches=k.fallback_launches,
+                cast_ops=k.fallback_cast_ops or k.cast_ops,
+                fallback_launches=None,
+            )
         if not (k.flops or k.bytes or k.dequant_bytes or k.kernel_launches):
             continue  # a pass that launches nothing (a bias gradient's forward) takes no time
         t_compute = 0.0
@@ -337,6 +356,8 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
                 mixed_dtypes=k.mixed_dtypes,
                 stream_share=k.stream_share,
                 misaligned=k.misaligned,
+                fallback_launches=k.fallback_backward_launches,
+                fallback_cast_ops=k.fallback_cast_ops,
             )
         )
     return out

@@ -771,6 +771,13 @@ def _expert_assumptions(workload: Workload, arch: TransformerArch) -> list[str]:
             "through grouped_mm's FP32 fallback: one mm per expert with tokens, and a host-GPU "
             "synchronisation per grouped product that the estimate does not count"
         )
+    elif fmt is None and not runs_every_expert(arch):
+        lines.append(
+            "experts through torch's grouped_mm: one grouped kernel per product for bf16 weights on "
+            "compute capability 9.0 / 10.0 (Hopper, B200); FP16 or FP32 weights, and bf16 on other "
+            "cards, loop over the experts with one mm each (counted) after a host-GPU "
+            "synchronisation per grouped product (not counted)"
+        )
     return lines
 
 
@@ -904,6 +911,8 @@ def expert_kernels(
     all_experts: bool = False,
     batched: bool = False,
     batched_fp8: bool = False,
+    torch_grouped: bool = False,
+    non_bf16_experts: bool = False,
 ) -> list[Kernel]:
     """The router, routed experts and shared experts of the MoE blocks, for `tokens` tokens.
 
@@ -918,6 +927,10 @@ def expert_kernels(
     (15) whatever the number of experts hit. `fp32_experts` (experts_in_weight_dtype, unquantized
     weights): the routed experts read their FP32 weights and run FP32 GEMMs on FP32 activations.
     Families with more pointwise work around the grouped products add EXPERT_EXTRA_OPS.
+    `torch_grouped` (transformers' grouped_mm runs the experts in their own dtype): one grouped
+    kernel per product where torch has it for the card (bf16 on compute capability 9.0 / 10.0),
+    else one mm per expert with tokens (Kernel.fallback_launches); `non_bf16_experts`: FP16 or
+    FP32 weights, which take that fallback on every card.
     `all_experts` (the mode runs transformers' code): ALL_EXPERT_TYPES do every expert's work on
     every token and read every expert, plus the repeated, score-scaled copies of the tokens.
     `batched` (a decode step of transformers' generate on a GPU: Profile.decode_experts_batched,
@@ -948,6 +961,7 @@ def expert_kernels(
     r_read, r_dq, r_compute = weights("router")
     e_read, e_dq, e_compute = weights("experts")
     e_act, e_casts, e_launches, e_back_launches = act_bytes, 2.0 if amp else 0.0, None, None
+    fallback_fields: tuple[float, float, float] | None = None
     e_ops = 15.0 + EXPERT_EXTRA_OPS.get(arch.rules_type, 0.0)
     r_ops, copies = 7.0, 0.0
     if dense:
@@ -968,6 +982,15 @@ def expert_kernels(
         e_launches = e_ops - 2.0 + 2.0 * distinct
         # its backward: the input's and the weight's gradient, an mm each per expert and product
         e_back_launches = e_ops - 2.0 + 4.0 * distinct
+    elif torch_grouped and not gathered and not dense:
+        # Experts in their own dtype on transformers' grouped_mm: torch's grouped kernel takes bf16
+        # on compute capability 9.0 / 10.0 only (speed.grouped_mm_fast_path); FP16 and FP32
+        # weights everywhere, and bf16 on other cards, take the per-expert fallback as above.
+        fallback = (e_ops - 2.0 + 2.0 * distinct, e_ops - 2.0 + 4.0 * distinct, e_casts + 2.0 * distinct)
+        if non_bf16_experts:
+            e_launches, e_back_launches, e_casts = fallback
+        else:
+            fallback_fields = fallback
     ks = [
         Kernel(
             name="router",
@@ -996,6 +1019,9 @@ def expert_kernels(
             dequant_bytes=distinct * e_dq,
             launches=e_launches,
             backward_launches=e_back_launches,
+            fallback_launches=fallback_fields[0] if fallback_fields else None,
+            fallback_backward_launches=fallback_fields[1] if fallback_fields else None,
+            fallback_cast_ops=fallback_fields[2] if fallback_fields else None,
         ),
     ]
     if arch.shared_intermediate_size:
@@ -1404,6 +1430,7 @@ def forward_kernels(
             return _weight_traffic(workload, quantized, name, fin, fout, w_bytes, kv_len)
 
         fp32_experts = experts_in_weight_dtype(arch, dt) and workload.weight_format is None
+        torch_grouped = not engine and workload.weight_format is None and not fp32_experts
         ks.extend(
             expert_kernels(
                 arch,
@@ -1419,6 +1446,8 @@ def forward_kernels(
                 and not engine
                 and workload.weight_format is not None
                 and workload.weight_format.method == "fp8",
+                torch_grouped=torch_grouped,
+                non_bf16_experts=torch_grouped and workload.precision_info.compute != "bf16",
             )
         )
     causal = arch.kind == "decoder"
