@@ -106,6 +106,12 @@ def _require_one_attention_bias(arch: TransformerArch) -> None:
     )
 
 
+def _require_plain_heads(arch: TransformerArch) -> None:
+    """Families whose config has no head_dim: heads of hidden_size / num_heads only."""
+    custom = arch.dim_head * arch.num_heads != arch.hidden_size
+    _require(arch, not custom, "a custom head size", "自定义的注意力头维度")
+
+
 # -- dense families ------------------------------------------------------------------------------
 def _qwen3(arch: TransformerArch) -> dict[str, Any]:
     _require(
@@ -145,9 +151,7 @@ def _olmo(arch: TransformerArch) -> dict[str, Any]:
     _require(
         arch, _same_attention_bias(arch) and not arch.mlp_bias, "biases OLMo does not have", "OLMo 没有的偏置"
     )
-    _require(
-        arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size", "自定义的注意力头维度"
-    )
+    _require_plain_heads(arch)
     return dict(llama_sizes(arch), attention_bias=arch.qkv_bias)
 
 
@@ -205,9 +209,7 @@ def _phi3(arch: TransformerArch) -> dict[str, Any]:
     """Phi-3: one fused qkv_proj and one gate_up_proj, which change no count but what autograd
     keeps (the value is a view of the fused output) and how many kernels run."""
     _require_no_biases(arch, "Phi-3", "Phi-3")
-    _require(
-        arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size", "自定义的注意力头维度"
-    )
+    _require_plain_heads(arch)
     return dict(llama_sizes(arch), pad_token_id=None, **_windows(arch, 1))
 
 
@@ -233,9 +235,7 @@ def _apertus(arch: TransformerArch) -> dict[str, Any]:
         "biases Apertus does not have",
         "Apertus 没有的偏置",
     )
-    _require(
-        arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size", "自定义的注意力头维度"
-    )
+    _require_plain_heads(arch)
     return dict(llama_sizes(arch), attention_bias=arch.qkv_bias)
 
 
@@ -251,9 +251,7 @@ def _stablelm(arch: TransformerArch) -> dict[str, Any]:
     """StableLM: q/k/v biases only, LayerNorms, optional parallel residual."""
     no_bias = not (arch.out_bias or arch.mlp_bias)
     _require(arch, no_bias, "biases StableLM does not have", "StableLM 没有的偏置")
-    _require(
-        arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size", "自定义的注意力头维度"
-    )
+    _require_plain_heads(arch)
     return dict(
         llama_sizes(arch),
         use_qkv_bias=arch.qkv_bias,
@@ -264,9 +262,7 @@ def _stablelm(arch: TransformerArch) -> dict[str, Any]:
 
 def _phi(arch: TransformerArch) -> dict[str, Any]:
     """Phi-2: parallel attention and GELU MLP on one LayerNorm, biases everywhere."""
-    _require(
-        arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size", "自定义的注意力头维度"
-    )
+    _require_plain_heads(arch)
     return dict(llama_sizes(arch), resid_pdrop=0.0, embd_pdrop=0.0)
 
 
@@ -594,9 +590,7 @@ def _phimoe(arch: TransformerArch) -> dict[str, Any]:
 def _starcoder2(arch: TransformerArch) -> dict[str, Any]:
     """StarCoder2: one `use_bias` switch for every Linear, windows on every layer where set."""
     _require_uniform_biases(arch)
-    _require(
-        arch, arch.dim_head * arch.num_heads == arch.hidden_size, "a custom head size", "自定义的注意力头维度"
-    )
+    _require_plain_heads(arch)
     _require(
         arch,
         arch.sliding_layers in (0, arch.num_layers),
