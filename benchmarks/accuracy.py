@@ -1033,6 +1033,72 @@ NEW_FAMILIES: list[tuple[str, dict[str, Any]]] = [
         {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 1024, "new_tokens": 64},
     ),
 ]
+# MoE training and LoRA on models no MoE training point ran (Qwen3-MoE, Mixtral, DeepSeek-V2's
+# dense-then-MoE layers under autocast, ERNIE 4.5, Granite MoE in bf16), written down before the
+# profiles of the stored MoE steps (Granite MoE, OLMoE, GLM-4.5-Air) were read, and scored after any
+# change those profiles lead to.
+MOE_TRAINING: list[tuple[str, dict[str, Any]]] = [
+    (
+        "qwen3-30b-a3b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 3,
+        },
+    ),
+    (
+        "mixtral-8x7b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 2,
+        },
+    ),
+    (
+        "deepseek-v2-lite-chat",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 3,
+        },
+    ),
+    (
+        "qwen3-30b-a3b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 1024,
+            "num_layers": 4,
+        },
+    ),
+    (
+        "ernie-4.5-21b-a3b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 3,
+        },
+    ),
+    (
+        "granite-3.0-3b-a800m-instruct",
+        {"mode": "train", "precision": "bf16", "optimizer": "adamw", "batch_size": 4, "seq_len": 1024},
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -1046,6 +1112,7 @@ SETS = {
     "newest": NEWEST,
     "followup": FOLLOWUP,
     "newfamilies": NEW_FAMILIES,
+    "moetrain": MOE_TRAINING,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -1482,7 +1549,8 @@ def main(argv: list[str] | None = None) -> int:
         "kernels (eager training steps that check the kernel-class model out of sample) or newest (the "
         "families read since the last GPU run, scored before any change) or followup (checks of the "
         "mechanisms the newest set led to, on other shapes) or newfamilies (the families read after "
-        "it, written down before they ran)",
+        "it, written down before they ran) or moetrain (MoE training and LoRA on models no MoE "
+        "training point ran)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(

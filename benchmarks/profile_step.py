@@ -88,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(3):
         once()
     session.sync()
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        once()
+    session.sync()
+    unprofiled = (time.perf_counter() - t0) / args.steps
     cuda = args.device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     t0 = time.perf_counter()
@@ -99,12 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     sort = "self_cuda_time_total" if cuda and args.sort == "device" else "self_cpu_time_total"
     print(
         f"{workload.name} {args.exec_mode} {workload.precision} batch {workload.batch_size}: "
-        f"{wall * 1e3:.2f} ms per step over {args.steps} profiled steps"
+        f"{wall * 1e3:.2f} ms per step over {args.steps} profiled steps "
+        f"({unprofiled * 1e3:.2f} ms unprofiled)"
     )
     print("notes:", {k: v for k, v in session.notes.items() if k not in ("params",)})
     print(prof.key_averages().table(sort_by=sort, row_limit=args.rows))
     if args.json and cuda:
-        _append_json(args.json, workload, args, wall, prof)
+        _append_json(args.json, workload, args, (wall, unprofiled), prof)
     if args.trace:
         args.trace.mkdir(parents=True, exist_ok=True)
         path = args.trace / f"trace-{workload.name}-{args.exec_mode}.json"
@@ -139,7 +145,9 @@ def kernel_class(name: str) -> str:
     return "memory"
 
 
-def _append_json(path: Path, workload: Workload, args: argparse.Namespace, wall: float, prof: object) -> None:
+def _append_json(
+    path: Path, workload: Workload, args: argparse.Namespace, walls: tuple[float, float], prof: object
+) -> None:
     """Every CUDA kernel's total device time and launches per step, and their sum per class."""
     import json
 
@@ -155,24 +163,65 @@ def _append_json(path: Path, workload: Workload, args: argparse.Namespace, wall:
         for e in prof.key_averages()  # type: ignore[attr-defined]
         if e.device_type == DeviceType.CUDA and not e.key.startswith(ANNOTATIONS)
     ]
+    # the runtime calls behind the kernels: launches, and the copies and synchronisations that
+    # stall the host (a step that syncs cannot run ahead of the GPU)
+    runtime = {
+        e.key: {
+            "calls_per_step": e.count / args.steps,
+            "ms_per_step": e.self_cpu_time_total / 1e3 / args.steps,
+        }
+        for e in prof.key_averages()  # type: ignore[attr-defined]
+        if e.device_type == DeviceType.CPU and e.key.startswith(("cuda", "cu"))
+    }
     classes: dict[str, dict[str, float]] = {}
     for k in kernels:
         c = classes.setdefault(k["class"], {"ms_per_step": 0.0, "launches_per_step": 0.0})
         c["ms_per_step"] += k["ms_per_step"]
         c["launches_per_step"] += k["launches_per_step"]
+    busy, gaps = _device_busy(prof)
     rows = json.loads(path.read_text()) if path.exists() else []
     rows.append(
         {
             "workload": workload.to_dict(),
             "label": args.holdout or workload.name,
             "exec_mode": args.exec_mode,
-            "profiled_wall_ms_per_step": wall * 1e3,
+            "profiled_wall_ms_per_step": walls[0] * 1e3,
+            "unprofiled_wall_ms_per_step": walls[1] * 1e3,
             "kernel_ms_per_step": sum(k["ms_per_step"] for k in kernels),
             "kernel_classes": classes,
+            "runtime_calls": runtime,
+            # the union of the kernels' intervals: the GPU's busy time, and how long it waited
+            "device_busy_ms_per_step": busy / 1e3 / args.steps,
+            "device_idle_gaps_us": gaps,
             "kernels": sorted(kernels, key=lambda k: -k["ms_per_step"]),
         }
     )
     path.write_text(json.dumps(rows, indent=1))
+
+
+def _device_busy(prof: object, top: int = 20) -> tuple[float, list[float]]:
+    """(µs the GPU ran any kernel, the `top` longest gaps between kernels in µs): where a step's
+    wall time exceeds the busy time, the GPU waited for the host (a sync, or slow issue)."""
+    from torch.autograd import DeviceType
+
+    spans = sorted(
+        (e.time_range.start, e.time_range.end)
+        for e in prof.events()  # type: ignore[attr-defined]
+        if e.device_type == DeviceType.CUDA and not e.name.startswith(ANNOTATIONS)
+    )
+    busy = 0.0
+    gaps: list[float] = []
+    end = None
+    for a, b in spans:
+        if end is None or a > end:
+            if end is not None:
+                gaps.append(a - end)
+            busy += b - a
+            end = b
+        elif b > end:
+            busy += b - end
+            end = b
+    return busy, sorted(gaps, reverse=True)[:top]
 
 
 def _point(text: str) -> Workload | None:
