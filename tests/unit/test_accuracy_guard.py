@@ -38,6 +38,7 @@ OTHER_CARD_FILES = sorted(
         "newest",
         "followup",
         "newfamilies",
+        "moetrain",
     )
     for path in protocol.RESULTS.glob(f"accuracy-{pattern}-*.json")
     if "-h200-" not in path.name

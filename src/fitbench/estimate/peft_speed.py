@@ -329,7 +329,11 @@ def step_kernels(workload: Workload, profile: Profile) -> tuple[list[Kernel], li
     adapted_arch(workload)
     fwd = as_compiled(
         transformer_cost.forward_kernels(
-            workload, workload.batch_size, workload.seq_len or 1, all_experts=profile.runs_all_experts
+            workload,
+            workload.batch_size,
+            workload.seq_len or 1,
+            all_experts=profile.runs_all_experts,
+            release=profile.transformers_version,
         ),
         profile,
     )

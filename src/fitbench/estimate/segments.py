@@ -74,6 +74,10 @@ class Kernel:
            backward) and C++ dispatches of a grouped product on a card without torch's grouped
            GEMM kernel (speed.grouped_mm_fast_path: its `_grouped_mm` loops over the groups with
            one mm each there); None: the same on every card
+    grouped  a grouped product over the experts of an MoE block (transformers' grouped_mm path,
+           its per-expert fallback, peft's merged-stack gradient): a few hundred rows an expert
+           put it near the card's ridge point, where its weight reads and its arithmetic overlap
+           only in part (speed.grouped_seconds)
     misaligned  the alignment in elements (1, 2 or 4) of a 16-bit GEMM with a dimension that is not
            a multiple of 8 elements (GPT-2's 50,257-word LM head: 1); 0 where it is aligned.
            cuBLAS cannot use its tensor-core kernels' 16-byte loads and runs narrower ones, at the
@@ -103,6 +107,7 @@ class Kernel:
     mixed_dtypes: bool = False
     stream_share: float | None = None
     misaligned: int = 0
+    grouped: bool = False
     fallback_launches: float | None = None
     fallback_backward_launches: float | None = None
     fallback_cast_ops: float | None = None

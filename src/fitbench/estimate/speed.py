@@ -105,6 +105,26 @@ def overlapped_seconds(gpu_seconds: float, host_seconds: float, overlap_loss: fl
 OWN_SHARE_REFERENCE_GPU = "h200"
 
 
+# Grouped expert products (Kernel.grouped) against a dense GEMM of their FLOPs. torch's grouped
+# kernel (bf16, H100, `python benchmarks/grouped_mm_rate.py --training`,
+# grouped-mm-training-h100-2026-12-06.json: the gate/up and down products of Mixtral, Qwen3-MoE,
+# OLMoE and DeepSeek-V2-Lite at 64 to 2,048 rows an expert, forward and backward) runs below the
+# dense rate at every size and near the ridge point (rows an expert ~ the card's FLOPs per byte)
+# takes about the root of the sum of squares of its compute and weight-read times, not the
+# larger: each expert's tile loop starts by loading that expert's weights. With the arithmetic at
+# GROUPED_GEMM_SHARE of the dense share and that norm (power GROUPED_ROOFLINE_POWER) the 96
+# timings fall within -18..+13 % (median 0 %), where the plain roofline at the dense share read
+# -5..-30 % between 128 and 1,024 rows. Fitted on that microbenchmark alone.
+GROUPED_GEMM_SHARE = 0.85
+GROUPED_ROOFLINE_POWER = 2.0
+
+
+def grouped_seconds(t_compute: float, t_memory: float) -> float:
+    """A grouped expert product's time from its compute and memory times (GROUPED_GEMM_SHARE)."""
+    p = GROUPED_ROOFLINE_POWER
+    return float((t_compute**p + t_memory**p) ** (1.0 / p))
+
+
 def grouped_mm_fast_path(gpu: GpuSpec) -> bool:
     """Whether torch's `_grouped_mm` runs its one CUTLASS grouped kernel on `gpu`: bf16 on compute
     capability 9.0 or 10.0 only (aten/native/cuda/GroupedBlas.cpp: `_scaled_mm_allowed_device(
@@ -290,6 +310,8 @@ def time_kernels(
         if k.flops:
             rate = k.compute if native else _compute_precision(k.kind, workload)
             peak = gpu.peak(rate) * _compute_share(k, gpu, profile, rate, eff)
+            if k.grouped:
+                peak *= GROUPED_GEMM_SHARE
             t_compute = k.flops / peak
             if k.kind == "conv":
                 # Each convolution pass also pays a fixed time per launch (pipeline fill, epilogue,
@@ -302,7 +324,10 @@ def time_kernels(
         if k.kind == "memory":
             # A memory-bound kernel: its bytes at the streaming rate plus a fixed cost per launch.
             t_memory += k.kernel_launches * (fixed if k.fixed_seconds is None else k.fixed_seconds)
-        t = max(t_compute, t_memory, profile.kernel_floor_seconds)
+        t = max(
+            grouped_seconds(t_compute, t_memory) if k.grouped else max(t_compute, t_memory),
+            profile.kernel_floor_seconds,
+        )
         if t == profile.kernel_floor_seconds and t > max(t_compute, t_memory):
             floor += t * k.count
         elif t_compute >= t_memory:
@@ -356,6 +381,7 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
                 mixed_dtypes=k.mixed_dtypes,
                 stream_share=k.stream_share,
                 misaligned=k.misaligned,
+                grouped=k.grouped,
                 fallback_launches=k.fallback_backward_launches,
                 fallback_cast_ops=k.fallback_cast_ops,
             )
@@ -419,7 +445,11 @@ def training_kernels(
         fwd = resnet_cost.forward_kernels(workload, profile, channels_last=channels_last)
     else:
         fwd = transformer_cost.forward_kernels(
-            workload, workload.batch_size, workload.seq_len or 1, all_experts=profile.runs_all_experts
+            workload,
+            workload.batch_size,
+            workload.seq_len or 1,
+            all_experts=profile.runs_all_experts,
+            release=profile.transformers_version,
         )
     fwd = as_compiled(fwd, profile)
     kernels = fwd + _backward(fwd) + optimizer_kernels(workload, profile.framework)
@@ -495,7 +525,11 @@ def inference_step(workload: Workload, gpu: GpuSpec, profile: Profile) -> Timing
         fwd = resnet_cost.forward_kernels(workload, profile)
     else:
         fwd = transformer_cost.forward_kernels(
-            workload, workload.batch_size, workload.seq_len or 1, all_experts=profile.runs_all_experts
+            workload,
+            workload.batch_size,
+            workload.seq_len or 1,
+            all_experts=profile.runs_all_experts,
+            release=profile.transformers_version,
         )
     fwd = as_compiled(fwd, profile)
     # Inference mode records no autograd node: an operation costs the host a share of a training one.
@@ -624,7 +658,12 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     assert isinstance(arch, TransformerArch)
     b, prompt, new = workload.batch_size, workload.prompt_tokens or 1, workload.new_tokens or 1
     prefill_k = transformer_cost.forward_kernels(
-        workload, b, prompt, all_experts=profile.runs_all_experts, engine=profile.engine_loading
+        workload,
+        b,
+        prompt,
+        all_experts=profile.runs_all_experts,
+        release=profile.transformers_version,
+        engine=profile.engine_loading,
     )
     release = profile.transformers_version
     # The prefill is the same forward code and loop iteration as a decode step, over the whole
@@ -656,6 +695,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         1,
         kv_len=mean_context,
         all_experts=profile.runs_all_experts,
+        release=profile.transformers_version,
         batched_experts=profile.decode_experts_batched,
         engine=profile.engine_loading,
     )
@@ -676,6 +716,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
             1,
             kv_len=slots,
             all_experts=profile.runs_all_experts,
+            release=profile.transformers_version,
             batched_experts=profile.decode_experts_batched,
             engine=profile.engine_loading,
         )
@@ -713,6 +754,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
             1,
             kv_len=mean_context,
             all_experts=profile.runs_all_experts,
+            release=profile.transformers_version,
             engine=profile.engine_loading,
         )
     min_bytes = sum(k.bytes * k.count for k in least_k if k.kind in ("matmul", "attention"))

@@ -10,6 +10,7 @@ saves in the Hugging Face implementations the backends run.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -899,6 +900,117 @@ def outgrown_cache_bytes(workload: Workload, stale_share: float) -> float:
 Traffic = Callable[[str, int, int], tuple[float, float, str]]
 
 
+# The share of the streaming rate the routed copies' unvectorized passes reach, by the bytes of
+# their elements (2: bf16/fp16, 4: FP32), on the reference card. transformers' grouped_mm path
+# (integrations/moe.py) masks its sentinel rows with a [S, 1] mask broadcast over the row
+# (masked_fill, three in the forward and three in the backward), weights each copy by its
+# [S, 1] routing weight, and runs the activation and its product on the two halves of the
+# gate/up output (strided views): TensorIterator cannot vectorise a broadcast or strided
+# operand, and its per-element index arithmetic, not the bytes, bounds those kernels, at one
+# rate in elements per SM whatever the dtype. Measured on an H100 (kernel-classes-moe-h100-
+# 2026-12-06.json, OLMoE's 24 masked fills a step: bf16 1.61 G elements in 4.77 ms, 1.35 TB/s;
+# FP32 under autocast the same elements in 5.52 ms, 2.33 TB/s; its strided silu_backward 298 G
+# elements/s) and carried to the H200 per SM (speed.own_share: the same 132 SMs): 1.35 and 2.33
+# TB/s of its 4.22.
+ROUTED_INDEX_SHARE = {2: 0.32, 4: 0.55}
+
+
+def routing_weight_bytes(arch: TransformerArch, e: float) -> float:
+    """Bytes of a routed copy's weighted output: FP32 where the routing weights are
+    (FP32_ROUTING_WEIGHT_TYPES) or the experts run in FP32 (`e` 4), else the experts' `e`."""
+    return 4.0 if e >= 4 or arch.rules_type in FP32_ROUTING_WEIGHT_TYPES else e
+
+
+def routing_masks(release: str | None) -> tuple[int, int]:
+    """(hidden-width, gate/up-width) sentinel masks transformers' grouped_mm path applies to the
+    routed copies in a forward at `release` (integrations/moe.py): up to 5.16 the gathered input
+    and the weighted output, in place; 5.17 the gathered input, the gate/up output and the down
+    output; from 5.18 none without expert parallelism. An unknown release counts as the newest."""
+    match = re.match(r"(\d+)\.(\d+)", release or "")
+    if match is None:
+        return 0, 0
+    version = (int(match.group(1)), int(match.group(2)))
+    if version >= (5, 18):
+        return 0, 0
+    return (2, 1) if version == (5, 17) else (2, 0)
+
+
+def expert_routing_bytes_per_token(
+    arch: TransformerArch, e: float, w: float, masks: tuple[int, int] = (0, 0)
+) -> tuple[float, float, float, float]:
+    """(unvectorized forward, unvectorized backward, streaming forward, streaming backward) bytes
+    one token's routed copies move in one MoE layer, with `masks` (routing_masks) sentinel masks
+    (expert_routing_kernels says which passes; benchmarks/elementwise_traffic.py counts them on
+    the CPU)."""
+    k, h, fe = arch.experts_per_token, arch.hidden_size, arch.expert_intermediate_size
+    gated = arch.mlp == "swiglu"
+    kh, kf = k * h, k * fe
+    # each mask reads and writes its rows; its backward masks the gradient the same way
+    mask = masks[0] * 2 * kh * e + masks[1] * 4 * kf * e
+    # the routing-weight product; the activation and its product on the gate/up halves
+    index_fwd = kh * (e + w) + (5 * kf * e if gated else 0.0) + mask
+    # the product's and the halves' gradients; the two gathers' index backward (accumulating)
+    index_bwd = kh * (e + 5 * w) + (6 * kf * e if gated else 0.0) + mask
+    cast = h * (w + e) if w != e else 0.0
+    # the gather of each copy's input (from the token's row), the gather back, the sum over k
+    stream_fwd = kh * e + h * e + 2 * kh * w + kh * w + h * w + cast + (0.0 if gated else 2 * kf * e)
+    # the sum's gradient copied to each of the k copies, the zeros the index backward accumulates
+    # into, the routing weights' gradient (a product and a sum over the width), the product's
+    # gradient cast back from FP32 weights, the up half's gradient and the halves put together
+    # (or the plain activation's gradient)
+    cast_back = kh * (w + e) if w != e else 0.0
+    stream_bwd = h * w + kh * (5 * w + e) + cast_back + (7 if gated else 3) * kf * e
+    return index_fwd, index_bwd, stream_fwd, stream_bwd
+
+
+def expert_routing_kernels(
+    arch: TransformerArch, tokens: int, e: float, w: float, masks: tuple[int, int] = (0, 0)
+) -> list[Kernel]:
+    """The memory passes transformers' grouped_mm path makes over each token's k routed copies, per
+    MoE layer (integrations/moe.py grouped_mm_experts_forward, 5.17 and 5.24): `e` the experts'
+    activation bytes, `w` the routing weights' (FP32_ROUTING_WEIGHT_TYPES, or FP32 experts).
+
+    Unvectorized (ROUTED_INDEX_SHARE), forward: the sentinel masks the release applies
+    (routing_masks; 5.17's over the gathered input, the gate/up output and the down output, read
+    and written each), the activation and its product on the gate/up halves, the routing-weight
+    product. Backward: the same masks and products
+    backward, and the two gathers' index backward (index_put with accumulate). Streaming
+    (the profile's share), forward: the gather of each copy's input, the gather back to token
+    order, the sum over the k copies (and its cast where the weights are FP32); backward: the
+    routing weights' gradient (a product and a sum over the width), the gate/up halves' gradients
+    put together, the zeros the index backward accumulates into. Their operations are the
+    experts kernel's (its 15); a launch each here."""
+    index_fwd, index_bwd, stream_fwd, stream_bwd = expert_routing_bytes_per_token(arch, e, w, masks)
+    gated, cast = arch.mlp == "swiglu", w != e
+    unvectorized = (2 if gated else 0) + 1 + sum(masks)
+    n = arch.moe_layers
+    return [
+        Kernel(
+            name="expert_routing_masked",
+            kind="memory",
+            flops=0.0,
+            bytes=tokens * index_fwd,
+            backward_bytes=tokens * index_bwd,
+            count=n,
+            ops=0.0,
+            launches=float(unvectorized),
+            backward_launches=float(unvectorized + 2),
+            memory_efficiency=ROUTED_INDEX_SHARE[4 if e >= 4 else 2],
+        ),
+        Kernel(
+            name="expert_routing_copies",
+            kind="memory",
+            flops=0.0,
+            bytes=tokens * stream_fwd,
+            backward_bytes=tokens * stream_bwd,
+            count=n,
+            ops=0.0,
+            launches=4.0 if cast else 3.0,
+            backward_launches=5.0,
+        ),
+    ]
+
+
 def expert_kernels(
     arch: TransformerArch,
     tokens: int,
@@ -913,6 +1025,7 @@ def expert_kernels(
     batched_fp8: bool = False,
     torch_grouped: bool = False,
     non_bf16_experts: bool = False,
+    release: str | None = None,
 ) -> list[Kernel]:
     """The router, routed experts and shared experts of the MoE blocks, for `tokens` tokens.
 
@@ -930,7 +1043,8 @@ def expert_kernels(
     `torch_grouped` (transformers' grouped_mm runs the experts in their own dtype): one grouped
     kernel per product where torch has it for the card (bf16 on compute capability 9.0 / 10.0),
     else one mm per expert with tokens (Kernel.fallback_launches); `non_bf16_experts`: FP16 or
-    FP32 weights, which take that fallback on every card.
+    FP32 weights, which take that fallback on every card. Either way the routed copies' memory
+    passes follow (expert_routing_kernels, with the sentinel masks of transformers `release`).
     `all_experts` (the mode runs transformers' code): ALL_EXPERT_TYPES do every expert's work on
     every token and read every expert, plus the repeated, score-scaled copies of the tokens.
     `batched` (a decode step of transformers' generate on a GPU: Profile.decode_experts_batched,
@@ -991,6 +1105,8 @@ def expert_kernels(
             e_launches, e_back_launches, e_casts = fallback
         else:
             fallback_fields = fallback
+    # transformers' grouped_mm path, with torch's grouped kernel or its per-expert fallback
+    grouped = (torch_grouped or fp32_experts) and not gathered and not dense
     ks = [
         Kernel(
             name="router",
@@ -1019,11 +1135,15 @@ def expert_kernels(
             dequant_bytes=distinct * e_dq,
             launches=e_launches,
             backward_launches=e_back_launches,
+            grouped=grouped,
             fallback_launches=fallback_fields[0] if fallback_fields else None,
             fallback_backward_launches=fallback_fields[1] if fallback_fields else None,
             fallback_cast_ops=fallback_fields[2] if fallback_fields else None,
         ),
     ]
+    if grouped:
+        w = routing_weight_bytes(arch, e_act)
+        ks.extend(expert_routing_kernels(arch, tokens, e_act, w, routing_masks(release)))
     if arch.shared_intermediate_size:
         fs = arch.shared_intermediate_size
         s_read, s_dq, s_compute = weights("shared")
@@ -1114,8 +1234,13 @@ def _qk_norm_width(arch: TransformerArch) -> int:
 
 def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> tuple[float, float]:
     """(bytes, ops) of one block's forward elementwise work per token: norms, activations,
-    dropout, residual adds and autocast casts (each reads its inputs and writes its output)."""
-    h, f = arch.hidden_size, arch.intermediate_size
+    dropout, residual adds and autocast casts (each reads its inputs and writes its output). An
+    MoE block's activation is its shared experts' (the routed copies' passes are
+    expert_routing_kernels'), so the width is the layers' mean."""
+    h, f = arch.hidden_size, float(arch.intermediate_size)
+    if arch.is_moe:
+        shared = arch.shared_intermediate_size
+        f = (arch.dense_mlp_layers * f + arch.moe_layers * shared) / arch.num_layers
     if arch.norm == "rmsnorm":
         # HF RMSNorm: upcast, pow, mean, add, rsqrt, mul, mul, each pass over the FP32 width; a
         # block runs its own number of them (Gemma-2/3 and GLM-4 four: pre and post norms) and
@@ -1390,11 +1515,13 @@ def forward_kernels(
     all_experts: bool = False,
     batched_experts: bool = False,
     engine: bool = False,
+    release: str | None = None,
 ) -> list[Kernel]:
     """Kernels of one forward pass over batch x seq new tokens (kv_len > seq while decoding);
     `all_experts`: the mode runs transformers' MoE code (Profile.runs_all_experts);
     `batched_experts`: routed experts through transformers' batched_mm path (expert_kernels);
-    `engine`: the weights as a serving engine loads them (Profile.engine_loading)."""
+    `engine`: the weights as a serving engine loads them (Profile.engine_loading); `release`: the
+    transformers release the mode runs (Profile.transformers_version; None: the newest)."""
     arch = _arch(workload)
     dt = activation_dtypes(workload, dropout=(arch.kind == "encoder"))
     p = workload.precision_info
@@ -1448,6 +1575,7 @@ def forward_kernels(
                 and workload.weight_format.method == "fp8",
                 torch_grouped=torch_grouped,
                 non_bf16_experts=torch_grouped and workload.precision_info.compute != "bf16",
+                release=release,
             )
         )
     causal = arch.kind == "decoder"
