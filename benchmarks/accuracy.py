@@ -1099,6 +1099,81 @@ MOE_TRAINING: list[tuple[str, dict[str, Any]]] = [
         {"mode": "train", "precision": "bf16", "optimizer": "adamw", "batch_size": 4, "seq_len": 1024},
     ),
 ]
+# Written after the routed copies' passes and the grouped products' roofline were in the estimate,
+# before any of these ran: Phi-3.5-MoE's experts, LoRA on Mixtral's stacked experts, attention-only
+# adapters on an MoE model, a large token count (OLMoE at 2,048 rows an expert), DeepSeek's bf16
+# path with its dense first layer, and Qwen2-MoE's gated shared expert.
+MOE_TRAINING_CHECK: list[tuple[str, dict[str, Any]]] = [
+    (
+        "phi-3.5-moe-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 2,
+        },
+    ),
+    (
+        "mixtral-8x7b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 2,
+        },
+    ),
+    (
+        "qwen3-30b-a3b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "lora_targets": "attention",
+            "batch_size": 4,
+            "seq_len": 1024,
+            "num_layers": 4,
+        },
+    ),
+    (
+        "olmoe-1b-7b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 8,
+            "seq_len": 2048,
+            "num_layers": 2,
+        },
+    ),
+    (
+        "deepseek-v2-lite-chat",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 4,
+            "seq_len": 1024,
+            "num_layers": 3,
+        },
+    ),
+    (
+        "qwen2-57b-a14b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 2,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -1113,6 +1188,7 @@ SETS = {
     "followup": FOLLOWUP,
     "newfamilies": NEW_FAMILIES,
     "moetrain": MOE_TRAINING,
+    "moecheck": MOE_TRAINING_CHECK,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -1550,7 +1626,7 @@ def main(argv: list[str] | None = None) -> int:
         "families read since the last GPU run, scored before any change) or followup (checks of the "
         "mechanisms the newest set led to, on other shapes) or newfamilies (the families read after "
         "it, written down before they ran) or moetrain (MoE training and LoRA on models no MoE "
-        "training point ran)",
+        "training point ran) or moecheck (MoE points written after the MoE change, before they ran)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
