@@ -108,3 +108,30 @@ def test_saved_activations_of_an_adapted_moe_match_the_estimate(name: str, targe
         masked = w.arch.num_layers * sum(fin for _, fin, _ in linears) - qkv
         estimated += (4 - peft.MASK_BYTES) * masked * w.batch_size * w.seq_len
     assert estimated == pytest.approx(measured, rel=0.08)
+
+
+class _BaddbmmCalls(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the baddbmm calls (peft's fold of W + B·A into a stack) dispatched inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.__name__.split(".")[0] == "baddbmm":
+            self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("name", ["qwen3-30b-a3b", "olmoe-1b-7b"])
+def test_each_forward_folds_every_adapted_stack_as_often_as_the_estimate_counts(name: str) -> None:
+    from fitbench.estimate import peft_speed
+
+    w, model = _lora(name, "attention-mlp")
+    ids = torch.randint(0, w.arch.vocab_size, (w.batch_size, w.seq_len))
+    with _BaddbmmCalls() as calls:
+        model(input_ids=ids, use_cache=False)
+    merges, _ = peft_speed.expert_adapter_kernels(w)
+    assert calls.calls == sum(k.count for k in merges)
+    # peft's registration check and the forward's own read: twice per stack and MoE block
+    assert calls.calls == peft_speed.PARAMETRIZATION_EVALUATIONS * 2 * w.arch.moe_layers

@@ -211,10 +211,21 @@ def _adapter_pass_bytes(
     return cast_in + drop, fout * (4 + 4) + fout * (a + 4 + 4) + fout * (4 + a)
 
 
+# Times peft evaluates a stacked-expert parametrization per forward: ParamWrapper registers it
+# (torch.nn.utils.parametrize.register_parametrization, not unsafe: ParametrizationList evaluates
+# it once to check its dtype and shape) and the forward reads it once under parametrize.cached()
+# (peft 0.21.2 tuners/lora/layer.py ParamWrapper._activate_lora). An H100 profile of Qwen3-30B-A3B
+# LoRA (kernel-classes-moe-lora-h100-2026-12-06.json) ran 16 baddbmm a step for 4 layers of two
+# stacks.
+PARAMETRIZATION_EVALUATIONS = 2
+
+
 def expert_adapter_kernels(workload: Workload) -> tuple[list[Kernel], list[Kernel]]:
     """(forward, backward) kernels of the adapted stacked experts of every MoE block
     (peft.expert_adapters), in the base weights' dtype. Forward: the fold W + B·A into a new
-    stack (a baddbmm of rank K over all experts: reads W, writes the merged stack). Backward: the
+    stack (peft's _LoraFactorsProxy: a baddbmm of rank K over all experts, which first copies W
+    into its output and then accumulates the product there: the stack read and written twice),
+    PARAMETRIZATION_EVALUATIONS times. Backward: the
     grouped product now computes the merged stack's weight gradient (a full fine-tune's expert
     weight-gradient FLOPs for the routed tokens, writing a gradient the stack's size), which two
     batched GEMMs of rank K read back for A's and B's gradients."""
@@ -236,7 +247,9 @@ def expert_adapter_kernels(workload: Workload) -> tuple[list[Kernel], list[Kerne
             count=n,
             ops=2.0,
         )
-        fwd.append(merge)
+        # the copy of W into the output (a device-to-device copy), then the product accumulated
+        fold = dataclasses.replace(merge, bytes=4.0 * stack * base, launches=2.0)
+        fwd.append(dataclasses.replace(fold, count=n * PARAMETRIZATION_EVALUATIONS))
         bwd.append(
             Kernel(
                 name=f"lora.{name}.weight_gradient",
