@@ -39,6 +39,7 @@ OTHER_CARD_FILES = sorted(
         "followup",
         "newfamilies",
         "moetrain",
+        "moecheck",
     )
     for path in protocol.RESULTS.glob(f"accuracy-{pattern}-*.json")
     if "-h200-" not in path.name
