@@ -32,7 +32,15 @@ from test_peft_torch import saved_bytes  # noqa: E402  (the dense LoRA test's co
 pytestmark = pytest.mark.torch
 
 # Qwen2-MoE is missing from peft's family map: its names reach the shared expert only.
-FAMILIES = ["mixtral-8x7b-instruct", "qwen3-30b-a3b", "olmoe-1b-7b", "qwen2-57b-a14b-instruct"]
+# Phi-3.5-MoE is missing too (no shared expert: its attention alone is adapted).
+NO_EXPERT_ADAPTERS = ("qwen2-57b-a14b-instruct", "phi-3.5-moe-instruct")
+FAMILIES = [
+    "mixtral-8x7b-instruct",
+    "qwen3-30b-a3b",
+    "olmoe-1b-7b",
+    "qwen2-57b-a14b-instruct",
+    "phi-3.5-moe-instruct",
+]
 
 
 def _lora(name: str, targets: str):
@@ -59,7 +67,7 @@ def test_moe_adapter_count_matches_peft(name: str, targets: str) -> None:
     w, model = _lora(name, targets)
     assert model.get_nb_trainable_parameters()[0] == peft.trainable_param_count(w)
     stacked = bool(peft.expert_adapters(w))
-    assert stacked == (targets != "attention" and "qwen2" not in name)
+    assert stacked == (targets != "attention" and name not in NO_EXPERT_ADAPTERS)
     assert (peft.lora_dropout(w) == 0.0) == stacked
 
 

@@ -69,6 +69,9 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
         }
         for model_type in ("qwen2_moe", "qwen3_moe", "olmoe")
     },
+    # Phi-3.5-MoE stacks its experts as Mixtral does, but peft's family map has no `phimoe`
+    # entry, so no v4 name reaches them: its adapters are the attention's, as the estimate counts.
+    "phimoe": {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ()},
     # Phi-3 fuses q, k, v in qkv_proj and gate, up in gate_up_proj (estimate/peft.py FUSED_QKV,
     # FUSED_GATE_UP adapt each fused matrix once).
     "phi3": {"attention": ("qkv_proj", "o_proj"), "mlp": ("gate_up_proj", "down_proj")},
