@@ -69,6 +69,7 @@ def test_vision_defaults_are_the_config_classes(model_type: str) -> None:
         "qwen2_vl": "Qwen2VLVisionConfig",
         "qwen2_5_vl": "Qwen2_5_VLVisionConfig",
         "qwen3_vl": "Qwen3VLVisionConfig",
+        "internvl_vision": "InternVLVisionConfig",
     }
     config = getattr(transformers, names[model_type])()
     for key, value in VISION_DEFAULTS[model_type].items():

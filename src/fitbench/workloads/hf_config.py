@@ -115,6 +115,7 @@ MOE_TYPES = (
 # Multimodal files whose language model is read, with their vision tower counted (multimodal.py).
 MULTIMODAL_TYPES = (
     "gemma3",
+    "internvl",
     "llama4",
     "llava",
     "llava_next",

@@ -1,7 +1,8 @@
 """Multimodal checkpoints: the language model inside, and the vision tower loaded beside it.
 
-Why: Gemma-3 (4B and up), Llama-4, Qwen2-VL/Qwen2.5-VL/Qwen3-VL, Mistral-Small-3.1 and LLaVA ship one
-config.json for a `...ForConditionalGeneration` model: a language model under `text_config`
+Why: Gemma-3 (4B and up), Llama-4, Qwen2-VL/Qwen2.5-VL/Qwen3-VL, InternVL (its -hf checkpoints),
+Mistral-Small-3.1 and LLaVA ship one config.json for a `...ForConditionalGeneration` model: a
+language model under `text_config`
 (Qwen-VL: at the top level in older files) and a vision encoder under `vision_config`.
 transformers loads both, so the weights in memory are the language model's plus the vision
 tower's and projector's (vision_tower.py counts those). Text generation and fine-tuning run
@@ -201,6 +202,19 @@ def _mistral3_projector(vision: ConfigReader, text_hidden: int, outer: ConfigRea
     )
 
 
+def _internvl_projector(vision: ConfigReader, text_hidden: int, outer: ConfigReader) -> int:
+    """InternVLMultiModalProjector: a LayerNorm over the pixel-shuffled patches (the vision width
+    times (1 / downsample_ratio)^2), a biased Linear to the text width, GELU, a biased Linear."""
+    ratio = outer.data.get("downsample_ratio", 0.5)
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio <= 1:
+        raise outer.error(
+            f"'downsample_ratio' must be a number in (0, 1], got {show(ratio)}",
+            message_zh=f"'downsample_ratio' 必须是 (0, 1] 之间的数,实际为 {show(ratio, 'zh')}",
+        )
+    into = vision.int("hidden_size") * int(1 / ratio) ** 2
+    return 2 * into + (into * text_hidden + text_hidden) + (text_hidden * text_hidden + text_hidden)
+
+
 @dataclass(frozen=True)
 class Wrapper:
     """One multimodal family: where its text keys live, its default text and vision types, and
@@ -218,6 +232,9 @@ class Wrapper:
 WRAPPERS: dict[str, Wrapper] = {
     "gemma3": Wrapper("gemma3_text", "siglip_vision_model", _gemma3_projector, tie_default=True),
     "llama4": Wrapper("llama4_text", "llama4_vision_model", _llama4_projector, vision_type_fixed=True),
+    "internvl": Wrapper(
+        "qwen2", "internvl_vision", _internvl_projector, vision_type_fixed=True, tie_default=True
+    ),
     "llava": Wrapper("llama", "clip_vision_model", _llava_projector, forwards_text_tie=True),
     "llava_next": Wrapper("llama", "clip_vision_model", _llava_next_projector),
     "mistral3": Wrapper("mistral", "pixtral", _mistral3_projector, tie_default=True),

@@ -1,6 +1,6 @@
 """Parameter counts of the vision towers and projectors that multimodal checkpoints load.
 
-Why: a Gemma-3, Llama-4, Qwen-VL, Mistral-Small-3.1 or LLaVA checkpoint is loaded whole by
+Why: a Gemma-3, Llama-4, Qwen-VL, InternVL, Mistral-Small-3.1 or LLaVA checkpoint is loaded whole by
 transformers (`...ForConditionalGeneration`): the vision encoder and the projector that maps
 its patches into the language model sit in GPU memory next to the language model even when
 every prompt is text. They are 0.3-0.9B parameters, 1-10 % of the weights, so a memory
@@ -21,7 +21,8 @@ from typing import Any
 from fitbench.workloads.config_reader import ConfigReader
 
 # Defaults of the vision config classes (transformers 5: SiglipVisionConfig, CLIPVisionConfig,
-# PixtralVisionConfig, Llama4VisionConfig and the Qwen2-VL, Qwen2.5-VL and Qwen3-VL ones).
+# PixtralVisionConfig, Llama4VisionConfig, InternVLVisionConfig and the Qwen2-VL, Qwen2.5-VL and
+# Qwen3-VL ones).
 VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "siglip_vision_model": {
         "hidden_size": 768,
@@ -58,6 +59,21 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
         "num_channels": 3,
         "projector_input_dim": 4096,
         "projector_output_dim": 4096,
+    },
+    "internvl_vision": {
+        "hidden_size": 1024,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "attention_bias": False,
+        "use_qk_norm": False,
+        "intermediate_size": 4096,
+        "norm_type": "layer_norm",
+        "image_size": [448, 448],
+        "patch_size": [14, 14],
+        "num_channels": 3,
+        "use_mask_token": False,
+        "use_absolute_position_embeddings": True,
+        "use_mean_pooling": True,
     },
     "qwen2_vl": {
         "depth": 32,
@@ -185,6 +201,37 @@ def qwen3_vl_params(v: ConfigReader) -> int:
     return embed + v.int("depth") * layer + (2 * e + linears) + extra * (2 * merged + linears)
 
 
+def _pair(v: ConfigReader, key: str) -> tuple[int, int]:
+    """A size InternVL's vision config writes as one number or as [height, width]."""
+    value = v.data.get(key)
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return v.check_int(key, value[0]), v.check_int(key, value[1])
+    size = v.int(key)
+    return size, size
+
+
+def internvl_vision_params(v: ConfigReader) -> int:
+    """InternVLVisionModel (InternViT): a biased patch convolution, a class token (and a mask
+    token with `use_mask_token`), learned positions for every patch and the class token (with
+    `use_absolute_position_embeddings`), then layers of q/k/v (biased by `attention_bias`) and a
+    biased output projection, RMSNorm query and key norms of the full width (`use_qk_norm`), a
+    biased GELU MLP, two norms (`norm_type`: LayerNorm with bias, or RMSNorm) and two layer-scale
+    vectors; a final LayerNorm unless `use_mean_pooling`."""
+    h, f = v.int("hidden_size"), v.int("intermediate_size")
+    (img_h, img_w), (p_h, p_w) = _pair(v, "image_size"), _pair(v, "patch_size")
+    channels = v.int("num_channels")
+    patches = (img_h // p_h) * (img_w // p_w)
+    embeddings = channels * p_h * p_w * h + h + h  # convolution with bias, class token
+    embeddings += h if v.flag("use_mask_token", False) else 0
+    embeddings += (patches + 1) * h if v.flag("use_absolute_position_embeddings", True) else 0
+    norm = 2 * h if v.data.get("norm_type", "layer_norm") == "layer_norm" else h
+    attention = 3 * h * h + (3 * h if v.flag("attention_bias", False) else 0) + (h * h + h)
+    attention += 2 * h if v.flag("use_qk_norm", False) else 0
+    layer = attention + (2 * h * f + f + h) + 2 * norm + 2 * h
+    final = 0 if v.flag("use_mean_pooling", True) else 2 * h
+    return embeddings + v.int("num_hidden_layers") * layer + final
+
+
 TOWERS: dict[str, Callable[[ConfigReader], int]] = {
     "siglip_vision_model": siglip_params,
     "clip_vision_model": clip_params,
@@ -193,4 +240,5 @@ TOWERS: dict[str, Callable[[ConfigReader], int]] = {
     "qwen2_vl": qwen2_vl_params,
     "qwen2_5_vl": qwen2_5_vl_params,
     "qwen3_vl": qwen3_vl_params,
+    "internvl_vision": internvl_vision_params,
 }
