@@ -70,6 +70,8 @@ def test_vision_defaults_are_the_config_classes(model_type: str) -> None:
         "qwen2_5_vl": "Qwen2_5_VLVisionConfig",
         "qwen3_vl": "Qwen3VLVisionConfig",
         "internvl_vision": "InternVLVisionConfig",
+        "glm4v_vision": "Glm4vVisionConfig",
+        "glm4v_moe_vision": "Glm4vMoeVisionConfig",
     }
     config = getattr(transformers, names[model_type])()
     for key, value in VISION_DEFAULTS[model_type].items():

@@ -115,6 +115,8 @@ MOE_TYPES = (
 # Multimodal files whose language model is read, with their vision tower counted (multimodal.py).
 MULTIMODAL_TYPES = (
     "gemma3",
+    "glm4v",
+    "glm4v_moe",
     "internvl",
     "llama4",
     "llava",

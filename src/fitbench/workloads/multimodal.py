@@ -1,8 +1,8 @@
 """Multimodal checkpoints: the language model inside, and the vision tower loaded beside it.
 
 Why: Gemma-3 (4B and up), Llama-4, Qwen2-VL/Qwen2.5-VL/Qwen3-VL, InternVL (its -hf checkpoints),
-Mistral-Small-3.1 and LLaVA ship one config.json for a `...ForConditionalGeneration` model: a
-language model under `text_config`
+GLM-4.1V/4.5V, Mistral-Small-3.1 and LLaVA ship one config.json for a
+`...ForConditionalGeneration` model: a language model under `text_config`
 (Qwen-VL: at the top level in older files) and a vision encoder under `vision_config`.
 transformers loads both, so the weights in memory are the language model's plus the vision
 tower's and projector's (vision_tower.py counts those). Text generation and fine-tuning run
@@ -142,6 +142,31 @@ TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
     },
 }
+TEXT_DEFAULTS["glm4v_text"] = {
+    "vocab_size": 151552,
+    "hidden_size": 4096,
+    "intermediate_size": 13696,
+    "num_hidden_layers": 40,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 32768,
+}
+TEXT_DEFAULTS["glm4v_moe_text"] = {
+    "vocab_size": 151424,
+    "hidden_size": 4096,
+    "intermediate_size": 10944,
+    "num_hidden_layers": 46,
+    "num_attention_heads": 96,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 65536,
+    "tie_word_embeddings": False,
+    "attention_bias": True,
+    "moe_intermediate_size": 1408,
+    "num_experts_per_tok": 8,
+    "n_shared_experts": 1,
+    "n_routed_experts": 128,
+    "first_k_dense_replace": 1,
+}
 # Qwen2_5_VLTextConfig keeps Qwen2VLTextConfig's defaults (the test checks both classes).
 TEXT_DEFAULTS["qwen2_5_vl_text"] = TEXT_DEFAULTS["qwen2_vl_text"]
 # Text model types the Qwen-VL families write, read as the Qwen2/Qwen3 families with their own
@@ -151,6 +176,9 @@ TEXT_ALIASES = {
     "qwen2_5_vl_text": "qwen2",
     "qwen3_vl_text": "qwen3",
     "qwen3_vl_moe_text": "qwen3_moe",
+    # GLM-4.1V's text model is GLM-4-0414's (four norms a block, q/k/v biases), GLM-4.5V's GLM-4.5's
+    "glm4v_text": "glm4",
+    "glm4v_moe_text": "glm4_moe",
 }
 
 
@@ -232,6 +260,10 @@ class Wrapper:
 WRAPPERS: dict[str, Wrapper] = {
     "gemma3": Wrapper("gemma3_text", "siglip_vision_model", _gemma3_projector, tie_default=True),
     "llama4": Wrapper("llama4_text", "llama4_vision_model", _llama4_projector, vision_type_fixed=True),
+    "glm4v": Wrapper("glm4v_text", "glm4v_vision", None, vision_type_fixed=True, forwards_text_tie=True),
+    "glm4v_moe": Wrapper(
+        "glm4v_moe_text", "glm4v_moe_vision", None, vision_type_fixed=True, forwards_text_tie=True
+    ),
     "internvl": Wrapper(
         "qwen2", "internvl_vision", _internvl_projector, vision_type_fixed=True, tie_default=True
     ),

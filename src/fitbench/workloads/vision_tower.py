@@ -1,6 +1,7 @@
 """Parameter counts of the vision towers and projectors that multimodal checkpoints load.
 
-Why: a Gemma-3, Llama-4, Qwen-VL, InternVL, Mistral-Small-3.1 or LLaVA checkpoint is loaded whole by
+Why: a Gemma-3, Llama-4, Qwen-VL, InternVL, GLM-4.xV, Mistral-Small-3.1 or LLaVA checkpoint is loaded
+whole by
 transformers (`...ForConditionalGeneration`): the vision encoder and the projector that maps
 its patches into the language model sit in GPU memory next to the language model even when
 every prompt is text. They are 0.3-0.9B parameters, 1-10 % of the weights, so a memory
@@ -21,8 +22,8 @@ from typing import Any
 from fitbench.workloads.config_reader import ConfigReader
 
 # Defaults of the vision config classes (transformers 5: SiglipVisionConfig, CLIPVisionConfig,
-# PixtralVisionConfig, Llama4VisionConfig, InternVLVisionConfig and the Qwen2-VL, Qwen2.5-VL and
-# Qwen3-VL ones).
+# PixtralVisionConfig, Llama4VisionConfig, InternVLVisionConfig, the GLM-4.1V and GLM-4.5V ones and the
+# Qwen2-VL, Qwen2.5-VL and Qwen3-VL ones).
 VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "siglip_vision_model": {
         "hidden_size": 768,
@@ -74,6 +75,32 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
         "use_mask_token": False,
         "use_absolute_position_embeddings": True,
         "use_mean_pooling": True,
+    },
+    "glm4v_vision": {
+        "depth": 24,
+        "hidden_size": 1536,
+        "attention_bias": False,
+        "num_heads": 12,
+        "in_channels": 3,
+        "image_size": 336,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "out_hidden_size": 4096,
+        "intermediate_size": 13696,
+    },
+    "glm4v_moe_vision": {
+        "depth": 24,
+        "hidden_size": 1536,
+        "attention_bias": False,
+        "num_heads": 12,
+        "in_channels": 3,
+        "image_size": 336,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "out_hidden_size": 4096,
+        "intermediate_size": 13696,
     },
     "qwen2_vl": {
         "depth": 32,
@@ -232,6 +259,24 @@ def internvl_vision_params(v: ConfigReader) -> int:
     return embeddings + v.int("num_hidden_layers") * layer + final
 
 
+def glm4v_vision_params(v: ConfigReader) -> int:
+    """Glm4vVisionModel (GLM-4.1V, GLM-4.5V): learned positions for every patch, a biased Conv3d
+    patch embedding, an RMSNorm after it, blocks of two RMSNorms, a fused qkv (biased by
+    `attention_bias`) and an unbiased proj, an unbiased SwiGLU of `out_hidden_size`; a final
+    RMSNorm, a biased Conv2d merging spatial_merge_size^2 patches to `out_hidden_size`, and the
+    merger: an unbiased proj, a LayerNorm, an unbiased SwiGLU of `intermediate_size`."""
+    h, o, f = v.int("hidden_size"), v.int("out_hidden_size"), v.int("intermediate_size")
+    (img_h, img_w), (p_h, p_w) = _pair(v, "image_size"), _pair(v, "patch_size")
+    positions = (img_h // p_h) * (img_w // p_w) * h
+    patch = v.int("in_channels") * v.int("temporal_patch_size") * p_h * p_w * h + h
+    attention = 3 * h * h + (3 * h if v.flag("attention_bias", False) else 0) + h * h
+    block = 2 * h + attention + 3 * h * o
+    merge = v.int("spatial_merge_size")
+    downsample = h * o * merge * merge + o
+    merger = o * o + 2 * o + 3 * o * f
+    return positions + patch + h + v.int("depth") * block + h + downsample + merger
+
+
 TOWERS: dict[str, Callable[[ConfigReader], int]] = {
     "siglip_vision_model": siglip_params,
     "clip_vision_model": clip_params,
@@ -241,4 +286,6 @@ TOWERS: dict[str, Callable[[ConfigReader], int]] = {
     "qwen2_5_vl": qwen2_5_vl_params,
     "qwen3_vl": qwen3_vl_params,
     "internvl_vision": internvl_vision_params,
+    "glm4v_vision": glm4v_vision_params,
+    "glm4v_moe_vision": glm4v_vision_params,
 }
