@@ -1557,7 +1557,9 @@ def forward_kernels(
             return _weight_traffic(workload, quantized, name, fin, fout, w_bytes, kv_len)
 
         fp32_experts = experts_in_weight_dtype(arch, dt) and workload.weight_format is None
-        torch_grouped = not engine and workload.weight_format is None and not fp32_experts
+        # bitsandbytes leaves the stacked experts 16-bit (experts_stay_16_bit): they still run
+        # transformers' grouped_mm path, routed copies and all
+        torch_grouped = not engine and experts_unquantized(workload) and not fp32_experts
         ks.extend(
             expert_kernels(
                 arch,
