@@ -255,7 +255,17 @@ def test_lora_adapters_on_the_dense_families_match_the_estimate(name: str, targe
     assert model.get_nb_trainable_parameters()[0] == peft.trainable_param_count(workload)
 
 
-LORA_TYPES = ("arcee", "nemotron", "apertus", "ministral", "stablelm", "phi")
+LORA_TYPES = (
+    "arcee",
+    "nemotron",
+    "apertus",
+    "ministral",
+    "stablelm",
+    "phi",
+    "minicpm3",
+    "granitemoe",
+    "granitemoeshared",
+)
 LORA_FAMILIES = [c for c in TINY_FAMILIES if c["model_type"] in LORA_TYPES]
 LORA_FAMILIES += [BIGCODE, {**BIGCODE, "multi_query": False}]
 

@@ -74,7 +74,7 @@ DEQUANT_COPIES = 2
 # Model types whose blocks fuse Linears (what LoRA then adapts as one matrix).
 # c_attn / query_key_value (ChatGLM, GPT-NeoX, Falcon) / qkv_proj
 FUSED_QKV = ("gpt2", "gpt-bigcode", "chatglm", "gpt-neox", "falcon", "phi3")
-FUSED_GATE_UP = ("chatglm", "phi3")  # dense_h_to_4h / gate_up_proj
+FUSED_GATE_UP = ("chatglm", "phi3", "glm4")  # dense_h_to_4h / gate_up_proj
 
 # Mixture-of-experts families whose routed experts peft adapts through a v4-style target list
 # (gate_proj/up_proj/down_proj; Mixtral's w1/w3/w2) on transformers 5, where they are stacked
@@ -105,6 +105,10 @@ PEFT_STACKED_EXPERT_TYPES = frozenset(
         "longcat_flash",
     }
 )
+
+# MoE families whose shared experts carry names LoRA's MLP targets do not reach (Granite MoE's
+# shared_mlp: input_linear and output_linear).
+SHARED_MLP_UNREACHED_TYPES = frozenset({"granitemoeshared"})
 
 # peft's LoRA forward per targeted Linear, as framework ops besides the A and B matmuls: the
 # input cast to the FP32 adapter dtype, dropout, the scaling multiply, the add and the cast back
@@ -140,9 +144,19 @@ def lora_linears(workload: Workload, *, moe_layer: bool | None = None) -> list[t
     """
     arch = adapted_arch(workload)
     h, f, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
-    attn = [("qkv", h, q + 2 * kv)] if _fused_qkv(arch) else [("q", h, q), ("k", h, kv), ("v", h, kv)]
-    attn.append(("o", q, h))
+    if arch.is_mla:
+        # latent attention: the query's projection(s), the compressed key/value one, its
+        # expansion and the output, each a Linear of its own
+        attn = list(arch.attention_linears())
+    else:
+        attn = [("qkv", h, q + 2 * kv)] if _fused_qkv(arch) else [("q", h, q), ("k", h, kv), ("v", h, kv)]
+        attn.append(("o", q, h))
     if workload.lora_targets == "attention":
+        return attn
+    if arch.rules_type in PEFT_STACKED_EXPERT_TYPES or arch.rules_type in SHARED_MLP_UNREACHED_TYPES:
+        # peft moves the MLP names from target_modules to the stacked experts' target_parameters
+        # (utils/transformers_weight_conversion.py _convert_peft_config_moe), so no Linear of those
+        # names is adapted: not a dense layer's MLP, not the shared experts'
         return attn
     moe = arch.is_moe if moe_layer is None else moe_layer
     if moe:

@@ -69,6 +69,32 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
         }
         for model_type in ("qwen2_moe", "qwen3_moe", "olmoe")
     },
+    # More MoE families peft's map covers (estimate/peft.py PEFT_STACKED_EXPERT_TYPES), by Llama's
+    # names: their dense layers, shared experts and stacked experts.
+    **{
+        model_type: {
+            "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+            "mlp": ("gate_proj", "up_proj", "down_proj"),
+        }
+        for model_type in ("ernie4_5_moe", "glm4_moe", "dots1")
+    },
+    # Latent attention (DeepSeek-V2/V3, Kimi K2 built as DeepSeek-V3, GLM-4.7-Flash, MiniCPM3):
+    # the query's one or two projections (q_proj, or q_a_proj and q_b_proj), the compressed
+    # key/value projection and its expansion, the output.
+    **{
+        model_type: {
+            "attention": ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"),
+            "mlp": ("gate_proj", "up_proj", "down_proj"),
+        }
+        for model_type in ("deepseek_v2", "deepseek_v3", "glm4_moe_lite", "minicpm3")
+    },
+    # GLM-4-0414 (and GLM-4.1V's language model) fuse gate and up (estimate/peft.py FUSED_GATE_UP).
+    "glm4": {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ("gate_up_proj", "down_proj")},
+    # Granite MoE's experts are two 3-D parameters peft's map does not name: attention only.
+    **{
+        model_type: {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ()}
+        for model_type in ("granitemoe", "granitemoeshared")
+    },
     # Phi-3.5-MoE stacks its experts as Mixtral does, but peft's family map has no `phimoe`
     # entry, so no v4 name reaches them: its adapters are the attention's, as the estimate counts.
     "phimoe": {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ()},
