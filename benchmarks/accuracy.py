@@ -1174,6 +1174,61 @@ MOE_TRAINING_CHECK: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# The multimodal families read since the last run (InternVL, GLM-4.1V, GLM-4.5V: the language model
+# built, the tower a frozen stand-in of its size) and LoRA on two more MoE families' stacked experts
+# (DeepSeek-V2-Lite with its FP32 routing weights, ERNIE-4.5), written down before they ran.
+VISION_AND_MOE_LORA: list[tuple[str, dict[str, Any]]] = [
+    (
+        "internvl3-8b-hf.json",
+        {"mode": "infer", "precision": "bf16", "batch_size": 4, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+    (
+        "glm-4.1v-9b-thinking-shape.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "glm-4.5v-shape.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 3,
+        },
+    ),
+    (
+        "deepseek-v2-lite-chat",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 1024,
+            "num_layers": 4,
+        },
+    ),
+    (
+        "ernie-4.5-21b-a3b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 1024,
+            "num_layers": 4,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -1189,6 +1244,7 @@ SETS = {
     "newfamilies": NEW_FAMILIES,
     "moetrain": MOE_TRAINING,
     "moecheck": MOE_TRAINING_CHECK,
+    "vision": VISION_AND_MOE_LORA,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -1626,7 +1682,8 @@ def main(argv: list[str] | None = None) -> int:
         "families read since the last GPU run, scored before any change) or followup (checks of the "
         "mechanisms the newest set led to, on other shapes) or newfamilies (the families read after "
         "it, written down before they ran) or moetrain (MoE training and LoRA on models no MoE "
-        "training point ran) or moecheck (MoE points written after the MoE change, before they ran)",
+        "training point ran) or moecheck (MoE points written after the MoE change, before they ran) or "
+        "vision (InternVL and GLM-4.xV, LoRA on more MoE families)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
