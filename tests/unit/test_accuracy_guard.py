@@ -40,6 +40,7 @@ OTHER_CARD_FILES = sorted(
         "newfamilies",
         "moetrain",
         "moecheck",
+        "vision",
     )
     for path in protocol.RESULTS.glob(f"accuracy-{pattern}-*.json")
     if "-h200-" not in path.name
