@@ -902,8 +902,8 @@ Traffic = Callable[[str, int, int], tuple[float, float, str]]
 
 # The share of the streaming rate the routed copies' unvectorized passes reach, by the bytes of
 # their elements (2: bf16/fp16, 4: FP32), on the reference card. transformers' grouped_mm path
-# (integrations/moe.py) masks its sentinel rows with a [S, 1] mask broadcast over the row
-# (masked_fill, three in the forward and three in the backward), weights each copy by its
+# (integrations/moe.py) masks its sentinel rows with a [S, 1] mask broadcast over the row (5.17:
+# masked_fill three times in the forward, three in the backward), weights each copy by its
 # [S, 1] routing weight, and runs the activation and its product on the two halves of the
 # gate/up output (strided views): TensorIterator cannot vectorise a broadcast or strided
 # operand, and its per-element index arithmetic, not the bytes, bounds those kernels, at one
@@ -973,13 +973,13 @@ def expert_routing_kernels(
     Unvectorized (ROUTED_INDEX_SHARE), forward: the sentinel masks the release applies
     (routing_masks; 5.17's over the gathered input, the gate/up output and the down output, read
     and written each), the activation and its product on the gate/up halves, the routing-weight
-    product. Backward: the same masks and products
-    backward, and the two gathers' index backward (index_put with accumulate). Streaming
-    (the profile's share), forward: the gather of each copy's input, the gather back to token
-    order, the sum over the k copies (and its cast where the weights are FP32); backward: the
-    routing weights' gradient (a product and a sum over the width), the gate/up halves' gradients
-    put together, the zeros the index backward accumulates into. Their operations are the
-    experts kernel's (its 15); a launch each here."""
+    product. Backward: the same masks and products backward, and the two gathers' index backward
+    (index_put with accumulate). Streaming (the profile's share), forward: the gather of each
+    copy's input, the gather back to token order, the sum over the k copies (and its cast where
+    the weights are FP32); backward: the sum's gradient copied to every copy, the routing
+    weights' gradient (a product and a sum over the width), the gate/up halves' gradients put
+    together, the zeros the index backward accumulates into. Their operations are the experts
+    kernel's (its 15); a launch each here."""
     index_fwd, index_bwd, stream_fwd, stream_bwd = expert_routing_bytes_per_token(arch, e, w, masks)
     gated, cast = arch.mlp == "swiglu", w != e
     unvectorized = (2 if gated else 0) + 1 + sum(masks)

@@ -2,8 +2,8 @@
 
 Why: Gemma-3 (4B and up), Llama-4, Qwen2-VL/Qwen2.5-VL/Qwen3-VL, InternVL (its -hf checkpoints),
 GLM-4.1V/4.5V, Mistral-Small-3.1 and LLaVA ship one config.json for a
-`...ForConditionalGeneration` model: a language model under `text_config`
-(Qwen-VL: at the top level in older files) and a vision encoder under `vision_config`.
+`...ForConditionalGeneration` model: a language model under `text_config` (Qwen-VL: at the top
+level in older files) and a vision encoder under `vision_config`.
 transformers loads both, so the weights in memory are the language model's plus the vision
 tower's and projector's (vision_tower.py counts those). Text generation and fine-tuning run
 the language model only, which is what the estimate times; the tower is memory.

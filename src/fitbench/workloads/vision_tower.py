@@ -1,12 +1,12 @@
 """Parameter counts of the vision towers and projectors that multimodal checkpoints load.
 
-Why: a Gemma-3, Llama-4, Qwen-VL, InternVL, GLM-4.xV, Mistral-Small-3.1 or LLaVA checkpoint is loaded
-whole by
-transformers (`...ForConditionalGeneration`): the vision encoder and the projector that maps
-its patches into the language model sit in GPU memory next to the language model even when
-every prompt is text. They are 0.3-0.9B parameters, 1-10 % of the weights, so a memory
-estimate that skipped them would call a tight card roomy. Their compute is not modelled (a
-text prompt never runs them); the estimate's assumptions say so (transformer_cost).
+Why: a Gemma-3, Llama-4, Qwen-VL, InternVL, GLM-4.xV, Mistral-Small-3.1 or LLaVA checkpoint is
+loaded whole by transformers (`...ForConditionalGeneration`): the vision encoder and the
+projector that maps its patches into the language model sit in GPU memory next to the language
+model even when every prompt is text. They are 0.3-0.9B parameters (InternViT-6B: 5.9B), 1-10 %
+of the weights, so a memory estimate that skipped them would call a tight card roomy. Their
+compute is not modelled (a text prompt never runs them); the estimate's assumptions say so
+(transformer_cost).
 
 Each counter follows the module tree transformers 5 builds for the family, with the defaults of
 its config class filling keys a checkpoint leaves out (sub-configs are saved as differences
@@ -22,8 +22,8 @@ from typing import Any
 from fitbench.workloads.config_reader import ConfigReader
 
 # Defaults of the vision config classes (transformers 5: SiglipVisionConfig, CLIPVisionConfig,
-# PixtralVisionConfig, Llama4VisionConfig, InternVLVisionConfig, the GLM-4.1V and GLM-4.5V ones and the
-# Qwen2-VL, Qwen2.5-VL and Qwen3-VL ones).
+# PixtralVisionConfig, Llama4VisionConfig, InternVLVisionConfig, the GLM-4.1V and GLM-4.5V ones
+# and the Qwen2-VL, Qwen2.5-VL and Qwen3-VL ones).
 VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "siglip_vision_model": {
         "hidden_size": 768,
@@ -89,19 +89,6 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
         "out_hidden_size": 4096,
         "intermediate_size": 13696,
     },
-    "glm4v_moe_vision": {
-        "depth": 24,
-        "hidden_size": 1536,
-        "attention_bias": False,
-        "num_heads": 12,
-        "in_channels": 3,
-        "image_size": 336,
-        "patch_size": 14,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-        "out_hidden_size": 4096,
-        "intermediate_size": 13696,
-    },
     "qwen2_vl": {
         "depth": 32,
         "embed_dim": 1280,
@@ -135,6 +122,10 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
         "deepstack_visual_indexes": [8, 16, 24],
     },
 }
+
+
+# Glm4vMoeVisionConfig keeps Glm4vVisionConfig's defaults (the test checks both classes).
+VISION_DEFAULTS["glm4v_moe_vision"] = VISION_DEFAULTS["glm4v_vision"]
 
 
 def _encoder_layer(h: int, f: int) -> int:
@@ -229,7 +220,7 @@ def qwen3_vl_params(v: ConfigReader) -> int:
 
 
 def _pair(v: ConfigReader, key: str) -> tuple[int, int]:
-    """A size InternVL's vision config writes as one number or as [height, width]."""
+    """A size a vision config writes as one number or as [height, width] (InternVL's, GLM-4V's)."""
     value = v.data.get(key)
     if isinstance(value, list | tuple) and len(value) == 2:
         return v.check_int(key, value[0]), v.check_int(key, value[1])
