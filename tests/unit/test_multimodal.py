@@ -72,6 +72,7 @@ def test_vision_defaults_are_the_config_classes(model_type: str) -> None:
         "internvl_vision": "InternVLVisionConfig",
         "glm4v_vision": "Glm4vVisionConfig",
         "glm4v_moe_vision": "Glm4vMoeVisionConfig",
+        "kimi_k25_vision": "Kimi_K25VisionConfig",
     }
     config = getattr(transformers, names[model_type])()
     for key, value in VISION_DEFAULTS[model_type].items():

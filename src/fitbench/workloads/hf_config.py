@@ -118,6 +118,7 @@ MULTIMODAL_TYPES = (
     "glm4v",
     "glm4v_moe",
     "internvl",
+    "kimi_k25",
     "llama4",
     "llava",
     "llava_next",

@@ -1,7 +1,7 @@
 """Multimodal checkpoints: the language model inside, and the vision tower loaded beside it.
 
 Why: Gemma-3 (4B and up), Llama-4, Qwen2-VL/Qwen2.5-VL/Qwen3-VL, InternVL (its -hf checkpoints),
-GLM-4.1V/4.5V, Mistral-Small-3.1 and LLaVA ship one config.json for a
+GLM-4.1V/4.5V, Kimi K2.5, Mistral-Small-3.1 and LLaVA ship one config.json for a
 `...ForConditionalGeneration` model: a language model under `text_config` (Qwen-VL: at the top
 level in older files) and a vision encoder under `vision_config`.
 transformers loads both, so the weights in memory are the language model's plus the vision
@@ -243,6 +243,25 @@ def _internvl_projector(vision: ConfigReader, text_hidden: int, outer: ConfigRea
     return 2 * into + (into * text_hidden + text_hidden) + (text_hidden * text_hidden + text_hidden)
 
 
+def _kimi_k25_projector(vision: ConfigReader, text_hidden: int, outer: ConfigReader) -> int:
+    """Kimi_K25MultimodalProjection: a LayerNorm of `projection_hidden_size`, then a biased Linear
+    over merge_kernel_size patches (vision width times their count) and a biased one to the text
+    width."""
+    kernel = vision.data.get("merge_kernel_size", [2, 2])
+    if not (isinstance(kernel, list | tuple) and len(kernel) == 2):
+        raise outer.error(
+            f"'vision_config.merge_kernel_size' must be [height, width], got {show(kernel)}",
+            message_zh=f"'vision_config.merge_kernel_size' 必须是 [高, 宽],实际为 {show(kernel, 'zh')}",
+        )
+    merged = (
+        vision.int("hidden_size")
+        * vision.check_int("merge_kernel_size", kernel[0])
+        * vision.check_int("merge_kernel_size", kernel[1])
+    )
+    norm = 2 * outer.int("projection_hidden_size", default=1152)
+    return norm + (merged * merged + merged) + (merged * text_hidden + text_hidden)
+
+
 @dataclass(frozen=True)
 class Wrapper:
     """One multimodal family: where its text keys live, its default text and vision types, and
@@ -263,6 +282,9 @@ WRAPPERS: dict[str, Wrapper] = {
     "glm4v": Wrapper("glm4v_text", "glm4v_vision", None, vision_type_fixed=True, forwards_text_tie=True),
     "glm4v_moe": Wrapper(
         "glm4v_moe_text", "glm4v_moe_vision", None, vision_type_fixed=True, forwards_text_tie=True
+    ),
+    "kimi_k25": Wrapper(
+        "deepseek_v3", "kimi_k25_vision", _kimi_k25_projector, vision_type_fixed=True, tie_default=True
     ),
     "internvl": Wrapper(
         "qwen2", "internvl_vision", _internvl_projector, vision_type_fixed=True, tie_default=True

@@ -1,7 +1,7 @@
 """Parameter counts of the vision towers and projectors that multimodal checkpoints load.
 
-Why: a Gemma-3, Llama-4, Qwen-VL, InternVL, GLM-4.xV, Mistral-Small-3.1 or LLaVA checkpoint is
-loaded whole by transformers (`...ForConditionalGeneration`): the vision encoder and the
+Why: a Gemma-3, Llama-4, Qwen-VL, InternVL, GLM-4.xV, Kimi K2.5, Mistral-Small-3.1 or LLaVA
+checkpoint is loaded whole by transformers (`...ForConditionalGeneration`): the vision encoder and the
 projector that maps its patches into the language model sit in GPU memory next to the language
 model even when every prompt is text. They are 0.3-0.9B parameters (InternViT-6B: 5.9B), 1-10 %
 of the weights, so a memory estimate that skipped them would call a tight card roomy. Their
@@ -22,8 +22,8 @@ from typing import Any
 from fitbench.workloads.config_reader import ConfigReader
 
 # Defaults of the vision config classes (transformers 5: SiglipVisionConfig, CLIPVisionConfig,
-# PixtralVisionConfig, Llama4VisionConfig, InternVLVisionConfig, the GLM-4.1V and GLM-4.5V ones
-# and the Qwen2-VL, Qwen2.5-VL and Qwen3-VL ones).
+# PixtralVisionConfig, Llama4VisionConfig, InternVLVisionConfig, Kimi_K25VisionConfig, the GLM-4.1V
+# and GLM-4.5V ones and the Qwen2-VL, Qwen2.5-VL and Qwen3-VL ones).
 VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "siglip_vision_model": {
         "hidden_size": 768,
@@ -88,6 +88,16 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
         "temporal_patch_size": 2,
         "out_hidden_size": 4096,
         "intermediate_size": 13696,
+    },
+    "kimi_k25_vision": {
+        "patch_size": 14,
+        "pos_emb_height": 64,
+        "pos_emb_width": 64,
+        "num_attention_heads": 16,
+        "num_hidden_layers": 27,
+        "hidden_size": 1152,
+        "intermediate_size": 4304,
+        "merge_kernel_size": [2, 2],
     },
     "qwen2_vl": {
         "depth": 32,
@@ -268,6 +278,17 @@ def glm4v_vision_params(v: ConfigReader) -> int:
     return positions + patch + h + v.int("depth") * block + h + downsample + merger
 
 
+def kimi_k25_vision_params(v: ConfigReader) -> int:
+    """Kimi_K25VisionModel (MoonViT): a biased patch convolution over three channels, a learned
+    pos_emb_height x pos_emb_width position grid, LayerNorm blocks with biased q/k/v/proj and a
+    biased two-matrix MLP, a final LayerNorm (rotary and temporal positions have no weights)."""
+    h, f = v.int("hidden_size"), v.int("intermediate_size")
+    p_h, p_w = _pair(v, "patch_size")
+    embed = 3 * p_h * p_w * h + h + v.int("pos_emb_height") * v.int("pos_emb_width") * h
+    layer = 2 * 2 * h + 4 * (h * h + h) + (2 * h * f + f + h)
+    return embed + v.int("num_hidden_layers") * layer + 2 * h
+
+
 TOWERS: dict[str, Callable[[ConfigReader], int]] = {
     "siglip_vision_model": siglip_params,
     "clip_vision_model": clip_params,
@@ -279,4 +300,5 @@ TOWERS: dict[str, Callable[[ConfigReader], int]] = {
     "internvl_vision": internvl_vision_params,
     "glm4v_vision": glm4v_vision_params,
     "glm4v_moe_vision": glm4v_vision_params,
+    "kimi_k25_vision": kimi_k25_vision_params,
 }
