@@ -7,10 +7,11 @@ on the local GPU over parameter lists of two layouts: an LLM's (matrices of 4096
 master weights) and BF16 (pure 16-bit training), foreach and fused. Each row prints the achieved
 bandwidth (the estimator's passes x elements x element size / measured time), its share of the
 card's streaming bandwidth (GpuSpec.stream_bandwidth_bytes_s, what a copy reaches) and the
-estimator's time for the same update (its passes at speed.OPTIMIZER_STREAM_SHARE, which this
-script's H200 run set).
+estimator's time for the same update (its passes at speed.optimizer_series's share for the card,
+which this script's H200 and H100 runs set).
 
     python benchmarks/optimizer_rate.py --out benchmarks/results/optimizer-rate-h200-DATE.json
+    python benchmarks/optimizer_rate.py --out benchmarks/results/optimizer-rate-h100-DATE.json
     python benchmarks/optimizer_rate.py --device cpu --tiny   # a smoke test: sizes and bookkeeping only
 """
 
@@ -26,6 +27,8 @@ from typing import Any
 from fitbench.catalog import get_gpu
 from fitbench.catalog.detect import detect_local_gpus
 from fitbench.estimate import speed
+from fitbench.estimate.profile import get_profile
+from fitbench.estimate.segments import Kernel
 from fitbench.estimate.speed import FUSED_OPTIMIZER_PASSES, OPTIMIZER_PASSES
 
 LAYOUTS = {
@@ -97,7 +100,16 @@ def main(argv: list[str] | None = None) -> int:
                 passes = (FUSED_OPTIMIZER_PASSES if impl == "fused" else OPTIMIZER_PASSES)["adamw"]
                 nbytes = passes * elements * params[0].element_size()
                 rate = nbytes / seconds
-                share = speed.own_share(speed.OPTIMIZER_STREAM_SHARE[(impl, params[0].element_size())], gpu)
+                asymptote, sm_rate = speed.optimizer_series((impl, params[0].element_size()))
+                kernel = Kernel(
+                    name="optimizer",
+                    kind="memory",
+                    flops=0.0,
+                    bytes=1.0,
+                    stream_share=asymptote,
+                    sm_rate=sm_rate,
+                )
+                share = speed._stream_share(kernel, gpu, get_profile("torch", "default", use_user=False), 1.0)
                 estimate = nbytes / (gpu.stream_bandwidth_bytes_s * share)
                 row = {
                     "layout": layout,

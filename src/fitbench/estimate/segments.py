@@ -52,9 +52,11 @@ class Kernel:
            ReLU, residual adds, layout conversions); None: twice `bytes`
     memory_efficiency  the share of the card's streaming bandwidth this kernel reaches where it
            is not the profile's memory_efficiency (batch norm, cuDNN's layout conversions)
-    stream_share  the share of the card's streaming bandwidth this kernel reaches on every card
-           (torch's optimizer kernels: the same share on an H200 and an H100), where
-           memory_efficiency's shares follow the card's SMs (speed.own_share)
+    stream_share  the share of the card's streaming bandwidth this kernel reaches on every card,
+           where memory_efficiency's shares follow the card's SMs (speed.own_share)
+    sm_rate  with stream_share: a rate per SM (bytes/s) in series with the memory's, so that
+           1 / share = 1 / stream_share + (stream per SM) / sm_rate (torch's AdamW kernels:
+           speed.optimizer_series); None: stream_share alone
     launches  GPU kernels one instance launches, each paying the profile's kernel_fixed_seconds
            where the instance is memory-bound (a convolution: conv_fixed_seconds); None: its
            framework operations (at least one)
@@ -106,6 +108,7 @@ class Kernel:
     fixed_seconds: float | None = None
     mixed_dtypes: bool = False
     stream_share: float | None = None
+    sm_rate: float | None = None
     misaligned: int = 0
     grouped: bool = False
     fallback_launches: float | None = None

@@ -14,6 +14,7 @@ the larger of the two. A small-image CNN on a big card thus comes out overhead-b
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -47,13 +48,36 @@ FUSED_OPTIMIZER_PASSES = {"adam": 7, "adamw": 7, "momentum": 5, "sgd": 3}
 # 0.02 of each other). multi_tensor_apply's foreach kernels load a few elements a thread, so
 # 16-bit state keeps half the bytes in flight of FP32 (0.71 against 0.85); the fused kernel does
 # the whole update's arithmetic per element (FP32 math on 16-bit state included) and streams
-# below both. The share holds on other cards as it is (Kernel.stream_share): on an H100, whose
-# SMs have 0.72x the H200's bandwidth each, the foreach kernels of twelve eager steps took
-# 1.11-1.23x (median 1.12) their bytes at the full streaming rate, 0.85 of it
-# (kernel-classes-h100-2026-12-05*.json), where a per-SM rate would have had them stream like a
-# copy. The for-loop runs aten's elementwise kernels, which stream like a copy; SGD's kernels
+# below both. The for-loop runs aten's elementwise kernels, which stream like a copy; SGD's kernels
 # were not measured and keep the copy's rate.
 OPTIMIZER_STREAM_SHARE = {("foreach", 4): 0.85, ("foreach", 2): 0.71, ("fused", 4): 0.80, ("fused", 2): 0.62}
+# The same script on an H100 (optimizer-rate-h100-2026-12-06.json; its SMs have 0.72x the H200's
+# bandwidth each): FP32 state streams at nearly the same share (0.875, 0.835), 16-bit state
+# higher (0.78, 0.71). Neither a fixed share nor a fixed rate per SM fits both cards; a fixed time
+# per byte on each SM in series with the memory's does (optimizer_stream_share): FP32's per-SM
+# part is small, 16-bit's is not. Two cards, two constants a kind: fitted, not checked on a third.
+OPTIMIZER_STREAM_SHARE_H100 = {
+    ("foreach", 4): 0.875,
+    ("foreach", 2): 0.78,
+    ("fused", 4): 0.835,
+    ("fused", 2): 0.71,
+}
+OPTIMIZER_SECOND_CARD = "h100-sxm"
+
+
+@functools.cache
+def optimizer_series(key: tuple[str, int]) -> tuple[float, float]:
+    """(asymptotic share of the stream, per-SM rate in bytes/s) of torch's AdamW kernels of `key`
+    (implementation, state bytes): 1 / share = 1 / asymptote + (stream per SM) / rate, solved
+    from the H200's and the H100's measured shares (Kernel.sm_rate)."""
+    ref, other = get_gpu(OWN_SHARE_REFERENCE_GPU), get_gpu(OPTIMIZER_SECOND_CARD)
+    x_ref = ref.stream_bandwidth_bytes_s / ref.sm_count
+    x_other = other.stream_bandwidth_bytes_s / other.sm_count
+    inv_ref, inv_other = 1.0 / OPTIMIZER_STREAM_SHARE[key], 1.0 / OPTIMIZER_STREAM_SHARE_H100[key]
+    rate = (x_ref - x_other) / (inv_ref - inv_other)
+    return 1.0 / (inv_ref - x_ref / rate), rate
+
+
 # Host operations of one update: foreach issues about a dozen for all parameters, fused two
 # (the step counters and the kernel), the for-loop this many per parameter tensor.
 FOREACH_OPTIMIZER_OPS = 12.0
@@ -252,11 +276,19 @@ def _compute_share(k: Kernel, gpu: GpuSpec, profile: Profile, rate: str, eff: di
 
 def _stream_share(k: Kernel, gpu: GpuSpec, profile: Profile, base: float) -> float:
     """The share of `gpu`'s streaming bandwidth kernel `k` reaches: its own share measured per SM
-    (memory_efficiency, carried to `gpu` by own_share) or on every card (stream_share), else
+    (memory_efficiency, carried to `gpu` by own_share) or on every card (stream_share, with a
+    per-SM rate in series where it has one: sm_rate), else
     `base` (the profile's or the mode's); kernels whose eager passes mix 16-bit and FP32 tensors at
     the profile's mixed_dtype_memory_efficiency of it."""
     if k.stream_share is not None:
         share = k.stream_share
+        if k.sm_rate is not None:
+            # a time per byte on each SM in series with the memory's (a card without an SM count
+            # takes the reference card's)
+            card = gpu if gpu.sm_count else get_gpu(OWN_SHARE_REFERENCE_GPU)
+            share = min(
+                1.0, 1.0 / (1.0 / share + card.stream_bandwidth_bytes_s / (k.sm_rate * card.sm_count))
+            )
     elif k.memory_efficiency is not None:
         share = own_share(k.memory_efficiency, gpu)
     else:
@@ -414,7 +446,11 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
         ops = FOREACH_OPTIMIZER_OPS
     share = 1.0 / workload.grad_accum
     measured = framework == Framework.TORCH and workload.optimizer in ("adam", "adamw")
-    stream_share = OPTIMIZER_STREAM_SHARE.get((impl, state_bytes)) if measured else None
+    series = (
+        optimizer_series((impl, state_bytes))
+        if measured and (impl, state_bytes) in OPTIMIZER_STREAM_SHARE
+        else None
+    )
     return [
         Kernel(
             name="optimizer",
@@ -423,7 +459,8 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
             bytes=passes * params * state_bytes * share,
             count=1,
             ops=ops * share,
-            stream_share=stream_share,
+            stream_share=series[0] if series else None,
+            sm_rate=series[1] if series else None,
         )
     ]
 
