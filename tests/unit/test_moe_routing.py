@@ -140,3 +140,14 @@ def test_a_grouped_product_near_the_ridge_is_slower_than_the_plain_roofline() ->
     assert t_grouped == pytest.approx(math.hypot(t_c, t_m), rel=1e-6)
     # and its backward keeps the flag
     assert speed._backward([grouped])[0].grouped
+
+
+def test_peft_times_the_merged_stacks_weight_gradient_as_a_grouped_product() -> None:
+    from fitbench.estimate import peft_speed
+
+    w = _moe().replace(peft="lora", lora_rank=16, lora_targets="attention-mlp")
+    merges, backward = peft_speed.expert_adapter_kernels(w)
+    gradients = [k for k in backward if k.name.endswith("weight_gradient")]
+    assert len(gradients) == 2 and all(k.grouped for k in gradients)
+    # the folds are memory passes over the stacks, not grouped products
+    assert merges and not any(k.grouped for k in merges)

@@ -258,6 +258,7 @@ def expert_adapter_kernels(workload: Workload) -> tuple[list[Kernel], list[Kerne
                 bytes=routed * (fin + fout) * base + stack * base,
                 count=n,
                 ops=1.0,
+                grouped=True,  # the grouped product's weight gradient, a few hundred rows an expert
             )
         )
         # A's and B's gradients: two GEMMs of the merge's shape, each reading the stack's gradient
