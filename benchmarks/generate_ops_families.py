@@ -37,6 +37,7 @@ from fitbench.estimate import generate_ops
 from fitbench.estimate.execution import transformers_lacks_sdpa
 from fitbench.workloads import library
 from fitbench.workloads.hf_config import arch_from_hf_config
+from fitbench.workloads.multimodal import WRAPPERS
 from tiny_families import tiny_config
 
 BATCH, PROMPT, LAYERS = 2, 16, 3
@@ -63,9 +64,12 @@ def families() -> dict[str, str]:
     layouts = sorted(p.name for p in (Path(__file__).resolve().parent / "configs").glob("*.json"))
     for name in [*library.models(), *layouts]:
         try:
-            arch = arch_from_hf_config(tiny_config(name))
+            config = tiny_config(name)
+            arch = arch_from_hf_config(config)
         except Exception:  # a config fitbench refuses is not counted here
             continue
+        if name in layouts and config.get("model_type") in WRAPPERS:
+            continue  # a multimodal layout's text type (glm4v_text) has no causal-LM class to build
         if getattr(arch, "kind", "") == "decoder":
             chosen.setdefault(arch.model_type, name)
     return chosen

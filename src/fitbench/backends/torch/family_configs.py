@@ -215,7 +215,8 @@ def _phi3(arch: TransformerArch) -> dict[str, Any]:
 
 def _glm4(arch: TransformerArch) -> dict[str, Any]:
     _require(arch, not arch.out_bias and not arch.mlp_bias, "biases GLM-4 does not have", "GLM-4 没有的偏置")
-    return dict(llama_sizes(arch), head_dim=arch.dim_head, attention_bias=arch.qkv_bias)
+    # Glm4Config's pad_token_id (151329) would index past a smaller vocabulary's embedding
+    return dict(llama_sizes(arch), head_dim=arch.dim_head, attention_bias=arch.qkv_bias, pad_token_id=None)
 
 
 def _arcee(arch: TransformerArch) -> dict[str, Any]:
