@@ -27,8 +27,6 @@ from typing import Any
 from fitbench.catalog import get_gpu
 from fitbench.catalog.detect import detect_local_gpus
 from fitbench.estimate import speed
-from fitbench.estimate.profile import get_profile
-from fitbench.estimate.segments import Kernel
 from fitbench.estimate.speed import FUSED_OPTIMIZER_PASSES, OPTIMIZER_PASSES
 
 LAYOUTS = {
@@ -101,15 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                 nbytes = passes * elements * params[0].element_size()
                 rate = nbytes / seconds
                 asymptote, sm_rate = speed.optimizer_series((impl, params[0].element_size()))
-                kernel = Kernel(
-                    name="optimizer",
-                    kind="memory",
-                    flops=0.0,
-                    bytes=1.0,
-                    stream_share=asymptote,
-                    sm_rate=sm_rate,
-                )
-                share = speed._stream_share(kernel, gpu, get_profile("torch", "default", use_user=False), 1.0)
+                share = speed.series_share(asymptote, sm_rate, gpu)
                 estimate = nbytes / (gpu.stream_bandwidth_bytes_s * share)
                 row = {
                     "layout": layout,

@@ -54,7 +54,7 @@ OPTIMIZER_STREAM_SHARE = {("foreach", 4): 0.85, ("foreach", 2): 0.71, ("fused", 
 # The same script on an H100 (optimizer-rate-h100-2026-12-06.json; its SMs have 0.72x the H200's
 # bandwidth each): FP32 state streams at nearly the same share (0.875, 0.835), 16-bit state
 # higher (0.78, 0.71). Neither a fixed share nor a fixed rate per SM fits both cards; a fixed time
-# per byte on each SM in series with the memory's does (optimizer_stream_share): FP32's per-SM
+# per byte on each SM in series with the memory's does (optimizer_series): FP32's per-SM
 # part is small, 16-bit's is not. Two cards, two constants a kind: fitted, not checked on a third.
 OPTIMIZER_STREAM_SHARE_H100 = {
     ("foreach", 4): 0.875,
@@ -274,6 +274,15 @@ def _compute_share(k: Kernel, gpu: GpuSpec, profile: Profile, rate: str, eff: di
     return eff.get(k.kind, 1.0) * gemm_rate_factor(gpu, rate)
 
 
+def series_share(asymptote: float, sm_rate: float, gpu: GpuSpec) -> float:
+    """The share of `gpu`'s stream a kernel reaches whose time per byte on each SM (`sm_rate`,
+    bytes/s per SM) runs in series with the memory's (`asymptote`): optimizer_series' model. A
+    card without an SM count takes the reference card's; never past a copy."""
+    card = gpu if gpu.sm_count else get_gpu(OWN_SHARE_REFERENCE_GPU)
+    per_sm = card.stream_bandwidth_bytes_s / card.sm_count
+    return min(1.0, 1.0 / (1.0 / asymptote + per_sm / sm_rate))
+
+
 def _stream_share(k: Kernel, gpu: GpuSpec, profile: Profile, base: float) -> float:
     """The share of `gpu`'s streaming bandwidth kernel `k` reaches: its own share measured per SM
     (memory_efficiency, carried to `gpu` by own_share) or on every card (stream_share, with a
@@ -283,12 +292,7 @@ def _stream_share(k: Kernel, gpu: GpuSpec, profile: Profile, base: float) -> flo
     if k.stream_share is not None:
         share = k.stream_share
         if k.sm_rate is not None:
-            # a time per byte on each SM in series with the memory's (a card without an SM count
-            # takes the reference card's)
-            card = gpu if gpu.sm_count else get_gpu(OWN_SHARE_REFERENCE_GPU)
-            share = min(
-                1.0, 1.0 / (1.0 / share + card.stream_bandwidth_bytes_s / (k.sm_rate * card.sm_count))
-            )
+            share = series_share(share, k.sm_rate, gpu)
     elif k.memory_efficiency is not None:
         share = own_share(k.memory_efficiency, gpu)
     else:
