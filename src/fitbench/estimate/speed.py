@@ -279,8 +279,7 @@ def series_share(asymptote: float, sm_rate: float, gpu: GpuSpec) -> float:
     bytes/s per SM) runs in series with the memory's (`asymptote`): optimizer_series' model. A
     card without an SM count takes the reference card's; never past a copy."""
     card = gpu if gpu.sm_count else get_gpu(OWN_SHARE_REFERENCE_GPU)
-    per_sm = card.stream_bandwidth_bytes_s / card.sm_count
-    return min(1.0, 1.0 / (1.0 / asymptote + per_sm / sm_rate))
+    return min(1.0, 1.0 / (1.0 / asymptote + card.stream_bandwidth_bytes_s / (sm_rate * card.sm_count)))
 
 
 def _stream_share(k: Kernel, gpu: GpuSpec, profile: Profile, base: float) -> float:
