@@ -22,6 +22,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set newest      # the families read since the last GPU run
     python benchmarks/accuracy.py --set followup    # checks of what the newest set changed
     python benchmarks/accuracy.py --set newfamilies # Granite MoE, dots.llm1, StableLM 2, Phi-2, ...
+    python benchmarks/accuracy.py --set longctx     # 4k-16k tokens, decode at batch 32
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -1229,6 +1230,87 @@ VISION_AND_MOE_LORA: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# Long contexts and serving-sized batches, none measured at these lengths before, written down
+# before they ran: a 16k-token prefill, 32 sequences decoding at once, Gemma-3's sliding windows
+# well past their width, an 8k-token LoRA step with checkpointing, an 8k-token full step whose
+# logits alone are 4 GiB in FP32, pure-bf16 full training at 4k, Gemma-2's eager soft-capped
+# attention at 4k under LoRA, MoE decoding at batch 16, ChatGLM3 at 2k and a 32B model in NF4.
+LONG_CONTEXT: list[tuple[str, dict[str, Any]]] = [
+    (
+        "llama-3.1-8b-instruct",
+        {"mode": "infer", "precision": "bf16", "batch_size": 1, "prompt_tokens": 16384, "new_tokens": 32},
+    ),
+    (
+        "qwen2.5-7b-instruct",
+        {"mode": "infer", "precision": "bf16", "batch_size": 32, "prompt_tokens": 256, "new_tokens": 128},
+    ),
+    (
+        "gemma-3-4b-it",
+        {"mode": "infer", "precision": "bf16", "batch_size": 2, "prompt_tokens": 8192, "new_tokens": 32},
+    ),
+    (
+        "mistral-7b-instruct-v0.3",
+        {"mode": "infer", "precision": "fp16", "batch_size": 8, "prompt_tokens": 4096, "new_tokens": 64},
+    ),
+    (
+        "chatglm3-6b",
+        {"mode": "infer", "precision": "fp16", "batch_size": 4, "prompt_tokens": 2048, "new_tokens": 64},
+    ),
+    (
+        "qwen2.5-32b-instruct",
+        {
+            "mode": "infer",
+            "precision": "int4",
+            "batch_size": 4,
+            "prompt_tokens": 1024,
+            "new_tokens": 64,
+            "num_layers": 20,
+        },
+    ),
+    (
+        "qwen3-30b-a3b",
+        {
+            "mode": "infer",
+            "precision": "bf16",
+            "batch_size": 16,
+            "prompt_tokens": 512,
+            "new_tokens": 64,
+            "num_layers": 16,
+        },
+    ),
+    (
+        "qwen3-8b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 1,
+            "seq_len": 8192,
+            "checkpointing": True,
+        },
+    ),
+    (
+        "llama-3.2-1b-instruct",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 1, "seq_len": 8192},
+    ),
+    (
+        "qwen2.5-1.5b-instruct",
+        {"mode": "train", "precision": "bf16", "optimizer": "adamw", "batch_size": 2, "seq_len": 4096},
+    ),
+    (
+        "gemma-2-9b-it",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 1,
+            "seq_len": 4096,
+            "checkpointing": True,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -1245,6 +1327,7 @@ SETS = {
     "moetrain": MOE_TRAINING,
     "moecheck": MOE_TRAINING_CHECK,
     "vision": VISION_AND_MOE_LORA,
+    "longctx": LONG_CONTEXT,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
