@@ -17,6 +17,7 @@ alike. BERT-style shapes run with the attention dropout (0.1) of their training 
 
     PYTHONPATH=src python benchmarks/sdpa_backends.py                 # ~1 min on an H200
     PYTHONPATH=src python benchmarks/sdpa_backends.py --cpu --tiny    # smoke test (math only)
+    PYTHONPATH=src python benchmarks/sdpa_backends.py --seq-sweep     # causal, seq 512-16384
 
 Writes benchmarks/results/sdpa-backends-<gpu>-<date>.json (or --out).
 """
@@ -45,6 +46,16 @@ SHAPES = [
     ("bert-base b16 s512 (padding mask)", 16, 12, 12, 512, 64, False, True, 0.1),
     ("roberta-base b32 s256", 32, 12, 12, 256, 64, False, False, 0.1),
 ]
+# --seq-sweep: causal attention at one number of tokens (b x s = 16,384) from seq 512 to 16,384,
+# at head dimensions 64 and 128 (32 query heads over 8 key/value heads), the default backend only:
+# how the fused kernels' rate grows with the sequence they stream over
+SWEEP_TOKENS = 16384
+SWEEP_SEQS = (512, 1024, 2048, 4096, 8192, 16384)
+SWEEP = [
+    (f"hd{d} b{SWEEP_TOKENS // s} s{s}", SWEEP_TOKENS // s, 32, 8, s, d, True, False, 0.0)
+    for d in (64, 128)
+    for s in SWEEP_SEQS
+]
 TINY = [
     ("tiny", 2, 4, 2, 64, 16, True, False, 0.0),
     ("tiny mask", 2, 4, 4, 32, 16, False, True, 0.1),
@@ -59,7 +70,7 @@ def _flops(b: int, h: int, s: int, d: int, causal: bool) -> float:
     return fwd * 3.5
 
 
-def measure(shape: tuple, device: str, repeats: int) -> dict[str, Any]:
+def measure(shape: tuple, device: str, repeats: int, *, default_only: bool = False) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -97,12 +108,17 @@ def measure(shape: tuple, device: str, repeats: int) -> dict[str, Any]:
 
     def step(chosen: list) -> None:
         with sdpa_kernel(chosen):
-            k = k0.repeat_interleave(h // kvh, dim=1)
-            v = v0.repeat_interleave(h // kvh, dim=1)
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout)
+            if default_only:  # the sweep: grouped heads handed over as transformers 5 trains them
+                o = F.scaled_dot_product_attention(q, k0, v0, is_causal=causal, enable_gqa=True)
+            else:
+                k = k0.repeat_interleave(h // kvh, dim=1)
+                v = v0.repeat_interleave(h // kvh, dim=1)
+                o = F.scaled_dot_product_attention(
+                    q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout
+                )
             torch.autograd.backward(o, grad)
 
-    for label, backend in [("default", None), *backends.items()]:
+    for label, backend in [("default", None), *([] if default_only else backends.items())]:
         chosen = list(backends.values()) if backend is None else [backend]
         try:
             calls = GRAPH_CALLS if device.startswith("cuda") else 1
@@ -126,13 +142,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", action="store_true")
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--seq-sweep", action="store_true", help="causal, seq 512-16384, default backend")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     import torch
 
     device = "cpu" if args.cpu else "cuda"
     gpu = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    rows = [measure(shape, device, args.repeats) for shape in (TINY if args.tiny else SHAPES)]
+    shapes = TINY if args.tiny else SWEEP if args.seq_sweep else SHAPES
+    rows = [measure(shape, device, args.repeats, default_only=args.seq_sweep) for shape in shapes]
     print(f"{'shape':38s} " + " ".join(f"{b:>16s}" for b in LABELS))
     for r in rows:
         cells = []
@@ -144,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['shape']:38s} " + " ".join(f"{c:>16s}" for c in cells))
     slug = gpu.lower().replace("nvidia ", "").split()[0] if device == "cuda" else "cpu"
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"sdpa-backends-{slug}-{dt.date.today().isoformat()}.json"
+    kind = "sdpa-seq-sweep" if args.seq_sweep else "sdpa-backends"
+    path = args.out / f"{kind}-{slug}-{dt.date.today().isoformat()}.json"
     record = {"benchmark": "sdpa_backends", "gpu": gpu, "torch": torch.__version__, "rows": rows}
     path.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {path}")

@@ -41,6 +41,7 @@ OTHER_CARD_FILES = sorted(
         "moetrain",
         "moecheck",
         "vision",
+        "longctx",
     )
     for path in protocol.RESULTS.glob(f"accuracy-{pattern}-*.json")
     if "-h200-" not in path.name
@@ -231,7 +232,7 @@ def test_shrunk_points_keep_the_job() -> None:
         )
 
 
-@pytest.mark.parametrize("name", ["users", "quantized", "kernels", "newest"])
+@pytest.mark.parametrize("name", ["users", "quantized", "kernels", "newest", "longctx"])
 def test_the_later_sets_build_every_point_and_fit_one_device_call(name: str) -> None:
     """Every point names a library model, applies every declared field, has a label of its own,
     and the set runs in one device call on an H100 (9 minutes, start-up and margin included)."""

@@ -17,6 +17,7 @@ _EFFICIENCIES = (
     "matmul_efficiency",
     "conv_efficiency",
     "attention_efficiency",
+    "causal_attention_reference_keys",
     "memory_efficiency",
     "decode_memory_efficiency",
     "decode_compiled_memory_efficiency",
@@ -87,6 +88,14 @@ class Profile:
     # Fused attention's share of the peak falls with the head dimension below 128:
     # attention_efficiency x (head_dim / 128) ** this (estimate/speed.py attention_share); 0: flat.
     attention_head_dim_exponent: float = 0.0
+    # Causal fused attention over a prefill's or training step's sequence s (Kernel.attended_keys)
+    # reaches attention_efficiency at s = causal_attention_reference_keys and head_dim 128, and
+    # s / (s + causal_attention_overhead_keys) of its limit at other sequences, times (head_dim /
+    # 128) ** causal_attention_head_dim_exponent (speed.causal_attention_share); an overhead of 0:
+    # attention_share at every sequence.
+    causal_attention_overhead_keys: float = 0.0
+    causal_attention_reference_keys: float = 2048.0
+    causal_attention_head_dim_exponent: float = 0.0
     host_seconds_per_op: float
     generate_host_seconds_per_op: float
     context_bytes: int

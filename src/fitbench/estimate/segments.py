@@ -84,6 +84,11 @@ class Kernel:
            a multiple of 8 elements (GPT-2's 50,257-word LM head: 1); 0 where it is aligned.
            cuBLAS cannot use its tensor-core kernels' 16-byte loads and runs narrower ones, at the
            profile's misaligned_matmul_efficiency of the peak per element of alignment
+    attended_keys  the keys each query of a causal fused attention kernel streams over in a prefill
+           or training step (the sequence): the kernel's fixed work per block of queries (loading
+           them, the diagonal block, the epilogue, the backward's query-gradient pass) weighs
+           against a row's keys, so its share of the peak grows with the sequence
+           (speed.causal_attention_share); 0 for any other kernel
     fused  what this work becomes in a step a compiler fuses (torch.compile's inductor in torch's
            tuned mode: Profile.fuses_pointwise): a chain of pointwise passes becomes one kernel
            that reads the chain's inputs and writes its outputs once; None: unchanged (GEMMs,
@@ -111,6 +116,7 @@ class Kernel:
     sm_rate: float | None = None
     misaligned: int = 0
     grouped: bool = False
+    attended_keys: int = 0
     fallback_launches: float | None = None
     fallback_backward_launches: float | None = None
     fallback_cast_ops: float | None = None

@@ -252,7 +252,32 @@ def attention_share(profile: Profile, workload: Workload) -> float:
     return share * min(1.0, head_dim / ATTENTION_REFERENCE_HEAD_DIM) ** exponent
 
 
-def _compute_share(k: Kernel, gpu: GpuSpec, profile: Profile, rate: str, eff: dict[str, float]) -> float:
+def causal_attention_share(profile: Profile, workload: Workload, keys: int) -> float:
+    """Causal fused attention's share of the peak over a sequence of `keys` tokens.
+
+    Each block of queries pays fixed work beside its keys: loading the queries, the diagonal
+    block computed whole and masked, the epilogue, and in backward the query-gradient pass. A
+    causal row of s keys costs s/2 keys' products plus that fixed part, so the share climbs as
+    s / (s + s0) towards its limit. SDPA's default kernel (cuDNN's) on an H100, forward and
+    backward at 16k tokens a call (benchmarks/sdpa_backends.py --seq-sweep): 141-431 TFLOP/s
+    at head_dim 64 and 171-539 at 128 from seq 512 to 16,384, both within 5 % of s0 = 1,190 keys
+    and a limit of 462 and 579 TFLOP/s, whose ratio 0.80 is the head-dimension factor at every
+    sequence. attention_efficiency stays the share at the profile's reference sequence and head
+    dimension 128, so that calibration still moves it."""
+    s0 = profile.causal_attention_overhead_keys
+    ref = profile.causal_attention_reference_keys
+    arch = workload.arch
+    head_dim = 128
+    if isinstance(arch, TransformerArch):
+        head_dim = arch.head_dim or arch.hidden_size // arch.num_heads
+    by_head = min(1.0, head_dim / ATTENTION_REFERENCE_HEAD_DIM) ** profile.causal_attention_head_dim_exponent
+    by_length = (keys / (keys + s0)) * ((ref + s0) / ref)
+    return profile.attention_efficiency * by_head * by_length
+
+
+def _compute_share(
+    k: Kernel, gpu: GpuSpec, profile: Profile, rate: str, eff: dict[str, float], workload: Workload
+) -> float:
     """The share of `gpu`'s peak at `rate` kernel `k`'s arithmetic reaches: cuDNN's convolutions
     by their own model, a memory kernel's own arithmetic (GELU's erf) at the datasheet rate (its
     per-element cost was measured against the H200's: transformer_cost), a GEMM with a dimension
@@ -271,6 +296,13 @@ def _compute_share(k: Kernel, gpu: GpuSpec, profile: Profile, rate: str, eff: di
         # FP32 products of a 16-bit step (SDPA's math path): one share at every head dimension,
         # as attention_share gives an FP32 step's
         return profile.attention_efficiency * gemm_rate_factor(gpu, rate)
+    if (
+        k.kind == "attention"
+        and k.attended_keys
+        and profile.causal_attention_overhead_keys
+        and workload.precision_info.compute != "fp32"  # FP32: the CUDA cores' products, one share
+    ):
+        return causal_attention_share(profile, workload, k.attended_keys) * gemm_rate_factor(gpu, rate)
     return eff.get(k.kind, 1.0) * gemm_rate_factor(gpu, rate)
 
 
@@ -344,7 +376,7 @@ def time_kernels(
         kernel_bytes = k.bytes + (0.0 if native else k.dequant_bytes)
         if k.flops:
             rate = k.compute if native else _compute_precision(k.kind, workload)
-            peak = gpu.peak(rate) * _compute_share(k, gpu, profile, rate, eff)
+            peak = gpu.peak(rate) * _compute_share(k, gpu, profile, rate, eff, workload)
             if k.grouped:
                 peak *= GROUPED_GEMM_SHARE
             t_compute = k.flops / peak
@@ -417,6 +449,7 @@ def _backward(kernels: list[Kernel]) -> list[Kernel]:
                 stream_share=k.stream_share,
                 misaligned=k.misaligned,
                 grouped=k.grouped,
+                attended_keys=k.attended_keys,
                 fallback_launches=k.fallback_backward_launches,
                 fallback_cast_ops=k.fallback_cast_ops,
             )

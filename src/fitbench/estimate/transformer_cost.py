@@ -1589,6 +1589,8 @@ def forward_kernels(
     else:
         attn_flops = 4.0 * tokens * seen * arch.q_dim
     attn_flops *= 0.5 if causal and kv_len is None else 1.0
+    masked = kv_len is None and dense_score_factor(workload, seq) != 1.0
+    fused = workload.attention == "fused"
     if kv_len is None and not arch.is_mla:
         attn_flops *= dense_score_factor(workload, seq)
     cache_context = arch.cached_tokens(context) / L if arch.sliding_layers else context  # read per step
@@ -1624,6 +1626,9 @@ def forward_kernels(
             # back to 16 bit for the product with V
             cast_ops=2.0 if dt.amp and workload.attention == "eager" else 0.0,
             compute="fp32" if math_fp32 and dt.act != 4 else "",
+            # SDPA's causal fused kernels over a prefill's or a training step's sequence, where no
+            # materialised window mask sends the sliding layers to a kernel that takes it as data
+            attended_keys=seq if causal and kv_len is None and fused and not masked else 0,
         )
     )
     ks.extend(_pointwise_kernels(workload, arch, dt, tokens))
