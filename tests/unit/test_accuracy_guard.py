@@ -42,6 +42,7 @@ OTHER_CARD_FILES = sorted(
         "moecheck",
         "vision",
         "longctx",
+        "longcheck",
     )
     for path in protocol.RESULTS.glob(f"accuracy-{pattern}-*.json")
     if "-h200-" not in path.name
