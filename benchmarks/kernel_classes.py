@@ -142,11 +142,14 @@ def print_table(result: dict[str, Any]) -> None:
         mixed = f"{x['mixed_dtype_share']:5.2f}" if x["mixed_dtype_share"] is not None else "    -"
         host = f"{x['estimated_host_ms']:6.1f}"
         print(f"{x['label'][:44]:44} {cells} {x['kernel_sum_ms']:7.1f} {step} {host} {loss} {mixed}")
+    def median(key: str) -> str:  # none where no point is of that kind (a single LoRA profile)
+        return "-" if result[key] is None else f"{result[key]:.2f}"
+
     print(
         f"\nms per step on {result['gpu']}; loss = (step - kernel sum) / estimated host time of the "
-        f"GPU-bound steps (median {result['host_not_overlapped_median']:.2f}); mixed = the share of the "
+        f"GPU-bound steps (median {median('host_not_overlapped_median')}); mixed = the share of the "
         f"streaming rate autocast RMSNorm decoders' elementwise kernels reached (median "
-        f"{result['mixed_dtype_share_median']:.2f})"
+        f"{median('mixed_dtype_share_median')})"
     )
 
 
