@@ -51,7 +51,13 @@ def test_count_equals_the_model_transformers_builds(name: str) -> None:
     with torch.device("meta"):
         model = getattr(transformers, data["architectures"][0])._from_config(config)
     params = dict(model.named_parameters())
-    language = sum(p.numel() for n, p in params.items() if "language_model" in n or n.startswith("lm_head"))
+    # ERNIE-4.5-VL's vision experts sit in the language model's layers (mlp.vision_moe) but only
+    # image tokens reach them: for a text prompt they are weights beside the model, as the tower is
+    language = sum(
+        p.numel()
+        for n, p in params.items()
+        if ("language_model" in n or n.startswith("lm_head")) and ".vision_moe." not in n
+    )
     arch = _arch(data)
     assert arch.param_count() == sum(p.numel() for p in params.values())
     assert arch.language_param_count() == language
@@ -73,6 +79,7 @@ def test_vision_defaults_are_the_config_classes(model_type: str) -> None:
         "glm4v_vision": "Glm4vVisionConfig",
         "glm4v_moe_vision": "Glm4vMoeVisionConfig",
         "kimi_k25_vision": "Kimi_K25VisionConfig",
+        "ernie4_5_vl_moe_vision": "Ernie4_5_VLMoeVisionConfig",
     }
     config = getattr(transformers, names[model_type])()
     for key, value in VISION_DEFAULTS[model_type].items():
@@ -230,3 +237,40 @@ def test_a_mistral3_file_with_a_sparse_mistral4_text_config_counts_as_transforme
     arch = _arch(data)
     assert arch.param_count() == sum(p.numel() for p in model.parameters())
     assert (arch.q_lora_rank, arch.kv_lora_rank, arch.num_experts) == (1024, 256, 128)
+
+
+def test_ernie_vl_reads_its_text_experts_and_counts_the_vision_ones_as_weights() -> None:
+    """ERNIE-4.5-VL-28B-A3B: the language model is ERNIE-4.5-21B-A3B's blocks (the text experts,
+    two shared ones, one dense first layer); the vision experts of its 27 sparse layers are
+    weights beside it, never active for a text token."""
+    data = _config("ernie-4.5-vl-28b-a3b-shape.json")
+    arch = _arch(data)
+    assert (arch.model_type, arch.num_experts, arch.experts_per_token) == ("ernie4-5-moe", 64, 6)
+    assert (arch.expert_intermediate_size, arch.shared_intermediate_size, arch.dense_layers) == (
+        1536,
+        3072,
+        1,
+    )
+    vision_experts = 27 * 64 * 3 * 2560 * 512
+    assert arch.vision_params > vision_experts
+    text = workload_from_data(data, name="ernie-vl", source="config.json")
+    assert text.active_param_count() < arch.language_param_count() < arch.param_count()
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"moe_intermediate_size": 1536}, "moe_intermediate_size"),
+        ({"mlp_layer_types": ["dense"] * 27 + ["sparse"]}, None),
+        ({"mlp_layer_types": ["sparse", "dense"] + ["sparse"] * 26}, "mlp_layer_types"),
+        ({"mlp_layer_types": ["sparse"] * 3}, "mlp_layer_types"),
+    ],
+)
+def test_ernie_vl_layouts_it_cannot_read_are_one_clear_error(change: dict, named: str | None) -> None:
+    data = _config("ernie-4.5-vl-28b-a3b-shape.json")
+    data["text_config"] = {**data["text_config"], **change}
+    if named is None:  # dense layers first, then sparse ones: read
+        assert _arch(data).dense_layers == 27
+        return
+    with pytest.raises(FitbenchError, match=named):
+        _arch(data)

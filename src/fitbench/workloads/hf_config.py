@@ -114,6 +114,7 @@ MOE_TYPES = (
 )
 # Multimodal files whose language model is read, with their vision tower counted (multimodal.py).
 MULTIMODAL_TYPES = (
+    "ernie4_5_vl_moe",
     "gemma3",
     "glm4v",
     "glm4v_moe",

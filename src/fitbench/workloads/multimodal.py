@@ -1,7 +1,7 @@
 """Multimodal checkpoints: the language model inside, and the vision tower loaded beside it.
 
 Why: Gemma-3 (4B and up), Llama-4, Qwen2-VL/Qwen2.5-VL/Qwen3-VL, InternVL (its -hf checkpoints),
-GLM-4.1V/4.5V, Kimi K2.5, Mistral-Small-3.1 and LLaVA ship one config.json for a
+GLM-4.1V/4.5V, Kimi K2.5, ERNIE-4.5-VL, Mistral-Small-3.1 and LLaVA ship one config.json for a
 `...ForConditionalGeneration` model: a language model under `text_config` (Qwen-VL: at the top
 level in older files) and a vision encoder under `vision_config`.
 transformers loads both, so the weights in memory are the language model's plus the vision
@@ -167,6 +167,21 @@ TEXT_DEFAULTS["glm4v_moe_text"] = {
     "n_routed_experts": 128,
     "first_k_dense_replace": 1,
 }
+TEXT_DEFAULTS["ernie4_5_vl_moe_text"] = {
+    "vocab_size": 103424,
+    "hidden_size": 2560,
+    "intermediate_size": 12288,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 20,
+    "num_key_value_heads": 4,
+    "max_position_embeddings": 131072,
+    "tie_word_embeddings": True,
+    "use_bias": False,
+    "moe_intermediate_size": [1536, 512],
+    "moe_k": 6,
+    "moe_num_experts": 64,
+    "moe_num_shared_experts": 2,
+}
 # Qwen2_5_VLTextConfig keeps Qwen2VLTextConfig's defaults (the test checks both classes).
 TEXT_DEFAULTS["qwen2_5_vl_text"] = TEXT_DEFAULTS["qwen2_vl_text"]
 # Text model types the Qwen-VL families write, read as the Qwen2/Qwen3 families with their own
@@ -179,6 +194,8 @@ TEXT_ALIASES = {
     # GLM-4.1V's text model is GLM-4-0414's (four norms a block, q/k/v biases), GLM-4.5V's GLM-4.5's
     "glm4v_text": "glm4",
     "glm4v_moe_text": "glm4_moe",
+    # ERNIE-4.5-VL's text experts and shared experts are ERNIE-4.5 MoE's (ernie_vl_text_keys)
+    "ernie4_5_vl_moe_text": "ernie4_5_moe",
 }
 
 
@@ -262,6 +279,81 @@ def _kimi_k25_projector(vision: ConfigReader, text_hidden: int, outer: ConfigRea
     return norm + (merged * merged + merged) + (merged * text_hidden + text_hidden)
 
 
+def _ernie_vl_widths(text: ConfigReader) -> tuple[int, int]:
+    """ERNIE-4.5-VL's expert widths: `moe_intermediate_size` [text, vision]."""
+    widths = text.data.get("moe_intermediate_size")
+    if not (isinstance(widths, list | tuple) and len(widths) == 2):
+        raise text.error(
+            f"'text_config.moe_intermediate_size' must be [text, vision] widths, got {show(widths)}",
+            message_zh=(
+                "'text_config.moe_intermediate_size' 必须是 [文本, 视觉] 两个宽度,"
+                f"实际为 {show(widths, 'zh')}"
+            ),
+        )
+    return (
+        text.check_int("moe_intermediate_size", widths[0]),
+        text.check_int("moe_intermediate_size", widths[1]),
+    )
+
+
+def _ernie_vl_sparse_layers(text: ConfigReader) -> tuple[int, int]:
+    """(layers, first sparse layer) of `mlp_layer_types`: dense layers first, then sparse ones
+    to the last, the layout ERNIE-4.5 MoE's moe_layer_start_index states (None: dense, then all
+    sparse, the class default)."""
+    layers = text.int("num_hidden_layers")
+    kinds = text.data.get("mlp_layer_types")
+    if kinds is None:
+        return layers, 1
+    if not (isinstance(kinds, list) and len(kinds) == layers and set(kinds) <= {"dense", "sparse"}):
+        raise text.error(
+            f"'text_config.mlp_layer_types' must list 'dense' or 'sparse' for each of {layers} layers",
+            message_zh=f"'text_config.mlp_layer_types' 必须为 {layers} 层逐层写出 'dense' 或 'sparse'",
+        )
+    start = kinds.index("sparse") if "sparse" in kinds else layers
+    if any(kind != "sparse" for kind in kinds[start:]):
+        raise text.error(
+            "'text_config.mlp_layer_types' with dense layers after sparse ones is not supported",
+            "keep the dense layers first (the published ERNIE-4.5-VL layouts do)",
+            message_zh="不支持 'text_config.mlp_layer_types' 中稀疏层之后再出现稠密层",
+            hint_zh="请把稠密层放在最前(已发布的 ERNIE-4.5-VL 布局如此)",
+        )
+    return layers, start
+
+
+def ernie_vl_text_keys(text: dict[str, Any], source: str) -> dict[str, Any]:
+    """ERNIE-4.5-VL's language model as ERNIE-4.5 MoE's keys, for a text prompt: its text experts
+    (the first of `moe_intermediate_size`), shared experts and dense first layers. A text token
+    never reaches the vision experts (`mlp.vision_moe`): their weights are counted with the tower
+    (_ernie_vl_projector)."""
+    reader = ConfigReader(text, source, "ernie4_5_vl_moe_text")
+    width, _ = _ernie_vl_widths(reader)
+    _, start = _ernie_vl_sparse_layers(reader)
+    out = {k: v for k, v in text.items() if k not in ("moe_intermediate_size", "mlp_layer_types")}
+    return {**out, "moe_intermediate_size": width, "moe_layer_start_index": start, "moe_layer_interval": 1}
+
+
+def _ernie_vl_projector(vision: ConfigReader, text_hidden: int, outer: ConfigReader) -> int:
+    """What ERNIE-4.5-VL loads for images beside the tower: the variable-resolution resampler
+    (a spatial and a temporal biased two-matrix MLP with a LayerNorm each, over
+    spatial_merge_size^2 patches and temporal_merge_size of those, a biased Linear to the text
+    width, an RMSNorm), and in every sparse layer of the language model the vision experts (a
+    fused gate/up and a down stack of the second `moe_intermediate_size`), their FP32 router and
+    its score-correction bias."""
+    h = vision.int("hidden_size")
+    spatial = h * vision.int("spatial_merge_size") ** 2
+    temporal = spatial * vision.int("temporal_merge_size")
+    mlp = 2 * (spatial * spatial + spatial) + 2 * spatial
+    resampler = mlp + (temporal * spatial + spatial) + (spatial * spatial + spatial) + 2 * spatial
+    resampler += spatial * text_hidden + text_hidden + text_hidden
+    text_data = with_class_defaults(outer.data, outer.source, outer.model_type)["text_config"]
+    text = ConfigReader(text_data, outer.source, "ernie4_5_vl_moe_text")
+    _, vision_width = _ernie_vl_widths(text)
+    layers, start = _ernie_vl_sparse_layers(text)
+    experts = text.int("moe_num_experts")
+    per_layer = experts * 3 * text_hidden * vision_width + experts * text_hidden + experts
+    return resampler + (layers - start) * per_layer
+
+
 @dataclass(frozen=True)
 class Wrapper:
     """One multimodal family: where its text keys live, its default text and vision types, and
@@ -274,6 +366,8 @@ class Wrapper:
     vision_type_fixed: bool = False  # the tower is the family's own, whatever vision model_type says
     tie_default: bool = False  # the outer config class's tie_word_embeddings default
     forwards_text_tie: bool = False  # the outer class takes a true tie_word_embeddings from text_config
+    # the text keys as the aliased family reads them, where they differ (ERNIE-4.5-VL's lists)
+    text_keys: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
 
 
 WRAPPERS: dict[str, Wrapper] = {
@@ -285,6 +379,14 @@ WRAPPERS: dict[str, Wrapper] = {
     ),
     "kimi_k25": Wrapper(
         "deepseek_v3", "kimi_k25_vision", _kimi_k25_projector, vision_type_fixed=True, tie_default=True
+    ),
+    "ernie4_5_vl_moe": Wrapper(
+        "ernie4_5_vl_moe_text",
+        "ernie4_5_vl_moe_vision",
+        _ernie_vl_projector,
+        vision_type_fixed=True,
+        tie_default=True,
+        text_keys=ernie_vl_text_keys,
     ),
     "internvl": Wrapper(
         "qwen2", "internvl_vision", _internvl_projector, vision_type_fixed=True, tie_default=True
@@ -381,6 +483,8 @@ def text_config(data: dict[str, Any], source: str, model_type: str) -> tuple[dic
     inner_tie = ConfigReader(nested, source, inner_type).flag("tie_word_embeddings", False)
     text["tie_word_embeddings"] = tie or (wrapper.forwards_text_tie and inner_tie)
     text["model_type"] = TEXT_ALIASES.get(inner_type, inner_type)
+    if wrapper.text_keys is not None:
+        text = wrapper.text_keys(text, source)
 
     vision_type = _vision_type(outer, wrapper, _sub_config(outer, "vision_config"))
     vision = ConfigReader(filled["vision_config"], source, f"{model_type} vision_config")

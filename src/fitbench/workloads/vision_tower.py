@@ -1,12 +1,12 @@
 """Parameter counts of the vision towers and projectors that multimodal checkpoints load.
 
-Why: a Gemma-3, Llama-4, Qwen-VL, InternVL, GLM-4.xV, Kimi K2.5, Mistral-Small-3.1 or LLaVA
-checkpoint is loaded whole by transformers (`...ForConditionalGeneration`): the vision encoder and the
-projector that maps its patches into the language model sit in GPU memory next to the language
-model even when every prompt is text. They are 0.3-0.9B parameters (InternViT-6B: 5.9B), 1-10 %
-of the weights, so a memory estimate that skipped them would call a tight card roomy. Their
-compute is not modelled (a text prompt never runs them); the estimate's assumptions say so
-(transformer_cost).
+Why: a Gemma-3, Llama-4, Qwen-VL, InternVL, GLM-4.xV, Kimi K2.5, ERNIE-4.5-VL, Mistral-Small-3.1
+or LLaVA checkpoint is loaded whole by transformers (`...ForConditionalGeneration`): the vision
+encoder and the projector that maps its patches into the language model sit in GPU memory next to
+the language model even when every prompt is text. They are 0.3-0.9B parameters (InternViT-6B:
+5.9B; ERNIE-4.5-VL's tower, resampler and vision experts: 7.6B), 1-26 % of the weights, so a
+memory estimate that skipped them would call a tight card roomy. Their compute is not modelled (a
+text prompt never runs them); the estimate's assumptions say so (transformer_cost).
 
 Each counter follows the module tree transformers 5 builds for the family, with the defaults of
 its config class filling keys a checkpoint leaves out (sub-configs are saved as differences
@@ -136,6 +136,15 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
 
 # Glm4vMoeVisionConfig keeps Glm4vVisionConfig's defaults (the test checks both classes).
 VISION_DEFAULTS["glm4v_moe_vision"] = VISION_DEFAULTS["glm4v_vision"]
+VISION_DEFAULTS["ernie4_5_vl_moe_vision"] = {
+    "depth": 32,
+    "hidden_size": 1280,
+    "intermediate_size": 5120,
+    "in_channels": 3,
+    "patch_size": 14,
+    "spatial_merge_size": 2,
+    "temporal_merge_size": 2,
+}
 
 
 def _encoder_layer(h: int, f: int) -> int:
@@ -289,6 +298,17 @@ def kimi_k25_vision_params(v: ConfigReader) -> int:
     return embed + v.int("num_hidden_layers") * layer + 2 * h
 
 
+def ernie_vl_vision_params(v: ConfigReader) -> int:
+    """Ernie4_5_VLMoeVisionTransformerPretrainedModel (ERNIE-4.5-VL): an unbiased Linear patch
+    embedding over in_channels x patch^2 pixels, blocks of two LayerNorms, a biased fused qkv and
+    proj, a biased two-matrix MLP of `intermediate_size`; a final LayerNorm (rotary positions have
+    no weights)."""
+    h, f = v.int("hidden_size"), v.int("intermediate_size")
+    p_h, p_w = _pair(v, "patch_size")
+    block = 2 * 2 * h + (3 * h * h + 3 * h) + (h * h + h) + (2 * h * f + f + h)
+    return v.int("in_channels") * p_h * p_w * h + v.int("depth") * block + 2 * h
+
+
 TOWERS: dict[str, Callable[[ConfigReader], int]] = {
     "siglip_vision_model": siglip_params,
     "clip_vision_model": clip_params,
@@ -301,4 +321,5 @@ TOWERS: dict[str, Callable[[ConfigReader], int]] = {
     "glm4v_vision": glm4v_vision_params,
     "glm4v_moe_vision": glm4v_vision_params,
     "kimi_k25_vision": kimi_k25_vision_params,
+    "ernie4_5_vl_moe_vision": ernie_vl_vision_params,
 }
