@@ -24,6 +24,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set newfamilies # Granite MoE, dots.llm1, StableLM 2, Phi-2, ...
     python benchmarks/accuracy.py --set longctx     # 4k-16k tokens, decode at batch 32
     python benchmarks/accuracy.py --set longcheck   # 4k-32k tokens, after the causal share
+    python benchmarks/accuracy.py --set settings    # GradScaler, accumulation, SGD, checkpointed full
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -1375,6 +1376,99 @@ LONG_CONTEXT_CHECK: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# Settings no point had run, written down before they ran: AMP-fp16 with its GradScaler on a
+# decoder, gradient accumulation, LoRA on attention only at rank 64, momentum SGD on a decoder,
+# 64 sequences decoding at once, and full fine-tuning with activation checkpointing (Llama-3.2-1B,
+# Gemma-3-1B's 262k-word vocabulary under AMP, Qwen3-8B's blocks).
+SETTINGS: list[tuple[str, dict[str, Any]]] = [
+    (
+        "qwen2.5-1.5b-instruct",
+        {
+            "mode": "train",
+            "precision": "amp-fp16",
+            "optimizer": "adamw",
+            "batch_size": 4,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "llama-3.2-1b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 1024,
+            "grad_accum": 4,
+        },
+    ),
+    (
+        "qwen2.5-3b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 64,
+            "lora_targets": "attention",
+            "batch_size": 4,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "llama-3.2-3b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "momentum",
+            "batch_size": 2,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "qwen2.5-0.5b-instruct",
+        {
+            "mode": "infer",
+            "precision": "bf16",
+            "batch_size": 64,
+            "prompt_tokens": 512,
+            "new_tokens": 64,
+        },
+    ),
+    (
+        "llama-3.2-1b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 8,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+    (
+        "gemma-3-1b-it",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "batch_size": 4,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+    (
+        "qwen3-8b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 2048,
+            "checkpointing": True,
+            "num_layers": 12,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -1393,6 +1487,7 @@ SETS = {
     "vision": VISION_AND_MOE_LORA,
     "longctx": LONG_CONTEXT,
     "longcheck": LONG_CONTEXT_CHECK,
+    "settings": SETTINGS,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
