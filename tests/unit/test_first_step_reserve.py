@@ -160,7 +160,6 @@ def test_the_tuned_mode_keeps_the_first_steps_segments_in_its_peak():
     "overrides",
     [
         {"peft": "lora"},
-        {"checkpointing": True},
         {"grad_accum": 4},
     ],
 )
@@ -229,3 +228,21 @@ def test_the_tuned_estimate_says_what_the_capture_warmup_reserves(lang, capsys):
     assert ("side stream" in text) if lang == "en" else ("副流" in text)
     main([*args, "--json"])
     assert json.loads(capsys.readouterr().out)["estimates"][0]["capture_warmup_reserve_bytes"] is None
+
+
+def test_a_checkpointed_backward_recomputes_each_block_into_the_cache():
+    """With checkpointing the forward keeps each block's input alone, and one block's tensors,
+    cut and freed by every block in turn, sit cached: the backward recomputes a block into them,
+    frees them with its input, and its gradients are carved from what is cached. The gradients
+    then find less cached than after a plain forward (whose every block stays cut), so they take
+    at least the plain step's new segments."""
+    plain = wide_training(1)
+    checkpointed = plain.replace(checkpointing=True)
+    a = first_step(plain, "torch", training_segments(plain, "torch"))
+    b = first_step(checkpointed, "torch", training_segments(checkpointed, "torch"))
+    assert a is not None and b is not None
+    assert (
+        b.gradient_segment_bytes + b.optimizer_segment_bytes
+        >= a.gradient_segment_bytes + a.optimizer_segment_bytes
+    )
+    assert b.activation_block_bytes == a.activation_block_bytes  # the same tensors, recomputed

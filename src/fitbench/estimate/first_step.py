@@ -5,7 +5,9 @@ and the reserve is set by the first step, which no later step outgrows by much. 
 runs in three phases (measured phase by phase with benchmarks/allocator_phases.py):
 
 1. The forward cuts a block for each saved activation; the blocks are as large as the
-   activations (a hidden-width tensor, an MLP-width one, the FP32 logits).
+   activations (a hidden-width tensor, an MLP-width one, the FP32 logits). With activation
+   checkpointing a block keeps its input alone: its other tensors are cut and freed, and the
+   backward recomputes them into the cache before it frees them again.
 2. The backward frees each block's activations as it walks back and allocates the parameters'
    gradients. A gradient larger than every freed block takes a new segment.
 3. The first `optimizer.step()` creates Adam's moments (`zeros_like` each parameter) and, with
@@ -165,15 +167,14 @@ def activation_blocks(
 def _applies(workload: Workload, framework: str) -> bool:
     """Full training of a transformer on one GPU through PyTorch's allocator (DDP's buckets and
     the sharded strategies' flat buffers allocate otherwise), every step alike: not LoRA
-    (frozen weights, few states), not checkpointing or accumulation (other liveness), not Paddle
-    (another allocator), not a vision transformer (patch embeddings outside weight_matrices)."""
+    (frozen weights, few states), not accumulation (other liveness), not Paddle (another
+    allocator), not a vision transformer (patch embeddings outside weight_matrices)."""
     arch = workload.arch
     return (
         framework == "torch"
         and workload.gpus == 1
         and isinstance(arch, TransformerArch)
         and not workload.peft
-        and not workload.checkpointing
         and workload.grad_accum == 1
         and not arch.patch_size
     )
@@ -199,6 +200,16 @@ def _optimizer_requests(workload: Workload, framework: str, pool: LargePool, siz
             pool.free(n * state_bytes)
 
 
+def _checkpointed_backward_pool(segments: list[Segment], blocks: list[list[float]]) -> LargePool:
+    """The cache a checkpointed step's backward starts from: its forward ran each block without
+    keeping its tensors (transformers' gradient checkpointing saves a block's input alone), so
+    every block cut and freed the same tensors, and one block's worth of them sits cached; the
+    saved inputs and the other segments' tensors are alive. The backward then recomputes each
+    block into that cache before it frees it (first_step)."""
+    layers = [b for seg, b in zip(segments, blocks, strict=True) if seg.name.startswith("layer")]
+    return LargePool(freed_blocks(layers[-1])) if layers else LargePool()
+
+
 def first_step(workload: Workload, framework: str, segments: list[Segment]) -> FirstStep | None:
     """The first step's new segments beyond the forward's blocks (module docstring); None where
     it does not apply (_applies)."""
@@ -211,10 +222,16 @@ def first_step(workload: Workload, framework: str, segments: list[Segment]) -> F
         return None
     blocks = activation_blocks(workload, segments, matrices)
     grad_bytes = workload.precision_info.grad_bytes
-    pool = LargePool()
+    pool = _checkpointed_backward_pool(segments, blocks) if workload.checkpointing else LargePool()
     # The backward: each segment frees its blocks, then its parameters' gradients appear.
-    for seg_blocks, seg_matrices in zip(reversed(blocks), reversed(matrices), strict=True):
-        for block in freed_blocks(seg_blocks):
+    for seg, seg_blocks, seg_matrices in zip(
+        reversed(segments), reversed(blocks), reversed(matrices), strict=True
+    ):
+        recomputed = workload.checkpointing and seg.name.startswith("layer")
+        if recomputed:  # the block's forward runs again, cutting its tensors from the cache
+            for block in seg_blocks:
+                pool.allocate(block)
+        for block in freed_blocks([*seg_blocks, seg.input_bytes] if recomputed else seg_blocks):
             pool.free(block)
         for matrix in reversed(seg_matrices):
             pool.allocate(matrix.elements * grad_bytes)
