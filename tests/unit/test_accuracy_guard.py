@@ -136,6 +136,12 @@ def test_unseen_points_within_reported_bounds() -> None:
     _assert_shares(UNSEEN_FILES, BOUNDS["unseen"], 13)
 
 
+def test_settings_points_within_reported_bounds() -> None:
+    """Settings no point had run (accuracy.py --set settings: GradScaler, accumulation, SGD,
+    checkpointed full fine-tuning, decoding at batch 64), written down before they ran."""
+    _assert_shares(sorted(protocol.RESULTS.glob("accuracy-settings-*.json")), BOUNDS["settings"], 8)
+
+
 def test_other_cards_points_within_reported_bounds() -> None:
     """The same sets measured on cards the built-in profile was not fitted on (an H100), pooled."""
     _assert_shares(OTHER_CARD_FILES, BOUNDS["other_cards"], 65)
