@@ -142,6 +142,7 @@ def print_table(result: dict[str, Any]) -> None:
         mixed = f"{x['mixed_dtype_share']:5.2f}" if x["mixed_dtype_share"] is not None else "    -"
         host = f"{x['estimated_host_ms']:6.1f}"
         print(f"{x['label'][:44]:44} {cells} {x['kernel_sum_ms']:7.1f} {step} {host} {loss} {mixed}")
+
     def median(key: str) -> str:  # none where no point is of that kind (a single LoRA profile)
         return "-" if result[key] is None else f"{result[key]:.2f}"
 
