@@ -12,7 +12,8 @@ from pathlib import Path
 from fitbench.errors import FitbenchError, unknown_name
 
 BUILTIN = Path(__file__).with_name("profiles.toml")
-# Fractions of a datasheet peak: the speed model divides by them.
+# Fractions of a datasheet peak, and causal attention's reference length: the speed model
+# divides by them, so none may be 0.
 _EFFICIENCIES = (
     "matmul_efficiency",
     "conv_efficiency",

@@ -272,7 +272,8 @@ def causal_attention_share(profile: Profile, workload: Workload, keys: int) -> f
         head_dim = arch.head_dim or arch.hidden_size // arch.num_heads
     by_head = min(1.0, head_dim / ATTENTION_REFERENCE_HEAD_DIM) ** profile.causal_attention_head_dim_exponent
     by_length = (keys / (keys + s0)) * ((ref + s0) / ref)
-    return profile.attention_efficiency * by_head * by_length
+    # a calibrated attention_efficiency times the long-row gain stays within the peak
+    return min(1.0, profile.attention_efficiency * by_head * by_length)
 
 
 def _compute_share(
