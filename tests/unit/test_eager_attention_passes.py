@@ -1,7 +1,8 @@
 """Eager attention's traffic over its scores (transformer_cost.eager_score_bytes) equals what the
-real Hugging Face BERT and GPT-2 eager attention moves in a forward: every ATen operation that
-reads or writes a (batch x heads) x queries x keys tensor is counted by its bytes, views aside,
-on tiny models on the CPU, with a padded batch (its mask is added, as in real data)."""
+real Hugging Face BERT, GPT-2, Llama and Gemma-2 eager attention moves (a forward, and for the
+16-bit decoders their backward too): every ATen operation that reads or writes a (batch x heads)
+x queries x keys tensor is counted by its bytes, views aside, on tiny models on the CPU, with a
+padded batch (its mask is added, as in real data)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,56 @@ def test_training_adds_dropouts_passes_and_its_mask() -> None:
     train = ActivationDtypes(act=4, res=4, mask=1, amp=False)
     infer = ActivationDtypes(act=4, res=4, mask=0, amp=False)
     assert eager_score_bytes(train) == eager_score_bytes(infer) + 2 * 4 + 1
+
+
+def forward_and_backward_score_bytes(model) -> tuple[float, float]:
+    """Score bytes per element of a training forward and of its backward (no dropout)."""
+    model.config._attn_implementation = "eager"
+    mask = torch.ones(B, S, dtype=torch.long)
+    mask[0, -5:] = 0
+    counter = ScoreTraffic()
+    with counter:
+        out = model(input_ids=torch.randint(0, 100, (B, S)), attention_mask=mask)
+        forward = counter.bytes
+        out.last_hidden_state.float().sum().backward()
+    return forward / (B * HEADS * S * S), (counter.bytes - forward) / (B * HEADS * S * S)
+
+
+def test_16_bit_decoders_take_softmax_in_fp32_and_gpt2_does_not() -> None:
+    """transformers' shared eager attention copies 16-bit scores up to FP32 for softmax and back
+    (forward), and its backward moves EAGER_UPCAST_BACKWARD_RATIO of that; GPT-2's own eager
+    code keeps softmax in the scores' dtype. Gemma-2 adds its soft-capping's passes."""
+    from transformers import Gemma2Config, Gemma2Model, GPT2Config, GPT2Model, LlamaConfig, LlamaModel
+
+    from fitbench.estimate.transformer_cost import (
+        EAGER_UPCAST_BACKWARD_RATIO,
+        SOFTCAP_PASSES,
+        eager_upcasts,
+    )
+    from fitbench.workloads.hf_config import arch_from_hf_config
+
+    bf16 = ActivationDtypes(act=2, res=2, mask=0, amp=False)
+    llama = LlamaConfig(
+        hidden_size=64, num_hidden_layers=1, num_attention_heads=HEADS, intermediate_size=128, vocab_size=128
+    )
+    gemma2 = Gemma2Config(
+        hidden_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=HEADS,
+        num_key_value_heads=HEADS,
+        head_dim=16,
+        intermediate_size=128,
+        vocab_size=128,
+        sliding_window=4096,
+    )
+    gpt2 = GPT2Config(n_embd=64, n_layer=1, n_head=HEADS, n_positions=64, attn_pdrop=0.0, resid_pdrop=0.0)
+    cases = [(LlamaModel, llama, 0), (Gemma2Model, gemma2, SOFTCAP_PASSES * bf16.act), (GPT2Model, gpt2, 0)]
+    for cls, config, capping in cases:
+        torch.manual_seed(0)
+        model = cls(config).to(torch.bfloat16).train()
+        upcast = eager_upcasts(arch_from_hf_config(config.to_dict(), source="config.json"), bf16)
+        assert upcast is (cls is not GPT2Model)
+        forward, backward = forward_and_backward_score_bytes(model)
+        assert forward == eager_score_bytes(bf16, upcast=upcast) + capping, cls.__name__
+        if upcast:
+            assert backward == pytest.approx(EAGER_UPCAST_BACKWARD_RATIO * forward, rel=0.02), cls.__name__

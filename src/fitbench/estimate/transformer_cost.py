@@ -1391,10 +1391,31 @@ EAGER_SCORE_PASSES = 8
 EAGER_DROPOUT_PASSES = 2
 
 
-def eager_score_bytes(dt: ActivationDtypes) -> float:
-    """Bytes eager attention moves per score element in a forward."""
+# transformers' shared eager attention (eager_attention_forward: Llama, Qwen, Mistral, Gemma and
+# most decoders) takes softmax in FP32, `softmax(scores, dtype=torch.float32).to(query.dtype)`:
+# with 16-bit scores a copy up (read 16 bits, write 32), softmax over FP32 and a copy down. Its
+# backward moves 1.125 times the forward's score bytes (the two copies' gradients and softmax's
+# over FP32), where plain elementwise work moves twice. Counted on tiny CPU models in bf16
+# (tests/unit/test_eager_attention_passes.py): Llama 32 bytes an element forward and 36 backward,
+# Gemma-2 44 and 50 with its soft-capping; measured on an H100 in Gemma-2-9B's LoRA step
+# (kernel-classes-gemma-2-9b-lora-4k-h100-2026-12-06.json): the copies up and down took 197 and
+# 140 ms, beside 84 ms of softmax. GPT-2's and Falcon's own eager code keep softmax in the
+# scores' dtype (16 bytes in bf16), and so do the encoders'.
+EAGER_SOFTMAX_IN_SCORE_DTYPE = ("gpt2", "falcon")
+EAGER_UPCAST_BACKWARD_RATIO = 1.125
+
+
+def eager_upcasts(arch: TransformerArch, dt: ActivationDtypes) -> bool:
+    """Whether eager attention's softmax runs in FP32 over 16-bit scores (EAGER_SOFTMAX_IN_SCORE_DTYPE)."""
+    return dt.act < 4 and arch.kind == "decoder" and arch.rules_type not in EAGER_SOFTMAX_IN_SCORE_DTYPE
+
+
+def eager_score_bytes(dt: ActivationDtypes, *, upcast: bool = False) -> float:
+    """Bytes eager attention moves per score element in a forward (`upcast`: its softmax in FP32
+    over scores of dt.act bytes, eager_upcasts)."""
     passes = EAGER_SCORE_PASSES + (EAGER_DROPOUT_PASSES if dt.mask else 0)
-    return passes * dt.act + dt.mask
+    copies = (dt.act + 4) * 2 + 2 * (4 - dt.act) if upcast else 0.0  # up, down, softmax's wider passes
+    return passes * dt.act + dt.mask + copies
 
 
 def dense_score_factor(workload: Workload, seq: int) -> float:
@@ -1607,13 +1628,18 @@ def forward_kernels(
     # SDPA's math path (Falcon-7B's one key/value head): FP32 products on the CUDA cores and
     # FP32 scores (math_sdpa_saved_bytes_per_token), whatever the activations' dtype
     math_fp32 = workload.attention == "eager" and kv_len is None and sdpa_math_only(arch)
+    attn_backward_bytes = None
     if workload.attention == "eager" and kv_len is None:
+        upcast = not math_fp32 and eager_upcasts(arch, dt)
         per_score = (
-            (EAGER_SCORE_PASSES * 4 if math_fp32 else eager_score_bytes(dt))
+            (EAGER_SCORE_PASSES * 4 if math_fp32 else eager_score_bytes(dt, upcast=upcast))
             + (SOFTCAP_PASSES * dt.act if capping else 0)
             + (SINK_PASSES * dt.act if sinks else 0)
         )
-        attn_bytes += batch * arch.num_heads * seq * context * per_score
+        score_bytes = batch * arch.num_heads * seq * context * per_score
+        if upcast:
+            attn_backward_bytes = 2.0 * attn_bytes + EAGER_UPCAST_BACKWARD_RATIO * score_bytes
+        attn_bytes += score_bytes
     ks.append(
         Kernel(
             name="attention",
@@ -1626,6 +1652,7 @@ def forward_kernels(
             # back to 16 bit for the product with V
             cast_ops=2.0 if dt.amp and workload.attention == "eager" else 0.0,
             compute="fp32" if math_fp32 and dt.act != 4 else "",
+            backward_bytes=attn_backward_bytes,
             # SDPA's causal fused kernels over a prefill's or a training step's sequence, where no
             # materialised window mask sends the sliding layers to a kernel that takes it as data
             attended_keys=seq if causal and kv_len is None and fused and not masked else 0,
