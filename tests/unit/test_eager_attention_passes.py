@@ -131,3 +131,16 @@ def test_16_bit_decoders_take_softmax_in_fp32_and_gpt2_does_not() -> None:
         assert forward == eager_score_bytes(bf16, upcast=upcast) + capping, cls.__name__
         if upcast:
             assert backward == pytest.approx(EAGER_UPCAST_BACKWARD_RATIO * forward, rel=0.02), cls.__name__
+
+
+def test_gpt_oss_keeps_its_softmax_in_the_scores_dtype() -> None:
+    """gpt-oss's own eager attention takes softmax in its logits' dtype over the scores and the
+    sink (`softmax(..., dtype=combined_logits.dtype)`): no FP32 copies, unlike Llama's path."""
+    from fitbench.estimate.transformer_cost import eager_upcasts
+    from fitbench.workloads import library
+
+    bf16 = ActivationDtypes(act=2, res=2, mask=0, amp=False)
+    assert not eager_upcasts(library.workload_for_model("gpt-oss-20b").arch, bf16)
+    assert eager_upcasts(library.workload_for_model("gemma-2-2b-it").arch, bf16)
+    fp32 = ActivationDtypes(act=4, res=4, mask=0, amp=False)
+    assert not eager_upcasts(library.workload_for_model("gemma-2-2b-it").arch, fp32)

@@ -1399,9 +1399,10 @@ EAGER_DROPOUT_PASSES = 2
 # (tests/unit/test_eager_attention_passes.py): Llama 32 bytes an element forward and 36 backward,
 # Gemma-2 44 and 50 with its soft-capping; measured on an H100 in Gemma-2-9B's LoRA step
 # (kernel-classes-gemma-2-9b-lora-4k-h100-2026-12-06.json): the copies up and down took 197 and
-# 140 ms, beside 84 ms of softmax. GPT-2's and Falcon's own eager code keep softmax in the
-# scores' dtype (16 bytes in bf16), and so do the encoders'.
-EAGER_SOFTMAX_IN_SCORE_DTYPE = ("gpt2", "falcon")
+# 140 ms, beside 84 ms of softmax. GPT-2's, Falcon's and gpt-oss's own eager code keep softmax in
+# the scores' dtype (16 bytes in bf16; gpt-oss: `softmax(..., dtype=combined_logits.dtype)` over
+# the scores and its sink), and so do the encoders'.
+EAGER_SOFTMAX_IN_SCORE_DTYPE = ("gpt2", "falcon", "gpt_oss")
 EAGER_UPCAST_BACKWARD_RATIO = 1.125
 
 
