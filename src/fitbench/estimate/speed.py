@@ -232,6 +232,16 @@ def conv_efficiency(profile: Profile, gpu: GpuSpec, rate: str) -> float:
 ATTENTION_REFERENCE_HEAD_DIM = 128
 
 
+def head_dim_factor(workload: Workload, exponent: float) -> float:
+    """(head_dim / 128) ** exponent, capped at 1: the share fused attention keeps at the workload's
+    head dimension (a non-transformer workload: 1)."""
+    arch = workload.arch
+    if not exponent or not isinstance(arch, TransformerArch):
+        return 1.0
+    head_dim = arch.head_dim or arch.hidden_size // arch.num_heads
+    return min(1.0, head_dim / ATTENTION_REFERENCE_HEAD_DIM) ** exponent
+
+
 def attention_share(profile: Profile, workload: Workload) -> float:
     """Fused attention's share of the peak for `workload`'s head dimension.
 
@@ -244,12 +254,9 @@ def attention_share(profile: Profile, workload: Workload) -> float:
     dimension). FP32 attention (PyTorch's memory-efficient kernel on the CUDA cores) does its
     products at the FP32 rate, beside which the exponentials are no bottleneck: one share."""
     share = profile.attention_efficiency
-    arch = workload.arch
-    exponent = profile.attention_head_dim_exponent
-    if not exponent or not isinstance(arch, TransformerArch) or workload.precision_info.compute == "fp32":
+    if workload.precision_info.compute == "fp32":
         return share
-    head_dim = arch.head_dim or arch.hidden_size // arch.num_heads
-    return share * min(1.0, head_dim / ATTENTION_REFERENCE_HEAD_DIM) ** exponent
+    return share * head_dim_factor(workload, profile.attention_head_dim_exponent)
 
 
 def causal_attention_share(profile: Profile, workload: Workload, keys: int) -> float:
@@ -266,11 +273,7 @@ def causal_attention_share(profile: Profile, workload: Workload, keys: int) -> f
     dimension 128, so that calibration still moves it."""
     s0 = profile.causal_attention_overhead_keys
     ref = profile.causal_attention_reference_keys
-    arch = workload.arch
-    head_dim = 128
-    if isinstance(arch, TransformerArch):
-        head_dim = arch.head_dim or arch.hidden_size // arch.num_heads
-    by_head = min(1.0, head_dim / ATTENTION_REFERENCE_HEAD_DIM) ** profile.causal_attention_head_dim_exponent
+    by_head = head_dim_factor(workload, profile.causal_attention_head_dim_exponent)
     by_length = (keys / (keys + s0)) * ((ref + s0) / ref)
     # a calibrated attention_efficiency times the long-row gain stays within the peak
     return min(1.0, profile.attention_efficiency * by_head * by_length)

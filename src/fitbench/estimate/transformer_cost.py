@@ -1611,10 +1611,12 @@ def forward_kernels(
     else:
         attn_flops = 4.0 * tokens * seen * arch.q_dim
     attn_flops *= 0.5 if causal and kv_len is None else 1.0
-    masked = kv_len is None and dense_score_factor(workload, seq) != 1.0
+    # a window mask the sequence outgrows sends the scores through a kernel that skips no block
+    dense = dense_score_factor(workload, seq) if kv_len is None else 1.0
+    masked = dense != 1.0
     fused = workload.attention == "fused"
-    if kv_len is None and not arch.is_mla:
-        attn_flops *= dense_score_factor(workload, seq)
+    if not arch.is_mla:
+        attn_flops *= dense
     cache_context = arch.cached_tokens(context) / L if arch.sliding_layers else context  # read per step
     # a quantized cache is read at its own size while decoding; a prefill attends to fresh K/V
     cache_read = (
