@@ -25,6 +25,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set longctx     # 4k-16k tokens, decode at batch 32
     python benchmarks/accuracy.py --set longcheck   # 4k-32k tokens, after the causal share
     python benchmarks/accuracy.py --set settings    # GradScaler, accumulation, SGD, checkpointed full
+    python benchmarks/accuracy.py --set losscheck   # the LM loss's blocks: large vocabularies, LoRA and full
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -1469,6 +1470,89 @@ SETTINGS: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# The LM loss's memory, written down before these ran (after the estimate's loss holds three
+# FP32 [tokens, vocab] blocks allocated and the freed 16-bit logits as a cached block beside
+# them): large vocabularies where the logits are most of the step, LoRA and full, checkpointed
+# or not, AMP, Gemma-2's soft-capped head, FP32 logits (no 16-bit copy), and a 32k-word
+# vocabulary beside them.
+LOSS_CHECK: list[tuple[str, dict[str, Any]]] = [
+    (
+        "gemma-3-1b-it",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 4096,
+        },
+    ),
+    (
+        "qwen2.5-1.5b-instruct",
+        {"mode": "train", "precision": "bf16", "optimizer": "adamw", "batch_size": 4, "seq_len": 2048},
+    ),
+    (
+        "llama-3.2-1b-instruct",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 8,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+    (
+        "qwen3-0.6b",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "batch_size": 8,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+    (
+        "gemma-2-2b-it",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 2048,
+        },
+    ),
+    (
+        "qwen2.5-0.5b-instruct",
+        {"mode": "train", "precision": "fp32", "optimizer": "adamw", "batch_size": 4, "seq_len": 1024},
+    ),
+    (
+        "mistral-7b-instruct-v0.3",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+    (
+        "llama-3.2-3b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -1488,6 +1572,7 @@ SETS = {
     "longctx": LONG_CONTEXT,
     "longcheck": LONG_CONTEXT_CHECK,
     "settings": SETTINGS,
+    "losscheck": LOSS_CHECK,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -1926,7 +2011,9 @@ def main(argv: list[str] | None = None) -> int:
         "mechanisms the newest set led to, on other shapes) or newfamilies (the families read after "
         "it, written down before they ran) or moetrain (MoE training and LoRA on models no MoE "
         "training point ran) or moecheck (MoE points written after the MoE change, before they ran) or "
-        "vision (InternVL and GLM-4.xV, LoRA on more MoE families)",
+        "vision (InternVL and GLM-4.xV, LoRA on more MoE families) or longctx / longcheck (4k-32k "
+        "tokens) or settings (GradScaler, accumulation, SGD, checkpointed full training) or losscheck "
+        "(the LM loss's blocks on large vocabularies, written before they ran)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(

@@ -130,6 +130,7 @@ class Estimate:
             "breakdown": self.breakdown,
             "first_step_reserve_bytes": self.memory.details.get("first_step_segments") or None,
             "capture_warmup_reserve_bytes": self.memory.details.get("capture_warmup_reserve") or None,
+            "loss_logits_cached_bytes": self.memory.details.get("loss_logits_block") or None,
             "peak_phase": self.memory.phase,
             "max_batch_size": self.max_batch_size,
             "max_context_tokens": self.max_context_tokens,

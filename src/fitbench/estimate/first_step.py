@@ -155,6 +155,8 @@ def activation_blocks(
             blocks = _layer_blocks(arch, dt, tokens, seg.saved_bytes, arch.is_moe_layer(layer)) + copies
         elif seg.name == "head" and arch.kind == "decoder":
             blocks = [tokens * arch.vocab_size * 4.0] * LOSS_LOGITS_BLOCKS
+            # and the 16-bit logits' block the forward freed (loss_logits_cached_bytes)
+            blocks.append(transformer_cost.loss_logits_cached_bytes(workload))
             blocks += [arch.vocab_size * arch.hidden_size * cast] if cast else []
         elif seg.name == "head":
             blocks = [seg.saved_bytes, *copies]

@@ -448,8 +448,8 @@ def peft_segments(workload: Workload, *, compiled: bool = False) -> list[GradedS
     else:
         # Frozen final norm (its FP32 input) and the FP32 logits' log_softmax kept for the loss;
         # the frozen LM head keeps no input.
-        head_saved = tokens * (4 * h + v * 4)
-        head_transient = tokens * v * (4 + 4 + dt.act)
+        head_saved = tokens * (4 * h + v * 4 + (v * dt.act if transformer_cost.softcapped(arch) else 0))
+        head_transient = tokens * v * (4 + 4)
         if compiled:
             head = transformer_cost.compiled_head_bytes_per_token(arch, dt, frozen=True)
             head_saved, head_transient = tokens * head[0], tokens * head[1]
@@ -545,6 +545,9 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
     dynamic_total = parts["activations"] + parts["temporaries"] + parts["gradients"]
     parts["workspace"] = profile.workspace_bytes
     parts["fragmentation"] = profile.fragmentation * dynamic_total
+    # the LM loss's freed 16-bit logits, cached beside its backward's FP32 blocks
+    loss_block = transformer_cost.loss_logits_cached_bytes(workload, compiled=compiled)
+    parts["fragmentation"] += loss_block
     # a captured compiled step's side-stream warm-up (Profile.capture_warmup_share)
     warmup = profile.capture_warmup_share * dynamic_total if compiled else 0.0
     parts["fragmentation"] += warmup
@@ -563,6 +566,8 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
     }
     if warmup:
         details["capture_warmup_reserve"] = int(warmup)
+    if loss_block:
+        details["loss_logits_block"] = int(loss_block)
     return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)
 
 

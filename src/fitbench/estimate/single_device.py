@@ -128,11 +128,7 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
         parts["temporaries"] = module.inference_transient_bytes(workload)
     dynamic_total = parts["activations"] + parts["temporaries"] + parts["kv_cache"] + parts["gradients"]
     parts["workspace"] = profile.workspace_bytes
-    parts["fragmentation"] = _fragmentation_share(workload, profile) * dynamic_total
-    if transformer_cost.compiled_step(workload, profile):
-        warmup = profile.capture_warmup_share * dynamic_total
-        parts["fragmentation"] += warmup
-        details["capture_warmup_reserve"] = int(warmup)
+    parts["fragmentation"] = _cached_beside_peak(workload, profile, dynamic_total, details)
     # transformers' own generate: what the replay lays out, and where a tied head is freed at load
     transformers_generate = framework == Framework.TORCH and profile.exec_mode == "default"
     laid_out = transformers_generate and generation_reserve.applies(workload)
@@ -171,6 +167,26 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
     return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)
 
 
+def _cached_beside_peak(
+    workload: Workload, profile: Profile, dynamic_total: float, details: dict[str, int]
+) -> float:
+    """What the allocator holds cached beside the peak's live tensors, before any replay: the
+    family's fragmentation share of the dynamic part, the LM loss's freed 16-bit logits
+    (transformer_cost.loss_logits_cached_bytes) and a compiled step's capture warm-up
+    (Profile.capture_warmup_share); the named parts are recorded in `details`."""
+    compiled = transformer_cost.compiled_step(workload, profile)
+    cached = _fragmentation_share(workload, profile) * dynamic_total
+    loss_block = transformer_cost.loss_logits_cached_bytes(workload, compiled=compiled)
+    if loss_block:
+        cached += loss_block
+        details["loss_logits_block"] = int(loss_block)
+    if compiled:
+        warmup = profile.capture_warmup_share * dynamic_total
+        cached += warmup
+        details["capture_warmup_reserve"] = int(warmup)
+    return cached
+
+
 @lru_cache(maxsize=1024)
 def _first_step_reserve(
     workload: Workload, framework: str, share: float, compiled: bool
@@ -196,7 +212,9 @@ def _first_step_reserve(
             gradients=gradients,
         )
 
-    after_backward = max(backward(True), backward(False) + first.gradient_segment_bytes)
+    # the loss's freed 16-bit logits stay cached beside the backward's largest moment
+    cached = transformer_cost.loss_logits_cached_bytes(workload, compiled=compiled)
+    after_backward = max(backward(True), backward(False) + cached + first.gradient_segment_bytes)
     return after_backward + first.optimizer_segment_bytes, first
 
 

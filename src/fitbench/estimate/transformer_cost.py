@@ -597,15 +597,15 @@ def training_segments(
         head_transient = b * h * 8.0
         head_cast = arch.head_params() if dt.amp else 0
     else:
-        # Final norm, lm_head input, and log_softmax of the FP32 logits kept for the loss;
-        # in backward the FP32 and 16-bit logits gradients exist together.
+        # Final norm, lm_head input, and log_softmax of the FP32 logits kept for the loss; the
+        # transient part is the loss's backward (loss_logits_cached_bytes).
         head_saved = tokens * (
             norm_saved_bytes_per_token(arch, h, dt.res)
             + h * dt.act
             + v * 4
             + (v * dt.act if softcapped(arch) else 0)
         )
-        head_transient = tokens * v * (4 + 4 + dt.act)
+        head_transient = tokens * v * (4 + 4)
         if compiled:
             saved, transient = compiled_head_bytes_per_token(arch, dt, frozen=False)
             head_saved, head_transient = tokens * saved, tokens * transient
@@ -623,6 +623,31 @@ def training_segments(
         )
     )
     return segs
+
+
+def loss_logits_cached_bytes(workload: Workload, *, compiled: bool = False) -> float:
+    """The 16-bit logits' block a decoder's LM loss leaves cached at its largest moment.
+
+    transformers' ForCausalLMLoss copies the 16-bit logits to FP32, takes log_softmax (its output
+    saved) and drops both the copy and the 16-bit logits when the forward returns. Its backward
+    then holds three FP32 blocks of [tokens, vocab] at once (the saved output, nll_loss's
+    gradient, log_softmax's gradient: the allocated peak, traced in
+    benchmarks/training_replay.py), and the freed 16-bit block, half their size, serves none of
+    them: it stays reserved beside them, cached memory that nvidia-smi shows and the allocator
+    would give back under pressure. None for FP32 logits (no copy) or a compiled step (which
+    keeps the 16-bit logits instead: compiled_head_bytes_per_token)."""
+    arch = workload.arch
+    if (
+        compiled
+        or not workload.is_training
+        or not isinstance(arch, TransformerArch)
+        or arch.kind != "decoder"
+    ):
+        return 0.0
+    act = workload.precision_info.activation_bytes
+    if act >= 4:
+        return 0.0
+    return workload.batch_size * (workload.seq_len or workload.tokens_per_sequence) * arch.vocab_size * act
 
 
 def compiled_head_bytes_per_token(
