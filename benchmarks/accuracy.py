@@ -26,6 +26,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set longcheck   # 4k-32k tokens, after the causal share
     python benchmarks/accuracy.py --set settings    # GradScaler, accumulation, SGD, checkpointed full
     python benchmarks/accuracy.py --set losscheck   # the LM loss's blocks: large vocabularies, LoRA and full
+    python benchmarks/accuracy.py --set replaycheck # full fine-tuning after the two-step allocator replay
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -1553,6 +1554,72 @@ LOSS_CHECK: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# Full fine-tuning after the estimate replays its first two steps through the allocator's
+# segments (estimate/first_step.py), written down before they ran: tied and untied heads, AMP,
+# checkpointing, the fused optimizer, a depth-cut 7B.
+REPLAY_CHECK: list[tuple[str, dict[str, Any]]] = [
+    (
+        "qwen2.5-3b-instruct",
+        {"mode": "train", "precision": "bf16", "optimizer": "adamw", "batch_size": 2, "seq_len": 2048},
+    ),
+    (
+        "llama-3.2-1b-instruct",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 4, "seq_len": 2048},
+    ),
+    (
+        "gemma-3-1b-it",
+        {"mode": "train", "precision": "bf16", "optimizer": "adamw", "batch_size": 4, "seq_len": 1024},
+    ),
+    (
+        "phi-3-mini-4k-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 16,
+        },
+    ),
+    (
+        "olmo-2-7b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "qwen2.5-1.5b-instruct",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+    (
+        "mistral-7b-instruct-v0.3",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "optimizer_impl": "fused",
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "llama-3.2-3b-instruct",
+        {"mode": "train", "precision": "bf16", "optimizer": "adamw", "batch_size": 4, "seq_len": 1024},
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -1573,6 +1640,7 @@ SETS = {
     "longcheck": LONG_CONTEXT_CHECK,
     "settings": SETTINGS,
     "losscheck": LOSS_CHECK,
+    "replaycheck": REPLAY_CHECK,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -2013,7 +2081,8 @@ def main(argv: list[str] | None = None) -> int:
         "training point ran) or moecheck (MoE points written after the MoE change, before they ran) or "
         "vision (InternVL and GLM-4.xV, LoRA on more MoE families) or longctx / longcheck (4k-32k "
         "tokens) or settings (GradScaler, accumulation, SGD, checkpointed full training) or losscheck "
-        "(the LM loss's blocks on large vocabularies, written before they ran)",
+        "(the LM loss's blocks on large vocabularies, written before they ran) or replaycheck (full "
+        "fine-tuning after the two-step allocator replay)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(

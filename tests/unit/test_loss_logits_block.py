@@ -40,8 +40,9 @@ def test_the_backward_allocates_three_fp32_logits_blocks(peft: str | None) -> No
 
 @pytest.mark.parametrize("precision", ["bf16", "amp-bf16", "fp16"])
 def test_the_freed_16_bit_logits_stay_cached_beside_them(precision: str) -> None:
-    """Counted in the fragmentation part (what nvidia-smi shows), not in what must fit."""
-    w = _logits_heavy(precision)
+    """Counted in the fragmentation part (what nvidia-smi shows), not in what must fit. (LoRA:
+    full training replays its allocations instead, test_full_training_replays_the_loss.)"""
+    w = _logits_heavy(precision, peft="lora")
     est = estimate(w, get_gpu("h100-sxm"))
     block = BATCH * SEQ * VOCAB * 2
     assert loss_logits_cached_bytes(w) == block
@@ -64,3 +65,14 @@ def test_no_block_outside_a_decoder_s_eager_training_step() -> None:
         mode="train", precision="bf16"
     )
     assert loss_logits_cached_bytes(encoder) == 0
+
+
+def test_full_training_replays_the_loss_s_blocks() -> None:
+    """Full training lays the loss's blocks out in the first two steps' replay (first_step.py):
+    the reserve holds the three FP32 blocks and the 16-bit one, the JSON names no separate block."""
+    w = _logits_heavy("bf16")
+    est = estimate(w, get_gpu("h100-sxm"))
+    logits = BATCH * SEQ * VOCAB
+    assert est.to_dict()["loss_logits_cached_bytes"] is None
+    fixed = sum(est.breakdown[k] for k in ("weights", "workspace", "cuda_context"))
+    assert est.peak_memory_bytes - fixed >= (3 * 4 + 2) * logits

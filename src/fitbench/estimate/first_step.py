@@ -1,31 +1,39 @@
-"""The first training step's reserve: where gradients and optimizer state find no cached block.
+"""The first two training steps' reserve: their allocations replayed through the allocator.
 
 A training step's NVML peak is the caching allocator's reserved peak (plus the CUDA context),
-and the reserve is set by the first step, which no later step outgrows by much. The first step
+and the reserve is set by the first two steps, which no later step outgrows. The first step
 runs in three phases (measured phase by phase with benchmarks/allocator_phases.py):
 
 1. The forward cuts a block for each saved activation; the blocks are as large as the
-   activations (a hidden-width tensor, an MLP-width one, the FP32 logits). With activation
-   checkpointing a block keeps its input alone: its other tensors are cut and freed, and the
-   backward recomputes them into the cache before it frees them again.
-2. The backward frees each block's activations as it walks back and allocates the parameters'
-   gradients. A gradient larger than every freed block takes a new segment.
+   activations (a hidden-width tensor, an MLP-width one). With activation checkpointing a
+   block keeps its input alone: its other tensors are cut and freed, and the backward
+   recomputes them into the cache before it frees them again. The LM loss allocates the
+   16-bit logits, their FP32 copy and log_softmax's output, and drops the first two.
+2. The backward allocates the loss's two FP32 gradients (three FP32 blocks at once: the
+   allocated peak of a large vocabulary), frees each block's activations as it walks back and
+   allocates the parameters' gradients. A gradient larger than every freed block takes a new
+   segment.
 3. The first `optimizer.step()` creates Adam's moments (`zeros_like` each parameter) and, with
    foreach, the square-root list (one tensor per parameter) while the whole forward's blocks
    sit freed in the cache. A parameter tensor larger than the blocks left (an MLP matrix of a
    wide model at a small batch, a stacked expert tensor, a large vocabulary's embedding) gets a
-   new segment for each of its moments and its square root, and the activation blocks stay
-   reserved for the next forward beside them.
+   new segment for each of its moments and its square root (Gemma-2-2B at batch 2 took 20 GB of
+   new segments for its moments and square roots, Phi-3 17 GB, OLMoE 22 GB).
 
-The reserve after the first step is then the forward's blocks plus those new segments, gigabytes
-above the allocated peak where the parameters are large against the activations (Gemma-2-2B at
-batch 2 took 20 GB of new segments for its moments and square roots, Phi-3 17 GB, OLMoE 22 GB). Where the
-optimizer's tensors do fit the freed blocks, the next forward takes new blocks instead and the
-reserve tracks the allocated peak (estimate.single_device takes the larger of the two).
+The second step (zero_grad frees the gradients) then runs the same forward and backward in
+what the first left: where the moments were carved out of the forward's blocks, the blocks they
+took (the loss's FP32 blocks first: the largest) come back as new segments, and the pieces the
+moments left stay cached beside them. On the meta-device trace (benchmarks/training_replay.py,
+which matches measured reserves within a few per cent) Llama-3.2-3B's second step took three
+new 1 GB logits blocks at batch 2.
 
-The blocks are the estimator's own activations, cut into tensors of the widths that produce them
-(activation_blocks); the parameter tensors are the matrices transformers builds
-(weight_matrices); estimate/allocator.py applies the allocator's rules to both.
+So the replay (_StepReplay) runs both steps through estimate/allocator.py's SegmentedPool:
+the blocks are the estimator's own activations, cut into tensors of the widths that produce
+them (activation_blocks); the parameter tensors are the matrices transformers builds
+(weight_matrices); a tied head's weight, made and freed at load, is a cached block from the
+start. Its peak reserve, less the allocated peak, is what the breakdown's fragmentation holds
+(single_device). What it leaves out: each block's transient tensors, the activation gradients,
+autocast's 16-bit weight gradients.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from fitbench.estimate import transformer_cost
-from fitbench.estimate.allocator import LargePool, freed_blocks
+from fitbench.estimate.allocator import SegmentedPool
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
 from fitbench.estimate.optimizer import OPTIMIZER_STATES, optimizer_element_bytes
 from fitbench.estimate.segments import Segment
@@ -55,10 +63,12 @@ class FirstStep:
     activation_block_bytes: float
     gradient_segment_bytes: float
     optimizer_segment_bytes: float
+    second_step_segment_bytes: float = 0.0
+    peak_reserved_bytes: float = 0.0
 
     @property
     def reserve_beyond_activations(self) -> float:
-        return self.gradient_segment_bytes + self.optimizer_segment_bytes
+        return self.gradient_segment_bytes + self.optimizer_segment_bytes + self.second_step_segment_bytes
 
 
 class Matrix(NamedTuple):
@@ -135,7 +145,7 @@ def _layer_blocks(
 
 
 def activation_blocks(
-    workload: Workload, segments: list[Segment], matrices: list[list[Matrix]]
+    workload: Workload, segments: list[Segment], matrices: list[list[Matrix]], *, compiled: bool = False
 ) -> list[list[float]]:
     """Each segment's tensors that its backward frees: its saved activations, as the tensors the
     forward cut for them, and under autocast the 16-bit copies of its matrices that the matmuls
@@ -153,7 +163,7 @@ def activation_blocks(
         if seg.name.startswith("layer"):
             layer = int(seg.name[len("layer") :])
             blocks = _layer_blocks(arch, dt, tokens, seg.saved_bytes, arch.is_moe_layer(layer)) + copies
-        elif seg.name == "head" and arch.kind == "decoder":
+        elif seg.name == "head" and arch.kind == "decoder" and not compiled:
             blocks = [tokens * arch.vocab_size * 4.0] * LOSS_LOGITS_BLOCKS
             # and the 16-bit logits' block the forward freed (loss_logits_cached_bytes)
             blocks.append(transformer_cost.loss_logits_cached_bytes(workload))
@@ -182,65 +192,150 @@ def _applies(workload: Workload, framework: str) -> bool:
     )
 
 
-def _optimizer_requests(workload: Workload, framework: str, pool: LargePool, sizes: list[int]) -> None:
-    """The first optimizer.step()'s allocations, in torch.optim's order: each parameter's state
-    (`_init_group`: zeros_like per moment), then the step's temporaries
-    (optimizer.optimizer_step_scratch: foreach's square-root list, all alive at once; the
-    for-loop's square root and quotient of one tensor, freed before the next)."""
-    state_bytes = optimizer_element_bytes(workload, framework)
-    states = OPTIMIZER_STATES[workload.optimizer]
-    for n in sizes:
-        for _ in range(states):
-            pool.allocate(n * state_bytes)
-    if states < 2 or workload.optimizer_impl == "fused":
-        return
-    for n in sizes:
-        pool.allocate(n * state_bytes)
-        if workload.optimizer_impl == "for-loop":
-            pool.allocate(n * state_bytes)
-            pool.free(n * state_bytes)
-            pool.free(n * state_bytes)
+class _StepReplay:
+    """Two training steps' large allocations through the allocator's segments (SegmentedPool):
+    the forward's blocks, the LM loss's sequence, the backward's gradients, the first optimizer
+    step's states and scratch, zero_grad, then the same step again. Each phase's new segments
+    are recorded."""
+
+    def __init__(self, workload: Workload, framework: str, segments: list[Segment], compiled: bool) -> None:
+        arch = workload.arch
+        assert isinstance(arch, TransformerArch)
+        self.workload, self.segments = workload, segments
+        self.matrices = weight_matrices(arch)
+        self.blocks = activation_blocks(workload, segments, self.matrices, compiled=compiled)
+        self.grad_bytes = workload.precision_info.grad_bytes
+        self.state_bytes = optimizer_element_bytes(workload, framework)
+        self.pool = SegmentedPool()
+        tokens = workload.batch_size * (workload.seq_len or workload.tokens_per_sequence)
+        # the eager LM loss's sequence (a compiled step's head is one segment's saved tensors)
+        self.logits = tokens * arch.vocab_size if arch.kind == "decoder" and not compiled else 0
+        self.logits_16 = transformer_cost.loss_logits_cached_bytes(workload, compiled=compiled)
+        if arch.kind == "decoder" and arch.tie_embeddings:
+            # loading makes a tied LM head's own weight, then frees it: a cached block
+            head = arch.vocab_size * arch.hidden_size * workload.precision_info.weight_bytes
+            self.pool.malloc("tied_head", head)
+            self.pool.free("tied_head")
+
+    def _recomputed(self, seg: Segment) -> bool:
+        return self.workload.checkpointing and seg.name.startswith("layer")
+
+    def _head_blocks(self, i: int) -> list[float]:
+        """The head's blocks other than the loss's (activation_blocks lists those first)."""
+        return self.blocks[i][LOSS_LOGITS_BLOCKS + (1 if self.logits_16 else 0) :]
+
+    def forward(self, step: int) -> None:
+        pool = self.pool
+        for i, seg in enumerate(self.segments):
+            if seg.name == "head" and self.logits:
+                for j, block in enumerate(self._head_blocks(i)):
+                    pool.malloc(("act", i, j), block)
+                # the loss: the 16-bit logits and their FP32 copy (one tensor for FP32 logits),
+                # log_softmax's output kept; the copy and the logits dropped when it returns
+                if self.logits_16:
+                    pool.malloc("logits16", self.logits_16)
+                pool.malloc("logits32", self.logits * 4)
+                pool.malloc("log_softmax", self.logits * 4)
+                pool.free("logits32")
+                pool.free("logits16")
+                continue
+            for j, block in enumerate(self.blocks[i]):
+                pool.malloc(("act", i, j), block)
+            if self._recomputed(seg):  # checkpointed: the block's input kept, the rest cut
+                pool.malloc(("input", i), seg.input_bytes)
+                for j in range(len(self.blocks[i])):
+                    pool.free(("act", i, j))
+
+    def backward(self) -> None:
+        pool = self.pool
+        for i in range(len(self.segments) - 1, -1, -1):
+            seg = self.segments[i]
+            if seg.name == "head" and self.logits:
+                # nll_loss's gradient, log_softmax's gradient (the three FP32 blocks at once),
+                # the 16-bit gradient the head's matmul reads
+                pool.malloc("nll_grad", self.logits * 4)
+                pool.malloc("log_softmax_grad", self.logits * 4)
+                pool.free("nll_grad")
+                pool.free("log_softmax")
+                if self.logits_16:
+                    pool.malloc("logits16_grad", self.logits_16)
+                    pool.free("log_softmax_grad")
+                    self._gradients(i)
+                    pool.free("logits16_grad")
+                else:
+                    self._gradients(i)
+                    pool.free("log_softmax_grad")
+                for j in range(len(self._head_blocks(i))):
+                    pool.free(("act", i, j))
+                continue
+            if self._recomputed(seg):
+                for j, block in enumerate(self.blocks[i]):
+                    pool.malloc(("act", i, j), block)
+                pool.free(("input", i))
+            for j in range(len(self.blocks[i])):
+                pool.free(("act", i, j))
+            self._gradients(i)
+
+    def _gradients(self, i: int) -> None:
+        for k in range(len(self.matrices[i]) - 1, -1, -1):
+            self.pool.malloc(("grad", i, k), self.matrices[i][k].elements * self.grad_bytes)
+
+    def optimizer_step(self, first: bool) -> None:
+        """torch.optim's order: each parameter's state at the first step (`_init_group`:
+        zeros_like per moment), then the step's temporaries (optimizer.optimizer_step_scratch:
+        foreach's square-root list, all alive at once; the for-loop's square root and quotient
+        of one tensor, freed before the next)."""
+        pool, workload = self.pool, self.workload
+        states = OPTIMIZER_STATES[workload.optimizer]
+        params = [(i, k, m.elements) for i, mats in enumerate(self.matrices) for k, m in enumerate(mats)]
+        if first:
+            for i, k, n in params:
+                for st in range(states):
+                    pool.malloc(("state", i, k, st), n * self.state_bytes)
+        if states < 2 or workload.optimizer_impl == "fused":
+            return
+        for i, k, n in params:
+            pool.malloc(("root", i, k), n * self.state_bytes)
+            if workload.optimizer_impl == "for-loop":
+                pool.malloc(("quotient", i, k), n * self.state_bytes)
+                pool.free(("quotient", i, k))
+                pool.free(("root", i, k))
+        for i, k, _ in params:
+            pool.free(("root", i, k))
+
+    def zero_grad(self) -> None:
+        for i, mats in enumerate(self.matrices):
+            for k in range(len(mats)):
+                self.pool.free(("grad", i, k))
 
 
-def _checkpointed_backward_pool(segments: list[Segment], blocks: list[list[float]]) -> LargePool:
-    """The cache a checkpointed step's backward starts from: its forward ran each block without
-    keeping its tensors (transformers' gradient checkpointing saves a block's input alone), so
-    every block cut and freed the same tensors, and one block's worth of them sits cached; the
-    saved inputs and the other segments' tensors are alive. The backward then recomputes each
-    block into that cache before it frees it (first_step)."""
-    layers = [b for seg, b in zip(segments, blocks, strict=True) if seg.name.startswith("layer")]
-    return LargePool(freed_blocks(layers[-1])) if layers else LargePool()
-
-
-def first_step(workload: Workload, framework: str, segments: list[Segment]) -> FirstStep | None:
-    """The first step's new segments beyond the forward's blocks (module docstring); None where
-    it does not apply (_applies)."""
+def first_step(
+    workload: Workload, framework: str, segments: list[Segment], *, compiled: bool = False
+) -> FirstStep | None:
+    """The first step's new segments beyond the forward's blocks, and the second step's beyond
+    the first's (module docstring); None where it does not apply (_applies)."""
     if not _applies(workload, framework):
         return None
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
-    matrices = weight_matrices(arch)
-    if len(matrices) != len(segments):  # a layout the two sides do not share
+    if len(weight_matrices(arch)) != len(segments):  # a layout the two sides do not share
         return None
-    blocks = activation_blocks(workload, segments, matrices)
-    grad_bytes = workload.precision_info.grad_bytes
-    pool = _checkpointed_backward_pool(segments, blocks) if workload.checkpointing else LargePool()
-    # The backward: each segment frees its blocks, then its parameters' gradients appear.
-    for seg, seg_blocks, seg_matrices in zip(
-        reversed(segments), reversed(blocks), reversed(matrices), strict=True
-    ):
-        recomputed = workload.checkpointing and seg.name.startswith("layer")
-        if recomputed:  # the block's forward runs again, cutting its tensors from the cache
-            for block in seg_blocks:
-                pool.allocate(block)
-        for block in freed_blocks([*seg_blocks, seg.input_bytes] if recomputed else seg_blocks):
-            pool.free(block)
-        for matrix in reversed(seg_matrices):
-            pool.allocate(matrix.elements * grad_bytes)
-    gradient_segments = pool.new_segment_bytes
-    _optimizer_requests(workload, framework, pool, [m.elements for seg in matrices for m in seg])
+    replay = _StepReplay(workload, framework, segments, compiled)
+    pool = replay.pool
+    replay.forward(0)
+    forward = pool.reserved
+    replay.backward()
+    after_backward = pool.reserved
+    replay.optimizer_step(first=True)
+    after_optimizer = pool.reserved
+    replay.zero_grad()
+    replay.forward(1)
+    replay.backward()
+    replay.optimizer_step(first=False)
     return FirstStep(
-        activation_block_bytes=sum(b for seg in blocks for b in seg),
-        gradient_segment_bytes=gradient_segments,
-        optimizer_segment_bytes=pool.new_segment_bytes - gradient_segments,
+        activation_block_bytes=sum(b for seg in replay.blocks for b in seg),
+        gradient_segment_bytes=after_backward - forward,
+        optimizer_segment_bytes=after_optimizer - after_backward,
+        second_step_segment_bytes=pool.reserved - after_optimizer,
+        peak_reserved_bytes=pool.peak_reserved,
     )

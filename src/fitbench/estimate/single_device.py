@@ -91,6 +91,7 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
     parts["quantization_scales"] = scales
     details: dict[str, int] = {}
     first: tuple[float, first_step.FirstStep] | None = None
+    compiled = False
     if workload.is_training:
         state, master, _ = optimizer_bytes(workload, framework)
         parts["optimizer_state"] = state
@@ -104,7 +105,7 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
         # and empties the cache only after it (backends/torch/tuned.py _release_compile_memory):
         # the process peak nvidia-smi shows has seen the first step's segments in both modes.
         if reserve:
-            first = _first_step_reserve(workload, framework, share, compiled)
+            first = _first_step_reserve(workload, framework, compiled)
     elif workload.is_generation:
         phase = "generate"
         parts["kv_cache"] = transformer_cost.kv_cache_bytes(workload)
@@ -154,16 +155,10 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
             details["tied_head_load_block"] = int(head)
     parts["cuda_context"] = profile.context_bytes
     if first is not None:
-        # The first step's reserve beyond this peak: cached, so the allocator frees it under
-        # pressure (required_bytes leaves fragmentation out), but nvidia-smi shows it.
-        first_total, segments = first
-        beyond = first_total + parts["weights"] + parts["quantization_scales"] + parts["master_weights"]
-        beyond += parts["workspace"] + parts["cuda_context"] - sum(parts.values())
-        if beyond > 0:
-            parts["fragmentation"] += beyond
-            details["first_step_segments"] = int(beyond)
-            details["first_step_gradient_segments"] = int(segments.gradient_segment_bytes)
-            details["first_step_optimizer_segments"] = int(segments.optimizer_segment_bytes)
+        # a compiled step keeps the family's share beside the replay (its tensors are not the
+        # eager step's that the replay lays out)
+        kept = _fragmentation_share(workload, profile) * dynamic_total if compiled else 0.0
+        _replace_with_replayed_reserve(parts, details, *first, kept=kept)
     return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)
 
 
@@ -187,35 +182,47 @@ def _cached_beside_peak(
     return cached
 
 
+def _replace_with_replayed_reserve(
+    parts: dict[str, float],
+    details: dict[str, int],
+    reserved: float,
+    replay: first_step.FirstStep,
+    *,
+    kept: float = 0.0,
+) -> None:
+    """Where the first two steps are replayed through the allocator (first_step.py), what it
+    holds beyond the allocated peak is the replay's reserve less that peak: it replaces the
+    family's fragmentation share and the loss's cached block, which the replay lays out itself
+    (a later step may carve that block up). Cached memory: the allocator frees it under pressure
+    (required_bytes leaves fragmentation out), but nvidia-smi shows it. A compiled step's capture
+    warm-up comes later and reserves on its own stream: the larger of the two stays, above the
+    share `kept` where one is kept."""
+    fixed = parts["weights"] + parts["quantization_scales"] + parts["master_weights"]
+    fixed += parts["workspace"] + parts["cuda_context"]
+    allocated = sum(parts.values()) - parts["fragmentation"]
+    beyond = max(0.0, reserved + fixed - allocated - kept)
+    parts["fragmentation"] = kept + max(beyond, float(details.get("capture_warmup_reserve", 0)))
+    details.pop("loss_logits_block", None)
+    if beyond > 0:
+        details["first_step_segments"] = int(beyond)
+        details["first_step_gradient_segments"] = int(replay.gradient_segment_bytes)
+        details["first_step_optimizer_segments"] = int(replay.optimizer_segment_bytes)
+        details["second_step_segments"] = int(replay.second_step_segment_bytes)
+
+
 @lru_cache(maxsize=1024)
 def _first_step_reserve(
-    workload: Workload, framework: str, share: float, compiled: bool
+    workload: Workload, framework: str, compiled: bool
 ) -> tuple[float, first_step.FirstStep] | None:
-    """What the first training step reserves beyond its weights (first_step.py), with the new
-    segments behind it: its backward's reserve (the blocks of its activations with the segments
-    the gradients took beside them, at least the most its backward holds at once, as the
-    breakdown judges it) plus the new segments of its first optimizer step. None where
-    first_step does not apply. Cached: the searches and the advice ask for the same job on many
-    cards."""
+    """What the first two training steps reserve beyond the weights (first_step.py: their
+    allocations replayed through the allocator's segments), with the replay behind it. None
+    where first_step does not apply. Cached: the searches and the advice ask for the same job
+    on many cards."""
     graded = graded_segments(workload, framework, compiled=compiled)
-    first = first_step.first_step(workload, framework, [seg for seg, _ in graded])
+    first = first_step.first_step(workload, framework, [seg for seg, _ in graded], compiled=compiled)
     if first is None:
         return None
-
-    def backward(gradients: bool) -> float:
-        return liveness.backward_total(
-            graded,
-            cast_bytes=workload.precision_info.cast_cache_bytes,
-            checkpointing=workload.checkpointing,
-            grad_accum=workload.grad_accum,
-            fragmentation=share,
-            gradients=gradients,
-        )
-
-    # the loss's freed 16-bit logits stay cached beside the backward's largest moment
-    cached = transformer_cost.loss_logits_cached_bytes(workload, compiled=compiled)
-    after_backward = max(backward(True), backward(False) + cached + first.gradient_segment_bytes)
-    return after_backward + first.optimizer_segment_bytes, first
+    return first.peak_reserved_bytes, first
 
 
 def _fragmentation_share(workload: Workload, profile: Profile) -> float:
