@@ -43,6 +43,8 @@ OTHER_CARD_FILES = sorted(
         "vision",
         "longctx",
         "longcheck",
+        "losscheck",
+        "replaycheck",
     )
     for path in protocol.RESULTS.glob(f"accuracy-{pattern}-*.json")
     if "-h200-" not in path.name

@@ -165,11 +165,13 @@ def test_the_tuned_mode_keeps_the_first_steps_segments_in_its_peak():
 @pytest.mark.parametrize(
     "overrides",
     [
-        {"peft": "lora"},
+        {"peft": "qlora"},
         {"grad_accum": 4},
     ],
 )
-def test_it_applies_to_plain_full_training_only(overrides):
+def test_it_applies_to_full_and_lora_training_step_by_step(overrides):
+    """Not to QLoRA (bitsandbytes' transient dequantized weights are not laid out), nor to
+    accumulation (other liveness), nor to Paddle (another allocator)."""
     w = wide_training(1).replace(**overrides)
     assert first_step(w, "torch", training_segments(w, "torch")) is None
     assert first_step(wide_training(1), "paddle", training_segments(w, "paddle")) is None
@@ -258,3 +260,17 @@ def test_a_checkpointed_backward_recomputes_each_block_into_the_cache():
         >= a.gradient_segment_bytes + a.optimizer_segment_bytes
     )
     assert b.activation_block_bytes == a.activation_block_bytes  # the same tensors, recomputed
+
+
+def test_lora_replays_its_adapters_beside_the_frozen_model_s_blocks():
+    """LoRA's frozen base has no gradients or moments: the replay lays out the activation and
+    loss blocks, and the adapters' FP32 gradients and moments, which a rank-256 adapter of a
+    4096 x 11008 matrix makes large-pool requests of (11 MB); peft.py lists them."""
+    from fitbench.estimate.peft import _replayed
+
+    w = wide_training(1).replace(peft="lora", precision="bf16")
+    assert first_step(w, "torch", training_segments(w, "torch")) is None  # no adapter list
+    small, large = _replayed(w, "torch", False), _replayed(w.replace(lora_rank=256), "torch", False)
+    assert small is not None and large is not None
+    assert small.optimizer_segment_bytes < large.optimizer_segment_bytes + 1
+    assert large.peak_reserved_bytes > small.peak_reserved_bytes

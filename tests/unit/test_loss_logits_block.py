@@ -40,9 +40,10 @@ def test_the_backward_allocates_three_fp32_logits_blocks(peft: str | None) -> No
 
 @pytest.mark.parametrize("precision", ["bf16", "amp-bf16", "fp16"])
 def test_the_freed_16_bit_logits_stay_cached_beside_them(precision: str) -> None:
-    """Counted in the fragmentation part (what nvidia-smi shows), not in what must fit. (LoRA:
-    full training replays its allocations instead, test_full_training_replays_the_loss.)"""
-    w = _logits_heavy(precision, peft="lora")
+    """Counted in the fragmentation part (what nvidia-smi shows), not in what must fit, where the
+    step is not replayed through the allocator (accumulation here; full and LoRA training replay
+    it: test_full_training_replays_the_loss_s_blocks)."""
+    w = _logits_heavy(precision, peft="lora", grad_accum=2)
     est = estimate(w, get_gpu("h100-sxm"))
     block = BATCH * SEQ * VOCAB * 2
     assert loss_logits_cached_bytes(w) == block

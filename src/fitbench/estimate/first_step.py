@@ -127,10 +127,11 @@ def weight_matrices(arch: TransformerArch) -> list[list[Matrix]]:
 
 
 def _layer_blocks(
-    arch: TransformerArch, dt: ActivationDtypes, tokens: int, saved: float, moe: bool
+    arch: TransformerArch, dt: ActivationDtypes, tokens: int, saved: float, moe: bool, scores: float = 0.0
 ) -> list[float]:
-    """One block's saved activations as tensors: the MLP's (or the experts') at their width, the
-    rest at the hidden width of the residual stream."""
+    """One block's saved activations as tensors: eager attention's score matrices (`scores`
+    elements each: transformer_cost.eager_saved_score_bytes), the MLP's (or the experts') at
+    their width, the rest at the hidden width of the residual stream."""
     h = arch.hidden_size
     if moe:
         k, fe = transformer_cost.routed_copies(arch), arch.expert_intermediate_size
@@ -139,6 +140,8 @@ def _layer_blocks(
     else:
         f = arch.intermediate_size
         wide = [tokens * f * dt.act] * (4 if arch.mlp == "swiglu" else 2)
+    if scores:
+        wide += [scores * b for b in transformer_cost.eager_saved_score_bytes(arch, dt)]
     narrow = tokens * h * max(dt.res, dt.act)
     rest = max(0.0, saved - sum(wide))
     return wide + [narrow] * round(rest / narrow)
@@ -157,12 +160,17 @@ def activation_blocks(
     tokens = workload.batch_size * (workload.seq_len or workload.tokens_per_sequence)
     cast = workload.precision_info.cast_cache_bytes if dt.amp else 0
     experts_uncast = transformer_cost.experts_in_weight_dtype(arch, dt)
+    seq = workload.seq_len or workload.tokens_per_sequence
+    # eager attention's score matrices, [batch, heads, seq, seq] (decoders and encoders alike)
+    scores = tokens * arch.num_heads * seq if workload.attention == "eager" else 0.0
     out: list[list[float]] = []
     for seg, mats in zip(segments, matrices, strict=True):
         copies = [m.elements * cast for m in mats if cast and not (m.expert and experts_uncast)]
         if seg.name.startswith("layer"):
             layer = int(seg.name[len("layer") :])
-            blocks = _layer_blocks(arch, dt, tokens, seg.saved_bytes, arch.is_moe_layer(layer)) + copies
+            blocks = (
+                _layer_blocks(arch, dt, tokens, seg.saved_bytes, arch.is_moe_layer(layer), scores) + copies
+            )
         elif seg.name == "head" and arch.kind == "decoder" and not compiled:
             blocks = [tokens * arch.vocab_size * 4.0] * LOSS_LOGITS_BLOCKS
             # and the 16-bit logits' block the forward freed (loss_logits_cached_bytes)
@@ -177,16 +185,17 @@ def activation_blocks(
 
 
 def _applies(workload: Workload, framework: str) -> bool:
-    """Full training of a transformer on one GPU through PyTorch's allocator (DDP's buckets and
-    the sharded strategies' flat buffers allocate otherwise), every step alike: not LoRA
-    (frozen weights, few states), not accumulation (other liveness), not Paddle (another
-    allocator), not a vision transformer (patch embeddings outside weight_matrices)."""
+    """Full or LoRA training of a transformer on one GPU through PyTorch's allocator (DDP's
+    buckets and the sharded strategies' flat buffers allocate otherwise), every step alike: not
+    QLoRA (bitsandbytes dequantizes each weight into a transient block the replay does not
+    lay out), not accumulation (other liveness), not Paddle (another allocator), not a vision
+    transformer (patch embeddings outside weight_matrices)."""
     arch = workload.arch
     return (
         framework == "torch"
         and workload.gpus == 1
         and isinstance(arch, TransformerArch)
-        and not workload.peft
+        and workload.peft in (None, "lora")
         and workload.grad_accum == 1
         and not arch.patch_size
     )
@@ -198,19 +207,34 @@ class _StepReplay:
     step's states and scratch, zero_grad, then the same step again. Each phase's new segments
     are recorded."""
 
-    def __init__(self, workload: Workload, framework: str, segments: list[Segment], compiled: bool) -> None:
+    def __init__(
+        self,
+        workload: Workload,
+        framework: str,
+        segments: list[Segment],
+        compiled: bool,
+        adapters: list[list[Matrix]] | None = None,
+        adapter_bytes: int = 4,
+    ) -> None:
         arch = workload.arch
         assert isinstance(arch, TransformerArch)
         self.workload, self.segments = workload, segments
         self.matrices = weight_matrices(arch)
+        # what has gradients and moments: every matrix, or under LoRA the adapters' A and B (in
+        # their own dtype; the base frozen)
         self.blocks = activation_blocks(workload, segments, self.matrices, compiled=compiled)
+        self.trainable = self.matrices
         self.grad_bytes = workload.precision_info.grad_bytes
         self.state_bytes = optimizer_element_bytes(workload, framework)
+        if adapters is not None:
+            self.trainable = adapters
+            self.grad_bytes = self.state_bytes = adapter_bytes
         self.pool = SegmentedPool()
         tokens = workload.batch_size * (workload.seq_len or workload.tokens_per_sequence)
         # the eager LM loss's sequence (a compiled step's head is one segment's saved tensors)
         self.logits = tokens * arch.vocab_size if arch.kind == "decoder" and not compiled else 0
         self.logits_16 = transformer_cost.loss_logits_cached_bytes(workload, compiled=compiled)
+        self.softcap = bool(self.logits_16) and transformer_cost.softcapped(arch)
         if arch.kind == "decoder" and arch.tie_embeddings:
             # loading makes a tied LM head's own weight, then frees it: a cached block
             head = arch.vocab_size * arch.hidden_size * workload.precision_info.weight_bytes
@@ -232,6 +256,12 @@ class _StepReplay:
                     pool.malloc(("act", i, j), block)
                 # the loss: the 16-bit logits and their FP32 copy (one tensor for FP32 logits),
                 # log_softmax's output kept; the copy and the logits dropped when it returns
+                if self.softcap:  # Gemma-2: cap * tanh(logits / cap), tanh's output kept
+                    pool.malloc("lm_head_out", self.logits_16)
+                    pool.malloc("capped_in", self.logits_16)
+                    pool.free("lm_head_out")
+                    pool.malloc("tanh", self.logits_16)
+                    pool.free("capped_in")
                 if self.logits_16:
                     pool.malloc("logits16", self.logits_16)
                 pool.malloc("logits32", self.logits * 4)
@@ -260,8 +290,16 @@ class _StepReplay:
                 if self.logits_16:
                     pool.malloc("logits16_grad", self.logits_16)
                     pool.free("log_softmax_grad")
+                    last = "logits16_grad"
+                    if self.softcap:  # back through the cap's product, tanh and quotient
+                        for grad in ("mul_grad", "tanh_grad", "div_grad"):
+                            pool.malloc(grad, self.logits_16)
+                            pool.free(last)
+                            if grad == "tanh_grad":
+                                pool.free("tanh")
+                            last = grad
                     self._gradients(i)
-                    pool.free("logits16_grad")
+                    pool.free(last)
                 else:
                     self._gradients(i)
                     pool.free("log_softmax_grad")
@@ -277,8 +315,8 @@ class _StepReplay:
             self._gradients(i)
 
     def _gradients(self, i: int) -> None:
-        for k in range(len(self.matrices[i]) - 1, -1, -1):
-            self.pool.malloc(("grad", i, k), self.matrices[i][k].elements * self.grad_bytes)
+        for k in range(len(self.trainable[i]) - 1, -1, -1):
+            self.pool.malloc(("grad", i, k), self.trainable[i][k].elements * self.grad_bytes)
 
     def optimizer_step(self, first: bool) -> None:
         """torch.optim's order: each parameter's state at the first step (`_init_group`:
@@ -287,7 +325,7 @@ class _StepReplay:
         of one tensor, freed before the next)."""
         pool, workload = self.pool, self.workload
         states = OPTIMIZER_STATES[workload.optimizer]
-        params = [(i, k, m.elements) for i, mats in enumerate(self.matrices) for k, m in enumerate(mats)]
+        params = [(i, k, m.elements) for i, mats in enumerate(self.trainable) for k, m in enumerate(mats)]
         if first:
             for i, k, n in params:
                 for st in range(states):
@@ -304,13 +342,18 @@ class _StepReplay:
             pool.free(("root", i, k))
 
     def zero_grad(self) -> None:
-        for i, mats in enumerate(self.matrices):
+        for i, mats in enumerate(self.trainable):
             for k in range(len(mats)):
                 self.pool.free(("grad", i, k))
 
 
 def first_step(
-    workload: Workload, framework: str, segments: list[Segment], *, compiled: bool = False
+    workload: Workload,
+    framework: str,
+    segments: list[Segment],
+    *,
+    compiled: bool = False,
+    adapters: list[list[Matrix]] | None = None,
 ) -> FirstStep | None:
     """The first step's new segments beyond the forward's blocks, and the second step's beyond
     the first's (module docstring); None where it does not apply (_applies)."""
@@ -320,7 +363,9 @@ def first_step(
     assert isinstance(arch, TransformerArch)
     if len(weight_matrices(arch)) != len(segments):  # a layout the two sides do not share
         return None
-    replay = _StepReplay(workload, framework, segments, compiled)
+    if workload.peft and adapters is None:
+        return None  # LoRA's trainable tensors are the adapters: peft.py lists them
+    replay = _StepReplay(workload, framework, segments, compiled, adapters)
     pool = replay.pool
     replay.forward(0)
     forward = pool.reserved
@@ -339,3 +384,42 @@ def first_step(
         second_step_segment_bytes=pool.reserved - after_optimizer,
         peak_reserved_bytes=pool.peak_reserved,
     )
+
+
+# The breakdown's parts the replay does not lay out: loaded before the steps, or outside the
+# caching allocator's pool.
+FIXED_PARTS = (
+    "weights",
+    "quantization_scales",
+    "master_weights",
+    "adapter_weights",
+    "workspace",
+    "cuda_context",
+)
+
+
+def replace_with_replayed_reserve(
+    parts: dict[str, float],
+    details: dict[str, int],
+    reserved: float,
+    replay: FirstStep,
+    *,
+    kept: float = 0.0,
+) -> None:
+    """Where the first two steps are replayed through the allocator (first_step.py), what it
+    holds beyond the allocated peak is the replay's reserve less that peak: it replaces the
+    family's fragmentation share and the loss's cached block, which the replay lays out itself
+    (a later step may carve that block up). Cached memory: the allocator frees it under pressure
+    (required_bytes leaves fragmentation out), but nvidia-smi shows it. A compiled step's capture
+    warm-up comes later and reserves on its own stream: the larger of the two stays, above the
+    share `kept` where one is kept."""
+    fixed = sum(parts.get(name, 0.0) for name in FIXED_PARTS)
+    allocated = sum(parts.values()) - parts["fragmentation"]
+    beyond = max(0.0, reserved + fixed - allocated - kept)
+    parts["fragmentation"] = kept + max(beyond, float(details.get("capture_warmup_reserve", 0)))
+    details.pop("loss_logits_block", None)
+    if beyond > 0:
+        details["first_step_segments"] = int(beyond)
+        details["first_step_gradient_segments"] = int(replay.gradient_segment_bytes)
+        details["first_step_optimizer_segments"] = int(replay.optimizer_segment_bytes)
+        details["second_step_segments"] = int(replay.second_step_segment_bytes)

@@ -35,8 +35,9 @@ other; nothing here calls back up.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
-from fitbench.estimate import liveness, transformer_cost
+from fitbench.estimate import first_step, liveness, transformer_cost
 from fitbench.estimate.breakdown import PART_NAMES, MemoryBreakdown, with_part
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
 from fitbench.estimate.liveness import GradedSegment
@@ -568,7 +569,33 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
         details["capture_warmup_reserve"] = int(warmup)
     if loss_block:
         details["loss_logits_block"] = int(loss_block)
+    replay = _replayed(workload, profile.framework, compiled)
+    if replay is not None:
+        # LoRA keeps the family's share under the replay's reserve: its blocks are activations
+        # alone, and each block's transients, which the replay does not lay out, take their own
+        kept = profile.fragmentation * dynamic_total
+        first_step.replace_with_replayed_reserve(
+            parts, details, replay.peak_reserved_bytes, replay, kept=kept
+        )
     return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)
+
+
+@lru_cache(maxsize=1024)
+def _replayed(workload: Workload, framework: str, compiled: bool) -> first_step.FirstStep | None:
+    """The first two steps replayed through the allocator (first_step.py): the frozen model's
+    activation blocks and the LM loss's; None where the replay does not apply. Cached: the
+    searches and the advice ask for the same job on many cards."""
+    segments = [seg for seg, _ in peft_segments(workload, compiled=compiled)]
+    arch = adapted_arch(workload)
+    r = workload.lora_rank
+    adapters: list[list[first_step.Matrix]] = []
+    for seg in segments:
+        if not seg.name.startswith("layer"):
+            adapters.append([])
+            continue
+        linears = lora_linears(workload, moe_layer=arch.is_moe_layer(int(seg.name[len("layer") :])))
+        adapters.append([first_step.Matrix(n) for _, fin, fout in linears for n in (r * fin, fout * r)])
+    return first_step.first_step(workload, framework, segments, compiled=compiled, adapters=adapters)
 
 
 def assumptions(workload: Workload) -> tuple[str, ...]:

@@ -158,7 +158,7 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
         # a compiled step keeps the family's share beside the replay (its tensors are not the
         # eager step's that the replay lays out)
         kept = _fragmentation_share(workload, profile) * dynamic_total if compiled else 0.0
-        _replace_with_replayed_reserve(parts, details, *first, kept=kept)
+        first_step.replace_with_replayed_reserve(parts, details, *first, kept=kept)
     return MemoryBreakdown(parts={k: round(v) for k, v in parts.items()}, phase=phase, details=details)
 
 
@@ -180,34 +180,6 @@ def _cached_beside_peak(
         cached += warmup
         details["capture_warmup_reserve"] = int(warmup)
     return cached
-
-
-def _replace_with_replayed_reserve(
-    parts: dict[str, float],
-    details: dict[str, int],
-    reserved: float,
-    replay: first_step.FirstStep,
-    *,
-    kept: float = 0.0,
-) -> None:
-    """Where the first two steps are replayed through the allocator (first_step.py), what it
-    holds beyond the allocated peak is the replay's reserve less that peak: it replaces the
-    family's fragmentation share and the loss's cached block, which the replay lays out itself
-    (a later step may carve that block up). Cached memory: the allocator frees it under pressure
-    (required_bytes leaves fragmentation out), but nvidia-smi shows it. A compiled step's capture
-    warm-up comes later and reserves on its own stream: the larger of the two stays, above the
-    share `kept` where one is kept."""
-    fixed = parts["weights"] + parts["quantization_scales"] + parts["master_weights"]
-    fixed += parts["workspace"] + parts["cuda_context"]
-    allocated = sum(parts.values()) - parts["fragmentation"]
-    beyond = max(0.0, reserved + fixed - allocated - kept)
-    parts["fragmentation"] = kept + max(beyond, float(details.get("capture_warmup_reserve", 0)))
-    details.pop("loss_logits_block", None)
-    if beyond > 0:
-        details["first_step_segments"] = int(beyond)
-        details["first_step_gradient_segments"] = int(replay.gradient_segment_bytes)
-        details["first_step_optimizer_segments"] = int(replay.optimizer_segment_bytes)
-        details["second_step_segments"] = int(replay.second_step_segment_bytes)
 
 
 @lru_cache(maxsize=1024)

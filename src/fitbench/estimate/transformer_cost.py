@@ -496,11 +496,22 @@ def _attention_saved_bytes_per_token(
     # probs (FP32 under autocast, or where the softmax is taken in FP32: eager_softmax_in_fp32),
     # dropout mask, the matmul's own input (the dropped probs, or their 16-bit cast); a
     # soft-capped model's tanh output (the 16-bit or FP32 scores).
+    return qkv_out + q * dt.act + heads * seq * sum(eager_saved_score_bytes(arch, dt))
+
+
+def eager_saved_score_bytes(arch: TransformerArch, dt: ActivationDtypes) -> list[float]:
+    """Bytes an element of each [heads, seq, seq] tensor eager attention keeps for backward: the
+    probabilities (FP32 under autocast, or where the softmax is taken in FP32:
+    eager_softmax_in_fp32), the dropout mask, the matmul's own input (the dropped probabilities,
+    or their 16-bit cast), a soft-capped model's tanh output; SDPA's math path keeps its FP32
+    probabilities (math_sdpa_saved_bytes_per_token)."""
+    if sdpa_math_only(arch):
+        return [4.0]
     upcast = dt.amp or (eager_softmax_in_fp32(arch) and dt.act != 4)
-    softmax = 4 if upcast else dt.act
-    dropped = dt.act if (dt.mask or upcast) else 0
-    capped = dt.act if softcapped(arch) else 0
-    return qkv_out + q * dt.act + heads * seq * (softmax + dt.mask + dropped + capped)
+    tensors = [4.0 if upcast else float(dt.act), float(dt.mask)]
+    tensors.append(float(dt.act) if (dt.mask or upcast) else 0.0)
+    tensors.append(float(dt.act) if softcapped(arch) else 0.0)
+    return [t for t in tensors if t]
 
 
 def math_sdpa_saved_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes, seq: int) -> float:
