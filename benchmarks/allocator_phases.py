@@ -233,28 +233,48 @@ def _stored_workload(result: dict[str, Any]) -> Workload | None:
 
 
 def compare(path: Path) -> int:
-    """Measured new segments of the first step's backward and optimizer step against the
-    estimator's first-step model, in gigabytes."""
+    """Measured new segments of the first step's backward and optimizer step, and of the steps
+    after it, against the estimator's two-step replay (fitbench.estimate.first_step), in
+    gigabytes; and the reserve the steps reached above what loading left, against the replay's
+    peak. A negative "later steps" is a run whose cache was emptied after its first step."""
+    from fitbench.catalog import get_gpu
+    from fitbench.estimate.execution import workload_as_run
     from fitbench.estimate.first_step import first_step
-    from fitbench.estimate.single_device import training_segments
+    from fitbench.estimate.single_device import graded_segments
 
-    print(f"{'point':<34} {'backward growth':>22} {'optimizer new segments':>26}")
-    print(f"{'':<34} {'measured':>10} {'estimate':>11} {'measured':>12} {'estimate':>13}")
+    heads = ("backward growth", "optimizer new segments", "later steps", "reserve")
+    print(f"{'point':<34}" + "".join(f" {head:>22}" for head in heads))
+    print(f"{'':<34}" + f" {'measured':>10} {'estimate':>11}" * len(heads))
     for result in json.loads(path.read_text())["points"]:
         workload = _stored_workload(result)
         if workload is None:
             continue
-        first = first_step(workload, "torch", training_segments(workload, "torch"))
-        reserved = {(m["step"], m["mark"]): m["reserved"] for m in result["marks"]}
+        workload = workload_as_run(workload, "default", get_gpu("h100-sxm"), "torch")
+        segments = [seg for seg, _ in graded_segments(workload, "torch")]
+        first = first_step(workload, "torch", segments)
+        marks = result["marks"]
+        reserved = {(m["step"], m["mark"]): m["reserved"] for m in marks}
         growth = reserved[(0, "backward_end")] - reserved[(0, "forward_end")]
         new = result["optimizer"][0]["new_segment_bytes"]
+        later = marks[-1]["reserved"] - reserved[(0, "step_end")]
+        reserve = result["peak_reserved"] - reserved[(0, "step_start")]
         label = f"{workload.name} b{workload.batch_size} {workload.precision}"
-        est_growth = first.gradient_segment_bytes if first else float("nan")
-        est_new = first.optimizer_segment_bytes if first else float("nan")
-        print(
-            f"{label:<34} {growth / GB:>10.2f} {est_growth / GB:>11.2f} "
-            f"{new / GB:>12.2f} {est_new / GB:>13.2f}"
+        nan = float("nan")
+        est = (
+            (
+                first.gradient_segment_bytes,
+                first.optimizer_segment_bytes,
+                first.second_step_segment_bytes,
+                first.peak_reserved_bytes,
+            )
+            if first
+            else (nan, nan, nan, nan)
         )
+        row = "".join(
+            f" {m / GB:>10.2f} {e / GB:>11.2f}"
+            for m, e in zip((growth, new, later, reserve), est, strict=True)
+        )
+        print(f"{label:<34}{row}")
     return 0
 
 
