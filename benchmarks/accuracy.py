@@ -27,6 +27,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set settings    # GradScaler, accumulation, SGD, checkpointed full
     python benchmarks/accuracy.py --set losscheck   # the LM loss's blocks: large vocabularies, LoRA and full
     python benchmarks/accuracy.py --set replaycheck # full fine-tuning after the two-step allocator replay
+    python benchmarks/accuracy.py --set lorareplay  # LoRA after its reserve joined the replay
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -1620,6 +1621,102 @@ REPLAY_CHECK: list[tuple[str, dict[str, Any]]] = [
         {"mode": "train", "precision": "bf16", "optimizer": "adamw", "batch_size": 4, "seq_len": 1024},
     ),
 ]
+# LoRA after its reserve joined the two-step replay (adapters' gradients and moments, Gemma-2's
+# soft-capped head), written down before they ran: ranks 16-256, checkpointed or not, AMP,
+# attention-only targets.
+LORA_REPLAY_CHECK: list[tuple[str, dict[str, Any]]] = [
+    (
+        "qwen2.5-7b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 64,
+            "batch_size": 2,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+    (
+        "llama-3.1-8b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "gemma-2-9b-it",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 1,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+    (
+        "qwen3-8b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 128,
+            "batch_size": 2,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "phi-3-mini-4k-instruct",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 2048,
+        },
+    ),
+    (
+        "mistral-7b-instruct-v0.3",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "lora_targets": "attention",
+            "batch_size": 4,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "qwen2.5-3b-instruct",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 8,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "llama-3.2-1b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 256,
+            "batch_size": 4,
+            "seq_len": 2048,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -1641,6 +1738,7 @@ SETS = {
     "settings": SETTINGS,
     "losscheck": LOSS_CHECK,
     "replaycheck": REPLAY_CHECK,
+    "lorareplay": LORA_REPLAY_CHECK,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -2082,7 +2180,7 @@ def main(argv: list[str] | None = None) -> int:
         "vision (InternVL and GLM-4.xV, LoRA on more MoE families) or longctx / longcheck (4k-32k "
         "tokens) or settings (GradScaler, accumulation, SGD, checkpointed full training) or losscheck "
         "(the LM loss's blocks on large vocabularies, written before they ran) or replaycheck (full "
-        "fine-tuning after the two-step allocator replay)",
+        "fine-tuning after the two-step allocator replay) or lorareplay (LoRA after it joined the replay)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
