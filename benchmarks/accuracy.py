@@ -1701,7 +1701,7 @@ LORA_REPLAY_CHECK: list[tuple[str, dict[str, Any]]] = [
             "precision": "amp-bf16",
             "peft": "lora",
             "lora_rank": 16,
-            "batch_size": 8,
+            "batch_size": 4,
             "seq_len": 1024,
         },
     ),
