@@ -45,6 +45,7 @@ OTHER_CARD_FILES = sorted(
         "longcheck",
         "losscheck",
         "replaycheck",
+        "lorareplay",
     )
     for path in protocol.RESULTS.glob(f"accuracy-{pattern}-*.json")
     if "-h200-" not in path.name
