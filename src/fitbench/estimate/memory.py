@@ -22,7 +22,7 @@ from fitbench.workloads.workload import Workload
 def one_device_breakdown(workload: Workload, profile: Profile, *, reserve: bool = True) -> MemoryBreakdown:
     """The job on one device: frozen base and adapters under PEFT, every parameter trained otherwise."""
     if workload.peft:
-        return peft.memory_breakdown(workload, profile)
+        return peft.memory_breakdown(workload, profile, reserve=reserve)
     return single_device_breakdown(workload, profile, reserve=reserve)
 
 

@@ -527,8 +527,10 @@ PEFT_PART_NAMES = with_part(
 )
 
 
-def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
-    """Peak memory of one LoRA/QLoRA training step on one device, as named parts."""
+def memory_breakdown(workload: Workload, profile: Profile, *, reserve: bool = True) -> MemoryBreakdown:
+    """Peak memory of one LoRA/QLoRA training step on one device, as named parts. `reserve`:
+    replay the allocator (first_step) for what it holds above the allocated peak; a search for
+    what must fit (which leaves the fragmentation part out) skips it."""
     if not workload.peft or not workload.is_training:
         raise ValueError("peft.memory_breakdown needs a training workload with peft set")
     parts: dict[str, float] = dict.fromkeys(PEFT_PART_NAMES, 0.0)
@@ -569,7 +571,7 @@ def memory_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown:
         details["capture_warmup_reserve"] = int(warmup)
     if loss_block:
         details["loss_logits_block"] = int(loss_block)
-    replay = _replayed(workload, profile.framework, compiled)
+    replay = _replayed(workload, profile.framework, compiled) if reserve else None
     if replay is not None:
         # LoRA keeps the family's share under the replay's reserve: its blocks are activations
         # alone, and each block's transients, which the replay does not lay out, take their own
@@ -588,13 +590,18 @@ def _replayed(workload: Workload, framework: str, compiled: bool) -> first_step.
     segments = [seg for seg, _ in peft_segments(workload, compiled=compiled)]
     arch = adapted_arch(workload)
     r = workload.lora_rank
-    adapters: list[list[first_step.Matrix]] = []
-    for seg in segments:
-        if not seg.name.startswith("layer"):
-            adapters.append([])
-            continue
-        linears = lora_linears(workload, moe_layer=arch.is_moe_layer(int(seg.name[len("layer") :])))
-        adapters.append([first_step.Matrix(n) for _, fin, fout in linears for n in (r * fin, fout * r)])
+    per_layer = {
+        moe: [
+            first_step.Matrix(n)
+            for _, fin, fout in lora_linears(workload, moe_layer=moe)
+            for n in (r * fin, fout * r)
+        ]
+        for moe in (False, True)
+    }
+    adapters = [
+        per_layer[arch.is_moe_layer(int(seg.name[len("layer") :]))] if seg.name.startswith("layer") else []
+        for seg in segments
+    ]
     return first_step.first_step(workload, framework, segments, compiled=compiled, adapters=adapters)
 
 
