@@ -15,14 +15,7 @@ import dataclasses
 import pytest
 
 from fitbench.catalog import get_gpu
-from fitbench.estimate.allocator import (
-    LARGE_BUFFER,
-    LargePool,
-    MiB,
-    SegmentedPool,
-    freed_blocks,
-    segment_bytes,
-)
+from fitbench.estimate.allocator import LARGE_BUFFER, MiB, SegmentedPool, segment_bytes
 from fitbench.estimate.api import estimate
 from fitbench.estimate.breakdown import required_bytes
 from fitbench.estimate.first_step import first_step, weight_matrices
@@ -38,26 +31,36 @@ def test_a_new_segment_is_rounded_as_the_allocator_rounds():
     assert segment_bytes(10 * MiB + 1) == 12 * MiB  # 2 MiB multiples from 10 MiB on
 
 
+def _cached(*sizes_mib: int) -> SegmentedPool:
+    """A pool holding one freed segment of each size."""
+    pool = SegmentedPool()
+    for i, size in enumerate(sizes_mib):
+        pool.malloc(("cached", i), size * MiB)
+    for i in range(len(sizes_mib)):
+        pool.free(("cached", i))
+    return pool
+
+
 def test_best_fit_takes_the_smallest_block_and_keeps_the_rest():
-    pool = LargePool([100 * MiB, 40 * MiB, 60 * MiB])
-    assert pool.allocate(50 * MiB)  # from the 60 MiB block, leaving 10 MiB
-    assert pool.allocate(35 * MiB)  # from the 40 MiB block
-    assert pool.allocate(90 * MiB)  # from the 100 MiB block
-    assert pool.new_segment_bytes == 0
-    assert pool.free_bytes == pytest.approx(25 * MiB)  # 10 + 5 + 10 left over
+    pool = _cached(100, 40, 60)
+    pool.malloc("a", 50 * MiB)  # from the 60 MiB block, leaving 10 MiB
+    pool.malloc("b", 35 * MiB)  # from the 40 MiB block
+    pool.malloc("c", 90 * MiB)  # from the 100 MiB block
+    assert pool.reserved == 200 * MiB  # no new segment
+    pool.malloc("d", 10 * MiB)  # the 60 MiB block's rest
+    assert pool.reserved == 200 * MiB
 
 
 def test_a_request_larger_than_every_block_takes_a_segment_however_much_is_free():
-    pool = LargePool([64 * MiB] * 10)  # 640 MiB free
-    assert not pool.allocate(65 * MiB)
-    assert pool.new_segment_bytes == 66 * MiB  # rounded to 2 MiB
-    assert pool.free_bytes == 640 * MiB  # the segment's 1 MiB rest is too small to keep
+    pool = _cached(*[64] * 10)  # 640 MiB free
+    pool.malloc("x", 65 * MiB)
+    assert pool.reserved == (640 + 66) * MiB  # rounded to 2 MiB
 
 
 def test_small_requests_never_touch_the_large_pool():
-    pool = LargePool()
-    assert pool.allocate(MiB)
-    assert pool.new_segment_bytes == 0
+    pool = SegmentedPool()
+    pool.malloc("x", MiB)
+    assert pool.reserved == 0 and pool.allocated == MiB
 
 
 def test_freed_neighbours_merge_within_a_segment_but_segments_never_merge():
@@ -78,9 +81,13 @@ def test_freed_neighbours_merge_within_a_segment_but_segments_never_merge():
     assert pool.peak_allocated == 80 * MiB  # z and v
 
 
-def test_mid_sized_tensors_leave_whole_shared_segments_behind():
-    blocks = freed_blocks([0.5 * MiB, 3 * MiB, 3 * MiB, 8 * MiB, 12 * MiB])
-    assert sorted(blocks) == [12 * MiB, LARGE_BUFFER]  # 14 MiB packed into one 20 MiB segment
+def test_mid_sized_tensors_share_a_20_mib_segment():
+    pool = SegmentedPool()
+    for i, size in enumerate((3, 3, 8)):  # 14 MiB of mid-sized tensors: one 20 MiB segment
+        pool.malloc(i, size * MiB)
+    assert pool.reserved == LARGE_BUFFER
+    pool.malloc("own", 12 * MiB)  # at least 10 MiB: a segment of its own
+    assert pool.reserved == LARGE_BUFFER + 12 * MiB
 
 
 def test_the_matrices_are_the_model_s_parameter_count_less_its_vectors():

@@ -20,7 +20,6 @@ how much is alive at once (estimate/first_step.py).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
 
 MiB = 1 << 20
 SMALL_REQUEST = MiB  # kSmallSize: up to this, the small pool
@@ -36,73 +35,14 @@ def segment_bytes(request: float) -> int:
     return int(-(-request // ROUND_LARGE) * ROUND_LARGE)
 
 
-def freed_blocks(tensors: Iterable[float]) -> list[float]:
-    """The cached blocks that tensors allocated together leave once all are freed: a tensor of at
-    least 10 MiB had a segment of its own, mid-sized ones shared 20 MiB segments (which merge back
-    whole), tensors up to 1 MiB sat in the small pool and leave nothing the large pool can use."""
-    sizes = list(tensors)
-    own = [t for t in sizes if t >= MIN_LARGE_ALLOC]
-    shared = sum(t for t in sizes if SMALL_REQUEST < t < MIN_LARGE_ALLOC)
-    return own + [float(LARGE_BUFFER)] * int(-(-shared // LARGE_BUFFER))
-
-
-class LargePool:
-    """The large pool's cached free blocks, and the segments it had to add. Blocks are kept as
-    counts of each size: a model's layers free and request the same few sizes over and over."""
-
-    def __init__(self, free_blocks: Iterable[float] = ()) -> None:
-        self._sizes: list[float] = []  # the distinct sizes, ascending
-        self._count: dict[float, int] = {}
-        self.new_segment_bytes = 0.0
-        for block in free_blocks:
-            self.free(block)
-
-    @property
-    def free_bytes(self) -> float:
-        return sum(size * n for size, n in self._count.items())
-
-    def free(self, block: float, count: int = 1) -> None:
-        """Return blocks to the cache (they do not merge with other blocks here)."""
-        if block <= SMALL_REQUEST or count <= 0:
-            return
-        if block not in self._count:
-            bisect.insort(self._sizes, block)
-            self._count[block] = 0
-        self._count[block] += count
-
-    def _take(self, i: int) -> float:
-        size = self._sizes[i]
-        left = self._count[size] - 1
-        if left:
-            self._count[size] = left
-        else:
-            del self._count[size]
-            self._sizes.pop(i)
-        return size
-
-    def allocate(self, request: float) -> bool:
-        """Serve one request: True if a cached block served it, False if it took a new segment
-        (whose unused remainder, if any, stays cached)."""
-        if request <= SMALL_REQUEST:
-            return True  # the small pool's 2 MiB segments: negligible here
-        i = bisect.bisect_left(self._sizes, request)
-        if i < len(self._sizes):
-            self.free(self._take(i) - request)
-            return True
-        segment = segment_bytes(request)
-        self.new_segment_bytes += segment
-        self.free(segment - request)
-        return False
-
-
 class SegmentedPool:
     """The large pool with its segments' layout: blocks split from a segment merge back with
     their free neighbours when freed (segments never merge with one another), and the peaks of
     what is reserved and what is allocated. Requests up to 1 MiB are counted as allocated, their
-    small-pool segments not. For sequences where merging decides the reserve (a generation's
-    prefill and decode steps, estimate/generation_reserve.py). The free blocks are kept sorted by
-    (size, segment, offset), so a best-fit lookup is a bisection, as the allocator's ordered set
-    makes it."""
+    small-pool segments not. For sequences where merging decides the reserve (two training steps,
+    estimate/first_step.py; a generation's prefill and decode steps, estimate/generation_reserve.py).
+    The free blocks are kept sorted by (size, segment, offset), so a best-fit lookup is a
+    bisection, as the allocator's ordered set makes it."""
 
     def __init__(self) -> None:
         self._segments: list[list[list[int]]] = []  # [offset, size, free], by offset

@@ -57,18 +57,15 @@ LOSS_LOGITS_BLOCKS = 3
 
 @dataclass(frozen=True)
 class FirstStep:
-    """Bytes of new segments the first step's backward (gradients) and optimizer step take
-    beyond the forward's blocks, and the forward's blocks themselves."""
+    """The replay's account: the forward's blocks, the new segments the first step's backward
+    (gradients) and optimizer step take beyond them, the second step's beyond those, and the
+    most the two steps reserve (the weights not included)."""
 
     activation_block_bytes: float
     gradient_segment_bytes: float
     optimizer_segment_bytes: float
     second_step_segment_bytes: float = 0.0
     peak_reserved_bytes: float = 0.0
-
-    @property
-    def reserve_beyond_activations(self) -> float:
-        return self.gradient_segment_bytes + self.optimizer_segment_bytes + self.second_step_segment_bytes
 
 
 class Matrix(NamedTuple):
@@ -220,9 +217,9 @@ class _StepReplay:
         assert isinstance(arch, TransformerArch)
         self.workload, self.segments = workload, segments
         self.matrices = weight_matrices(arch)
+        self.blocks = activation_blocks(workload, segments, self.matrices, compiled=compiled)
         # what has gradients and moments: every matrix, or under LoRA the adapters' A and B (in
         # their own dtype; the base frozen)
-        self.blocks = activation_blocks(workload, segments, self.matrices, compiled=compiled)
         self.trainable = self.matrices
         self.grad_bytes = workload.precision_info.grad_bytes
         self.state_bytes = optimizer_element_bytes(workload, framework)
@@ -248,7 +245,7 @@ class _StepReplay:
         """The head's blocks other than the loss's (activation_blocks lists those first)."""
         return self.blocks[i][LOSS_LOGITS_BLOCKS + (1 if self.logits_16 else 0) :]
 
-    def forward(self, step: int) -> None:
+    def forward(self) -> None:
         pool = self.pool
         for i, seg in enumerate(self.segments):
             if seg.name == "head" and self.logits:
@@ -367,14 +364,14 @@ def first_step(
         return None  # LoRA's trainable tensors are the adapters: peft.py lists them
     replay = _StepReplay(workload, framework, segments, compiled, adapters)
     pool = replay.pool
-    replay.forward(0)
+    replay.forward()
     forward = pool.reserved
     replay.backward()
     after_backward = pool.reserved
     replay.optimizer_step(first=True)
     after_optimizer = pool.reserved
     replay.zero_grad()
-    replay.forward(1)
+    replay.forward()
     replay.backward()
     replay.optimizer_step(first=False)
     return FirstStep(
