@@ -86,30 +86,6 @@ def activation_moment(
     return parts
 
 
-def backward_total(
-    segments: Sequence[GradedSegment],
-    *,
-    cast_bytes: float,
-    checkpointing: bool,
-    grad_accum: int,
-    fragmentation: float = 0.0,
-    gradients: bool = True,
-) -> float:
-    """The largest moment of forward+backward with its autocast copies, the `fragmentation`
-    share of its dynamic part and (`gradients`) the gradients alive then: with them, the most
-    the first step's backward holds at once; without, the blocks its activations were cut into
-    (estimate/first_step.py adds the segments gradients and the optimizer take beside them)."""
-    total, _ = _backward_moment(
-        segments,
-        cast_bytes=cast_bytes,
-        checkpointing=checkpointing,
-        grad_accum=grad_accum,
-        gradients=gradients,
-        fragmentation=fragmentation,
-    )
-    return total
-
-
 def step_peak(
     segments: Sequence[GradedSegment],
     *,
