@@ -49,11 +49,6 @@ from fitbench.estimate.segments import Segment
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
-# The LM loss's FP32 tensors of [tokens, vocab] that are freed blocks when the optimizer runs:
-# the upcast logits, their log-softmax and the log-softmax's gradient (measured: three blocks
-# of exactly tokens x vocab x 4 bytes for Qwen3, Gemma-3, Llama-3.2 and GPT-2).
-LOSS_LOGITS_BLOCKS = 3
-
 
 @dataclass(frozen=True)
 class FirstStep:
@@ -154,10 +149,10 @@ def activation_blocks(
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
     dt = activation_dtypes(workload, dropout=arch.kind == "encoder")
-    tokens = workload.batch_size * (workload.seq_len or workload.tokens_per_sequence)
+    seq = workload.seq_len or workload.tokens_per_sequence
+    tokens = workload.batch_size * seq
     cast = workload.precision_info.cast_cache_bytes if dt.amp else 0
     experts_uncast = transformer_cost.experts_in_weight_dtype(arch, dt)
-    seq = workload.seq_len or workload.tokens_per_sequence
     # eager attention's score matrices, [batch, heads, seq, seq] (decoders and encoders alike)
     scores = tokens * arch.num_heads * seq if workload.attention == "eager" else 0.0
     out: list[list[float]] = []
@@ -169,10 +164,8 @@ def activation_blocks(
                 _layer_blocks(arch, dt, tokens, seg.saved_bytes, arch.is_moe_layer(layer), scores) + copies
             )
         elif seg.name == "head" and arch.kind == "decoder" and not compiled:
-            blocks = [tokens * arch.vocab_size * 4.0] * LOSS_LOGITS_BLOCKS
-            # and the 16-bit logits' block the forward freed (loss_logits_cached_bytes)
-            blocks.append(transformer_cost.loss_logits_cached_bytes(workload))
-            blocks += [arch.vocab_size * arch.hidden_size * cast] if cast else []
+            # the LM head's 16-bit weight copy; the loss's tensors are _StepReplay's sequence
+            blocks = [arch.vocab_size * arch.hidden_size * cast] if cast else []
         elif seg.name == "head":
             blocks = [seg.saved_bytes, *copies]
         else:
@@ -241,15 +234,17 @@ class _StepReplay:
     def _recomputed(self, seg: Segment) -> bool:
         return self.workload.checkpointing and seg.name.startswith("layer")
 
-    def _head_blocks(self, i: int) -> list[float]:
-        """The head's blocks other than the loss's (activation_blocks lists those first)."""
-        return self.blocks[i][LOSS_LOGITS_BLOCKS + (1 if self.logits_16 else 0) :]
+    @property
+    def loss_block_bytes(self) -> float:
+        """The loss's forward and backward blocks: three FP32 [tokens, vocab] ones, the 16-bit
+        logits, and Gemma-2's kept tanh output."""
+        return self.logits * 4 * 3 + self.logits_16 * (2 if self.softcap else 1)
 
     def forward(self) -> None:
         pool = self.pool
         for i, seg in enumerate(self.segments):
             if seg.name == "head" and self.logits:
-                for j, block in enumerate(self._head_blocks(i)):
+                for j, block in enumerate(self.blocks[i]):
                     pool.malloc(("act", i, j), block)
                 # the loss: the 16-bit logits and their FP32 copy (one tensor for FP32 logits),
                 # log_softmax's output kept; the copy and the logits dropped when it returns
@@ -300,7 +295,7 @@ class _StepReplay:
                 else:
                     self._gradients(i)
                     pool.free("log_softmax_grad")
-                for j in range(len(self._head_blocks(i))):
+                for j in range(len(self.blocks[i])):
                     pool.free(("act", i, j))
                 continue
             if self._recomputed(seg):
@@ -375,7 +370,7 @@ def first_step(
     replay.backward()
     replay.optimizer_step(first=False)
     return FirstStep(
-        activation_block_bytes=sum(b for seg in replay.blocks for b in seg),
+        activation_block_bytes=sum(b for seg in replay.blocks for b in seg) + replay.loss_block_bytes,
         gradient_segment_bytes=after_backward - forward,
         optimizer_segment_bytes=after_optimizer - after_backward,
         second_step_segment_bytes=pool.reserved - after_optimizer,
