@@ -17,11 +17,16 @@ The method of allocator_replay.py (generation), for `fitbench run`'s training st
      decomposition into a float mask times the input;
    - a fused optimizer (no fused kernels on the meta device) keeps its states and updates them
      in place: no scratch;
+   - FP32 experts (AMP's) run through grouped_mm as CUDA's kernel takes them, where the meta
+     kernel refuses FP32;
 3. the events are replayed through fitbench.estimate.allocator.SegmentedPool from after loading;
    the second step's peaks are the ones `fitbench run` reports (its warm-up step first).
 
-AMP steps cannot be traced: autocast has no meta dispatch; nor QLoRA: bitsandbytes quantizes on
-a GPU only. 16-bit and FP32 steps can, LoRA and checkpointing included.
+AMP steps run under meta_autocast.MetaAutocast, CUDA autocast's casts re-applied at the
+torch-function level (autocast has no meta dispatch): FP32 weights, 16-bit matmuls with the
+parameters' casts cached through the forward, FP32 norms and losses; amp-fp16 without its
+gradient scaler (a few scalars). QLoRA cannot be traced: bitsandbytes quantizes on a GPU only.
+16-bit, FP32 and AMP steps can, LoRA and checkpointing included.
 
 Each row sets the traced peaks beside the estimate's (allocated: the breakdown without the CUDA
 context and the fragmentation part; reserved: without the context) and, with --measured, beside
@@ -65,6 +70,7 @@ import torch
 import torch.nn.functional as F
 import transformers.masking_utils as masking_utils
 
+import meta_autocast
 from allocator_replay import StorageEvents, load_events, replay
 from fitbench.backends.torch.models import build_model
 from fitbench.backends.torch.session import enable_checkpointing, make_optimizer
@@ -74,9 +80,11 @@ from fitbench.estimate.api import estimate
 from fitbench.workloads import library
 from fitbench.workloads.hf_config import workload_from_data
 from fitbench.workloads.workload import Workload
+from meta_autocast import MetaAutocast
 
 GB = 1e9
 STEPS = 2  # the warm-up step, then the one whose peaks are reported
+_AUTOCAST: list[MetaAutocast] = []  # the AMP step's autocast while one is traced
 
 
 class _FusedAttention(torch.autograd.Function):
@@ -109,7 +117,10 @@ def _sdpa(
 ) -> torch.Tensor:
     """SDPA as CUDA dispatches a causal training batch: fused, or the math path where no fused
     CUDA kernel takes fewer key/value heads than query heads: FP32 queries, or any dtype without
-    enable_gqa (Falcon-7B's multi-query call; the math path then computes 16-bit inputs in FP32)."""
+    enable_gqa (Falcon-7B's multi-query call; the math path then computes 16-bit inputs in FP32).
+    Under AMP the inputs are cast first, as autocast casts SDPA's."""
+    if _AUTOCAST:
+        query, key, value = (_AUTOCAST[-1].lower(t) for t in (query, key, value))
     if key.shape[-3] != query.shape[-3] and (query.dtype == torch.float32 or not enable_gqa):
         return torch.ops.aten._scaled_dot_product_attention_math(
             query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
@@ -126,6 +137,19 @@ def _fused_dropout(
     return torch.ops.aten.native_dropout(input, p, True)[0]
 
 
+_GROUPED_MM = getattr(F, "grouped_mm", None)
+
+
+def _grouped_mm(input: torch.Tensor, weight: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    """CUDA's grouped GEMM takes FP32 experts (AMP's, which autocast leaves uncast) where the meta
+    kernel refuses them: those run as transformers' fallback operator, whose meta form makes the
+    same output and whose autograd saves and returns the same tensors."""
+    if input.dtype == torch.float32 and "offs" in kwargs and not args:
+        return torch.ops.transformers.grouped_mm_fallback(input, weight, offs=kwargs["offs"])
+    assert _GROUPED_MM is not None
+    return _GROUPED_MM(input, weight, *args, **kwargs)
+
+
 @contextlib.contextmanager
 def cuda_kernels() -> Iterator[None]:
     """The substitutions above, and transformers' packed-sequence check skipped (it reads a value,
@@ -133,10 +157,14 @@ def cuda_kernels() -> Iterator[None]:
     saved = (F.scaled_dot_product_attention, F.dropout, masking_utils.find_packed_sequence_indices)
     F.scaled_dot_product_attention, F.dropout = _sdpa, _fused_dropout
     masking_utils.find_packed_sequence_indices = lambda position_ids: None
+    if _GROUPED_MM is not None:
+        F.grouped_mm = _grouped_mm
     try:
         yield
     finally:
         F.scaled_dot_product_attention, F.dropout, masking_utils.find_packed_sequence_indices = saved
+        if _GROUPED_MM is not None:
+            F.grouped_mm = _GROUPED_MM
 
 
 class _InPlaceStates:
@@ -156,11 +184,14 @@ class _InPlaceStates:
 
 
 def trace_step(workload: Workload) -> dict[str, Any]:
-    """Trace STEPS training steps of `workload` (a decoder, 16-bit or FP32) and replay them: the
-    last step's allocated and reserved peaks, and the blocks alive at the allocated peak."""
-    if not workload.is_training or workload.family != "decoder" or workload.precision.startswith("amp"):
-        raise ValueError(f"{workload.name}: only 16-bit or FP32 decoder training steps can be traced")
-    dtype = torch.float32 if workload.precision == "fp32" else torch.bfloat16
+    """Trace STEPS training steps of `workload` (a decoder, 16-bit, FP32 or AMP) and replay them:
+    the last step's allocated and reserved peaks, and the blocks alive at the allocated peak."""
+    if not workload.is_training or workload.family != "decoder" or workload.peft == "qlora":
+        raise ValueError(f"{workload.name}: only decoder training steps without QLoRA can be traced")
+    amp = workload.precision.startswith("amp")
+    dtype = torch.float32 if workload.precision == "fp32" or amp else torch.bfloat16
+    if workload.precision == "fp16":
+        dtype = torch.float16
     model, _ = build_model(workload, device="meta", dtype=dtype)
     if workload.peft:
         from fitbench.backends.torch.peft_support import apply_lora
@@ -176,15 +207,20 @@ def trace_step(workload: Workload) -> dict[str, Any]:
     if workload.checkpointing:
         enable_checkpointing(model)
     trace = StorageEvents()
-    with cuda_kernels(), trace:
+    autocast = MetaAutocast(torch.float16 if workload.precision == "amp-fp16" else torch.bfloat16)
+    with cuda_kernels(), trace, autocast if amp else contextlib.nullcontext():
+        if amp:
+            _AUTOCAST.append(autocast)
         for step in range(STEPS):
             optimizer.zero_grad(set_to_none=True)
             ids = torch.zeros((workload.batch_size, workload.seq_len), dtype=torch.long, device="meta")
-            loss = model(input_ids=ids, labels=ids, use_cache=False).loss
-            loss.backward()
+            with autocast.forward() if amp else contextlib.nullcontext():
+                loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+            meta_autocast.backward(loss)
             del loss
             optimizer.step()
             trace.events.append(("step", step))
+        _AUTOCAST.clear()
         gc.collect()
     return _replay_last_step(pool, trace.events)
 
@@ -240,7 +276,7 @@ def measured_points(paths: list[Path]) -> Iterator[tuple[str, str, Workload, dic
             w = Workload.from_dict(point["workload"])
             if m.get("status") != "ok" or point["label"] in seen or w.family != "decoder":
                 continue
-            if not w.is_training or w.precision.startswith("amp") or w.weight_format is not None:
+            if not w.is_training or w.weight_format is not None:
                 continue
             if w.peft == "qlora":  # bitsandbytes quantizes on a GPU only
                 continue
@@ -342,7 +378,7 @@ def _share(value: float, reference: float | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("points", nargs="*", help="NAME:BATCH:SEQ:PRECISION (16-bit or fp32)")
+    parser.add_argument("points", nargs="*", help="NAME:BATCH:SEQ:PRECISION (16-bit, fp32 or amp-*)")
     parser.add_argument("--measured", nargs="*", type=Path, default=[], help="accuracy.py result files")
     parser.add_argument("--gpu", default="h100-sxm", help="catalog GPU of the estimate for named points")
     parser.add_argument("--sweep", metavar="BATCH:SEQ:PRECISION", help="every library decoder")
