@@ -4,7 +4,7 @@ kernel choices: what it must hold at the step's peak, on tiny library models.
 The script's agreement with measured GPU peaks is a benchmark (its --measured table), not a test;
 these check the mechanisms it substitutes for the meta device's own: the LM loss's FP32 blocks,
 SDPA's math path for FP32 queries over grouped key/value heads and for a 16-bit multi-query call
-without enable_gqa, CUDA's fused dropout."""
+without enable_gqa, CUDA's fused dropout, autocast's casts."""
 
 from __future__ import annotations
 
@@ -92,9 +92,33 @@ def test_lora_adapters_keep_a_bool_mask_for_each_adapted_input() -> None:
     assert _blocks(w).get(BATCH * SEQ * w.arch.hidden_size, 0) >= w.arch.num_layers
 
 
-def test_amp_is_refused_in_one_line() -> None:
+def test_an_amp_step_peaks_between_the_16_bit_and_the_fp32_step() -> None:
+    """Under autocast (meta_autocast.MetaAutocast) the FP32 weights' matmuls save 16-bit
+    activations and weight copies: the traced peak lies between the bf16 step's and the FP32
+    step's (an FP32 run, which the meta device would make of it without the casts, is the top),
+    and the loss still peaks with its three FP32 logits blocks."""
     w = tiny_workload("qwen3-0.6b", mode="train", precision="amp-bf16", batch_size=BATCH, seq_len=SEQ)
-    with pytest.raises(ValueError, match="only 16-bit or FP32 decoder training steps"):
+    peak = training_replay.trace_step(w)
+    low, high = (training_replay.trace_step(w.replace(precision=p)) for p in ("bf16", "fp32"))
+    assert low["allocated_peak_bytes"] < peak["allocated_peak_bytes"] < high["allocated_peak_bytes"]
+    blocks = {size: n for size, n in peak["blocks_at_peak"]}
+    assert blocks.get(BATCH * SEQ * w.arch.vocab_size * 4) == 3
+
+
+def test_a_checkpointed_amp_step_is_traced() -> None:
+    """The recompute inside backward runs under the same casts as the forward (checkpoint
+    refuses a recompute whose dtypes differ)."""
+    w = tiny_workload(
+        "qwen3-0.6b", mode="train", precision="amp-bf16", batch_size=BATCH, seq_len=SEQ, checkpointing=True
+    )
+    assert training_replay.trace_step(w)["allocated_peak_bytes"] > 0
+
+
+def test_qlora_is_refused_in_one_line() -> None:
+    w = tiny_workload(
+        "qwen3-0.6b", mode="train", precision="bf16", batch_size=BATCH, seq_len=SEQ, peft="qlora", lora_rank=4
+    )
+    with pytest.raises(ValueError, match="without QLoRA"):
         training_replay.trace_step(w)
 
 
@@ -112,3 +136,19 @@ def test_the_sweep_cuts_every_library_decoder_to_its_first_blocks() -> None:
         assert arch.kind == "decoder" and arch.num_layers <= 3 and measured is None
         assert workload.is_training and workload.precision == "bf16" and "(" in label
         assert arch.sliding_layers < max(arch.num_layers, 2)
+
+
+@pytest.mark.parametrize(
+    ("name", "lora"),
+    [("phi-3-mini-4k-instruct", True), ("gpt2", False)],
+    ids=["phi3-fused-projections-lora", "gpt2-dropout-and-python-gelu"],
+)
+def test_one_amp_block_adds_what_the_estimate_counts(name: str, lora: bool) -> None:
+    """One more block's bytes per token under autocast, traced and estimated (layer_slope: the
+    head and the rounding cancel). Phi-3's fused q/k/v and gate/up projections keep one 16-bit
+    copy of their input each, which a frozen LoRA block does not keep; GPT-2 keeps its two
+    residual dropouts' masks and its Python GELU's FP32 tensors."""
+    extra = {"peft": "lora", "lora_rank": 4} if lora else {}
+    w = tiny_workload(name, mode="train", precision="amp-bf16", batch_size=BATCH, seq_len=SEQ, **extra)
+    traced, estimated = training_replay.layer_slope(w, 4, "h100-sxm")
+    assert estimated == pytest.approx(traced, rel=0.02)

@@ -436,6 +436,36 @@ def test_gpt2_inner_size_defaults_to_four_times_hidden() -> None:
     assert arch_from_hf_config({**GPT2, "n_inner": 1000}).intermediate_size == 1000
 
 
+def test_gpt2_residual_dropout_is_its_config_s_resid_pdrop() -> None:
+    """transformers' GPT-2 and GPT-BigCode configs default resid_pdrop to 0.1: training then keeps
+    two dropout masks a block (dtypes.keeps_dropout_masks); a config that turns it off keeps none,
+    and the default leaves the arch equal to the preset's."""
+    from fitbench.estimate.dtypes import keeps_dropout_masks
+
+    default = arch_from_hf_config(GPT2)
+    assert isinstance(default, TransformerArch)
+    assert default.residual_dropout is None and default.residual_dropout_p == 0.1
+    assert arch_from_hf_config({**GPT2, "resid_pdrop": 0.1}) == default
+    off = arch_from_hf_config({**GPT2, "resid_pdrop": 0.0})
+    assert off.residual_dropout_p == 0.0 and not keeps_dropout_masks(off)
+    assert keeps_dropout_masks(default)
+    bigcode = arch_from_hf_config({**GPT2, "model_type": "gpt_bigcode"})
+    assert bigcode.residual_dropout_p == 0.1
+    llama_like = arch_from_hf_config(
+        {
+            "model_type": "llama",
+            "vocab_size": 64,
+            "hidden_size": 8,
+            "intermediate_size": 16,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+        }
+    )
+    assert llama_like.residual_dropout_p == 0.0 and not keeps_dropout_masks(llama_like)
+    with pytest.raises(FitbenchError, match="'resid_pdrop' must be a probability between 0 and 1"):
+        arch_from_hf_config({**GPT2, "resid_pdrop": 1.5})
+
+
 def test_chatglm_multi_query_groups_become_kv_heads() -> None:
     arch = arch_from_hf_config(CHATGLM2_6B)
     assert isinstance(arch, TransformerArch)

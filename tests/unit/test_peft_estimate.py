@@ -122,6 +122,51 @@ def test_amp_keeps_the_frozen_base_in_fp32_and_says_so():
     assert any("FP32 as loaded" in line for line in peft.assumptions(w))
 
 
+def test_amp_lora_keeps_the_head_s_16_bit_copy_tied_or_not():
+    """The frozen LM head's matmul keeps autocast's 16-bit copy of its FP32 weight for the input
+    gradient; a tied head's weight is the embedding's, cast the same way."""
+    for tied in (False, True):
+        w = llama(precision="amp-bf16")
+        w = w.replace(arch=dataclasses.replace(w.arch, tie_embeddings=tied))
+        head, _ = peft.peft_segments(w)[-1]
+        assert head.name == "head"
+        assert head.cast_params == w.arch.vocab_size * w.arch.hidden_size
+    assert peft.peft_segments(llama())[-1][0].cast_params == 0  # 16-bit weights: no copy
+
+
+def test_a_frozen_fused_projection_saves_one_autocast_copy_less_than_separate_ones():
+    """Full training under autocast keeps one 16-bit copy of the norm output for a fused
+    projection (Phi-3's qkv_proj, gate_up_proj), one per Linear for separate q/k/v and gate/up;
+    a frozen block keeps none, so LoRA's saving is what full training counted, not three and
+    two copies (which read Phi-3's LoRA blocks 7.5 % low against the meta-device trace)."""
+    phi3 = TransformerArch(
+        kind="decoder",
+        vocab_size=32064,
+        hidden_size=3072,
+        num_layers=32,
+        num_heads=32,
+        intermediate_size=8192,
+        max_positions=4096,
+        mlp="swiglu",
+        norm="rmsnorm",
+        position="rotary",
+        qkv_bias=False,
+        out_bias=False,
+        mlp_bias=False,
+        model_type="phi3",
+    )
+    dt = activation_dtypes(llama(precision="amp-bf16"), dropout=False)
+    fused_qkv, fused_mlp = transformer_cost.decoder_linear_inputs_saved_bytes_per_token(phi3, dt)
+    assert (fused_qkv, fused_mlp) == (3072 * 2, 3072 * 2)
+    llama_like = dataclasses.replace(phi3, model_type="llama")
+    assert transformer_cost.decoder_linear_inputs_saved_bytes_per_token(llama_like, dt) == (
+        3 * 3072 * 2,
+        2 * 3072 * 2,
+    )
+    gap = peft.frozen_savings_per_token(llama_like, dt) - peft.frozen_savings_per_token(phi3, dt)
+    assert gap == (2 + 1) * 3072 * 2
+
+
 @pytest.mark.parametrize(
     "overrides",
     [

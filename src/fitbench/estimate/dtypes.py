@@ -32,6 +32,15 @@ class ActivationDtypes:
         return shared_width * self.res
 
 
+def keeps_dropout_masks(arch: object) -> bool:
+    """Whether a transformer's training blocks keep dropout masks: an encoder's (BERT's hidden
+    dropouts), or a decoder's with a residual dropout (GPT-2's and GPT-BigCode's resid_pdrop:
+    TransformerArch.residual_dropout_p). Those families' configs drop attention probabilities at
+    the same rate, which eager attention keeps as a mask too."""
+    kind = getattr(arch, "kind", None)
+    return kind == "encoder" or (kind == "decoder" and getattr(arch, "residual_dropout_p", 0.0) > 0)
+
+
 def activation_dtypes(workload: Workload, *, dropout: bool) -> ActivationDtypes:
     p = workload.precision_info
     act = p.activation_bytes

@@ -43,7 +43,7 @@ from typing import NamedTuple
 
 from fitbench.estimate import transformer_cost
 from fitbench.estimate.allocator import SegmentedPool
-from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
+from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes, keeps_dropout_masks
 from fitbench.estimate.optimizer import OPTIMIZER_STATES, optimizer_element_bytes
 from fitbench.estimate.segments import Segment
 from fitbench.workloads.arch import TransformerArch
@@ -148,7 +148,7 @@ def activation_blocks(
     weights' dtype; the LM head's even when it is tied to the embedding)."""
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
-    dt = activation_dtypes(workload, dropout=arch.kind == "encoder")
+    dt = activation_dtypes(workload, dropout=keeps_dropout_masks(arch))
     seq = workload.seq_len or workload.tokens_per_sequence
     tokens = workload.batch_size * seq
     cast = workload.precision_info.cast_cache_bytes if dt.amp else 0

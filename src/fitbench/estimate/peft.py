@@ -39,7 +39,7 @@ from functools import lru_cache
 
 from fitbench.estimate import first_step, liveness, transformer_cost
 from fitbench.estimate.breakdown import PART_NAMES, MemoryBreakdown, with_part
-from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
+from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes, keeps_dropout_masks
 from fitbench.estimate.liveness import GradedSegment
 from fitbench.estimate.matrices import block_gemms
 from fitbench.estimate.optimizer import OPTIMIZER_STATES
@@ -317,8 +317,8 @@ def frozen_savings_per_token(
         mlp_in = dt.linear_input(h, 1)
         norms = 0.0
     else:
-        qkv_in = dt.linear_input(h, 3)
-        mlp_in = dt.linear_input(h, 2)
+        # as full training counts them: a fused projection keeps one autocast copy
+        qkv_in, mlp_in = transformer_cost.decoder_linear_inputs_saved_bytes_per_token(arch, dt)
 
         def saving(width: int, input_bytes: float) -> float:
             trained = transformer_cost.norm_saved_bytes_per_token(arch, width, input_bytes)
@@ -379,7 +379,7 @@ def layer_saved_bytes_per_token(workload: Workload, *, compiled: bool = False) -
     """Bytes per token one adapted block saves: the frozen block's share (what full training saves
     less what only weight gradients need, or the compiled step's own count) plus the adapters'."""
     arch = adapted_arch(workload)
-    dt = activation_dtypes(workload, dropout=arch.kind == "encoder")
+    dt = activation_dtypes(workload, dropout=keeps_dropout_masks(arch))
     s = workload.seq_len or workload.tokens_per_sequence
     # The compiled count was read for dense blocks (benchmarks/compiled_saved.py); what inductor's
     # partitioner keeps of a frozen MoE block was not, so the eager count stands in for it.
@@ -399,7 +399,7 @@ def peft_segments(workload: Workload, *, compiled: bool = False) -> list[GradedS
     torch.compile runs (the tuned profile's), which saves what AOT autograd's partitioner keeps."""
     arch = adapted_arch(workload)
     b = peft_bytes(workload)
-    dropout = arch.kind == "encoder"
+    dropout = keeps_dropout_masks(arch)
     dt = activation_dtypes(workload, dropout=dropout)
     batch = workload.batch_size
     s = workload.seq_len or workload.tokens_per_sequence
@@ -454,7 +454,9 @@ def peft_segments(workload: Workload, *, compiled: bool = False) -> list[GradedS
         if compiled:
             head = transformer_cost.compiled_head_bytes_per_token(arch, dt, frozen=True)
             head_saved, head_transient = tokens * head[0], tokens * head[1]
-        head_cast = (v * h if not arch.tie_embeddings else 0) if dt.amp else 0
+        # the frozen head's 16-bit copy, kept for the input gradient; a tied head's too (its
+        # weight is the embedding's FP32 one, which autocast casts as any other)
+        head_cast = v * h if dt.amp else 0
     segs.append(
         (
             Segment(

@@ -13,7 +13,7 @@ import dataclasses
 
 from fitbench.core.gpu import GpuSpec
 from fitbench.estimate import transformer_cost
-from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
+from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes, keeps_dropout_masks
 from fitbench.estimate.matrices import block_gemms, expert_gemms
 from fitbench.estimate.peft import (
     ADAPTER_BYTES,
@@ -128,7 +128,7 @@ def lora_kernels(workload: Workload, *, fused: bool = False) -> tuple[list[Kerne
     activation width.
     """
     arch = adapted_arch(workload)
-    dt = activation_dtypes(workload, dropout=arch.kind == "encoder")
+    dt = activation_dtypes(workload, dropout=keeps_dropout_masks(arch))
     b = peft_bytes(workload)
     tokens = workload.batch_size * (workload.seq_len or 1)
     r = workload.lora_rank

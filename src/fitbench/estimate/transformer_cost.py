@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fitbench.core.quant import kv_cache_element_bytes, kv_cache_scale_bytes_per_head, matrix_total_bytes
-from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes
+from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes, keeps_dropout_masks
 from fitbench.estimate.execution import sdpa_math_only
 from fitbench.estimate.matrices import block_gemms, expert_gemms
 from fitbench.estimate.segments import Kernel, Segment
@@ -66,9 +66,11 @@ def python_gelu_saved_bytes(dt: ActivationDtypes) -> int:
     """Bytes saved per MLP-width element by `0.5*x*(1+tanh(c*(x+0.044715*pow(x,3))))`: autograd
     keeps x (for pow), tanh's output, 0.5*x and 1+tanh (the product's operands), and the product
     is the next matmul's input: five tensors where a fused GELU saves two. Under CUDA autocast pow
-    runs in FP32 (torch.amp's float32 list), so x is cast to FP32 and everything after it but
-    0.5*x is FP32, and the FP32 product is cast back to 16 bits for c_proj: 2+4+4+2+4+2 bytes."""
-    return 3 * dt.act + 3 * 4 if dt.amp else 5 * dt.act
+    runs in FP32 (torch.amp's float32 list), so pow keeps x's FP32 cast and everything after it
+    but 0.5*x is FP32; the FP32 product is cast back to 16 bits for c_proj, which keeps the cast:
+    x's FP32 copy, tanh's output, 1+tanh, 0.5*x and the cast, 4+4+4+2+2 bytes (the 16-bit x
+    itself is kept by nothing; read from the meta-device trace's saved tensors)."""
+    return 2 * dt.act + 3 * 4 if dt.amp else 5 * dt.act
 
 
 # Families whose MLP activation is transformers' xIELU, written in Python unless the optional
@@ -367,6 +369,22 @@ def moe_mlp_saved_bytes_per_token(
     return dt.linear_input(h, consumers) + router + routed + shared
 
 
+def decoder_linear_inputs_saved_bytes_per_token(
+    arch: TransformerArch, dt: ActivationDtypes
+) -> tuple[float, float]:
+    """Bytes per token a decoder block's q/k/v and MLP-input Linears save of their inputs (the
+    norm outputs): one tensor a group without autocast, a 16-bit copy a Linear under it, so a
+    fused projection (Phi-3's qkv_proj and gate_up_proj) keeps one copy where separate ones keep
+    three or two. With one norm for a parallel block (GPT-J, Falcon-7B), attention and MLP read
+    one norm output, which without autocast is one saved tensor for both."""
+    h = arch.hidden_size
+    fused_qkv, fused_gate_up = fused_projections(arch)
+    qkv_in = dt.linear_input(h, 1 if fused_qkv else 3)
+    mlp_consumers = 2 if arch.mlp == "swiglu" and not fused_gate_up else 1
+    one_norm_output = arch.parallel_block and arch.norms_per_layer == 1 and not dt.amp
+    return qkv_in, 0.0 if one_norm_output else dt.linear_input(h, mlp_consumers)
+
+
 def layer_saved_bytes_per_token(
     arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str, *, moe: bool = False
 ) -> float:
@@ -386,11 +404,7 @@ def layer_saved_bytes_per_token(
         # norms. A parallel block's norms all read the block's input, one saved tensor (GPT-NeoX's
         # two LayerNorms); with one norm (GPT-J, Falcon-7B) attention and MLP also read one norm
         # output, which without autocast is one saved tensor for both.
-        fused_qkv, fused_gate_up = fused_projections(arch)
-        qkv_in = dt.linear_input(h, 1 if fused_qkv else 3)
-        mlp_consumers = 2 if arch.mlp == "swiglu" and not fused_gate_up else 1
-        one_norm_output = arch.parallel_block and arch.norms_per_layer == 1 and not dt.amp
-        mlp_in = 0.0 if one_norm_output else dt.linear_input(h, mlp_consumers)
+        qkv_in, mlp_in = decoder_linear_inputs_saved_bytes_per_token(arch, dt)
         if arch.parallel_block and arch.norm != "rmsnorm":
             norms = h * dt.res  # the LayerNorms' shared input
         else:
@@ -405,7 +419,7 @@ def layer_saved_bytes_per_token(
         else:
             n_mlp = 4 if arch.mlp == "swiglu" else 2  # gate, SiLU(gate), up, product | fc1, GELU
             mlp = n_mlp * f * dt.act
-        masks = 0.0
+        masks = 2 * h * dt.mask  # GPT-2's residual dropouts (keeps_dropout_masks)
     # Q, K, V as attention inputs (rotary outputs for decoders), repeated for GQA in eager.
     attn = _attention_saved_bytes_per_token(arch, dt, seq, attention)
     return qkv_in + attn + masks + norms + mlp_in + mlp
@@ -566,7 +580,7 @@ def training_segments(
     partitioner keeps (compiled_layer_saved_bytes_per_token, compiled_head_bytes_per_token)."""
     arch = _arch(workload)
     if dropout is None:
-        dropout = arch.kind == "encoder"
+        dropout = keeps_dropout_masks(arch)
     dt = activation_dtypes(workload, dropout=dropout)
     b = workload.batch_size
     s = workload.seq_len or workload.tokens_per_sequence
@@ -1559,7 +1573,7 @@ def attention_query_bytes(workload: Workload, tokens: int) -> float:
     """The bytes an attention kernel reads and writes for its `tokens` queries: the queries in,
     the output out (the keys and values it reads are the cache's, counted apart)."""
     arch = _arch(workload)
-    a = activation_dtypes(workload, dropout=(arch.kind == "encoder")).act
+    a = activation_dtypes(workload, dropout=keeps_dropout_masks(arch)).act
     return float(tokens * (arch.q_dim + arch.attn_out_dim) * a)
 
 
@@ -1581,7 +1595,7 @@ def forward_kernels(
     `engine`: the weights as a serving engine loads them (Profile.engine_loading); `release`: the
     transformers release the mode runs (Profile.transformers_version; None: the newest)."""
     arch = _arch(workload)
-    dt = activation_dtypes(workload, dropout=(arch.kind == "encoder"))
+    dt = activation_dtypes(workload, dropout=keeps_dropout_masks(arch))
     p = workload.precision_info
     tokens = batch * seq
     context = kv_len if kv_len is not None else seq

@@ -213,6 +213,10 @@ def expected_distinct_experts(num_experts: int, top_k: int, tokens: int) -> floa
     return num_experts * (1.0 - (1.0 - top_k / num_experts) ** max(tokens, 1))
 
 
+# Decoder families whose transformers configs default to a residual dropout (resid_pdrop 0.1).
+RESIDUAL_DROPOUT_TYPES = ("gpt2", "gpt_bigcode")
+
+
 @dataclass(frozen=True, kw_only=True)
 class TransformerArch:
     """A BERT-style encoder or a decoder of the Llama/GPT families, optionally with experts.
@@ -260,6 +264,10 @@ class TransformerArch:
 
     Sliding windows: `sliding_layers` of the layers attend to the last `sliding_window` tokens
     only (all of Mistral-7B v0.1's, every other of Gemma-2's, five of six of Gemma-3's).
+
+    `residual_dropout`: a decoder's dropout on its blocks' attention and MLP outputs in training
+    (GPT-2's and GPT-BigCode's `resid_pdrop`); None for its family's default
+    (`residual_dropout_p`).
     """
 
     kind: str
@@ -309,6 +317,7 @@ class TransformerArch:
     num_channels: int = 3
     vision_params: int = 0
     vision_tower: str = ""
+    residual_dropout: float | None = None
 
     def __post_init__(self) -> None:
         self._check_counts()
@@ -470,6 +479,17 @@ class TransformerArch:
         """transformers_type, or the family whose blocks these are (RULE_TWINS): the key the
         estimator's per-family rules look up."""
         return RULE_TWINS.get(self.transformers_type, self.transformers_type)
+
+    @property
+    def residual_dropout_p(self) -> float:
+        """The decoder blocks' residual dropout in training: the config's, else transformers'
+        default for the family (GPT2Config's and GPTBigCodeConfig's resid_pdrop, 0.1; none for
+        the rest). Each block then keeps a bool mask for each of its two outputs."""
+        if self.residual_dropout is not None:
+            return self.residual_dropout
+        gpt2_like = not self.rules_type and self.position == "learned"
+        family = self.rules_type in RESIDUAL_DROPOUT_TYPES or gpt2_like
+        return 0.1 if self.kind == "decoder" and family else 0.0
 
     @property
     def kv_heads(self) -> int:

@@ -95,6 +95,20 @@ class ConfigReader(ConfigValues):
             )
         return value
 
+    def probability(self, key: str) -> float | None:
+        """A probability (a dropout rate), or None when the config leaves it out."""
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise self.error(
+                f"'{key}' must be a probability between 0 and 1, got {show(value)}",
+                "write it as a JSON number, such as 0.1",
+                message_zh=f"'{key}' 必须是 0 到 1 之间的概率,实际为 {show(value, 'zh')}",
+                hint_zh="请写成 JSON 数字,例如 0.1",
+            )
+        return float(value)
+
     def num_labels(self) -> int:
         """`num_labels`, else the size of `id2label`, else transformers' default of 2."""
         if self.data.get("num_labels") is not None:

@@ -849,7 +849,13 @@ def _gpt2(r: ConfigReader) -> TransformerArch:
         tie_embeddings=r.flag("tie_word_embeddings", True),
         pooler=False,
         num_labels=0,
+        # None for transformers' default, so a config and the preset are one arch
+        residual_dropout=_unless_default(r.probability("resid_pdrop"), 0.1),
     )
+
+
+def _unless_default(value: float | None, default: float) -> float | None:
+    return None if value is None or value == default else value
 
 
 def _gpt_bigcode(r: ConfigReader) -> TransformerArch:
