@@ -18,6 +18,8 @@ sits, so autograd records each cast and saves the copies the real step saves:
 
 It sees Python-level calls only: a function a model reaches through a C++ composite is cast
 where its Python entry point is (F.cross_entropy's inputs, already FP32 in transformers' loss).
+While it is on, torch.autocast is a stand-in whose `enabled=False` regions turn the casts off,
+as the real one does (peft folds its expert adapters into the weights in their own dtype).
 """
 
 from __future__ import annotations
@@ -55,10 +57,28 @@ class MetaAutocast(TorchFunctionMode):
     """CUDA autocast to `dtype` for meta tensors (module docstring). `forward()` marks the region
     whose parameter casts are cached."""
 
-    def __init__(self, dtype: torch.dtype = torch.bfloat16) -> None:
+    def __init__(self, dtype: torch.dtype = torch.bfloat16, *, on: bool = True) -> None:
+        """`on=False`: no casts (a 16-bit or FP32 step), only torch.autocast's stand-in."""
         super().__init__()
         self.dtype = dtype
         self._cache: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None
+        self.enabled = [on]  # torch.autocast(enabled=...) regions inside, innermost last
+
+    def __enter__(self) -> MetaAutocast:
+        # code that turns autocast off for a region (peft's expert LoRA fold, rotary tables) calls
+        # torch.autocast(device_type=..., enabled=False), which refuses the meta device: a stand-in
+        # that switches this mode instead, while the mode is on
+        # (and torch.is_autocast_enabled says what the mode does, as checkpointing asks it which
+        # state its recompute restores)
+        self._saved_autocast = (torch.autocast, torch.is_autocast_enabled)
+        torch.autocast = torch.amp.autocast = _region(self)  # type: ignore[misc,assignment]
+        torch.is_autocast_enabled = lambda *_: self.enabled[-1]  # type: ignore[assignment]
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        autocast, torch.is_autocast_enabled = self._saved_autocast  # type: ignore[assignment]
+        torch.autocast = torch.amp.autocast = autocast  # type: ignore[misc]
+        super().__exit__(*exc)
 
     @contextlib.contextmanager
     def forward(self) -> Iterator[None]:
@@ -83,6 +103,8 @@ class MetaAutocast(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
+        if not self.enabled[-1]:
+            return func(*args, **kwargs)
         if name in LOWER_PRECISION:
             args, kwargs = tree_map(self.lower, (args, kwargs))
         elif name in FP32:
@@ -92,6 +114,31 @@ class MetaAutocast(TorchFunctionMode):
             if isinstance(first, torch.Tensor) and first.dtype in LOW:
                 kwargs = {**kwargs, "dtype": torch.float32}
         return func(*args, **kwargs)
+
+
+def _region(mode: MetaAutocast) -> type:
+    """A torch.autocast stand-in whose regions turn `mode`'s casts on or off (`enabled`)."""
+
+    class Region:
+        def __init__(
+            self, device_type: str = "cuda", dtype: Any = None, enabled: bool = True, **_: Any
+        ) -> None:
+            self.on = bool(enabled) and mode.enabled[0]  # a step without autocast stays without
+
+        def __enter__(self) -> None:
+            mode.enabled.append(self.on)
+
+        def __exit__(self, *exc: Any) -> None:
+            mode.enabled.pop()
+
+        def __call__(self, fn: Any) -> Any:  # used as a decorator
+            def wrapped(*args: Any, **kwargs: Any) -> Any:
+                with self:
+                    return fn(*args, **kwargs)
+
+            return wrapped
+
+    return Region
 
 
 def backward(loss: torch.Tensor) -> None:

@@ -140,12 +140,28 @@ def _fused_dropout(
 _GROUPED_MM = getattr(F, "grouped_mm", None)
 
 
+class _GroupedMM(torch.autograd.Function):
+    """grouped_mm's allocations: the [tokens, out] product; saved, the input and the weight stack;
+    backward writes the input's gradient and the stack's only where it needs one (a frozen
+    stack under LoRA: none), as aten's derivative does."""
+
+    @staticmethod
+    def forward(ctx: Any, input: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(input, weight)
+        return torch.empty((input.shape[0], weight.shape[-1]), dtype=input.dtype, device=input.device)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        input, weight = ctx.saved_tensors
+        grad_input = torch.empty_like(input) if ctx.needs_input_grad[0] else None
+        return grad_input, torch.empty_like(weight) if ctx.needs_input_grad[1] else None
+
+
 def _grouped_mm(input: torch.Tensor, weight: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     """CUDA's grouped GEMM takes FP32 experts (AMP's, which autocast leaves uncast) where the meta
-    kernel refuses them: those run as transformers' fallback operator, whose meta form makes the
-    same output and whose autograd saves and returns the same tensors."""
+    kernel refuses them: those run as _GroupedMM, with the same output and saved tensors."""
     if input.dtype == torch.float32 and "offs" in kwargs and not args:
-        return torch.ops.transformers.grouped_mm_fallback(input, weight, offs=kwargs["offs"])
+        return _GroupedMM.apply(input, weight)
     assert _GROUPED_MM is not None
     return _GROUPED_MM(input, weight, *args, **kwargs)
 
@@ -207,8 +223,10 @@ def trace_step(workload: Workload) -> dict[str, Any]:
     if workload.checkpointing:
         enable_checkpointing(model)
     trace = StorageEvents()
-    autocast = MetaAutocast(torch.float16 if workload.precision == "amp-fp16" else torch.bfloat16)
-    with cuda_kernels(), trace, autocast if amp else contextlib.nullcontext():
+    # without AMP the mode makes no casts but stands in for torch.autocast, which peft's expert
+    # adapters call and the meta device refuses
+    autocast = MetaAutocast(torch.float16 if workload.precision == "amp-fp16" else torch.bfloat16, on=amp)
+    with cuda_kernels(), trace, autocast:
         if amp:
             _AUTOCAST.append(autocast)
         for step in range(STEPS):

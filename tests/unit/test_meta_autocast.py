@@ -83,3 +83,17 @@ def test_new_gelu_under_autocast_saves_what_the_estimate_counts() -> None:
     kept = sum(n for ptr, n in seen.items() if ptr != weight_copy.untyped_storage().data_ptr())
     dt = ActivationDtypes(act=2, res=4, mask=0, amp=True)
     assert kept / elements == pytest.approx(python_gelu_saved_bytes(dt), abs=0.01)
+
+
+def test_an_autocast_off_region_keeps_its_operators_in_their_dtype() -> None:
+    """peft folds its expert adapters into the weights under torch.autocast(enabled=False); the
+    real autocast refuses the meta device, so the mode stands in for it while it is on."""
+    weight = torch.nn.Parameter(torch.randn(8, 8))
+    x = torch.randn(4, 8)
+    autocast = MetaAutocast()
+    real = torch.autocast
+    with autocast:
+        with torch.autocast(device_type="meta", enabled=False):
+            assert F.linear(x, weight).dtype == torch.float32
+        assert F.linear(x, weight).dtype == torch.bfloat16
+    assert torch.autocast is real

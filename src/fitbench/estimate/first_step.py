@@ -140,12 +140,19 @@ def _layer_blocks(
 
 
 def activation_blocks(
-    workload: Workload, segments: list[Segment], matrices: list[list[Matrix]], *, compiled: bool = False
+    workload: Workload,
+    segments: list[Segment],
+    matrices: list[list[Matrix]],
+    *,
+    compiled: bool = False,
+    merged: list[list[float]] | None = None,
 ) -> list[list[float]]:
     """Each segment's tensors that its backward frees: its saved activations, as the tensors the
     forward cut for them, and under autocast the 16-bit copies of its matrices that the matmuls
     saved (not the embeddings, which are looked up; not routed experts that run in their
-    weights' dtype; the LM head's even when it is tied to the embedding)."""
+    weights' dtype; the LM head's even when it is tied to the embedding). `merged`: per segment,
+    LoRA's merged expert stacks (peft.merged_expert_bytes), part of its saved bytes, last in its
+    list at their own sizes."""
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
     dt = activation_dtypes(workload, dropout=keeps_dropout_masks(arch))
@@ -156,12 +163,14 @@ def activation_blocks(
     # eager attention's score matrices, [batch, heads, seq, seq] (decoders and encoders alike)
     scores = tokens * arch.num_heads * seq if workload.attention == "eager" else 0.0
     out: list[list[float]] = []
-    for seg, mats in zip(segments, matrices, strict=True):
+    for i, (seg, mats) in enumerate(zip(segments, matrices, strict=True)):
         copies = [m.elements * cast for m in mats if cast and not (m.expert and experts_uncast)]
         if seg.name.startswith("layer"):
             layer = int(seg.name[len("layer") :])
+            stacks = merged[i] if merged else []
+            saved = seg.saved_bytes - sum(stacks)
             blocks = (
-                _layer_blocks(arch, dt, tokens, seg.saved_bytes, arch.is_moe_layer(layer), scores) + copies
+                _layer_blocks(arch, dt, tokens, saved, arch.is_moe_layer(layer), scores) + copies + stacks
             )
         elif seg.name == "head" and arch.kind == "decoder" and not compiled:
             # the LM head's 16-bit weight copy; the loss's tensors are _StepReplay's sequence
@@ -205,12 +214,14 @@ class _StepReplay:
         compiled: bool,
         adapters: list[list[Matrix]] | None = None,
         adapter_bytes: int = 4,
+        merged: list[list[float]] | None = None,
     ) -> None:
         arch = workload.arch
         assert isinstance(arch, TransformerArch)
         self.workload, self.segments = workload, segments
         self.matrices = weight_matrices(arch)
-        self.blocks = activation_blocks(workload, segments, self.matrices, compiled=compiled)
+        self.blocks = activation_blocks(workload, segments, self.matrices, compiled=compiled, merged=merged)
+        self.stacks = [len(m) for m in merged] if merged else [0] * len(segments)
         # what has gradients and moments: every matrix, or under LoRA the adapters' A and B (in
         # their own dtype; the base frozen)
         self.trainable = self.matrices
@@ -302,7 +313,14 @@ class _StepReplay:
                 for j, block in enumerate(self.blocks[i]):
                     pool.malloc(("act", i, j), block)
                 pool.free(("input", i))
-            for j in range(len(self.blocks[i])):
+            # LoRA's merged expert stacks, last first: each one's gradient is written while its
+            # saved copy lives, and both go before the next stack's
+            n, stacks = len(self.blocks[i]), self.stacks[i]
+            for j in range(n - 1, n - stacks - 1, -1):
+                pool.malloc(("merged_grad", i, j), self.blocks[i][j])
+                pool.free(("act", i, j))
+                pool.free(("merged_grad", i, j))
+            for j in range(n - stacks):
                 pool.free(("act", i, j))
             self._gradients(i)
 
@@ -346,6 +364,7 @@ def first_step(
     *,
     compiled: bool = False,
     adapters: list[list[Matrix]] | None = None,
+    merged: list[list[float]] | None = None,
 ) -> FirstStep | None:
     """The first step's new segments beyond the forward's blocks, and the second step's beyond
     the first's (module docstring); None where it does not apply (_applies)."""
@@ -357,7 +376,7 @@ def first_step(
         return None
     if workload.peft and adapters is None:
         return None  # LoRA's trainable tensors are the adapters: peft.py lists them
-    replay = _StepReplay(workload, framework, segments, compiled, adapters)
+    replay = _StepReplay(workload, framework, segments, compiled, adapters, merged=merged)
     pool = replay.pool
     replay.forward()
     forward = pool.reserved

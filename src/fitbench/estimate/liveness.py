@@ -49,7 +49,9 @@ def _backward_moment(
         prefix_cast.append(casts_before)
         checkpointed = checkpointing and seg.name.startswith("layer")
         acts_before += seg.input_bytes if checkpointed else seg.saved_bytes
-        casts_before += seg.cast_params * cast_bytes
+        # a checkpointed block's 16-bit weight copies are dropped with its other tensors (autocast's
+        # cache with the forward's end) and made again by its recompute: only its own count then
+        casts_before += 0.0 if checkpointed else seg.cast_params * cast_bytes
     all_grads = sum(seg.params * grad_b for seg, grad_b in segments)
     best: dict[str, float] = {}
     best_total = -1.0

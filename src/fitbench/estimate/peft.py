@@ -210,6 +210,21 @@ def merged_expert_bytes(workload: Workload) -> float:
     return sum(e * fin * fout for _, fin, fout, _ in expert_adapters(workload)) * peft_bytes(workload).base
 
 
+def merged_expert_gradient_bytes(workload: Workload) -> float:
+    """What one MoE block's merged stacks add at their backward's peak: each stack's gradient is
+    written while the stacks backward already went through are freed (their saved merged copies
+    go with their nodes), so the largest of stack - stacks freed before it, walking the stacks in
+    backward order (Mixtral's down stack, then gate_up: one stack's size, where both were counted;
+    the meta-device trace's peak holds one gradient beside the saved copies)."""
+    e = adapted_arch(workload).num_experts
+    b = peft_bytes(workload).base
+    peak = freed = 0.0
+    for _, fin, fout, _ in reversed(expert_adapters(workload)):
+        peak = max(peak, e * fin * fout * b - freed)
+        freed += e * fin * fout * b
+    return peak
+
+
 def lora_params_per_layer(workload: Workload, *, moe_layer: bool | None = None) -> int:
     """Adapter parameters of one block: r*(in+out) per adapted Linear (A: r x in, B: out x r),
     and in a MoE block (`moe_layer`; None: the model has experts) its stacked experts'."""
@@ -418,10 +433,14 @@ def peft_segments(workload: Workload, *, compiled: bool = False) -> list[GradedS
     # Autocast casts each frozen FP32 weight to 16 bit per use (not cached: the weight needs no
     # gradient) and the matmul keeps that copy for the input gradient, as in full AMP training.
     # QLoRA's 4-bit layers dequantize inside their own autograd function and keep nothing.
-    cast = arch.linear_params_per_layer() if (dt.amp and workload.peft == "lora") else 0
-    # A MoE block whose stacked experts carry adapters saves their merged copies and writes a
-    # gradient of that size in backward (merged_expert_bytes).
+    # Routed experts run in their weights' dtype under autocast (grouped_mm: no copy) but where
+    # they are batched matmuls (transformer_cost.autocast_params_at, as full training counts).
+    amp_lora = dt.amp and workload.peft == "lora"
+    # A MoE block whose stacked experts carry adapters saves their merged copies
+    # (merged_expert_bytes) and writes their gradients in backward, one stack at a time
+    # (merged_expert_gradient_bytes).
     merged = merged_expert_bytes(workload)
+    merged_gradient = merged_expert_gradient_bytes(workload)
     segs: list[GradedSegment] = [
         (Segment(name="embeddings", saved_bytes=0.0, input_bytes=0.0, params=0), ADAPTER_BYTES)
     ]
@@ -435,8 +454,8 @@ def peft_segments(workload: Workload, *, compiled: bool = False) -> list[GradedS
                     saved_bytes=saved + (merged if moe else 0.0),
                     input_bytes=per_input,
                     params=lora_params_per_layer(workload, moe_layer=moe),
-                    cast_params=cast,
-                    transient_bytes=per_transient + (merged if moe else 0.0),
+                    cast_params=transformer_cost.autocast_params_at(arch, i) if amp_lora else 0,
+                    transient_bytes=per_transient + (merged_gradient if moe else 0.0),
                 ),
                 ADAPTER_BYTES,
             )
@@ -604,7 +623,16 @@ def _replayed(workload: Workload, framework: str, compiled: bool) -> first_step.
         per_layer[arch.is_moe_layer(int(seg.name[len("layer") :]))] if seg.name.startswith("layer") else []
         for seg in segments
     ]
-    return first_step.first_step(workload, framework, segments, compiled=compiled, adapters=adapters)
+    # the merged expert stacks a MoE block saves, at their own sizes
+    e, base = arch.num_experts, peft_bytes(workload).base
+    stacks = [e * fin * fout * base for _, fin, fout, _ in expert_adapters(workload)]
+    merged = [
+        stacks if seg.name.startswith("layer") and arch.is_moe_layer(int(seg.name[len("layer") :])) else []
+        for seg in segments
+    ]
+    return first_step.first_step(
+        workload, framework, segments, compiled=compiled, adapters=adapters, merged=merged
+    )
 
 
 def assumptions(workload: Workload) -> tuple[str, ...]:
