@@ -28,6 +28,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set losscheck   # the LM loss's blocks: large vocabularies, LoRA and full
     python benchmarks/accuracy.py --set replaycheck # full fine-tuning after the two-step allocator replay
     python benchmarks/accuracy.py --set lorareplay  # LoRA after its reserve joined the replay
+    python benchmarks/accuracy.py --set ampcheck    # mixed-precision training after the AMP trace
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -1717,6 +1718,110 @@ LORA_REPLAY_CHECK: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# Mixed-precision training after the meta-device trace learned autocast (meta_autocast.py): GPT-2's
+# residual dropout masks and its Python GELU under autocast, fused projections and tied heads
+# under LoRA, tied-embedding full training; written down before they ran.
+AMP_CHECK: list[tuple[str, dict[str, Any]]] = [
+    (
+        "gpt2-medium.json",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 8, "seq_len": 1024},
+    ),
+    (
+        "starcoder",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 2048,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "phi-3-mini-4k-instruct",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 1,
+            "seq_len": 4096,
+        },
+    ),
+    (
+        "gemma-3-1b-it",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 8,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "qwen2.5-0.5b-instruct",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 32,
+            "batch_size": 8,
+            "seq_len": 2048,
+        },
+    ),
+    (
+        "gpt-j-6b",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 2048,
+            "num_layers": 12,
+        },
+    ),
+    (
+        "qwen3-0.6b",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 4, "seq_len": 2048},
+    ),
+    (
+        "gemma-2-2b-it",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 1024,
+            "checkpointing": True,
+        },
+    ),
+    (
+        "llama-3.2-3b.json",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+    (
+        "phi-2.json",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 1024,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -1739,6 +1844,7 @@ SETS = {
     "losscheck": LOSS_CHECK,
     "replaycheck": REPLAY_CHECK,
     "lorareplay": LORA_REPLAY_CHECK,
+    "ampcheck": AMP_CHECK,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -2180,7 +2286,8 @@ def main(argv: list[str] | None = None) -> int:
         "vision (InternVL and GLM-4.xV, LoRA on more MoE families) or longctx / longcheck (4k-32k "
         "tokens) or settings (GradScaler, accumulation, SGD, checkpointed full training) or losscheck "
         "(the LM loss's blocks on large vocabularies, written before they ran) or replaycheck (full "
-        "fine-tuning after the two-step allocator replay) or lorareplay (LoRA after it joined the replay)",
+        "fine-tuning after the two-step allocator replay) or lorareplay (LoRA after it joined the replay) or "
+        "ampcheck (mixed-precision training after the trace learned autocast)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
