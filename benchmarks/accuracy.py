@@ -29,6 +29,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set replaycheck # full fine-tuning after the two-step allocator replay
     python benchmarks/accuracy.py --set lorareplay  # LoRA after its reserve joined the replay
     python benchmarks/accuracy.py --set ampcheck    # mixed-precision training after the AMP trace
+    python benchmarks/accuracy.py --set moelora     # LoRA on MoE models after the trace covered them
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -1822,6 +1823,82 @@ AMP_CHECK: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# LoRA on MoE models after the trace learned them (merged expert stacks' gradients one at a time,
+# no 16-bit copies of FP32 experts under AMP), written down before they ran.
+MOE_LORA_CHECK: list[tuple[str, dict[str, Any]]] = [
+    (
+        "mixtral-8x7b-instruct",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 2048,
+            "num_layers": 4,
+        },
+    ),
+    (
+        "qwen3-30b-a3b",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 2048,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "olmoe-1b-7b",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 4,
+            "seq_len": 1024,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "deepseek-v2-lite-chat",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 2048,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "glm-4.5-air",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 3,
+        },
+    ),
+    (
+        "phi-3.5-moe-instruct",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 6,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -1845,6 +1922,7 @@ SETS = {
     "replaycheck": REPLAY_CHECK,
     "lorareplay": LORA_REPLAY_CHECK,
     "ampcheck": AMP_CHECK,
+    "moelora": MOE_LORA_CHECK,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -2287,7 +2365,8 @@ def main(argv: list[str] | None = None) -> int:
         "tokens) or settings (GradScaler, accumulation, SGD, checkpointed full training) or losscheck "
         "(the LM loss's blocks on large vocabularies, written before they ran) or replaycheck (full "
         "fine-tuning after the two-step allocator replay) or lorareplay (LoRA after it joined the replay) or "
-        "ampcheck (mixed-precision training after the trace learned autocast)",
+        "ampcheck (mixed-precision training after the trace learned autocast) or moelora (LoRA on MoE "
+        "models after the trace covered them)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
