@@ -152,3 +152,55 @@ def test_one_amp_block_adds_what_the_estimate_counts(name: str, lora: bool) -> N
     w = tiny_workload(name, mode="train", precision="amp-bf16", batch_size=BATCH, seq_len=SEQ, **extra)
     traced, estimated = training_replay.layer_slope(w, 4, "h100-sxm")
     assert estimated == pytest.approx(traced, rel=0.02)
+
+
+def _saved_by_first_block(workload) -> float:
+    """Bytes autograd keeps in the first block's forward, each storage once, parameters out
+    (CUDA's kernel choices: training_replay.cuda_kernels)."""
+    import torch
+
+    from fitbench.backends.torch.models import build_model
+
+    model, _ = build_model(workload, device="meta", dtype=torch.bfloat16)
+    model.train()
+    block = next(m for name, m in model.named_modules() if name.endswith("layers.0"))
+    params = {p.untyped_storage()._cdata for p in model.parameters()}
+    seen: dict[int, int] = {}
+    inside = [False]
+
+    def pack(t):
+        if inside[0]:
+            seen.setdefault(t.untyped_storage()._cdata, t.untyped_storage().nbytes())
+        return t
+
+    block.register_forward_pre_hook(lambda *_: inside.__setitem__(0, True))
+    block.register_forward_hook(lambda *_: inside.__setitem__(0, False))
+    ids = torch.zeros((workload.batch_size, workload.seq_len), dtype=torch.long, device="meta")
+    with training_replay.cuda_kernels(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(input_ids=ids, labels=ids, use_cache=False)
+    return sum(n for sid, n in seen.items() if sid not in params)
+
+
+def test_a_gpt_oss_block_saves_what_the_estimate_counts() -> None:
+    """gpt-oss: eager attention with sinks keeps one 16-bit tensor of probabilities (its softmax is
+    taken in the scores' dtype), its RMSNorm keeps FP32 to the end, its clamped experts seven
+    expert widths a routed copy. Before, the estimate counted the probabilities three times over
+    (FP32 and a 16-bit copy) and four expert widths: +42 % at 2 x 1,024 tokens, -5 % here."""
+    from fitbench.catalog import get_gpu
+    from fitbench.estimate import transformer_cost
+    from fitbench.estimate.dtypes import activation_dtypes
+    from fitbench.estimate.execution import workload_as_run
+    from fitbench.workloads import library
+
+    w = library.workload_for_model("gpt-oss-20b", weights="none")
+    w = w.replace(
+        arch=dataclasses.replace(w.arch, num_layers=2, sliding_layers=1),
+        mode="train",
+        precision="bf16",
+        batch_size=1,
+        seq_len=256,
+    )
+    run = workload_as_run(w, "default", get_gpu("h100-sxm"), "torch")
+    dt = activation_dtypes(run, dropout=False)
+    per_token = transformer_cost.layer_saved_bytes_per_token(run.arch, dt, 256, run.attention, moe=True)
+    assert per_token * 256 == pytest.approx(_saved_by_first_block(w), rel=0.01)

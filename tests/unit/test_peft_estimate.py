@@ -347,3 +347,22 @@ def test_merged_expert_stacks_add_one_stack_s_gradient_at_their_backward_peak():
     moe_layer = next(seg for seg, _ in peft.peft_segments(w) if seg.name == "layer1")
     dense = peft.peft_segments(w.replace(lora_targets="attention"))[2][0]
     assert moe_layer.transient_bytes - dense.transient_bytes == down
+
+
+def test_gpt_oss_lora_and_full_agree_on_what_its_block_keeps():
+    """gpt-oss's own eager attention, norm and clamped experts (transformer_cost): the softmax in
+    the scores' dtype, the norm in FP32 to the end, seven expert widths; LoRA's frozen block keeps
+    what full training does less the weight gradients' inputs."""
+    w = library.workload_for_model("gpt-oss-20b", weights="none").replace(
+        mode="train", batch_size=1, seq_len=1024, precision="bf16", peft="lora", lora_rank=16
+    )
+    arch = w.arch
+    assert not transformer_cost.eager_softmax_in_fp32(arch)
+    dt = activation_dtypes(w, dropout=False)
+    assert transformer_cost.norm_saved_bytes_per_token(arch, arch.hidden_size, dt.res) == 8 * arch.hidden_size
+    k, fe = transformer_cost.routed_copies(arch), arch.expert_intermediate_size
+    plain = dataclasses.replace(arch, model_type="qwen3_moe")
+    extra = transformer_cost.moe_mlp_saved_bytes_per_token(
+        arch, dt
+    ) - transformer_cost.moe_mlp_saved_bytes_per_token(plain, dt)
+    assert extra == k * 3 * fe * dt.act

@@ -145,6 +145,12 @@ def gemma_norms(arch: TransformerArch) -> bool:
     return arch.rules_type in ("gemma", "gemma2", "gemma3_text", "gemma3", "olmo2")
 
 
+# RMSNorms that multiply the FP32 normalised tensor by the weight and cast after it,
+# `(weight * x).to(input_dtype)`, as OLMo-2's does: they keep the same 8 bytes an element (found
+# in transformers' modeling files; gpt-oss checked on the meta-device trace's saved tensors).
+FP32_WEIGHT_NORM_TYPES = ("olmo3", "flex_olmo", "gpt_oss")
+
+
 # Command-R's norm (CohereLayerNorm): in FP32, the mean subtracted twice (once for the variance,
 # once to normalise), each difference kept by its product, and the normalised tensor kept for
 # the weight's gradient: three FP32 tensors, two with the weight frozen.
@@ -174,7 +180,8 @@ def norm_saved_bytes_per_token(arch: TransformerArch, width: int, input_bytes: f
         return width * 12
     if arch.norm != "rmsnorm":
         return width * input_bytes
-    return width * (8 if gemma_norms(arch) else 4 + input_bytes)
+    fp32_to_the_end = gemma_norms(arch) or arch.rules_type in FP32_WEIGHT_NORM_TYPES
+    return width * (8 if fp32_to_the_end else 4 + input_bytes)
 
 
 def qk_norm_saved_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
@@ -335,6 +342,13 @@ def _dense_block_linear_params(arch: TransformerArch) -> int:
     return attn + (3 if arch.mlp == "swiglu" else 2) * arch.hidden_size * arch.intermediate_size
 
 
+# gpt-oss's experts clamp gate and up and take glu = gate * sigmoid(alpha * gate), out =
+# (up + 1) * glu: eager autograd keeps the gate_up output (two widths, the clamps' inputs), the
+# sigmoid's output, the clamped gate, up + 1, glu and the product, seven expert widths where
+# SwiGLU keeps four (read from the meta-device trace's saved tensors).
+CLAMPED_SWIGLU_TYPES = ("gpt_oss",)
+
+
 def moe_mlp_saved_bytes_per_token(
     arch: TransformerArch, dt: ActivationDtypes, *, compiled: bool = False
 ) -> float:
@@ -353,6 +367,8 @@ def moe_mlp_saved_bytes_per_token(
     h, k, fe = arch.hidden_size, routed_copies(arch), arch.expert_intermediate_size
     swiglu = arch.mlp == "swiglu"
     widths = (3 if compiled else 4) if swiglu else 2
+    if arch.rules_type in CLAMPED_SWIGLU_TYPES and not compiled:
+        widths = 7
     e = 4 if experts_in_weight_dtype(arch, dt) else dt.act
     # The norm's output feeds the router, the shared experts' Linears and their gate: one saved
     # tensor without autocast, a 16-bit copy for each under it (ActivationDtypes.linear_input).
@@ -550,11 +566,13 @@ def eager_softmax_in_fp32(arch: TransformerArch) -> bool:
     """transformers' shared eager attention (Llama's and the families written from it, ViT's)
     takes the softmax in FP32 and casts the probabilities back, `softmax(..., dtype=float32)
     .to(query.dtype)`: in 16-bit weights both are kept for backward, the FP32 probabilities and
-    their 16-bit copy. BERT/RoBERTa, GPT-2 and Falcon take it in the scores' dtype, GPT-J on
-    FP32 scores of its own."""
+    their 16-bit copy. BERT/RoBERTa, GPT-2, Falcon and gpt-oss take it in the scores' dtype
+    (EAGER_SOFTMAX_IN_SCORE_DTYPE; gpt-oss keeps one 16-bit tensor of probabilities and its sink
+    column, read from the meta-device trace's saved tensors), GPT-J on FP32 scores of its own."""
     if arch.patch_size:
         return True
-    return arch.kind == "decoder" and arch.position != "learned" and arch.rules_type not in ("gptj", "falcon")
+    own = ("gptj", *EAGER_SOFTMAX_IN_SCORE_DTYPE)
+    return arch.kind == "decoder" and arch.position != "learned" and arch.rules_type not in own
 
 
 def layer_input_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:

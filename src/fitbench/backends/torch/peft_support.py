@@ -95,6 +95,18 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
         model_type: {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ()}
         for model_type in ("granitemoe", "granitemoeshared")
     },
+    # MiniMax-M2 converts its experts as Mixtral does (transformers' conversion pattern "mixtral"):
+    # peft reaches the stacked experts through Mixtral's v4 names.
+    "minimax_m2": {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ("w1", "w2", "w3")},
+    # gpt-oss stacks its experts in parameters no v4 name of peft's map reaches: attention only,
+    # as the estimate counts (PEFT_STACKED_EXPERT_TYPES has no gpt_oss).
+    "gpt_oss": {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ()},
+    # Llama-4's routed experts are 3-D parameters; Llama's MLP names reach its shared expert's
+    # and its dense layers' Linears.
+    "llama4_text": {
+        "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+        "mlp": ("gate_proj", "up_proj", "down_proj"),
+    },
     # Phi-3.5-MoE stacks its experts as Mixtral does, but peft's family map has no `phimoe`
     # entry, so no v4 name reaches them: its adapters are the attention's, as the estimate counts.
     "phimoe": {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ()},
