@@ -89,7 +89,10 @@ class MetaAutocast(TorchFunctionMode):
             self._cache = None
 
     def lower(self, t: Any) -> Any:
-        """`t` as a matmul-like operator takes it: an FP32 tensor in the 16-bit dtype."""
+        """`t` as a matmul-like operator takes it: an FP32 tensor in the 16-bit dtype (as it is
+        where the casts are off)."""
+        if not self.enabled[-1]:
+            return t
         if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:
             return t
         cacheable = self._cache is not None and t.is_leaf and t.requires_grad

@@ -84,7 +84,7 @@ from meta_autocast import MetaAutocast
 
 GB = 1e9
 STEPS = 2  # the warm-up step, then the one whose peaks are reported
-_AUTOCAST: list[MetaAutocast] = []  # the AMP step's autocast while one is traced
+_AUTOCAST: list[MetaAutocast] = []  # the traced step's autocast mode (casting under AMP only)
 
 
 class _FusedAttention(torch.autograd.Function):
@@ -227,18 +227,19 @@ def trace_step(workload: Workload) -> dict[str, Any]:
     # adapters call and the meta device refuses
     autocast = MetaAutocast(torch.float16 if workload.precision == "amp-fp16" else torch.bfloat16, on=amp)
     with cuda_kernels(), trace, autocast:
-        if amp:
-            _AUTOCAST.append(autocast)
-        for step in range(STEPS):
-            optimizer.zero_grad(set_to_none=True)
-            ids = torch.zeros((workload.batch_size, workload.seq_len), dtype=torch.long, device="meta")
-            with autocast.forward() if amp else contextlib.nullcontext():
-                loss = model(input_ids=ids, labels=ids, use_cache=False).loss
-            meta_autocast.backward(loss)
-            del loss
-            optimizer.step()
-            trace.events.append(("step", step))
-        _AUTOCAST.clear()
+        _AUTOCAST.append(autocast)
+        try:
+            for step in range(STEPS):
+                optimizer.zero_grad(set_to_none=True)
+                ids = torch.zeros((workload.batch_size, workload.seq_len), dtype=torch.long, device="meta")
+                with autocast.forward() if amp else contextlib.nullcontext():
+                    loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+                meta_autocast.backward(loss)
+                del loss
+                optimizer.step()
+                trace.events.append(("step", step))
+        finally:
+            _AUTOCAST.clear()
         gc.collect()
     return _replay_last_step(pool, trace.events)
 
