@@ -349,10 +349,11 @@ def test_merged_expert_stacks_add_one_stack_s_gradient_at_their_backward_peak():
     assert moe_layer.transient_bytes - dense.transient_bytes == down
 
 
-def test_gpt_oss_lora_and_full_agree_on_what_its_block_keeps():
+def test_gpt_oss_block_counts_its_own_attention_norm_and_experts():
     """gpt-oss's own eager attention, norm and clamped experts (transformer_cost): the softmax in
-    the scores' dtype, the norm in FP32 to the end, seven expert widths; LoRA's frozen block keeps
-    what full training does less the weight gradients' inputs."""
+    the scores' dtype, the norm in FP32 to the end, seven expert widths a routed copy where
+    SwiGLU keeps four (tests/backends/test_training_replay.py holds the whole block against the
+    meta-device trace's saved tensors)."""
     w = library.workload_for_model("gpt-oss-20b", weights="none").replace(
         mode="train", batch_size=1, seq_len=1024, precision="bf16", peft="lora", lora_rank=16
     )
