@@ -76,9 +76,20 @@ def estimated_classes(w: Workload, gpu: GpuSpec, profile: Profile) -> tuple[dict
     return out, mixed, other
 
 
-def measured_steps(gpu_id: str) -> dict[str, float]:
-    """accuracy.py's measured step (seconds) per point label on `gpu_id`, from the stored files."""
-    steps: dict[str, float] = {}
+# The fields that make two stored points the same job (a label fragment alone also matches other
+# jobs of the model that later sets measured).
+JOB_FIELDS = ("mode", "precision", "batch_size", "seq_len", "peft", "lora_rank", "optimizer", "checkpointing")
+
+
+def _job(workload: dict[str, Any]) -> tuple[Any, ...]:
+    arch = workload.get("arch") or {}
+    return (*(workload.get(f) for f in JOB_FIELDS), arch.get("num_layers"), arch.get("hidden_size"))
+
+
+def measured_steps(gpu_id: str) -> dict[str, tuple[tuple[Any, ...], float]]:
+    """accuracy.py's measured step (seconds) per point label on `gpu_id`, from the stored files,
+    with the point's job (_job) to tell apart labels that share a fragment."""
+    steps: dict[str, tuple[tuple[Any, ...], float]] = {}
     for path in sorted(glob.glob(str(RESULTS / "accuracy-*.json"))):
         data = json.loads(Path(path).read_text())
         if data.get("gpu") != gpu_id:
@@ -86,7 +97,7 @@ def measured_steps(gpu_id: str) -> dict[str, float]:
         for p in data.get("points", []):
             m = p.get("measurement") or {}
             if m.get("status") == "ok" and m.get("step_seconds"):
-                steps.setdefault(p["label"], m["step_seconds"])
+                steps.setdefault(p["label"], (_job(p.get("workload") or {}), m["step_seconds"]))
     return steps
 
 
@@ -105,8 +116,9 @@ def analyse(rows: list[dict[str, Any]], gpu: GpuSpec) -> dict[str, Any]:
         _, mixed, other = estimated_classes(w, gpu, same_rate)
         kernels = sum(measured.values())
         host = 1e3 * step_timing(w, gpu, profile).host_seconds
-        label = next((lbl for lbl in steps if r["label"] in lbl), None)
-        step = 1e3 * steps[label] if label else None
+        job = _job(r["workload"])
+        label = next((lbl for lbl, (j, _) in steps.items() if r["label"] in lbl and j == job), None)
+        step = 1e3 * steps[label][1] if label else None
         row = {
             "label": r["label"],
             "measured_ms": measured,
