@@ -140,22 +140,8 @@ def test_a_frozen_fused_projection_saves_one_autocast_copy_less_than_separate_on
     projection (Phi-3's qkv_proj, gate_up_proj), one per Linear for separate q/k/v and gate/up;
     a frozen block keeps none, so LoRA's saving is what full training counted, not three and
     two copies (which read Phi-3's LoRA blocks 7.5 % low against the meta-device trace)."""
-    phi3 = TransformerArch(
-        kind="decoder",
-        vocab_size=32064,
-        hidden_size=3072,
-        num_layers=32,
-        num_heads=32,
-        intermediate_size=8192,
-        max_positions=4096,
-        mlp="swiglu",
-        norm="rmsnorm",
-        position="rotary",
-        qkv_bias=False,
-        out_bias=False,
-        mlp_bias=False,
-        model_type="phi3",
-    )
+    phi3 = library.workload_for_model("phi-3-mini-4k-instruct", weights="none").arch
+    assert phi3.hidden_size == 3072 and transformer_cost.fused_projections(phi3) == (True, True)
     dt = activation_dtypes(llama(precision="amp-bf16"), dropout=False)
     fused_qkv, fused_mlp = transformer_cost.decoder_linear_inputs_saved_bytes_per_token(phi3, dt)
     assert (fused_qkv, fused_mlp) == (3072 * 2, 3072 * 2)

@@ -201,13 +201,17 @@ def lora_dropout(workload: Workload) -> float:
     return 0.0 if expert_adapters(workload) else LORA_DROPOUT
 
 
+def merged_expert_stack_bytes(workload: Workload) -> list[float]:
+    """Bytes of each merged expert stack of one MoE block, in forward order: peft folds W + B·A
+    into a new tensor the size of each adapted stack on every forward (a baddbmm in the weights'
+    dtype, _LoraFactorsProxy), and the grouped product saves it for the input gradient."""
+    e, b = adapted_arch(workload).num_experts, peft_bytes(workload).base
+    return [e * fin * fout * b for _, fin, fout, _ in expert_adapters(workload)]
+
+
 def merged_expert_bytes(workload: Workload) -> float:
-    """Bytes of one MoE block's merged expert stacks: peft folds W + B·A into a new tensor the
-    size of each adapted stack on every forward (a baddbmm in the weights' dtype,
-    _LoraFactorsProxy), and the grouped product saves it for the input gradient; its backward
-    writes a gradient of the same size."""
-    e = adapted_arch(workload).num_experts
-    return sum(e * fin * fout for _, fin, fout, _ in expert_adapters(workload)) * peft_bytes(workload).base
+    """Bytes of one MoE block's merged expert stacks (merged_expert_stack_bytes), all saved."""
+    return sum(merged_expert_stack_bytes(workload))
 
 
 def merged_expert_gradient_bytes(workload: Workload) -> float:
@@ -216,12 +220,10 @@ def merged_expert_gradient_bytes(workload: Workload) -> float:
     go with their nodes), so the largest of stack - stacks freed before it, walking the stacks in
     backward order (Mixtral's down stack, then gate_up: one stack's size, where both were counted;
     the meta-device trace's peak holds one gradient beside the saved copies)."""
-    e = adapted_arch(workload).num_experts
-    b = peft_bytes(workload).base
     peak = freed = 0.0
-    for _, fin, fout, _ in reversed(expert_adapters(workload)):
-        peak = max(peak, e * fin * fout * b - freed)
-        freed += e * fin * fout * b
+    for stack in reversed(merged_expert_stack_bytes(workload)):
+        peak = max(peak, stack - freed)
+        freed += stack
     return peak
 
 
@@ -624,8 +626,7 @@ def _replayed(workload: Workload, framework: str, compiled: bool) -> first_step.
         for seg in segments
     ]
     # the merged expert stacks a MoE block saves, at their own sizes
-    e, base = arch.num_experts, peft_bytes(workload).base
-    stacks = [e * fin * fout * base for _, fin, fout, _ in expert_adapters(workload)]
+    stacks = merged_expert_stack_bytes(workload)
     merged = [
         stacks if seg.name.startswith("layer") and arch.is_moe_layer(int(seg.name[len("layer") :])) else []
         for seg in segments
