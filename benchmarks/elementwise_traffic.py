@@ -181,12 +181,19 @@ def _workload(config: dict[str, Any], layers: int, seq: int, precision: str) -> 
     )
 
 
-def step_traffic(config: dict[str, Any], layers: int, seq: int, precision: str) -> tuple[int, int, int, int]:
-    """(forward bytes, forward ops, backward bytes, backward ops) of one training step on the CPU."""
+def step_traffic(
+    config: dict[str, Any], layers: int, seq: int, precision: str, *, frozen_norms: bool = False
+) -> tuple[int, int, int, int]:
+    """(forward bytes, forward ops, backward bytes, backward ops) of one training step on the CPU;
+    `frozen_norms`: the norms' weights need no gradient (as under LoRA)."""
     workload = _workload(config, layers, seq, precision)
     amp = workload.precision_info.amp
     torch.manual_seed(0)
     model, _ = build_model(workload, device="cpu", dtype=torch.float32 if amp else torch.bfloat16)
+    if frozen_norms:
+        for name, param in model.named_parameters():
+            if "norm" in name.rsplit(".", 2)[-2]:
+                param.requires_grad_(False)
     model.train()
     ids = torch.randint(0, VOCAB, (1, seq))
     forward, backward = ElementwiseTraffic(), ElementwiseTraffic()
@@ -232,6 +239,30 @@ def block_per_token(name: str, precision: str) -> dict[str, Any]:
         "estimate_forward_bytes_per_token": est_bytes,
         "estimate_backward_bytes_per_token": est_backward,
         "estimate_forward_ops": est_ops,
+    }
+
+
+def norm_weight_gradient_per_token(name: str, precision: str) -> dict[str, Any]:
+    """The backward bytes per token and block that the norms' weight gradients move (a block with
+    them trained less the same block with them frozen), beside
+    transformer_cost.norm_weight_gradient_bytes_per_token."""
+    config = dict(library.get_model(name).config)
+    config.pop("quantization_config", None)
+    per_length = []
+    for seq in LENGTHS:
+        block = []
+        for frozen in (False, True):
+            two = step_traffic(config, 2, seq, precision, frozen_norms=frozen)
+            one = step_traffic(config, 1, seq, precision, frozen_norms=frozen)
+            block.append(two[2] - one[2])
+        per_length.append(block[0] - block[1])
+    workload = _workload(config, 2, LENGTHS[0], precision)
+    dt = activation_dtypes(workload, dropout=False)
+    return {
+        "model": name,
+        "precision": precision,
+        "backward_bytes_per_token": (per_length[1] - per_length[0]) / (LENGTHS[1] - LENGTHS[0]),
+        "estimate_bytes_per_token": transformer_cost.norm_weight_gradient_bytes_per_token(workload.arch, dt),
     }
 
 

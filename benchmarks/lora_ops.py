@@ -324,7 +324,7 @@ def estimated_ops(w: Workload, *, frozen: bool = False) -> dict[str, float]:
     else:
         timing = speed.training_step(w, gpu, profile)
         lora_fwd, lora_bwd = [], []
-        bwd = speed._backward(fwd)
+        bwd = speed.backward_kernels(fwd)
         optimizer = ops(speed.optimizer_kernels(w))
     recompute = ops(fwd) + ops(lora_fwd) if w.checkpointing else 0.0
     forward, backward = ops(fwd) + ops(lora_fwd), ops(bwd) + ops(lora_bwd) + recompute

@@ -49,18 +49,34 @@ def test_profile_states_the_measured_overlap(analysis: dict) -> None:
     assert DEFAULT.overlap_loss == pytest.approx(analysis["host_not_overlapped_median"], abs=0.01)
 
 
+def _autocast_decoders(analysis: dict) -> list[dict]:
+    return [p for p in analysis["points"] if p["mixed_dtype_share"] is not None and not p["peft"]]
+
+
 def test_profile_states_the_measured_mixed_dtype_rate(analysis: dict) -> None:
-    shares = [p["mixed_dtype_share"] for p in analysis["points"] if p["mixed_dtype_share"] is not None]
-    assert len(shares) == 6  # the six autocast RMSNorm decoders; GPT-2 and the bf16 LoRA steps have none
+    shares = [p["mixed_dtype_share"] for p in _autocast_decoders(analysis)]
+    assert len(shares) == 6  # the six autocast RMSNorm decoders; GPT-2 has none
     assert DEFAULT.mixed_dtype_memory_efficiency == pytest.approx(
         analysis["mixed_dtype_share_median"], abs=0.01
     )
 
 
+def test_lora_casts_stream_at_the_mixed_dtype_rate(analysis: dict) -> None:
+    """The bf16 LoRA steps' converting passes around their FP32 adapters (peft_speed's
+    `lora.<name>.casts`) are the same kind of kernel: with them at the profile's mixed rate the
+    steps' memory class implies a share within the autocast decoders' range."""
+    lora = [p for p in analysis["points"] if p["peft"]]
+    assert len(lora) == 3  # Qwen2.5-1.5B at ranks 8 and 256, Mistral-7B
+    decoders = [p["mixed_dtype_share"] for p in _autocast_decoders(analysis)]
+    for p in lora:
+        assert p["mixed_dtype_share"] is not None, p["label"]
+        assert min(decoders) - 0.05 <= p["mixed_dtype_share"] <= max(decoders) + 0.05, p["label"]
+
+
 def test_classes_of_the_autocast_decoders_match_their_kernels(analysis: dict) -> None:
     """With the shares the profile states, each autocast decoder step's GEMMs, memory-bound
     kernels and whole kernel sum are within 15 % of the profiler's."""
-    decoders = [p for p in analysis["points"] if p["mixed_dtype_share"] is not None]
+    decoders = _autocast_decoders(analysis)
     for p in decoders:
         est, meas = p["estimated_ms"], p["measured_ms"]
         assert est["matmul"] == pytest.approx(meas["matmul"], rel=0.15), p["label"]
@@ -83,7 +99,7 @@ def test_only_autocast_rmsnorm_elementwise_is_mixed() -> None:
     amp = _llama_amp()
     (kernel,) = _elementwise(amp)
     assert kernel.mixed_dtypes
-    assert all(k.mixed_dtypes for k in speed._backward([kernel]))
+    assert all(k.mixed_dtypes for k in speed.backward_kernels([kernel]))
     assert not _elementwise(amp.replace(precision="bf16"))[0].mixed_dtypes
     bert = get_workload("bert-base-imdb", precision="amp-fp16")
     assert not any(k.mixed_dtypes for k in _elementwise(bert))
@@ -161,7 +177,7 @@ def test_a_vocabulary_off_the_tensor_core_alignment_runs_the_slow_gemm() -> None
     gpt2 = library.workload_for_model("gpt2").replace(mode="train", precision="amp-bf16", seq_len=256)
     head = _head(gpt2)
     assert head.misaligned
-    assert all(k.misaligned for k in speed._backward([head]))
+    assert all(k.misaligned for k in speed.backward_kernels([head]))
     assert not _head(gpt2.replace(precision="fp32")).misaligned
     assert not _head(_llama_amp()).misaligned  # 128,256 words
     aligned = dataclasses.replace(head, misaligned=False)

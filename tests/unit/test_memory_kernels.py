@@ -76,7 +76,7 @@ def test_own_share_follows_the_sms_per_byte_of_bandwidth() -> None:
 
 def test_backward_copies_keep_the_launches() -> None:
     fwd = [Kernel(name="x.layout", kind="memory", flops=0.0, bytes=1e6, ops=0.0, launches=2.0)]
-    assert [k.kernel_launches for k in speed._backward(fwd)] == [2.0]
+    assert [k.kernel_launches for k in speed.backward_kernels(fwd)] == [2.0]
     assert Kernel(name="n", kind="memory", flops=0.0, bytes=1.0, ops=0.0).kernel_launches == 1.0
 
 

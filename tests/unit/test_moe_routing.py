@@ -139,7 +139,7 @@ def test_a_grouped_product_near_the_ridge_is_slower_than_the_plain_roofline() ->
     t_m = plain.bytes / (gpu.stream_bandwidth_bytes_s * profile.memory_efficiency)
     assert t_grouped == pytest.approx(math.hypot(t_c, t_m), rel=1e-6)
     # and its backward keeps the flag
-    assert speed._backward([grouped])[0].grouped
+    assert speed.backward_kernels([grouped])[0].grouped
 
 
 def test_peft_times_the_merged_stacks_weight_gradient_as_a_grouped_product() -> None:

@@ -88,7 +88,7 @@ def test_batch_norm_launches_follow_the_implementation(
     w = get_workload("resnet50-cifar10", precision=precision)
     fwd = resnet_cost.forward_kernels(w, DEFAULT, channels_last=channels_last)
     bn = [k for k in fwd if k.name.endswith(".bn")]
-    back = [k for k in speed._backward(fwd) if k.name.endswith(".bn.backward")]
+    back = [k for k in speed.backward_kernels(fwd) if k.name.endswith(".bn.backward")]
     assert len(bn) == len(back) == 53
     assert {k.kernel_launches for k in bn} == {launches[0]}
     assert {k.kernel_launches for k in back} == {launches[1]}

@@ -7,7 +7,7 @@ execute; the model FLOPs leave out what an implementation computes twice or need
 ways of running the same step are held against one number:
 
 * activation checkpointing's second forward (speed.training_kernels adds it to the kernels);
-* fused attention's recomputation of the scores in backward (speed._backward counts 2.5x the
+* fused attention's recomputation of the scores in backward (speed.backward_kernels counts 2.5x the
   forward; the model's backward is 2x, as for every matrix product);
 * the masked half of the score square that eager attention, or SDPA given a sliding window's
   mask, multiplies anyway (transformer_cost.dense_score_factor): causal attention counts the

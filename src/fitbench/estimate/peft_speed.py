@@ -41,6 +41,7 @@ from fitbench.estimate.speed import (
     STEP_FIXED_OPS,
     Timing,
     as_compiled,
+    backward_kernels,
     grad_scaler_waits,
     in_sequence,
     overlapped_seconds,
@@ -72,108 +73,110 @@ LORA_BACKWARD_SHARE = (
 
 
 # -- kernels ------------------------------------------------------------------------------------
-def _frozen_backward(forward: list[Kernel]) -> list[Kernel]:
-    """Backward of the base forward with frozen weights.
+def _frozen_backward(forward: list[Kernel], norm_weight_gradient_bytes: float = 0.0) -> list[Kernel]:
+    """Backward of the base forward with frozen weights: full training's backward
+    (speed.backward_kernels: the family modules' backward bytes and FLOPs where they counted them, else
+    the kinds' multiples) less what a frozen weight does not compute.
 
     Matmuls of frozen weights compute only the input gradient: as many FLOPs and bytes as their
     forward (full training: 2x, the weight gradient being the other product). An encoder's
-    classifier (trained) keeps 2x. Attention (2.5x: recomputes the scores) and elementwise
-    backward (2x the bytes) are unchanged. The frozen embeddings have no backward at all, and
-    of a frozen Linear's autocast casts only the input's is cast back in backward. The host
+    classifier (trained) keeps 2x. The frozen embeddings have no backward at all, and of a frozen
+    Linear's autocast casts only the input's is cast back in backward. The blocks' elementwise
+    backward leaves out `norm_weight_gradient_bytes` (the step's, over every block: the frozen
+    norms' weight gradients, transformer_cost.norm_weight_gradient_bytes_per_token). The host
     issues FROZEN_BACKWARD_SHARE of a forward operation per operation (fewer autograd nodes than
     full training's BACKWARD_HOST_SHARE); the trained classifier keeps the latter.
     """
     out = []
-    for k in forward:
+    for k, trained in zip(forward, backward_kernels(forward), strict=True):
         if k.name == "embedding":
             continue
-        casts, fallback_casts = k.cast_ops, k.fallback_cast_ops
-        if k.kind == "matmul":
-            factor = 2.0 if k.name == "classifier" else 1.0
-            flops, nbytes = k.flops * factor, k.bytes * factor
-            if k.name != "classifier" and casts:
-                casts = float(transformer_cost.input_casts(k.name))
-            if k.name != "classifier" and fallback_casts:  # grouped_mm's fallback on this card
-                fallback_casts = float(transformer_cost.input_casts(k.name))
-        elif k.kind == "attention":
-            flops, nbytes = k.flops * 2.5, k.bytes * 2.0
-        else:
-            flops, nbytes = k.flops * 2.0, k.bytes * 2.0
-        out.append(
-            dataclasses.replace(
-                k,
-                name=k.name + ".backward",
-                flops=flops,
-                bytes=nbytes,
-                ops=k.ops * (BACKWARD_HOST_SHARE if k.name == "classifier" else FROZEN_BACKWARD_SHARE),
-                cast_ops=casts,
-                fallback_cast_ops=fallback_casts,
+        if k.kind == "matmul" and k.name != "classifier":
+            # the input gradient alone: the forward's product, launches and fallback again
+            input_casts = float(transformer_cost.input_casts(k.name))
+            casts = input_casts if k.cast_ops else 0.0
+            fallback = input_casts if k.fallback_cast_ops else k.fallback_cast_ops
+            out.append(
+                dataclasses.replace(
+                    k,
+                    name=trained.name,
+                    ops=k.ops * FROZEN_BACKWARD_SHARE,
+                    cast_ops=casts,
+                    fallback_cast_ops=fallback,
+                )
             )
-        )
+            continue
+        nbytes = trained.bytes
+        if k.name == "elementwise" and k.count:
+            nbytes = max(0.0, nbytes - norm_weight_gradient_bytes / k.count)
+        share = BACKWARD_HOST_SHARE if k.name == "classifier" else FROZEN_BACKWARD_SHARE
+        out.append(dataclasses.replace(trained, bytes=nbytes, ops=k.ops * share))
     return out
 
 
 def lora_kernels(workload: Workload, *, fused: bool = False) -> tuple[list[Kernel], list[Kernel]]:
     """(forward, backward) kernels of the adapter branches over one step's tokens.
 
-    Forward per adapted Linear: A (2*T*in*r FLOPs), B (2*T*r*out) and the elementwise passes:
-    the input cast to FP32 (or autocast's cast back to 16 bit), dropout (read, write, mask),
-    the scaling, the add into the base output and its cast back. Backward: A and B each compute
-    an input and a weight gradient (2x), elementwise about 2x the bytes; the host issues
-    LORA_BACKWARD_SHARE of a forward operation per operation (the nodes autograd executes).
+    Forward per adapted Linear: A (2*T*in*r FLOPs), B (2*T*r*out) and the elementwise passes
+    around them (_adapter_passes); the passes that mix 16-bit and FP32 tensors are a kernel of
+    their own (`lora.<name>.casts`, Kernel.mixed_dtypes: PyTorch's converting loops). Backward:
+    A and B each compute an input and a weight gradient (2x), the elementwise passes move what
+    autograd's nodes for them move (_adapter_passes: about as much as the forward, not twice);
+    the host issues LORA_BACKWARD_SHARE of a forward operation per operation (the nodes autograd
+    executes).
 
     `fused` (a compiled step: Profile.fuses_pointwise): the passes before A become one kernel
     that reads the input and writes the dropped FP32 copy A reads and its mask, and the passes
     after B one that reads B's output and the base output and writes their sum at the
-    activation width.
+    activation width; their backward moves twice that.
     """
     arch = adapted_arch(workload)
     dt = activation_dtypes(workload, dropout=keeps_dropout_masks(arch))
     b = peft_bytes(workload)
     tokens = workload.batch_size * (workload.seq_len or 1)
     r = workload.lora_rank
-    lb, w = b.lora, ADAPTER_BYTES
+    lb = b.lora
     dropped = lora_dropout(workload) > 0
     mask = MASK_BYTES if dropped else 0
     L = arch.num_layers
     fwd: list[Kernel] = []
     for name, fin, fout in lora_linears(workload):
-        fwd.append(
-            Kernel(
-                name=f"lora.{name}.A",
-                kind="matmul",
-                flops=2.0 * tokens * fin * r,
-                bytes=tokens * (fin + r) * lb + fin * r * w,
-                count=L,
-            )
-        )
-        fwd.append(
-            Kernel(
-                name=f"lora.{name}.B",
-                kind="matmul",
-                flops=2.0 * tokens * r * fout,
-                bytes=tokens * (r + fout) * lb + r * fout * w,
-                count=L,
-            )
-        )
-        before, after = _adapter_pass_bytes(name, fin, fout, dt, lb, mask, fused=fused)
+        fwd += adapter_gemms(name, fin, fout, r, tokens, lb, count=L)
+        passes = _adapter_passes(name, fin, fout, dt, lb, mask, fused=fused)
         fwd.append(
             Kernel(
                 name=f"lora.{name}.elementwise",
                 kind="memory",
                 flops=0.0,
-                bytes=tokens * (before + after),
+                bytes=tokens * passes.forward,
+                backward_bytes=tokens * passes.backward,
                 count=L,
                 ops=LORA_ELEMENTWISE_OPS,
                 launches=2.0 if fused else None,
             )
         )
+        if passes.forward_mixed or passes.backward_mixed:
+            # the same operations' converting passes: no host operation or launch of their own
+            fwd.append(
+                Kernel(
+                    name=f"lora.{name}.casts",
+                    kind="memory",
+                    flops=0.0,
+                    bytes=tokens * passes.forward_mixed,
+                    backward_bytes=tokens * passes.backward_mixed,
+                    count=L,
+                    ops=0.0,
+                    launches=0.0,
+                    mixed_dtypes=True,
+                )
+            )
     bwd = [
         dataclasses.replace(
             k,
             name=k.name + ".backward",
             flops=k.flops * 2.0,
-            bytes=k.bytes * 2.0,
+            bytes=k.bytes * 2.0 if k.backward_bytes is None else k.backward_bytes,
+            backward_bytes=None,
             ops=k.ops * LORA_BACKWARD_SHARE,
         )
         for k in fwd
@@ -181,34 +184,102 @@ def lora_kernels(workload: Workload, *, fused: bool = False) -> tuple[list[Kerne
     return fwd, bwd
 
 
+def adapter_gemms(
+    name: str, fin: int, fout: int, rank: int, tokens: int, act_bytes: float, *, count: int = 1
+) -> list[Kernel]:
+    """The forward products of one adapted Linear over `tokens` tokens: A (fin -> rank) and B
+    (rank -> fout), reading and writing activations of `act_bytes` (FP32 adapters: 4; autocast:
+    16 bit) and the FP32 adapter weights."""
+    w = ADAPTER_BYTES
+    return [
+        Kernel(
+            name=f"lora.{name}.A",
+            kind="matmul",
+            flops=2.0 * tokens * fin * rank,
+            bytes=tokens * (fin + rank) * act_bytes + fin * rank * w,
+            count=count,
+        ),
+        Kernel(
+            name=f"lora.{name}.B",
+            kind="matmul",
+            flops=2.0 * tokens * rank * fout,
+            bytes=tokens * (rank + fout) * act_bytes + rank * fout * w,
+            count=count,
+        ),
+    ]
+
+
 # The adapted Linears whose input is a norm's output: FP32 under autocast (the residual stream's
 # dtype); the others take the attention's or the MLP's 16-bit output.
 NORM_FED_ADAPTERS = frozenset({"q", "k", "v", "qkv", "gate", "up", "gate_up", "fc1"})
 
 
-def _adapter_pass_bytes(
-    name: str, fin: int, fout: int, dt: ActivationDtypes, lb: float, mask: float, *, fused: bool
-) -> tuple[float, float]:
-    """(bytes before A, bytes after B) per token of one adapted Linear's elementwise passes, as
-    peft's lora.Linear.forward runs them (`x = self._cast_input_dtype(x, lora_A.weight.dtype)`,
-    `result + lora_B(lora_A(dropout(x))) * scaling`, `result.to(torch_result_dtype)`); `mask`
-    is the dropout mask's bytes an element, 0 without dropout.
+@dataclasses.dataclass(frozen=True)
+class AdapterPasses:
+    """Bytes per token of one adapted Linear's elementwise passes around A and B, forward and
+    backward, each split into passes over one dtype and passes that mix 16-bit and FP32 tensors
+    (casts, a 16-bit tensor added to an FP32 one)."""
 
-    FP32 adapters beside a 16-bit base: the input cast to FP32, dropout, then an FP32 scaling, an
-    add that promotes to FP32 and the cast back. Under autocast the base is FP32: a norm-fed input
-    is FP32 already (no cast), the others are cast; autocast casts dropout's output to 16 bit for
-    A, and the products, the scaling and the add stay 16-bit, with nothing to cast back. Compiled
-    (`fused`): one kernel before A (its input, the dropped copy and the mask), one after B (its
-    output and the base's, the sum)."""
+    forward: float
+    forward_mixed: float
+    backward: float
+    backward_mixed: float
+
+    @property
+    def forward_total(self) -> float:
+        return self.forward + self.forward_mixed
+
+    @property
+    def backward_total(self) -> float:
+        return self.backward + self.backward_mixed
+
+
+def _adapter_passes(
+    name: str, fin: int, fout: int, dt: ActivationDtypes, lb: float, mask: float, *, fused: bool
+) -> AdapterPasses:
+    """The elementwise passes of one adapted Linear per token, as peft's lora.Linear.forward runs
+    them (`x = self._cast_input_dtype(x, lora_A.weight.dtype)`,
+    `result + lora_B(lora_A(dropout(x))) * scaling`, `result.to(torch_result_dtype)`) and as
+    autograd runs their nodes backward; `mask` is the dropout mask's bytes an element, 0 without
+    dropout (fused dropout: read, write, mask; its backward reads the gradient and the mask).
+
+    FP32 adapters beside a 16-bit base (a = the activations' bytes): forward, the input cast to
+    FP32, dropout, an FP32 scaling, an add that promotes to FP32 and the cast back; backward, the
+    cast back's and the add's gradients cast (the base output's gradient back to 16 bit), the
+    scaling's product, dropout's, the input cast's, and the input gradient added to the base
+    Linear's (16-bit). Under autocast the base is FP32: a norm-fed input is FP32 already (no cast),
+    the others are cast; autocast casts dropout's output to 16 bit for A, and the products, the
+    scaling and the add stay 16-bit, with nothing to cast back; backward, the scaling's product,
+    the gradient of autocast's cast (16 to 32 bit), dropout's, the input cast's where there is one,
+    and the input gradient added to the base's (FP32 for a norm-fed input). An FP32 step casts
+    nothing. Held against every operator of real peft layers by tests/backends/test_lora_pass_
+    bytes.py, and of whole LoRA blocks on the meta device (CUDA's autocast lists): the backward
+    moves 0.8-1.0x the forward's bytes, where it had been counted at 2x.
+
+    Compiled (`fused`): one kernel before A (its input, the dropped copy and the mask), one after
+    B (its output and the base's, the sum); the backward twice that."""
     a = dt.act
     if fused:
-        return fin * (a + 4 + mask), fout * (lb + 2 * a)
+        forward = fin * (a + 4 + mask) + fout * (lb + 2 * a)
+        return AdapterPasses(forward, 0.0, 2.0 * forward, 0.0)
     drop = fin * (4 + 4 + mask) if mask else 0.0
     if dt.amp:
         cast_in = 0.0 if name in NORM_FED_ADAPTERS else fin * (a + 4)
-        return cast_in + drop + fin * (4 + a), fout * (a + a) + fout * (a + a + a)
-    cast_in = fin * (a + 4) if a != 4 else 0.0
-    return cast_in + drop, fout * (4 + 4) + fout * (a + 4 + 4) + fout * (4 + a)
+        add_input_gradient = fin * 12 if name in NORM_FED_ADAPTERS else fin * 3 * a
+        return AdapterPasses(
+            forward=drop + fout * 2 * a + fout * 3 * a,
+            forward_mixed=cast_in + fin * (4 + a),
+            backward=drop + fout * 2 * a + add_input_gradient,
+            backward_mixed=fin * (a + 4) + cast_in,
+        )
+    if a == 4:  # FP32 base and adapters: no casts
+        return AdapterPasses(drop + fout * 8 + fout * 12, 0.0, drop + fout * 8 + fin * 12, 0.0)
+    return AdapterPasses(
+        forward=drop + fout * 8,
+        forward_mixed=fin * (a + 4) + fout * (a + 4 + 4) + fout * (4 + a),
+        backward=drop + fout * 8 + fin * 3 * a,
+        backward_mixed=fout * (a + 4) + fout * (4 + a) + fin * (4 + a),
+    )
 
 
 # Times peft evaluates a stacked-expert parametrization per forward: ParamWrapper registers it
@@ -351,7 +422,14 @@ def step_kernels(workload: Workload, profile: Profile) -> tuple[list[Kernel], li
         ),
         profile,
     )
-    base = fwd + _frozen_backward(fwd)
+    norm_gradients = 0.0
+    if not profile.fuses_pointwise:  # a compiled backward: the fused kernels' own bytes
+        arch = adapted_arch(workload)
+        dt = activation_dtypes(workload, dropout=keeps_dropout_masks(arch))
+        tokens = workload.batch_size * (workload.seq_len or 1)
+        per_token = transformer_cost.norm_weight_gradient_bytes_per_token(arch, dt)
+        norm_gradients = tokens * arch.num_layers * per_token
+    base = fwd + _frozen_backward(fwd, norm_gradients)
     passes = 2
     if workload.checkpointing:
         base += fwd

@@ -67,7 +67,7 @@ class Kernel:
            (a convolution's data and weight gradients, batch norm's reduction and input gradient);
            None: as many as the forward
     backward_flops  floating-point operations its backward does where the family module counts
-           them (GELU's derivative); None: the kind's multiple of `flops` (estimate/speed.py _backward)
+           them (GELU's derivative); None: the kind's multiple of `flops` (estimate/speed.py backward_kernels)
     mixed_dtypes  its eager passes mix 16-bit and FP32 tensors (autocast's casts and the FP32
            residual stream and norms beside 16-bit branch outputs): PyTorch runs them through
            TensorIterator's unvectorized loops that convert each element, at the profile's

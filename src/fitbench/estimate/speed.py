@@ -424,7 +424,7 @@ def time_kernels(
     )
 
 
-def _backward(kernels: list[Kernel]) -> list[Kernel]:
+def backward_kernels(kernels: list[Kernel]) -> list[Kernel]:
     """Backward of each forward kernel: matmuls and convolutions do two products (input and
     weight gradients); fused attention about 2.5x its forward (it recomputes the scores);
     elementwise work reads and writes about twice as much, unless the family module counted its
@@ -529,7 +529,7 @@ def training_kernels(
             release=profile.transformers_version,
         )
     fwd = as_compiled(fwd, profile)
-    kernels = fwd + _backward(fwd) + optimizer_kernels(workload, profile.framework)
+    kernels = fwd + backward_kernels(fwd) + optimizer_kernels(workload, profile.framework)
     if workload.checkpointing:
         kernels += fwd  # recomputation of the forward pass during backward
     return kernels

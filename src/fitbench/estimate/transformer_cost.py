@@ -1300,6 +1300,34 @@ def _qk_norm_width(arch: TransformerArch) -> int:
     return 0 if arch.qk_norm == "none" else arch.q_dim + arch.kv_dim
 
 
+def norm_weight_gradient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
+    """Bytes per token and block that the RMSNorm weights' gradients move in backward, part of
+    the backward elementwise work (twice the forward's) that a frozen base does not do.
+
+    Hugging Face's RMSNorm multiplies the normalised tensor by its weight as an operator of its
+    own, so autograd computes the weight's gradient as a product over the norm's width (the
+    output's gradient and the normalised tensor read, one tensor written) and a sum of it over the
+    tokens (read once): four passes. A frozen weight (LoRA's base) needs neither. The product
+    runs in FP32 where the norm stays in FP32 to its weight (Gemma's, OLMo-3's) and under
+    autocast, whose FP32 weight promotes it, else at the activations' width; under autocast a
+    query or key norm's normalised tensor is 16-bit (its input is a 16-bit projection). Held
+    against the real models on a CPU (benchmarks/elementwise_traffic.py
+    norm_weight_gradient_per_token: exact for Llama-3.2-1B, Qwen3-0.6B, Gemma-2-2B, Gemma-3-1B and
+    OLMo-2-7B, in bf16 and under autocast): Llama-3.2-1B 65,536 bytes a token under autocast
+    (49,152 for the product, 16,384 for the sum), 32,768 in bf16. LayerNorm computes its weight's
+    gradient inside its own backward kernel: none counted."""
+    if arch.norm != "rmsnorm":
+        return 0.0
+    a = dt.act
+    if gemma_norms(arch) or arch.rules_type in FP32_WEIGHT_NORM_TYPES:
+        main = qk = 16.0
+    elif dt.amp:
+        main, qk = 16.0, 12.0 + a
+    else:
+        main = qk = 4.0 * a
+    return float(arch.norms_per_layer * arch.hidden_size * main + _qk_norm_width(arch) * qk)
+
+
 def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> tuple[float, float]:
     """(bytes, ops) of one block's forward elementwise work per token: norms, activations,
     dropout, residual adds and autocast casts (each reads its inputs and writes its output). An
