@@ -30,6 +30,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set lorareplay  # LoRA after its reserve joined the replay
     python benchmarks/accuracy.py --set ampcheck    # mixed-precision training after the AMP trace
     python benchmarks/accuracy.py --set moelora     # LoRA on MoE models after the trace covered them
+    python benchmarks/accuracy.py --set loraspeed   # LoRA step times after the adapters' backward count
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -1899,6 +1900,58 @@ MOE_LORA_CHECK: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# LoRA steps written down after the adapters' elementwise backward was recounted (peft_speed
+# _adapter_passes) and before any of them ran: models and settings no stored LoRA point has
+# (autocast and bf16, ranks 8-64, two MoE models, one checkpointed step).
+LORA_SPEED_CHECK: list[tuple[str, dict[str, Any]]] = [
+    (name, {"mode": "train", "precision": settings.pop("precision"), "peft": "lora", **settings})
+    for name, settings in (
+        (
+            "llama-3.2-3b-instruct",
+            {"precision": "amp-bf16", "lora_rank": 16, "batch_size": 4, "seq_len": 1024},
+        ),
+        ("gemma-2-2b-it", {"precision": "amp-bf16", "lora_rank": 16, "batch_size": 4, "seq_len": 1024}),
+        ("qwen3-0.6b", {"precision": "amp-bf16", "lora_rank": 32, "batch_size": 8, "seq_len": 1024}),
+        ("olmo-2-7b", {"precision": "bf16", "lora_rank": 16, "batch_size": 2, "seq_len": 2048}),
+        ("yi-6b", {"precision": "bf16", "lora_rank": 8, "batch_size": 2, "seq_len": 2048}),
+        ("stablelm-2-1.6b", {"precision": "bf16", "lora_rank": 64, "batch_size": 4, "seq_len": 1024}),
+        (
+            "internlm2-chat-7b",
+            {"precision": "amp-bf16", "lora_rank": 16, "batch_size": 2, "seq_len": 1024, "num_layers": 16},
+        ),
+        ("ernie-4.5-0.3b", {"precision": "bf16", "lora_rank": 16, "batch_size": 8, "seq_len": 2048}),
+        (
+            "qwen2.5-14b-instruct",
+            {"precision": "bf16", "lora_rank": 16, "batch_size": 1, "seq_len": 2048, "num_layers": 24},
+        ),
+        (
+            "granite-3.0-3b-a800m-instruct",
+            {"precision": "bf16", "lora_rank": 16, "batch_size": 4, "seq_len": 1024},
+        ),
+        (
+            "qwen3-30b-a3b",
+            {
+                "precision": "amp-bf16",
+                "lora_rank": 16,
+                "lora_targets": "attention",
+                "batch_size": 2,
+                "seq_len": 1024,
+                "num_layers": 8,
+            },
+        ),
+        (
+            "mistral-7b-instruct-v0.3",
+            {
+                "precision": "amp-bf16",
+                "lora_rank": 16,
+                "batch_size": 2,
+                "seq_len": 1024,
+                "checkpointing": True,
+                "num_layers": 16,
+            },
+        ),
+    )
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -1923,6 +1976,7 @@ SETS = {
     "lorareplay": LORA_REPLAY_CHECK,
     "ampcheck": AMP_CHECK,
     "moelora": MOE_LORA_CHECK,
+    "loraspeed": LORA_SPEED_CHECK,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -2366,7 +2420,8 @@ def main(argv: list[str] | None = None) -> int:
         "(the LM loss's blocks on large vocabularies, written before they ran) or replaycheck (full "
         "fine-tuning after the two-step allocator replay) or lorareplay (LoRA after it joined the replay) or "
         "ampcheck (mixed-precision training after the trace learned autocast) or moelora (LoRA on MoE "
-        "models after the trace covered them)",
+        "models after the trace covered them) or loraspeed (LoRA step times after the adapters' "
+        "backward was recounted, written before they ran)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
