@@ -215,9 +215,10 @@ def host_split_ms(w: Workload) -> dict[str, float]:
     profile = dataclasses.replace(get_profile("torch", "default"), adapter_host_share=1.0)
     gpu = get_gpu("h200")
     fwd = transformer_cost.forward_kernels(w, w.batch_size, w.seq_len or 1)
-    base = fwd + peft_speed._frozen_backward(fwd) + (fwd if w.checkpointing else [])
+    again = transformer_cost.recomputed_kernels
+    base = fwd + peft_speed._frozen_backward(fwd) + (again(fwd, w) if w.checkpointing else [])
     lora_fwd, lora_bwd = peft_speed.lora_kernels(w)
-    adapters = lora_fwd + lora_bwd + (lora_fwd if w.checkpointing else [])
+    adapters = lora_fwd + lora_bwd + (again(lora_fwd, w) if w.checkpointing else [])
     fp32 = w if w.precision_info.amp else dataclasses.replace(w, precision="fp32")
 
     def host(kernels: list[Any], job: Workload, fixed: float = 0.0) -> float:

@@ -326,7 +326,8 @@ def estimated_ops(w: Workload, *, frozen: bool = False) -> dict[str, float]:
         lora_fwd, lora_bwd = [], []
         bwd = speed.backward_kernels(fwd)
         optimizer = ops(speed.optimizer_kernels(w))
-    recompute = ops(fwd) + ops(lora_fwd) if w.checkpointing else 0.0
+    again = transformer_cost.recomputed_kernels
+    recompute = ops(again(fwd, w)) + ops(again(lora_fwd, w)) if w.checkpointing else 0.0
     forward, backward = ops(fwd) + ops(lora_fwd), ops(bwd) + ops(lora_bwd) + recompute
     host = timing.host_seconds / profile.host_seconds_per_op
     if frozen:

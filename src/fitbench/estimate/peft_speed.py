@@ -407,7 +407,8 @@ def _add(t1: Timing, t2: Timing, profile: Profile) -> Timing:
 def step_kernels(workload: Workload, profile: Profile) -> tuple[list[Kernel], list[Kernel]]:
     """(base, adapters): the kernels of one LoRA/QLoRA step.
 
-    Base: forward + input-gradient-only backward (+ a second forward with checkpointing), at the
+    Base: forward + input-gradient-only backward (+ the blocks' forward again with checkpointing:
+    transformer_cost.recomputed_kernels), at the
     workload's compute precision; QLoRA's dequantization pass per weight in every forward and
     backward; adapted stacked experts' merge and gradients. Adapters: their GEMMs and elementwise
     passes, forward, backward and recomputed, timed as adapter_workload (the optimizer apart)."""
@@ -432,13 +433,14 @@ def step_kernels(workload: Workload, profile: Profile) -> tuple[list[Kernel], li
     base = fwd + _frozen_backward(fwd, norm_gradients)
     passes = 2
     if workload.checkpointing:
-        base += fwd
+        base += transformer_cost.recomputed_kernels(fwd, workload)
         passes += 1
     base += [dataclasses.replace(k, count=k.count * passes) for k in dequant_kernels(workload)]
     merge, expert_backward = expert_adapter_kernels(workload)
     base += merge * (passes - 1) + expert_backward
     lora_fwd, lora_bwd = lora_kernels(workload, fused=profile.fuses_pointwise)
-    return base, lora_fwd + lora_bwd + (lora_fwd if workload.checkpointing else [])
+    again = transformer_cost.recomputed_kernels(lora_fwd, workload) if workload.checkpointing else []
+    return base, lora_fwd + lora_bwd + again
 
 
 def adapter_workload(workload: Workload) -> Workload:

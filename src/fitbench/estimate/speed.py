@@ -530,8 +530,8 @@ def training_kernels(
         )
     fwd = as_compiled(fwd, profile)
     kernels = fwd + backward_kernels(fwd) + optimizer_kernels(workload, profile.framework)
-    if workload.checkpointing:
-        kernels += fwd  # recomputation of the forward pass during backward
+    if workload.checkpointing:  # the backward's recomputation of the forward
+        kernels += fwd if workload.is_resnet else transformer_cost.recomputed_kernels(fwd, workload)
     return kernels
 
 

@@ -1300,6 +1300,57 @@ def _qk_norm_width(arch: TransformerArch) -> int:
     return 0 if arch.qk_norm == "none" else arch.q_dim + arch.kv_dim
 
 
+# Forward kernels outside the blocks: the embedding lookup, the LM head, the loss, a classifier
+# and the bias-gradient sums (a backward-only pass).
+OUTSIDE_BLOCKS = ("embedding", "lm_head", "lm_loss", "classifier", "bias_gradients")
+# A dense block's last product (its MLP's down projection) and, under LoRA, its adapter's B.
+LAST_PRODUCTS = ("down_proj", "fc2", "lora.down.B", "lora.fc2.B")
+# Blocks that save their MLP output for a norm after it (post-norms): OLMo-2/3, FlexOlmo,
+# EXAONE 4.0; Gemma-2/3 and GLM-4 say so by their four norms a block.
+POST_NORM_TYPES = ("olmo2", "olmo3", "flex_olmo", "exaone4")
+
+
+def recompute_stops_early(arch: TransformerArch) -> bool:
+    """Whether a checkpointed block's recomputation stops before its last product.
+
+    torch.utils.checkpoint without reentrancy (what `fitbench run` asks transformers for) stops
+    recomputing once every tensor the block saved is back (`set_checkpoint_early_stop`, on by
+    default). In a decoder block that ends with a plain residual add, the down projection's
+    output is saved by nothing (the add saves no input), so neither it nor the add runs again.
+    Where something after it saves a tensor, it does: a post-norm (its input), GPT-2's and
+    GPT-BigCode's residual dropout (its mask), an encoder's LayerNorm, or an MoE block's weighted
+    sum of the experts (their outputs). Counted on a real tiny Llama: six of its seven products a
+    block run again (tests/backends/test_recompute.py)."""
+    if arch.kind != "decoder" or arch.norms_per_layer == 4 or arch.rules_type in POST_NORM_TYPES:
+        return False
+    return arch.residual_dropout_p == 0.0
+
+
+def recomputed_kernels(forward: list[Kernel], workload: Workload) -> list[Kernel]:
+    """What a checkpointed step's backward runs again of `forward`: the blocks' forward only.
+
+    Hugging Face's gradient checkpointing wraps each block (transformers' GradientCheckpointingLayer
+    calls torch.utils.checkpoint on a decoder or encoder layer), so the embedding, the final head
+    and the loss run once (their activations are kept), and under autocast only the blocks'
+    weights are cast again (the recompute's region makes fresh casts), not the head's (tied or
+    not: its cast belongs to the head's product). Where the recomputation stops early
+    (recompute_stops_early) the dense blocks' last product is not run again either; an MoE
+    model's dense layers are its down_proj kernel's count, so they stop early too."""
+    arch = workload.arch
+    early = recompute_stops_early(arch)
+    out = []
+    for k in forward:
+        if k.name.split(".")[0] in OUTSIDE_BLOCKS or (early and k.name in LAST_PRODUCTS):
+            continue
+        if k.name == "weight_casts" and k.bytes:
+            params = k.bytes / 6.0  # the casts' FP32 read and 16-bit write per parameter
+            head = arch.vocab_size * arch.hidden_size if arch.kind == "decoder" else 0
+            last = arch.hidden_size * arch.intermediate_size * arch.dense_mlp_layers if early else 0
+            k = replace(k, bytes=k.bytes * max(0.0, params - head - last) / params)
+        out.append(k)
+    return out
+
+
 def norm_weight_gradient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
     """Bytes per token and block that the RMSNorm weights' gradients move in backward, part of
     the backward elementwise work (twice the forward's) that a frozen base does not do.
