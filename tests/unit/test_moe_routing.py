@@ -151,3 +151,25 @@ def test_peft_times_the_merged_stacks_weight_gradient_as_a_grouped_product() -> 
     assert len(gradients) == 2 and all(k.grouped for k in gradients)
     # the folds are memory passes over the stacks, not grouped products
     assert merges and not any(k.grouped for k in merges)
+
+
+def test_autocast_folds_and_differentiates_the_experts_adapters_in_fp32() -> None:
+    """Under autocast the master weights are FP32 and peft folds them outside autocast, so the
+    fold, the merged stack's weight gradient (grouped_mm's per-expert fallback: its grouped kernel
+    takes bf16 only) and the factors' gradients are FP32 products; in bf16 they are bf16 ones."""
+    from fitbench.catalog import get_gpu
+    from fitbench.estimate import peft_speed
+    from fitbench.estimate.profile import get_profile
+
+    gpu, profile = get_gpu("h100-sxm"), get_profile("torch", "default", use_user=False)
+    lora = {"peft": "lora", "lora_rank": 16, "lora_targets": "attention-mlp"}
+    times = {}
+    for precision in ("bf16", "amp-bf16"):
+        w = _moe().replace(precision=precision, **lora)
+        merges, backward = peft_speed.expert_adapter_kernels(w)
+        kernels = merges + backward
+        assert all(k.compute == ("fp32" if precision == "amp-bf16" else "") for k in kernels), precision
+        gradient = next(k for k in backward if k.name.endswith("weight_gradient"))
+        assert (gradient.launches or 1.0) > 1.0 if precision == "amp-bf16" else gradient.launches is None
+        times[precision] = speed.time_kernels(kernels, w, gpu, profile, host_seconds_per_op=0.0).gpu_seconds
+    assert times["amp-bf16"] > 2.5 * times["bf16"]  # FP32 products and FP32 stacks

@@ -48,6 +48,7 @@ from fitbench.estimate.speed import (
     time_kernels,
     unscale_kernel,
 )
+from fitbench.workloads.arch import expected_distinct_experts
 from fitbench.workloads.workload import Workload
 
 # Backward host work, as the autograd nodes backward executes per block (benchmarks/lora_ops.py,
@@ -299,14 +300,25 @@ def expert_adapter_kernels(workload: Workload) -> tuple[list[Kernel], list[Kerne
     PARAMETRIZATION_EVALUATIONS times. Backward: the
     grouped product now computes the merged stack's weight gradient (a full fine-tune's expert
     weight-gradient FLOPs for the routed tokens, writing a gradient the stack's size), which two
-    batched GEMMs of rank K read back for A's and B's gradients."""
+    batched GEMMs of rank K read back for A's and B's gradients.
+
+    Under autocast all of it runs in FP32 at the FP32 rate: the base weights are the FP32 master
+    weights, peft folds them outside autocast (`torch.autocast(enabled=False)`), and the grouped
+    product takes the FP32 merged stack as it is (transformer_cost.experts_in_weight_dtype), its
+    weight gradient one mm per expert with tokens (grouped_mm's fallback: torch's grouped kernel
+    takes bf16 only)."""
     stacks = expert_adapters(workload)
     if not stacks:
         return [], []
     arch = adapted_arch(workload)
     base = peft_bytes(workload).base
     e, n = arch.num_experts, arch.moe_layers
-    routed = workload.batch_size * (workload.seq_len or 1) * arch.experts_per_token
+    tokens = workload.batch_size * (workload.seq_len or 1)
+    routed = tokens * arch.experts_per_token
+    dt = activation_dtypes(workload, dropout=False)
+    fp32 = transformer_cost.experts_in_weight_dtype(arch, dt) or workload.precision_info.compute == "fp32"
+    compute = "fp32" if fp32 else ""
+    per_expert = expected_distinct_experts(e, arch.experts_per_token, tokens) if fp32 else None
     fwd, bwd = [], []
     for name, fin, fout, rank in stacks:
         stack = e * fin * fout
@@ -317,6 +329,7 @@ def expert_adapter_kernels(workload: Workload) -> tuple[list[Kernel], list[Kerne
             bytes=2.0 * stack * base,
             count=n,
             ops=2.0,
+            compute=compute,
         )
         # the copy of W into the output (a device-to-device copy), then the product accumulated
         fold = dataclasses.replace(merge, bytes=4.0 * stack * base, launches=2.0)
@@ -330,6 +343,8 @@ def expert_adapter_kernels(workload: Workload) -> tuple[list[Kernel], list[Kerne
                 count=n,
                 ops=1.0,
                 grouped=True,  # the grouped product's weight gradient, a few hundred rows an expert
+                compute=compute,
+                launches=per_expert,
             )
         )
         # A's and B's gradients: two GEMMs of the merge's shape, each reading the stack's gradient
