@@ -10,10 +10,10 @@ and the question is the share of the card's stream they reach (the estimator tim
 peft_speed.adapter_gemms at the profile's matmul shares).
 
 Per dtype (FP32 adapters beside a 16-bit base, which peft computes in FP32 with TF32 off, and
-bf16: autocast's), rank and shape, this times one adapted Linear's forward and backward of the
-two products (x requires a gradient, as a block's input does) with CUDA events over repeated
-calls and prints it beside the estimate, with the stream share the measured time implies for the
-estimate's bytes.
+bf16: autocast's), rank and shape, this times the GPU kernels of one adapted Linear's forward and
+backward of the two products (x requires a gradient, as a block's input does) with the torch
+profiler over repeated calls, and prints it beside the estimate, with the stream share the
+measured time implies for the estimate's bytes.
 
     python benchmarks/lora_gemm.py --out benchmarks/results/lora-gemm-h100-DATE.json
     python benchmarks/lora_gemm.py --device cpu --tiny     # a smoke test of the script
@@ -26,7 +26,6 @@ import dataclasses
 import datetime as dt
 import json
 import platform
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -45,8 +44,10 @@ TINY = {"ranks": (4,), "shapes": ((32, 48),), "tokens": 64}
 
 
 def measure(dtype_name: str, rank: int, fin: int, fout: int, tokens: int, device: str, reps: int) -> float:
-    """Median seconds of one adapted Linear's A and B forward and backward (no elementwise
-    passes: no dropout, no scaling), over `reps` timed calls after a warm-up."""
+    """Seconds of GPU kernels a call of one adapted Linear's A and B forward and backward takes (no
+    elementwise passes: no dropout, no scaling): the torch profiler's kernel times over `reps`
+    calls after a warm-up. Kernel time, not wall time: at these sizes a call's launches take the
+    host longer than its kernels take the GPU. On a CPU: wall time (a smoke test)."""
     import torch
 
     dtype = torch.float32 if dtype_name == "fp32" else torch.bfloat16
@@ -63,20 +64,22 @@ def measure(dtype_name: str, rank: int, fin: int, fout: int, tokens: int, device
 
     for _ in range(3):
         once()
-    times = []
-    for _ in range(reps):
-        if device == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+    if device != "cuda":
+        t0 = time.perf_counter()
+        for _ in range(reps):
             once()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-        else:
-            t0 = time.perf_counter()
+        return (time.perf_counter() - t0) / reps
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
             once()
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        torch.cuda.synchronize()
+    kernels_us = 0.0
+    for e in prof.key_averages():
+        if str(getattr(e, "device_type", "")).endswith("CUDA"):  # the kernels, not the ops
+            us = getattr(e, "self_device_time_total", None)
+            kernels_us += us if us is not None else getattr(e, "self_cuda_time_total", 0.0)
+    return kernels_us / 1e6 / reps
 
 
 def estimated(dtype_name: str, rank: int, fin: int, fout: int, tokens: int, gpu_id: str) -> dict[str, float]:
