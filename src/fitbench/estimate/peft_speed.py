@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from fitbench.core.gpu import GpuSpec
+from fitbench.core.names import Framework
 from fitbench.estimate import transformer_cost
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes, keeps_dropout_masks
 from fitbench.estimate.matrices import block_gemms, expert_gemms
@@ -446,15 +447,20 @@ def step_kernels(workload: Workload, profile: Profile) -> tuple[list[Kernel], li
         per_token = transformer_cost.norm_weight_gradient_bytes_per_token(arch, dt)
         norm_gradients = tokens * arch.num_layers * per_token
     base = fwd + _frozen_backward(fwd, norm_gradients)
+    early = profile.framework == Framework.TORCH  # torch's non-reentrant checkpoint stops early
     passes = 2
     if workload.checkpointing:
-        base += transformer_cost.recomputed_kernels(fwd, workload)
+        base += transformer_cost.recomputed_kernels(fwd, workload, early_stop=early)
         passes += 1
     base += [dataclasses.replace(k, count=k.count * passes) for k in dequant_kernels(workload)]
     merge, expert_backward = expert_adapter_kernels(workload)
     base += merge * (passes - 1) + expert_backward
     lora_fwd, lora_bwd = lora_kernels(workload, fused=profile.fuses_pointwise)
-    again = transformer_cost.recomputed_kernels(lora_fwd, workload) if workload.checkpointing else []
+    again = (
+        transformer_cost.recomputed_kernels(lora_fwd, workload, early_stop=early)
+        if workload.checkpointing
+        else []
+    )
     return base, lora_fwd + lora_bwd + again
 
 

@@ -531,7 +531,13 @@ def training_kernels(
     fwd = as_compiled(fwd, profile)
     kernels = fwd + backward_kernels(fwd) + optimizer_kernels(workload, profile.framework)
     if workload.checkpointing:  # the backward's recomputation of the forward
-        kernels += fwd if workload.is_resnet else transformer_cost.recomputed_kernels(fwd, workload)
+        # torch's non-reentrant checkpoint stops early; Paddle's recompute reruns whole blocks
+        early = profile.framework == Framework.TORCH
+        kernels += (
+            fwd
+            if workload.is_resnet
+            else transformer_cost.recomputed_kernels(fwd, workload, early_stop=early)
+        )
     return kernels
 
 

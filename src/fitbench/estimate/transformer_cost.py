@@ -1326,7 +1326,7 @@ def recompute_stops_early(arch: TransformerArch) -> bool:
     return arch.residual_dropout_p == 0.0
 
 
-def recomputed_kernels(forward: list[Kernel], workload: Workload) -> list[Kernel]:
+def recomputed_kernels(forward: list[Kernel], workload: Workload, *, early_stop: bool = True) -> list[Kernel]:
     """What a checkpointed step's backward runs again of `forward`: the blocks' forward only.
 
     Hugging Face's gradient checkpointing wraps each block (transformers' GradientCheckpointingLayer
@@ -1335,9 +1335,10 @@ def recomputed_kernels(forward: list[Kernel], workload: Workload) -> list[Kernel
     weights are cast again (the recompute's region makes fresh casts), not the head's (tied or
     not: its cast belongs to the head's product). Where the recomputation stops early
     (recompute_stops_early) the dense blocks' last product is not run again either; an MoE
-    model's dense layers are its down_proj kernel's count, so they stop early too."""
+    model's dense layers are its down_proj kernel's count, so they stop early too. `early_stop`
+    False: a reentrant recomputation, which runs the whole block (Paddle's fleet recompute)."""
     arch = workload.arch
-    early = recompute_stops_early(arch)
+    early = early_stop and recompute_stops_early(arch)
     out = []
     for k in forward:
         if k.name.split(".")[0] in OUTSIDE_BLOCKS or (early and k.name in LAST_PRODUCTS):
