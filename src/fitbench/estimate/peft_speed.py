@@ -427,7 +427,8 @@ def step_kernels(workload: Workload, profile: Profile) -> tuple[list[Kernel], li
     transformer_cost.recomputed_kernels), at the
     workload's compute precision; QLoRA's dequantization pass per weight in every forward and
     backward; adapted stacked experts' merge and gradients. Adapters: their GEMMs and elementwise
-    passes, forward, backward and recomputed, timed as adapter_workload (the optimizer apart)."""
+    passes, forward, backward and recomputed, timed as adapter_workload (the optimizer apart);
+    FP32 adapter products (no autocast) stream at fp32_adapter_gemm_stream_share."""
     adapted_arch(workload)
     fwd = as_compiled(
         transformer_cost.forward_kernels(
@@ -456,6 +457,12 @@ def step_kernels(workload: Workload, profile: Profile) -> tuple[list[Kernel], li
     merge, expert_backward = expert_adapter_kernels(workload)
     base += merge * (passes - 1) + expert_backward
     lora_fwd, lora_bwd = lora_kernels(workload, fused=profile.fuses_pointwise)
+    if not workload.precision_info.amp:  # peft's FP32 adapters: SIMT products at their share
+        share = profile.fp32_adapter_gemm_stream_share
+        lora_fwd, lora_bwd = (
+            [dataclasses.replace(k, stream_share=share) if k.kind == "matmul" else k for k in ks]
+            for ks in (lora_fwd, lora_bwd)
+        )
     again = (
         transformer_cost.recomputed_kernels(lora_fwd, workload, early_stop=early)
         if workload.checkpointing

@@ -155,6 +155,9 @@ class Profile:
     # A LoRA adapter's operation (its two rank-r Linears, the casts, dropout, scaling and add
     # around them, and their backward nodes) / host_seconds_per_op.
     adapter_host_share: float = 1.0
+    # The share of the streaming rate a LoRA adapter's rank-r products reach in FP32 beside a
+    # 16-bit base (peft's FP32 adapters: cuBLAS's SIMT kernels); 1.0: the stream's.
+    fp32_adapter_gemm_stream_share: float = 1.0
     # A classification forward pass's operation in inference mode (torch.inference_mode, Paddle's
     # no_grad: no autograd node recorded, no tensors saved for a backward) / host_seconds_per_op,
     # which training steps measure.
