@@ -336,6 +336,14 @@ def autocast_params_at(arch: TransformerArch, i: int) -> int:
     return attn + h * arch.num_experts + mats * h * arch.shared_intermediate_size + gate + experts
 
 
+def _routed_expert_params(arch: TransformerArch) -> int:
+    """The routed experts' matrices over every MoE block (0 for a dense model)."""
+    if not arch.is_moe:
+        return 0
+    mats = 3 if arch.mlp == "swiglu" else 2
+    return arch.moe_layers * mats * arch.hidden_size * arch.num_experts * arch.expert_intermediate_size
+
+
 def _dense_block_linear_params(arch: TransformerArch) -> int:
     """A dense block's matrices (every block of a dense model, DeepSeek's first layers)."""
     attn = sum(fin * fout for _, fin, fout in arch.attention_linears())
@@ -2143,7 +2151,10 @@ def _training_step_traffic(
     if dt.amp:
         untied_embedding = 0 if arch.tie_embeddings else arch.vocab_size * arch.hidden_size
         positions = arch.max_positions * arch.hidden_size if arch.position == "learned" else 0
-        cast_params = workload.trained_param_count() - untied_embedding - positions
+        # routed experts run in their FP32 weights' dtype on grouped_mm: autocast casts none of
+        # them (experts_in_weight_dtype; autocast_params_at counts the same for memory)
+        uncast = _routed_expert_params(arch) if experts_in_weight_dtype(arch, dt) else 0
+        cast_params = workload.trained_param_count() - untied_embedding - positions - uncast
         casts = sum(_autocast_casts(arch, n) - input_casts(n) for n, _, _ in block_gemms(arch))
         ks.append(
             Kernel(
