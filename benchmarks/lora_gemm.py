@@ -7,7 +7,8 @@ B's forward and A's input gradient write one out of a few, the weight gradients 
 tokens into r rows (cuBLAS splits them along the tokens and adds the parts). They move their
 activations once and do little arithmetic per byte, so they are memory-bound at small ranks,
 and the question is the share of the card's stream they reach (the estimator times them as
-peft_speed.adapter_gemms at the profile's matmul shares).
+peft_speed.adapter_gemms at the profile's matmul shares, FP32 ones at its
+fp32_adapter_gemm_stream_share, which two H100 kernel profiles set).
 
 Per dtype (FP32 adapters beside a 16-bit base, which peft computes in FP32 with TF32 off, and
 bf16: autocast's), rank and shape, this times the GPU kernels of one adapted Linear's forward and
@@ -84,10 +85,13 @@ def measure(dtype_name: str, rank: int, fin: int, fout: int, tokens: int, device
 
 def estimated(dtype_name: str, rank: int, fin: int, fout: int, tokens: int, gpu_id: str) -> dict[str, float]:
     """The estimator's seconds and bytes for the same products: adapter_gemms forward, twice
-    that backward (input and weight gradients), timed at the dtype's rate on `gpu_id`."""
+    that backward (input and weight gradients), timed at the dtype's rate on `gpu_id`, FP32 ones
+    at the profile's fp32_adapter_gemm_stream_share (as peft_speed.step_kernels times them)."""
     profile = get_profile("torch", "default", use_user=False)
     act = 4.0 if dtype_name == "fp32" else 2.0
     fwd = adapter_gemms("x", fin, fout, rank, tokens, act)
+    if dtype_name == "fp32":
+        fwd = [dataclasses.replace(k, stream_share=profile.fp32_adapter_gemm_stream_share) for k in fwd]
     kernels = fwd + [dataclasses.replace(k, flops=2 * k.flops, bytes=2 * k.bytes) for k in fwd]
     workload = get_workload("llm-6b", mode="train", precision=dtype_name, seq_len=tokens)
     timing = speed.time_kernels(kernels, workload, get_gpu(gpu_id), profile, host_seconds_per_op=0.0)
