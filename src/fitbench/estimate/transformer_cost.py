@@ -20,7 +20,12 @@ from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes, keeps_
 from fitbench.estimate.execution import sdpa_math_only
 from fitbench.estimate.matrices import block_gemms, expert_gemms
 from fitbench.estimate.segments import Kernel, Segment
-from fitbench.estimate.weights import checkpoint_weight_bytes, experts_stay_16_bit, quantized_matrices
+from fitbench.estimate.weights import (
+    checkpoint_weight_bytes,
+    experts_stay_16_bit,
+    quantized_matrices,
+    stacked_expert_params,
+)
 from fitbench.workloads.arch import TransformerArch, expected_distinct_experts
 from fitbench.workloads.workload import Workload
 
@@ -334,14 +339,6 @@ def autocast_params_at(arch: TransformerArch, i: int) -> int:
     routed = mats * h * arch.num_experts * arch.expert_intermediate_size
     experts = routed if runs_every_expert(arch) else 0  # bmm: autocast-enabled
     return attn + h * arch.num_experts + mats * h * arch.shared_intermediate_size + gate + experts
-
-
-def _routed_expert_params(arch: TransformerArch) -> int:
-    """The routed experts' matrices over every MoE block (0 for a dense model)."""
-    if not arch.is_moe:
-        return 0
-    mats = 3 if arch.mlp == "swiglu" else 2
-    return arch.moe_layers * mats * arch.hidden_size * arch.num_experts * arch.expert_intermediate_size
 
 
 def _dense_block_linear_params(arch: TransformerArch) -> int:
@@ -2153,7 +2150,7 @@ def _training_step_traffic(
         positions = arch.max_positions * arch.hidden_size if arch.position == "learned" else 0
         # routed experts run in their FP32 weights' dtype on grouped_mm: autocast casts none of
         # them (experts_in_weight_dtype; autocast_params_at counts the same for memory)
-        uncast = _routed_expert_params(arch) if experts_in_weight_dtype(arch, dt) else 0
+        uncast = stacked_expert_params(arch) if experts_in_weight_dtype(arch, dt) else 0
         cast_params = workload.trained_param_count() - untied_embedding - positions - uncast
         casts = sum(_autocast_casts(arch, n) - input_casts(n) for n, _, _ in block_gemms(arch))
         ks.append(
