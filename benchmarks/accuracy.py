@@ -31,6 +31,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set ampcheck    # mixed-precision training after the AMP trace
     python benchmarks/accuracy.py --set moelora     # LoRA on MoE models after the trace covered them
     python benchmarks/accuracy.py --set loraspeed   # LoRA step times after the adapters' backward count
+    python benchmarks/accuracy.py --set hostbound   # host-bound training steps, before the tensor-call share
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -1952,6 +1953,59 @@ LORA_SPEED_CHECK: list[tuple[str, dict[str, Any]]] = [
         ),
     )
 ]
+# Training steps whose host issues for as long as their GPU computes or longer (small models, short
+# sequences, small batches): full fine-tuning in bf16 and autocast, accumulation, LoRA, on decoders
+# with RMSNorm (with and without query and key norms, post-norms) and with LayerNorm, written down
+# before the tensor-level calls' host share (profiles.toml tensor_op_host_share) was set from
+# benchmarks/host_layers.py.
+HOST_BOUND_CHECK: list[tuple[str, dict[str, Any]]] = [
+    (name, {"mode": "train", "precision": settings.pop("precision"), **settings})
+    for name, settings in (
+        (
+            "qwen2.5-0.5b-instruct",
+            {"precision": "bf16", "optimizer": "adamw", "batch_size": 2, "seq_len": 512},
+        ),
+        (
+            "llama-3.2-1b-instruct",
+            {"precision": "amp-bf16", "optimizer": "adamw", "batch_size": 1, "seq_len": 512},
+        ),
+        ("gemma-2-2b-it", {"precision": "bf16", "optimizer": "adamw", "batch_size": 1, "seq_len": 512}),
+        (
+            "qwen3-0.6b",
+            {"precision": "bf16", "optimizer": "adamw", "batch_size": 2, "seq_len": 256, "grad_accum": 2},
+        ),
+        ("stablelm-2-1.6b", {"precision": "bf16", "optimizer": "adamw", "batch_size": 2, "seq_len": 512}),
+        (
+            "phi-3-mini-4k-instruct",
+            {"precision": "bf16", "optimizer": "adamw", "batch_size": 1, "seq_len": 512, "num_layers": 8},
+        ),
+        (
+            "olmo-2-7b",
+            {"precision": "bf16", "optimizer": "adamw", "batch_size": 1, "seq_len": 512, "num_layers": 8},
+        ),
+        ("ernie-4.5-0.3b", {"precision": "amp-bf16", "optimizer": "adamw", "batch_size": 4, "seq_len": 512}),
+        (
+            "internlm2-chat-7b",
+            {
+                "precision": "bf16",
+                "peft": "lora",
+                "lora_rank": 16,
+                "batch_size": 1,
+                "seq_len": 512,
+                "num_layers": 8,
+            },
+        ),
+        ("gpt2-medium.json", {"precision": "bf16", "optimizer": "adamw", "batch_size": 2, "seq_len": 512}),
+        (
+            "llama-3.2-3b-instruct",
+            {"precision": "bf16", "peft": "lora", "lora_rank": 16, "batch_size": 1, "seq_len": 512},
+        ),
+        (
+            "qwen2.5-1.5b-instruct",
+            {"precision": "amp-bf16", "optimizer": "adamw", "batch_size": 1, "seq_len": 1024},
+        ),
+    )
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -1977,6 +2031,7 @@ SETS = {
     "ampcheck": AMP_CHECK,
     "moelora": MOE_LORA_CHECK,
     "loraspeed": LORA_SPEED_CHECK,
+    "hostbound": HOST_BOUND_CHECK,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -2421,7 +2476,8 @@ def main(argv: list[str] | None = None) -> int:
         "fine-tuning after the two-step allocator replay) or lorareplay (LoRA after it joined the replay) or "
         "ampcheck (mixed-precision training after the trace learned autocast) or moelora (LoRA on MoE "
         "models after the trace covered them) or loraspeed (LoRA step times after the adapters' "
-        "backward was recounted, written before they ran)",
+        "backward was recounted, written before they ran) or hostbound (host-bound training steps, "
+        "written before the tensor-level calls' host share was set)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(

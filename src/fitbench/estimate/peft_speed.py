@@ -112,7 +112,9 @@ def _frozen_backward(forward: list[Kernel], norm_weight_gradient_bytes: float = 
         if k.name == "elementwise" and k.count:
             nbytes = max(0.0, nbytes - norm_weight_gradient_bytes / k.count)
         share = BACKWARD_HOST_SHARE if k.name == "classifier" else FROZEN_BACKWARD_SHARE
-        out.append(dataclasses.replace(trained, bytes=nbytes, ops=k.ops * share))
+        out.append(
+            dataclasses.replace(trained, bytes=nbytes, ops=k.ops * share, tensor_ops=k.tensor_ops * share)
+        )
     return out
 
 

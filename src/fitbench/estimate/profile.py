@@ -155,6 +155,9 @@ class Profile:
     # A LoRA adapter's operation (its two rank-r Linears, the casts, dropout, scaling and add
     # around them, and their backward nodes) / host_seconds_per_op.
     adapter_host_share: float = 1.0
+    # A tensor-level call of a Hugging Face decoder block (Kernel.tensor_ops: an RMSNorm's passes,
+    # the rotary embedding's, the gated activation's product) / host_seconds_per_op.
+    tensor_op_host_share: float = 1.0
     # The share of the streaming rate a LoRA adapter's rank-r products reach in FP32 beside a
     # 16-bit base (peft's FP32 adapters: cuBLAS's SIMT kernels); 1.0: the stream's.
     fp32_adapter_gemm_stream_share: float = 1.0
@@ -265,9 +268,9 @@ class Profile:
 
 
 # The profile's host times: seconds the host spends per framework operation. Everything else in a
-# host cost is counted in these units (cast_host_share, adapter_host_share and inference_host_share
-# are shares of an operation, fp8_linear_host_calls a number of calls), so it follows them; the
-# rest is GPU time and memory.
+# host cost is counted in these units (cast_host_share, adapter_host_share, tensor_op_host_share and
+# inference_host_share are shares of an operation, fp8_linear_host_calls a number of calls), so it
+# follows them; the rest is GPU time and memory.
 HOST_TIME_KEYS = ("host_seconds_per_op", "generate_host_seconds_per_op")
 # The profile field holding the probe round of the host each host time describes (a missing or
 # empty generate round falls back to host_probe_reference_seconds: host_reference_seconds).

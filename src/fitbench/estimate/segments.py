@@ -40,6 +40,13 @@ class Kernel:
     flops  floating-point operations of one instance
     bytes  bytes read plus written by one instance
     ops    framework operations (host dispatches) that issue one instance
+    tensor_ops  of `ops`, the tensor-level calls a Hugging Face decoder block writes out on its
+           activations (each RMSNorm's upcast, pow, mean, add, rsqrt and products, the rotary
+           embedding's slices and products, the gated activation's product): one dispatch and
+           one launch each, inside a module that is already running, where the reference
+           operation behind host_seconds_per_op (fitted on BERT-base and ResNet-50 steps) is a
+           module call with its library setup; each costs the host the profile's
+           tensor_op_host_share of an operation
     cast_ops  casts that autocast issues from C++ inside those operations (16-bit copies of
            weights and inputs): each costs the host only the dispatcher, an allocation and a
            launch, the profile's cast_host_share of an operation
@@ -101,6 +108,7 @@ class Kernel:
     bytes: float
     count: int = 1
     ops: float = 1.0
+    tensor_ops: float = 0.0
     cast_ops: float = 0.0
     compute: str = ""
     dequant_bytes: float = 0.0

@@ -407,7 +407,7 @@ def time_kernels(
             memory += t * k.count
         flops += k.flops * k.count
         nbytes += kernel_bytes * k.count
-        ops += k.ops * k.count
+        ops += (k.ops + k.tensor_ops * (profile.tensor_op_host_share - 1.0)) * k.count
         casts += k.cast_ops * k.count
     gpu_s = compute + memory + floor
     host_s = (ops + fixed_ops + casts * profile.cast_host_share) * host_seconds_per_op
@@ -446,6 +446,7 @@ def backward_kernels(kernels: list[Kernel]) -> list[Kernel]:
                 bytes=k.bytes * 2.0 if k.backward_bytes is None else k.backward_bytes,
                 count=k.count,
                 ops=k.ops * BACKWARD_HOST_SHARE,
+                tensor_ops=k.tensor_ops * BACKWARD_HOST_SHARE,
                 cast_ops=k.cast_ops,
                 memory_efficiency=k.memory_efficiency,
                 launches=k.kernel_launches if k.backward_launches is None else k.backward_launches,

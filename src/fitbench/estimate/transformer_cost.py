@@ -1429,6 +1429,31 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
     return norms + act + adds + dropout + rotary + casts, ops
 
 
+def elementwise_tensor_ops(arch: TransformerArch, dt: ActivationDtypes) -> float:
+    """Of a block's forward elementwise operations (_elementwise_bytes_per_token), those that are
+    tensor-level calls on activations (Kernel.tensor_ops): an RMSNorm's seven passes (the query and
+    key norms' too), the rotary embedding's twelve, and an activation written out as tensor
+    operations (SwiGLU's activation and product, GPT-2's Python GELU, xIELU, ReLU squared). A
+    LayerNorm, a GELU module, dropout, the residual adds, the views and the cache's
+    concatenation are counted as reference operations, as in the BERT-base steps the reference
+    was fitted on."""
+    norms = 0
+    if arch.norm == "rmsnorm":
+        norms = 7 * arch.norms_per_layer + (2 * 7 if arch.qk_norm != "none" else 0)
+    if arch.mlp == "swiglu":
+        act = 2
+    elif gpt2_python_gelu(arch):
+        act = 10 if dt.amp else 8
+    elif python_xielu(arch):
+        act = 12
+    elif arch.rules_type in RELU2_TYPES:
+        act = 2
+    else:
+        act = 0
+    rotary = 12 if arch.position == "rotary" else 0
+    return float(norms + act + rotary)
+
+
 def fused_pointwise_bytes_per_token(
     arch: TransformerArch, dt: ActivationDtypes, *, fused_residual_norm: bool = False, training: bool = True
 ) -> tuple[float, float, float, float]:
@@ -1640,6 +1665,7 @@ def _pointwise_kernels(
             )
         )
     ew_launches = _elementwise_launches(arch, dt, ew_ops)
+    tensor_ops = elementwise_tensor_ops(arch, dt)
     if erf_gelu(arch):
         # The GELU is a kernel of its own whose FP32 arithmetic can outlast its bytes.
         gelu = gelu_kernel(arch, dt, tokens)
@@ -1654,6 +1680,7 @@ def _pointwise_kernels(
             bytes=tokens * ew_bytes,
             count=L,
             ops=ew_ops,
+            tensor_ops=tensor_ops,
             launches=ew_launches,
             # HF's RMSNorm upcasts to FP32 and casts back around its passes beside autocast's
             # 16-bit branch outputs and the FP32 residual stream (Kernel.mixed_dtypes).
@@ -1665,6 +1692,7 @@ def _pointwise_kernels(
                 bytes=tokens * (rest_fused + (norm_fused if arch.norm != "layernorm" else 0.0)),
                 count=L,
                 ops=ew_ops,
+                tensor_ops=tensor_ops,
                 launches=rest_regions + (norm_regions if arch.norm != "layernorm" else 0.0),
             ),
         )

@@ -1,0 +1,91 @@
+"""Tensor-level calls of a decoder block (Kernel.tensor_ops) and their host share.
+
+A Hugging Face decoder block writes its RMSNorm, rotary embedding and gated activation out as
+tensor operations; the estimator counts them among the block's elementwise operations and charges
+each the profile's tensor_op_host_share of a reference operation (benchmarks/host_layers.py
+measures both on a GPU host)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from fitbench.catalog import get_gpu
+from fitbench.estimate import speed, transformer_cost
+from fitbench.estimate.profile import get_profile
+from fitbench.estimate.segments import Kernel
+from fitbench.workloads.library import workload_for_model
+
+
+def _dt(w):
+    return transformer_cost.activation_dtypes(w, dropout=transformer_cost.keeps_dropout_masks(w.arch))
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        # two RMSNorms (7 passes each), the rotary embedding (12), SwiGLU's activation and product
+        ("llama-3.2-1b-instruct", 7 * 2 + 12 + 2),
+        # Qwen3: the query and key norms' passes besides
+        ("qwen3-0.6b", 7 * 2 + 7 * 2 + 12 + 2),
+        # Gemma-3: four block norms and the query and key norms
+        ("gemma-3-1b-it", 7 * 4 + 7 * 2 + 12 + 2),
+        # GPT-2: LayerNorm modules and learned positions; its GELU written in Python (8 in bf16)
+        ("gpt2", 8),
+        # BERT: module calls only (LayerNorm, GELU, dropout)
+        ("bert-base-uncased", 0),
+    ],
+)
+def test_tensor_level_calls_of_a_block(model: str, expected: int) -> None:
+    w = workload_for_model(model, mode="train", precision="bf16", batch_size=1, seq_len=128)
+    dt = _dt(w)
+    tensor = transformer_cost.elementwise_tensor_ops(w.arch, dt)
+    assert tensor == expected
+    _, ops = transformer_cost._elementwise_bytes_per_token(w.arch, dt)
+    assert tensor <= ops  # a part of the block's elementwise operations, never more
+
+
+def test_the_elementwise_kernel_carries_them_forward_and_backward() -> None:
+    w = workload_for_model("llama-3.2-1b-instruct", mode="train", precision="bf16", batch_size=1, seq_len=128)
+    profile = get_profile("torch", "default", use_user=False)
+    ks = speed.training_kernels(w, profile)
+    fwd = next(k for k in ks if k.name == "elementwise")
+    bwd = next(k for k in ks if k.name == "elementwise.backward")
+    assert fwd.tensor_ops == transformer_cost.elementwise_tensor_ops(w.arch, _dt(w))
+    assert bwd.tensor_ops == pytest.approx(fwd.tensor_ops * speed.BACKWARD_HOST_SHARE)
+    assert fwd.fused is not None and fwd.fused.tensor_ops == fwd.tensor_ops
+
+
+def test_host_time_charges_tensor_ops_at_the_share() -> None:
+    base = get_profile("torch", "default", use_user=False)
+    w = workload_for_model("qwen3-0.6b", mode="train", precision="bf16", batch_size=1, seq_len=128)
+    gpu = get_gpu("h100-sxm")
+    k = Kernel(name="elementwise", kind="memory", flops=0.0, bytes=1e6, count=3, ops=40.0, tensor_ops=28.0)
+
+    def host(share: float) -> float:
+        p = dataclasses.replace(base, tensor_op_host_share=share)
+        return speed.time_kernels([k], w, gpu, p, host_seconds_per_op=1.0).host_seconds
+
+    assert host(1.0) == pytest.approx(3 * 40.0)
+    assert host(0.25) == pytest.approx(3 * (12.0 + 0.25 * 28.0))
+    # the launches stay the operations' (the host share moves no GPU work)
+    assert k.kernel_launches == 40.0
+
+
+def test_a_decoder_steps_host_falls_by_its_tensor_calls_only() -> None:
+    """Lowering the share lowers a decoder step's host time by exactly its tensor-level calls,
+    forward and backward nodes, and leaves BERT's and ResNet's steps as they were."""
+    base = get_profile("torch", "default", use_user=False)
+    cheap = dataclasses.replace(base, tensor_op_host_share=0.5)
+    gpu = get_gpu("h100-sxm")
+    w = workload_for_model("llama-3.2-1b-instruct", mode="train", precision="bf16", batch_size=1, seq_len=128)
+    per_layer = transformer_cost.elementwise_tensor_ops(w.arch, _dt(w)) * (1 + speed.BACKWARD_HOST_SHARE)
+    drop = speed.training_step(w, gpu, base).host_seconds - speed.training_step(w, gpu, cheap).host_seconds
+    assert drop == pytest.approx(0.5 * per_layer * w.arch.num_layers * base.host_seconds_per_op)
+    for model in ("bert-base-uncased",):
+        enc = workload_for_model(model, mode="train", precision="fp32", batch_size=2, seq_len=128)
+        assert (
+            speed.training_step(enc, gpu, cheap).host_seconds
+            == speed.training_step(enc, gpu, base).host_seconds
+        )
