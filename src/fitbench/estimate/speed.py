@@ -506,6 +506,34 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
     ]
 
 
+def gradient_accumulation_kernels(workload: Workload) -> list[Kernel]:
+    """With gradient accumulation over N > 1 micro-batches, the adds that sum each micro-batch's
+    gradients: the first backward after zero_grad(set_to_none=True) hands its gradients to the
+    parameters as they are, every later one's AccumulateGrad adds the new gradient into the kept
+    one in place (`grad += new`: both read, one written, in the gradient's dtype), one add kernel
+    per parameter tensor, dispatched from C++ by the backward engine (a cast's host cost each,
+    Profile.cast_host_share). A step here is one micro-batch: (N - 1) / N of that. None without
+    accumulation."""
+    n = workload.grad_accum
+    if n <= 1:
+        return []
+    share = (n - 1) / n
+    tensors = len(param_sizes_in_order(workload)) * share
+    grad = workload.precision_info.grad_bytes
+    return [
+        Kernel(
+            name="gradient_accumulation",
+            kind="memory",
+            flops=0.0,
+            bytes=3.0 * grad * workload.trained_param_count() * share,
+            count=1,
+            ops=0.0,
+            cast_ops=tensors,
+            launches=tensors,
+        )
+    ]
+
+
 def as_compiled(kernels: list[Kernel], profile: Profile) -> list[Kernel]:
     """The forward kernels as the profile's mode runs them: each in its fused form where the mode
     compiles the step (Profile.fuses_pointwise; Kernel.fused), else unchanged. Backward and
@@ -531,6 +559,7 @@ def training_kernels(
         )
     fwd = as_compiled(fwd, profile)
     kernels = fwd + backward_kernels(fwd) + optimizer_kernels(workload, profile.framework)
+    kernels += gradient_accumulation_kernels(workload)
     if workload.checkpointing:  # the backward's recomputation of the forward
         # torch's non-reentrant checkpoint stops early; Paddle's recompute reruns whole blocks
         early = profile.framework == Framework.TORCH
