@@ -89,3 +89,30 @@ def test_a_decoder_steps_host_falls_by_its_tensor_calls_only() -> None:
             speed.training_step(enc, gpu, cheap).host_seconds
             == speed.training_step(enc, gpu, base).host_seconds
         )
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"mode": "train", "precision": "bf16", "batch_size": 2, "seq_len": 256},
+        {"mode": "train", "precision": "amp-bf16", "batch_size": 2, "seq_len": 256, "checkpointing": True},
+        {"mode": "train", "precision": "bf16", "batch_size": 2, "seq_len": 256, "peft": "lora"},
+        {"mode": "infer", "precision": "bf16", "batch_size": 2, "prompt_tokens": 256, "new_tokens": 16},
+    ],
+)
+def test_a_lower_share_never_adds_host_time_and_leaves_decode_calls_alone(fields: dict) -> None:
+    """Where the estimate zeroes a kernel's operations (a decode step's calls are generate_ops'
+    count), its tensor-level calls go with them: the share only ever lowers a host time, and a
+    decode step's host time does not move with it."""
+    from fitbench.estimate.api import estimate
+
+    base = get_profile("torch", "default", use_user=False)
+    gpu = get_gpu("h100-sxm")
+    w = workload_for_model("qwen3-0.6b", **fields)
+    full = estimate(w, gpu, profile=dataclasses.replace(base, tensor_op_host_share=1.0))
+    cheap = estimate(w, gpu, profile=dataclasses.replace(base, tensor_op_host_share=0.25))
+    assert 0.0 < cheap.host_seconds <= full.host_seconds
+    if w.is_generation:
+        assert cheap.host_seconds == pytest.approx(full.host_seconds)
+    else:
+        assert cheap.host_seconds < full.host_seconds

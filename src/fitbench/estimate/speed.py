@@ -786,7 +786,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     # decode step's share (decode_memory_efficiency: what the mode's weight reads reach, where it
     # has its own); its small kernels keep the mode's fixed time per launch.
     prefill = time_kernels(
-        [dataclasses.replace(k, ops=0.0) for k in prefill_k],
+        [dataclasses.replace(k, ops=0.0, tensor_ops=0.0) for k in prefill_k],
         workload,
         gpu,
         profile,
@@ -840,7 +840,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     # The host issues the Python-level torch calls of the decode step as transformers issues them
     # (generate_ops: the layers, the model's fixed part and the generate loop), in place of the
     # kernels' per-kernel operation counts; autocast's C++ casts stay with the kernels.
-    host_k = [dataclasses.replace(k, ops=0.0) for k in read_k]
+    host_k = [dataclasses.replace(k, ops=0.0, tensor_ops=0.0) for k in read_k]
     # The decode step has its own bandwidth share and fixed time per launch (profiles.toml:
     # decode_memory_efficiency, decode_kernel_fixed_seconds), where the mode runs kernels of its
     # own for it.
