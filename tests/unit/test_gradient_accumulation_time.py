@@ -72,3 +72,24 @@ def test_the_estimate_times_those_adds_per_micro_batch() -> None:
     names = [x.name for x in speed.training_kernels(w4, profile)]
     assert names.count("gradient_accumulation") == 1
     assert "gradient_accumulation" not in [x.name for x in speed.training_kernels(w1, profile)]
+
+
+def test_a_lora_step_adds_its_adapters_gradients_only() -> None:
+    from fitbench.estimate import peft, peft_speed
+
+    w = workload_for_model(
+        "llama-3.2-1b-instruct",
+        mode="train",
+        precision="bf16",
+        peft="lora",
+        batch_size=2,
+        seq_len=512,
+        grad_accum=2,
+    )
+    update, adds = peft_speed.optimizer_kernels(w)
+    # q, k, v, o, gate, up and down carry lora_A and lora_B in each of the 16 blocks
+    assert peft.trainable_tensor_count(w) == 16 * 7 * 2
+    assert adds.launches == pytest.approx(0.5 * 16 * 7 * 2)
+    # FP32 adapters: two read and one written, half the micro-batches
+    assert adds.bytes == pytest.approx(0.5 * 3 * peft.trainable_bytes(w))
+    assert update.name == "optimizer" and len(peft_speed.optimizer_kernels(w.replace(grad_accum=1))) == 1

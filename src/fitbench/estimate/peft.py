@@ -245,6 +245,19 @@ def lora_param_count(workload: Workload) -> int:
     )
 
 
+def trainable_tensor_count(workload: Workload) -> int:
+    """Trainable parameter tensors: lora_A and lora_B of every adapted Linear and stacked expert
+    parameter, and an encoder's classifier weight and bias."""
+    arch = adapted_arch(workload)
+    adapters = 0
+    for i in range(arch.num_layers):
+        moe = arch.is_moe_layer(i)
+        adapters += 2 * (
+            len(lora_linears(workload, moe_layer=moe)) + (len(expert_adapters(workload)) if moe else 0)
+        )
+    return adapters + (2 if head_trainable_params(workload) else 0)
+
+
 def head_trainable_params(workload: Workload) -> int:
     """Trainable parameters outside the adapters: an encoder's classifier (peft SEQ_CLS
     modules_to_save); a decoder trains nothing else (its LM head stays frozen)."""

@@ -30,6 +30,7 @@ from fitbench.estimate.peft import (
     peft_bytes,
     trainable_bytes,
     trainable_param_count,
+    trainable_tensor_count,
 )
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.segments import Kernel
@@ -44,6 +45,7 @@ from fitbench.estimate.speed import (
     as_compiled,
     backward_kernels,
     grad_scaler_waits,
+    gradient_accumulation_kernels,
     in_sequence,
     overlapped_seconds,
     time_kernels,
@@ -393,16 +395,18 @@ def optimizer_kernels(workload: Workload) -> list[Kernel]:
     passes = (FUSED_OPTIMIZER_PASSES if fused else OPTIMIZER_PASSES)[workload.optimizer]
     ops = FUSED_OPTIMIZER_OPS if fused else FOREACH_OPTIMIZER_OPS
     share = 1.0 / workload.grad_accum
-    return [
-        Kernel(
-            name="optimizer",
-            kind="memory",
-            flops=0.0,
-            bytes=passes * trainable_bytes(workload) * share,
-            count=1,
-            ops=ops * share,
-        )
-    ]
+    update = Kernel(
+        name="optimizer",
+        kind="memory",
+        flops=0.0,
+        bytes=passes * trainable_bytes(workload) * share,
+        count=1,
+        ops=ops * share,
+    )
+    adds = gradient_accumulation_kernels(
+        workload, gradient_bytes=trainable_bytes(workload), tensors=trainable_tensor_count(workload)
+    )
+    return [update, *adds]
 
 
 def _add(t1: Timing, t2: Timing, profile: Profile) -> Timing:

@@ -506,30 +506,35 @@ def optimizer_kernels(workload: Workload, framework: str = "torch") -> list[Kern
     ]
 
 
-def gradient_accumulation_kernels(workload: Workload) -> list[Kernel]:
+def gradient_accumulation_kernels(
+    workload: Workload, *, gradient_bytes: float | None = None, tensors: float | None = None
+) -> list[Kernel]:
     """With gradient accumulation over N > 1 micro-batches, the adds that sum each micro-batch's
     gradients: the first backward after zero_grad(set_to_none=True) hands its gradients to the
     parameters as they are, every later one's AccumulateGrad adds the new gradient into the kept
-    one in place (`grad += new`: both read, one written, in the gradient's dtype), one add kernel
-    per parameter tensor, dispatched from C++ by the backward engine (a cast's host cost each,
-    Profile.cast_host_share). A step here is one micro-batch: (N - 1) / N of that. None without
-    accumulation."""
+    one in place (`grad += new`: both read, one written), one add kernel per parameter tensor,
+    dispatched from C++ by the backward engine (a cast's host cost each, Profile.cast_host_share).
+    A step here is one micro-batch: (N - 1) / N of that. `gradient_bytes` and `tensors`: the
+    trained parameters' gradient bytes and tensors (None: the whole model's, in the precision's
+    gradient dtype). None without accumulation."""
     n = workload.grad_accum
     if n <= 1:
         return []
     share = (n - 1) / n
-    tensors = len(param_sizes_in_order(workload)) * share
-    grad = workload.precision_info.grad_bytes
+    if gradient_bytes is None:
+        gradient_bytes = workload.precision_info.grad_bytes * workload.trained_param_count()
+    if tensors is None:
+        tensors = len(param_sizes_in_order(workload))
     return [
         Kernel(
             name="gradient_accumulation",
             kind="memory",
             flops=0.0,
-            bytes=3.0 * grad * workload.trained_param_count() * share,
+            bytes=3.0 * gradient_bytes * share,
             count=1,
             ops=0.0,
-            cast_ops=tensors,
-            launches=tensors,
+            cast_ops=tensors * share,
+            launches=tensors * share,
         )
     ]
 
