@@ -76,7 +76,7 @@ def test_host_time_charges_tensor_ops_at_the_share() -> None:
 def test_a_decoder_steps_host_falls_by_its_tensor_calls_only() -> None:
     """Lowering the share lowers a decoder step's host time by exactly its tensor-level calls,
     forward and backward nodes, and leaves BERT's and ResNet's steps as they were."""
-    base = get_profile("torch", "default", use_user=False)
+    base = dataclasses.replace(get_profile("torch", "default", use_user=False), tensor_op_host_share=1.0)
     cheap = dataclasses.replace(base, tensor_op_host_share=0.5)
     gpu = get_gpu("h100-sxm")
     w = workload_for_model("llama-3.2-1b-instruct", mode="train", precision="bf16", batch_size=1, seq_len=128)
@@ -116,3 +116,23 @@ def test_a_lower_share_never_adds_host_time_and_leaves_decode_calls_alone(fields
         assert cheap.host_seconds == pytest.approx(full.host_seconds)
     else:
         assert cheap.host_seconds < full.host_seconds
+
+
+def test_the_profiles_share_is_what_the_stored_h100_layers_imply(capsys) -> None:
+    """profiles.toml's tensor_op_host_share is the median share `host_layers.py --share` reads off
+    the committed H100 measurement (decoder layers against BERT-base's, same process)."""
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "benchmarks"))
+    import host_layers
+
+    stored = root / "benchmarks" / "results" / "host-layers-h100-2026-12-06.json"
+    assert host_layers.main(["--share", str(stored)]) == 0
+    out = capsys.readouterr().out
+    fitted = float(out.split("tensor_op_host_share: median ")[1].split()[0])
+    assert fitted == pytest.approx(
+        get_profile("torch", "default", use_user=False).tensor_op_host_share, abs=0.005
+    )
+    assert "over 16 decoder layers" in out
