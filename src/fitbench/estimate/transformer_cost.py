@@ -1385,6 +1385,31 @@ def norm_weight_gradient_bytes_per_token(arch: TransformerArch, dt: ActivationDt
     return float(arch.norms_per_layer * arch.hidden_size * main + _qk_norm_width(arch) * qk)
 
 
+#: the passes of Hugging Face's RMSNorm (upcast, pow, mean, add, rsqrt and two products) and of
+#: its rotary embedding over q and k (slices, a negation, a concatenation, products and sums)
+RMSNORM_OPS = 7
+ROTARY_OPS = 12
+
+
+def _rmsnorm_ops(arch: TransformerArch) -> int:
+    """The RMSNorm passes of one block: its own norms and the query and key norms."""
+    return RMSNORM_OPS * arch.norms_per_layer + (2 * RMSNORM_OPS if arch.qk_norm != "none" else 0)
+
+
+def _activation_ops(arch: TransformerArch, dt: ActivationDtypes) -> int:
+    """Operations of one block's MLP activation: SwiGLU's activation and product, GPT-2's Python
+    GELU, xIELU and ReLU squared written out as tensor operations, else one GELU module."""
+    if arch.mlp == "swiglu":
+        return 2
+    if gpt2_python_gelu(arch):
+        return 10 if dt.amp else 8
+    if python_xielu(arch):
+        return 12
+    if arch.rules_type in RELU2_TYPES:
+        return 2
+    return 1
+
+
 def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> tuple[float, float]:
     """(bytes, ops) of one block's forward elementwise work per token: norms, activations,
     dropout, residual adds and autocast casts (each reads its inputs and writes its output). An
@@ -1399,25 +1424,25 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
         # block runs its own number of them (Gemma-2/3 and GLM-4 four: pre and post norms) and
         # Qwen3's, Gemma-3's and OLMo-2's query and key norms over q and k.
         widths = arch.norms_per_layer * h + _qk_norm_width(arch)
-        norms = 7 * 2 * widths * 4
-        norm_ops = 7 * arch.norms_per_layer + (2 * 7 if arch.qk_norm != "none" else 0)
+        norms = RMSNORM_OPS * 2 * widths * 4
+        norm_ops = _rmsnorm_ops(arch)
     else:
         norms, norm_ops = 2 * 2 * h * dt.res, 2
     if arch.mlp == "swiglu":
-        act, act_ops = 2 * f * dt.act + 3 * f * dt.act, 2
+        act = 2 * f * dt.act + 3 * f * dt.act
     elif gpt2_python_gelu(arch):
-        act, act_ops = f * python_gelu_bytes(dt), (10 if dt.amp else 8)
+        act = f * python_gelu_bytes(dt)
     elif python_xielu(arch):
-        act, act_ops = f * xielu_bytes(dt), 12
+        act = f * xielu_bytes(dt)
     elif arch.rules_type in RELU2_TYPES:
-        act, act_ops = 4 * f * dt.act, 2  # relu, then its square: each reads and writes
+        act = 4 * f * dt.act  # relu, then its square: each reads and writes
     else:
-        act, act_ops = 2 * f * dt.act, 1
+        act = 2 * f * dt.act
     adds = 2 * 3 * h * dt.res
     dropout = 2 * (2 * h * dt.act + h) if dt.mask else 0.0
     drop_ops = 2 if dt.mask else 0
     rotary = 6 * (arch.q_dim + arch.kv_dim) * dt.act if arch.position == "rotary" else 0.0
-    rotary_ops = 12 if arch.position == "rotary" else 0
+    rotary_ops = ROTARY_OPS if arch.position == "rotary" else 0
     # Autocast's 16-bit copies of the FP32 norm outputs that feed Linears (their host cost is
     # counted with the Linears: _autocast_casts).
     casts = len(_NORM_FED & {n for n, _, _ in block_gemms(arch)}) * h * (4 + dt.act) if dt.amp else 0.0
@@ -1425,33 +1450,21 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
     # calls, dispatch, autograd nodes): 8 per block in the Hugging Face attention code.
     view_ops = VIEW_OPS_PER_BLOCK
     cache_ops = 2 if arch.kind == "decoder" else 0  # K/V concatenation into the cache
-    ops = norm_ops + act_ops + 2 + drop_ops + rotary_ops + view_ops + cache_ops
+    ops = norm_ops + _activation_ops(arch, dt) + 2 + drop_ops + rotary_ops + view_ops + cache_ops
     return norms + act + adds + dropout + rotary + casts, ops
 
 
 def elementwise_tensor_ops(arch: TransformerArch, dt: ActivationDtypes) -> float:
     """Of a block's forward elementwise operations (_elementwise_bytes_per_token), those that are
-    tensor-level calls on activations (Kernel.tensor_ops): an RMSNorm's seven passes (the query and
-    key norms' too), the rotary embedding's twelve, and an activation written out as tensor
-    operations (SwiGLU's activation and product, GPT-2's Python GELU, xIELU, ReLU squared). A
-    LayerNorm, a GELU module, dropout, the residual adds, the views and the cache's
-    concatenation are counted as reference operations, as in the BERT-base steps the reference
-    was fitted on."""
-    norms = 0
-    if arch.norm == "rmsnorm":
-        norms = 7 * arch.norms_per_layer + (2 * 7 if arch.qk_norm != "none" else 0)
-    if arch.mlp == "swiglu":
-        act = 2
-    elif gpt2_python_gelu(arch):
-        act = 10 if dt.amp else 8
-    elif python_xielu(arch):
-        act = 12
-    elif arch.rules_type in RELU2_TYPES:
-        act = 2
-    else:
-        act = 0
-    rotary = 12 if arch.position == "rotary" else 0
-    return float(norms + act + rotary)
+    tensor-level calls on activations (Kernel.tensor_ops): the RMSNorm passes, the rotary
+    embedding's, and an activation written out as tensor operations. A LayerNorm, a GELU module,
+    dropout, the residual adds, the views and the cache's concatenation are counted as reference
+    operations, as in the BERT-base steps the reference was fitted on."""
+    norms = _rmsnorm_ops(arch) if arch.norm == "rmsnorm" else 0
+    act = _activation_ops(arch, dt)
+    written_out = act if act > 1 else 0  # one GELU module is a reference operation
+    rotary = ROTARY_OPS if arch.position == "rotary" else 0
+    return float(norms + written_out + rotary)
 
 
 def fused_pointwise_bytes_per_token(
