@@ -169,8 +169,9 @@ PART_OPS = {
 }
 
 
-def _parts(device: str, amp: bool) -> dict[str, tuple[Callable[..., Any], int]]:
-    """part -> (one call on a tuple of tensors returning a tuple of the same shapes, tensors)."""
+def _parts(device: str, amp: bool) -> tuple[dict[str, tuple[Callable[..., Any], int]], tuple[int, int, int]]:
+    """({part: (one call on `arity` tensors returning as many of the same shapes, arity)},
+    (hidden size, heads, head size) of the tensors)."""
     import torch
     import torch.nn.functional as F
     from torch import nn

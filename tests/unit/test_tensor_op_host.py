@@ -136,3 +136,30 @@ def test_the_profiles_share_is_what_the_stored_h100_layers_imply(capsys) -> None
         get_profile("torch", "default", use_user=False).tensor_op_host_share, abs=0.005
     )
     assert "over 16 decoder layers" in out
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_host_layers_measures_real_layers_and_parts_on_the_cpu(tmp_path) -> None:
+    """benchmarks/host_layers.py end to end on a CPU: two families at two depths through the torch
+    backend's session, every part chained and differentiated, the shares summarised."""
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import host_layers
+
+    out = tmp_path / "layers.json"
+    args = ["--device", "cpu", "--families", "bert-base-uncased", "llama-3.2-1b-instruct"]
+    assert host_layers.main([*args, "--steps", "2", "--calls", "2", "--repeats", "1", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    rows = {(r["family"], r["precision"]): r for r in data["layers"]}
+    assert set(rows) == {(f, p) for f in args[3:] for p in host_layers.PRECISIONS}
+    llama = rows[("llama-3.2-1b-instruct", "bf16")]
+    # the count splits into reference and tensor-level operations, the latter the block's own
+    assert llama["tensor_units_per_layer"] == pytest.approx(28 * 1.5)
+    assert rows[("bert-base-uncased", "bf16")]["tensor_units_per_layer"] == 0
+    assert all(r["seconds_per_layer"] > 0 for r in rows.values())
+    assert {p["part"] for p in data["parts"]} == set(host_layers.PART_OPS)
+    assert data["tensor_op_host_share"] is not None
