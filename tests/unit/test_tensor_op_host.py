@@ -83,11 +83,13 @@ def test_a_decoder_steps_host_falls_by_its_tensor_calls_only() -> None:
     per_layer = transformer_cost.elementwise_tensor_ops(w.arch, _dt(w)) * (1 + speed.BACKWARD_HOST_SHARE)
     drop = speed.training_step(w, gpu, base).host_seconds - speed.training_step(w, gpu, cheap).host_seconds
     assert drop == pytest.approx(0.5 * per_layer * w.arch.num_layers * base.host_seconds_per_op)
-    for model in ("bert-base-uncased",):
-        enc = workload_for_model(model, mode="train", precision="fp32", batch_size=2, seq_len=128)
+    from fitbench.workloads.presets import get_workload
+
+    bert = workload_for_model("bert-base-uncased", mode="train", precision="fp32", batch_size=2, seq_len=128)
+    for other in (bert, get_workload("resnet50-cifar10")):
         assert (
-            speed.training_step(enc, gpu, cheap).host_seconds
-            == speed.training_step(enc, gpu, base).host_seconds
+            speed.training_step(other, gpu, cheap).host_seconds
+            == speed.training_step(other, gpu, base).host_seconds
         )
 
 
