@@ -2078,12 +2078,17 @@ def build_workload(
     else:
         workload = get_workload(name, tiny=tiny, **({} if tiny else overrides))
     if layers:
-        arch = workload.arch
-        # the same share of sliding-window layers in the shorter stack
-        sliding = round(getattr(arch, "sliding_layers", 0) * layers / arch.num_layers)
-        cut = dataclasses.replace(arch, num_layers=layers, **({"sliding_layers": sliding} if sliding else {}))
-        workload = dataclasses.replace(workload, arch=cut)
+        workload = with_layers(workload, layers)
     return (shrink(workload) if smoke else workload), unapplied
+
+
+def with_layers(workload: Workload, layers: int) -> Workload:
+    """`workload` with `layers` layers, the same share of them sliding-window layers."""
+    arch = workload.arch
+    extra = {}
+    if getattr(arch, "sliding_layers", 0):
+        extra["sliding_layers"] = round(arch.sliding_layers * layers / arch.num_layers)
+    return dataclasses.replace(workload, arch=dataclasses.replace(arch, num_layers=layers, **extra))
 
 
 def shrink(workload: Workload) -> Workload:

@@ -42,6 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tiny_families  # benchmarks/ on the path: the bundled configs at tiny sizes
+from accuracy import with_layers
 from fitbench.backends import get_backend
 from fitbench.backends.base import RunOptions
 from fitbench.estimate import speed
@@ -111,14 +112,6 @@ def family_workload(name: str, precision: str, layers: int) -> Workload:
         name, mode="train", precision=precision, batch_size=BATCH, seq_len=SEQ, optimizer="adamw"
     )
     return with_layers(w, layers)
-
-
-def with_layers(w: Workload, layers: int) -> Workload:
-    """`w` with `layers` layers, the same share of them sliding-window layers."""
-    arch = w.arch
-    sliding = round(getattr(arch, "sliding_layers", 0) * layers / arch.num_layers)
-    extra = {"sliding_layers": sliding} if getattr(arch, "sliding_layers", 0) else {}
-    return dataclasses.replace(w, arch=dataclasses.replace(arch, num_layers=layers, **extra))
 
 
 def measure_layers(families: list[str], device: str, steps: int) -> list[dict[str, Any]]:

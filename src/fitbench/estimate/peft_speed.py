@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 
 from fitbench.core.gpu import GpuSpec
-from fitbench.core.names import Framework
 from fitbench.estimate import transformer_cost
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes, keeps_dropout_masks
 from fitbench.estimate.matrices import block_gemms, expert_gemms
@@ -48,6 +47,7 @@ from fitbench.estimate.speed import (
     gradient_accumulation_kernels,
     in_sequence,
     overlapped_seconds,
+    recomputation,
     time_kernels,
     unscale_kernel,
 )
@@ -454,10 +454,9 @@ def step_kernels(workload: Workload, profile: Profile) -> tuple[list[Kernel], li
         per_token = transformer_cost.norm_weight_gradient_bytes_per_token(arch, dt)
         norm_gradients = tokens * arch.num_layers * per_token
     base = fwd + _frozen_backward(fwd, norm_gradients)
-    early = profile.framework == Framework.TORCH  # torch's non-reentrant checkpoint stops early
     passes = 2
     if workload.checkpointing:
-        base += transformer_cost.recomputed_kernels(fwd, workload, early_stop=early)
+        base += recomputation(fwd, workload, profile)
         passes += 1
     base += [dataclasses.replace(k, count=k.count * passes) for k in dequant_kernels(workload)]
     merge, expert_backward = expert_adapter_kernels(workload)
@@ -469,11 +468,7 @@ def step_kernels(workload: Workload, profile: Profile) -> tuple[list[Kernel], li
             [dataclasses.replace(k, stream_share=share) if k.kind == "matmul" else k for k in ks]
             for ks in (lora_fwd, lora_bwd)
         )
-    again = (
-        transformer_cost.recomputed_kernels(lora_fwd, workload, early_stop=early)
-        if workload.checkpointing
-        else []
-    )
+    again = recomputation(lora_fwd, workload, profile) if workload.checkpointing else []
     return base, lora_fwd + lora_bwd + again
 
 

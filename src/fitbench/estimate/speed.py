@@ -566,14 +566,16 @@ def training_kernels(
     kernels = fwd + backward_kernels(fwd) + optimizer_kernels(workload, profile.framework)
     kernels += gradient_accumulation_kernels(workload)
     if workload.checkpointing:  # the backward's recomputation of the forward
-        # torch's non-reentrant checkpoint stops early; Paddle's recompute reruns whole blocks
-        early = profile.framework == Framework.TORCH
-        kernels += (
-            fwd
-            if workload.is_resnet
-            else transformer_cost.recomputed_kernels(fwd, workload, early_stop=early)
-        )
+        kernels += fwd if workload.is_resnet else recomputation(fwd, workload, profile)
     return kernels
+
+
+def recomputation(forward: list[Kernel], workload: Workload, profile: Profile) -> list[Kernel]:
+    """What a checkpointed transformer step's backward runs again of `forward`
+    (transformer_cost.recomputed_kernels) as the profile's framework checkpoints: torch's
+    non-reentrant checkpoint stops early, Paddle's reentrant recompute reruns whole blocks."""
+    early = profile.framework == Framework.TORCH
+    return transformer_cost.recomputed_kernels(forward, workload, early_stop=early)
 
 
 def kernel_launches(kernels: list[Kernel]) -> float:
