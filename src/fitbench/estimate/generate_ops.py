@@ -102,6 +102,10 @@ class CallCounts:
     family_fixed: dict[str, int]
     family_layer: dict[str, int]
     family_moe_layer: dict[str, int]
+    # A linear-attention layer's calls beyond an attention layer's of the same family (Qwen3.5's
+    # and Qwen3-Next's Gated DeltaNet decode step: projections, the causal convolution's state
+    # update, the recurrent rule's passes, the gated norm; TransformerArch.linear_layers).
+    family_linear_layer: dict[str, int]
     # Families whose model builds a sliding-window mask beside the causal one every step even
     # with no sliding layer (Qwen2-MoE), counted with no window set.
     unused_sliding_mask: dict[str, int]
@@ -115,6 +119,9 @@ BEFORE_PACK_GQA = CallCounts(
     fixed=77,
     sliding_mask=24,
     family_fixed={
+        "qwen3-5-text": -15,
+        "qwen3-5-moe-text": -15,
+        "qwen3-next": -30,
         "qwen2": 3,
         "qwen3": 3,
         "cohere": 7,
@@ -148,6 +155,7 @@ BEFORE_PACK_GQA = CallCounts(
         "olmo3": -5,
     },
     family_layer={
+        "qwen3-5-text": 19,
         "cohere": 2,
         "cohere2": 2,
         "deepseek-v2": 19,
@@ -175,6 +183,8 @@ BEFORE_PACK_GQA = CallCounts(
         "nemotron": -5,
     },
     family_moe_layer={
+        "qwen3-5-moe-text": 18,
+        "qwen3-next": 18,
         "deepseek-v2": 18,
         "deepseek-v3": 40,
         "ernie4-5-moe": 17,
@@ -188,6 +198,7 @@ BEFORE_PACK_GQA = CallCounts(
         "dots1": 13,
         "granitemoe": 1,
     },
+    family_linear_layer={"qwen3-5-text": 31, "qwen3-5-moe-text": 31, "qwen3-next": 51},
     unused_sliding_mask={"qwen2-moe": 31},
 )
 FROM_PACK_GQA = CallCounts(
@@ -198,6 +209,9 @@ FROM_PACK_GQA = CallCounts(
     fixed=65,
     sliding_mask=19,
     family_fixed={
+        "qwen3-5-text": -15,
+        "qwen3-5-moe-text": -15,
+        "qwen3-next": -30,
         "cohere": 5,
         "cohere2": 11,
         "deepseek-v2": -4,
@@ -229,6 +243,7 @@ FROM_PACK_GQA = CallCounts(
         "phi": -6,
     },
     family_layer={
+        "qwen3-5-text": 19,
         "cohere": 2,
         "cohere2": 2,
         "deepseek-v2": 19,
@@ -256,6 +271,8 @@ FROM_PACK_GQA = CallCounts(
         "nemotron": -5,
     },
     family_moe_layer={
+        "qwen3-5-moe-text": 18,
+        "qwen3-next": 18,
         "deepseek-v2": 18,
         "deepseek-v3": 40,
         "ernie4-5-moe": 17,
@@ -269,6 +286,7 @@ FROM_PACK_GQA = CallCounts(
         "dots1": 13,
         "granitemoe": 1,
     },
+    family_linear_layer={"qwen3-5-text": 31, "qwen3-5-moe-text": 31, "qwen3-next": 51},
     unused_sliding_mask={"qwen2-moe": 21},
 )
 
@@ -347,7 +365,7 @@ def layers_calls(
 ) -> int:
     """Calls of all layers of one decode step: dense and MoE layers, sliding and full."""
     full = window_reached(arch, context)
-    total = 0
+    total = arch.linear_layers * _family(call_counts(transformers).family_linear_layer, arch)
     for i in range(arch.num_layers):
         sliding = i < arch.sliding_layers
         total += layer_calls(

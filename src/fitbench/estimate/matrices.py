@@ -22,6 +22,20 @@ def block_gemms(arch: TransformerArch) -> list[tuple[str, int, int]]:
     return mats
 
 
+def layer_gemms(arch: TransformerArch) -> list[tuple[str, int, int, int]]:
+    """(name, in_features, out_features, layers) of the blocks' Linear layers outside the
+    experts: the attention matrices in the attention layers, the linear-attention ones in the
+    linear-attention layers (TransformerArch.linear_attention_linears), a dense MLP's in the
+    layers without experts."""
+    attention = {name for name, _, _ in arch.attention_linears()}
+    rows = [
+        (name, fin, fout, arch.attention_layers if name in attention else arch.dense_mlp_layers)
+        for name, fin, fout in block_gemms(arch)
+    ]
+    rows += [(name, fin, fout, arch.linear_layers) for name, fin, fout in arch.linear_attention_linears()]
+    return rows
+
+
 def expert_gemms(arch: TransformerArch) -> dict[str, list[tuple[str, int, int]]]:
     """(name, in_features, out_features) of one MoE block's matrices by part: 'router', one
     routed expert's ('experts'), and the shared experts' ('shared', all of them as one MLP)."""

@@ -14,7 +14,7 @@ import dataclasses
 from fitbench.core.gpu import GpuSpec
 from fitbench.estimate import transformer_cost
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes, keeps_dropout_masks
-from fitbench.estimate.matrices import block_gemms, expert_gemms
+from fitbench.estimate.matrices import expert_gemms, layer_gemms
 from fitbench.estimate.peft import (
     ADAPTER_BYTES,
     DOUBLE_QUANT,
@@ -367,11 +367,7 @@ def dequant_kernels(workload: Workload) -> list[Kernel]:
     consts = NF4_CONSTANT_BITS[DOUBLE_QUANT] / 8
     # the block Linears bitsandbytes converts: attention in every block, the MLP in dense blocks,
     # a MoE block's shared experts (its routed experts are stacked parameters, left 16-bit)
-    attention = {name for name, _, _ in arch.attention_linears()}
-    mats = [
-        (name, fin, fout, arch.num_layers if name in attention else arch.dense_mlp_layers)
-        for name, fin, fout in block_gemms(arch)
-    ]
+    mats = layer_gemms(arch)
     if arch.is_moe:
         mats += [(name, fin, fout, arch.moe_layers) for name, fin, fout in expert_gemms(arch)["shared"]]
     return [

@@ -16,9 +16,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fitbench.core.quant import kv_cache_element_bytes, kv_cache_scale_bytes_per_head, matrix_total_bytes
+from fitbench.estimate import linear_attention
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes, keeps_dropout_masks
 from fitbench.estimate.execution import sdpa_math_only
-from fitbench.estimate.matrices import block_gemms, expert_gemms
+from fitbench.estimate.matrices import block_gemms, expert_gemms, layer_gemms
 from fitbench.estimate.segments import Kernel, Segment
 from fitbench.estimate.weights import (
     checkpoint_weight_bytes,
@@ -146,8 +147,21 @@ def fused_qkv_view(arch: TransformerArch) -> bool:
 def gemma_norms(arch: TransformerArch) -> bool:
     """Gemma's RMSNorm (and OLMo-2's) computes in FP32 to the end: it saves the FP32 input and the
     FP32 normalised tensor (8 bytes an element) whatever the activations' dtype, where Llama's
-    casts the normalised tensor back before its weight."""
-    return arch.rules_type in ("gemma", "gemma2", "gemma3_text", "gemma3", "olmo2")
+    casts the normalised tensor back before its weight; Qwen3-Next's and Qwen3.5's zero-centred
+    norms, `(x * (1 + weight)).type_as(x)`, alike."""
+    return arch.rules_type in GEMMA_NORM_TYPES
+
+
+GEMMA_NORM_TYPES = (
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "gemma3",
+    "olmo2",
+    "qwen3_next",
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
+)
 
 
 # RMSNorms that multiply the FP32 normalised tensor by the weight and cast after it,
@@ -443,7 +457,23 @@ def layer_saved_bytes_per_token(
         masks = 2 * h * dt.mask  # GPT-2's residual dropouts (keeps_dropout_masks)
     # Q, K, V as attention inputs (rotary outputs for decoders), repeated for GQA in eager.
     attn = _attention_saved_bytes_per_token(arch, dt, seq, attention)
+    if arch.attention_output_gate:  # the attention output and its sigmoid gate, kept by their product
+        attn += 2 * arch.q_dim * dt.act
     return qkv_in + attn + masks + norms + mlp_in + mlp
+
+
+def linear_layer_saved_bytes_per_token(
+    arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str, *, moe: bool = False
+) -> float:
+    """What a linear-attention block saves per token: an attention block's, less its attention
+    (and query/key norms), plus the Gated DeltaNet mixer's (linear_attention.saved_bytes_per_token)."""
+    block = layer_saved_bytes_per_token(arch, dt, seq, attention, moe=moe)
+    attn = _attention_saved_bytes_per_token(arch, dt, seq, attention) + qk_norm_saved_bytes_per_token(
+        arch, dt
+    )
+    if arch.attention_output_gate:
+        attn += 2 * arch.q_dim * dt.act
+    return block - attn + linear_attention.saved_bytes_per_token(arch, seq)
 
 
 def compiled_norm_saved_bytes_per_token(h: int, dt: ActivationDtypes) -> int:
@@ -627,16 +657,23 @@ def training_segments(
         moe_layer = layer_saved_bytes_per_token(arch, dt, s, workload.attention, moe=True) * tokens
     per_input = layer_input_bytes_per_token(arch, dt) * tokens
     per_transient = layer_transient_bytes_per_token(arch, dt, s, workload.attention) * tokens
+    linear_transient = max(per_transient, linear_attention.backward_transient_bytes_per_token(arch) * tokens)
     for i in range(arch.num_layers):
         cast = autocast_params_at(arch, i) if dt.amp else 0
+        saved = moe_layer if arch.is_moe_layer(i) else per_layer
+        transient = per_transient
+        if arch.is_linear_attention_layer(i):
+            moe = arch.is_moe_layer(i)
+            saved = linear_layer_saved_bytes_per_token(arch, dt, s, workload.attention, moe=moe) * tokens
+            transient = linear_transient
         segs.append(
             Segment(
                 name=f"layer{i}",
-                saved_bytes=moe_layer if arch.is_moe_layer(i) else per_layer,
+                saved_bytes=saved,
                 input_bytes=per_input,
                 params=arch.layer_params_at(i),
                 cast_params=cast,
-                transient_bytes=per_transient,
+                transient_bytes=transient,
             )
         )
     if arch.kind == "encoder":
@@ -760,6 +797,8 @@ def inference_transient_bytes(workload: Workload) -> float:
             per_token = max(per_token, scores * per_score)
         else:
             per_token = eager_decoder_transient_bytes_per_token(arch, dt, s, per_token)
+    if arch.linear_layers:  # the chunked delta rule's FP32 working set
+        per_token = max(per_token, linear_attention.prefill_transient_bytes_per_token(arch, s))
     logits = workload.batch_size * arch.vocab_size * 4 * 2 if arch.kind == "decoder" else 0
     return tokens * per_token + logits
 
@@ -795,18 +834,37 @@ def kv_cache_bytes_per_token(workload: Workload, *, tp: int = 1) -> float:
     A paged cache (vLLM, SGLang) sizes its blocks from this figure, so whatever changes the bytes
     a token keeps changes it here.
     """
-    return _arch(workload).num_layers * kv_bytes_per_token_layer(workload, tp=tp)
+    return _arch(workload).attention_layers * kv_bytes_per_token_layer(workload, tp=tp)
+
+
+# transformers' linear-attention layers compute the gated delta rule in FP32 (the torch code's
+# upcast, flash-linear-attention's state alike) and keep the state they return: 4 bytes an element.
+LINEAR_STATE_BYTES = 4
+
+
+def linear_state_bytes_per_sequence(workload: Workload) -> float:
+    """The fixed state one sequence keeps in the linear-attention layers
+    (TransformerArch.linear_state_elements): the FP32 recurrent state and the convolution's last
+    inputs in the activations' dtype, whatever the sequence's length."""
+    arch = _arch(workload)
+    if not arch.linear_layers:
+        return 0.0
+    recurrent, conv = arch.linear_state_elements()
+    act = activation_dtypes(workload, dropout=False).act
+    return arch.linear_layers * (recurrent * LINEAR_STATE_BYTES + conv * act)
 
 
 def kv_cache_bytes(workload: Workload, tokens: int | None = None) -> float:
     """The cache of the batch: batch x (token slots held, summed over layers) x the bytes of one
-    token in one layer. Sliding-window layers hold a window-long tensor while decoding and the
-    whole prompt right after a longer prefill (TransformerArch.cached_tokens)."""
+    token in one layer, plus each sequence's linear-attention state. Sliding-window layers hold a
+    window-long tensor while decoding and the whole prompt right after a longer prefill
+    (TransformerArch.cached_tokens)."""
     arch = _arch(workload)
     t = tokens if tokens is not None else workload.tokens_per_sequence
     prompt = (workload.prompt_tokens or 0) if tokens is None else 0
-    per_layer_token = kv_cache_bytes_per_token(workload) / arch.num_layers
-    return workload.batch_size * arch.cached_tokens(t, prompt) * per_layer_token
+    per_layer_token = kv_bytes_per_token_layer(workload)
+    state = linear_state_bytes_per_sequence(workload)
+    return workload.batch_size * (arch.cached_tokens(t, prompt) * per_layer_token + state)
 
 
 def _expert_assumptions(workload: Workload, arch: TransformerArch) -> list[str]:
@@ -873,6 +931,16 @@ def arch_assumptions(workload: Workload) -> list[str]:
             f"multimodal checkpoint: the {arch.vision_tower} vision tower and its projector "
             f"({arch.vision_params:,} params) are loaded beside the language model and counted in the "
             "weights; text prompts do not run them, and an image's tokens would lengthen the prompt"
+        )
+    if arch.linear_layers:
+        state = linear_state_bytes_per_sequence(workload) / 2**20
+        lines.append(
+            f"linear attention: {arch.linear_layers} of {arch.num_layers} layers are Gated DeltaNet "
+            f"layers, which keep {state:.1f} MiB of state per sequence (FP32 recurrent state and the "
+            "convolution's last inputs) instead of a KV cache; timed as transformers' PyTorch code runs "
+            "them without flash-linear-attention and causal-conv1d installed: a Python loop over "
+            f"{linear_attention.CHUNK}-token chunks for a prompt or a training step, FP32 passes over "
+            "the state for each decoded token"
         )
     if arch.is_mla:
         lines.append(
@@ -1293,11 +1361,13 @@ def input_casts(name: str) -> int:
 VIEW_OPS_PER_BLOCK = 8
 
 
-def _elementwise_launches(arch: TransformerArch, dt: ActivationDtypes, ops: float) -> float:
-    """GPU kernels of one block's elementwise work: its operations less the views, plus the
+def _elementwise_launches(
+    arch: TransformerArch, dt: ActivationDtypes, ops: float, views: int = VIEW_OPS_PER_BLOCK
+) -> float:
+    """GPU kernels of one block's elementwise work: its operations less the `views`, plus the
     16-bit copies autocast makes of the norm outputs that feed Linears."""
     casts = len(_NORM_FED & {n for n, _, _ in block_gemms(arch)}) if dt.amp else 0
-    return max(1.0, ops - VIEW_OPS_PER_BLOCK + casts)
+    return max(1.0, ops - views + casts)
 
 
 def _qk_norm_width(arch: TransformerArch) -> int:
@@ -1410,11 +1480,14 @@ def _activation_ops(arch: TransformerArch, dt: ActivationDtypes) -> int:
     return 1
 
 
-def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> tuple[float, float]:
+def _elementwise_bytes_per_token(
+    arch: TransformerArch, dt: ActivationDtypes, *, attention: bool = True
+) -> tuple[float, float]:
     """(bytes, ops) of one block's forward elementwise work per token: norms, activations,
     dropout, residual adds and autocast casts (each reads its inputs and writes its output). An
     MoE block's activation is its shared experts' (the routed copies' passes are
-    expert_routing_kernels'), so the width is the layers' mean."""
+    expert_routing_kernels'), so the width is the layers' mean. Without `attention` (a
+    linear-attention block) the heads' views and the cache's concatenation are not counted."""
     h, f = arch.hidden_size, float(arch.intermediate_size)
     if arch.is_moe:
         shared = arch.shared_intermediate_size
@@ -1448,8 +1521,8 @@ def _elementwise_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) ->
     casts = len(_NORM_FED & {n for n, _, _ in block_gemms(arch)}) * h * (4 + dt.act) if dt.amp else 0.0
     # Views, transposes and reshapes launch no kernel but cost the host as much as one (module
     # calls, dispatch, autograd nodes): 8 per block in the Hugging Face attention code.
-    view_ops = VIEW_OPS_PER_BLOCK
-    cache_ops = 2 if arch.kind == "decoder" else 0  # K/V concatenation into the cache
+    view_ops = VIEW_OPS_PER_BLOCK if attention else 0
+    cache_ops = 2 if arch.kind == "decoder" and attention else 0  # K/V concatenation into the cache
     ops = norm_ops + _activation_ops(arch, dt) + 2 + drop_ops + rotary_ops + view_ops + cache_ops
     return norms + act + adds + dropout + rotary + casts, ops
 
@@ -1639,11 +1712,30 @@ def dense_score_factor(workload: Workload, seq: int) -> float:
 def _pointwise_kernels(
     workload: Workload, arch: TransformerArch, dt: ActivationDtypes, tokens: int
 ) -> list[Kernel]:
-    """A block's kernels beside its GEMMs and attention: the LayerNorms (where the block has
+    """The blocks' kernels beside their GEMMs and token mixers: those of the attention layers,
+    and of the linear-attention layers, whose mixer (linear_attention.mixer_kernel) counts its
+    own elementwise work: they have no rotary embedding, query/key norms, head views or KV
+    concatenation of their own here."""
+    ks = _block_pointwise_kernels(workload, arch, dt, tokens, arch.attention_layers)
+    if arch.linear_layers:
+        bare = replace(arch, qk_norm="none", position="learned")
+        ks += _block_pointwise_kernels(workload, bare, dt, tokens, arch.linear_layers, attention=False)
+    return [k for k in ks if k.count]
+
+
+def _block_pointwise_kernels(
+    workload: Workload,
+    arch: TransformerArch,
+    dt: ActivationDtypes,
+    tokens: int,
+    L: int,
+    *,
+    attention: bool = True,
+) -> list[Kernel]:
+    """`L` blocks' kernels beside their GEMMs and attention: the LayerNorms (where the block has
     them), the exact GELU, and the rest of its elementwise work; each with its compiled form."""
-    L = arch.num_layers
     ks: list[Kernel] = []
-    ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt)
+    ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt, attention=attention)
     residual_op = runs_residual_site_operator(workload)
     norm_fused, norm_regions, rest_fused, rest_regions = fused_pointwise_bytes_per_token(
         arch, dt, fused_residual_norm=residual_op, training=workload.is_training
@@ -1677,7 +1769,7 @@ def _pointwise_kernels(
                 ),
             )
         )
-    ew_launches = _elementwise_launches(arch, dt, ew_ops)
+    ew_launches = _elementwise_launches(arch, dt, ew_ops, VIEW_OPS_PER_BLOCK if attention else 0)
     tensor_ops = elementwise_tensor_ops(arch, dt)
     if erf_gelu(arch):
         # The GELU is a kernel of its own whose FP32 arithmetic can outlast its bytes.
@@ -1748,9 +1840,7 @@ def forward_kernels(
     ks: list[Kernel] = []
     L = arch.num_layers
     quantized = _quantized_counts(workload, engine=engine)
-    attention_names = {name for name, _, _ in arch.attention_linears()}
-    for name, fin, fout in block_gemms(arch):
-        count = L if name in attention_names else arch.dense_mlp_layers
+    for name, fin, fout, count in layer_gemms(arch):
         if count == 0:
             continue
         w_read, dequant, compute = _weight_traffic(workload, quantized, name, fin, fout, w_bytes, kv_len)
@@ -1837,13 +1927,16 @@ def forward_kernels(
         if upcast:
             attn_backward_bytes = 2.0 * attn_bytes + EAGER_UPCAST_BACKWARD_RATIO * score_bytes
         attn_bytes += score_bytes
+    ks.extend(
+        linear_attention.mixer_kernels(arch, dt, batch, seq, kv_len=kv_len, training=workload.is_training)
+    )
     ks.append(
         Kernel(
             name="attention",
             kind="attention",
             flops=attn_flops,
             bytes=attn_bytes,
-            count=L,
+            count=arch.attention_layers,
             ops=1.0 if workload.attention == "fused" else 5.0 + extra_ops,
             # eager attention under autocast: the scores up to FP32 for softmax, the probabilities
             # back to 16 bit for the product with V
@@ -2118,9 +2211,7 @@ def _bias_gradient_kernels(workload: Workload, arch: TransformerArch, tokens: in
     if workload.peft:
         return []
     read = launches = 0.0
-    attention_names = {name for name, _, _ in arch.attention_linears()}
-    for name, _, fout in block_gemms(arch):
-        count = arch.num_layers if name in attention_names else arch.dense_mlp_layers
+    for name, _, fout, count in layer_gemms(arch):
         if _has_bias(arch, name) and count:
             read += count * tokens * fout * a
             launches += count

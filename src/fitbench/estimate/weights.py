@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from fitbench.core.quant import WeightFormat, matrix_bytes
-from fitbench.estimate.matrices import block_gemms, expert_gemms
+from fitbench.estimate.matrices import block_gemms, expert_gemms, layer_gemms
 from fitbench.workloads.arch import ResNetArch, TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -34,8 +34,7 @@ def quantized_rows(workload: Workload) -> int:
     """Output rows of the quantized matrices (int8 keeps one FP32 scale per row)."""
     arch = workload.arch
     if isinstance(arch, TransformerArch):
-        per_layer = sum(fout for _, _, fout in block_gemms(arch))
-        return arch.num_layers * per_layer
+        return sum(fout * layers for _, _, fout, layers in layer_gemms(arch))
     assert isinstance(arch, ResNetArch)
     return sum(c.out_channels for c in arch.convs(224))
 
@@ -52,6 +51,8 @@ _ALIASES = {
     "fc2": ("c_proj", "dense_4h_to_h"),
 }
 _MLP_PARENTS = ("mlp", "feed_forward", "block_sparse_moe")
+# A Gated DeltaNet layer's matrices (TransformerArch.linear_attention_linears), under linear_attn.
+_LINEAR_ATTENTION_LEAVES = ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj")
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,8 @@ def _module_paths(name: str) -> list[str]:
         ]
     if leaf in ("gate_proj", "up_proj", "down_proj", "fc1", "fc2"):
         return [f"{p}.{lf}" for p in _MLP_PARENTS for lf in leaves]
+    if leaf in _LINEAR_ATTENTION_LEAVES:
+        return [f"linear_attn.{lf}" for lf in leaves]
     return [f"{p}.{lf}" for p in _ATTENTION_PARENTS for lf in leaves]
 
 
@@ -186,11 +189,15 @@ def _quantized_matrices(fmt: WeightFormat, arch: TransformerArch, engine: bool) 
     moe = [i for i in every if arch.is_moe_layer(i)]
     dense = [i for i in every if not arch.is_moe_layer(i)]
     attention = {name for name, _, _ in arch.attention_linears()}
+    linear = [i for i in every if arch.is_linear_attention_layer(i)]
+    attending = [i for i in every if not arch.is_linear_attention_layer(i)]
     mats = []
     for name, fin, fout in block_gemms(arch):
-        layers = every if name in attention else dense
+        layers = attending if name in attention else dense
         if layers:
             mats.append(QuantMatrix(name, fin, fout, quantized_layers(fmt, name, layers), len(layers)))
+    for name, fin, fout in arch.linear_attention_linears():
+        mats.append(QuantMatrix(name, fin, fout, quantized_layers(fmt, name, linear), len(linear)))
     if moe:
         parts = expert_gemms(arch)
         stay = experts_stay_16_bit(fmt, arch, engine=engine)

@@ -265,6 +265,16 @@ class TransformerArch:
     Sliding windows: `sliding_layers` of the layers attend to the last `sliding_window` tokens
     only (all of Mistral-7B v0.1's, every other of Gemma-2's, five of six of Gemma-3's).
 
+    Gated linear attention (linear_layers > 0, Qwen3-Next and Qwen3.5's Gated DeltaNet): that
+    many of the blocks mix tokens through a recurrent state instead of attention. Each projects
+    the hidden state to queries and keys (`linear_key_heads` of `linear_key_head_dim`), values
+    and an output gate (`linear_value_heads` of `linear_value_head_dim`) and two scalars a value
+    head (the write strength and the decay), runs a causal depthwise convolution of width
+    `linear_conv_kernel` over queries, keys and values, and keeps per sequence a state of
+    value heads x key size x value size and the convolution's last inputs: a fixed size, no KV
+    cache. The remaining `attention_layers` attend as usual; `attention_output_gate` doubles
+    their query projection with a sigmoid gate on the attention output (Qwen3-Next's).
+
     `residual_dropout`: a decoder's dropout on its blocks' attention and MLP outputs in training
     (GPT-2's and GPT-BigCode's `resid_pdrop`); None for its family's default
     (`residual_dropout_p`).
@@ -318,6 +328,13 @@ class TransformerArch:
     vision_params: int = 0
     vision_tower: str = ""
     residual_dropout: float | None = None
+    linear_layers: int = 0
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel: int = 0
+    attention_output_gate: bool = False
 
     def __post_init__(self) -> None:
         self._check_counts()
@@ -373,6 +390,36 @@ class TransformerArch:
                 f"{self.sliding_layers} sliding-window layers of {self.num_layers} layers",
                 message_zh=f"{self.num_layers} 层中有 {self.sliding_layers} 层滑动窗口层,数量不合理",
             )
+        self._check_linear_attention()
+
+    def _check_linear_attention(self) -> None:
+        """Linear-attention layers are some of the layers, with every size of theirs given."""
+        if not self.linear_layers:
+            return
+        if self.linear_layers > self.num_layers:
+            raise FitbenchError(
+                f"{self.linear_layers} linear-attention layers of {self.num_layers} layers",
+                message_zh=f"{self.num_layers} 层中有 {self.linear_layers} 层线性注意力层,数量不合理",
+            )
+        sizes = (
+            self.linear_key_heads,
+            self.linear_value_heads,
+            self.linear_key_head_dim,
+            self.linear_value_head_dim,
+            self.linear_conv_kernel,
+        )
+        if min(sizes) < 1 or self.linear_value_heads % self.linear_key_heads:
+            raise FitbenchError(
+                "linear attention needs its head counts and sizes and its convolution width, "
+                "with the value heads a multiple of the key heads",
+                "give linear_num_key_heads, linear_num_value_heads, linear_key_head_dim, "
+                "linear_value_head_dim and linear_conv_kernel_dim",
+                message_zh="线性注意力需要头数、头维度和卷积宽度,且值头数须为键头数的整数倍",
+                hint_zh=(
+                    "请给出 linear_num_key_heads、linear_num_value_heads、linear_key_head_dim、"
+                    "linear_value_head_dim 和 linear_conv_kernel_dim"
+                ),
+            )
 
     def _check_counts(self) -> None:
         """Sizes and counts are whole numbers (positive where a model cannot do without them)."""
@@ -412,6 +459,12 @@ class TransformerArch:
             "sliding_layers",
             "position_offset",
             "vision_params",
+            "linear_layers",
+            "linear_key_heads",
+            "linear_value_heads",
+            "linear_key_head_dim",
+            "linear_value_head_dim",
+            "linear_conv_kernel",
         ):
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -521,6 +574,31 @@ class TransformerArch:
         return self.kv_heads * self.dim_head
 
     @property
+    def attention_layers(self) -> int:
+        """Blocks that attend (and keep a KV cache): all but the linear-attention ones."""
+        return self.num_layers - self.linear_layers
+
+    @property
+    def linear_key_dim(self) -> int:
+        return self.linear_key_heads * self.linear_key_head_dim
+
+    @property
+    def linear_value_dim(self) -> int:
+        return self.linear_value_heads * self.linear_value_head_dim
+
+    @property
+    def linear_conv_dim(self) -> int:
+        """Channels of a linear-attention layer's convolution: its queries, keys and values."""
+        return 2 * self.linear_key_dim + self.linear_value_dim
+
+    def linear_state_elements(self) -> tuple[int, int]:
+        """(recurrent, convolution) state elements one linear-attention layer keeps per sequence:
+        value heads x key size x value size, and the last `linear_conv_kernel` inputs of each
+        convolution channel (transformers' LinearAttentionLayer)."""
+        recurrent = self.linear_value_heads * self.linear_key_head_dim * self.linear_value_head_dim
+        return recurrent, self.linear_conv_dim * self.linear_conv_kernel
+
+    @property
     def attn_out_dim(self) -> int:
         """Input width of the output projection (MLA: heads x v_head_dim)."""
         return self.num_heads * self.v_head_dim if self.is_mla else self.q_dim
@@ -532,8 +610,9 @@ class TransformerArch:
         return 2 * self.kv_dim
 
     def cached_tokens(self, tokens: int, prompt_tokens: int = 0) -> float:
-        """Token slots the cache's tensors hold, summed over layers, at their largest while a
-        sequence grows to `tokens` after a prompt of `prompt_tokens`.
+        """Token slots the cache's tensors hold, summed over the attention layers (linear-attention
+        layers keep a fixed state instead), at their largest while a sequence grows to `tokens`
+        after a prompt of `prompt_tokens`.
 
         transformers' DynamicSlidingWindowLayer (cache_utils.py) concatenates the new keys to
         the cache, attends over the result, then keeps its last `sliding_window - 1` tokens as a
@@ -543,10 +622,10 @@ class TransformerArch:
         and the end of the generation (sliding layers hold the window).
         """
         if self.sliding_window is None or not self.sliding_layers:
-            return float(self.num_layers * tokens)
-        full = self.num_layers - self.sliding_layers
+            return float(self.attention_layers * tokens)
+        full = self.attention_layers - self.sliding_layers
         end = full * tokens + self.sliding_layers * min(tokens, self.sliding_window)
-        return float(max(end, self.num_layers * min(prompt_tokens, tokens)))
+        return float(max(end, self.attention_layers * min(prompt_tokens, tokens)))
 
     def attended_tokens(self, context: int) -> float:
         """Keys one query attends to, averaged over layers (sliding layers see the window)."""
@@ -598,11 +677,64 @@ class TransformerArch:
                 ("o_proj", self.attn_out_dim, h),
             ]
         return [
-            ("q_proj", h, self.q_dim),
+            ("q_proj", h, self.q_dim * (2 if self.attention_output_gate else 1)),
             ("k_proj", h, self.kv_dim),
             ("v_proj", h, self.kv_dim),
             ("o_proj", self.q_dim, h),
         ]
+
+    def linear_attention_linears(self) -> list[tuple[str, int, int]]:
+        """(name, in, out) of one linear-attention block's matrices (Qwen3.5's names; Qwen3-Next
+        fuses in_proj_qkv with in_proj_z and in_proj_b with in_proj_a, the same weights)."""
+        if not self.linear_layers:
+            return []
+        h, heads, values = self.hidden_size, self.linear_value_heads, self.linear_value_dim
+        return [
+            ("in_proj_qkv", h, self.linear_conv_dim),
+            ("in_proj_z", h, values),
+            ("in_proj_b", h, heads),
+            ("in_proj_a", h, heads),
+            ("out_proj", values, h),
+        ]
+
+    def linear_attention_params(self) -> int:
+        """One linear-attention block's mixer: its matrices, the depthwise convolution (no bias),
+        the decay's A_log and dt_bias per value head, and the gated norm's weight of value size."""
+        if not self.linear_layers:
+            return 0
+        weights = sum(fin * fout for _, fin, fout in self.linear_attention_linears())
+        conv = self.linear_conv_dim * self.linear_conv_kernel
+        return weights + conv + 2 * self.linear_value_heads + self.linear_value_head_dim
+
+    def is_linear_attention_layer(self, i: int) -> bool:
+        """Block i mixes by linear attention: every block but each k-th, k = layers / attention
+        layers (Qwen3-Next and Qwen3.5: three of four). The estimate counts the kinds, not their
+        places, so any placement with these counts is the same model."""
+        if not self.linear_layers:
+            return False
+        if not self.attention_layers:
+            return True
+        period = self.num_layers / self.attention_layers
+        return int((i + 1) / period) == int(i / period)
+
+    def mixer_params_at(self, i: int) -> int:
+        """Block i's token mixer: attention or linear attention."""
+        return (
+            self.linear_attention_params() if self.is_linear_attention_layer(i) else self.attention_params()
+        )
+
+    def mixers_params(self) -> int:
+        """Every block's token mixer."""
+        return (
+            self.attention_layers * self.attention_params()
+            + self.linear_layers * self.linear_attention_params()
+        )
+
+    def mixer_linear_params(self) -> int:
+        """Matrix weights of every block's token mixer."""
+        attn = sum(fin * fout for _, fin, fout in self.attention_linears())
+        linear = sum(fin * fout for _, fin, fout in self.linear_attention_linears())
+        return self.attention_layers * attn + self.linear_layers * linear
 
     def attention_params(self) -> int:
         h = self.hidden_size
@@ -648,27 +780,28 @@ class TransformerArch:
             mlp = self.moe_params(self.experts_per_token if active else None)
         else:
             mlp = self.mlp_params()
-        return self.attention_params() + mlp + self.norms_per_layer * self.norm_params()
+        return self.mixer_params_at(i) + mlp + self.norms_per_layer * self.norm_params()
 
     def layer_params(self) -> int:
         """The largest block (every block, for a model without experts)."""
-        dense = self.attention_params() + self.mlp_params() + self.norms_per_layer * self.norm_params()
+        mixer = max(self.attention_params() if self.attention_layers else 0, self.linear_attention_params())
+        dense = mixer + self.mlp_params() + self.norms_per_layer * self.norm_params()
         if not self.moe_layers:
             return dense
-        moe = self.attention_params() + self.moe_params() + self.norms_per_layer * self.norm_params()
+        moe = mixer + self.moe_params() + self.norms_per_layer * self.norm_params()
         return max(moe, dense) if self.dense_mlp_layers else moe
 
     def layers_params(self, *, active: bool = False) -> int:
-        shared = self.attention_params() + self.norms_per_layer * self.norm_params()
-        total = self.dense_mlp_layers * (shared + self.mlp_params())
+        norms = self.num_layers * self.norms_per_layer * self.norm_params()
+        total = self.mixers_params() + norms + self.dense_mlp_layers * self.mlp_params()
         if self.moe_layers:
-            total += self.moe_layers * (shared + self.moe_params(self.experts_per_token if active else None))
+            total += self.moe_layers * self.moe_params(self.experts_per_token if active else None)
         return total
 
     def linear_params_per_layer(self) -> int:
         """Matrix weights of one block (what int8/int4 and LoRA act on): no biases, no norms. With
         experts, the mean block's (every expert's matrices are cast and stored)."""
-        if self.is_moe:
+        if self.is_moe or self.linear_layers:
             return self.linear_params() // self.num_layers
         h, f = self.hidden_size, self.intermediate_size
         attn = sum(fin * fout for _, fin, fout in self.attention_linears())
@@ -677,12 +810,11 @@ class TransformerArch:
 
     def linear_params(self) -> int:
         """Matrix weights of every block, every expert included."""
-        attn = sum(fin * fout for _, fin, fout in self.attention_linears())
         mats = 3 if self.mlp == "swiglu" else 2
         h = self.hidden_size
         moe = mats * h * (self.num_experts * self.expert_intermediate_size + self.shared_intermediate_size)
         return (
-            self.num_layers * attn
+            self.mixer_linear_params()
             + self.dense_mlp_layers * mats * h * self.intermediate_size
             + self.moe_layers * moe
         )

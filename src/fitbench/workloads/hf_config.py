@@ -84,6 +84,7 @@ DECODER_TYPES = (
     "stablelm",
     "phi",
     "minicpm3",
+    "qwen3_5_text",
     "gpt2",
     "gpt_bigcode",
     "gptj",
@@ -96,6 +97,8 @@ MOE_TYPES = (
     "phimoe",
     "qwen2_moe",
     "qwen3_moe",
+    "qwen3_next",
+    "qwen3_5_moe_text",
     "olmoe",
     "minimax_m2",
     "ernie4_5_moe",
@@ -128,6 +131,8 @@ MULTIMODAL_TYPES = (
     "qwen2_5_vl",
     "qwen3_vl",
     "qwen3_vl_moe",
+    "qwen3_5",
+    "qwen3_5_moe",
 )
 SUPPORTED_MODEL_TYPES = tuple(
     dict.fromkeys((*ENCODER_TYPES, *DECODER_TYPES, *MOE_TYPES, *MULTIMODAL_TYPES, "resnet"))
@@ -190,9 +195,6 @@ NOT_YET = {
     },
     "minimax": f"MiniMax-Text-01 {_LINEAR}; fitbench does not model those yet",
     "chatglm-6b": "the first ChatGLM-6B layout is not supported",
-    "qwen3-next": f"Qwen3-Next {_LINEAR}; fitbench does not model those yet",
-    "qwen3-5": f"Qwen3.5 {_LINEAR}; fitbench does not model those yet",
-    "qwen3-5-moe": f"Qwen3.5-MoE {_LINEAR}; fitbench does not model those yet",
     "kimi-linear": f"Kimi-Linear {_LINEAR}; fitbench does not model those yet",
     "deepseek-v32": f"DeepSeek-V3.2 {_SPARSE}; fitbench does not model it yet",
     "mistral-large4": f"Mistral Large 4 {_SPARSE}; fitbench does not model it yet",
@@ -205,9 +207,6 @@ NOT_YET_ZH = {
     **{t: f"{name} {_ENC_DEC_ZH};fitbench 尚未对其建模" for t, name in ENCODER_DECODER_TYPES.items()},
     "minimax": f"MiniMax-Text-01 {_LINEAR_ZH};fitbench 尚未对其建模",
     "chatglm-6b": "不支持最早的 ChatGLM-6B 结构",
-    "qwen3-next": f"Qwen3-Next {_LINEAR_ZH};fitbench 尚未对其建模",
-    "qwen3-5": f"Qwen3.5 {_LINEAR_ZH};fitbench 尚未对其建模",
-    "qwen3-5-moe": f"Qwen3.5-MoE {_LINEAR_ZH};fitbench 尚未对其建模",
     "kimi-linear": f"Kimi-Linear {_LINEAR_ZH};fitbench 尚未对其建模",
     "deepseek-v32": f"DeepSeek-V3.2 {_SPARSE_ZH};fitbench 尚未对其建模",
     "mistral-large4": f"Mistral Large 4 {_SPARSE_ZH};fitbench 尚未对其建模",
@@ -1079,6 +1078,88 @@ def _qwen3_moe(r: ConfigReader) -> TransformerArch:
     return _decoder(r, max_positions=32768, mlp_bias=False, qk_norm="head", sliding="qwen2", **moe)
 
 
+def _linear_attention(r: ConfigReader) -> dict[str, Any]:
+    """Qwen3-Next's and Qwen3.5's Gated DeltaNet layers (TransformerArch.linear_layers): those
+    `layer_types` names 'linear_attention', else all but every `full_attention_interval`-th
+    (default 4, the config classes' rule); the sizes under their config names and defaults.
+    Attention layers gate their output (a query projection of twice the width)."""
+    layers = r.int(*LAYERS, maximum=MAX_LAYERS)
+    types = r.data.get("layer_types")
+    if types is None:
+        interval = r.int("full_attention_interval", default=4)
+        linear = layers - layers // interval
+    else:
+        known = ("linear_attention", "full_attention")
+        if not isinstance(types, list) or len(types) != layers or not all(t in known for t in types):
+            raise r.error(
+                f"'layer_types' must list 'linear_attention' or 'full_attention' for each of the "
+                f"{layers} layers, got {show(types)}",
+                message_zh=(
+                    f"'layer_types' 必须为 {layers} 层中的每一层列出 'linear_attention' 或 "
+                    f"'full_attention',实际为 {show(types, 'zh')}"
+                ),
+            )
+        linear = types.count("linear_attention")
+    return dict(
+        linear_layers=linear,
+        linear_key_heads=r.int("linear_num_key_heads", default=16),
+        linear_value_heads=r.int("linear_num_value_heads", default=32),
+        linear_key_head_dim=r.int("linear_key_head_dim", default=128),
+        linear_value_head_dim=r.int("linear_value_head_dim", default=128),
+        linear_conv_kernel=r.int("linear_conv_kernel_dim", default=4),
+        attention_output_gate=True,
+    )
+
+
+def _qwen3_next(r: ConfigReader) -> TransformerArch:
+    """Qwen3-Next: Gated DeltaNet layers among gated attention ones (query/key norms, head size
+    256), Qwen2-MoE's experts with a gated shared expert every `decoder_sparse_step`-th layer."""
+    _refuse_mlp_only_layers(r)
+    moe = _experts(
+        r,
+        count=EXPERTS,
+        top_k=("num_experts_per_tok",),
+        width=("moe_intermediate_size",),
+        shared=r.int("shared_expert_intermediate_size", default=0, minimum=0),
+        every=r.int("decoder_sparse_step", default=1),
+        shared_expert_gate=True,
+    )
+    linear = _linear_attention(r)
+    return _decoder(r, max_positions=32768, head_dim=256, mlp_bias=False, qk_norm="head", **linear, **moe)
+
+
+def _qwen3_5_text(r: ConfigReader) -> TransformerArch:
+    """Qwen3.5's language model: Qwen3-Next's layers with a dense SwiGLU MLP."""
+    return _decoder(
+        r, max_positions=32768, head_dim=256, mlp_bias=False, qk_norm="head", **_linear_attention(r)
+    )
+
+
+def _qwen3_5_moe_text(r: ConfigReader) -> TransformerArch:
+    """Qwen3.5-MoE's language model: experts and a gated shared expert in every layer (its config
+    has no dense width: no layer runs one)."""
+    moe = _experts(
+        r,
+        count=EXPERTS,
+        top_k=("num_experts_per_tok",),
+        width=("moe_intermediate_size",),
+        shared=r.int("shared_expert_intermediate_size", default=0, minimum=0),
+        shared_expert_gate=True,
+    )
+    linear = _linear_attention(r)
+    width = moe["expert_intermediate_size"]
+    return _decoder(
+        r,
+        max_positions=32768,
+        head_dim=256,
+        mlp_bias=False,
+        qk_norm="head",
+        ffn_default=width,
+        **linear,
+        **moe,
+    )
+
+
 def _olmoe(r: ConfigReader) -> TransformerArch:
     """OLMoE: experts of `intermediate_size`, RMSNorms over all query and key heads."""
     moe = _experts(r, count=EXPERTS, top_k=("num_experts_per_tok",), width=("intermediate_size",))
@@ -1498,6 +1579,9 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "phimoe": _phimoe,
     "qwen2-moe": _qwen2_moe,
     "qwen3-moe": _qwen3_moe,
+    "qwen3-next": _qwen3_next,
+    "qwen3-5-text": _qwen3_5_text,
+    "qwen3-5-moe-text": _qwen3_5_moe_text,
     "olmoe": _olmoe,
     "minimax-m2": _minimax_m2,
     "ernie4-5-moe": _ernie45_moe,

@@ -402,6 +402,8 @@ WRAPPERS: dict[str, Wrapper] = {
     ),
     "qwen3_vl": Wrapper("qwen3_vl_text", "qwen3_vl", None, vision_type_fixed=True),
     "qwen3_vl_moe": Wrapper("qwen3_vl_moe_text", "qwen3_vl", None, vision_type_fixed=True),
+    "qwen3_5": Wrapper("qwen3_5_text", "qwen3_5_vision", None, vision_type_fixed=True),
+    "qwen3_5_moe": Wrapper("qwen3_5_moe_text", "qwen3_5_moe_vision", None, vision_type_fixed=True),
 }
 # The config keys that are not the language model's (a flat Qwen-VL file's top level).
 _OUTER_ONLY = ("model_type", "text_config", "vision_config", "architectures", "quantization_config")

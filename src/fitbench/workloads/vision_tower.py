@@ -134,6 +134,11 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+# Qwen3.5's tower is Qwen3-VL's without the deepstack mergers (Qwen3_5VisionConfig's defaults).
+VISION_DEFAULTS["qwen3_5_vision"] = {
+    k: v for k, v in VISION_DEFAULTS["qwen3_vl"].items() if k != "deepstack_visual_indexes"
+}
+VISION_DEFAULTS["qwen3_5_moe_vision"] = VISION_DEFAULTS["qwen3_5_vision"]
 # Glm4vMoeVisionConfig keeps Glm4vVisionConfig's defaults (the test checks both classes).
 VISION_DEFAULTS["glm4v_moe_vision"] = VISION_DEFAULTS["glm4v_vision"]
 VISION_DEFAULTS["ernie4_5_vl_moe_vision"] = {
@@ -317,6 +322,8 @@ TOWERS: dict[str, Callable[[ConfigReader], int]] = {
     "qwen2_vl": qwen2_vl_params,
     "qwen2_5_vl": qwen2_5_vl_params,
     "qwen3_vl": qwen3_vl_params,
+    "qwen3_5_vision": qwen3_vl_params,
+    "qwen3_5_moe_vision": qwen3_vl_params,
     "internvl_vision": internvl_vision_params,
     "glm4v_vision": glm4v_vision_params,
     "glm4v_moe_vision": glm4v_vision_params,

@@ -180,6 +180,13 @@ class Workload:
                 message_zh=f"--peft {self.peft} 用于微调 transformer",
                 hint_zh="请在编码器或解码器工作负载上配合 --mode train 使用",
             )
+        if self.peft is not None and getattr(self.arch, "linear_layers", 0):
+            raise FitbenchError(
+                f"--peft {self.peft} is not modelled for models with linear-attention layers yet",
+                "estimate full fine-tuning (drop --peft) or inference",
+                message_zh=f"含线性注意力层的模型尚未建模 --peft {self.peft}",
+                hint_zh="请估算全量微调(去掉 --peft)或推理",
+            )
 
     def _check_sizes(self) -> None:
         """Sizes are whole numbers from 1 to a bound no real job reaches (LIMITS)."""

@@ -356,6 +356,70 @@ def _qwen3_moe(arch: TransformerArch) -> dict[str, Any]:
     )
 
 
+def _linear_layer_types(arch: TransformerArch) -> list[str]:
+    """Qwen3-Next's and Qwen3.5's layer kinds in the estimator's placement
+    (TransformerArch.is_linear_attention_layer: any placement with these counts is the same model)."""
+    return [
+        "linear_attention" if arch.is_linear_attention_layer(i) else "full_attention"
+        for i in range(arch.num_layers)
+    ]
+
+
+def _qwen3_5_text(arch: TransformerArch) -> dict[str, Any]:
+    """Qwen3.5's language model (and, with experts, Qwen3.5-MoE's and Qwen3-Next's): gated
+    attention layers and Gated DeltaNet layers."""
+    _require(arch, arch.attention_output_gate, "attention without the output gate", "没有输出门的注意力")
+    _require(
+        arch,
+        _same_attention_bias(arch)
+        and not arch.mlp_bias
+        and arch.qk_norm == "head"
+        and not arch.sliding_layers,
+        "biases, norms or windows Qwen3.5 does not have",
+        "Qwen3.5 没有的偏置、归一化或滑动窗口",
+    )
+    return dict(
+        llama_sizes(arch),
+        head_dim=arch.dim_head,
+        attention_bias=arch.qkv_bias,
+        linear_num_key_heads=arch.linear_key_heads,
+        linear_num_value_heads=arch.linear_value_heads,
+        linear_key_head_dim=arch.linear_key_head_dim,
+        linear_value_head_dim=arch.linear_value_head_dim,
+        linear_conv_kernel_dim=arch.linear_conv_kernel,
+        layer_types=_linear_layer_types(arch),
+    )
+
+
+def _qwen3_5_moe_text(arch: TransformerArch) -> dict[str, Any]:
+    _require(
+        arch,
+        arch.moe_layers == arch.num_layers and arch.shared_expert_gate,
+        "dense layers or an ungated shared expert",
+        "稠密层或无门控的共享专家",
+    )
+    return dict(
+        _qwen3_5_text(arch),
+        moe_intermediate_size=arch.expert_intermediate_size,
+        shared_expert_intermediate_size=arch.shared_intermediate_size,
+        num_experts=arch.num_experts,
+        num_experts_per_tok=arch.experts_per_token,
+    )
+
+
+def _qwen3_next(arch: TransformerArch) -> dict[str, Any]:
+    _require(arch, arch.shared_expert_gate and not arch.dense_layers, "dense first layers", "开头的稠密层")
+    return dict(
+        _qwen3_5_moe_text(arch) if arch.moe_layers == arch.num_layers else _qwen3_5_text(arch),
+        moe_intermediate_size=arch.expert_intermediate_size,
+        shared_expert_intermediate_size=arch.shared_intermediate_size,
+        num_experts=arch.num_experts,
+        num_experts_per_tok=arch.experts_per_token,
+        decoder_sparse_step=arch.moe_every,
+        mlp_only_layers=[],
+    )
+
+
 def _olmoe(arch: TransformerArch) -> dict[str, Any]:
     _require(
         arch,
@@ -628,6 +692,9 @@ def _cohere(period: int) -> Callable[[TransformerArch], dict[str, Any]]:
 FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "qwen3": ("qwen3", _qwen3),
     "qwen3_moe": ("qwen3_moe", _qwen3_moe),
+    "qwen3_next": ("qwen3_next", _qwen3_next),
+    "qwen3_5_text": ("qwen3_5_text", _qwen3_5_text),
+    "qwen3_5_moe_text": ("qwen3_5_moe_text", _qwen3_5_moe_text),
     "gemma2": ("gemma2", _gemma(2)),
     "gemma3_text": ("gemma3_text", _gemma(6)),
     "gemma3": ("gemma3_text", _gemma(6)),
