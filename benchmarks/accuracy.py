@@ -32,6 +32,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set moelora     # LoRA on MoE models after the trace covered them
     python benchmarks/accuracy.py --set loraspeed   # LoRA step times after the adapters' backward count
     python benchmarks/accuracy.py --set hostbound   # host-bound training steps, before the tensor-call share
+    python benchmarks/accuracy.py --set hybrid      # Qwen3.5 / Qwen3-Next linear attention, never run before
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -2006,6 +2007,76 @@ HOST_BOUND_CHECK: list[tuple[str, dict[str, Any]]] = [
         ),
     )
 ]
+# Qwen3.5 and Qwen3-Next (Gated DeltaNet layers among gated attention ones), never run before the
+# estimator modelled them: decoding at batch 1 to 32 (the FP32 state's passes against the weights'
+# read), prefill with the chunked rule, and training steps whose chunk loop the host pays. Shapes
+# are the transformers config classes' defaults (Qwen3.5-9B, Qwen3.5-35B-A3B, Qwen3-Next-80B-A3B,
+# the big ones cut to fewer layers) and a 2B-sized Qwen3.5 with as many key as value heads.
+HYBRID_CHECK: list[tuple[str, dict[str, Any]]] = [
+    ("qwen3.5-2b-shape.json", {"precision": "bf16", "batch_size": 1, "prompt_tokens": 512, "new_tokens": 64}),
+    (
+        "qwen3.5-2b-shape.json",
+        {"precision": "bf16", "batch_size": 16, "prompt_tokens": 512, "new_tokens": 64},
+    ),
+    ("qwen3.5-9b-shape.json", {"precision": "bf16", "batch_size": 1, "prompt_tokens": 256, "new_tokens": 64}),
+    (
+        "qwen3.5-9b-shape.json",
+        {"precision": "bf16", "batch_size": 32, "prompt_tokens": 256, "new_tokens": 64},
+    ),
+    (
+        "qwen3.5-35b-a3b-shape.json",
+        {"precision": "bf16", "batch_size": 4, "prompt_tokens": 256, "new_tokens": 64, "num_layers": 12},
+    ),
+    (
+        "qwen3-next-80b-a3b-shape.json",
+        {"precision": "bf16", "batch_size": 1, "prompt_tokens": 1024, "new_tokens": 64, "num_layers": 8},
+    ),
+    (
+        "qwen3.5-2b-shape.json",
+        {"mode": "train", "precision": "bf16", "optimizer": "adamw", "batch_size": 1, "seq_len": 512},
+    ),
+    (
+        "qwen3.5-2b-shape.json",
+        {"mode": "train", "precision": "bf16", "optimizer": "adamw", "batch_size": 1, "seq_len": 2048},
+    ),
+    (
+        "qwen3.5-2b-shape.json",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 2, "seq_len": 1024},
+    ),
+    (
+        "qwen3.5-2b-shape.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+    (
+        "qwen3.5-9b-shape.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 1,
+            "seq_len": 1024,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "qwen3-next-80b-a3b-shape.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 1,
+            "seq_len": 512,
+            "num_layers": 4,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -2032,6 +2103,7 @@ SETS = {
     "moelora": MOE_LORA_CHECK,
     "loraspeed": LORA_SPEED_CHECK,
     "hostbound": HOST_BOUND_CHECK,
+    "hybrid": HYBRID_CHECK,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -2083,11 +2155,13 @@ def build_workload(
 
 
 def with_layers(workload: Workload, layers: int) -> Workload:
-    """`workload` with `layers` layers, the same share of them sliding-window layers."""
+    """`workload` with `layers` layers, the same share of them sliding-window (or linear-attention)
+    layers."""
     arch = workload.arch
     extra = {}
-    if getattr(arch, "sliding_layers", 0):
-        extra["sliding_layers"] = round(arch.sliding_layers * layers / arch.num_layers)
+    for field in ("sliding_layers", "linear_layers"):
+        if getattr(arch, field, 0):
+            extra[field] = round(getattr(arch, field) * layers / arch.num_layers)
     return dataclasses.replace(workload, arch=dataclasses.replace(arch, num_layers=layers, **extra))
 
 
@@ -2114,6 +2188,13 @@ def shrink(workload: Workload) -> Workload:
         intermediate_size=172,
         max_positions=256,
         **windows,
+        # a hybrid keeps one linear-attention layer of its two, at toy sizes
+        **(
+            {"linear_layers": 1, "linear_key_heads": 2, "linear_value_heads": 4}
+            | {"linear_key_head_dim": 16, "linear_value_head_dim": 16}
+            if getattr(arch, "linear_layers", 0)
+            else {}
+        ),
         # a family that builds its experts at the dense width (Hunyuan's MoE) keeps that tie
         **{
             f: 172
@@ -2482,7 +2563,8 @@ def main(argv: list[str] | None = None) -> int:
         "ampcheck (mixed-precision training after the trace learned autocast) or moelora (LoRA on MoE "
         "models after the trace covered them) or loraspeed (LoRA step times after the adapters' "
         "backward was recounted, written before they ran) or hostbound (host-bound training steps, "
-        "written before the tensor-level calls' host share was set)",
+        "written before the tensor-level calls' host share was set) or hybrid (Qwen3.5 and Qwen3-Next "
+        "linear attention, written before they ran)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
