@@ -207,13 +207,64 @@ def estimated_training(arch: TransformerArch, batch: int, seq: int, act: int) ->
     }
 
 
+def decode_calls() -> None:
+    """Per family, the decode step's calls of one attention layer, of one linear-attention layer,
+    and outside the layers, counted (generate_ops_families.forward_calls) and estimated at the
+    installed transformers release: what generate_ops' family tables must hold."""
+    import transformers
+
+    from fitbench.estimate import generate_ops
+    from generate_ops_families import forward_calls
+
+    sizes = dict(
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+    )
+    experts = dict(
+        num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48
+    )
+    families = {
+        "qwen3_5_text": (transformers.Qwen3_5TextConfig, transformers.Qwen3_5ForCausalLM, {}),
+        "qwen3_5_moe_text": (transformers.Qwen3_5MoeTextConfig, transformers.Qwen3_5MoeForCausalLM, experts),
+        "qwen3_next": (transformers.Qwen3NextConfig, transformers.Qwen3NextForCausalLM, experts),
+    }
+    full, linear = "full_attention", "linear_attention"
+    print(f"transformers {transformers.__version__}")
+    for name, (config_class, model_class, extra) in families.items():
+        counted, estimated = {}, {}
+        for types in ([full], [full, linear], [full, full]):
+            config = config_class(**sizes, **extra, num_hidden_layers=len(types), layer_types=types)
+            torch.manual_seed(0)
+            counted[len(types), types[-1]] = forward_calls(model_class(config).eval())
+            arch = arch_of(config)
+            estimated[len(types), types[-1]] = generate_ops.layers_calls(arch, 16, transformers.__version__)
+        one = counted[1, full]
+        print(
+            f"{name:18} attention layer {counted[2, full] - one:4d} (estimate "
+            f"{estimated[2, full] - estimated[1, full]}), linear layer {counted[2, linear] - one:4d} "
+            f"(estimate {estimated[2, linear] - estimated[1, full]}), outside {2 * one - counted[2, full]:4d}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
     parser.add_argument("--seq", type=int, nargs="+", default=[128, 512])
+    parser.add_argument("--decode-calls", action="store_true", help="the decode step's calls per layer kind")
     args = parser.parse_args(argv)
+    if args.decode_calls:
+        decode_calls()
+        return 0
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     act = 2 if args.dtype == "bf16" else 4
     shapes = [(1, 2, 4, 16, 16), (2, 3, 6, 32, 24), (1, 4, 4, 48, 32)]
