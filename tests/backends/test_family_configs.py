@@ -54,6 +54,9 @@ def test_every_family_has_a_library_model() -> None:
         "minicpm3",
         "granitemoeshared",
         "kimi_k2",
+        "qwen3_next",
+        "qwen3_5_text",
+        "qwen3_5_moe_text",
     }
     assert covered >= set(FAMILIES) - {"gemma3", "glm4"} - unbundled
 
@@ -110,6 +113,19 @@ BIGCODE = {
     "n_head": 4,
     "n_positions": 64,
 }
+LINEAR = {
+    "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4,
+    "linear_key_head_dim": 16,
+    "linear_value_head_dim": 16,
+    "layer_types": ["linear_attention", "full_attention"],
+}
+QWEN_EXPERTS = {
+    "num_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 48,
+}
 MLA = {"q_lora_rank": 48, "kv_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16}
 TINY_FAMILIES = [
     {**HUNYUAN, "model_type": "hunyuan_v1_dense"},
@@ -163,6 +179,9 @@ TINY_FAMILIES = [
         "sliding_window": 8,
         "max_window_layers": 1,
     },
+    {**HUNYUAN, "model_type": "qwen3_5_text", **LINEAR},
+    {**HUNYUAN, "model_type": "qwen3_5_moe_text", **LINEAR, **QWEN_EXPERTS},
+    {**HUNYUAN, "model_type": "qwen3_next", **LINEAR, **QWEN_EXPERTS},
 ]
 
 

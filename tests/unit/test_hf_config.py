@@ -687,16 +687,16 @@ def test_first_chatglm_layout_is_refused_with_a_reason() -> None:
 @pytest.mark.parametrize(
     ("model_type", "why"),
     [
-        ("qwen3_5", "linear-attention"),
-        ("qwen3_next", "linear-attention"),
+        ("kimi_linear", "linear-attention"),
         ("gemma4", "per-layer input embeddings"),
         ("deepseek_v32", "sparse-attention indexer"),
         ("mistral_large4", "sparse-attention indexer"),
     ],
 )
 def test_a_newer_family_near_a_supported_name_gets_its_reason_not_a_guess(model_type: str, why: str) -> None:
-    """Qwen3.5 is one letter from Qwen3 and Gemma 4 from Gemma-3, but their blocks are other
-    kinds: the error says why they are not read, in both languages, and suggests no near name."""
+    """Kimi-Linear's name is near Kimi K2's and Gemma 4 is one letter from Gemma-3, but their
+    blocks are other kinds: the error says why they are not read, in both languages, and
+    suggests no near name."""
     with pytest.raises(FitbenchError) as exc:
         arch_from_hf_config({"model_type": model_type, "hidden_size": 64})
     assert why in exc.value.message and "did you mean" not in one_line(exc)

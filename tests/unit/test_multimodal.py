@@ -75,6 +75,8 @@ def test_vision_defaults_are_the_config_classes(model_type: str) -> None:
         "qwen2_vl": "Qwen2VLVisionConfig",
         "qwen2_5_vl": "Qwen2_5_VLVisionConfig",
         "qwen3_vl": "Qwen3VLVisionConfig",
+        "qwen3_5_vision": "Qwen3_5VisionConfig",
+        "qwen3_5_moe_vision": "Qwen3_5MoeVisionConfig",
         "internvl_vision": "InternVLVisionConfig",
         "glm4v_vision": "Glm4vVisionConfig",
         "glm4v_moe_vision": "Glm4vMoeVisionConfig",
