@@ -144,6 +144,10 @@ class MemoryPlan:
     profile_tokens: int
     max_num_seqs: int
     groups: KvGroups | None = None  # vLLM's hybrid KV groups of a model with window layers
+    # A linear-attention model's fixed state per sequence (transformer_cost.
+    # linear_state_bytes_per_sequence), on this GPU: vLLM's hybrid allocator gives each running
+    # request its state slots from the same pool as the attention layers' blocks.
+    state_bytes_per_seq: float = 0.0
 
     @property
     def kv_tokens(self) -> int:
@@ -155,9 +159,12 @@ class MemoryPlan:
         """Sequences of `tokens` tokens the pool holds at once (vLLM's 'Maximum concurrency')."""
         if not tokens:
             return 0.0
+        block_bytes = self.kv_bytes_per_token * self.block_size
+        state = self.state_bytes_per_seq / block_bytes if block_bytes else 0.0
         if self.groups is None:
-            return self.num_blocks / math.ceil(tokens / self.block_size)
-        return self.num_blocks / self.groups.blocks_per_request(tokens, self.block_size, self.profile_tokens)
+            return self.num_blocks / (math.ceil(tokens / self.block_size) + state)
+        blocks = self.groups.blocks_per_request(tokens, self.block_size, self.profile_tokens)
+        return self.num_blocks / (blocks + state)
 
 
 def _serving_workload(workload: Workload, gpu: GpuSpec) -> Workload:
@@ -246,6 +253,7 @@ def memory_plan(
         profile_tokens=tokens,
         max_num_seqs=seqs,
         groups=groups,
+        state_bytes_per_seq=transformer_cost.linear_state_bytes_per_sequence(workload) / tp,
     )
 
 
