@@ -146,3 +146,16 @@ def test_only_the_attention_layers_keep_keys_and_values() -> None:
     state = transformer_cost.linear_state_bytes_per_sequence(w)
     assert transformer_cost.kv_cache_bytes(w) == 2 * (2 * 128 * per_token + state)
     assert transformer_cost.kv_cache_bytes_per_token(w) == 2 * per_token
+
+
+def test_a_decode_step_attends_and_appends_in_the_attention_layers_only() -> None:
+    arch = counts.arch_of(counts.text_config(2, 4, 16, 16, layers=8))
+    w = _workload(arch, mode="infer", prompt_tokens=100, new_tokens=28)
+    by_name = {k.name: k for k in transformer_cost.forward_kernels(w, 2, 1, kv_len=120)}
+    assert by_name["attention"].count == arch.attention_layers == 2
+    assert by_name["linear_attention"].count == arch.linear_layers == 6
+    assert by_name["in_proj_qkv"].count == 6 and by_name["q_proj"].count == 2
+    recurrent, _ = arch.linear_state_elements()
+    assert by_name["linear_attention"].bytes >= 2 * linear_attention.DECODE_STATE_BYTES * recurrent
+    append = transformer_cost.cache_append_kernel(w, 2, 120)
+    assert append.count == arch.attention_layers

@@ -1838,7 +1838,6 @@ def forward_kernels(
     w_bytes = 2 if p.amp else p.weight_bytes  # autocast's matmuls read 16-bit weight copies
     a = dt.act
     ks: list[Kernel] = []
-    L = arch.num_layers
     quantized = _quantized_counts(workload, engine=engine)
     for name, fin, fout, count in layer_gemms(arch):
         if count == 0:
@@ -1901,7 +1900,8 @@ def forward_kernels(
     fused = workload.attention == "fused"
     if not arch.is_mla:
         attn_flops *= dense
-    cache_context = arch.cached_tokens(context) / L if arch.sliding_layers else context  # read per step
+    # read per step, per attention layer
+    cache_context = arch.cached_tokens(context) / arch.attention_layers if arch.sliding_layers else context
     # a quantized cache is read at its own size while decoding; a prefill attends to fresh K/V
     cache_read = (
         kv_bytes_per_token_layer(workload)
@@ -2131,7 +2131,7 @@ def math_sdpa_kv_kernels(workload: Workload, batch: int, context: int) -> list[K
         kind="memory",
         flops=0.0,
         bytes=4.0 * batch * context * _kv_elements_every_query_head(arch),
-        count=arch.num_layers,
+        count=arch.attention_layers,
         ops=0.0,
         launches=2.0,
         memory_efficiency=MATH_SDPA_COPY_SHARE,
@@ -2151,13 +2151,13 @@ def cache_append_kernel(workload: Workload, batch: int, context: int) -> Kernel:
     the attention's). Two copies a layer; their Python calls are in the decode step's counted
     calls (generate_ops), so none here. A static or paged cache writes the new token in place."""
     arch = _arch(workload)
-    per_layer = arch.cached_tokens(context) / arch.num_layers if arch.sliding_layers else float(context)
+    per_layer = arch.cached_tokens(context) / arch.attention_layers if arch.sliding_layers else float(context)
     return Kernel(
         name="kv_append",
         kind="memory",
         flops=0.0,
         bytes=2.0 * batch * per_layer * kv_bytes_per_token_layer(workload),
-        count=arch.num_layers,
+        count=arch.attention_layers,
         ops=0.0,
         launches=2.0,
     )
