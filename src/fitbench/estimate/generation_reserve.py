@@ -62,7 +62,8 @@ from fitbench.workloads.workload import Workload
 def applies(workload: Workload) -> bool:
     """A Llama-shaped decoder (transformers' grouped_mm experts and DeepSeek-V2's latent
     attention included), a Gemma, an OLMo-2 or a GPT-NeoX decoder (with SDPA) generating through
-    transformers' eager path in 16-bit weights and a 16-bit cache."""
+    transformers' eager path in 16-bit weights and a 16-bit cache; not one with linear-attention
+    layers, whose blocks the replay does not walk."""
     arch = workload.arch
     return (
         workload.is_generation
@@ -73,6 +74,7 @@ def applies(workload: Workload) -> bool:
         and arch.kind == "decoder"
         and (not arch.is_moe or arch.rules_type in GROUPED_EXPERT_TYPES)
         and (not arch.is_mla or arch.rules_type in LATENT_ATTENTION_TYPES)
+        and not arch.linear_layers  # the replay walks attention blocks only
         and ((_neox(arch) and not _eager(workload)) or (not arch.parallel_block and arch.norm == "rmsnorm"))
         and arch.position == "rotary"
         and not arch.patch_size
