@@ -119,9 +119,9 @@ BEFORE_PACK_GQA = CallCounts(
     fixed=77,
     sliding_mask=24,
     family_fixed={
-        "qwen3-5-text": -15,
-        "qwen3-5-moe-text": -15,
-        "qwen3-next": -30,
+        "qwen3-5-text": -21,
+        "qwen3-5-moe-text": -21,
+        "qwen3-next": -34,
         "qwen2": 3,
         "qwen3": 3,
         "cohere": 7,
@@ -198,7 +198,7 @@ BEFORE_PACK_GQA = CallCounts(
         "dots1": 13,
         "granitemoe": 1,
     },
-    family_linear_layer={"qwen3-5-text": 31, "qwen3-5-moe-text": 31, "qwen3-next": 51},
+    family_linear_layer={"qwen3-5-text": 32, "qwen3-5-moe-text": 32, "qwen3-next": 52},
     unused_sliding_mask={"qwen2-moe": 31},
 )
 FROM_PACK_GQA = CallCounts(
