@@ -161,9 +161,20 @@ def count_training(config: Any, batch: int, seq: int, dtype: torch.dtype) -> dic
     }
 
 
-def count_decode(config: Any, batch: int, dtype: torch.dtype) -> dict[str, int]:
-    """One mixer's decode step (one token a sequence, after a 16-token prompt) in a model whose
-    second layer is the linear-attention one."""
+def count_decode(config: Any, batch: int, dtype: torch.dtype, *, prompt: int = 16) -> dict[str, int]:
+    """One mixer's decode step (one token a sequence, after a `prompt`-token prompt) in a model
+    whose second layer is the linear-attention one."""
+    return _count_generation(config, batch, dtype, prompt=prompt, prefill=False)
+
+
+def count_prefill(config: Any, batch: int, dtype: torch.dtype, *, prompt: int) -> dict[str, int]:
+    """One mixer's work over a `prompt`-token prompt with the cache, as generate's prefill runs it."""
+    return _count_generation(config, batch, dtype, prompt=prompt, prefill=True)
+
+
+def _count_generation(
+    config: Any, batch: int, dtype: torch.dtype, *, prompt: int, prefill: bool
+) -> dict[str, int]:
     import transformers
     from transformers import DynamicCache
 
@@ -171,7 +182,7 @@ def count_decode(config: Any, batch: int, dtype: torch.dtype) -> dict[str, int]:
     torch.manual_seed(0)
     model = transformers.Qwen3_5ForCausalLM(config).eval().to(dtype)
     mixer = model.model.layers[1].linear_attn
-    ids = torch.randint(3, 500, (batch, 16))
+    ids = torch.randint(3, 500, (batch, prompt))
     cache = DynamicCache(config=model.config)
     kernels, calls = KernelCounter(), CallCounter()
 
@@ -184,9 +195,13 @@ def count_decode(config: Any, batch: int, dtype: torch.dtype) -> dict[str, int]:
         calls.__exit__(None, None, None)
 
     with torch.no_grad():
-        model(ids, past_key_values=cache, use_cache=True)
-        hooks = [mixer.register_forward_pre_hook(start), mixer.register_forward_hook(stop)]
-        model(ids[:, -1:], past_key_values=cache, use_cache=True)
+        if prefill:
+            hooks = [mixer.register_forward_pre_hook(start), mixer.register_forward_hook(stop)]
+            model(ids, past_key_values=cache, use_cache=True)
+        else:
+            model(ids, past_key_values=cache, use_cache=True)
+            hooks = [mixer.register_forward_pre_hook(start), mixer.register_forward_hook(stop)]
+            model(ids[:, -1:], past_key_values=cache, use_cache=True)
     for h in hooks:
         h.remove()
     return {"kernels": kernels.kernels, "bytes": kernels.bytes, "calls": calls.calls}

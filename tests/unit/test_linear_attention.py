@@ -159,3 +159,15 @@ def test_a_decode_step_attends_and_appends_in_the_attention_layers_only() -> Non
     assert by_name["linear_attention"].bytes >= 2 * linear_attention.DECODE_STATE_BYTES * recurrent
     append = transformer_cost.cache_append_kernel(w, 2, 120)
     assert append.count == arch.attention_layers
+
+
+@pytest.mark.parametrize(("key_heads", "prompt"), [(2, 100), (4, 200)])
+def test_a_prompt_issues_the_chunk_loops_calls_beyond_a_decode_steps(key_heads: int, prompt: int) -> None:
+    """generate's prefill runs the chunked rule where a decode step runs the recurrent one: the
+    calls the estimate adds to the decode step's count for the prefill are those counted."""
+    config = counts.text_config(key_heads, 4, 16, 16)
+    prefill = counts.count_prefill(config, 2, torch.bfloat16, prompt=prompt)["calls"]
+    decode = counts.count_decode(counts.text_config(key_heads, 4, 16, 16), 2, torch.bfloat16)["calls"]
+    arch = counts.arch_of(counts.text_config(key_heads, 4, 16, 16, layers=4))
+    assert arch.linear_layers == 3
+    assert linear_attention.prefill_extra_calls(arch, prompt) == 3 * (prefill - decode)

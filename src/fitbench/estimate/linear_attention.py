@@ -83,6 +83,23 @@ PREFILL_CALLS = 116.0
 CHUNK_CALLS = 16.0
 GROUPED_KEY_CALLS = 2.0
 
+# A decode step's calls of the mixer, its five projections included (the recurrent rule's
+# repeat_interleave of grouped keys as in the prompt's count): a prompt issues the chunked rule's
+# instead, PREFILL_CALLS + the projections + CHUNK_CALLS a chunk, where generate_ops counts a
+# decode step's calls for the prefill too.
+DECODE_CALLS = 96.0
+PROJECTION_CALLS = 5.0
+
+
+def prefill_extra_calls(arch: TransformerArch, prompt: int) -> float:
+    """Calls a `prompt`-token prefill issues in the linear-attention layers beyond a decode step's
+    (generate_ops.decode_step_calls, which the prefill's host time starts from)."""
+    if not arch.linear_layers:
+        return 0.0
+    prefill = PREFILL_CALLS + PROJECTION_CALLS + CHUNK_CALLS * chunks(prompt)
+    return arch.linear_layers * (prefill - DECODE_CALLS)
+
+
 # A decode step's kernels (16-bit weights; FP32 weights issue no casts) and its bytes per FP32
 # state element: decay (read, write), the key's product and sum (read, write, read), the update's
 # outer product (write) and sum (two reads, a write), the query's product and sum (read, write,

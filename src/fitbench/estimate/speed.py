@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from fitbench.catalog import get_gpu
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.names import Framework
-from fitbench.estimate import generate_ops, resnet_cost, transformer_cost
+from fitbench.estimate import generate_ops, linear_attention, resnet_cost, transformer_cost
 from fitbench.estimate.execution import sdpa_math_only
 from fitbench.estimate.optimizer import optimizer_element_bytes, param_sizes_in_order
 from fitbench.estimate.profile import Profile
@@ -799,6 +799,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         profile,
         host_seconds_per_op=profile.generate_host_seconds_per_op,
         fixed_ops=float(generate_ops.decode_step_calls(arch, prompt, release))
+        + linear_attention.prefill_extra_calls(arch, prompt)
         + _quantized_extra_calls(workload, profile),
         memory_efficiency=profile.decode_efficiency,
         overlap_loss=_generation_overlap_loss(workload, profile),
