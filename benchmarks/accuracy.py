@@ -33,6 +33,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set loraspeed   # LoRA step times after the adapters' backward count
     python benchmarks/accuracy.py --set hostbound   # host-bound training steps, before the tensor-call share
     python benchmarks/accuracy.py --set hybrid      # Qwen3.5 / Qwen3-Next linear attention, never run before
+    python benchmarks/accuracy.py --set hybridcheck # the same families on other shapes, after the first run
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -2077,6 +2078,57 @@ HYBRID_CHECK: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# The same families on other shapes and settings, written down after the hybrid set's H200 run and
+# the prefill's call count it led to, before they ran: longer prompts and wider batches, SGD,
+# a checkpointed AMP step.
+HYBRID_FOLLOWUP: list[tuple[str, dict[str, Any]]] = [
+    (
+        "qwen3.5-2b-shape.json",
+        {"precision": "bf16", "batch_size": 4, "prompt_tokens": 2048, "new_tokens": 64},
+    ),
+    (
+        "qwen3.5-9b-shape.json",
+        {"precision": "bf16", "batch_size": 8, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+    (
+        "qwen3.5-35b-a3b-shape.json",
+        {"precision": "bf16", "batch_size": 16, "prompt_tokens": 512, "new_tokens": 64, "num_layers": 8},
+    ),
+    (
+        "qwen3-next-80b-a3b-shape.json",
+        {"precision": "bf16", "batch_size": 8, "prompt_tokens": 512, "new_tokens": 64, "num_layers": 8},
+    ),
+    (
+        "qwen3.5-2b-shape.json",
+        {"mode": "train", "precision": "bf16", "optimizer": "adamw", "batch_size": 4, "seq_len": 512},
+    ),
+    (
+        "qwen3.5-2b-shape.json",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "batch_size": 1,
+            "seq_len": 2048,
+            "checkpointing": True,
+        },
+    ),
+    (
+        "qwen3.5-2b-shape.json",
+        {"mode": "train", "precision": "bf16", "optimizer": "sgd", "batch_size": 2, "seq_len": 1024},
+    ),
+    (
+        "qwen3.5-9b-shape.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 512,
+            "num_layers": 8,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -2104,6 +2156,7 @@ SETS = {
     "loraspeed": LORA_SPEED_CHECK,
     "hostbound": HOST_BOUND_CHECK,
     "hybrid": HYBRID_CHECK,
+    "hybridcheck": HYBRID_FOLLOWUP,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -2564,7 +2617,8 @@ def main(argv: list[str] | None = None) -> int:
         "models after the trace covered them) or loraspeed (LoRA step times after the adapters' "
         "backward was recounted, written before they ran) or hostbound (host-bound training steps, "
         "written before the tensor-level calls' host share was set) or hybrid (Qwen3.5 and Qwen3-Next "
-        "linear attention, written before they ran)",
+        "linear attention, written before they ran) or hybridcheck (the same on other shapes, written "
+        "after the first run, before they ran)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
