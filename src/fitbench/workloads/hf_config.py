@@ -1047,11 +1047,12 @@ def _refuse_mlp_only_layers(r: ConfigReader) -> None:
         )
 
 
-def _qwen2_moe(r: ConfigReader) -> TransformerArch:
-    """Qwen1.5/Qwen2-MoE: routed experts of `moe_intermediate_size` plus one shared expert of
-    `shared_expert_intermediate_size` with a sigmoid gate, every `decoder_sparse_step`-th layer."""
+def _gated_shared_experts(r: ConfigReader) -> dict[str, Any]:
+    """Qwen2-MoE's experts, which Qwen3-Next and Qwen3.5-MoE keep: routed experts of
+    `moe_intermediate_size` plus one shared expert of `shared_expert_intermediate_size` with a
+    sigmoid gate, every `decoder_sparse_step`-th layer (no `mlp_only_layers`)."""
     _refuse_mlp_only_layers(r)
-    moe = _experts(
+    return _experts(
         r,
         count=EXPERTS,
         top_k=("num_experts_per_tok",),
@@ -1060,6 +1061,11 @@ def _qwen2_moe(r: ConfigReader) -> TransformerArch:
         every=r.int("decoder_sparse_step", default=1),
         shared_expert_gate=True,
     )
+
+
+def _qwen2_moe(r: ConfigReader) -> TransformerArch:
+    """Qwen1.5/Qwen2-MoE: the gated shared expert beside routed ones (_gated_shared_experts)."""
+    moe = _gated_shared_experts(r)
     return _decoder(r, max_positions=32768, bias=None, qkv_bias=True, sliding="qwen2", **moe)
 
 
@@ -1114,16 +1120,7 @@ def _linear_attention(r: ConfigReader) -> dict[str, Any]:
 def _qwen3_next(r: ConfigReader) -> TransformerArch:
     """Qwen3-Next: Gated DeltaNet layers among gated attention ones (query/key norms, head size
     256), Qwen2-MoE's experts with a gated shared expert every `decoder_sparse_step`-th layer."""
-    _refuse_mlp_only_layers(r)
-    moe = _experts(
-        r,
-        count=EXPERTS,
-        top_k=("num_experts_per_tok",),
-        width=("moe_intermediate_size",),
-        shared=r.int("shared_expert_intermediate_size", default=0, minimum=0),
-        every=r.int("decoder_sparse_step", default=1),
-        shared_expert_gate=True,
-    )
+    moe = _gated_shared_experts(r)
     linear = _linear_attention(r)
     return _decoder(r, max_positions=32768, head_dim=256, mlp_bias=False, qk_norm="head", **linear, **moe)
 
@@ -1138,14 +1135,7 @@ def _qwen3_5_text(r: ConfigReader) -> TransformerArch:
 def _qwen3_5_moe_text(r: ConfigReader) -> TransformerArch:
     """Qwen3.5-MoE's language model: experts and a gated shared expert in every layer (its config
     has no dense width: no layer runs one)."""
-    moe = _experts(
-        r,
-        count=EXPERTS,
-        top_k=("num_experts_per_tok",),
-        width=("moe_intermediate_size",),
-        shared=r.int("shared_expert_intermediate_size", default=0, minimum=0),
-        shared_expert_gate=True,
-    )
+    moe = _gated_shared_experts(r)
     linear = _linear_attention(r)
     width = moe["expert_intermediate_size"]
     return _decoder(

@@ -391,30 +391,33 @@ def _qwen3_5_text(arch: TransformerArch) -> dict[str, Any]:
     )
 
 
-def _qwen3_5_moe_text(arch: TransformerArch) -> dict[str, Any]:
+def _gated_shared_experts(arch: TransformerArch) -> dict[str, Any]:
+    """Qwen3.5-MoE's and Qwen3-Next's experts: routed ones and a shared expert behind a sigmoid
+    gate, from the first layer on."""
     _require(
         arch,
-        arch.moe_layers == arch.num_layers and arch.shared_expert_gate,
-        "dense layers or an ungated shared expert",
-        "稠密层或无门控的共享专家",
+        arch.shared_expert_gate and not arch.dense_layers,
+        "dense first layers or an ungated shared expert",
+        "开头的稠密层或无门控的共享专家",
     )
     return dict(
-        _qwen3_5_text(arch),
         moe_intermediate_size=arch.expert_intermediate_size,
         shared_expert_intermediate_size=arch.shared_intermediate_size,
         num_experts=arch.num_experts,
         num_experts_per_tok=arch.experts_per_token,
     )
+
+
+def _qwen3_5_moe_text(arch: TransformerArch) -> dict[str, Any]:
+    _require(arch, arch.moe_layers == arch.num_layers, "dense layers", "稠密层")
+    return dict(_qwen3_5_text(arch), **_gated_shared_experts(arch))
 
 
 def _qwen3_next(arch: TransformerArch) -> dict[str, Any]:
-    _require(arch, arch.shared_expert_gate and not arch.dense_layers, "dense first layers", "开头的稠密层")
+    """Qwen3-Next: every `decoder_sparse_step`-th layer holds the experts, the rest a dense MLP."""
     return dict(
-        _qwen3_5_moe_text(arch) if arch.moe_layers == arch.num_layers else _qwen3_5_text(arch),
-        moe_intermediate_size=arch.expert_intermediate_size,
-        shared_expert_intermediate_size=arch.shared_intermediate_size,
-        num_experts=arch.num_experts,
-        num_experts_per_tok=arch.experts_per_token,
+        _qwen3_5_text(arch),
+        **_gated_shared_experts(arch),
         decoder_sparse_step=arch.moe_every,
         mlp_only_layers=[],
     )
