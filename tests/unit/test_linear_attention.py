@@ -171,3 +171,14 @@ def test_a_prompt_issues_the_chunk_loops_calls_beyond_a_decode_steps(key_heads: 
     arch = counts.arch_of(counts.text_config(key_heads, 4, 16, 16, layers=4))
     assert arch.linear_layers == 3
     assert linear_attention.prefill_extra_calls(arch, prompt) == 3 * (prefill - decode)
+
+
+@pytest.mark.parametrize(("layers", "linear"), [(4, 3), (7, 4), (48, 36), (9, 9), (5, 1), (40, 30)])
+def test_the_layer_placement_keeps_the_counted_kinds(layers: int, linear: int) -> None:
+    """Any count of linear-attention layers is placed so that exactly that many blocks are theirs,
+    the attention ones spread evenly and the last block attending (as Qwen's interval puts it)."""
+    arch = counts.arch_of(counts.text_config(2, 4, 16, 16, layers=layers))
+    arch = arch.__class__(**{**arch.__dict__, "linear_layers": linear})
+    kinds = [arch.is_linear_attention_layer(i) for i in range(layers)]
+    assert sum(kinds) == linear
+    assert kinds[-1] == (linear == layers)

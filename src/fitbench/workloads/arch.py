@@ -712,10 +712,8 @@ class TransformerArch:
         places, so any placement with these counts is the same model."""
         if not self.linear_layers:
             return False
-        if not self.attention_layers:
-            return True
-        period = self.num_layers / self.attention_layers
-        return int((i + 1) / period) == int(i / period)
+        n, a = self.num_layers, self.attention_layers
+        return (i + 1) * a // n == i * a // n  # whole numbers: block i ends no period
 
     def mixer_params_at(self, i: int) -> int:
         """Block i's token mixer: attention or linear attention."""
