@@ -97,6 +97,9 @@ def build(config: dict[str, Any], layers: int) -> Any:
         # GLM-4.7-Flash's class lists its dense layers in mlp_layer_types (as the torch backend
         # writes them) and would leave first_k_dense_replace unread
         fields["mlp_layer_types"] = ["dense"] * min(dense, layers) + ["sparse"] * max(layers - dense, 0)
+    if fields.get("linear_num_value_heads"):  # Qwen3.5 / Qwen3-Next: the first layer attends
+        fields.pop("full_attention_interval", None)
+        fields["layer_types"] = (["full_attention"] + ["linear_attention"] * layers)[:layers]
     if fields.get("kv_lora_rank"):  # latent attention keeps a key and value head per query head
         fields["num_key_value_heads"] = fields["num_attention_heads"]
     model_type = fields.pop("model_type")
@@ -175,6 +178,8 @@ def count(name: str) -> dict[str, Any]:
         parts = generate_ops.layer_calls(
             arch, moe=moe, sliding=sliding, window_full=full, transformers=release
         )
+        if arch.linear_layers:  # build() makes every layer after the first a linear-attention one
+            parts += generate_ops.linear_layer_extra_calls(arch, release)
         layers.append({"real": forwards[i + 1] - forwards[i], "parts": parts, "moe": moe})
     real_fixed = step - (forwards[-1] - forwards[0])
     deltas = {}

@@ -96,9 +96,14 @@ def weight_matrices(arch: TransformerArch) -> list[list[Matrix]]:
             return [h * f, f * h]
         return [2 * h * f, f * h] if fused_gate_up else [h * f, h * f, f * h]
 
+    # a linear-attention block's projections (its depthwise convolution is (channels, 1, width))
+    linear = [fin * fout for _, fin, fout in arch.linear_attention_linears()]
+    if arch.linear_layers and arch.rules_type == "qwen3_next":  # in_proj_qkvz and in_proj_ba fused
+        h, heads, values = arch.hidden_size, arch.linear_value_heads, arch.linear_value_dim
+        linear = [h * (arch.linear_conv_dim + values), h * 2 * heads, values * h]
     blocks = []
     for i in range(arch.num_layers):
-        mats = [Matrix(n) for n in attention]
+        mats = [Matrix(n) for n in (linear if arch.is_linear_attention_layer(i) else attention)]
         if arch.is_moe_layer(i):
             e, fe = arch.num_experts, arch.expert_intermediate_size
             mats.append(Matrix(e * h, fp32=arch.rules_type in FP32_ROUTER_WEIGHT_TYPES))  # the router
