@@ -27,12 +27,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch
-from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from fitbench.estimate import linear_attention
 from fitbench.estimate.dtypes import ActivationDtypes
 from fitbench.workloads.arch import TransformerArch
+from generate_ops_families import CallCounter  # calls less attribute reads: generate_ops' unit
 
 VIEWS = frozenset(
     {
@@ -84,19 +84,6 @@ class KernelCounter(TorchDispatchMode):
             self.kernels += 1
             self.bytes += _nbytes(list(args)) + _nbytes(out)
         return out
-
-
-class CallCounter(TorchFunctionMode):
-    """Python-level torch calls, less attribute reads (estimate/generate_ops.py says why)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        if getattr(func, "__name__", "") != "__get__":
-            self.calls += 1
-        return func(*args, **(kwargs or {}))
 
 
 def text_config(key_heads: int, value_heads: int, key_dim: int, value_dim: int, layers: int = 2) -> Any:
