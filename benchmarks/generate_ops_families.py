@@ -100,6 +100,10 @@ def build(config: dict[str, Any], layers: int) -> Any:
     if fields.get("linear_num_value_heads"):  # Qwen3.5 / Qwen3-Next: the first layer attends
         fields.pop("full_attention_interval", None)
         fields["layer_types"] = (["full_attention"] + ["linear_attention"] * layers)[:layers]
+    if isinstance(fields.get("layer_types"), list) and "mamba_n_heads" in fields:
+        # Granite 4.0: the first layer attends, the others keep tiny_config's kind
+        kinds = fields["layer_types"]
+        fields["layer_types"] = (kinds[:1] + kinds[1:2] * layers)[:layers]
     if fields.get("kv_lora_rank"):  # latent attention keeps a key and value head per query head
         fields["num_key_value_heads"] = fields["num_attention_heads"]
     model_type = fields.pop("model_type")

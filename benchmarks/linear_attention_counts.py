@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from fitbench.estimate import linear_attention
+from fitbench.estimate import linear_attention, mamba_mixer
 from fitbench.estimate.dtypes import ActivationDtypes
 from fitbench.workloads.arch import TransformerArch
 from generate_ops_families import CallCounter  # calls less attribute reads: generate_ops' unit
@@ -59,6 +59,7 @@ VIEWS = frozenset(
 )
 PRODUCTS = frozenset({"aten.mm", "aten.addmm", "aten.convolution", "aten.convolution_backward"})
 HIDDEN = 64
+FULL, LINEAR = "full_attention", "linear_attention"
 
 
 def _nbytes(x: Any) -> int:
@@ -118,8 +119,11 @@ def count_training(config: Any, batch: int, seq: int, dtype: torch.dtype) -> dic
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
 
     torch.manual_seed(0)
-    mixer = Qwen3_5GatedDeltaNet(config, 0).to(dtype)
-    x = torch.randn(batch, seq, HIDDEN, dtype=dtype, requires_grad=True)
+    return _count_training(Qwen3_5GatedDeltaNet(config, 0).to(dtype), HIDDEN, batch, seq, dtype)
+
+
+def _count_training(mixer: Any, hidden: int, batch: int, seq: int, dtype: torch.dtype) -> dict[str, int]:
+    x = torch.randn(batch, seq, hidden, dtype=dtype, requires_grad=True)
     saved: list[torch.Tensor] = []
 
     def keep(t: torch.Tensor) -> torch.Tensor:
@@ -163,12 +167,20 @@ def _count_generation(
     config: Any, batch: int, dtype: torch.dtype, *, prompt: int, prefill: bool
 ) -> dict[str, int]:
     import transformers
-    from transformers import DynamicCache
 
     config.layer_types = ["full_attention", "linear_attention"]
     torch.manual_seed(0)
     model = transformers.Qwen3_5ForCausalLM(config).eval().to(dtype)
-    mixer = model.model.layers[1].linear_attn
+    return _count_model_generation(
+        model, model.model.layers[1].linear_attn, batch, prompt=prompt, prefill=prefill
+    )
+
+
+def _count_model_generation(
+    model: Any, mixer: Any, batch: int, *, prompt: int, prefill: bool
+) -> dict[str, int]:
+    from transformers import DynamicCache
+
     ids = torch.randint(3, 500, (batch, prompt))
     cache = DynamicCache(config=model.config)
     kernels, calls = KernelCounter(), CallCounter()
@@ -209,6 +221,90 @@ def estimated_training(arch: TransformerArch, batch: int, seq: int, act: int) ->
     }
 
 
+def mamba_config(
+    heads: int, head_dim: int, state: int, groups: int, chunk: int, *, layer_types: list[str] | None = None
+) -> Any:
+    """A tiny Granite 4.0-H config whose Mamba-2 layers have these sizes (the hidden size is half
+    of heads x head size: mamba_expand 2)."""
+    import transformers
+
+    types = layer_types or ["mamba"]
+    return transformers.GraniteMoeHybridConfig(
+        vocab_size=512,
+        hidden_size=heads * head_dim // 2,
+        shared_intermediate_size=128,
+        num_hidden_layers=len(types),
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_local_experts=0,
+        mamba_n_heads=heads,
+        mamba_d_head=head_dim,
+        mamba_d_state=state,
+        mamba_n_groups=groups,
+        mamba_chunk_size=chunk,
+        layer_types=types,
+    )
+
+
+def count_mamba_training(config: Any, batch: int, seq: int, dtype: torch.dtype) -> dict[str, int]:
+    """One Mamba-2 mixer's training forward and backward at `batch` x `seq` tokens."""
+    from transformers.models.granitemoehybrid.modeling_granitemoehybrid import GraniteMoeHybridMambaLayer
+
+    torch.manual_seed(0)
+    return _count_training(
+        GraniteMoeHybridMambaLayer(config, 0).to(dtype), config.hidden_size, batch, seq, dtype
+    )
+
+
+def count_mamba_decode(config: Any, batch: int, dtype: torch.dtype, *, prompt: int = 16) -> dict[str, int]:
+    """One Mamba-2 mixer's decode step in a model whose second layer is the Mamba-2 one."""
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.GraniteMoeHybridForCausalLM(config).eval().to(dtype)
+    return _count_model_generation(model, model.model.layers[1].mamba, batch, prompt=prompt, prefill=False)
+
+
+def count_mamba_prefill(config: Any, batch: int, dtype: torch.dtype, *, prompt: int) -> dict[str, int]:
+    """One Mamba-2 mixer's work over a `prompt`-token prompt with the cache."""
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.GraniteMoeHybridForCausalLM(config).eval().to(dtype)
+    return _count_model_generation(model, model.model.layers[1].mamba, batch, prompt=prompt, prefill=True)
+
+
+def estimated_mamba_training(arch: TransformerArch, batch: int, seq: int, act: int) -> dict[str, float]:
+    """The estimator's figures for one Mamba-2 layer of `arch` (mamba_mixer.mixer_kernel)."""
+    dt = ActivationDtypes(act=act, res=act, mask=0, amp=False)
+    k = mamba_mixer.mixer_kernel(arch, dt, batch, seq, decode=False, training=True)
+    return {
+        "kernels": k.kernel_launches - 1,  # the counter leaves the convolution's product out
+        "bytes": k.bytes,
+        "calls": k.ops + mamba_mixer.PROJECTION_CALLS,
+        "saved": batch * seq * mamba_mixer.saved_bytes_per_token(arch, seq),
+        "backward_kernels": (k.backward_launches or 0.0) - 1,
+        "backward_bytes": k.backward_bytes or 0.0,
+    }
+
+
+def mamba_table(dtype: torch.dtype, act: int, seqs: list[int]) -> None:
+    """Counted against estimated for Mamba-2 layers at a few shapes."""
+    shapes = [(1, 8, 16, 16, 1, 32), (2, 16, 8, 32, 2, 64), (1, 6, 32, 24, 3, 16)]
+    head = "shape (batch, heads, head size, state, groups, chunk)"
+    print(f"{head:52} {'seq':>5} {'figure':>16} {'counted':>12} {'estimate':>12} {'ratio':>6}")
+    for batch, heads, head_dim, state, groups, chunk in shapes:
+        config = mamba_config(heads, head_dim, state, groups, chunk)
+        arch = arch_of(config)
+        shape = str((batch, heads, head_dim, state, groups, chunk))
+        for seq in seqs:
+            counted = count_mamba_training(config, batch, seq, dtype)
+            estimated = estimated_mamba_training(arch, batch, seq, act)
+            for key, value in counted.items():
+                est = estimated[key]
+                print(f"{shape:52} {seq:5d} {key:>16} {value:12,d} {est:12,.0f} {est / value:6.2f}")
+
+
 def decode_calls() -> None:
     """Per family, the decode step's calls of one attention layer, of one linear-attention layer,
     and outside the layers, counted (generate_ops_families.forward_calls) and estimated at the
@@ -233,17 +329,47 @@ def decode_calls() -> None:
     experts = dict(
         num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48
     )
+    mamba = dict(
+        vocab_size=512,
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        mamba_n_heads=8,
+        mamba_d_head=16,
+        mamba_d_state=16,
+        shared_intermediate_size=128,
+    )
+    granite_moe = dict(num_local_experts=8, num_experts_per_tok=2, intermediate_size=32)
     families = {
-        "qwen3_5_text": (transformers.Qwen3_5TextConfig, transformers.Qwen3_5ForCausalLM, {}),
-        "qwen3_5_moe_text": (transformers.Qwen3_5MoeTextConfig, transformers.Qwen3_5MoeForCausalLM, experts),
-        "qwen3_next": (transformers.Qwen3NextConfig, transformers.Qwen3NextForCausalLM, experts),
+        "qwen3_5_text": (transformers.Qwen3_5TextConfig, transformers.Qwen3_5ForCausalLM, sizes, {}),
+        "qwen3_5_moe_text": (
+            transformers.Qwen3_5MoeTextConfig,
+            transformers.Qwen3_5MoeForCausalLM,
+            sizes,
+            experts,
+        ),
+        "qwen3_next": (transformers.Qwen3NextConfig, transformers.Qwen3NextForCausalLM, sizes, experts),
+        "granitemoehybrid": (
+            transformers.GraniteMoeHybridConfig,
+            transformers.GraniteMoeHybridForCausalLM,
+            mamba,
+            dict(num_local_experts=0),
+        ),
+        "granitemoehybrid (MoE)": (
+            transformers.GraniteMoeHybridConfig,
+            transformers.GraniteMoeHybridForCausalLM,
+            mamba,
+            granite_moe,
+        ),
     }
-    full, linear = "full_attention", "linear_attention"
     print(f"transformers {transformers.__version__}")
-    for name, (config_class, model_class, extra) in families.items():
+    for name, (config_class, model_class, family_sizes, extra) in families.items():
+        full, linear = ("attention", "mamba") if "mamba_n_heads" in family_sizes else (FULL, LINEAR)
         counted, estimated = {}, {}
         for types in ([full], [full, linear], [full, full]):
-            config = config_class(**sizes, **extra, num_hidden_layers=len(types), layer_types=types)
+            config = config_class(
+                **family_sizes, **extra, num_hidden_layers=len(types), layer_types=list(types)
+            )
             torch.manual_seed(0)
             counted[len(types), types[-1]] = forward_calls(model_class(config).eval())
             arch = arch_of(config)
@@ -263,12 +389,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
     parser.add_argument("--seq", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--decode-calls", action="store_true", help="the decode step's calls per layer kind")
+    parser.add_argument(
+        "--mixer", choices=("gated-deltanet", "mamba2"), default="gated-deltanet", help="which layer to count"
+    )
     args = parser.parse_args(argv)
     if args.decode_calls:
         decode_calls()
         return 0
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     act = 2 if args.dtype == "bf16" else 4
+    if args.mixer == "mamba2":
+        mamba_table(dtype, act, args.seq)
+        return 0
     shapes = [(1, 2, 4, 16, 16), (2, 3, 6, 32, 24), (1, 4, 4, 48, 32)]
     head = "shape (batch, key heads, value heads, key, value)"
     print(f"{head:52} {'seq':>5} {'figure':>16} {'counted':>12} {'estimate':>12} {'ratio':>6}")

@@ -47,6 +47,11 @@ TINY_SIZES = {
     "n_head": 4,
     "n_inner": 128,
     "rotary_dim": 8,
+    # Mamba-2 layers (Granite 4.0-H): heads x head size = mamba_expand (2) x hidden_size
+    "mamba_n_heads": 8,
+    "mamba_d_head": 16,
+    "mamba_d_state": 16,
+    "mamba_chunk_size": 32,
     # vision towers (a multimodal config's vision_config)
     "depth": 2,
     "embed_dim": 64,
@@ -59,7 +64,7 @@ def _shrunk(config: dict[str, Any]) -> dict[str, Any]:
     query compression), in nested sub-configs too (a multimodal file's text_config and
     vision_config); a per-layer `layer_types` list is dropped, so the family's own rule lays out
     the windows of the fewer layers."""
-    return {
+    shrunk = {
         key: _shrunk(value)
         if isinstance(value, dict)
         else value
@@ -68,6 +73,19 @@ def _shrunk(config: dict[str, Any]) -> dict[str, Any]:
         for key, value in config.items()
         if key != "layer_types"
     }
+    return {**shrunk, **_mamba_layer_types(config, shrunk)}
+
+
+def _mamba_layer_types(config: dict[str, Any], shrunk: dict[str, Any]) -> dict[str, Any]:
+    """A Granite 4.0 file's layer kinds at the tiny layer count (its class makes every layer a
+    Mamba-2 one without the list): the first layer attends, the others keep the file's kind (Mamba-2
+    wherever the file has one, else attention)."""
+    types = config.get("layer_types")
+    if "mamba_n_heads" not in config or not isinstance(types, list):
+        return {}
+    rest = "mamba" if "mamba" in types or "linear_attention" in types else "attention"
+    layers = int(shrunk.get("num_hidden_layers", len(types)))
+    return {"layer_types": ["attention"] + [rest] * (layers - 1)}
 
 
 CONFIGS = Path(__file__).resolve().parent / "configs"

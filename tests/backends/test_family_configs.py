@@ -57,6 +57,7 @@ def test_every_family_has_a_library_model() -> None:
         "qwen3_next",
         "qwen3_5_text",
         "qwen3_5_moe_text",
+        "granitemoehybrid",
     }
     assert covered >= set(FAMILIES) - {"gemma3", "glm4"} - unbundled
 
@@ -126,6 +127,14 @@ QWEN_EXPERTS = {
     "moe_intermediate_size": 32,
     "shared_expert_intermediate_size": 48,
 }
+MAMBA = {
+    "mamba_n_heads": 8,
+    "mamba_d_head": 16,
+    "mamba_d_state": 16,
+    "mamba_chunk_size": 8,
+    "shared_intermediate_size": 48,
+    "layer_types": ["mamba", "attention"],
+}
 MLA = {"q_lora_rank": 48, "kv_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16}
 TINY_FAMILIES = [
     {**HUNYUAN, "model_type": "hunyuan_v1_dense"},
@@ -182,6 +191,15 @@ TINY_FAMILIES = [
     {**HUNYUAN, "model_type": "qwen3_5_text", **LINEAR},
     {**HUNYUAN, "model_type": "qwen3_5_moe_text", **LINEAR, **QWEN_EXPERTS},
     {**HUNYUAN, "model_type": "qwen3_next", **LINEAR, **QWEN_EXPERTS},
+    {**HUNYUAN, "model_type": "granitemoehybrid", **MAMBA, "num_local_experts": 0},
+    {**HUNYUAN, "model_type": "granitemoehybrid", **MAMBA, "num_local_experts": 4, "num_experts_per_tok": 2},
+    {
+        **HUNYUAN,
+        "model_type": "granitemoehybrid",
+        "num_local_experts": 0,
+        "position_embedding_type": "rope",
+        "layer_types": ["attention", "attention"],
+    },
 ]
 
 

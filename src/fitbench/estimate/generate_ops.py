@@ -104,7 +104,8 @@ class CallCounts:
     family_moe_layer: dict[str, int]
     # A linear-attention layer's calls beyond an attention layer's of the same family (Qwen3.5's
     # and Qwen3-Next's Gated DeltaNet decode step: projections, the causal convolution's state
-    # update, the recurrent rule's passes, the gated norm; TransformerArch.linear_layers).
+    # update, the recurrent rule's passes, the gated norm; Granite 4.0-H's Mamba-2 step alike;
+    # TransformerArch.linear_layers; benchmarks/linear_attention_counts.py --decode-calls).
     family_linear_layer: dict[str, int]
     # Families whose model builds a sliding-window mask beside the causal one every step even
     # with no sliding layer (Qwen2-MoE), counted with no window set.
@@ -124,6 +125,7 @@ BEFORE_PACK_GQA = CallCounts(
         "qwen3-5-text": 12,
         "qwen3-5-moe-text": 12,
         "qwen3-next": -1,
+        "granitemoehybrid": -14,
         "qwen2": 3,
         "qwen3": 3,
         "cohere": 7,
@@ -158,6 +160,7 @@ BEFORE_PACK_GQA = CallCounts(
     },
     family_layer={
         "qwen3-5-text": 19,
+        "granitemoehybrid": 2,
         "cohere": 2,
         "cohere2": 2,
         "deepseek-v2": 19,
@@ -200,7 +203,12 @@ BEFORE_PACK_GQA = CallCounts(
         "dots1": 13,
         "granitemoe": 1,
     },
-    family_linear_layer={"qwen3-5-text": 32, "qwen3-5-moe-text": 32, "qwen3-next": 52},
+    family_linear_layer={
+        "qwen3-5-text": 32,
+        "qwen3-5-moe-text": 32,
+        "qwen3-next": 52,
+        "granitemoehybrid": 60,
+    },
     unused_sliding_mask={"qwen2-moe": 31},
 )
 FROM_PACK_GQA = CallCounts(
@@ -214,6 +222,7 @@ FROM_PACK_GQA = CallCounts(
         "qwen3-5-text": 18,
         "qwen3-5-moe-text": 18,
         "qwen3-next": 2,
+        "granitemoehybrid": -9,
         "cohere": 5,
         "cohere2": 11,
         "deepseek-v2": -4,
@@ -246,6 +255,7 @@ FROM_PACK_GQA = CallCounts(
     },
     family_layer={
         "qwen3-5-text": 19,
+        "granitemoehybrid": 2,
         "cohere": 2,
         "cohere2": 2,
         "deepseek-v2": 19,
@@ -288,7 +298,12 @@ FROM_PACK_GQA = CallCounts(
         "dots1": 13,
         "granitemoe": 1,
     },
-    family_linear_layer={"qwen3-5-text": 31, "qwen3-5-moe-text": 31, "qwen3-next": 51},
+    family_linear_layer={
+        "qwen3-5-text": 31,
+        "qwen3-5-moe-text": 31,
+        "qwen3-next": 51,
+        "granitemoehybrid": 61,
+    },
     unused_sliding_mask={"qwen2-moe": 21},
 )
 
@@ -358,8 +373,9 @@ def layer_calls(
 def linear_layer_extra_calls(arch: TransformerArch, transformers: str | None = None) -> int:
     """A linear-attention layer's decode calls beyond an attention layer's of the same family
     (CallCounts.family_linear_layer, counted with grouped keys: as many key as value heads make
-    no repeat_interleave of the queries and keys, two calls fewer)."""
-    grouped = arch.linear_value_heads != arch.linear_key_heads
+    no repeat_interleave of the queries and keys, two calls fewer; a Mamba-2 layer repeats its B
+    and C whatever the group count)."""
+    grouped = arch.linear_value_heads != arch.linear_key_heads or arch.linear_kind == "mamba2"
     return _family(call_counts(transformers).family_linear_layer, arch) - (0 if grouped else 2)
 
 

@@ -28,6 +28,10 @@ generate_ops says why), at several head counts, head sizes and lengths; per toke
 they are linear in the key size, the value size and the chunk length, which is how they are
 written here. tests/unit/test_linear_attention.py counts the module again on the CPU and holds
 these formulas to it.
+
+Mamba-2 layers (TransformerArch.linear_kind 'mamba2') fill the same fields and are modelled in
+estimate/mamba_mixer.py; the functions here hand them over, so the rest of the estimator asks
+one module whatever the mixer.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from fitbench.estimate import mamba_mixer
 from fitbench.estimate.segments import Kernel
 
 if TYPE_CHECKING:
@@ -96,6 +101,8 @@ def prefill_extra_calls(arch: TransformerArch, prompt: int) -> float:
     (generate_ops.decode_step_calls, which the prefill's host time starts from)."""
     if not arch.linear_layers:
         return 0.0
+    if arch.linear_kind == "mamba2":
+        return mamba_mixer.prefill_extra_calls(arch, prompt)
     prefill = PREFILL_CALLS + PROJECTION_CALLS + CHUNK_CALLS * chunks(prompt)
     return arch.linear_layers * (prefill - DECODE_CALLS)
 
@@ -131,6 +138,8 @@ def saved_bytes_per_token(arch: TransformerArch, seq: int | None = None) -> floa
     """Bytes one linear-attention mixer saves for backward per token of a `seq`-token sequence
     (None: a whole number of chunks); its input, the norm's output, is the block's
     (decoder_linear_inputs_saved_bytes_per_token)."""
+    if arch.linear_kind == "mamba2":
+        return mamba_mixer.saved_bytes_per_token(arch, seq)
     pad = 1.0 if seq is None else chunks(seq) * CHUNK / seq
     dk, dv = arch.linear_key_head_dim, arch.linear_value_head_dim
     widths = (1.0 + PADDED_SHARE * (pad - 1.0)) * (SAVED_PER_KEY_DIM * dk + SAVED_PER_VALUE_DIM * dv)
@@ -142,6 +151,8 @@ def prefill_transient_bytes_per_token(arch: TransformerArch, seq: int) -> float:
     """The chunked rule's working set per token of a `seq`-token prompt under no_grad: its FP32
     copies, decay and score matrices stay referenced until the function returns, the same
     tensors the training step saves."""
+    if arch.linear_kind == "mamba2":
+        return mamba_mixer.prefill_transient_bytes_per_token(arch, seq)
     return saved_bytes_per_token(arch, seq)
 
 
@@ -154,6 +165,8 @@ BACKWARD_TRANSIENT_BYTES = 6.0
 def backward_transient_bytes_per_token(arch: TransformerArch) -> float:
     """Scratch of one linear-attention mixer's backward per token (BACKWARD_TRANSIENT_BYTES; read
     from the code's structure, not measured)."""
+    if arch.linear_kind == "mamba2":
+        return mamba_mixer.backward_transient_bytes_per_token(arch)
     dk, dv = arch.linear_key_head_dim, arch.linear_value_head_dim
     return BACKWARD_TRANSIENT_BYTES * arch.linear_value_heads * (3 * dk + 2 * dv + CHUNK)
 
@@ -169,6 +182,8 @@ def mixer_kernel(
     """The mixer of every linear-attention layer of one forward (its projections are GEMMs of
     the block: TransformerArch.linear_attention_linears): the chunked rule over `seq` tokens, or
     with `decode` the recurrent step of one token per sequence against the kept state."""
+    if arch.linear_kind == "mamba2":
+        return mamba_mixer.mixer_kernel(arch, dt, batch, seq, decode=decode, training=training)
     heads = arch.linear_value_heads
     recurrent, conv = arch.linear_state_elements()
     if decode:

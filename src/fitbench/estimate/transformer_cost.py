@@ -466,7 +466,8 @@ def linear_layer_saved_bytes_per_token(
     arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str, *, moe: bool = False
 ) -> float:
     """What a linear-attention block saves per token: an attention block's, less its attention
-    (and query/key norms), plus the Gated DeltaNet mixer's (linear_attention.saved_bytes_per_token)."""
+    (and query/key norms), plus the linear mixer's (linear_attention.saved_bytes_per_token: Gated
+    DeltaNet's or Mamba-2's)."""
     block = layer_saved_bytes_per_token(arch, dt, seq, attention, moe=moe)
     attn = _attention_saved_bytes_per_token(arch, dt, seq, attention) + qk_norm_saved_bytes_per_token(
         arch, dt
@@ -932,7 +933,17 @@ def arch_assumptions(workload: Workload) -> list[str]:
             f"({arch.vision_params:,} params) are loaded beside the language model and counted in the "
             "weights; text prompts do not run them, and an image's tokens would lengthen the prompt"
         )
-    if arch.linear_layers:
+    if arch.linear_layers and arch.linear_kind == "mamba2":
+        state = linear_state_bytes_per_sequence(workload) / 2**20
+        lines.append(
+            f"state-space layers: {arch.linear_layers} of {arch.num_layers} layers are Mamba-2 layers, "
+            f"which keep {state:.1f} MiB of state per sequence (FP32 recurrent state and the "
+            "convolution's last inputs) instead of a KV cache; timed as transformers' PyTorch code runs "
+            "them without mamba-ssm and causal-conv1d installed: FP32 decay and score matrices of "
+            f"{arch.linear_chunk_size} x {arch.linear_chunk_size} per chunk and head for a prompt or a "
+            "training step (kept for backward), FP32 passes over the state for each decoded token"
+        )
+    elif arch.linear_layers:
         state = linear_state_bytes_per_sequence(workload) / 2**20
         lines.append(
             f"linear attention: {arch.linear_layers} of {arch.num_layers} layers are Gated DeltaNet "

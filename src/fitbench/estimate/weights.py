@@ -53,6 +53,8 @@ _ALIASES = {
 _MLP_PARENTS = ("mlp", "feed_forward", "block_sparse_moe")
 # A Gated DeltaNet layer's matrices (TransformerArch.linear_attention_linears), under linear_attn.
 _LINEAR_ATTENTION_LEAVES = ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj")
+# A Mamba-2 layer's (Granite 4.0-H), under mamba.
+_MAMBA_LEAVES = ("in_proj", "out_proj")
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,13 @@ def _module_paths(name: str) -> list[str]:
         ]
     if leaf in ("gate_proj", "up_proj", "down_proj", "fc1", "fc2"):
         return [f"{p}.{lf}" for p in _MLP_PARENTS for lf in leaves]
-    if leaf in _LINEAR_ATTENTION_LEAVES:
-        return [f"linear_attn.{lf}" for lf in leaves]
+    if leaf in _LINEAR_ATTENTION_LEAVES or leaf in _MAMBA_LEAVES:
+        parents = [
+            p
+            for p, names in (("linear_attn", _LINEAR_ATTENTION_LEAVES), ("mamba", _MAMBA_LEAVES))
+            if leaf in names
+        ]
+        return [f"{p}.{lf}" for p in parents for lf in leaves]
     return [f"{p}.{lf}" for p in _ATTENTION_PARENTS for lf in leaves]
 
 

@@ -197,6 +197,12 @@ RULE_TWINS = {
 
 NORMS = ("layernorm", "rmsnorm", "nonparametric")
 QK_NORMS = ("none", "head", "full")
+# The recurrent mixers of TransformerArch.linear_layers: Qwen3-Next's and Qwen3.5's Gated DeltaNet,
+# and the Mamba-2 layer (state-space duality) of Granite 4.0-H and its kin.
+LINEAR_KINDS = ("gated_deltanet", "mamba2")
+# transformers' chunk lengths where a config gives none: torch_chunk_gated_delta_rule's fixed 64,
+# and GraniteMoeHybridConfig's mamba_chunk_size default.
+LINEAR_CHUNK_DEFAULTS = {"gated_deltanet": 64, "mamba2": 256}
 
 
 def expected_distinct_experts(num_experts: int, top_k: int, tokens: int) -> float:
@@ -226,7 +232,9 @@ class TransformerArch:
     mlp             'gelu' (two matrices, BERT/GPT-2) or 'swiglu' (three matrices, Llama)
     norm            'layernorm' (weight and bias), 'rmsnorm' (weight only) or 'nonparametric'
                     (OLMo's LayerNorm without weights)
-    position        'learned' absolute embeddings or 'rotary' (no parameters)
+    position        'learned' absolute embeddings, 'rotary' (no parameters) or 'none' (no position
+                    signal in the attention: Granite 4.0-H's NoPE, order comes from the recurrent
+                    layers)
     norms_per_layer 2 in most blocks; 1 where attention and MLP read one norm in parallel (GPT-J,
                     Falcon-7B); 4 with Gemma-2/3's post-norms
     parallel_block  attention and MLP in parallel on the same input (GPT-J, GPT-NeoX, Falcon)
@@ -274,6 +282,15 @@ class TransformerArch:
     value heads x key size x value size and the convolution's last inputs: a fixed size, no KV
     cache. The remaining `attention_layers` attend as usual; `attention_output_gate` doubles
     their query projection with a sigmoid gate on the attention output (Qwen3-Next's).
+
+    Mamba-2 layers (`linear_kind` 'mamba2': Granite 4.0-H) fill the same fields with the same
+    shapes: `linear_value_heads` SSM heads of `linear_value_head_dim` channels (the inputs x,
+    expand x hidden in all), `linear_key_heads` groups of B and C of `linear_key_head_dim` (the
+    state size), one step size a head; the state is heads x head size x state size, the
+    convolution runs over x, B and C. One `in_proj` makes the gate z, x, B, C and the step sizes
+    (`linear_proj_bias`), the convolution has a bias (`linear_conv_bias`), a gated RMSNorm of
+    expand x hidden precedes `out_proj`, and A, D and the step bias are one number a head. The
+    chunk length of the chunked scan is `linear_chunk` (0: the kind's transformers default).
 
     `residual_dropout`: a decoder's dropout on its blocks' attention and MLP outputs in training
     (GPT-2's and GPT-BigCode's `resid_pdrop`); None for its family's default
@@ -334,6 +351,10 @@ class TransformerArch:
     linear_key_head_dim: int = 0
     linear_value_head_dim: int = 0
     linear_conv_kernel: int = 0
+    linear_kind: str = "gated_deltanet"
+    linear_chunk: int = 0
+    linear_conv_bias: bool = False
+    linear_proj_bias: bool = False
     attention_output_gate: bool = False
 
     def __post_init__(self) -> None:
@@ -394,6 +415,13 @@ class TransformerArch:
 
     def _check_linear_attention(self) -> None:
         """Linear-attention layers are some of the layers, with every size of theirs given."""
+        if self.linear_kind not in LINEAR_KINDS:
+            raise FitbenchError(
+                f"unknown linear-attention kind '{self.linear_kind}'",
+                f"use one of {', '.join(LINEAR_KINDS)}",
+                message_zh=f"未知的线性注意力类型 '{self.linear_kind}'",
+                hint_zh=f"请使用 {'、'.join(LINEAR_KINDS)} 之一",
+            )
         if not self.linear_layers:
             return
         if self.linear_layers > self.num_layers:
@@ -465,6 +493,7 @@ class TransformerArch:
             "linear_key_head_dim",
             "linear_value_head_dim",
             "linear_conv_kernel",
+            "linear_chunk",
         ):
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -685,10 +714,13 @@ class TransformerArch:
 
     def linear_attention_linears(self) -> list[tuple[str, int, int]]:
         """(name, in, out) of one linear-attention block's matrices (Qwen3.5's names; Qwen3-Next
-        fuses in_proj_qkv with in_proj_z and in_proj_b with in_proj_a, the same weights)."""
+        fuses in_proj_qkv with in_proj_z and in_proj_b with in_proj_a, the same weights; a Mamba-2
+        layer's in_proj makes z, x, B, C and the step sizes at once)."""
         if not self.linear_layers:
             return []
         h, heads, values = self.hidden_size, self.linear_value_heads, self.linear_value_dim
+        if self.linear_kind == "mamba2":
+            return [("in_proj", h, values + self.linear_conv_dim + heads), ("out_proj", values, h)]
         return [
             ("in_proj_qkv", h, self.linear_conv_dim),
             ("in_proj_z", h, values),
@@ -699,12 +731,25 @@ class TransformerArch:
 
     def linear_attention_params(self) -> int:
         """One linear-attention block's mixer: its matrices, the depthwise convolution (no bias),
-        the decay's A_log and dt_bias per value head, and the gated norm's weight of value size."""
+        the decay's A_log and dt_bias per value head, and the gated norm's weight of value size.
+        A Mamba-2 layer: its two matrices and their biases, the convolution and its bias, A_log,
+        D and dt_bias per head, and the gated norm over all heads' channels."""
         if not self.linear_layers:
             return 0
         weights = sum(fin * fout for _, fin, fout in self.linear_attention_linears())
         conv = self.linear_conv_dim * self.linear_conv_kernel
+        if self.linear_kind == "mamba2":
+            outputs = sum(fout for _, _, fout in self.linear_attention_linears())
+            biases = outputs if self.linear_proj_bias else 0
+            conv += self.linear_conv_dim if self.linear_conv_bias else 0
+            return weights + biases + conv + 3 * self.linear_value_heads + self.linear_value_dim
         return weights + conv + 2 * self.linear_value_heads + self.linear_value_head_dim
+
+    @property
+    def linear_chunk_size(self) -> int:
+        """Tokens a chunk of the linear-attention layers' chunked scan: `linear_chunk`, or the
+        kind's transformers default."""
+        return self.linear_chunk or LINEAR_CHUNK_DEFAULTS[self.linear_kind]
 
     def is_linear_attention_layer(self, i: int) -> bool:
         """Block i mixes by linear attention: every block but each k-th, k = layers / attention

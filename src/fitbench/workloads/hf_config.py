@@ -164,7 +164,6 @@ STATE_SPACE_TYPES = {
     "zamba": "Zamba",
     "zamba2": "Zamba2",
     "nemotron-h": "Nemotron-H",
-    "granitemoehybrid": "Granite 4",
     "lfm2": "LFM2",
     "lfm2-moe": "LFM2-MoE",
     "rwkv": "RWKV",
@@ -1150,6 +1149,91 @@ def _qwen3_5_moe_text(r: ConfigReader) -> TransformerArch:
     )
 
 
+MAMBA_LAYER_NAMES = ("mamba", "linear_attention")
+ATTENTION_LAYER_NAMES = ("attention", "full_attention")
+
+
+def _mamba2_layers(r: ConfigReader) -> dict[str, Any]:
+    """Granite 4.0-H's Mamba-2 layers (TransformerArch.linear_layers, linear_kind 'mamba2'): those
+    `layer_types` names 'mamba' (or 'linear_attention', transformers' newer name), all of them
+    without the key (the config class's default); the sizes under their config names, with
+    GraniteMoeHybridConfig's defaults. No Mamba-2 layer leaves a plain decoder (Granite 4.0 Micro)."""
+    layers = r.int(*LAYERS, maximum=MAX_LAYERS)
+    types = r.data.get("layer_types", r.data.get("layers_block_type"))
+    if types is None:
+        mamba = layers
+    else:
+        known = MAMBA_LAYER_NAMES + ATTENTION_LAYER_NAMES
+        if not isinstance(types, list) or len(types) != layers or not all(t in known for t in types):
+            raise r.error(
+                f"'layer_types' must list 'mamba' or 'attention' for each of the {layers} layers, "
+                f"got {show(types)}",
+                message_zh=(
+                    f"'layer_types' 必须为 {layers} 层中的每一层列出 'mamba' 或 'attention',"
+                    f"实际为 {show(types, 'zh')}"
+                ),
+            )
+        mamba = sum(t in MAMBA_LAYER_NAMES for t in types)
+    if not mamba:
+        return {}
+    hidden = r.int(*HIDDEN)
+    heads = r.int("mamba_n_heads", default=128)
+    inner = r.int("mamba_expand", default=2) * hidden
+    head_dim = r.data.get("mamba_d_head", "auto")
+    head_dim = inner // heads if head_dim == "auto" else r.int("mamba_d_head")
+    if heads * head_dim != inner:
+        raise r.error(
+            f"mamba_n_heads {heads} x mamba_d_head {head_dim} must equal "
+            f"mamba_expand x hidden_size ({inner})",
+            "check the Mamba sizes against the model's original config.json",
+            message_zh=(
+                f"mamba_n_heads {heads} x mamba_d_head {head_dim} 必须等于 "
+                f"mamba_expand x hidden_size({inner})"
+            ),
+            hint_zh="请对照模型原始的 config.json 核对 Mamba 尺寸",
+        )
+    return dict(
+        linear_layers=mamba,
+        linear_kind="mamba2",
+        linear_key_heads=r.int("mamba_n_groups", default=1),
+        linear_key_head_dim=r.int("mamba_d_state", default=256),
+        linear_value_heads=heads,
+        linear_value_head_dim=head_dim,
+        linear_conv_kernel=r.int("mamba_d_conv", default=4),
+        linear_chunk=r.int("mamba_chunk_size", default=256),
+        linear_conv_bias=r.flag("mamba_conv_bias", True),
+        linear_proj_bias=r.flag("mamba_proj_bias", False),
+    )
+
+
+def _granitemoehybrid(r: ConfigReader) -> TransformerArch:
+    """Granite 4.0 (`granitemoehybrid`): Mamba-2 layers among attention ones (`_mamba2_layers`;
+    none in Granite 4.0 Micro), every layer an MLP of `shared_intermediate_size` (input_linear
+    makes gate and up at once) plus, with `num_local_experts` > 0, Granite MoE's experts of
+    `intermediate_size` behind an unbiased top-k router. Rotary positions only where
+    `position_embedding_type` is 'rope' (the hybrids use none); the multipliers are scalars."""
+    shared = r.int("shared_intermediate_size", default=1024)
+    experts = r.int("num_local_experts", default=8, minimum=0)
+    moe: dict[str, Any] = {}
+    if experts:
+        moe = dict(
+            num_experts=experts,
+            experts_per_token=r.int("num_experts_per_tok", default=2, maximum=experts),
+            expert_intermediate_size=r.int("intermediate_size", default=11008),
+            shared_intermediate_size=shared,
+        )
+    position = "rotary" if r.data.get("position_embedding_type") == "rope" else "none"
+    return _decoder(
+        r,
+        mlp_bias=False,
+        ffn_default=shared,
+        position=position,
+        **({"intermediate_size": shared} if not experts else {}),
+        **_mamba2_layers(r),
+        **moe,
+    )
+
+
 def _olmoe(r: ConfigReader) -> TransformerArch:
     """OLMoE: experts of `intermediate_size`, RMSNorms over all query and key heads."""
     moe = _experts(r, count=EXPERTS, top_k=("num_experts_per_tok",), width=("intermediate_size",))
@@ -1586,6 +1670,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "hunyuan-v1-dense": _hunyuan_dense,
     "hunyuan-v1-moe": _hunyuan_moe,
     "granitemoe": _granitemoe,
+    "granitemoehybrid": _granitemoehybrid,
     "granitemoeshared": _granitemoe,
     "dots1": _dots1,
     "arcee": _arcee,

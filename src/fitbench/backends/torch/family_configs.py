@@ -478,6 +478,62 @@ def _granitemoe(arch: TransformerArch) -> dict[str, Any]:
     return fields
 
 
+def _granitemoehybrid(arch: TransformerArch) -> dict[str, Any]:
+    """Granite 4.0: Mamba-2 layers in the estimator's placement (TransformerArch.
+    is_linear_attention_layer) among attention ones, every layer a shared MLP, experts beside it
+    where the model has them; rotary positions or none."""
+    _require(
+        arch,
+        not arch.mlp_bias and arch.qk_norm == "none" and not arch.sliding_layers,
+        "biases, norms or windows Granite 4.0 does not have",
+        "Granite 4.0 没有的偏置、归一化或滑动窗口",
+    )
+    _require_one_attention_bias(arch)
+    fields = dict(
+        llama_sizes(arch),
+        attention_bias=arch.qkv_bias,
+        position_embedding_type="rope" if arch.position == "rotary" else "nope",
+        layer_types=[
+            "mamba" if arch.is_linear_attention_layer(i) else "attention" for i in range(arch.num_layers)
+        ],
+    )
+    if arch.is_moe:
+        _require(
+            arch,
+            arch.moe_layers == arch.num_layers and arch.shared_intermediate_size > 0,
+            "dense layers or no shared MLP",
+            "稠密层或没有共享 MLP",
+        )
+        fields.update(
+            intermediate_size=arch.expert_intermediate_size,
+            shared_intermediate_size=arch.shared_intermediate_size,
+            num_local_experts=arch.num_experts,
+            num_experts_per_tok=arch.experts_per_token,
+        )
+    else:
+        fields.update(shared_intermediate_size=arch.intermediate_size, num_local_experts=0)
+    if not arch.linear_layers:  # sizes the config validates even with no Mamba-2 layer
+        return dict(fields, mamba_n_heads=1, mamba_d_head=2 * arch.hidden_size, mamba_expand=2)
+    _require(
+        arch,
+        arch.linear_kind == "mamba2" and arch.linear_value_dim % arch.hidden_size == 0,
+        "linear layers other than Mamba-2 ones of a whole expansion",
+        "非 Mamba-2 的线性层,或扩展倍数不是整数",
+    )
+    return dict(
+        fields,
+        mamba_n_heads=arch.linear_value_heads,
+        mamba_d_head=arch.linear_value_head_dim,
+        mamba_expand=arch.linear_value_dim // arch.hidden_size,
+        mamba_n_groups=arch.linear_key_heads,
+        mamba_d_state=arch.linear_key_head_dim,
+        mamba_d_conv=arch.linear_conv_kernel,
+        mamba_chunk_size=arch.linear_chunk_size,
+        mamba_conv_bias=arch.linear_conv_bias,
+        mamba_proj_bias=arch.linear_proj_bias,
+    )
+
+
 def _dots1(arch: TransformerArch) -> dict[str, Any]:
     """dots.llm1: Qwen3's attention, dense layers, then routed and shared experts (one routing
     group); the windowed layers are the last ones."""
@@ -738,6 +794,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "gpt_bigcode": ("gpt_bigcode", _gpt_bigcode),
     "granitemoe": ("granitemoe", _granitemoe),
     "granitemoeshared": ("granitemoeshared", _granitemoe),
+    "granitemoehybrid": ("granitemoehybrid", _granitemoehybrid),
     "dots1": ("dots1", _dots1),
 }
 

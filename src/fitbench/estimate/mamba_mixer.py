@@ -1,0 +1,165 @@
+"""Mamba-2 layers (Granite 4.0-H): what transformers' PyTorch code for them keeps, moves,
+launches and calls.
+
+transformers runs these layers through mamba-ssm's and causal-conv1d's kernels where those
+packages are installed, and through its own PyTorch reference code otherwise: the chunked scan
+of state-space duality (`mamba2_chunk_scan`) over a prompt or a training step, one recurrent
+step (`mamba2_selective_state_update`) in a decode step. fitbench models the PyTorch code, which
+is what `pip install transformers` runs and what `fitbench run` measures where the packages are
+absent. It decides the answer in ways a FLOP count would not:
+
+* The scan is written over whole tensors, with no loop: a fixed number of calls and kernels a
+  layer whatever the length (FORWARD_CALLS, FORWARD_LAUNCHES), unlike Gated DeltaNet's chunk loop.
+* Its arithmetic is FP32 (the code upcasts x, B and C), and it materialises per chunk the
+  CHUNK x CHUNK decay and score matrices of every head (`segment_sum`'s masked cumulative sums,
+  their exponential, C.B and their product): bytes per token and head that grow with the chunk
+  length (256 in Granite 4.0), which dominate the layer's traffic and what a training step saves.
+  At 4,096 tokens one Granite 4.0-H-Small layer keeps ~4.5 GB for backward.
+* A decode step reads and writes the FP32 state (heads x head size x state size per layer and
+  sequence) DECODE_STATE_BYTES bytes an element: the discretised decay, input and their sum are
+  state-sized tensors, then the cache's copy.
+
+The figures are counted on the real module (transformers 5.24, `GraniteMoeHybridMambaLayer`, no
+mamba-ssm) with the modes of benchmarks/linear_attention_counts.py (kernels: every aten
+operation but views and the projections' and convolution's products; bytes: each operation's
+inputs and output; saved: the tensors autograd keeps, less the weights and the layer's input;
+calls: Python-level torch calls less attribute reads) at several head counts, head sizes, state
+sizes, group counts, chunk lengths and lengths (`--mixer mamba2`). Per token they are linear in
+the head size, the state size, the chunk length and the state over the chunk length, which is
+how they are written here (within 1.5 % of every count; 16-bit activations); the scan's tensors
+are padded to whole chunks, the projections' and the gated norm's are not.
+tests/unit/test_mamba_mixer.py counts the module again on the CPU and holds these formulas to it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from fitbench.estimate.segments import Kernel
+
+if TYPE_CHECKING:
+    from fitbench.estimate.dtypes import ActivationDtypes
+    from fitbench.workloads.arch import TransformerArch
+
+# Bytes per token and head over the scan's padded tokens: per channel of the head (p), per state
+# dimension (n), per position of a chunk (l) and per element of the state over the chunk length
+# (p n / l: the chunk states); per real token and head: per channel and one scalar (the step
+# size); per real token and group: per state dimension (B and C before they are repeated to the
+# heads). Forward bytes moved, bytes saved for backward, backward bytes moved.
+FORWARD = {"padded": (78.0, 90.0, 52.0, 32.0), "tokens": (100.0, 71.0), "groups": 23.0}
+SAVED = {"padded": (22.6, 20.3, 12.0, 8.2), "tokens": (25.8, 18.4), "groups": 8.7}
+BACKWARD = {"padded": (147.0, 125.0, 95.0, 46.0), "tokens": (200.0, 306.0), "groups": 48.0}
+
+# A prompt's working set under no_grad: the scan's locals stay referenced until it returns (per
+# padded token and head, the same four terms; peak of the live tensors, counted).
+PREFILL_TRANSIENT = (35.4, 15.4, 11.8, 3.7)
+
+# The backward's scratch: the gradients of the chunk matrices (decay, scores and their product:
+# three FP32 tensors of CHUNK a token and head) and of the FP32 x, B and C, alive together at
+# the scan's start (read from the code's structure, not measured).
+BACKWARD_TRANSIENT_BYTES = 4.0
+
+# Kernels of a forward and a backward with 16-bit and FP32 activations (the casts), the
+# depthwise convolution included (its product is the mixer's, the two projections the block's).
+FORWARD_LAUNCHES = {True: 78.0, False: 70.0}
+BACKWARD_LAUNCHES = {True: 119.0, False: 107.0}
+
+# Python-level torch calls of the mixer besides its two projections: a training forward, and a
+# prompt with the cache (its state writes); a decode step's, its projections included.
+FORWARD_CALLS = 118.0
+PREFILL_CALLS = 123.0
+DECODE_CALLS = 79.0
+PROJECTION_CALLS = 2.0
+
+# A decode step's bytes per FP32 state element (counted: 66 in 16-bit, 72 in FP32, ~17 passes
+# of 4 bytes) and per channel (x, z, the gated norm: heads x head size), and its kernels.
+DECODE_STATE_BYTES = 68.0
+DECODE_CHANNEL_BYTES = {True: 150.0, False: 244.0}
+DECODE_LAUNCHES = {True: 34.0, False: 28.0}
+
+
+def padded_tokens(arch: TransformerArch, seq: int) -> int:
+    """Tokens of one `seq`-token sequence once padded to whole chunks."""
+    chunk = arch.linear_chunk_size
+    return max(1, math.ceil(seq / chunk)) * chunk
+
+
+def _per_token(arch: TransformerArch, seq: int, table: dict[str, tuple[float, ...] | float]) -> float:
+    """Bytes per real token of a `seq`-token sequence by one of the tables above."""
+    p, n, chunk = arch.linear_value_head_dim, arch.linear_key_head_dim, arch.linear_chunk_size
+    per_channel, per_state, per_position, per_chunk_state = table["padded"]  # type: ignore[misc]
+    scan = per_channel * p + per_state * n + per_position * chunk + per_chunk_state * p * n / chunk
+    per_head_channel, per_head = table["tokens"]  # type: ignore[misc]
+    heads = arch.linear_value_heads
+    pad = padded_tokens(arch, seq) / seq
+    groups = arch.linear_key_heads * n * float(table["groups"])  # type: ignore[arg-type]
+    return heads * (pad * scan + per_head_channel * p + per_head) + groups
+
+
+def saved_bytes_per_token(arch: TransformerArch, seq: int | None = None) -> float:
+    """Bytes one Mamba-2 mixer saves for backward per token of a `seq`-token sequence (None: a
+    whole number of chunks); its input, the norm's output, is the block's."""
+    return _per_token(arch, seq or arch.linear_chunk_size, SAVED)
+
+
+def prefill_transient_bytes_per_token(arch: TransformerArch, seq: int) -> float:
+    """The scan's working set per token of a `seq`-token prompt under no_grad (PREFILL_TRANSIENT)."""
+    p, n, chunk = arch.linear_value_head_dim, arch.linear_key_head_dim, arch.linear_chunk_size
+    a, b, c, d = PREFILL_TRANSIENT
+    per_head = a * p + b * n + c * chunk + d * p * n / chunk
+    return arch.linear_value_heads * per_head * padded_tokens(arch, seq) / seq
+
+
+def backward_transient_bytes_per_token(arch: TransformerArch) -> float:
+    """Scratch of one Mamba-2 mixer's backward per token (BACKWARD_TRANSIENT_BYTES)."""
+    p, n = arch.linear_value_head_dim, arch.linear_key_head_dim
+    return BACKWARD_TRANSIENT_BYTES * arch.linear_value_heads * (3 * arch.linear_chunk_size + p + 2 * n)
+
+
+def prefill_extra_calls(arch: TransformerArch, prompt: int) -> float:
+    """Calls a prompt issues in the Mamba-2 layers beyond a decode step's (the scan has no loop:
+    the same at any `prompt`)."""
+    return arch.linear_layers * (PREFILL_CALLS + PROJECTION_CALLS - DECODE_CALLS)
+
+
+def mixer_kernel(
+    arch: TransformerArch, dt: ActivationDtypes, batch: int, seq: int, *, decode: bool, training: bool
+) -> Kernel:
+    """The mixer of every Mamba-2 layer of one forward (its two projections are GEMMs of the
+    block: TransformerArch.linear_attention_linears): the chunked scan over `seq` tokens, or with
+    `decode` the recurrent step of one token per sequence against the kept state."""
+    half = dt.act < 4
+    recurrent, conv = arch.linear_state_elements()
+    if decode:
+        channels = arch.linear_value_dim
+        return Kernel(
+            name="linear_attention",
+            kind="memory",
+            flops=0.0,
+            bytes=batch
+            * (DECODE_STATE_BYTES * recurrent + DECODE_CHANNEL_BYTES[half] * channels + 2.0 * conv * dt.act),
+            count=arch.linear_layers,
+            ops=0.0,  # a decode step's host work is generate_ops' count of its calls
+            launches=DECODE_LAUNCHES[half],
+        )
+    tokens = batch * seq
+    padded = batch * padded_tokens(arch, seq)
+    p, n, chunk = arch.linear_value_head_dim, arch.linear_key_head_dim, arch.linear_chunk_size
+    # FP32 products per padded token and head: C.B over the chunk, the scores times x, the chunk
+    # states (B x) and their read-out (C times the states)
+    flops = padded * arch.linear_value_heads * (2 * chunk * n + 2 * chunk * p + 4 * p * n)
+    calls = FORWARD_CALLS if training else PREFILL_CALLS
+    return Kernel(
+        name="linear_attention",
+        kind="memory",
+        flops=float(flops),
+        bytes=tokens * _per_token(arch, seq, FORWARD),
+        count=arch.linear_layers,
+        ops=calls,
+        tensor_ops=calls,
+        compute="fp32",
+        launches=FORWARD_LAUNCHES[half],
+        backward_bytes=tokens * _per_token(arch, seq, BACKWARD),
+        backward_launches=BACKWARD_LAUNCHES[half],
+    )
