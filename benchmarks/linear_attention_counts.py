@@ -340,6 +340,7 @@ def decode_calls() -> None:
         shared_intermediate_size=128,
     )
     granite_moe = dict(num_local_experts=8, num_experts_per_tok=2, intermediate_size=32)
+    bamba = {k: v for k, v in mamba.items() if k != "shared_intermediate_size"} | {"intermediate_size": 128}
     families = {
         "qwen3_5_text": (transformers.Qwen3_5TextConfig, transformers.Qwen3_5ForCausalLM, sizes, {}),
         "qwen3_5_moe_text": (
@@ -361,15 +362,17 @@ def decode_calls() -> None:
             mamba,
             granite_moe,
         ),
+        "bamba": (transformers.BambaConfig, transformers.BambaForCausalLM, bamba, {}),
     }
     print(f"transformers {transformers.__version__}")
     for name, (config_class, model_class, family_sizes, extra) in families.items():
         full, linear = ("attention", "mamba") if "mamba_n_heads" in family_sizes else (FULL, LINEAR)
         counted, estimated = {}, {}
         for types in ([full], [full, linear], [full, full]):
-            config = config_class(
-                **family_sizes, **extra, num_hidden_layers=len(types), layer_types=list(types)
-            )
+            kinds: dict[str, Any] = {"layer_types": list(types)}
+            if config_class is transformers.BambaConfig:  # attention where its indices say
+                kinds = {"attn_layer_indices": [i for i, t in enumerate(types) if t == full]}
+            config = config_class(**family_sizes, **extra, num_hidden_layers=len(types), **kinds)
             torch.manual_seed(0)
             counted[len(types), types[-1]] = forward_calls(model_class(config).eval())
             arch = arch_of(config)

@@ -79,8 +79,10 @@ def _shrunk(config: dict[str, Any]) -> dict[str, Any]:
 def _mamba_layer_types(config: dict[str, Any], shrunk: dict[str, Any]) -> dict[str, Any]:
     """A Granite 4.0 file's layer kinds at the tiny layer count (its class makes every layer a
     Mamba-2 one without the list): the first layer attends, the others keep the file's kind (Mamba-2
-    wherever the file has one, else attention)."""
+    wherever the file has one, else attention); Bamba's attention indices likewise."""
     types = config.get("layer_types")
+    if "mamba_n_heads" in config and "attn_layer_indices" in config:  # Bamba: the first layer attends
+        return {"attn_layer_indices": [0]}
     if "mamba_n_heads" not in config or not isinstance(types, list):
         return {}
     rest = "mamba" if "mamba" in types or "linear_attention" in types else "attention"

@@ -58,6 +58,7 @@ def test_every_family_has_a_library_model() -> None:
         "qwen3_5_text",
         "qwen3_5_moe_text",
         "granitemoehybrid",
+        "bamba",
     }
     assert covered >= set(FAMILIES) - {"gemma3", "glm4"} - unbundled
 
@@ -199,6 +200,13 @@ TINY_FAMILIES = [
         "num_local_experts": 0,
         "position_embedding_type": "rope",
         "layer_types": ["attention", "attention"],
+    },
+    {
+        **HUNYUAN,
+        "model_type": "bamba",
+        **{k: v for k, v in MAMBA.items() if k not in ("layer_types", "shared_intermediate_size")},
+        "attn_layer_indices": [1],
+        "mlp_bias": True,
     },
 ]
 

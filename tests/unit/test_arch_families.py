@@ -194,6 +194,15 @@ TINY: dict[str, dict[str, Any]] = {
         "position_embedding_type": "rope",
         "layer_types": ["attention"] * 4,
     },
+    "bamba": {
+        **BASE,
+        "model_type": "bamba",
+        "attn_layer_indices": [0, 3],
+        "mamba_n_heads": 8,
+        "mamba_d_state": 16,
+        "attention_bias": True,
+        "mlp_bias": True,
+    },
     "ernie4_5_moe": {
         **BASE,
         "model_type": "ernie4_5_moe",

@@ -126,6 +126,7 @@ BEFORE_PACK_GQA = CallCounts(
         "qwen3-5-moe-text": 12,
         "qwen3-next": -1,
         "granitemoehybrid": -14,
+        "bamba": 1,
         "qwen2": 3,
         "qwen3": 3,
         "cohere": 7,
@@ -161,6 +162,7 @@ BEFORE_PACK_GQA = CallCounts(
     family_layer={
         "qwen3-5-text": 19,
         "granitemoehybrid": 2,
+        "bamba": 6,
         "cohere": 2,
         "cohere2": 2,
         "deepseek-v2": 19,
@@ -208,6 +210,7 @@ BEFORE_PACK_GQA = CallCounts(
         "qwen3-5-moe-text": 32,
         "qwen3-next": 52,
         "granitemoehybrid": 60,
+        "bamba": 38,
     },
     unused_sliding_mask={"qwen2-moe": 31},
 )
@@ -223,6 +226,7 @@ FROM_PACK_GQA = CallCounts(
         "qwen3-5-moe-text": 18,
         "qwen3-next": 2,
         "granitemoehybrid": -9,
+        "bamba": 1,
         "cohere": 5,
         "cohere2": 11,
         "deepseek-v2": -4,
@@ -256,6 +260,7 @@ FROM_PACK_GQA = CallCounts(
     family_layer={
         "qwen3-5-text": 19,
         "granitemoehybrid": 2,
+        "bamba": 6,
         "cohere": 2,
         "cohere2": 2,
         "deepseek-v2": 19,
@@ -303,6 +308,7 @@ FROM_PACK_GQA = CallCounts(
         "qwen3-5-moe-text": 31,
         "qwen3-next": 51,
         "granitemoehybrid": 61,
+        "bamba": 39,
     },
     unused_sliding_mask={"qwen2-moe": 21},
 )

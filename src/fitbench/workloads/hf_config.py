@@ -159,7 +159,6 @@ STATE_SPACE_TYPES = {
     "mamba2": "Mamba-2",
     "falcon-mamba": "Falcon-Mamba",
     "jamba": "Jamba",
-    "bamba": "Bamba",
     "falcon-h1": "Falcon-H1",
     "zamba": "Zamba",
     "zamba2": "Zamba2",
@@ -1174,6 +1173,12 @@ def _mamba2_layers(r: ConfigReader) -> dict[str, Any]:
                 ),
             )
         mamba = sum(t in MAMBA_LAYER_NAMES for t in types)
+    return _mamba2_sizes(r, mamba)
+
+
+def _mamba2_sizes(r: ConfigReader, mamba: int) -> dict[str, Any]:
+    """`mamba` Mamba-2 layers with the sizes under their config names (Granite 4.0's and Bamba's
+    spelling), with the config classes' defaults."""
     if not mamba:
         return {}
     hidden = r.int(*HIDDEN)
@@ -1203,6 +1208,27 @@ def _mamba2_layers(r: ConfigReader) -> dict[str, Any]:
         linear_chunk=r.int("mamba_chunk_size", default=256),
         linear_conv_bias=r.flag("mamba_conv_bias", True),
         linear_proj_bias=r.flag("mamba_proj_bias", False),
+    )
+
+
+def _bamba(r: ConfigReader) -> TransformerArch:
+    """Bamba: Mamba-2 layers (Granite 4.0-H's) but at `attn_layer_indices`, where layers attend
+    with half of each head rotated; every layer a SwiGLU MLP, biases by `attention_bias` and
+    `mlp_bias`."""
+    layers = r.int(*LAYERS, maximum=MAX_LAYERS)
+    indices = r.data.get("attn_layer_indices") or []
+    if not isinstance(indices, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in indices
+    ):
+        raise r.error(
+            f"'attn_layer_indices' must list layer numbers below {layers}, got {show(indices)}",
+            message_zh=f"'attn_layer_indices' 必须列出小于 {layers} 的层号,实际为 {show(indices, 'zh')}",
+        )
+    return _decoder(
+        r,
+        max_positions=262144,
+        mlp_bias=r.flag("mlp_bias", False),
+        **_mamba2_sizes(r, layers - len(set(indices))),
     )
 
 
@@ -1671,6 +1697,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "hunyuan-v1-moe": _hunyuan_moe,
     "granitemoe": _granitemoe,
     "granitemoehybrid": _granitemoehybrid,
+    "bamba": _bamba,
     "granitemoeshared": _granitemoe,
     "dots1": _dots1,
     "arcee": _arcee,

@@ -512,8 +512,14 @@ def _granitemoehybrid(arch: TransformerArch) -> dict[str, Any]:
         )
     else:
         fields.update(shared_intermediate_size=arch.intermediate_size, num_local_experts=0)
-    if not arch.linear_layers:  # sizes the config validates even with no Mamba-2 layer
-        return dict(fields, mamba_n_heads=1, mamba_d_head=2 * arch.hidden_size, mamba_expand=2)
+    return dict(fields, **_mamba2_sizes(arch))
+
+
+def _mamba2_sizes(arch: TransformerArch) -> dict[str, Any]:
+    """The Mamba-2 layers' sizes in Granite 4.0's and Bamba's spelling (with none, sizes the
+    config validates)."""
+    if not arch.linear_layers:
+        return dict(mamba_n_heads=1, mamba_d_head=2 * arch.hidden_size, mamba_expand=2)
     _require(
         arch,
         arch.linear_kind == "mamba2" and arch.linear_value_dim % arch.hidden_size == 0,
@@ -521,7 +527,6 @@ def _granitemoehybrid(arch: TransformerArch) -> dict[str, Any]:
         "非 Mamba-2 的线性层,或扩展倍数不是整数",
     )
     return dict(
-        fields,
         mamba_n_heads=arch.linear_value_heads,
         mamba_d_head=arch.linear_value_head_dim,
         mamba_expand=arch.linear_value_dim // arch.hidden_size,
@@ -531,6 +536,25 @@ def _granitemoehybrid(arch: TransformerArch) -> dict[str, Any]:
         mamba_chunk_size=arch.linear_chunk_size,
         mamba_conv_bias=arch.linear_conv_bias,
         mamba_proj_bias=arch.linear_proj_bias,
+    )
+
+
+def _bamba(arch: TransformerArch) -> dict[str, Any]:
+    """Bamba: Mamba-2 layers and attention ones (at attn_layer_indices, in the estimator's
+    placement), a SwiGLU MLP in every layer."""
+    _require(
+        arch,
+        not arch.is_moe and arch.qk_norm == "none" and not arch.sliding_layers and arch.position == "rotary",
+        "experts, norms, windows or positions Bamba does not have",
+        "Bamba 没有的专家、归一化、滑动窗口或位置编码",
+    )
+    _require_one_attention_bias(arch)
+    return dict(
+        llama_sizes(arch),
+        attention_bias=arch.qkv_bias,
+        mlp_bias=arch.mlp_bias,
+        attn_layer_indices=[i for i in range(arch.num_layers) if not arch.is_linear_attention_layer(i)],
+        **_mamba2_sizes(arch),
     )
 
 
@@ -795,6 +819,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "granitemoe": ("granitemoe", _granitemoe),
     "granitemoeshared": ("granitemoeshared", _granitemoe),
     "granitemoehybrid": ("granitemoehybrid", _granitemoehybrid),
+    "bamba": ("bamba", _bamba),
     "dots1": ("dots1", _dots1),
 }
 
