@@ -34,7 +34,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set hostbound   # host-bound training steps, before the tensor-call share
     python benchmarks/accuracy.py --set hybrid      # Qwen3.5 / Qwen3-Next linear attention, never run before
     python benchmarks/accuracy.py --set hybridcheck # the same families on other shapes, after the first run
-    python benchmarks/accuracy.py --set granite     # Granite 4.0's Mamba-2 hybrids, never run before
+    python benchmarks/accuracy.py --set granite     # Granite 4.0 and Bamba Mamba-2 hybrids, never run
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -2130,10 +2130,25 @@ HYBRID_FOLLOWUP: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
-# Granite 4.0's Mamba-2 hybrids (and the attention-only Granite 4.0 layout of the same class),
-# written down before any of them ran on a GPU: decode at batch 1-16, a long prompt (the scan's
-# working set), full training with AdamW in bf16 and AMP, an MoE hybrid's step.
+# Granite 4.0's Mamba-2 hybrids (and the attention-only Granite 4.0 layout of the same class), and
+# Bamba's, written down before any of them ran on a GPU: decode at batch 1-16, a long prompt (the
+# scan's working set), full training with AdamW in bf16 and AMP, an MoE hybrid's step.
 GRANITE_CHECK: list[tuple[str, dict[str, Any]]] = [
+    (
+        "bamba-9b-shape.json",
+        {"precision": "bf16", "batch_size": 2, "prompt_tokens": 1024, "new_tokens": 64, "num_layers": 16},
+    ),
+    (
+        "bamba-9b-shape.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 1,
+            "seq_len": 1024,
+            "num_layers": 4,
+        },
+    ),
     (
         "granite-4.0-h-micro-shape.json",
         {"precision": "bf16", "batch_size": 1, "prompt_tokens": 512, "new_tokens": 64},
@@ -2693,8 +2708,8 @@ def main(argv: list[str] | None = None) -> int:
         "backward was recounted, written before they ran) or hostbound (host-bound training steps, "
         "written before the tensor-level calls' host share was set) or hybrid (Qwen3.5 and Qwen3-Next "
         "linear attention, written before they ran) or hybridcheck (the same on other shapes, written "
-        "after the first run, before they ran) or granite (Granite 4.0's Mamba-2 hybrids, written before "
-        "they ran)",
+        "after the first run, before they ran) or granite (Granite 4.0's and Bamba's Mamba-2 hybrids, "
+        "written before they ran)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
