@@ -186,7 +186,11 @@ def tuned_generation_gaps(arch: object, lang: str = "en") -> str:
         (position != "rotary", f"{position} positions", f"{position} 位置编码"),
         (getattr(arch, "is_moe", False), "experts", "专家层"),
         (getattr(arch, "is_mla", False), "latent attention", "潜在注意力"),
-        (bool(getattr(arch, "linear_layers", 0)), "linear-attention layers", "线性注意力层"),
+        (
+            bool(getattr(arch, "linear_layers", 0)),
+            "linear-attention or Mamba-2 layers",
+            "线性注意力层或 Mamba-2 层",
+        ),
         (getattr(arch, "qk_norm", "none") != "none", "query/key norms", "query/key 归一化"),
         (norms != 2, f"{norms} norms a block", f"每块 {norms} 个归一化层"),
         (getattr(arch, "parallel_block", False), "parallel attention and MLP", "并行的注意力与 MLP"),

@@ -181,10 +181,12 @@ class Workload:
                 hint_zh="请在编码器或解码器工作负载上配合 --mode train 使用",
             )
         if self.peft is not None and getattr(self.arch, "linear_layers", 0):
+            mamba = getattr(self.arch, "linear_kind", "") == "mamba2"
+            kind, kind_zh = ("Mamba-2", "Mamba-2 ") if mamba else ("linear-attention", "线性注意力")
             raise FitbenchError(
-                f"--peft {self.peft} is not modelled for models with linear-attention layers yet",
+                f"--peft {self.peft} is not modelled for models with {kind} layers yet",
                 "estimate full fine-tuning (drop --peft) or inference",
-                message_zh=f"含线性注意力层的模型尚未建模 --peft {self.peft}",
+                message_zh=f"含{kind_zh}层的模型尚未建模 --peft {self.peft}",
                 hint_zh="请估算全量微调(去掉 --peft)或推理",
             )
 
