@@ -96,13 +96,13 @@ DECODE_CALLS = 96.0
 PROJECTION_CALLS = 5.0
 
 
-def prefill_extra_calls(arch: TransformerArch, prompt: int) -> float:
+def prefill_extra_calls(arch: TransformerArch, prompt: int, release: str | None = None) -> float:
     """Calls a `prompt`-token prefill issues in the linear-attention layers beyond a decode step's
     (generate_ops.decode_step_calls, which the prefill's host time starts from)."""
     if not arch.linear_layers:
         return 0.0
     if arch.linear_kind == "mamba2":
-        return mamba_mixer.prefill_extra_calls(arch, prompt)
+        return mamba_mixer.prefill_extra_calls(arch, prompt, release)
     prefill = PREFILL_CALLS + PROJECTION_CALLS + CHUNK_CALLS * chunks(prompt)
     return arch.linear_layers * (prefill - DECODE_CALLS)
 
@@ -134,12 +134,12 @@ def _state_per_chunk_position(arch: TransformerArch) -> float:
     return arch.linear_key_head_dim * arch.linear_value_head_dim / CHUNK
 
 
-def saved_bytes_per_token(arch: TransformerArch, seq: int | None = None) -> float:
+def saved_bytes_per_token(arch: TransformerArch, seq: int | None = None, release: str | None = None) -> float:
     """Bytes one linear-attention mixer saves for backward per token of a `seq`-token sequence
     (None: a whole number of chunks); its input, the norm's output, is the block's
     (decoder_linear_inputs_saved_bytes_per_token)."""
     if arch.linear_kind == "mamba2":
-        return mamba_mixer.saved_bytes_per_token(arch, seq)
+        return mamba_mixer.saved_bytes_per_token(arch, seq, release)
     pad = 1.0 if seq is None else chunks(seq) * CHUNK / seq
     dk, dv = arch.linear_key_head_dim, arch.linear_value_head_dim
     widths = (1.0 + PADDED_SHARE * (pad - 1.0)) * (SAVED_PER_KEY_DIM * dk + SAVED_PER_VALUE_DIM * dv)
@@ -147,12 +147,12 @@ def saved_bytes_per_token(arch: TransformerArch, seq: int | None = None) -> floa
     return arch.linear_value_heads * (widths + chunked)
 
 
-def prefill_transient_bytes_per_token(arch: TransformerArch, seq: int) -> float:
+def prefill_transient_bytes_per_token(arch: TransformerArch, seq: int, release: str | None = None) -> float:
     """The chunked rule's working set per token of a `seq`-token prompt under no_grad: its FP32
     copies, decay and score matrices stay referenced until the function returns, the same
     tensors the training step saves."""
     if arch.linear_kind == "mamba2":
-        return mamba_mixer.prefill_transient_bytes_per_token(arch, seq)
+        return mamba_mixer.prefill_transient_bytes_per_token(arch, seq, release)
     return saved_bytes_per_token(arch, seq)
 
 
@@ -162,11 +162,13 @@ def prefill_transient_bytes_per_token(arch: TransformerArch, seq: int) -> float:
 BACKWARD_TRANSIENT_BYTES = 6.0
 
 
-def backward_transient_bytes_per_token(arch: TransformerArch) -> float:
+def backward_transient_bytes_per_token(
+    arch: TransformerArch, seq: int | None = None, release: str | None = None
+) -> float:
     """Scratch of one linear-attention mixer's backward per token (BACKWARD_TRANSIENT_BYTES; read
     from the code's structure, not measured)."""
     if arch.linear_kind == "mamba2":
-        return mamba_mixer.backward_transient_bytes_per_token(arch)
+        return mamba_mixer.backward_transient_bytes_per_token(arch, seq, release)
     dk, dv = arch.linear_key_head_dim, arch.linear_value_head_dim
     return BACKWARD_TRANSIENT_BYTES * arch.linear_value_heads * (3 * dk + 2 * dv + CHUNK)
 
@@ -177,13 +179,22 @@ def _calls(arch: TransformerArch, first: float, n: int) -> float:
 
 
 def mixer_kernel(
-    arch: TransformerArch, dt: ActivationDtypes, batch: int, seq: int, *, decode: bool, training: bool
+    arch: TransformerArch,
+    dt: ActivationDtypes,
+    batch: int,
+    seq: int,
+    *,
+    decode: bool,
+    training: bool,
+    release: str | None = None,
 ) -> Kernel:
     """The mixer of every linear-attention layer of one forward (its projections are GEMMs of
     the block: TransformerArch.linear_attention_linears): the chunked rule over `seq` tokens, or
     with `decode` the recurrent step of one token per sequence against the kept state."""
     if arch.linear_kind == "mamba2":
-        return mamba_mixer.mixer_kernel(arch, dt, batch, seq, decode=decode, training=training)
+        return mamba_mixer.mixer_kernel(
+            arch, dt, batch, seq, decode=decode, training=training, release=release
+        )
     heads = arch.linear_value_heads
     recurrent, conv = arch.linear_state_elements()
     if decode:
@@ -234,10 +245,18 @@ def mixer_kernel(
 
 
 def mixer_kernels(
-    arch: TransformerArch, dt: ActivationDtypes, batch: int, seq: int, *, kv_len: int | None, training: bool
+    arch: TransformerArch,
+    dt: ActivationDtypes,
+    batch: int,
+    seq: int,
+    *,
+    kv_len: int | None,
+    training: bool,
+    release: str | None = None,
 ) -> list[Kernel]:
     """mixer_kernel for a forward over `seq` new tokens (`kv_len`: a decode step's context), none
-    for a model without linear-attention layers."""
+    for a model without linear-attention layers (`release`: the transformers release the mode
+    runs, which decides how a Mamba-2 scan contracts)."""
     if not arch.linear_layers:
         return []
-    return [mixer_kernel(arch, dt, batch, seq, decode=kv_len is not None, training=training)]
+    return [mixer_kernel(arch, dt, batch, seq, decode=kv_len is not None, training=training, release=release)]

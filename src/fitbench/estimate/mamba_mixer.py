@@ -29,6 +29,15 @@ the head size, the state size, the chunk length and the state over the chunk len
 how they are written here (within 1.5 % of every count; 16-bit activations); the scan's tensors
 are padded to whole chunks, the projections' and the gated norm's are not.
 tests/unit/test_mamba_mixer.py counts the module again on the CPU and holds these formulas to it.
+
+Releases before 5.18 (the reference stack's 5.17 among them; `release`, Profile.
+transformers_version) write the scan's four contractions as broadcast products summed afterwards
+(`(C[:, :, :, None] * B[:, :, None]).sum(-1)` and three more): each materialises an FP32 tensor
+of chunk x state (C.B), chunk x head size (the scores times x) or head size x state (the chunk
+states and their read-out) per token and head, 32 MB a token in a Granite 4.0-H-Micro layer.
+Nothing of them is saved, but they are the layer's working set: one product alive in the
+forward, about 2.3 of them in its backward, and their bytes (BROADCAST_PRODUCT_BYTES) dominate
+the layer's traffic. Counted on 5.17's module the same way (its figures in the BROADCAST tables).
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from fitbench.estimate.generate_ops import release as release_of
 from fitbench.estimate.segments import Kernel
 
 if TYPE_CHECKING:
@@ -50,6 +60,42 @@ if TYPE_CHECKING:
 FORWARD = {"padded": (78.0, 90.0, 52.0, 32.0), "tokens": (100.0, 71.0), "groups": 23.0}
 SAVED = {"padded": (22.6, 20.3, 12.0, 8.2), "tokens": (25.8, 18.4), "groups": 8.7}
 BACKWARD = {"padded": (147.0, 125.0, 95.0, 46.0), "tokens": (200.0, 306.0), "groups": 48.0}
+
+# transformers before 5.18: the same tables counted on 5.17's module (its broadcast products apart),
+# the bytes each product element moves forward (written, then read by its sum) and backward
+# (about three such passes), and the products alive at the layer's largest moment, forward and
+# backward, in the largest product's FP32 bytes (counted: 0.83-0.92 and 2.1-2.5).
+EINSUM_SINCE = (5, 18)
+BROADCAST_FORWARD = {"padded": (41.9, 64.9, 58.3, 58.0), "tokens": (116.8, 116.6), "groups": 18.2}
+BROADCAST_SAVED = {"padded": (17.1, 11.6, 12.4, 10.5), "tokens": (26.9, 12.6), "groups": 9.1}
+BROADCAST_BACKWARD = {"padded": (100.9, 130.8, 78.8, 113.8), "tokens": (221.6, 469.3), "groups": 41.2}
+BROADCAST_PRODUCT_BYTES = {"forward": 8.0, "backward": 24.0}
+BROADCAST_FORWARD_PRODUCTS = 0.9
+BROADCAST_BACKWARD_PRODUCTS = 2.3
+# Its calls: a training forward, a prompt, a decode step (projections as above).
+BROADCAST_CALLS = {"forward": 133.0, "prefill": 138.0, "decode": 77.0}
+
+
+def broadcasts(release: str | None) -> bool:
+    """Whether `release` (None: the newest) computes the scan's contractions as broadcast
+    products (before 5.18)."""
+    known = release_of(release)
+    return known is not None and known < EINSUM_SINCE
+
+
+def _product_elements(arch: TransformerArch) -> float:
+    """Elements the four broadcast products hold per padded token and head: C.B (chunk x state),
+    the scores times x (chunk x head size), the chunk states and their read-out (head size x
+    state, twice)."""
+    p, n, chunk = arch.linear_value_head_dim, arch.linear_key_head_dim, arch.linear_chunk_size
+    return chunk * n + chunk * p + 2 * p * n
+
+
+def _largest_product(arch: TransformerArch) -> float:
+    """Elements of the largest broadcast product per padded token and head."""
+    p, n, chunk = arch.linear_value_head_dim, arch.linear_key_head_dim, arch.linear_chunk_size
+    return max(chunk * n, chunk * p, p * n)
+
 
 # A prompt's working set under no_grad: the scan's locals stay referenced until it returns (per
 # padded token and head, the same four terms; peak of the live tensors, counted).
@@ -97,34 +143,61 @@ def _per_token(arch: TransformerArch, seq: int, table: dict[str, tuple[float, ..
     return heads * (pad * scan + per_head_channel * p + per_head) + groups
 
 
-def saved_bytes_per_token(arch: TransformerArch, seq: int | None = None) -> float:
+def saved_bytes_per_token(arch: TransformerArch, seq: int | None = None, release: str | None = None) -> float:
     """Bytes one Mamba-2 mixer saves for backward per token of a `seq`-token sequence (None: a
     whole number of chunks); its input, the norm's output, is the block's."""
-    return _per_token(arch, seq or arch.linear_chunk_size, SAVED)
+    table = BROADCAST_SAVED if broadcasts(release) else SAVED
+    return _per_token(arch, seq or arch.linear_chunk_size, table)
 
 
-def prefill_transient_bytes_per_token(arch: TransformerArch, seq: int) -> float:
-    """The scan's working set per token of a `seq`-token prompt under no_grad (PREFILL_TRANSIENT)."""
+def _products_per_token(arch: TransformerArch, seq: int, products: float) -> float:
+    """FP32 bytes of `products` largest broadcast products per real token of a `seq`-token sequence."""
+    pad = padded_tokens(arch, seq) / seq
+    return 4.0 * products * arch.linear_value_heads * _largest_product(arch) * pad
+
+
+def prefill_transient_bytes_per_token(arch: TransformerArch, seq: int, release: str | None = None) -> float:
+    """The scan's working set per token of a `seq`-token prompt under no_grad (PREFILL_TRANSIENT;
+    before 5.18 with the broadcast product alive beside it)."""
     p, n, chunk = arch.linear_value_head_dim, arch.linear_key_head_dim, arch.linear_chunk_size
     a, b, c, d = PREFILL_TRANSIENT
     per_head = a * p + b * n + c * chunk + d * p * n / chunk
-    return arch.linear_value_heads * per_head * padded_tokens(arch, seq) / seq
+    scan = arch.linear_value_heads * per_head * padded_tokens(arch, seq) / seq
+    if broadcasts(release):
+        scan += _products_per_token(arch, seq, BROADCAST_FORWARD_PRODUCTS)
+    return scan
 
 
-def backward_transient_bytes_per_token(arch: TransformerArch) -> float:
-    """Scratch of one Mamba-2 mixer's backward per token (BACKWARD_TRANSIENT_BYTES)."""
+def backward_transient_bytes_per_token(
+    arch: TransformerArch, seq: int | None = None, release: str | None = None
+) -> float:
+    """Scratch of one Mamba-2 mixer's backward per token (BACKWARD_TRANSIENT_BYTES; before 5.18
+    the broadcast products' gradients, BROADCAST_BACKWARD_PRODUCTS)."""
+    if broadcasts(release):
+        return _products_per_token(arch, seq or arch.linear_chunk_size, BROADCAST_BACKWARD_PRODUCTS)
     p, n = arch.linear_value_head_dim, arch.linear_key_head_dim
     return BACKWARD_TRANSIENT_BYTES * arch.linear_value_heads * (3 * arch.linear_chunk_size + p + 2 * n)
 
 
-def prefill_extra_calls(arch: TransformerArch, prompt: int) -> float:
+def prefill_extra_calls(arch: TransformerArch, prompt: int, release: str | None = None) -> float:
     """Calls a prompt issues in the Mamba-2 layers beyond a decode step's (the scan has no loop:
     the same at any `prompt`)."""
-    return arch.linear_layers * (PREFILL_CALLS + PROJECTION_CALLS - DECODE_CALLS)
+    if broadcasts(release):
+        prefill, decode = BROADCAST_CALLS["prefill"], BROADCAST_CALLS["decode"]
+    else:
+        prefill, decode = PREFILL_CALLS, DECODE_CALLS
+    return arch.linear_layers * (prefill + PROJECTION_CALLS - decode)
 
 
 def mixer_kernel(
-    arch: TransformerArch, dt: ActivationDtypes, batch: int, seq: int, *, decode: bool, training: bool
+    arch: TransformerArch,
+    dt: ActivationDtypes,
+    batch: int,
+    seq: int,
+    *,
+    decode: bool,
+    training: bool,
+    release: str | None = None,
 ) -> Kernel:
     """The mixer of every Mamba-2 layer of one forward (its two projections are GEMMs of the
     block: TransformerArch.linear_attention_linears): the chunked scan over `seq` tokens, or with
@@ -150,16 +223,28 @@ def mixer_kernel(
     # states (B x) and their read-out (C times the states)
     flops = padded * arch.linear_value_heads * (2 * chunk * n + 2 * chunk * p + 4 * p * n)
     calls = FORWARD_CALLS if training else PREFILL_CALLS
+    forward = tokens * _per_token(arch, seq, FORWARD)
+    backward = tokens * _per_token(arch, seq, BACKWARD)
+    if broadcasts(release):
+        calls = BROADCAST_CALLS["forward" if training else "prefill"]
+        products = padded * arch.linear_value_heads * _product_elements(arch)
+        forward = (
+            tokens * _per_token(arch, seq, BROADCAST_FORWARD) + BROADCAST_PRODUCT_BYTES["forward"] * products
+        )
+        backward = (
+            tokens * _per_token(arch, seq, BROADCAST_BACKWARD)
+            + BROADCAST_PRODUCT_BYTES["backward"] * products
+        )
     return Kernel(
         name="linear_attention",
         kind="memory",
         flops=float(flops),
-        bytes=tokens * _per_token(arch, seq, FORWARD),
+        bytes=forward,
         count=arch.linear_layers,
         ops=calls,
         tensor_ops=calls,
         compute="fp32",
         launches=FORWARD_LAUNCHES[half],
-        backward_bytes=tokens * _per_token(arch, seq, BACKWARD),
+        backward_bytes=backward,
         backward_launches=BACKWARD_LAUNCHES[half],
     )

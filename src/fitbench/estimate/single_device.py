@@ -22,12 +22,15 @@ from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
 
 
-def training_segments(workload: Workload, framework: str, *, compiled: bool = False) -> list[Segment]:
+def training_segments(
+    workload: Workload, framework: str, *, compiled: bool = False, release: str | None = None
+) -> list[Segment]:
     """The segments of a training step in forward order, as the model's cost module counts them
-    (`compiled`: a transformer's compiled step, transformer_cost.compiled_step)."""
+    (`compiled`: a transformer's compiled step, transformer_cost.compiled_step; `release`: the
+    transformers release the profile runs, Profile.transformers_version)."""
     if workload.is_resnet:
         return resnet_cost.training_segments(workload, framework)
-    return transformer_cost.training_segments(workload, compiled=compiled)
+    return transformer_cost.training_segments(workload, compiled=compiled, release=release)
 
 
 def autocast_copy_bytes(workload: Workload, framework: str) -> float:
@@ -46,10 +49,13 @@ def autocast_copy_bytes(workload: Workload, framework: str) -> float:
     return sum(seg.cast_params for seg in training_segments(workload, framework)) * cast_b
 
 
-def graded_segments(workload: Workload, framework: str, *, compiled: bool = False) -> list[GradedSegment]:
+def graded_segments(
+    workload: Workload, framework: str, *, compiled: bool = False, release: str | None = None
+) -> list[GradedSegment]:
     """The segments of a full-parameter step, each with the precision's gradient bytes."""
     grad_b = workload.precision_info.grad_bytes
-    return [(seg, grad_b) for seg in training_segments(workload, framework, compiled=compiled)]
+    segments = training_segments(workload, framework, compiled=compiled, release=release)
+    return [(seg, grad_b) for seg in segments]
 
 
 def activation_peak(workload: Workload, framework: str) -> dict[str, float]:
@@ -64,13 +70,18 @@ def activation_peak(workload: Workload, framework: str) -> dict[str, float]:
 
 
 def step_peak(
-    workload: Workload, framework: str, fragmentation: float = 0.0, *, compiled: bool = False
+    workload: Workload,
+    framework: str,
+    fragmentation: float = 0.0,
+    *,
+    compiled: bool = False,
+    release: str | None = None,
 ) -> tuple[str, dict[str, float]]:
     """The larger of the backward walk's largest moment and the optimizer step, as parts, judged
     with the allocator's `fragmentation` share that the breakdown adds (liveness.step_peak)."""
     _, _, scratch = optimizer_bytes(workload, framework)
     return liveness.step_peak(
-        graded_segments(workload, framework, compiled=compiled),
+        graded_segments(workload, framework, compiled=compiled, release=release),
         cast_bytes=workload.precision_info.cast_cache_bytes,
         checkpointing=workload.checkpointing,
         grad_accum=workload.grad_accum,
@@ -98,14 +109,15 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
         parts["master_weights"] = master
         compiled = transformer_cost.compiled_step(workload, profile)
         share = _fragmentation_share(workload, profile)
-        phase, dynamic = step_peak(workload, framework, share, compiled=compiled)
+        release = profile.transformers_version
+        phase, dynamic = step_peak(workload, framework, share, compiled=compiled, release=release)
         parts.update(dynamic)
         details["gradients_total"] = int(workload.trained_param_count() * p.grad_bytes)
         # The tuned mode compiles by running one real step (the first optimizer step included)
         # and empties the cache only after it (backends/torch/tuned.py _release_compile_memory):
         # the process peak nvidia-smi shows has seen the first step's segments in both modes.
         if reserve:
-            first = _first_step_reserve(workload, framework, compiled)
+            first = _first_step_reserve(workload, framework, compiled, release)
     elif workload.is_generation:
         phase = "generate"
         parts["kv_cache"] = transformer_cost.kv_cache_bytes(workload)
@@ -117,7 +129,7 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
         batched = profile.decode_experts_batched
         gathers = transformer_cost.decode_expert_gathers(workload) if batched else (0.0, 0.0)
         parts["temporaries"] = max(
-            transformer_cost.inference_transient_bytes(workload),
+            transformer_cost.inference_transient_bytes(workload, profile.transformers_version),
             parts["kv_cache"] / arch.num_layers,
             sum(gathers),
         )
@@ -125,8 +137,12 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
     else:
         phase = "forward"
         parts["amp_weight_copies"] = autocast_copy_bytes(workload, framework) * profile.autocast_cache_share
-        module = resnet_cost if workload.is_resnet else transformer_cost
-        parts["temporaries"] = module.inference_transient_bytes(workload)
+        if workload.is_resnet:
+            parts["temporaries"] = resnet_cost.inference_transient_bytes(workload)
+        else:
+            parts["temporaries"] = transformer_cost.inference_transient_bytes(
+                workload, profile.transformers_version
+            )
     dynamic_total = parts["activations"] + parts["temporaries"] + parts["kv_cache"] + parts["gradients"]
     parts["workspace"] = profile.workspace_bytes
     parts["fragmentation"] = _cached_beside_peak(workload, profile, dynamic_total, details)
@@ -184,13 +200,13 @@ def _cached_beside_peak(
 
 @lru_cache(maxsize=1024)
 def _first_step_reserve(
-    workload: Workload, framework: str, compiled: bool
+    workload: Workload, framework: str, compiled: bool, release: str | None = None
 ) -> tuple[float, first_step.FirstStep] | None:
     """What the first two training steps reserve beyond the weights (first_step.py: their
     allocations replayed through the allocator's segments), with the replay behind it. None
     where first_step does not apply. Cached: the searches and the advice ask for the same job
     on many cards."""
-    graded = graded_segments(workload, framework, compiled=compiled)
+    graded = graded_segments(workload, framework, compiled=compiled, release=release)
     first = first_step.first_step(workload, framework, [seg for seg, _ in graded], compiled=compiled)
     if first is None:
         return None

@@ -799,7 +799,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
         profile,
         host_seconds_per_op=profile.generate_host_seconds_per_op,
         fixed_ops=float(generate_ops.decode_step_calls(arch, prompt, release))
-        + linear_attention.prefill_extra_calls(arch, prompt)
+        + linear_attention.prefill_extra_calls(arch, prompt, release)
         + _quantized_extra_calls(workload, profile),
         memory_efficiency=profile.decode_efficiency,
         overlap_loss=_generation_overlap_loss(workload, profile),

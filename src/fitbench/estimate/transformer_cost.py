@@ -463,7 +463,13 @@ def layer_saved_bytes_per_token(
 
 
 def linear_layer_saved_bytes_per_token(
-    arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str, *, moe: bool = False
+    arch: TransformerArch,
+    dt: ActivationDtypes,
+    seq: int,
+    attention: str,
+    *,
+    moe: bool = False,
+    release: str | None = None,
 ) -> float:
     """What a linear-attention block saves per token: an attention block's, less its attention
     (and query/key norms), plus the linear mixer's (linear_attention.saved_bytes_per_token: Gated
@@ -474,7 +480,7 @@ def linear_layer_saved_bytes_per_token(
     )
     if arch.attention_output_gate:
         attn += 2 * arch.q_dim * dt.act
-    return block - attn + linear_attention.saved_bytes_per_token(arch, seq)
+    return block - attn + linear_attention.saved_bytes_per_token(arch, seq, release)
 
 
 def compiled_norm_saved_bytes_per_token(h: int, dt: ActivationDtypes) -> int:
@@ -627,11 +633,13 @@ def layer_transient_bytes_per_token(
 
 
 def training_segments(
-    workload: Workload, *, dropout: bool | None = None, compiled: bool = False
+    workload: Workload, *, dropout: bool | None = None, compiled: bool = False, release: str | None = None
 ) -> list[Segment]:
     """The step's segments in forward order; `compiled`: the step torch.compile runs (the tuned
     profile's, Profile.fuses_pointwise), whose blocks and LM loss save what AOT autograd's
-    partitioner keeps (compiled_layer_saved_bytes_per_token, compiled_head_bytes_per_token)."""
+    partitioner keeps (compiled_layer_saved_bytes_per_token, compiled_head_bytes_per_token);
+    `release`: the transformers release the mode runs (a Mamba-2 scan's working set depends on
+    it: mamba_mixer.broadcasts; None: the newest)."""
     arch = _arch(workload)
     if dropout is None:
         dropout = keeps_dropout_masks(arch)
@@ -658,14 +666,18 @@ def training_segments(
         moe_layer = layer_saved_bytes_per_token(arch, dt, s, workload.attention, moe=True) * tokens
     per_input = layer_input_bytes_per_token(arch, dt) * tokens
     per_transient = layer_transient_bytes_per_token(arch, dt, s, workload.attention) * tokens
-    linear_transient = max(per_transient, linear_attention.backward_transient_bytes_per_token(arch) * tokens)
+    linear_transient = max(
+        per_transient, linear_attention.backward_transient_bytes_per_token(arch, s, release) * tokens
+    )
     for i in range(arch.num_layers):
         cast = autocast_params_at(arch, i) if dt.amp else 0
         saved = moe_layer if arch.is_moe_layer(i) else per_layer
         transient = per_transient
         if arch.is_linear_attention_layer(i):
             moe = arch.is_moe_layer(i)
-            saved = linear_layer_saved_bytes_per_token(arch, dt, s, workload.attention, moe=moe) * tokens
+            saved = tokens * linear_layer_saved_bytes_per_token(
+                arch, dt, s, workload.attention, moe=moe, release=release
+            )
             transient = linear_transient
         segs.append(
             Segment(
@@ -780,8 +792,9 @@ def eager_decoder_transient_bytes_per_token(
     return max(attention, mlp_bytes + scores * dt.act) + eager_masks(arch) * seq * dt.act
 
 
-def inference_transient_bytes(workload: Workload) -> float:
-    """Peak scratch of one forward pass without autograd: a block's largest live tensors."""
+def inference_transient_bytes(workload: Workload, release: str | None = None) -> float:
+    """Peak scratch of one forward pass without autograd: a block's largest live tensors
+    (`release`: the transformers release the mode runs, as training_segments)."""
     arch = _arch(workload)
     dt = activation_dtypes(workload, dropout=False)
     s = workload.seq_len or workload.prompt_tokens or 1
@@ -799,7 +812,7 @@ def inference_transient_bytes(workload: Workload) -> float:
         else:
             per_token = eager_decoder_transient_bytes_per_token(arch, dt, s, per_token)
     if arch.linear_layers:  # the chunked delta rule's FP32 working set
-        per_token = max(per_token, linear_attention.prefill_transient_bytes_per_token(arch, s))
+        per_token = max(per_token, linear_attention.prefill_transient_bytes_per_token(arch, s, release))
     logits = workload.batch_size * arch.vocab_size * 4 * 2 if arch.kind == "decoder" else 0
     return tokens * per_token + logits
 
@@ -1939,7 +1952,9 @@ def forward_kernels(
             attn_backward_bytes = 2.0 * attn_bytes + EAGER_UPCAST_BACKWARD_RATIO * score_bytes
         attn_bytes += score_bytes
     ks.extend(
-        linear_attention.mixer_kernels(arch, dt, batch, seq, kv_len=kv_len, training=workload.is_training)
+        linear_attention.mixer_kernels(
+            arch, dt, batch, seq, kv_len=kv_len, training=workload.is_training, release=release
+        )
     )
     ks.append(
         Kernel(
