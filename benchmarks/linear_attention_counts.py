@@ -20,7 +20,9 @@ test_linear_attention.py does, at shapes other than those they were read at):
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +87,37 @@ class KernelCounter(TorchDispatchMode):
             self.kernels += 1
             self.bytes += _nbytes(list(args)) + _nbytes(out)
         return out
+
+
+class LiveBytes(TorchDispatchMode):
+    """The bytes of the tensors operations create that are still referenced, and their peak: a
+    CPU stand-in for the caching allocator's allocated bytes (each storage once, freed when its
+    last tensor goes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+        self._seen: set[int] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, list | tuple) else [out]:
+            if not isinstance(t, torch.Tensor):
+                continue
+            storage = t.untyped_storage()
+            key, size = storage.data_ptr(), storage.nbytes()
+            if not size or key in self._seen:
+                continue
+            self._seen.add(key)
+            self.live += size
+            self.peak = max(self.peak, self.live)
+            weakref.finalize(t, self._free, key, size)
+        return out
+
+    def _free(self, key: int, size: int) -> None:
+        self.live -= size
+        self._seen.discard(key)
 
 
 def text_config(key_heads: int, value_heads: int, key_dim: int, value_dim: int, layers: int = 2) -> Any:
@@ -256,6 +289,24 @@ def count_mamba_training(config: Any, batch: int, seq: int, dtype: torch.dtype) 
     )
 
 
+def mamba_working_set(config: Any, batch: int, seq: int, dtype: torch.dtype) -> dict[str, int]:
+    """One Mamba-2 mixer's largest live bytes (LiveBytes) in a training forward beyond what it
+    saves, in its backward, and in a prompt's forward under no_grad."""
+    from transformers.models.granitemoehybrid.modeling_granitemoehybrid import GraniteMoeHybridMambaLayer
+
+    torch.manual_seed(0)
+    mixer = GraniteMoeHybridMambaLayer(config, 0).to(dtype)
+    x = torch.randn(batch, seq, config.hidden_size, dtype=dtype, requires_grad=True)
+    forward, backward, prompt = LiveBytes(), LiveBytes(), LiveBytes()
+    with forward:
+        y = mixer(x)
+    with backward:
+        y.backward(torch.ones_like(y))
+    with torch.no_grad(), prompt:
+        mixer(x)
+    return {"forward_peak": forward.peak, "backward_peak": backward.peak, "prompt_peak": prompt.peak}
+
+
 def count_mamba_decode(config: Any, batch: int, dtype: torch.dtype, *, prompt: int = 16) -> dict[str, int]:
     """One Mamba-2 mixer's decode step in a model whose second layer is the Mamba-2 one."""
     import transformers
@@ -274,23 +325,34 @@ def count_mamba_prefill(config: Any, batch: int, dtype: torch.dtype, *, prompt: 
     return _count_model_generation(model, model.model.layers[1].mamba, batch, prompt=prompt, prefill=True)
 
 
-def estimated_mamba_training(arch: TransformerArch, batch: int, seq: int, act: int) -> dict[str, float]:
-    """The estimator's figures for one Mamba-2 layer of `arch` (mamba_mixer.mixer_kernel)."""
+def estimated_mamba_training(
+    arch: TransformerArch, batch: int, seq: int, act: int, release: str | None = None
+) -> dict[str, float]:
+    """The estimator's figures for one Mamba-2 layer of `arch` (mamba_mixer.mixer_kernel) as
+    transformers `release` runs it."""
     dt = ActivationDtypes(act=act, res=act, mask=0, amp=False)
-    k = mamba_mixer.mixer_kernel(arch, dt, batch, seq, decode=False, training=True)
+    k = mamba_mixer.mixer_kernel(arch, dt, batch, seq, decode=False, training=True, release=release)
     return {
         "kernels": k.kernel_launches - 1,  # the counter leaves the convolution's product out
         "bytes": k.bytes,
         "calls": k.ops + mamba_mixer.PROJECTION_CALLS,
-        "saved": batch * seq * mamba_mixer.saved_bytes_per_token(arch, seq),
+        "saved": batch * seq * mamba_mixer.saved_bytes_per_token(arch, seq, release),
         "backward_kernels": (k.backward_launches or 0.0) - 1,
         "backward_bytes": k.backward_bytes or 0.0,
     }
 
 
-def mamba_table(dtype: torch.dtype, act: int, seqs: list[int]) -> None:
-    """Counted against estimated for Mamba-2 layers at a few shapes."""
-    shapes = [(1, 8, 16, 16, 1, 32), (2, 16, 8, 32, 2, 64), (1, 6, 32, 24, 3, 16)]
+MAMBA_SHAPES = [(1, 8, 16, 16, 1, 32), (2, 16, 8, 32, 2, 64), (1, 6, 32, 24, 3, 16), (1, 4, 16, 64, 1, 64)]
+
+
+def mamba_table(dtype: torch.dtype, act: int, seqs: list[int], out: Path | None = None) -> None:
+    """Counted against estimated for Mamba-2 layers at a few shapes (`out`: every count as JSON,
+    with each mixer's working set: what tests/unit/test_mamba_mixer.py holds a release that is not
+    installed to)."""
+    import transformers
+
+    shapes = MAMBA_SHAPES
+    rows: list[dict[str, Any]] = []
     head = "shape (batch, heads, head size, state, groups, chunk)"
     print(f"{head:52} {'seq':>5} {'figure':>16} {'counted':>12} {'estimate':>12} {'ratio':>6}")
     for batch, heads, head_dim, state, groups, chunk in shapes:
@@ -299,10 +361,20 @@ def mamba_table(dtype: torch.dtype, act: int, seqs: list[int]) -> None:
         shape = str((batch, heads, head_dim, state, groups, chunk))
         for seq in seqs:
             counted = count_mamba_training(config, batch, seq, dtype)
-            estimated = estimated_mamba_training(arch, batch, seq, act)
+            estimated = estimated_mamba_training(arch, batch, seq, act, transformers.__version__)
             for key, value in counted.items():
                 est = estimated[key]
                 print(f"{shape:52} {seq:5d} {key:>16} {value:12,d} {est:12,.0f} {est / value:6.2f}")
+            if out is not None:
+                names = ("batch", "heads", "head_dim", "state", "groups", "chunk")
+                shape_fields = dict(zip(names, (batch, heads, head_dim, state, groups, chunk), strict=True))
+                working = mamba_working_set(config, batch, seq, dtype)
+                rows.append({**shape_fields, "seq": seq, **counted, **working})
+    if out is not None:
+        release = transformers.__version__
+        out.write_text(
+            json.dumps({"transformers": release, "dtype": str(dtype), "rows": rows}, indent=1) + "\n"
+        )
 
 
 def decode_calls() -> None:
@@ -395,6 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--mixer", choices=("gated-deltanet", "mamba2"), default="gated-deltanet", help="which layer to count"
     )
+    parser.add_argument("--json", type=Path, help="with --mixer mamba2: every count as JSON")
     args = parser.parse_args(argv)
     if args.decode_calls:
         decode_calls()
@@ -402,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     act = 2 if args.dtype == "bf16" else 4
     if args.mixer == "mamba2":
-        mamba_table(dtype, act, args.seq)
+        mamba_table(dtype, act, args.seq, args.json)
         return 0
     shapes = [(1, 2, 4, 16, 16), (2, 3, 6, 32, 24), (1, 4, 4, 48, 32)]
     head = "shape (batch, key heads, value heads, key, value)"

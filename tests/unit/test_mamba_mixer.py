@@ -9,6 +9,7 @@ estimator's.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -151,7 +152,8 @@ def test_a_prompt_issues_the_scans_calls_beyond_a_decode_steps(prompt: int) -> N
 
 def test_a_training_step_saves_the_chunk_matrices() -> None:
     """At Granite 4.0-H-Small's Mamba sizes, a 4,096-token sequence makes each layer keep
-    gigabytes for backward, most of it the FP32 chunk matrices (256 x 256 a chunk and head)."""
+    gigabytes for backward, most of it the FP32 chunk matrices (256 x 256 a chunk and head), from
+    transformers 5.18 on (the newest, with no release named)."""
     config = counts.mamba_config(128, 64, 128, 1, 256)
     arch = counts.arch_of(config)
     per_token = mamba_mixer.saved_bytes_per_token(arch, 4096)
@@ -159,9 +161,10 @@ def test_a_training_step_saves_the_chunk_matrices() -> None:
     assert 4.0e9 < 4096 * per_token < 5.0e9
     assert chunk_matrices > 0.3 * per_token
     profile = get_profile("torch", "default", use_user=False)
+    assert profile.transformers_version == "5.17"  # the reference stack: the broadcast scan
     w = _workload(arch, mode="train", seq_len=4096, batch_size=1)
     mixer = next(k for k in speed.training_kernels(w, profile) if k.name == "linear_attention")
-    assert mixer.ops == mamba_mixer.FORWARD_CALLS and mixer.compute == "fp32"
+    assert mixer.ops == mamba_mixer.BROADCAST_CALLS["forward"] and mixer.compute == "fp32"
 
 
 def test_mamba_sizes_that_do_not_multiply_out_are_refused_in_one_line() -> None:
@@ -184,3 +187,50 @@ def test_granite_files_with_no_mamba_layer_read_as_a_plain_decoder() -> None:
     config["position_embedding_type"] = "nope"
     hybrid = arch_from_hf_config(config)
     assert hybrid.linear_layers == 1 and hybrid.position == "none"
+
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+
+@pytest.mark.parametrize("release", ["5.17", "5.24"])
+def test_stored_counts_of_each_scan_hold_the_formulas(release: str) -> None:
+    """Every count `linear_attention_counts.py --mixer mamba2 --json` stored for a release (5.17's
+    broadcast products; 5.24's contractions), the estimate as that release runs the scan."""
+    data = json.loads((RESULTS / f"mamba-scan-counts-transformers-{release}.json").read_text())
+    assert data["transformers"].startswith(release) and len(data["rows"]) >= 8
+    for row in data["rows"]:
+        config = counts.mamba_config(row["heads"], row["head_dim"], row["state"], row["groups"], row["chunk"])
+        arch = counts.arch_of(config)
+        batch, seq = row["batch"], row["seq"]
+        estimated = counts.estimated_mamba_training(arch, batch, seq, act=2, release=data["transformers"])
+        assert estimated["calls"] == pytest.approx(row["calls"], abs=2)
+        for key in ("bytes", "saved", "backward_bytes"):
+            assert estimated[key] == pytest.approx(row[key], rel=0.06), (key, row)
+        tokens = batch * seq
+        backward = tokens * mamba_mixer.backward_transient_bytes_per_token(arch, seq, data["transformers"])
+        prompt = tokens * mamba_mixer.prefill_transient_bytes_per_token(arch, seq, data["transformers"])
+        assert backward == pytest.approx(row["backward_peak"], rel=0.12), row
+        assert prompt == pytest.approx(row["prompt_peak"], rel=0.1), row
+
+
+def test_the_installed_scans_working_set_holds_the_formulas() -> None:
+    config = counts.mamba_config(10, 16, 40, 2, 32)
+    arch = counts.arch_of(config)
+    working = counts.mamba_working_set(config, 2, 80, torch.bfloat16)
+    release = transformers.__version__
+    tokens = 2 * 80
+    backward = tokens * mamba_mixer.backward_transient_bytes_per_token(arch, 80, release)
+    prompt = tokens * mamba_mixer.prefill_transient_bytes_per_token(arch, 80, release)
+    assert backward == pytest.approx(working["backward_peak"], rel=0.12)
+    assert prompt == pytest.approx(working["prompt_peak"], rel=0.1)
+
+
+def test_releases_before_5_18_pay_the_broadcast_products() -> None:
+    """At Granite 4.0-H-Micro's sizes a 2,048-token prompt's working set is ~17 GB a layer on 5.17
+    (C.B as a chunk x state product per token and head) and well under 1 GB from 5.18 on."""
+    arch = counts.arch_of(counts.mamba_config(64, 64, 128, 1, 256))
+    assert mamba_mixer.broadcasts("5.17.0") and not mamba_mixer.broadcasts("5.18.0")
+    assert not mamba_mixer.broadcasts(None)
+    old = 2048 * mamba_mixer.prefill_transient_bytes_per_token(arch, 2048, "5.17.0")
+    new = 2048 * mamba_mixer.prefill_transient_bytes_per_token(arch, 2048, "5.24.0")
+    assert 14e9 < old < 20e9 and new < 1.5e9

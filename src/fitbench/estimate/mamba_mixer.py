@@ -32,9 +32,10 @@ tests/unit/test_mamba_mixer.py counts the module again on the CPU and holds thes
 
 Releases before 5.18 (the reference stack's 5.17 among them; `release`, Profile.
 transformers_version) write the scan's four contractions as broadcast products summed afterwards
-(`(C[:, :, :, None] * B[:, :, None]).sum(-1)` and three more): each materialises an FP32 tensor
+(`(C[:, :, :, None] * B[:, :, None]).sum(-1)` and four more): each materialises an FP32 tensor
 of chunk x state (C.B), chunk x head size (the scores times x) or head size x state (the chunk
-states and their read-out) per token and head, 32 MB a token in a Granite 4.0-H-Micro layer.
+states and their read-out) per token and head, 16 MB a token in a Granite 4.0-H-Micro layer, and
+the chunk states' recurrence one of (chunks + 1)^2 x head size x state per head and sequence.
 Nothing of them is saved, but they are the layer's working set: one product alive in the
 forward, about 2.3 of them in its backward, and their bytes (BROADCAST_PRODUCT_BYTES) dominate
 the layer's traffic. Counted on 5.17's module the same way (its figures in the BROADCAST tables).
@@ -66,9 +67,9 @@ BACKWARD = {"padded": (147.0, 125.0, 95.0, 46.0), "tokens": (200.0, 306.0), "gro
 # (about three such passes), and the products alive at the layer's largest moment, forward and
 # backward, in the largest product's FP32 bytes (counted: 0.83-0.92 and 2.1-2.5).
 EINSUM_SINCE = (5, 18)
-BROADCAST_FORWARD = {"padded": (41.9, 64.9, 58.3, 58.0), "tokens": (116.8, 116.6), "groups": 18.2}
-BROADCAST_SAVED = {"padded": (17.1, 11.6, 12.4, 10.5), "tokens": (26.9, 12.6), "groups": 9.1}
-BROADCAST_BACKWARD = {"padded": (100.9, 130.8, 78.8, 113.8), "tokens": (221.6, 469.3), "groups": 41.2}
+BROADCAST_FORWARD = {"padded": (45.2, 55.4, 59.8, 23.2), "tokens": (110.5, 71.1), "groups": 26.0}
+BROADCAST_SAVED = {"padded": (19.6, 12.6, 11.9, 7.9), "tokens": (25.7, 10.9), "groups": 8.8}
+BROADCAST_BACKWARD = {"padded": (98.9, 105.0, 88.0, 33.7), "tokens": (200.8, 243.6), "groups": 46.0}
 BROADCAST_PRODUCT_BYTES = {"forward": 8.0, "backward": 24.0}
 BROADCAST_FORWARD_PRODUCTS = 0.9
 BROADCAST_BACKWARD_PRODUCTS = 2.3
@@ -101,10 +102,10 @@ def _largest_product(arch: TransformerArch) -> float:
 # padded token and head, the same four terms; peak of the live tensors, counted).
 PREFILL_TRANSIENT = (35.4, 15.4, 11.8, 3.7)
 
-# The backward's scratch: the gradients of the chunk matrices (decay, scores and their product:
-# three FP32 tensors of CHUNK a token and head) and of the FP32 x, B and C, alive together at
-# the scan's start (read from the code's structure, not measured).
-BACKWARD_TRANSIENT_BYTES = 4.0
+# The backward's largest live bytes per padded token and head, per position of a chunk, per
+# channel and per state dimension: the gradients of the chunk matrices and of the FP32 x, B and C
+# (LiveBytes, linear_attention_counts.py --json: within 2.3 % at eight shapes).
+BACKWARD_TRANSIENT = (11.5, 12.5, 16.3)
 
 # Kernels of a forward and a backward with 16-bit and FP32 activations (the casts), the
 # depthwise convolution included (its product is the mixer's, the two projections the block's).
@@ -171,12 +172,16 @@ def prefill_transient_bytes_per_token(arch: TransformerArch, seq: int, release: 
 def backward_transient_bytes_per_token(
     arch: TransformerArch, seq: int | None = None, release: str | None = None
 ) -> float:
-    """Scratch of one Mamba-2 mixer's backward per token (BACKWARD_TRANSIENT_BYTES; before 5.18
-    the broadcast products' gradients, BROADCAST_BACKWARD_PRODUCTS)."""
+    """Scratch of one Mamba-2 mixer's backward per token of a `seq`-token sequence (None: a
+    whole number of chunks): BACKWARD_TRANSIENT; before 5.18 the broadcast products' gradients,
+    BROADCAST_BACKWARD_PRODUCTS."""
+    seq = seq or arch.linear_chunk_size
     if broadcasts(release):
-        return _products_per_token(arch, seq or arch.linear_chunk_size, BROADCAST_BACKWARD_PRODUCTS)
-    p, n = arch.linear_value_head_dim, arch.linear_key_head_dim
-    return BACKWARD_TRANSIENT_BYTES * arch.linear_value_heads * (3 * arch.linear_chunk_size + p + 2 * n)
+        return _products_per_token(arch, seq, BROADCAST_BACKWARD_PRODUCTS)
+    p, n, chunk = arch.linear_value_head_dim, arch.linear_key_head_dim, arch.linear_chunk_size
+    per_position, per_channel, per_state = BACKWARD_TRANSIENT
+    per_head = per_position * chunk + per_channel * p + per_state * n
+    return arch.linear_value_heads * per_head * padded_tokens(arch, seq) / seq
 
 
 def prefill_extra_calls(arch: TransformerArch, prompt: int, release: str | None = None) -> float:
@@ -227,7 +232,11 @@ def mixer_kernel(
     backward = tokens * _per_token(arch, seq, BACKWARD)
     if broadcasts(release):
         calls = BROADCAST_CALLS["forward" if training else "prefill"]
-        products = padded * arch.linear_value_heads * _product_elements(arch)
+        # the four products per padded token, and the chunk states' recurrence: one product of
+        # (chunks + 1)^2 x heads x head size x state a sequence
+        n_chunks = padded_tokens(arch, seq) // chunk
+        recurrence = batch * (n_chunks + 1) ** 2 * arch.linear_value_heads * p * n
+        products = padded * arch.linear_value_heads * _product_elements(arch) + recurrence
         forward = (
             tokens * _per_token(arch, seq, BROADCAST_FORWARD) + BROADCAST_PRODUCT_BYTES["forward"] * products
         )
