@@ -130,14 +130,14 @@ def fused_projections(arch: TransformerArch) -> tuple[bool, bool]:
     """Whether the model transformers builds projects q, k, v with one Linear (GPT-2's and
     GPT-BigCode's c_attn,
     GPT-NeoX's and Falcon's query_key_value, Phi-3's qkv_proj) and gate and up with one (Phi-3,
-    GLM-4): under autocast each Linear casts its input once, so a fused one saves one 16-bit
-    copy where three (or two) separate ones save their own."""
+    GLM-4, Granite 4.0's input_linear): under autocast each Linear casts its input once, so a
+    fused one saves one 16-bit copy where three (or two) separate ones save their own."""
     model_type = arch.rules_type
     gpt2_like = (
         not model_type and arch.kind == "decoder" and arch.mlp == "gelu" and arch.position == "learned"
     )
     qkv = model_type in ("gpt2", "gpt_bigcode", "gpt_neox", "falcon", "phi3") or gpt2_like
-    return qkv, model_type in ("phi3", "glm4")
+    return qkv, model_type in ("phi3", "glm4", "granitemoehybrid")
 
 
 def fused_qkv_view(arch: TransformerArch) -> bool:
