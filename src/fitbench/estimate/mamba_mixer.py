@@ -14,7 +14,7 @@ absent. It decides the answer in ways a FLOP count would not:
   CHUNK x CHUNK decay and score matrices of every head (`segment_sum`'s masked cumulative sums,
   their exponential, C.B and their product): bytes per token and head that grow with the chunk
   length (256 in Granite 4.0), which dominate the layer's traffic and what a training step saves.
-  At 4,096 tokens one Granite 4.0-H-Small layer keeps ~4.5 GB for backward.
+  At 4,096 tokens one Granite 4.0-H-Small layer keeps ~4.5 GB for backward (from 5.18 on).
 * A decode step reads and writes the FP32 state (heads x head size x state size per layer and
   sequence) DECODE_STATE_BYTES bytes an element: the discretised decay, input and their sum are
   state-sized tensors, then the cache's copy.
@@ -31,7 +31,7 @@ are padded to whole chunks, the projections' and the gated norm's are not.
 tests/unit/test_mamba_mixer.py counts the module again on the CPU and holds these formulas to it.
 
 Releases before 5.18 (the reference stack's 5.17 among them; `release`, Profile.
-transformers_version) write the scan's four contractions as broadcast products summed afterwards
+transformers_version) write the scan's contractions as broadcast products summed afterwards
 (`(C[:, :, :, None] * B[:, :, None]).sum(-1)` and four more): each materialises an FP32 tensor
 of chunk x state (C.B), chunk x head size (the scores times x) or head size x state (the chunk
 states and their read-out) per token and head, 16 MB a token in a Granite 4.0-H-Micro layer, and
