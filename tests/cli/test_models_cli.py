@@ -163,3 +163,13 @@ def test_hostile_configs_are_one_line(
     assert main(["estimate", "--config", str(tmp_path), "--gpu", "h200"]) != 0
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_every_family_with_a_reader_is_listed() -> None:
+    """A family hf_config reads is one `fitbench models --families` names (reader keys spell
+    model types with dashes)."""
+    from fitbench.workloads.hf_config import _READERS, SUPPORTED_MODEL_TYPES
+
+    listed = {t.replace("_", "-") for t in SUPPORTED_MODEL_TYPES}
+    assert {"granitemoehybrid", "bamba"} <= listed
+    assert set(_READERS) <= listed

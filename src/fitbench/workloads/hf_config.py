@@ -85,6 +85,8 @@ DECODER_TYPES = (
     "phi",
     "minicpm3",
     "qwen3_5_text",
+    "granitemoehybrid",
+    "bamba",
     "gpt2",
     "gpt_bigcode",
     "gptj",
