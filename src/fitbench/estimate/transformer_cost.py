@@ -954,7 +954,9 @@ def arch_assumptions(workload: Workload) -> list[str]:
             "convolution's last inputs) instead of a KV cache; timed as transformers' PyTorch code runs "
             "them without mamba-ssm and causal-conv1d installed: FP32 decay and score matrices of "
             f"{arch.linear_chunk_size} x {arch.linear_chunk_size} per chunk and head for a prompt or a "
-            "training step (kept for backward), FP32 passes over the state for each decoded token"
+            "training step (kept for backward), and before transformers 5.18 FP32 broadcast products "
+            "of chunk x state per token and head while the scan runs (the profile's release decides); "
+            "FP32 passes over the state for each decoded token"
         )
     elif arch.linear_layers:
         state = linear_state_bytes_per_sequence(workload) / 2**20
