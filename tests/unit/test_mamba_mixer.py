@@ -157,7 +157,7 @@ def test_a_training_step_saves_the_chunk_matrices() -> None:
     config = counts.mamba_config(128, 64, 128, 1, 256)
     arch = counts.arch_of(config)
     per_token = mamba_mixer.saved_bytes_per_token(arch, 4096)
-    chunk_matrices = 128 * 256 * mamba_mixer.SAVED["padded"][2]
+    chunk_matrices = 128 * 256 * mamba_mixer.SAVED.padded[2]
     assert 4.0e9 < 4096 * per_token < 5.0e9
     assert chunk_matrices > 0.3 * per_token
     profile = get_profile("torch", "default", use_user=False)

@@ -44,7 +44,7 @@ the layer's traffic. Counted on 5.17's module the same way (its figures in the B
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from fitbench.estimate.generate_ops import release as release_of
 from fitbench.estimate.segments import Kernel
@@ -53,23 +53,34 @@ if TYPE_CHECKING:
     from fitbench.estimate.dtypes import ActivationDtypes
     from fitbench.workloads.arch import TransformerArch
 
+
+class ScanBytes(NamedTuple):
+    """One table of bytes per token (see below): per padded token and head (per channel, per
+    state dimension, per chunk position, per state element over the chunk length), per real token
+    and head (per channel, one scalar), per real token, group and state dimension."""
+
+    padded: tuple[float, float, float, float]
+    tokens: tuple[float, float]
+    groups: float
+
+
 # Bytes per token and head over the scan's padded tokens: per channel of the head (p), per state
 # dimension (n), per position of a chunk (l) and per element of the state over the chunk length
 # (p n / l: the chunk states); per real token and head: per channel and one scalar (the step
 # size); per real token and group: per state dimension (B and C before they are repeated to the
 # heads). Forward bytes moved, bytes saved for backward, backward bytes moved.
-FORWARD = {"padded": (78.0, 90.0, 52.0, 32.0), "tokens": (100.0, 71.0), "groups": 23.0}
-SAVED = {"padded": (22.6, 20.3, 12.0, 8.2), "tokens": (25.8, 18.4), "groups": 8.7}
-BACKWARD = {"padded": (147.0, 125.0, 95.0, 46.0), "tokens": (200.0, 306.0), "groups": 48.0}
+FORWARD = ScanBytes(padded=(78.0, 90.0, 52.0, 32.0), tokens=(100.0, 71.0), groups=23.0)
+SAVED = ScanBytes(padded=(22.6, 20.3, 12.0, 8.2), tokens=(25.8, 18.4), groups=8.7)
+BACKWARD = ScanBytes(padded=(147.0, 125.0, 95.0, 46.0), tokens=(200.0, 306.0), groups=48.0)
 
 # transformers before 5.18: the same tables counted on 5.17's module (its broadcast products apart),
 # the bytes each product element moves forward (written, then read by its sum) and backward
 # (about three such passes), and the products alive at the layer's largest moment, forward and
 # backward, in the largest product's FP32 bytes (counted: 0.83-0.92 and 2.1-2.5).
 EINSUM_SINCE = (5, 18)
-BROADCAST_FORWARD = {"padded": (45.2, 55.4, 59.8, 23.2), "tokens": (110.5, 71.1), "groups": 26.0}
-BROADCAST_SAVED = {"padded": (19.6, 12.6, 11.9, 7.9), "tokens": (25.7, 10.9), "groups": 8.8}
-BROADCAST_BACKWARD = {"padded": (98.9, 105.0, 88.0, 33.7), "tokens": (200.8, 243.6), "groups": 46.0}
+BROADCAST_FORWARD = ScanBytes(padded=(45.2, 55.4, 59.8, 23.2), tokens=(110.5, 71.1), groups=26.0)
+BROADCAST_SAVED = ScanBytes(padded=(19.6, 12.6, 11.9, 7.9), tokens=(25.7, 10.9), groups=8.8)
+BROADCAST_BACKWARD = ScanBytes(padded=(98.9, 105.0, 88.0, 33.7), tokens=(200.8, 243.6), groups=46.0)
 BROADCAST_PRODUCT_BYTES = {"forward": 8.0, "backward": 24.0}
 BROADCAST_FORWARD_PRODUCTS = 0.9
 BROADCAST_BACKWARD_PRODUCTS = 2.3
@@ -132,16 +143,15 @@ def padded_tokens(arch: TransformerArch, seq: int) -> int:
     return max(1, math.ceil(seq / chunk)) * chunk
 
 
-def _per_token(arch: TransformerArch, seq: int, table: dict[str, tuple[float, ...] | float]) -> float:
+def _per_token(arch: TransformerArch, seq: int, table: ScanBytes) -> float:
     """Bytes per real token of a `seq`-token sequence by one of the tables above."""
     p, n, chunk = arch.linear_value_head_dim, arch.linear_key_head_dim, arch.linear_chunk_size
-    per_channel, per_state, per_position, per_chunk_state = table["padded"]  # type: ignore[misc]
+    per_channel, per_state, per_position, per_chunk_state = table.padded
     scan = per_channel * p + per_state * n + per_position * chunk + per_chunk_state * p * n / chunk
-    per_head_channel, per_head = table["tokens"]  # type: ignore[misc]
-    heads = arch.linear_value_heads
+    per_head_channel, per_head = table.tokens
     pad = padded_tokens(arch, seq) / seq
-    groups = arch.linear_key_heads * n * float(table["groups"])  # type: ignore[arg-type]
-    return heads * (pad * scan + per_head_channel * p + per_head) + groups
+    groups = arch.linear_key_heads * n * table.groups
+    return arch.linear_value_heads * (pad * scan + per_head_channel * p + per_head) + groups
 
 
 def saved_bytes_per_token(arch: TransformerArch, seq: int | None = None, release: str | None = None) -> float:
@@ -227,9 +237,6 @@ def mixer_kernel(
     # FP32 products per padded token and head: C.B over the chunk, the scores times x, the chunk
     # states (B x) and their read-out (C times the states)
     flops = padded * arch.linear_value_heads * (2 * chunk * n + 2 * chunk * p + 4 * p * n)
-    calls = FORWARD_CALLS if training else PREFILL_CALLS
-    forward = tokens * _per_token(arch, seq, FORWARD)
-    backward = tokens * _per_token(arch, seq, BACKWARD)
     if broadcasts(release):
         calls = BROADCAST_CALLS["forward" if training else "prefill"]
         # the four products per padded token, and the chunk states' recurrence: one product of
@@ -237,13 +244,14 @@ def mixer_kernel(
         n_chunks = padded_tokens(arch, seq) // chunk
         recurrence = batch * (n_chunks + 1) ** 2 * arch.linear_value_heads * p * n
         products = padded * arch.linear_value_heads * _product_elements(arch) + recurrence
-        forward = (
-            tokens * _per_token(arch, seq, BROADCAST_FORWARD) + BROADCAST_PRODUCT_BYTES["forward"] * products
-        )
-        backward = (
-            tokens * _per_token(arch, seq, BROADCAST_BACKWARD)
-            + BROADCAST_PRODUCT_BYTES["backward"] * products
-        )
+        forward = tokens * _per_token(arch, seq, BROADCAST_FORWARD)
+        forward += BROADCAST_PRODUCT_BYTES["forward"] * products
+        backward = tokens * _per_token(arch, seq, BROADCAST_BACKWARD)
+        backward += BROADCAST_PRODUCT_BYTES["backward"] * products
+    else:
+        calls = FORWARD_CALLS if training else PREFILL_CALLS
+        forward = tokens * _per_token(arch, seq, FORWARD)
+        backward = tokens * _per_token(arch, seq, BACKWARD)
     return Kernel(
         name="linear_attention",
         kind="memory",
