@@ -234,3 +234,26 @@ def test_releases_before_5_18_pay_the_broadcast_products() -> None:
     old = 2048 * mamba_mixer.prefill_transient_bytes_per_token(arch, 2048, "5.17.0")
     new = 2048 * mamba_mixer.prefill_transient_bytes_per_token(arch, 2048, "5.24.0")
     assert 14e9 < old < 20e9 and new < 1.5e9
+
+
+@pytest.mark.parametrize("strategy", ["zero2", "fsdp", "tp"])
+def test_sharded_estimates_follow_the_profiles_release(strategy: str) -> None:
+    """Split over GPUs, a Mamba-2 model's working set is still that of the release the profile
+    runs: DeepSpeed's backward walk (zero2), the sharded one-device step (fsdp) and a sharded
+    prompt (tp) all hold 5.17's broadcast products (tens of GB at 2,048 tokens, against under
+    1 GB from 5.18 on)."""
+    from dataclasses import replace
+
+    from fitbench.estimate.memory import memory_breakdown
+
+    arch = counts.arch_of(counts.mamba_config(64, 64, 128, 1, 256))
+    old = get_profile("torch", "default", use_user=False)
+    new = replace(old, transformers_version="5.24")
+    if strategy == "tp":
+        w = _workload(arch, mode="infer", prompt_tokens=2048, new_tokens=8, batch_size=1)
+    else:
+        w = _workload(arch, mode="train", seq_len=2048, batch_size=1)
+    w = w.replace(gpus=2, strategy=strategy)
+    on_old = memory_breakdown(w, old, reserve=False).parts["temporaries"]
+    on_new = memory_breakdown(w, new, reserve=False).parts["temporaries"]
+    assert on_old > 5e9 > 1e9 > on_new

@@ -155,7 +155,8 @@ def per_gpu_breakdown(workload: Workload, one: MemoryBreakdown, profile: Profile
             kv_share = 1 / tp_kv_split(arch, n) if strategy == Strategy.TP else 1.0
             parts["kv_cache"] = base.parts["kv_cache"] * kv_share
             parts["temporaries"] = max(
-                transformer_cost.inference_transient_bytes(w1) * act, parts["kv_cache"] / arch.num_layers
+                transformer_cost.inference_transient_bytes(w1, profile.transformers_version) * act,
+                parts["kv_cache"] / arch.num_layers,
             )
     dynamic_total = (
         parts["activations"]
@@ -190,7 +191,7 @@ def deepspeed_breakdown(workload: Workload, profile: Profile) -> MemoryBreakdown
         weight_bytes,
         OPTIMIZER_STATES[workload.optimizer],
     )
-    bw = activation_peak(w16, profile.framework)
+    bw = activation_peak(w16, profile.framework, profile.transformers_version)
     parts: dict[str, float] = dict.fromkeys((*PART_NAMES, *DISTRIBUTED_PART_NAMES), 0.0)
     parts.update(states)
     parts["activations"] = bw["activations"]

@@ -58,11 +58,12 @@ def graded_segments(
     return [(seg, grad_b) for seg in segments]
 
 
-def activation_peak(workload: Workload, framework: str) -> dict[str, float]:
+def activation_peak(workload: Workload, framework: str, release: str | None = None) -> dict[str, float]:
     """The backward walk's moment with the most activations, autocast copies and temporaries,
-    gradients left out (liveness.activation_moment), of a full-parameter step."""
+    gradients left out (liveness.activation_moment), of a full-parameter step (`release`: the
+    transformers release the mode runs, as training_segments)."""
     return liveness.activation_moment(
-        graded_segments(workload, framework),
+        graded_segments(workload, framework, release=release),
         cast_bytes=workload.precision_info.cast_cache_bytes,
         checkpointing=workload.checkpointing,
         grad_accum=workload.grad_accum,
