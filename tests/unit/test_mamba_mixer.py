@@ -17,6 +17,7 @@ import pytest
 
 from fitbench.errors import FitbenchError
 from fitbench.estimate import generate_ops, linear_attention, mamba_mixer, speed, transformer_cost
+from fitbench.estimate.dtypes import ActivationDtypes
 from fitbench.estimate.profile import get_profile
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.hf_config import arch_from_hf_config
@@ -257,3 +258,80 @@ def test_sharded_estimates_follow_the_profiles_release(strategy: str) -> None:
     on_old = memory_breakdown(w, old, reserve=False).parts["temporaries"]
     on_new = memory_breakdown(w, new, reserve=False).parts["temporaries"]
     assert on_old > 5e9 > 1e9 > on_new
+
+
+PROFILES = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+
+def _mixer_seconds(arch: TransformerArch, batch: int, seq: int, *, training: bool, release: str) -> float:
+    """The estimate's GPU time of one Mamba-2 mixer on an H100: a prompt's forward, or a training
+    forward and backward."""
+    from dataclasses import replace
+
+    from fitbench.catalog import get_gpu
+
+    gpu, profile = get_gpu("h100-sxm"), get_profile("torch", "default", use_user=False)
+    dt = ActivationDtypes(act=2, res=2, mask=0, amp=False)
+    w = _workload(arch, mode="infer", prompt_tokens=seq, new_tokens=1, batch_size=batch)
+    kernels = mamba_mixer.timed_kernels(
+        arch, dt, batch, seq, decode=False, training=training, release=release
+    )
+    if training:
+        kernels += speed.backward_kernels(kernels)
+    kernels = [replace(k, count=1) for k in kernels]
+    return speed.time_kernels(kernels, w, gpu, profile, host_seconds_per_op=0.0).gpu_seconds
+
+
+@pytest.mark.parametrize("shape", ["micro", "bamba", "small"])
+def test_broadcast_products_run_at_their_measured_rate(shape: str) -> None:
+    """One 5.17 Mamba-2 layer timed on an H100 (benchmarks/mamba_scan_profile.py): the rate of the
+    broadcast products was read off the Granite 4.0-H-Micro and Bamba rows, which the estimate
+    holds within 5 %; the small layout (32 heads, state 64, chunk 128) was not used and reads up to
+    25 % fast. Counting the products' bytes at the stream's rate read every row about half the
+    measured prompt."""
+    rows = json.loads((PROFILES / f"mamba-scan-profile-h100-2026-12-07-{shape}.json").read_text())["rows"]
+    tolerance = 0.25 if shape == "small" else 0.05
+    for row in rows:
+        s = row["shape"]
+        arch = counts.arch_of(counts.mamba_config(s["heads"], s["head_dim"], s["state"], 1, s["chunk"]))
+        for training, key in ((False, "prompt_seconds"), (True, "step_seconds")):
+            estimated = _mixer_seconds(arch, s["batch"], s["seq"], training=training, release="5.17")
+            assert estimated == pytest.approx(row[key], rel=tolerance), (s, key)
+        timed = _mixer_seconds(arch, s["batch"], s["seq"], training=False, release="5.17")
+        stream = (
+            mamba_mixer.mixer_kernel(
+                arch, _dt(), s["batch"], s["seq"], decode=False, training=False, release="5.17"
+            ).bytes
+            / _h100_stream()
+        )
+        assert stream < 0.6 * row["prompt_seconds"] < timed  # every byte at the stream: about half
+
+
+def test_products_are_split_off_only_where_the_release_broadcasts() -> None:
+    """The products keep the mixer's bytes in total, launch nothing of their own, and carry the
+    forward's and the backward's rates; from 5.18 on there is one kernel."""
+    arch = counts.arch_of(counts.mamba_config(64, 64, 128, 1, 256))
+    whole = mamba_mixer.mixer_kernel(arch, _dt(), 2, 1024, decode=False, training=True, release="5.17")
+    rest, products = mamba_mixer.timed_kernels(
+        arch, _dt(), 2, 1024, decode=False, training=True, release="5.17"
+    )
+    assert rest.bytes + products.bytes == pytest.approx(whole.bytes)
+    assert (rest.backward_bytes or 0) + (products.backward_bytes or 0) == pytest.approx(
+        whole.backward_bytes or 0
+    )
+    assert products.kernel_launches == 0 and products.ops == 0
+    backward = speed.backward_kernels([products])[0]
+    assert products.sm_rate == mamba_mixer.BROADCAST_PRODUCT_SM_RATE["forward"]
+    assert backward.sm_rate == mamba_mixer.BROADCAST_PRODUCT_SM_RATE["backward"]
+    newest = mamba_mixer.timed_kernels(arch, _dt(), 2, 1024, decode=False, training=True, release="5.24")
+    assert len(newest) == 1 and newest[0].name == "linear_attention"
+
+
+def _dt() -> ActivationDtypes:
+    return ActivationDtypes(act=2, res=2, mask=0, amp=False)
+
+
+def _h100_stream() -> float:
+    from fitbench.catalog import get_gpu
+
+    return get_gpu("h100-sxm").stream_bandwidth_bytes_s

@@ -259,4 +259,9 @@ def mixer_kernels(
     runs, which decides how a Mamba-2 scan contracts)."""
     if not arch.linear_layers:
         return []
-    return [mixer_kernel(arch, dt, batch, seq, decode=kv_len is not None, training=training, release=release)]
+    decode = kv_len is not None
+    if arch.linear_kind == "mamba2":  # before 5.18 its broadcast products are timed apart
+        return mamba_mixer.timed_kernels(
+            arch, dt, batch, seq, decode=decode, training=training, release=release
+        )
+    return [mixer_kernel(arch, dt, batch, seq, decode=decode, training=training, release=release)]

@@ -44,6 +44,7 @@ the layer's traffic. Counted on 5.17's module the same way (its figures in the B
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from fitbench.estimate.generate_ops import release as release_of
@@ -82,6 +83,17 @@ BROADCAST_FORWARD = ScanBytes(padded=(45.2, 55.4, 59.8, 23.2), tokens=(110.5, 71
 BROADCAST_SAVED = ScanBytes(padded=(19.6, 12.6, 11.9, 7.9), tokens=(25.7, 10.9), groups=8.8)
 BROADCAST_BACKWARD = ScanBytes(padded=(98.9, 105.0, 88.0, 33.7), tokens=(200.8, 243.6), groups=46.0)
 BROADCAST_PRODUCT_BYTES = {"forward": 8.0, "backward": 24.0}
+# The rate those products' passes reach: the multiplies run through TensorIterator's broadcast
+# (non-vectorised) elementwise kernel, which computes each output element's offsets and writes
+# it one at a time, so their time is per-SM work in series with the memory's (speed.series_share):
+# bytes/s per SM, forward (the multiplies and their sums) and backward (the gradients' products
+# and reductions). Measured on an H100 with benchmarks/mamba_scan_profile.py at Granite
+# 4.0-H-Micro's and Bamba-9B's sizes (64 and 128 heads of 64, state 128, chunk 256; 512-2,048
+# tokens: 19.2-20.0 and 77-82 GB/s, 0.45-0.47 and 0.77-0.78 of the stream), results in
+# benchmarks/results/mamba-scan-profile-h100-2026-12-07-*.json. At 32 heads, state 64, chunk 128
+# (not fitted) the same passes ran at 0.35 and 0.67 of the stream: the rate there reads 23 % and
+# 15 % fast.
+BROADCAST_PRODUCT_SM_RATE = {"forward": 19.4e9, "backward": 79.4e9}
 BROADCAST_FORWARD_PRODUCTS = 0.9
 BROADCAST_BACKWARD_PRODUCTS = 2.3
 # Its calls: a training forward, a prompt, a decode step (projections as above).
@@ -204,6 +216,55 @@ def prefill_extra_calls(arch: TransformerArch, prompt: int, release: str | None 
     return arch.linear_layers * (prefill + PROJECTION_CALLS - decode)
 
 
+def broadcast_product_elements(arch: TransformerArch, batch: int, seq: int) -> float:
+    """Elements of the broadcast products one layer's scan materialises before 5.18: the four
+    products per padded token and head, and the chunk states' recurrence, one product of
+    (chunks + 1)^2 x heads x head size x state a sequence."""
+    p, n = arch.linear_value_head_dim, arch.linear_key_head_dim
+    n_chunks = padded_tokens(arch, seq) // arch.linear_chunk_size
+    recurrence = batch * (n_chunks + 1) ** 2 * arch.linear_value_heads * p * n
+    return batch * padded_tokens(arch, seq) * arch.linear_value_heads * _product_elements(arch) + recurrence
+
+
+def timed_kernels(
+    arch: TransformerArch,
+    dt: ActivationDtypes,
+    batch: int,
+    seq: int,
+    *,
+    decode: bool,
+    training: bool,
+    release: str | None = None,
+) -> list[Kernel]:
+    """mixer_kernel as the step times it: before 5.18 its broadcast products' bytes apart, in a
+    kernel of their own at their measured rate (BROADCAST_PRODUCT_SM_RATE; no launches or calls
+    of their own, the mixer's counts hold them)."""
+    mixer = mixer_kernel(arch, dt, batch, seq, decode=decode, training=training, release=release)
+    if decode or not broadcasts(release):
+        return [mixer]
+    elements = broadcast_product_elements(arch, batch, seq)
+    forward = BROADCAST_PRODUCT_BYTES["forward"] * elements
+    backward = BROADCAST_PRODUCT_BYTES["backward"] * elements
+    products = Kernel(
+        name="linear_attention_products",
+        kind="memory",
+        flops=0.0,
+        bytes=forward,
+        count=mixer.count,
+        ops=0.0,
+        launches=0.0,
+        backward_bytes=backward,
+        backward_launches=0.0,
+        stream_share=1.0,
+        sm_rate=BROADCAST_PRODUCT_SM_RATE["forward"],
+        backward_sm_rate=BROADCAST_PRODUCT_SM_RATE["backward"],
+    )
+    rest = replace(
+        mixer, bytes=mixer.bytes - forward, backward_bytes=(mixer.backward_bytes or 0.0) - backward
+    )
+    return [rest, products]
+
+
 def mixer_kernel(
     arch: TransformerArch,
     dt: ActivationDtypes,
@@ -239,11 +300,7 @@ def mixer_kernel(
     flops = padded * arch.linear_value_heads * (2 * chunk * n + 2 * chunk * p + 4 * p * n)
     if broadcasts(release):
         calls = BROADCAST_CALLS["forward" if training else "prefill"]
-        # the four products per padded token, and the chunk states' recurrence: one product of
-        # (chunks + 1)^2 x heads x head size x state a sequence
-        n_chunks = padded_tokens(arch, seq) // chunk
-        recurrence = batch * (n_chunks + 1) ** 2 * arch.linear_value_heads * p * n
-        products = padded * arch.linear_value_heads * _product_elements(arch) + recurrence
+        products = broadcast_product_elements(arch, batch, seq)
         forward = tokens * _per_token(arch, seq, BROADCAST_FORWARD)
         forward += BROADCAST_PRODUCT_BYTES["forward"] * products
         backward = tokens * _per_token(arch, seq, BROADCAST_BACKWARD)

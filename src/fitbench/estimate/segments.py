@@ -64,6 +64,8 @@ class Kernel:
     sm_rate  with stream_share: a rate per SM (bytes/s) in series with the memory's, so that
            1 / share = 1 / stream_share + (stream per SM) / sm_rate (torch's AdamW kernels:
            speed.optimizer_series); None: stream_share alone
+    backward_sm_rate  the same for its backward where it differs from the forward's (the Mamba-2
+           scan's broadcast products: mamba_mixer.BROADCAST_PRODUCT_SM_RATE); None: sm_rate
     launches  GPU kernels one instance launches, each paying the profile's kernel_fixed_seconds
            where the instance is memory-bound (a convolution: conv_fixed_seconds); None: its
            framework operations (at least one)
@@ -122,6 +124,7 @@ class Kernel:
     mixed_dtypes: bool = False
     stream_share: float | None = None
     sm_rate: float | None = None
+    backward_sm_rate: float | None = None
     misaligned: int = 0
     grouped: bool = False
     attended_keys: int = 0

@@ -452,6 +452,7 @@ def backward_kernels(kernels: list[Kernel]) -> list[Kernel]:
                 launches=k.kernel_launches if k.backward_launches is None else k.backward_launches,
                 mixed_dtypes=k.mixed_dtypes,
                 stream_share=k.stream_share,
+                sm_rate=k.sm_rate if k.backward_sm_rate is None else k.backward_sm_rate,
                 misaligned=k.misaligned,
                 grouped=k.grouped,
                 attended_keys=k.attended_keys,
