@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from fitbench.estimate import linear_attention, mamba_mixer
+from fitbench.estimate import linear_attention, mamba_mixer, short_conv
 from fitbench.estimate.dtypes import ActivationDtypes
 from fitbench.workloads.arch import TransformerArch
 from generate_ops_families import CallCounter  # calls less attribute reads: generate_ops' unit
@@ -210,13 +210,13 @@ def _count_generation(
 
 
 def _count_model_generation(
-    model: Any, mixer: Any, batch: int, *, prompt: int, prefill: bool
+    model: Any, mixer: Any, batch: int, *, prompt: int, prefill: bool, counter: type = KernelCounter
 ) -> dict[str, int]:
     from transformers import DynamicCache
 
     ids = torch.randint(3, 500, (batch, prompt))
     cache = DynamicCache(config=model.config)
-    kernels, calls = KernelCounter(), CallCounter()
+    kernels, calls = counter(), CallCounter()
 
     def start(*_: Any) -> None:
         calls.__enter__()
@@ -457,6 +457,150 @@ def decode_calls() -> None:
         )
 
 
+# What a short-convolution count leaves out: the projections' products (the block's GEMMs), and
+# in a training count the loss that starts the backward (y.float().sum()).
+SHORT_CONV_PRODUCTS = frozenset({"aten.mm", "aten.addmm"})
+LOSS_OPS = ("aten._to_copy", "aten.sum", "aten.ones_like")
+
+
+class ConvKernelCounter(KernelCounter):
+    """KernelCounter with the depthwise convolution counted (a short convolution's is memory-bound
+    work of the mixer's own), and the operations in order (name, bytes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[tuple[str, int]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        name = str(func.overloadpacket)
+        if name not in VIEWS and name not in SHORT_CONV_PRODUCTS:
+            nbytes = _nbytes(list(args)) + _nbytes(out)
+            self.kernels += 1
+            self.bytes += nbytes
+            self.ops.append((name, nbytes))
+        return out
+
+
+def lfm2_config(hidden: int, width: int = 3, *, bias: bool = False, layers: int = 2) -> Any:
+    """A tiny LFM2 config whose layers after the first are short convolutions of `width`."""
+    import transformers
+
+    return transformers.Lfm2Config(
+        vocab_size=512,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        block_auto_adjust_ff_dim=False,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        conv_L_cache=width,
+        conv_bias=bias,
+        layer_types=(["full_attention"] + ["conv"] * layers)[:layers],
+    )
+
+
+def count_short_conv_training(
+    config: Any, batch: int, seq: int, dtype: torch.dtype, *, autocast: bool = False
+) -> dict[str, int]:
+    """One LFM2 short convolution's training forward and backward at `batch` x `seq` tokens (with
+    `autocast`: FP32 weights under CPU autocast to `dtype`); the backward less the loss's ops."""
+    from transformers.models.lfm2.modeling_lfm2 import Lfm2ShortConv
+
+    torch.manual_seed(0)
+    mixer = Lfm2ShortConv(config, 1).to(torch.float32 if autocast else dtype)
+    x = torch.randn(batch, seq, config.hidden_size, dtype=dtype, requires_grad=True)
+    saved: list[torch.Tensor] = []
+
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        saved.append(t)
+        return t
+
+    forward, calls = ConvKernelCounter(), CallCounter()
+    with (
+        torch.autocast("cpu", dtype=dtype, enabled=autocast),
+        calls,
+        forward,
+        torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t),
+    ):
+        y = mixer(x)
+    own = {p.untyped_storage().data_ptr() for p in mixer.parameters()} | {x.untyped_storage().data_ptr()}
+    kept = {
+        t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+        for t in saved
+        if t.untyped_storage().data_ptr() not in own
+    }
+    backward = ConvKernelCounter()
+    with backward:
+        y.float().sum().backward()
+    first = 0
+    while first < len(backward.ops) and backward.ops[first][0] in LOSS_OPS:
+        first += 1
+    mixer_ops = backward.ops[first:]
+    if autocast:  # the projections' weight gradients cast back to FP32 (the block's casts)
+        projections = {6 * mixer.in_proj.weight.numel(), 6 * mixer.out_proj.weight.numel()}
+        mixer_ops = [op for op in mixer_ops if not (op[0] == "aten._to_copy" and op[1] in projections)]
+    return {
+        "kernels": forward.kernels,
+        "bytes": forward.bytes,
+        "calls": calls.calls,
+        "saved": sum(kept.values()),
+        "backward_kernels": len(mixer_ops),
+        "backward_bytes": sum(b for _, b in mixer_ops),
+    }
+
+
+def count_short_conv_generation(
+    config: Any, batch: int, dtype: torch.dtype, *, prompt: int, prefill: bool
+) -> dict[str, int]:
+    """One LFM2 short convolution's prompt or decode step in a model whose second layer is one."""
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.Lfm2ForCausalLM(config).eval().to(dtype)
+    mixer = model.model.layers[1].conv
+    return _count_model_generation(
+        model, mixer, batch, prompt=prompt, prefill=prefill, counter=ConvKernelCounter
+    )
+
+
+def estimated_short_conv(
+    arch: TransformerArch, batch: int, seq: int, act: int, *, autocast: bool = False
+) -> dict[str, float]:
+    """The estimator's figures for one short convolution of `arch` (short_conv.mixer_kernel)."""
+    dt = ActivationDtypes(act=act, res=act, mask=0, amp=autocast)
+    k = short_conv.mixer_kernel(arch, dt, batch, seq, decode=False, training=True)
+    return {
+        "kernels": k.kernel_launches,
+        "bytes": k.bytes,
+        "calls": k.ops + short_conv.PROJECTION_CALLS,
+        "saved": batch * seq * short_conv.saved_bytes_per_token(arch, act, seq),
+        "backward_kernels": k.backward_launches or 0.0,
+        "backward_bytes": k.backward_bytes or 0.0,
+    }
+
+
+def short_conv_table(dtype: torch.dtype, act: int, seqs: list[int]) -> None:
+    """LFM2's short convolution counted at a few sizes beside the estimate."""
+    print(
+        f"{'hidden, width, batch':22} {'seq':>5} {'figure':>16} {'counted':>12} {'estimate':>12} {'ratio':>6}"
+    )
+    for hidden, width, batch in ((64, 3, 1), (96, 3, 2), (128, 5, 3)):
+        config = lfm2_config(hidden, width)
+        arch = arch_of(config)
+        for seq in seqs:
+            counted = count_short_conv_training(config, batch, seq, dtype)
+            estimated = estimated_short_conv(arch, batch, seq, act)
+            for key, value in counted.items():
+                est = estimated[key]
+                shape = f"{(hidden, width, batch)!s:22} {seq:5d}"
+                print(f"{shape} {key:>16} {value:12,d} {est:12,.0f} {est / value:6.2f}")
+        decode = count_short_conv_generation(config, batch, dtype, prompt=16, prefill=False)
+        est = batch * hidden * short_conv.decode_bytes_per_channel(arch, act, batch)
+        counted = decode["bytes"]
+        print(f"{'':22} {'dec':>5} {'bytes':>16} {counted:12,d} {est:12,.0f} {est / counted:6.2f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -465,7 +609,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seq", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--decode-calls", action="store_true", help="the decode step's calls per layer kind")
     parser.add_argument(
-        "--mixer", choices=("gated-deltanet", "mamba2"), default="gated-deltanet", help="which layer to count"
+        "--mixer",
+        choices=("gated-deltanet", "mamba2", "short-conv"),
+        default="gated-deltanet",
+        help="which layer to count",
     )
     parser.add_argument("--json", type=Path, help="with --mixer mamba2: every count as JSON")
     args = parser.parse_args(argv)
@@ -476,6 +623,9 @@ def main(argv: list[str] | None = None) -> int:
     act = 2 if args.dtype == "bf16" else 4
     if args.mixer == "mamba2":
         mamba_table(dtype, act, args.seq, args.json)
+        return 0
+    if args.mixer == "short-conv":
+        short_conv_table(dtype, act, args.seq)
         return 0
     shapes = [(1, 2, 4, 16, 16), (2, 3, 6, 32, 24), (1, 4, 4, 48, 32)]
     head = "shape (batch, key heads, value heads, key, value)"

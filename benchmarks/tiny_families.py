@@ -52,6 +52,8 @@ TINY_SIZES = {
     "mamba_d_head": 16,
     "mamba_d_state": 16,
     "mamba_chunk_size": 32,
+    # LFM2's MLP width before its two-thirds adjustment
+    "block_ff_dim": 192,
     # vision towers (a multimodal config's vision_config)
     "depth": 2,
     "embed_dim": 64,
@@ -79,10 +81,12 @@ def _shrunk(config: dict[str, Any]) -> dict[str, Any]:
 def _mamba_layer_types(config: dict[str, Any], shrunk: dict[str, Any]) -> dict[str, Any]:
     """A Granite 4.0 file's layer kinds at the tiny layer count (its class makes every layer a
     Mamba-2 one without the list): the first layer attends, the others keep the file's kind (Mamba-2
-    wherever the file has one, else attention); Bamba's attention indices likewise."""
+    wherever the file has one, else attention); Bamba's and LFM2's attention indices likewise."""
     types = config.get("layer_types")
     if "mamba_n_heads" in config and "attn_layer_indices" in config:  # Bamba: the first layer attends
         return {"attn_layer_indices": [0]}
+    if "full_attn_idxs" in config:  # LFM2: the first layer attends, the others convolve
+        return {"full_attn_idxs": [0]}
     if "mamba_n_heads" not in config or not isinstance(types, list):
         return {}
     rest = "mamba" if "mamba" in types or "linear_attention" in types else "attention"

@@ -208,6 +208,13 @@ TINY_FAMILIES = [
         "attn_layer_indices": [1],
         "mlp_bias": True,
     },
+    {
+        **{k: v for k, v in HUNYUAN.items() if k != "head_dim"},
+        "model_type": "lfm2",
+        "block_ff_dim": 144,
+        "conv_bias": True,
+        "layer_types": ["conv", "full_attention"],
+    },
 ]
 
 

@@ -203,6 +203,17 @@ TINY: dict[str, dict[str, Any]] = {
         "attention_bias": True,
         "mlp_bias": True,
     },
+    "lfm2": {**BASE, "model_type": "lfm2", "block_ff_dim": 192, "full_attn_idxs": [1]},
+    "lfm2-bias": {
+        **BASE,
+        "model_type": "lfm2",
+        "block_ff_dim": 200,
+        "block_ffn_dim_multiplier": 1.5,
+        "block_multiple_of": 32,
+        "conv_bias": True,
+        "conv_L_cache": 4,
+        "layer_types": ["conv", "full_attention", "conv", "conv"],
+    },
     "ernie4_5_moe": {
         **BASE,
         "model_type": "ernie4_5_moe",

@@ -105,6 +105,7 @@ class CallCounts:
     # A linear-attention layer's calls beyond an attention layer's of the same family (Qwen3.5's
     # and Qwen3-Next's Gated DeltaNet decode step: projections, the causal convolution's state
     # update, the recurrent rule's passes, the gated norm; Granite 4.0-H's Mamba-2 step alike;
+    # LFM2's short convolution: fewer calls than its attention layer's, so negative;
     # TransformerArch.linear_layers; benchmarks/linear_attention_counts.py --decode-calls).
     family_linear_layer: dict[str, int]
     # Families whose model builds a sliding-window mask beside the causal one every step even
@@ -127,6 +128,7 @@ BEFORE_PACK_GQA = CallCounts(
         "qwen3-next": 5,
         "granitemoehybrid": -14,
         "bamba": 1,
+        "lfm2": 3,
         "qwen2": 3,
         "qwen3": 3,
         "cohere": 7,
@@ -211,6 +213,7 @@ BEFORE_PACK_GQA = CallCounts(
         "qwen3-next": 52,
         "granitemoehybrid": 60,
         "bamba": 38,
+        "lfm2": -32,
     },
     unused_sliding_mask={"qwen2-moe": 31},
 )
@@ -309,6 +312,7 @@ FROM_PACK_GQA = CallCounts(
         "qwen3-next": 51,
         "granitemoehybrid": 61,
         "bamba": 39,
+        "lfm2": -33,
     },
     unused_sliding_mask={"qwen2-moe": 21},
 )

@@ -30,8 +30,8 @@ written here. tests/unit/test_linear_attention.py counts the module again on the
 these formulas to it.
 
 Mamba-2 layers (TransformerArch.linear_kind 'mamba2') fill the same fields and are modelled in
-estimate/mamba_mixer.py; the functions here hand them over, so the rest of the estimator asks
-one module whatever the mixer.
+estimate/mamba_mixer.py, LFM2's short convolutions ('short_conv') in estimate/short_conv.py; the
+functions here hand them over, so the rest of the estimator asks one module whatever the mixer.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from fitbench.estimate import mamba_mixer
+from fitbench.estimate import mamba_mixer, short_conv
 from fitbench.estimate.segments import Kernel
 
 if TYPE_CHECKING:
@@ -103,6 +103,8 @@ def prefill_extra_calls(arch: TransformerArch, prompt: int, release: str | None 
         return 0.0
     if arch.linear_kind == "mamba2":
         return mamba_mixer.prefill_extra_calls(arch, prompt, release)
+    if arch.linear_kind == "short_conv":
+        return short_conv.prefill_extra_calls(arch)
     prefill = PREFILL_CALLS + PROJECTION_CALLS + CHUNK_CALLS * chunks(prompt)
     return arch.linear_layers * (prefill - DECODE_CALLS)
 
@@ -134,12 +136,17 @@ def _state_per_chunk_position(arch: TransformerArch) -> float:
     return arch.linear_key_head_dim * arch.linear_value_head_dim / CHUNK
 
 
-def saved_bytes_per_token(arch: TransformerArch, seq: int | None = None, release: str | None = None) -> float:
+def saved_bytes_per_token(
+    arch: TransformerArch, seq: int | None = None, release: str | None = None, act: int = 2
+) -> float:
     """Bytes one linear-attention mixer saves for backward per token of a `seq`-token sequence
     (None: a whole number of chunks); its input, the norm's output, is the block's
-    (decoder_linear_inputs_saved_bytes_per_token)."""
+    (decoder_linear_inputs_saved_bytes_per_token). `act`: the activations' bytes, which a short
+    convolution's follow (the scans' FP32 tables were counted with 16-bit activations)."""
     if arch.linear_kind == "mamba2":
         return mamba_mixer.saved_bytes_per_token(arch, seq, release)
+    if arch.linear_kind == "short_conv":
+        return short_conv.saved_bytes_per_token(arch, act, seq)
     pad = 1.0 if seq is None else chunks(seq) * CHUNK / seq
     dk, dv = arch.linear_key_head_dim, arch.linear_value_head_dim
     widths = (1.0 + PADDED_SHARE * (pad - 1.0)) * (SAVED_PER_KEY_DIM * dk + SAVED_PER_VALUE_DIM * dv)
@@ -147,12 +154,16 @@ def saved_bytes_per_token(arch: TransformerArch, seq: int | None = None, release
     return arch.linear_value_heads * (widths + chunked)
 
 
-def prefill_transient_bytes_per_token(arch: TransformerArch, seq: int, release: str | None = None) -> float:
+def prefill_transient_bytes_per_token(
+    arch: TransformerArch, seq: int, release: str | None = None, act: int = 2
+) -> float:
     """The chunked rule's working set per token of a `seq`-token prompt under no_grad: its FP32
     copies, decay and score matrices stay referenced until the function returns, the same
     tensors the training step saves."""
     if arch.linear_kind == "mamba2":
         return mamba_mixer.prefill_transient_bytes_per_token(arch, seq, release)
+    if arch.linear_kind == "short_conv":
+        return short_conv.prefill_transient_bytes_per_token(arch, act)
     return saved_bytes_per_token(arch, seq)
 
 
@@ -163,12 +174,14 @@ BACKWARD_TRANSIENT_BYTES = 6.0
 
 
 def backward_transient_bytes_per_token(
-    arch: TransformerArch, seq: int | None = None, release: str | None = None
+    arch: TransformerArch, seq: int | None = None, release: str | None = None, act: int = 2
 ) -> float:
     """Scratch of one linear-attention mixer's backward per token (BACKWARD_TRANSIENT_BYTES; read
     from the code's structure, not measured)."""
     if arch.linear_kind == "mamba2":
         return mamba_mixer.backward_transient_bytes_per_token(arch, seq, release)
+    if arch.linear_kind == "short_conv":
+        return short_conv.backward_transient_bytes_per_token(arch, act)
     dk, dv = arch.linear_key_head_dim, arch.linear_value_head_dim
     return BACKWARD_TRANSIENT_BYTES * arch.linear_value_heads * (3 * dk + 2 * dv + CHUNK)
 
@@ -195,6 +208,8 @@ def mixer_kernel(
         return mamba_mixer.mixer_kernel(
             arch, dt, batch, seq, decode=decode, training=training, release=release
         )
+    if arch.linear_kind == "short_conv":
+        return short_conv.mixer_kernel(arch, dt, batch, seq, decode=decode, training=training)
     heads = arch.linear_value_heads
     recurrent, conv = arch.linear_state_elements()
     if decode:

@@ -480,7 +480,7 @@ def linear_layer_saved_bytes_per_token(
     )
     if arch.attention_output_gate:
         attn += 2 * arch.q_dim * dt.act
-    return block - attn + linear_attention.saved_bytes_per_token(arch, seq, release)
+    return block - attn + linear_attention.saved_bytes_per_token(arch, seq, release, dt.act)
 
 
 def compiled_norm_saved_bytes_per_token(h: int, dt: ActivationDtypes) -> int:
@@ -667,7 +667,7 @@ def training_segments(
     per_input = layer_input_bytes_per_token(arch, dt) * tokens
     per_transient = layer_transient_bytes_per_token(arch, dt, s, workload.attention) * tokens
     linear_transient = max(
-        per_transient, linear_attention.backward_transient_bytes_per_token(arch, s, release) * tokens
+        per_transient, linear_attention.backward_transient_bytes_per_token(arch, s, release, dt.act) * tokens
     )
     for i in range(arch.num_layers):
         cast = autocast_params_at(arch, i) if dt.amp else 0
@@ -812,7 +812,9 @@ def inference_transient_bytes(workload: Workload, release: str | None = None) ->
         else:
             per_token = eager_decoder_transient_bytes_per_token(arch, dt, s, per_token)
     if arch.linear_layers:  # the chunked delta rule's FP32 working set
-        per_token = max(per_token, linear_attention.prefill_transient_bytes_per_token(arch, s, release))
+        per_token = max(
+            per_token, linear_attention.prefill_transient_bytes_per_token(arch, s, release, dt.act)
+        )
     logits = workload.batch_size * arch.vocab_size * 4 * 2 if arch.kind == "decoder" else 0
     return tokens * per_token + logits
 
@@ -957,6 +959,15 @@ def arch_assumptions(workload: Workload) -> list[str]:
             "training step (kept for backward), and before transformers 5.18 FP32 broadcast products "
             "of chunk x state per token and head while the scan runs (the profile's release decides); "
             "FP32 passes over the state for each decoded token"
+        )
+    elif arch.linear_layers and arch.linear_kind == "short_conv":
+        state = linear_state_bytes_per_sequence(workload) / 2**10
+        lines.append(
+            f"short convolutions: {arch.linear_layers} of {arch.num_layers} layers are LFM2's gated "
+            f"short convolutions (width {arch.linear_conv_kernel}), which keep {state:.1f} KiB per "
+            "sequence (the convolution's last inputs) instead of a KV cache; timed as transformers' "
+            "PyTorch code runs them without causal-conv1d installed: a few elementwise passes a layer "
+            "whatever the length"
         )
     elif arch.linear_layers:
         state = linear_state_bytes_per_sequence(workload) / 2**20

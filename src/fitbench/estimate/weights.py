@@ -53,8 +53,13 @@ _ALIASES = {
 _MLP_PARENTS = ("mlp", "feed_forward", "block_sparse_moe")
 # A Gated DeltaNet layer's matrices (TransformerArch.linear_attention_linears), under linear_attn.
 _LINEAR_ATTENTION_LEAVES = ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj")
-# A Mamba-2 layer's (Granite 4.0-H), under mamba.
+# A Mamba-2 layer's (Granite 4.0-H), under mamba; LFM2's short convolution's, under conv.
 _MAMBA_LEAVES = ("in_proj", "out_proj")
+_RECURRENT_PARENTS = (
+    ("linear_attn", _LINEAR_ATTENTION_LEAVES),
+    ("mamba", _MAMBA_LEAVES),
+    ("conv", _MAMBA_LEAVES),
+)
 
 
 @dataclass(frozen=True)
@@ -91,11 +96,7 @@ def _module_paths(name: str) -> list[str]:
     if leaf in ("gate_proj", "up_proj", "down_proj", "fc1", "fc2"):
         return [f"{p}.{lf}" for p in _MLP_PARENTS for lf in leaves]
     if leaf in _LINEAR_ATTENTION_LEAVES or leaf in _MAMBA_LEAVES:
-        parents = [
-            p
-            for p, names in (("linear_attn", _LINEAR_ATTENTION_LEAVES), ("mamba", _MAMBA_LEAVES))
-            if leaf in names
-        ]
+        parents = [p for p, names in _RECURRENT_PARENTS if leaf in names]
         return [f"{p}.{lf}" for p in parents for lf in leaves]
     return [f"{p}.{lf}" for p in _ATTENTION_PARENTS for lf in leaves]
 

@@ -198,11 +198,12 @@ RULE_TWINS = {
 NORMS = ("layernorm", "rmsnorm", "nonparametric")
 QK_NORMS = ("none", "head", "full")
 # The recurrent mixers of TransformerArch.linear_layers: Qwen3-Next's and Qwen3.5's Gated DeltaNet,
-# and the Mamba-2 layer (state-space duality) of Granite 4.0-H and its kin.
-LINEAR_KINDS = ("gated_deltanet", "mamba2")
+# the Mamba-2 layer (state-space duality) of Granite 4.0-H and its kin, and LFM2's gated short
+# convolution (no recurrent state, no key heads).
+LINEAR_KINDS = ("gated_deltanet", "mamba2", "short_conv")
 # transformers' chunk lengths where a config gives none: torch_chunk_gated_delta_rule's fixed 64,
-# and GraniteMoeHybridConfig's mamba_chunk_size default.
-LINEAR_CHUNK_DEFAULTS = {"gated_deltanet": 64, "mamba2": 256}
+# and GraniteMoeHybridConfig's mamba_chunk_size default (a short convolution has no chunks).
+LINEAR_CHUNK_DEFAULTS = {"gated_deltanet": 64, "mamba2": 256, "short_conv": 1}
 
 
 def expected_distinct_experts(num_experts: int, top_k: int, tokens: int) -> float:
@@ -282,6 +283,12 @@ class TransformerArch:
     value heads x key size x value size and the convolution's last inputs: a fixed size, no KV
     cache. The remaining `attention_layers` attend as usual; `attention_output_gate` doubles
     their query projection with a sigmoid gate on the attention output (Qwen3-Next's).
+
+    LFM2's gated short convolutions (`linear_kind` 'short_conv') fill the value fields with one
+    head of hidden-size channels and leave the key fields 0: `in_proj` makes B, C and x of the
+    hidden size, a depthwise causal convolution of width `linear_conv_kernel` runs over B * x,
+    C gates its output, `out_proj` maps it back (`linear_proj_bias` and `linear_conv_bias` both
+    follow the config's conv_bias). The state is the convolution's last inputs, no recurrence.
 
     Mamba-2 layers (`linear_kind` 'mamba2': Granite 4.0-H) fill the same fields with the same
     shapes: `linear_value_heads` SSM heads of `linear_value_head_dim` channels (the inputs x,
@@ -429,14 +436,11 @@ class TransformerArch:
                 f"{self.linear_layers} linear-attention layers of {self.num_layers} layers",
                 message_zh=f"{self.num_layers} 层中有 {self.linear_layers} 层线性注意力层,数量不合理",
             )
-        sizes = (
-            self.linear_key_heads,
-            self.linear_value_heads,
-            self.linear_key_head_dim,
-            self.linear_value_head_dim,
-            self.linear_conv_kernel,
-        )
-        if min(sizes) < 1 or self.linear_value_heads % self.linear_key_heads:
+        keyed = self.linear_kind != "short_conv"  # a short convolution has channels, no keys
+        sizes = (self.linear_value_heads, self.linear_value_head_dim, self.linear_conv_kernel)
+        if keyed:
+            sizes += (self.linear_key_heads, self.linear_key_head_dim)
+        if min(sizes) < 1 or (keyed and self.linear_value_heads % self.linear_key_heads):
             raise FitbenchError(
                 "linear attention needs its head counts and sizes and its convolution width, "
                 "with the value heads a multiple of the key heads",
@@ -721,6 +725,8 @@ class TransformerArch:
         h, heads, values = self.hidden_size, self.linear_value_heads, self.linear_value_dim
         if self.linear_kind == "mamba2":
             return [("in_proj", h, values + self.linear_conv_dim + heads), ("out_proj", values, h)]
+        if self.linear_kind == "short_conv":
+            return [("in_proj", h, 3 * values), ("out_proj", values, h)]
         return [
             ("in_proj_qkv", h, self.linear_conv_dim),
             ("in_proj_z", h, values),
@@ -733,15 +739,18 @@ class TransformerArch:
         """One linear-attention block's mixer: its matrices, the depthwise convolution (no bias),
         the decay's A_log and dt_bias per value head, and the gated norm's weight of value size.
         A Mamba-2 layer: its two matrices and their biases, the convolution and its bias, A_log,
-        D and dt_bias per head, and the gated norm over all heads' channels."""
+        D and dt_bias per head, and the gated norm over all heads' channels. A short convolution:
+        its two matrices, their biases and the convolution's, nothing per head."""
         if not self.linear_layers:
             return 0
         weights = sum(fin * fout for _, fin, fout in self.linear_attention_linears())
         conv = self.linear_conv_dim * self.linear_conv_kernel
-        if self.linear_kind == "mamba2":
+        if self.linear_kind in ("mamba2", "short_conv"):
             outputs = sum(fout for _, _, fout in self.linear_attention_linears())
             biases = outputs if self.linear_proj_bias else 0
             conv += self.linear_conv_dim if self.linear_conv_bias else 0
+            if self.linear_kind == "short_conv":
+                return weights + biases + conv
             return weights + biases + conv + 3 * self.linear_value_heads + self.linear_value_dim
         return weights + conv + 2 * self.linear_value_heads + self.linear_value_head_dim
 

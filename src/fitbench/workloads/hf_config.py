@@ -87,6 +87,7 @@ DECODER_TYPES = (
     "qwen3_5_text",
     "granitemoehybrid",
     "bamba",
+    "lfm2",
     "gpt2",
     "gpt_bigcode",
     "gptj",
@@ -165,7 +166,6 @@ STATE_SPACE_TYPES = {
     "zamba": "Zamba",
     "zamba2": "Zamba2",
     "nemotron-h": "Nemotron-H",
-    "lfm2": "LFM2",
     "lfm2-moe": "LFM2-MoE",
     "rwkv": "RWKV",
     "recurrent-gemma": "RecurrentGemma",
@@ -1234,6 +1234,85 @@ def _bamba(r: ConfigReader) -> TransformerArch:
     )
 
 
+def _lfm2_ffn(r: ConfigReader) -> int:
+    """LFM2's MLP width as Lfm2MLP derives it: `block_ff_dim` (or `intermediate_size`), with
+    `block_auto_adjust_ff_dim` two thirds of it, times `block_ffn_dim_multiplier` rounded up to
+    `block_multiple_of` where a multiplier is given."""
+    width = r.int("block_ff_dim", "intermediate_size", default=12288)
+    if not r.flag("block_auto_adjust_ff_dim", True):
+        return width
+    width = int(2 * width / 3)
+    multiplier = r.data.get("block_ffn_dim_multiplier", 1.0)
+    if multiplier is None:
+        return width
+    if isinstance(multiplier, bool) or not isinstance(multiplier, int | float) or multiplier <= 0:
+        raise r.error(
+            f"'block_ffn_dim_multiplier' must be a positive number, got {show(multiplier)}",
+            message_zh=f"'block_ffn_dim_multiplier' 必须是正数,实际为 {show(multiplier, 'zh')}",
+        )
+    multiple = r.int("block_multiple_of", default=256)
+    return multiple * -(-int(multiplier * width) // multiple)
+
+
+def _lfm2(r: ConfigReader) -> TransformerArch:
+    """LFM2: gated short convolutions (TransformerArch linear_kind 'short_conv') in the layers
+    `layer_types` calls 'conv' (or that `full_attn_idxs` leaves out; all layers attend where the
+    config gives neither), GQA attention with per-head query and key norms elsewhere, a SwiGLU MLP
+    in every layer (`_lfm2_ffn`), no biases but the convolution's `conv_bias`, tied embeddings
+    (`tie_embedding`)."""
+    layers = r.int(*LAYERS, maximum=MAX_LAYERS)
+    types = r.data.get("layer_types")
+    if types is None:
+        indices = r.data.get("full_attn_idxs")
+        if indices is None:
+            indices = list(range(layers))
+        if not isinstance(indices, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in indices
+        ):
+            raise r.error(
+                f"'full_attn_idxs' must list layer numbers below {layers}, got {show(indices)}",
+                message_zh=f"'full_attn_idxs' 必须列出小于 {layers} 的层号,实际为 {show(indices, 'zh')}",
+            )
+        convs = layers - len(set(indices))
+    else:
+        if (
+            not isinstance(types, list)
+            or len(types) != layers
+            or not all(t in ("conv", "full_attention") for t in types)
+        ):
+            raise r.error(
+                f"'layer_types' must list 'conv' or 'full_attention' for each of the {layers} layers, "
+                f"got {show(types)}",
+                message_zh=(
+                    f"'layer_types' 必须为 {layers} 层中的每一层列出 'conv' 或 'full_attention',"
+                    f"实际为 {show(types, 'zh')}"
+                ),
+            )
+        convs = sum(t == "conv" for t in types)
+    bias = r.flag("conv_bias", False)
+    conv: dict[str, Any] = {}
+    if convs:
+        conv = dict(
+            linear_layers=convs,
+            linear_kind="short_conv",
+            linear_value_heads=1,
+            linear_value_head_dim=r.int(*HIDDEN),
+            linear_conv_kernel=r.int("conv_L_cache", default=3),
+            linear_conv_bias=bias,
+            linear_proj_bias=bias,
+        )
+    return _decoder(
+        r,
+        tie=r.flag("tie_embedding", True),
+        max_positions=128000,
+        bias=None,
+        mlp_bias=False,
+        qk_norm="head",
+        intermediate_size=_lfm2_ffn(r),
+        **conv,
+    )
+
+
 def _granitemoehybrid(r: ConfigReader) -> TransformerArch:
     """Granite 4.0 (`granitemoehybrid`): Mamba-2 layers among attention ones (`_mamba2_layers`;
     none in Granite 4.0 Micro), every layer an MLP of `shared_intermediate_size` (input_linear
@@ -1700,6 +1779,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "granitemoe": _granitemoe,
     "granitemoehybrid": _granitemoehybrid,
     "bamba": _bamba,
+    "lfm2": _lfm2,
     "granitemoeshared": _granitemoe,
     "dots1": _dots1,
     "arcee": _arcee,

@@ -181,8 +181,10 @@ class Workload:
                 hint_zh="请在编码器或解码器工作负载上配合 --mode train 使用",
             )
         if self.peft is not None and getattr(self.arch, "linear_layers", 0):
-            mamba = getattr(self.arch, "linear_kind", "") == "mamba2"
-            kind, kind_zh = ("Mamba-2", "Mamba-2 ") if mamba else ("linear-attention", "线性注意力")
+            kind, kind_zh = {
+                "mamba2": ("Mamba-2", "Mamba-2 "),
+                "short_conv": ("short-convolution", "短卷积"),
+            }.get(getattr(self.arch, "linear_kind", ""), ("linear-attention", "线性注意力"))
             raise FitbenchError(
                 f"--peft {self.peft} is not modelled for models with {kind} layers yet",
                 "estimate full fine-tuning (drop --peft) or inference",

@@ -558,6 +558,39 @@ def _bamba(arch: TransformerArch) -> dict[str, Any]:
     )
 
 
+def _lfm2(arch: TransformerArch) -> dict[str, Any]:
+    """LFM2: gated short convolutions and attention with per-head query and key norms (in the
+    estimator's placement), a SwiGLU MLP of the arch's width in every layer (no automatic
+    two-thirds adjustment), no biases but the convolution's."""
+    _require(
+        arch,
+        not arch.is_moe
+        and arch.qk_norm == "head"
+        and not arch.sliding_layers
+        and arch.position == "rotary"
+        and not (arch.qkv_bias or arch.out_bias or arch.mlp_bias),
+        "experts, norms, windows, positions or biases LFM2 does not have",
+        "LFM2 没有的专家、归一化、滑动窗口、位置编码或偏置",
+    )
+    conv: dict[str, Any] = {}
+    if arch.linear_layers:
+        _require(
+            arch,
+            arch.linear_kind == "short_conv" and arch.linear_proj_bias == arch.linear_conv_bias,
+            "linear layers other than short convolutions with one bias switch",
+            "非短卷积的线性层,或偏置设置不一致",
+        )
+        conv = dict(conv_L_cache=arch.linear_conv_kernel, conv_bias=arch.linear_conv_bias)
+    return dict(
+        llama_sizes(arch),
+        block_auto_adjust_ff_dim=False,
+        layer_types=[
+            "conv" if arch.is_linear_attention_layer(i) else "full_attention" for i in range(arch.num_layers)
+        ],
+        **conv,
+    )
+
+
 def _dots1(arch: TransformerArch) -> dict[str, Any]:
     """dots.llm1: Qwen3's attention, dense layers, then routed and shared experts (one routing
     group); the windowed layers are the last ones."""
@@ -820,6 +853,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "granitemoeshared": ("granitemoeshared", _granitemoe),
     "granitemoehybrid": ("granitemoehybrid", _granitemoehybrid),
     "bamba": ("bamba", _bamba),
+    "lfm2": ("lfm2", _lfm2),
     "dots1": ("dots1", _dots1),
 }
 
