@@ -35,6 +35,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set hybrid      # Qwen3.5 / Qwen3-Next linear attention, never run before
     python benchmarks/accuracy.py --set hybridcheck # the same families on other shapes, after the first run
     python benchmarks/accuracy.py --set granite     # Granite 4.0 and Bamba Mamba-2 hybrids, never run
+    python benchmarks/accuracy.py --set lfm2        # LFM2's short convolutions, never run
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -2218,6 +2219,38 @@ GRANITE_CHECK: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# LFM2's gated short convolutions (the published LFM2-1.2B, an LFM2-2.6B-style layout), written
+# down before any of them ran on a GPU: decode at batch 1-32 and a long prompt, full training in
+# bf16 and under autocast.
+LFM2_CHECK: list[tuple[str, dict[str, Any]]] = [
+    ("lfm2-1.2b", {"precision": "bf16", "batch_size": 1, "prompt_tokens": 512, "new_tokens": 64}),
+    ("lfm2-1.2b", {"precision": "bf16", "batch_size": 8, "prompt_tokens": 1024, "new_tokens": 64}),
+    ("lfm2-1.2b", {"precision": "bf16", "batch_size": 32, "prompt_tokens": 256, "new_tokens": 64}),
+    ("lfm2-1.2b", {"precision": "bf16", "batch_size": 1, "prompt_tokens": 16384, "new_tokens": 16}),
+    (
+        "lfm2-2.6b-shape.json",
+        {"precision": "bf16", "batch_size": 4, "prompt_tokens": 2048, "new_tokens": 64},
+    ),
+    (
+        "lfm2-1.2b",
+        {"mode": "train", "precision": "bf16", "optimizer": "adamw", "batch_size": 4, "seq_len": 1024},
+    ),
+    (
+        "lfm2-1.2b",
+        {"mode": "train", "precision": "amp-bf16", "optimizer": "adamw", "batch_size": 2, "seq_len": 2048},
+    ),
+    (
+        "lfm2-2.6b-shape.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 2048,
+            "num_layers": 12,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -2247,6 +2280,7 @@ SETS = {
     "hybrid": HYBRID_CHECK,
     "hybridcheck": HYBRID_FOLLOWUP,
     "granite": GRANITE_CHECK,
+    "lfm2": LFM2_CHECK,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -2709,7 +2743,7 @@ def main(argv: list[str] | None = None) -> int:
         "written before the tensor-level calls' host share was set) or hybrid (Qwen3.5 and Qwen3-Next "
         "linear attention, written before they ran) or hybridcheck (the same on other shapes, written "
         "after the first run, before they ran) or granite (Granite 4.0's and Bamba's Mamba-2 hybrids, "
-        "written before they ran)",
+        "written before they ran) or lfm2 (LFM2's short convolutions, written before they ran)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
