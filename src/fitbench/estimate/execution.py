@@ -188,8 +188,8 @@ def tuned_generation_gaps(arch: object, lang: str = "en") -> str:
         (getattr(arch, "is_mla", False), "latent attention", "潜在注意力"),
         (
             bool(getattr(arch, "linear_layers", 0)),
-            "linear-attention or Mamba-2 layers",
-            "线性注意力层或 Mamba-2 层",
+            "linear-attention, Mamba-2 or short-convolution layers",
+            "线性注意力层、Mamba-2 层或短卷积层",
         ),
         (getattr(arch, "qk_norm", "none") != "none", "query/key norms", "query/key 归一化"),
         (norms != 2, f"{norms} norms a block", f"每块 {norms} 个归一化层"),
