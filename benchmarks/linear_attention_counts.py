@@ -155,6 +155,17 @@ def count_training(config: Any, batch: int, seq: int, dtype: torch.dtype) -> dic
     return _count_training(Qwen3_5GatedDeltaNet(config, 0).to(dtype), HIDDEN, batch, seq, dtype)
 
 
+def _kept_bytes(saved: list[torch.Tensor], mixer: Any, x: torch.Tensor) -> int:
+    """Bytes of the tensors autograd saved, each storage once, less the weights and the input."""
+    own = {p.untyped_storage().data_ptr() for p in mixer.parameters()} | {x.untyped_storage().data_ptr()}
+    kept = {
+        t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+        for t in saved
+        if t.untyped_storage().data_ptr() not in own
+    }
+    return sum(kept.values())
+
+
 def _count_training(mixer: Any, hidden: int, batch: int, seq: int, dtype: torch.dtype) -> dict[str, int]:
     x = torch.randn(batch, seq, hidden, dtype=dtype, requires_grad=True)
     saved: list[torch.Tensor] = []
@@ -166,12 +177,7 @@ def _count_training(mixer: Any, hidden: int, batch: int, seq: int, dtype: torch.
     forward, calls = KernelCounter(), CallCounter()
     with calls, forward, torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
         y = mixer(x)
-    own = {p.untyped_storage().data_ptr() for p in mixer.parameters()} | {x.untyped_storage().data_ptr()}
-    kept = {
-        t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
-        for t in saved
-        if t.untyped_storage().data_ptr() not in own
-    }
+    kept = _kept_bytes(saved, mixer, x)
     backward = KernelCounter()
     with backward:
         y.float().sum().backward()
@@ -179,7 +185,7 @@ def _count_training(mixer: Any, hidden: int, batch: int, seq: int, dtype: torch.
         "kernels": forward.kernels,
         "bytes": forward.bytes,
         "calls": calls.calls,
-        "saved": sum(kept.values()),
+        "saved": kept,
         "backward_kernels": backward.kernels,
         "backward_bytes": backward.bytes,
     }
@@ -524,12 +530,7 @@ def count_short_conv_training(
         torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t),
     ):
         y = mixer(x)
-    own = {p.untyped_storage().data_ptr() for p in mixer.parameters()} | {x.untyped_storage().data_ptr()}
-    kept = {
-        t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
-        for t in saved
-        if t.untyped_storage().data_ptr() not in own
-    }
+    kept = _kept_bytes(saved, mixer, x)
     backward = ConvKernelCounter()
     with backward:
         y.float().sum().backward()
@@ -544,7 +545,7 @@ def count_short_conv_training(
         "kernels": forward.kernels,
         "bytes": forward.bytes,
         "calls": calls.calls,
-        "saved": sum(kept.values()),
+        "saved": kept,
         "backward_kernels": len(mixer_ops),
         "backward_bytes": sum(b for _, b in mixer_ops),
     }
