@@ -305,7 +305,7 @@ def measured_points(paths: list[Path]) -> Iterator[tuple[str, str, Workload, dic
 
 def sweep_points(spec: str, layers: int, peft: str | None) -> Iterator[tuple[str, str, Workload, None]]:
     """Every library decoder at BATCH:SEQ:PRECISION with `layers` blocks (the model's own
-    pattern of dense, expert and windowed layers, cut short), unquantized."""
+    pattern of dense, expert, windowed and convolution layers, cut short), unquantized."""
     batch, seq, precision = spec.split(":")
     for name in sorted(library.models()):
         w = library.workload_for_model(name, weights="none")
@@ -315,6 +315,8 @@ def sweep_points(spec: str, layers: int, peft: str | None) -> Iterator[tuple[str
         cut = {"num_layers": min(layers, arch.num_layers)}
         if arch.sliding_layers:
             cut["sliding_layers"] = min(arch.sliding_layers, max(cut["num_layers"] - 1, 1))
+        if arch.linear_layers:  # LFM2's convolutions: the cut keeps one attention layer
+            cut["linear_layers"] = min(arch.linear_layers, max(cut["num_layers"] - 1, 1))
         w = w.replace(
             arch=dataclasses.replace(arch, **cut),
             mode="train",

@@ -136,6 +136,7 @@ def test_the_sweep_cuts_every_library_decoder_to_its_first_blocks() -> None:
         assert arch.kind == "decoder" and arch.num_layers <= 3 and measured is None
         assert workload.is_training and workload.precision == "bf16" and "(" in label
         assert arch.sliding_layers < max(arch.num_layers, 2)
+        assert arch.linear_layers < max(arch.num_layers, 2)
 
 
 @pytest.mark.parametrize(
