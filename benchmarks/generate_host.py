@@ -130,12 +130,45 @@ CASES: dict[str, tuple[dict[str, Any], int, int]] = {
     ),
 }
 
+# LFM2-1.2B's widths (gated short convolutions, attention in every third layer at any depth):
+# a decode step whose GPU work does not grow with the batch, so a step that does is the host's.
+LFM2_1_2B = {
+    "model_type": "lfm2",
+    "hidden_size": 2048,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "block_ff_dim": 12288,
+    "block_auto_adjust_ff_dim": True,
+    "block_ffn_dim_multiplier": 1.0,
+    "block_multiple_of": 256,
+    "conv_L_cache": 3,
+    "conv_bias": False,
+    "vocab_size": 65536,
+    "tie_embedding": True,
+    "max_position_embeddings": 128000,
+}
+CASES.update(
+    {
+        "lfm2-1.2b b1 p512": (LFM2_1_2B, 1, 512),
+        "lfm2-1.2b b8 p1024": (LFM2_1_2B, 8, 1024),
+        "lfm2-1.2b b32 p256": (LFM2_1_2B, 32, 256),
+    }
+)
+
+
+def with_depth(fields: dict[str, Any], layers: int) -> dict[str, Any]:
+    """The config fields at `layers` layers; LFM2's attention layers re-placed to fit the depth."""
+    out = {**fields, "num_hidden_layers": layers}
+    if fields.get("model_type") == "lfm2":
+        out["full_attn_idxs"] = [i for i in range(layers) if i % 3 == 2]
+    return out
+
 
 def build(fields: dict[str, Any], layers: int, device: str, dtype: Any) -> Any:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    cfg = AutoConfig.for_model(**{**fields, "num_hidden_layers": layers})
+    cfg = AutoConfig.for_model(**with_depth(fields, layers))
     cfg._attn_implementation = "sdpa"
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
@@ -198,9 +231,12 @@ def decode_op_counts(model: Any, batch: int, prompt: int, device: str) -> tuple[
     return CountFunctions.n, CountAten.n
 
 
-def kernel_profile(model: Any, batch: int, prompt: int, new: int, device: str) -> dict[str, float]:
+def kernel_profile(
+    model: Any, batch: int, prompt: int, new: int, device: str
+) -> tuple[dict[str, float], dict[str, float]]:
     """Per decode step: GPU kernel seconds, and host seconds and calls in the allocator's CUDA
-    calls and in waits for the device, from torch.profiler over generate(new) minus generate(1)."""
+    calls and in waits for the device, from torch.profiler over generate(new) minus generate(1);
+    and the eight operations with the most device time a step (seconds, by name)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -224,6 +260,8 @@ def kernel_profile(model: Any, batch: int, prompt: int, new: int, device: str) -
             if device_us is None:
                 device_us = getattr(e, "self_cuda_time_total", 0.0)
             out["gpu_kernel_seconds"] += device_us * 1e-6
+            if device_us:
+                kernels[n][e.key] = kernels[n].get(e.key, 0.0) + device_us * 1e-6
             if e.key in ("cudaMalloc", "cudaFree"):
                 out["malloc_calls"] += e.count
                 out["malloc_seconds"] += e.self_cpu_time_total * 1e-6
@@ -232,9 +270,13 @@ def kernel_profile(model: Any, batch: int, prompt: int, new: int, device: str) -
                 out["wait_seconds"] += e.self_cpu_time_total * 1e-6
         return out
 
+    kernels: dict[int, dict[str, float]] = {new: {}, 1: {}, 2: {}}
     totals(2)  # warm-up
     long, short = totals(new), totals(1)
-    return {k: (long[k] - short[k]) / (new - 1) for k in long}
+    per_step = {k: (long[k] - short[k]) / (new - 1) for k in long}
+    by_kernel = {k: (v - kernels[1].get(k, 0.0)) / (new - 1) for k, v in kernels[new].items()}
+    top = sorted(by_kernel.items(), key=lambda kv: -kv[1])[:8]
+    return per_step, {k[:90]: v for k, v in top}
 
 
 def estimated(
@@ -243,7 +285,7 @@ def estimated(
     """The estimator's operations and host seconds per decode step for the same job."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "config.json"
-        path.write_text(json.dumps({**fields, "num_hidden_layers": layers}))
+        path.write_text(json.dumps(with_depth(fields, layers)))
         w = workload_from_config(
             path, mode="infer", batch_size=batch, prompt_tokens=prompt, new_tokens=new, precision="bf16"
         )
@@ -272,6 +314,7 @@ def main() -> int:
         action="store_true",
         help="also profile GPU kernel, allocator and wait time per decode step",
     )
+    parser.add_argument("--cases", help="only the cases whose names contain one of these (commas)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -281,6 +324,9 @@ def main() -> int:
     dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
     shallow, deep = (int(x) for x in args.layers.split(","))
     cases = dict(list(CASES.items())[2:4]) if args.tiny else CASES
+    if args.cases:
+        wanted = args.cases.split(",")
+        cases = {k: v for k, v in CASES.items() if any(w in k for w in wanted)}
     rows = []
     for name, (fields, batch, prompt) in cases.items():
         if args.tiny:
@@ -306,7 +352,7 @@ def main() -> int:
                 "estimate": est,
             }
             if args.kernels:
-                row[str(layers)]["profile"] = kernel_profile(
+                row[str(layers)]["profile"], row[str(layers)]["top_kernels"] = kernel_profile(
                     model, batch, prompt, args.new_tokens, args.device
                 )
             del model
@@ -369,6 +415,10 @@ def main() -> int:
                     f"{q['malloc_seconds'] * 1e3:9.3f} {q['wait_calls']:5.1f} "
                     f"{q['wait_seconds'] * 1e3:7.3f}"
                 )
+        for row in rows:
+            print(f"\n{row['case']}, {deep} layers: the most device time a decode step (ms)")
+            for name, seconds in row[str(deep)]["top_kernels"].items():
+                print(f"  {seconds * 1e3:7.3f}  {name}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(
