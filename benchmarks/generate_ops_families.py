@@ -100,6 +100,8 @@ def build(config: dict[str, Any], layers: int) -> Any:
     if fields.get("linear_num_value_heads"):  # Qwen3.5 / Qwen3-Next: the first layer attends
         fields.pop("full_attention_interval", None)
         fields["layer_types"] = (["full_attention"] + ["linear_attention"] * layers)[:layers]
+    if model_type_of(fields) == "lfm2_moe":  # LFM2-MoE: the first layer attends, the rest convolve
+        fields["layer_types"] = (["full_attention"] + ["conv"] * layers)[:layers]
     if isinstance(fields.get("layer_types"), list) and "mamba_n_heads" in fields:
         # Granite 4.0: the first layer attends, the others keep tiny_config's kind
         kinds = fields["layer_types"]
@@ -154,7 +156,7 @@ def generate_calls(model: Any, new: int) -> int:
 # Keys that put a family's first layers dense: set to 2, so that of LAYERS = 3 layers the second
 # is dense and the third MoE (the first layer's count also holds the mask work a model with no
 # layer skips, so it is not used).
-DENSE_FIRST_KEYS = ("first_k_dense_replace", "moe_layer_start_index")
+DENSE_FIRST_KEYS = ("first_k_dense_replace", "moe_layer_start_index", "num_dense_layers")
 
 
 def count(name: str) -> dict[str, Any]:

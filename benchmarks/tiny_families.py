@@ -81,12 +81,16 @@ def _shrunk(config: dict[str, Any]) -> dict[str, Any]:
 def _mamba_layer_types(config: dict[str, Any], shrunk: dict[str, Any]) -> dict[str, Any]:
     """A Granite 4.0 file's layer kinds at the tiny layer count (its class makes every layer a
     Mamba-2 one without the list): the first layer attends, the others keep the file's kind (Mamba-2
-    wherever the file has one, else attention); Bamba's and LFM2's attention indices likewise."""
+    wherever the file has one, else attention); Bamba's and LFM2's attention indices, and
+    LFM2-MoE's kinds, likewise."""
     types = config.get("layer_types")
     if "mamba_n_heads" in config and "attn_layer_indices" in config:  # Bamba: the first layer attends
         return {"attn_layer_indices": [0]}
     if "full_attn_idxs" in config:  # LFM2: the first layer attends, the others convolve
         return {"full_attn_idxs": [0]}
+    if config.get("model_type") == "lfm2_moe" and isinstance(types, list):  # its class needs the list
+        layers = int(shrunk.get("num_hidden_layers", len(types)))
+        return {"layer_types": ["full_attention"] + ["conv"] * (layers - 1)}
     if "mamba_n_heads" not in config or not isinstance(types, list):
         return {}
     rest = "mamba" if "mamba" in types or "linear_attention" in types else "attention"

@@ -214,6 +214,15 @@ TINY: dict[str, dict[str, Any]] = {
         "conv_L_cache": 4,
         "layer_types": ["conv", "full_attention", "conv", "conv"],
     },
+    "lfm2_moe": {
+        **BASE,
+        "model_type": "lfm2_moe",
+        "moe_intermediate_size": 32,
+        "num_experts": 6,
+        "num_experts_per_tok": 2,
+        "num_dense_layers": 1,
+        "layer_types": ["conv", "full_attention", "conv", "conv"],
+    },
     "ernie4_5_moe": {
         **BASE,
         "model_type": "ernie4_5_moe",

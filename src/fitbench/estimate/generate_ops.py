@@ -129,6 +129,7 @@ BEFORE_PACK_GQA = CallCounts(
         "granitemoehybrid": -14,
         "bamba": 1,
         "lfm2": 3,
+        "lfm2-moe": 3,
         "qwen2": 3,
         "qwen3": 3,
         "cohere": 7,
@@ -206,6 +207,7 @@ BEFORE_PACK_GQA = CallCounts(
         "qwen3-moe": -2,
         "dots1": 13,
         "granitemoe": 1,
+        "lfm2-moe": 3,
     },
     family_linear_layer={
         "qwen3-5-text": 32,
@@ -214,6 +216,7 @@ BEFORE_PACK_GQA = CallCounts(
         "granitemoehybrid": 60,
         "bamba": 38,
         "lfm2": -32,
+        "lfm2-moe": -32,
     },
     unused_sliding_mask={"qwen2-moe": 31},
 )
@@ -305,6 +308,7 @@ FROM_PACK_GQA = CallCounts(
         "qwen3-moe": -2,
         "dots1": 13,
         "granitemoe": 1,
+        "lfm2-moe": 3,
     },
     family_linear_layer={
         "qwen3-5-text": 31,
@@ -313,6 +317,7 @@ FROM_PACK_GQA = CallCounts(
         "granitemoehybrid": 61,
         "bamba": 39,
         "lfm2": -33,
+        "lfm2-moe": -33,
     },
     unused_sliding_mask={"qwen2-moe": 21},
 )

@@ -117,6 +117,7 @@ MOE_TYPES = (
     "granitemoe",
     "granitemoeshared",
     "dots1",
+    "lfm2_moe",
 )
 # Multimodal files whose language model is read, with their vision tower counted (multimodal.py).
 MULTIMODAL_TYPES = (
@@ -166,7 +167,6 @@ STATE_SPACE_TYPES = {
     "zamba": "Zamba",
     "zamba2": "Zamba2",
     "nemotron-h": "Nemotron-H",
-    "lfm2-moe": "LFM2-MoE",
     "rwkv": "RWKV",
     "recurrent-gemma": "RecurrentGemma",
     "xlstm": "xLSTM",
@@ -1254,12 +1254,10 @@ def _lfm2_ffn(r: ConfigReader) -> int:
     return multiple * -(-int(multiplier * width) // multiple)
 
 
-def _lfm2(r: ConfigReader) -> TransformerArch:
-    """LFM2: gated short convolutions (TransformerArch linear_kind 'short_conv') in the layers
-    `layer_types` calls 'conv' (or that `full_attn_idxs` leaves out; all layers attend where the
-    config gives neither), GQA attention with per-head query and key norms elsewhere, a SwiGLU MLP
-    in every layer (`_lfm2_ffn`), no biases but the convolution's `conv_bias`, tied embeddings
-    (`tie_embedding`)."""
+def _short_conv_layers(r: ConfigReader) -> dict[str, Any]:
+    """LFM2's gated short convolutions (TransformerArch linear_kind 'short_conv'): the layers
+    `layer_types` calls 'conv', or that `full_attn_idxs` leaves out (all layers attend where the
+    config gives neither); `conv_bias` switches the convolution's and its projections' biases."""
     layers = r.int(*LAYERS, maximum=MAX_LAYERS)
     types = r.data.get("layer_types")
     if types is None:
@@ -1301,6 +1299,13 @@ def _lfm2(r: ConfigReader) -> TransformerArch:
             linear_conv_bias=bias,
             linear_proj_bias=bias,
         )
+    return conv
+
+
+def _lfm2(r: ConfigReader) -> TransformerArch:
+    """LFM2: gated short convolutions (`_short_conv_layers`), GQA attention with per-head query
+    and key norms elsewhere, a SwiGLU MLP in every layer (`_lfm2_ffn`), no biases but the
+    convolution's `conv_bias`, tied embeddings (`tie_embedding`)."""
     return _decoder(
         r,
         tie=r.flag("tie_embedding", True),
@@ -1309,7 +1314,32 @@ def _lfm2(r: ConfigReader) -> TransformerArch:
         mlp_bias=False,
         qk_norm="head",
         intermediate_size=_lfm2_ffn(r),
-        **conv,
+        **_short_conv_layers(r),
+    )
+
+
+def _lfm2_moe(r: ConfigReader) -> TransformerArch:
+    """LFM2-MoE (LFM2-8B-A1B): LFM2's layers, the first `num_dense_layers` with a SwiGLU MLP of
+    `intermediate_size` (taken as written: no LFM2 width adjustment), the rest `num_experts`
+    SwiGLU experts of `moe_intermediate_size` behind a sigmoid top-k router, no shared expert.
+    The router's selection bias (`use_expert_bias`) is a buffer, not a parameter."""
+    moe = _experts(
+        r,
+        count=("num_experts",),
+        top_k=("num_experts_per_tok",),
+        width=("moe_intermediate_size",),
+        dense_layers=r.int("num_dense_layers", default=2, minimum=0),
+    )
+    return _decoder(
+        r,
+        tie=r.flag("tie_embedding", True),
+        max_positions=128000,
+        bias=None,
+        mlp_bias=False,
+        qk_norm="head",
+        intermediate_size=r.int("intermediate_size", default=7168),
+        **_short_conv_layers(r),
+        **moe,
     )
 
 
@@ -1780,6 +1810,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "granitemoehybrid": _granitemoehybrid,
     "bamba": _bamba,
     "lfm2": _lfm2,
+    "lfm2-moe": _lfm2_moe,
     "granitemoeshared": _granitemoe,
     "dots1": _dots1,
     "arcee": _arcee,

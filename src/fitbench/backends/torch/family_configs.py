@@ -558,19 +558,18 @@ def _bamba(arch: TransformerArch) -> dict[str, Any]:
     )
 
 
-def _lfm2(arch: TransformerArch) -> dict[str, Any]:
-    """LFM2: gated short convolutions and attention with per-head query and key norms (in the
-    estimator's placement), a SwiGLU MLP of the arch's width in every layer (no automatic
-    two-thirds adjustment), no biases but the convolution's."""
+def _lfm2_layers(arch: TransformerArch, name: str) -> dict[str, Any]:
+    """The layer kinds and convolution switches LFM2 and LFM2-MoE share: gated short
+    convolutions and attention with per-head query and key norms (in the estimator's placement),
+    no biases but the convolution's."""
     _require(
         arch,
-        not arch.is_moe
-        and arch.qk_norm == "head"
+        arch.qk_norm == "head"
         and not arch.sliding_layers
         and arch.position == "rotary"
         and not (arch.qkv_bias or arch.out_bias or arch.mlp_bias),
-        "experts, norms, windows, positions or biases LFM2 does not have",
-        "LFM2 没有的专家、归一化、滑动窗口、位置编码或偏置",
+        f"norms, windows, positions or biases {name} does not have",
+        f"{name} 没有的归一化、滑动窗口、位置编码或偏置",
     )
     conv: dict[str, Any] = {}
     if arch.linear_layers:
@@ -583,11 +582,36 @@ def _lfm2(arch: TransformerArch) -> dict[str, Any]:
         conv = dict(conv_L_cache=arch.linear_conv_kernel, conv_bias=arch.linear_conv_bias)
     return dict(
         llama_sizes(arch),
-        block_auto_adjust_ff_dim=False,
         layer_types=[
             "conv" if arch.is_linear_attention_layer(i) else "full_attention" for i in range(arch.num_layers)
         ],
         **conv,
+    )
+
+
+def _lfm2(arch: TransformerArch) -> dict[str, Any]:
+    """LFM2: `_lfm2_layers` with a SwiGLU MLP of the arch's width in every layer (no automatic
+    two-thirds adjustment)."""
+    _require(arch, not arch.is_moe, "experts", "专家")
+    return dict(_lfm2_layers(arch, "LFM2"), block_auto_adjust_ff_dim=False)
+
+
+def _lfm2_moe(arch: TransformerArch) -> dict[str, Any]:
+    """LFM2-MoE: `_lfm2_layers`, leading dense MLPs, then routed experts in every layer (no shared
+    expert) behind the sigmoid router with its selection bias."""
+    _require(
+        arch,
+        arch.moe_every == 1 and not arch.shared_intermediate_size and not arch.router_bias,
+        "dense layers between the experts, a shared expert or a router bias",
+        "专家层之间的稠密层、共享专家或路由偏置",
+    )
+    return dict(
+        _lfm2_layers(arch, "LFM2-MoE"),
+        moe_intermediate_size=arch.expert_intermediate_size,
+        num_experts=arch.num_experts,
+        num_experts_per_tok=arch.experts_per_token,
+        num_dense_layers=arch.dense_layers,
+        use_expert_bias=True,
     )
 
 
@@ -854,6 +878,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "granitemoehybrid": ("granitemoehybrid", _granitemoehybrid),
     "bamba": ("bamba", _bamba),
     "lfm2": ("lfm2", _lfm2),
+    "lfm2_moe": ("lfm2_moe", _lfm2_moe),
     "dots1": ("dots1", _dots1),
 }
 
