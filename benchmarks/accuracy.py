@@ -36,6 +36,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set hybridcheck # the same families on other shapes, after the first run
     python benchmarks/accuracy.py --set granite     # Granite 4.0 and Bamba Mamba-2 hybrids, never run
     python benchmarks/accuracy.py --set lfm2        # LFM2's short convolutions, never run
+    python benchmarks/accuracy.py --set lfm2moe     # LFM2-MoE (LFM2-8B-A1B), never run
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -2251,6 +2252,37 @@ LFM2_CHECK: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# LFM2-MoE (the published LFM2-8B-A1B: short convolutions, two dense layers, 32 sigmoid-routed
+# experts), written down before any of it ran on a GPU: decode at batch 1-32, a long prompt, and
+# training cut to a few layers (the first two dense, the rest experts) in bf16 and under autocast.
+LFM2_MOE_CHECK: list[tuple[str, dict[str, Any]]] = [
+    ("lfm2-8b-a1b", {"precision": "bf16", "batch_size": 1, "prompt_tokens": 512, "new_tokens": 64}),
+    ("lfm2-8b-a1b", {"precision": "bf16", "batch_size": 8, "prompt_tokens": 1024, "new_tokens": 64}),
+    ("lfm2-8b-a1b", {"precision": "bf16", "batch_size": 32, "prompt_tokens": 256, "new_tokens": 64}),
+    ("lfm2-8b-a1b", {"precision": "bf16", "batch_size": 1, "prompt_tokens": 8192, "new_tokens": 16}),
+    (
+        "lfm2-8b-a1b",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 6,
+        },
+    ),
+    (
+        "lfm2-8b-a1b",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 2048,
+            "num_layers": 4,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -2281,6 +2313,7 @@ SETS = {
     "hybridcheck": HYBRID_FOLLOWUP,
     "granite": GRANITE_CHECK,
     "lfm2": LFM2_CHECK,
+    "lfm2moe": LFM2_MOE_CHECK,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -2743,7 +2776,8 @@ def main(argv: list[str] | None = None) -> int:
         "written before the tensor-level calls' host share was set) or hybrid (Qwen3.5 and Qwen3-Next "
         "linear attention, written before they ran) or hybridcheck (the same on other shapes, written "
         "after the first run, before they ran) or granite (Granite 4.0's and Bamba's Mamba-2 hybrids, "
-        "written before they ran) or lfm2 (LFM2's short convolutions, written before they ran)",
+        "written before they ran) or lfm2 (LFM2's short convolutions, written before they ran) or "
+        "lfm2moe (LFM2-8B-A1B's experts, written before they ran)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
