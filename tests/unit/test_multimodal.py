@@ -69,6 +69,7 @@ def test_vision_defaults_are_the_config_classes(model_type: str) -> None:
     transformers = pytest.importorskip("transformers")
     names = {
         "siglip_vision_model": "SiglipVisionConfig",
+        "siglip2_vision_model": "Siglip2VisionConfig",
         "clip_vision_model": "CLIPVisionConfig",
         "pixtral": "PixtralVisionConfig",
         "llama4_vision_model": "Llama4VisionConfig",

@@ -127,6 +127,7 @@ MULTIMODAL_TYPES = (
     "glm4v_moe",
     "internvl",
     "kimi_k25",
+    "lfm2_vl",
     "llama4",
     "llava",
     "llava_next",

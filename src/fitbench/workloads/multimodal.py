@@ -142,6 +142,16 @@ TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
     },
 }
+TEXT_DEFAULTS["lfm2"] = {
+    "vocab_size": 65536,
+    "hidden_size": 2560,
+    "intermediate_size": 12288,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 128000,
+    "tie_word_embeddings": True,
+}
 TEXT_DEFAULTS["glm4v_text"] = {
     "vocab_size": 151552,
     "hidden_size": 4096,
@@ -204,6 +214,17 @@ def _gemma3_projector(vision: ConfigReader, text_hidden: int, outer: ConfigReade
     vision width."""
     h = vision.int("hidden_size")
     return h * text_hidden + h
+
+
+def _lfm2_vl_projector(vision: ConfigReader, text_hidden: int, outer: ConfigReader) -> int:
+    """Lfm2VlMultiModalProjector: the tower's outputs unshuffled `downsample_factor`^2 patches
+    to one, an optional LayerNorm over them (`projector_use_layernorm`), then two Linears through
+    `projector_hidden_size` (biased by `projector_bias`): LFM2-VL's class defaults otherwise."""
+    width = vision.int("hidden_size") * outer.int("downsample_factor", default=2) ** 2
+    hidden = outer.int("projector_hidden_size", default=2560)
+    bias = outer.flag("projector_bias", True)
+    norm = 2 * width if outer.flag("projector_use_layernorm", True) else 0
+    return norm + width * hidden + hidden * text_hidden + ((hidden + text_hidden) if bias else 0)
 
 
 def _llama4_projector(vision: ConfigReader, text_hidden: int, outer: ConfigReader) -> int:
@@ -391,6 +412,7 @@ WRAPPERS: dict[str, Wrapper] = {
     "internvl": Wrapper(
         "qwen2", "internvl_vision", _internvl_projector, vision_type_fixed=True, tie_default=True
     ),
+    "lfm2_vl": Wrapper("lfm2", "siglip2_vision_model", _lfm2_vl_projector, tie_default=True),
     "llava": Wrapper("llama", "clip_vision_model", _llava_projector, forwards_text_tie=True),
     "llava_next": Wrapper("llama", "clip_vision_model", _llava_next_projector),
     "mistral3": Wrapper("mistral", "pixtral", _mistral3_projector, tie_default=True),

@@ -34,6 +34,14 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
         "num_channels": 3,
         "vision_use_head": True,
     },
+    "siglip2_vision_model": {
+        "hidden_size": 768,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 12,
+        "num_patches": 256,
+        "patch_size": 16,
+        "num_channels": 3,
+    },
     "clip_vision_model": {
         "hidden_size": 768,
         "intermediate_size": 3072,
@@ -166,6 +174,19 @@ def siglip_params(v: ConfigReader) -> int:
     total = embeddings + v.int("num_hidden_layers") * _encoder_layer(h, f) + 2 * h
     if v.flag("vision_use_head", True):
         # probe, nn.MultiheadAttention (in_proj 3h x h with bias, out_proj), LayerNorm, MLP
+        total += h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (2 * h * f + f + h)
+    return total
+
+
+def siglip2_params(v: ConfigReader) -> int:
+    """Siglip2VisionModel (NaFlex): a biased Linear over each flattened patch, `num_patches`
+    learned positions (resized to the image's grid when run), SigLIP's layers and final LayerNorm,
+    and the attention-pooling head unless `vision_use_head` is false."""
+    h, f = v.int("hidden_size"), v.int("intermediate_size")
+    patch, channels = v.int("patch_size"), v.int("num_channels")
+    embeddings = channels * patch * patch * h + h + v.int("num_patches") * h
+    total = embeddings + v.int("num_hidden_layers") * _encoder_layer(h, f) + 2 * h
+    if v.flag("vision_use_head", True):
         total += h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (2 * h * f + f + h)
     return total
 
@@ -316,6 +337,7 @@ def ernie_vl_vision_params(v: ConfigReader) -> int:
 
 TOWERS: dict[str, Callable[[ConfigReader], int]] = {
     "siglip_vision_model": siglip_params,
+    "siglip2_vision_model": siglip2_params,
     "clip_vision_model": clip_params,
     "pixtral": pixtral_params,
     "llama4_vision_model": llama4_vision_params,
