@@ -3,9 +3,11 @@
 generation/utils.py switches grouped_mm experts to batched_mm for the decode loop on any device
 but the CPU (every transformers 5 release): each token-expert pair gathers its expert's whole
 gate/up and down weights into new tensors, and batched matmuls read those copies. The estimate
-counts the copies as a decode step's memory (transformer_cost.decode_expert_gathers) and their
-three passes as its traffic (expert_kernels `batched`, Profile.decode_experts_batched); here the
-real experts code, run through batched_mm on the CPU, makes exactly those copies.
+counts the copies as a decode step's memory (transformer_cost.decode_expert_gathers) and as its
+traffic their write and the batched matmul's read, every pair, plus the gather's read of each
+expert reached within one launch of the index kernel (expert_kernels `batched`,
+transformer_cost.batched_gather_reads, Profile.decode_experts_batched); here the real experts
+code, run through batched_mm on the CPU, makes exactly those copies.
 """
 
 from __future__ import annotations
@@ -69,7 +71,9 @@ def test_the_decode_gathers_are_the_copies_batched_mm_makes() -> None:
     assert gathers.sizes == [up, down] * w.arch.moe_layers
 
 
-def test_a_batched_decode_step_reads_each_pairs_expert_three_times() -> None:
+def test_a_batched_decode_step_writes_and_reads_each_pairs_copy_and_reads_each_expert_once() -> None:
+    """Mixtral at batch 4: 8 pairs of 235 MB gate/up copies, one launch of the gather; the grouped
+    path reads the experts reached once, the batched one that plus two passes a pair."""
     arch = _mixtral_decode().arch
     expert = 3 * arch.hidden_size * arch.expert_intermediate_size * 2.0
 
@@ -78,10 +82,22 @@ def test_a_batched_decode_step_reads_each_pairs_expert_three_times() -> None:
         return next(k.bytes for k in kernels if k.name == "experts")
 
     pairs = 4 * arch.experts_per_token
-    assert expert_bytes(True) - expert_bytes(False) == pytest.approx(
-        (3 * pairs - transformer_cost.expected_distinct_experts(arch.num_experts, arch.experts_per_token, 4))
-        * expert
-    )
+    assert expert_bytes(True) - expert_bytes(False) == pytest.approx(2 * pairs * expert)
+
+
+def test_the_gather_reads_each_expert_once_a_launch_and_splits_launches_over_2_gib() -> None:
+    """gather_reuse.py's reading: one read of each expert reached by a launch's pairs; an output
+    over 2 GiB is split along the pairs in halves, each piece reading its own experts."""
+    reads = transformer_cost.batched_gather_reads
+    distinct = transformer_cost.expected_distinct_experts
+    small = 2 * 1792 * 2048 * 2  # LFM2-8B-A1B's gate/up: 128 pairs at batch 32 stay in one launch
+    assert reads(32, 4, 32, small) == pytest.approx(distinct(32, 4, 32))
+    exact = 2 * 1024 * 2048 * 2  # OLMoE's: 256 pairs fill exactly 2 GiB, still one launch
+    assert reads(64, 8, 32, exact) == pytest.approx(distinct(64, 8, 32))
+    assert reads(64, 8, 32, exact + 2) == pytest.approx(2 * distinct(64, 8, 16))
+    big = 2 * 14336 * 4096 * 2  # Mixtral's: 64 pairs make eight launches of four tokens
+    assert reads(8, 2, 32, big) == pytest.approx(8 * distinct(8, 2, 4))
+    assert reads(8, 2, 1, big) == pytest.approx(2.0)
 
 
 def test_transformers_generate_decodes_slower_than_grouped_experts_would() -> None:
@@ -123,4 +139,4 @@ def test_fp8_experts_are_read_once_per_pair_by_the_batched_kernel() -> None:
     distinct = transformer_cost.expected_distinct_experts(arch.num_experts, arch.experts_per_token, tokens)
     pairs = tokens * arch.experts_per_token
     assert expert_bytes(batched_fp8=True) - expert_bytes() == pytest.approx((pairs - distinct) * expert)
-    assert expert_bytes(batched=True) - expert_bytes() == pytest.approx((3 * pairs - distinct) * expert)
+    assert expert_bytes(batched=True) - expert_bytes() == pytest.approx(2 * pairs * expert)

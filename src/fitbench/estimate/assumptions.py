@@ -176,8 +176,9 @@ def estimate_assumptions(workload: Workload, requested: str, gpu: GpuSpec, profi
             "generation: transformers' generate runs each decode step's experts through batched_mm on a "
             f"GPU: each of the {pairs} token-expert pairs copies its expert's weights "
             f"({sum(gathers) / GiB:.2f} GiB a layer, held during the layer) and a batched matmul reads "
-            "the copy, three passes over k experts' weights a token; the prefill runs grouped_mm, and "
-            "engines' fused MoE kernels read each expert reached once"
+            "the copy (each copy written and read, each expert reached read once a launch of the "
+            "gather); the prefill runs grouped_mm, and engines' fused MoE kernels read each expert "
+            "reached once"
         )
     if workload.peft:
         assumptions.extend(peft.assumptions(workload))

@@ -243,17 +243,45 @@ EXPERT_EXTRA_OPS = {"gpt_oss": 10.0}
 # says whether it runs that code (Profile.runs_all_experts; engines route).
 ALL_EXPERT_TYPES = ("llama4_text",)
 # transformers' batched_mm experts (integrations/moe.py), which generate runs for its decode steps
-# on a GPU: each token-expert pair's expert weights are gathered (read, written) and the copy read
-# by a batched matmul: three passes. Its operations: the repeated input, the id clamp, two weight
-# gathers, two bmm, the activation, its product with up, the routing weights' product, the sum
-# per token and its cast.
-BATCHED_WEIGHT_PASSES = 3
+# on a GPU: each token-expert pair's expert weights are gathered into a new tensor (written) and
+# the copy read by a batched matmul: two passes a pair. The gather's read is one per expert
+# reached within each launch of the index kernel (batched_gather_reads). Its operations: the
+# repeated input, the id clamp, two weight gathers, two bmm, the activation, its product with up,
+# the routing weights' product, the sum per token and its cast.
+BATCHED_PAIR_PASSES = 2
+# The largest output one launch of PyTorch's index kernel addresses (32-bit offsets, in bytes):
+# TensorIterator splits a larger one along its largest dimension, the pairs, in halves.
+INDEX_LAUNCH_BYTES = 2**31
 BATCHED_EXPERT_OPS = 11.0
 # Llama4TextMoe's operations beside the shared expert: the repeat, the score multiply, two views,
 # two bmm, the chunk, the activation, its product, the sum over experts and the add.
 ALL_EXPERT_OPS = 10.0
 # and its router's: the linear, top-k, full_like, scatter_, the FP32 sigmoid and its cast back
 ALL_EXPERT_ROUTER_OPS = 6.0
+
+
+def batched_gather_reads(num_experts: int, top_k: int, tokens: int, matrix_bytes: float) -> float:
+    """Expert matrices of `matrix_bytes` that batched_mm's gather (`weights[expert_ids]`) reads
+    from memory for `tokens` tokens of `top_k` experts: every pair's copy is written, but the
+    index kernel reads an expert's matrix about once for all the pairs of one launch that share
+    it, and an output over INDEX_LAUNCH_BYTES is split into launches of fewer pairs, each reading
+    its own experts. Timed on an H100 (benchmarks/gather_reuse.py,
+    gather-reuse-h100-2026-12-07.json): four layouts at batch 32 within 6 % of this count, in any
+    routing order, where one read a pair would put them at 1.1-1.6 times the copy's rate."""
+    pairs = tokens * top_k
+    pieces = 1
+    while pieces < pairs and -(-pairs // pieces) * matrix_bytes > INDEX_LAUNCH_BYTES:
+        pieces *= 2
+    return pieces * expected_distinct_experts(num_experts, top_k, max(tokens // pieces, 1))
+
+
+def _gathered_matrix_bytes(arch: TransformerArch, total: float) -> list[float]:
+    """The stacked expert tensors batched_mm indexes, as `total` (one expert's matrices, as read)
+    divides between them: gate and up as one gate_up tensor (transformers 5's layout) and down;
+    a two-matrix MLP's up and down."""
+    h, fe = arch.hidden_size, arch.expert_intermediate_size
+    elements = [2 * h * fe, fe * h] if arch.mlp == "swiglu" else [h * fe, fe * h]
+    return [total * e / sum(elements) for e in elements]
 
 
 def runs_every_expert(arch: TransformerArch) -> bool:
@@ -1227,11 +1255,11 @@ def expert_kernels(
     every token and read every expert, plus the repeated, score-scaled copies of the tokens.
     `batched` (a decode step of transformers' generate on a GPU: Profile.decode_experts_batched,
     16-bit or FP32 weights): the batched_mm path gathers each token-expert pair's expert weights
-    into a new tensor (read and written) and a batched matmul reads that copy, so the experts'
-    weights pass three times per pair, however many pairs share an expert; BATCHED_EXPERT_OPS
-    operations. Measured on an H100 (profile-mixtral-h100-2026-12-05.txt): the gathers and bmm
-    of Mixtral's decode steps at batch 4 took 85 % of its GPU time. `batched_fp8` (the same
-    switch over fp8 block-scaled experts: integrations/finegrained_fp8.py
+    into a new tensor and a batched matmul reads that copy: two passes a pair, plus the gather's
+    read of each expert reached within one launch of the index kernel (batched_gather_reads);
+    BATCHED_EXPERT_OPS operations. Measured on an H100 (profile-mixtral-h100-2026-12-05.txt):
+    the gathers and bmm of Mixtral's decode steps at batch 4 took 85 % of its GPU time.
+    `batched_fp8` (the same switch over fp8 block-scaled experts: integrations/finegrained_fp8.py
     fp8_batched_mm_experts_forward): its kernel reads each pair's expert weights and scales by
     expert id, one pass per pair, no copy.
     """
@@ -1303,7 +1331,15 @@ def expert_kernels(
             kind="matmul",
             flops=2.0 * tokens * k * mats * h * fe,
             bytes=tokens * k * mats * (h + fe) * e_act
-            + (BATCHED_WEIGHT_PASSES * tokens * k if gathered else distinct) * e_read
+            + (
+                BATCHED_PAIR_PASSES * tokens * k * e_read
+                + sum(
+                    batched_gather_reads(arch.num_experts, k, tokens, size) * size
+                    for size in _gathered_matrix_bytes(arch, e_read)
+                )
+                if gathered
+                else distinct * e_read
+            )
             + per_pair
             + copies,
             count=n,
