@@ -37,6 +37,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set granite     # Granite 4.0 and Bamba Mamba-2 hybrids, never run
     python benchmarks/accuracy.py --set lfm2        # LFM2's short convolutions, never run
     python benchmarks/accuracy.py --set lfm2moe     # LFM2-MoE (LFM2-8B-A1B), never run
+    python benchmarks/accuracy.py --set gathercheck # MoE decodes at batch 16-32 after the gather count
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -2283,6 +2284,29 @@ LFM2_MOE_CHECK: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# MoE decodes at batch 16-32, where transformers' batched_mm gathers each token-expert pair's
+# expert weights: written down after the gather's reads were counted per launch
+# (transformer_cost.batched_gather_reads), before any of them ran. Expert sizes 1.6-235 MB.
+GATHER_CHECK: list[tuple[str, dict[str, Any]]] = [
+    ("olmoe-1b-7b", {"precision": "bf16", "batch_size": 32, "prompt_tokens": 256, "new_tokens": 64}),
+    (
+        "qwen3-30b-a3b",
+        {"precision": "bf16", "batch_size": 32, "prompt_tokens": 256, "new_tokens": 64, "num_layers": 24},
+    ),
+    (
+        "mixtral-8x7b-instruct",
+        {"precision": "bf16", "batch_size": 16, "prompt_tokens": 256, "new_tokens": 64, "num_layers": 8},
+    ),
+    ("lfm2-8b-a1b", {"precision": "bf16", "batch_size": 16, "prompt_tokens": 512, "new_tokens": 64}),
+    (
+        "deepseek-v2-lite-chat",
+        {"precision": "bf16", "batch_size": 32, "prompt_tokens": 256, "new_tokens": 64},
+    ),
+    (
+        "granite-3.0-3b-a800m-instruct",
+        {"precision": "bf16", "batch_size": 32, "prompt_tokens": 256, "new_tokens": 64},
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -2314,6 +2338,7 @@ SETS = {
     "granite": GRANITE_CHECK,
     "lfm2": LFM2_CHECK,
     "lfm2moe": LFM2_MOE_CHECK,
+    "gathercheck": GATHER_CHECK,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -2777,7 +2802,8 @@ def main(argv: list[str] | None = None) -> int:
         "linear attention, written before they ran) or hybridcheck (the same on other shapes, written "
         "after the first run, before they ran) or granite (Granite 4.0's and Bamba's Mamba-2 hybrids, "
         "written before they ran) or lfm2 (LFM2's short convolutions, written before they ran) or "
-        "lfm2moe (LFM2-8B-A1B's experts, written before they ran)",
+        "lfm2moe (LFM2-8B-A1B's experts, written before they ran) or gathercheck (MoE decodes at batch "
+        "16-32 after the gather's reads were counted, written before they ran)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
