@@ -40,6 +40,7 @@ from fitbench.estimate import generate_ops
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.speed import generation
 from fitbench.measure.timing import summarize
+from fitbench.workloads import library
 from fitbench.workloads.hf_config import workload_from_config
 
 # name -> (config.json fields, batch, prompt tokens). Published layouts at reduced depth: the
@@ -133,19 +134,9 @@ CASES: dict[str, tuple[dict[str, Any], int, int]] = {
 # LFM2-1.2B's widths (gated short convolutions, attention in every third layer at any depth):
 # a decode step whose GPU work does not grow with the batch, so a step that does is the host's.
 LFM2_1_2B = {
-    "model_type": "lfm2",
-    "hidden_size": 2048,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "block_ff_dim": 12288,
-    "block_auto_adjust_ff_dim": True,
-    "block_ffn_dim_multiplier": 1.0,
-    "block_multiple_of": 256,
-    "conv_L_cache": 3,
-    "conv_bias": False,
-    "vocab_size": 65536,
-    "tie_embedding": True,
-    "max_position_embeddings": 128000,
+    k: v
+    for k, v in library.get_model("lfm2-1.2b").config.items()
+    if k not in ("num_hidden_layers", "full_attn_idxs", "torch_dtype")
 }
 CASES.update(
     {

@@ -1303,10 +1303,10 @@ def _short_conv_layers(r: ConfigReader) -> dict[str, Any]:
     return conv
 
 
-def _lfm2(r: ConfigReader) -> TransformerArch:
-    """LFM2: gated short convolutions (`_short_conv_layers`), GQA attention with per-head query
-    and key norms elsewhere, a SwiGLU MLP in every layer (`_lfm2_ffn`), no biases but the
-    convolution's `conv_bias`, tied embeddings (`tie_embedding`)."""
+def _lfm2_decoder(r: ConfigReader, width: int, **more: Any) -> TransformerArch:
+    """LFM2's blocks around an MLP of `width`: gated short convolutions (`_short_conv_layers`), GQA
+    attention with per-head query and key norms elsewhere, no biases but the convolution's
+    `conv_bias`, tied embeddings (`tie_embedding`); `more`: the experts of LFM2-MoE."""
     return _decoder(
         r,
         tie=r.flag("tie_embedding", True),
@@ -1314,13 +1314,19 @@ def _lfm2(r: ConfigReader) -> TransformerArch:
         bias=None,
         mlp_bias=False,
         qk_norm="head",
-        intermediate_size=_lfm2_ffn(r),
+        intermediate_size=width,
         **_short_conv_layers(r),
+        **more,
     )
 
 
+def _lfm2(r: ConfigReader) -> TransformerArch:
+    """LFM2: `_lfm2_decoder` with a SwiGLU MLP in every layer (`_lfm2_ffn`)."""
+    return _lfm2_decoder(r, _lfm2_ffn(r))
+
+
 def _lfm2_moe(r: ConfigReader) -> TransformerArch:
-    """LFM2-MoE (LFM2-8B-A1B): LFM2's layers, the first `num_dense_layers` with a SwiGLU MLP of
+    """LFM2-MoE (LFM2-8B-A1B): `_lfm2_decoder`, the first `num_dense_layers` with a SwiGLU MLP of
     `intermediate_size` (taken as written: no LFM2 width adjustment), the rest `num_experts`
     SwiGLU experts of `moe_intermediate_size` behind a sigmoid top-k router, no shared expert.
     The router's selection bias (`use_expert_bias`) is a buffer, not a parameter."""
@@ -1331,17 +1337,7 @@ def _lfm2_moe(r: ConfigReader) -> TransformerArch:
         width=("moe_intermediate_size",),
         dense_layers=r.int("num_dense_layers", default=2, minimum=0),
     )
-    return _decoder(
-        r,
-        tie=r.flag("tie_embedding", True),
-        max_positions=128000,
-        bias=None,
-        mlp_bias=False,
-        qk_norm="head",
-        intermediate_size=r.int("intermediate_size", default=7168),
-        **_short_conv_layers(r),
-        **moe,
-    )
+    return _lfm2_decoder(r, r.int("intermediate_size", default=7168), **moe)
 
 
 def _granitemoehybrid(r: ConfigReader) -> TransformerArch:
