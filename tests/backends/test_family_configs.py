@@ -50,6 +50,7 @@ def test_every_family_has_a_library_model() -> None:
         "nemotron",
         "apertus",
         "ministral",
+        "ministral3",
         "phi",
         "minicpm3",
         "granitemoeshared",
@@ -149,6 +150,7 @@ TINY_FAMILIES = [
         "sliding_window": 8,
         "layer_types": ["sliding_attention", "full_attention"],
     },
+    {**HUNYUAN, "model_type": "ministral3"},
     {
         **HUNYUAN,
         "model_type": "stablelm",
@@ -312,6 +314,7 @@ LORA_TYPES = (
     "nemotron",
     "apertus",
     "ministral",
+    "ministral3",
     "stablelm",
     "phi",
     "minicpm3",

@@ -277,6 +277,8 @@ TINY: dict[str, dict[str, Any]] = {
         "sliding_window": 32,
         "layer_types": ["sliding_attention", "full_attention"] * 2,
     },
+    "ministral3": {**BASE, "model_type": "ministral3", "head_dim": 32},
+    "ministral3-window": {**BASE, "model_type": "ministral3", "head_dim": 16, "sliding_window": 32},
     "stablelm": {**BASE, "model_type": "stablelm"},
     "stablelm-parallel": {
         **BASE,

@@ -628,6 +628,20 @@ def test_unknown_model_type_lists_supported_ones() -> None:
         arch_from_hf_config({**LLAMA_2_7B, "model_type": "lama"})
 
 
+def test_an_unknown_text_config_type_in_a_multimodal_file_is_named_not_the_wrapper() -> None:
+    """Mistral3's wrapper is read; a language model inside it that is not must be the type the
+    refusal names (a user would otherwise look for what is wrong with 'mistral3')."""
+    data = {
+        "model_type": "mistral3",
+        "text_config": {**LLAMA_2_7B, "model_type": "tinyformer"},
+        "vision_config": {"model_type": "pixtral", "num_hidden_layers": 1},
+    }
+    with pytest.raises(FitbenchError) as exc:
+        arch_from_hf_config(data, source="m/config.json")
+    assert one_line(exc).startswith("m/config.json: text_config's model_type 'tinyformer' is not supported")
+    assert "text_config 的 model_type 'tinyformer'" in exc.value.message_zh
+
+
 @pytest.mark.parametrize(
     ("model_type", "reason", "reason_zh"),
     [

@@ -165,3 +165,30 @@ def test_host_layers_measures_real_layers_and_parts_on_the_cpu(tmp_path) -> None
     assert all(r["seconds_per_layer"] > 0 for r in rows.values())
     assert {p["part"] for p in data["parts"]} == set(host_layers.PART_OPS)
     assert data["tensor_op_host_share"] is not None
+
+
+def test_ministral3_scales_its_queries_by_position_in_every_block() -> None:
+    """Ministral 3's attention multiplies the rotated queries by Llama 4's position scale, which
+    each layer computes again from the position ids: nine tensor-level calls (the decode count of
+    benchmarks/generate_ops_families.py on a real tiny model says the same) and a pass over q;
+    Mistral's blocks of the same sizes have neither."""
+    import json
+    from pathlib import Path
+
+    from fitbench.workloads.hf_config import workload_from_data
+
+    layout = Path(__file__).resolve().parents[2] / "benchmarks" / "configs" / "ministral-3-8b-shape.json"
+    config = json.loads(layout.read_text(encoding="utf-8"))
+    shape = dict(mode="train", precision="bf16", batch_size=1, seq_len=128)
+    ministral3 = workload_from_data(config, name="m3", source="m3", **shape)
+    mistral = workload_from_data({**config, "model_type": "mistral"}, name="m", source="m", **shape)
+    assert ministral3.param_count() == mistral.param_count()
+    dt = _dt(ministral3)
+    extra = transformer_cost.elementwise_tensor_ops(ministral3.arch, dt)
+    extra -= transformer_cost.elementwise_tensor_ops(mistral.arch, dt)
+    assert extra == transformer_cost.POSITION_SCALE_OPS == 9
+    (b3, ops3), (b, ops) = (
+        transformer_cost._elementwise_bytes_per_token(w.arch, dt) for w in (ministral3, mistral)
+    )
+    assert ops3 - ops == 9
+    assert b3 - b == 2 * ministral3.arch.q_dim * dt.act

@@ -191,6 +191,7 @@ BEFORE_PACK_GQA = CallCounts(
         "helium": 8,
         "minicpm3": 20,
         "nemotron": -5,
+        "ministral3": 9,  # Llama 4's query scale, recomputed in every layer
     },
     family_moe_layer={
         "qwen3-5-moe-text": 18,
@@ -292,6 +293,7 @@ FROM_PACK_GQA = CallCounts(
         "helium": 8,
         "minicpm3": 20,
         "nemotron": -5,
+        "ministral3": 9,  # Llama 4's query scale, recomputed in every layer
     },
     family_moe_layer={
         "qwen3-5-moe-text": 18,

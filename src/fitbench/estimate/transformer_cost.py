@@ -92,6 +92,11 @@ def python_xielu(arch: TransformerArch) -> bool:
 # Families whose two-matrix MLP squares a ReLU (Arcee, Nemotron: `relu2`): two cheap pointwise
 # kernels, none of GELU's arithmetic.
 RELU2_TYPES = ("arcee", "nemotron")
+#: families whose attention scales its rotated queries by position (Ministral 3: Llama 4's
+#: attention scale from rope_parameters, recomputed in every layer): the position ids divided,
+#: floored, incremented, logged, scaled and incremented, a view, a cast, and the product over q
+POSITION_SCALED_QUERY_TYPES = ("ministral3",)
+POSITION_SCALE_OPS = 9
 
 
 def xielu_saved_bytes(dt: ActivationDtypes) -> int:
@@ -1589,6 +1594,9 @@ def _elementwise_bytes_per_token(
     drop_ops = 2 if dt.mask else 0
     rotary = 6 * (arch.q_dim + arch.kv_dim) * dt.act if arch.position == "rotary" else 0.0
     rotary_ops = ROTARY_OPS if arch.position == "rotary" else 0
+    if arch.rules_type in POSITION_SCALED_QUERY_TYPES:  # the queries' product reads and writes q
+        rotary += 2 * arch.q_dim * dt.act
+        rotary_ops += POSITION_SCALE_OPS
     # Autocast's 16-bit copies of the FP32 norm outputs that feed Linears (their host cost is
     # counted with the Linears: _autocast_casts).
     casts = len(_NORM_FED & {n for n, _, _ in block_gemms(arch)}) * h * (4 + dt.act) if dt.amp else 0.0
@@ -1610,6 +1618,8 @@ def elementwise_tensor_ops(arch: TransformerArch, dt: ActivationDtypes) -> float
     act = _activation_ops(arch, dt)
     written_out = act if act > 1 else 0  # one GELU module is a reference operation
     rotary = ROTARY_OPS if arch.position == "rotary" else 0
+    if arch.rules_type in POSITION_SCALED_QUERY_TYPES:
+        rotary += POSITION_SCALE_OPS
     return float(norms + written_out + rotary)
 
 

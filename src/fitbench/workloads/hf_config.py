@@ -81,6 +81,7 @@ DECODER_TYPES = (
     "apertus",
     "nemotron",
     "ministral",
+    "ministral3",
     "stablelm",
     "phi",
     "minicpm3",
@@ -666,6 +667,15 @@ def _ministral(r: ConfigReader) -> TransformerArch:
     """Ministral: Mistral's blocks without biases; the layers `layer_types` marks (every layer
     when it is absent and `sliding_window` is set) attend to that window."""
     return _decoder(r, max_positions=131072, bias=None, sliding="all")
+
+
+def _ministral3(r: ConfigReader) -> TransformerArch:
+    """Ministral 3 (`ministral3`, the language model of Mistral's Ministral 3 checkpoints): Mistral's
+    blocks without biases, head_dim 128 and 262,144 positions by default, `sliding_window` (none in
+    the published files) on every layer. Each layer also scales its rotated queries by position
+    (Llama 4's attention scale, from `rope_parameters`): weights and saved tensors as Mistral's,
+    a few more operations a layer (transformer_cost.POSITION_SCALED_QUERY_TYPES)."""
+    return _decoder(r, max_positions=262144, head_dim=128, bias=None, sliding="all")
 
 
 def _stablelm(r: ConfigReader) -> TransformerArch:
@@ -1814,6 +1824,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "apertus": _apertus,
     "nemotron": _nemotron,
     "ministral": _ministral,
+    "ministral3": _ministral3,
     "stablelm": _stablelm,
     "phi": _phi,
     "minicpm3": _minicpm3,
@@ -1859,6 +1870,10 @@ def arch_from_hf_config(data: dict[str, Any], *, source: str = "config") -> Tran
         data, vision_params, vision_type = text_config(data, source, model_type.replace("-", "_"))
         vision = (vision_params, vision_type)
         model_type = data["model_type"].lower().replace("_", "-")
+        # a refusal below names the language model's type, which is what is not read
+        raw, where, where_zh = data["model_type"], "text_config's ", "text_config 的 "
+    else:
+        where = where_zh = ""
     if model_type in NOT_YET:
         raise FitbenchError(
             f"{source}: {NOT_YET[model_type]}",
@@ -1874,11 +1889,11 @@ def arch_from_hf_config(data: dict[str, Any], *, source: str = "config") -> Tran
         guess_zh = f"{close_zh} " if close_zh else ""
         shown = raw if len(raw) <= 40 else raw[:37] + "..."
         raise FitbenchError(
-            f"{source}: model_type {shown!r} is not supported",
+            f"{source}: {where}model_type {shown!r} is not supported",
             f"{guess}fitbench reads {supported}; for another family, set 'model_type' to "
             "'llama' if its blocks are Llama's (hidden_size, num_hidden_layers, "
             "num_attention_heads, intermediate_size, vocab_size)",
-            message_zh=f"{source}:不支持 model_type {shown!r}",
+            message_zh=f"{source}:不支持 {where_zh}model_type {shown!r}",
             hint_zh=(
                 f"{guess_zh}fitbench 能读取 {supported_zh};其他家族若其模块与 "
                 "Llama 相同(hidden_size、num_hidden_layers、num_attention_heads、"

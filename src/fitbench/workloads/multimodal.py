@@ -47,6 +47,18 @@ TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
         "sliding_window": 4096,
         "tie_word_embeddings": False,
     },
+    "ministral3": {
+        "vocab_size": 131072,
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 34,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 262144,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+    },
     "qwen2": {
         "vocab_size": 151936,
         "hidden_size": 4096,

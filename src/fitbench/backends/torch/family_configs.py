@@ -248,6 +248,20 @@ def _ministral(arch: TransformerArch) -> dict[str, Any]:
     return dict(llama_sizes(arch), head_dim=arch.dim_head, **windows)
 
 
+def _ministral3(arch: TransformerArch) -> dict[str, Any]:
+    """Ministral 3: Mistral's blocks, one `sliding_window` for every layer or none; the config
+    class's rope_parameters (YaRN with Llama 4's query scale), as the published files set them."""
+    _require_no_biases(arch, "Ministral 3", "Ministral 3")
+    window = arch.sliding_window if arch.sliding_layers == arch.num_layers else None
+    _require(
+        arch,
+        arch.sliding_layers in (0, arch.num_layers),
+        "a window on some layers only",
+        "仅部分层使用滑动窗口",
+    )
+    return dict(llama_sizes(arch), head_dim=arch.dim_head, sliding_window=window)
+
+
 def _stablelm(arch: TransformerArch) -> dict[str, Any]:
     """StableLM: q/k/v biases only, LayerNorms, optional parallel residual."""
     no_bias = not (arch.out_bias or arch.mlp_bias)
@@ -869,6 +883,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "nemotron": ("nemotron", _arcee),
     "apertus": ("apertus", _apertus),
     "ministral": ("ministral", _ministral),
+    "ministral3": ("ministral3", _ministral3),
     "stablelm": ("stablelm", _stablelm),
     "phi": ("phi", _phi),
     "minicpm3": ("minicpm3", _minicpm3),

@@ -49,6 +49,7 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
             "seed_oss",
             "hunyuan_v1_dense",
             "ministral",
+            "ministral3",
             "stablelm",
         )
     },
