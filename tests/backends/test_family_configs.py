@@ -51,6 +51,7 @@ def test_every_family_has_a_library_model() -> None:
         "apertus",
         "ministral",
         "ministral3",
+        "solar_open",
         "phi",
         "minicpm3",
         "granitemoeshared",
@@ -151,6 +152,14 @@ TINY_FAMILIES = [
         "layer_types": ["sliding_attention", "full_attention"],
     },
     {**HUNYUAN, "model_type": "ministral3"},
+    {
+        **{k: v for k, v in HUNYUAN.items() if k != "intermediate_size"},
+        "model_type": "solar_open",
+        "attention_bias": True,
+        "moe_intermediate_size": 32,
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 2,
+    },
     {
         **HUNYUAN,
         "model_type": "stablelm",

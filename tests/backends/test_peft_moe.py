@@ -45,6 +45,7 @@ FAMILIES = [
     "glm-4.5-air",
     "dots.llm1.base",
     "glm-4.7-flash",
+    "solar-open-100b-shape.json",  # a layout: GLM-4.5's experts behind Llama's attention
 ]
 
 

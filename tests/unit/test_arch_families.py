@@ -374,6 +374,22 @@ TINY: dict[str, dict[str, Any]] = {
         "num_experts_per_tok": 2,
         "first_k_dense_replace": 1,
     },
+    # SolarOpenConfig has no intermediate_size (every layer holds experts)
+    "solar_open": {
+        **{k: v for k, v in BASE.items() if k != "intermediate_size"},
+        "model_type": "solar_open",
+        "head_dim": 16,
+        "attention_bias": True,
+        "moe_intermediate_size": 32,
+        "n_routed_experts": 8,
+        "n_shared_experts": 2,
+        "num_experts_per_tok": 2,
+    },
+    "solar_open-defaults": {
+        **{k: v for k, v in BASE.items() if k != "intermediate_size"},
+        "model_type": "solar_open",
+        "head_dim": 16,
+    },
     "gpt_oss": {
         **BASE,
         "model_type": "gpt_oss",

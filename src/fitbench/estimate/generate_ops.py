@@ -200,6 +200,7 @@ BEFORE_PACK_GQA = CallCounts(
         "deepseek-v3": 40,
         "ernie4-5-moe": 17,
         "glm4-moe": 22,
+        "solar-open": 16,  # GLM-4.5's router and experts, its attention not half-rotated
         "gpt-oss": 26,
         "llama4-text": -10,
         "minimax-m2": 9,
@@ -302,6 +303,7 @@ FROM_PACK_GQA = CallCounts(
         "deepseek-v3": 40,
         "ernie4-5-moe": 17,
         "glm4-moe": 22,
+        "solar-open": 16,  # GLM-4.5's router and experts, its attention not half-rotated
         "gpt-oss": 25,
         "llama4-text": -4,
         "minimax-m2": 9,

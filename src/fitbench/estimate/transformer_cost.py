@@ -312,7 +312,15 @@ def softcapped(arch: TransformerArch) -> bool:
 # (integrations/moe.py `proj_out * sample_weights_g`), and so does their reordering. Read from
 # the weights' dtype grouped_mm_experts_forward receives, under transformers 5.17 and 5.24
 # (tests/backends/test_family_transients.py holds it).
-FP32_ROUTING_WEIGHT_TYPES = ("mixtral", "deepseek_v2", "deepseek_v3", "glm4_moe", "dots1", "minimax_m2")
+FP32_ROUTING_WEIGHT_TYPES = (
+    "mixtral",
+    "deepseek_v2",
+    "deepseek_v3",
+    "glm4_moe",
+    "solar_open",
+    "dots1",
+    "minimax_m2",
+)
 
 
 def experts_unquantized(workload: Workload) -> bool:

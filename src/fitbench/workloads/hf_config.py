@@ -112,6 +112,7 @@ MOE_TYPES = (
     "mistral4",
     "glm4_moe_lite",
     "glm4_moe",
+    "solar_open",
     "gpt_oss",
     "llama4_text",
     "hunyuan_v1_moe",
@@ -1554,6 +1555,33 @@ def _glm4_moe(r: ConfigReader) -> TransformerArch:
     )
 
 
+def _solar_open(r: ConfigReader) -> TransformerArch:
+    """Solar Open (`solar_open`): GLM-4.5's experts (`n_routed_experts` of `moe_intermediate_size`
+    behind a sigmoid router with a score-correction bias, plus `n_shared_experts` shared ones)
+    in every layer, behind Llama's attention: q/k/v biases by `attention_bias`, o without, the
+    whole head rotated, no query/key norms; head_dim 128. SolarOpenConfig has no dense layers
+    and no `intermediate_size`; expert keys a saved file leaves out take its defaults (128
+    experts, 8 a token, 1,280 wide, one shared)."""
+    width = r.int("moe_intermediate_size", default=1280)
+    moe = dict(
+        num_experts=r.int(*ROUTED_EXPERTS, default=128, maximum=1 << 16),
+        experts_per_token=r.int("num_experts_per_tok", default=8, maximum=1 << 16),
+        expert_intermediate_size=width,
+        shared_intermediate_size=width * r.int("n_shared_experts", default=1, minimum=0),
+    )
+    return _decoder(
+        r,
+        max_positions=131072,
+        head_dim=128,
+        bias=None,
+        qkv_bias=r.flag("attention_bias", False),
+        out_bias=False,
+        mlp_bias=False,
+        ffn_default=width,
+        **moe,
+    )
+
+
 def _gpt_oss(r: ConfigReader) -> TransformerArch:
     """gpt-oss: GQA attention with biases on q/k/v/o and a learned sink logit per head, every
     other layer a `sliding_window` (128) local one, and in every layer `num_local_experts`
@@ -1809,6 +1837,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "mistral4": _deepseek,
     "glm4-moe-lite": _deepseek,
     "glm4-moe": _glm4_moe,
+    "solar-open": _solar_open,
     "gpt-oss": _gpt_oss,
     "llama4-text": _llama4_text,
     "hunyuan-v1-dense": _hunyuan_dense,

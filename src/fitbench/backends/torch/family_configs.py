@@ -629,6 +629,32 @@ def _lfm2_moe(arch: TransformerArch) -> dict[str, Any]:
     )
 
 
+def _solar_open(arch: TransformerArch) -> dict[str, Any]:
+    """Solar Open: Llama's attention with q/k/v biases by `attention_bias`, routed plus shared
+    experts in every layer (one routing group); its config class has no `intermediate_size`."""
+    _require(
+        arch,
+        arch.dense_layers == 0 and arch.moe_every == 1,
+        "dense layers among the experts",
+        "专家层之间的稠密层",
+    )
+    no_bias = not (arch.out_bias or arch.mlp_bias)
+    _require(arch, no_bias, "biases Solar Open does not have", "Solar Open 没有的偏置")
+    sizes = llama_sizes(arch)
+    sizes.pop("intermediate_size")
+    return dict(
+        sizes,
+        head_dim=arch.dim_head,
+        attention_bias=arch.qkv_bias,
+        moe_intermediate_size=arch.expert_intermediate_size,
+        n_routed_experts=arch.num_experts,
+        n_shared_experts=_shared_experts(arch),
+        num_experts_per_tok=arch.experts_per_token,
+        n_group=1,
+        topk_group=1,
+    )
+
+
 def _dots1(arch: TransformerArch) -> dict[str, Any]:
     """dots.llm1: Qwen3's attention, dense layers, then routed and shared experts (one routing
     group); the windowed layers are the last ones."""
@@ -872,6 +898,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "kimi_k2": ("deepseek_v3", _deepseek),
     "glm4_moe_lite": ("glm4_moe_lite", _glm4_moe_lite),
     "glm4_moe": ("glm4_moe", _glm4_moe),
+    "solar_open": ("solar_open", _solar_open),
     "gpt_oss": ("gpt_oss", _gpt_oss),
     "llama4_text": ("llama4_text", _llama4_text),
     "phimoe": ("phimoe", _phimoe),
