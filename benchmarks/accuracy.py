@@ -38,6 +38,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set lfm2        # LFM2's short convolutions, never run
     python benchmarks/accuracy.py --set lfm2moe     # LFM2-MoE (LFM2-8B-A1B), never run
     python benchmarks/accuracy.py --set gathercheck # MoE decodes at batch 16-32 after the gather count
+    python benchmarks/accuracy.py --set newcomers   # Ministral 3 and Solar Open, never run
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -2307,6 +2308,64 @@ GATHER_CHECK: list[tuple[str, dict[str, Any]]] = [
         {"precision": "bf16", "batch_size": 32, "prompt_tokens": 256, "new_tokens": 64},
     ),
 ]
+# The families read after the last GPU run, written down before any of them ran: Ministral 3
+# (Mistral's blocks with a position scale on the queries; its 8B layout) decoding at batch 1 and
+# 8, LoRA and full fine-tuning (cut to 8 layers); Solar Open (GLM-4.5's experts behind Llama's
+# attention, its 100B layout cut to 8 and 4 layers) decoding at batch 2 and 16 and LoRA on its
+# attention.
+NEWCOMERS: list[tuple[str, dict[str, Any]]] = [
+    (
+        "ministral-3-8b-shape.json",
+        {"precision": "bf16", "batch_size": 1, "prompt_tokens": 512, "new_tokens": 64},
+    ),
+    (
+        "ministral-3-8b-shape.json",
+        {"precision": "bf16", "batch_size": 8, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+    (
+        "ministral-3-8b-shape.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "batch_size": 2,
+            "seq_len": 1024,
+        },
+    ),
+    (
+        "ministral-3-8b-shape.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 8,
+        },
+    ),
+    (
+        "solar-open-100b-shape.json",
+        {"precision": "bf16", "batch_size": 2, "prompt_tokens": 512, "new_tokens": 64, "num_layers": 8},
+    ),
+    (
+        "solar-open-100b-shape.json",
+        {"precision": "bf16", "batch_size": 16, "prompt_tokens": 256, "new_tokens": 64, "num_layers": 8},
+    ),
+    (
+        "solar-open-100b-shape.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "peft": "lora",
+            "lora_rank": 16,
+            "lora_targets": "attention",
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 4,
+        },
+    ),
+]
 SETS = {
     "matrix": MATRIX,
     "holdout": HOLDOUT,
@@ -2339,6 +2398,7 @@ SETS = {
     "lfm2": LFM2_CHECK,
     "lfm2moe": LFM2_MOE_CHECK,
     "gathercheck": GATHER_CHECK,
+    "newcomers": NEWCOMERS,
 }
 # What one point costs beside its timed steps, from the wall times in
 # benchmarks/results/accuracy-h200-2026-12-02.json (a fresh process, imports, CUDA context, model
@@ -2802,8 +2862,9 @@ def main(argv: list[str] | None = None) -> int:
         "linear attention, written before they ran) or hybridcheck (the same on other shapes, written "
         "after the first run, before they ran) or granite (Granite 4.0's and Bamba's Mamba-2 hybrids, "
         "written before they ran) or lfm2 (LFM2's short convolutions, written before they ran) or "
-        "lfm2moe (LFM2-8B-A1B's experts, written before they ran) or gathercheck (MoE decodes at batch "
-        "16-32 after the gather's reads were counted, written before they ran)",
+        "lfm2moe (LFM2-8B-A1B's experts, written before they ran), gathercheck (MoE decodes at batch "
+        "16-32 after the gather's reads were counted, written before they ran) or newcomers "
+        "(Ministral 3 and Solar Open, written before they ran)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(

@@ -1560,8 +1560,9 @@ def _solar_open(r: ConfigReader) -> TransformerArch:
     behind a sigmoid router with a score-correction bias, plus `n_shared_experts` shared ones)
     in every layer, behind Llama's attention: q/k/v biases by `attention_bias`, o without, the
     whole head rotated, no query/key norms; head_dim 128. SolarOpenConfig has no dense layers
-    and no `intermediate_size`; expert keys a saved file leaves out take its defaults (128
-    experts, 8 a token, 1,280 wide, one shared)."""
+    and no `intermediate_size` (the width kept here, GLM-4.5's default where a file has none,
+    sizes no layer); expert keys a saved file leaves out take its defaults (128 experts, 8 a
+    token, 1,280 wide, one shared)."""
     width = r.int("moe_intermediate_size", default=1280)
     moe = dict(
         num_experts=r.int(*ROUTED_EXPERTS, default=128, maximum=1 << 16),
@@ -1577,7 +1578,7 @@ def _solar_open(r: ConfigReader) -> TransformerArch:
         qkv_bias=r.flag("attention_bias", False),
         out_bias=False,
         mlp_bias=False,
-        ffn_default=width,
+        ffn_default=10944,
         **moe,
     )
 
