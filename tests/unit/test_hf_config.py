@@ -705,6 +705,7 @@ def test_first_chatglm_layout_is_refused_with_a_reason() -> None:
         ("gemma4", "per-layer input embeddings"),
         ("deepseek_v32", "sparse-attention indexer"),
         ("mistral_large4", "sparse-attention indexer"),
+        ("glm_moe_dsa", "sparse-attention indexer"),
     ],
 )
 def test_a_newer_family_near_a_supported_name_gets_its_reason_not_a_guess(model_type: str, why: str) -> None:

@@ -202,6 +202,7 @@ NOT_YET = {
     "deepseek-v32": f"DeepSeek-V3.2 {_SPARSE}; fitbench does not model it yet",
     "mistral-large4": f"Mistral Large 4 {_SPARSE}; fitbench does not model it yet",
     "mistral-large4-text": f"Mistral Large 4 {_SPARSE}; fitbench does not model it yet",
+    "glm-moe-dsa": f"GLM-5 (glm_moe_dsa) {_SPARSE}; fitbench does not model it yet",
     "gemma3n": f"Gemma-3n {_PER_LAYER}; fitbench does not model those yet",
     "gemma4": f"Gemma 4 {_PER_LAYER}; fitbench does not model those yet",
 }
@@ -214,6 +215,7 @@ NOT_YET_ZH = {
     "deepseek-v32": f"DeepSeek-V3.2 {_SPARSE_ZH};fitbench 尚未对其建模",
     "mistral-large4": f"Mistral Large 4 {_SPARSE_ZH};fitbench 尚未对其建模",
     "mistral-large4-text": f"Mistral Large 4 {_SPARSE_ZH};fitbench 尚未对其建模",
+    "glm-moe-dsa": f"GLM-5(glm_moe_dsa){_SPARSE_ZH};fitbench 尚未对其建模",
     "gemma3n": f"Gemma-3n {_PER_LAYER_ZH};fitbench 尚未对其建模",
     "gemma4": f"Gemma 4 {_PER_LAYER_ZH};fitbench 尚未对其建模",
 }
