@@ -54,6 +54,7 @@ def test_every_family_has_a_library_model() -> None:
         "solar_open",
         "phi",
         "minicpm3",
+        "youtu",
         "granitemoeshared",
         "kimi_k2",
         "qwen3_next",
@@ -169,6 +170,7 @@ TINY_FAMILIES = [
     },
     {**HUNYUAN, "model_type": "phi", "head_dim": None, "num_key_value_heads": 4},
     {**HUNYUAN, "model_type": "minicpm3", "num_key_value_heads": 4, **MLA},
+    {**HUNYUAN, "model_type": "youtu", "num_key_value_heads": 4, **MLA},
     {
         **HUNYUAN,
         "model_type": "kimi_k2",
@@ -327,6 +329,7 @@ LORA_TYPES = (
     "stablelm",
     "phi",
     "minicpm3",
+    "youtu",
     "granitemoe",
     "granitemoeshared",
 )

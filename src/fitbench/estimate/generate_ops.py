@@ -192,6 +192,7 @@ BEFORE_PACK_GQA = CallCounts(
         "minicpm3": 20,
         "nemotron": -5,
         "ministral3": 9,  # Llama 4's query scale, recomputed in every layer
+        "youtu": 24,  # DeepSeek-V3's latent attention, as its dense layers
     },
     family_moe_layer={
         "qwen3-5-moe-text": 18,
@@ -295,6 +296,7 @@ FROM_PACK_GQA = CallCounts(
         "minicpm3": 20,
         "nemotron": -5,
         "ministral3": 9,  # Llama 4's query scale, recomputed in every layer
+        "youtu": 24,  # DeepSeek-V3's latent attention, as its dense layers
     },
     family_moe_layer={
         "qwen3-5-moe-text": 18,

@@ -85,6 +85,7 @@ DECODER_TYPES = (
     "stablelm",
     "phi",
     "minicpm3",
+    "youtu",
     "qwen3_5_text",
     "granitemoehybrid",
     "bamba",
@@ -757,6 +758,28 @@ def _minicpm3(r: ConfigReader) -> TransformerArch:
         qk_rope_head_dim=r.int("qk_rope_head_dim"),
         qk_nope_head_dim=r.int("qk_nope_head_dim", minimum=0),
         v_head_dim=r.int("v_head_dim"),
+    )
+
+
+def _youtu(r: ConfigReader) -> TransformerArch:
+    """Youtu-LLM (`youtu`): DeepSeek-V3's latent attention (queries through `q_lora_rank`, the
+    rotary part on interleaved pairs, biases by `attention_bias`) over a dense SwiGLU MLP in every
+    layer, tied embeddings. Keys a saved file leaves out take YoutuConfig's defaults (Youtu-LLM-2B's
+    attention sizes); an explicit null `q_lora_rank` means no query compression."""
+    explicit_null = "q_lora_rank" in r.data and r.data["q_lora_rank"] is None
+    return _decoder(
+        r,
+        tie=True,
+        max_positions=131072,
+        ffn_default=6144,
+        mlp_bias=False,
+        num_kv_heads=None,
+        head_dim=None,
+        q_lora_rank=0 if explicit_null else r.int("q_lora_rank", default=1536, minimum=0),
+        kv_lora_rank=r.int("kv_lora_rank", default=512),
+        qk_rope_head_dim=r.int("qk_rope_head_dim", default=64),
+        qk_nope_head_dim=r.int("qk_nope_head_dim", default=128, minimum=0),
+        v_head_dim=r.int("v_head_dim", default=128),
     )
 
 
@@ -1860,6 +1883,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "stablelm": _stablelm,
     "phi": _phi,
     "minicpm3": _minicpm3,
+    "youtu": _youtu,
     "gpt-bigcode": _gpt_bigcode,
     "resnet": _resnet,
 }

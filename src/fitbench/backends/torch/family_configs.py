@@ -296,6 +296,22 @@ def _minicpm3(arch: TransformerArch) -> dict[str, Any]:
     )
 
 
+def _youtu(arch: TransformerArch) -> dict[str, Any]:
+    """Youtu-LLM: DeepSeek-V3's latent attention (one `attention_bias` for its projections) over
+    a dense SwiGLU MLP."""
+    _require(arch, not arch.mlp_bias, "MLP biases", "MLP 偏置")
+    _require_one_attention_bias(arch)
+    return dict(
+        llama_sizes(arch),
+        attention_bias=arch.qkv_bias,
+        q_lora_rank=arch.q_lora_rank or None,
+        kv_lora_rank=arch.kv_lora_rank,
+        qk_rope_head_dim=arch.qk_rope_head_dim,
+        qk_nope_head_dim=arch.qk_nope_head_dim,
+        v_head_dim=arch.v_head_dim,
+    )
+
+
 # -- parallel blocks -----------------------------------------------------------------------------
 def _gpt_neox(arch: TransformerArch) -> dict[str, Any]:
     _require(
@@ -914,6 +930,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "stablelm": ("stablelm", _stablelm),
     "phi": ("phi", _phi),
     "minicpm3": ("minicpm3", _minicpm3),
+    "youtu": ("youtu", _youtu),
     "gpt_bigcode": ("gpt_bigcode", _gpt_bigcode),
     "granitemoe": ("granitemoe", _granitemoe),
     "granitemoeshared": ("granitemoeshared", _granitemoe),

@@ -87,7 +87,7 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
             "attention": ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"),
             "mlp": ("gate_proj", "up_proj", "down_proj"),
         }
-        for model_type in ("deepseek_v2", "deepseek_v3", "glm4_moe_lite", "minicpm3")
+        for model_type in ("deepseek_v2", "deepseek_v3", "glm4_moe_lite", "minicpm3", "youtu")
     },
     # GLM-4-0414 (and GLM-4.1V's language model) fuse gate and up (estimate/peft.py FUSED_GATE_UP).
     "glm4": {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ("gate_up_proj", "down_proj")},
