@@ -64,6 +64,10 @@ MODELS = [
     "qwen2-57b-a14b-instruct",
     "ernie-4.5-21b-a3b",
     "deepseek-v2-lite-chat",
+    # layouts of families no bundled config has (benchmarks/configs)
+    "ministral-3-8b-shape.json",
+    "jais-2-8b-shape.json",
+    "solar-open-100b-shape.json",
 ]
 NOT_A_CHECK = {
     ("deepseek-v2-lite-chat", "fp32"),

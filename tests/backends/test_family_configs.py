@@ -48,6 +48,7 @@ def test_every_family_has_a_library_model() -> None:
         "hunyuan_v1_moe",
         "arcee",
         "nemotron",
+        "jais2",
         "apertus",
         "ministral",
         "ministral3",
@@ -145,6 +146,7 @@ TINY_FAMILIES = [
     {**HUNYUAN, "model_type": "hunyuan_v1_moe", "num_experts": 4, "moe_topk": [2, 2]},
     {**HUNYUAN, "model_type": "arcee", "attention_bias": True, "mlp_bias": True},
     {**HUNYUAN, "model_type": "nemotron"},
+    {**HUNYUAN, "model_type": "jais2"},
     {**HUNYUAN, "model_type": "apertus", "head_dim": None},
     {
         **HUNYUAN,
@@ -323,6 +325,7 @@ def test_lora_adapters_on_the_dense_families_match_the_estimate(name: str, targe
 LORA_TYPES = (
     "arcee",
     "nemotron",
+    "jais2",
     "apertus",
     "ministral",
     "ministral3",

@@ -301,6 +301,8 @@ TINY: dict[str, dict[str, Any]] = {
         "attention_bias": True,
         "tie_word_embeddings": False,
     },
+    "jais2": {**BASE, "model_type": "jais2"},
+    "jais2-no-bias": {**BASE, "model_type": "jais2", "attention_bias": False, "mlp_bias": False},
     "stablelm": {**BASE, "model_type": "stablelm"},
     "stablelm-parallel": {
         **BASE,

@@ -157,6 +157,7 @@ BEFORE_PACK_GQA = CallCounts(
         "helium": 1,
         "minicpm3": 3,
         "ministral": 14,
+        "jais2": -7,  # the final LayerNorm module for RMSNorm's passes
         "nemotron": -6,
         "phi": -6,
         "exaone4": 6,
@@ -193,6 +194,7 @@ BEFORE_PACK_GQA = CallCounts(
         "nemotron": -5,
         "ministral3": 9,  # Llama 4's query scale, recomputed in every layer
         "youtu": 24,  # DeepSeek-V3's latent attention, as its dense layers
+        "jais2": -13,  # LayerNorm modules for RMSNorm's passes, ReLU squared for SwiGLU
     },
     family_moe_layer={
         "qwen3-5-moe-text": 18,
@@ -263,6 +265,7 @@ FROM_PACK_GQA = CallCounts(
         "helium": 1,
         "minicpm3": 3,
         "ministral": 6,
+        "jais2": -7,  # the final LayerNorm module for RMSNorm's passes
         "nemotron": -6,
         "phi": -6,
     },
@@ -297,6 +300,7 @@ FROM_PACK_GQA = CallCounts(
         "nemotron": -5,
         "ministral3": 9,  # Llama 4's query scale, recomputed in every layer
         "youtu": 24,  # DeepSeek-V3's latent attention, as its dense layers
+        "jais2": -13,  # LayerNorm modules for RMSNorm's passes, ReLU squared for SwiGLU
     },
     family_moe_layer={
         "qwen3-5-moe-text": 18,

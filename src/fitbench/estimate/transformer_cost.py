@@ -91,7 +91,7 @@ def python_xielu(arch: TransformerArch) -> bool:
 
 # Families whose two-matrix MLP squares a ReLU (Arcee, Nemotron: `relu2`): two cheap pointwise
 # kernels, none of GELU's arithmetic.
-RELU2_TYPES = ("arcee", "nemotron")
+RELU2_TYPES = ("arcee", "nemotron", "jais2")
 #: families whose attention scales its rotated queries by position (Ministral 3: Llama 4's
 #: attention scale from rope_parameters, recomputed in every layer): the position ids divided,
 #: floored, incremented, logged, scaled and incremented, a view, a cast, and the product over q

@@ -78,6 +78,7 @@ DECODER_TYPES = (
     "glm",
     "glm4",
     "arcee",
+    "jais2",
     "apertus",
     "nemotron",
     "ministral",
@@ -645,6 +646,22 @@ def _arcee(r: ConfigReader) -> TransformerArch:
     """Arcee (AFM): Llama's attention and a two-matrix MLP (up, ReLU squared, down); biases by
     `attention_bias` and `mlp_bias`."""
     return _decoder(r, max_positions=4096, mlp="gelu")
+
+
+def _jais2(r: ConfigReader) -> TransformerArch:
+    """Jais 2 (`jais2`): Llama's attention with q/k/v/o biases by `attention_bias` (default on),
+    a two-matrix MLP (up, ReLU squared, down) biased by `mlp_bias` (default on), LayerNorms with
+    weight and bias; Jais2Config's sizes where a saved file leaves them out."""
+    return _decoder(
+        r,
+        max_positions=8192,
+        bias=None,
+        qkv_bias=r.flag("attention_bias", True),
+        out_bias=r.flag("attention_bias", True),
+        mlp_bias=r.flag("mlp_bias", True),
+        mlp="gelu",
+        norm="layernorm",
+    )
 
 
 def _apertus(r: ConfigReader) -> TransformerArch:
@@ -1876,6 +1893,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "granitemoeshared": _granitemoe,
     "dots1": _dots1,
     "arcee": _arcee,
+    "jais2": _jais2,
     "apertus": _apertus,
     "nemotron": _nemotron,
     "ministral": _ministral,

@@ -228,6 +228,15 @@ def _arcee(arch: TransformerArch) -> dict[str, Any]:
     )
 
 
+def _jais2(arch: TransformerArch) -> dict[str, Any]:
+    """Jais 2: Llama's attention with one `attention_bias`, a two-matrix MLP (ReLU squared)
+    biased by `mlp_bias`, LayerNorms."""
+    _require_one_attention_bias(arch)
+    return dict(
+        llama_sizes(arch), head_dim=arch.dim_head, attention_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias
+    )
+
+
 def _apertus(arch: TransformerArch) -> dict[str, Any]:
     """Apertus: head-wise query/key norms, a two-matrix xIELU MLP without bias."""
     _require(
@@ -924,6 +933,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "cohere2": ("cohere2", _cohere(4)),
     "arcee": ("arcee", _arcee),
     "nemotron": ("nemotron", _arcee),
+    "jais2": ("jais2", _jais2),
     "apertus": ("apertus", _apertus),
     "ministral": ("ministral", _ministral),
     "ministral3": ("ministral3", _ministral3),

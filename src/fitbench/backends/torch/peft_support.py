@@ -56,7 +56,7 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
     # Two-matrix MLPs (ReLU squared, xIELU) under Llama's attention names.
     **{
         model_type: {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ("up_proj", "down_proj")}
-        for model_type in ("arcee", "nemotron", "apertus")
+        for model_type in ("arcee", "nemotron", "jais2", "apertus")
     },
     "phi": {"attention": ("q_proj", "k_proj", "v_proj", "self_attn.dense"), "mlp": ("fc1", "fc2")},
     # Mixture-of-experts families by their transformers 4 names, which peft turns into target
