@@ -68,6 +68,7 @@ MODELS = [
     "ministral-3-8b-shape.json",
     "jais-2-8b-shape.json",
     "solar-open-100b-shape.json",
+    "exaone-moe-shape.json",
 ]
 NOT_A_CHECK = {
     ("deepseek-v2-lite-chat", "fp32"),

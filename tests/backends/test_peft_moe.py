@@ -46,6 +46,7 @@ FAMILIES = [
     "dots.llm1.base",
     "glm-4.7-flash",
     "solar-open-100b-shape.json",  # a layout: GLM-4.5's experts behind Llama's attention
+    "exaone-moe-shape.json",  # a layout: DeepSeek-V3's experts behind EXAONE 4.0's attention
 ]
 
 

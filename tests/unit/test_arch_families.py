@@ -398,6 +398,28 @@ TINY: dict[str, dict[str, Any]] = {
         "num_experts_per_tok": 2,
         "first_k_dense_replace": 1,
     },
+    "exaone_moe": {
+        **BASE,
+        "model_type": "exaone_moe",
+        "head_dim": 16,
+        "moe_intermediate_size": 32,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "num_shared_experts": 2,
+        "first_k_dense_replace": 1,
+        "sliding_window": 32,
+        "sliding_window_pattern": 3,
+    },
+    "exaone_moe-listed": {
+        **BASE,
+        "model_type": "exaone_moe",
+        "moe_intermediate_size": 32,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "mlp_layer_types": ["dense", "dense", "sparse", "sparse"],
+        "sliding_window": 32,  # the class takes no null window: global layers are listed
+        "layer_types": ["full_attention"] * 4,
+    },
     # SolarOpenConfig has no intermediate_size (every layer holds experts)
     "solar_open": {
         **{k: v for k, v in BASE.items() if k != "intermediate_size"},

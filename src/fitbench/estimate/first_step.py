@@ -74,7 +74,7 @@ class Matrix(NamedTuple):
 
 
 # Families whose router weight transformers creates in FP32 (read from the meta-device build).
-FP32_ROUTER_WEIGHT_TYPES = ("glm4_moe", "solar_open", "dots1")
+FP32_ROUTER_WEIGHT_TYPES = ("glm4_moe", "solar_open", "exaone_moe", "dots1")
 
 
 def weight_matrices(arch: TransformerArch) -> list[list[Matrix]]:

@@ -161,6 +161,7 @@ BEFORE_PACK_GQA = CallCounts(
         "nemotron": -6,
         "phi": -6,
         "exaone4": 6,
+        "exaone-moe": 6,
         "olmo3": -5,
     },
     family_layer={
@@ -204,6 +205,7 @@ BEFORE_PACK_GQA = CallCounts(
         "ernie4-5-moe": 17,
         "glm4-moe": 22,
         "solar-open": 16,  # GLM-4.5's router and experts, its attention not half-rotated
+        "exaone-moe": 16,
         "gpt-oss": 26,
         "llama4-text": -10,
         "minimax-m2": 9,
@@ -252,6 +254,7 @@ FROM_PACK_GQA = CallCounts(
         "gptj": -14,
         "llama4-text": -11,
         "exaone4": -2,
+        "exaone-moe": -5,
         "olmo": -7,
         "olmo2": -2,
         "olmo3": -5,
@@ -310,6 +313,7 @@ FROM_PACK_GQA = CallCounts(
         "ernie4-5-moe": 17,
         "glm4-moe": 22,
         "solar-open": 16,  # GLM-4.5's router and experts, its attention not half-rotated
+        "exaone-moe": 16,
         "gpt-oss": 25,
         "llama4-text": -4,
         "minimax-m2": 9,

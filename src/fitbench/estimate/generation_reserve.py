@@ -108,6 +108,7 @@ GROUPED_EXPERT_TYPES = (
     "minimax_m2",
     "glm4_moe",
     "solar_open",
+    "exaone_moe",
     "ernie4_5_moe",
     "dots1",
     "granitemoe",
@@ -127,7 +128,15 @@ LATENT_ATTENTION_TYPES = ("deepseek_v2",)
 # masked_fill outside expert parallelism (5.18's integrations/moe.py guards them).
 MASKED_FILL_COPIES_UNTIL = (5, 17)
 # Routers that take an FP32 copy of their input to an FP32 linear (DeepSeek, GLM-4-MoE, ERNIE-4.5).
-FP32_ROUTER_TYPES = ("deepseek_v2", "deepseek_v3", "glm4_moe", "solar_open", "dots1", "ernie4_5_moe")
+FP32_ROUTER_TYPES = (
+    "deepseek_v2",
+    "deepseek_v3",
+    "glm4_moe",
+    "solar_open",
+    "exaone_moe",
+    "dots1",
+    "ernie4_5_moe",
+)
 # Families that run their shared experts before the routed ones (Qwen2-MoE's gated ones too).
 SHARED_FIRST_TYPES = ("ernie4_5_moe",)
 # `fitbench run` generates once to warm up, then measures: the second generation finds the

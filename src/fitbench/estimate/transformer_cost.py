@@ -318,6 +318,7 @@ FP32_ROUTING_WEIGHT_TYPES = (
     "deepseek_v3",
     "glm4_moe",
     "solar_open",
+    "exaone_moe",
     "dots1",
     "minimax_m2",
 )

@@ -115,6 +115,7 @@ MOE_TYPES = (
     "glm4_moe_lite",
     "glm4_moe",
     "solar_open",
+    "exaone_moe",
     "gpt_oss",
     "llama4_text",
     "hunyuan_v1_moe",
@@ -572,24 +573,58 @@ def _exaone4(r: ConfigReader) -> TransformerArch:
     queries and on keys, no biases; with a `sliding_window`, the layers `layer_types` marks (or
     `sliding_window_pattern`: a period such as 4, or a string such as "LLLG" whose L's are local)
     attend to that window (the 32B model); without one every layer is global (1.2B)."""
+    return _decoder(r, bias=None, mlp_bias=False, qk_norm="head", **_exaone_windows(r))
+
+
+def _exaone_windows(r: ConfigReader) -> dict[str, Any]:
+    """EXAONE's windowed layers: `layer_types`, else `sliding_window_pattern` as a period (every
+    such layer global, the rest local) or a string of L (local) and G (global) repeated."""
+    layers = r.int(*LAYERS, maximum=MAX_LAYERS)
     pattern = r.data.get("sliding_window_pattern")
-    if isinstance(pattern, str) and r.data.get("layer_types") is None and r.data.get("sliding_window"):
-        layers = r.int(*LAYERS, maximum=MAX_LAYERS)
-        if not pattern or set(pattern.upper()) - {"L", "G"}:
-            raise r.error(
-                "'sliding_window_pattern' must be a number or letters L (local) and G (global), "
-                f"got {show(pattern)}",
-                message_zh=(
-                    "'sliding_window_pattern' 必须是数字,或由 L(局部)和 G(全局)组成,"
-                    f"实际为 {show(pattern, 'zh')}"
-                ),
-            )
-        local = sum(pattern.upper()[i % len(pattern)] == "L" for i in range(layers))
-        window = {"sliding_window": r.int("sliding_window", maximum=MAX_POSITIONS), "sliding_layers": local}
-        return _decoder(
-            r, bias=None, mlp_bias=False, qk_norm="head", head_dim=None, **(window if local else {})
+    if not (isinstance(pattern, str) and r.data.get("layer_types") is None and r.data.get("sliding_window")):
+        return _sliding(r, layers, "pattern4")
+    if not pattern or set(pattern.upper()) - {"L", "G"}:
+        raise r.error(
+            "'sliding_window_pattern' must be a number or letters L (local) and G (global), "
+            f"got {show(pattern)}",
+            message_zh=(
+                f"'sliding_window_pattern' 必须是数字,或由 L(局部)和 G(全局)组成,实际为 {show(pattern, 'zh')}"
+            ),
         )
-    return _decoder(r, bias=None, mlp_bias=False, qk_norm="head", sliding="pattern4")
+    local = sum(pattern.upper()[i % len(pattern)] == "L" for i in range(layers))
+    window = r.int("sliding_window", maximum=MAX_POSITIONS)
+    return {"sliding_window": window, "sliding_layers": local} if local else {}
+
+
+# ExaoneMoeConfig's window where a saved file leaves the keys out (an explicit null keeps none).
+EXAONE_MOE_WINDOW_DEFAULTS = {"sliding_window": 4096, "sliding_window_pattern": 4}
+
+
+def _exaone_moe(r: ConfigReader) -> TransformerArch:
+    """K-EXAONE (`exaone_moe`): EXAONE 4.0's attention (query/key norms of head_dim, local layers
+    by its window pattern) in pre-norm blocks (OLMoE's, not EXAONE 4.0's post-norms), the first
+    `first_k_dense_replace` layers (or `mlp_layer_types`' dense ones) a SwiGLU MLP, the rest
+    DeepSeek-V3's sigmoid-routed experts (`num_experts` of `moe_intermediate_size`) plus
+    `num_shared_experts` shared ones; ExaoneMoeConfig's defaults for the keys a saved file
+    leaves out. The multi-token-prediction weights (`mtp.*`) are not loaded and not counted."""
+    r = ConfigReader({**EXAONE_MOE_WINDOW_DEFAULTS, **r.data}, r.source, r.model_type)
+    width = r.int("moe_intermediate_size", default=1024)
+    moe = dict(
+        num_experts=r.int("num_experts", default=64, maximum=1 << 16),
+        experts_per_token=r.int("num_experts_per_tok", default=8, maximum=1 << 16),
+        expert_intermediate_size=width,
+        shared_intermediate_size=width * r.int("num_shared_experts", default=1, minimum=0),
+        dense_layers=_leading_dense_layers(r, 1),
+    )
+    return _decoder(
+        r,
+        bias=None,
+        mlp_bias=False,
+        qk_norm="head",
+        ffn_default=16384,
+        **_exaone_windows(r),
+        **moe,
+    )
 
 
 def _seed_oss(r: ConfigReader) -> TransformerArch:
@@ -1881,6 +1916,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "glm4-moe-lite": _deepseek,
     "glm4-moe": _glm4_moe,
     "solar-open": _solar_open,
+    "exaone-moe": _exaone_moe,
     "gpt-oss": _gpt_oss,
     "llama4-text": _llama4_text,
     "hunyuan-v1-dense": _hunyuan_dense,

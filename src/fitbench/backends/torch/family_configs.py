@@ -169,6 +169,29 @@ def _exaone4(arch: TransformerArch) -> dict[str, Any]:
     return dict(llama_sizes(arch), head_dim=arch.dim_head, **windows)
 
 
+def _exaone_moe(arch: TransformerArch) -> dict[str, Any]:
+    """K-EXAONE: EXAONE 4.0's attention in pre-norm blocks, leading dense layers, then routed
+    plus shared experts (one routing group); the layer lists always given."""
+    _require_no_biases(arch, "K-EXAONE", "K-EXAONE")
+    _require(arch, arch.moe_every == 1, "dense layers between the experts", "专家层之间的稠密层")
+    windows = _windows(arch, 4)
+    windows.setdefault("layer_types", ["full_attention"] * arch.num_layers)
+    dense = arch.dense_layers
+    return dict(
+        llama_sizes(arch),
+        head_dim=arch.dim_head,
+        **windows,
+        moe_intermediate_size=arch.expert_intermediate_size,
+        num_experts=arch.num_experts,
+        num_experts_per_tok=arch.experts_per_token,
+        num_shared_experts=_shared_experts(arch),
+        mlp_layer_types=["dense"] * dense + ["sparse"] * (arch.num_layers - dense),
+        first_k_dense_replace=dense,
+        n_group=1,
+        topk_group=1,
+    )
+
+
 def _seed_oss(arch: TransformerArch) -> dict[str, Any]:
     """Seed-OSS: q/k/v biases (`attention_bias`) apart from the output projection's."""
     return dict(
@@ -907,6 +930,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "olmo2": ("olmo2", _olmo),
     "olmo3": ("olmo3", _olmo3),
     "exaone4": ("exaone4", _exaone4),
+    "exaone_moe": ("exaone_moe", _exaone_moe),
     "seed_oss": ("seed_oss", _seed_oss),
     "hunyuan_v1_dense": ("hunyuan_v1_dense", _hunyuan),
     "hunyuan_v1_moe": ("hunyuan_v1_moe", _hunyuan),
