@@ -69,6 +69,7 @@ MODELS = [
     "jais-2-8b-shape.json",
     "solar-open-100b-shape.json",
     "exaone-moe-shape.json",
+    "afmoe-shape.json",
 ]
 NOT_A_CHECK = {
     ("deepseek-v2-lite-chat", "fp32"),

@@ -62,6 +62,7 @@ WIDE = {
     "glm-4.5-air": {"hidden_size": 512, "moe_intermediate_size": 256, "intermediate_size": 1024},
     "solar-open-100b-shape.json": {"hidden_size": 512, "moe_intermediate_size": 256},
     "exaone-moe-shape.json": {"hidden_size": 512, "moe_intermediate_size": 256, "intermediate_size": 1024},
+    "afmoe-shape.json": {"hidden_size": 512, "moe_intermediate_size": 256, "intermediate_size": 1024},
 }
 
 
@@ -69,7 +70,7 @@ WIDE = {
 def test_moe_prefill_scratch_of_a_wide_model_is_the_combining_stage(name, monkeypatch) -> None:
     """Weighting the routed outputs and putting them back in token order: the gathered input and
     the down projection's output beside the weighted output and its reordered copy, those two in
-    FP32 where the router hands FP32 weights (DeepSeek, GLM-4-MoE, Solar Open, EXAONE-MoE:
+    FP32 where the router hands FP32 weights (DeepSeek, GLM-4-MoE, Solar Open, EXAONE-MoE, AFMoE:
     FP32_ROUTING_WEIGHT_TYPES)."""
     import torch.nn.functional as F
 
@@ -91,4 +92,4 @@ def test_moe_prefill_scratch_of_a_wide_model_is_the_combining_stage(name, monkey
     measured = forward_peak(w, torch.bfloat16)
     assert measured == pytest.approx(transformer_cost.inference_transient_bytes(w), rel=0.05)
     fp32_weights = w.arch.transformers_type in transformer_cost.FP32_ROUTING_WEIGHT_TYPES
-    assert fp32_weights == name.startswith(("deepseek", "glm", "solar", "exaone"))
+    assert fp32_weights == name.startswith(("deepseek", "glm", "solar", "exaone", "afmoe"))

@@ -420,6 +420,19 @@ TINY: dict[str, dict[str, Any]] = {
         "sliding_window": 32,  # the class takes no null window: global layers are listed
         "layer_types": ["full_attention"] * 4,
     },
+    "afmoe": {
+        **BASE,
+        "model_type": "afmoe",
+        "head_dim": 16,
+        "moe_intermediate_size": 32,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "num_shared_experts": 1,
+        "num_dense_layers": 1,
+        "sliding_window": 32,
+        "global_attn_every_n_layers": 2,
+    },
+    "afmoe-defaults": {**BASE, "model_type": "afmoe"},
     # SolarOpenConfig has no intermediate_size (every layer holds experts)
     "solar_open": {
         **{k: v for k, v in BASE.items() if k != "intermediate_size"},

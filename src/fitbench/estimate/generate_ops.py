@@ -162,6 +162,7 @@ BEFORE_PACK_GQA = CallCounts(
         "phi": -6,
         "exaone4": 6,
         "exaone-moe": 6,
+        "afmoe": 11,
         "olmo3": -5,
     },
     family_layer={
@@ -196,6 +197,7 @@ BEFORE_PACK_GQA = CallCounts(
         "ministral3": 9,  # Llama 4's query scale, recomputed in every layer
         "youtu": 24,  # DeepSeek-V3's latent attention, as its dense layers
         "jais2": -13,  # LayerNorm modules for RMSNorm's passes, ReLU squared for SwiGLU
+        "afmoe": 19,  # the output gate, query/key norms, four norms a block
     },
     family_moe_layer={
         "qwen3-5-moe-text": 18,
@@ -206,6 +208,7 @@ BEFORE_PACK_GQA = CallCounts(
         "glm4-moe": 22,
         "solar-open": 16,  # GLM-4.5's router and experts, its attention not half-rotated
         "exaone-moe": 16,
+        "afmoe": 23,
         "gpt-oss": 26,
         "llama4-text": -10,
         "minimax-m2": 9,
@@ -255,6 +258,7 @@ FROM_PACK_GQA = CallCounts(
         "llama4-text": -11,
         "exaone4": -2,
         "exaone-moe": -5,
+        "afmoe": 6,
         "olmo": -7,
         "olmo2": -2,
         "olmo3": -5,
@@ -304,6 +308,7 @@ FROM_PACK_GQA = CallCounts(
         "ministral3": 9,  # Llama 4's query scale, recomputed in every layer
         "youtu": 24,  # DeepSeek-V3's latent attention, as its dense layers
         "jais2": -13,  # LayerNorm modules for RMSNorm's passes, ReLU squared for SwiGLU
+        "afmoe": 19,  # the output gate, query/key norms, four norms a block
     },
     family_moe_layer={
         "qwen3-5-moe-text": 18,
@@ -314,6 +319,7 @@ FROM_PACK_GQA = CallCounts(
         "glm4-moe": 22,
         "solar-open": 16,  # GLM-4.5's router and experts, its attention not half-rotated
         "exaone-moe": 16,
+        "afmoe": 23,
         "gpt-oss": 25,
         "llama4-text": -4,
         "minimax-m2": 9,

@@ -138,7 +138,7 @@ FP32_ROUTER_TYPES = (
     "ernie4_5_moe",
 )
 # Families that run their shared experts before the routed ones (Qwen2-MoE's gated ones too).
-SHARED_FIRST_TYPES = ("ernie4_5_moe",)
+SHARED_FIRST_TYPES = transformer_cost.SHARED_FIRST_TYPES
 # `fitbench run` generates once to warm up, then measures: the second generation finds the
 # first one's freed blocks cached and may place its tensors so that more segments are needed.
 GENERATIONS = 2

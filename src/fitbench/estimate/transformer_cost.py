@@ -319,6 +319,7 @@ FP32_ROUTING_WEIGHT_TYPES = (
     "glm4_moe",
     "solar_open",
     "exaone_moe",
+    "afmoe",
     "dots1",
     "minimax_m2",
 )
@@ -349,6 +350,11 @@ def decode_expert_gathers(workload: Workload) -> tuple[float, float]:
     return pairs * up * h * fe * w, pairs * fe * h * w
 
 
+# Families whose MoE block runs its shared experts before the routed ones and holds their output
+# through the routed stage (ERNIE-4.5; AFMoE), where DeepSeek's and the others' run after.
+SHARED_FIRST_TYPES = ("ernie4_5_moe", "afmoe")
+
+
 def moe_transient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
     """The largest moment of an MoE block's forward without autograd, per token (transformers 5's
     grouped_mm experts; tests/backends/test_family_transients.py measures it on the CPU), the
@@ -359,7 +365,8 @@ def moe_transient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -
     copy back in token order (the hidden width, in FP32 where the routing weights are:
     FP32_ROUTING_WEIGHT_TYPES). Either way the router's FP32 logits and softmax and the
     residual stream's tensors as a dense block has them. Shared experts run after the routed
-    ones, as a dense MLP of their width."""
+    ones, as a dense MLP of their width, or before them (SHARED_FIRST_TYPES, Qwen2-MoE's gated
+    ones), whose output then waits through the routed stage."""
     h, k, fe = arch.hidden_size, routed_copies(arch), arch.expert_intermediate_size
     e = 4 if experts_in_weight_dtype(arch, dt) else dt.act
     weighted = 4 if arch.rules_type in FP32_ROUTING_WEIGHT_TYPES else e
@@ -367,6 +374,8 @@ def moe_transient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -
     expanding = (h + 4 * fe) * e
     combining = h * (2 * e + 2 * weighted)
     routed = k * max(expanding, combining) + 8 * arch.num_experts + stream
+    if arch.shared_intermediate_size and (arch.shared_expert_gate or arch.rules_type in SHARED_FIRST_TYPES):
+        routed += h * dt.act
     shared = 3 * arch.shared_intermediate_size * dt.act + stream + h * dt.act
     return max(routed, shared)
 

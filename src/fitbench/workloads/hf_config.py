@@ -116,6 +116,7 @@ MOE_TYPES = (
     "glm4_moe",
     "solar_open",
     "exaone_moe",
+    "afmoe",
     "gpt_oss",
     "llama4_text",
     "hunyuan_v1_moe",
@@ -1660,6 +1661,43 @@ def _solar_open(r: ConfigReader) -> TransformerArch:
     )
 
 
+def _afmoe(r: ConfigReader) -> TransformerArch:
+    """AFMoE (`afmoe`, Arcee's Trinity): attention with query/key norms of head_dim and a sigmoid
+    output gate from its own projection (`gate_proj`, the size of q's: the count of Qwen3-Next's
+    doubled q_proj), four norms a block, every `global_attn_every_n_layers`-th layer global and
+    the rest a `sliding_window` one; the first `num_dense_layers` layers a SwiGLU MLP, the rest
+    sigmoid-routed experts with a per-expert bias (a parameter) plus `num_shared_experts` shared
+    ones. AfmoeConfig's defaults for the keys a saved file leaves out."""
+    layers = r.int(*LAYERS, maximum=MAX_LAYERS)
+    windows = ConfigReader(
+        {
+            "sliding_window": 1024,
+            **r.data,
+            "sliding_window_pattern": r.int("global_attn_every_n_layers", default=4),
+        },
+        r.source,
+        r.model_type,
+    )
+    width = r.int("moe_intermediate_size", default=1408)
+    return _decoder(
+        r,
+        max_positions=16384,
+        head_dim=128,
+        ffn_default=6144,
+        mlp_bias=False,
+        qk_norm="head",
+        norms_per_layer=4,
+        attention_output_gate=True,
+        num_experts=r.int("num_experts", default=64, maximum=1 << 16),
+        experts_per_token=r.int("num_experts_per_tok", default=6, maximum=1 << 16),
+        expert_intermediate_size=width,
+        shared_intermediate_size=width * r.int("num_shared_experts", default=2, minimum=0),
+        dense_layers=min(r.int("num_dense_layers", default=1, minimum=0), layers),
+        expert_score_bias=True,
+        **_sliding(windows, layers, "pattern4"),
+    )
+
+
 def _gpt_oss(r: ConfigReader) -> TransformerArch:
     """gpt-oss: GQA attention with biases on q/k/v/o and a learned sink logit per head, every
     other layer a `sliding_window` (128) local one, and in every layer `num_local_experts`
@@ -1917,6 +1955,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "glm4-moe": _glm4_moe,
     "solar-open": _solar_open,
     "exaone-moe": _exaone_moe,
+    "afmoe": _afmoe,
     "gpt-oss": _gpt_oss,
     "llama4-text": _llama4_text,
     "hunyuan-v1-dense": _hunyuan_dense,

@@ -192,6 +192,32 @@ def _exaone_moe(arch: TransformerArch) -> dict[str, Any]:
     )
 
 
+def _afmoe(arch: TransformerArch) -> dict[str, Any]:
+    """AFMoE: gated attention with query/key norms, four norms a block, windows in three of four
+    layers, leading dense layers, then sigmoid-routed plus shared experts."""
+    _require(
+        arch,
+        not arch.mlp_bias and _same_attention_bias(arch),
+        "biases AFMoE does not have",
+        "AFMoE 没有的偏置",
+    )
+    _require(arch, arch.moe_every == 1, "dense layers between the experts", "专家层之间的稠密层")
+    windows = _windows(arch, 4)
+    windows.setdefault("layer_types", ["full_attention"] * arch.num_layers)
+    return dict(
+        llama_sizes(arch),
+        head_dim=arch.dim_head,
+        attention_bias=arch.qkv_bias,
+        **windows,
+        global_attn_every_n_layers=4,
+        moe_intermediate_size=arch.expert_intermediate_size,
+        num_experts=arch.num_experts,
+        num_experts_per_tok=arch.experts_per_token,
+        num_shared_experts=_shared_experts(arch),
+        num_dense_layers=arch.dense_layers,
+    )
+
+
 def _seed_oss(arch: TransformerArch) -> dict[str, Any]:
     """Seed-OSS: q/k/v biases (`attention_bias`) apart from the output projection's."""
     return dict(
@@ -931,6 +957,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "olmo3": ("olmo3", _olmo3),
     "exaone4": ("exaone4", _exaone4),
     "exaone_moe": ("exaone_moe", _exaone_moe),
+    "afmoe": ("afmoe", _afmoe),
     "seed_oss": ("seed_oss", _seed_oss),
     "hunyuan_v1_dense": ("hunyuan_v1_dense", _hunyuan),
     "hunyuan_v1_moe": ("hunyuan_v1_moe", _hunyuan),

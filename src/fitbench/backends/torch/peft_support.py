@@ -77,7 +77,7 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
             "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
             "mlp": ("gate_proj", "up_proj", "down_proj"),
         }
-        for model_type in ("ernie4_5_moe", "glm4_moe", "solar_open", "exaone_moe", "dots1")
+        for model_type in ("ernie4_5_moe", "glm4_moe", "solar_open", "exaone_moe", "afmoe", "dots1")
     },
     # Latent attention (DeepSeek-V2/V3, Kimi K2 built as DeepSeek-V3, GLM-4.7-Flash, MiniCPM3):
     # the query's one or two projections (q_proj, or q_a_proj and q_b_proj), the compressed
