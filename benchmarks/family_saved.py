@@ -70,6 +70,7 @@ MODELS = [
     "solar-open-100b-shape.json",
     "exaone-moe-shape.json",
     "afmoe-shape.json",
+    "flexolmo-7x7b-shape.json",
 ]
 NOT_A_CHECK = {
     ("deepseek-v2-lite-chat", "fp32"),

@@ -55,6 +55,7 @@ def test_every_family_has_a_library_model() -> None:
         "solar_open",
         "exaone_moe",
         "afmoe",
+        "flex_olmo",
         "phi",
         "minicpm3",
         "youtu",
@@ -157,6 +158,7 @@ TINY_FAMILIES = [
         "layer_types": ["sliding_attention", "full_attention"],
     },
     {**HUNYUAN, "model_type": "ministral3"},
+    {**HUNYUAN, "model_type": "flex_olmo", "head_dim": None, "num_experts": 4, "num_experts_per_tok": 2},
     {
         **HUNYUAN,
         "model_type": "afmoe",

@@ -48,6 +48,7 @@ FAMILIES = [
     "solar-open-100b-shape.json",  # a layout: GLM-4.5's experts behind Llama's attention
     "exaone-moe-shape.json",  # a layout: DeepSeek-V3's experts behind EXAONE 4.0's attention
     "afmoe-shape.json",  # a layout: gated attention, sigmoid-routed and shared experts
+    "flexolmo-7x7b-shape.json",  # a layout: OLMoE's experts with OLMo-2's post-norms
 ]
 
 

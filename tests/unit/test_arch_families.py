@@ -433,6 +433,14 @@ TINY: dict[str, dict[str, Any]] = {
         "global_attn_every_n_layers": 2,
     },
     "afmoe-defaults": {**BASE, "model_type": "afmoe"},
+    "flex_olmo": {
+        **BASE,
+        "model_type": "flex_olmo",
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "pad_token_id": 0,
+    },
+    "flex_olmo-defaults": {**BASE, "model_type": "flex_olmo", "pad_token_id": 0},
     # SolarOpenConfig has no intermediate_size (every layer holds experts)
     "solar_open": {
         **{k: v for k, v in BASE.items() if k != "intermediate_size"},

@@ -163,6 +163,7 @@ BEFORE_PACK_GQA = CallCounts(
         "exaone4": 6,
         "exaone-moe": 6,
         "afmoe": 11,
+        "flex-olmo": 1,
         "olmo3": -5,
     },
     family_layer={
@@ -259,6 +260,7 @@ FROM_PACK_GQA = CallCounts(
         "exaone4": -2,
         "exaone-moe": -5,
         "afmoe": 6,
+        "flex-olmo": -2,
         "olmo": -7,
         "olmo2": -2,
         "olmo3": -5,

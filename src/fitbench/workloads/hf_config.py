@@ -117,6 +117,7 @@ MOE_TYPES = (
     "solar_open",
     "exaone_moe",
     "afmoe",
+    "flex_olmo",
     "gpt_oss",
     "llama4_text",
     "hunyuan_v1_moe",
@@ -687,7 +688,7 @@ def _arcee(r: ConfigReader) -> TransformerArch:
 def _jais2(r: ConfigReader) -> TransformerArch:
     """Jais 2 (`jais2`): Llama's attention with q/k/v/o biases by `attention_bias` (default on),
     a two-matrix MLP (up, ReLU squared, down) biased by `mlp_bias` (default on), LayerNorms with
-    weight and bias; Jais2Config's sizes where a saved file leaves them out."""
+    weight and bias."""
     return _decoder(
         r,
         max_positions=8192,
@@ -1463,6 +1464,21 @@ def _olmoe(r: ConfigReader) -> TransformerArch:
     return _decoder(r, max_positions=4096, mlp_bias=False, qk_norm="full", **moe)
 
 
+def _flex_olmo(r: ConfigReader) -> TransformerArch:
+    """FlexOlmo (`flex_olmo`): OLMoE's experts (`num_experts` of `intermediate_size`, a softmax
+    router) behind OLMo-2's attention (RMSNorms over all query and key heads) with OLMo-2's
+    post-norms; FlexOlmoConfig's 7 experts, 5 a token where a saved file leaves them out."""
+    return _decoder(
+        r,
+        max_positions=4096,
+        mlp_bias=False,
+        qk_norm="full",
+        num_experts=r.int("num_experts", default=7, maximum=1 << 16),
+        experts_per_token=r.int("num_experts_per_tok", default=5, maximum=1 << 16),
+        expert_intermediate_size=r.int(*FFN),
+    )
+
+
 def _minimax_m2(r: ConfigReader) -> TransformerArch:
     """MiniMax-M2: GQA attention with RMSNorms over all query and all key heads, every layer
     `num_local_experts` experts of `intermediate_size` behind an unbiased router (its score
@@ -1956,6 +1972,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "solar-open": _solar_open,
     "exaone-moe": _exaone_moe,
     "afmoe": _afmoe,
+    "flex-olmo": _flex_olmo,
     "gpt-oss": _gpt_oss,
     "llama4-text": _llama4_text,
     "hunyuan-v1-dense": _hunyuan_dense,

@@ -310,13 +310,13 @@ def _ministral3(arch: TransformerArch) -> dict[str, Any]:
     """Ministral 3: Mistral's blocks, one `sliding_window` for every layer or none; the config
     class's rope_parameters (YaRN with Llama 4's query scale), as the published files set them."""
     _require_no_biases(arch, "Ministral 3", "Ministral 3")
-    window = arch.sliding_window if arch.sliding_layers == arch.num_layers else None
     _require(
         arch,
         arch.sliding_layers in (0, arch.num_layers),
         "a window on some layers only",
         "仅部分层使用滑动窗口",
     )
+    window = arch.sliding_window if arch.sliding_layers else None
     return dict(llama_sizes(arch), head_dim=arch.dim_head, sliding_window=window)
 
 
@@ -509,6 +509,12 @@ def _qwen3_next(arch: TransformerArch) -> dict[str, Any]:
         decoder_sparse_step=arch.moe_every,
         mlp_only_layers=[],
     )
+
+
+def _flex_olmo(arch: TransformerArch) -> dict[str, Any]:
+    """FlexOlmo: OLMoE's keys (its OLMo-2 post-norms are the class's own); FlexOlmoConfig's
+    pad_token_id (100277) would index past a smaller vocabulary's embedding."""
+    return dict(_olmoe(arch), pad_token_id=None)
 
 
 def _olmoe(arch: TransformerArch) -> dict[str, Any]:
@@ -962,6 +968,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "hunyuan_v1_dense": ("hunyuan_v1_dense", _hunyuan),
     "hunyuan_v1_moe": ("hunyuan_v1_moe", _hunyuan),
     "olmoe": ("olmoe", _olmoe),
+    "flex_olmo": ("flex_olmo", _flex_olmo),
     "glm4": ("glm4", _glm4),
     "phi3": ("phi3", _phi3),
     "gpt_neox": ("gpt_neox", _gpt_neox),

@@ -68,7 +68,7 @@ TARGET_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
             "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
             "mlp": ("gate_proj", "up_proj", "down_proj"),
         }
-        for model_type in ("qwen2_moe", "qwen3_moe", "olmoe")
+        for model_type in ("qwen2_moe", "qwen3_moe", "olmoe", "flex_olmo")
     },
     # More MoE families peft's map covers (estimate/peft.py PEFT_STACKED_EXPERT_TYPES), by Llama's
     # names: their dense layers, shared experts and stacked experts.
