@@ -38,7 +38,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set lfm2        # LFM2's short convolutions, never run
     python benchmarks/accuracy.py --set lfm2moe     # LFM2-MoE (LFM2-8B-A1B), never run
     python benchmarks/accuracy.py --set gathercheck # MoE decodes at batch 16-32 after the gather count
-    python benchmarks/accuracy.py --set newcomers   # six families read since the last GPU run
+    python benchmarks/accuracy.py --set newcomers   # seven families read since the last GPU run
     python benchmarks/accuracy.py --set holdout --smoke --device cpu --only lora   # shrunk, on a CPU
     python benchmarks/accuracy.py --held-out [FILE ...]   # the held-out protocol (accuracy_protocol)
     python benchmarks/accuracy.py --report [FILE ...]     # the README's tables (FILE: new points)
@@ -2316,7 +2316,7 @@ GATHER_CHECK: list[tuple[str, dict[str, Any]]] = [
 # a LoRA fine-tune; Jais 2 (LayerNorms, a biased ReLU-squared MLP; its 8B layout) decoding at
 # batch 2 and full fine-tuning cut to 8 layers; EXAONE-MoE (its config class's 29B layout, cut to
 # 16 and 8 layers) decoding at batch 4 and LoRA on its attention; AFMoE (its config class's 19B
-# layout) decoding at batch 8.
+# layout) decoding at batch 8; FlexOlmo (its 7x7B layout cut to 16 layers) decoding at batch 4.
 NEWCOMERS: list[tuple[str, dict[str, Any]]] = [
     (
         "ministral-3-8b-shape.json",
@@ -2384,6 +2384,10 @@ NEWCOMERS: list[tuple[str, dict[str, Any]]] = [
     (
         "afmoe-shape.json",
         {"precision": "bf16", "batch_size": 8, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+    (
+        "flexolmo-7x7b-shape.json",
+        {"precision": "bf16", "batch_size": 4, "prompt_tokens": 1024, "new_tokens": 64, "num_layers": 16},
     ),
     (
         "exaone-moe-shape.json",
@@ -2919,7 +2923,8 @@ def main(argv: list[str] | None = None) -> int:
         "written before they ran) or lfm2 (LFM2's short convolutions, written before they ran) or "
         "lfm2moe (LFM2-8B-A1B's experts, written before they ran), gathercheck (MoE decodes at batch "
         "16-32 after the gather's reads were counted, written before they ran) or newcomers "
-        "(Ministral 3, Solar Open, Youtu-LLM, Jais 2, EXAONE-MoE and AFMoE, written before they ran)",
+        "(Ministral 3, Solar Open, Youtu-LLM, Jais 2, EXAONE-MoE, AFMoE and FlexOlmo, written before "
+        "they ran)",
     )
     parser.add_argument("--only", help="run only points whose label contains this text")
     parser.add_argument(
