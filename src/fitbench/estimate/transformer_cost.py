@@ -1403,7 +1403,9 @@ def expert_kernels(
 # Linears whose input is a norm's output, which stays FP32 under autocast (LayerNorm runs in
 # FP32; HF's RMSNorm returns the residual stream's dtype, FP32 with FP32 weights): autocast casts
 # that input to 16 bit. The others take a 16-bit input (attention output, activation output).
-_NORM_FED = frozenset({"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "fc1", "lm_head"})
+_NORM_FED = frozenset(
+    {"q_proj", "k_proj", "v_proj", "output_gate_proj", "gate_proj", "up_proj", "fc1", "lm_head"}
+)
 
 
 def _autocast_casts(arch: TransformerArch, name: str) -> int:
@@ -1421,6 +1423,7 @@ def _has_bias(arch: TransformerArch, name: str) -> bool:
         "q_proj": arch.qkv_bias,
         "k_proj": arch.qkv_bias,
         "v_proj": arch.qkv_bias,
+        "output_gate_proj": False,
         "o_proj": arch.out_bias,
     }.get(name, arch.mlp_bias)
 

@@ -195,6 +195,11 @@ RULE_TWINS = {
     "kimi_k2": "deepseek_v3",  # DeepSeek-V3's blocks (transformers maps the type to them)
 }
 
+# Families whose attention output gate comes from a projection of its own (AFMoE's gate_proj)
+# rather than from q_proj's doubled output (Qwen3-Next's, Qwen3.5's): the same weights, in two
+# matrices and two GEMMs.
+SEPARATE_OUTPUT_GATE_TYPES = ("afmoe",)
+
 NORMS = ("layernorm", "rmsnorm", "nonparametric")
 QK_NORMS = ("none", "head", "full")
 # The recurrent mixers of TransformerArch.linear_layers: Qwen3-Next's and Qwen3.5's Gated DeltaNet,
@@ -709,10 +714,13 @@ class TransformerArch:
                 ("kv_b_proj", self.kv_lora_rank, kv_out),
                 ("o_proj", self.attn_out_dim, h),
             ]
+        separate = self.attention_output_gate and self.rules_type in SEPARATE_OUTPUT_GATE_TYPES
+        fused = self.attention_output_gate and not separate
         return [
-            ("q_proj", h, self.q_dim * (2 if self.attention_output_gate else 1)),
+            ("q_proj", h, self.q_dim * (2 if fused else 1)),
             ("k_proj", h, self.kv_dim),
             ("v_proj", h, self.kv_dim),
+            *([("output_gate_proj", h, self.q_dim)] if separate else []),
             ("o_proj", self.q_dim, h),
         ]
 
