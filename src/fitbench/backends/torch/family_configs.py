@@ -339,18 +339,23 @@ def _phi(arch: TransformerArch) -> dict[str, Any]:
     return dict(llama_sizes(arch), resid_pdrop=0.0, embd_pdrop=0.0)
 
 
-def _minicpm3(arch: TransformerArch) -> dict[str, Any]:
-    """MiniCPM3: latent attention over a dense SwiGLU MLP."""
-    _require(arch, not (arch.qkv_bias or arch.out_bias), "attention biases", "注意力偏置")
+def _latent_sizes(arch: TransformerArch) -> dict[str, Any]:
+    """The latent-attention sizes every DeepSeek-descended config names the same way (no
+    q_lora_rank: queries without compression)."""
     return dict(
-        llama_sizes(arch),
-        mlp_bias=arch.mlp_bias,
         q_lora_rank=arch.q_lora_rank or None,
         kv_lora_rank=arch.kv_lora_rank,
         qk_rope_head_dim=arch.qk_rope_head_dim,
         qk_nope_head_dim=arch.qk_nope_head_dim,
         v_head_dim=arch.v_head_dim,
-        head_dim=arch.qk_rope_head_dim,
+    )
+
+
+def _minicpm3(arch: TransformerArch) -> dict[str, Any]:
+    """MiniCPM3: latent attention over a dense SwiGLU MLP."""
+    _require(arch, not (arch.qkv_bias or arch.out_bias), "attention biases", "注意力偏置")
+    return dict(
+        llama_sizes(arch), mlp_bias=arch.mlp_bias, **_latent_sizes(arch), head_dim=arch.qk_rope_head_dim
     )
 
 
@@ -359,15 +364,7 @@ def _youtu(arch: TransformerArch) -> dict[str, Any]:
     a dense SwiGLU MLP."""
     _require(arch, not arch.mlp_bias, "MLP biases", "MLP 偏置")
     _require_one_attention_bias(arch)
-    return dict(
-        llama_sizes(arch),
-        attention_bias=arch.qkv_bias,
-        q_lora_rank=arch.q_lora_rank or None,
-        kv_lora_rank=arch.kv_lora_rank,
-        qk_rope_head_dim=arch.qk_rope_head_dim,
-        qk_nope_head_dim=arch.qk_nope_head_dim,
-        v_head_dim=arch.v_head_dim,
-    )
+    return dict(llama_sizes(arch), attention_bias=arch.qkv_bias, **_latent_sizes(arch))
 
 
 # -- parallel blocks -----------------------------------------------------------------------------
@@ -776,11 +773,7 @@ def _deepseek(arch: TransformerArch) -> dict[str, Any]:
         n_group=1,
         topk_group=1,
         topk_method="greedy",
-        q_lora_rank=arch.q_lora_rank or None,
-        kv_lora_rank=arch.kv_lora_rank,
-        qk_rope_head_dim=arch.qk_rope_head_dim,
-        qk_nope_head_dim=arch.qk_nope_head_dim,
-        v_head_dim=arch.v_head_dim,
+        **_latent_sizes(arch),
         head_dim=arch.qk_rope_head_dim,
         attention_bias=False,
     )
