@@ -137,8 +137,6 @@ FP32_ROUTER_TYPES = (
     "dots1",
     "ernie4_5_moe",
 )
-# Families that run their shared experts before the routed ones (Qwen2-MoE's gated ones too).
-SHARED_FIRST_TYPES = transformer_cost.SHARED_FIRST_TYPES
 # `fitbench run` generates once to warm up, then measures: the second generation finds the
 # first one's freed blocks cached and may place its tensors so that more segments are needed.
 GENERATIONS = 2
@@ -411,9 +409,9 @@ def _moe(r: _Replay, arch: TransformerArch, tokens: int, normed: int, a: int) ->
     has them (Qwen2-MoE runs them first and gates them by a sigmoid, ERNIE-4.5 first too;
     DeepSeek after the routed ones); the normed input is freed at the end."""
     h, shared_width = arch.hidden_size, arch.shared_intermediate_size
-    shared_first = arch.shared_expert_gate or arch.rules_type in SHARED_FIRST_TYPES
+    shared_first = transformer_cost.shared_experts_first(arch)
     shared = None
-    if shared_width and shared_first:
+    if shared_first:
         shared = _dense_mlp(r, tokens, h, shared_width, a)
     kept = _router(r, arch, tokens, a)
     out = _routed_experts(r, arch, tokens, a)

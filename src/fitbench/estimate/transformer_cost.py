@@ -355,6 +355,14 @@ def decode_expert_gathers(workload: Workload) -> tuple[float, float]:
 SHARED_FIRST_TYPES = ("ernie4_5_moe", "afmoe")
 
 
+def shared_experts_first(arch: TransformerArch) -> bool:
+    """Whether an MoE block computes its shared experts before the routed ones (SHARED_FIRST_TYPES,
+    and Qwen2-MoE's gated shared expert), so that their output lives through the routed stage."""
+    return bool(arch.shared_intermediate_size) and (
+        arch.shared_expert_gate or arch.rules_type in SHARED_FIRST_TYPES
+    )
+
+
 def moe_transient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
     """The largest moment of an MoE block's forward without autograd, per token (transformers 5's
     grouped_mm experts; tests/backends/test_family_transients.py measures it on the CPU), the
@@ -374,7 +382,7 @@ def moe_transient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -
     expanding = (h + 4 * fe) * e
     combining = h * (2 * e + 2 * weighted)
     routed = k * max(expanding, combining) + 8 * arch.num_experts + stream
-    if arch.shared_intermediate_size and (arch.shared_expert_gate or arch.rules_type in SHARED_FIRST_TYPES):
+    if shared_experts_first(arch):
         routed += h * dt.act
     shared = 3 * arch.shared_intermediate_size * dt.act + stream + h * dt.act
     return max(routed, shared)
