@@ -142,7 +142,7 @@ def test_each_measurement_warning_and_failure_is_recognised_and_said_in_chinese(
 
     samples = {
         "ran": "amp-bf16",
-        "how": "bf16 autocast, fp32 weights",
+        "how": "bf16 autocast, fp32 master weights",
         "asked": "fp32",
         "dtype": "bf16",
         "device": "cpu",

@@ -87,6 +87,33 @@ def optimizer_impl_as_run(workload: Workload, exec_mode: str, framework: str = "
     return workload.optimizer_impl
 
 
+#: the optimizers whose tuned step keeps 16-bit weights with FP32 masters (sixteen_bit_weights)
+MASTER_WEIGHT_OPTIMIZERS = ("adam", "adamw")
+
+
+def sixteen_bit_weights(workload: Workload, precision: str, exec_mode: str, framework: str = "torch") -> bool:
+    """Whether the step keeps its Linear weights and biases in bf16, with FP32 masters in the
+    optimizer, so that autocast casts none of them (fitbench.backends.torch.master_weights):
+    torch's tuned full-parameter training of a dense transformer at `precision` amp-bf16 (the
+    precision as run) with Adam or AdamW, one GPU, no accumulation. ResNets (convolutions), MoE
+    models (routers that compute in FP32, expert weights autocast never casts), LoRA (a frozen
+    base has no update to fold a cast into) and fp16 (its GradScaler unscales FP32 gradients)
+    keep autocast's FP32 weights."""
+    arch = workload.arch
+    return (
+        names.exec_mode(exec_mode) is ExecMode.TUNED
+        and names.framework(framework) is Framework.TORCH
+        and workload.is_training
+        and precision == "amp-bf16"
+        and not workload.peft
+        and workload.optimizer in MASTER_WEIGHT_OPTIMIZERS
+        and workload.gpus == 1
+        and workload.grad_accum == 1
+        and not workload.is_resnet
+        and getattr(arch, "num_experts", 0) == 0
+    )
+
+
 # transformers model types built without SDPA (`_supports_sdpa = False`): Gemma-2 soft-caps its
 # attention scores (tanh), which SDPA cannot do, so transformers runs its eager attention there
 # (scores materialized per layer) unless flash-attention 2 is installed, which fitbench does not use.

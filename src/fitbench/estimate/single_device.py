@@ -8,11 +8,13 @@ PEFT replaces its trainable parts (peft.py), several GPUs shard it (sharding.py)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from fitbench.core.names import Framework
 from fitbench.estimate import first_step, generation_reserve, liveness, resnet_cost, transformer_cost
 from fitbench.estimate.breakdown import PART_NAMES, MemoryBreakdown
+from fitbench.estimate.execution import sixteen_bit_weights
 from fitbench.estimate.liveness import GradedSegment
 from fitbench.estimate.optimizer import optimizer_bytes
 from fitbench.estimate.profile import Profile
@@ -50,12 +52,44 @@ def autocast_copy_bytes(workload: Workload, framework: str) -> float:
 
 
 def graded_segments(
-    workload: Workload, framework: str, *, compiled: bool = False, release: str | None = None
+    workload: Workload,
+    framework: str,
+    *,
+    compiled: bool = False,
+    release: str | None = None,
+    sixteen_bit: bool = False,
 ) -> list[GradedSegment]:
-    """The segments of a full-parameter step, each with the precision's gradient bytes."""
+    """The segments of a full-parameter step, each with the precision's gradient bytes
+    (`sixteen_bit`: the step keeps the cast weights in bf16, execution.sixteen_bit_weights)."""
     grad_b = workload.precision_info.grad_bytes
     segments = training_segments(workload, framework, compiled=compiled, release=release)
+    if sixteen_bit:
+        return [_in_sixteen_bits(seg, grad_b, workload) for seg in segments]
     return [(seg, grad_b) for seg in segments]
+
+
+def sixteen_bit_params(seg: Segment, workload: Workload) -> int:
+    """The parameters of `seg` that a step keeping 16-bit weights holds in bf16: the ones autocast
+    would cast, except a head tied to the embedding (the embedding's FP32 weight, cast as before)."""
+    arch = workload.arch
+    decoder = isinstance(arch, TransformerArch) and arch.kind == "decoder"
+    tied_head = seg.name == "head" and decoder and arch.tie_embeddings
+    return 0 if tied_head else min(seg.cast_params, seg.params)
+
+
+def _in_sixteen_bits(seg: Segment, grad_b: float, workload: Workload) -> GradedSegment:
+    """`seg` with its 16-bit weights' gradients at 2 bytes (the gradient bytes become the
+    segment's mean) and no autocast copies of them."""
+    sixteen = sixteen_bit_params(seg, workload)
+    if not sixteen:
+        return seg, grad_b
+    mean_grad = (grad_b * seg.params - (grad_b - 2.0) * sixteen) / seg.params
+    return replace(seg, cast_params=seg.cast_params - sixteen), mean_grad
+
+
+def sixteen_bit_total(workload: Workload, framework: str) -> int:
+    """The parameters a step keeping 16-bit weights holds in bf16 (with FP32 masters)."""
+    return sum(sixteen_bit_params(seg, workload) for seg in training_segments(workload, framework))
 
 
 def activation_peak(workload: Workload, framework: str, release: str | None = None) -> dict[str, float]:
@@ -77,12 +111,13 @@ def step_peak(
     *,
     compiled: bool = False,
     release: str | None = None,
+    sixteen_bit: bool = False,
 ) -> tuple[str, dict[str, float]]:
     """The larger of the backward walk's largest moment and the optimizer step, as parts, judged
     with the allocator's `fragmentation` share that the breakdown adds (liveness.step_peak)."""
     _, _, scratch = optimizer_bytes(workload, framework)
     return liveness.step_peak(
-        graded_segments(workload, framework, compiled=compiled, release=release),
+        graded_segments(workload, framework, compiled=compiled, release=release, sixteen_bit=sixteen_bit),
         cast_bytes=workload.precision_info.cast_cache_bytes,
         checkpointing=workload.checkpointing,
         grad_accum=workload.grad_accum,
@@ -111,14 +146,24 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
         compiled = transformer_cost.compiled_step(workload, profile)
         share = _fragmentation_share(workload, profile)
         release = profile.transformers_version
-        phase, dynamic = step_peak(workload, framework, share, compiled=compiled, release=release)
+        sixteen_bit = sixteen_bit_weights(workload, workload.precision, profile.exec_mode, framework)
+        sixteen = sixteen_bit_total(workload, framework) if sixteen_bit else 0
+        # 16-bit weights with FP32 masters: 2 + 4 bytes where autocast's FP32 weights take 4
+        parts["weights"] -= (p.weight_bytes - 2.0) * sixteen
+        parts["master_weights"] += 4.0 * sixteen
+        phase, dynamic = step_peak(
+            workload, framework, share, compiled=compiled, release=release, sixteen_bit=sixteen_bit
+        )
         parts.update(dynamic)
-        details["gradients_total"] = int(workload.trained_param_count() * p.grad_bytes)
+        grads = workload.trained_param_count() * p.grad_bytes - (p.grad_bytes - 2.0) * sixteen
+        details["gradients_total"] = int(grads)
+        if sixteen:
+            details["sixteen_bit_weights"] = sixteen
         # The tuned mode compiles by running one real step (the first optimizer step included)
         # and empties the cache only after it (backends/torch/tuned.py _release_compile_memory):
         # the process peak nvidia-smi shows has seen the first step's segments in both modes.
         if reserve:
-            first = _first_step_reserve(workload, framework, compiled, release)
+            first = _first_step_reserve(workload, framework, compiled, release, sixteen_bit)
     elif workload.is_generation:
         phase = "generate"
         parts["kv_cache"] = transformer_cost.kv_cache_bytes(workload)
@@ -201,13 +246,13 @@ def _cached_beside_peak(
 
 @lru_cache(maxsize=1024)
 def _first_step_reserve(
-    workload: Workload, framework: str, compiled: bool, release: str | None = None
+    workload: Workload, framework: str, compiled: bool, release: str | None = None, sixteen_bit: bool = False
 ) -> tuple[float, first_step.FirstStep] | None:
     """What the first two training steps reserve beyond the weights (first_step.py: their
     allocations replayed through the allocator's segments), with the replay behind it. None
     where first_step does not apply. Cached: the searches and the advice ask for the same job
     on many cards."""
-    graded = graded_segments(workload, framework, compiled=compiled, release=release)
+    graded = graded_segments(workload, framework, compiled=compiled, release=release, sixteen_bit=sixteen_bit)
     first = first_step.first_step(workload, framework, [seg for seg, _ in graded], compiled=compiled)
     if first is None:
         return None

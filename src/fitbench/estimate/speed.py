@@ -22,7 +22,7 @@ from fitbench.catalog import get_gpu
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.names import Framework
 from fitbench.estimate import generate_ops, linear_attention, resnet_cost, transformer_cost
-from fitbench.estimate.execution import sdpa_math_only
+from fitbench.estimate.execution import sdpa_math_only, sixteen_bit_weights
 from fitbench.estimate.optimizer import optimizer_element_bytes, param_sizes_in_order
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.segments import Kernel
@@ -564,6 +564,8 @@ def training_kernels(
             release=profile.transformers_version,
         )
     fwd = as_compiled(fwd, profile)
+    if sixteen_bit_weights(workload, workload.precision, profile.exec_mode, profile.framework):
+        fwd = transformer_cost.casts_of_sixteen_bit_step(fwd, workload)
     kernels = fwd + backward_kernels(fwd) + optimizer_kernels(workload, profile.framework)
     kernels += gradient_accumulation_kernels(workload)
     if workload.checkpointing:  # the backward's recomputation of the forward

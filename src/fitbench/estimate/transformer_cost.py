@@ -1534,6 +1534,26 @@ def recomputed_kernels(forward: list[Kernel], workload: Workload, *, early_stop:
     return out
 
 
+def casts_of_sixteen_bit_step(forward: list[Kernel], workload: Workload) -> list[Kernel]:
+    """`forward` of a step that keeps its Linear weights in bf16 with FP32 masters
+    (execution.sixteen_bit_weights): autocast casts none of them, so the weight_casts kernel
+    keeps only a tied LM head's (the embedding's FP32 matrix, cast at each use as before)."""
+    arch = workload.arch
+    assert isinstance(arch, TransformerArch)
+    kept = arch.vocab_size * arch.hidden_size if arch.kind == "decoder" and arch.tie_embeddings else 0
+    out = []
+    for k in forward:
+        if k.name == "weight_casts" and k.bytes:
+            k = replace(
+                k,
+                bytes=kept * 6.0,
+                backward_bytes=kept * 6.0,
+                launches=1.0 if kept else 0.0,
+            )
+        out.append(k)
+    return out
+
+
 def norm_weight_gradient_bytes_per_token(arch: TransformerArch, dt: ActivationDtypes) -> float:
     """Bytes per token and block that the RMSNorm weights' gradients move in backward, part of
     the backward elementwise work (twice the forward's) that a frozen base does not do.

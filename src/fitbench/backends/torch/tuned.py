@@ -75,6 +75,12 @@ from fitbench.backends.torch.backend import is_oom
 from fitbench.backends.torch.causal_sdpa import use_causal_sdpa
 from fitbench.backends.torch.compact_encoder import CompactEncoder, build_compact_encoder
 from fitbench.backends.torch.data import batch_source, prompt_ids
+from fitbench.backends.torch.master_weights import (
+    ADAMW_WEIGHT_DECAY,
+    MasterWeightAdam,
+    SplitOptimizer,
+    sixteen_bit_candidates,
+)
 from fitbench.backends.torch.models import (
     build_decoder,
     build_encoder,
@@ -100,7 +106,7 @@ from fitbench.backends.torch.session import (
 from fitbench.backends.torch.static_decoder import FUSED_MAX_BATCH, StaticDecoder, StaticKVGenerator, _summary
 from fitbench.core.names import Framework
 from fitbench.errors import FitbenchError
-from fitbench.estimate.execution import transformers_lacks_sdpa, tuned_precision
+from fitbench.estimate.execution import sixteen_bit_weights, transformers_lacks_sdpa, tuned_precision
 from fitbench.workloads.arch import ResNetArch, TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -133,6 +139,10 @@ INDUCTOR_OPTIONS: dict[str, Any] = {"combo_kernels": True}
 #: GELU, inductor-options-h200-2026-12-04-residual-norm.json); the option still covers the
 #: embeddings' and the classifier's dropouts.
 ENCODER_INDUCTOR_OPTIONS: dict[str, Any] = {"fallback_random": True}
+#: keep the trained Linear weights in bf16 with FP32 masters in the optimizer where
+#: estimate.execution.sixteen_bit_weights says the step does (backends/torch/master_weights.py);
+#: False keeps autocast's FP32 weights (what benchmarks compare against)
+SIXTEEN_BIT_WEIGHTS = True
 COMPILE_UNAVAILABLE = (
     "--compile needs a CUDA device with Triton (torch.compile's inductor); the step ran uncompiled"
 )
@@ -181,8 +191,8 @@ def choose_precision(workload: Workload, device: torch.device) -> TunedPrecision
                 ()
                 if info.name == "amp-bf16"
                 else (
-                    f"tuned changed the precision: ran amp-bf16 (bf16 autocast, fp32 weights) instead of the "
-                    f"requested {info.name}",
+                    "tuned changed the precision: ran amp-bf16 (bf16 autocast, fp32 master weights) "
+                    f"instead of the requested {info.name}",
                 )
             )
             return TunedPrecision(plan=plan, warnings=changed + plan.warnings)
@@ -391,6 +401,12 @@ class GraphedStepSession(TorchSession):
     def _before_capture(self) -> None:
         """Called before warm-up steps and before capture."""
 
+    def _compile_update(self) -> None:
+        """Compile what the step runs beside the forward (the optimizer's update), if anything."""
+
+    def _uncompile_update(self) -> None:
+        """Back to the eager form of what _compile_update compiled."""
+
     def _after_failed_capture(self) -> None:
         """Undo what a failed capture left behind (e.g. gradients in the graph's pool)."""
 
@@ -408,6 +424,7 @@ class GraphedStepSession(TorchSession):
                 dynamic=False,
                 **compile_settings(self.compile_backend, self.compile_mode, self.model),
             )
+            self._compile_update()
             self._before_capture()
             self._body()
             self.sync()
@@ -435,6 +452,7 @@ class GraphedStepSession(TorchSession):
     def _uncompile(self) -> None:
         """Back to the eager forward; dynamo's caches (and what they hold) are dropped."""
         self._forward_fn = self._eager_forward
+        self._uncompile_update()
         self.compiled = False
         self.compile_seconds = None
         self._after_failed_capture()
@@ -554,19 +572,44 @@ class TunedTrainSession(GraphedStepSession):
         w = self.workload
         self.model.train()
         graphed = self.use_graph
-        self.optimizer = make_optimizer(
-            w.optimizer, [p for p in self.model.parameters() if p.requires_grad], capturable=graphed
-        )
+        trained = [p for p in self.model.parameters() if p.requires_grad]
         self.scaler = torch.amp.GradScaler(self.device.type) if self.plan.grad_scaler else None
+        self.sixteen_bit: MasterWeightAdam | None = None
+        keep_16 = SIXTEEN_BIT_WEIGHTS and sixteen_bit_weights(w, self.plan.in_effect, "tuned")
+        if keep_16 and self.scaler is None:
+            sixteen = sixteen_bit_candidates(self.model)
+            self.sixteen_bit = MasterWeightAdam(
+                sixteen,
+                lr=LEARNING_RATES[w.optimizer],
+                weight_decay=ADAMW_WEIGHT_DECAY if w.optimizer == "adamw" else 0.0,
+            )
+            kept = {id(p) for p in sixteen}
+            trained = [p for p in trained if id(p) not in kept]
+        fp32 = make_optimizer(w.optimizer, trained, capturable=graphed) if trained else None
+        if self.sixteen_bit is None:
+            assert fp32 is not None
+            self.optimizer: torch.optim.Optimizer | SplitOptimizer = fp32
+        else:
+            self.optimizer = SplitOptimizer(fp32, self.sixteen_bit)
+            self.notes["sixteen_bit_weights"] = {
+                "params": self.sixteen_bit.numel,
+                "tensors": len(self.sixteen_bit.params),
+                "dtype": "bf16",
+                "masters": "fp32, in the optimizer (autocast casts none of these weights)",
+            }
         if w.checkpointing and isinstance(self.model, CompactEncoder):
             self.model.checkpointing = True
         elif w.checkpointing and not w.is_resnet:
             enable_checkpointing(self.model)
         self.loss = _loss_fn(w)
-        group = self.optimizer.param_groups[0]
+        group = fp32.param_groups[0] if fp32 is not None else {"fused": True, "capturable": graphed}
         flags = [k for k in ("fused", "foreach", "capturable") if group.get(k)]
+        name = type(fp32).__name__ if fp32 is not None else ("AdamW" if w.optimizer == "adamw" else "Adam")
+        described = f"{name}({', '.join(flags)})"
+        if self.sixteen_bit is not None:
+            described += " + the same update over FP32 masters of the bf16 weights"
         self.notes.update(
-            optimizer=f"{type(self.optimizer).__name__}({', '.join(flags)})",
+            optimizer=described,
             grad_scaler=self.scaler is not None,
             checkpointing=w.checkpointing,
         )
@@ -595,8 +638,18 @@ class TunedTrainSession(GraphedStepSession):
     def _after_failed_capture(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
 
+    def _compile_update(self) -> None:
+        if self.sixteen_bit is not None and self.compile_backend is not None:
+            options = compile_settings(self.compile_backend, self.compile_mode).get("options")
+            self.sixteen_bit.compile(self.compile_backend, options)
+
+    def _uncompile_update(self) -> None:
+        if self.sixteen_bit is not None:
+            self.sixteen_bit.uncompile()
+
     def close(self) -> None:
         self.optimizer = None  # type: ignore[assignment]
+        self.sixteen_bit = None
         super().close()
 
 
