@@ -6,7 +6,9 @@ import pytest
 
 from fitbench.catalog import get_gpu
 from fitbench.estimate.api import estimate
-from fitbench.estimate.execution import precision_as_run, workload_as_run
+from fitbench.estimate.execution import precision_as_run, sixteen_bit_weights, workload_as_run
+from fitbench.estimate.profile import get_profile
+from fitbench.estimate.speed import training_kernels
 from fitbench.workloads.presets import get_workload
 
 H200, T4 = get_gpu("h200"), get_gpu("t4")  # T4 (Turing) has no BF16 tensor cores
@@ -48,12 +50,40 @@ def test_tuned_amp_inference_keeps_no_cached_weight_copies():
     tuned = estimate(w, H200, exec_mode="tuned")
     assert default.breakdown["amp_weight_copies"] > 100e6  # ~86M cast weights x 2 bytes
     assert tuned.breakdown["amp_weight_copies"] == 0
-    # Training saves the casts for backward whatever the cache does.
+    # Default training saves autocast's casts for backward; tuned training has none to save: its
+    # Linear weights are bf16 already, their FP32 masters in the optimizer.
     t = get_workload("bert-base-imdb", precision="amp-bf16")
-    assert (
-        estimate(t, H200, exec_mode="tuned").breakdown["amp_weight_copies"]
-        == (estimate(t, H200).breakdown["amp_weight_copies"])
-    )
+    eager, kept = estimate(t, H200).breakdown, estimate(t, H200, exec_mode="tuned").breakdown
+    assert eager["amp_weight_copies"] > 100e6 and kept["amp_weight_copies"] == 0
+    sixteen = estimate(t, H200, exec_mode="tuned").memory.details["sixteen_bit_weights"]
+    # BERT-base's Linear matrices, 12 x (768 x 2304 + 768 x 768 + 2 x 768 x 3072), and its head:
+    # the pooler's 768 x 768 + 768 and the classifier's 768 x 2 + 2 (the segments count the
+    # blocks' matrices, the head whole: the blocks' biases, 83k, stay in the FP32 count)
+    assert sixteen == 12 * (768 * 2304 + 768 * 768 + 2 * 768 * 3072) + 768 * 769 + 769 * 2
+    assert kept["weights"] == pytest.approx(eager["weights"] - 2 * sixteen, abs=8)
+    assert kept["master_weights"] == pytest.approx(eager["master_weights"] + 4 * sixteen, abs=8)
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "exec_mode", "kept"),
+    [
+        ("bert-base-imdb", {"precision": "amp-bf16"}, "tuned", True),
+        ("bert-base-imdb", {"precision": "fp32"}, "tuned", True),  # runs amp-bf16 on an H200
+        ("bert-base-imdb", {"precision": "amp-bf16"}, "default", False),  # autocast's FP32 weights
+        ("bert-base-imdb", {"precision": "amp-bf16", "optimizer": "sgd"}, "tuned", False),
+        ("bert-base-imdb", {"precision": "amp-bf16", "peft": "lora"}, "tuned", False),
+        ("resnet50-cifar10", {}, "tuned", False),
+        ("bert-base-imdb", {"mode": "infer"}, "tuned", False),
+    ],
+)
+def test_which_tuned_steps_keep_sixteen_bit_weights(name, overrides, exec_mode, kept):
+    w = workload_as_run(get_workload(name, **overrides), exec_mode, H200)
+    assert sixteen_bit_weights(w, w.precision, exec_mode) is kept
+    if w.is_training and not w.is_resnet and w.precision_info.amp:
+        # the step's time pays for autocast's weight casts only where it does not keep them
+        profile = get_profile("torch", exec_mode)
+        cast_bytes = sum(k.bytes for k in training_kernels(w, profile) if k.name == "weight_casts")
+        assert (cast_bytes == 0) is kept
 
 
 @pytest.mark.parametrize(

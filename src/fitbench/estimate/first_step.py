@@ -220,6 +220,7 @@ class _StepReplay:
         adapters: list[list[Matrix]] | None = None,
         adapter_bytes: int = 4,
         merged: list[list[float]] | None = None,
+        sixteen_bit: bool = False,
     ) -> None:
         arch = workload.arch
         assert isinstance(arch, TransformerArch)
@@ -236,6 +237,15 @@ class _StepReplay:
             self.trainable = adapters
             self.grad_bytes = self.state_bytes = adapter_bytes
         self.pool = SegmentedPool()
+        # a step keeping its Linear weights in 16 bit (execution.sixteen_bit_weights): every
+        # matrix past the embeddings is a Linear's, its gradient 16-bit, its moments made with the
+        # optimizer (backends/torch/master_weights.py), before any step, not at the first
+        self.sixteen_bit = sixteen_bit
+        if sixteen_bit:
+            for i, mats in enumerate(self.trainable[1:], start=1):
+                for k, m in enumerate(mats):
+                    for st in range(OPTIMIZER_STATES[workload.optimizer]):
+                        self.pool.malloc(("state", i, k, st), m.elements * self.state_bytes)
         tokens = workload.batch_size * (workload.seq_len or workload.tokens_per_sequence)
         # the eager LM loss's sequence (a compiled step's head is one segment's saved tensors)
         self.logits = tokens * arch.vocab_size if arch.kind == "decoder" and not compiled else 0
@@ -330,8 +340,9 @@ class _StepReplay:
             self._gradients(i)
 
     def _gradients(self, i: int) -> None:
+        grad_bytes = 2 if self.sixteen_bit and i > 0 else self.grad_bytes
         for k in range(len(self.trainable[i]) - 1, -1, -1):
-            self.pool.malloc(("grad", i, k), self.trainable[i][k].elements * self.grad_bytes)
+            self.pool.malloc(("grad", i, k), self.trainable[i][k].elements * grad_bytes)
 
     def optimizer_step(self, first: bool) -> None:
         """torch.optim's order: each parameter's state at the first step (`_init_group`:
@@ -341,6 +352,8 @@ class _StepReplay:
         pool, workload = self.pool, self.workload
         states = OPTIMIZER_STATES[workload.optimizer]
         params = [(i, k, m.elements) for i, mats in enumerate(self.trainable) for k, m in enumerate(mats)]
+        if self.sixteen_bit:  # the 16-bit weights' moments exist already
+            params = [(i, k, n) for i, k, n in params if i == 0]
         if first:
             for i, k, n in params:
                 for st in range(states):
@@ -370,6 +383,7 @@ def first_step(
     compiled: bool = False,
     adapters: list[list[Matrix]] | None = None,
     merged: list[list[float]] | None = None,
+    sixteen_bit: bool = False,
 ) -> FirstStep | None:
     """The first step's new segments beyond the forward's blocks, and the second step's beyond
     the first's (module docstring); None where it does not apply (_applies)."""
@@ -381,7 +395,9 @@ def first_step(
         return None
     if workload.peft and adapters is None:
         return None  # LoRA's trainable tensors are the adapters: peft.py lists them
-    replay = _StepReplay(workload, framework, segments, compiled, adapters, merged=merged)
+    replay = _StepReplay(
+        workload, framework, segments, compiled, adapters, merged=merged, sixteen_bit=sixteen_bit
+    )
     pool = replay.pool
     replay.forward()
     forward = pool.reserved

@@ -253,7 +253,9 @@ def _first_step_reserve(
     where first_step does not apply. Cached: the searches and the advice ask for the same job
     on many cards."""
     graded = graded_segments(workload, framework, compiled=compiled, release=release, sixteen_bit=sixteen_bit)
-    first = first_step.first_step(workload, framework, [seg for seg, _ in graded], compiled=compiled)
+    first = first_step.first_step(
+        workload, framework, [seg for seg, _ in graded], compiled=compiled, sixteen_bit=sixteen_bit
+    )
     if first is None:
         return None
     return first.peak_reserved_bytes, first

@@ -70,8 +70,11 @@ def adam_update(
     from 16-bit gradients, then each master's 16-bit rounding into its weight. `step` is a
     device tensor, so a captured step counts its replays."""
     step.add_(1)
-    bias1 = 1 - torch.pow(beta1, step)
-    bias2_sqrt = (1 - torch.pow(beta2, step)).sqrt()
+    # the bias corrections in FP64, as torch's AdamW takes them: in FP32, 1 - 0.999 is 1.3e-5 off,
+    # which the first steps' update would carry
+    count = step.double()
+    bias1 = 1 - torch.pow(beta1, count)
+    bias2_sqrt = (1 - torch.pow(beta2, count)).sqrt()
     step_size = lr / bias1
     tensors = zip(weights, masters, grads, exp_avgs, exp_avg_sqs, strict=True)
     for weight, master, grad, exp_avg, exp_avg_sq in tensors:
