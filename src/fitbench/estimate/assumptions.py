@@ -12,7 +12,7 @@ from fitbench.core.names import Framework
 from fitbench.core.units import GiB
 from fitbench.estimate import distributed, peft
 from fitbench.estimate.breakdown import MemoryBreakdown
-from fitbench.estimate.execution import tuned_generation_gaps
+from fitbench.estimate.execution import sixteen_bit_weights, tuned_generation_gaps
 from fitbench.estimate.matrices import expert_gemms
 from fitbench.estimate.optimizer import optimizer_step_scratch
 from fitbench.estimate.profile import Profile, host_reference_seconds, host_time_key
@@ -148,6 +148,13 @@ def estimate_assumptions(workload: Workload, requested: str, gpu: GpuSpec, profi
     assumptions.extend(storage_assumptions(workload, gpu))
     if workload.is_training:
         assumptions.extend(training_assumptions(workload, framework))
+    if sixteen_bit_weights(workload, workload.precision, exec_mode, framework):
+        assumptions.append(
+            "tuned training keeps the Linear weights in bf16 with FP32 masters and Adam moments in the "
+            "optimizer (Megatron-LM's and DeepSpeed's bf16 recipe): autocast casts none of them, their "
+            "gradients are bf16, and the update writes each master's bf16 rounding back; a head tied to "
+            "the embedding stays FP32"
+        )
     if not workload.is_resnet:
         assumptions.extend(arch_assumptions(workload))
     if workload.is_generation and copies_cache_each_step(workload, profile):
