@@ -30,6 +30,8 @@ from torch import nn
 CAST_MODULES = (nn.Linear,)
 #: torch.optim.AdamW's default weight decay, which the tuned AdamW keeps
 ADAMW_WEIGHT_DECAY = 0.01
+#: the compiled update's tensors side by side in combo kernels (False: one kernel a tensor)
+UPDATE_COMBO_KERNELS = True
 
 
 def sixteen_bit_candidates(model: nn.Module) -> list[nn.Parameter]:
@@ -52,13 +54,28 @@ def sixteen_bit_candidates(model: nn.Module) -> list[nn.Parameter]:
     ]
 
 
-def adam_update(
+def adam_scalars(
+    step: torch.Tensor, *, lr: float, beta1: float, beta2: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The step's count advanced and its (step size, sqrt of the second bias correction) as FP32
+    scalars on the device, so a captured step counts its replays. The corrections are taken in
+    FP64, as torch's AdamW takes them (in FP32, 1 - 0.999 is 1.3e-5 off, which the first steps'
+    update would carry), outside the per-element update, which reads them once a program."""
+    step.add_(1)
+    count = step.double()
+    step_size = (lr / (1 - torch.pow(beta1, count))).float()
+    bias2_sqrt = (1 - torch.pow(beta2, count)).sqrt().float()
+    return step_size, bias2_sqrt
+
+
+def adam_apply(
     weights: list[torch.Tensor],
     masters: list[torch.Tensor],
     grads: list[torch.Tensor],
     exp_avgs: list[torch.Tensor],
     exp_avg_sqs: list[torch.Tensor],
-    step: torch.Tensor,
+    step_size: torch.Tensor,
+    bias2_sqrt: torch.Tensor,
     *,
     lr: float,
     beta1: float,
@@ -66,16 +83,9 @@ def adam_update(
     eps: float,
     weight_decay: float,
 ) -> None:
-    """One AdamW step (torch.optim.AdamW's arithmetic; weight_decay 0 is Adam) over FP32 masters
-    from 16-bit gradients, then each master's 16-bit rounding into its weight. `step` is a
-    device tensor, so a captured step counts its replays."""
-    step.add_(1)
-    # the bias corrections in FP64, as torch's AdamW takes them: in FP32, 1 - 0.999 is 1.3e-5 off,
-    # which the first steps' update would carry
-    count = step.double()
-    bias1 = 1 - torch.pow(beta1, count)
-    bias2_sqrt = (1 - torch.pow(beta2, count)).sqrt()
-    step_size = lr / bias1
+    """One AdamW update (torch.optim.AdamW's arithmetic; weight_decay 0 is Adam) of FP32 masters
+    from 16-bit gradients, then each master's 16-bit rounding into its weight: per tensor, one
+    pass that reads the gradient, master and moments and writes master, moments and weight."""
     tensors = zip(weights, masters, grads, exp_avgs, exp_avg_sqs, strict=True)
     for weight, master, grad, exp_avg, exp_avg_sq in tensors:
         g = grad.float()
@@ -114,15 +124,16 @@ class MasterWeightAdam:
         self.hyper = {"lr": lr, "beta1": betas[0], "beta2": betas[1], "eps": eps}
         self.hyper["weight_decay"] = weight_decay
         self.dtype = dtype
-        self._update: Callable[..., None] = adam_update
+        self._apply: Callable[..., None] = adam_apply
 
     def compile(self, backend: str | Callable[..., Any], options: dict[str, Any] | None = None) -> None:
-        """Compile the update at its next call with `backend` (and inductor's `options`)."""
-        extra = {"options": options} if options else {}
-        self._update = torch.compile(adam_update, backend=backend, dynamic=False, **extra)
+        """Compile the update at its next call with `backend` (and inductor's `options`, with
+        UPDATE_COMBO_KERNELS deciding combo kernels)."""
+        extra = {"options": {**options, "combo_kernels": UPDATE_COMBO_KERNELS}} if options else {}
+        self._apply = torch.compile(adam_apply, backend=backend, dynamic=False, **extra)
 
     def uncompile(self) -> None:
-        self._update = adam_update
+        self._apply = adam_apply
 
     @property
     def numel(self) -> int:
@@ -136,14 +147,19 @@ class MasterWeightAdam:
             self._step(live)
 
     def _step(self, live: list[int]) -> None:
-        self._update(
+        hyper = self.hyper
+        step_size, bias2_sqrt = adam_scalars(
+            self.step_count, lr=hyper["lr"], beta1=hyper["beta1"], beta2=hyper["beta2"]
+        )
+        self._apply(
             [self.params[i] for i in live],
             [self.masters[i] for i in live],
             [self.params[i].grad for i in live],
             [self.exp_avgs[i] for i in live],
             [self.exp_avg_sqs[i] for i in live],
-            self.step_count,
-            **self.hyper,
+            step_size,
+            bias2_sqrt,
+            **hyper,
         )
 
     def zero_grad(self, set_to_none: bool = True) -> None:
