@@ -76,6 +76,8 @@ def test_only_weights_that_linears_alone_use_turn_sixteen_bit():
 
     model = Tiny()
     assert sixteen_bit_candidates(model) == [model.proj.weight, model.proj.bias]
+    model._keep_in_fp32_modules = ["proj"]  # transformers' list of module names kept in FP32
+    assert sixteen_bit_candidates(model) == []
 
 
 def _loss_off_dropout(session) -> None:

@@ -36,20 +36,29 @@ UPDATE_COMBO_KERNELS = True
 
 def sixteen_bit_candidates(model: nn.Module) -> list[nn.Parameter]:
     """The trainable FP32 parameters that only CAST_MODULES use (a weight shared with an
-    embedding, as a tied LM head's, is left out: the embedding's lookup would turn 16-bit)."""
+    embedding, as a tied LM head's, is left out: the embedding's lookup would turn 16-bit), outside
+    the modules a transformers model keeps in FP32 (`_keep_in_fp32_modules`: their code computes
+    in FP32 with autocast off)."""
+    keep = [*(getattr(model, "_keep_in_fp32_modules", None) or ())]
+    keep += [*(getattr(model, "_keep_in_fp32_modules_strict", None) or ())]
     users: dict[int, list[nn.Module]] = {}
     order: list[nn.Parameter] = []
-    for module in model.modules():
+    kept_fp32: set[int] = set()
+    for name, module in model.named_modules():
+        fp32 = any(key in name.split(".") for key in keep)
         for param in module.parameters(recurse=False):
             if id(param) not in users:
                 users[id(param)] = []
                 order.append(param)
             users[id(param)].append(module)
+            if fp32:
+                kept_fp32.add(id(param))
     return [
         p
         for p in order
         if p.requires_grad
         and p.dtype == torch.float32
+        and id(p) not in kept_fp32
         and all(isinstance(m, CAST_MODULES) for m in users[id(p)])
     ]
 
