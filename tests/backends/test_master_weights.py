@@ -80,6 +80,16 @@ def test_only_weights_that_linears_alone_use_turn_sixteen_bit():
     assert sixteen_bit_candidates(model) == []
 
 
+def test_transformers_conv1d_projections_turn_sixteen_bit_too():
+    """GPT-2's projections are transformers' Conv1D (addmm over its weight, which autocast casts
+    as it casts a Linear's): the estimator counts them among the 16-bit weights, so the step keeps
+    them so."""
+    from transformers.pytorch_utils import Conv1D
+
+    block = nn.Sequential(Conv1D(24, 8), nn.LayerNorm(24))
+    assert sixteen_bit_candidates(block) == [block[0].weight, block[0].bias]
+
+
 def _loss_off_dropout(session) -> None:
     for module in session.model.modules():
         if isinstance(getattr(module, "dropout", None), float):

@@ -148,16 +148,17 @@ def test_the_tuned_mode_keeps_the_first_steps_segments_in_its_peak():
     included, and releases the cached blocks only after it: nvidia-smi's process peak has seen
     the first step's segments (tuned-oos-h200-2026-12-04*.json: the NVML peak is the warm-up's
     reserved peak plus the context, 64.6 vs 63.8 + 0.9 GB for Qwen2.5-1.5B)."""
-    default = estimate(wide_training(1), get_gpu("h200"))
+    # momentum SGD: the tuned step keeps autocast's FP32 weights, whose momentum buffers the first
+    # step makes (AdamW keeps 16-bit weights, whose moments exist before it: see below)
+    job = wide_training(1).replace(optimizer="momentum")
+    default = estimate(job, get_gpu("h200"))
     assert default.memory.details.get("first_step_segments", 0) > 0
     profile = get_profile("torch", "tuned", use_user=False)
-    without_warmup = memory_breakdown(
-        wide_training(1), dataclasses.replace(profile, capture_warmup_share=0.0)
-    )
+    without_warmup = memory_breakdown(job, dataclasses.replace(profile, capture_warmup_share=0.0))
     assert without_warmup.details.get("first_step_segments", 0) > 0
     # the later moment, the capture's side-stream warm-up (Profile.capture_warmup_share), may
     # reserve more: the peak is the larger of the two, never their sum
-    tuned = memory_breakdown(wide_training(1), profile)
+    tuned = memory_breakdown(job, profile)
     warmup = tuned.details["capture_warmup_reserve"]
     assert tuned.total == pytest.approx(
         max(
@@ -281,3 +282,18 @@ def test_lora_replays_its_adapters_beside_the_frozen_model_s_blocks():
     assert small is not None and large is not None
     assert small.optimizer_segment_bytes < large.optimizer_segment_bytes + 1
     assert large.peak_reserved_bytes > small.peak_reserved_bytes
+
+
+def test_sixteen_bit_weights_make_their_moments_before_the_first_step():
+    """The tuned AdamW step keeps the Linear weights in bf16 with FP32 masters and moments made
+    with the optimizer (backends/torch/master_weights.py): the replay lays those moments out before
+    the forward, so the first optimizer step takes segments only for the embeddings' moments, and
+    the matrices' gradients are bf16 (fused, as the tuned mode runs it: no square-root list)."""
+    w = wide_training(1).replace(optimizer_impl="fused")
+    segments = training_segments(w, "torch")
+    fp32 = first_step(w, "torch", segments)
+    sixteen = first_step(w, "torch", segments, sixteen_bit=True)
+    assert fp32 is not None and sixteen is not None
+    embedding_moments = 2 * 4 * w.arch.vocab_size * w.arch.hidden_size
+    assert sixteen.optimizer_segment_bytes <= embedding_moments < fp32.optimizer_segment_bytes
+    assert sixteen.gradient_segment_bytes <= fp32.gradient_segment_bytes

@@ -405,19 +405,27 @@ def autocast_params_at(arch: TransformerArch, i: int) -> int:
     """Weights autocast copies to 16 bit in block i: its Linears' matrices, routed experts left
     out (experts_in_weight_dtype): the router and the shared experts are Linears."""
     if not arch.is_moe_layer(i):
-        return _dense_block_linear_params(arch)
+        return _dense_block_linear_params(arch, i)
     h, mats = arch.hidden_size, (3 if arch.mlp == "swiglu" else 2)
-    attn = sum(fin * fout for _, fin, fout in arch.attention_linears())
+    attn = _mixer_linear_params(arch, i)
     gate = h if arch.shared_expert_gate else 0
     routed = mats * h * arch.num_experts * arch.expert_intermediate_size
     experts = routed if runs_every_expert(arch) else 0  # bmm: autocast-enabled
     return attn + h * arch.num_experts + mats * h * arch.shared_intermediate_size + gate + experts
 
 
-def _dense_block_linear_params(arch: TransformerArch) -> int:
-    """A dense block's matrices (every block of a dense model, DeepSeek's first layers)."""
-    attn = sum(fin * fout for _, fin, fout in arch.attention_linears())
+def _dense_block_linear_params(arch: TransformerArch, i: int = 0) -> int:
+    """Dense block i's matrices (every block of a dense model, DeepSeek's first layers)."""
+    attn = _mixer_linear_params(arch, i)
     return attn + (3 if arch.mlp == "swiglu" else 2) * arch.hidden_size * arch.intermediate_size
+
+
+def _mixer_linear_params(arch: TransformerArch, i: int) -> int:
+    """Block i's token mixer's matrices: its attention's, or a linear-attention / convolution
+    block's projections where block i is one (LFM2's in_proj and out_proj)."""
+    linear = arch.is_linear_attention_layer(i)
+    linears = arch.linear_attention_linears() if linear else arch.attention_linears()
+    return sum(fin * fout for _, fin, fout in linears)
 
 
 # gpt-oss's experts clamp gate and up and take glu = gate * sigmoid(alpha * gate), out =

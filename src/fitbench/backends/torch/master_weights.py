@@ -26,8 +26,10 @@ from typing import Any
 import torch
 from torch import nn
 
-#: the modules whose parameters autocast casts to 16 bits at every use
+#: the modules whose parameters autocast casts to 16 bits at every use: nn.Linear, and
+#: transformers' Conv1D (GPT-2's and GPT-BigCode-style projections: addmm over its weight), by name
 CAST_MODULES = (nn.Linear,)
+CAST_MODULE_NAMES = ("Conv1D",)
 #: torch.optim.AdamW's default weight decay, which the tuned AdamW keeps
 ADAMW_WEIGHT_DECAY = 0.01
 #: the compiled update's tensors side by side in combo kernels (False: one kernel a tensor)
@@ -35,8 +37,8 @@ UPDATE_COMBO_KERNELS = True
 
 
 def sixteen_bit_candidates(model: nn.Module) -> list[nn.Parameter]:
-    """The trainable FP32 parameters that only CAST_MODULES use (a weight shared with an
-    embedding, as a tied LM head's, is left out: the embedding's lookup would turn 16-bit), outside
+    """The trainable FP32 parameters that only CAST_MODULES (or CAST_MODULE_NAMES) use (a weight
+    shared with an embedding, as a tied LM head's, is left out: the lookup would turn 16-bit), outside
     the modules a transformers model keeps in FP32 (`_keep_in_fp32_modules`: their code computes
     in FP32 with autocast off)."""
     keep = [*(getattr(model, "_keep_in_fp32_modules", None) or ())]
@@ -59,8 +61,12 @@ def sixteen_bit_candidates(model: nn.Module) -> list[nn.Parameter]:
         if p.requires_grad
         and p.dtype == torch.float32
         and id(p) not in kept_fp32
-        and all(isinstance(m, CAST_MODULES) for m in users[id(p)])
+        and all(_cast_by_autocast(m) for m in users[id(p)])
     ]
+
+
+def _cast_by_autocast(module: nn.Module) -> bool:
+    return isinstance(module, CAST_MODULES) or type(module).__name__ in CAST_MODULE_NAMES
 
 
 def adam_scalars(
