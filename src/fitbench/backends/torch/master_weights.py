@@ -138,7 +138,6 @@ class MasterWeightAdam:
         self.step_count = torch.zeros((), dtype=torch.float32, device=device)
         self.hyper = {"lr": lr, "beta1": betas[0], "beta2": betas[1], "eps": eps}
         self.hyper["weight_decay"] = weight_decay
-        self.dtype = dtype
         self._apply: Callable[..., None] = adam_apply
 
     def compile(self, backend: str | Callable[..., Any], options: dict[str, Any] | None = None) -> None:
@@ -192,10 +191,6 @@ class SplitOptimizer:
     def __init__(self, fp32: torch.optim.Optimizer | None, sixteen_bit: MasterWeightAdam) -> None:
         self.fp32 = fp32
         self.sixteen_bit = sixteen_bit
-
-    @property
-    def param_groups(self) -> list[dict[str, Any]]:
-        return self.fp32.param_groups if self.fp32 is not None else [{}]
 
     def step(self) -> None:
         if self.fp32 is not None:
