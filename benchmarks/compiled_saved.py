@@ -175,12 +175,13 @@ def estimator_counts(workload: Any) -> dict[str, float]:
         eager = transformer_cost.layer_saved_bytes_per_token(
             arch, dt_, s, workload.attention, moe=arch.is_moe
         )
+        residual_op = transformer_cost.runs_residual_site_operator(workload)
         compiled = transformer_cost.compiled_layer_saved_bytes_per_token(
             arch,
-            dt_,
+            transformer_cost.residual_stream_dtypes(workload, dt_) if residual_op else dt_,
             s,
             workload.attention,
-            fused_residual_norm=transformer_cost.runs_residual_site_operator(workload),
+            fused_residual_norm=residual_op,
             moe=arch.is_moe,
         )
     return {"eager": eager, "compiled": compiled}

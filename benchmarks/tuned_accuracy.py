@@ -30,7 +30,7 @@ from typing import Any
 
 from fitbench.catalog import get_gpu
 from fitbench.estimate import speed
-from fitbench.estimate.execution import workload_as_run
+from fitbench.estimate.execution import without_step_features, workload_as_run
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.timing import generation, step_timing
 from fitbench.workloads.presets import get_workload
@@ -50,6 +50,18 @@ class Point:
     measured: float
     unit: str  # img/s | s/step | tok/s | s/prefill
     fitbench_tuned: bool = True  # False: a compiled path outside fitbench's tuned mode
+    #: today's step features this measurement's step ran without (execution.STEP_FEATURES)
+    features_off: tuple[str, ...] = ()
+
+
+def features_not_run(w: Workload, notes: dict[str, Any]) -> tuple[str, ...]:
+    """The tuned training step's features that a stored run's backend notes do not name: a run
+    from before them measured the step without them, and is scored against that step's estimate
+    (execution.without_step_features)."""
+    if not w.is_training:
+        return ()
+    ran = {"sixteen_bit_weights": "sixteen_bit_weights", "sixteen_bit_residual": "residual_stream"}
+    return tuple(feature for feature, note in ran.items() if note not in notes)
 
 
 def _workload_from(stored: dict[str, Any], precision: str | None) -> Workload:
@@ -69,7 +81,8 @@ def speed_points(path: Path) -> list[Point]:
         if m.get("status") != "ok" or run.get("headline") is None:
             continue
         w = _workload_from(s["workload"], m.get("precision_in_effect"))
-        if not w.is_generation and (m.get("backend_notes") or {}).get("compiled_step") is not True:
+        notes = m.get("backend_notes") or {}
+        if not w.is_generation and notes.get("compiled_step") is not True:
             continue  # an uncompiled tuned step: the tuned estimate counts the compiled one
         out.append(
             Point(
@@ -78,6 +91,7 @@ def speed_points(path: Path) -> list[Point]:
                 workload=w,
                 measured=float(run["headline"]),
                 unit=run["headline_unit"],
+                features_off=features_not_run(w, notes),
             )
         )
         # The tuned estimate times the prefill replayed from its CUDA graph; runs from before
@@ -117,6 +131,7 @@ def compiled_step_points(path: Path) -> list[Point]:
                 workload=w,
                 measured=float(run["step_seconds"]),
                 unit="s/step",
+                features_off=features_not_run(w, notes),
             )
         )
     return out
@@ -182,13 +197,15 @@ def score(point: Point, gpu_id: str = GPU) -> dict[str, Any]:
     gpu = get_gpu(gpu_id)
     profile = get_profile("torch", "tuned", use_user=False)
     w = workload_as_run(point.workload, "tuned", gpu)
-    if w.is_generation:
-        timing = generation(w, gpu, profile)
-        t = timing.prefill if point.unit == "s/prefill" else timing.decode
-        estimated = t.seconds if point.unit == "s/prefill" else w.batch_size / t.seconds
-    else:
-        t = step_timing(w, gpu, profile)
-        estimated = w.batch_size / t.seconds if point.unit == "img/s" else t.seconds
+    with without_step_features(*point.features_off):
+        if w.is_generation:
+            timing = generation(w, gpu, profile)
+            t = timing.prefill if point.unit == "s/prefill" else timing.decode
+            estimated = t.seconds if point.unit == "s/prefill" else w.batch_size / t.seconds
+        else:
+            t = step_timing(w, gpu, profile)
+            estimated = w.batch_size / t.seconds if point.unit == "img/s" else t.seconds
+        launches = _launches(w, profile) if w.is_training else None
     # Error in the headline's direction: + is an estimate faster than measured.
     seconds = point.unit in ("s/step", "s/prefill")
     faster = point.measured / estimated - 1.0 if seconds else estimated / point.measured - 1.0
@@ -206,7 +223,8 @@ def score(point: Point, gpu_id: str = GPU) -> dict[str, Any]:
         "memory_seconds": t.memory_seconds,
         "floor_seconds": t.floor_seconds,
         "host_seconds": t.host_seconds,
-        "launches": _launches(w, profile) if w.is_training else None,
+        "launches": launches,
+        "features_off": list(point.features_off),
     }
 
 

@@ -194,3 +194,39 @@ def test_each_training_step_draws_new_residual_masks() -> None:
 def test_a_decoder_is_one_clear_error():
     with pytest.raises(FitbenchError, match="BERT-style encoders"):
         check_bert_layout(TINY_LLAMA)
+
+
+def test_a_bf16_residual_stream_stays_bf16_and_trains_like_the_fp32_stream() -> None:
+    """residual_dtype = bf16 (the tuned step's 16-bit stream): every layer hands the next a bf16
+    stream, and under bf16 autocast the logits, the loss and the gradients stay within bf16's
+    rounding of those of autocast's fp32 stream (same weights, same dropout masks)."""
+    fp32_stream, _ = _pair(TINY_BERT)
+    bf16_stream = CompactEncoder(TINY_BERT)
+    bf16_stream.load_state_dict(fp32_stream.state_dict())
+    bf16_stream.residual_dtype = torch.bfloat16
+    ids = torch.randint(0, TINY_BERT.vocab_size, (4, 16), generator=torch.Generator().manual_seed(5))
+    labels = torch.tensor([0, 1, 1, 0])
+    streams, losses, logits = {}, {}, {}
+    for name, model in (("fp32", fp32_stream), ("bf16", bf16_stream)):
+        model.train()
+        model.dropout_seed.fill_(7)
+        seen: list[torch.dtype] = []
+        hooks = [
+            layer.register_forward_hook(lambda _m, _i, out, seen=seen: seen.append(out[0].dtype))
+            for layer in model.layers
+        ]
+        torch.manual_seed(0)  # the embeddings' and attention's dropouts
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(ids, torch.zeros_like(ids))
+            loss = torch.nn.functional.cross_entropy(out.float(), labels)
+        loss.backward()
+        for hook in hooks:
+            hook.remove()
+        streams[name], losses[name], logits[name] = seen, loss.item(), out.float()
+    assert streams["fp32"] == [torch.float32] * TINY_BERT.num_layers
+    assert streams["bf16"] == [torch.bfloat16] * TINY_BERT.num_layers
+    torch.testing.assert_close(logits["bf16"], logits["fp32"], rtol=0.02, atol=5e-3)
+    assert abs(losses["bf16"] - losses["fp32"]) < 0.01 * abs(losses["fp32"])
+    for (name, a), (_, b) in zip(bf16_stream.named_parameters(), fp32_stream.named_parameters(), strict=True):
+        cosine = torch.nn.functional.cosine_similarity(a.grad.flatten(), b.grad.flatten(), dim=0)
+        assert cosine > 0.995, name

@@ -28,9 +28,9 @@ EPS = 1e-12
 BF16_ULP = 2.0**-7
 
 
-def _inputs(rows: int, cols: int, y_dtype: torch.dtype, seed: int = 0):
+def _inputs(rows: int, cols: int, y_dtype: torch.dtype, seed: int = 0, x_dtype: torch.dtype = torch.float32):
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(rows, cols, generator=g).to(DEVICE)
+    x = torch.randn(rows, cols, generator=g).to(DEVICE, x_dtype)
     y = torch.randn(rows, cols, generator=g).to(DEVICE, y_dtype)
     w = (1.0 + 0.1 * torch.randn(cols, generator=g)).to(DEVICE)
     b = (0.1 * torch.randn(cols, generator=g)).to(DEVICE)
@@ -46,28 +46,57 @@ def _close(got: torch.Tensor, want: torch.Tensor, *, rtol: float, atol: float) -
 SHAPES = [(13, 48, 0.1), (8, 100, 0.0), (9, 768, 0.1), (37, 200, 0.5)]
 
 
+#: (residual stream, branch): autocast's fp32 stream with a bf16 or an fp32 branch, and the tuned
+#: encoder's 16-bit stream (compact_encoder.residual_dtype)
+DTYPES = [
+    (torch.float32, torch.bfloat16),
+    (torch.float32, torch.float32),
+    (torch.bfloat16, torch.bfloat16),
+]
+
+
 @pytest.mark.parametrize("rows,cols,p", SHAPES)
-@pytest.mark.parametrize("y_dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("x_dtype,y_dtype", DTYPES)
 def test_kernels_compute_what_the_reference_computes(
-    rows: int, cols: int, p: float, y_dtype: torch.dtype
+    rows: int, cols: int, p: float, x_dtype: torch.dtype, y_dtype: torch.dtype
 ) -> None:
-    x, y, w, b = _inputs(rows, cols, y_dtype)
+    x, y, w, b = _inputs(rows, cols, y_dtype, x_dtype=x_dtype)
     seed = torch.tensor(11, device=DEVICE)
     got = nk.forward(x, y, w, b, seed, 3, p, EPS)
     want = dln.reference(x, y, w, b, seed, 3, p, EPS)
-    low_tol = BF16_ULP if y_dtype == torch.bfloat16 else 1e-5
-    tolerances = (1e-5, low_tol, 1e-6, 1e-5, 1e-5)  # out, out_low, s, mean, rstd
-    for g, r, rtol in zip(got, want, tolerances, strict=True):
+    assert got[0].dtype == x_dtype and got[2].dtype == dln.sum_dtype(x_dtype)
+
+    def tol(dtype: torch.dtype, fp32: float) -> float:
+        return BF16_ULP if dtype == torch.bfloat16 else fp32
+
+    tolerances = (tol(x_dtype, 1e-5), tol(y_dtype, 1e-5), tol(x_dtype, 1e-6), 1e-5, 1e-5)
+    for g, r, rtol in zip(got, want, tolerances, strict=True):  # out, out_low, s, mean, rstd
         _close(g, r, rtol=rtol, atol=1e-5)
     gen = torch.Generator().manual_seed(1)
-    dout = torch.randn(rows, cols, generator=gen).to(DEVICE)
+    dout = torch.randn(rows, cols, generator=gen).to(DEVICE, x_dtype)
     dout_low = torch.randn(rows, cols, generator=gen).to(DEVICE, y_dtype)
     s, mean, rstd = want[2], want[3], want[4]
     for d32, d16 in ((dout, dout_low), (dout, None), (None, dout_low)):
-        got_b = nk.backward(d32, d16, s, w, mean, rstd, seed, 3, p, torch.float32, y_dtype)
-        want_b = dln.reference_backward(d32, d16, s, w, mean, rstd, seed, 3, p, torch.float32, y_dtype)
+        got_b = nk.backward(d32, d16, s, w, mean, rstd, seed, 3, p, x_dtype, y_dtype)
+        want_b = dln.reference_backward(d32, d16, s, w, mean, rstd, seed, 3, p, x_dtype, y_dtype)
         for g, r in zip(got_b, want_b, strict=True):
-            _close(g, r, rtol=low_tol if g.dtype == torch.bfloat16 else 1e-4, atol=1e-4)
+            _close(g, r, rtol=tol(g.dtype, 1e-4), atol=1e-4)
+
+
+def test_a_16_bit_stream_normalises_the_rounded_sum_it_keeps() -> None:
+    """With a bf16 stream the kept sum is bf16(x + dropout(y)) and the statistics are that sum's,
+    so the backward's x_hat is the forward's: the mean of the output over a row, minus the bias,
+    is zero to FP32 rounding of the rounded sum (not of the unrounded one)."""
+    rows, cols = 16, 96
+    x, y, w, b = _inputs(rows, cols, torch.bfloat16, seed=8, x_dtype=torch.bfloat16)
+    w = torch.ones_like(w)
+    seed = torch.tensor(3, device=DEVICE)
+    _out, _low, s, mean, rstd = nk.forward(x, y, w, b, seed, 2, 0.1, EPS)
+    keep = dln.dropout_keep_reference(seed, 2, (rows, cols), 0.1)
+    exact = x.float() + torch.where(keep, y.float() * (1.0 / 0.9), 0.0)
+    assert s.dtype == torch.bfloat16 and torch.equal(s, exact.to(torch.bfloat16))
+    torch.testing.assert_close(mean, s.float().mean(-1), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(rstd, torch.rsqrt(s.float().var(-1, unbiased=False) + EPS), rtol=1e-5, atol=0)
 
 
 def test_the_kernel_draws_the_reference_mask_bit_for_bit() -> None:

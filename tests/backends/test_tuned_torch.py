@@ -286,6 +286,8 @@ def test_tuned_training_step_updates_the_weights_with_a_fused_optimizer(name):
     else:
         assert "attention_mask" not in session.static  # flash-eligible SDPA: no padding mask
         assert notes["model_source"].startswith("fitbench CompactEncoder")
+        # amp-bf16 (what tuned runs here): the residual stream is bf16 between the layers
+        assert session.model.residual_dtype == torch.bfloat16 and "bf16" in notes["residual_stream"]
 
 
 @pytest.mark.parametrize("name", ["resnet50-cifar10", "bert-base-imdb"])
@@ -293,6 +295,7 @@ def test_tuned_inference_step(name):
     session = BACKEND.open(get_workload(name, tiny=True, mode="infer"), TUNED_CPU)
     session.step()
     assert not session.model.training and session.notes["precision_in_effect"] == "amp-bf16"
+    assert ("residual_stream" in session.notes) == (name == "bert-base-imdb")
 
 
 @pytest.mark.slow

@@ -6,7 +6,12 @@ import pytest
 
 from fitbench.catalog import get_gpu
 from fitbench.estimate.api import estimate
-from fitbench.estimate.execution import precision_as_run, sixteen_bit_weights, workload_as_run
+from fitbench.estimate.execution import (
+    precision_as_run,
+    sixteen_bit_residual,
+    sixteen_bit_weights,
+    workload_as_run,
+)
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.speed import training_kernels
 from fitbench.workloads.presets import get_workload
@@ -19,6 +24,28 @@ def test_default_runs_what_was_asked(precision):
     w = get_workload("llm-6b", precision=precision)
     assert precision_as_run(w, "default", H200) == precision
     assert workload_as_run(w, "default", H200) is w
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "exec_mode", "gpu", "kept"),
+    [
+        ("bert-base-imdb", {"precision": "amp-bf16"}, "tuned", H200, True),
+        ("bert-base-imdb", {"mode": "infer"}, "tuned", H200, True),  # inference too: the same encoder
+        ("bert-base-imdb", {"precision": "amp-bf16", "optimizer": "sgd"}, "tuned", H200, True),
+        ("bert-base-imdb", {"precision": "amp-bf16"}, "default", H200, False),  # transformers' BERT
+        ("bert-base-imdb", {"precision": "amp-bf16"}, "tuned", T4, False),  # amp-fp16 there
+        ("bert-base-imdb", {"precision": "amp-bf16", "peft": "lora"}, "tuned", H200, False),
+        ("llm-6b", {"mode": "train", "seq_len": 512, "batch_size": 1}, "tuned", H200, False),  # pre-norm
+        ("resnet50-cifar10", {}, "tuned", H200, False),
+    ],
+)
+def test_which_tuned_steps_keep_a_sixteen_bit_residual_stream(name, overrides, exec_mode, gpu, kept):
+    w = workload_as_run(get_workload(name, **overrides), exec_mode, gpu)
+    assert sixteen_bit_residual(w, w.precision, exec_mode) is kept
+    assert sixteen_bit_residual(w, w.precision, exec_mode, "paddle") is False
+    # the estimate says so among its assumptions where it counts the step that way
+    lines = estimate(w, gpu, exec_mode=exec_mode).assumptions
+    assert any("residual stream in bf16" in line for line in lines) is kept
 
 
 @pytest.mark.parametrize(
@@ -157,3 +184,28 @@ def test_fp32_training_over_grouped_heads_runs_sdpa_math_path(model, overrides, 
     asked, eager = estimate(workload, gpu), estimate(workload.replace(attention="eager"), gpu)
     same = (asked.peak_memory_bytes, asked.step_seconds) == (eager.peak_memory_bytes, eager.step_seconds)
     assert same == (attention == "eager")
+
+
+def test_an_older_step_is_estimated_without_the_features_it_lacked():
+    """without_step_features: inside, the named rules answer False and the estimate (time and the
+    cached memory alike) is that of the step without them; outside, today's step again."""
+    from fitbench.estimate.execution import STEP_FEATURES, without_step_features
+
+    w = workload_as_run(get_workload("bert-base-imdb", precision="amp-bf16"), "tuned", H200)
+    today = estimate(w, H200, exec_mode="tuned")
+    assert sixteen_bit_weights(w, w.precision, "tuned") and sixteen_bit_residual(w, w.precision, "tuned")
+    with without_step_features(*STEP_FEATURES):
+        assert not sixteen_bit_weights(w, w.precision, "tuned")
+        assert not sixteen_bit_residual(w, w.precision, "tuned")
+        older = estimate(w, H200, exec_mode="tuned")
+    with without_step_features("sixteen_bit_residual"):
+        weights_only = estimate(w, H200, exec_mode="tuned")
+    # each feature takes bytes off the step: the older the step, the slower its estimate
+    assert older.step_seconds > weights_only.step_seconds > today.step_seconds
+    # the 16-bit weights' memory parts come and go with the rule (a cached peak would not)
+    assert older.breakdown["amp_weight_copies"] > 100e6 and "sixteen_bit_weights" not in older.memory.details
+    assert today.breakdown["amp_weight_copies"] == 0 and today.memory.details["sixteen_bit_weights"] > 80e6
+    assert estimate(w, H200, exec_mode="tuned").peak_memory_bytes == today.peak_memory_bytes
+    assert today.peak_memory_bytes != older.peak_memory_bytes
+    with pytest.raises(ValueError, match="unknown step features"), without_step_features("flash_attention_4"):
+        pass

@@ -259,6 +259,28 @@ def test_stored_compiled_steps_and_decode_are_within_twenty_percent() -> None:
     assert parts == pytest.approx(resnet["step_seconds"]) and resnet["host_seconds"] == 0.0
 
 
+def test_a_stored_step_is_scored_as_the_step_it_ran() -> None:
+    """A stored tuned training run whose backend notes name neither the 16-bit weights nor the
+    16-bit residual stream measured the step without them: tuned_accuracy scores it against that
+    step's estimate (slower than today's), and a run naming both against today's."""
+    bert = workload_as_run(get_workload("bert-base-imdb"), "tuned", H200)
+    older = tuned_accuracy.features_not_run(bert, {"compiled_step": True})
+    assert older == ("sixteen_bit_weights", "sixteen_bit_residual")
+    both = {"sixteen_bit_weights": {"params": 1}, "residual_stream": "bf16"}
+    assert tuned_accuracy.features_not_run(bert, both) == ()
+    decode = get_workload("llm-6b", batch_size=1)
+    assert tuned_accuracy.features_not_run(decode, {}) == ()  # no training step to have them
+
+    def point(off):
+        return tuned_accuracy.Point(
+            label="bert", source="-", workload=bert, measured=0.014, unit="s/step", features_off=off
+        )
+
+    then, now = tuned_accuracy.score(point(older)), tuned_accuracy.score(point(()))
+    assert then["features_off"] == list(older) and now["features_off"] == []
+    assert then["estimated"] > now["estimated"] * 1.05
+
+
 def test_compiling_removes_the_pointwise_passes_not_the_gemms() -> None:
     """The tuned profile times each kernel's fused form: the memory-bound time of a BERT step
     falls, its GEMM and attention FLOPs stay; the default profile keeps the eager kernels."""
@@ -401,10 +423,12 @@ def test_gemm_launch_time_describes_the_stored_h200_gemm_shapes() -> None:
 
 def test_the_tuned_encoder_s_residual_sites_move_what_fitbench_s_operator_moves() -> None:
     """The tuned BERT-style encoder runs each residual site as fitbench's fused operator: forward
-    reads y (bf16) and x (fp32) and writes s (fp32), out (fp32) and out's bf16 copy (16 bytes an
-    element), backward the same count, with three kernels a site (the row kernel and two column
-    sums); a LoRA-adapted encoder (transformers' BERT) keeps inductor's region, mask inside, and
-    a backward of twice its forward."""
+    reads y (bf16) and x and writes s, out and out's bf16 copy, x, s and out at the residual
+    stream's width: 16 bytes an element with autocast's FP32 stream (amp-fp16, a T4), 10 with the
+    bf16 stream tuned keeps at amp-bf16 (execution.sixteen_bit_residual); backward the same count,
+    with three kernels a site (the row kernel and two column sums). A LoRA-adapted encoder
+    (transformers' BERT) keeps inductor's region, mask inside, and a backward of twice its
+    forward."""
     from fitbench.estimate.dtypes import activation_dtypes
     from fitbench.estimate.transformer_cost import forward_kernels, fused_pointwise_bytes_per_token
 
@@ -415,16 +439,24 @@ def test_the_tuned_encoder_s_residual_sites_move_what_fitbench_s_operator_moves(
     inside, inside_k, _, _ = fused_pointwise_bytes_per_token(arch, dt)
     ours, ours_k, _, _ = fused_pointwise_bytes_per_token(arch, dt, fused_residual_norm=True)
     assert (inside_k, ours_k) == (2.0, 2.0)
-    assert ours == pytest.approx(2 * h * 16)  # two sites, 16 bytes an element under bf16 autocast
+    assert ours == pytest.approx(2 * h * 16)  # two sites, 16 bytes an element with an FP32 stream
     assert inside == pytest.approx(2 * h * (2 + 4 + 4 + 2 + 1))  # y, x in; x, bf16 copy, mask out
+    sixteen, _, _, _ = fused_pointwise_bytes_per_token(
+        arch, dataclasses.replace(dt, res=2), fused_residual_norm=True
+    )
+    assert sixteen == pytest.approx(2 * h * 10)
 
     def layer_norm(workload):
         (k,) = [k for k in forward_kernels(workload, 16, 512) if k.name == "layer_norm"]
         return k.fused
 
     plain = layer_norm(w)
-    assert plain.kernel_launches == 2.0 and plain.bytes == pytest.approx(tokens * ours)
-    assert plain.backward_bytes == pytest.approx(tokens * ours) and plain.backward_launches == 6.0
+    assert plain.kernel_launches == 2.0 and plain.bytes == pytest.approx(tokens * sixteen)
+    assert plain.backward_bytes == pytest.approx(tokens * sixteen) and plain.backward_launches == 6.0
+    on_t4 = workload_as_run(get_workload("bert-base-imdb", precision="amp-bf16"), "tuned", get_gpu("t4"))
+    assert on_t4.precision == "amp-fp16"  # no bf16 on a T4: autocast's FP32 stream
+    fp32_stream = layer_norm(on_t4)
+    assert fp32_stream.bytes == fp32_stream.backward_bytes == pytest.approx(tokens * ours)
     lora = layer_norm(w.replace(peft="lora"))
     assert lora.kernel_launches == 2.0 and lora.bytes == pytest.approx(tokens * inside)
     assert lora.backward_bytes == pytest.approx(2 * tokens * inside) and lora.backward_launches == 4.0

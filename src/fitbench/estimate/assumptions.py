@@ -12,7 +12,7 @@ from fitbench.core.names import Framework
 from fitbench.core.units import GiB
 from fitbench.estimate import distributed, peft
 from fitbench.estimate.breakdown import MemoryBreakdown
-from fitbench.estimate.execution import sixteen_bit_weights, tuned_generation_gaps
+from fitbench.estimate.execution import sixteen_bit_residual, sixteen_bit_weights, tuned_generation_gaps
 from fitbench.estimate.matrices import expert_gemms
 from fitbench.estimate.optimizer import optimizer_step_scratch
 from fitbench.estimate.profile import Profile, host_reference_seconds, host_time_key
@@ -154,6 +154,12 @@ def estimate_assumptions(workload: Workload, requested: str, gpu: GpuSpec, profi
             "optimizer (Megatron-LM's and DeepSpeed's bf16 recipe): autocast casts none of them, their "
             "gradients are bf16, and the update writes each master's bf16 rounding back; a head tied to "
             "the embedding stays FP32"
+        )
+    if sixteen_bit_residual(workload, workload.precision, exec_mode, framework):
+        assumptions.append(
+            "the tuned encoder keeps its residual stream in bf16 between the layers (Megatron-LM's bf16 "
+            "recipe; autocast keeps it in FP32): each residual site rounds x + dropout(y) to bf16 and "
+            "normalises it in FP32, moving 10 bytes an element each way instead of 16"
         )
     if not workload.is_resnet:
         assumptions.extend(arch_assumptions(workload))

@@ -23,6 +23,9 @@ eager attention.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from fitbench.core import names
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.names import ExecMode, Framework
@@ -89,6 +92,36 @@ def optimizer_impl_as_run(workload: Workload, exec_mode: str, framework: str = "
 
 #: the optimizers whose tuned step keeps 16-bit weights with FP32 masters (sixteen_bit_weights)
 MASTER_WEIGHT_OPTIMIZERS = ("adam", "adamw")
+#: the tuned step's features that an older backend ran without (the rules below, by name)
+STEP_FEATURES = ("sixteen_bit_weights", "sixteen_bit_residual")
+_features_off: frozenset[str] = frozenset()
+
+
+@contextmanager
+def without_step_features(*features: str) -> Iterator[None]:
+    """Estimate the tuned step as a backend without `features` ran it: inside, the named rules
+    answer False. A stored measurement of an older step (its backend notes lack the feature) is
+    scored against the estimate of the step it measured, not of today's."""
+    global _features_off
+    unknown = set(features) - set(STEP_FEATURES)
+    if unknown:
+        raise ValueError(f"unknown step features {sorted(unknown)}; known: {STEP_FEATURES}")
+    before = _features_off
+    _features_off = before | frozenset(features)
+    _forget_cached_estimates()
+    try:
+        yield
+    finally:
+        _features_off = before
+        _forget_cached_estimates()
+
+
+def _forget_cached_estimates() -> None:
+    """Drop the memory estimates cached by workload (they were made under other features)."""
+    from fitbench.estimate import memory, single_device
+
+    for cached in (memory.peak_bytes, memory.needed_bytes, single_device._first_step_reserve):
+        cached.cache_clear()
 
 
 def sixteen_bit_weights(workload: Workload, precision: str, exec_mode: str, framework: str = "torch") -> bool:
@@ -101,7 +134,8 @@ def sixteen_bit_weights(workload: Workload, precision: str, exec_mode: str, fram
     keep autocast's FP32 weights."""
     arch = workload.arch
     return (
-        names.exec_mode(exec_mode) is ExecMode.TUNED
+        "sixteen_bit_weights" not in _features_off
+        and names.exec_mode(exec_mode) is ExecMode.TUNED
         and names.framework(framework) is Framework.TORCH
         and workload.is_training
         and precision == "amp-bf16"
@@ -111,6 +145,36 @@ def sixteen_bit_weights(workload: Workload, precision: str, exec_mode: str, fram
         and workload.grad_accum == 1
         and not workload.is_resnet
         and getattr(arch, "num_experts", 0) == 0
+    )
+
+
+def runs_residual_site_operator(workload: Workload) -> bool:
+    """Whether the workload's compiled (tuned) step runs fitbench's residual-site operator: the
+    tuned mode's BERT-style text encoders do (backends/torch/compact_encoder); LoRA-adapted ones
+    are transformers' BERT, vision transformers (patches) and decoders are pre-norm."""
+    arch = workload.arch
+    return (
+        getattr(arch, "kind", None) == "encoder"
+        and getattr(arch, "norm", None) == "layernorm"
+        and not getattr(arch, "patch_size", 0)
+        and not workload.peft
+    )
+
+
+def sixteen_bit_residual(
+    workload: Workload, precision: str, exec_mode: str, framework: str = "torch"
+) -> bool:
+    """Whether the step keeps its residual stream in bf16 between the layers (compact_encoder's
+    `residual_dtype`), as Megatron-LM's bf16 training does, where autocast keeps it in FP32:
+    torch's tuned BERT-style encoder (runs_residual_site_operator) at `precision` amp-bf16 (the
+    precision as run), training or inference. Each residual site then moves 10 bytes an element
+    each way instead of 16; the norms still compute in FP32."""
+    return (
+        "sixteen_bit_residual" not in _features_off
+        and names.exec_mode(exec_mode) is ExecMode.TUNED
+        and names.framework(framework) is Framework.TORCH
+        and precision == "amp-bf16"
+        and runs_residual_site_operator(workload)
     )
 
 

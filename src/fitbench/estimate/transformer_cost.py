@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from fitbench.core.quant import kv_cache_element_bytes, kv_cache_scale_bytes_per_head, matrix_total_bytes
 from fitbench.estimate import linear_attention
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes, keeps_dropout_masks
-from fitbench.estimate.execution import sdpa_math_only
+from fitbench.estimate.execution import runs_residual_site_operator, sdpa_math_only, sixteen_bit_residual
 from fitbench.estimate.matrices import block_gemms, expert_gemms, layer_gemms
 from fitbench.estimate.segments import Kernel, Segment
 from fitbench.estimate.weights import (
@@ -567,12 +567,13 @@ def compiled_qk_norm_saved_bytes_per_token(arch: TransformerArch, dt: Activation
     return (arch.q_dim + arch.kv_dim) * dt.act + 4 * rows
 
 
-def runs_residual_site_operator(workload: Workload) -> bool:
-    """Whether the workload's compiled (tuned) step runs fitbench's residual-site operator: the
-    tuned mode's BERT-style text encoders do (backends/torch/compact_encoder); LoRA-adapted ones
-    are transformers' BERT, vision transformers (patches) and decoders are pre-norm."""
-    arch = _arch(workload)
-    return arch.kind == "encoder" and arch.norm == "layernorm" and not arch.patch_size and not workload.peft
+def residual_stream_dtypes(workload: Workload, dt: ActivationDtypes) -> ActivationDtypes:
+    """`dt` for the blocks of a step that runs fitbench's residual-site operator
+    (runs_residual_site_operator, a tuned step): the residual stream in bf16 where
+    execution.sixteen_bit_residual says the tuned encoder keeps it so, else as autocast keeps it."""
+    if sixteen_bit_residual(workload, workload.precision, "tuned"):
+        return replace(dt, res=dt.act)
+    return dt
 
 
 def compiled_layer_saved_bytes_per_token(
@@ -598,13 +599,14 @@ def compiled_layer_saved_bytes_per_token(
       * attention as in eager (Q, K, V, SDPA's output and its contiguous copy, log-sum-exp), and
         BERT's two hidden dropouts as bool masks.
     With `fused_residual_norm` (the tuned BERT-style encoder's sites are fitbench's operator,
-    backends/torch/dropout_layer_norm) each site keeps its FP32 sum x + dropout(y) and two FP32
-    statistics a row (mean, rstd), and no mask: the backward hashes it again.
+    backends/torch/dropout_layer_norm) each site keeps its sum x + dropout(y) at the residual
+    stream's width (residual_stream_dtypes) and two FP32 statistics a row (mean, rstd), and no
+    mask: the backward hashes it again.
     """
     h, f = arch.hidden_size, arch.intermediate_size
     linear_inputs = 2 * dt.linear_input(h, 1)  # q/k/v's input, the MLP's input
     if fused_residual_norm:
-        norms = 2 * (h * RESIDUAL_SITE_SAVED_BYTES + RESIDUAL_SITE_ROW_STATS_BYTES)
+        norms = 2 * (h * dt.res + RESIDUAL_SITE_ROW_STATS_BYTES)
         masks = 0.0
     else:
         norms = arch.norms_per_layer * compiled_norm_saved_bytes_per_token(h, dt)
@@ -723,16 +725,18 @@ def training_segments(
             name="embeddings", saved_bytes=tokens * emb_saved, input_bytes=0.0, params=arch.embedding_params()
         )
     )
+    residual_op = compiled and runs_residual_site_operator(workload)
+    block_dt = residual_stream_dtypes(workload, dt) if residual_op else dt
     if compiled:
         per_layer = tokens * compiled_layer_saved_bytes_per_token(
-            arch, dt, s, workload.attention, fused_residual_norm=runs_residual_site_operator(workload)
+            arch, block_dt, s, workload.attention, fused_residual_norm=residual_op
         )
         moe_layer = tokens * compiled_layer_saved_bytes_per_token(arch, dt, s, workload.attention, moe=True)
     else:
         per_layer = layer_saved_bytes_per_token(arch, dt, s, workload.attention) * tokens
         moe_layer = layer_saved_bytes_per_token(arch, dt, s, workload.attention, moe=True) * tokens
-    per_input = layer_input_bytes_per_token(arch, dt) * tokens
-    per_transient = layer_transient_bytes_per_token(arch, dt, s, workload.attention) * tokens
+    per_input = layer_input_bytes_per_token(arch, block_dt) * tokens
+    per_transient = layer_transient_bytes_per_token(arch, block_dt, s, workload.attention) * tokens
     linear_transient = max(
         per_transient, linear_attention.backward_transient_bytes_per_token(arch, s, release, dt.act) * tokens
     )
@@ -1700,9 +1704,10 @@ def fused_pointwise_bytes_per_token(
 
     With `fused_residual_norm` (the tuned BERT-style encoder: fitbench's own operator,
     backends/torch/dropout_layer_norm) a norm site is one kernel that reads the branch output and
-    the residual stream and writes the FP32 sum s = x + dropout(y) for its backward, the new
-    residual stream and its 16-bit copy (the sum only when `training`: nothing needs it in
-    inference); no mask is stored (the backward hashes it again).
+    the residual stream and writes the sum s = x + dropout(y) for its backward, the new residual
+    stream (both at the stream's width: FP32 under autocast, bf16 in the tuned encoder's 16-bit
+    stream, residual_stream_dtypes) and its 16-bit copy (the sum only when `training`: nothing
+    needs it in inference); no mask is stored (the backward hashes it again).
     `fused_norm_backward_bytes_per_token` gives its backward.
     """
     h, f = arch.hidden_size, arch.intermediate_size
@@ -1717,9 +1722,8 @@ def fused_pointwise_bytes_per_token(
     return float(norms), 2.0, float(act + rotary), regions
 
 
-#: the FP32 sum x + dropout(y) fitbench's residual-site operator keeps for its backward (an
-#: element), and its FP32 mean and 1/std (a row)
-RESIDUAL_SITE_SAVED_BYTES = 4
+#: the FP32 mean and 1/std (a row) fitbench's residual-site operator keeps for its backward
+#: beside the sum x + dropout(y), which it keeps at the residual stream's width
 RESIDUAL_SITE_ROW_STATS_BYTES = 2 * 4
 #: its backward's kernels per site: the row kernel, then the weight's and the bias's column sums
 RESIDUAL_SITE_BACKWARD_KERNELS = 3
@@ -1728,9 +1732,9 @@ RESIDUAL_SITE_BACKWARD_KERNELS = 3
 def _residual_site_bytes(dt: ActivationDtypes, *, saves_sum: bool = True) -> float:
     """Bytes per element of one direction of fitbench's residual-site operator: forward reads y
     (16-bit) and x (residual) and writes out (residual), out's 16-bit copy and, for a backward,
-    s; backward reads the two outputs' gradients and s and writes x's and y's gradients: the
-    same count."""
-    return 2 * dt.act + 2 * dt.res + (RESIDUAL_SITE_SAVED_BYTES if saves_sum else 0)
+    s (residual); backward reads the two outputs' gradients and s and writes x's and y's
+    gradients: the same count. 16 bytes with autocast's FP32 stream, 10 with a bf16 one."""
+    return 2 * dt.act + 2 * dt.res + (dt.res if saves_sum else 0)
 
 
 def fused_norm_backward_bytes_per_token(
@@ -1877,10 +1881,11 @@ def _block_pointwise_kernels(
     ks: list[Kernel] = []
     ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt, attention=attention)
     residual_op = runs_residual_site_operator(workload)
+    site_dt = residual_stream_dtypes(workload, dt) if residual_op else dt
     norm_fused, norm_regions, rest_fused, rest_regions = fused_pointwise_bytes_per_token(
-        arch, dt, fused_residual_norm=residual_op, training=workload.is_training
+        arch, site_dt, fused_residual_norm=residual_op, training=workload.is_training
     )
-    norm_fused_backward = fused_norm_backward_bytes_per_token(arch, dt, fused_residual_norm=residual_op)
+    norm_fused_backward = fused_norm_backward_bytes_per_token(arch, site_dt, fused_residual_norm=residual_op)
     if arch.norm == "layernorm":
         # The two LayerNorms of a block run kernels of their own (see LAYER_NORM_SHARE).
         ln_bytes, ln_ops = 2 * 2 * arch.hidden_size * dt.res, 2

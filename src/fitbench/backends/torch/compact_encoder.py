@@ -17,10 +17,14 @@ Dropout rates follow BertConfig's defaults (0.1 for hidden states and attention 
 
 Each layer's two residual sites, LayerNorm(x + dropout(y)), are one fused operator
 (dropout_layer_norm: fitbench's Triton kernels on CUDA, a hashed dropout mask regenerated in the
-backward, the normalised output in fp32 for the residual stream and in 16 bits for the next
-matmul). Its mask's seed is a step counter on the device (`dropout_seed`), which each training
-forward increments, so a captured step draws new masks at every replay. FUSED_RESIDUAL_NORM =
-False builds the unfused layers (F.dropout then nn.LayerNorm) that benchmarks compare against.
+backward, the normalised output at the residual stream's width and in 16 bits for the next
+matmul). The stream is fp32 under autocast, as transformers' BERT keeps it; `residual_dtype` =
+bf16 keeps it in bf16 between the layers, as Megatron-LM's bf16 training does (the norms still
+compute in fp32 from the rounded sum), which moves 10 bytes an element each way at a site instead
+of 16: the tuned step does this where estimate.execution.sixteen_bit_residual says so. The mask's
+seed is a step counter on the device (`dropout_seed`), which each training forward increments, so
+a captured step draws new masks at every replay. FUSED_RESIDUAL_NORM = False builds the unfused
+layers (F.dropout then nn.LayerNorm) that benchmarks compare against.
 The MLP's exact GELU, when compiled, takes its erf from a cheaper formula (erf_gelu;
 CHEAP_ERF_GELU = False: F.gelu; uncompiled it is F.gelu either way).
 """
@@ -107,7 +111,9 @@ class EncoderLayer(nn.Module):
         self, norm: nn.LayerNorm, x: torch.Tensor, y: torch.Tensor, seed: torch.Tensor, site: int, p: float
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if not self.fused_norm:
-            return norm(x + F.dropout(y, p, self.training)), None
+            # autocast's LayerNorm returns fp32: a 16-bit stream stays 16-bit (Megatron's order:
+            # the residual add at the stream's width, then the norm)
+            return norm((x + F.dropout(y, p, self.training)).to(x.dtype)).to(x.dtype), None
         return dropout_add_layer_norm(x, y, norm.weight, norm.bias, seed=seed, site=site, p=p, eps=norm.eps)
 
 
@@ -120,6 +126,9 @@ class CompactEncoder(nn.Module):
         h = arch.hidden_size
         self.dropout = dropout
         self.checkpointing = False
+        #: the residual stream's dtype between the layers: None keeps the embeddings' (fp32 under
+        #: autocast); bf16 is the tuned step's 16-bit stream (execution.sixteen_bit_residual)
+        self.residual_dtype: torch.dtype | None = None
         self.word = nn.Embedding(arch.vocab_size, h)
         self.position = nn.Embedding(arch.max_positions, h)
         self.token_type = nn.Embedding(max(arch.type_vocab_size, 1), h)
@@ -137,6 +146,8 @@ class CompactEncoder(nn.Module):
         segments = self.token_type.weight[0] if token_type_ids is None else self.token_type(token_type_ids)
         x = self.word(input_ids) + self.position(positions) + segments
         x = F.dropout(self.embed_norm(x), self.dropout if self.training else 0.0, self.training)
+        if self.residual_dtype is not None:
+            x = x.to(self.residual_dtype)
         if self.training:
             self.dropout_seed.add_(1)  # new masks every step (and every replay of a captured one)
         x_low = None

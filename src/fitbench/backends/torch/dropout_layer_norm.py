@@ -9,9 +9,12 @@ mask bit for bit, so a CPU run and the tests see what the GPU computes.
 It is a torch.library custom operator with its own autograd formula, so torch.compile keeps it
 whole (inductor would otherwise split the LayerNorm backward into a row kernel and column
 reductions) and a CUDA graph replays it: the mask's seed is a device tensor, never read on the
-host. It returns two copies of the normalised output, fp32 for the residual stream that autocast
-keeps in fp32, and y's 16-bit type for the next matmul (which autocast would otherwise cast in a
-kernel of its own); their gradients meet inside the backward kernel.
+host. It returns two copies of the normalised output, one in x's type for the residual stream
+(fp32 under autocast; bf16 where the tuned encoder keeps a 16-bit stream, as Megatron-LM's bf16
+training does) and one in y's 16-bit type for the next matmul (which autocast would otherwise cast
+in a kernel of its own); their gradients meet inside the backward kernel. The sum x + dropout(y)
+is rounded to x's type before it is normalised and kept, so a 16-bit stream's backward sees the
+forward's numbers (sum_dtype).
 """
 
 from __future__ import annotations
@@ -32,6 +35,12 @@ KEY_MUL = 0x9E3779B9
 def keep_threshold(p: float) -> int:
     """The uint32 value at or above which a hash keeps its element: P(drop) = threshold / 2^32."""
     return min(round(p * 2**32), 2**32 - 1)
+
+
+def sum_dtype(x_dtype: torch.dtype) -> torch.dtype:
+    """The dtype of the sum x + dropout(y) a site keeps for its backward: bf16 for a bf16 residual
+    stream (rounded before it is normalised), else fp32 (an fp16 stream's sum is not rounded)."""
+    return torch.bfloat16 if x_dtype == torch.bfloat16 else torch.float32
 
 
 def _mul32(h: torch.Tensor, constant: int) -> torch.Tensor:
@@ -68,17 +77,18 @@ def reference(
     eps: float,
     keep_sum: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The forward in PyTorch operators: (out, out in y's dtype, s, mean, 1/std), fp32 arithmetic;
-    s empty unless `keep_sum`."""
+    """The forward in PyTorch operators: (out, out in y's dtype, s, mean, 1/std), fp32 arithmetic
+    on s in sum_dtype (a bf16 stream keeps and normalises the rounded sum); s empty unless
+    `keep_sum`."""
     y32 = y.float()
     if p > 0:
         keep = dropout_keep_reference(seed, site, tuple(x.shape), p)
-        y32 = torch.where(keep, y32 / (1.0 - p), 0.0)
-    s = x.float() + y32
+        y32 = torch.where(keep, y32 * (1.0 / (1.0 - p)), 0.0)
+    s = (x.float() + y32).to(sum_dtype(x.dtype)).float()
     mean = s.mean(-1)
     rstd = torch.rsqrt(s.var(-1, unbiased=False) + eps)
     out = (s - mean[:, None]) * rstd[:, None] * weight.float() + bias.float()
-    kept = s if keep_sum else s.new_empty(0)
+    kept = s.to(sum_dtype(x.dtype)) if keep_sum else x.new_empty(0, dtype=sum_dtype(x.dtype))
     return out.to(x.dtype), out.to(y.dtype, copy=True), kept, mean, rstd  # two tensors, never aliases
 
 
@@ -96,6 +106,7 @@ def reference_backward(
     y_dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The backward in PyTorch operators: (dx, dy, dweight, dbias)."""
+    s = s.float()
     g = torch.zeros_like(s)
     if dout is not None:
         g = g + dout.float()
@@ -106,7 +117,7 @@ def reference_backward(
     ds = (gw - x_hat * (gw * x_hat).mean(-1, keepdim=True) - gw.mean(-1, keepdim=True)) * rstd[:, None]
     dy = ds
     if p > 0:
-        dy = torch.where(dropout_keep_reference(seed, site, tuple(s.shape), p), ds / (1.0 - p), 0.0)
+        dy = torch.where(dropout_keep_reference(seed, site, tuple(s.shape), p), ds * (1.0 / (1.0 - p)), 0.0)
     dweight = (g * x_hat).sum(0).to(weight.dtype)
     return ds.to(x_dtype), dy.to(y_dtype, copy=True), dweight, g.sum(0).to(weight.dtype)
 
@@ -147,7 +158,7 @@ def _(x, y, weight, bias, seed, site, p, eps, keep_sum):  # type: ignore[no-unty
     return (
         torch.empty_like(x),
         torch.empty_like(y),
-        x.new_empty(x.shape if keep_sum else (0,), dtype=torch.float32),
+        x.new_empty(x.shape if keep_sum else (0,), dtype=sum_dtype(x.dtype)),
         stats,
         torch.empty_like(stats),
     )
@@ -223,7 +234,7 @@ def dropout_add_layer_norm(
     `seed` is a one-element int64 device tensor (the step counter) and `site` an integer told
     apart per call site: together they choose the mask, so a site's mask changes every step and
     two sites of one step never share one. p = 0 is no dropout (evaluation). Without autograd
-    (inference) the FP32 sum kept for the backward is not written.
+    (inference) the sum kept for the backward is not written.
     """
     shape = x.shape
     hidden = shape[-1]

@@ -8,10 +8,11 @@ gradient and the normalised input a second time), and its dropout either draws e
 a Philox call of its own inside the fused kernel or (fallback_random) runs aten's dropout kernel
 and reads its mask back. Here a site is one forward and one backward kernel:
 
-  forward   per row: the keep mask from a counter-based hash, s = x + keep * y / (1 - p), its
-            mean and 1/std, out = (s - mean) / std * w + b written in fp32 (the residual stream)
-            and in y's 16-bit type (the next matmul's input), s kept for the backward
-  backward  per row: g = dout (fp32) + dout (16-bit), the input gradient of s (to x as is, to
+  forward   per row: the keep mask from a counter-based hash, s = x + keep * y / (1 - p) at
+            x's width, its mean and 1/std, out = (s - mean) / std * w + b written at x's width
+            (the residual stream: fp32 under autocast, bf16 in the tuned encoder's 16-bit
+            stream) and in y's 16-bit type (the next matmul's input), s kept for the backward
+  backward  per row: g = dout (x's type) + dout (16-bit), the input gradient of s (to x as is, to
             y through the same mask, regenerated, not stored); each program also sums its rows'
             g * x_hat and g into per-program partials of the weight and bias gradients (stored
             column-major), which two short sums finish
@@ -46,7 +47,7 @@ if not torch.cuda.is_available() and "triton" not in sys.modules:
 import triton
 import triton.language as tl
 
-from fitbench.backends.torch.dropout_layer_norm import keep_threshold
+from fitbench.backends.torch.dropout_layer_norm import keep_threshold, sum_dtype
 
 #: launch settings, read at each call; chosen on the H200 by benchmarks/dropout_norm.py
 #: --fused-configs (dropout-norm-h200-2026-12-04-configs*.json: one row an iteration in the
@@ -71,6 +72,15 @@ def _lowbias32(h):
     h = h * 0x846CA68B
     h = h ^ (h >> 16)
     return h
+
+
+@triton.jit
+def _round_to_bf16(v):
+    """fp32 values rounded to the nearest bf16 (ties to even), still fp32. Integer operations, so
+    that Triton's interpreter, whose float downcast truncates, rounds as the GPU does."""
+    bits = v.to(tl.uint32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -102,6 +112,7 @@ def _forward_kernel(
     eps,
     DROPOUT: tl.constexpr,
     STORE_SUM: tl.constexpr,
+    ROUND_SUM: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
@@ -116,6 +127,8 @@ def _forward_kernel(
     if DROPOUT:
         y = tl.where(_keep(seed_ptr, site, offsets, threshold), y * scale, 0.0)
     s = x + y
+    if ROUND_SUM:  # a bf16 stream normalises the rounded sum it keeps: the backward's x_hat is ours
+        s = _round_to_bf16(s)
     mean = tl.sum(s, axis=1) / n_cols
     centred = tl.where(ok, s - mean[:, None], 0.0)
     rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, axis=1) / n_cols + eps)
@@ -123,7 +136,7 @@ def _forward_kernel(
     b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     out = centred * rstd[:, None] * w[None, :] + b[None, :]
     if STORE_SUM:
-        tl.store(s_ptr + offsets, s, mask=ok)
+        tl.store(s_ptr + offsets, s.to(s_ptr.dtype.element_ty), mask=ok)
     tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=ok)
     tl.store(out_low_ptr + offsets, out.to(out_low_ptr.dtype.element_ty), mask=ok)
     tl.store(mean_ptr + rows, mean, mask=row_ok)
@@ -174,7 +187,7 @@ def _backward_kernel(
             g += tl.load(dout_low_ptr + offsets, mask=ok, other=0.0).to(tl.float32)
         mean = tl.load(mean_ptr + rows, mask=row_ok, other=0.0)
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
-        s = tl.load(s_ptr + offsets, mask=ok, other=0.0)
+        s = tl.load(s_ptr + offsets, mask=ok, other=0.0).to(tl.float32)
         x_hat = tl.where(ok, (s - mean[:, None]) * rstd[:, None], 0.0)
         dw += tl.sum(g * x_hat, axis=0)
         db += tl.sum(g, axis=0)
@@ -213,19 +226,20 @@ def forward(
     eps: float,
     keep_sum: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(out, out in y's dtype, s = x + dropout(y), mean, 1/std) for 2-D contiguous x and y; s is
-    empty unless `keep_sum` (a backward will need it)."""
+    """(out, out in y's dtype, s = x + dropout(y), mean, 1/std) for 2-D contiguous x and y; s (in
+    sum_dtype(x.dtype)) is empty unless `keep_sum` (a backward will need it)."""
     n_rows, n_cols = x.shape
     out = torch.empty_like(x)
     out_low = torch.empty_like(y)
-    s = torch.empty(x.shape if keep_sum else (0,), device=x.device, dtype=torch.float32)
+    s = torch.empty(x.shape if keep_sum else (0,), device=x.device, dtype=sum_dtype(x.dtype))
     mean = torch.empty(n_rows, device=x.device, dtype=torch.float32)
     rstd = torch.empty_like(mean)
     block_n = _block_n(n_cols)
     _forward_kernel[(triton.cdiv(n_rows, FORWARD_ROWS),)](
         x, y, weight, bias, s, out, out_low, mean, rstd, seed,
         n_rows, n_cols, site, keep_threshold(p), 1.0 / (1.0 - p) if p > 0 else 1.0, eps,
-        DROPOUT=p > 0, STORE_SUM=keep_sum, BLOCK_M=FORWARD_ROWS, BLOCK_N=block_n,
+        DROPOUT=p > 0, STORE_SUM=keep_sum, ROUND_SUM=s.dtype == torch.bfloat16,
+        BLOCK_M=FORWARD_ROWS, BLOCK_N=block_n,
         num_warps=FORWARD_WARPS,
     )  # fmt: skip
     return out, out_low, s, mean, rstd

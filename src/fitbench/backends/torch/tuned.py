@@ -106,7 +106,12 @@ from fitbench.backends.torch.session import (
 from fitbench.backends.torch.static_decoder import FUSED_MAX_BATCH, StaticDecoder, StaticKVGenerator, _summary
 from fitbench.core.names import Framework
 from fitbench.errors import FitbenchError
-from fitbench.estimate.execution import sixteen_bit_weights, transformers_lacks_sdpa, tuned_precision
+from fitbench.estimate.execution import (
+    sixteen_bit_residual,
+    sixteen_bit_weights,
+    transformers_lacks_sdpa,
+    tuned_precision,
+)
 from fitbench.workloads.arch import ResNetArch, TransformerArch
 from fitbench.workloads.workload import Workload
 
@@ -143,6 +148,10 @@ ENCODER_INDUCTOR_OPTIONS: dict[str, Any] = {"fallback_random": True}
 #: estimate.execution.sixteen_bit_weights says the step does (backends/torch/master_weights.py);
 #: False keeps autocast's FP32 weights (what benchmarks compare against)
 SIXTEEN_BIT_WEIGHTS = True
+#: keep the compact encoder's residual stream in bf16 between the layers where
+#: estimate.execution.sixteen_bit_residual says the step does (CompactEncoder.residual_dtype);
+#: False keeps autocast's FP32 stream (what benchmarks compare against)
+SIXTEEN_BIT_RESIDUAL = True
 COMPILE_UNAVAILABLE = (
     "--compile needs a CUDA device with Triton (torch.compile's inductor); the step ran uncompiled"
 )
@@ -730,6 +739,13 @@ def open_step_session(
     math = fast_math(device)
     torch.manual_seed(options.seed)
     model, notes = _build(workload, device, plan.param_dtype)
+    if (
+        isinstance(model, CompactEncoder)
+        and SIXTEEN_BIT_RESIDUAL
+        and sixteen_bit_residual(workload, plan.in_effect, "tuned")
+    ):
+        model.residual_dtype = torch.bfloat16
+        notes["residual_stream"] = "bf16 between the layers (norms in fp32; Megatron-LM's bf16 recipe)"
     params = count_parameters(model)  # the base model, before any adapters
     if workload.peft:
         from fitbench.backends.torch.peft_support import apply_lora, lora_summary
