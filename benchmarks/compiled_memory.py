@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fitbench.catalog import get_gpu
-from fitbench.estimate.execution import workload_as_run
+from fitbench.estimate.execution import features_not_run, without_step_features, workload_as_run
 from fitbench.estimate.memory import memory_breakdown
 from fitbench.estimate.profile import Profile, get_profile
 from fitbench.workloads.workload import Workload
@@ -68,7 +68,9 @@ def rows(folder: Path = RESULTS) -> list[dict[str, Any]]:
         w = workload_as_run(Workload.from_dict(stored), "tuned", gpu)
         if w.is_generation:
             continue
-        (before, before_total), (after, after_total) = _estimates(w, eager), _estimates(w, tuned)
+        # the estimate of the step the run measured (its notes name the features it had)
+        with without_step_features(*features_not_run(w, m.get("backend_notes") or {})):
+            (before, before_total), (after, after_total) = _estimates(w, eager), _estimates(w, tuned)
         measured = float(m["warmup_peak_allocated_bytes"])
         out.append(
             {

@@ -30,7 +30,7 @@ from typing import Any
 
 from fitbench.catalog import get_gpu
 from fitbench.estimate import speed
-from fitbench.estimate.execution import without_step_features, workload_as_run
+from fitbench.estimate.execution import features_not_run, without_step_features, workload_as_run
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.timing import generation, step_timing
 from fitbench.workloads.presets import get_workload
@@ -52,16 +52,6 @@ class Point:
     fitbench_tuned: bool = True  # False: a compiled path outside fitbench's tuned mode
     #: today's step features this measurement's step ran without (execution.STEP_FEATURES)
     features_off: tuple[str, ...] = ()
-
-
-def features_not_run(w: Workload, notes: dict[str, Any]) -> tuple[str, ...]:
-    """The tuned training step's features that a stored run's backend notes do not name: a run
-    from before them measured the step without them, and is scored against that step's estimate
-    (execution.without_step_features)."""
-    if not w.is_training:
-        return ()
-    ran = {"sixteen_bit_weights": "sixteen_bit_weights", "sixteen_bit_residual": "residual_stream"}
-    return tuple(feature for feature, note in ran.items() if note not in notes)
 
 
 def _workload_from(stored: dict[str, Any], precision: str | None) -> Workload:

@@ -16,7 +16,7 @@ import pytest
 
 from fitbench.catalog import get_gpu
 from fitbench.estimate import resnet_cost, speed, transformer_cost
-from fitbench.estimate.execution import workload_as_run
+from fitbench.estimate.execution import features_not_run, workload_as_run
 from fitbench.estimate.profile import get_profile
 from fitbench.workloads.library import workload_for_model
 from fitbench.workloads.presets import get_workload
@@ -264,12 +264,12 @@ def test_a_stored_step_is_scored_as_the_step_it_ran() -> None:
     16-bit residual stream measured the step without them: tuned_accuracy scores it against that
     step's estimate (slower than today's), and a run naming both against today's."""
     bert = workload_as_run(get_workload("bert-base-imdb"), "tuned", H200)
-    older = tuned_accuracy.features_not_run(bert, {"compiled_step": True})
+    older = features_not_run(bert, {"compiled_step": True})
     assert older == ("sixteen_bit_weights", "sixteen_bit_residual")
     both = {"sixteen_bit_weights": {"params": 1}, "residual_stream": "bf16"}
-    assert tuned_accuracy.features_not_run(bert, both) == ()
+    assert features_not_run(bert, both) == ()
     decode = get_workload("llm-6b", batch_size=1)
-    assert tuned_accuracy.features_not_run(decode, {}) == ()  # no training step to have them
+    assert features_not_run(decode, {}) == ()  # no training step to have them
 
     def point(off):
         return tuned_accuracy.Point(

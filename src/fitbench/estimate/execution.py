@@ -23,8 +23,9 @@ eager attention.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from fitbench.core import names
 from fitbench.core.gpu import GpuSpec
@@ -92,8 +93,10 @@ def optimizer_impl_as_run(workload: Workload, exec_mode: str, framework: str = "
 
 #: the optimizers whose tuned step keeps 16-bit weights with FP32 masters (sixteen_bit_weights)
 MASTER_WEIGHT_OPTIMIZERS = ("adam", "adamw")
-#: the tuned step's features that an older backend ran without (the rules below, by name)
-STEP_FEATURES = ("sixteen_bit_weights", "sixteen_bit_residual")
+#: the tuned step's features that an older backend ran without (the rules below, by name), and
+#: the backend note a run that had the feature writes (backends/torch/tuned.py)
+STEP_FEATURE_NOTES = {"sixteen_bit_weights": "sixteen_bit_weights", "sixteen_bit_residual": "residual_stream"}
+STEP_FEATURES = tuple(STEP_FEATURE_NOTES)
 _features_off: frozenset[str] = frozenset()
 
 
@@ -108,20 +111,39 @@ def without_step_features(*features: str) -> Iterator[None]:
         raise ValueError(f"unknown step features {sorted(unknown)}; known: {STEP_FEATURES}")
     before = _features_off
     _features_off = before | frozenset(features)
-    _forget_cached_estimates()
+    _forget_feature_dependent_caches()
     try:
         yield
     finally:
         _features_off = before
-        _forget_cached_estimates()
+        _forget_feature_dependent_caches()
 
 
-def _forget_cached_estimates() -> None:
-    """Drop the memory estimates cached by workload (they were made under other features)."""
-    from fitbench.estimate import memory, single_device
+def features_not_run(workload: Workload, backend_notes: dict[str, object]) -> tuple[str, ...]:
+    """The tuned training step's features that a stored run's backend notes do not name: a run
+    from before them measured the step without them, and is compared with that step's estimate
+    (without_step_features)."""
+    if not workload.is_training:
+        return ()
+    return tuple(feature for feature, note in STEP_FEATURE_NOTES.items() if note not in backend_notes)
 
-    for cached in (memory.peak_bytes, memory.needed_bytes, single_device._first_step_reserve):
-        cached.cache_clear()
+
+#: the cache_clear of every cached estimate that the step features change
+_feature_dependent_caches: list[Callable[[], None]] = []
+Cached = TypeVar("Cached")
+
+
+def cleared_with_step_features(cached: Cached) -> Cached:
+    """Register an lru_cache'd estimate (keyed by workload, not by the step features) so that
+    without_step_features clears it when it turns features off and on: a cached peak made for
+    today's step must not answer for an older one."""
+    _feature_dependent_caches.append(cached.cache_clear)  # type: ignore[attr-defined]
+    return cached
+
+
+def _forget_feature_dependent_caches() -> None:
+    for clear in _feature_dependent_caches:
+        clear()
 
 
 def sixteen_bit_weights(workload: Workload, precision: str, exec_mode: str, framework: str = "torch") -> bool:

@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from fitbench.estimate import peft, sharding
 from fitbench.estimate.breakdown import MemoryBreakdown, required_bytes
+from fitbench.estimate.execution import cleared_with_step_features
 from fitbench.estimate.profile import Profile
 from fitbench.estimate.single_device import single_device_breakdown
 from fitbench.workloads.workload import Workload
@@ -39,12 +40,14 @@ def memory_breakdown(workload: Workload, profile: Profile, *, reserve: bool = Tr
     return one_device_breakdown(workload, profile, reserve=reserve)
 
 
+@cleared_with_step_features
 @lru_cache(maxsize=4096)
 def peak_bytes(workload: Workload, profile: Profile) -> int:
     """Peak memory only (cached: the max-batch search evaluates many batch sizes)."""
     return memory_breakdown(workload, profile).total
 
 
+@cleared_with_step_features
 @lru_cache(maxsize=4096)
 def needed_bytes(workload: Workload, profile: Profile) -> int:
     """Memory that must fit for the job to run (cached like peak_bytes)."""

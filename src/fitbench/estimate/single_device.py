@@ -14,7 +14,7 @@ from functools import lru_cache
 from fitbench.core.names import Framework
 from fitbench.estimate import first_step, generation_reserve, liveness, resnet_cost, transformer_cost
 from fitbench.estimate.breakdown import PART_NAMES, MemoryBreakdown
-from fitbench.estimate.execution import sixteen_bit_weights
+from fitbench.estimate.execution import cleared_with_step_features, sixteen_bit_weights
 from fitbench.estimate.liveness import GradedSegment
 from fitbench.estimate.optimizer import optimizer_bytes
 from fitbench.estimate.profile import Profile
@@ -244,6 +244,7 @@ def _cached_beside_peak(
     return cached
 
 
+@cleared_with_step_features
 @lru_cache(maxsize=1024)
 def _first_step_reserve(
     workload: Workload, framework: str, compiled: bool, release: str | None = None, sixteen_bit: bool = False
