@@ -928,6 +928,19 @@ def test_exaone4_windows_follow_its_pattern_as_letters_or_a_period(pattern: Any,
     assert (arch.sliding_layers, arch.sliding_window, arch.qk_norm) == (local, 32, "head")
 
 
+def test_exaone4_keys_left_out_take_transformers_defaults() -> None:
+    """A saved EXAONE 4.0 config without `sliding_window` or its pattern builds, in transformers,
+    Exaone4Config's defaults (a 4096-token window, every fourth layer global): so does fitbench,
+    and it agrees with the layer types transformers' own config class derives."""
+    transformers = pytest.importorskip("transformers")
+    bare = {k: v for k, v in EXAONE4.items() if k != "sliding_window"}
+    arch = arch_from_hf_config(bare)
+    assert isinstance(arch, TransformerArch)
+    theirs = transformers.Exaone4Config(**{k: v for k, v in bare.items() if k != "model_type"})
+    local = sum(t == "sliding_attention" for t in theirs.layer_types)
+    assert (arch.sliding_window, arch.sliding_layers) == (theirs.sliding_window, local) == (4096, 6)
+
+
 def test_exaone4_without_a_window_is_global_everywhere_and_a_bad_pattern_is_named() -> None:
     arch = arch_from_hf_config({**EXAONE4, "sliding_window": None, "sliding_window_pattern": "LLLG"})
     assert isinstance(arch, TransformerArch) and arch.sliding_layers == 0

@@ -570,11 +570,19 @@ def _olmo3(r: ConfigReader) -> TransformerArch:
     return _decoder(r, max_positions=2048, mlp_bias=False, qk_norm="full", sliding="pattern4")
 
 
+# Exaone4Config's and ExaoneMoeConfig's window where a saved file leaves the keys out (an explicit
+# null keeps none; transformers 5.17 and 5.24 alike)
+EXAONE_WINDOW_DEFAULTS = {"sliding_window": 4096, "sliding_window_pattern": 4}
+
+
 def _exaone4(r: ConfigReader) -> TransformerArch:
     """EXAONE 4.0: post-norms as OLMo-2 (two a block, Llama's RMSNorm), an RMSNorm of head_dim on
     queries and on keys, no biases; with a `sliding_window`, the layers `layer_types` marks (or
     `sliding_window_pattern`: a period such as 4, or a string such as "LLLG" whose L's are local)
-    attend to that window (the 32B model); without one every layer is global (1.2B)."""
+    attend to that window (the 32B model); with an explicit null every layer is global (1.2B).
+    Keys a saved file leaves out take Exaone4Config's defaults (EXAONE_WINDOW_DEFAULTS), as
+    transformers builds the model: a 4096-token window on three layers of four."""
+    r = ConfigReader({**EXAONE_WINDOW_DEFAULTS, **r.data}, r.source, r.model_type)
     return _decoder(r, bias=None, mlp_bias=False, qk_norm="head", **_exaone_windows(r))
 
 
@@ -598,10 +606,6 @@ def _exaone_windows(r: ConfigReader) -> dict[str, Any]:
     return {"sliding_window": window, "sliding_layers": local} if local else {}
 
 
-# ExaoneMoeConfig's window where a saved file leaves the keys out (an explicit null keeps none).
-EXAONE_MOE_WINDOW_DEFAULTS = {"sliding_window": 4096, "sliding_window_pattern": 4}
-
-
 def _exaone_moe(r: ConfigReader) -> TransformerArch:
     """K-EXAONE (`exaone_moe`): EXAONE 4.0's attention (query/key norms of head_dim, local layers
     by its window pattern) in pre-norm blocks (OLMoE's, not EXAONE 4.0's post-norms), the first
@@ -609,7 +613,7 @@ def _exaone_moe(r: ConfigReader) -> TransformerArch:
     DeepSeek-V3's sigmoid-routed experts (`num_experts` of `moe_intermediate_size`) plus
     `num_shared_experts` shared ones; ExaoneMoeConfig's defaults for the keys a saved file
     leaves out. The multi-token-prediction weights (`mtp.*`) are not loaded and not counted."""
-    r = ConfigReader({**EXAONE_MOE_WINDOW_DEFAULTS, **r.data}, r.source, r.model_type)
+    r = ConfigReader({**EXAONE_WINDOW_DEFAULTS, **r.data}, r.source, r.model_type)
     width = r.int("moe_intermediate_size", default=1024)
     moe = dict(
         num_experts=r.int("num_experts", default=64, maximum=1 << 16),
