@@ -12,6 +12,7 @@ from fitbench.catalog import get_gpu
 from fitbench.cli.main import main
 from fitbench.estimate import calibrate
 from fitbench.estimate.api import estimate
+from fitbench.estimate.execution import STEP_FEATURES, without_step_features
 from fitbench.estimate.profile import get_profile, user_profile_path
 from fitbench.workloads.presets import get_workload
 from fitbench.workloads.workload import Workload
@@ -110,6 +111,28 @@ def test_an_uncompiled_tuned_training_step_fits_nothing_but_a_compiled_one_does(
     w, m = resnet[0]
     compiled = dataclasses.replace(m, backend_notes={**m.backend_notes, "compiled_step": True})
     assert speed_keys & set(calibrate.fit_profile([(w, compiled)], gpu, base).values)
+
+
+def test_a_tuned_record_is_held_against_the_step_it_ran() -> None:
+    """A compiled tuned BERT step from before the 16-bit weights and residual stream (its notes
+    name neither) is evidence against that step's estimate: the evidence ratio moves by the
+    estimates' ratio once its notes name both features."""
+    _, tuned = calibrate.points_from_result_file(SPEED, "tuned")
+    w, m = next((w, m) for w, m in tuned if getattr(w.arch, "kind", None) == "encoder")
+    gpu = get_gpu("h200")
+    base = get_profile("torch", "tuned", use_user=False)
+    old_notes = {**m.backend_notes, "compiled_step": True}
+    new_notes = {**old_notes, "sixteen_bit_weights": {"params": 1}, "residual_stream": "bf16"}
+    ratios = []
+    for notes in (old_notes, new_notes):
+        evidence, _, _ = calibrate._evidence([(w, dataclasses.replace(m, backend_notes=notes))], gpu, base)
+        ((ratio,),) = evidence.values()
+        ratios.append(ratio)
+    today = estimate(w, gpu, framework="torch", exec_mode="tuned", profile=base).step_seconds
+    with without_step_features(*STEP_FEATURES):
+        older = estimate(w, gpu, framework="torch", exec_mode="tuned", profile=base).step_seconds
+    assert older > today * 1.05
+    assert ratios[1] / ratios[0] == pytest.approx(older / today, rel=1e-9)
 
 
 def test_decode_efficiency_governs_decode_steps_only() -> None:

@@ -36,6 +36,7 @@ from fitbench.catalog import get_gpu
 from fitbench.core.gpu import GpuSpec
 from fitbench.errors import FitbenchError
 from fitbench.estimate.api import estimate
+from fitbench.estimate.execution import features_not_run, without_step_features
 from fitbench.estimate.profile import (
     HOST_ROUND_KEYS,
     HOST_TIME_KEYS,
@@ -185,7 +186,10 @@ def _evidence(
         if _ran_uncompiled(m, workload, base):
             measured = None  # its step is not the compiled one the profile's mode is estimated as
         as_run = _profile_as_run(m, workload, base)
-        est = estimate(workload, gpu, framework=base.framework, exec_mode=base.exec_mode, profile=as_run)
+        # a record of a tuned step from before one of its features is held against that step
+        # (the features are torch's tuned step's: other modes' estimates do not change)
+        with without_step_features(*features_not_run(workload, m.backend_notes or {})):
+            est = estimate(workload, gpu, framework=base.framework, exec_mode=base.exec_mode, profile=as_run)
         key = _ratio_key(est.bottleneck, workload, as_run)
         if measured and est.step_seconds and key is not None:
             ratios.setdefault(key, []).append(measured / est.step_seconds)
