@@ -170,6 +170,15 @@ def sixteen_bit_weights(workload: Workload, precision: str, exec_mode: str, fram
     )
 
 
+def sixteen_bit_tied_head_params(workload: Workload) -> int:
+    """The parameters of a decoder's LM head tied to its embedding, which a step keeping 16-bit
+    weights leaves in FP32 (the lookup shares the matrix: backends/torch/master_weights.
+    sixteen_bit_candidates) and autocast casts at each use as before; 0 without one."""
+    arch = workload.arch
+    tied = getattr(arch, "kind", None) == "decoder" and getattr(arch, "tie_embeddings", False)
+    return arch.vocab_size * arch.hidden_size if tied else 0  # type: ignore[union-attr]
+
+
 def runs_residual_site_operator(workload: Workload) -> bool:
     """Whether the workload's compiled (tuned) step runs fitbench's residual-site operator: the
     tuned mode's BERT-style text encoders do (backends/torch/compact_encoder); LoRA-adapted ones

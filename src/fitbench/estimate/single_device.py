@@ -14,7 +14,11 @@ from functools import lru_cache
 from fitbench.core.names import Framework
 from fitbench.estimate import first_step, generation_reserve, liveness, resnet_cost, transformer_cost
 from fitbench.estimate.breakdown import PART_NAMES, MemoryBreakdown
-from fitbench.estimate.execution import cleared_with_step_features, sixteen_bit_weights
+from fitbench.estimate.execution import (
+    cleared_with_step_features,
+    sixteen_bit_tied_head_params,
+    sixteen_bit_weights,
+)
 from fitbench.estimate.liveness import GradedSegment
 from fitbench.estimate.optimizer import optimizer_bytes
 from fitbench.estimate.profile import Profile
@@ -71,9 +75,7 @@ def graded_segments(
 def sixteen_bit_params(seg: Segment, workload: Workload) -> int:
     """The parameters of `seg` that a step keeping 16-bit weights holds in bf16: the ones autocast
     would cast, except a head tied to the embedding (the embedding's FP32 weight, cast as before)."""
-    arch = workload.arch
-    decoder = isinstance(arch, TransformerArch) and arch.kind == "decoder"
-    tied_head = seg.name == "head" and decoder and arch.tie_embeddings
+    tied_head = seg.name == "head" and sixteen_bit_tied_head_params(workload) > 0
     return 0 if tied_head else min(seg.cast_params, seg.params)
 
 

@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING
 from fitbench.core.quant import kv_cache_element_bytes, kv_cache_scale_bytes_per_head, matrix_total_bytes
 from fitbench.estimate import linear_attention
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes, keeps_dropout_masks
-from fitbench.estimate.execution import runs_residual_site_operator, sdpa_math_only, sixteen_bit_residual
+from fitbench.estimate.execution import (
+    runs_residual_site_operator,
+    sdpa_math_only,
+    sixteen_bit_residual,
+    sixteen_bit_tied_head_params,
+)
 from fitbench.estimate.matrices import block_gemms, expert_gemms, layer_gemms
 from fitbench.estimate.segments import Kernel, Segment
 from fitbench.estimate.weights import (
@@ -1550,9 +1555,7 @@ def casts_of_sixteen_bit_step(forward: list[Kernel], workload: Workload) -> list
     """`forward` of a step that keeps its Linear weights in bf16 with FP32 masters
     (execution.sixteen_bit_weights): autocast casts none of them, so the weight_casts kernel
     keeps only a tied LM head's (the embedding's FP32 matrix, cast at each use as before)."""
-    arch = workload.arch
-    assert isinstance(arch, TransformerArch)
-    kept = arch.vocab_size * arch.hidden_size if arch.kind == "decoder" and arch.tie_embeddings else 0
+    kept = sixteen_bit_tied_head_params(workload)
     out = []
     for k in forward:
         if k.name == "weight_casts" and k.bytes:
