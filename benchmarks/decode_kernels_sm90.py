@@ -42,8 +42,12 @@ MAX_SHARED_BYTES = 227 * 1024  # the most shared memory one block of an H100 / H
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 
 
-def compile_kernel(fn: Any, args: dict[str, Any], config: dk.GemvConfig | None) -> dict[str, Any]:
-    """Compile `fn` with `args` (a str: the runtime type; anything else: a constexpr)."""
+def compile_kernel(
+    fn: Any, args: dict[str, Any], config: dk.GemvConfig | None, *, num_warps: int | None = None
+) -> dict[str, Any]:
+    """Compile `fn` with `args` (a str: the runtime type; anything else: a constexpr), with
+    `config`'s warps and stages (else `num_warps`, default 4, and Triton's stages). Other kernels'
+    tests use it too (tests/backends/test_dropout_layer_norm.py)."""
     signature, constants = {}, {}
     for name in fn.arg_names:
         value = args[name]
@@ -57,7 +61,7 @@ def compile_kernel(fn: Any, args: dict[str, Any], config: dk.GemvConfig | None) 
         for i, name in enumerate(fn.arg_names)
         if signature[name].startswith("*") or signature[name] == "i32"
     }
-    options: dict[str, int] = {"num_warps": config.num_warps if config else 4}
+    options: dict[str, int] = {"num_warps": config.num_warps if config else num_warps or 4}
     if config is not None:
         options["num_stages"] = config.num_stages
     kernel = triton.compile(ASTSource(fn, signature, constants, attrs), target=TARGET, options=options)

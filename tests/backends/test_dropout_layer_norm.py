@@ -8,7 +8,12 @@ paths); a padded lane or an unwritten element would show as a difference from th
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -212,3 +217,60 @@ def test_shapes_beyond_two_dimensions_normalise_the_last() -> None:
     )
     assert out.shape == x.shape and out_low.shape == x.shape
     torch.testing.assert_close(out, F.layer_norm(x + y, (24,), w, b, EPS), rtol=1e-5, atol=1e-5)
+
+
+#: compiled in a child process: this one's Triton interprets (no GPU), which a compile must not
+SM90_COMPILE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import decode_kernels_sm90 as sm90  # sets TRITON_INTERPRET=0 before Triton is imported
+from fitbench.backends.torch import norm_kernels as nk
+
+def forward(stream):
+    return dict(
+        x_ptr=f"*{stream}", y_ptr="*bf16", w_ptr="*fp32", b_ptr="*fp32", s_ptr=f"*{stream}",
+        out_ptr=f"*{stream}", out_low_ptr="*bf16", mean_ptr="*fp32", rstd_ptr="*fp32", seed_ptr="*i64",
+        n_rows="i32", n_cols="i32", site="i32", threshold="i64", scale="fp32", eps="fp32",
+        DROPOUT=True, STORE_SUM=True, ROUND_SUM=stream == "bf16", BLOCK_M=nk.FORWARD_ROWS, BLOCK_N=1024,
+    )
+
+def backward(stream):
+    return dict(
+        dout_ptr=f"*{stream}", dout_low_ptr="*bf16", s_ptr=f"*{stream}", w_ptr="*fp32", mean_ptr="*fp32",
+        rstd_ptr="*fp32", seed_ptr="*i64", dx_ptr=f"*{stream}", dy_ptr="*bf16", part_ptr="*fp32",
+        n_rows="i32", n_cols="i32", site="i32", threshold="i64", scale="fp32",
+        HAS_DOUT=True, HAS_DOUT_LOW=True, DROPOUT=True, ROWS_PER_PROGRAM=16,
+        STAGES=nk.BACKWARD_STAGES, BLOCK_M=nk.BACKWARD_ROWS, BLOCK_N=1024,
+    )
+
+out = {}
+for stream in ("fp32", "bf16"):
+    fwd, bwd = nk._forward_kernel, nk._backward_kernel
+    out[f"forward {stream}"] = sm90.compile_kernel(fwd, forward(stream), None, num_warps=nk.FORWARD_WARPS)
+    out[f"backward {stream}"] = sm90.compile_kernel(bwd, backward(stream), None, num_warps=nk.BACKWARD_WARPS)
+print(json.dumps(out))
+"""
+
+
+def test_the_kernels_compile_for_an_h200_with_either_stream():
+    """Triton's own ptxas compiles the forward and backward kernels for sm_90 (H100 / H200) at
+    BERT-base's width, with autocast's FP32 stream and with the tuned encoder's bf16 one (whose
+    rounding is integer arithmetic on the sum's bits), without a GPU and without spilling."""
+    nvidia = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    if not (nvidia / "ptxas").exists() or not (nvidia / "cuobjdump").exists():
+        pytest.skip("this Triton ships no ptxas / cuobjdump")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), "TRITON_INTERPRET": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", SM90_COMPILE, str(root / "benchmarks")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    kernels = json.loads(done.stdout.splitlines()[-1])
+    assert sorted(kernels) == ["backward bf16", "backward fp32", "forward bf16", "forward fp32"]
+    for name, usage in kernels.items():
+        assert usage["registers"] and usage["stack_bytes"] == 0, (name, usage)
