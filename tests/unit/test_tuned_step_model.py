@@ -269,7 +269,7 @@ def test_a_stored_step_is_scored_as_the_step_it_ran() -> None:
     both = {"sixteen_bit_weights": {"params": 1}, "residual_stream": "bf16"}
     assert features_not_run(bert, both) == ()
     decode = get_workload("llm-6b", batch_size=1)
-    assert features_not_run(decode, {}) == ()  # no training step to have them
+    assert features_not_run(decode, {}) == ()  # generation: none of the features
 
     def point(off):
         return tuned_accuracy.Point(

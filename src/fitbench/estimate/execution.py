@@ -23,7 +23,7 @@ eager attention.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -119,11 +119,11 @@ def without_step_features(*features: str) -> Iterator[None]:
         _forget_feature_dependent_caches()
 
 
-def features_not_run(workload: Workload, backend_notes: dict[str, object]) -> tuple[str, ...]:
-    """The tuned training step's features that a stored run's backend notes do not name: a run
-    from before them measured the step without them, and is compared with that step's estimate
-    (without_step_features)."""
-    if not workload.is_training:
+def features_not_run(workload: Workload, backend_notes: Mapping[str, object]) -> tuple[str, ...]:
+    """The tuned step's features that a stored run's backend notes do not name: a run from before
+    them measured the step without them, and is compared with that step's estimate
+    (without_step_features). Generation has none of them (its notes never name them)."""
+    if workload.is_generation:
         return ()
     return tuple(feature for feature, note in STEP_FEATURE_NOTES.items() if note not in backend_notes)
 
