@@ -7,9 +7,11 @@ import pytest
 from fitbench.catalog import get_gpu
 from fitbench.estimate.api import estimate
 from fitbench.estimate.execution import (
+    STEP_FEATURES,
     precision_as_run,
     sixteen_bit_residual,
     sixteen_bit_weights,
+    without_step_features,
     workload_as_run,
 )
 from fitbench.estimate.profile import get_profile
@@ -189,8 +191,6 @@ def test_fp32_training_over_grouped_heads_runs_sdpa_math_path(model, overrides, 
 def test_an_older_step_is_estimated_without_the_features_it_lacked():
     """without_step_features: inside, the named rules answer False and the estimate (time and the
     cached memory alike) is that of the step without them; outside, today's step again."""
-    from fitbench.estimate.execution import STEP_FEATURES, without_step_features
-
     w = workload_as_run(get_workload("bert-base-imdb", precision="amp-bf16"), "tuned", H200)
     today = estimate(w, H200, exec_mode="tuned")
     assert sixteen_bit_weights(w, w.precision, "tuned") and sixteen_bit_residual(w, w.precision, "tuned")
