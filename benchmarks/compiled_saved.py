@@ -178,7 +178,7 @@ def estimator_counts(workload: Any) -> dict[str, float]:
         residual_op = transformer_cost.runs_residual_site_operator(workload)
         compiled = transformer_cost.compiled_layer_saved_bytes_per_token(
             arch,
-            transformer_cost.residual_stream_dtypes(workload, dt_) if residual_op else dt_,
+            transformer_cost.residual_stream_dtypes(workload, dt_),
             s,
             workload.attention,
             fused_residual_norm=residual_op,

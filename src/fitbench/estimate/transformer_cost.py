@@ -573,9 +573,9 @@ def compiled_qk_norm_saved_bytes_per_token(arch: TransformerArch, dt: Activation
 
 
 def residual_stream_dtypes(workload: Workload, dt: ActivationDtypes) -> ActivationDtypes:
-    """`dt` for the blocks of a step that runs fitbench's residual-site operator
-    (runs_residual_site_operator, a tuned step): the residual stream in bf16 where
-    execution.sixteen_bit_residual says the tuned encoder keeps it so, else as autocast keeps it."""
+    """`dt` for the blocks of a tuned (compiled) step: the residual stream in bf16 where
+    execution.sixteen_bit_residual says the tuned encoder keeps it so (only a step that runs the
+    residual-site operator does), else `dt` as autocast keeps it."""
     if sixteen_bit_residual(workload, workload.precision, "tuned"):
         return replace(dt, res=dt.act)
     return dt
@@ -731,7 +731,7 @@ def training_segments(
         )
     )
     residual_op = compiled and runs_residual_site_operator(workload)
-    block_dt = residual_stream_dtypes(workload, dt) if residual_op else dt
+    block_dt = residual_stream_dtypes(workload, dt) if compiled else dt
     if compiled:
         per_layer = tokens * compiled_layer_saved_bytes_per_token(
             arch, block_dt, s, workload.attention, fused_residual_norm=residual_op
@@ -1884,7 +1884,7 @@ def _block_pointwise_kernels(
     ks: list[Kernel] = []
     ew_bytes, ew_ops = _elementwise_bytes_per_token(arch, dt, attention=attention)
     residual_op = runs_residual_site_operator(workload)
-    site_dt = residual_stream_dtypes(workload, dt) if residual_op else dt
+    site_dt = residual_stream_dtypes(workload, dt)
     norm_fused, norm_regions, rest_fused, rest_regions = fused_pointwise_bytes_per_token(
         arch, site_dt, fused_residual_norm=residual_op, training=workload.is_training
     )

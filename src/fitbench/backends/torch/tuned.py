@@ -107,6 +107,7 @@ from fitbench.backends.torch.static_decoder import FUSED_MAX_BATCH, StaticDecode
 from fitbench.core.names import Framework
 from fitbench.errors import FitbenchError
 from fitbench.estimate.execution import (
+    STEP_FEATURE_NOTES,
     sixteen_bit_residual,
     sixteen_bit_weights,
     transformers_lacks_sdpa,
@@ -600,7 +601,7 @@ class TunedTrainSession(GraphedStepSession):
             self.optimizer: torch.optim.Optimizer | SplitOptimizer = fp32
         else:
             self.optimizer = SplitOptimizer(fp32, self.sixteen_bit)
-            self.notes["sixteen_bit_weights"] = {
+            self.notes[STEP_FEATURE_NOTES["sixteen_bit_weights"]] = {
                 "params": self.sixteen_bit.numel,
                 "tensors": len(self.sixteen_bit.params),
                 "dtype": "bf16",
@@ -745,7 +746,9 @@ def open_step_session(
         and sixteen_bit_residual(workload, plan.in_effect, "tuned")
     ):
         model.residual_dtype = torch.bfloat16
-        notes["residual_stream"] = "bf16 between the layers (norms in fp32; Megatron-LM's bf16 recipe)"
+        notes[STEP_FEATURE_NOTES["sixteen_bit_residual"]] = (
+            "bf16 between the layers (norms in fp32; Megatron-LM's bf16 recipe)"
+        )
     params = count_parameters(model)  # the base model, before any adapters
     if workload.peft:
         from fitbench.backends.torch.peft_support import apply_lora, lora_summary
