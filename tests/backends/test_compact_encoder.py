@@ -171,6 +171,31 @@ def test_fused_residual_sites_and_erf_gelu_match_the_unfused_layers(monkeypatch)
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5 * scale, msg=name)
 
 
+def test_three_qkv_products_compute_what_one_product_and_its_views_compute(monkeypatch) -> None:
+    """THREE_QKV_PRODUCTS changes where q, k and v live, not their values: the same logits and
+    the same gradients (the qkv weight's included) as the one product whose views they were."""
+    import fitbench.backends.torch.compact_encoder as ce
+
+    one, _ = _pair(TINY_BERT)
+    monkeypatch.setattr(ce, "THREE_QKV_PRODUCTS", True)
+    three = CompactEncoder(TINY_BERT)
+    three.load_state_dict(one.state_dict())
+    assert all(layer.three_qkv_products for layer in three.layers)
+    assert not any(layer.three_qkv_products for layer in one.layers)
+    ids = torch.randint(0, TINY_BERT.vocab_size, (2, 9), generator=torch.Generator().manual_seed(5))
+    for model in (one, three):
+        model.train()
+        _dropout_off(model)
+        model(ids).square().sum().backward()
+    torch.testing.assert_close(three(ids), one(ids), rtol=1e-5, atol=1e-6)
+    grads = 0
+    for (name, a), (_, b) in zip(three.named_parameters(), one.named_parameters(), strict=True):
+        scale = b.grad.abs().max().item()
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5 * scale, msg=name)
+        grads += "qkv" in name and b.grad.abs().sum().item() > 0
+    assert grads == 2 * TINY_BERT.num_layers  # each layer's qkv weight and bias got a gradient
+
+
 def test_each_training_step_draws_new_residual_masks() -> None:
     ours, _ = _pair(TINY_BERT)
     ours.train()

@@ -48,6 +48,11 @@ DROPOUT = 0.1  # BertConfig.hidden_dropout_prob and attention_probs_dropout_prob
 FUSED_RESIDUAL_NORM = True
 #: build layers whose GELU takes erf from A&S 7.1.26 (erf_gelu; False: F.gelu and libdevice's erf)
 CHEAP_ERF_GELU = True
+#: project q, k and v as three products of the one qkv weight (False: one product, q/k/v its views).
+#: Views of one product give cuDNN's backward three separate gradients, which the qkv weight's
+#: backward stacks again (a copy of 3·tokens·hidden a layer); three products take their gradients
+#: as they come and only sum the three input gradients.
+THREE_QKV_PRODUCTS = False
 
 
 def check_bert_layout(arch: TransformerArch) -> None:
@@ -84,6 +89,7 @@ class EncoderLayer(nn.Module):
         self.fused_norm = FUSED_RESIDUAL_NORM
         self.gelu = erf_gelu if CHEAP_ERF_GELU else F.gelu
         self.sites = (2 * index + 1, 2 * index + 2)  # this layer's two masks per step
+        self.three_qkv_products = THREE_QKV_PRODUCTS
         self.qkv = nn.Linear(h, 3 * h)
         self.out = nn.Linear(h, h)
         self.attn_norm = nn.LayerNorm(h, eps=LAYER_NORM_EPS)
@@ -97,7 +103,7 @@ class EncoderLayer(nn.Module):
         b, t, h = x.shape
         p = self.dropout if self.training else 0.0
         inputs = x if x_low is None else x_low
-        q, k, v = self.qkv(inputs).view(b, t, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k, v = self._project_qkv(inputs)
         attn = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
         attn = attn.transpose(1, 2).reshape(b, t, h)
         x, x_low = self._residual(self.attn_norm, x, self.out(attn), seed, self.sites[0], p)
@@ -106,6 +112,16 @@ class EncoderLayer(nn.Module):
         gelu = self.gelu if torch.compiler.is_compiling() else F.gelu
         y = self.down(gelu(self.up(x if x_low is None else x_low)))
         return self._residual(self.mlp_norm, x, y, seed, self.sites[1], p)
+
+    def _project_qkv(self, inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k and v as (batch, heads, tokens, head size), from the one qkv Linear."""
+        b, t, h = inputs.shape
+        heads = (b, t, self.heads, h // self.heads)
+        if self.three_qkv_products:
+            w, bias = self.qkv.weight, self.qkv.bias
+            q, k, v = (F.linear(inputs, w[i * h : (i + 1) * h], bias[i * h : (i + 1) * h]) for i in range(3))
+            return q.view(heads).transpose(1, 2), k.view(heads).transpose(1, 2), v.view(heads).transpose(1, 2)
+        return self.qkv(inputs).view(b, t, 3, *heads[2:]).permute(2, 0, 3, 1, 4).unbind(0)
 
     def _residual(
         self, norm: nn.LayerNorm, x: torch.Tensor, y: torch.Tensor, seed: torch.Tensor, site: int, p: float
