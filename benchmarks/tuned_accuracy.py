@@ -1,6 +1,6 @@
 """Every stored tuned measurement against today's tuned estimate, with the estimate's breakdown.
 
-Read-only: it reads the stored H200 results and rewrites nothing. For each measurement of
+Read-only: it reads the stored H200 (and H100) results and rewrites nothing. For each measurement of
 `--exec tuned` (and of the compiled static-cache paths that the tuned profile stands for) it
 prints the measured and estimated headline, the error and where the estimated step goes:
 compute-bound, memory-bound and floor-bound kernel time, host time. No framework import, no GPU.
@@ -11,6 +11,7 @@ compute-bound, memory-bound and floor-bound kernel time, host time. No framework
 Sources (benchmarks/results):
   speed-h200-*.json            benchmarks/speed.py's tuned runs (ResNet-50 CIFAR, BERT-base, 6.7B decode);
                                training steps only where they ran compiled (the tuned estimate's step)
+  speed-h100-*.json            the same on an H100, scored against the H100's estimate (labels end "h100")
   compiled-step-h200-*.json    benchmarks/compiled_step.py's compiled tuned steps (ResNet-50, BERT-base,
                                Llama-3.2-1B)
   decode-kernels-h200-*.json   the 6.7B token with the torch.compile'd step of cuBLAS GEMVs at batch 1
@@ -52,6 +53,7 @@ class Point:
     fitbench_tuned: bool = True  # False: a compiled path outside fitbench's tuned mode
     #: today's step features this measurement's step ran without (execution.STEP_FEATURES)
     features_off: tuple[str, ...] = ()
+    gpu: str = GPU  # the catalog GPU it ran on, which its estimate is for
 
 
 def _workload_from(stored: dict[str, Any], precision: str | None) -> Workload:
@@ -61,9 +63,10 @@ def _workload_from(stored: dict[str, Any], precision: str | None) -> Workload:
     return w.replace(precision=precision) if precision else w
 
 
-def speed_points(path: Path) -> list[Point]:
-    """The tuned runs of one benchmarks/speed.py result file, at the precision they ran."""
+def speed_points(path: Path, gpu: str = GPU) -> list[Point]:
+    """The tuned runs of one benchmarks/speed.py result file, at the precision they ran, on `gpu`."""
     data = json.loads(path.read_text())
+    card = "" if gpu == GPU else f" {gpu}"
     out = []
     for s in data["scenarios"]:
         run = s["runs"].get("tuned") or {}
@@ -76,12 +79,13 @@ def speed_points(path: Path) -> list[Point]:
             continue  # an uncompiled tuned step: the tuned estimate counts the compiled one
         out.append(
             Point(
-                label=f"{s['scenario']} b{w.batch_size}",
+                label=f"{s['scenario']} b{w.batch_size}{card}",
                 source=path.name,
                 workload=w,
                 measured=float(run["headline"]),
                 unit=run["headline_unit"],
                 features_off=features_not_run(w, notes),
+                gpu=gpu,
             )
         )
         # The tuned estimate times the prefill replayed from its CUDA graph; runs from before
@@ -90,11 +94,12 @@ def speed_points(path: Path) -> list[Point]:
         if w.is_generation and m.get("prefill_seconds") and graphed:
             out.append(
                 Point(
-                    label=f"{s['scenario']} b{w.batch_size} prefill {w.prompt_tokens}",
+                    label=f"{s['scenario']} b{w.batch_size} prefill {w.prompt_tokens}{card}",
                     source=path.name,
                     workload=w,
                     measured=float(m["prefill_seconds"]),
                     unit="s/prefill",
+                    gpu=gpu,
                 )
             )
     return out
@@ -173,6 +178,8 @@ def stored_points(folder: Path = RESULTS) -> list[Point]:
     points: list[Point] = []
     for path in sorted(folder.glob("speed-h200-*.json")):
         points += speed_points(path)
+    for path in sorted(folder.glob("speed-h100-*.json")):
+        points += speed_points(path, "h100")
     for path in sorted(folder.glob("compiled-step-h200-*.json")):
         points += compiled_step_points(path)
     for path in sorted(folder.glob("decode-kernels-h200-*.json")):
@@ -182,9 +189,9 @@ def stored_points(folder: Path = RESULTS) -> list[Point]:
     return points
 
 
-def score(point: Point, gpu_id: str = GPU) -> dict[str, Any]:
-    """Today's tuned estimate of one point: headline, error and the step's breakdown."""
-    gpu = get_gpu(gpu_id)
+def score(point: Point) -> dict[str, Any]:
+    """Today's tuned estimate of one point on its GPU: headline, error and the step's breakdown."""
+    gpu = get_gpu(point.gpu)
     profile = get_profile("torch", "tuned", use_user=False)
     w = workload_as_run(point.workload, "tuned", gpu)
     with without_step_features(*point.features_off):
@@ -202,6 +209,7 @@ def score(point: Point, gpu_id: str = GPU) -> dict[str, Any]:
     return {
         "label": point.label,
         "source": point.source,
+        "gpu": point.gpu,
         "fitbench_tuned": point.fitbench_tuned,
         "precision": w.precision,
         "unit": point.unit,

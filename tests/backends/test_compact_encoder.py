@@ -167,8 +167,13 @@ def test_fused_residual_sites_and_erf_gelu_match_the_unfused_layers(monkeypatch)
     torch.testing.assert_close(compiled(ids), plain(ids), rtol=1e-5, atol=1e-6)
     for (name, a), (_, b) in zip(fused.named_parameters(), plain.named_parameters(), strict=True):
         # the word embeddings' gradient sums rows in an order that differs with the thread count
+        # and the PyTorch release (a 16-core host with PyTorch 2.11 needed more than 1e-5 of the
+        # largest element there): a wrong gradient would still be off by its own size
         scale = b.grad.abs().max().item()
-        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5 * scale, msg=name)
+        atol = (1e-4 if name == "word.weight" else 1e-5) * scale
+        torch.testing.assert_close(
+            a.grad, b.grad, rtol=1e-4, atol=atol, msg=lambda m, name=name: f"{name}: {m}"
+        )
 
 
 def test_three_qkv_products_compute_what_one_product_and_its_views_compute(monkeypatch) -> None:

@@ -388,6 +388,21 @@ def test_every_compiled_tuned_training_row_of_the_stored_speed_run_is_within_twe
         assert abs(row["error"]) <= 0.20, (row["label"], row["error"])
 
 
+def test_the_h100_run_with_both_step_features_is_scored_on_the_h100() -> None:
+    """speed.py on an H100 of 2026-12-07 (the tuned BERT step with 16-bit weights and the bf16
+    residual stream, 14.3 ms; its LoRA row was cut off by the run's time limit): every tuned row
+    is scored against the H100's estimate with no step feature taken off, within ±20 %."""
+    points = tuned_accuracy.speed_points(RESULTS / "speed-h100-2026-12-07-residual16.json", "h100")
+    rows = {r["label"]: r for r in map(tuned_accuracy.score, points)}
+    bert = rows["bert-base-imdb b16 h100"]
+    assert bert["gpu"] == "h100" and bert["features_off"] == []
+    assert 0.0135 < bert["measured"] < 0.0150
+    h200 = tuned_accuracy.score(dataclasses.replace(points[0], gpu="h200"))
+    assert h200["estimated"] != rows[points[0].label]["estimated"]  # the card's own estimate
+    for row in rows.values():
+        assert abs(row["error"]) <= 0.20, (row["label"], row["error"])
+
+
 def test_gemm_launch_time_describes_the_stored_h200_gemm_shapes() -> None:
     """The tuned profile's GEMM model, one share of the peak plus matmul_fixed_seconds a launch,
     against the 144 transformer-layer GEMMs of benchmarks/gemm_shapes.py on an H200: at that

@@ -50,8 +50,10 @@ FUSED_RESIDUAL_NORM = True
 CHEAP_ERF_GELU = True
 #: project q, k and v as three products of the one qkv weight (False: one product, q/k/v its views).
 #: Views of one product give cuDNN's backward three separate gradients, which the qkv weight's
-#: backward stacks again (a copy of 3·tokens·hidden a layer); three products take their gradients
-#: as they come and only sum the three input gradients.
+#: backward stacks again (a copy of 3·tokens·hidden a layer, ~0.4 ms of BERT-base's step at seq
+#: 512 b16); three products take their gradients as they come but sum three input gradients and
+#: run six narrower GEMMs, which cost more: 14.25 → 14.61 ms on an H100
+#: (benchmarks/results/inductor-options-h100-2026-12-07-residual16.json). Kept for A/B runs.
 THREE_QKV_PRODUCTS = False
 
 
