@@ -237,6 +237,11 @@ def run_scenario(
         }
         if m.get("status") != "ok":
             print(f"    {m.get('status')}: {m.get('error')}", file=sys.stderr, flush=True)
+        else:
+            # the table comes at the end: a run stopped by a time limit still shows each row here
+            measured = _fmt(value, unit)
+            estimated = _fmt(out["runs"][mode]["estimate_headline"], unit)
+            print(f"    {measured} (estimate {estimated})", file=sys.stderr, flush=True)
     default, tuned = out["runs"]["default"]["measurement"], out["runs"]["tuned"]["measurement"]
     out["speedup"] = speedup(default, tuned, workload)
     # Whether the tuned training / classification step ran compiled (generation compiles or
