@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from tiny_families import tiny_workload  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_peft_torch import loss_of, saved_bytes  # noqa: E402  (the dense LoRA test's count of saved storages)
+from test_peft_torch import saved_bytes, saved_storages  # noqa: E402  (the dense LoRA test's count)
 
 pytestmark = pytest.mark.torch
 
@@ -136,18 +136,9 @@ def saved_bytes_with_fused_attention(model, workload) -> int:
     the CPU's SDPA saves. Latent attention's query/key heads are wider than its values, which
     sends the CPU to SDPA's math path: FP32 copies of q, kᵀ and v and the FP32 scores, 262 KB a
     layer of tiny DeepSeek-V2's 2.3 MB, which no CUDA kernel keeps."""
-    params = {p.data_ptr() for p in model.parameters()} | {b.data_ptr() for b in model.buffers()}
-    seen: dict[int, int] = {}
     sdpa = _SdpaCalls()
-
-    def pack(t):
-        if not sdpa.inside and t.data_ptr() not in params and t.numel() > 1:
-            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), sdpa:
-        loss = loss_of(model, workload)
-    loss.backward()
+    with sdpa:
+        seen = saved_storages(model, workload, skip=lambda: sdpa.inside)
     assert sdpa.calls, "no SDPA call: the attention ran another way"
     lse = 0
     for q, *others in sdpa.calls:

@@ -132,20 +132,26 @@ def test_lora_with_activation_checkpointing():
 
 
 # -- the estimator's activations are what autograd keeps -------------------------------------------
-def saved_bytes(model, workload) -> int:
-    """Distinct storages autograd saves for backward (parameters excluded)."""
+def saved_storages(model, workload, skip=lambda: False) -> dict[int, int]:
+    """Bytes of each distinct storage autograd saves for backward in one training step
+    (parameters excluded, and whatever is saved while `skip()` is true), by storage address."""
     params = {p.data_ptr() for p in model.parameters()} | {b.data_ptr() for b in model.buffers()}
     seen: dict[int, int] = {}
 
     def pack(t):
-        if t.data_ptr() not in params and t.numel() > 1:
+        if not skip() and t.data_ptr() not in params and t.numel() > 1:
             seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         loss = loss_of(model, workload)
     loss.backward()
-    return sum(seen.values())
+    return seen
+
+
+def saved_bytes(model, workload) -> int:
+    """Distinct storages autograd saves for backward (parameters excluded)."""
+    return sum(saved_storages(model, workload).values())
 
 
 @pytest.mark.slow
