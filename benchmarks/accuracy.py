@@ -2287,7 +2287,7 @@ LFM2_MOE_CHECK: list[tuple[str, dict[str, Any]]] = [
 ]
 # MoE decodes at batch 16-32, where transformers' batched_mm gathers each token-expert pair's
 # expert weights: written down after the gather's reads were counted per launch
-# (transformer_cost.batched_gather_reads), before any of them ran. Expert sizes 1.6-235 MB.
+# (expert_cost.batched_gather_reads), before any of them ran. Expert sizes 1.6-235 MB.
 GATHER_CHECK: list[tuple[str, dict[str, Any]]] = [
     ("olmoe-1b-7b", {"precision": "bf16", "batch_size": 32, "prompt_tokens": 256, "new_tokens": 64}),
     (

@@ -9,7 +9,7 @@ matrix products, attention, the embedding, the loss and views (no traffic). The 
 from the library's config with its real widths and a tiny vocabulary; one block is the difference
 between a two-block and a one-block model, and the traffic per token the difference between two
 sequence lengths, so the weights' casts and gradients (per step, not per token) drop out. An
-MoE block's count adds its routed copies' passes (transformer_cost.expert_routing_bytes_per_token).
+MoE block's count adds its routed copies' passes (expert_cost.expert_routing_bytes_per_token).
 
 On the CPU autocast casts as on CUDA and every operator runs the same Python code, so the bytes
 are the GPU's; the time they take there is the profile's question (benchmarks/profile_step.py).
@@ -30,7 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from fitbench.backends.torch.models import build_model
-from fitbench.estimate import transformer_cost
+from fitbench.estimate import expert_cost, transformer_cost
 from fitbench.estimate.dtypes import activation_dtypes
 from fitbench.workloads import library
 from fitbench.workloads.hf_config import workload_from_data
@@ -132,7 +132,7 @@ class RoutedTraffic(TorchDispatchMode):
 
 def routed_per_token(name: str, precision: str, seq: int = LENGTHS[1]) -> dict[str, Any]:
     """One MoE block's routed-copy traffic per token (forward, backward), counted on the CPU with
-    the installed transformers, beside transformer_cost.expert_routing_bytes_per_token for it."""
+    the installed transformers, beside expert_cost.expert_routing_bytes_per_token for it."""
     import transformers
 
     config = dict(library.get_model(name).config)
@@ -150,10 +150,10 @@ def routed_per_token(name: str, precision: str, seq: int = LENGTHS[1]) -> dict[s
     with backward:
         loss.backward()
     dt = activation_dtypes(workload, dropout=False)
-    e = 4.0 if transformer_cost.experts_in_weight_dtype(arch, dt) else dt.act
-    w = transformer_cost.routing_weight_bytes(arch, e)
-    masks = transformer_cost.routing_masks(transformers.__version__)
-    index_fwd, index_bwd, stream_fwd, stream_bwd = transformer_cost.expert_routing_bytes_per_token(
+    e = 4.0 if expert_cost.experts_in_weight_dtype(arch, dt) else dt.act
+    w = expert_cost.routing_weight_bytes(arch, e)
+    masks = expert_cost.routing_masks(transformers.__version__)
+    index_fwd, index_bwd, stream_fwd, stream_bwd = expert_cost.expert_routing_bytes_per_token(
         arch, e, w, masks
     )
     return {
@@ -219,12 +219,12 @@ def block_per_token(name: str, precision: str) -> dict[str, Any]:
     est_bytes, est_ops = transformer_cost._elementwise_bytes_per_token(workload.arch, dt)
     est_backward = 2 * est_bytes
     if workload.arch.is_moe:  # the routed copies' passes (grouped_mm path), per MoE block
-        e = 4.0 if transformer_cost.experts_in_weight_dtype(workload.arch, dt) else dt.act
-        w = transformer_cost.routing_weight_bytes(workload.arch, e)
+        e = 4.0 if expert_cost.experts_in_weight_dtype(workload.arch, dt) else dt.act
+        w = expert_cost.routing_weight_bytes(workload.arch, e)
         import transformers
 
-        masks = transformer_cost.routing_masks(transformers.__version__)
-        index_fwd, index_bwd, stream_fwd, stream_bwd = transformer_cost.expert_routing_bytes_per_token(
+        masks = expert_cost.routing_masks(transformers.__version__)
+        index_fwd, index_bwd, stream_fwd, stream_bwd = expert_cost.expert_routing_bytes_per_token(
             workload.arch, e, w, masks
         )
         est_bytes += index_fwd + stream_fwd

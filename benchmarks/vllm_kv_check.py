@@ -19,7 +19,7 @@ from typing import Any
 
 from fitbench.catalog import resolve_gpus
 from fitbench.core.units import GiB
-from fitbench.estimate import transformer_cost
+from fitbench.estimate import kv_cache
 from fitbench.estimate.serving import ServeConfig, memory_plan, profile_peak_bytes
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.workload import Workload
@@ -84,7 +84,7 @@ def compare(line: dict[str, Any]) -> dict[str, Any]:
     """fitbench's figures for one log line and their errors against it."""
     w = workload_of(line)
     tp = line["tensor_parallel"]
-    per_token = transformer_cost.kv_cache_bytes_per_token(w, tp=tp)
+    per_token = kv_cache.kv_cache_bytes_per_token(w, tp=tp)
     obs = line["observed"]
     row: dict[str, Any] = {"id": line["id"], "check": line["check"], "source": line["source"]}
     observed = observed_kv_bytes(line, per_token)

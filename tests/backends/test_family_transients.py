@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from fitbench.backends.torch.live_tensors import LiveTensors  # noqa: E402
 from fitbench.backends.torch.models import build_model  # noqa: E402
-from fitbench.estimate import transformer_cost  # noqa: E402
+from fitbench.estimate import expert_cost, transformer_cost  # noqa: E402
 from tiny_families import tiny_workload  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -91,5 +91,5 @@ def test_moe_prefill_scratch_of_a_wide_model_is_the_combining_stage(name, monkey
     )
     measured = forward_peak(w, torch.bfloat16)
     assert measured == pytest.approx(transformer_cost.inference_transient_bytes(w), rel=0.05)
-    fp32_weights = w.arch.transformers_type in transformer_cost.FP32_ROUTING_WEIGHT_TYPES
+    fp32_weights = w.arch.transformers_type in expert_cost.FP32_ROUTING_WEIGHT_TYPES
     assert fp32_weights == name.startswith(("deepseek", "glm", "solar", "exaone", "afmoe"))

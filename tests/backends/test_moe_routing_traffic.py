@@ -4,7 +4,7 @@ benchmarks/elementwise_traffic.py --routed counts, with a dispatch mode on the C
 every operator that touches the k routed copies of the tokens in one training step of the real
 model (transformers' grouped_mm experts path: gathers, the activation on the gate/up halves, the
 routing-weight product, the gathers back and the sum, and all of their gradients) at the model's
-real widths; transformer_cost.expert_routing_bytes_per_token must stay near it, with the sentinel
+real widths; expert_cost.expert_routing_bytes_per_token must stay near it, with the sentinel
 masks of the installed release. Families cover both routing-weight dtypes (16-bit; FP32 for
 Mixtral and DeepSeek, whose product and gradients then run in FP32) and autocast's FP32 experts.
 """

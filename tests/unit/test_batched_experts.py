@@ -3,10 +3,10 @@
 generation/utils.py switches grouped_mm experts to batched_mm for the decode loop on any device
 but the CPU (every transformers 5 release): each token-expert pair gathers its expert's whole
 gate/up and down weights into new tensors, and batched matmuls read those copies. The estimate
-counts the copies as a decode step's memory (transformer_cost.decode_expert_gathers) and as its
+counts the copies as a decode step's memory (expert_cost.decode_expert_gathers) and as its
 traffic their write and the batched matmul's read, every pair, plus the gather's read of each
 expert reached within one launch of the index kernel (expert_kernels `batched`,
-transformer_cost.batched_gather_reads, Profile.decode_experts_batched); here the real experts
+expert_cost.batched_gather_reads, Profile.decode_experts_batched); here the real experts
 code, run through batched_mm on the CPU, makes exactly those copies.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from fitbench.catalog import get_gpu
-from fitbench.estimate import transformer_cost
+from fitbench.estimate import expert_cost, transformer_cost
 from fitbench.estimate.api import estimate
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.speed import generation
@@ -66,7 +66,7 @@ def test_the_decode_gathers_are_the_copies_batched_mm_makes() -> None:
 
     with torch.no_grad(), Gathers() as gathers:
         model(torch.randint(3, w.arch.vocab_size, (BATCH, 1)))
-    up, down = transformer_cost.decode_expert_gathers(w)
+    up, down = expert_cost.decode_expert_gathers(w)
     assert up > 0 and down > 0
     assert gathers.sizes == [up, down] * w.arch.moe_layers
 
@@ -78,7 +78,7 @@ def test_a_batched_decode_step_writes_and_reads_each_pairs_copy_and_reads_each_e
     expert = 3 * arch.hidden_size * arch.expert_intermediate_size * 2.0
 
     def expert_bytes(batched: bool) -> float:
-        kernels = transformer_cost.expert_kernels(arch, 4, 2.0, 2.0, amp=False, batched=batched)
+        kernels = expert_cost.expert_kernels(arch, 4, 2.0, 2.0, amp=False, batched=batched)
         return next(k.bytes for k in kernels if k.name == "experts")
 
     pairs = 4 * arch.experts_per_token
@@ -88,7 +88,7 @@ def test_a_batched_decode_step_writes_and_reads_each_pairs_copy_and_reads_each_e
 def test_the_gather_reads_each_expert_once_a_launch_and_splits_launches_over_2_gib() -> None:
     """gather_reuse.py's reading: one read of each expert reached by a launch's pairs; an output
     over 2 GiB is split along the pairs in halves, each piece reading its own experts."""
-    reads = transformer_cost.batched_gather_reads
+    reads = expert_cost.batched_gather_reads
     distinct = transformer_cost.expected_distinct_experts
     small = 2 * 1792 * 2048 * 2  # LFM2-8B-A1B's gate/up: 128 pairs at batch 32 stay in one launch
     assert reads(32, 4, 32, small) == pytest.approx(distinct(32, 4, 32))
@@ -117,12 +117,12 @@ def test_transformers_generate_decodes_slower_than_grouped_experts_would() -> No
 def test_the_decode_step_holds_the_gathered_weights() -> None:
     w = _mixtral_decode(batch=16)
     est = estimate(w, get_gpu("h200"))
-    assert est.breakdown["temporaries"] >= sum(transformer_cost.decode_expert_gathers(w))
+    assert est.breakdown["temporaries"] >= sum(expert_cost.decode_expert_gathers(w))
     assert any("batched_mm" in line for line in est.assumptions)
     dense = library.workload_for_model("mistral-7b-instruct-v0.3").replace(
         mode="infer", batch_size=16, prompt_tokens=512, new_tokens=64, precision="bf16"
     )
-    assert transformer_cost.decode_expert_gathers(dense) == (0.0, 0.0)
+    assert expert_cost.decode_expert_gathers(dense) == (0.0, 0.0)
 
 
 def test_fp8_experts_are_read_once_per_pair_by_the_batched_kernel() -> None:
@@ -132,7 +132,7 @@ def test_fp8_experts_are_read_once_per_pair_by_the_batched_kernel() -> None:
     tokens = 4
 
     def expert_bytes(**kw: bool) -> float:
-        kernels = transformer_cost.expert_kernels(arch, tokens, 2.0, 1.0, amp=False, **kw)
+        kernels = expert_cost.expert_kernels(arch, tokens, 2.0, 1.0, amp=False, **kw)
         return next(k.bytes for k in kernels if k.name == "experts")
 
     expert = 3 * arch.hidden_size * arch.expert_intermediate_size * 1.0

@@ -17,7 +17,7 @@ import pytest
 
 from fitbench.catalog import get_gpu
 from fitbench.core.quant import parse_weights
-from fitbench.estimate import transformer_cost
+from fitbench.estimate import expert_cost
 from fitbench.estimate.api import estimate
 from fitbench.estimate.weights import experts_stay_16_bit, quantized_matrices, weight_bytes
 from fitbench.workloads import library
@@ -67,9 +67,9 @@ def test_mixtral_in_4_bit_through_transformers_holds_its_experts_in_16_bit() -> 
     assert est.breakdown["weights"] == transformers_bytes
     assert any("issue #1849" in line for line in est.assumptions)
     # and generate's decode steps gather those 16-bit experts as batched_mm does
-    assert transformer_cost.decode_expert_gathers(w)[0] > 0
+    assert expert_cost.decode_expert_gathers(w)[0] > 0
     awq = w.replace(weights=parse_weights("awq"))
-    assert transformer_cost.decode_expert_gathers(awq) == (0.0, 0.0)
+    assert expert_cost.decode_expert_gathers(awq) == (0.0, 0.0)
 
 
 def test_dense_models_and_llama4_quantize_as_before() -> None:

@@ -249,7 +249,7 @@ def _simulated_allocator_waste(per_token: int, first: int, last: int, tensors: i
     serves the smallest request it can hold (best fit); nothing is returned to the driver.
     Each step, every tensor is replaced by one a token longer: allocate the new, free the old.
     Returns (reserved - live) at the end and the size of one last-class segment."""
-    from fitbench.estimate.transformer_cost import ALLOCATOR_OWN_SEGMENT_BYTES, ALLOCATOR_ROUND_BYTES
+    from fitbench.estimate.kv_cache import ALLOCATOR_OWN_SEGMENT_BYTES, ALLOCATOR_ROUND_BYTES
 
     def segment(tokens: int) -> int:
         size = per_token * tokens
@@ -285,7 +285,7 @@ def _simulated_allocator_waste(per_token: int, first: int, last: int, tensors: i
 
 @pytest.mark.parametrize("batch", [16, 32, 48])
 def test_outgrown_kv_segments_follow_the_allocator_model(batch: int) -> None:
-    from fitbench.estimate.transformer_cost import outgrown_cache_bytes
+    from fitbench.estimate.kv_cache import outgrown_cache_bytes
 
     w = get_workload("llm-6b", batch_size=batch)
     arch = w.arch
@@ -301,7 +301,7 @@ def test_outgrown_kv_segments_follow_the_allocator_model(batch: int) -> None:
 
 
 def test_outgrown_kv_segments_grow_with_the_prompt_the_tokens_and_the_batch() -> None:
-    from fitbench.estimate.transformer_cost import outgrown_cache_bytes
+    from fitbench.estimate.kv_cache import outgrown_cache_bytes
 
     w = get_workload("llm-6b", batch_size=32)
     base = outgrown_cache_bytes(w, 1.0)
@@ -314,7 +314,7 @@ def test_outgrown_kv_segments_grow_with_the_prompt_the_tokens_and_the_batch() ->
 def test_outgrown_kv_segments_are_reclaimable_and_absent_from_static_caches() -> None:
     import dataclasses
 
-    from fitbench.estimate.transformer_cost import outgrown_cache_bytes
+    from fitbench.estimate.kv_cache import outgrown_cache_bytes
     from fitbench.workloads import library
 
     small = get_workload("llm-6b", batch_size=1)

@@ -16,7 +16,7 @@ import pytest
 
 from fitbench.catalog import get_gpu
 from fitbench.core.quant import matrix_bytes, parse_weights
-from fitbench.estimate import transformer_cost
+from fitbench.estimate import expert_cost, transformer_cost
 from fitbench.estimate.api import estimate
 from fitbench.estimate.execution import attention_as_run
 from fitbench.estimate.weights import kept_in_16_bit
@@ -164,7 +164,7 @@ def test_llama4_moe_does_every_experts_work_as_the_estimate_counts() -> None:
     measured = counter.get_total_flops()
 
     def estimated(all_experts: bool) -> float:
-        kernels = transformer_cost.expert_kernels(arch, tokens, 2.0, 2.0, amp=False, all_experts=all_experts)
+        kernels = expert_cost.expert_kernels(arch, tokens, 2.0, 2.0, amp=False, all_experts=all_experts)
         return sum(k.flops for k in kernels)
 
     assert measured == pytest.approx(estimated(True), rel=1e-9)

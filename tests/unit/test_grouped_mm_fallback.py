@@ -1,6 +1,6 @@
 """torch's grouped GEMM kernel exists for bf16 on compute capability 9.0 / 10.0 only; elsewhere,
 and for FP16 or FP32 weights on any card, `_grouped_mm` loops over the experts with one mm each
-(speed.grouped_mm_fast_path, transformer_cost.expert_kernels' fallback launches)."""
+(speed.grouped_mm_fast_path, expert_cost.expert_kernels' fallback launches)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from fitbench.catalog import get_gpu
-from fitbench.estimate import speed, transformer_cost
+from fitbench.estimate import kv_cache, speed, transformer_cost
 from fitbench.estimate.profile import get_profile
 from fitbench.workloads.presets import get_workload
 
@@ -46,7 +46,7 @@ def test_the_default_mode_s_decode_step_copies_the_cache_beside_reading_it() -> 
     without = speed.generation(w, H200, dataclasses.replace(default, kv_cache_concat=False))
     mean_context = w.prompt_tokens + w.new_tokens // 2
     append = transformer_cost.cache_append_kernel(w, w.batch_size, mean_context)
-    cache = transformer_cost.kv_bytes_per_token_layer(w) * w.batch_size * mean_context
+    cache = kv_cache.kv_bytes_per_token_layer(w) * w.batch_size * mean_context
     assert append.bytes == pytest.approx(2 * cache) and append.count == w.arch.num_layers
     assert with_copy.decode.bytes - without.decode.bytes == pytest.approx(append.bytes * append.count)
     # GPU-bound: the copy's bytes at the decode step's share of the card's streaming rate, plus

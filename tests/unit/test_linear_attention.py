@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fitbench.errors import FitbenchError
-from fitbench.estimate import generate_ops, linear_attention, speed, transformer_cost
+from fitbench.estimate import generate_ops, kv_cache, linear_attention, speed, transformer_cost
 from fitbench.estimate.profile import get_profile
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.hf_config import arch_from_hf_config
@@ -93,7 +93,7 @@ def test_the_cache_holds_the_attention_layers_keys_and_the_linear_layers_state()
     arch = counts.arch_of(config)
     assert arch.linear_layers == 3
     w = _workload(arch, mode="infer", batch_size=batch, prompt_tokens=prompt, new_tokens=1)
-    assert transformer_cost.kv_cache_bytes(w, tokens=prompt) == held
+    assert kv_cache.kv_cache_bytes(w, tokens=prompt) == held
 
 
 def test_decode_calls_of_each_layer_kind_equal_transformers() -> None:
@@ -142,10 +142,10 @@ def test_only_the_attention_layers_keep_keys_and_values() -> None:
     arch = counts.arch_of(counts.text_config(2, 4, 16, 16, layers=8))
     assert (arch.attention_layers, arch.linear_layers) == (2, 6)
     w = _workload(arch, mode="infer", prompt_tokens=100, new_tokens=28)
-    per_token = transformer_cost.kv_bytes_per_token_layer(w)
-    state = transformer_cost.linear_state_bytes_per_sequence(w)
-    assert transformer_cost.kv_cache_bytes(w) == 2 * (2 * 128 * per_token + state)
-    assert transformer_cost.kv_cache_bytes_per_token(w) == 2 * per_token
+    per_token = kv_cache.kv_bytes_per_token_layer(w)
+    state = kv_cache.linear_state_bytes_per_sequence(w)
+    assert kv_cache.kv_cache_bytes(w) == 2 * (2 * 128 * per_token + state)
+    assert kv_cache.kv_cache_bytes_per_token(w) == 2 * per_token
 
 
 def test_a_decode_step_attends_and_appends_in_the_attention_layers_only() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fitbench.errors import FitbenchError
-from fitbench.estimate import generate_ops, linear_attention, mamba_mixer, speed, transformer_cost
+from fitbench.estimate import generate_ops, kv_cache, linear_attention, mamba_mixer, speed, transformer_cost
 from fitbench.estimate.dtypes import ActivationDtypes
 from fitbench.estimate.profile import get_profile
 from fitbench.workloads.arch import TransformerArch
@@ -113,7 +113,7 @@ def test_the_cache_holds_the_attention_layers_keys_and_the_mamba_layers_state() 
     arch = counts.arch_of(config)
     assert (arch.linear_layers, arch.linear_kind) == (3, "mamba2")
     w = _workload(arch, mode="infer", batch_size=batch, prompt_tokens=prompt, new_tokens=1)
-    assert transformer_cost.kv_cache_bytes(w, tokens=prompt) == held
+    assert kv_cache.kv_cache_bytes(w, tokens=prompt) == held
 
 
 @pytest.mark.parametrize("experts", [0, 4])

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from fitbench.errors import FitbenchError
-from fitbench.estimate import transformer_cost
+from fitbench.estimate import kv_cache, transformer_cost
 from fitbench.workloads import library
 from fitbench.workloads.arch import TransformerArch, expected_distinct_experts
 from fitbench.workloads.hf_config import arch_from_hf_config
@@ -110,7 +110,7 @@ def test_workload_round_trips_through_json() -> None:
 
 def test_mla_cache_is_latent_plus_rotary_key() -> None:
     w = library.workload_for_model("deepseek-v3", batch_size=2, prompt_tokens=1000, new_tokens=24)
-    assert transformer_cost.kv_cache_bytes(w) == 2 * 61 * 1024 * (512 + 64) * 2
+    assert kv_cache.kv_cache_bytes(w) == 2 * 61 * 1024 * (512 + 64) * 2
 
 
 def test_sliding_layers_hold_the_window_or_the_prompt() -> None:
@@ -120,11 +120,11 @@ def test_sliding_layers_hold_the_window_or_the_prompt() -> None:
     arch = _arch("gemma-2-9b-it")
     per_token = 2 * arch.kv_dim * 2
     decoding = library.workload_for_model("gemma-2-9b-it", prompt_tokens=3000, new_tokens=5000)
-    assert transformer_cost.kv_cache_bytes(decoding) == (21 * 8000 + 21 * 4096) * per_token
+    assert kv_cache.kv_cache_bytes(decoding) == (21 * 8000 + 21 * 4096) * per_token
     prefill = library.workload_for_model("gemma-2-9b-it", prompt_tokens=8000, new_tokens=100)
-    assert transformer_cost.kv_cache_bytes(prefill) == 42 * 8000 * per_token
+    assert kv_cache.kv_cache_bytes(prefill) == 42 * 8000 * per_token
     short = library.workload_for_model("gemma-2-9b-it", prompt_tokens=100, new_tokens=100)
-    assert transformer_cost.kv_cache_bytes(short) == 42 * 200 * per_token
+    assert kv_cache.kv_cache_bytes(short) == 42 * 200 * per_token
 
 
 def test_distinct_experts() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from fitbench.catalog import get_gpu
-from fitbench.estimate import transformer_cost
+from fitbench.estimate import expert_cost, transformer_cost
 from fitbench.estimate.api import estimate
 from fitbench.workloads import library
 
@@ -83,7 +83,7 @@ def test_fp32_experts_need_autocast() -> None:
     assert fp32.compute == "" and fp32.cast_ops == 2 * 64
     assert fp32.launches == fp32.ops - 2 + fp32.cast_ops
     amp = _olmoe("amp-fp16")
-    assert transformer_cost.experts_in_weight_dtype(
+    assert expert_cost.experts_in_weight_dtype(
         amp.arch, transformer_cost.activation_dtypes(amp, dropout=False)
     )
 

@@ -2,7 +2,7 @@
 
 An MoE block on transformers' grouped_mm path moves its k routed copies through gathers,
 sentinel masks (release-dependent), the gated activation and the routing-weight product, which
-run as memory kernels of their own (transformer_cost.expert_routing_kernels); its grouped
+run as memory kernels of their own (expert_cost.expert_routing_kernels); its grouped
 products sit near the card's ridge point, where their arithmetic and weight reads overlap only
 in part (speed.grouped_seconds).
 """
@@ -15,7 +15,7 @@ import math
 import pytest
 
 from fitbench.catalog import get_gpu
-from fitbench.estimate import speed, transformer_cost
+from fitbench.estimate import expert_cost, speed, transformer_cost
 from fitbench.estimate.profile import get_profile
 from fitbench.estimate.segments import Kernel
 from fitbench.workloads import library
@@ -48,7 +48,7 @@ def _names(kernels: list[Kernel]) -> dict[str, Kernel]:
     ],
 )
 def test_the_sentinel_masks_follow_the_release(release: str | None, masks: tuple[int, int]) -> None:
-    assert transformer_cost.routing_masks(release) == masks
+    assert expert_cost.routing_masks(release) == masks
 
 
 def test_routed_copies_are_memory_kernels_of_each_moe_layer() -> None:
@@ -59,7 +59,7 @@ def test_routed_copies_are_memory_kernels_of_each_moe_layer() -> None:
     assert masked.count == copies.count == w.arch.moe_layers
     assert masked.ops == copies.ops == 0.0  # their calls are the experts kernel's
     tokens = w.batch_size * w.seq_len
-    fwd_index, bwd_index, fwd_stream, bwd_stream = transformer_cost.expert_routing_bytes_per_token(
+    fwd_index, bwd_index, fwd_stream, bwd_stream = expert_cost.expert_routing_bytes_per_token(
         w.arch, 2.0, 2.0
     )
     assert masked.bytes == tokens * fwd_index and masked.backward_bytes == tokens * bwd_index
@@ -81,11 +81,9 @@ def test_release_5_17_masks_cost_more_bytes_than_the_newest() -> None:
 
 def test_fp32_routing_weights_widen_the_weighted_copies() -> None:
     arch = _model("mixtral-8x7b-instruct").arch
-    bf16 = transformer_cost.expert_routing_bytes_per_token(arch, 2.0, 2.0)
-    fp32 = transformer_cost.expert_routing_bytes_per_token(
-        arch, 2.0, transformer_cost.routing_weight_bytes(arch, 2.0)
-    )
-    assert transformer_cost.routing_weight_bytes(arch, 2.0) == 4.0
+    bf16 = expert_cost.expert_routing_bytes_per_token(arch, 2.0, 2.0)
+    fp32 = expert_cost.expert_routing_bytes_per_token(arch, 2.0, expert_cost.routing_weight_bytes(arch, 2.0))
+    assert expert_cost.routing_weight_bytes(arch, 2.0) == 4.0
     assert all(a > b for a, b in zip(fp32, bf16, strict=True))
 
 

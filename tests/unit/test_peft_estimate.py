@@ -12,7 +12,7 @@ import pytest
 
 from fitbench.catalog import get_gpu
 from fitbench.cli.main import main
-from fitbench.estimate import peft, peft_options, peft_speed, transformer_cost
+from fitbench.estimate import expert_cost, peft, peft_options, peft_speed, transformer_cost
 from fitbench.estimate.api import estimate
 from fitbench.estimate.dtypes import activation_dtypes
 from fitbench.estimate.memory import memory_breakdown
@@ -347,9 +347,9 @@ def test_gpt_oss_block_counts_its_own_attention_norm_and_experts():
     assert not transformer_cost.eager_softmax_in_fp32(arch)
     dt = activation_dtypes(w, dropout=False)
     assert transformer_cost.norm_saved_bytes_per_token(arch, arch.hidden_size, dt.res) == 8 * arch.hidden_size
-    k, fe = transformer_cost.routed_copies(arch), arch.expert_intermediate_size
+    k, fe = expert_cost.routed_copies(arch), arch.expert_intermediate_size
     plain = dataclasses.replace(arch, model_type="qwen3_moe")
-    extra = transformer_cost.moe_mlp_saved_bytes_per_token(
-        arch, dt
-    ) - transformer_cost.moe_mlp_saved_bytes_per_token(plain, dt)
+    extra = expert_cost.moe_mlp_saved_bytes_per_token(arch, dt) - expert_cost.moe_mlp_saved_bytes_per_token(
+        plain, dt
+    )
     assert extra == k * 3 * fe * dt.act

@@ -20,7 +20,7 @@ from fitbench.cli.main import main
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.quant import GGUF_BPW, LEGACY, matrix_bytes, parse_weights
 from fitbench.errors import FitbenchError
-from fitbench.estimate import speed, transformer_cost, weights
+from fitbench.estimate import kv_cache, speed, weights
 from fitbench.estimate.api import estimate
 from fitbench.estimate.matrices import block_gemms
 from fitbench.estimate.memory import needed_bytes
@@ -189,10 +189,10 @@ def test_skipped_modules_stay_16_bit() -> None:
 
 def test_kv_cache_dtype_sets_bytes_per_element() -> None:
     w = get_workload("llm-6b")
-    fp16 = transformer_cost.kv_cache_bytes(w)
-    assert transformer_cost.kv_cache_bytes(w.replace(kv_cache="fp8")) == fp16 / 2
+    fp16 = kv_cache.kv_cache_bytes(w)
+    assert kv_cache.kv_cache_bytes(w.replace(kv_cache="fp8")) == fp16 / 2
     arch = w.arch
-    int8 = transformer_cost.kv_cache_bytes(w.replace(kv_cache="int8"))
+    int8 = kv_cache.kv_cache_bytes(w.replace(kv_cache="int8"))
     assert int8 == fp16 / 2 + 2 * arch.num_layers * w.tokens_per_sequence * arch.kv_heads * 4
     assert w.kv_cache_dtype == "fp16" and w.replace(precision="bf16").kv_cache_dtype == "bf16"
 

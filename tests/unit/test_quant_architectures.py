@@ -15,7 +15,7 @@ import pytest
 
 from fitbench.cli.main import main
 from fitbench.core.quant import matrix_bytes, matrix_total_bytes, parse_weights
-from fitbench.estimate import serving, transformer_cost, weights
+from fitbench.estimate import kv_cache, serving, transformer_cost, weights
 from fitbench.workloads import library
 from fitbench.workloads.arch import TransformerArch, expected_distinct_experts
 from fitbench.workloads.workload import Workload
@@ -185,12 +185,12 @@ def test_kv_dtype_on_the_latent_cache() -> None:
     fp8 = library.workload_for_model("deepseek-v3", kv_cache="fp8")
     int8 = library.workload_for_model("deepseek-v3", kv_cache="int8")
     bf16 = library.workload_for_model("deepseek-v3")
-    assert transformer_cost.kv_cache_bytes_per_token(bf16) == 61 * 576 * 2
-    assert transformer_cost.kv_cache_bytes_per_token(fp8) == 61 * 576
-    assert transformer_cost.kv_cache_bytes_per_token(int8) == 61 * (576 + 4)
-    assert transformer_cost.kv_cache_bytes_per_token(fp8, tp=8) == 61 * 576  # replicated
+    assert kv_cache.kv_cache_bytes_per_token(bf16) == 61 * 576 * 2
+    assert kv_cache.kv_cache_bytes_per_token(fp8) == 61 * 576
+    assert kv_cache.kv_cache_bytes_per_token(int8) == 61 * (576 + 4)
+    assert kv_cache.kv_cache_bytes_per_token(fp8, tp=8) == 61 * 576  # replicated
     w = fp8.replace(batch_size=2, prompt_tokens=1000, new_tokens=24)
-    assert transformer_cost.kv_cache_bytes(w) == 2 * 61 * 1024 * 576
+    assert kv_cache.kv_cache_bytes(w) == 2 * 61 * 1024 * 576
 
 
 def test_kv_dtype_on_sliding_window_layers() -> None:
@@ -198,9 +198,9 @@ def test_kv_dtype_on_sliding_window_layers() -> None:
     takes one byte per element."""
     w = library.workload_for_model("gemma-2-9b-it", prompt_tokens=3000, new_tokens=5000, kv_cache="fp8")
     arch = _arch(w)
-    assert transformer_cost.kv_cache_bytes(w) == (21 * 8000 + 21 * 4096) * 2 * arch.kv_dim
+    assert kv_cache.kv_cache_bytes(w) == (21 * 8000 + 21 * 4096) * 2 * arch.kv_dim
     half = library.workload_for_model("gemma-2-9b-it", prompt_tokens=3000, new_tokens=5000)
-    assert transformer_cost.kv_cache_bytes(half) == 2 * transformer_cost.kv_cache_bytes(w)
+    assert kv_cache.kv_cache_bytes(half) == 2 * kv_cache.kv_cache_bytes(w)
 
 
 def test_serving_pages_follow_the_kv_dtype() -> None:

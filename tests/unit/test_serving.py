@@ -9,7 +9,7 @@ import pytest
 from fitbench.catalog import resolve_gpus
 from fitbench.core.units import GiB
 from fitbench.errors import FitbenchError
-from fitbench.estimate import serving, transformer_cost
+from fitbench.estimate import kv_cache, serving
 from fitbench.estimate.serving import ServeConfig, memory_plan, serving_estimate
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.presets import get_workload
@@ -53,10 +53,10 @@ def _llama(**kw) -> Workload:
 
 def test_kv_bytes_per_token_is_two_kv_heads_head_dim_and_dtype_per_layer() -> None:
     # 2 (K, V) x 32 layers x 8 heads x 128 x 2 bytes = 128 KiB, the published Llama-3-8B figure.
-    assert transformer_cost.kv_cache_bytes_per_token(_llama()) == 131072
+    assert kv_cache.kv_cache_bytes_per_token(_llama()) == 131072
     # Tensor parallelism splits the 8 KV heads, and replicates them beyond 8 GPUs.
-    assert transformer_cost.kv_cache_bytes_per_token(_llama(), tp=2) == 65536
-    assert transformer_cost.kv_cache_bytes_per_token(_llama(), tp=16) == 16384
+    assert kv_cache.kv_cache_bytes_per_token(_llama(), tp=2) == 65536
+    assert kv_cache.kv_cache_bytes_per_token(_llama(), tp=16) == 16384
 
 
 def test_the_plan_spends_the_requested_memory_in_vllms_order() -> None:

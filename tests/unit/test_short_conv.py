@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fitbench.errors import FitbenchError
-from fitbench.estimate import generate_ops, short_conv, transformer_cost
+from fitbench.estimate import generate_ops, kv_cache, short_conv
 from fitbench.workloads.arch import TransformerArch
 from fitbench.workloads.hf_config import arch_from_hf_config
 from fitbench.workloads.workload import Workload
@@ -155,7 +155,7 @@ def test_the_cache_keeps_the_attention_keys_and_the_convolutions_inputs() -> Non
                 held += t.numel() * t.element_size() if isinstance(t, torch.Tensor) else 0
     assert held > 3 * batch * 64 * 3 * 2  # the conv layers' states are in it
     w = _workload(arch, mode="infer", prompt_tokens=prompt, new_tokens=1, batch_size=batch)
-    assert transformer_cost.kv_cache_bytes(w, tokens=prompt) == held
+    assert kv_cache.kv_cache_bytes(w, tokens=prompt) == held
 
 
 def test_decode_calls_of_each_layer_kind_equal_transformers() -> None:

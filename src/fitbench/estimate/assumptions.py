@@ -13,11 +13,12 @@ from fitbench.core.units import GiB
 from fitbench.estimate import distributed, peft
 from fitbench.estimate.breakdown import MemoryBreakdown
 from fitbench.estimate.execution import sixteen_bit_residual, sixteen_bit_weights, tuned_generation_gaps
+from fitbench.estimate.expert_cost import decode_expert_gathers
 from fitbench.estimate.matrices import expert_gemms
 from fitbench.estimate.optimizer import optimizer_step_scratch
 from fitbench.estimate.profile import Profile, host_reference_seconds, host_time_key
 from fitbench.estimate.speed import OWN_SHARE_REFERENCE_GPU, Timing, copies_cache_each_step, gemm_rate_factor
-from fitbench.estimate.transformer_cost import arch_assumptions, decode_expert_gathers
+from fitbench.estimate.transformer_cost import arch_assumptions
 from fitbench.estimate.verdict import TIGHT_MARGIN
 from fitbench.estimate.weights import experts_stay_16_bit
 from fitbench.workloads.arch import TransformerArch

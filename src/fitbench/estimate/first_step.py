@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from fitbench.estimate import transformer_cost
+from fitbench.estimate import expert_cost, transformer_cost
 from fitbench.estimate.allocator import SegmentedPool
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes, keeps_dropout_masks
 from fitbench.estimate.optimizer import OPTIMIZER_STATES, optimizer_element_bytes
@@ -131,8 +131,8 @@ def _layer_blocks(
     their width, the rest at the hidden width of the residual stream."""
     h = arch.hidden_size
     if moe:
-        k, fe = transformer_cost.routed_copies(arch), arch.expert_intermediate_size
-        e = 4 if transformer_cost.experts_in_weight_dtype(arch, dt) else dt.act
+        k, fe = expert_cost.routed_copies(arch), arch.expert_intermediate_size
+        e = 4 if expert_cost.experts_in_weight_dtype(arch, dt) else dt.act
         wide = [tokens * k * fe * e] * (4 if arch.mlp == "swiglu" else 2) + [tokens * k * h * e] * 2
     else:
         f = arch.intermediate_size
@@ -164,7 +164,7 @@ def activation_blocks(
     seq = workload.seq_len or workload.tokens_per_sequence
     tokens = workload.batch_size * seq
     cast = workload.precision_info.cast_cache_bytes if dt.amp else 0
-    experts_uncast = transformer_cost.experts_in_weight_dtype(arch, dt)
+    experts_uncast = expert_cost.experts_in_weight_dtype(arch, dt)
     # eager attention's score matrices, [batch, heads, seq, seq] (decoders and encoders alike)
     scores = tokens * arch.num_heads * seq if workload.attention == "eager" else 0.0
     out: list[list[float]] = []

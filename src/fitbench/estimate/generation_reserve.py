@@ -29,7 +29,7 @@ Qwen2-MoE's gated and DeepSeek's plain shared experts), and DeepSeek-V2's latent
 modelling code runs it. Then the decode steps: each concatenates a token to every layer's keys
 and values, a longer copy made before the old one goes (_decode), and a MoE layer's experts run as
 generate runs them on a GPU, through batched_mm: every token-expert pair's gate/up and down
-weights gathered into two copies held together (transformer_cost.decode_expert_gathers, 2.6 GiB a
+weights gathered into two copies held together (expert_cost.decode_expert_gathers, 2.6 GiB a
 layer for Mixtral at batch 4), freed when the layer ends. The regrown caches are how a long generation
 at a wide batch leaves block after block cached (tens of GB on an H200 for a 6.7B model at batch
 48). `fitbench run` generates twice (a warm-up, then the measured one), and the second finds the
@@ -40,7 +40,7 @@ OLMo-2's blocks (norms after attention and the MLP only, FP32 rotary), and GPT-N
 one fused q/k/v projection, rotary positions on a quarter of each head, a GELU MLP beside or after
 attention). Other layouts (GPT-J, Falcon, StarCoder2, Command-R, GPT-2, gpt-oss's and Llama-4's
 experts, quantized weights or caches) keep the profile's fragmentation share and
-transformer_cost.outgrown_cache_bytes for the decode steps, with at least a tied LM head's freed
+kv_cache.outgrown_cache_bytes for the decode steps, with at least a tied LM head's freed
 block (single_device): laying them out is the same work, family by family.
 """
 
@@ -50,7 +50,7 @@ from collections.abc import Callable
 from functools import lru_cache, partial
 from itertools import count
 
-from fitbench.estimate import transformer_cost
+from fitbench.estimate import expert_cost, transformer_cost
 from fitbench.estimate.allocator import SegmentedPool
 from fitbench.estimate.execution import attention_as_run
 from fitbench.estimate.first_step import weight_matrices
@@ -370,7 +370,7 @@ def _routed_experts(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> i
     that under expert parallelism only."""
     h, fe = arch.hidden_size, arch.expert_intermediate_size
     pairs = tokens * arch.experts_per_token
-    weighted_bytes = 4 if arch.rules_type in transformer_cost.FP32_ROUTING_WEIGHT_TYPES else a
+    weighted_bytes = 4 if arch.rules_type in expert_cost.FP32_ROUTING_WEIGHT_TYPES else a
     order = [r.alloc(pairs * 8), r.alloc(pairs * 8)]  # sorted expert ids, permutation
     source = r.alloc(pairs * 8)
     gathered = r.alloc(pairs * h * a)
@@ -409,7 +409,7 @@ def _moe(r: _Replay, arch: TransformerArch, tokens: int, normed: int, a: int) ->
     has them (Qwen2-MoE runs them first and gates them by a sigmoid, ERNIE-4.5 first too;
     DeepSeek after the routed ones); the normed input is freed at the end."""
     h, shared_width = arch.hidden_size, arch.shared_intermediate_size
-    shared_first = transformer_cost.shared_experts_first(arch)
+    shared_first = expert_cost.shared_experts_first(arch)
     shared = None
     if shared_first:
         shared = _dense_mlp(r, tokens, h, shared_width, a)
@@ -833,7 +833,7 @@ def _decode(
     a window-long copy and frees the previous one (after a longer prompt, the prompt-long
     prefill copy). After its caches, a MoE layer's batched_mm experts gather every token-expert
     pair's gate/up and then down weights (`gathers`, one (gate/up, down) pair of sizes a layer,
-    zeros for dense layers: transformer_cost.decode_expert_gathers) and free both. The steps'
+    zeros for dense layers: expert_cost.decode_expert_gathers) and free both. The steps'
     other tensors are one token wide, small-pool requests that leave the large pool alone. The
     caches are freed at the end, as the generation returns. Past DECODE_UPDATES cache updates
     the steps are replayed `stride` tokens at a time, each update growing by that many tokens."""
@@ -901,7 +901,7 @@ def replayed_gap(
     r = _Replay(masked_fill_copies=known is not None and known <= MASKED_FILL_COPIES_UNTIL)
     _load(r, arch, a)
     r.pool.reset_peak_allocated()  # as `fitbench run` does before it measures
-    each = transformer_cost.decode_expert_gathers(workload)
+    each = expert_cost.decode_expert_gathers(workload)
     gathers = [each if arch.is_moe_layer(i) else (0.0, 0.0) for i in range(arch.num_layers)]
     for _ in range(generations):
         _prefill(r, arch, batch, prompt, _eager(workload), a)

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from fitbench.estimate import first_step, liveness, transformer_cost
+from fitbench.estimate import expert_cost, first_step, liveness, transformer_cost
 from fitbench.estimate.breakdown import PART_NAMES, MemoryBreakdown, with_part
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes, keeps_dropout_masks
 from fitbench.estimate.liveness import GradedSegment
@@ -368,8 +368,8 @@ def frozen_savings_per_token(
         # input and the product feeding its down projection serve only the experts' weight
         # gradients, which `adapted_experts` (peft's merged stacks: expert_adapters) need again.
         # The router's input stays (its scores' gradient flows back through it).
-        k, fe = transformer_cost.routed_copies(arch), arch.expert_intermediate_size
-        e = 4 if transformer_cost.experts_in_weight_dtype(arch, dt) else dt.act
+        k, fe = expert_cost.routed_copies(arch), arch.expert_intermediate_size
+        e = 4 if expert_cost.experts_in_weight_dtype(arch, dt) else dt.act
         mlp_in, mlp_out_in = 0.0, 0.0 if adapted_experts else k * (h + fe) * e
     return qkv_in + mlp_in + norms + out_proj_in + mlp_out_in
 

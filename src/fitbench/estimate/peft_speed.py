@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from fitbench.core.gpu import GpuSpec
-from fitbench.estimate import transformer_cost
+from fitbench.estimate import expert_cost, transformer_cost
 from fitbench.estimate.dtypes import ActivationDtypes, activation_dtypes, keeps_dropout_masks
 from fitbench.estimate.matrices import expert_gemms, layer_gemms
 from fitbench.estimate.peft import (
@@ -309,7 +309,7 @@ def expert_adapter_kernels(workload: Workload) -> tuple[list[Kernel], list[Kerne
 
     Under autocast all of it runs in FP32 at the FP32 rate: the base weights are the FP32 master
     weights, peft folds them outside autocast (`torch.autocast(enabled=False)`), and the grouped
-    product takes the FP32 merged stack as it is (transformer_cost.experts_in_weight_dtype), its
+    product takes the FP32 merged stack as it is (expert_cost.experts_in_weight_dtype), its
     weight gradient one mm per expert with tokens (grouped_mm's fallback: torch's grouped kernel
     takes bf16 only)."""
     stacks = expert_adapters(workload)
@@ -321,7 +321,7 @@ def expert_adapter_kernels(workload: Workload) -> tuple[list[Kernel], list[Kerne
     tokens = workload.batch_size * (workload.seq_len or 1)
     routed = tokens * arch.experts_per_token
     dt = activation_dtypes(workload, dropout=False)
-    fp32 = transformer_cost.experts_in_weight_dtype(arch, dt) or workload.precision_info.compute == "fp32"
+    fp32 = expert_cost.experts_in_weight_dtype(arch, dt) or workload.precision_info.compute == "fp32"
     compute = "fp32" if fp32 else ""
     per_expert = expected_distinct_experts(e, arch.experts_per_token, tokens) if fp32 else None
     fwd, bwd = [], []

@@ -118,14 +118,14 @@ class Profile:
     # transformer_cost.latent_expansion_kernels); False: MLA-aware kernels read the latent only.
     expands_latent_cache: bool = False
     # Whether the mode runs every expert on every token in the families whose transformers code
-    # does (transformer_cost.ALL_EXPERT_TYPES: Llama-4's repeat + bmm); False: the routed top-k
+    # does (expert_cost.ALL_EXPERT_TYPES: Llama-4's repeat + bmm); False: the routed top-k
     # only, as engines' fused MoE kernels do.
     runs_all_experts: bool = False
     # Whether the mode's decode steps run routed experts through transformers' batched_mm path:
     # generate switches grouped_mm experts to it for the decode loop on any non-CPU device
     # (generation/utils.py _optimize_model_for_decode, in every transformers 5 release), where
     # each token-expert pair gathers its expert's whole weights into a new tensor that a batched
-    # matmul then reads (transformer_cost.expert_kernels `batched`); False: grouped or fused
+    # matmul then reads (expert_cost.expert_kernels `batched`); False: grouped or fused
     # kernels that read each expert reached once.
     decode_experts_batched: bool = False
     # Whether the mode loads weights as a serving engine does (as_engine): bitsandbytes then

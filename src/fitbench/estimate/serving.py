@@ -41,7 +41,7 @@ from fitbench.core.gpu import GpuSpec
 from fitbench.core.names import Strategy
 from fitbench.core.units import GiB
 from fitbench.errors import FitbenchError
-from fitbench.estimate import speed, timing, transformer_cost
+from fitbench.estimate import kv_cache, speed, timing
 from fitbench.estimate.distributed import tp_weight_bytes
 from fitbench.estimate.kv_groups import KvGroups, kv_groups
 from fitbench.estimate.profile import get_profile
@@ -232,7 +232,7 @@ def memory_plan(
     cudagraph = CUDAGRAPH_BYTES if config.engine == "v1" else 0
     requested = int(config.gpu_memory_utilization * total)
     kv = requested - weights - activation - non_torch - cudagraph
-    per_token = transformer_cost.kv_cache_bytes_per_token(workload, tp=tp)
+    per_token = kv_cache.kv_cache_bytes_per_token(workload, tp=tp)
     arch = workload.arch
     assert isinstance(arch, TransformerArch)
     groups = kv_groups(arch, config.engine)
@@ -253,7 +253,7 @@ def memory_plan(
         profile_tokens=tokens,
         max_num_seqs=seqs,
         groups=groups,
-        state_bytes_per_seq=transformer_cost.linear_state_bytes_per_sequence(workload) / tp,
+        state_bytes_per_seq=kv_cache.linear_state_bytes_per_sequence(workload) / tp,
     )
 
 

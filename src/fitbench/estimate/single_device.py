@@ -12,7 +12,15 @@ from dataclasses import replace
 from functools import lru_cache
 
 from fitbench.core.names import Framework
-from fitbench.estimate import first_step, generation_reserve, liveness, resnet_cost, transformer_cost
+from fitbench.estimate import (
+    expert_cost,
+    first_step,
+    generation_reserve,
+    kv_cache,
+    liveness,
+    resnet_cost,
+    transformer_cost,
+)
 from fitbench.estimate.breakdown import PART_NAMES, MemoryBreakdown
 from fitbench.estimate.execution import (
     cleared_with_step_features,
@@ -168,14 +176,14 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
             first = _first_step_reserve(workload, framework, compiled, release, sixteen_bit)
     elif workload.is_generation:
         phase = "generate"
-        parts["kv_cache"] = transformer_cost.kv_cache_bytes(workload)
+        parts["kv_cache"] = kv_cache.kv_cache_bytes(workload)
         # Prefill scratch, or while decoding one layer's K/V being re-grown by concatenation.
         arch = workload.arch
         assert isinstance(arch, TransformerArch)
         # transformers' generate on a GPU: a decode step's batched_mm experts hold two gathered
         # copies of every token-expert pair's weights (Profile.decode_experts_batched).
         batched = profile.decode_experts_batched
-        gathers = transformer_cost.decode_expert_gathers(workload) if batched else (0.0, 0.0)
+        gathers = expert_cost.decode_expert_gathers(workload) if batched else (0.0, 0.0)
         parts["temporaries"] = max(
             transformer_cost.inference_transient_bytes(workload, profile.transformers_version),
             parts["kv_cache"] / arch.num_layers,
@@ -205,7 +213,7 @@ def single_device_breakdown(workload: Workload, profile: Profile, *, reserve: bo
             details["generation_reserve"] = int(excess)
             parts["fragmentation"] = excess
     elif workload.is_generation and not laid_out:
-        outgrown = transformer_cost.outgrown_cache_bytes(workload, profile.kv_growth_stale_share)
+        outgrown = kv_cache.outgrown_cache_bytes(workload, profile.kv_growth_stale_share)
         parts["fragmentation"] += outgrown
         if outgrown:
             details["outgrown_kv_cache_blocks"] = int(outgrown)

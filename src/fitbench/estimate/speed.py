@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from fitbench.catalog import get_gpu
 from fitbench.core.gpu import GpuSpec
 from fitbench.core.names import Framework
-from fitbench.estimate import generate_ops, linear_attention, resnet_cost, transformer_cost
+from fitbench.estimate import expert_cost, generate_ops, linear_attention, resnet_cost, transformer_cost
 from fitbench.estimate.execution import sdpa_math_only, sixteen_bit_weights
 from fitbench.estimate.optimizer import optimizer_element_bytes, param_sizes_in_order
 from fitbench.estimate.profile import Profile
@@ -812,7 +812,7 @@ def generation(workload: Workload, gpu: GpuSpec, profile: Profile) -> Generation
     mean_context = prompt + math.ceil(new / 2)
     # transformers' generate runs a GPU's decode steps through batched_mm experts (gathered
     # weights; Profile.decode_experts_batched), its prefill through grouped_mm.
-    batched = profile.decode_experts_batched and transformer_cost.experts_unquantized(workload)
+    batched = profile.decode_experts_batched and expert_cost.experts_unquantized(workload)
     decode_k = transformer_cost.forward_kernels(
         workload,
         b,

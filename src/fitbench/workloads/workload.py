@@ -340,6 +340,14 @@ class Workload:
         return isinstance(self.arch, ResNetArch)
 
     @property
+    def transformer(self) -> TransformerArch:
+        """The arch of a transformer workload: code that models transformers only reads it here
+        instead of narrowing the union itself (a ResNet raises)."""
+        if not isinstance(self.arch, TransformerArch):
+            raise TypeError(f"{self.name} is a {self.family}, not a transformer")
+        return self.arch
+
+    @property
     def is_generation(self) -> bool:
         return self.family == "decoder" and self.mode == "infer"
 
