@@ -764,3 +764,20 @@ def test_query_key_norms_change_the_attention():
             layer.attn.q_norm.weight.set_value(paddle.full_like(layer.attn.q_norm.weight, 2.0))
         after = model(ids).numpy()
     assert not np.allclose(before, after)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        dict(linear_layers=1, linear_kind="mamba2", linear_key_heads=1, linear_key_head_dim=8)
+        | dict(linear_value_heads=4, linear_value_head_dim=32, linear_conv_kernel=4),
+        dict(mlp_free_layers=1),
+    ],
+    ids=["mamba-2 layers", "a block without an MLP"],
+)
+def test_hybrid_layouts_are_refused_not_built_as_a_plain_decoder(fields):
+    """A decoder with Mamba-2 layers (Bamba, rotary like Llama) or blocks without an MLP
+    (Nemotron-H) is refused: built from the plain decoder it would be another model."""
+    arch = dataclasses.replace(TINY_LLAMA, **fields)
+    with pytest.raises(FitbenchError, match="state-space or linear-attention layers"):
+        models.build_transformer(arch)

@@ -275,6 +275,7 @@ def _tp_generic(arch: TransformerArch) -> bool:
         or arch.is_mla
         or arch.qk_norm != "none"
         or arch.norms_per_layer != 2
+        or bool(arch.mlp_free_layers)
         or bool(arch.patch_size)
         or bool(arch.extra_params)
         or bool(arch.vision_params)

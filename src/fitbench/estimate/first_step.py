@@ -104,10 +104,13 @@ def weight_matrices(arch: TransformerArch) -> list[list[Matrix]]:
     blocks = []
     for i in range(arch.num_layers):
         mats = [Matrix(n) for n in (linear if arch.is_linear_attention_layer(i) else attention)]
-        if arch.is_moe_layer(i):
+        if arch.is_mlp_free_layer(i):
+            pass  # a mixer without an MLP (Nemotron-H)
+        elif arch.is_moe_layer(i):
             e, fe = arch.num_experts, arch.expert_intermediate_size
             mats.append(Matrix(e * h, fp32=arch.rules_type in FP32_ROUTER_WEIGHT_TYPES))  # the router
-            experts = [e * 2 * fe * h, e * fe * h]  # stacked gate_up and down
+            up = 2 if arch.mlp == "swiglu" else 1  # stacked gate_up, or up alone (Nemotron-H)
+            experts = [e * up * fe * h, e * fe * h]  # and down
             if arch.mlp_bias:  # gpt-oss: the stacked experts' biases are matrices too
                 experts += [e * 2 * fe, e * h]
             mats += [Matrix(n, expert=True) for n in experts]

@@ -362,12 +362,12 @@ def _router(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> list[int]
 
 def _routed_experts(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> int:
     """transformers' grouped_mm experts (integrations/moe.py): the token-expert pairs sorted by
-    expert, each token's input gathered once a pair, the gate_up grouped product, the gate's
-    activation and its product with up, the down product, the routing weights' product (FP32
-    where the router hands FP32 weights), the pairs put back in token order and summed per
-    token (cast back from FP32). transformers 5.17 and before also copy both grouped products
-    through masked_fill (expert-parallel sentinels; the replay's `masked_fill_copies`); 5.18 on do
-    that under expert parallelism only."""
+    expert, each token's input gathered once a pair, the gate_up grouped product (up alone for
+    two-matrix experts), the gate's activation and its product with up, the down product, the
+    routing weights' product (FP32 where the router hands FP32 weights), the pairs put back in
+    token order and summed per token (cast back from FP32). transformers 5.17 and before also
+    copy both grouped products through masked_fill (expert-parallel sentinels; the replay's
+    `masked_fill_copies`); 5.18 on do that under expert parallelism only."""
     h, fe = arch.hidden_size, arch.expert_intermediate_size
     pairs = tokens * arch.experts_per_token
     weighted_bytes = 4 if arch.rules_type in expert_cost.FP32_ROUTING_WEIGHT_TYPES else a
@@ -375,9 +375,10 @@ def _routed_experts(r: _Replay, arch: TransformerArch, tokens: int, a: int) -> i
     source = r.alloc(pairs * 8)
     gathered = r.alloc(pairs * h * a)
     r.free(source)
-    gate_up = r.alloc(pairs * 2 * fe * a)
+    up = 2 if arch.mlp == "swiglu" else 1  # gate and up, or up alone (Nemotron-H's squared ReLU)
+    gate_up = r.alloc(pairs * up * fe * a)
     if r.masked_fill_copies:
-        copied = r.alloc(pairs * 2 * fe * a)
+        copied = r.alloc(pairs * up * fe * a)
         r.free(gate_up)
         gate_up = copied
     act = r.alloc(pairs * fe * a)

@@ -97,7 +97,7 @@ def python_xielu(arch: TransformerArch) -> bool:
 
 # Families whose two-matrix MLP squares a ReLU (Arcee, Nemotron: `relu2`): two cheap pointwise
 # kernels, none of GELU's arithmetic.
-RELU2_TYPES = ("arcee", "nemotron", "jais2")
+RELU2_TYPES = ("arcee", "nemotron", "jais2", "nemotron_h")
 #: families whose attention scales its rotated queries by position (Ministral 3: Llama 4's
 #: attention scale from rope_parameters, recomputed in every layer): the position ids divided,
 #: floored, incremented, logged, scaled and incremented, a view, a cast, and the product over q
@@ -260,8 +260,11 @@ def autocast_params_at(arch: TransformerArch, i: int) -> int:
 
 
 def _dense_block_linear_params(arch: TransformerArch, i: int = 0) -> int:
-    """Dense block i's matrices (every block of a dense model, DeepSeek's first layers)."""
+    """Dense block i's matrices (every block of a dense model, DeepSeek's first layers; a block
+    without an MLP, its mixer's only)."""
     attn = _mixer_linear_params(arch, i)
+    if arch.is_mlp_free_layer(i):
+        return attn
     return attn + (3 if arch.mlp == "swiglu" else 2) * arch.hidden_size * arch.intermediate_size
 
 
@@ -290,16 +293,24 @@ def decoder_linear_inputs_saved_bytes_per_token(
 
 
 def layer_saved_bytes_per_token(
-    arch: TransformerArch, dt: ActivationDtypes, seq: int, attention: str, *, moe: bool = False
+    arch: TransformerArch,
+    dt: ActivationDtypes,
+    seq: int,
+    attention: str,
+    *,
+    moe: bool = False,
+    mlp: bool = True,
 ) -> float:
-    """Bytes one block saves for backward, per token of the batch (`moe`: a block with experts)."""
+    """Bytes one block saves for backward, per token of the batch (`moe`: a block with experts;
+    `mlp` False: a decoder block without an MLP, TransformerArch.mlp_free_layers, which keeps
+    neither the MLP's tensors nor its norm's)."""
     h, f = arch.hidden_size, arch.intermediate_size
     if arch.kind == "encoder":
         # Post-LN BERT block with dropout after attention probabilities, attention output and MLP.
         qkv_in = dt.linear_input(h, 3)  # Q, K, V Linear inputs
         mlp_in = dt.linear_input(h, 1)  # intermediate.dense input
         norms = 2 * h * dt.res  # LayerNorm inputs (residual sums)
-        mlp = 2 * f * dt.act  # GELU input, GELU output (fc2 input)
+        mlp_saved = 2 * f * dt.act  # GELU input, GELU output (fc2 input)
         masks = 2 * h * dt.mask  # hidden dropout masks
     else:
         # Pre-norm Llama block: the inputs of q/k/v and of the MLP's first matrices are the
@@ -312,23 +323,26 @@ def layer_saved_bytes_per_token(
         if arch.parallel_block and arch.norm != "rmsnorm":
             norms = h * dt.res  # the LayerNorms' shared input
         else:
-            norms = arch.norms_per_layer * norm_saved_bytes_per_token(arch, h, dt.res)
+            own = arch.norms_per_layer if mlp else arch.norms_per_layer - 1
+            norms = own * norm_saved_bytes_per_token(arch, h, dt.res)
         norms += qk_norm_saved_bytes_per_token(arch, dt)
-        if moe:
-            mlp_in, mlp = 0.0, moe_mlp_saved_bytes_per_token(arch, dt)
+        if not mlp:
+            mlp_in = mlp_saved = 0.0
+        elif moe:
+            mlp_in, mlp_saved = 0.0, moe_mlp_saved_bytes_per_token(arch, dt)
         elif gpt2_python_gelu(arch):
-            mlp = f * python_gelu_saved_bytes(dt)
+            mlp_saved = f * python_gelu_saved_bytes(dt)
         elif python_xielu(arch):
-            mlp = f * xielu_saved_bytes(dt)
+            mlp_saved = f * xielu_saved_bytes(dt)
         else:
             n_mlp = 4 if arch.mlp == "swiglu" else 2  # gate, SiLU(gate), up, product | fc1, GELU
-            mlp = n_mlp * f * dt.act
+            mlp_saved = n_mlp * f * dt.act
         masks = 2 * h * dt.mask  # GPT-2's residual dropouts (keeps_dropout_masks)
     # Q, K, V as attention inputs (rotary outputs for decoders), repeated for GQA in eager.
     attn = _attention_saved_bytes_per_token(arch, dt, seq, attention)
     if arch.attention_output_gate:  # the attention output and its sigmoid gate, kept by their product
         attn += 2 * arch.q_dim * dt.act
-    return qkv_in + attn + masks + norms + mlp_in + mlp
+    return qkv_in + attn + masks + norms + mlp_in + mlp_saved
 
 
 def linear_layer_saved_bytes_per_token(
@@ -338,12 +352,13 @@ def linear_layer_saved_bytes_per_token(
     attention: str,
     *,
     moe: bool = False,
+    mlp: bool = True,
     release: str | None = None,
 ) -> float:
     """What a linear-attention block saves per token: an attention block's, less its attention
     (and query/key norms), plus the linear mixer's (linear_attention.saved_bytes_per_token: Gated
     DeltaNet's or Mamba-2's)."""
-    block = layer_saved_bytes_per_token(arch, dt, seq, attention, moe=moe)
+    block = layer_saved_bytes_per_token(arch, dt, seq, attention, moe=moe, mlp=mlp)
     attn = _attention_saved_bytes_per_token(arch, dt, seq, attention) + qk_norm_saved_bytes_per_token(
         arch, dt
     )
@@ -386,6 +401,7 @@ def compiled_layer_saved_bytes_per_token(
     *,
     fused_residual_norm: bool = False,
     moe: bool = False,
+    mlp: bool = True,
 ) -> float:
     """Bytes one block of the compiled step (torch.compile: AOT autograd with inductor's min-cut
     partitioner) saves for backward, per token of the batch.
@@ -403,7 +419,8 @@ def compiled_layer_saved_bytes_per_token(
     With `fused_residual_norm` (the tuned BERT-style encoder's sites are fitbench's operator,
     backends/torch/dropout_layer_norm) each site keeps its sum x + dropout(y) at the residual
     stream's width (residual_stream_dtypes) and two FP32 statistics a row (mean, rstd), and no
-    mask: the backward hashes it again.
+    mask: the backward hashes it again. Without an `mlp` (TransformerArch.mlp_free_layers) the
+    block keeps neither the MLP's tensors nor its norm's.
     """
     h, f = arch.hidden_size, arch.intermediate_size
     linear_inputs = 2 * dt.linear_input(h, 1)  # q/k/v's input, the MLP's input
@@ -411,15 +428,20 @@ def compiled_layer_saved_bytes_per_token(
         norms = 2 * (h * dt.res + RESIDUAL_SITE_ROW_STATS_BYTES)
         masks = 0.0
     else:
-        norms = arch.norms_per_layer * compiled_norm_saved_bytes_per_token(h, dt)
+        own = arch.norms_per_layer if mlp else arch.norms_per_layer - 1
+        norms = own * compiled_norm_saved_bytes_per_token(h, dt)
         norms += compiled_qk_norm_saved_bytes_per_token(arch, dt)
         masks = 2 * h * dt.mask if arch.kind == "encoder" else 0.0
-    mlp = (3 if arch.mlp == "swiglu" else 2) * f * dt.act
-    if moe:
+    mlp_saved = (3 if arch.mlp == "swiglu" else 2) * f * dt.act
+    if not mlp:
+        linear_inputs, mlp_saved = dt.linear_input(h, 1), 0.0
+    elif moe:
         # transformers' grouped experts with FP32 weights take its opaque fallback operator under
         # dynamo, in FP32: their routed copies as moe_mlp_saved_bytes_per_token(compiled=True).
-        linear_inputs, mlp = dt.linear_input(h, 1), moe_mlp_saved_bytes_per_token(arch, dt, compiled=True)
-    return linear_inputs + norms + mlp + masks + _attention_saved_bytes_per_token(arch, dt, seq, attention)
+        linear_inputs = dt.linear_input(h, 1)
+        mlp_saved = moe_mlp_saved_bytes_per_token(arch, dt, compiled=True)
+    attn = _attention_saved_bytes_per_token(arch, dt, seq, attention)
+    return linear_inputs + norms + mlp_saved + masks + attn
 
 
 def _attention_saved_bytes_per_token(
@@ -542,14 +564,22 @@ def training_segments(
     linear_transient = max(
         per_transient, linear_attention.backward_transient_bytes_per_token(arch, s, release, dt.act) * tokens
     )
+    mlp_free_layer = 0.0
+    if arch.mlp_free_layers:
+        mlp_free_layer = tokens * (
+            compiled_layer_saved_bytes_per_token(arch, block_dt, s, workload.attention, mlp=False)
+            if compiled
+            else layer_saved_bytes_per_token(arch, dt, s, workload.attention, mlp=False)
+        )
     for i in range(arch.num_layers):
         cast = autocast_params_at(arch, i) if dt.amp else 0
-        saved = moe_layer if arch.is_moe_layer(i) else per_layer
+        mlp = not arch.is_mlp_free_layer(i)
+        saved = (moe_layer if arch.is_moe_layer(i) else per_layer) if mlp else mlp_free_layer
         transient = per_transient
         if arch.is_linear_attention_layer(i):
             moe = arch.is_moe_layer(i)
             saved = tokens * linear_layer_saved_bytes_per_token(
-                arch, dt, s, workload.attention, moe=moe, release=release
+                arch, dt, s, workload.attention, moe=moe, mlp=mlp, release=release
             )
             transient = linear_transient
         segs.append(
@@ -1007,7 +1037,8 @@ def norm_weight_gradient_bytes_per_token(arch: TransformerArch, dt: ActivationDt
         main, qk = 16.0, 12.0 + a
     else:
         main = qk = 4.0 * a
-    return float(arch.norms_per_layer * arch.hidden_size * main + _qk_norm_width(arch) * qk)
+    norms = arch.block_norms / arch.num_layers  # the mean block's (MLP-free blocks have one fewer)
+    return float(norms * arch.hidden_size * main + _qk_norm_width(arch) * qk)
 
 
 #: the passes of Hugging Face's RMSNorm (upcast, pow, mean, add, rsqrt and two products) and of
@@ -1016,9 +1047,16 @@ RMSNORM_OPS = 7
 ROTARY_OPS = 12
 
 
-def _rmsnorm_ops(arch: TransformerArch) -> int:
-    """The RMSNorm passes of one block: its own norms and the query and key norms."""
-    return RMSNORM_OPS * arch.norms_per_layer + (2 * RMSNORM_OPS if arch.qk_norm != "none" else 0)
+def mlp_share(arch: TransformerArch) -> float:
+    """The share of the blocks that have an MLP or experts (TransformerArch.mlp_free_layers): the
+    mean block runs that much of one MLP's elementwise work."""
+    return arch.mlp_layers / arch.num_layers
+
+
+def _rmsnorm_ops(arch: TransformerArch) -> float:
+    """The RMSNorm passes of the mean block: its own norms and the query and key norms."""
+    own = arch.block_norms / arch.num_layers
+    return RMSNORM_OPS * own + (2 * RMSNORM_OPS if arch.qk_norm != "none" else 0)
 
 
 def _activation_ops(arch: TransformerArch, dt: ActivationDtypes) -> int:
@@ -1043,15 +1081,14 @@ def _elementwise_bytes_per_token(
     MoE block's activation is its shared experts' (the routed copies' passes are
     expert_routing_kernels'), so the width is the layers' mean. Without `attention` (a
     linear-attention block) the heads' views and the cache's concatenation are not counted."""
-    h, f = arch.hidden_size, float(arch.intermediate_size)
-    if arch.is_moe:
-        shared = arch.shared_intermediate_size
-        f = (arch.dense_mlp_layers * f + arch.moe_layers * shared) / arch.num_layers
+    h = arch.hidden_size
+    shared = arch.shared_intermediate_size if arch.is_moe else 0
+    f = (arch.dense_mlp_layers * arch.intermediate_size + arch.moe_layers * shared) / arch.num_layers
     if arch.norm == "rmsnorm":
         # HF RMSNorm: upcast, pow, mean, add, rsqrt, mul, mul, each pass over the FP32 width; a
         # block runs its own number of them (Gemma-2/3 and GLM-4 four: pre and post norms) and
         # Qwen3's, Gemma-3's and OLMo-2's query and key norms over q and k.
-        widths = arch.norms_per_layer * h + _qk_norm_width(arch)
+        widths = arch.block_norms / arch.num_layers * h + _qk_norm_width(arch)
         norms = RMSNORM_OPS * 2 * widths * 4
         norm_ops = _rmsnorm_ops(arch)
     else:
@@ -1066,7 +1103,8 @@ def _elementwise_bytes_per_token(
         act = 4 * f * dt.act  # relu, then its square: each reads and writes
     else:
         act = 2 * f * dt.act
-    adds = 2 * 3 * h * dt.res
+    residuals = 1 + mlp_share(arch)  # the mixer's residual add, and the MLP's where there is one
+    adds = residuals * 3 * h * dt.res
     dropout = 2 * (2 * h * dt.act + h) if dt.mask else 0.0
     drop_ops = 2 if dt.mask else 0
     rotary = 6 * (arch.q_dim + arch.kv_dim) * dt.act if arch.position == "rotary" else 0.0
@@ -1081,7 +1119,8 @@ def _elementwise_bytes_per_token(
     # calls, dispatch, autograd nodes): 8 per block in the Hugging Face attention code.
     view_ops = VIEW_OPS_PER_BLOCK if attention else 0
     cache_ops = 2 if arch.kind == "decoder" and attention else 0  # K/V concatenation into the cache
-    ops = norm_ops + _activation_ops(arch, dt) + 2 + drop_ops + rotary_ops + view_ops + cache_ops
+    act_ops = _activation_ops(arch, dt) * mlp_share(arch)
+    ops = norm_ops + act_ops + residuals + drop_ops + rotary_ops + view_ops + cache_ops
     return norms + act + adds + dropout + rotary + casts, ops
 
 
@@ -1093,7 +1132,7 @@ def elementwise_tensor_ops(arch: TransformerArch, dt: ActivationDtypes) -> float
     operations, as in the BERT-base steps the reference was fitted on."""
     norms = _rmsnorm_ops(arch) if arch.norm == "rmsnorm" else 0
     act = _activation_ops(arch, dt)
-    written_out = act if act > 1 else 0  # one GELU module is a reference operation
+    written_out = act * mlp_share(arch) if act > 1 else 0  # one GELU module is a reference operation
     rotary = ROTARY_OPS if arch.position == "rotary" else 0
     if arch.rules_type in POSITION_SCALED_QUERY_TYPES:
         rotary += POSITION_SCALE_OPS

@@ -304,6 +304,13 @@ class TransformerArch:
     expand x hidden precedes `out_proj`, and A, D and the step bias are one number a head. The
     chunk length of the chunked scan is `linear_chunk` (0: the kind's transformers default).
 
+    Blocks without an MLP (`mlp_free_layers`, Nemotron-H): that many of the layers are a norm and
+    a token mixer only. Nemotron-H's blocks are each one norm and one of a Mamba-2 mixer, an
+    attention, an MLP or experts; a mixer block followed by an MLP block is one layer here (two
+    norms, as a Llama block has), and the mixers no MLP follows are the MLP-free layers (one
+    norm). The estimate counts the kinds, not their places: the last `mlp_free_layers` layers are
+    the MLP-free ones (`is_mlp_free_layer`).
+
     `residual_dropout`: a decoder's dropout on its blocks' attention and MLP outputs in training
     (GPT-2's and GPT-BigCode's `resid_pdrop`); None for its family's default
     (`residual_dropout_p`).
@@ -368,6 +375,7 @@ class TransformerArch:
     linear_conv_bias: bool = False
     linear_proj_bias: bool = False
     attention_output_gate: bool = False
+    mlp_free_layers: int = 0
 
     def __post_init__(self) -> None:
         self._check_counts()
@@ -424,6 +432,23 @@ class TransformerArch:
                 message_zh=f"{self.num_layers} 层中有 {self.sliding_layers} 层滑动窗口层,数量不合理",
             )
         self._check_linear_attention()
+        self._check_mlp_free_layers()
+
+    def _check_mlp_free_layers(self) -> None:
+        """MLP-free layers are some of a pre-norm decoder's layers (two norms a block, one of them
+        the MLP's)."""
+        if not self.mlp_free_layers:
+            return
+        if self.mlp_free_layers > self.num_layers:
+            raise FitbenchError(
+                f"{self.mlp_free_layers} layers without an MLP of {self.num_layers} layers",
+                message_zh=f"{self.num_layers} 层中有 {self.mlp_free_layers} 层没有 MLP,数量不合理",
+            )
+        if self.kind != "decoder" or self.norms_per_layer != 2 or self.parallel_block:
+            raise FitbenchError(
+                "layers without an MLP belong to a pre-norm decoder with two norms a block",
+                message_zh="没有 MLP 的层只属于每块两个归一化层的前置归一化解码器",
+            )
 
     def _check_linear_attention(self) -> None:
         """Linear-attention layers are some of the layers, with every size of theirs given."""
@@ -503,6 +528,7 @@ class TransformerArch:
             "linear_value_head_dim",
             "linear_conv_kernel",
             "linear_chunk",
+            "mlp_free_layers",
         ):
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -674,23 +700,38 @@ class TransformerArch:
         return (full * context + self.sliding_layers * local) / self.num_layers
 
     # -- layers ---------------------------------------------------------------------------------
+    def is_mlp_free_layer(self, i: int) -> bool:
+        """Block i has no MLP (Nemotron-H's mixers without an MLP block after them): the last
+        `mlp_free_layers` blocks."""
+        return i >= self.mlp_layers
+
+    @property
+    def mlp_layers(self) -> int:
+        """Blocks with an MLP or experts."""
+        return self.num_layers - self.mlp_free_layers
+
+    @property
+    def block_norms(self) -> int:
+        """Norms inside the blocks: `norms_per_layer` a block, one fewer in an MLP-free block."""
+        return self.num_layers * self.norms_per_layer - self.mlp_free_layers
+
     def is_moe_layer(self, i: int) -> bool:
         """Block i holds experts: from `dense_layers` on, where (i + 1) is a multiple of `moe_every`
         (Qwen-MoE's decoder_sparse_step, ERNIE-4.5's moe_layer_interval; DeepSeek's
-        first_k_dense_replace is `dense_layers`)."""
-        return self.is_moe and i >= self.dense_layers and (i + 1) % self.moe_every == 0
+        first_k_dense_replace is `dense_layers`), among the blocks with an MLP."""
+        return self.is_moe and self.dense_layers <= i < self.mlp_layers and (i + 1) % self.moe_every == 0
 
     @property
     def moe_layers(self) -> int:
         if not self.is_moe:
             return 0
         k = self.moe_every
-        # multiples of k in [dense_layers + 1, num_layers]
-        return self.num_layers // k - self.dense_layers // k
+        # multiples of k in [dense_layers + 1, mlp_layers]
+        return max(self.mlp_layers // k - self.dense_layers // k, 0)
 
     @property
     def dense_mlp_layers(self) -> int:
-        return self.num_layers - self.moe_layers
+        return self.mlp_layers - self.moe_layers
 
     # -- parameter counts -------------------------------------------------------------------
     def norm_params(self, width: int | None = None) -> int:
@@ -836,6 +877,8 @@ class TransformerArch:
 
     def layer_params_at(self, i: int, *, active: bool = False) -> int:
         """Block i: attention, MLP or experts (only the active ones if `active`), norms."""
+        if self.is_mlp_free_layer(i):
+            return self.mixer_params_at(i) + (self.norms_per_layer - 1) * self.norm_params()
         if self.is_moe_layer(i):
             mlp = self.moe_params(self.experts_per_token if active else None)
         else:
@@ -847,12 +890,12 @@ class TransformerArch:
         mixer = max(self.attention_params() if self.attention_layers else 0, self.linear_attention_params())
         dense = mixer + self.mlp_params() + self.norms_per_layer * self.norm_params()
         if not self.moe_layers:
-            return dense
+            return dense if self.mlp_layers else mixer + (self.norms_per_layer - 1) * self.norm_params()
         moe = mixer + self.moe_params() + self.norms_per_layer * self.norm_params()
         return max(moe, dense) if self.dense_mlp_layers else moe
 
     def layers_params(self, *, active: bool = False) -> int:
-        norms = self.num_layers * self.norms_per_layer * self.norm_params()
+        norms = self.block_norms * self.norm_params()
         total = self.mixers_params() + norms + self.dense_mlp_layers * self.mlp_params()
         if self.moe_layers:
             total += self.moe_layers * self.moe_params(self.experts_per_token if active else None)
@@ -861,7 +904,7 @@ class TransformerArch:
     def linear_params_per_layer(self) -> int:
         """Matrix weights of one block (what int8/int4 and LoRA act on): no biases, no norms. With
         experts, the mean block's (every expert's matrices are cast and stored)."""
-        if self.is_moe or self.linear_layers:
+        if self.is_moe or self.linear_layers or self.mlp_free_layers:
             return self.linear_params() // self.num_layers
         h, f = self.hidden_size, self.intermediate_size
         attn = sum(fin * fout for _, fin, fout in self.attention_linears())

@@ -180,6 +180,13 @@ class Workload:
                 message_zh=f"--peft {self.peft} 用于微调 transformer",
                 hint_zh="请在编码器或解码器工作负载上配合 --mode train 使用",
             )
+        if self.peft is not None and getattr(self.arch, "mlp_free_layers", 0):
+            raise FitbenchError(
+                f"--peft {self.peft} is not modelled for models with layers without an MLP yet",
+                "estimate full fine-tuning (drop --peft) or inference",
+                message_zh=f"含无 MLP 层的模型尚未建模 --peft {self.peft}",
+                hint_zh="请估算全量微调(去掉 --peft)或推理",
+            )
         if self.peft is not None and getattr(self.arch, "linear_layers", 0):
             kind, kind_zh = {
                 "mamba2": ("Mamba-2", "Mamba-2 "),

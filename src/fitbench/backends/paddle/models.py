@@ -448,15 +448,19 @@ def build_transformer(arch: TransformerArch, *, checkpointing: bool = False) -> 
         or arch.norm == "nonparametric"
         or arch.position not in ("learned", "rotary")
         or arch.patch_size
+        or arch.linear_layers
+        or arch.mlp_free_layers
     ):
         raise FitbenchError(
             f"the paddle backend cannot build this {arch.model_type or arch.kind} (experts, "
-            "latent attention, sliding windows, parallel blocks or other norm layouts)",
+            "latent attention, sliding windows, parallel blocks, other norm layouts, "
+            "state-space or linear-attention layers, or blocks without an MLP)",
             "`fitbench estimate` covers it; run it with --backend torch where the torch "
             "backend builds it, or estimate only",
             message_zh=(
                 f"paddle 后端无法构建这个 {arch.model_type or arch.kind}("
-                "专家层、潜在注意力、滑动窗口、并行块或其他归一化布局)"
+                "专家层、潜在注意力、滑动窗口、并行块、其他归一化布局、"
+                "状态空间或线性注意力层,或没有 MLP 的块)"
             ),
             hint_zh=(
                 "`fitbench estimate` 可以估算它;若 torch 后端能构建,请用 --backend torch 运行,否则只做估算"
