@@ -35,6 +35,7 @@ card (`RunOptions.memory_limit_bytes`), so the search stays short on a 141 GB H2
     python benchmarks/accuracy.py --set hybrid      # Qwen3.5 / Qwen3-Next linear attention, never run before
     python benchmarks/accuracy.py --set hybridcheck # the same families on other shapes, after the first run
     python benchmarks/accuracy.py --set granite     # Granite 4.0 and Bamba Mamba-2 hybrids, never run
+    python benchmarks/accuracy.py --set nemotronh   # Nemotron-H's blocks without an MLP, never run
     python benchmarks/accuracy.py --set lfm2        # LFM2's short convolutions, never run
     python benchmarks/accuracy.py --set lfm2moe     # LFM2-MoE (LFM2-8B-A1B), never run
     python benchmarks/accuracy.py --set gathercheck # MoE decodes at batch 16-32 after the gather count
@@ -2222,6 +2223,65 @@ GRANITE_CHECK: list[tuple[str, dict[str, Any]]] = [
         },
     ),
 ]
+# Nemotron-H (an 8B-style dense layout and a Nemotron 3 Nano-style MoE one), written down with
+# the estimator's first reading of the family and before any of it ran on a GPU: decode at batch
+# 1-16 and a 4k prompt, full training in bf16 and under autocast, cut to fewer layers where
+# the whole model would not leave room for the step.
+NEMOTRON_H_CHECK: list[tuple[str, dict[str, Any]]] = [
+    (
+        "nemotron-h-8b-shape.json",
+        {"precision": "bf16", "batch_size": 1, "prompt_tokens": 512, "new_tokens": 64},
+    ),
+    (
+        "nemotron-h-8b-shape.json",
+        {"precision": "bf16", "batch_size": 4, "prompt_tokens": 1024, "new_tokens": 64},
+    ),
+    (
+        "nemotron-h-8b-shape.json",
+        {"precision": "bf16", "batch_size": 1, "prompt_tokens": 4096, "new_tokens": 16, "num_layers": 10},
+    ),
+    (
+        "nemotron-3-nano-30b-a3b-shape.json",
+        {"precision": "bf16", "batch_size": 1, "prompt_tokens": 512, "new_tokens": 64, "num_layers": 14},
+    ),
+    (
+        "nemotron-3-nano-30b-a3b-shape.json",
+        {"precision": "bf16", "batch_size": 16, "prompt_tokens": 256, "new_tokens": 64, "num_layers": 7},
+    ),
+    (
+        "nemotron-h-8b-shape.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 1,
+            "seq_len": 2048,
+            "num_layers": 7,
+        },
+    ),
+    (
+        "nemotron-h-8b-shape.json",
+        {
+            "mode": "train",
+            "precision": "amp-bf16",
+            "optimizer": "adamw",
+            "batch_size": 1,
+            "seq_len": 1024,
+            "num_layers": 7,
+        },
+    ),
+    (
+        "nemotron-3-nano-30b-a3b-shape.json",
+        {
+            "mode": "train",
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "batch_size": 2,
+            "seq_len": 1024,
+            "num_layers": 4,
+        },
+    ),
+]
 # LFM2's gated short convolutions (the published LFM2-1.2B, an LFM2-2.6B-style layout), written
 # down before any of them ran on a GPU: decode at batch 1-32 and a long prompt, full training in
 # bf16 and under autocast.
@@ -2455,6 +2515,7 @@ SETS = {
     "hybridcheck": HYBRID_FOLLOWUP,
     "granite": GRANITE_CHECK,
     "lfm2": LFM2_CHECK,
+    "nemotronh": NEMOTRON_H_CHECK,
     "lfm2moe": LFM2_MOE_CHECK,
     "gathercheck": GATHER_CHECK,
     "newcomers": NEWCOMERS,
@@ -2509,11 +2570,11 @@ def build_workload(
 
 
 def with_layers(workload: Workload, layers: int) -> Workload:
-    """`workload` with `layers` layers, the same share of them sliding-window (or linear-attention)
-    layers."""
+    """`workload` with `layers` layers, the same share of them sliding-window (or linear-attention,
+    or MLP-free) layers."""
     arch = workload.arch
     extra = {}
-    for field in ("sliding_layers", "linear_layers"):
+    for field in ("sliding_layers", "linear_layers", "mlp_free_layers"):
         if getattr(arch, field, 0):
             extra[field] = round(getattr(arch, field) * layers / arch.num_layers)
     return dataclasses.replace(workload, arch=dataclasses.replace(arch, num_layers=layers, **extra))
@@ -2549,6 +2610,8 @@ def shrink(workload: Workload) -> Workload:
             if getattr(arch, "linear_layers", 0)
             else {}
         ),
+        # Nemotron-H keeps one layer of its two without an MLP
+        **({"mlp_free_layers": 1} if getattr(arch, "mlp_free_layers", 0) else {}),
         # a family that builds its experts at the dense width (Hunyuan's MoE) keeps that tie
         **{
             f: 172

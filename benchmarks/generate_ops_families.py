@@ -85,6 +85,13 @@ def model_type_of(fields: dict[str, Any]) -> str:
     return str(fields.get("model_type", "")).replace("-", "_")
 
 
+def nemotron_h_pattern(fields: dict[str, Any], layers: int) -> str:
+    """Nemotron-H's blocks for `layers` layers of a mixer block and an MLP (or experts) block each:
+    the first mixer attends, the others are Mamba-2 ones, as tiny_config's kinds."""
+    mlp = "E" if "E" in str(fields.get("hybrid_override_pattern", "")) else "-"
+    return ("*" + mlp + ("M" + mlp) * layers)[: 2 * layers]
+
+
 def build(config: dict[str, Any], layers: int) -> Any:
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -106,6 +113,9 @@ def build(config: dict[str, Any], layers: int) -> Any:
         # Granite 4.0: the first layer attends, the others keep tiny_config's kind
         kinds = fields["layer_types"]
         fields["layer_types"] = (kinds[:1] + kinds[1:2] * layers)[:layers]
+    if model_type_of(fields) == "nemotron_h":
+        fields["hybrid_override_pattern"] = nemotron_h_pattern(fields, layers)
+        fields.pop("layers_block_type", None)
     if fields.get("kv_lora_rank"):  # latent attention keeps a key and value head per query head
         fields["num_key_value_heads"] = fields["num_attention_heads"]
     model_type = fields.pop("model_type")
@@ -168,6 +178,8 @@ def count(name: str) -> dict[str, Any]:
             text[key] = 2
     if text.get("sliding_window"):  # beyond every counted context: no step crosses the window
         text["sliding_window"] = WINDOW
+    if model_type_of(text) == "nemotron_h":  # the blocks build() lays out: every layer has an MLP
+        text["hybrid_override_pattern"] = nemotron_h_pattern(text, LAYERS)
     if text is not config:
         config = {**config, "text_config": text}
     arch = arch_from_hf_config(config)

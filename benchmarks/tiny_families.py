@@ -52,6 +52,13 @@ TINY_SIZES = {
     "mamba_d_head": 16,
     "mamba_d_state": 16,
     "mamba_chunk_size": 32,
+    # and in Nemotron-H's spelling (heads x head size is its Mamba width)
+    "mamba_num_heads": 8,
+    "mamba_head_dim": 16,
+    "ssm_state_size": 16,
+    "n_groups": 2,
+    "chunk_size": 32,
+    "moe_shared_expert_intermediate_size": 32,
     # LFM2's MLP width before its two-thirds adjustment
     "block_ff_dim": 192,
     # vision towers (a multimodal config's vision_config)
@@ -82,8 +89,12 @@ def _mamba_layer_types(config: dict[str, Any], shrunk: dict[str, Any]) -> dict[s
     """A Granite 4.0 file's layer kinds at the tiny layer count (its class makes every layer a
     Mamba-2 one without the list): the first layer attends, the others keep the file's kind (Mamba-2
     wherever the file has one, else attention); Bamba's and LFM2's attention indices, and
-    LFM2-MoE's kinds, likewise."""
+    LFM2-MoE's kinds, likewise; Nemotron-H's blocks as five: Mamba-2, MLP (or experts),
+    attention, MLP, Mamba-2 (a layer without an MLP)."""
     types = config.get("layer_types")
+    if config.get("model_type") == "nemotron_h":  # a mixer of each kind, MLP blocks between, one left over
+        mlp = "E" if "E" in str(config.get("hybrid_override_pattern", "")) else "-"
+        return {"hybrid_override_pattern": f"M{mlp}*{mlp}M", "num_hidden_layers": 5}
     if "mamba_n_heads" in config and "attn_layer_indices" in config:  # Bamba: the first layer attends
         return {"attn_layer_indices": [0]}
     if "full_attn_idxs" in config:  # LFM2: the first layer attends, the others convolve

@@ -66,6 +66,7 @@ def test_every_family_has_a_library_model() -> None:
         "qwen3_5_moe_text",
         "granitemoehybrid",
         "bamba",
+        "nemotron_h",
     }
     assert covered >= set(FAMILIES) - {"gemma3", "glm4"} - unbundled
 
@@ -142,6 +143,14 @@ MAMBA = {
     "mamba_chunk_size": 8,
     "shared_intermediate_size": 48,
     "layer_types": ["mamba", "attention"],
+}
+NEMOTRON_H = {
+    "model_type": "nemotron_h",
+    "mamba_num_heads": 8,
+    "mamba_head_dim": 16,
+    "ssm_state_size": 16,
+    "n_groups": 2,
+    "chunk_size": 8,
 }
 MLA = {"q_lora_rank": 48, "kv_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16}
 TINY_FAMILIES = [
@@ -254,6 +263,17 @@ TINY_FAMILIES = [
         "block_ff_dim": 144,
         "conv_bias": True,
         "layer_types": ["conv", "full_attention"],
+    },
+    # Nemotron-H: Mamba-2, attention and MLP blocks, one mixer without an MLP after it; experts
+    {**HUNYUAN, **NEMOTRON_H, "hybrid_override_pattern": "M-*-M"},
+    {
+        **HUNYUAN,
+        **NEMOTRON_H,
+        "layers_block_type": ["linear_attention", "moe", "full_attention", "moe", "full_attention"],
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "moe_shared_expert_intermediate_size": 48,
     },
 ]
 

@@ -39,6 +39,8 @@ ATTENTION_BLOCK_CALLS = 35
 ROTARY_CALLS = 16
 # One RMSNorm (the per-head query and key norms of Qwen3 / Gemma-3 are one each).
 RMSNORM_CALLS = 8
+# The MLP's residual add, which a layer without an MLP does not issue.
+MLP_RESIDUAL_CALLS = 1
 # A sliding-window layer's cache keeps only its window: two slices on update.
 SLIDING_LAYER_CALLS = 2
 # SwiGLU MLP: gate, up, down projections, the activation and the product; GELU MLP: two and one.
@@ -108,6 +110,11 @@ class CallCounts:
     # LFM2's short convolution: fewer calls than its attention layer's, so negative;
     # TransformerArch.linear_layers; benchmarks/linear_attention_counts.py --decode-calls).
     family_linear_layer: dict[str, int]
+    # A layer without an MLP (TransformerArch.mlp_free_layers): the calls a family's MLP block
+    # issues beyond the MLP, its RMSNorm and its residual add that the parts take off (Nemotron-H:
+    # the block's cast to the norm's dtype, its norm's cast of the weight, the squared ReLU's
+    # second call), so negative.
+    family_mlp_free_layer: dict[str, int]
     # Families whose model builds a sliding-window mask beside the causal one every step even
     # with no sliding layer (Qwen2-MoE), counted with no window set.
     unused_sliding_mask: dict[str, int]
@@ -121,6 +128,7 @@ BEFORE_PACK_GQA = CallCounts(
     fixed=77,
     sliding_mask=24,
     family_fixed={
+        "nemotron-h": -15,
         # forward and generate's loop over the hybrid cache, counted on 5.17
         # (benchmarks/generate_ops_families.py with that release first on PYTHONPATH)
         "qwen3-5-text": 19,
@@ -167,6 +175,7 @@ BEFORE_PACK_GQA = CallCounts(
         "olmo3": -5,
     },
     family_layer={
+        "nemotron-h": 3,
         "qwen3-5-text": 19,
         "granitemoehybrid": 2,
         "bamba": 6,
@@ -201,6 +210,7 @@ BEFORE_PACK_GQA = CallCounts(
         "afmoe": 19,  # the output gate, query/key norms, four norms a block
     },
     family_moe_layer={
+        "nemotron-h": 18,
         "qwen3-5-moe-text": 18,
         "qwen3-next": 18,
         "deepseek-v2": 18,
@@ -221,6 +231,7 @@ BEFORE_PACK_GQA = CallCounts(
         "lfm2-moe": 3,
     },
     family_linear_layer={
+        "nemotron-h": 62,
         "qwen3-5-text": 32,
         "qwen3-5-moe-text": 32,
         "qwen3-next": 52,
@@ -229,6 +240,7 @@ BEFORE_PACK_GQA = CallCounts(
         "lfm2": -32,
         "lfm2-moe": -32,
     },
+    family_mlp_free_layer={"nemotron-h": -2},
     unused_sliding_mask={"qwen2-moe": 31},
 )
 FROM_PACK_GQA = CallCounts(
@@ -239,6 +251,7 @@ FROM_PACK_GQA = CallCounts(
     fixed=65,
     sliding_mask=19,
     family_fixed={
+        "nemotron-h": -9,
         "qwen3-5-text": 18,
         "qwen3-5-moe-text": 18,
         "qwen3-next": 2,
@@ -279,6 +292,7 @@ FROM_PACK_GQA = CallCounts(
         "phi": -6,
     },
     family_layer={
+        "nemotron-h": 5,
         "qwen3-5-text": 19,
         "granitemoehybrid": 2,
         "bamba": 6,
@@ -313,6 +327,7 @@ FROM_PACK_GQA = CallCounts(
         "afmoe": 19,  # the output gate, query/key norms, four norms a block
     },
     family_moe_layer={
+        "nemotron-h": 20,
         "qwen3-5-moe-text": 18,
         "qwen3-next": 18,
         "deepseek-v2": 18,
@@ -333,6 +348,7 @@ FROM_PACK_GQA = CallCounts(
         "lfm2-moe": 3,
     },
     family_linear_layer={
+        "nemotron-h": 61,
         "qwen3-5-text": 31,
         "qwen3-5-moe-text": 31,
         "qwen3-next": 51,
@@ -341,6 +357,7 @@ FROM_PACK_GQA = CallCounts(
         "lfm2": -33,
         "lfm2-moe": -33,
     },
+    family_mlp_free_layer={"nemotron-h": -3},
     unused_sliding_mask={"qwen2-moe": 21},
 )
 
@@ -380,9 +397,12 @@ def layer_calls(
     window_full: bool = False,
     transformers: str | None = None,
     batched_experts: bool = False,
+    mlp: bool = True,
 ) -> int:
     """Python-level torch calls of one decoder layer in a decode step (`batched_experts`: its
-    experts through batched_mm, as generate runs them on a GPU)."""
+    experts through batched_mm, as generate runs them on a GPU; `mlp` False: a layer without an
+    MLP, TransformerArch.mlp_free_layers, whose MLP, its norm and its residual add are not
+    issued)."""
     counts = call_counts(transformers)
     calls = ATTENTION_BLOCK_CALLS + counts.attention_extra
     if arch.position == "rotary":
@@ -397,7 +417,10 @@ def layer_calls(
         grouped = arch.num_kv_heads is not None and arch.num_kv_heads < arch.num_heads
         if window_full and grouped:
             calls += counts.masked_gqa
-    if moe:
+    if not mlp:
+        calls -= RMSNORM_CALLS + MLP_RESIDUAL_CALLS
+        calls += _family(counts.family_mlp_free_layer, arch)
+    elif moe:
         calls += counts.batched_moe_block if batched_experts else counts.moe_block
         if arch.shared_intermediate_size:
             calls += MLP_CALLS[arch.mlp] + SHARED_EXPERT_ADD_CALLS
@@ -438,6 +461,7 @@ def layers_calls(
             window_full=full,
             transformers=transformers,
             batched_experts=batched_experts,
+            mlp=not arch.is_mlp_free_layer(i),
         )
     return total
 

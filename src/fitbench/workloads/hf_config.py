@@ -90,6 +90,7 @@ DECODER_TYPES = (
     "qwen3_5_text",
     "granitemoehybrid",
     "bamba",
+    "nemotron_h",
     "lfm2",
     "gpt2",
     "gpt_bigcode",
@@ -174,7 +175,6 @@ STATE_SPACE_TYPES = {
     "falcon-h1": "Falcon-H1",
     "zamba": "Zamba",
     "zamba2": "Zamba2",
-    "nemotron-h": "Nemotron-H",
     "rwkv": "RWKV",
     "recurrent-gemma": "RecurrentGemma",
     "xlstm": "xLSTM",
@@ -1308,6 +1308,102 @@ def _mamba2_sizes(r: ConfigReader, mamba: int) -> dict[str, Any]:
     )
 
 
+# Nemotron-H's block kinds (NemotronHConfig.layers_block_type) and their letters in the older
+# `hybrid_override_pattern` (transformers' _pattern_to_list).
+NEMOTRON_H_BLOCKS = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+
+
+def _nemotron_h_blocks(r: ConfigReader) -> list[str]:
+    """Nemotron-H's block kinds in order: `layers_block_type`, else `hybrid_override_pattern`'s
+    letters (NEMOTRON_H_BLOCKS), else NemotronHConfig's default list."""
+    kinds = r.data.get("layers_block_type", r.data.get("layer_types"))
+    if kinds is None and isinstance(r.data.get("hybrid_override_pattern"), str):
+        pattern = r.data["hybrid_override_pattern"]
+        kinds = [NEMOTRON_H_BLOCKS.get(c, c) for c in pattern]
+    if kinds is None:
+        kinds = ["linear_attention", "moe", "full_attention", "mlp"]
+    valid = sorted(set(NEMOTRON_H_BLOCKS.values()))
+    if not isinstance(kinds, list) or not 0 < len(kinds) <= MAX_LAYERS or not all(k in valid for k in kinds):
+        raise r.error(
+            f"'layers_block_type' must list one of {', '.join(valid)} for each block, got {show(kinds)}",
+            message_zh=(
+                f"'layers_block_type' 必须为每个块列出 {'、'.join(valid)} 之一,实际为 {show(kinds, 'zh')}"
+            ),
+        )
+    return kinds
+
+
+def _nemotron_h(r: ConfigReader) -> TransformerArch:
+    """Nemotron-H (`nemotron_h`: Nemotron-H, Nemotron Nano 2, Nemotron 3 Nano): a stack of blocks,
+    each one RMSNorm and one of a Mamba-2 mixer ('linear_attention'), an attention without
+    positions ('full_attention'), a two-matrix squared-ReLU MLP ('mlp') or experts ('moe': routed
+    two-matrix experts behind a sigmoid router, plus one shared MLP). Each MLP or experts block is
+    paired with a mixer block as one layer; the mixers left over are TransformerArch's MLP-free
+    layers, so a file with more MLP blocks than mixer blocks is refused. Mamba sizes under
+    NemotronHConfig's names (its intermediate size is heads x head size), the attention's
+    projections without biases whatever `attention_bias` says, an MoE latent projection
+    (`moe_latent_size`) refused."""
+    kinds = _nemotron_h_blocks(r)
+    mamba, attention = kinds.count("linear_attention"), kinds.count("full_attention")
+    dense, experts = kinds.count("mlp"), kinds.count("moe")
+    mixers = mamba + attention
+    if dense + experts > mixers:
+        raise r.error(
+            f"{dense + experts} MLP blocks for {mixers} token-mixer blocks: fitbench pairs each MLP "
+            "block with a mixer block",
+            message_zh=(
+                f"{mixers} 个 token 混合块配 {dense + experts} 个 MLP 块:"
+                "fitbench 将每个 MLP 块与一个混合块配对"
+            ),
+        )
+    if r.data.get("moe_latent_size") is not None and experts:
+        raise r.error(
+            "experts behind a latent projection (moe_latent_size) are not supported",
+            message_zh="不支持带潜在投影(moe_latent_size)的专家",
+        )
+    moe: dict[str, Any] = {}
+    if experts:
+        routed = r.int("n_routed_experts", "num_local_experts", default=8)
+        moe = dict(
+            num_experts=routed,
+            experts_per_token=r.int("num_experts_per_tok", default=2, maximum=routed),
+            expert_intermediate_size=r.int("moe_intermediate_size", default=7688),
+            shared_intermediate_size=r.int("moe_shared_expert_intermediate_size", default=7688, minimum=0),
+            dense_layers=dense,
+        )
+    heads = r.int("mamba_num_heads", default=128)
+    mamba_sizes: dict[str, Any] = {}
+    if mamba:
+        mamba_sizes = dict(
+            linear_layers=mamba,
+            linear_kind="mamba2",
+            linear_key_heads=r.int("n_groups", "mamba_n_groups", default=8),
+            linear_key_head_dim=r.int("ssm_state_size", default=128),
+            linear_value_heads=heads,
+            linear_value_head_dim=r.int("mamba_head_dim", default=64),
+            linear_conv_kernel=r.int("conv_kernel", "mamba_d_conv", default=4),
+            linear_chunk=r.int("chunk_size", "mamba_chunk_size", default=128),
+            linear_conv_bias=r.flag("use_conv_bias", r.flag("mamba_conv_bias", True)),
+            linear_proj_bias=r.flag("use_bias", False),
+        )
+    # The blocks' list sets the depth (NemotronHConfig ignores num_hidden_layers): one layer a mixer.
+    layers = ConfigReader({**r.data, "num_hidden_layers": mixers}, r.source, r.model_type)
+    return _decoder(
+        layers,
+        max_positions=4096,
+        ffn_default=21504,
+        head_dim=128,
+        mlp="gelu",
+        position="none",
+        qkv_bias=False,
+        out_bias=False,
+        mlp_bias=r.flag("mlp_bias", False),
+        mlp_free_layers=mixers - dense - experts,
+        **mamba_sizes,
+        **moe,
+    )
+
+
 def _bamba(r: ConfigReader) -> TransformerArch:
     """Bamba: Mamba-2 layers (Granite 4.0-H's) but at `attn_layer_indices`, where layers attend
     with half of each head rotated; every layer a SwiGLU MLP, biases by `attention_bias` and
@@ -1984,6 +2080,7 @@ _READERS: dict[str, Callable[[ConfigReader], TransformerArch | ResNetArch]] = {
     "granitemoe": _granitemoe,
     "granitemoehybrid": _granitemoehybrid,
     "bamba": _bamba,
+    "nemotron-h": _nemotron_h,
     "lfm2": _lfm2,
     "lfm2-moe": _lfm2_moe,
     "granitemoeshared": _granitemoe,

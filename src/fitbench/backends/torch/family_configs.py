@@ -649,6 +649,65 @@ def _bamba(arch: TransformerArch) -> dict[str, Any]:
     )
 
 
+def nemotron_h_blocks(arch: TransformerArch) -> list[str]:
+    """Nemotron-H's block kinds (NemotronHConfig.layers_block_type) in the estimator's placement:
+    each layer's mixer block (Mamba-2 where TransformerArch.is_linear_attention_layer, attention
+    otherwise), then its MLP or experts block, none after the MLP-free layers."""
+    kinds: list[str] = []
+    for i in range(arch.num_layers):
+        kinds.append("linear_attention" if arch.is_linear_attention_layer(i) else "full_attention")
+        if not arch.is_mlp_free_layer(i):
+            kinds.append("moe" if arch.is_moe_layer(i) else "mlp")
+    return kinds
+
+
+def _nemotron_h(arch: TransformerArch) -> dict[str, Any]:
+    """Nemotron-H: the blocks of nemotron_h_blocks, Mamba-2 sizes in NemotronHConfig's spelling,
+    attention without positions or biases, squared-ReLU MLPs, experts with one shared MLP."""
+    _require(
+        arch,
+        arch.position == "none"
+        and not (arch.qkv_bias or arch.out_bias)
+        and arch.qk_norm == "none"
+        and not arch.sliding_layers
+        and arch.mlp == "gelu"
+        and arch.norm == "rmsnorm"
+        and (not arch.linear_layers or arch.linear_kind == "mamba2"),
+        "biases, norms, positions, windows or mixers Nemotron-H does not have",
+        "Nemotron-H 没有的偏置、归一化、位置编码、滑动窗口或混合层",
+    )
+    sizes = {k: v for k, v in llama_sizes(arch).items() if k != "num_hidden_layers"}
+    fields = dict(
+        sizes,
+        head_dim=arch.dim_head,
+        mlp_bias=arch.mlp_bias,
+        mlp_hidden_act="relu2",
+        layers_block_type=nemotron_h_blocks(arch),
+    )
+    if arch.linear_layers:
+        fields.update(
+            mamba_num_heads=arch.linear_value_heads,
+            mamba_head_dim=arch.linear_value_head_dim,
+            n_groups=arch.linear_key_heads,
+            ssm_state_size=arch.linear_key_head_dim,
+            conv_kernel=arch.linear_conv_kernel,
+            chunk_size=arch.linear_chunk_size,
+            use_conv_bias=arch.linear_conv_bias,
+            use_bias=arch.linear_proj_bias,
+        )
+    if arch.is_moe:
+        _require(arch, not arch.expert_score_bias, "a learned expert score bias", "可学习的专家分数偏置")
+        fields.update(
+            n_routed_experts=arch.num_experts,
+            num_experts_per_tok=arch.experts_per_token,
+            moe_intermediate_size=arch.expert_intermediate_size,
+            moe_shared_expert_intermediate_size=arch.shared_intermediate_size,
+            n_group=1,
+            topk_group=1,
+        )
+    return fields
+
+
 def _lfm2_layers(arch: TransformerArch, name: str) -> dict[str, Any]:
     """The layer kinds and convolution switches LFM2 and LFM2-MoE share: gated short
     convolutions and attention with per-head query and key norms (in the estimator's placement),
@@ -997,6 +1056,7 @@ FAMILIES: dict[str, tuple[str, Callable[[TransformerArch], dict[str, Any]]]] = {
     "granitemoeshared": ("granitemoeshared", _granitemoe),
     "granitemoehybrid": ("granitemoehybrid", _granitemoehybrid),
     "bamba": ("bamba", _bamba),
+    "nemotron_h": ("nemotron_h", _nemotron_h),
     "lfm2": ("lfm2", _lfm2),
     "lfm2_moe": ("lfm2_moe", _lfm2_moe),
     "dots1": ("dots1", _dots1),
