@@ -52,6 +52,22 @@ def test_the_block_list_and_the_older_pattern_read_the_same() -> None:
     assert arch_from_hf_config(listed) == arch_from_hf_config(_config("M-*-M"))
 
 
+def test_the_remote_code_configs_names_read_as_the_class_s() -> None:
+    """nvidia's first Nemotron-H files (remote code) spell the sizes as Granite 4.0 does and the
+    head size `attention_head_dim`."""
+    names = {
+        "mamba_num_heads": "mamba_n_heads",
+        "mamba_head_dim": "mamba_d_head",
+        "n_groups": "mamba_n_groups",
+        "ssm_state_size": "mamba_d_state",
+        "head_dim": "attention_head_dim",
+    }
+    config = _config("M-*-M", head_dim=32)
+    remote = {names.get(k, k): v for k, v in config.items()}
+    assert "head_dim" not in remote and remote["attention_head_dim"] == 32
+    assert arch_from_hf_config(remote) == arch_from_hf_config(config)
+
+
 def test_experts_blocks_follow_their_mixers() -> None:
     arch = arch_from_hf_config({**tiny_config(EXPERTS), "hybrid_override_pattern": "ME*EM"})
     assert arch.is_moe and (arch.moe_layers, arch.dense_mlp_layers, arch.mlp_free_layers) == (2, 0, 1)
