@@ -50,6 +50,8 @@ def test_the_block_list_and_the_older_pattern_read_the_same() -> None:
     listed = {k: v for k, v in _config("").items() if k != "hybrid_override_pattern"}
     listed["layers_block_type"] = ["linear_attention", "mlp", "full_attention", "mlp", "linear_attention"]
     assert arch_from_hf_config(listed) == arch_from_hf_config(_config("M-*-M"))
+    listed["layers_block_type"] = ["mamba", "mlp", "attention", "mlp", "mamba"]  # the older names
+    assert arch_from_hf_config(listed) == arch_from_hf_config(_config("M-*-M"))
 
 
 def test_the_remote_code_configs_names_read_as_the_class_s() -> None:

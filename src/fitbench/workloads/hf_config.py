@@ -1311,17 +1311,22 @@ def _mamba2_sizes(r: ConfigReader, mamba: int) -> dict[str, Any]:
 # Nemotron-H's block kinds (NemotronHConfig.layers_block_type) and their letters in the older
 # `hybrid_override_pattern` (transformers' _pattern_to_list).
 NEMOTRON_H_BLOCKS = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+# The older names of the mixers in a block list (transformers' _LEGACY_LAYER_TYPE_REMAP).
+LEGACY_BLOCK_NAMES = {"mamba": "linear_attention", "attention": "full_attention"}
 
 
 def _nemotron_h_blocks(r: ConfigReader) -> list[str]:
-    """Nemotron-H's block kinds in order: `layers_block_type`, else `hybrid_override_pattern`'s
-    letters (NEMOTRON_H_BLOCKS), else NemotronHConfig's default list."""
+    """Nemotron-H's block kinds in order: `layers_block_type` (its older mixer names read as the
+    new), else `hybrid_override_pattern`'s letters (NEMOTRON_H_BLOCKS), else NemotronHConfig's
+    default list."""
     kinds = r.data.get("layers_block_type", r.data.get("layer_types"))
     if kinds is None and isinstance(r.data.get("hybrid_override_pattern"), str):
         pattern = r.data["hybrid_override_pattern"]
         kinds = [NEMOTRON_H_BLOCKS.get(c, c) for c in pattern]
     if kinds is None:
         kinds = ["linear_attention", "moe", "full_attention", "mlp"]
+    if isinstance(kinds, list):
+        kinds = [LEGACY_BLOCK_NAMES.get(k, k) if isinstance(k, str) else k for k in kinds]
     valid = sorted(set(NEMOTRON_H_BLOCKS.values()))
     if not isinstance(kinds, list) or not 0 < len(kinds) <= MAX_LAYERS or not all(k in valid for k in kinds):
         raise r.error(
@@ -1339,11 +1344,10 @@ def _nemotron_h(r: ConfigReader) -> TransformerArch:
     positions ('full_attention'), a two-matrix squared-ReLU MLP ('mlp') or experts ('moe': routed
     two-matrix experts behind a sigmoid router, plus one shared MLP). Each MLP or experts block is
     paired with a mixer block as one layer; the mixers left over are TransformerArch's MLP-free
-    layers, so a file with more MLP blocks than mixer blocks is refused. Mamba sizes under
+    layers, so a file with more MLP blocks than mixer blocks is refused. Sizes under
     NemotronHConfig's names or the remote-code configs' (`attention_head_dim`, `mamba_n_heads`...;
-    its Mamba width is heads x head size), the attention's
-    projections without biases whatever `attention_bias` says, an MoE latent projection
-    (`moe_latent_size`) refused."""
+    the Mamba width is heads x head size); the attention's projections without biases whatever
+    `attention_bias` says; experts behind a latent projection (`moe_latent_size`) refused."""
     kinds = _nemotron_h_blocks(r)
     mamba, attention = kinds.count("linear_attention"), kinds.count("full_attention")
     dense, experts = kinds.count("mlp"), kinds.count("moe")
