@@ -38,7 +38,7 @@ from fitbench.estimate.execution import transformers_lacks_sdpa
 from fitbench.workloads import library
 from fitbench.workloads.hf_config import arch_from_hf_config
 from fitbench.workloads.multimodal import WRAPPERS
-from tiny_families import tiny_config
+from tiny_families import nemotron_h_has_experts, tiny_config
 
 BATCH, PROMPT, LAYERS = 2, 16, 3
 WINDOW = 64
@@ -88,7 +88,7 @@ def model_type_of(fields: dict[str, Any]) -> str:
 def nemotron_h_pattern(fields: dict[str, Any], layers: int) -> str:
     """Nemotron-H's blocks for `layers` layers of a mixer block and an MLP (or experts) block each:
     the first mixer attends, the others are Mamba-2 ones, as tiny_config's kinds."""
-    mlp = "E" if "E" in str(fields.get("hybrid_override_pattern", "")) else "-"
+    mlp = "E" if nemotron_h_has_experts(fields) else "-"
     return ("*" + mlp + ("M" + mlp) * layers)[: 2 * layers]
 
 

@@ -71,8 +71,8 @@ TINY_SIZES = {
 def _shrunk(config: dict[str, Any]) -> dict[str, Any]:
     """Every size key replaced (a null one stays null: DeepSeek-V2-Lite's q_lora_rank means no
     query compression), in nested sub-configs too (a multimodal file's text_config and
-    vision_config); a per-layer `layer_types` list is dropped, so the family's own rule lays out
-    the windows of the fewer layers."""
+    vision_config); a per-layer `layer_types` (or Nemotron-H's `layers_block_type`) list is
+    dropped, so the family's own rule lays out the windows of the fewer layers."""
     shrunk = {
         key: _shrunk(value)
         if isinstance(value, dict)
@@ -80,7 +80,7 @@ def _shrunk(config: dict[str, Any]) -> dict[str, Any]:
         if value is None
         else TINY_SIZES.get(key, value)
         for key, value in config.items()
-        if key != "layer_types"
+        if key not in ("layer_types", "layers_block_type")
     }
     return {**shrunk, **_mamba_layer_types(config, shrunk)}
 
@@ -93,7 +93,7 @@ def _mamba_layer_types(config: dict[str, Any], shrunk: dict[str, Any]) -> dict[s
     attention, MLP, Mamba-2 (a layer without an MLP)."""
     types = config.get("layer_types")
     if config.get("model_type") == "nemotron_h":  # a mixer of each kind, MLP blocks between, one left over
-        mlp = "E" if "E" in str(config.get("hybrid_override_pattern", "")) else "-"
+        mlp = "E" if nemotron_h_has_experts(config) else "-"
         return {"hybrid_override_pattern": f"M{mlp}*{mlp}M", "num_hidden_layers": 5}
     if "mamba_n_heads" in config and "attn_layer_indices" in config:  # Bamba: the first layer attends
         return {"attn_layer_indices": [0]}
@@ -107,6 +107,12 @@ def _mamba_layer_types(config: dict[str, Any], shrunk: dict[str, Any]) -> dict[s
     rest = "mamba" if "mamba" in types or "linear_attention" in types else "attention"
     layers = int(shrunk.get("num_hidden_layers", len(types)))
     return {"layer_types": ["attention"] + [rest] * (layers - 1)}
+
+
+def nemotron_h_has_experts(config: dict[str, Any]) -> bool:
+    """Whether a Nemotron-H file has experts blocks, in its block list or its older pattern."""
+    blocks = config.get("layers_block_type") or []
+    return "moe" in blocks or "E" in str(config.get("hybrid_override_pattern", ""))
 
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
