@@ -54,20 +54,21 @@ def test_the_block_list_and_the_older_pattern_read_the_same() -> None:
     assert arch_from_hf_config(listed) == arch_from_hf_config(_config("M-*-M"))
 
 
-def test_the_remote_code_configs_names_read_as_the_class_s() -> None:
-    """nvidia's first Nemotron-H files (remote code) spell the sizes as Granite 4.0 does and the
-    head size `attention_head_dim`."""
+def test_the_older_key_names_read_as_the_class_s() -> None:
+    """The keys NemotronHConfig's __post_init__ still takes under their older names
+    (mamba_n_groups, mamba_d_conv, mamba_conv_bias, mamba_chunk_size), and `attention_head_dim`
+    for the head size, read as the class's own."""
     names = {
-        "mamba_num_heads": "mamba_n_heads",
-        "mamba_head_dim": "mamba_d_head",
         "n_groups": "mamba_n_groups",
-        "ssm_state_size": "mamba_d_state",
+        "conv_kernel": "mamba_d_conv",
+        "use_conv_bias": "mamba_conv_bias",
+        "chunk_size": "mamba_chunk_size",
         "head_dim": "attention_head_dim",
     }
-    config = _config("M-*-M", head_dim=32)
-    remote = {names.get(k, k): v for k, v in config.items()}
-    assert "head_dim" not in remote and remote["attention_head_dim"] == 32
-    assert arch_from_hf_config(remote) == arch_from_hf_config(config)
+    config = _config("M-*-M", head_dim=32, conv_kernel=3, use_conv_bias=False)
+    older = {names.get(k, k): v for k, v in config.items()}
+    assert "head_dim" not in older and older["attention_head_dim"] == 32
+    assert arch_from_hf_config(older) == arch_from_hf_config(config)
 
 
 def test_experts_blocks_follow_their_mixers() -> None:

@@ -1345,8 +1345,9 @@ def _nemotron_h(r: ConfigReader) -> TransformerArch:
     two-matrix experts behind a sigmoid router, plus one shared MLP). Each MLP or experts block is
     paired with a mixer block as one layer; the mixers left over are TransformerArch's MLP-free
     layers, so a file with more MLP blocks than mixer blocks is refused. Sizes under
-    NemotronHConfig's names or the remote-code configs' (`attention_head_dim`, `mamba_n_heads`...;
-    the Mamba width is heads x head size); the attention's projections without biases whatever
+    NemotronHConfig's names or the older ones its __post_init__ still reads (`mamba_n_groups`,
+    `mamba_d_conv`, `mamba_conv_bias`, `mamba_chunk_size`; `attention_head_dim` for head_dim),
+    the Mamba width heads x head size; the attention's projections without biases whatever
     `attention_bias` says; experts behind a latent projection (`moe_latent_size`) refused."""
     kinds = _nemotron_h_blocks(r)
     mamba, attention = kinds.count("linear_attention"), kinds.count("full_attention")
@@ -1376,16 +1377,16 @@ def _nemotron_h(r: ConfigReader) -> TransformerArch:
             shared_intermediate_size=r.int("moe_shared_expert_intermediate_size", default=7688, minimum=0),
             dense_layers=dense,
         )
-    heads = r.int("mamba_num_heads", "mamba_n_heads", default=128)
+    heads = r.int("mamba_num_heads", default=128)
     mamba_sizes: dict[str, Any] = {}
     if mamba:
         mamba_sizes = dict(
             linear_layers=mamba,
             linear_kind="mamba2",
             linear_key_heads=r.int("n_groups", "mamba_n_groups", default=8),
-            linear_key_head_dim=r.int("ssm_state_size", "mamba_d_state", default=128),
+            linear_key_head_dim=r.int("ssm_state_size", default=128),
             linear_value_heads=heads,
-            linear_value_head_dim=r.int("mamba_head_dim", "mamba_d_head", default=64),
+            linear_value_head_dim=r.int("mamba_head_dim", default=64),
             linear_conv_kernel=r.int("conv_kernel", "mamba_d_conv", default=4),
             linear_chunk=r.int("chunk_size", "mamba_chunk_size", default=128),
             linear_conv_bias=r.flag("use_conv_bias", r.flag("mamba_conv_bias", True)),
@@ -1397,7 +1398,7 @@ def _nemotron_h(r: ConfigReader) -> TransformerArch:
         layers,
         max_positions=4096,
         ffn_default=21504,
-        head_dim=r.int("attention_head_dim", default=128),  # the remote-code configs' name
+        head_dim=r.int("attention_head_dim", default=128),  # older files' name for head_dim
         mlp="gelu",
         position="none",
         qkv_bias=False,
