@@ -165,7 +165,7 @@ def measure_saved(workload: Any) -> list[dict[str, Any]]:
 
 def estimator_counts(workload: Any) -> dict[str, float]:
     """Per-layer saved bytes per token, eager and compiled, as the estimator counts them."""
-    arch = transformer_cost._arch(workload)
+    arch = workload.transformer
     s = workload.seq_len
     if workload.peft:
         eager = peft.layer_saved_bytes_per_token(workload, compiled=False)
